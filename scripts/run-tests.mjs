@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+// Runs the compiled test files with node:test, by explicit path (Node 21+
+// would treat directory arguments as globs, Node 20 would not).
+//
+//   node scripts/run-tests.mjs [unit|integration|e2e|sim ...]
+//
+// With no argument every suite runs. Suites run one after another; files of
+// one suite run with the concurrency given by DTP_TEST_CONCURRENCY (default 2).
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+const ALL = ['unit', 'sim', 'integration', 'e2e'];
+const suites = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ALL;
+const root = join(import.meta.dirname, '..', 'dist', 'test');
+
+function findTests(dir) {
+  if (!existsSync(dir)) return [];
+  const out = [];
+  for (const name of readdirSync(dir).sort()) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) out.push(...findTests(path));
+    else if (name.endsWith('.test.js')) out.push(path);
+  }
+  return out;
+}
+
+let failed = false;
+for (const suite of suites) {
+  if (!ALL.includes(suite)) {
+    console.error(`unknown suite ${suite}; expected one of ${ALL.join(', ')}`);
+    process.exit(2);
+  }
+  const files = findTests(join(root, suite));
+  if (files.length === 0) continue;
+  console.log(`\n# suite ${suite}: ${files.length} file(s)`);
+  const concurrency = process.env.DTP_TEST_CONCURRENCY ?? (suite === 'e2e' ? '1' : '2');
+  const res = spawnSync(
+    process.execPath,
+    ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
+    { stdio: 'inherit' },
+  );
+  if (res.status !== 0) failed = true;
+}
+process.exit(failed ? 1 : 0);

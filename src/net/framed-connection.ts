@@ -1,0 +1,224 @@
+/**
+ * One TCP connection speaking framed protocol messages.
+ *
+ * Bytes -> {@link FrameDecoder} -> {@link decodeMessage} -> `onMessage`. The
+ * first framing or envelope violation is reported once through
+ * `onProtocolError`; reading stops there and the owner decides what to send
+ * before closing.
+ *
+ * Lifetime: `open` -> `closing` (graceful {@link FramedConnection.close}:
+ * queued frames are flushed, then FIN) -> `closed`; or straight to `closed`
+ * through {@link FramedConnection.destroy}. Both are idempotent, and `onClose`
+ * runs exactly once with the reason.
+ *
+ * Memory per connection is bounded: at most one partial frame inbound (the
+ * decoder's cap) and `maxOutboundBytes` of unsent frames outbound. A peer that
+ * does not read its replies is cut off (`overflow`) instead of growing the
+ * process.
+ */
+import type { Socket } from 'node:net';
+import { decodeMessage, messageToJson } from '../protocol/codec.js';
+import { ProtocolError, ProtocolErrorCode, describeError } from '../protocol/errors.js';
+import { FrameDecoder, encodeFrame } from '../protocol/framing.js';
+import type { Message } from '../protocol/messages.js';
+
+/** Why a connection ended. */
+export type CloseReason =
+  | { kind: 'eof' }
+  | { kind: 'truncated' }
+  | { kind: 'error'; message: string }
+  | { kind: 'local'; message: string }
+  | { kind: 'overflow'; bytes: number };
+
+export interface ConnectionHandlers {
+  onMessage(msg: Message): void;
+  /** The peer broke the protocol; no more messages will be delivered. */
+  onProtocolError(err: ProtocolError): void;
+  onClose(reason: CloseReason): void;
+}
+
+export interface ConnectionOptions {
+  /** Unsent bytes allowed before the peer counts as a slow reader (default 16 MiB). */
+  maxOutboundBytes?: number;
+}
+
+export const DEFAULT_MAX_OUTBOUND_BYTES = 16 * 1024 * 1024;
+
+let nextConnectionId = 1;
+
+/** A human description of a close reason, for logs and error messages. */
+export function describeCloseReason(reason: CloseReason): string {
+  switch (reason.kind) {
+    case 'eof':
+      return 'connection closed';
+    case 'truncated':
+      return 'connection closed in the middle of a frame';
+    case 'error':
+      return `connection error: ${reason.message}`;
+    case 'local':
+      return reason.message;
+    case 'overflow':
+      return `peer stopped reading (${reason.bytes} bytes unsent)`;
+  }
+}
+
+export class FramedConnection {
+  /** Process-unique id, for logs and for routing replies. */
+  readonly id: number;
+  readonly remote: string;
+  readonly #socket: Socket;
+  readonly #decoder = new FrameDecoder();
+  readonly #handlers: ConnectionHandlers;
+  readonly #maxOutboundBytes: number;
+  #reading = true;
+  #corked = false;
+  #notified = false;
+  #closeReason: CloseReason | null = null;
+  #closed: Promise<void>;
+  #resolveClosed!: () => void;
+
+  constructor(socket: Socket, handlers: ConnectionHandlers, options: ConnectionOptions = {}) {
+    this.id = nextConnectionId++;
+    this.#socket = socket;
+    this.#handlers = handlers;
+    this.#maxOutboundBytes = options.maxOutboundBytes ?? DEFAULT_MAX_OUTBOUND_BYTES;
+    this.remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+    this.#closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('end', () => {
+      this.#end(this.#decoder.end() === 'clean' ? { kind: 'eof' } : { kind: 'truncated' }, 'none');
+    });
+    socket.on('error', (err) => this.#end({ kind: 'error', message: describeError(err) }, 'destroy'));
+    socket.on('close', () => {
+      this.#end({ kind: 'eof' }, 'none');
+      this.#resolveClosed();
+    });
+  }
+
+  /** True until the connection is closing or closed. */
+  get isOpen(): boolean {
+    return this.#closeReason === null;
+  }
+
+  /** Resolves once the socket is fully closed. */
+  closed(): Promise<void> {
+    return this.#closed;
+  }
+
+  /** Unsent outbound bytes. */
+  get outboundBytes(): number {
+    return this.#socket.writableLength;
+  }
+
+  /**
+   * Queues one message. Returns false (and sends nothing) if the connection is
+   * no longer open. Writes within one event-loop turn leave in one syscall.
+   */
+  send(msg: Message): boolean {
+    return this.sendFrame(encodeFrame(Buffer.from(messageToJson(msg), 'utf8')));
+  }
+
+  /** Queues one ready-made frame (see {@link send}). */
+  sendFrame(frame: Buffer): boolean {
+    if (!this.isOpen) return false;
+    const queued = this.#socket.writableLength + frame.length;
+    if (queued > this.#maxOutboundBytes) {
+      this.#end({ kind: 'overflow', bytes: queued }, 'destroy');
+      return false;
+    }
+    if (!this.#corked) {
+      this.#corked = true;
+      this.#socket.cork();
+      process.nextTick(() => {
+        this.#corked = false;
+        this.#socket.uncork();
+      });
+    }
+    this.#socket.write(frame);
+    return true;
+  }
+
+  /** Stops delivering messages until {@link resume} (inbound backpressure). */
+  pause(): void {
+    this.#socket.pause();
+  }
+
+  resume(): void {
+    if (this.#reading) this.#socket.resume();
+  }
+
+  /** Closes the socket after this many ms without inbound data (0 = never). */
+  setIdleTimeout(ms: number, onIdle: () => void): void {
+    this.#socket.setTimeout(ms);
+    this.#socket.removeAllListeners('timeout');
+    if (ms > 0) this.#socket.once('timeout', onIdle);
+  }
+
+  /** Graceful: flush what is queued, then close. Idempotent. */
+  close(message = 'closed locally'): Promise<void> {
+    this.#end({ kind: 'local', message }, 'end');
+    return this.#closed;
+  }
+
+  /** Abrupt: drop queued frames and close now. Idempotent. */
+  destroy(message = 'destroyed locally'): Promise<void> {
+    this.#end({ kind: 'local', message }, 'destroy');
+    return this.#closed;
+  }
+
+  #onData(chunk: Buffer): void {
+    if (!this.#reading) return;
+    let payloads: Buffer[];
+    try {
+      payloads = this.#decoder.push(chunk);
+    } catch (err) {
+      this.#protocolError(err);
+      return;
+    }
+    for (const payload of payloads) {
+      if (!this.#reading) return;
+      let msg: Message;
+      try {
+        msg = decodeMessage(payload);
+      } catch (err) {
+        this.#protocolError(err);
+        return;
+      }
+      this.#handlers.onMessage(msg);
+    }
+  }
+
+  #protocolError(err: unknown): void {
+    this.#reading = false;
+    this.#socket.pause();
+    const protocolErr =
+      err instanceof ProtocolError
+        ? err
+        : new ProtocolError(ProtocolErrorCode.MalformedJson, describeError(err), { cause: err });
+    this.#handlers.onProtocolError(protocolErr);
+  }
+
+  /**
+   * The one place a connection ends: records the first reason, stops reading,
+   * ends or destroys the socket as asked, and tells the owner exactly once.
+   */
+  #end(reason: CloseReason, how: 'none' | 'end' | 'destroy'): void {
+    const first = this.#closeReason === null;
+    if (first) this.#closeReason = reason;
+    this.#reading = false;
+    if (how === 'destroy') {
+      this.#socket.destroy();
+    } else if (how === 'end' && first && !this.#socket.destroyed) {
+      this.#socket.end();
+      // A peer that never reads could keep the socket half-open forever.
+      const timer = setTimeout(() => this.#socket.destroy(), 5_000);
+      timer.unref();
+      this.#socket.once('close', () => clearTimeout(timer));
+    }
+    if (!this.#notified) {
+      this.#notified = true;
+      this.#handlers.onClose(this.#closeReason ?? reason);
+    }
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * Listening and dialling TCP, with lifetimes that end cleanly: a
+ * {@link TcpServer} tracks its sockets so `close()` leaves nothing behind, and
+ * {@link dial} gives up after a timeout or an abort.
+ */
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { once } from 'node:events';
+import { DtpError, describeError } from '../protocol/errors.js';
+
+export interface TcpServerOptions {
+  /** Sockets accepted at once; more are refused by the kernel backlog (default 10,000). */
+  maxConnections?: number;
+}
+
+export class TcpServer {
+  readonly #server: Server;
+  readonly #sockets = new Set<Socket>();
+  #closing: Promise<void> | null = null;
+
+  constructor(onSocket: (socket: Socket) => void, options: TcpServerOptions = {}) {
+    this.#server = createServer({ noDelay: true }, (socket) => {
+      this.#sockets.add(socket);
+      socket.once('close', () => this.#sockets.delete(socket));
+      onSocket(socket);
+    });
+    this.#server.maxConnections = options.maxConnections ?? 10_000;
+  }
+
+  /** Starts listening; resolves with the port actually bound (useful with port 0). */
+  async listen(port: number, host: string): Promise<number> {
+    this.#server.listen({ port, host, exclusive: true });
+    await Promise.race([
+      once(this.#server, 'listening'),
+      once(this.#server, 'error').then(([err]) => {
+        throw new DtpError('LISTEN_FAILED', `cannot listen on ${host}:${port}: ${describeError(err)}`, {
+          cause: err,
+        });
+      }),
+    ]);
+    const address = this.#server.address();
+    if (address === null || typeof address === 'string') throw new DtpError('LISTEN_FAILED', 'no TCP address');
+    return address.port;
+  }
+
+  /** Open sockets right now. */
+  get connectionCount(): number {
+    return this.#sockets.size;
+  }
+
+  /** Stops accepting (new connections are refused at once). Idempotent. */
+  stopAccepting(): void {
+    if (this.#server.listening) this.#server.close();
+  }
+
+  /** Stops accepting and destroys every socket. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      const closed = this.#server.listening ? once(this.#server, 'close') : Promise.resolve();
+      this.stopAccepting();
+      for (const socket of this.#sockets) socket.destroy();
+      await closed;
+    })();
+    return this.#closing;
+  }
+}
+
+export class DialError extends DtpError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('CONNECT_FAILED', message, options);
+  }
+}
+
+/** Connects to host:port, failing with {@link DialError} after `timeoutMs`. */
+export async function dial(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<Socket> {
+  const socket = connect({ host, port, noDelay: true });
+  const timer = setTimeout(() => socket.destroy(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
+  const onAbort = (): void => {
+    socket.destroy(new Error('aborted'));
+  };
+  signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    await once(socket, 'connect');
+    return socket;
+  } catch (err) {
+    socket.destroy();
+    throw new DialError(`cannot connect to ${host}:${port}: ${describeError(err)}`, { cause: err });
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+  }
+}

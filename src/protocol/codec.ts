@@ -1,0 +1,275 @@
+/**
+ * Runtime validation at the boundary: bytes of one frame <-> a typed
+ * {@link Message}.
+ *
+ * One decoder table, `SCHEMAS`, lists the fields of every message type. Its
+ * type makes the compiler check that every message type has an entry and that
+ * every field has a codec of the right type, so a new message or field cannot
+ * be forgotten here.
+ *
+ * Decoding rules (protocol.md, "Envelope"): unknown fields are dropped, absent
+ * and `null` optional fields are the same, an unknown type or a field of the
+ * wrong JSON type is a {@link ProtocolError}. Encoding emits exactly the fields
+ * of the schema, nothing else.
+ */
+import { ProtocolError, ProtocolErrorCode } from './errors.js';
+import { encodeFrame } from './framing.js';
+import {
+  JOB_STATES,
+  PRIORITIES,
+  type JobSnapshot,
+  type JsonObject,
+  type Message,
+  type MessageOf,
+  type MessageType,
+  type WorkerSnapshot,
+} from './messages.js';
+
+/** Validates one decoded JSON value and projects a typed value back to JSON. */
+export interface Codec<T> {
+  decode(value: unknown, path: string): T;
+  encode(value: T): unknown;
+}
+
+function badField(path: string, expected: string, value: unknown): ProtocolError {
+  const got = value === undefined ? 'nothing' : value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+  return new ProtocolError(ProtocolErrorCode.BadField, `field ${path} must be ${expected}, got ${got}`);
+}
+
+const identity = <T>(value: T): T => value;
+
+export const stringCodec: Codec<string> = {
+  decode(value, path) {
+    if (typeof value !== 'string') throw badField(path, 'a string', value);
+    return value;
+  },
+  encode: identity,
+};
+
+export const intCodec: Codec<number> = {
+  decode(value, path) {
+    if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw badField(path, 'an integer', value);
+    return value;
+  },
+  encode: identity,
+};
+
+export const boolCodec: Codec<boolean> = {
+  decode(value, path) {
+    if (typeof value !== 'boolean') throw badField(path, 'a boolean', value);
+    return value;
+  },
+  encode: identity,
+};
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Any JSON object, kept as it is (task payloads). */
+export const objectCodec: Codec<JsonObject> = {
+  decode(value, path) {
+    if (!isPlainObject(value)) throw badField(path, 'an object', value);
+    return value as JsonObject;
+  },
+  encode: identity,
+};
+
+/** `null` and absent both decode to `null`. */
+export function nullable<T>(inner: Codec<T>): Codec<T | null> {
+  return {
+    decode: (value, path) => (value === undefined || value === null ? null : inner.decode(value, path)),
+    encode: (value) => (value === null ? null : inner.encode(value)),
+  };
+}
+
+/** A string from a closed set; another string is `PROTOCOL_BAD_VALUE`. */
+export function enumCodec<T extends string>(values: readonly T[]): Codec<T> {
+  const allowed: ReadonlySet<string> = new Set(values);
+  return {
+    decode(value, path) {
+      const s = stringCodec.decode(value, path);
+      if (!allowed.has(s)) {
+        throw new ProtocolError(
+          ProtocolErrorCode.BadValue,
+          `field ${path} must be one of ${values.join(', ')}, got ${JSON.stringify(s).slice(0, 80)}`,
+        );
+      }
+      return s as T;
+    },
+    encode: identity,
+  };
+}
+
+export function arrayOf<T>(inner: Codec<T>): Codec<T[]> {
+  return {
+    decode(value, path) {
+      if (!Array.isArray(value)) throw badField(path, 'an array', value);
+      return value.map((item, i) => inner.decode(item, `${path}[${i}]`));
+    },
+    encode: (value) => value.map((item) => inner.encode(item)),
+  };
+}
+
+/** The codecs of every field of T (all required: optional ones use `nullable`). */
+export type Fields<T> = { [K in keyof T]-?: Codec<T[K]> };
+
+function decodeFields<T>(fields: Fields<T>, raw: Record<string, unknown>, prefix: string): T {
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(fields)) {
+    const codec = fields[key as keyof T];
+    out[key] = codec.decode(raw[key], prefix + key);
+  }
+  return out as T;
+}
+
+function encodeFields<T>(fields: Fields<T>, value: T): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(fields)) {
+    const k = key as keyof T;
+    out[key] = fields[k].encode(value[k]);
+  }
+  return out;
+}
+
+export function recordCodec<T>(fields: Fields<T>): Codec<T> {
+  return {
+    decode(value, path) {
+      if (!isPlainObject(value)) throw badField(path, 'an object', value);
+      return decodeFields(fields, value, `${path}.`);
+    },
+    encode: (value) => encodeFields(fields, value),
+  };
+}
+
+export const jobStateCodec = enumCodec(JOB_STATES);
+export const priorityCodec = enumCodec(PRIORITIES);
+
+export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
+  jobId: stringCodec,
+  taskType: stringCodec,
+  state: jobStateCodec,
+  attempts: intCodec,
+  maxAttempts: intCodec,
+  workerId: nullable(stringCodec),
+  result: nullable(stringCodec),
+  error: nullable(stringCodec),
+  createdAtMillis: intCodec,
+  updatedAtMillis: intCodec,
+  priority: priorityCodec,
+});
+
+export const workerSnapshotCodec: Codec<WorkerSnapshot> = recordCodec<WorkerSnapshot>({
+  workerId: stringCodec,
+  capacity: intCodec,
+  activeTasks: intCodec,
+  lastHeartbeatMillis: intCodec,
+});
+
+type Schemas = { [K in MessageType]: Fields<Omit<MessageOf<K>, 'type'>> };
+
+const SCHEMAS: Schemas = {
+  WORKER_REGISTER: {
+    workerId: stringCodec,
+    capacity: intCodec,
+    taskTypes: nullable(arrayOf(stringCodec)),
+  },
+  WORKER_REGISTERED: { workerId: stringCodec },
+  HEARTBEAT: { workerId: stringCodec },
+  TASK_ASSIGN: {
+    jobId: stringCodec,
+    attemptId: stringCodec,
+    attemptNumber: intCodec,
+    taskType: stringCodec,
+    payload: objectCodec,
+  },
+  TASK_CANCEL: { jobId: stringCodec, attemptId: stringCodec },
+  TASK_RESULT: {
+    workerId: stringCodec,
+    jobId: stringCodec,
+    attemptId: stringCodec,
+    success: boolCodec,
+    result: nullable(stringCodec),
+    error: nullable(stringCodec),
+  },
+  WORKER_DRAINING: { workerId: stringCodec },
+  ERROR: { message: stringCodec, code: nullable(stringCodec) },
+  SUBMIT_JOB: {
+    taskType: stringCodec,
+    payload: objectCodec,
+    maxAttempts: nullable(intCodec),
+    idempotencyKey: nullable(stringCodec),
+    priority: nullable(priorityCodec),
+  },
+  JOB_SUBMITTED: { jobId: stringCodec, job: nullable(jobSnapshotCodec) },
+  SUBMIT_REJECTED: {
+    reason: stringCodec,
+    activeCount: intCodec,
+    limit: intCodec,
+    retryable: boolCodec,
+  },
+  GET_JOB_STATUS: { jobId: stringCodec },
+  JOB_STATUS: { job: jobSnapshotCodec },
+  LIST_JOBS: {
+    limit: nullable(intCodec),
+    state: nullable(jobStateCodec),
+    cursor: nullable(stringCodec),
+  },
+  JOB_LIST: { jobs: arrayOf(jobSnapshotCodec), nextCursor: nullable(stringCodec) },
+  LIST_WORKERS: {},
+  WORKER_LIST: { workers: arrayOf(workerSnapshotCodec) },
+  CANCEL_JOB: { jobId: stringCodec },
+  JOB_CANCEL: { cancelled: boolCodec, job: jobSnapshotCodec },
+  WAIT_JOB: { jobId: stringCodec, timeoutMillis: nullable(intCodec) },
+};
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function hasSchema(type: string): type is MessageType {
+  return Object.prototype.hasOwnProperty.call(SCHEMAS, type);
+}
+
+/**
+ * Parses and validates one frame payload. Throws {@link ProtocolError} with
+ * code `PROTOCOL_MALFORMED_JSON`, `PROTOCOL_NOT_AN_OBJECT`,
+ * `PROTOCOL_UNKNOWN_TYPE`, `PROTOCOL_BAD_FIELD` or `PROTOCOL_BAD_VALUE`.
+ */
+export function decodeMessage(payload: Uint8Array): Message {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(utf8.decode(payload));
+  } catch (err) {
+    throw new ProtocolError(ProtocolErrorCode.MalformedJson, 'frame is not UTF-8 JSON', { cause: err });
+  }
+  return decodeValue(raw);
+}
+
+/** Validates an already parsed JSON value as a message. */
+export function decodeValue(raw: unknown): Message {
+  if (!isPlainObject(raw) || typeof raw.type !== 'string') {
+    throw new ProtocolError(ProtocolErrorCode.NotAnObject, 'frame is not a JSON object with a string "type"');
+  }
+  const type = raw.type;
+  if (!hasSchema(type)) {
+    throw new ProtocolError(ProtocolErrorCode.UnknownType, `unknown message type ${JSON.stringify(type).slice(0, 80)}`);
+  }
+  const version = raw.v;
+  if (version !== undefined && version !== null && version !== 1) {
+    throw new ProtocolError(ProtocolErrorCode.BadValue, `unsupported protocol version ${JSON.stringify(version).slice(0, 20)}`);
+  }
+  const fields = SCHEMAS[type] as Fields<Record<string, unknown>>;
+  const body = decodeFields(fields, raw, '');
+  return { type, ...body } as Message;
+}
+
+/** The JSON text of a message: exactly its schema's fields, `type` first. */
+export function messageToJson(msg: Message): string {
+  const fields = SCHEMAS[msg.type] as Fields<Record<string, unknown>>;
+  const body = encodeFields(fields, msg as unknown as Record<string, unknown>);
+  return JSON.stringify({ type: msg.type, ...body });
+}
+
+/** One complete frame (length prefix + JSON) for a message. */
+export function encodeMessage(msg: Message): Buffer {
+  return encodeFrame(Buffer.from(messageToJson(msg), 'utf8'));
+}

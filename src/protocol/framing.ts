@@ -1,0 +1,144 @@
+/**
+ * Length-prefixed framing: `[4-byte big-endian signed length N][N bytes]`,
+ * 1 <= N <= 1 MiB.
+ *
+ * The decoder is incremental. TCP delivers bytes in arbitrary pieces, so it
+ * keeps at most one partial header (4 bytes) and one partial payload (<= 1 MiB)
+ * between calls. It allocates a payload buffer only after the declared length
+ * has been checked, so a lying length can never make it allocate more than the
+ * cap. Whole frames that arrive inside one chunk are returned as views of that
+ * chunk without copying.
+ *
+ * Decoder states: `header` (collecting 0..3 prefix bytes), `payload` (a length
+ * was accepted and its bytes are being collected), `failed` (a violation was
+ * seen; every later call throws again).
+ */
+import { ProtocolError, ProtocolErrorCode } from './errors.js';
+
+/** Largest legal payload, in bytes (1 MiB). */
+export const MAX_FRAME_BYTES = 1_048_576;
+/** Size of the length prefix, in bytes. */
+export const FRAME_HEADER_BYTES = 4;
+
+/** How a stream ended, as far as framing can tell. */
+export type StreamEnd = 'clean' | 'truncated';
+
+export class FrameDecoder {
+  readonly #maxFrameBytes: number;
+  readonly #header = Buffer.alloc(FRAME_HEADER_BYTES);
+  #headerFill = 0;
+  #payload: Buffer | null = null;
+  #payloadFill = 0;
+  #failure: ProtocolError | null = null;
+
+  /** @param maxFrameBytes largest accepted payload (default and ceiling: 1 MiB). */
+  constructor(maxFrameBytes: number = MAX_FRAME_BYTES) {
+    if (!Number.isInteger(maxFrameBytes) || maxFrameBytes < 1 || maxFrameBytes > MAX_FRAME_BYTES) {
+      throw new RangeError(`maxFrameBytes must be 1..${MAX_FRAME_BYTES}, got ${maxFrameBytes}`);
+    }
+    this.#maxFrameBytes = maxFrameBytes;
+  }
+
+  /**
+   * Feeds the next bytes of the stream and returns every payload they complete,
+   * in order. Throws {@link ProtocolError} (`PROTOCOL_FRAME_LENGTH`) on a
+   * declared length outside 1..max; the decoder is unusable afterwards.
+   */
+  push(chunk: Uint8Array): Buffer[] {
+    if (this.#failure) throw this.#failure;
+    const frames: Buffer[] = [];
+    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    let pos = 0;
+    while (pos < buf.length) {
+      if (this.#payload === null) {
+        pos = this.#readHeader(buf, pos, frames);
+      } else {
+        pos = this.#readPayload(buf, pos, frames);
+      }
+    }
+    return frames;
+  }
+
+  /**
+   * What an end of stream now would mean: `clean` between frames (including
+   * inside the 4-byte prefix), `truncated` inside a payload.
+   */
+  end(): StreamEnd {
+    return this.#payload === null ? 'clean' : 'truncated';
+  }
+
+  /** Bytes held between calls (a partial header and a partial payload). */
+  get bufferedBytes(): number {
+    return this.#headerFill + this.#payloadFill;
+  }
+
+  /** Bytes currently allocated for a partial payload (0 between frames). */
+  get allocatedBytes(): number {
+    return this.#payload?.length ?? 0;
+  }
+
+  #readHeader(buf: Buffer, pos: number, frames: Buffer[]): number {
+    let length: number;
+    if (this.#headerFill === 0 && buf.length - pos >= FRAME_HEADER_BYTES) {
+      length = buf.readInt32BE(pos);
+      pos += FRAME_HEADER_BYTES;
+    } else {
+      const take = Math.min(FRAME_HEADER_BYTES - this.#headerFill, buf.length - pos);
+      buf.copy(this.#header, this.#headerFill, pos, pos + take);
+      this.#headerFill += take;
+      pos += take;
+      if (this.#headerFill < FRAME_HEADER_BYTES) return pos;
+      this.#headerFill = 0;
+      length = this.#header.readInt32BE(0);
+    }
+    this.#checkLength(length);
+    if (buf.length - pos >= length) {
+      // The whole payload is in this chunk: hand out a view, no copy.
+      frames.push(buf.subarray(pos, pos + length));
+      return pos + length;
+    }
+    this.#payload = Buffer.allocUnsafe(length);
+    this.#payloadFill = 0;
+    return pos;
+  }
+
+  #readPayload(buf: Buffer, pos: number, frames: Buffer[]): number {
+    const payload = this.#payload as Buffer;
+    const take = Math.min(payload.length - this.#payloadFill, buf.length - pos);
+    buf.copy(payload, this.#payloadFill, pos, pos + take);
+    this.#payloadFill += take;
+    if (this.#payloadFill === payload.length) {
+      frames.push(payload);
+      this.#payload = null;
+      this.#payloadFill = 0;
+    }
+    return pos + take;
+  }
+
+  #checkLength(length: number): void {
+    if (length >= 1 && length <= this.#maxFrameBytes) return;
+    this.#failure = new ProtocolError(
+      ProtocolErrorCode.FrameLength,
+      `declared frame length ${length} is outside 1..${this.#maxFrameBytes}`,
+    );
+    throw this.#failure;
+  }
+}
+
+/**
+ * Prefixes one payload with its length. Refuses (throws `PROTOCOL_FRAME_ENCODE`)
+ * an empty payload or one over 1 MiB: a writer never emits an illegal frame.
+ */
+export function encodeFrame(payload: Uint8Array): Buffer {
+  const length = payload.byteLength;
+  if (length < 1 || length > MAX_FRAME_BYTES) {
+    throw new ProtocolError(
+      ProtocolErrorCode.FrameEncode,
+      `refusing to write a frame of ${length} bytes (must be 1..${MAX_FRAME_BYTES})`,
+    );
+  }
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + length);
+  frame.writeInt32BE(length, 0);
+  frame.set(payload, FRAME_HEADER_BYTES);
+  return frame;
+}
