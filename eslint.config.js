@@ -4,7 +4,13 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import importX from 'eslint-plugin-import-x';
 
-const impureGlobals = ['setTimeout', 'setInterval', 'setImmediate', 'clearTimeout', 'clearInterval'];
+const impureGlobals = [
+  'setTimeout',
+  'setInterval',
+  'setImmediate',
+  'clearTimeout',
+  'clearInterval',
+];
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'data/**', 'demo-logs/**', 'eslint.config.js'] },
@@ -21,7 +27,10 @@ export default tseslint.config(
       '@typescript-eslint/switch-exhaustiveness-check': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',
       '@typescript-eslint/no-explicit-any': 'error',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
       'import-x/no-cycle': 'error',
       eqeqeq: ['error', 'always', { null: 'ignore' }],
     },
@@ -30,7 +39,10 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     ignores: ['src/cli/**'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/cli/**'], message: 'Nothing imports cli.' }] }],
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/cli/**'], message: 'Nothing imports cli.' }] },
+      ],
     },
   },
   {
@@ -40,25 +52,53 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['**/net/**', '**/store/sqlite*', '**/cli/**', '**/worker/**'], message: 'The core is pure: no I/O layers.' },
-            { group: ['node:net', 'node:fs', 'node:timers', 'node:crypto', 'node:worker_threads', 'better-sqlite3'], message: 'The core is pure: inject it.' },
+            {
+              group: ['**/net/**', '**/store/sqlite*', '**/cli/**', '**/worker/**'],
+              message: 'The core is pure: no I/O layers.',
+            },
+            {
+              group: [
+                'node:net',
+                'node:fs',
+                'node:timers',
+                'node:crypto',
+                'node:worker_threads',
+                'better-sqlite3',
+              ],
+              message: 'The core is pure: inject it.',
+            },
           ],
         },
       ],
-      'no-restricted-globals': ['error', ...impureGlobals.map((name) => ({ name, message: 'The core has no timers: time is an input.' }))],
+      'no-restricted-globals': [
+        'error',
+        ...impureGlobals.map((name) => ({
+          name,
+          message: 'The core has no timers: time is an input.',
+        })),
+      ],
       'no-restricted-properties': [
         'error',
         { object: 'Date', property: 'now', message: 'Use the injected clock.' },
         { object: 'Math', property: 'random', message: 'Use the injected random source.' },
         { object: 'performance', property: 'now', message: 'Use the injected clock.' },
       ],
-      'no-restricted-syntax': ['error', { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'Use the injected clock.' }],
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "NewExpression[callee.name='Date'][arguments.length=0]",
+          message: 'Use the injected clock.',
+        },
+      ],
     },
   },
   {
     files: ['src/protocol/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['../*'], message: 'protocol imports nothing else of ours.' }] }],
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['../*'], message: 'protocol imports nothing else of ours.' }] },
+      ],
     },
   },
   {
@@ -72,6 +112,9 @@ export default tseslint.config(
   {
     files: ['**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
-    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+    languageOptions: {
+      parserOptions: { projectService: false, project: null },
+      globals: { process: 'readonly', console: 'readonly' },
+    },
   },
 );

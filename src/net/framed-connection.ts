@@ -89,7 +89,9 @@ export class FramedConnection {
     socket.on('end', () => {
       this.#end(this.#decoder.end() === 'clean' ? { kind: 'eof' } : { kind: 'truncated' }, 'none');
     });
-    socket.on('error', (err) => this.#end({ kind: 'error', message: describeError(err) }, 'destroy'));
+    socket.on('error', (err) =>
+      this.#end({ kind: 'error', message: describeError(err) }, 'destroy'),
+    );
     socket.on('close', () => {
       this.#end({ kind: 'eof' }, 'none');
       this.#resolveClosed();

@@ -32,13 +32,18 @@ export class TcpServer {
     await Promise.race([
       once(this.#server, 'listening'),
       once(this.#server, 'error').then(([err]) => {
-        throw new DtpError('LISTEN_FAILED', `cannot listen on ${host}:${port}: ${describeError(err)}`, {
-          cause: err,
-        });
+        throw new DtpError(
+          'LISTEN_FAILED',
+          `cannot listen on ${host}:${port}: ${describeError(err)}`,
+          {
+            cause: err,
+          },
+        );
       }),
     ]);
     const address = this.#server.address();
-    if (address === null || typeof address === 'string') throw new DtpError('LISTEN_FAILED', 'no TCP address');
+    if (address === null || typeof address === 'string')
+      throw new DtpError('LISTEN_FAILED', 'no TCP address');
     return address.port;
   }
 
@@ -71,9 +76,17 @@ export class DialError extends DtpError {
 }
 
 /** Connects to host:port, failing with {@link DialError} after `timeoutMs`. */
-export async function dial(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<Socket> {
+export async function dial(
+  host: string,
+  port: number,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<Socket> {
   const socket = connect({ host, port, noDelay: true });
-  const timer = setTimeout(() => socket.destroy(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
+  const timer = setTimeout(
+    () => socket.destroy(new Error(`timed out after ${timeoutMs} ms`)),
+    timeoutMs,
+  );
   const onAbort = (): void => {
     socket.destroy(new Error('aborted'));
   };

@@ -32,8 +32,18 @@ export interface Codec<T> {
 }
 
 function badField(path: string, expected: string, value: unknown): ProtocolError {
-  const got = value === undefined ? 'nothing' : value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
-  return new ProtocolError(ProtocolErrorCode.BadField, `field ${path} must be ${expected}, got ${got}`);
+  const got =
+    value === undefined
+      ? 'nothing'
+      : value === null
+        ? 'null'
+        : Array.isArray(value)
+          ? 'an array'
+          : `a ${typeof value}`;
+  return new ProtocolError(
+    ProtocolErrorCode.BadField,
+    `field ${path} must be ${expected}, got ${got}`,
+  );
 }
 
 const identity = <T>(value: T): T => value;
@@ -48,7 +58,8 @@ export const stringCodec: Codec<string> = {
 
 export const intCodec: Codec<number> = {
   decode(value, path) {
-    if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw badField(path, 'an integer', value);
+    if (typeof value !== 'number' || !Number.isSafeInteger(value))
+      throw badField(path, 'an integer', value);
     return value;
   },
   encode: identity,
@@ -78,7 +89,8 @@ export const objectCodec: Codec<JsonObject> = {
 /** `null` and absent both decode to `null`. */
 export function nullable<T>(inner: Codec<T>): Codec<T | null> {
   return {
-    decode: (value, path) => (value === undefined || value === null ? null : inner.decode(value, path)),
+    decode: (value, path) =>
+      value === undefined || value === null ? null : inner.decode(value, path),
     encode: (value) => (value === null ? null : inner.encode(value)),
   };
 }
@@ -239,7 +251,9 @@ export function decodeMessage(payload: Uint8Array): Message {
   try {
     raw = JSON.parse(utf8.decode(payload));
   } catch (err) {
-    throw new ProtocolError(ProtocolErrorCode.MalformedJson, 'frame is not UTF-8 JSON', { cause: err });
+    throw new ProtocolError(ProtocolErrorCode.MalformedJson, 'frame is not UTF-8 JSON', {
+      cause: err,
+    });
   }
   return decodeValue(raw);
 }
@@ -247,15 +261,24 @@ export function decodeMessage(payload: Uint8Array): Message {
 /** Validates an already parsed JSON value as a message. */
 export function decodeValue(raw: unknown): Message {
   if (!isPlainObject(raw) || typeof raw.type !== 'string') {
-    throw new ProtocolError(ProtocolErrorCode.NotAnObject, 'frame is not a JSON object with a string "type"');
+    throw new ProtocolError(
+      ProtocolErrorCode.NotAnObject,
+      'frame is not a JSON object with a string "type"',
+    );
   }
   const type = raw.type;
   if (!hasSchema(type)) {
-    throw new ProtocolError(ProtocolErrorCode.UnknownType, `unknown message type ${JSON.stringify(type).slice(0, 80)}`);
+    throw new ProtocolError(
+      ProtocolErrorCode.UnknownType,
+      `unknown message type ${JSON.stringify(type).slice(0, 80)}`,
+    );
   }
   const version = raw.v;
   if (version !== undefined && version !== null && version !== 1) {
-    throw new ProtocolError(ProtocolErrorCode.BadValue, `unsupported protocol version ${JSON.stringify(version).slice(0, 20)}`);
+    throw new ProtocolError(
+      ProtocolErrorCode.BadValue,
+      `unsupported protocol version ${JSON.stringify(version).slice(0, 20)}`,
+    );
   }
   const fields = SCHEMAS[type] as Fields<Record<string, unknown>>;
   const body = decodeFields(fields, raw, '');

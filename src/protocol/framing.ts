@@ -47,7 +47,9 @@ export class FrameDecoder {
   push(chunk: Uint8Array): Buffer[] {
     if (this.#failure) throw this.#failure;
     const frames: Buffer[] = [];
-    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const buf = Buffer.isBuffer(chunk)
+      ? chunk
+      : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     let pos = 0;
     while (pos < buf.length) {
       if (this.#payload === null) {

@@ -189,13 +189,7 @@ export type WorkerToCoordinator = WorkerRegister | Heartbeat | TaskResult | Work
 export type CoordinatorToWorker = WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage;
 export type ClientRequest = SubmitJob | GetJobStatus | ListJobs | ListWorkers | CancelJob | WaitJob;
 export type ClientReply =
-  | JobSubmitted
-  | SubmitRejected
-  | JobStatus
-  | JobList
-  | WorkerList
-  | JobCancel
-  | ErrorMessage;
+  JobSubmitted | SubmitRejected | JobStatus | JobList | WorkerList | JobCancel | ErrorMessage;
 
 export type Message = WorkerToCoordinator | CoordinatorToWorker | ClientRequest | ClientReply;
 export type MessageType = Message['type'];
