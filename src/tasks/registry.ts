@@ -4,7 +4,7 @@
  *
  * The coordinator uses a registry only to validate payloads before a job
  * exists; workers use it to run tasks (inside worker threads). Both start from
- * {@link createBuiltinRegistry}; more task types can be registered, which is
+ * `createBuiltinRegistry()` (builtin/index.ts); more task types can be registered, which is
  * how user-defined tasks plug in.
  */
 import { DtpError } from '../protocol/errors.js';

@@ -1,0 +1,35 @@
+/**
+ * The five built-in task types of protocol.md and a registry holding them.
+ * Deliberately none runs commands or touches files.
+ */
+import { TaskRegistry, type TaskDefinition } from '../registry.js';
+import { failTask } from './fail.js';
+import { primeCountTask } from './prime-count.js';
+import { sha256Task } from './sha256.js';
+import { sleepTask } from './sleep.js';
+import { wordCountTask } from './word-count.js';
+
+export { failTask } from './fail.js';
+export { primeCountTask } from './prime-count.js';
+export { sha256Task } from './sha256.js';
+export { sleepTask } from './sleep.js';
+export { wordCountTask } from './word-count.js';
+
+/** The built-in task types, in registration order. */
+export const BUILTIN_TASK_TYPES = ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'] as const;
+export type BuiltinTaskType = (typeof BUILTIN_TASK_TYPES)[number];
+
+const BUILTIN_TASKS: readonly TaskDefinition[] = [
+  sleepTask,
+  wordCountTask,
+  sha256Task,
+  primeCountTask,
+  failTask,
+];
+
+/** A fresh registry with every built-in task type; callers may add their own. */
+export function createBuiltinRegistry(): TaskRegistry {
+  const registry = new TaskRegistry();
+  for (const task of BUILTIN_TASKS) registry.register(task);
+  return registry;
+}
