@@ -77,10 +77,38 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Any JSON object, kept as it is (task payloads). */
+/**
+ * Deepest nesting accepted inside a kept-as-is object (the object itself is
+ * level 1). JSON.parse copes with any depth a 1 MiB frame can hold, but
+ * JSON.stringify recurses and overflows the stack after a few thousand levels,
+ * so an unbounded payload would decode fine and then throw a RangeError
+ * wherever it is stored or forwarded. 1000 levels is far more than any task
+ * payload needs and far below that limit.
+ */
+const MAX_OBJECT_DEPTH = 1000;
+
+/** Iterative on purpose: a recursive walk would hit the limit it guards against. */
+function checkDepth(root: Record<string, unknown>, path: string): void {
+  const pending: [object, number][] = [[root, 1]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [value, depth] = next;
+    if (depth > MAX_OBJECT_DEPTH) {
+      throw new ProtocolError(
+        ProtocolErrorCode.BadValue,
+        `field ${path} nests deeper than ${MAX_OBJECT_DEPTH} levels`,
+      );
+    }
+    for (const child of Array.isArray(value) ? value : Object.values(value)) {
+      if (typeof child === 'object' && child !== null) pending.push([child as object, depth + 1]);
+    }
+  }
+}
+
+/** Any JSON object, kept as it is (task payloads), nested at most 1000 levels. */
 export const objectCodec: Codec<JsonObject> = {
   decode(value, path) {
     if (!isPlainObject(value)) throw badField(path, 'an object', value);
+    checkDepth(value, path);
     return value as JsonObject;
   },
   encode: identity,
@@ -91,7 +119,7 @@ export function nullable<T>(inner: Codec<T>): Codec<T | null> {
   return {
     decode: (value, path) =>
       value === undefined || value === null ? null : inner.decode(value, path),
-    encode: (value) => (value === null ? null : inner.encode(value)),
+    encode: (value) => (value === null || value === undefined ? null : inner.encode(value)),
   };
 }
 

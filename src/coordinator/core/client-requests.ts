@@ -1,0 +1,174 @@
+/**
+ * Client requests other than SUBMIT_JOB: status, wait, cancel, list jobs,
+ * list workers; and the end of a client connection.
+ */
+import { MAX_FRAME_BYTES } from '../../protocol/framing.js';
+import {
+  isTerminalState,
+  type ClientRequest,
+  type JobSnapshot,
+  type ListJobs,
+} from '../../protocol/messages.js';
+import { cancelJob, schedule } from './job-lifecycle.js';
+import { ErrorCode, jobSnapshot, type CoreState } from './state.js';
+import { submit } from './submission.js';
+
+/** LIST_JOBS page size when the request names none. */
+export const DEFAULT_LIST_LIMIT = 500;
+/** Largest LIST_JOBS page a request may ask for. */
+export const MAX_LIST_LIMIT = 10_000;
+/** WAIT_JOB timeout when the request names none, and the longest one honoured. */
+export const DEFAULT_WAIT_MS = 60_000;
+export const MAX_WAIT_MS = 3_600_000;
+/** Room left in a JOB_LIST frame for the envelope around the jobs. */
+const LIST_ENVELOPE_BYTES = 1_024;
+
+export function handleClientRequest(
+  s: CoreState,
+  connId: number,
+  requestId: number,
+  msg: ClientRequest,
+): void {
+  switch (msg.type) {
+    case 'SUBMIT_JOB':
+      return submit(s, connId, requestId, msg);
+    case 'GET_JOB_STATUS':
+      return status(s, connId, requestId, msg.jobId);
+    case 'WAIT_JOB':
+      return wait(s, connId, requestId, msg.jobId, msg.timeoutMillis);
+    case 'CANCEL_JOB':
+      return cancel(s, connId, requestId, msg.jobId);
+    case 'LIST_JOBS':
+      return listJobs(s, connId, requestId, msg);
+    case 'LIST_WORKERS':
+      return s.reply(connId, requestId, { type: 'WORKER_LIST', workers: s.workers.snapshots() });
+  }
+}
+
+function unknownJob(s: CoreState, connId: number, requestId: number, jobId: string): void {
+  s.replyError(connId, requestId, ErrorCode.UnknownJob, `Unknown job: ${jobId.slice(0, 200)}`);
+}
+
+function status(s: CoreState, connId: number, requestId: number, jobId: string): void {
+  const job = s.findJob(jobId);
+  if (job === undefined) return unknownJob(s, connId, requestId, jobId);
+  s.reply(connId, requestId, { type: 'JOB_STATUS', job: jobSnapshot(job) });
+}
+
+function cancel(s: CoreState, connId: number, requestId: number, jobId: string): void {
+  const active = s.jobs.get(jobId);
+  if (active !== undefined) {
+    cancelJob(s, active);
+    s.reply(connId, requestId, { type: 'JOB_CANCEL', cancelled: true, job: jobSnapshot(active) });
+    schedule(s);
+    return;
+  }
+  const job = s.deps.store.getJob(jobId);
+  if (job === undefined) return unknownJob(s, connId, requestId, jobId);
+  s.reply(connId, requestId, { type: 'JOB_CANCEL', cancelled: false, job: jobSnapshot(job) });
+}
+
+function waitKey(connId: number, requestId: number): string {
+  return `${connId}/${requestId}`;
+}
+
+function wait(
+  s: CoreState,
+  connId: number,
+  requestId: number,
+  jobId: string,
+  timeoutMillis: number | null,
+): void {
+  const job = s.findJob(jobId);
+  if (job === undefined) return unknownJob(s, connId, requestId, jobId);
+  const timeoutMs = Math.min(Math.max(timeoutMillis ?? DEFAULT_WAIT_MS, 0), MAX_WAIT_MS);
+  if (isTerminalState(job.state) || timeoutMs === 0) {
+    s.reply(connId, requestId, { type: 'JOB_STATUS', job: jobSnapshot(job) });
+    return;
+  }
+  const key = waitKey(connId, requestId);
+  s.waits.set(key, { jobId, connId, requestId });
+  addTo(s.waitsByJob, jobId, key);
+  addTo(s.waitsByConn, connId, key);
+  s.armWait(connId, requestId, timeoutMs);
+}
+
+function addTo<K>(map: Map<K, Set<string>>, k: K, key: string): void {
+  let set = map.get(k);
+  if (set === undefined) map.set(k, (set = new Set()));
+  set.add(key);
+}
+
+/** A WAIT_JOB timed out: answer with the job as it is now. */
+export function expireWait(s: CoreState, connId: number, requestId: number): void {
+  const key = waitKey(connId, requestId);
+  const wait = s.waits.get(key);
+  if (wait === undefined) return;
+  dropWait(s, key, wait.jobId, connId);
+  const job = s.findJob(wait.jobId);
+  if (job === undefined) throw new Error(`waited-for job ${wait.jobId} vanished`);
+  s.reply(connId, requestId, { type: 'JOB_STATUS', job: jobSnapshot(job) });
+}
+
+function dropWait(s: CoreState, key: string, jobId: string, connId: number): void {
+  s.waits.delete(key);
+  s.waitsByJob.get(jobId)?.delete(key);
+  if (s.waitsByJob.get(jobId)?.size === 0) s.waitsByJob.delete(jobId);
+  s.waitsByConn.get(connId)?.delete(key);
+}
+
+/** A client connection ended: forget its pending waits. */
+export function clientClosed(s: CoreState, connId: number): void {
+  const keys = s.waitsByConn.get(connId);
+  if (keys === undefined) return;
+  s.waitsByConn.delete(connId);
+  for (const key of keys) {
+    const wait = s.waits.get(key);
+    if (wait !== undefined) dropWait(s, key, wait.jobId, connId);
+  }
+}
+
+/** Parses a cursor (the seq of the last job of the previous page). */
+function parseCursor(cursor: string | null): number | null | undefined {
+  if (cursor === null) return null;
+  if (!/^[1-9][0-9]{0,15}$/.test(cursor)) return undefined;
+  return Number(cursor);
+}
+
+/**
+ * Newest first, at most `limit` jobs, and never a frame over 1 MiB: the page
+ * ends early (with a cursor) when the next job would not fit.
+ */
+function listJobs(s: CoreState, connId: number, requestId: number, msg: ListJobs): void {
+  const beforeSeq = parseCursor(msg.cursor);
+  if (beforeSeq === undefined) {
+    return s.replyError(
+      connId,
+      requestId,
+      ErrorCode.InvalidRequest,
+      'Invalid request: malformed cursor',
+    );
+  }
+  if (msg.limit !== null && msg.limit < 1) {
+    return s.replyError(
+      connId,
+      requestId,
+      ErrorCode.InvalidRequest,
+      'Invalid request: limit must be at least 1',
+    );
+  }
+  const limit = Math.min(msg.limit ?? DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT);
+  const rows = s.deps.store.listJobs({ beforeSeq, state: msg.state, limit: limit + 1 });
+  const jobs: JobSnapshot[] = [];
+  let bytes = LIST_ENVELOPE_BYTES;
+  let lastSeq = 0;
+  for (const row of rows.slice(0, limit)) {
+    const snapshot = jobSnapshot(row);
+    bytes += Buffer.byteLength(JSON.stringify(snapshot)) + 1;
+    if (bytes > MAX_FRAME_BYTES && jobs.length > 0) break;
+    jobs.push(snapshot);
+    lastSeq = row.seq;
+  }
+  const more = rows.length > jobs.length;
+  s.reply(connId, requestId, { type: 'JOB_LIST', jobs, nextCursor: more ? String(lastSeq) : null });
+}

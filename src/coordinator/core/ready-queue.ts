@@ -1,0 +1,103 @@
+/**
+ * The QUEUED jobs, in scheduling order: highest effective priority first, then
+ * submission order (seq).
+ *
+ * A job's effective level is min(HIGH, base + floor(age / agingStep)), age
+ * counted from its original submission. Jobs are kept in one heap per
+ * (task type, base priority), ordered by seq. Within such a heap the job with
+ * the lowest seq is also the oldest, so it has the highest effective level:
+ * the best job overall is always one of the heap heads. Picking it costs
+ * O(task types x 3) plus O(log n) to remove it, never a sort or a scan.
+ *
+ * Removal is lazy: a job that leaves QUEUED by another path (cancel) stays in
+ * its heap until it reaches the head, where it is skipped.
+ */
+import type { Priority } from '../../protocol/messages.js';
+import type { JobRecord } from '../../store/store.js';
+import { BinaryHeap } from './binary-heap.js';
+
+const BASE_LEVEL: Readonly<Record<Priority, number>> = { LOW: 0, NORMAL: 1, HIGH: 2 };
+const MAX_LEVEL = 2;
+
+/** Effective level (0 = LOW .. 2 = HIGH) of a job at `nowMs`. */
+export function effectiveLevel(
+  job: Readonly<JobRecord>,
+  nowMs: number,
+  agingStepMs: number,
+): number {
+  const base = BASE_LEVEL[job.priority];
+  if (base >= MAX_LEVEL || agingStepMs <= 0) return base;
+  const age = Math.max(0, nowMs - job.createdAtMs);
+  return Math.min(MAX_LEVEL, base + Math.floor(age / agingStepMs));
+}
+
+const bySeq = (a: JobRecord, b: JobRecord): boolean => a.seq < b.seq;
+
+export class ReadyQueue {
+  readonly #lanes = new Map<string, BinaryHeap<JobRecord>[]>();
+  readonly #agingStepMs: number;
+  #size = 0;
+
+  constructor(agingStepMs: number) {
+    this.#agingStepMs = agingStepMs;
+  }
+
+  /** Entries held, including lazily removed ones. */
+  get size(): number {
+    return this.#size;
+  }
+
+  push(job: JobRecord): void {
+    let lane = this.#lanes.get(job.taskType);
+    if (lane === undefined) {
+      lane = [new BinaryHeap(bySeq), new BinaryHeap(bySeq), new BinaryHeap(bySeq)];
+      this.#lanes.set(job.taskType, lane);
+    }
+    (lane[BASE_LEVEL[job.priority]] as BinaryHeap<JobRecord>).push(job);
+    this.#size++;
+  }
+
+  /**
+   * Removes and returns the first job in scheduling order among those
+   * `accept` allows (by task type), or undefined.
+   */
+  popBest(nowMs: number, accept: (taskType: string) => boolean): JobRecord | undefined {
+    let best: { heap: BinaryHeap<JobRecord>; job: JobRecord; level: number } | undefined;
+    for (const [taskType, lane] of this.#lanes) {
+      if (!accept(taskType)) continue;
+      for (const heap of lane) {
+        const job = this.#head(heap);
+        if (job === undefined) continue;
+        const level = effectiveLevel(job, nowMs, this.#agingStepMs);
+        if (
+          best === undefined ||
+          level > best.level ||
+          (level === best.level && job.seq < best.job.seq)
+        ) {
+          best = { heap, job, level };
+        }
+      }
+    }
+    if (best === undefined) return undefined;
+    best.heap.pop();
+    this.#size--;
+    return best.job;
+  }
+
+  /** Task types that have at least one queued job. */
+  *taskTypes(): Iterable<string> {
+    for (const [taskType, lane] of this.#lanes) {
+      if (lane.some((heap) => this.#head(heap) !== undefined)) yield taskType;
+    }
+  }
+
+  /** The live head of a heap, dropping entries that are no longer QUEUED. */
+  #head(heap: BinaryHeap<JobRecord>): JobRecord | undefined {
+    for (;;) {
+      const job = heap.peek();
+      if (job === undefined || job.state === 'QUEUED') return job;
+      heap.pop();
+      this.#size--;
+    }
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * SUBMIT_JOB: validation, idempotency, admission control, and the new job.
+ *
+ * Order matters and is the contract: (1) the request and payload are
+ * validated; (2) a known idempotency key is answered (even at the limit);
+ * (3) admission control may reject; (4) the job is created and staged. Nothing
+ * is created or stored for an invalid or rejected submission.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { describeError } from '../../protocol/errors.js';
+import type { JsonObject, Priority, SubmitJob } from '../../protocol/messages.js';
+import type { JobRecord } from '../../store/store.js';
+import { schedule } from './job-lifecycle.js';
+import { ErrorCode, jobSnapshot, type CoreState } from './state.js';
+
+/** Upper bound on maxAttempts (retry delays are overflow-safe up to here). */
+export const MAX_ATTEMPTS_LIMIT = 1000;
+/** Longest idempotency key, in characters. */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
+/** Longest task type name, in characters. */
+export const MAX_TASK_TYPE_LENGTH = 128;
+
+interface Normalized {
+  maxAttempts: number;
+  priority: Priority;
+}
+
+/** The submission's effective settings, or an error message. */
+function normalize(s: CoreState, msg: SubmitJob): Normalized | string {
+  if (msg.taskType.length === 0 || msg.taskType.length > MAX_TASK_TYPE_LENGTH) {
+    return `taskType must be 1..${MAX_TASK_TYPE_LENGTH} characters`;
+  }
+  const maxAttempts =
+    msg.maxAttempts === null || msg.maxAttempts <= 0
+      ? s.config.defaultMaxAttempts
+      : msg.maxAttempts;
+  if (maxAttempts > MAX_ATTEMPTS_LIMIT) return `maxAttempts must be at most ${MAX_ATTEMPTS_LIMIT}`;
+  const key = msg.idempotencyKey;
+  if (key !== null && (key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH)) {
+    return `idempotencyKey must be 1..${MAX_IDEMPOTENCY_KEY_LENGTH} characters`;
+  }
+  return { maxAttempts, priority: msg.priority ?? 'NORMAL' };
+}
+
+function errorCodeOf(err: unknown): string {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' ? code : ErrorCode.InvalidPayload;
+}
+
+function sameSubmission(job: Readonly<JobRecord>, msg: SubmitJob, wanted: Normalized): boolean {
+  if (job.taskType !== msg.taskType || job.maxAttempts !== wanted.maxAttempts) return false;
+  if (job.priority !== wanted.priority) return false;
+  return isDeepStrictEqual(JSON.parse(job.payloadJson), msg.payload);
+}
+
+export function submit(s: CoreState, connId: number, requestId: number, msg: SubmitJob): void {
+  const wanted = normalize(s, msg);
+  if (typeof wanted === 'string') {
+    s.replyError(connId, requestId, ErrorCode.InvalidRequest, `Invalid request: ${wanted}`);
+    return;
+  }
+  try {
+    s.deps.validator.validate(msg.taskType, msg.payload);
+  } catch (err) {
+    s.replyError(connId, requestId, errorCodeOf(err), describeError(err));
+    return;
+  }
+  if (msg.idempotencyKey !== null && answerKnownKey(s, connId, requestId, msg, wanted)) return;
+  if (s.activeCount >= s.config.maxActiveJobs) {
+    reject(s, connId, requestId);
+    return;
+  }
+  const job = createJob(s, msg, wanted);
+  s.reply(connId, requestId, { type: 'JOB_SUBMITTED', jobId: job.jobId, job: jobSnapshot(job) });
+  schedule(s);
+}
+
+/** True if the key is known (and answered): same submission -> its job; else ERROR. */
+function answerKnownKey(
+  s: CoreState,
+  connId: number,
+  requestId: number,
+  msg: SubmitJob,
+  wanted: Normalized,
+): boolean {
+  const key = msg.idempotencyKey as string;
+  const existing = s.keys.get(key) ?? s.deps.store.getJobByIdempotencyKey(key);
+  if (existing === undefined) return false;
+  if (!sameSubmission(existing, msg, wanted)) {
+    s.replyError(
+      connId,
+      requestId,
+      ErrorCode.IdempotencyConflict,
+      `Idempotency key ${JSON.stringify(key)} is already used by job ${existing.jobId} with a different submission`,
+    );
+    return true;
+  }
+  s.emit({ type: 'job.deduplicated', jobId: existing.jobId, idempotencyKey: key });
+  s.reply(connId, requestId, {
+    type: 'JOB_SUBMITTED',
+    jobId: existing.jobId,
+    job: jobSnapshot(existing),
+  });
+  return true;
+}
+
+function reject(s: CoreState, connId: number, requestId: number): void {
+  const limit = s.config.maxActiveJobs;
+  s.emit({ type: 'job.rejected', activeCount: s.activeCount, limit });
+  s.reply(connId, requestId, {
+    type: 'SUBMIT_REJECTED',
+    reason: `too many active jobs (${s.activeCount} of ${limit}); retry later`,
+    activeCount: s.activeCount,
+    limit,
+    retryable: true,
+  });
+}
+
+function createJob(s: CoreState, msg: SubmitJob, wanted: Normalized): JobRecord {
+  const job: JobRecord = {
+    seq: s.nextSeq++,
+    jobId: s.deps.newId(),
+    taskType: msg.taskType,
+    payloadJson: JSON.stringify(msg.payload satisfies JsonObject),
+    state: 'QUEUED',
+    priority: wanted.priority,
+    attempts: 0,
+    maxAttempts: wanted.maxAttempts,
+    timeoutMs: s.config.taskTimeoutMs,
+    idempotencyKey: msg.idempotencyKey,
+    workerId: null,
+    attemptId: null,
+    deadlineAtMs: null,
+    retryAtMs: null,
+    result: null,
+    error: null,
+    createdAtMs: s.nowMs,
+    updatedAtMs: s.nowMs,
+  };
+  s.jobs.set(job.jobId, job);
+  if (job.idempotencyKey !== null) s.keys.set(job.idempotencyKey, job);
+  s.activeCount++;
+  s.deps.store.insertJob(job);
+  s.ready.push(job);
+  s.emit({
+    type: 'job.submitted',
+    jobId: job.jobId,
+    taskType: job.taskType,
+    priority: job.priority,
+    maxAttempts: job.maxAttempts,
+    idempotencyKey: job.idempotencyKey,
+  });
+  return job;
+}

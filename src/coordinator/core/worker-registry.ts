@@ -1,0 +1,138 @@
+/**
+ * Live worker sessions and their capacity.
+ *
+ * A session exists from a valid WORKER_REGISTER until the worker is lost
+ * (connection closed, protocol violation, heartbeat timeout, replaced by a
+ * re-registration). `running` holds the jobs whose current lease names this
+ * session; its size is the worker's active-task count and never exceeds
+ * `capacity`. Free slots are also summed in {@link WorkerRegistry.freeSlots},
+ * so "is anyone free?" is O(1) on the hot path.
+ */
+import type { WorkerSnapshot } from '../../protocol/messages.js';
+
+export interface WorkerSession {
+  readonly workerId: string;
+  readonly connId: number;
+  readonly capacity: number;
+  /** Task types this worker runs; null = every built-in type. */
+  readonly taskTypes: ReadonlySet<string> | null;
+  /** jobIds currently leased to this session. */
+  readonly running: Set<string>;
+  lastHeartbeatMs: number;
+  /** Logged once per silence, when half the heartbeat timeout has passed. */
+  suspected: boolean;
+  /** Extension: the worker asked for no new assignments. */
+  draining: boolean;
+}
+
+export class WorkerRegistry {
+  readonly #byId = new Map<string, WorkerSession>();
+  readonly #byConn = new Map<number, WorkerSession>();
+  #freeSlots = 0;
+
+  get size(): number {
+    return this.#byId.size;
+  }
+
+  /** Sum of free slots over sessions that take assignments. */
+  get freeSlots(): number {
+    return this.#freeSlots;
+  }
+
+  get(workerId: string): WorkerSession | undefined {
+    return this.#byId.get(workerId);
+  }
+
+  byConnection(connId: number): WorkerSession | undefined {
+    return this.#byConn.get(connId);
+  }
+
+  sessions(): IterableIterator<WorkerSession> {
+    return this.#byId.values();
+  }
+
+  add(session: WorkerSession): void {
+    if (this.#byId.has(session.workerId))
+      throw new Error(`worker ${session.workerId} already registered`);
+    this.#byId.set(session.workerId, session);
+    this.#byConn.set(session.connId, session);
+    this.#freeSlots += this.#free(session);
+  }
+
+  remove(session: WorkerSession): void {
+    if (this.#byId.get(session.workerId) !== session) return;
+    this.#freeSlots -= this.#free(session);
+    this.#byId.delete(session.workerId);
+    this.#byConn.delete(session.connId);
+  }
+
+  /** Records a lease on this session (one slot taken). */
+  occupy(session: WorkerSession, jobId: string): void {
+    if (session.running.size >= session.capacity) {
+      throw new Error(`worker ${session.workerId} is full (${session.capacity})`);
+    }
+    if (session.running.has(jobId))
+      throw new Error(`job ${jobId} already runs on ${session.workerId}`);
+    this.#freeSlots -= this.#free(session);
+    session.running.add(jobId);
+    this.#freeSlots += this.#free(session);
+  }
+
+  /** Releases a lease's slot; false if the job was not running there. */
+  release(session: WorkerSession, jobId: string): boolean {
+    if (!session.running.has(jobId)) return false;
+    this.#freeSlots -= this.#free(session);
+    session.running.delete(jobId);
+    this.#freeSlots += this.#free(session);
+    return true;
+  }
+
+  /** Stops assignments to a session (it keeps its running jobs). */
+  markDraining(session: WorkerSession): void {
+    if (session.draining) return;
+    this.#freeSlots -= this.#free(session);
+    session.draining = true;
+  }
+
+  /**
+   * The session with the most free slots that runs `taskType` (ties: lowest
+   * workerId), or undefined.
+   */
+  pickFor(taskType: string): WorkerSession | undefined {
+    let best: WorkerSession | undefined;
+    let bestFree = 0;
+    for (const session of this.#byId.values()) {
+      const free = this.#free(session);
+      if (free === 0 || (session.taskTypes !== null && !session.taskTypes.has(taskType))) continue;
+      if (
+        free > bestFree ||
+        (free === bestFree && best !== undefined && session.workerId < best.workerId)
+      ) {
+        best = session;
+        bestFree = free;
+      }
+    }
+    return best;
+  }
+
+  /** True if some session with a free slot runs `taskType`. */
+  canRun(taskType: string): boolean {
+    return this.pickFor(taskType) !== undefined;
+  }
+
+  /** Live workers sorted by id. */
+  snapshots(): WorkerSnapshot[] {
+    return [...this.#byId.values()]
+      .sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0))
+      .map((s) => ({
+        workerId: s.workerId,
+        capacity: s.capacity,
+        activeTasks: s.running.size,
+        lastHeartbeatMillis: s.lastHeartbeatMs,
+      }));
+  }
+
+  #free(session: WorkerSession): number {
+    return session.draining ? 0 : session.capacity - session.running.size;
+  }
+}

@@ -1,0 +1,172 @@
+/**
+ * The worker side: registration, heartbeats, results, and losing a worker.
+ *
+ * Per connection: the first frame must be WORKER_REGISTER (else ERROR naming
+ * it, then close). Once registered only HEARTBEAT, TASK_RESULT and the
+ * WORKER_DRAINING extension are legal; anything else loses the worker. A lost
+ * worker's running attempts are retried or failed, and its connection closed.
+ */
+import type { TaskResult, WorkerRegister, WorkerToCoordinator } from '../../protocol/messages.js';
+import { isCurrentLease } from './lease.js';
+import { completeJob, failAttempt, releaseLease, schedule } from './job-lifecycle.js';
+import { ErrorCode, type CoreState } from './state.js';
+import type { WorkerSession } from './worker-registry.js';
+
+/** Largest accepted result, in UTF-8 bytes (keeps every job snapshot well under a frame). */
+export const MAX_RESULT_BYTES = 512 * 1024;
+/** Longer attempt errors are cut to this many characters. */
+export const MAX_ERROR_CHARS = 8 * 1024;
+export const MAX_WORKER_ID_LENGTH = 200;
+export const MAX_CAPACITY = 1024;
+
+export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
+  if (s.closingConns.has(connId)) return;
+  const session = s.workers.byConnection(connId);
+  if (session === undefined) return handleFirstMessage(s, connId, msg);
+  switch (msg.type) {
+    case 'HEARTBEAT':
+      session.lastHeartbeatMs = s.nowMs;
+      session.suspected = false;
+      return;
+    case 'TASK_RESULT':
+      return handleResult(s, session, msg);
+    case 'WORKER_DRAINING':
+      s.workers.markDraining(session);
+      s.emit({
+        type: 'worker.draining',
+        workerId: session.workerId,
+        runningJobs: session.running.size,
+      });
+      return;
+    case 'WORKER_REGISTER':
+      return loseWorker(s, session, 'protocol violation: WORKER_REGISTER after registration');
+  }
+}
+
+function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
+  if (msg.type !== 'WORKER_REGISTER') {
+    refuse(
+      s,
+      connId,
+      ErrorCode.NotRegistered,
+      `The first message must be WORKER_REGISTER, got ${msg.type}`,
+    );
+    return;
+  }
+  const problem = registrationProblem(msg);
+  if (problem !== null) return refuse(s, connId, ErrorCode.InvalidRegistration, problem);
+  const previous = s.workers.get(msg.workerId);
+  if (previous !== undefined) loseWorker(s, previous, 'worker re-registered');
+  const session: WorkerSession = {
+    workerId: msg.workerId,
+    connId,
+    capacity: msg.capacity,
+    taskTypes: msg.taskTypes === null ? null : new Set(msg.taskTypes),
+    running: new Set(),
+    lastHeartbeatMs: s.nowMs,
+    suspected: false,
+    draining: false,
+  };
+  s.workers.add(session);
+  s.send(connId, { type: 'WORKER_REGISTERED', workerId: msg.workerId });
+  s.emit({ type: 'worker.registered', workerId: msg.workerId, capacity: msg.capacity, connId });
+  schedule(s);
+}
+
+function registrationProblem(msg: WorkerRegister): string | null {
+  if (msg.workerId.trim().length === 0) return 'WORKER_REGISTER: workerId must not be blank';
+  if (msg.workerId.length > MAX_WORKER_ID_LENGTH) {
+    return `WORKER_REGISTER: workerId must be at most ${MAX_WORKER_ID_LENGTH} characters`;
+  }
+  if (msg.capacity < 1 || msg.capacity > MAX_CAPACITY) {
+    return `WORKER_REGISTER: capacity must be 1..${MAX_CAPACITY}, got ${msg.capacity}`;
+  }
+  return null;
+}
+
+function refuse(s: CoreState, connId: number, code: string, message: string): void {
+  s.send(connId, { type: 'ERROR', message, code });
+  s.close(connId, message);
+  s.emit({ type: 'worker.rejected', connId, reason: message });
+}
+
+function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): void {
+  const job = s.jobs.get(msg.jobId);
+  const stale = (reason: string): void =>
+    s.emit({
+      type: 'result.stale',
+      jobId: msg.jobId,
+      attemptId: msg.attemptId,
+      workerId: session.workerId,
+      reason,
+    });
+  if (job === undefined)
+    return stale(s.findJob(msg.jobId) === undefined ? 'unknown job' : 'job already finished');
+  if (!isCurrentLease(job, msg.attemptId))
+    return stale(`not the current lease (job is ${job.state})`);
+  if (job.workerId !== session.workerId) return stale(`lease belongs to worker ${job.workerId}`);
+  const resultBytes = msg.result === null ? 0 : Buffer.byteLength(msg.result);
+  if (msg.success && resultBytes <= MAX_RESULT_BYTES) {
+    completeJob(s, job, msg.result ?? '');
+  } else {
+    releaseLease(s, job);
+    const error = msg.success
+      ? `result too large (${resultBytes} bytes; limit ${MAX_RESULT_BYTES})`
+      : truncate(msg.error ?? 'task failed without an error message');
+    failAttempt(s, job, 'task_failure', error);
+  }
+  schedule(s);
+}
+
+function truncate(text: string): string {
+  return text.length <= MAX_ERROR_CHARS ? text : `${text.slice(0, MAX_ERROR_CHARS)}... (truncated)`;
+}
+
+/**
+ * Ends a session: every attempt it held is retried or failed with
+ * `worker <id> lost (<reason>)`, and its connection is closed.
+ */
+export function loseWorker(s: CoreState, session: WorkerSession, reason: string): void {
+  const runningJobs = session.running.size;
+  for (const jobId of [...session.running]) {
+    const job = s.jobs.get(jobId);
+    if (job === undefined || job.state !== 'RUNNING' || job.workerId !== session.workerId) {
+      throw new Error(`worker ${session.workerId} holds job ${jobId} that is not running there`);
+    }
+    releaseLease(s, job);
+    failAttempt(s, job, 'worker_lost', `worker ${session.workerId} lost (${reason})`);
+  }
+  s.workers.remove(session);
+  s.close(session.connId, `worker ${session.workerId} lost (${reason})`);
+  s.emit({ type: 'worker.lost', workerId: session.workerId, reason, runningJobs });
+  schedule(s);
+}
+
+/** A worker connection ended or broke the protocol. */
+export function workerGone(s: CoreState, connId: number, reason: string, closed: boolean): void {
+  const session = s.workers.byConnection(connId);
+  if (session !== undefined) loseWorker(s, session, reason);
+  else if (!closed && !s.closingConns.has(connId)) {
+    refuse(
+      s,
+      connId,
+      ErrorCode.NotRegistered,
+      `${reason}; the first message must be WORKER_REGISTER`,
+    );
+  }
+  if (closed) s.closingConns.delete(connId);
+}
+
+/** Loses workers silent for longer than the timeout; logs those silent for half of it. */
+export function sweepHeartbeats(s: CoreState): void {
+  const timeoutMs = s.config.heartbeatTimeoutMs;
+  for (const session of [...s.workers.sessions()]) {
+    const silentMs = s.nowMs - session.lastHeartbeatMs;
+    if (silentMs > timeoutMs) {
+      loseWorker(s, session, `heartbeat timeout: none for ${silentMs} ms`);
+    } else if (silentMs > timeoutMs / 2 && !session.suspected) {
+      session.suspected = true;
+      s.emit({ type: 'worker.suspected', workerId: session.workerId, silentMs });
+    }
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * One log line per core event, with key=value fields that tell the story of
+ * every job and worker (`jobId=… workerId=… attempt=2/3 attemptId=…`).
+ *
+ * The table below has an entry for every event type; the compiler checks it.
+ */
+import type { Logger } from '../observability/logger.js';
+import type { CoreEvent } from './core/types.js';
+
+type Level = 'info' | 'warn';
+type Line = [Level, string, Record<string, unknown>];
+type Formatters = { [K in CoreEvent['type']]: (event: Extract<CoreEvent, { type: K }>) => Line };
+
+const LINES: Formatters = {
+  'worker.registered': (e) => [
+    'info',
+    'worker registered',
+    { workerId: e.workerId, capacity: e.capacity },
+  ],
+  'worker.rejected': (e) => [
+    'warn',
+    'worker connection refused',
+    { connId: e.connId, reason: e.reason },
+  ],
+  'worker.suspected': (e) => [
+    'warn',
+    'worker suspected dead',
+    { workerId: e.workerId, silentMs: e.silentMs },
+  ],
+  'worker.lost': (e) => [
+    'warn',
+    'worker lost',
+    { workerId: e.workerId, reason: e.reason, runningJobs: e.runningJobs },
+  ],
+  'worker.draining': (e) => [
+    'info',
+    'worker draining',
+    { workerId: e.workerId, runningJobs: e.runningJobs },
+  ],
+  'job.submitted': (e) => [
+    'info',
+    'job submitted',
+    {
+      jobId: e.jobId,
+      taskType: e.taskType,
+      priority: e.priority,
+      maxAttempts: e.maxAttempts,
+      idempotencyKey: e.idempotencyKey ?? undefined,
+    },
+  ],
+  'job.deduplicated': (e) => [
+    'info',
+    'duplicate submission answered with the existing job',
+    { jobId: e.jobId, idempotencyKey: e.idempotencyKey },
+  ],
+  'job.rejected': (e) => [
+    'info',
+    'submission rejected',
+    { activeCount: e.activeCount, limit: e.limit },
+  ],
+  'job.assigned': (e) => [
+    'info',
+    'job assigned',
+    {
+      jobId: e.jobId,
+      workerId: e.workerId,
+      attempt: `${e.attempt}/${e.maxAttempts}`,
+      attemptId: e.attemptId,
+      queuedMs: e.queuedMs,
+    },
+  ],
+  'job.retryScheduled': (e) => [
+    'warn',
+    'retry scheduled',
+    {
+      jobId: e.jobId,
+      attempt: `${e.attempt}/${e.maxAttempts}`,
+      delayMs: e.delayMs,
+      cause: e.cause,
+      error: e.error,
+    },
+  ],
+  'job.requeued': (e) => ['info', 'job requeued', { jobId: e.jobId, attempts: e.attempts }],
+  'job.completed': (e) => [
+    'info',
+    'job completed',
+    { jobId: e.jobId, workerId: e.workerId, attempt: e.attempt, runMs: e.runMs },
+  ],
+  'job.failed': (e) => [
+    'warn',
+    'job failed',
+    { jobId: e.jobId, attempts: e.attempts, cause: e.cause, error: e.error },
+  ],
+  'job.cancelled': (e) => ['info', 'job cancelled', { jobId: e.jobId, from: e.from }],
+  'job.deadlineExceeded': (e) => [
+    'warn',
+    'execution deadline exceeded; attempt revoked',
+    { jobId: e.jobId, workerId: e.workerId, attemptId: e.attemptId, timeoutMs: e.timeoutMs },
+  ],
+  'job.recovered': (e) => [
+    'info',
+    'job recovered after restart',
+    { jobId: e.jobId, from: e.from, to: e.to },
+  ],
+  'result.stale': (e) => [
+    'warn',
+    'stale result rejected',
+    { jobId: e.jobId, attemptId: e.attemptId, workerId: e.workerId, reason: e.reason },
+  ],
+};
+
+export function logEvent(log: Logger, event: CoreEvent): void {
+  const format = LINES[event.type] as (e: CoreEvent) => Line;
+  const [level, message, fields] = format(event);
+  log[level](fields, message);
+}

@@ -1,0 +1,57 @@
+/**
+ * Coordinator settings, with the defaults of cli.md. The CLI maps flags
+ * (`--heartbeat-timeout-millis`) onto these fields (`heartbeatTimeoutMs`).
+ */
+import type { Logger } from '../observability/logger.js';
+
+/** How hard each commit is pushed to disk. */
+export type Durability = 'normal' | 'full';
+export const DURABILITIES: readonly Durability[] = ['normal', 'full'];
+
+export interface CoordinatorOptions {
+  /** Worker port (default 7070; 0 = any free port). */
+  workerPort: number;
+  /** Client port (default 7071; 0 = any free port). */
+  clientPort: number;
+  /** Interface to bind (default 0.0.0.0). */
+  bindHost: string;
+  /** SQLite file (default data/coordinator.db; parent folders are created; `:memory:` = not durable). */
+  databasePath: string;
+  /** A worker without a heartbeat for longer than this is lost (default 6000 ms). */
+  heartbeatTimeoutMs: number;
+  /** Period of the sweep that checks heartbeats, deadlines and retries (default 500 ms). */
+  sweepIntervalMs: number;
+  /** Execution deadline of one attempt, fixed per job at submission (default 600000 ms; 1..86400000). */
+  taskTimeoutMs: number;
+  /** Attempts per job unless the submission says otherwise (default 3). */
+  maxAttempts: number;
+  /** Retry back-off: delay after attempt n = min(max, base * 2^(n-1)) (defaults 1000 / 30000 ms). */
+  retryBaseDelayMs: number;
+  retryMaxDelayMs: number;
+  /** Non-terminal jobs allowed at once; more submissions are rejected (default 10000). */
+  maxActiveJobs: number;
+  /** A queued job's priority rises one level per this much age (default 60000 ms). */
+  agingStepMs: number;
+  /** `normal`: survives a process crash; `full`: fsync per commit, survives power loss (default normal). */
+  durability: Durability;
+  /** Prometheus `/metrics` + `/healthz` port; null = off (default off). */
+  metricsPort: number | null;
+  logger: Logger;
+}
+
+export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
+  workerPort: 7070,
+  clientPort: 7071,
+  bindHost: '0.0.0.0',
+  databasePath: 'data/coordinator.db',
+  heartbeatTimeoutMs: 6_000,
+  sweepIntervalMs: 500,
+  taskTimeoutMs: 600_000,
+  maxAttempts: 3,
+  retryBaseDelayMs: 1_000,
+  retryMaxDelayMs: 30_000,
+  maxActiveJobs: 10_000,
+  agingStepMs: 60_000,
+  durability: 'normal',
+  metricsPort: null,
+};

@@ -1,0 +1,57 @@
+/**
+ * The SQLite schema, created and migrated by the coordinator itself.
+ *
+ * `PRAGMA user_version` holds the number of migrations applied. Each migration
+ * runs in its own transaction; a database from a newer version is refused
+ * rather than guessed at.
+ */
+import type { Database } from 'better-sqlite3';
+import { StoreError } from './store.js';
+
+const MIGRATIONS: readonly string[] = [
+  // 1: jobs, in submission order. Terminal rows are history; the partial
+  // index makes restart recovery read only the active ones.
+  `CREATE TABLE jobs (
+     seq             INTEGER PRIMARY KEY,
+     job_id          TEXT    NOT NULL UNIQUE,
+     task_type       TEXT    NOT NULL,
+     payload         TEXT    NOT NULL,
+     state           TEXT    NOT NULL,
+     priority        TEXT    NOT NULL,
+     attempts        INTEGER NOT NULL,
+     max_attempts    INTEGER NOT NULL,
+     timeout_ms      INTEGER NOT NULL,
+     idempotency_key TEXT    UNIQUE,
+     worker_id       TEXT,
+     attempt_id      TEXT,
+     deadline_at_ms  INTEGER,
+     retry_at_ms     INTEGER,
+     result          TEXT,
+     error           TEXT,
+     created_at_ms   INTEGER NOT NULL,
+     updated_at_ms   INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX jobs_active ON jobs (seq) WHERE state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT');
+   CREATE INDEX jobs_state_seq ON jobs (state, seq);`,
+];
+
+/** Number of the newest schema this code knows. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** Brings the database to {@link SCHEMA_VERSION}; returns the version found. */
+export function migrate(db: Database): number {
+  const found = db.pragma('user_version', { simple: true }) as number;
+  if (found > SCHEMA_VERSION) {
+    throw new StoreError(
+      `database schema version ${found} is newer than this coordinator understands (${SCHEMA_VERSION})`,
+    );
+  }
+  for (let version = found; version < SCHEMA_VERSION; version++) {
+    const sql = MIGRATIONS[version] as string;
+    db.transaction(() => {
+      db.exec(sql);
+      db.pragma(`user_version = ${version + 1}`);
+    })();
+  }
+  return found;
+}
