@@ -212,6 +212,10 @@ export class FramedConnection {
     if (how === 'destroy') {
       this.#socket.destroy();
     } else if (how === 'end' && first && !this.#socket.destroyed) {
+      // A paused socket (after a protocol error, or paused by the owner) never
+      // sees the peer's FIN, so close() would wait for the timer below. Nothing
+      // is delivered any more (#reading is false): just drain to EOF.
+      this.#socket.resume();
       this.#socket.end();
       // A peer that never reads could keep the socket half-open forever.
       const timer = setTimeout(() => this.#socket.destroy(), 5_000);

@@ -29,18 +29,13 @@ export class TcpServer {
   /** Starts listening; resolves with the port actually bound (useful with port 0). */
   async listen(port: number, host: string): Promise<number> {
     this.#server.listen({ port, host, exclusive: true });
-    await Promise.race([
-      once(this.#server, 'listening'),
-      once(this.#server, 'error').then(([err]) => {
-        throw new DtpError(
-          'LISTEN_FAILED',
-          `cannot listen on ${host}:${port}: ${describeError(err)}`,
-          {
-            cause: err,
-          },
-        );
-      }),
-    ]);
+    try {
+      // once() rejects on 'error', and removes both listeners either way.
+      await once(this.#server, 'listening');
+    } catch (err) {
+      const message = `cannot listen on ${host}:${port}: ${describeError(err)}`;
+      throw new DtpError('LISTEN_FAILED', message, { cause: err });
+    }
     const address = this.#server.address();
     if (address === null || typeof address === 'string')
       throw new DtpError('LISTEN_FAILED', 'no TCP address');
@@ -82,6 +77,10 @@ export async function dial(
   timeoutMs: number,
   signal?: AbortSignal,
 ): Promise<Socket> {
+  // An already aborted signal never fires 'abort' again: check it up front.
+  if (signal?.aborted) {
+    throw new DialError(`cannot connect to ${host}:${port}: aborted`, { cause: signal.reason });
+  }
   const socket = connect({ host, port, noDelay: true });
   const timer = setTimeout(
     () => socket.destroy(new Error(`timed out after ${timeoutMs} ms`)),
