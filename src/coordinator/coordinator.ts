@@ -223,22 +223,29 @@ export class Coordinator {
     }
   }
 
-  #onClientProtocolError(session: ClientSession, err: ProtocolError): void {
+  #onClientProtocolError(session: ClientSession, err: ProtocolError): 'continue' | undefined {
     const requestId = session.nextRequest();
-    const framing = err.code === ProtocolErrorCode.FrameLength;
-    this.#replyLater(session.conn.id, requestId, {
+    const connId = session.conn.id;
+    if (err.code === ProtocolErrorCode.BadValue) {
+      // The frame was readable; only a value was wrong. Answer it like any
+      // other invalid request and keep the connection.
+      this.#replyLater(connId, requestId, {
+        type: 'ERROR',
+        code: 'INVALID_REQUEST',
+        message: `Invalid request: ${err.message}`,
+      });
+      return 'continue';
+    }
+    this.#replyLater(connId, requestId, {
       type: 'ERROR',
       code: 'MALFORMED_REQUEST',
       message: `Malformed request: ${err.message}`,
     });
     // After a framing error the byte stream is lost; after a bad frame the
     // peer is not speaking the protocol. Either way the connection ends here.
-    this.#pending.push({
-      kind: 'close',
-      connId: session.conn.id,
-      reason: framing ? 'framing error' : 'malformed',
-    });
+    this.#pending.push({ kind: 'close', connId, reason: `malformed request: ${err.message}` });
     this.#scheduleFlush();
+    return undefined;
   }
 
   /** Queues a reply the shell produced itself, in order with the core's replies. */

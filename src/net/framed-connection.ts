@@ -4,7 +4,8 @@
  * Bytes -> {@link FrameDecoder} -> {@link decodeMessage} -> `onMessage`. The
  * first framing or envelope violation is reported once through
  * `onProtocolError`; reading stops there and the owner decides what to send
- * before closing.
+ * before closing (for a readable frame with a bad enum value the owner may
+ * choose to keep reading).
  *
  * Lifetime: `open` -> `closing` (graceful {@link FramedConnection.close}:
  * queued frames are flushed, then FIN) -> `closed`; or straight to `closed`
@@ -33,7 +34,12 @@ export type CloseReason =
 export interface ConnectionHandlers {
   onMessage(msg: Message): void;
   /** The peer broke the protocol; no more messages will be delivered. */
-  onProtocolError(err: ProtocolError): void;
+  /**
+   * A frame broke the framing or envelope rules. Reading stops, unless the
+   * owner returns `'continue'` for a frame whose envelope was readable
+   * (`PROTOCOL_BAD_VALUE`): then the next frames are still delivered.
+   */
+  onProtocolError(err: ProtocolError): void | 'continue';
   onClose(reason: CloseReason): void;
 }
 
@@ -184,21 +190,32 @@ export class FramedConnection {
       try {
         msg = decodeMessage(payload);
       } catch (err) {
-        this.#protocolError(err);
+        if (this.#protocolError(err)) continue;
         return;
       }
       this.#handlers.onMessage(msg);
     }
   }
 
-  #protocolError(err: unknown): void {
-    this.#reading = false;
-    this.#socket.pause();
+  /** Reports a violation; true when the owner chose to keep reading. */
+  #protocolError(err: unknown): boolean {
     const protocolErr =
       err instanceof ProtocolError
         ? err
         : new ProtocolError(ProtocolErrorCode.MalformedJson, describeError(err), { cause: err });
+    if (protocolErr.code === ProtocolErrorCode.BadValue) {
+      if (this.#handlers.onProtocolError(protocolErr) === 'continue') return true;
+      this.#stopAfterViolation();
+      return false;
+    }
+    this.#stopAfterViolation();
     this.#handlers.onProtocolError(protocolErr);
+    return false;
+  }
+
+  #stopAfterViolation(): void {
+    this.#reading = false;
+    this.#socket.pause();
   }
 
   /**

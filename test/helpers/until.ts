@@ -29,7 +29,7 @@ export async function until<T>(
   for (;;) {
     try {
       const value = await predicate();
-      if (value) return value as NonNullable<T>;
+      if (value) return value;
       last = value;
     } catch (err) {
       last = err;
@@ -41,5 +41,25 @@ export async function until<T>(
       );
     }
     await delay(intervalMs);
+  }
+}
+
+/**
+ * Settles like `promise`, or resolves to `fallback` after `timeoutMs` — and
+ * clears its timer either way, so a finished test leaves nothing pending.
+ */
+export async function orTimeout<T, F>(
+  promise: Promise<T>,
+  timeoutMs: number,
+  fallback: F,
+): Promise<T | F> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<F>((resolve) => {
+    timer = setTimeout(() => resolve(fallback), timeoutMs);
+  });
+  try {
+    return await Promise.race([promise, expired]);
+  } finally {
+    clearTimeout(timer);
   }
 }

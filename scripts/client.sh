@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the client CLI (flags: --help). Works from any directory
+# and does not change it, so relative paths in flags resolve against the
+# caller's directory. Builds first when the compiled entry point is missing.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+entry="$root/dist/src/cli/client-main.js"
+
+if [[ ! -f "$entry" ]]; then
+  # tsc still emits when it reports type errors; go on if the entry exists.
+  "$root/scripts/build.sh" >&2 || [[ -f "$entry" ]] || {
+    echo "client.sh: build failed" >&2
+    exit 1
+  }
+fi
+
+# exec: node takes over this PID, so a signal sent to the script reaches it.
+exec node "$entry" "$@"

@@ -1,0 +1,173 @@
+/**
+ * Entry point of `scripts/coordinator.sh [flags]`: runs one coordinator in the
+ * foreground until SIGINT/SIGTERM. The coordinator logs the ports it bound
+ * (`workerPort=<n> clientPort=<n>`) itself.
+ */
+import { Coordinator } from '../coordinator/coordinator.js';
+import { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES } from '../coordinator/options.js';
+import type { CoordinatorOptions } from '../coordinator/options.js';
+import { LOG_FORMATS, createLogger } from '../observability/logger.js';
+import type { FlagSpec, FlagValues } from './flags.js';
+import { exitOnStartFailure, parseServerFlags, stopOnSignals } from './lifecycle.js';
+
+const PROGRAM = 'coordinator.sh';
+const SUMMARY =
+  'Runs a dtp coordinator: accepts jobs on the client port, schedules them onto workers ' +
+  'connected to the worker port, and keeps them in SQLite.';
+
+const D = DEFAULT_COORDINATOR_OPTIONS;
+const DAY_MS = 86_400_000;
+
+const FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'worker-port',
+    type: 'int',
+    min: 0,
+    max: 65_535,
+    default: D.workerPort,
+    help: 'port for workers; 0 = any free port',
+  },
+  {
+    name: 'client-port',
+    type: 'int',
+    min: 0,
+    max: 65_535,
+    default: D.clientPort,
+    help: 'port for clients; 0 = any free port',
+  },
+  {
+    name: 'bind-host',
+    type: 'string',
+    default: D.bindHost,
+    placeholder: 'host',
+    help: 'interface to listen on',
+  },
+  {
+    name: 'database',
+    type: 'string',
+    default: D.databasePath,
+    placeholder: 'path',
+    help: 'SQLite file, parent folders created; :memory: = not durable',
+  },
+  {
+    name: 'heartbeat-timeout-millis',
+    type: 'int',
+    min: 1,
+    max: DAY_MS,
+    default: D.heartbeatTimeoutMs,
+    help: 'a worker silent this long is lost',
+  },
+  {
+    name: 'sweep-interval-millis',
+    type: 'int',
+    min: 1,
+    max: DAY_MS,
+    default: D.sweepIntervalMs,
+    help: 'period of the liveness/deadline/retry sweep',
+  },
+  {
+    name: 'task-timeout-millis',
+    type: 'int',
+    min: 1,
+    max: DAY_MS,
+    default: D.taskTimeoutMs,
+    help: 'execution deadline of one attempt',
+  },
+  {
+    name: 'max-attempts',
+    type: 'int',
+    min: 1,
+    max: 1000,
+    default: D.maxAttempts,
+    help: 'attempts per job unless the submission says otherwise',
+  },
+  {
+    name: 'retry-base-delay-millis',
+    type: 'int',
+    min: 0,
+    max: DAY_MS,
+    default: D.retryBaseDelayMs,
+    help: 'retry back-off: delay after attempt 1',
+  },
+  {
+    name: 'retry-max-delay-millis',
+    type: 'int',
+    min: 0,
+    max: DAY_MS,
+    default: D.retryMaxDelayMs,
+    help: 'retry back-off: longest delay',
+  },
+  {
+    name: 'max-active-jobs',
+    type: 'int',
+    min: 1,
+    max: 100_000_000,
+    default: D.maxActiveJobs,
+    help: 'non-terminal jobs allowed; more submissions are rejected',
+  },
+  {
+    name: 'aging-step-millis',
+    type: 'int',
+    min: 1,
+    max: DAY_MS * 365,
+    default: D.agingStepMs,
+    help: 'a queued job gains one priority level per this much age',
+  },
+  {
+    name: 'durability',
+    type: 'enum',
+    values: DURABILITIES,
+    default: D.durability,
+    help: 'normal: survives a crash; full: fsync per commit',
+  },
+  {
+    name: 'log-format',
+    type: 'enum',
+    values: LOG_FORMATS,
+    default: 'pretty',
+    help: 'log lines as key=value text or JSON',
+  },
+  {
+    name: 'metrics-port',
+    type: 'int',
+    min: 0,
+    max: 65_535,
+    defaultLabel: 'off',
+    help: 'HTTP port for /metrics and /healthz',
+  },
+];
+
+function buildOptions(values: FlagValues): CoordinatorOptions {
+  const logger = createLogger({
+    name: 'coordinator',
+    format: values.enum('log-format', LOG_FORMATS),
+  });
+  return {
+    workerPort: values.int('worker-port'),
+    clientPort: values.int('client-port'),
+    bindHost: values.string('bind-host'),
+    databasePath: values.string('database'),
+    heartbeatTimeoutMs: values.int('heartbeat-timeout-millis'),
+    sweepIntervalMs: values.int('sweep-interval-millis'),
+    taskTimeoutMs: values.int('task-timeout-millis'),
+    maxAttempts: values.int('max-attempts'),
+    retryBaseDelayMs: values.int('retry-base-delay-millis'),
+    retryMaxDelayMs: values.int('retry-max-delay-millis'),
+    maxActiveJobs: values.int('max-active-jobs'),
+    agingStepMs: values.int('aging-step-millis'),
+    durability: values.enum('durability', DURABILITIES),
+    metricsPort: values.optionalInt('metrics-port') ?? null,
+    logger,
+  };
+}
+
+const values = parseServerFlags(process.argv.slice(2), PROGRAM, SUMMARY, FLAGS);
+const options = buildOptions(values);
+const starting = Coordinator.start(options);
+// Handlers go in before start-up finishes, so an early SIGTERM still stops cleanly.
+stopOnSignals(options.logger, async () => (await starting).close());
+try {
+  await starting;
+} catch (err) {
+  exitOnStartFailure(PROGRAM, err);
+}

@@ -1,0 +1,194 @@
+/**
+ * What the client CLI prints (cli.md, "Human output", "--json output", "Exit
+ * codes"). Pure string building: the caller decides where text goes and
+ * whether colour is allowed (only when stdout is a terminal).
+ *
+ * Job blocks put labels two spaces in and every value at column 13:
+ *
+ *     Job <job-id>
+ *       Type:     SHA256
+ *       State:    COMPLETED
+ */
+import { RemoteError, SubmitRejectedError, WaitTimeoutError } from '../client/errors.js';
+import { DtpError, describeError } from '../protocol/errors.js';
+import type { JobSnapshot, JobState, WorkerSnapshot } from '../protocol/messages.js';
+import { UsageError } from './flags.js';
+
+/** Process exit codes of cli.md. */
+export const EXIT_CODES = {
+  ok: 0,
+  /** Runtime failure or error reply: unknown job, connection refused, wait timed out. */
+  failure: 1,
+  usage: 2,
+  /** Submission rejected by admission control. */
+  rejected: 3,
+} as const;
+export type ExitCode = (typeof EXIT_CODES)[keyof typeof EXIT_CODES];
+
+/** Width of `  <Label>:` padding, so that values start at column 13. */
+const LABEL_WIDTH = 12;
+
+const ANSI = { reset: '\x1b[0m', green: '\x1b[32m', red: '\x1b[31m', yellow: '\x1b[33m' };
+
+const STATE_COLOURS: Record<JobState, string | null> = {
+  QUEUED: null,
+  RUNNING: ANSI.yellow,
+  RETRY_WAIT: ANSI.yellow,
+  COMPLETED: ANSI.green,
+  FAILED: ANSI.red,
+  CANCELLED: ANSI.red,
+};
+
+/** The state, coloured when allowed. */
+export function paintState(state: JobState, color: boolean): string {
+  const colour = STATE_COLOURS[state];
+  return color && colour !== null ? `${colour}${state}${ANSI.reset}` : state;
+}
+
+/** `  Label:    value`; continuation lines of a multi-line value are indented too. */
+export function labelLine(label: string, value: string): string {
+  const indent = ' '.repeat(LABEL_WIDTH);
+  const body = value.split('\n').join(`\n${indent}`);
+  return `  ${`${label}:`.padEnd(LABEL_WIDTH - 2)}${body}`;
+}
+
+export interface JobBlockOptions {
+  /** `Job submitted` + an `ID:` line instead of `Job <id>`. */
+  submitted?: boolean;
+  color?: boolean;
+}
+
+/** A job block; Worker only while RUNNING, Result and Error only when set. */
+export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}): string {
+  const lines =
+    options.submitted === true
+      ? ['Job submitted', labelLine('ID', job.jobId)]
+      : [`Job ${job.jobId}`];
+  lines.push(
+    labelLine('Type', job.taskType),
+    labelLine('Priority', job.priority),
+    labelLine('State', paintState(job.state, options.color ?? false)),
+    labelLine('Attempt', `${job.attempts}/${job.maxAttempts}`),
+  );
+  if (job.state === 'RUNNING' && job.workerId !== null)
+    lines.push(labelLine('Worker', job.workerId));
+  if (job.result !== null) lines.push(labelLine('Result', job.result));
+  if (job.error !== null) lines.push(labelLine('Error', job.error));
+  return lines.join('\n') + '\n';
+}
+
+/** The first line of `cancel`, then the job block. */
+export function formatCancel(cancelled: boolean, job: JobSnapshot, color = false): string {
+  const head = cancelled ? 'Cancelled' : `Not cancelled: the job is already ${job.state}`;
+  return `${head}\n${formatJobBlock(job, { color })}`;
+}
+
+/** A cell with its display text and, optionally, a colour applied after padding. */
+export interface Cell {
+  text: string;
+  colour?: string | null;
+}
+
+/** Left-aligned columns two spaces apart, header first; no trailing blanks. */
+export function formatTable(
+  headers: readonly string[],
+  rows: readonly (readonly Cell[])[],
+): string {
+  const widths = headers.map((h, i) =>
+    Math.max(h.length, ...rows.map((row) => row[i]?.text.length ?? 0)),
+  );
+  const render = (cells: readonly Cell[]): string =>
+    cells
+      .map((cell, i) => {
+        const padded = i === cells.length - 1 ? cell.text : cell.text.padEnd(widths[i] ?? 0);
+        return cell.colour != null ? `${cell.colour}${padded}${ANSI.reset}` : padded;
+      })
+      .join('  ')
+      .trimEnd();
+  return [render(headers.map((text) => ({ text }))), ...rows.map(render)].join('\n') + '\n';
+}
+
+/** `list`: one row per job, newest first as given; a cursor hint when more exist. */
+export function formatJobTable(
+  jobs: readonly JobSnapshot[],
+  nextCursor: string | null,
+  color = false,
+): string {
+  const rows = jobs.map((job): Cell[] => [
+    { text: job.jobId },
+    { text: job.taskType },
+    { text: job.state, colour: color ? STATE_COLOURS[job.state] : null },
+    { text: job.priority },
+    { text: `${job.attempts}/${job.maxAttempts}` },
+    { text: job.workerId ?? '-' },
+  ]);
+  const table = formatTable(['JOB ID', 'TYPE', 'STATE', 'PRIORITY', 'ATTEMPT', 'WORKER'], rows);
+  return nextCursor === null ? table : `${table}(more: list --cursor ${nextCursor})\n`;
+}
+
+/** `workers`: one row per live worker; the heartbeat as an ISO-8601 UTC time. */
+export function formatWorkerTable(workers: readonly WorkerSnapshot[]): string {
+  const rows = workers.map((w): Cell[] => [
+    { text: w.workerId },
+    { text: String(w.capacity) },
+    { text: String(w.activeTasks) },
+    { text: new Date(w.lastHeartbeatMillis).toISOString() },
+  ]);
+  return formatTable(['WORKER ID', 'CAPACITY', 'ACTIVE', 'LAST HEARTBEAT'], rows);
+}
+
+/** The stable code of any thrown value (`INTERNAL` for bugs). */
+export function errorCode(err: unknown): string {
+  return err instanceof DtpError ? err.code : 'INTERNAL';
+}
+
+export interface ErrorDocument {
+  error: {
+    code: string;
+    message: string;
+    activeCount?: number;
+    limit?: number;
+    retryable?: boolean;
+    job?: JobSnapshot;
+  };
+}
+
+/** The `--json` document of a failure. */
+export function errorDocument(err: unknown): ErrorDocument {
+  const error: ErrorDocument['error'] = { code: errorCode(err), message: describeError(err) };
+  if (err instanceof SubmitRejectedError) {
+    error.activeCount = err.activeCount;
+    error.limit = err.limit;
+    error.retryable = err.retryable;
+  } else if (err instanceof WaitTimeoutError) {
+    error.job = err.job;
+  }
+  return { error };
+}
+
+/** The human stderr text of a failure. */
+export function formatErrorText(err: unknown): string {
+  if (err instanceof SubmitRejectedError) {
+    return (
+      `Submission rejected: ${err.reason}\n` +
+      `  Active jobs: ${err.activeCount}\n` +
+      `  Limit:       ${err.limit}\n` +
+      `  Retryable:   ${err.retryable ? 'yes' : 'no'}\n`
+    );
+  }
+  if (err instanceof UsageError) return `Usage error: ${err.message}\n`;
+  if (err instanceof RemoteError) return `Error (${err.code}): ${err.message}\n`;
+  return `Error: ${describeError(err)}\n`;
+}
+
+/** Exit code of a failure: 2 usage, 3 rejected, else 1. */
+export function exitCodeFor(err: unknown): ExitCode {
+  if (err instanceof UsageError) return EXIT_CODES.usage;
+  if (err instanceof SubmitRejectedError) return EXIT_CODES.rejected;
+  return EXIT_CODES.failure;
+}
+
+/** One JSON document on one line. */
+export function toJsonLine(doc: unknown): string {
+  return `${JSON.stringify(doc)}\n`;
+}

@@ -1,0 +1,145 @@
+/**
+ * One client-port connection carrying pipelined requests.
+ *
+ * The coordinator answers every request with exactly one reply, in request
+ * order, so matching is a FIFO: each reply settles the oldest pending
+ * request. Anything that breaks that pairing (a reply nobody asked for, a
+ * malformed frame, the socket closing) ends the connection and rejects every
+ * pending request with a {@link TransportError} `CONNECTION_LOST`: their
+ * outcome is unknown.
+ *
+ * States: `open` -> `closed` (peer close, violation, or {@link
+ * ClientConnection.close}). A closed connection is never reused; the owner
+ * dials a fresh one.
+ */
+import type { Socket } from 'node:net';
+import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
+import type { CloseReason } from '../net/framed-connection.js';
+import { DialError, dial } from '../net/tcp.js';
+import type { ProtocolError } from '../protocol/errors.js';
+import type { ClientReply, ClientRequest, Message } from '../protocol/messages.js';
+import { ClientClosedError, TransportError } from './errors.js';
+
+/** Requests in flight allowed on one connection (a bound, not a tuning knob). */
+export const MAX_PENDING_REQUESTS = 100_000;
+
+const CLIENT_REPLY_TYPES: ReadonlySet<string> = new Set<ClientReply['type']>([
+  'JOB_SUBMITTED',
+  'SUBMIT_REJECTED',
+  'JOB_STATUS',
+  'JOB_LIST',
+  'WORKER_LIST',
+  'JOB_CANCEL',
+  'ERROR',
+]);
+
+function isClientReply(msg: Message): msg is ClientReply {
+  return CLIENT_REPLY_TYPES.has(msg.type);
+}
+
+interface PendingRequest {
+  resolve(reply: ClientReply): void;
+  reject(err: Error): void;
+}
+
+export class ClientConnection {
+  readonly #conn: FramedConnection;
+  readonly #pending: PendingRequest[] = [];
+  #failure: Error | null = null;
+
+  private constructor(socket: Socket) {
+    this.#conn = new FramedConnection(socket, {
+      onMessage: (msg) => this.#onMessage(msg),
+      onProtocolError: (err) => this.#onProtocolError(err),
+      onClose: (reason) => this.#onClose(reason),
+    });
+  }
+
+  /** Dials host:port; fails with {@link TransportError} `CONNECT_FAILED`. */
+  static async open(
+    host: string,
+    port: number,
+    connectTimeoutMs: number,
+  ): Promise<ClientConnection> {
+    let socket: Socket;
+    try {
+      socket = await dial(host, port, connectTimeoutMs);
+    } catch (err) {
+      const message = err instanceof DialError ? err.message : `cannot connect: ${String(err)}`;
+      throw new TransportError('CONNECT_FAILED', message, { cause: err });
+    }
+    return new ClientConnection(socket);
+  }
+
+  /** False once the connection has failed or been closed. */
+  get isOpen(): boolean {
+    return this.#failure === null;
+  }
+
+  /** Requests sent and not yet answered. */
+  get pendingCount(): number {
+    return this.#pending.length;
+  }
+
+  /** Sends one request; resolves with its reply, whatever its type. */
+  request(msg: ClientRequest): Promise<ClientReply> {
+    if (this.#failure !== null) return Promise.reject(this.#failure);
+    if (this.#pending.length >= MAX_PENDING_REQUESTS) {
+      return Promise.reject(
+        new RangeError(`more than ${MAX_PENDING_REQUESTS} requests in flight on one connection`),
+      );
+    }
+    return new Promise<ClientReply>((resolve, reject) => {
+      this.#pending.push({ resolve, reject });
+      if (!this.#conn.send(msg)) {
+        this.#fail(new TransportError('CONNECTION_LOST', 'connection is closed'));
+      }
+    });
+  }
+
+  /** Rejects pending requests with {@link ClientClosedError} and closes. Idempotent. */
+  close(): Promise<void> {
+    this.#fail(new ClientClosedError());
+    return this.#conn.close('client closed');
+  }
+
+  /** Drops the socket at once, as if the connection broke. Idempotent. */
+  destroy(message: string): Promise<void> {
+    this.#fail(new TransportError('CONNECTION_LOST', message));
+    return this.#conn.destroy(message);
+  }
+
+  #onMessage(msg: Message): void {
+    if (!isClientReply(msg)) {
+      void this.destroy(`coordinator sent ${msg.type}, which is not a client reply`);
+      return;
+    }
+    const head = this.#pending.shift();
+    if (head === undefined) {
+      void this.destroy(`coordinator sent an unsolicited ${msg.type}`);
+      return;
+    }
+    head.resolve(msg);
+  }
+
+  #onProtocolError(err: ProtocolError): void {
+    const failure = new TransportError(
+      'CONNECTION_LOST',
+      `coordinator broke the protocol: ${err.message}`,
+      { cause: err },
+    );
+    this.#fail(failure);
+    void this.#conn.destroy(failure.message);
+  }
+
+  #onClose(reason: CloseReason): void {
+    this.#fail(new TransportError('CONNECTION_LOST', describeCloseReason(reason)));
+  }
+
+  /** Records the first failure and rejects everything pending with it. */
+  #fail(err: Error): void {
+    this.#failure ??= err;
+    const pending = this.#pending.splice(0);
+    for (const entry of pending) entry.reject(this.#failure);
+  }
+}

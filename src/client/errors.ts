@@ -1,0 +1,105 @@
+/**
+ * Typed errors of the client library. Every one extends {@link DtpError}, so
+ * its stable `code` is what the CLI prints under `--json` and what callers
+ * branch on:
+ *
+ * - {@link RemoteError}: the coordinator answered `ERROR` (`UNKNOWN_JOB`,
+ *   `INVALID_PAYLOAD`, `IDEMPOTENCY_CONFLICT`, ... or `REMOTE_ERROR`).
+ * - {@link SubmitRejectedError}: admission control refused a submission
+ *   (`SUBMIT_REJECTED`); nothing was created.
+ * - {@link TransportError}: no connection (`CONNECT_FAILED`) or it broke with
+ *   requests in flight (`CONNECTION_LOST`); their outcome is unknown.
+ * - {@link WaitTimeoutError}: a wait ended before the job was terminal.
+ * - {@link UnexpectedReplyError}: a well-formed reply of the wrong type.
+ * - {@link ClientClosedError}: the client was closed by its owner.
+ */
+import { DtpError } from '../protocol/errors.js';
+import type { ErrorMessage, JobSnapshot, SubmitRejected } from '../protocol/messages.js';
+
+/**
+ * Codes inferred from the message of an `ERROR` reply that carries no `code`
+ * (a reference peer never sends one). Checked in order; first match wins.
+ */
+const INFERRED_CODES: readonly { readonly code: string; readonly test: (m: string) => boolean }[] =
+  [
+    { code: 'UNKNOWN_JOB', test: (m) => m.includes('Unknown job') },
+    { code: 'INVALID_PAYLOAD', test: (m) => m.startsWith('Invalid payload') },
+    { code: 'IDEMPOTENCY_CONFLICT', test: (m) => m.includes('Idempotency key') },
+  ];
+
+/** The stable code of an `ERROR` reply: its own `code`, else inferred from the message. */
+export function remoteErrorCode(reply: Pick<ErrorMessage, 'message' | 'code'>): string {
+  if (reply.code !== null && reply.code.trim() !== '') return reply.code;
+  return INFERRED_CODES.find((entry) => entry.test(reply.message))?.code ?? 'REMOTE_ERROR';
+}
+
+/** The coordinator answered `ERROR`: do not resend the request as it is. */
+export class RemoteError extends DtpError {
+  constructor(reply: Pick<ErrorMessage, 'message' | 'code'>) {
+    super(remoteErrorCode(reply), reply.message);
+  }
+}
+
+/** Admission control refused the submission; no job was created. */
+export class SubmitRejectedError extends DtpError {
+  /** The coordinator's explanation, as sent. */
+  readonly reason: string;
+  /** Non-terminal jobs at the time of the refusal. */
+  readonly activeCount: number;
+  /** The coordinator's `--max-active-jobs`. */
+  readonly limit: number;
+  /** True when resending later may succeed. */
+  readonly retryable: boolean;
+
+  constructor(reply: Omit<SubmitRejected, 'type'>) {
+    super('SUBMIT_REJECTED', reply.reason);
+    this.reason = reply.reason;
+    this.activeCount = reply.activeCount;
+    this.limit = reply.limit;
+    this.retryable = reply.retryable;
+  }
+}
+
+export type TransportErrorCode = 'CONNECT_FAILED' | 'CONNECTION_LOST';
+
+/**
+ * The connection could not be made or broke. For `CONNECTION_LOST` the fate of
+ * the requests in flight is unknown: they may or may not have taken effect.
+ */
+export class TransportError extends DtpError {
+  declare readonly code: TransportErrorCode;
+
+  constructor(code: TransportErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+  }
+}
+
+/** A wait ended before the job reached a terminal state. */
+export class WaitTimeoutError extends DtpError {
+  /** The job as last seen. */
+  readonly job: JobSnapshot;
+  readonly timeoutMs: number;
+
+  constructor(job: JobSnapshot, timeoutMs: number) {
+    super(
+      'WAIT_TIMEOUT',
+      `Timed out after ${timeoutMs} ms waiting for job ${job.jobId} (state ${job.state})`,
+    );
+    this.job = job;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** The coordinator sent a well-formed reply that does not answer the request. */
+export class UnexpectedReplyError extends DtpError {
+  constructor(requestType: string, replyType: string) {
+    super('UNEXPECTED_REPLY', `Unexpected reply ${replyType} to ${requestType}`);
+  }
+}
+
+/** The client was closed by its owner; the request was not (or no longer) sent. */
+export class ClientClosedError extends DtpError {
+  constructor() {
+    super('CLIENT_CLOSED', 'The client is closed');
+  }
+}

@@ -1,0 +1,312 @@
+/**
+ * A test harness around the pure coordinator core: a manual clock, a counting
+ * id source, a store (MemoryStore unless given), and short verbs for the
+ * messages workers and clients send. Every input is followed by a store
+ * commit, as the shell does, and every effect is kept in `log`.
+ */
+import assert from 'node:assert/strict';
+import { CoordinatorCore } from '../../src/coordinator/core/core.js';
+import type { CoreConfig, CoreEvent, CoreInput, Effect } from '../../src/coordinator/core/types.js';
+import type {
+  ClientReply,
+  ClientRequest,
+  CoordinatorToWorker,
+  JobSnapshot,
+  JsonObject,
+  Priority,
+  TaskAssign,
+} from '../../src/protocol/messages.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import type { JobRecord, Store } from '../../src/store/store.js';
+import { createBuiltinRegistry } from '../../src/tasks/builtin/index.js';
+
+/** Settings most tests use; each test overrides what it is about. */
+export const TEST_CONFIG: CoreConfig = {
+  heartbeatTimeoutMs: 10_000,
+  taskTimeoutMs: 60_000,
+  defaultMaxAttempts: 3,
+  retryBaseDelayMs: 100,
+  retryMaxDelayMs: 10_000,
+  maxActiveJobs: 10_000,
+  agingStepMs: 3_600_000,
+};
+
+/** The clock's value when a harness starts, in epoch ms. */
+export const START_MS = 1_000_000;
+/** The connection id client requests use unless told otherwise. */
+export const CLIENT_CONN = 9_000;
+
+export type EventOf<T extends CoreEvent['type']> = Extract<CoreEvent, { type: T }>;
+export type EffectOf<K extends Effect['kind']> = Extract<Effect, { kind: K }>;
+export type WorkerMessageOf<T extends CoordinatorToWorker['type']> = Extract<
+  CoordinatorToWorker,
+  { type: T }
+>;
+export type ReplyOf<T extends ClientReply['type']> = Extract<ClientReply, { type: T }>;
+
+export function effectsOf<K extends Effect['kind']>(
+  effects: readonly Effect[],
+  kind: K,
+): EffectOf<K>[] {
+  return effects.filter((e): e is EffectOf<K> => e.kind === kind);
+}
+
+export function eventsOf<T extends CoreEvent['type']>(
+  effects: readonly Effect[],
+  type: T,
+): EventOf<T>[] {
+  return effectsOf(effects, 'event')
+    .map((e) => e.event)
+    .filter((e): e is EventOf<T> => e.type === type);
+}
+
+/** Messages sent to worker connections, optionally only of one type or to one connection. */
+export function messagesOf<T extends CoordinatorToWorker['type']>(
+  effects: readonly Effect[],
+  type: T,
+  connId?: number,
+): WorkerMessageOf<T>[] {
+  return effectsOf(effects, 'send')
+    .filter((e) => connId === undefined || e.connId === connId)
+    .map((e) => e.msg)
+    .filter((m): m is WorkerMessageOf<T> => m.type === type);
+}
+
+/** Every message sent to one connection, in order. */
+export function sentTo(effects: readonly Effect[], connId: number): CoordinatorToWorker[] {
+  return effectsOf(effects, 'send')
+    .filter((e) => e.connId === connId)
+    .map((e) => e.msg);
+}
+
+export function repliesOf(effects: readonly Effect[]): ClientReply[] {
+  return effectsOf(effects, 'reply').map((e) => e.msg);
+}
+
+/** Narrows a reply to the expected type, failing the test with the reply otherwise. */
+export function expectReply<T extends ClientReply['type']>(
+  reply: ClientReply | undefined,
+  type: T,
+): ReplyOf<T> {
+  assert.ok(reply !== undefined, `expected a ${type} reply, got none`);
+  assert.equal(reply.type, type, `expected ${type}, got ${JSON.stringify(reply).slice(0, 300)}`);
+  return reply as ReplyOf<T>;
+}
+
+export interface SubmitOptions {
+  taskType?: string;
+  payload?: JsonObject;
+  maxAttempts?: number | null;
+  idempotencyKey?: string | null;
+  priority?: Priority | null;
+}
+
+export interface ResultOptions {
+  success?: boolean;
+  result?: string | null;
+  error?: string | null;
+  /** Defaults to the job's latest assignment. */
+  attemptId?: string;
+  /** Defaults to the worker of the job's latest assignment. */
+  workerId?: string;
+}
+
+export interface HarnessOptions {
+  config?: Partial<CoreConfig>;
+  store?: Store;
+  startMs?: number;
+}
+
+export class CoreHarness {
+  readonly config: CoreConfig;
+  store: Store;
+  core: CoordinatorCore;
+  clock: number;
+  /** Every effect of every input (recovery events included), in order. */
+  readonly log: Effect[] = [];
+  /** Effects of the latest input. */
+  last: Effect[] = [];
+  #nextId = 1;
+  #nextConn = 1;
+  #nextRequest = 1;
+  readonly #connByWorker = new Map<string, number>();
+
+  constructor(options: HarnessOptions = {}) {
+    this.config = { ...TEST_CONFIG, ...options.config };
+    this.store = options.store ?? new MemoryStore();
+    this.clock = options.startMs ?? START_MS;
+    this.core = this.#build();
+  }
+
+  #build(): CoordinatorCore {
+    const core = new CoordinatorCore(this.config, {
+      now: () => this.clock,
+      newId: () => `id-${this.#nextId++}`,
+      store: this.store,
+      validator: createBuiltinRegistry(),
+    });
+    this.last = core.takeRecoveryEffects();
+    this.store.commit();
+    this.log.push(...this.last);
+    return core;
+  }
+
+  /**
+   * Simulates a coordinator restart: a MemoryStore forgets what was not
+   * committed; `reopened` replaces the store (e.g. a SqliteStore opened again
+   * on the same file). Returns the recovery's effects.
+   */
+  restart(reopened?: Store): Effect[] {
+    if (this.store instanceof MemoryStore) this.store.crash();
+    if (reopened !== undefined) this.store = reopened;
+    this.#connByWorker.clear();
+    this.core = this.#build();
+    return this.last;
+  }
+
+  handle(input: CoreInput): Effect[] {
+    const effects = this.core.handle(input);
+    this.store.commit();
+    this.last = effects;
+    this.log.push(...effects);
+    return effects;
+  }
+
+  /** Connection id of a worker's latest registration. */
+  connOf(workerId: string): number {
+    const connId = this.#connByWorker.get(workerId);
+    assert.ok(connId !== undefined, `worker ${workerId} never registered`);
+    return connId;
+  }
+
+  newConn(): number {
+    return this.#nextConn++;
+  }
+
+  /** Registers a worker on a fresh connection; returns the connection id. */
+  register(workerId: string, capacity = 1, taskTypes: string[] | null = null): number {
+    const connId = this.newConn();
+    this.#connByWorker.set(workerId, connId);
+    this.handle({
+      kind: 'workerMessage',
+      connId,
+      msg: { type: 'WORKER_REGISTER', workerId, capacity, taskTypes },
+    });
+    return connId;
+  }
+
+  heartbeat(workerId: string): Effect[] {
+    return this.handle({
+      kind: 'workerMessage',
+      connId: this.connOf(workerId),
+      msg: { type: 'HEARTBEAT', workerId },
+    });
+  }
+
+  closeWorker(workerId: string, reason = 'connection reset'): Effect[] {
+    return this.handle({ kind: 'workerClosed', connId: this.connOf(workerId), reason });
+  }
+
+  /** Sends a client request; returns its single reply (undefined for a pending wait). */
+  request(
+    msg: ClientRequest,
+    connId = CLIENT_CONN,
+    requestId = this.#nextRequest++,
+  ): ClientReply | undefined {
+    const effects = this.handle({ kind: 'clientRequest', connId, requestId, msg });
+    const replies = effectsOf(effects, 'reply').filter(
+      (e) => e.connId === connId && e.requestId === requestId,
+    );
+    assert.ok(replies.length <= 1, 'a request got more than one reply');
+    return replies[0]?.msg;
+  }
+
+  /** The next request id the harness would use. */
+  peekRequestId(): number {
+    return this.#nextRequest;
+  }
+
+  submitRequest(options: SubmitOptions = {}): ClientReply | undefined {
+    return this.request({
+      type: 'SUBMIT_JOB',
+      taskType: options.taskType ?? 'SLEEP',
+      payload: options.payload ?? { durationMillis: 10 },
+      maxAttempts: options.maxAttempts ?? null,
+      idempotencyKey: options.idempotencyKey ?? null,
+      priority: options.priority ?? null,
+    });
+  }
+
+  /** Submits a job (SLEEP 10 ms by default) and returns its id from the reply. */
+  submit(options: SubmitOptions = {}): string {
+    return expectReply(this.submitRequest(options), 'JOB_SUBMITTED').jobId;
+  }
+
+  status(jobId: string): JobSnapshot {
+    return expectReply(this.request({ type: 'GET_JOB_STATUS', jobId }), 'JOB_STATUS').job;
+  }
+
+  /** The job's record: from the core's memory while active, else from the store. */
+  record(jobId: string): Readonly<JobRecord> {
+    const active = this.core.inspect().activeJobs.find((j) => j.jobId === jobId);
+    const job = active ?? this.store.getJob(jobId);
+    assert.ok(job !== undefined, `job ${jobId} is unknown`);
+    return job;
+  }
+
+  /** Every TASK_ASSIGN of a job so far, with the connection it went to. */
+  assignmentsOf(jobId: string): (TaskAssign & { connId: number })[] {
+    return effectsOf(this.log, 'send')
+      .filter((e) => e.msg.type === 'TASK_ASSIGN' && e.msg.jobId === jobId)
+      .map((e) => ({ ...(e.msg as TaskAssign), connId: e.connId }));
+  }
+
+  /** The latest TASK_ASSIGN of a job (fails if it was never assigned). */
+  assignmentOf(jobId: string): TaskAssign & { connId: number; workerId: string } {
+    const all = this.assignmentsOf(jobId);
+    const latest = all[all.length - 1];
+    assert.ok(latest !== undefined, `job ${jobId} was never assigned`);
+    const workerId = [...this.#connByWorker].find(([, c]) => c === latest.connId)?.[0];
+    assert.ok(workerId !== undefined, `no worker for connection ${latest.connId}`);
+    return { ...latest, workerId };
+  }
+
+  /** Sends a TASK_RESULT for the job's latest assignment (success by default). */
+  result(jobId: string, options: ResultOptions = {}): Effect[] {
+    const assigned = this.assignmentOf(jobId);
+    const workerId = options.workerId ?? assigned.workerId;
+    const success = options.success ?? true;
+    return this.handle({
+      kind: 'workerMessage',
+      connId: this.connOf(workerId),
+      msg: {
+        type: 'TASK_RESULT',
+        workerId,
+        jobId,
+        attemptId: options.attemptId ?? assigned.attemptId,
+        success,
+        result: options.result !== undefined ? options.result : success ? 'ok' : null,
+        error: options.error !== undefined ? options.error : success ? null : 'boom',
+      },
+    });
+  }
+
+  /** Advances the clock by `advanceMs` and delivers a tick. */
+  tick(advanceMs = 0): Effect[] {
+    this.clock += advanceMs;
+    return this.handle({ kind: 'tick' });
+  }
+
+  /** Events of one type emitted so far (or in `effects`). */
+  events<T extends CoreEvent['type']>(
+    type: T,
+    effects: readonly Effect[] = this.log,
+  ): EventOf<T>[] {
+    return eventsOf(effects, type);
+  }
+
+  /** Running job ids per worker id, from the core's view. */
+  running(): Map<string, string[]> {
+    return new Map(this.core.inspect().workers.map((w) => [w.workerId, [...w.running].sort()]));
+  }
+}
