@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The failure-recovery story, for real: a coordinator and three workers start,
+# a 20-second job is submitted, the worker running it is killed with SIGKILL,
+# the coordinator notices the lost worker, retries the job on another worker,
+# and the job completes on attempt 2. Everything started here is stopped on
+# exit, including on Ctrl-C or failure. Exits 0 only if the story happened.
+#
+# Uses ports 7070 (workers) and 7071 (clients) on 127.0.0.1; logs and the
+# database go to a fresh demo-logs/ folder in the current directory.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+logs="$PWD/demo-logs"
+client="$root/scripts/client.sh"
+pids=()
+
+say() { printf '==> %s\n' "$*"; }
+die() { printf 'demo failed: %s\n' "$*" >&2; exit 1; }
+
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  if ((${#pids[@]} > 0)); then
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 50); do
+      kill -0 "${pids[@]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Reads one field of the JSON document on stdin (dotted path).
+field() {
+  node -e '
+    let text = "";
+    process.stdin.on("data", (d) => (text += d)).on("end", () => {
+      let v = JSON.parse(text);
+      for (const k of process.argv[1].split(".")) v = v == null ? undefined : v[k];
+      console.log(v == null ? "" : typeof v === "object" ? JSON.stringify(v) : v);
+    });' "$1"
+}
+
+# Polls a command until it prints a non-empty line, for at most $1 seconds.
+poll() {
+  local seconds=$1 out
+  shift
+  for _ in $(seq $((seconds * 10))); do
+    out=$("$@" 2>/dev/null || true)
+    if [[ -n "$out" ]]; then
+      printf '%s\n' "$out"
+      return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+"$root/scripts/build.sh" >/dev/null
+rm -rf "$logs"
+mkdir -p "$logs"
+
+say "Starting the coordinator (log: demo-logs/coordinator.log)"
+"$root/scripts/coordinator.sh" --bind-host 127.0.0.1 --database "$logs/coordinator.db" \
+  --heartbeat-timeout-millis 2000 --sweep-interval-millis 100 \
+  --retry-base-delay-millis 500 --retry-max-delay-millis 2000 \
+  >"$logs/coordinator.log" 2>&1 &
+pids+=($!)
+coordinator_pid=$!
+poll 30 "$client" workers --host 127.0.0.1 >/dev/null || die "the coordinator did not start (see demo-logs/coordinator.log)"
+
+declare -A worker_pid
+for n in 1 2 3; do
+  "$root/scripts/worker.sh" --coordinator-host 127.0.0.1 --id "worker-$n" --capacity 1 \
+    --heartbeat-interval-millis 500 --reconnect-delay-millis 500 \
+    >"$logs/worker-$n.log" 2>&1 &
+  pids+=($!)
+  worker_pid[worker-$n]=$!
+  say "Started worker-$n (pid $!)"
+done
+three_workers() {
+  local n
+  n=$("$client" workers --json --host 127.0.0.1 | node -e '
+    let t = ""; process.stdin.on("data", (d) => (t += d)).on("end", () => console.log(JSON.parse(t).workers.length));')
+  [[ "$n" == 3 ]] && echo yes
+}
+poll 30 three_workers >/dev/null || die "the three workers did not register"
+"$client" workers --host 127.0.0.1
+
+say "Submitting a 20-second sleep job"
+job_id=$("$client" submit sleep --milliseconds 20000 --json --host 127.0.0.1 | field jobId)
+[[ -n "$job_id" ]] || die "submission failed"
+"$client" status "$job_id" --host 127.0.0.1
+
+running_on() {
+  local job
+  job=$("$client" status "$job_id" --json --host 127.0.0.1)
+  [[ "$(field state <<<"$job")" == RUNNING ]] && field workerId <<<"$job"
+}
+victim=$(poll 30 running_on) || die "the job never started running"
+say "Job is RUNNING on: $victim"
+
+victim_pid=${worker_pid[$victim]}
+say "Killing $victim with SIGKILL (pid $victim_pid)"
+kill -KILL "$victim_pid"
+wait "$victim_pid" 2>/dev/null || true
+
+say "Waiting for the coordinator to notice and reassign the job"
+reassigned() {
+  local job
+  job=$("$client" status "$job_id" --json --host 127.0.0.1)
+  if [[ "$(field state <<<"$job")" == RUNNING && "$(field attempts <<<"$job")" == 2 ]]; then
+    field workerId <<<"$job"
+  fi
+}
+rescuer=$(poll 30 reassigned) || die "the job was not reassigned"
+say "Job reassigned to $rescuer (attempt 2)"
+"$client" status "$job_id" --host 127.0.0.1
+
+say "Waiting for the job to finish"
+"$client" wait "$job_id" --timeout-millis 60000 --host 127.0.0.1
+
+say "Coordinator log lines for job $job_id and $victim"
+grep -E "jobId=$job_id|workerId=$victim " "$logs/coordinator.log" | sed 's/^/    /' || true
+
+final=$("$client" status "$job_id" --json --host 127.0.0.1)
+state=$(field state <<<"$final")
+attempts=$(field attempts <<<"$final")
+result=$(field result <<<"$final")
+[[ "$state" == COMPLETED && "$attempts" == 2 && "$result" == "slept 20000 ms" ]] ||
+  die "expected COMPLETED on attempt 2, got $state on attempt $attempts"
+[[ "$rescuer" != "$victim" ]] || die "the job finished on the killed worker"
+kill -0 "$coordinator_pid" 2>/dev/null || die "the coordinator died"
+say "Recovered: the job survived the loss of $victim and completed on $rescuer (attempt 2/3)"
