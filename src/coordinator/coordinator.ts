@@ -299,11 +299,14 @@ export class Coordinator {
         conn?.send(effect.msg);
         return;
       }
-      case 'close':
-        void (
-          this.#workerConns.get(effect.connId) ?? this.#clients.get(effect.connId)?.conn
-        )?.close(effect.reason);
+      case 'close': {
+        // A worker connection keeps delivering until the worker closes too,
+        // so a late result on its way is still judged (and rejected as stale).
+        const worker = this.#workerConns.get(effect.connId);
+        if (worker !== undefined) void worker.close(effect.reason, { drainInbound: true });
+        else void this.#clients.get(effect.connId)?.conn.close(effect.reason);
         return;
+      }
       case 'reply':
         this.#deliver(effect.connId, effect.requestId, effect.msg);
         return;

@@ -163,9 +163,16 @@ export class FramedConnection {
     if (ms > 0) this.#socket.once('timeout', onIdle);
   }
 
-  /** Graceful: flush what is queued, then close. Idempotent. */
-  close(message = 'closed locally'): Promise<void> {
-    this.#end({ kind: 'local', message }, 'end');
+  /**
+   * Graceful: flush what is queued, then close. Idempotent.
+   *
+   * With `drainInbound`, only the sending side closes at once: frames the peer
+   * still sends are delivered until it closes too (or 5 s pass), and
+   * `onClose` runs at that real end. The coordinator uses this for a worker it
+   * declared lost, so a late result on the way is still seen (and rejected).
+   */
+  close(message = 'closed locally', options: { drainInbound?: boolean } = {}): Promise<void> {
+    this.#end({ kind: 'local', message }, options.drainInbound === true ? 'half' : 'end');
     return this.#closed;
   }
 
@@ -222,16 +229,15 @@ export class FramedConnection {
    * The one place a connection ends: records the first reason, stops reading,
    * ends or destroys the socket as asked, and tells the owner exactly once.
    */
-  #end(reason: CloseReason, how: 'none' | 'end' | 'destroy'): void {
+  #end(reason: CloseReason, how: 'none' | 'half' | 'end' | 'destroy'): void {
     const first = this.#closeReason === null;
     if (first) this.#closeReason = reason;
-    this.#reading = false;
+    if (how !== 'half') this.#reading = false;
     if (how === 'destroy') {
       this.#socket.destroy();
-    } else if (how === 'end' && first && !this.#socket.destroyed) {
+    } else if ((how === 'end' || how === 'half') && first && !this.#socket.destroyed) {
       // A paused socket (after a protocol error, or paused by the owner) never
-      // sees the peer's FIN, so close() would wait for the timer below. Nothing
-      // is delivered any more (#reading is false): just drain to EOF.
+      // sees the peer's FIN, so close() would wait for the timer below.
       this.#socket.resume();
       this.#socket.end();
       // A peer that never reads could keep the socket half-open forever.
@@ -239,6 +245,7 @@ export class FramedConnection {
       timer.unref();
       this.#socket.once('close', () => clearTimeout(timer));
     }
+    if (how === 'half' && !this.#socket.destroyed) return; // told at the real end
     if (!this.#notified) {
       this.#notified = true;
       this.#handlers.onClose(this.#closeReason ?? reason);

@@ -50,7 +50,10 @@ function errorCodeOf(err: unknown): string {
 function sameSubmission(job: Readonly<JobRecord>, msg: SubmitJob, wanted: Normalized): boolean {
   if (job.taskType !== msg.taskType || job.maxAttempts !== wanted.maxAttempts) return false;
   if (job.priority !== wanted.priority) return false;
-  return isDeepStrictEqual(JSON.parse(job.payloadJson), msg.payload);
+  // Compare with the payload as it would be stored: the JSON round trip turns
+  // -0 into 0 (deep-strict equality tells them apart), so the resubmission of
+  // an identical request must go through it too.
+  return isDeepStrictEqual(JSON.parse(job.payloadJson), JSON.parse(JSON.stringify(msg.payload)));
 }
 
 export function submit(s: CoreState, connId: number, requestId: number, msg: SubmitJob): void {

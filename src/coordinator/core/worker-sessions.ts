@@ -12,7 +12,11 @@ import { completeJob, failAttempt, releaseLease, schedule } from './job-lifecycl
 import { ErrorCode, type CoreState } from './state.js';
 import type { WorkerSession } from './worker-registry.js';
 
-/** Largest accepted result, in UTF-8 bytes (keeps every job snapshot well under a frame). */
+/**
+ * Largest accepted result, in UTF-8 bytes of its JSON string encoding without
+ * the quotes (keeps every job snapshot well under a frame). For text that
+ * needs no escapes this is its plain UTF-8 size.
+ */
 export const MAX_RESULT_BYTES = 512 * 1024;
 /** Longer attempt errors are cut to this many characters. */
 export const MAX_ERROR_CHARS = 8 * 1024;
@@ -20,7 +24,21 @@ export const MAX_WORKER_ID_LENGTH = 200;
 export const MAX_CAPACITY = 1024;
 
 export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
-  if (s.closingConns.has(connId)) return;
+  if (s.closingConns.has(connId)) {
+    // The connection is being closed (its worker was lost): nothing it says
+    // counts any more, but a late result is worth a log line.
+    if (msg.type === 'TASK_RESULT') {
+      const reason = 'sent on the connection of a lost worker';
+      s.emit({
+        type: 'result.stale',
+        jobId: msg.jobId,
+        attemptId: msg.attemptId,
+        workerId: msg.workerId,
+        reason,
+      });
+    }
+    return;
+  }
   const session = s.workers.byConnection(connId);
   if (session === undefined) return handleFirstMessage(s, connId, msg);
   switch (msg.type) {
@@ -105,7 +123,9 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
   if (!isCurrentLease(job, msg.attemptId))
     return stale(`not the current lease (job is ${job.state})`);
   if (job.workerId !== session.workerId) return stale(`lease belongs to worker ${job.workerId}`);
-  const resultBytes = msg.result === null ? 0 : Buffer.byteLength(msg.result);
+  // Measured as encoded: escapes (\" \\ \u0001) make a result up to 6x larger
+  // in the JOB_STATUS / JOB_LIST frames that carry it than its raw bytes.
+  const resultBytes = msg.result === null ? 0 : Buffer.byteLength(JSON.stringify(msg.result)) - 2;
   if (msg.success && resultBytes <= MAX_RESULT_BYTES) {
     completeJob(s, job, msg.result ?? '');
   } else {

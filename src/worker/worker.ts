@@ -1,0 +1,492 @@
+/**
+ * The worker: keeps one connection to the coordinator (re-established
+ * forever), heartbeats on it, and runs the task attempts it is assigned in a
+ * {@link TaskPool}, off the main thread.
+ *
+ * Modes (one field, changed only through `#setMode`, which asserts the move):
+ *   disconnected  no connection; waiting to dial (at start, between attempts)
+ *   connecting    dialling the coordinator
+ *   registering   connected, WORKER_REGISTER sent, WORKER_REGISTERED awaited
+ *   registered    heartbeating; TASK_ASSIGN and TASK_CANCEL accepted
+ *   closed        close() was called; final
+ * A `draining` mode (no new assignments, running ones finish) fits between
+ * `registered` and `closed`; `drain(timeoutMs)` will add it.
+ *
+ * Messages: sends WORKER_REGISTER, HEARTBEAT, TASK_RESULT; receives
+ * WORKER_REGISTERED, TASK_ASSIGN, TASK_CANCEL, ERROR. An ERROR, any other
+ * message, or a protocol violation drops the connection. Whenever a
+ * connection ends, every task it assigned is abandoned (its thread is
+ * terminated, its result never sent: the coordinator has already revoked the
+ * lease), and the worker dials again after `reconnectDelayMs`.
+ */
+import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
+import { dial } from '../net/tcp.js';
+import type { Logger } from '../observability/logger.js';
+import { DtpError, describeError } from '../protocol/errors.js';
+import type {
+  CoordinatorToWorker,
+  ErrorMessage,
+  Message,
+  TaskAssign,
+  TaskCancel,
+  TaskResult,
+  WorkerRegistered,
+} from '../protocol/messages.js';
+import { Heartbeat } from './heartbeat.js';
+import { MAX_CAPACITY, TaskPool, type TaskHandle, type TaskOutcome } from './task-pool.js';
+
+export interface WorkerOptions {
+  coordinatorHost: string;
+  coordinatorPort: number;
+  /** Non-blank; sent in every message. */
+  workerId: string;
+  /** Tasks run at once, 1..1024. */
+  capacity: number;
+  /** Time between heartbeats while registered, in ms. */
+  heartbeatIntervalMs: number;
+  /** Wait between a lost or failed connection and the next dial, in ms (>= 1). */
+  reconnectDelayMs: number;
+  /** Lines get `workerId=…` added. */
+  logger: Logger;
+  /** Task module path or URL (see task-module.ts); default: the built-in tasks. */
+  taskModule?: string;
+  /**
+   * Give up a dial, or a registration that gets no reply, after this long, in
+   * ms (default 5000).
+   */
+  connectTimeoutMs?: number;
+}
+
+/** What {@link Worker.events} emits; tests wait on these instead of sleeping. */
+export interface WorkerEvents {
+  connected: [];
+  registered: [];
+  disconnected: [reason: string];
+  assigned: [jobId: string, attemptId: string];
+  /** The task's payload was valid and its code began running in a thread. */
+  started: [jobId: string, attemptId: string];
+  /** A TASK_CANCEL matched a running task and its thread has exited. */
+  cancelled: [jobId: string, attemptId: string];
+  /** A task was dropped because its connection ended. */
+  abandoned: [jobId: string, attemptId: string];
+  /** A TASK_RESULT was queued on the connection. */
+  result: [message: TaskResult];
+}
+
+export type WorkerMode = 'disconnected' | 'connecting' | 'registering' | 'registered' | 'closed';
+
+const TRANSITIONS: { readonly [M in WorkerMode]: readonly WorkerMode[] } = {
+  disconnected: ['connecting', 'closed'],
+  connecting: ['registering', 'disconnected', 'closed'],
+  registering: ['registered', 'disconnected', 'closed'],
+  registered: ['disconnected', 'closed'],
+  closed: [],
+};
+
+const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+
+interface RunningTask {
+  readonly jobId: string;
+  readonly attemptId: string;
+  readonly handle: TaskHandle;
+  readonly startedAtMs: number;
+  /** The connection that assigned it; the result goes back only there. */
+  readonly connection: FramedConnection;
+}
+
+/** Every message a coordinator may send a worker; the type makes it complete. */
+const FOR_WORKER: { readonly [T in CoordinatorToWorker['type']]: true } = {
+  WORKER_REGISTERED: true,
+  TASK_ASSIGN: true,
+  TASK_CANCEL: true,
+  ERROR: true,
+};
+
+function isForWorker(msg: Message): msg is CoordinatorToWorker {
+  return Object.prototype.hasOwnProperty.call(FOR_WORKER, msg.type);
+}
+
+function invalid(message: string): DtpError {
+  return new DtpError('INVALID_OPTIONS', message);
+}
+
+function isIntegerIn(value: number, min: number, max: number): boolean {
+  return Number.isInteger(value) && value >= min && value <= max;
+}
+
+/** Throws a DtpError `INVALID_OPTIONS` naming the first bad option. */
+export function validateWorkerOptions(options: WorkerOptions): void {
+  if (options.workerId.trim() === '') throw invalid('workerId must not be blank');
+  if (options.coordinatorHost === '') throw invalid('coordinatorHost must not be empty');
+  if (!isIntegerIn(options.coordinatorPort, 1, 65_535))
+    throw invalid('coordinatorPort must be an integer in 1..65535');
+  if (!isIntegerIn(options.capacity, 1, MAX_CAPACITY))
+    throw invalid(`capacity must be an integer in 1..${MAX_CAPACITY}`);
+  if (!isIntegerIn(options.heartbeatIntervalMs, 1, 2 ** 31 - 1))
+    throw invalid('heartbeatIntervalMs must be a positive integer');
+  if (!isIntegerIn(options.reconnectDelayMs, 1, 2 ** 31 - 1))
+    throw invalid('reconnectDelayMs must be a positive integer');
+  const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  if (!isIntegerIn(connectTimeoutMs, 1, 2 ** 31 - 1))
+    throw invalid('connectTimeoutMs must be a positive integer');
+}
+
+export class Worker {
+  readonly workerId: string;
+  readonly capacity: number;
+  readonly events = new EventEmitter<WorkerEvents>();
+  readonly #options: WorkerOptions;
+  readonly #log: Logger;
+  readonly #pool: TaskPool;
+  readonly #heartbeat: Heartbeat;
+  /** Aborted by close(): cancels a dial or a reconnect wait in progress. */
+  readonly #abort = new AbortController();
+  /** Running tasks by attemptId (the lease). */
+  readonly #tasks = new Map<string, RunningTask>();
+  #mode: WorkerMode = 'disconnected';
+  #connection: FramedConnection | null = null;
+  /** The last dial failed; further failures are logged at debug level only. */
+  #unreachable = false;
+  #loop: Promise<void> = Promise.resolve();
+  #closing: Promise<void> | null = null;
+
+  private constructor(options: WorkerOptions) {
+    this.workerId = options.workerId;
+    this.capacity = options.capacity;
+    this.#options = options;
+    this.#log = options.logger.child({ workerId: options.workerId });
+    this.#pool = new TaskPool(
+      options.taskModule === undefined
+        ? { capacity: options.capacity }
+        : { capacity: options.capacity, taskModule: options.taskModule },
+    );
+    this.#heartbeat = new Heartbeat(options.heartbeatIntervalMs, () => this.#sendHeartbeat());
+  }
+
+  /** Validates the options and starts connecting in the background. */
+  static start(options: WorkerOptions): Worker {
+    validateWorkerOptions(options);
+    const worker = new Worker(options);
+    worker.#loop = worker.#runLoop();
+    return worker;
+  }
+
+  get mode(): WorkerMode {
+    return this.#mode;
+  }
+
+  /** True while a connection is open (registered or not yet). */
+  get connected(): boolean {
+    return this.#mode === 'registering' || this.#mode === 'registered';
+  }
+
+  get registered(): boolean {
+    return this.#mode === 'registered';
+  }
+
+  /** Tasks running now (cancelled and abandoned ones excluded). */
+  get runningCount(): number {
+    return this.#tasks.size;
+  }
+
+  /**
+   * Stops everything: no more dials, heartbeats or results; running tasks are
+   * abandoned and their threads terminated; the connection is closed.
+   * Idempotent; always the same promise.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async #shutdown(): Promise<void> {
+    const connection = this.#connection;
+    this.#setMode('closed');
+    this.#abort.abort();
+    const heartbeatClosed = this.#heartbeat.close();
+    // Ends the session through #onClosed, which abandons its tasks.
+    const connectionClosed = connection?.close('worker closing');
+    this.#abandonTasks();
+    await Promise.all([heartbeatClosed, connectionClosed, this.#loop, this.#pool.close()]);
+    this.#log.info('worker closed');
+  }
+
+  #isClosed(): boolean {
+    return this.#mode === 'closed';
+  }
+
+  #setMode(next: WorkerMode): void {
+    const current = this.#mode;
+    assert(TRANSITIONS[current].includes(next), `worker mode ${current} -> ${next} is not allowed`);
+    this.#mode = next;
+  }
+
+  async #runLoop(): Promise<void> {
+    while (!this.#isClosed()) {
+      try {
+        await this.#connectAndServe();
+      } catch (err) {
+        // A bug, not a network condition: log it and keep the worker alive.
+        this.#log.error({ err: describeError(err) }, 'connection loop failed');
+        if (this.#connection !== null) void this.#connection.destroy('connection loop failed');
+        if (!this.#isClosed() && this.#mode !== 'disconnected') this.#setMode('disconnected');
+      }
+      if (this.#isClosed()) return;
+      await this.#wait(this.#options.reconnectDelayMs);
+    }
+  }
+
+  async #wait(ms: number): Promise<void> {
+    try {
+      await delay(ms, undefined, { signal: this.#abort.signal });
+    } catch {
+      // Aborted by close(); the loop checks the mode next.
+    }
+  }
+
+  async #connectAndServe(): Promise<void> {
+    this.#setMode('connecting');
+    const socket = await this.#dial();
+    if (socket === null) return;
+    if (this.#isClosed()) {
+      socket.destroy();
+      return;
+    }
+    await this.#serve(socket);
+  }
+
+  /** One dial; null (mode back to disconnected) when it fails. */
+  async #dial(): Promise<Socket | null> {
+    const { coordinatorHost: host, coordinatorPort: port } = this.#options;
+    const timeoutMs = this.#connectTimeoutMs();
+    try {
+      return await dial(host, port, timeoutMs, this.#abort.signal);
+    } catch (err) {
+      if (this.#isClosed()) return null;
+      this.#setMode('disconnected');
+      this.#onDialFailed(describeError(err));
+      return null;
+    }
+  }
+
+  #onDialFailed(reason: string): void {
+    const delayMs = this.#options.reconnectDelayMs;
+    if (this.#unreachable) {
+      this.#log.debug({ reason, delayMs }, 'connect attempt failed');
+      return;
+    }
+    this.#unreachable = true;
+    this.#log.warn(
+      { coordinator: this.#coordinator(), reason, delayMs },
+      'coordinator unreachable; reconnecting until it is back',
+    );
+  }
+
+  #connectTimeoutMs(): number {
+    return this.#options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  }
+
+  #coordinator(): string {
+    return `${this.#options.coordinatorHost}:${this.#options.coordinatorPort}`;
+  }
+
+  /** Registers on a fresh socket; resolves when that connection has ended. */
+  #serve(socket: Socket): Promise<void> {
+    return new Promise((resolve) => {
+      const connection: FramedConnection = new FramedConnection(socket, {
+        onMessage: (msg) => this.#onMessage(connection, msg),
+        onProtocolError: (err) =>
+          this.#drop(connection, `protocol error from coordinator (${err.code}): ${err.message}`),
+        onClose: (reason) => {
+          this.#onClosed(connection, describeCloseReason(reason));
+          resolve();
+        },
+      });
+      this.#connection = connection;
+      this.#unreachable = false;
+      this.#setMode('registering');
+      this.#log.info({ coordinator: this.#coordinator() }, 'connected');
+      this.events.emit('connected');
+      const { workerId, capacity } = this;
+      connection.send({ type: 'WORKER_REGISTER', workerId, capacity, taskTypes: null });
+      // A coordinator that accepts but never answers must not hold us forever.
+      const timeoutMs = this.#connectTimeoutMs();
+      connection.setIdleTimeout(timeoutMs, () =>
+        this.#drop(connection, `no reply to WORKER_REGISTER within ${timeoutMs} ms`),
+      );
+    });
+  }
+
+  #drop(connection: FramedConnection, reason: string): void {
+    void connection.destroy(reason);
+  }
+
+  #onClosed(connection: FramedConnection, reason: string): void {
+    if (connection !== this.#connection) return;
+    this.#connection = null;
+    this.#heartbeat.stop();
+    if (this.#isClosed()) {
+      this.#abandonTasks();
+      return;
+    }
+    this.#setMode('disconnected');
+    this.#log.warn({ reason, runningTasks: this.#tasks.size }, 'connection lost');
+    this.#abandonTasks();
+    this.#log.info({ delayMs: this.#options.reconnectDelayMs }, 'reconnecting');
+    this.events.emit('disconnected', reason);
+  }
+
+  /** Cancels every running task without ever reporting it. */
+  #abandonTasks(): void {
+    const tasks = [...this.#tasks.values()];
+    this.#tasks.clear();
+    for (const task of tasks) {
+      const { jobId, attemptId } = task;
+      this.#log.info({ jobId, attemptId }, 'task abandoned');
+      void task.handle.cancel();
+      this.events.emit('abandoned', jobId, attemptId);
+    }
+  }
+
+  #onMessage(connection: FramedConnection, msg: Message): void {
+    if (connection !== this.#connection) return;
+    if (!isForWorker(msg)) {
+      this.#drop(connection, `unexpected ${msg.type} from coordinator`);
+      return;
+    }
+    switch (msg.type) {
+      case 'WORKER_REGISTERED':
+        this.#onRegistered(connection, msg);
+        return;
+      case 'TASK_ASSIGN':
+        if (this.registered) this.#onAssign(connection, msg);
+        else this.#drop(connection, 'TASK_ASSIGN before WORKER_REGISTERED');
+        return;
+      case 'TASK_CANCEL':
+        if (this.registered) this.#onCancel(msg);
+        else this.#drop(connection, 'TASK_CANCEL before WORKER_REGISTERED');
+        return;
+      case 'ERROR':
+        this.#onError(connection, msg);
+        return;
+    }
+  }
+
+  #onRegistered(connection: FramedConnection, msg: WorkerRegistered): void {
+    if (this.#mode !== 'registering') {
+      this.#drop(connection, 'unexpected WORKER_REGISTERED from coordinator');
+      return;
+    }
+    if (msg.workerId !== this.workerId) {
+      this.#log.warn({ registeredAs: msg.workerId }, 'coordinator echoed another workerId');
+    }
+    this.#setMode('registered');
+    // The coordinator sends nothing while it has no work: silence is normal now.
+    connection.setIdleTimeout(0, () => undefined);
+    this.#heartbeat.start();
+    this.#log.info({ capacity: this.capacity }, 'registered');
+    this.events.emit('registered');
+  }
+
+  #onError(connection: FramedConnection, msg: ErrorMessage): void {
+    const what = this.registered ? 'error from coordinator' : 'registration refused';
+    this.#log.error({ message: msg.message, code: msg.code ?? undefined }, what);
+    this.#drop(connection, `coordinator replied ERROR: ${msg.message}`);
+  }
+
+  #sendHeartbeat(): void {
+    if (!this.registered) return;
+    this.#connection?.send({ type: 'HEARTBEAT', workerId: this.workerId });
+  }
+
+  #onAssign(connection: FramedConnection, msg: TaskAssign): void {
+    const { jobId, attemptId, attemptNumber, taskType } = msg;
+    this.events.emit('assigned', jobId, attemptId);
+    if (this.#tasks.has(attemptId)) {
+      this.#log.warn({ jobId, attemptId }, 'duplicate assignment ignored');
+      return;
+    }
+    if (this.#tasks.size >= this.capacity) {
+      this.#log.warn({ jobId, attemptId, capacity: this.capacity }, 'task refused: at capacity');
+      const outcome = { success: false, error: 'worker at capacity', cancelled: false } as const;
+      this.#sendResult(connection, { jobId, attemptId }, outcome);
+      return;
+    }
+    const handle = this.#pool.run(taskType, msg.payload, attemptNumber);
+    const startedAtMs = performance.now();
+    const task: RunningTask = { jobId, attemptId, handle, startedAtMs, connection };
+    this.#tasks.set(attemptId, task);
+    this.#log.info({ jobId, attemptId, attemptNumber, taskType }, 'task started');
+    void handle.started.then((began) => {
+      if (began && this.#tasks.get(attemptId) === task)
+        this.events.emit('started', jobId, attemptId);
+    });
+    void handle.outcome.then((outcome) => this.#onTaskEnded(task, outcome));
+  }
+
+  #onTaskEnded(task: RunningTask, outcome: TaskOutcome): void {
+    // Cancelled and abandoned tasks have left the map already: never report them.
+    if (this.#tasks.get(task.attemptId) !== task) return;
+    this.#tasks.delete(task.attemptId);
+    if (!outcome.success && outcome.cancelled) return;
+    assert(task.connection === this.#connection, 'a running task outlived its connection');
+    const { jobId, attemptId } = task;
+    const durationMs = Math.round(performance.now() - task.startedAtMs);
+    const error = outcome.success ? undefined : outcome.error;
+    this.#log.info(
+      { jobId, attemptId, success: outcome.success, durationMs, error },
+      'task finished',
+    );
+    this.#sendResult(task.connection, task, outcome);
+  }
+
+  #sendResult(
+    connection: FramedConnection,
+    ids: { jobId: string; attemptId: string },
+    outcome: TaskOutcome,
+  ): void {
+    const message: TaskResult = {
+      type: 'TASK_RESULT',
+      workerId: this.workerId,
+      jobId: ids.jobId,
+      attemptId: ids.attemptId,
+      success: outcome.success,
+      result: outcome.success ? outcome.result : null,
+      error: outcome.success ? null : outcome.error,
+    };
+    const sent = this.#sendOrReport(connection, message);
+    if (sent !== null) this.events.emit('result', sent);
+  }
+
+  /** Sends a result; one too big for a frame is replaced by a failure saying so. */
+  #sendOrReport(connection: FramedConnection, message: TaskResult): TaskResult | null {
+    try {
+      return connection.send(message) ? message : null;
+    } catch (err) {
+      const error = `result could not be sent: ${describeError(err)}`;
+      const failure: TaskResult = { ...message, success: false, result: null, error };
+      return connection.send(failure) ? failure : null;
+    }
+  }
+
+  #onCancel(msg: TaskCancel): void {
+    const { jobId, attemptId } = msg;
+    this.#log.info({ jobId, attemptId }, 'cancel received');
+    const task = this.#tasks.get(attemptId);
+    if (task === undefined || task.jobId !== jobId) {
+      this.#log.info({ jobId, attemptId }, 'cancel ignored: no such running task');
+      return;
+    }
+    this.#tasks.delete(attemptId);
+    const cancelledAtMs = performance.now();
+    void task.handle.cancel().then(() => {
+      const stopMs = Math.round(performance.now() - cancelledAtMs);
+      this.#log.info({ jobId, attemptId, stopMs }, 'cancel applied');
+      this.events.emit('cancelled', jobId, attemptId);
+    });
+  }
+}
