@@ -12,6 +12,7 @@ import {
 import type { RetryEvent } from '../client/submit-retry.js';
 import { JOB_STATES, PRIORITIES } from '../protocol/messages.js';
 import type { JsonObject } from '../protocol/messages.js';
+import { BENCH_FLAGS, runBenchCommand } from './bench.js';
 import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import { formatCancel, formatJobBlock, formatJobTable, formatWorkerTable } from './output.js';
@@ -31,6 +32,8 @@ export interface CommandContext {
   color: boolean;
   /** Progress notes for a person (stderr); silent under `--json`. */
   note(text: string): void;
+  /** Live progress (stderr); null unless stdout is a terminal and not `--json`. */
+  progress: ((text: string) => void) | null;
 }
 
 export interface CommandSpec {
@@ -334,12 +337,10 @@ export const COMMANDS: readonly CommandSpec[] = [
   { name: 'workers', summary: 'list live workers', args: [], flags: NO_FLAGS, run: runWorkers },
   {
     name: 'bench',
-    summary: 'load generator (not available yet)',
+    summary: 'load generator: submits jobs and measures latency (never retries rejections)',
     args: [],
-    flags: () => {
-      throw new UsageError('bench: not available yet');
-    },
-    run: () => Promise.reject(new UsageError('bench: not available yet')),
+    flags: () => BENCH_FLAGS,
+    run: (ctx) => runBenchCommand(ctx.values, ctx.progress),
   },
 ];
 
@@ -356,7 +357,7 @@ export function findCommand(name: string): CommandSpec {
 export function allClientFlags(): FlagSpec[] {
   const all = [...GLOBAL_FLAGS, ...SUBMIT_FLAGS, ...TASKS.flatMap((t) => t.flags)];
   for (const command of COMMANDS) {
-    if (command.name !== 'submit' && command.name !== 'bench') all.push(...command.flags([]));
+    if (command.name !== 'submit') all.push(...command.flags([]));
   }
   const byName = new Map(all.map((spec) => [spec.name, spec]));
   return [...byName.values()];

@@ -26,6 +26,8 @@ interface CliIo {
   env: NodeJS.ProcessEnv;
   /** stdout is a terminal and colour is not switched off. */
   color: boolean;
+  /** stdout is a terminal (live progress is shown then, on stderr). */
+  interactive: boolean;
 }
 
 type Outcome = { kind: 'help'; text: string } | ({ kind: 'done' } & CommandOutput);
@@ -126,6 +128,7 @@ async function dispatch(
     note: (text) => {
       if (!json) io.stderr(text);
     },
+    progress: io.interactive && !json ? (text) => io.stderr(text) : null,
   });
   return { kind: 'done', ...output };
 }
@@ -167,5 +170,6 @@ const exitCode = await runClientCli(process.argv.slice(2), {
   stderr: (text) => process.stderr.write(text),
   env: process.env,
   color: process.stdout.isTTY === true && (process.env.NO_COLOR ?? '') === '',
+  interactive: process.stdout.isTTY === true,
 });
 process.exitCode = exitCode;

@@ -14,10 +14,17 @@
  *
  * Messages: sends WORKER_REGISTER, HEARTBEAT, TASK_RESULT; receives
  * WORKER_REGISTERED, TASK_ASSIGN, TASK_CANCEL, ERROR. An ERROR, any other
- * message, or a protocol violation drops the connection. Whenever a
- * connection ends, every task it assigned is abandoned (its thread is
- * terminated, its result never sent: the coordinator has already revoked the
- * lease), and the worker dials again after `reconnectDelayMs`.
+ * message, or a protocol violation drops the connection, and the worker dials
+ * again after `reconnectDelayMs`.
+ *
+ * Tasks of a lost connection are orphans: the coordinator has revoked (or is
+ * about to revoke) their leases, so the work will be redone elsewhere. An
+ * orphan that finishes before the worker registers again has its result
+ * reported once the new session starts, as a late result the coordinator
+ * logs and rejects as stale — so a worker that was frozen (SIGSTOP, a long
+ * pause) leaves a trace instead of silently dropping finished work. Orphans
+ * still running when the worker registers again are abandoned (their threads
+ * terminated), so the new session starts with every slot free.
  */
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
@@ -145,8 +152,10 @@ export class Worker {
   readonly #heartbeat: Heartbeat;
   /** Aborted by close(): cancels a dial or a reconnect wait in progress. */
   readonly #abort = new AbortController();
-  /** Running tasks by attemptId (the lease). */
+  /** Running tasks by attemptId (the lease), orphans included. */
   readonly #tasks = new Map<string, RunningTask>();
+  /** Results of orphans that finished while no session was registered. */
+  #lateResults: TaskResult[] = [];
   #mode: WorkerMode = 'disconnected';
   #connection: FramedConnection | null = null;
   /** The last dial failed; further failures are logged at debug level only. */
@@ -188,7 +197,7 @@ export class Worker {
     return this.#mode === 'registered';
   }
 
-  /** Tasks running now (cancelled and abandoned ones excluded). */
+  /** Tasks running now, orphans included (cancelled and abandoned ones excluded). */
   get runningCount(): number {
     return this.#tasks.size;
   }
@@ -334,17 +343,19 @@ export class Worker {
       return;
     }
     this.#setMode('disconnected');
-    this.#log.warn({ reason, runningTasks: this.#tasks.size }, 'connection lost');
-    this.#abandonTasks();
+    this.#log.warn({ reason, orphanedTasks: this.#tasks.size }, 'connection lost');
     this.#log.info({ delayMs: this.#options.reconnectDelayMs }, 'reconnecting');
     this.events.emit('disconnected', reason);
   }
 
-  /** Cancels every running task without ever reporting it. */
-  #abandonTasks(): void {
-    const tasks = [...this.#tasks.values()];
-    this.#tasks.clear();
+  /** Cancels every running task (or only the orphans) without ever reporting it. */
+  #abandonTasks(onlyOrphans = false): void {
+    const tasks = [...this.#tasks.values()].filter(
+      (task) => !onlyOrphans || task.connection !== this.#connection,
+    );
+    this.#lateResults = onlyOrphans ? this.#lateResults : [];
     for (const task of tasks) {
+      this.#tasks.delete(task.attemptId);
       const { jobId, attemptId } = task;
       this.#log.info({ jobId, attemptId }, 'task abandoned');
       void task.handle.cancel();
@@ -389,7 +400,22 @@ export class Worker {
     connection.setIdleTimeout(0, () => undefined);
     this.#heartbeat.start();
     this.#log.info({ capacity: this.capacity }, 'registered');
+    this.#abandonTasks(true);
+    this.#reportLateResults(connection);
     this.events.emit('registered');
+  }
+
+  #reportLateResults(connection: FramedConnection): void {
+    const late = this.#lateResults;
+    this.#lateResults = [];
+    for (const message of late) {
+      this.#log.info(
+        { jobId: message.jobId, attemptId: message.attemptId },
+        'late result reported (its lease is probably revoked)',
+      );
+      const sent = this.#sendOrReport(connection, message);
+      if (sent !== null) this.events.emit('result', sent);
+    }
   }
 
   #onError(connection: FramedConnection, msg: ErrorMessage): void {
@@ -433,7 +459,6 @@ export class Worker {
     if (this.#tasks.get(task.attemptId) !== task) return;
     this.#tasks.delete(task.attemptId);
     if (!outcome.success && outcome.cancelled) return;
-    assert(task.connection === this.#connection, 'a running task outlived its connection');
     const { jobId, attemptId } = task;
     const durationMs = Math.round(performance.now() - task.startedAtMs);
     const error = outcome.success ? undefined : outcome.error;
@@ -441,7 +466,12 @@ export class Worker {
       { jobId, attemptId, success: outcome.success, durationMs, error },
       'task finished',
     );
-    this.#sendResult(task.connection, task, outcome);
+    if (task.connection === this.#connection) {
+      this.#sendResult(task.connection, task, outcome);
+    } else {
+      // An orphan: its connection is gone and no new session exists yet.
+      this.#lateResults.push(this.#resultMessage(task, outcome));
+    }
   }
 
   #sendResult(
@@ -449,7 +479,12 @@ export class Worker {
     ids: { jobId: string; attemptId: string },
     outcome: TaskOutcome,
   ): void {
-    const message: TaskResult = {
+    const sent = this.#sendOrReport(connection, this.#resultMessage(ids, outcome));
+    if (sent !== null) this.events.emit('result', sent);
+  }
+
+  #resultMessage(ids: { jobId: string; attemptId: string }, outcome: TaskOutcome): TaskResult {
+    return {
       type: 'TASK_RESULT',
       workerId: this.workerId,
       jobId: ids.jobId,
@@ -458,8 +493,6 @@ export class Worker {
       result: outcome.success ? outcome.result : null,
       error: outcome.success ? null : outcome.error,
     };
-    const sent = this.#sendOrReport(connection, message);
-    if (sent !== null) this.events.emit('result', sent);
   }
 
   /** Sends a result; one too big for a frame is replaced by a failure saying so. */

@@ -22,7 +22,8 @@ import { createBuiltinRegistry } from '../../src/tasks/builtin/index.js';
 
 /** Settings most tests use; each test overrides what it is about. */
 export const TEST_CONFIG: CoreConfig = {
-  heartbeatTimeoutMs: 10_000,
+  // Long enough that tests advancing the clock do not lose silent workers.
+  heartbeatTimeoutMs: 3_600_000,
   taskTimeoutMs: 60_000,
   defaultMaxAttempts: 3,
   retryBaseDelayMs: 100,
@@ -130,6 +131,7 @@ export class CoreHarness {
   #nextConn = 1;
   #nextRequest = 1;
   readonly #connByWorker = new Map<string, number>();
+  readonly #workerByConn = new Map<number, string>();
 
   constructor(options: HarnessOptions = {}) {
     this.config = { ...TEST_CONFIG, ...options.config };
@@ -187,6 +189,7 @@ export class CoreHarness {
   register(workerId: string, capacity = 1, taskTypes: string[] | null = null): number {
     const connId = this.newConn();
     this.#connByWorker.set(workerId, connId);
+    this.#workerByConn.set(connId, workerId);
     this.handle({
       kind: 'workerMessage',
       connId,
@@ -266,7 +269,7 @@ export class CoreHarness {
     const all = this.assignmentsOf(jobId);
     const latest = all[all.length - 1];
     assert.ok(latest !== undefined, `job ${jobId} was never assigned`);
-    const workerId = [...this.#connByWorker].find(([, c]) => c === latest.connId)?.[0];
+    const workerId = this.#workerByConn.get(latest.connId);
     assert.ok(workerId !== undefined, `no worker for connection ${latest.connId}`);
     return { ...latest, workerId };
   }

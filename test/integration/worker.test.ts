@@ -332,7 +332,7 @@ describe('Worker', () => {
     assert.equal(logged(logs, 'connected').length, 2);
   });
 
-  it('abandons in-flight work of a lost connection and never reports it later', async () => {
+  it("abandons a lost connection's still-running work when it registers again", async () => {
     const fake = await startFake();
     const { worker } = startWorker(fake.port);
     const first = await fake.acceptNext();
@@ -341,15 +341,34 @@ describe('Worker', () => {
     await started;
     const abandoned = once(worker.events, 'abandoned');
     await first.connection.destroy('dropped by test');
+    const second = await fake.acceptNext();
     assert.deepEqual(await abandoned, ['job-lost', oldLease]);
     assert.equal(worker.runningCount, 0);
-    const second = await fake.acceptNext();
     const next = second.assign('job-new', 'SHA256', { text: '' });
     assert.equal((await second.resultFor(next)).success, true);
     assert.deepEqual(
       second.results().map((r) => r.attemptId),
       [next],
     );
+    assert.deepEqual(first.results(), []);
+  });
+
+  it('reports a result that finished while disconnected after registering again', async () => {
+    const fake = await startFake();
+    const { worker } = startWorker(fake.port);
+    const first = await fake.acceptNext();
+    const started = once(worker.events, 'started');
+    const oldLease = first.assign('job-late', 'SLEEP', { durationMillis: 150 });
+    await started;
+    const disconnected = once(worker.events, 'disconnected');
+    await first.connection.destroy('dropped by test');
+    await disconnected;
+    // Registration is held back until the orphan has finished.
+    const [second, register] = await fake.nextRegistration();
+    await until(() => worker.runningCount === 0, { what: 'the orphan to finish' });
+    second.send({ type: 'WORKER_REGISTERED', workerId: register.workerId });
+    const late = await second.resultFor(oldLease);
+    assert.deepEqual([late.jobId, late.success, late.result], ['job-late', true, 'slept 150 ms']);
     assert.deepEqual(first.results(), []);
   });
 

@@ -114,7 +114,9 @@ function dropWait(s: CoreState, key: string, jobId: string, connId: number): voi
   s.waits.delete(key);
   s.waitsByJob.get(jobId)?.delete(key);
   if (s.waitsByJob.get(jobId)?.size === 0) s.waitsByJob.delete(jobId);
-  s.waitsByConn.get(connId)?.delete(key);
+  const byConn = s.waitsByConn.get(connId);
+  byConn?.delete(key);
+  if (byConn?.size === 0) s.waitsByConn.delete(connId);
 }
 
 /** A client connection ended: forget its pending waits. */

@@ -85,7 +85,9 @@ function answerWaits(s: CoreState, job: JobRecord): void {
     const wait = s.waits.get(key);
     if (wait === undefined) continue;
     s.waits.delete(key);
-    s.waitsByConn.get(wait.connId)?.delete(key);
+    const byConn = s.waitsByConn.get(wait.connId);
+    byConn?.delete(key);
+    if (byConn?.size === 0) s.waitsByConn.delete(wait.connId);
     s.reply(wait.connId, wait.requestId, { type: 'JOB_STATUS', job: snapshot });
   }
 }

@@ -28,7 +28,8 @@ export function recover(s: CoreState): void {
         s.ready.push(job);
         break;
       case 'RETRY_WAIT':
-        s.retries.push({ atMs: job.retryAtMs ?? s.nowMs, jobId: job.jobId, attemptId: null });
+        job.retryAtMs ??= s.nowMs; // never written by the core; tolerate it
+        s.retries.push({ atMs: job.retryAtMs, jobId: job.jobId, attemptId: null });
         break;
       case 'RUNNING':
         recoverRunning(s, job);

@@ -1,0 +1,287 @@
+/**
+ * Restart recovery: a new core built on the store of a crashed one. Every
+ * scenario runs twice, on a MemoryStore (restart = crash(), forgetting what was
+ * not committed) and on a SqliteStore file (restart = close without commit,
+ * then open the file again).
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import type { CoreConfig, Effect } from '../../src/coordinator/core/types.js';
+import type { Priority } from '../../src/protocol/messages.js';
+import { SqliteStore } from '../../src/store/sqlite-store.js';
+import type { Store } from '../../src/store/store.js';
+import { CoreHarness, eventsOf, expectReply, messagesOf } from '../helpers/core-harness.js';
+
+interface Backend {
+  name: string;
+  create(config?: Partial<CoreConfig>): CoreHarness;
+  restart(h: CoreHarness): Effect[];
+}
+
+const memoryBackend: Backend = {
+  name: 'MemoryStore',
+  create: (config = {}) => new CoreHarness({ config }),
+  restart: (h) => h.restart(),
+};
+
+const tempDir = mkdtempSync(join(tmpdir(), 'dtp-core-recovery-'));
+const openStores: Store[] = [];
+let fileCount = 0;
+const pathOf = new WeakMap<CoreHarness, string>();
+
+function openSqlite(path: string): SqliteStore {
+  const store = new SqliteStore({ path });
+  openStores.push(store);
+  return store;
+}
+
+const sqliteBackend: Backend = {
+  name: 'SqliteStore',
+  create(config = {}) {
+    const path = join(tempDir, `core-${fileCount++}.sqlite`);
+    const h = new CoreHarness({ config, store: openSqlite(path) });
+    pathOf.set(h, path);
+    return h;
+  },
+  restart(h) {
+    h.store.close();
+    return h.restart(openSqlite(pathOf.get(h) as string));
+  },
+};
+
+after(() => {
+  for (const store of openStores) store.close();
+  rmSync(tempDir, { recursive: true, force: true });
+});
+
+for (const backend of [memoryBackend, sqliteBackend]) {
+  describe(`core recovery on ${backend.name}`, () => {
+    it('keeps state, result and error of terminal jobs when restarted', () => {
+      const h = backend.create();
+      h.register('w1', 3);
+      const done = h.submit();
+      const failed = h.submit({ maxAttempts: 1 });
+      const cancelled = h.submit();
+      h.result(done, { result: 'the result' });
+      h.result(failed, { success: false, error: 'broke' });
+      h.request({ type: 'CANCEL_JOB', jobId: cancelled });
+      const before = [done, failed, cancelled].map((id) => h.status(id));
+      backend.restart(h);
+      assert.deepEqual(
+        [done, failed, cancelled].map((id) => h.status(id)),
+        before,
+      );
+      assert.equal(before[0]?.result, 'the result');
+      assert.equal(before[1]?.error, 'broke (all 1 attempts used)');
+      assert.equal(h.core.inspect().activeJobs.length, 0);
+      assert.equal(h.core.activeCount, 0);
+    });
+
+    it('queues QUEUED jobs again when restarted', () => {
+      const h = backend.create();
+      const jobId = h.submit();
+      backend.restart(h);
+      assert.equal(h.status(jobId).state, 'QUEUED');
+      h.register('w1', 1);
+      assert.equal(h.assignmentOf(jobId).attemptNumber, 1);
+    });
+
+    it('requeues a RETRY_WAIT job at its original retry time when restarted', () => {
+      const h = backend.create({ retryBaseDelayMs: 1_000 });
+      h.register('w1', 1);
+      const jobId = h.submit();
+      h.result(jobId, { success: false });
+      const retryAtMs = h.record(jobId).retryAtMs as number;
+      assert.equal(retryAtMs, h.clock + 1_000);
+      h.clock += 300;
+      backend.restart(h);
+      assert.equal(h.record(jobId).retryAtMs, retryAtMs);
+      h.register('w1', 1);
+      h.tick(699);
+      assert.equal(h.status(jobId).state, 'RETRY_WAIT', 'not before retryAtMs');
+      h.tick(1);
+      assert.equal(h.status(jobId).state, 'RUNNING');
+      assert.equal(h.assignmentOf(jobId).attemptNumber, 2);
+    });
+
+    it('requeues a RUNNING job with its attempts unchanged when attempts are left', () => {
+      const h = backend.create();
+      h.register('w1', 1);
+      const jobId = h.submit();
+      const effects = backend.restart(h);
+      assert.deepEqual(eventsOf(effects, 'job.recovered'), [
+        { type: 'job.recovered', jobId, from: 'RUNNING', to: 'QUEUED' },
+      ]);
+      for (const job of [h.record(jobId), h.store.getJob(jobId)]) {
+        assert.equal(job?.state, 'QUEUED');
+        assert.equal(job?.attempts, 1);
+        assert.equal(job?.workerId, null);
+        assert.equal(job?.attemptId, null);
+        assert.equal(job?.deadlineAtMs, null);
+        assert.match(job?.error ?? '', /coordinator restarted during attempt 1/);
+      }
+      h.register('w2', 1);
+      assert.equal(h.assignmentOf(jobId).attemptNumber, 2);
+    });
+
+    it('fails a RUNNING job when the restart interrupted its final attempt', () => {
+      const h = backend.create();
+      h.register('w1', 1);
+      const jobId = h.submit({ maxAttempts: 1 });
+      const effects = backend.restart(h);
+      assert.equal(eventsOf(effects, 'job.recovered')[0]?.to, 'FAILED');
+      const job = h.status(jobId);
+      assert.equal(job.state, 'FAILED');
+      assert.match(job.error ?? '', /coordinator restarted during final attempt; outcome unknown/);
+      assert.equal(h.core.activeCount, 0);
+      backend.restart(h);
+      assert.equal(h.status(jobId).state, 'FAILED', 'the failure was made durable');
+    });
+
+    it('gives a recovered job a fresh deadline when it is assigned after downtime', () => {
+      const h = backend.create({ taskTimeoutMs: 200 });
+      h.register('w1', 1);
+      const jobId = h.submit();
+      h.clock += 400;
+      backend.restart(h);
+      h.tick(0);
+      h.register('w1', 1);
+      assert.equal(h.record(jobId).deadlineAtMs, h.clock + 200);
+      h.tick(0);
+      h.tick(200);
+      assert.equal(h.status(jobId).state, 'RUNNING', 'not instantly expired');
+      h.tick(1);
+      assert.equal(h.status(jobId).state, 'RETRY_WAIT');
+    });
+
+    it('treats results for pre-restart leases as stale when they arrive', () => {
+      const h = backend.create();
+      h.register('w1', 1);
+      const jobId = h.submit();
+      const old = h.assignmentOf(jobId);
+      backend.restart(h);
+      h.register('w1', 1);
+      assert.notEqual(h.assignmentOf(jobId).attemptId, old.attemptId);
+      const effects = h.result(jobId, { attemptId: old.attemptId, result: 'old' });
+      assert.equal(eventsOf(effects, 'result.stale').length, 1);
+      assert.equal(h.status(jobId).state, 'RUNNING');
+      assert.equal(h.status(jobId).attempts, 2);
+    });
+
+    it('rebuilds activeCount from non-terminal jobs only when restarted', () => {
+      const h = backend.create({ maxActiveJobs: 5 });
+      h.register('w1', 2);
+      h.result(h.submit()); // COMPLETED
+      h.result(h.submit(), { success: false }); // RETRY_WAIT
+      h.submit(); // RUNNING, attempts left
+      h.submit({ maxAttempts: 1 }); // RUNNING, final attempt: FAILED by the restart
+      h.submit(); // QUEUED: both slots are busy
+      h.request({ type: 'CANCEL_JOB', jobId: h.submit() }); // CANCELLED
+      assert.equal(h.core.activeCount, 4);
+      backend.restart(h);
+      assert.equal(h.core.activeCount, 3);
+      assert.deepEqual(
+        h.core
+          .inspect()
+          .activeJobs.map((j) => j.state)
+          .sort(),
+        ['QUEUED', 'QUEUED', 'RETRY_WAIT'],
+      );
+      expectReply(h.submitRequest(), 'JOB_SUBMITTED');
+      expectReply(h.submitRequest(), 'JOB_SUBMITTED');
+      expectReply(h.submitRequest(), 'SUBMIT_REJECTED');
+    });
+
+    it('keeps priority and submission order when jobs are recovered', () => {
+      const h = backend.create();
+      h.register('w1', 1);
+      const running = h.submit({ priority: 'LOW' });
+      const order: [Priority, string][] = [];
+      for (const priority of ['LOW', 'NORMAL', 'HIGH', 'NORMAL'] as const) {
+        order.push([priority, h.submit({ priority })]);
+      }
+      backend.restart(h);
+      h.register('w1', 1);
+      const assigned: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const jobId = messagesOf(h.last, 'TASK_ASSIGN')[0]?.jobId as string;
+        assigned.push(jobId);
+        h.result(jobId);
+      }
+      const id = (p: Priority, n = 0): string =>
+        order.filter(([q]) => q === p).map(([, j]) => j)[n] as string;
+      assert.deepEqual(assigned, [
+        id('HIGH'),
+        id('NORMAL', 0),
+        id('NORMAL', 1),
+        running,
+        id('LOW'),
+      ]);
+    });
+
+    it('forgets writes that were not committed when the process crashes', () => {
+      const h = backend.create();
+      const kept = h.submit();
+      // Handled but never committed: a crash before the group commit.
+      h.core.handle({
+        kind: 'clientRequest',
+        connId: 1,
+        requestId: 1,
+        msg: {
+          type: 'SUBMIT_JOB',
+          taskType: 'SLEEP',
+          payload: { durationMillis: 1 },
+          maxAttempts: null,
+          idempotencyKey: 'lost',
+          priority: null,
+        },
+      });
+      h.core.handle({
+        kind: 'clientRequest',
+        connId: 1,
+        requestId: 2,
+        msg: { type: 'CANCEL_JOB', jobId: kept },
+      });
+      assert.equal(h.store.getJob(kept)?.state, 'CANCELLED', 'visible while staged');
+      backend.restart(h);
+      assert.equal(h.status(kept).state, 'QUEUED');
+      assert.equal(h.store.getJobByIdempotencyKey('lost'), undefined);
+      assert.equal(h.core.activeCount, 1);
+    });
+
+    it('continues seq after the highest stored one when restarted', () => {
+      const h = backend.create();
+      h.register('w1', 1);
+      const ids = [h.submit(), h.submit(), h.submit()];
+      for (const jobId of ids) h.result(jobId);
+      assert.equal(h.store.getJob(ids[2] as string)?.seq, 3);
+      backend.restart(h);
+      const next = h.submit();
+      assert.equal(h.store.getJob(next)?.seq, 4);
+      const listed = expectReply(
+        h.request({ type: 'LIST_JOBS', limit: null, state: null, cursor: null }),
+        'JOB_LIST',
+      );
+      assert.deepEqual(
+        listed.jobs.map((j) => j.jobId),
+        [next, ...ids.reverse()],
+      );
+    });
+
+    it('answers known idempotency keys with the original job when restarted', () => {
+      const h = backend.create();
+      h.register('w1', 1);
+      const finished = h.submit({ idempotencyKey: 'done' });
+      h.result(finished);
+      const active = h.submit({ idempotencyKey: 'active' });
+      backend.restart(h);
+      assert.equal(h.submit({ idempotencyKey: 'done' }), finished);
+      assert.equal(h.submit({ idempotencyKey: 'active' }), active);
+      const conflict = h.submitRequest({ idempotencyKey: 'active', priority: 'HIGH' });
+      assert.match(expectReply(conflict, 'ERROR').message, /Idempotency key/);
+    });
+  });
+}

@@ -1,0 +1,189 @@
+/**
+ * The job state machine and attempt leases: every one of the 6x6 state pairs
+ * is either legal or refused, terminal states have no exits, and lease
+ * currency and deadlines follow their exact boundaries.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  IllegalTransitionError,
+  JOB_STATES,
+  isLegalTransition,
+  isTerminalState,
+  transition,
+  type JobState,
+} from '../../src/coordinator/core/job-state.js';
+import {
+  clearLease,
+  grantLease,
+  isCurrentLease,
+  isPastDeadline,
+} from '../../src/coordinator/core/lease.js';
+import type { JobRecord } from '../../src/store/store.js';
+
+function jobIn(state: JobState, overrides: Partial<JobRecord> = {}): JobRecord {
+  return {
+    seq: 1,
+    jobId: 'job-1',
+    taskType: 'SLEEP',
+    payloadJson: '{"durationMillis":1}',
+    state,
+    priority: 'NORMAL',
+    attempts: 0,
+    maxAttempts: 3,
+    timeoutMs: 500,
+    idempotencyKey: null,
+    workerId: null,
+    attemptId: null,
+    deadlineAtMs: null,
+    retryAtMs: null,
+    result: null,
+    error: null,
+    createdAtMs: 100,
+    updatedAtMs: 100,
+    ...overrides,
+  };
+}
+
+/** The legal moves of the spec, written out independently of the code under test. */
+const EXPECTED_LEGAL = new Set<string>([
+  'QUEUED->RUNNING',
+  'QUEUED->CANCELLED',
+  'RUNNING->COMPLETED',
+  'RUNNING->FAILED',
+  'RUNNING->RETRY_WAIT',
+  'RUNNING->CANCELLED',
+  'RETRY_WAIT->QUEUED',
+  'RETRY_WAIT->CANCELLED',
+]);
+const RECOVERY_ONLY = 'RUNNING->QUEUED';
+
+const PAIRS: [JobState, JobState][] = JOB_STATES.flatMap((from) =>
+  JOB_STATES.map((to): [JobState, JobState] => [from, to]),
+);
+
+describe('job state machine', () => {
+  it('covers all 36 state pairs when enumerating the table', () => {
+    assert.equal(JOB_STATES.length, 6);
+    assert.equal(PAIRS.length, 36);
+  });
+
+  for (const [from, to] of PAIRS) {
+    const name = `${from}->${to}`;
+    const legal = EXPECTED_LEGAL.has(name);
+    if (legal) {
+      it(`moves ${name} and stamps updatedAtMs when the move is legal`, () => {
+        const job = jobIn(from);
+        assert.equal(isLegalTransition(from, to), true);
+        transition(job, to, 777);
+        assert.equal(job.state, to);
+        assert.equal(job.updatedAtMs, 777);
+      });
+    } else {
+      it(`refuses ${name} without changing the job when the move is illegal`, () => {
+        const job = jobIn(from);
+        assert.equal(isLegalTransition(from, to), false);
+        assert.throws(
+          () => transition(job, to, 777),
+          (err: unknown) =>
+            err instanceof IllegalTransitionError &&
+            err.message.includes(`${from} -> ${to}`) &&
+            err.message.includes('job-1'),
+        );
+        assert.equal(job.state, from);
+        assert.equal(job.updatedAtMs, 100);
+      });
+    }
+  }
+
+  for (const [from, to] of PAIRS) {
+    const name = `${from}->${to}`;
+    const legal = EXPECTED_LEGAL.has(name) || name === RECOVERY_ONLY;
+    it(`${legal ? 'allows' : 'refuses'} ${name} when recovering`, () => {
+      assert.equal(isLegalTransition(from, to, true), legal);
+      const job = jobIn(from);
+      if (legal) {
+        transition(job, to, 5, { recovery: true });
+        assert.equal(job.state, to);
+      } else {
+        assert.throws(() => transition(job, to, 5, { recovery: true }), IllegalTransitionError);
+        assert.equal(job.state, from);
+      }
+    });
+  }
+
+  it('refuses RUNNING->QUEUED when recovery is not asked for', () => {
+    const job = jobIn('RUNNING');
+    assert.throws(() => transition(job, 'QUEUED', 1), IllegalTransitionError);
+    assert.throws(() => transition(job, 'QUEUED', 1, { recovery: false }), IllegalTransitionError);
+    assert.equal(job.state, 'RUNNING');
+  });
+
+  it('leaves terminal states with no exit at all when the state is terminal', () => {
+    for (const from of JOB_STATES) {
+      const exits = JOB_STATES.filter((to) => isLegalTransition(from, to, true));
+      assert.equal(isTerminalState(from), exits.length === 0, from);
+    }
+    assert.deepEqual(
+      JOB_STATES.filter((s) => isTerminalState(s)),
+      ['COMPLETED', 'FAILED', 'CANCELLED'],
+    );
+  });
+});
+
+describe('lease', () => {
+  it('starts an attempt with attempts+1, a lease and deadline now+timeout when granted', () => {
+    const job = jobIn('QUEUED', { attempts: 1, retryAtMs: 50 });
+    grantLease(job, 'w1', 'lease-a', 1_000);
+    assert.equal(job.state, 'RUNNING');
+    assert.equal(job.attempts, 2);
+    assert.equal(job.workerId, 'w1');
+    assert.equal(job.attemptId, 'lease-a');
+    assert.equal(job.deadlineAtMs, 1_500);
+    assert.equal(job.retryAtMs, null);
+    assert.equal(job.updatedAtMs, 1_000);
+  });
+
+  it('refuses to grant a lease when the job is not QUEUED', () => {
+    for (const state of JOB_STATES.filter((s) => s !== 'QUEUED')) {
+      const job = jobIn(state, { attempts: 1 });
+      assert.throws(() => grantLease(job, 'w1', 'lease-a', 1_000), IllegalTransitionError);
+      assert.equal(job.attempts, 1, state);
+    }
+  });
+
+  it('counts only the current lease of a RUNNING job as current', () => {
+    const job = jobIn('QUEUED');
+    grantLease(job, 'w1', 'lease-a', 0);
+    assert.equal(isCurrentLease(job, 'lease-a'), true);
+    assert.equal(isCurrentLease(job, 'lease-b'), false);
+    assert.equal(isCurrentLease(job, ''), false);
+    job.state = 'RETRY_WAIT';
+    assert.equal(isCurrentLease(job, 'lease-a'), false, 'not RUNNING any more');
+    const cleared = jobIn('RUNNING');
+    assert.equal(isCurrentLease(cleared, 'lease-a'), false, 'no lease at all');
+  });
+
+  it('forgets worker, lease and deadline when the lease is cleared', () => {
+    const job = jobIn('QUEUED');
+    grantLease(job, 'w1', 'lease-a', 0);
+    clearLease(job);
+    assert.equal(job.workerId, null);
+    assert.equal(job.attemptId, null);
+    assert.equal(job.deadlineAtMs, null);
+    assert.equal(job.attempts, 1, 'the attempt still counts');
+  });
+
+  it('is past its deadline only strictly after it when the clock reaches it', () => {
+    const job = jobIn('QUEUED');
+    grantLease(job, 'w1', 'lease-a', 1_000);
+    assert.equal(isPastDeadline(job, 1_499), false);
+    assert.equal(isPastDeadline(job, 1_500), false, 'now == deadline is not past');
+    assert.equal(isPastDeadline(job, 1_501), true);
+  });
+
+  it('has no deadline to pass when the job is not RUNNING', () => {
+    assert.equal(isPastDeadline(jobIn('QUEUED', { deadlineAtMs: 10 }), 1_000), false);
+    assert.equal(isPastDeadline(jobIn('RUNNING', { deadlineAtMs: null }), 1_000), false);
+  });
+});
