@@ -58,7 +58,7 @@ export function createLogger(options: LoggerOptions): Logger {
     ignore: 'pid,hostname',
     hideObject: true,
     messageFormat: (log, messageKey) => {
-      const message = typeof log[messageKey] === 'string' ? (log[messageKey] as string) : '';
+      const message = typeof log[messageKey] === 'string' ? log[messageKey] : '';
       return formatKeyValues(log, message);
     },
   });
