@@ -446,10 +446,11 @@ export class Worker {
     const startedAtMs = performance.now();
     const task: RunningTask = { jobId, attemptId, handle, startedAtMs, connection };
     this.#tasks.set(attemptId, task);
-    this.#log.info({ jobId, attemptId, attemptNumber, taskType }, 'task started');
     void handle.started.then((began) => {
-      if (began && this.#tasks.get(attemptId) === task)
-        this.events.emit('started', jobId, attemptId);
+      if (!began || this.#tasks.get(attemptId) !== task) return;
+      // Logged once the task's code runs in its thread (not merely queued).
+      this.#log.info({ jobId, attemptId, attemptNumber, taskType }, 'task started');
+      this.events.emit('started', jobId, attemptId);
     });
     void handle.outcome.then((outcome) => this.#onTaskEnded(task, outcome));
   }

@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { after, describe, it } from 'node:test';
+import { ScriptProcess } from '../helpers/processes.js';
+import { tempDir } from '../helpers/test-coordinator.js';
+
+async function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+describe('the failure-recovery demo', () => {
+  const temp = tempDir('dtp-e2e-demo-');
+  after(() => temp.remove());
+
+  it('kills the worker running the job and ends with the job completed on attempt 2', async () => {
+    for (const port of [7070, 7071])
+      assert.ok(await portIsFree(port), `the demo needs port ${port} free`);
+    const demo = ScriptProcess.start('demo-failure-recovery.sh', [], { cwd: temp.dir });
+    const code = await demo.exited;
+    const out = demo.output;
+    assert.equal(code, 0, out);
+    const victim = /==> Job is RUNNING on: (worker-\d)/.exec(out)?.[1];
+    assert.ok(victim, out);
+    assert.match(out, new RegExp(`==> Killing ${victim} with SIGKILL \\(pid \\d+\\)`));
+    const afterKill = out.slice(out.indexOf('==> Killing'));
+    assert.match(afterKill, /State:    COMPLETED/);
+    assert.match(afterKill, /Attempt:  2\/3/);
+    assert.match(afterKill, /Result:   slept 20000 ms/);
+    assert.match(afterKill, /job assigned jobId=\S+ workerId=worker-\d attempt=2\/3/);
+    for (const port of [7070, 7071])
+      assert.ok(await portIsFree(port), `port ${port} still in use after the demo`);
+  });
+});

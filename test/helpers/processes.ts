@@ -1,0 +1,103 @@
+/**
+ * Real processes for end-to-end tests: the project's scripts started as
+ * separate processes, their output captured, stopped by PID (never by name).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { until } from './until.js';
+
+export const ROOT = join(import.meta.dirname, '..', '..', '..');
+
+export class ScriptProcess {
+  readonly name: string;
+  readonly child: ChildProcess;
+  #output = '';
+  readonly exited: Promise<number | null>;
+
+  private constructor(name: string, child: ChildProcess) {
+    this.name = name;
+    this.child = child;
+    child.stdout?.on('data', (d: Buffer) => (this.#output += d.toString('utf8')));
+    child.stderr?.on('data', (d: Buffer) => (this.#output += d.toString('utf8')));
+    this.exited = once(child, 'exit').then(([code, signal]) => (signal === null ? (code as number) : null));
+  }
+
+  /** Starts `scripts/<script>` with arguments; DTP_* variables of this process are not passed on. */
+  static start(script: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): ScriptProcess {
+    const env: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('DTP_')) env[k] = v;
+    const child = spawn(join(ROOT, 'scripts', script), args, {
+      cwd: options.cwd ?? ROOT,
+      env: { ...env, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    return new ScriptProcess(script, child);
+  }
+
+  get pid(): number {
+    return this.child.pid as number;
+  }
+
+  get output(): string {
+    return this.#output;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Waits until the output matches; returns the match. */
+  async waitForOutput(pattern: RegExp, timeoutMs = 20_000): Promise<RegExpMatchArray> {
+    return until(
+      () => {
+        const match = this.#output.match(pattern);
+        if (match === null && !this.running) throw new Error(`${this.name} exited; output:\n${this.#output}`);
+        return match;
+      },
+      { timeoutMs, intervalMs: 20, what: `${this.name} output ${pattern}` },
+    );
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    if (this.running) process.kill(this.pid, signal);
+  }
+
+  /** SIGTERM (after SIGCONT), then SIGKILL if it is still running after `graceMs`. */
+  async stop(graceMs = 5_000): Promise<number | null> {
+    if (this.running) {
+      this.signal('SIGCONT');
+      this.signal('SIGTERM');
+      const timer = setTimeout(() => this.signal('SIGKILL'), graceMs);
+      try {
+        return await this.exited;
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+    return this.exited;
+  }
+
+  async kill(): Promise<void> {
+    this.signal('SIGCONT');
+    this.signal('SIGKILL');
+    await this.exited;
+  }
+}
+
+/** Starts a coordinator on free ports and returns it with the ports it logged. */
+export async function startCoordinatorProcess(
+  args: string[],
+): Promise<{ proc: ScriptProcess; workerPort: number; clientPort: number }> {
+  const proc = ScriptProcess.start('coordinator.sh', [
+    '--bind-host',
+    '127.0.0.1',
+    '--worker-port',
+    '0',
+    '--client-port',
+    '0',
+    ...args,
+  ]);
+  const match = await proc.waitForOutput(/workerPort=(\d+) clientPort=(\d+)/);
+  return { proc, workerPort: Number(match[1]), clientPort: Number(match[2]) };
+}

@@ -1,0 +1,274 @@
+/**
+ * Simulated clients: they submit valid built-in jobs (some with idempotency
+ * keys, some resubmitting a key exactly, some reusing a key with a different
+ * submission), invalid ones on purpose, cancel, ask for status, wait, list
+ * jobs and workers, hang up and reconnect. Every reply must answer exactly one
+ * outstanding request of the connection; a JOB_SUBMITTED is an
+ * acknowledgement the invariants hold the coordinator to.
+ */
+import type {
+  ClientReply,
+  ClientRequest,
+  JobState,
+  JsonObject,
+  Priority,
+  SubmitJob,
+} from '../../src/protocol/messages.js';
+import { JOB_STATES } from '../../src/protocol/messages.js';
+import type { ClientLink, ClientPeer, SimClock } from './network.js';
+import type { Random } from './random.js';
+import type { Judge } from './violation.js';
+import type { FaultCounter } from './workers.js';
+import type { World } from './world.js';
+
+export interface ClientEnv {
+  world: World;
+  clock: SimClock;
+  judge: Judge;
+  faults: FaultCounter;
+  /** Requests built invalid on purpose (the checks expect an ERROR for them). */
+  invalid: WeakSet<object>;
+  /** Acknowledged job ids (shared by all clients). */
+  ackedIds: readonly string[];
+  /** Keyed submissions made so far (shared, so clients also collide on keys). */
+  keyed: SubmitJob[];
+  onAck(jobId: string, submission: SubmitJob): void;
+  quiet(): boolean;
+  log(line: () => string): void;
+}
+
+/** Most keyed submissions remembered for resubmission. */
+const MAX_KEYED = 100;
+
+const REQUEST_WEIGHTS = {
+  submit: 30,
+  resubmit: 6,
+  conflict: 3,
+  invalidSubmit: 3,
+  cancel: 8,
+  status: 14,
+  wait: 10,
+  list: 6,
+  listWorkers: 2,
+  unknownJob: 2,
+} as const;
+
+const TASK_WEIGHTS = { SHA256: 3, SLEEP: 3, FAIL: 3, WORD_COUNT: 1, PRIME_COUNT: 1 } as const;
+
+export class SimClient implements ClientPeer {
+  readonly name: string;
+  readonly #env: ClientEnv;
+  readonly #rng: Random;
+  /** Chance per step of issuing requests. */
+  readonly #activity: number;
+  #link: ClientLink | null = null;
+  #reconnectAtMs = 0;
+  readonly #pending = new Map<number, ClientRequest>();
+  #cursor: string | null = null;
+  #keySeq = 0;
+
+  constructor(name: string, env: ClientEnv, rng: Random) {
+    this.name = name;
+    this.#env = env;
+    this.#rng = rng;
+    this.#activity = 0.1 + rng.float() * 0.5;
+  }
+
+  /** Requests sent on the current connection and not answered yet. */
+  get unanswered(): number {
+    return this.#pending.size;
+  }
+
+  act(): void {
+    const now = this.#env.clock.nowMs;
+    if (this.#link === null) {
+      if (now < this.#reconnectAtMs) return;
+      this.#link = this.#env.world.openClientLink(this);
+      this.#env.log(() => `  ${this.name} connects: connection ${this.#link?.connId}`);
+    }
+    if (this.#env.quiet() || !this.#rng.chance(this.#activity)) return;
+    const count = this.#rng.int(1, 2);
+    for (let i = 0; i < count; i++) this.#send(this.#randomRequest());
+  }
+
+  /** The client closes its connection; requests still in flight may or may not be read. */
+  hangUp(): void {
+    const link = this.#link;
+    if (link === null) return;
+    this.#env.log(() => `  ${this.name} hangs up connection ${link.connId}`);
+    link.hangUp(this.#rng.int(0, link.toCoordinator.length));
+    this.#forget();
+  }
+
+  onReply(link: ClientLink, requestId: number, msg: ClientReply): void {
+    if (link !== this.#link) return;
+    const request = this.#pending.get(requestId);
+    this.#env.judge.check(
+      request !== undefined,
+      () => `${msg.type} for request ${link.connId}/${requestId}, which is not outstanding`,
+    );
+    this.#pending.delete(requestId);
+    if (request?.type === 'SUBMIT_JOB' && msg.type === 'JOB_SUBMITTED') {
+      this.#env.onAck(msg.jobId, request);
+    }
+    if (request?.type === 'LIST_JOBS' && msg.type === 'JOB_LIST') this.#cursor = msg.nextCursor;
+  }
+
+  onClosed(link: ClientLink): void {
+    if (link === this.#link) this.#forget();
+  }
+
+  #forget(): void {
+    this.#link = null;
+    this.#pending.clear();
+    this.#reconnectAtMs = this.#env.clock.nowMs + this.#rng.int(0, 500);
+  }
+
+  #send(msg: ClientRequest): void {
+    if (this.#link === null) return;
+    const requestId = this.#env.world.writeClient(this.#link, msg);
+    if (requestId !== null) this.#pending.set(requestId, msg);
+  }
+
+  #randomRequest(): ClientRequest {
+    const rng = this.#rng;
+    const env = this.#env;
+    const kind = rng.weighted(REQUEST_WEIGHTS);
+    switch (kind) {
+      case 'submit':
+        return this.#newSubmission();
+      case 'resubmit':
+        return env.keyed.length > 0 ? rng.pick(env.keyed) : this.#newSubmission();
+      case 'conflict':
+        return env.keyed.length > 0
+          ? this.#conflicting(rng.pick(env.keyed))
+          : this.#newSubmission();
+      case 'invalidSubmit':
+        return this.#invalidSubmission();
+      case 'cancel':
+        return { type: 'CANCEL_JOB', jobId: this.#someJobId() };
+      case 'status':
+        return { type: 'GET_JOB_STATUS', jobId: this.#someJobId() };
+      case 'wait':
+        return { type: 'WAIT_JOB', jobId: this.#someJobId(), timeoutMillis: this.#waitTimeout() };
+      case 'list':
+        return this.#list();
+      case 'listWorkers':
+        return { type: 'LIST_WORKERS' };
+      case 'unknownJob':
+        return rng.chance(0.5)
+          ? { type: 'GET_JOB_STATUS', jobId: `no-such-job-${rng.int(0, 9)}` }
+          : { type: 'CANCEL_JOB', jobId: `no-such-job-${rng.int(0, 9)}` };
+    }
+  }
+
+  #someJobId(): string {
+    const ids = this.#env.ackedIds;
+    if (ids.length === 0 || this.#rng.chance(0.03)) return `no-such-job-${this.#rng.int(0, 9)}`;
+    // Favour recent jobs: they are the ones still moving.
+    const recent = this.#rng.chance(0.7);
+    const lo = recent ? Math.max(0, ids.length - 10) : 0;
+    return ids[this.#rng.int(lo, ids.length - 1)] as string;
+  }
+
+  #waitTimeout(): number | null {
+    const roll = this.#rng.float();
+    if (roll < 0.1) return 0;
+    if (roll < 0.2) return null;
+    return this.#rng.int(1, 20_000);
+  }
+
+  #payload(taskType: keyof typeof TASK_WEIGHTS): JsonObject {
+    const rng = this.#rng;
+    switch (taskType) {
+      case 'SHA256':
+      case 'WORD_COUNT':
+        return { text: `text ${rng.int(0, 1_000_000)} ${'w '.repeat(rng.int(0, 5))}` };
+      case 'SLEEP':
+        return { durationMillis: rng.int(0, 5_000) };
+      case 'FAIL':
+        return { failUntilAttempt: rng.int(0, 4) };
+      case 'PRIME_COUNT':
+        return { limit: rng.int(2, 100_000) };
+    }
+  }
+
+  #newSubmission(): SubmitJob {
+    const rng = this.#rng;
+    const taskType = rng.weighted(TASK_WEIGHTS);
+    const roll = rng.float();
+    const maxAttempts = roll < 0.4 ? null : roll < 0.5 ? rng.int(-1, 0) : rng.int(1, 5);
+    const priority = rng.pick<Priority | null>([null, 'HIGH', 'NORMAL', 'LOW']);
+    const keyed = rng.chance(0.4);
+    const msg: SubmitJob = {
+      type: 'SUBMIT_JOB',
+      taskType,
+      payload: this.#payload(taskType),
+      maxAttempts,
+      idempotencyKey: keyed ? `key-${this.name}-${this.#keySeq++}` : null,
+      priority,
+    };
+    if (keyed) {
+      this.#env.keyed.push(msg);
+      if (this.#env.keyed.length > MAX_KEYED) this.#env.keyed.shift();
+    }
+    return msg;
+  }
+
+  /** The same key with something else changed. */
+  #conflicting(original: SubmitJob): SubmitJob {
+    const rng = this.#rng;
+    const changed = { ...original };
+    switch (rng.int(0, 2)) {
+      case 0:
+        changed.payload = { ...original.payload, extra: rng.int(0, 9) };
+        break;
+      case 1:
+        changed.maxAttempts = (original.maxAttempts ?? 0) > 0 ? null : 7;
+        break;
+      default:
+        changed.priority = original.priority === 'LOW' ? 'HIGH' : 'LOW';
+    }
+    return changed;
+  }
+
+  #invalidSubmission(): SubmitJob {
+    const rng = this.#rng;
+    const base: SubmitJob = {
+      type: 'SUBMIT_JOB',
+      taskType: 'SLEEP',
+      payload: { durationMillis: 10 },
+      maxAttempts: null,
+      idempotencyKey:
+        rng.chance(0.5) && this.#env.keyed.length > 0
+          ? rng.pick(this.#env.keyed).idempotencyKey
+          : null,
+      priority: null,
+    };
+    const bad: SubmitJob[] = [
+      { ...base, payload: { durationMillis: -1 } },
+      { ...base, payload: { durationMillis: 600_001 } },
+      { ...base, taskType: 'SHA256', payload: { text: 42 } },
+      { ...base, taskType: 'NO_SUCH_TASK', payload: {} },
+      { ...base, taskType: '' },
+      { ...base, maxAttempts: 5_000 },
+      { ...base, idempotencyKey: '' },
+      { ...base, taskType: 'FAIL', payload: { failUntilAttempt: 1_001 } },
+    ];
+    const msg = rng.pick(bad);
+    this.#env.invalid.add(msg);
+    return msg;
+  }
+
+  #list(): ClientRequest {
+    const rng = this.#rng;
+    const roll = rng.float();
+    const limit = roll < 0.3 ? null : roll < 0.35 ? 0 : rng.int(1, 20);
+    const state = rng.chance(0.3) ? rng.pick<JobState>(JOB_STATES) : null;
+    const cursorRoll = rng.float();
+    const cursor = cursorRoll < 0.3 ? this.#cursor : cursorRoll < 0.33 ? 'not-a-cursor' : null;
+    const msg: ClientRequest = { type: 'LIST_JOBS', limit, state, cursor };
+    if (limit === 0 || cursor === 'not-a-cursor') this.#env.invalid.add(msg);
+    return msg;
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * One-line descriptions of core inputs and effects, for `--verbose` replays.
+ * Ids are shortened to their last 6 characters (they are counters anyway).
+ */
+import type { CoreInput, Effect } from '../../src/coordinator/core/types.js';
+import type { HandledKind } from './world.js';
+
+function short(id: string): string {
+  return id.length > 8 ? `~${id.slice(-6)}` : id;
+}
+
+export function describeInput(input: HandledKind): string {
+  switch (input.kind) {
+    case 'workerMessage': {
+      const msg = input.msg;
+      const detail =
+        msg.type === 'TASK_RESULT'
+          ? ` ${short(msg.jobId)}/${short(msg.attemptId)} ${msg.success ? 'ok' : 'fail'}`
+          : msg.type === 'WORKER_REGISTER'
+            ? ` ${msg.workerId} cap ${msg.capacity}`
+            : ` ${msg.workerId}`;
+      return `c${input.connId} ${msg.type}${detail}`;
+    }
+    case 'workerViolation':
+      return `c${input.connId} violation (${input.reason})`;
+    case 'workerClosed':
+      return `c${input.connId} closed (${input.reason})`;
+    case 'clientRequest':
+      return `c${input.connId}#${input.requestId} ${describeRequest(input)}`;
+    case 'clientClosed':
+      return `c${input.connId} client closed`;
+    case 'waitExpired':
+      return `c${input.connId}#${input.requestId} wait expired`;
+    case 'tick':
+      return 'tick';
+    case 'recovery':
+      return 'recovery';
+  }
+}
+
+function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): string {
+  const msg = input.msg;
+  switch (msg.type) {
+    case 'SUBMIT_JOB':
+      return `SUBMIT_JOB ${msg.taskType} ${JSON.stringify(msg.payload)} key=${msg.idempotencyKey} max=${msg.maxAttempts} ${msg.priority ?? ''}`;
+    case 'GET_JOB_STATUS':
+    case 'CANCEL_JOB':
+      return `${msg.type} ${short(msg.jobId)}`;
+    case 'WAIT_JOB':
+      return `WAIT_JOB ${short(msg.jobId)} ${msg.timeoutMillis} ms`;
+    case 'LIST_JOBS':
+      return `LIST_JOBS limit=${msg.limit} state=${msg.state} cursor=${msg.cursor}`;
+    case 'LIST_WORKERS':
+      return 'LIST_WORKERS';
+  }
+}
+
+export function describeEffect(effect: Effect): string {
+  switch (effect.kind) {
+    case 'send': {
+      const msg = effect.msg;
+      const detail =
+        msg.type === 'TASK_ASSIGN' || msg.type === 'TASK_CANCEL'
+          ? ` ${short(msg.jobId)}/${short(msg.attemptId)}`
+          : '';
+      return `-> c${effect.connId} ${msg.type}${detail}`;
+    }
+    case 'close':
+      return `close c${effect.connId} (${effect.reason})`;
+    case 'reply': {
+      const msg = effect.msg;
+      const detail =
+        msg.type === 'JOB_SUBMITTED'
+          ? ` ${short(msg.jobId)}`
+          : msg.type === 'JOB_STATUS' || msg.type === 'JOB_CANCEL'
+            ? ` ${short(msg.job.jobId)} ${msg.job.state}`
+            : msg.type === 'ERROR'
+              ? ` ${msg.code}`
+              : '';
+      return `=> c${effect.connId}#${effect.requestId} ${msg.type}${detail}`;
+    }
+    case 'armWait':
+      return `arm wait c${effect.connId}#${effect.requestId} ${effect.timeoutMs} ms`;
+    case 'event': {
+      const e = effect.event;
+      const job = 'jobId' in e ? ` ${short(e.jobId)}` : '';
+      return `event ${e.type}${job}`;
+    }
+  }
+}

@@ -1,0 +1,341 @@
+/**
+ * The invariants checked after every simulation step (everything committed,
+ * every released effect delivered), plus the world's hooks that feed the
+ * handle-time checks of {@link JobTracker}.
+ *
+ * After every step:
+ * - every acknowledged job is committed, answers GET_JOB_STATUS, and is in
+ *   one of the six states;
+ * - committed rows are self-consistent (lease fields only while RUNNING,
+ *   attempts <= maxAttempts, one job per idempotency key) and agree with the
+ *   model: attempts, terminal rows byte-identical since they became terminal,
+ *   keys never remapped;
+ * - `inspect()` agrees with the committed store for every active job;
+ *   `activeCount` is the number of non-terminal jobs; each RUNNING job holds
+ *   exactly the model's current lease, on a live session whose `running`
+ *   set holds it; each session's running count equals its RUNNING jobs and
+ *   stays within capacity; free slots add up.
+ */
+import type { CoreConfig, Effect } from '../../src/coordinator/core/types.js';
+import {
+  JOB_STATES,
+  isTerminalState,
+  type ClientReply,
+  type SubmitJob,
+} from '../../src/protocol/messages.js';
+import type { JobRecord } from '../../src/store/store.js';
+import { SessionChecks } from './sessions.js';
+import { TimingChecks } from './timing.js';
+import { JobTracker } from './tracker.js';
+import type { Judge } from './violation.js';
+import type { HandledInput, World, WorldObserver } from './world.js';
+
+/** A connection id no simulated peer ever gets: the checker's own GET_JOB_STATUS requests. */
+const CHECKER_CONN_ID = 0;
+
+const JOB_FIELDS: readonly (keyof JobRecord)[] = [
+  'seq',
+  'jobId',
+  'taskType',
+  'payloadJson',
+  'state',
+  'priority',
+  'attempts',
+  'maxAttempts',
+  'timeoutMs',
+  'idempotencyKey',
+  'workerId',
+  'attemptId',
+  'deadlineAtMs',
+  'retryAtMs',
+  'result',
+  'error',
+  'createdAtMs',
+  'updatedAtMs',
+];
+
+export class Invariants implements WorldObserver {
+  readonly tracker: JobTracker;
+  readonly #timing: TimingChecks;
+  readonly #sessions: SessionChecks;
+  /** Acknowledged jobs (a client received JOB_SUBMITTED), in order of first ack. */
+  readonly ackedIds: string[] = [];
+  readonly #acked = new Set<string>();
+  readonly #world: World;
+  readonly #judge: Judge;
+  #checkerRequestId = 0;
+
+  constructor(world: World, judge: Judge, config: CoreConfig, invalid: WeakSet<object>) {
+    this.#world = world;
+    this.#judge = judge;
+    this.tracker = new JobTracker({
+      judge,
+      config,
+      store: world.store,
+      invalid,
+      linkWorker: (connId) => world.workerLinks.get(connId)?.registeredAs ?? null,
+    });
+    this.#timing = new TimingChecks(judge, config, () => world.clock.nowMs);
+    this.#sessions = new SessionChecks(judge, config, () => world.clock.nowMs);
+  }
+
+  // ---- world hooks ---------------------------------------------------------
+
+  leaseCurrent(jobId: string, attemptId: string): boolean {
+    return this.tracker.leaseCurrent(jobId, attemptId);
+  }
+
+  onHandled(handled: HandledInput): void {
+    this.tracker.onHandled(handled);
+    this.#timing.onHandled(handled);
+    this.#sessions.onHandled(handled);
+  }
+
+  onCommitted(): void {
+    this.tracker.onCommitted();
+  }
+
+  onCrash(): void {
+    this.tracker.onCrash();
+    this.#timing.onCrash(this.#world.store.committedJobs());
+    this.#sessions.onCrash();
+  }
+
+  onReleased(_effect: Effect): void {}
+
+  fatal(what: string, err: unknown): Error {
+    const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
+    return this.#judge.violation(`${what} threw: ${detail}`);
+  }
+
+  // ---- client hooks --------------------------------------------------------
+
+  /** A client received JOB_SUBMITTED: the job must already be durable. */
+  onAck(jobId: string, submission: SubmitJob): void {
+    const judge = this.#judge;
+    const store = this.#world.store;
+    judge.check(
+      store.pendingCount === 0,
+      () => `JOB_SUBMITTED ${jobId} released before the commit`,
+    );
+    judge.check(
+      store.getJob(jobId) !== undefined,
+      () => `JOB_SUBMITTED ${jobId} acknowledged a job the store does not hold`,
+    );
+    const key = submission.idempotencyKey;
+    if (key !== null) {
+      const owner = this.tracker.keys.get(key);
+      judge.check(
+        owner?.jobId === jobId,
+        () => `key ${key} acknowledged as ${jobId} but is committed for ${owner?.jobId}`,
+      );
+    }
+    if (!this.#acked.has(jobId)) {
+      this.#acked.add(jobId);
+      this.ackedIds.push(jobId);
+    }
+  }
+
+  // ---- after every step ----------------------------------------------------
+
+  checkStep(): void {
+    const store = this.#world.store;
+    this.#judge.check(
+      store.pendingCount === 0,
+      () => `${store.pendingCount} writes left uncommitted`,
+    );
+    const rows = new Map<string, JobRecord>();
+    for (const row of store.committedJobs()) rows.set(row.jobId, row);
+    this.#checkRows(rows);
+    this.#checkAcked(rows);
+    this.#checkCore(rows);
+  }
+
+  /** Null when the system is at rest: every job terminal, every request answered. */
+  quiescenceProblem(unansweredRequests: number): string | null {
+    const core = this.#world.core;
+    for (const row of this.#world.store.committedJobs()) {
+      if (!isTerminalState(row.state)) {
+        const acked = this.#acked.has(row.jobId) ? 'acknowledged ' : '';
+        return `${acked}job ${row.jobId} is still ${row.state} (attempts ${row.attempts}/${row.maxAttempts})`;
+      }
+    }
+    if (core.activeCount !== 0) return `activeCount is ${core.activeCount} with every job terminal`;
+    if (core.inspect().pendingWaits !== 0) return `${core.inspect().pendingWaits} waits pending`;
+    if (unansweredRequests > 0) return `${unansweredRequests} client requests unanswered`;
+    return null;
+  }
+
+  #checkRows(rows: Map<string, JobRecord>): void {
+    const judge = this.#judge;
+    const tracker = this.tracker;
+    const keys = new Map<string, string>();
+    // Plain ifs in this loop: it runs over every job after every step.
+    for (const row of rows.values()) {
+      const problem = rowProblem(row);
+      if (problem !== null) throw judge.violation(`job ${row.jobId}: ${problem}`);
+      if (tracker.attempts.get(row.jobId) !== row.attempts) {
+        throw judge.violation(
+          `job ${row.jobId} has ${row.attempts} attempts, but ${tracker.attempts.get(row.jobId)} assignments were seen`,
+        );
+      }
+      const terminal = tracker.terminal.get(row.jobId);
+      if (isTerminalState(row.state) || terminal !== undefined) {
+        const field = terminal === undefined ? 'state' : differingField(terminal.row, row);
+        if (field !== undefined) {
+          throw judge.violation(
+            `terminal job ${row.jobId} changed: ${field} was ${String(terminal?.row[field] ?? 'not terminal')}, now ${String(row[field])}`,
+          );
+        }
+      }
+      const key = row.idempotencyKey;
+      if (key === null) continue;
+      if (keys.has(key))
+        throw judge.violation(`key ${key} is on jobs ${keys.get(key)} and ${row.jobId}`);
+      keys.set(key, row.jobId);
+      if (tracker.keys.get(key)?.jobId !== row.jobId) {
+        throw judge.violation(
+          `key ${key} is committed on ${row.jobId}, but was given to ${tracker.keys.get(key)?.jobId}`,
+        );
+      }
+    }
+    judge.check(
+      tracker.attempts.size === rows.size && tracker.terminal.size <= rows.size,
+      () => `the model knows ${tracker.attempts.size} jobs, the store holds ${rows.size}`,
+    );
+    for (const [key, owner] of tracker.keys) {
+      if (keys.get(key) !== owner.jobId)
+        throw judge.violation(`key ${key} of ${owner.jobId} vanished`);
+    }
+  }
+
+  #checkAcked(rows: Map<string, JobRecord>): void {
+    const judge = this.#judge;
+    const core = this.#world.core;
+    for (const jobId of this.ackedIds) {
+      const row = rows.get(jobId);
+      if (row === undefined) throw judge.violation(`acknowledged job ${jobId} is not in the store`);
+      const requestId = this.#checkerRequestId++;
+      const effects = core.handle({
+        kind: 'clientRequest',
+        connId: CHECKER_CONN_ID,
+        requestId,
+        msg: { type: 'GET_JOB_STATUS', jobId },
+      });
+      const reply: ClientReply | undefined =
+        effects.length === 1 && effects[0]?.kind === 'reply' ? effects[0].msg : undefined;
+      judge.check(
+        reply?.type === 'JOB_STATUS' &&
+          reply.job.jobId === jobId &&
+          reply.job.state === row?.state &&
+          reply.job.attempts === row.attempts,
+        () =>
+          `GET_JOB_STATUS ${jobId} answered ${JSON.stringify(effects)}; the store says ${row?.state}`,
+      );
+    }
+  }
+
+  #checkCore(rows: Map<string, JobRecord>): void {
+    const judge = this.#judge;
+    const view = this.#world.core.inspect();
+    const active = [...rows.values()].filter((row) => !isTerminalState(row.state));
+    judge.check(
+      view.activeCount === active.length && view.activeJobs.length === active.length,
+      () =>
+        `activeCount ${view.activeCount}, ${view.activeJobs.length} jobs in memory, ${active.length} non-terminal in the store`,
+    );
+    const sessions = new Map(view.workers.map((w) => [w.workerId, w]));
+    judge.check(sessions.size === view.workers.length, () => `two sessions share a worker id`);
+    const runningOn = new Map<string, number>();
+    for (const job of view.activeJobs) {
+      const row = rows.get(job.jobId);
+      const field = row === undefined ? 'jobId' : differingField(row, job);
+      judge.check(
+        field === undefined,
+        () =>
+          `job ${job.jobId} field ${field} is ${String(job[field as keyof JobRecord])} in memory, ${String(row?.[field as keyof JobRecord])} committed`,
+      );
+      const lease = this.tracker.leases.get(job.jobId);
+      if (job.state !== 'RUNNING') {
+        judge.check(
+          lease === undefined,
+          () => `${job.state} job ${job.jobId} still has lease ${lease?.attemptId}`,
+        );
+        continue;
+      }
+      judge.check(
+        lease?.attemptId === job.attemptId && lease.workerId === job.workerId,
+        () =>
+          `RUNNING job ${job.jobId} holds ${job.attemptId} on ${job.workerId}; current lease is ${lease?.attemptId} on ${lease?.workerId}`,
+      );
+      const session = sessions.get(job.workerId as string);
+      judge.check(
+        session?.running.includes(job.jobId) === true,
+        () => `RUNNING job ${job.jobId} is not in the running set of worker ${job.workerId}`,
+      );
+      runningOn.set(job.workerId as string, (runningOn.get(job.workerId as string) ?? 0) + 1);
+    }
+    const leased = [...runningOn.values()].reduce((a, b) => a + b, 0);
+    judge.check(
+      this.tracker.leases.size === leased,
+      () => `${this.tracker.leases.size} current leases but ${leased} RUNNING jobs`,
+    );
+    this.#checkSessions(view.workers, runningOn, view.freeSlots);
+    this.#sessions.checkAgainst(view.workers);
+  }
+
+  #checkSessions(
+    workers: ReturnType<World['core']['inspect']>['workers'],
+    runningOn: Map<string, number>,
+    freeSlots: number,
+  ): void {
+    const judge = this.#judge;
+    let free = 0;
+    for (const w of workers) {
+      const count = runningOn.get(w.workerId) ?? 0;
+      judge.check(
+        w.running.length === count && new Set(w.running).size === count,
+        () =>
+          `worker ${w.workerId} counts ${w.running.length} tasks, ${count} RUNNING jobs are leased to it`,
+      );
+      judge.check(
+        w.running.length <= w.capacity,
+        () => `worker ${w.workerId} runs ${w.running.length} tasks with capacity ${w.capacity}`,
+      );
+      const link = this.#world.workerLinks.get(w.connId);
+      judge.check(
+        link !== undefined && link.registeredAs === w.workerId && !link.closedByCore,
+        () => `session ${w.workerId} is on connection ${w.connId}, which is closed or not its own`,
+      );
+      if (!w.draining) free += w.capacity - w.running.length;
+    }
+    judge.check(freeSlots === free, () => `freeSlots is ${freeSlots}, sessions have ${free}`);
+  }
+}
+
+/** The first field in which two versions of a job differ, or undefined. */
+function differingField(
+  a: Readonly<JobRecord>,
+  b: Readonly<JobRecord>,
+): keyof JobRecord | undefined {
+  for (const field of JOB_FIELDS) if (a[field] !== b[field]) return field;
+  return undefined;
+}
+
+/** What is wrong with a committed row on its own, or null. */
+function rowProblem(row: Readonly<JobRecord>): string | null {
+  if (!JOB_STATES.includes(row.state)) return `state ${row.state}`;
+  if (row.attempts > row.maxAttempts) return `${row.attempts} attempts of ${row.maxAttempts}`;
+  const running = row.state === 'RUNNING';
+  if (
+    (row.workerId !== null) !== running ||
+    (row.attemptId !== null) !== running ||
+    (row.deadlineAtMs !== null) !== running
+  ) {
+    return `${row.state} with lease fields ${row.workerId}/${row.attemptId}/${row.deadlineAtMs}`;
+  }
+  if ((row.state === 'RETRY_WAIT') !== (row.retryAtMs !== null)) {
+    return `${row.state} with retryAtMs ${row.retryAtMs}`;
+  }
+  return null;
+}

@@ -1,0 +1,14 @@
+/**
+ * Seeds that once broke an invariant (or came close), replayed by
+ * sim.test.ts on every run. Each entry says what it caught; keep them even
+ * after the fix, so the bug cannot come back unnoticed.
+ */
+export interface RegressionSeed {
+  seed: number;
+  /** Main-phase steps of the failing run (default: the simulator's default). */
+  steps?: number;
+  /** What the seed found, and where. */
+  note: string;
+}
+
+export const REGRESSION_SEEDS: readonly RegressionSeed[] = [];

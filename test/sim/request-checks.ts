@@ -1,0 +1,280 @@
+/**
+ * What every client request must get back, judged at handle time from the
+ * request, the model's state just before it, and the effects.
+ *
+ * Each request gets exactly one reply in its own input, except a WAIT_JOB on a
+ * live job, which arms a timer instead. The reply type must fit the request,
+ * and its content must fit the model: an idempotency key answers with its job
+ * (or a conflict), admission control refuses only at the limit and never
+ * before a known key is answered, a cancel reports truthfully, lists honour
+ * their limit, filter and order.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
+import type {
+  CancelJob,
+  ClientReply,
+  ListJobs,
+  SubmitJob,
+  WaitJob,
+} from '../../src/protocol/messages.js';
+import type { JobState } from '../../src/protocol/messages.js';
+import type { Judge } from './violation.js';
+import type { HandledInput } from './world.js';
+
+/** The server's LIST_JOBS page when none is asked for, and the cap (client-requests.ts). */
+const DEFAULT_LIST_LIMIT = 500;
+const MAX_LIST_LIMIT = 10_000;
+const DEFAULT_WAIT_MS = 60_000;
+const MAX_WAIT_MS = 3_600_000;
+
+export interface KeyOwner {
+  jobId: string;
+  /** The submission that created the job. */
+  submission: SubmitJob;
+}
+
+export interface RequestContext {
+  judge: Judge;
+  config: CoreConfig;
+  invalid: WeakSet<object>;
+}
+
+/** The model's facts just before the input. */
+export interface Before {
+  known: boolean;
+  terminal: JobState | undefined;
+  keyOwner: KeyOwner | undefined;
+}
+
+type ClientRequestInput = Extract<CoreInput, { kind: 'clientRequest' }>;
+
+export function checkRequest(
+  ctx: RequestContext,
+  input: ClientRequestInput,
+  h: HandledInput,
+  before: Before,
+): void {
+  const { judge } = ctx;
+  const mine = (e: Effect): boolean =>
+    (e.kind === 'reply' || e.kind === 'armWait') &&
+    e.connId === input.connId &&
+    e.requestId === input.requestId;
+  const answers = h.effects.filter(mine);
+  const isWait = input.msg.type === 'WAIT_JOB';
+  judge.check(
+    answers.length === 1 && (isWait || answers[0]?.kind === 'reply'),
+    () =>
+      `${input.msg.type} request ${input.connId}/${input.requestId} got ${answers.length} answers`,
+  );
+  const answer = answers[0] as Effect;
+  const reply = answer.kind === 'reply' ? answer.msg : null;
+  const msg = input.msg;
+  switch (msg.type) {
+    case 'SUBMIT_JOB':
+      return checkSubmit(ctx, msg, reply as ClientReply, h, before);
+    case 'CANCEL_JOB':
+      return checkCancel(judge, msg, reply as ClientReply, h, before);
+    case 'GET_JOB_STATUS':
+      return checkKnownOrUnknown(judge, msg.jobId, reply as ClientReply, before, 'JOB_STATUS');
+    case 'WAIT_JOB':
+      return checkWait(judge, msg, answer, before);
+    case 'LIST_JOBS':
+      return checkList(ctx, msg, reply as ClientReply);
+    case 'LIST_WORKERS': {
+      const r = reply as ClientReply;
+      judge.check(r.type === 'WORKER_LIST', () => `LIST_WORKERS answered with ${r.type}`);
+      if (r.type !== 'WORKER_LIST') return;
+      const ids = r.workers.map((w) => w.workerId);
+      judge.check(
+        ids.every((id, i) => i === 0 || (ids[i - 1] as string) < id) &&
+          r.workers.every((w) => w.activeTasks <= w.capacity),
+        () => `WORKER_LIST not sorted or over capacity: ${JSON.stringify(r.workers)}`,
+      );
+      return;
+    }
+  }
+}
+
+/** The core's notion of "the same submission" (effective maxAttempts and priority). */
+export function sameSubmission(a: SubmitJob, b: SubmitJob, config: CoreConfig): boolean {
+  const effective = (m: SubmitJob): number =>
+    m.maxAttempts === null || m.maxAttempts <= 0 ? config.defaultMaxAttempts : m.maxAttempts;
+  return (
+    a.taskType === b.taskType &&
+    effective(a) === effective(b) &&
+    (a.priority ?? 'NORMAL') === (b.priority ?? 'NORMAL') &&
+    // As stored: the JSON round trip (e.g. -0 becomes 0).
+    isDeepStrictEqual(JSON.parse(JSON.stringify(a.payload)), JSON.parse(JSON.stringify(b.payload)))
+  );
+}
+
+function checkSubmit(
+  ctx: RequestContext,
+  msg: SubmitJob,
+  reply: ClientReply,
+  h: HandledInput,
+  before: Before,
+): void {
+  const { judge, config } = ctx;
+  const invalid = ctx.invalid.has(msg);
+  const created = h.effects.filter((e) => e.kind === 'event' && e.event.type === 'job.submitted');
+  const createdId =
+    created[0]?.kind === 'event' && created[0].event.type === 'job.submitted'
+      ? created[0].event.jobId
+      : null;
+  judge.check(created.length <= 1, () => `one SUBMIT_JOB created ${created.length} jobs`);
+  judge.check(
+    !invalid || (reply.type === 'ERROR' && createdId === null),
+    () => `an invalid submission got ${reply.type}`,
+  );
+  const owner = before.keyOwner;
+  if (owner !== undefined && !invalid) {
+    const same = sameSubmission(owner.submission, msg, config);
+    const ok = same
+      ? reply.type === 'JOB_SUBMITTED' && reply.jobId === owner.jobId
+      : reply.type === 'ERROR' && reply.code === 'IDEMPOTENCY_CONFLICT';
+    judge.check(
+      ok && createdId === null,
+      () =>
+        `key ${msg.idempotencyKey} of job ${owner.jobId} (same submission: ${same}) answered ${JSON.stringify(reply)}`,
+    );
+    return;
+  }
+  switch (reply.type) {
+    case 'JOB_SUBMITTED':
+      judge.check(
+        createdId === reply.jobId && h.activeBefore < config.maxActiveJobs,
+        () =>
+          `JOB_SUBMITTED ${reply.jobId} without creating it (created ${createdId}, active ${h.activeBefore})`,
+      );
+      judge.check(
+        reply.job === null || (reply.job.state === 'QUEUED' && reply.job.attempts === 0),
+        () =>
+          `new job ${reply.jobId} reported as ${reply.job?.state} with ${reply.job?.attempts} attempts`,
+      );
+      return;
+    case 'SUBMIT_REJECTED':
+      judge.check(
+        createdId === null &&
+          h.activeBefore >= config.maxActiveJobs &&
+          reply.activeCount === h.activeBefore &&
+          reply.limit === config.maxActiveJobs &&
+          reply.retryable,
+        () =>
+          `SUBMIT_REJECTED ${JSON.stringify(reply)} with ${h.activeBefore} active of ${config.maxActiveJobs}`,
+      );
+      return;
+    case 'ERROR':
+      judge.check(invalid, () => `a valid submission got ERROR ${reply.code}: ${reply.message}`);
+      return;
+    case 'JOB_STATUS':
+    case 'JOB_CANCEL':
+    case 'JOB_LIST':
+    case 'WORKER_LIST':
+      throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
+  }
+}
+
+function checkCancel(
+  judge: Judge,
+  msg: CancelJob,
+  reply: ClientReply,
+  h: HandledInput,
+  before: Before,
+): void {
+  if (reply.type !== 'JOB_CANCEL')
+    return checkKnownOrUnknown(judge, msg.jobId, reply, before, 'JOB_CANCEL');
+  const cancelledNow = h.effects.some(
+    (e) => e.kind === 'event' && e.event.type === 'job.cancelled' && e.event.jobId === msg.jobId,
+  );
+  if (reply.cancelled) {
+    judge.check(
+      before.known &&
+        before.terminal === undefined &&
+        cancelledNow &&
+        reply.job.state === 'CANCELLED',
+      () =>
+        `CANCEL_JOB ${msg.jobId} said cancelled, job was ${before.terminal ?? 'active'}, now ${reply.job.state}`,
+    );
+  } else {
+    judge.check(
+      before.terminal !== undefined && !cancelledNow && reply.job.state === before.terminal,
+      () => `CANCEL_JOB ${msg.jobId} said not cancelled, job was ${before.terminal ?? 'active'}`,
+    );
+  }
+}
+
+function checkKnownOrUnknown(
+  judge: Judge,
+  jobId: string,
+  reply: ClientReply,
+  before: Before,
+  expected: 'JOB_STATUS' | 'JOB_CANCEL',
+): void {
+  if (reply.type === 'ERROR') {
+    judge.check(
+      !before.known && reply.code === 'UNKNOWN_JOB',
+      () =>
+        `request for ${before.known ? 'known' : 'unknown'} job ${jobId} got ERROR ${reply.code}`,
+    );
+    return;
+  }
+  judge.check(
+    reply.type === expected && before.known && 'job' in reply && reply.job.jobId === jobId,
+    () =>
+      `request for ${before.known ? 'known' : 'unknown'} job ${jobId} answered ${JSON.stringify(reply)}`,
+  );
+}
+
+function checkWait(judge: Judge, msg: WaitJob, answer: Effect, before: Before): void {
+  const timeoutMs = Math.min(Math.max(msg.timeoutMillis ?? DEFAULT_WAIT_MS, 0), MAX_WAIT_MS);
+  if (answer.kind === 'armWait') {
+    judge.check(
+      before.known &&
+        before.terminal === undefined &&
+        timeoutMs > 0 &&
+        answer.timeoutMs === timeoutMs,
+      () =>
+        `WAIT_JOB ${msg.jobId} armed ${answer.timeoutMs} ms (terminal: ${before.terminal}, wanted ${timeoutMs})`,
+    );
+    return;
+  }
+  if (answer.kind !== 'reply')
+    throw judge.violation(`WAIT_JOB answered by a ${answer.kind} effect`);
+  checkKnownOrUnknown(judge, msg.jobId, answer.msg, before, 'JOB_STATUS');
+  if (answer.msg.type === 'JOB_STATUS') {
+    judge.check(
+      before.terminal !== undefined || timeoutMs === 0,
+      () => `WAIT_JOB ${msg.jobId} answered at once while the job is active (timeout ${timeoutMs})`,
+    );
+  }
+}
+
+function checkList(ctx: RequestContext, msg: ListJobs, reply: ClientReply): void {
+  const { judge } = ctx;
+  if (reply.type === 'ERROR') {
+    judge.check(ctx.invalid.has(msg), () => `a valid LIST_JOBS got ERROR ${reply.message}`);
+    return;
+  }
+  judge.check(
+    reply.type === 'JOB_LIST' && !ctx.invalid.has(msg),
+    () => `LIST_JOBS ${JSON.stringify(msg)} answered ${reply.type}`,
+  );
+  if (reply.type !== 'JOB_LIST') return;
+  const limit = Math.min(msg.limit ?? DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT);
+  const jobs = reply.jobs;
+  judge.check(jobs.length <= limit, () => `JOB_LIST of ${jobs.length} jobs for limit ${limit}`);
+  judge.check(
+    msg.state === null || jobs.every((j) => j.state === msg.state),
+    () => `JOB_LIST for state ${msg.state} holds other states`,
+  );
+  judge.check(
+    jobs.every((j, i) => i === 0 || (jobs[i - 1] as typeof j).createdAtMillis >= j.createdAtMillis),
+    () => `JOB_LIST is not newest first`,
+  );
+  judge.check(
+    reply.nextCursor === null || /^[1-9][0-9]*$/.test(reply.nextCursor),
+    () => `JOB_LIST cursor ${reply.nextCursor}`,
+  );
+}

@@ -1,0 +1,155 @@
+/**
+ * Command line for the simulation.
+ *
+ *   node dist/test/sim/run.js --seeds N [--start S] [--steps K]
+ *       runs seeds S .. S+N-1 (S defaults to 1), prints progress and a
+ *       summary; exits 1 at the first violation, printing its seed.
+ *   node dist/test/sim/run.js --seed X [--steps K] [--verbose]
+ *       runs one seed; with --verbose prints every step, input and effect.
+ *
+ * The same seed (and step count) always replays the same run.
+ */
+// Wall-clock time here only measures the run for the summary; the simulation never reads it.
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { DEFAULT_STEPS, Simulation, type SimulationReport } from './simulator.js';
+import { SimulationViolation, replayCommand } from './violation.js';
+
+interface Totals {
+  seeds: number;
+  steps: number;
+  inputs: number;
+  jobs: number;
+  acked: number;
+  completed: number;
+  failed: number;
+  cancelled: number;
+  restarts: number;
+  faults: number;
+  faultKinds: Map<string, number>;
+}
+
+function parseCount(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 0) {
+    console.error(`--${name} needs a non-negative integer, got ${value}`);
+    process.exit(2);
+  }
+  return n;
+}
+
+function add(totals: Totals, report: SimulationReport): void {
+  totals.seeds++;
+  totals.steps += report.steps + report.quiescenceSteps;
+  totals.inputs += report.inputs;
+  totals.jobs += report.jobsCreated;
+  totals.acked += report.jobsAcked;
+  totals.completed += report.completed;
+  totals.failed += report.failed;
+  totals.cancelled += report.cancelled;
+  totals.restarts += report.restarts;
+  totals.faults += report.faultTotal;
+  for (const [kind, n] of Object.entries(report.faults)) {
+    totals.faultKinds.set(kind, (totals.faultKinds.get(kind) ?? 0) + n);
+  }
+}
+
+function printSummary(totals: Totals, failures: number, elapsedMs: number): void {
+  const kinds = [...totals.faultKinds.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([k, n]) => `${k}=${n}`)
+    .join(' ');
+  console.log(
+    [
+      `seeds run:       ${totals.seeds}`,
+      `steps:           ${totals.steps} (${totals.inputs} core inputs)`,
+      `jobs:            ${totals.jobs} created, ${totals.acked} acknowledged, ${totals.completed} completed, ${totals.failed} failed, ${totals.cancelled} cancelled`,
+      `restarts:        ${totals.restarts}`,
+      `faults injected: ${totals.faults} (${kinds})`,
+      `failures:        ${failures}`,
+      `time:            ${(elapsedMs / 1000).toFixed(1)} s`,
+    ].join('\n'),
+  );
+}
+
+function runOne(seed: number, steps: number, verbose: boolean): void {
+  const sim = new Simulation(seed, {
+    steps,
+    log: verbose ? (line) => console.log(line) : undefined,
+  });
+  const report = sim.run();
+  console.log(JSON.stringify(report, null, 2));
+}
+
+function runMany(start: number, count: number, steps: number): number {
+  const totals: Totals = {
+    seeds: 0,
+    steps: 0,
+    inputs: 0,
+    jobs: 0,
+    acked: 0,
+    completed: 0,
+    failed: 0,
+    cancelled: 0,
+    restarts: 0,
+    faults: 0,
+    faultKinds: new Map(),
+  };
+  const started = performance.now();
+  let lastProgress = started;
+  for (let seed = start; seed < start + count; seed++) {
+    try {
+      add(totals, new Simulation(seed, { steps }).run());
+    } catch (err) {
+      console.error(err instanceof Error ? err.message : String(err));
+      if (!(err instanceof SimulationViolation)) {
+        console.error(
+          `seed ${seed} crashed the simulation; replay: ${replayCommand(seed, steps === DEFAULT_STEPS ? undefined : steps)}`,
+        );
+        if (err instanceof Error && err.stack !== undefined) console.error(err.stack);
+      }
+      console.error(`FAILED at seed ${seed}`);
+      printSummary(totals, 1, performance.now() - started);
+      return 1;
+    }
+    const now = performance.now();
+    if (now - lastProgress >= 2_000) {
+      lastProgress = now;
+      console.log(
+        `  ... ${totals.seeds}/${count} seeds, ${totals.jobs} jobs, ${totals.restarts} restarts`,
+      );
+    }
+  }
+  printSummary(totals, 0, performance.now() - started);
+  return 0;
+}
+
+function main(): void {
+  const { values } = parseArgs({
+    options: {
+      seeds: { type: 'string' },
+      start: { type: 'string' },
+      steps: { type: 'string' },
+      seed: { type: 'string' },
+      verbose: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  const steps = parseCount('steps', values.steps, DEFAULT_STEPS);
+  if (values.seed !== undefined) {
+    const seed = parseCount('seed', values.seed, 0);
+    try {
+      runOne(seed, steps, values.verbose);
+    } catch (err) {
+      console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+      process.exit(1);
+    }
+    return;
+  }
+  const count = parseCount('seeds', values.seeds, 100);
+  const start = parseCount('start', values.start, 1);
+  process.exit(runMany(start, count, steps));
+}
+
+main();

@@ -1,0 +1,201 @@
+/**
+ * The deterministic simulation as a test: a fixed batch of seeds plus the
+ * regression seeds, each checked against every invariant after every step;
+ * and small checks that the generator and the checker themselves work (a
+ * checker that can never fail proves nothing).
+ *
+ * More seeds: `node dist/test/sim/run.js --seeds 2000`.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { CoreConfig, CoreEvent, Effect } from '../../src/coordinator/core/types.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { Random } from './random.js';
+import { REGRESSION_SEEDS } from './regression-seeds.js';
+import { Simulation } from './simulator.js';
+import { JobTracker } from './tracker.js';
+import { Judge, SimulationViolation, replayCommand } from './violation.js';
+import type { HandledInput } from './world.js';
+
+/** Seeds 1..SEED_COUNT run on every `npm test` (about 20-25 s on this two-core machine). */
+const SEED_COUNT = 180;
+
+function runSeed(seed: number, steps?: number): void {
+  try {
+    new Simulation(seed, steps === undefined ? {} : { steps }).run();
+  } catch (err) {
+    const detail = err instanceof Error ? err.message : String(err);
+    assert.fail(`simulation seed ${seed} failed; replay: ${replayCommand(seed, steps)}\n${detail}`);
+  }
+}
+
+describe('coordinator core simulation', () => {
+  it(`keeps every invariant after every step on seeds 1..${SEED_COUNT}`, () => {
+    for (let seed = 1; seed <= SEED_COUNT; seed++) runSeed(seed);
+  });
+
+  for (const regression of REGRESSION_SEEDS) {
+    it(`keeps every invariant on regression seed ${regression.seed} (${regression.note})`, () => {
+      runSeed(regression.seed, regression.steps);
+    });
+  }
+
+  it('replays a seed identically when run twice', () => {
+    const first = new Simulation(12345, { steps: 150 }).run();
+    const second = new Simulation(12345, { steps: 150 }).run();
+    assert.deepEqual(second, first);
+    assert.ok(first.jobsCreated > 0 && first.faultTotal > 0);
+  });
+});
+
+describe('Random', () => {
+  it('yields the same sequence for the same seed and stays in range', () => {
+    const a = new Random(42);
+    const b = new Random(42);
+    for (let i = 0; i < 1_000; i++) {
+      const n = a.int(-3, 7);
+      assert.equal(b.int(-3, 7), n);
+      assert.ok(n >= -3 && n <= 7 && Number.isInteger(n));
+    }
+    assert.notEqual(new Random(1).nextUint32(), new Random(2).nextUint32());
+  });
+
+  it('covers both ends of an int range', () => {
+    const rng = new Random(7);
+    const seen = new Set<number>();
+    for (let i = 0; i < 200; i++) seen.add(rng.int(0, 3));
+    assert.deepEqual([...seen].sort(), [0, 1, 2, 3]);
+  });
+});
+
+const CONFIG: CoreConfig = {
+  heartbeatTimeoutMs: 1_000,
+  taskTimeoutMs: 1_000,
+  defaultMaxAttempts: 3,
+  retryBaseDelayMs: 10,
+  retryMaxDelayMs: 100,
+  maxActiveJobs: 10,
+  agingStepMs: 0,
+};
+
+function trackerForTest(): JobTracker {
+  return new JobTracker({
+    judge: new Judge(99),
+    config: CONFIG,
+    store: new MemoryStore(),
+    invalid: new WeakSet(),
+    linkWorker: () => 'w1',
+  });
+}
+
+function handled(input: HandledInput['input'], effects: Effect[], active = [0, 0]): HandledInput {
+  return {
+    input,
+    effects,
+    activeBefore: active[0] as number,
+    activeAfter: active[1] as number,
+    linkWorkerId: 'w1',
+    linkClosedByCore: false,
+    currentAtSend: false,
+  };
+}
+
+const ev = (event: CoreEvent): Effect => ({ kind: 'event', event });
+
+function submitted(tracker: JobTracker, jobId: string, key: string | null): void {
+  tracker.onHandled(
+    handled(
+      {
+        kind: 'clientRequest',
+        connId: 1,
+        requestId: 0,
+        msg: {
+          type: 'SUBMIT_JOB',
+          taskType: 'SLEEP',
+          payload: { durationMillis: 1 },
+          maxAttempts: null,
+          idempotencyKey: key,
+          priority: null,
+        },
+      },
+      [
+        ev({
+          type: 'job.submitted',
+          jobId,
+          taskType: 'SLEEP',
+          priority: 'NORMAL',
+          maxAttempts: 3,
+          idempotencyKey: key,
+        }),
+        {
+          kind: 'reply',
+          connId: 1,
+          requestId: 0,
+          msg: { type: 'JOB_SUBMITTED', jobId, job: null },
+        },
+      ],
+      [0, 1],
+    ),
+  );
+}
+
+function assigned(jobId: string, attemptId: string, attempt: number): Effect[] {
+  return [
+    {
+      kind: 'send',
+      connId: 5,
+      msg: {
+        type: 'TASK_ASSIGN',
+        jobId,
+        attemptId,
+        attemptNumber: attempt,
+        taskType: 'SLEEP',
+        payload: {},
+      },
+    },
+    ev({
+      type: 'job.assigned',
+      jobId,
+      workerId: 'w1',
+      attempt,
+      maxAttempts: 3,
+      attemptId,
+      queuedMs: 0,
+    }),
+  ];
+}
+
+describe('JobTracker (the checker itself)', () => {
+  it('reports a second lease while one is current', () => {
+    const tracker = trackerForTest();
+    submitted(tracker, 'j1', null);
+    tracker.onHandled(handled({ kind: 'tick' }, assigned('j1', 'a1', 1), [1, 1]));
+    assert.throws(
+      () => tracker.onHandled(handled({ kind: 'tick' }, assigned('j1', 'a2', 2), [1, 1])),
+      (err: unknown) => err instanceof SimulationViolation && /while lease a1/.test(err.message),
+    );
+  });
+
+  it('reports one idempotency key given to two jobs', () => {
+    const tracker = trackerForTest();
+    submitted(tracker, 'j1', 'k');
+    assert.throws(() => submitted(tracker, 'j2', 'k'), /maps to two jobs: j1 and j2/);
+  });
+
+  it('reports a completion that no current lease backs', () => {
+    const tracker = trackerForTest();
+    submitted(tracker, 'j1', null);
+    const completed = ev({
+      type: 'job.completed',
+      jobId: 'j1',
+      workerId: 'w1',
+      attempt: 0,
+      runMs: 0,
+      endToEndMs: 0,
+    });
+    assert.throws(
+      () => tracker.onHandled(handled({ kind: 'tick' }, [completed], [1, 0])),
+      /without holding its current lease/,
+    );
+  });
+});

@@ -1,0 +1,375 @@
+/**
+ * A seeded, deterministic simulation of the coordinator core.
+ *
+ * One seed fixes everything: the core's settings, the workers and clients,
+ * every clock step, every fault and every interleaving. A run has two phases:
+ *
+ * - main: for `steps` steps the clock moves (small steps, and jumps past
+ *   heartbeat timeouts, task deadlines and retry back-offs), workers and
+ *   clients act, a fault may strike, workers read some of their frames, and
+ *   the coordinator handles a few batches of inputs;
+ * - quiescence: faults and new requests stop, every worker is healed, the
+ *   clock moves in heartbeat-safe steps, and the run ends once every job is
+ *   terminal and every request answered, or fails if that does not happen
+ *   within `quiescenceMaxSteps`.
+ *
+ * Invariants are checked after every step (see invariants.ts, tracker.ts).
+ * Nothing here reads the wall clock or Math.random.
+ */
+import type { CoreConfig } from '../../src/coordinator/core/types.js';
+import type { SubmitJob } from '../../src/protocol/messages.js';
+import { BUILTIN_TASK_TYPES } from '../../src/tasks/builtin/index.js';
+import { SimClient } from './clients.js';
+import { Invariants } from './invariants.js';
+import { SimClock } from './network.js';
+import { Random } from './random.js';
+import { Judge } from './violation.js';
+import { FaultCounter, SimWorker, type GhostLease } from './workers.js';
+import { World, type CrashPoint } from './world.js';
+
+export interface SimulationOptions {
+  /** Steps of the main phase (default 300). */
+  steps?: number;
+  /** Longest quiescence phase, in steps (default 20000). */
+  quiescenceMaxSteps?: number;
+  /** Receives one line per step and per input when set (replay with --verbose). */
+  log?: (line: string) => void;
+}
+
+export interface SimulationReport {
+  seed: number;
+  steps: number;
+  quiescenceSteps: number;
+  simulatedMs: number;
+  inputs: number;
+  batches: number;
+  restarts: number;
+  jobsCreated: number;
+  jobsAcked: number;
+  completed: number;
+  failed: number;
+  cancelled: number;
+  staleResults: number;
+  deduplicated: number;
+  rejected: number;
+  faults: Record<string, number>;
+  faultTotal: number;
+}
+
+export const DEFAULT_STEPS = 300;
+const DEFAULT_QUIESCENCE_STEPS = 20_000;
+/** Simulated time starts here (any fixed epoch will do). */
+const EPOCH_MS = 1_700_000_000_000;
+
+const FAULT_WEIGHTS = {
+  workerCrash: 4,
+  workerHang: 3,
+  reregister: 2,
+  garbage: 1,
+  strayConnection: 1,
+  drain: 1,
+  lateResult: 5,
+  restart: 2,
+  clientHangUp: 2,
+} as const;
+
+const CLOCK_WEIGHTS = {
+  small: 70,
+  medium: 20,
+  pastHeartbeat: 3,
+  pastDeadline: 3,
+  backoff: 4,
+} as const;
+
+interface Profile {
+  config: CoreConfig;
+  sweepIntervalMs: number;
+  heartbeatIntervalMs: number;
+  faultRate: number;
+}
+
+function drawProfile(rng: Random): Profile {
+  const heartbeatTimeoutMs = rng.int(2_000, 10_000);
+  const retryBaseDelayMs = rng.int(10, 1_000);
+  const config: CoreConfig = {
+    heartbeatTimeoutMs,
+    taskTimeoutMs: rng.int(1_000, 20_000),
+    defaultMaxAttempts: rng.int(1, 5),
+    retryBaseDelayMs,
+    retryMaxDelayMs: retryBaseDelayMs * rng.int(1, 30),
+    maxActiveJobs: rng.chance(0.3) ? rng.int(1, 8) : 10_000,
+    agingStepMs: rng.chance(0.2) ? 0 : rng.int(100, 20_000),
+  };
+  return {
+    config,
+    sweepIntervalMs: rng.int(20, 500),
+    heartbeatIntervalMs: Math.floor(heartbeatTimeoutMs / 4),
+    faultRate: 0.03 + rng.float() * 0.15,
+  };
+}
+
+export class Simulation {
+  readonly seed: number;
+  readonly #steps: number;
+  readonly #quiescenceMaxSteps: number;
+  readonly #log: (line: () => string) => void;
+  readonly #rng: Random;
+  readonly #profile: Profile;
+  readonly #clock = new SimClock(EPOCH_MS);
+  readonly #judge: Judge;
+  readonly #world: World;
+  readonly #invariants: Invariants;
+  readonly #faults = new FaultCounter();
+  readonly #ghosts: GhostLease[] = [];
+  readonly #keyed: SubmitJob[] = [];
+  readonly #workers: SimWorker[] = [];
+  readonly #clients: SimClient[] = [];
+  #crashPlan: CrashPoint | null = null;
+  #quiet = false;
+
+  constructor(seed: number, options: SimulationOptions = {}) {
+    this.seed = seed >>> 0;
+    this.#steps = options.steps ?? DEFAULT_STEPS;
+    this.#quiescenceMaxSteps = options.quiescenceMaxSteps ?? DEFAULT_QUIESCENCE_STEPS;
+    const sink = options.log;
+    this.#log = sink === undefined ? () => undefined : (line) => sink(line());
+    this.#rng = new Random(this.seed);
+    this.#profile = drawProfile(this.#rng);
+    this.#judge = new Judge(this.seed, this.#steps === DEFAULT_STEPS ? undefined : this.#steps);
+    this.#world = new World({
+      clock: this.#clock,
+      rng: this.#rng.fork(),
+      seed: this.seed,
+      config: this.#profile.config,
+      sweepIntervalMs: this.#profile.sweepIntervalMs,
+      log: this.#log,
+    });
+    const invalid = new WeakSet<object>();
+    this.#invariants = new Invariants(this.#world, this.#judge, this.#profile.config, invalid);
+    this.#createActors(invalid);
+  }
+
+  #createActors(invalid: WeakSet<object>): void {
+    const rng = this.#rng;
+    const { config, heartbeatIntervalMs } = this.#profile;
+    const workerEnv = {
+      world: this.#world,
+      clock: this.#clock,
+      judge: this.#judge,
+      faults: this.#faults,
+      ghosts: this.#ghosts,
+      heartbeatIntervalMs,
+      heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+      taskTimeoutMs: config.taskTimeoutMs,
+      quiet: () => this.#quiet,
+      log: this.#log,
+    };
+    const workerCount = rng.int(1, 5);
+    for (let i = 0; i < workerCount; i++) {
+      // Worker 0 runs every type, so every job can finish during quiescence.
+      const types =
+        i > 0 && rng.chance(0.3)
+          ? rng.shuffle([...BUILTIN_TASK_TYPES]).slice(0, rng.int(1, 4))
+          : null;
+      this.#workers.push(new SimWorker(`worker-${i}`, workerEnv, rng.fork(), types));
+    }
+    const clientEnv = {
+      world: this.#world,
+      clock: this.#clock,
+      judge: this.#judge,
+      faults: this.#faults,
+      invalid,
+      ackedIds: this.#invariants.ackedIds,
+      keyed: this.#keyed,
+      onAck: (jobId: string, submission: SubmitJob) => this.#invariants.onAck(jobId, submission),
+      quiet: () => this.#quiet,
+      log: this.#log,
+    };
+    const clientCount = rng.int(1, 4);
+    for (let i = 0; i < clientCount; i++) {
+      this.#clients.push(new SimClient(`client-${i}`, clientEnv, rng.fork()));
+    }
+  }
+
+  /** Runs both phases; throws {@link SimulationViolation} on the first broken invariant. */
+  run(): SimulationReport {
+    const { config, sweepIntervalMs } = this.#profile;
+    this.#log(
+      () =>
+        `seed ${this.seed}: ${this.#workers.length} workers, ${this.#clients.length} clients, sweep ${sweepIntervalMs} ms, fault rate ${this.#profile.faultRate.toFixed(3)}, config ${JSON.stringify(config)}`,
+    );
+    this.#world.start(this.#invariants);
+    this.#invariants.checkStep();
+    for (let step = 1; step <= this.#steps; step++) {
+      this.#judge.step = step;
+      this.#mainStep();
+      this.#invariants.checkStep();
+    }
+    const quiescenceSteps = this.#quiesce();
+    return this.#report(quiescenceSteps);
+  }
+
+  #mainStep(): void {
+    this.#advanceClock();
+    this.#log(() => `step ${this.#judge.step} t=+${this.#clock.nowMs - EPOCH_MS}ms`);
+    for (const worker of this.#workers) worker.act();
+    for (const client of this.#clients) client.act();
+    if (this.#rng.chance(this.#profile.faultRate)) this.#injectFault();
+    for (const worker of this.#workers) worker.read(this.#rng.int(0, 3));
+    const batches = this.#rng.int(0, 3);
+    for (let b = 0; b < batches; b++) {
+      const crash = this.#crashPlan;
+      this.#crashPlan = null;
+      this.#world.runBatch(this.#rng.int(1, 8), crash);
+    }
+  }
+
+  #quiesce(): number {
+    this.#quiet = true;
+    this.#judge.phase = 'quiescence';
+    this.#crashPlan = null;
+    for (const worker of this.#workers) worker.heal();
+    for (let q = 1; q <= this.#quiescenceMaxSteps; q++) {
+      this.#judge.step = this.#steps + q;
+      this.#quietStep();
+      this.#invariants.checkStep();
+      if (this.#quiescenceProblem() === null) return q;
+    }
+    throw this.#judge.violation(
+      `not quiescent after ${this.#quiescenceMaxSteps} steps: ${this.#quiescenceProblem()}`,
+    );
+  }
+
+  #quiescenceProblem(): string | null {
+    const unanswered = this.#clients.reduce((n, c) => n + c.unanswered, 0);
+    return this.#invariants.quiescenceProblem(unanswered);
+  }
+
+  /** Everything ready is done now; then the clock jumps to the next due moment. */
+  #quietStep(): void {
+    const busy = this.#world.hasInput() || this.#workers.some((w) => w.unread > 0);
+    let deltaMs = 0;
+    if (!busy) {
+      const now = this.#clock.nowMs;
+      const due = Math.min(
+        this.#world.nextTimerAtMs(),
+        ...this.#workers.map((w) => w.nextDueAtMs()),
+      );
+      // Heartbeat-safe: never more than half a heartbeat interval at once.
+      deltaMs = Math.min(Math.max(due - now, 1), Math.floor(this.#profile.heartbeatIntervalMs / 2));
+    }
+    this.#clock.advance(deltaMs);
+    this.#log(() => `step ${this.#judge.step} (quiet) t=+${this.#clock.nowMs - EPOCH_MS}ms`);
+    for (const worker of this.#workers) worker.act();
+    for (const client of this.#clients) client.act();
+    for (const worker of this.#workers) worker.read(Number.MAX_SAFE_INTEGER);
+    for (let b = 0; b < 1_000 && this.#world.hasInput(); b++)
+      this.#world.runBatch(this.#rng.int(1, 8));
+  }
+
+  #advanceClock(): void {
+    const { config, sweepIntervalMs, heartbeatIntervalMs } = this.#profile;
+    const rng = this.#rng;
+    const kind = rng.weighted(CLOCK_WEIGHTS);
+    let deltaMs: number;
+    switch (kind) {
+      case 'small':
+        deltaMs = rng.int(0, sweepIntervalMs);
+        break;
+      case 'medium':
+        deltaMs = rng.int(0, heartbeatIntervalMs);
+        break;
+      case 'pastHeartbeat':
+        deltaMs = config.heartbeatTimeoutMs + rng.int(1, config.heartbeatTimeoutMs);
+        break;
+      case 'pastDeadline':
+        deltaMs = config.taskTimeoutMs + rng.int(1, 1_000);
+        break;
+      case 'backoff':
+        deltaMs = rng.int(config.retryBaseDelayMs, config.retryMaxDelayMs + 1);
+        break;
+    }
+    if (kind !== 'small' && kind !== 'medium') this.#faults.count(`clock:${kind}`);
+    this.#clock.advance(deltaMs);
+  }
+
+  #injectFault(): void {
+    const rng = this.#rng;
+    const kind = rng.weighted(FAULT_WEIGHTS);
+    this.#faults.count(kind);
+    const worker = rng.pick(this.#workers);
+    this.#log(
+      () =>
+        `  fault: ${kind}${kind.startsWith('worker') || kind === 'reregister' || kind === 'drain' || kind === 'garbage' ? ` (${worker.workerId})` : ''}`,
+    );
+    switch (kind) {
+      case 'workerCrash':
+        return worker.crash();
+      case 'workerHang': {
+        const timeoutMs = this.#profile.config.heartbeatTimeoutMs;
+        return worker.hang(
+          rng.chance(0.5) ? rng.int(1, timeoutMs) : rng.int(timeoutMs, 3 * timeoutMs),
+        );
+      }
+      case 'reregister':
+        return worker.reregister();
+      case 'garbage':
+        return worker.garbage();
+      case 'strayConnection':
+        return worker.strayConnection();
+      case 'drain':
+        return worker.drain();
+      case 'lateResult':
+        return this.#lateResult();
+      case 'restart':
+        return this.#planRestart();
+      case 'clientHangUp':
+        return rng.pick(this.#clients).hangUp();
+    }
+  }
+
+  #lateResult(): void {
+    if (this.#ghosts.length === 0) return;
+    const rng = this.#rng;
+    const registered = this.#workers.filter((w) => w.registered);
+    if (registered.length === 0) return;
+    const count = rng.int(1, 3);
+    for (let i = 0; i < count; i++) rng.pick(registered).sendLate(rng.pick(this.#ghosts));
+  }
+
+  #planRestart(): void {
+    const rng = this.#rng;
+    const roll = rng.float();
+    if (roll < 0.3) {
+      this.#world.restart('crash between batches');
+    } else if (roll < 0.65) {
+      this.#crashPlan = { at: 'beforeCommit', index: rng.int(0, 5) };
+    } else {
+      this.#crashPlan = { at: 'afterCommit', released: rng.int(0, 8) };
+    }
+  }
+
+  #report(quiescenceSteps: number): SimulationReport {
+    const counts = this.#invariants.tracker.counts;
+    const stats = this.#world.stats;
+    return {
+      seed: this.seed,
+      steps: this.#steps,
+      quiescenceSteps,
+      simulatedMs: this.#clock.nowMs - EPOCH_MS,
+      inputs: stats.inputs,
+      batches: stats.batches,
+      restarts: stats.restarts,
+      jobsCreated: counts.created,
+      jobsAcked: this.#invariants.ackedIds.length,
+      completed: counts.completed,
+      failed: counts.failed,
+      cancelled: counts.cancelled,
+      staleResults: counts.staleResults,
+      deduplicated: counts.deduplicated,
+      rejected: counts.rejected,
+      faults: this.#faults.toJSON(),
+      faultTotal: this.#faults.total,
+    };
+  }
+}

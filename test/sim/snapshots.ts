@@ -1,0 +1,73 @@
+/**
+ * Job snapshots as clients see them: collecting every snapshot an input's
+ * replies carry, and the rules each one must satisfy on its own.
+ */
+import type { Effect } from '../../src/coordinator/core/types.js';
+import { JOB_STATES, type JobSnapshot, type JobState } from '../../src/protocol/messages.js';
+
+export interface SnapshotSeen {
+  jobId: string;
+  state: JobState;
+  attempts: number;
+  snapshot: JobSnapshot;
+  /** Which reply carried it, for messages. */
+  where: string;
+}
+
+/** Every job snapshot in the replies among `effects`, in effect order. */
+export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
+  const seen: SnapshotSeen[] = [];
+  const add = (snapshot: JobSnapshot, where: string): void => {
+    seen.push({
+      jobId: snapshot.jobId,
+      state: snapshot.state,
+      attempts: snapshot.attempts,
+      snapshot,
+      where,
+    });
+  };
+  for (const effect of effects) {
+    if (effect.kind !== 'reply') continue;
+    const msg = effect.msg;
+    const where = `${msg.type} to ${effect.connId}/${effect.requestId}`;
+    switch (msg.type) {
+      case 'JOB_SUBMITTED':
+        if (msg.job !== null) add(msg.job, where);
+        break;
+      case 'JOB_STATUS':
+      case 'JOB_CANCEL':
+        add(msg.job, where);
+        break;
+      case 'JOB_LIST':
+        for (const job of msg.jobs) add(job, where);
+        break;
+      case 'SUBMIT_REJECTED':
+      case 'WORKER_LIST':
+      case 'ERROR':
+        break;
+    }
+  }
+  return seen;
+}
+
+/** What is wrong with a snapshot taken on its own, or null. */
+export function snapshotProblem(job: JobSnapshot): string | null {
+  if (!(JOB_STATES as readonly string[]).includes(job.state))
+    return `state ${job.state} is not one of the six`;
+  if ((job.state === 'RUNNING') !== (job.workerId !== null)) {
+    return `state ${job.state} with workerId ${job.workerId}`;
+  }
+  if ((job.state === 'COMPLETED') !== (job.result !== null)) {
+    return `state ${job.state} with result ${job.result}`;
+  }
+  if (!Number.isInteger(job.attempts) || job.attempts < 0 || job.attempts > job.maxAttempts) {
+    return `attempts ${job.attempts} of maxAttempts ${job.maxAttempts}`;
+  }
+  if (job.state === 'QUEUED' && job.attempts === job.maxAttempts) {
+    return `QUEUED with every attempt (${job.attempts}) used`;
+  }
+  if (job.updatedAtMillis < job.createdAtMillis) {
+    return `updated (${job.updatedAtMillis}) before created (${job.createdAtMillis})`;
+  }
+  return null;
+}

@@ -1,0 +1,476 @@
+/**
+ * Handle-time checks: after every input, what the core did is judged from the
+ * input and the effects it returned, against a model kept from those effects.
+ *
+ * The model follows the core's own two layers. "Live" facts (attempts per
+ * job, the current lease per job) change as inputs are handled, including
+ * writes not yet committed; after a crash they are rebuilt from the committed
+ * rows. "Durable" facts (terminal states, idempotency keys) are staged per
+ * batch and promoted at commit; a crash throws away only the staged ones, so a
+ * terminal state or a key that was ever committed is remembered for the
+ * whole run, across restarts.
+ */
+import type { CoreConfig, CoreEvent, Effect } from '../../src/coordinator/core/types.js';
+import type { MemoryStore } from '../../src/store/memory-store.js';
+import type { JobRecord } from '../../src/store/store.js';
+import { isTerminalState, type JobState } from '../../src/protocol/messages.js';
+import { checkRequest, type Before, type KeyOwner } from './request-checks.js';
+import { collectSnapshots, snapshotProblem, type SnapshotSeen } from './snapshots.js';
+import type { Judge } from './violation.js';
+import type { HandledInput } from './world.js';
+
+export interface Lease {
+  attemptId: string;
+  workerId: string;
+}
+
+export interface TrackerCounts {
+  created: number;
+  completed: number;
+  failed: number;
+  cancelled: number;
+  staleResults: number;
+  deduplicated: number;
+  rejected: number;
+  recovered: number;
+}
+
+export class JobTracker {
+  /** Every job the live core knows (committed, or staged by it), with its attempts. */
+  readonly attempts = new Map<string, number>();
+  readonly maxAttempts = new Map<string, number>();
+  /** The current lease of each RUNNING job, as the events tell it. */
+  readonly leases = new Map<string, Lease>();
+  /** Terminal states that are committed, with a copy of the row as committed then. */
+  readonly terminal = new Map<string, { state: JobState; row: Readonly<JobRecord> }>();
+  /** Idempotency key -> the job it created, committed. */
+  readonly keys = new Map<string, KeyOwner>();
+  readonly counts: TrackerCounts = {
+    created: 0,
+    completed: 0,
+    failed: 0,
+    cancelled: 0,
+    staleResults: 0,
+    deduplicated: 0,
+    rejected: 0,
+    recovered: 0,
+  };
+  readonly #pendingTerminal = new Map<string, JobState>();
+  readonly #pendingKeys = new Map<string, KeyOwner>();
+  readonly #judge: Judge;
+  readonly #config: CoreConfig;
+  readonly #store: MemoryStore;
+  readonly #invalid: WeakSet<object>;
+  readonly #linkWorker: (connId: number) => string | null;
+
+  constructor(options: {
+    judge: Judge;
+    config: CoreConfig;
+    store: MemoryStore;
+    /** Requests the clients built invalid on purpose. */
+    invalid: WeakSet<object>;
+    /** The worker registered on a connection (at handle time). */
+    linkWorker: (connId: number) => string | null;
+  }) {
+    this.#judge = options.judge;
+    this.#config = options.config;
+    this.#store = options.store;
+    this.#invalid = options.invalid;
+    this.#linkWorker = options.linkWorker;
+  }
+
+  leaseCurrent(jobId: string, attemptId: string): boolean {
+    return this.leases.get(jobId)?.attemptId === attemptId;
+  }
+
+  /** The job's terminal state, committed or staged. */
+  terminalState(jobId: string): JobState | undefined {
+    return this.terminal.get(jobId)?.state ?? this.#pendingTerminal.get(jobId);
+  }
+
+  /** The job an idempotency key names, committed or staged. */
+  keyOwner(key: string): KeyOwner | undefined {
+    return this.keys.get(key) ?? this.#pendingKeys.get(key);
+  }
+
+  onHandled(h: HandledInput): void {
+    const judge = this.#judge;
+    const input = h.input;
+    if (input.kind === 'workerMessage' && h.linkClosedByCore) {
+      // Only a log line (result.stale) may come of it.
+      judge.check(
+        h.effects.every((e) => e.kind === 'event' && e.event.type === 'result.stale'),
+        () =>
+          `a ${input.msg.type} on connection ${input.connId}, already closed by the core, changed something`,
+      );
+    }
+    const snapshots = collectSnapshots(h.effects);
+    for (const seen of snapshots) this.#snapshotBefore(seen);
+    const before = this.#captureBefore(h);
+    let created = 0;
+    let finished = 0;
+    for (const effect of h.effects) {
+      if (effect.kind !== 'event') continue;
+      if (effect.event.type === 'job.submitted') created++;
+      if (isFinishing(effect.event)) finished++;
+      this.#apply(effect.event, h);
+    }
+    for (const seen of snapshots) this.#snapshotAfter(seen);
+    for (const effect of h.effects) {
+      // TASK_CANCEL is advisory: the lease is revoked before it is sent.
+      if (effect.kind === 'send' && effect.msg.type === 'TASK_CANCEL') {
+        const { jobId, attemptId } = effect.msg;
+        judge.check(
+          !this.leaseCurrent(jobId, attemptId),
+          () => `TASK_CANCEL for ${jobId}/${attemptId}, which is still the current lease`,
+        );
+      }
+    }
+    if (input.kind !== 'recovery') {
+      judge.check(
+        h.activeAfter - h.activeBefore === created - finished,
+        () =>
+          `activeCount went ${h.activeBefore} -> ${h.activeAfter} on ${input.kind} with ${created} created and ${finished} finished`,
+      );
+    }
+    if (input.kind === 'clientRequest') {
+      checkRequest({ judge, config: this.#config, invalid: this.#invalid }, input, h, before);
+    }
+    if (input.kind === 'workerMessage' && input.msg.type === 'TASK_RESULT') {
+      this.#checkResult(input.msg.jobId, input.msg.attemptId, input.msg, h, before.lease);
+    }
+  }
+
+  /** Staged terminal states and keys become durable. */
+  onCommitted(): void {
+    const judge = this.#judge;
+    for (const [jobId, state] of this.#pendingTerminal) {
+      const row = this.#store.getJob(jobId);
+      judge.check(
+        row?.state === state,
+        () => `job ${jobId} became ${state} but the committed row says ${row?.state ?? 'nothing'}`,
+      );
+      if (row !== undefined) this.terminal.set(jobId, { state, row: { ...row } });
+    }
+    for (const [key, owner] of this.#pendingKeys) this.keys.set(key, owner);
+    this.#pendingTerminal.clear();
+    this.#pendingKeys.clear();
+  }
+
+  /** The process died: staged facts vanish, live facts are rebuilt from committed rows. */
+  onCrash(): void {
+    this.#pendingTerminal.clear();
+    this.#pendingKeys.clear();
+    this.attempts.clear();
+    this.maxAttempts.clear();
+    this.leases.clear();
+    for (const row of this.#store.committedJobs()) {
+      this.attempts.set(row.jobId, row.attempts);
+      this.maxAttempts.set(row.jobId, row.maxAttempts);
+      if (row.state === 'RUNNING' && row.attemptId !== null && row.workerId !== null) {
+        this.leases.set(row.jobId, { attemptId: row.attemptId, workerId: row.workerId });
+      }
+    }
+  }
+
+  #captureBefore(h: HandledInput): Before & { lease: Lease | undefined } {
+    const input = h.input;
+    let jobId: string | null = null;
+    let key: string | null = null;
+    if (input.kind === 'workerMessage' && input.msg.type === 'TASK_RESULT') jobId = input.msg.jobId;
+    if (input.kind === 'clientRequest') {
+      const msg = input.msg;
+      if (msg.type === 'SUBMIT_JOB') key = msg.idempotencyKey;
+      if (msg.type === 'CANCEL_JOB' || msg.type === 'GET_JOB_STATUS' || msg.type === 'WAIT_JOB') {
+        jobId = msg.jobId;
+      }
+    }
+    return {
+      lease: jobId === null ? undefined : this.leases.get(jobId),
+      keyOwner: key === null ? undefined : this.keyOwner(key),
+      terminal: jobId === null ? undefined : this.terminalState(jobId),
+      known: jobId !== null && this.attempts.has(jobId),
+    };
+  }
+
+  #snapshotBefore(seen: SnapshotSeen): void {
+    const judge = this.#judge;
+    const problem = snapshotProblem(seen.snapshot);
+    judge.check(problem === null, () => `${seen.where}: job ${seen.jobId}: ${problem}`);
+    const terminal = this.terminalState(seen.jobId);
+    judge.check(
+      terminal === undefined || terminal === seen.state,
+      () => `terminal job ${seen.jobId} (${terminal}) shows as ${seen.state} in ${seen.where}`,
+    );
+    const attempts = this.attempts.get(seen.jobId);
+    judge.check(
+      attempts === undefined || seen.attempts >= attempts,
+      () =>
+        `${seen.where} shows job ${seen.jobId} with ${seen.attempts} attempts, fewer than ${attempts}`,
+    );
+  }
+
+  #snapshotAfter(seen: SnapshotSeen): void {
+    const judge = this.#judge;
+    const attempts = this.attempts.get(seen.jobId);
+    judge.check(attempts !== undefined, () => `${seen.where} shows unknown job ${seen.jobId}`);
+    judge.check(
+      seen.attempts <= (attempts as number),
+      () =>
+        `${seen.where} shows job ${seen.jobId} with ${seen.attempts} attempts, more than ${attempts}`,
+    );
+    if (isTerminalState(seen.state)) {
+      const terminal = this.terminalState(seen.jobId);
+      judge.check(
+        terminal === seen.state,
+        () =>
+          `${seen.where} shows job ${seen.jobId} ${seen.state}, but it is ${terminal ?? 'not terminal'}`,
+      );
+    }
+  }
+
+  #terminate(jobId: string, state: JobState): void {
+    const before = this.terminalState(jobId);
+    this.#judge.check(
+      before === undefined,
+      () => `terminal job ${jobId} changed again: ${before} -> ${state}`,
+    );
+    this.#pendingTerminal.set(jobId, state);
+  }
+
+  #apply(event: CoreEvent, h: HandledInput): void {
+    const judge = this.#judge;
+    switch (event.type) {
+      case 'job.submitted':
+        return this.#applySubmitted(event, h);
+      case 'job.assigned':
+        return this.#applyAssigned(event, h.effects);
+      case 'job.completed':
+        return this.#applyCompleted(event, h);
+      case 'job.retryScheduled':
+      case 'job.failed':
+        return this.#applyAttemptFailed(event);
+      case 'job.cancelled':
+        judge.check(
+          (event.from === 'RUNNING') === this.leases.has(event.jobId),
+          () =>
+            `job ${event.jobId} cancelled from ${event.from}, lease known: ${this.leases.has(event.jobId)}`,
+        );
+        this.leases.delete(event.jobId);
+        this.counts.cancelled++;
+        return this.#terminate(event.jobId, 'CANCELLED');
+      case 'job.deadlineExceeded':
+        judge.check(
+          h.input.kind === 'tick' && this.leaseCurrent(event.jobId, event.attemptId),
+          () =>
+            `deadline of job ${event.jobId} exceeded for a lease that is not current, on ${h.input.kind}`,
+        );
+        this.leases.delete(event.jobId);
+        return;
+      case 'job.recovered':
+        return this.#applyRecovered(event, h);
+      case 'job.requeued':
+        judge.check(
+          !this.leases.has(event.jobId) && this.terminalState(event.jobId) === undefined,
+          () => `job ${event.jobId} requeued while leased or terminal`,
+        );
+        return;
+      case 'job.deduplicated':
+        this.counts.deduplicated++;
+        return;
+      case 'job.rejected':
+        this.counts.rejected++;
+        return;
+      case 'result.stale':
+        this.counts.staleResults++;
+        return;
+      case 'worker.registered':
+      case 'worker.rejected':
+      case 'worker.suspected':
+      case 'worker.lost':
+      case 'worker.draining':
+        return;
+    }
+  }
+
+  #applyCompleted(event: Extract<CoreEvent, { type: 'job.completed' }>, h: HandledInput): void {
+    const judge = this.#judge;
+    const lease = this.leases.get(event.jobId);
+    judge.check(
+      lease !== undefined && lease.workerId === event.workerId,
+      () => `job ${event.jobId} completed by ${event.workerId} without holding its current lease`,
+    );
+    judge.check(
+      h.input.kind === 'workerMessage' &&
+        h.input.msg.type === 'TASK_RESULT' &&
+        h.input.msg.jobId === event.jobId,
+      () => `job ${event.jobId} completed on a ${h.input.kind} input, not on its TASK_RESULT`,
+    );
+    this.leases.delete(event.jobId);
+    this.counts.completed++;
+    this.#terminate(event.jobId, 'COMPLETED');
+  }
+
+  #applyAttemptFailed(
+    event: Extract<CoreEvent, { type: 'job.retryScheduled' | 'job.failed' }>,
+  ): void {
+    const judge = this.#judge;
+    this.leases.delete(event.jobId);
+    if (event.type === 'job.retryScheduled') {
+      judge.check(
+        event.attempt === this.attempts.get(event.jobId) && event.attempt < event.maxAttempts,
+        () => `retry of job ${event.jobId} after attempt ${event.attempt} of ${event.maxAttempts}`,
+      );
+      return;
+    }
+    judge.check(
+      event.attempts === this.attempts.get(event.jobId) &&
+        event.attempts >= (this.maxAttempts.get(event.jobId) ?? 0),
+      () => `job ${event.jobId} failed after ${event.attempts} attempts with attempts left`,
+    );
+    this.counts.failed++;
+    this.#terminate(event.jobId, 'FAILED');
+  }
+
+  #applySubmitted(event: Extract<CoreEvent, { type: 'job.submitted' }>, h: HandledInput): void {
+    const judge = this.#judge;
+    const input = h.input;
+    if (input.kind !== 'clientRequest' || input.msg.type !== 'SUBMIT_JOB') {
+      throw judge.violation(`job ${event.jobId} created on a ${input.kind} input`);
+    }
+    judge.check(!this.attempts.has(event.jobId), () => `job id ${event.jobId} created twice`);
+    const key = event.idempotencyKey;
+    if (key !== null) {
+      const owner = this.keyOwner(key);
+      judge.check(
+        owner === undefined,
+        () => `idempotency key ${key} maps to two jobs: ${owner?.jobId} and ${event.jobId}`,
+      );
+      this.#pendingKeys.set(key, { jobId: event.jobId, submission: input.msg });
+    }
+    this.attempts.set(event.jobId, 0);
+    this.maxAttempts.set(event.jobId, event.maxAttempts);
+    this.counts.created++;
+  }
+
+  #applyAssigned(
+    event: Extract<CoreEvent, { type: 'job.assigned' }>,
+    effects: readonly Effect[],
+  ): void {
+    const judge = this.#judge;
+    const jobId = event.jobId;
+    const held = this.leases.get(jobId);
+    judge.check(
+      held === undefined,
+      () =>
+        `job ${jobId} got lease ${event.attemptId} on ${event.workerId} while lease ${held?.attemptId} on ${held?.workerId} is current`,
+    );
+    judge.check(
+      this.terminalState(jobId) === undefined,
+      () => `terminal job ${jobId} was assigned`,
+    );
+    const attempts = this.attempts.get(jobId);
+    judge.check(
+      attempts !== undefined && event.attempt === attempts + 1,
+      () => `job ${jobId} assigned as attempt ${event.attempt} after ${attempts} attempts`,
+    );
+    judge.check(
+      event.attempt <= (this.maxAttempts.get(jobId) ?? 0),
+      () =>
+        `job ${jobId} assigned attempt ${event.attempt} beyond maxAttempts ${event.maxAttempts}`,
+    );
+    const send = effects.find(
+      (e) =>
+        e.kind === 'send' && e.msg.type === 'TASK_ASSIGN' && e.msg.attemptId === event.attemptId,
+    );
+    judge.check(
+      send?.kind === 'send' &&
+        send.msg.type === 'TASK_ASSIGN' &&
+        send.msg.jobId === jobId &&
+        send.msg.attemptNumber === event.attempt &&
+        this.#linkWorker(send.connId) === event.workerId,
+      () =>
+        `job ${jobId} assigned to ${event.workerId} without a matching TASK_ASSIGN on its connection`,
+    );
+    this.leases.set(jobId, { attemptId: event.attemptId, workerId: event.workerId });
+    this.attempts.set(jobId, event.attempt);
+  }
+
+  #applyRecovered(event: Extract<CoreEvent, { type: 'job.recovered' }>, h: HandledInput): void {
+    const judge = this.#judge;
+    const attempts = this.attempts.get(event.jobId) ?? 0;
+    const max = this.maxAttempts.get(event.jobId) ?? 0;
+    judge.check(
+      h.input.kind === 'recovery' && event.from === 'RUNNING' && this.leases.has(event.jobId),
+      () => `job ${event.jobId} recovered from ${event.from} outside recovery or without a lease`,
+    );
+    judge.check(
+      event.to === 'FAILED' ? attempts >= max : event.to === 'QUEUED' && attempts < max,
+      () => `job ${event.jobId} recovered to ${event.to} after ${attempts} of ${max} attempts`,
+    );
+    this.leases.delete(event.jobId);
+    this.counts.recovered++;
+    if (event.to === 'FAILED') {
+      this.counts.failed++;
+      this.#terminate(event.jobId, 'FAILED');
+    }
+  }
+
+  /** A TASK_RESULT is accepted exactly when it carries the current lease of its sender. */
+  #checkResult(
+    jobId: string,
+    attemptId: string,
+    msg: { success: boolean; result: string | null },
+    h: HandledInput,
+    leaseBefore: Lease | undefined,
+  ): void {
+    const judge = this.#judge;
+    const accepted = h.effects.some(
+      (e) =>
+        e.kind === 'event' &&
+        ((e.event.type === 'job.completed' && e.event.jobId === jobId) ||
+          ((e.event.type === 'job.retryScheduled' || e.event.type === 'job.failed') &&
+            e.event.cause === 'task_failure' &&
+            e.event.jobId === jobId)),
+    );
+    const current =
+      !h.linkClosedByCore &&
+      leaseBefore !== undefined &&
+      leaseBefore.attemptId === attemptId &&
+      leaseBefore.workerId === h.linkWorkerId;
+    judge.check(
+      accepted === current,
+      () =>
+        `TASK_RESULT ${jobId}/${attemptId} from ${h.linkWorkerId ?? 'an unregistered connection'} was ${accepted ? 'accepted' : 'ignored'}, but the current lease is ${leaseBefore?.attemptId ?? 'none'} on ${leaseBefore?.workerId ?? 'nobody'}`,
+    );
+    if (!accepted) return;
+    judge.check(
+      h.currentAtSend,
+      () => `TASK_RESULT ${jobId}/${attemptId} was accepted but was not current when sent`,
+    );
+    const completed = h.effects.some(
+      (e) => e.kind === 'event' && e.event.type === 'job.completed' && e.event.jobId === jobId,
+    );
+    judge.check(
+      completed === msg.success,
+      () => `TASK_RESULT success=${msg.success} for ${jobId} was handled the other way`,
+    );
+    if (completed) {
+      const row = this.#store.getJob(jobId);
+      judge.check(
+        row?.result === (msg.result ?? ''),
+        () =>
+          `job ${jobId} completed with result ${row?.result}, the accepted attempt sent ${msg.result}`,
+      );
+    }
+  }
+}
+
+function isFinishing(event: CoreEvent): boolean {
+  return (
+    event.type === 'job.completed' ||
+    event.type === 'job.failed' ||
+    event.type === 'job.cancelled' ||
+    (event.type === 'job.recovered' && event.to === 'FAILED')
+  );
+}

@@ -1,0 +1,430 @@
+/**
+ * Simulated worker processes.
+ *
+ * A worker connects, registers, heartbeats while not hung, runs each assigned
+ * task for a random simulated time and reports a TASK_RESULT (mostly success;
+ * FAIL tasks follow their payload). Its misbehaviours are the faults the
+ * coordinator must survive: crashing (in-flight work lost, some frames lost),
+ * hanging (no heartbeats, no reading, socket kept), slow and duplicated and
+ * reordered results, ignoring a TASK_CANCEL, results for old leases,
+ * re-registering under its id on a new connection while the old one is still
+ * open, a stray connection with a bad first frame, garbage on the wire,
+ * draining. Some workers keep running their tasks across a lost connection
+ * and report them on the next one (late results); others drop them, as the
+ * real worker does.
+ *
+ * Worker modes: down (process dead until `restartAtMs`) -> up; while up it is
+ * disconnected (`link` null, dialling at `reconnectAtMs`), registering, or
+ * registered; independently it may be hung until `hungUntilMs`.
+ */
+import type {
+  CoordinatorToWorker,
+  JsonObject,
+  TaskResult,
+  WorkerToCoordinator,
+} from '../../src/protocol/messages.js';
+import type { SimClock, WorkerLink, WorkerPeer } from './network.js';
+import type { Random } from './random.js';
+import type { Judge } from './violation.js';
+import type { World } from './world.js';
+
+/** A lease some worker received: late results are drawn from these. */
+export interface GhostLease {
+  jobId: string;
+  attemptId: string;
+  success: boolean;
+}
+
+/** Most old leases kept for late results. */
+const MAX_GHOSTS = 200;
+
+export class FaultCounter {
+  readonly #counts = new Map<string, number>();
+
+  count(kind: string): void {
+    this.#counts.set(kind, (this.#counts.get(kind) ?? 0) + 1);
+  }
+
+  get total(): number {
+    let total = 0;
+    for (const n of this.#counts.values()) total += n;
+    return total;
+  }
+
+  toJSON(): Record<string, number> {
+    return Object.fromEntries([...this.#counts.entries()].sort(([a], [b]) => (a < b ? -1 : 1)));
+  }
+}
+
+export interface WorkerEnv {
+  world: World;
+  clock: SimClock;
+  judge: Judge;
+  faults: FaultCounter;
+  ghosts: GhostLease[];
+  heartbeatIntervalMs: number;
+  heartbeatTimeoutMs: number;
+  taskTimeoutMs: number;
+  /** True during quiescence: no misbehaviour. */
+  quiet(): boolean;
+  log(line: () => string): void;
+}
+
+interface Task {
+  jobId: string;
+  attemptId: string;
+  attemptNumber: number;
+  doneAtMs: number;
+  success: boolean;
+}
+
+interface Outgoing {
+  msg: TaskResult;
+  sendAtMs: number;
+}
+
+/** Stray connections are read by nobody. */
+const NOBODY: WorkerPeer = { onFrame: () => undefined, onClosed: () => undefined };
+
+export class SimWorker implements WorkerPeer {
+  readonly workerId: string;
+  #capacity: number;
+  readonly #env: WorkerEnv;
+  readonly #rng: Random;
+  readonly #taskTypes: string[] | null;
+  readonly #keepsTasks: boolean;
+  #link: WorkerLink | null = null;
+  #registered = false;
+  #up = true;
+  #restartAtMs = 0;
+  #reconnectAtMs = 0;
+  #hungUntilMs = 0;
+  #nextHeartbeatAtMs = 0;
+  #draining = false;
+  readonly #tasks = new Map<string, Task>();
+  #outbox: Outgoing[] = [];
+
+  constructor(workerId: string, env: WorkerEnv, rng: Random, taskTypes: string[] | null) {
+    this.workerId = workerId;
+    this.#env = env;
+    this.#rng = rng;
+    this.#capacity = rng.int(1, 4);
+    this.#taskTypes = taskTypes;
+    this.#keepsTasks = rng.chance(0.4);
+  }
+
+  get #now(): number {
+    return this.#env.clock.nowMs;
+  }
+
+  get #hung(): boolean {
+    return this.#now < this.#hungUntilMs;
+  }
+
+  /** Time passes for this worker: dial, heartbeat, finish tasks, send results. */
+  act(): void {
+    const now = this.#now;
+    if (!this.#up) {
+      if (now < this.#restartAtMs) return;
+      this.#up = true;
+      this.#env.log(() => `  ${this.workerId} process starts`);
+    }
+    if (this.#hung) return;
+    if (this.#link === null && now >= this.#reconnectAtMs) this.#connect();
+    const link = this.#link;
+    if (link !== null && this.#registered && now >= this.#nextHeartbeatAtMs) {
+      this.#write({ type: 'HEARTBEAT', workerId: this.workerId });
+      this.#nextHeartbeatAtMs = now + this.#env.heartbeatIntervalMs;
+    }
+    this.#finishTasks();
+    this.#flushOutbox();
+    if (this.#draining && this.#tasks.size === 0 && this.#outbox.length === 0 && link !== null) {
+      this.#env.log(() => `  ${this.workerId} drained; disconnects`);
+      this.#env.world.workerHangUp(link, link.toCoordinator.length, 'worker drained');
+      this.#dropLink();
+    }
+  }
+
+  /** Reads up to `max` frames from the coordinator (none while down or hung). */
+  read(max: number): void {
+    if (!this.#up || this.#hung || this.#link === null) return;
+    this.#env.world.deliverToWorker(this.#link, max);
+  }
+
+  /** Frames waiting for this worker to read them. */
+  get unread(): number {
+    return this.#link === null || !this.#up || this.#hung ? 0 : this.#link.toWorker.length;
+  }
+
+  /** When this worker next has something to do (for the quiescence clock). */
+  nextDueAtMs(): number {
+    let at = Number.POSITIVE_INFINITY;
+    if (!this.#up) return this.#restartAtMs;
+    if (this.#hung) return this.#hungUntilMs;
+    if (this.#link === null) return this.#reconnectAtMs;
+    if (this.#registered) at = this.#nextHeartbeatAtMs;
+    for (const task of this.#tasks.values()) at = Math.min(at, task.doneAtMs);
+    for (const out of this.#outbox) at = Math.min(at, out.sendAtMs);
+    return at;
+  }
+
+  onFrame(link: WorkerLink, msg: CoordinatorToWorker): void {
+    if (link !== this.#link) return;
+    const judge = this.#env.judge;
+    switch (msg.type) {
+      case 'WORKER_REGISTERED':
+        judge.check(
+          msg.workerId === this.workerId,
+          () => `${this.workerId} registered as ${msg.workerId}`,
+        );
+        this.#registered = true;
+        this.#nextHeartbeatAtMs = this.#now + this.#env.heartbeatIntervalMs;
+        return;
+      case 'TASK_ASSIGN':
+        judge.check(
+          this.#registered,
+          () =>
+            `TASK_ASSIGN ${msg.jobId} reached ${this.workerId} on connection ${link.connId} before WORKER_REGISTERED`,
+        );
+        return this.#start(msg.jobId, msg.attemptId, msg.attemptNumber, msg.taskType, msg.payload);
+      case 'TASK_CANCEL': {
+        judge.check(
+          link.leases.has(msg.attemptId),
+          () =>
+            `TASK_CANCEL ${msg.jobId}/${msg.attemptId} on connection ${link.connId}, which never got that lease`,
+        );
+        const task = this.#tasks.get(msg.attemptId);
+        if (task === undefined || task.jobId !== msg.jobId) return;
+        if (!this.#env.quiet() && this.#rng.chance(0.15)) {
+          this.#env.faults.count('cancelIgnored');
+          return;
+        }
+        this.#tasks.delete(msg.attemptId);
+        return;
+      }
+      case 'ERROR':
+        return;
+    }
+  }
+
+  onClosed(link: WorkerLink): void {
+    if (link !== this.#link) return;
+    this.#env.log(() => `  ${this.workerId} sees connection ${link.connId} closed`);
+    this.#dropLink();
+  }
+
+  // ---- faults --------------------------------------------------------------
+
+  /** The process dies: tasks and unsent results are lost, some written frames too. */
+  crash(): void {
+    if (!this.#up) return;
+    const link = this.#link;
+    if (link !== null) {
+      this.#env.world.workerHangUp(
+        link,
+        this.#rng.int(0, link.toCoordinator.length),
+        'worker crashed',
+      );
+    }
+    this.#link = null;
+    this.#registered = false;
+    this.#draining = false;
+    this.#tasks.clear();
+    this.#outbox = [];
+    this.#up = false;
+    this.#hungUntilMs = 0;
+    this.#restartAtMs = this.#now + this.#rng.int(0, 2 * this.#env.heartbeatTimeoutMs);
+  }
+
+  /** Stops heartbeating, reading and reporting for a while; the socket stays open. */
+  hang(durationMs: number): void {
+    if (this.#up) this.#hungUntilMs = Math.max(this.#hungUntilMs, this.#now + durationMs);
+  }
+
+  /**
+   * A new process registers under the same id on a new connection. The old
+   * connection is left half-open (the coordinator must replace the session)
+   * or ends later.
+   */
+  reregister(): void {
+    if (!this.#up || this.#link === null) return;
+    const old = this.#link;
+    old.owner = null;
+    old.toWorker.length = 0;
+    if (this.#rng.chance(0.5))
+      this.#env.world.workerHangUp(old, old.toCoordinator.length, 'old process gone');
+    this.#tasks.clear();
+    this.#outbox = [];
+    this.#hungUntilMs = 0;
+    this.#draining = false;
+    if (this.#rng.chance(0.3)) this.#capacity = this.#rng.int(1, 4);
+    this.#connect();
+  }
+
+  /**
+   * Breaks the protocol: an undecodable frame, or a second WORKER_REGISTER on
+   * a registered connection. Either way the coordinator must drop this worker.
+   */
+  garbage(): void {
+    if (this.#link === null || !this.#up || this.#hung) return;
+    if (this.#registered && this.#rng.chance(0.5)) {
+      this.#write({
+        type: 'WORKER_REGISTER',
+        workerId: this.workerId,
+        capacity: this.#capacity,
+        taskTypes: this.#taskTypes,
+      });
+    } else {
+      this.#env.world.workerGarbage(this.#link, 'undecodable frame');
+    }
+  }
+
+  /** A stray connection from this host whose first frame is wrong. */
+  strayConnection(): void {
+    const link = this.#env.world.openWorkerLink(NOBODY);
+    const bad: WorkerToCoordinator = this.#rng.pick<WorkerToCoordinator>([
+      { type: 'HEARTBEAT', workerId: this.workerId },
+      { type: 'WORKER_REGISTER', workerId: ' ', capacity: 1, taskTypes: null },
+      { type: 'WORKER_REGISTER', workerId: this.workerId, capacity: 0, taskTypes: null },
+      { type: 'WORKER_REGISTER', workerId: this.workerId, capacity: 5000, taskTypes: null },
+    ]);
+    this.#env.world.writeWorker(link, bad);
+    if (this.#rng.chance(0.5))
+      this.#env.world.writeWorker(link, { type: 'HEARTBEAT', workerId: this.workerId });
+  }
+
+  /** Asks for no new work; disconnects once idle. */
+  drain(): void {
+    if (!this.#registered || this.#draining || this.#hung) return;
+    this.#draining = true;
+    this.#write({ type: 'WORKER_DRAINING', workerId: this.workerId });
+  }
+
+  /** Reports on an old lease (maybe revoked long ago, maybe someone else's). */
+  sendLate(ghost: GhostLease): boolean {
+    if (!this.#registered || this.#hung) return false;
+    this.#write(this.#resultFor(ghost.jobId, ghost.attemptId, ghost.success, 0));
+    return true;
+  }
+
+  /** Quiescence: the process is healthy from now on. */
+  heal(): void {
+    this.#hungUntilMs = 0;
+    if (!this.#up) this.#restartAtMs = this.#now;
+  }
+
+  get registered(): boolean {
+    return this.#registered && this.#up;
+  }
+
+  // ---- internals -----------------------------------------------------------
+
+  #connect(): void {
+    const world = this.#env.world;
+    this.#link = world.openWorkerLink(this);
+    this.#registered = false;
+    this.#env.log(() => `  ${this.workerId} dials: connection ${this.#link?.connId}`);
+    world.writeWorker(this.#link, {
+      type: 'WORKER_REGISTER',
+      workerId: this.workerId,
+      capacity: this.#capacity,
+      taskTypes: this.#taskTypes,
+    });
+  }
+
+  #dropLink(): void {
+    this.#link = null;
+    this.#registered = false;
+    this.#draining = false;
+    this.#reconnectAtMs = this.#now + this.#rng.int(0, this.#env.heartbeatIntervalMs);
+    if (!this.#keepsTasks) {
+      this.#tasks.clear();
+      this.#outbox = [];
+    }
+  }
+
+  #write(msg: WorkerToCoordinator): void {
+    if (this.#link !== null) this.#env.world.writeWorker(this.#link, msg);
+  }
+
+  #start(
+    jobId: string,
+    attemptId: string,
+    attemptNumber: number,
+    taskType: string,
+    payload: JsonObject,
+  ): void {
+    const quiet = this.#env.quiet();
+    const timeoutMs = this.#env.taskTimeoutMs;
+    let durationMs = this.#rng.int(0, Math.min(Math.floor(timeoutMs / 2), 3_000));
+    if (!quiet && this.#rng.chance(0.08)) {
+      this.#env.faults.count('slowTask');
+      durationMs = this.#rng.int(timeoutMs, 2 * timeoutMs);
+    }
+    const failUntil = taskType === 'FAIL' ? payload['failUntilAttempt'] : undefined;
+    const success =
+      typeof failUntil === 'number' ? attemptNumber >= failUntil : this.#rng.chance(0.9);
+    this.#tasks.set(attemptId, {
+      jobId,
+      attemptId,
+      attemptNumber,
+      doneAtMs: this.#now + durationMs,
+      success,
+    });
+    const ghosts = this.#env.ghosts;
+    ghosts.push({ jobId, attemptId, success });
+    if (ghosts.length > MAX_GHOSTS) ghosts.splice(0, ghosts.length - MAX_GHOSTS);
+  }
+
+  #finishTasks(): void {
+    const now = this.#now;
+    for (const task of [...this.#tasks.values()]) {
+      if (task.doneAtMs > now) continue;
+      this.#tasks.delete(task.attemptId);
+      let sendAtMs = now;
+      if (!this.#env.quiet() && this.#rng.chance(0.05)) {
+        this.#env.faults.count('slowResult');
+        sendAtMs = now + this.#rng.int(1, 2 * this.#env.taskTimeoutMs);
+      }
+      const msg = this.#resultFor(task.jobId, task.attemptId, task.success, task.attemptNumber);
+      this.#outbox.push({ msg, sendAtMs });
+    }
+  }
+
+  #flushOutbox(): void {
+    if (!this.#registered) return;
+    const now = this.#now;
+    const due = this.#outbox.filter((o) => o.sendAtMs <= now);
+    if (due.length === 0) return;
+    this.#outbox = this.#outbox.filter((o) => o.sendAtMs > now);
+    const quiet = this.#env.quiet();
+    if (due.length > 1 && !quiet && this.#rng.chance(0.5)) {
+      this.#env.faults.count('reorderedResults');
+      this.#rng.shuffle(due);
+    }
+    for (const out of due) {
+      this.#write(out.msg);
+      if (!quiet && this.#rng.chance(0.05)) {
+        this.#env.faults.count('duplicateResult');
+        this.#write(out.msg);
+      }
+    }
+  }
+
+  #resultFor(
+    jobId: string,
+    attemptId: string,
+    success: boolean,
+    attemptNumber: number,
+  ): TaskResult {
+    return {
+      type: 'TASK_RESULT',
+      workerId: this.workerId,
+      jobId,
+      attemptId,
+      success,
+      result: success ? `ok ${attemptId}` : null,
+      error: success ? null : `simulated failure on attempt ${attemptNumber}`,
+    };
+  }
+}

@@ -1,0 +1,499 @@
+/**
+ * The simulated coordinator process: the real {@link CoordinatorCore} on a
+ * {@link MemoryStore}, driven exactly as the shell (src/coordinator/coordinator.ts)
+ * drives it: inputs are handled one at a time and their effects collected;
+ * one `store.commit()` ends the batch; only then are the effects released
+ * (frames queued to workers, replies handed to clients, wait timers armed).
+ *
+ * A restart discards the core, every connection and every timer, forgets the
+ * store's uncommitted writes (`MemoryStore.crash()`), and builds a new core
+ * from the committed rows, committing its recovery before anything else, as
+ * `Coordinator.start` does. It can strike mid-batch (before the commit) or
+ * after the commit with only some effects released.
+ */
+import { CoordinatorCore } from '../../src/coordinator/core/core.js';
+import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
+import type { ClientRequest, WorkerToCoordinator } from '../../src/protocol/messages.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { createBuiltinRegistry } from '../../src/tasks/builtin/index.js';
+import {
+  ClientLink,
+  IdSource,
+  WorkerLink,
+  type ClientPeer,
+  type SimClock,
+  type WorkerPeer,
+} from './network.js';
+import { describeEffect, describeInput } from './describe.js';
+import type { Random } from './random.js';
+
+/**
+ * How long the shell keeps reading a worker connection it closed, waiting for
+ * the worker to close its side (FramedConnection.close with drainInbound).
+ */
+export const DRAIN_INBOUND_MS = 5_000;
+
+/** Restart recovery is reported to the observer as this pseudo-input. */
+export type HandledKind = CoreInput | { kind: 'recovery' };
+
+export interface HandledInput {
+  input: HandledKind;
+  effects: readonly Effect[];
+  activeBefore: number;
+  activeAfter: number;
+  /** For worker frames: the worker id registered on that connection, if any. */
+  linkWorkerId: string | null;
+  /** For worker frames: the core had already closed that connection. */
+  linkClosedByCore: boolean;
+  /** For TASK_RESULT: its lease was the job's current one when the worker sent it. */
+  currentAtSend: boolean;
+}
+
+/** The invariant checker's hooks into the coordinator's life. */
+export interface WorldObserver {
+  /** Whether this lease is the job's current one now (asked when a worker sends a result). */
+  leaseCurrent(jobId: string, attemptId: string): boolean;
+  onHandled(handled: HandledInput): void;
+  onCommitted(): void;
+  /** The process died: uncommitted state is gone. Called before the new core exists. */
+  onCrash(): void;
+  onReleased(effect: Effect): void;
+  /** The core or the store threw: always a bug worth reporting. Returns the error to throw. */
+  fatal(what: string, err: unknown): Error;
+}
+
+/** Where a restart strikes in a batch. */
+export type CrashPoint =
+  /** After `index` inputs were handled, before the commit. */
+  | { at: 'beforeCommit'; index: number }
+  /** After the commit, with only the first `released` effects released. */
+  | { at: 'afterCommit'; released: number };
+
+export interface WorldOptions {
+  clock: SimClock;
+  rng: Random;
+  seed: number;
+  config: CoreConfig;
+  sweepIntervalMs: number;
+  log: (line: () => string) => void;
+}
+
+interface WaitTimer {
+  connId: number;
+  requestId: number;
+  dueAtMs: number;
+}
+
+type Source =
+  | { kind: 'worker'; link: WorkerLink }
+  | { kind: 'client'; link: ClientLink }
+  | { kind: 'tick' }
+  | { kind: 'wait'; key: string; timer: WaitTimer };
+
+interface PickedInput {
+  input: CoreInput;
+  link: WorkerLink | null;
+  currentAtSend: boolean;
+}
+
+export class World {
+  readonly clock: SimClock;
+  readonly config: CoreConfig;
+  readonly sweepIntervalMs: number;
+  readonly store = new MemoryStore();
+  readonly ids: IdSource;
+  /** Connections the coordinator process currently has (until it reads their end). */
+  readonly workerLinks = new Map<number, WorkerLink>();
+  readonly clientLinks = new Map<number, ClientLink>();
+  readonly stats = { batches: 0, inputs: 0, restarts: 0, commits: 0 };
+  readonly #rng: Random;
+  readonly #log: (line: () => string) => void;
+  readonly #validator = createBuiltinRegistry();
+  readonly #waitTimers = new Map<string, WaitTimer>();
+  #observer: WorldObserver | null = null;
+  #core: CoordinatorCore | null = null;
+  #nextTickAtMs = 0;
+  #nextConnId = 1;
+
+  constructor(options: WorldOptions) {
+    this.clock = options.clock;
+    this.#rng = options.rng;
+    this.config = options.config;
+    this.sweepIntervalMs = options.sweepIntervalMs;
+    this.ids = new IdSource(options.seed);
+    this.#log = options.log;
+  }
+
+  /** Starts the first coordinator process (recovering from the empty store). */
+  start(observer: WorldObserver): void {
+    this.#observer = observer;
+    this.#boot();
+  }
+
+  get core(): CoordinatorCore {
+    if (this.#core === null) throw new Error('world not started');
+    return this.#core;
+  }
+
+  get #obs(): WorldObserver {
+    if (this.#observer === null) throw new Error('world not started');
+    return this.#observer;
+  }
+
+  // ---- connections ---------------------------------------------------------
+
+  openWorkerLink(owner: WorkerPeer): WorkerLink {
+    const link = new WorkerLink(this.#nextConnId++, owner);
+    this.workerLinks.set(link.connId, link);
+    return link;
+  }
+
+  openClientLink(owner: ClientPeer): ClientLink {
+    const link = new ClientLink(this.#nextConnId++, owner);
+    this.clientLinks.set(link.connId, link);
+    return link;
+  }
+
+  /** A worker writes a frame (lost if the connection is no longer writable). */
+  writeWorker(link: WorkerLink, msg: WorkerToCoordinator): void {
+    if (!link.writable) return;
+    const currentAtSend =
+      msg.type === 'TASK_RESULT' ? this.#obs.leaseCurrent(msg.jobId, msg.attemptId) : false;
+    link.toCoordinator.push({ kind: 'frame', msg, currentAtSend, sentAtMs: this.clock.nowMs });
+  }
+
+  /** A client writes a request; returns its request id, or null if the link is closed. */
+  writeClient(link: ClientLink, msg: ClientRequest): number | null {
+    return link.request(msg);
+  }
+
+  /**
+   * The worker process died or dropped the connection: the coordinator reads
+   * the first `keepQueued` frames still in flight, then the end.
+   */
+  workerHangUp(link: WorkerLink, keepQueued: number, reason: string): void {
+    link.owner = null;
+    link.toWorker.length = 0;
+    if (link.endQueued) return;
+    link.toCoordinator.length = Math.min(link.toCoordinator.length, keepQueued);
+    link.queueEnd(reason);
+  }
+
+  /** The worker sent something undecodable; what it writes after that is never read. */
+  workerGarbage(link: WorkerLink, reason: string): void {
+    if (!link.writable) return;
+    link.toCoordinator.push({ kind: 'violation', reason });
+    link.writable = false;
+  }
+
+  /** Hands up to `max` queued frames to the worker reading `link`; returns how many. */
+  deliverToWorker(link: WorkerLink, max: number): number {
+    let delivered = 0;
+    while (delivered < max && link.toWorker.length > 0) {
+      const msg = link.toWorker.shift() as (typeof link.toWorker)[number];
+      delivered++;
+      if (msg === null) {
+        // The worker sees the close and closes its side: the shell's drain ends.
+        link.toWorker.length = 0;
+        const owner = link.owner;
+        link.owner = null;
+        owner?.onClosed(link);
+        link.queueEnd('worker closed its side');
+        break;
+      }
+      link.owner?.onFrame(link, msg);
+    }
+    return delivered;
+  }
+
+  // ---- the coordinator process ---------------------------------------------
+
+  /** True if some input is ready for the coordinator now. */
+  hasInput(): boolean {
+    return this.#sources().length > 0;
+  }
+
+  /** Earliest time a tick, a wait timer or a drain timeout becomes due. */
+  nextTimerAtMs(): number {
+    let at = this.#nextTickAtMs;
+    for (const timer of this.#waitTimers.values()) at = Math.min(at, timer.dueAtMs);
+    for (const link of this.workerLinks.values()) {
+      if (link.halfClosedAtMs !== null && !link.endQueued) {
+        at = Math.min(at, link.halfClosedAtMs + DRAIN_INBOUND_MS);
+      }
+    }
+    return at;
+  }
+
+  get pendingWaitTimers(): number {
+    return this.#waitTimers.size;
+  }
+
+  /**
+   * One batch: handles up to `size` ready inputs, commits once, releases the
+   * effects. With `crash`, the process dies at that point instead. Returns
+   * the number of inputs handled.
+   */
+  runBatch(size: number, crash: CrashPoint | null = null): number {
+    const effects: Effect[] = [];
+    let handled = 0;
+    for (; handled < size; handled++) {
+      if (crash?.at === 'beforeCommit' && crash.index === handled) break;
+      const picked = this.#pick();
+      if (picked === null) break;
+      for (const effect of this.#handle(picked)) effects.push(effect);
+      // A batch is one event-loop turn: time barely moves inside it.
+      if (this.#rng.chance(0.05)) this.clock.advance(1);
+    }
+    this.stats.batches++;
+    if (crash?.at === 'beforeCommit') {
+      this.restart(`crash after ${handled} uncommitted input(s)`);
+      return handled;
+    }
+    this.#commit();
+    const releaseCount = crash === null ? effects.length : Math.min(crash.released, effects.length);
+    for (const effect of effects.slice(0, releaseCount)) this.#release(effect);
+    if (crash !== null) {
+      this.restart(`crash after commit, ${releaseCount} of ${effects.length} effect(s) released`);
+    }
+    return handled;
+  }
+
+  /** The coordinator process dies and starts again from the committed store. */
+  restart(reason: string): void {
+    this.stats.restarts++;
+    this.#log(() => `  !! coordinator restart: ${reason}`);
+    this.store.crash();
+    this.#obs.onCrash();
+    for (const link of this.workerLinks.values()) {
+      link.writable = false;
+      link.toCoordinator.length = 0;
+      link.toWorker.length = 0;
+      const owner = link.owner;
+      link.owner = null;
+      owner?.onClosed(link);
+    }
+    for (const link of this.clientLinks.values()) {
+      link.writable = false;
+      link.toCoordinator.length = 0;
+      const owner = link.owner;
+      link.owner = null;
+      owner?.onClosed(link);
+    }
+    this.workerLinks.clear();
+    this.clientLinks.clear();
+    this.#waitTimers.clear();
+    this.#core = null;
+    this.#boot();
+  }
+
+  #boot(): void {
+    let effects: Effect[];
+    try {
+      this.#core = new CoordinatorCore(this.config, {
+        now: () => this.clock.nowMs,
+        newId: () => this.ids.next(),
+        store: this.store,
+        validator: this.#validator,
+      });
+      effects = this.#core.takeRecoveryEffects();
+      for (const effect of effects) this.#log(() => `  recovery: ${describeEffect(effect)}`);
+    } catch (err) {
+      throw this.#obs.fatal('restart recovery', err);
+    }
+    this.#obs.onHandled({
+      input: { kind: 'recovery' },
+      effects,
+      activeBefore: 0,
+      activeAfter: this.#core.activeCount,
+      linkWorkerId: null,
+      linkClosedByCore: false,
+      currentAtSend: false,
+    });
+    this.#commit();
+    for (const effect of effects) this.#release(effect);
+    this.#nextTickAtMs = this.clock.nowMs + this.sweepIntervalMs;
+  }
+
+  #sources(): Source[] {
+    const now = this.clock.nowMs;
+    const sources: Source[] = [];
+    for (const link of this.workerLinks.values()) {
+      if (link.halfClosedAtMs !== null && now >= link.halfClosedAtMs + DRAIN_INBOUND_MS) {
+        link.queueEnd('drain timeout');
+      }
+      if (link.toCoordinator.length > 0) sources.push({ kind: 'worker', link });
+    }
+    for (const link of this.clientLinks.values()) {
+      if (link.toCoordinator.length > 0) sources.push({ kind: 'client', link });
+    }
+    if (now >= this.#nextTickAtMs) sources.push({ kind: 'tick' });
+    for (const [key, timer] of this.#waitTimers) {
+      if (now >= timer.dueAtMs) sources.push({ kind: 'wait', key, timer });
+    }
+    return sources;
+  }
+
+  /** Takes the next input from a random ready source (per-connection order kept). */
+  #pick(): PickedInput | null {
+    const sources = this.#sources();
+    if (sources.length === 0) return null;
+    const source = this.#rng.pick(sources);
+    switch (source.kind) {
+      case 'worker':
+        return this.#takeWorker(source.link);
+      case 'client':
+        return { input: this.#takeClient(source.link), link: null, currentAtSend: false };
+      case 'tick':
+        this.#nextTickAtMs = this.clock.nowMs + this.sweepIntervalMs;
+        return { input: { kind: 'tick' }, link: null, currentAtSend: false };
+      case 'wait':
+        this.#waitTimers.delete(source.key);
+        return {
+          input: {
+            kind: 'waitExpired',
+            connId: source.timer.connId,
+            requestId: source.timer.requestId,
+          },
+          link: null,
+          currentAtSend: false,
+        };
+    }
+  }
+
+  #takeWorker(link: WorkerLink): PickedInput {
+    const item = link.toCoordinator.shift() as WorkerLink['toCoordinator'][number];
+    const connId = link.connId;
+    switch (item.kind) {
+      case 'frame':
+        return {
+          input: { kind: 'workerMessage', connId, msg: item.msg },
+          link,
+          currentAtSend: item.currentAtSend,
+        };
+      case 'violation':
+        return {
+          input: { kind: 'workerViolation', connId, reason: item.reason },
+          link,
+          currentAtSend: false,
+        };
+      case 'end':
+        // The shell forgets the connection, then tells the core.
+        this.workerLinks.delete(connId);
+        return {
+          input: { kind: 'workerClosed', connId, reason: item.reason },
+          link,
+          currentAtSend: false,
+        };
+    }
+  }
+
+  #takeClient(link: ClientLink): CoreInput {
+    const item = link.toCoordinator.shift() as ClientLink['toCoordinator'][number];
+    if (item.kind === 'request') {
+      return {
+        kind: 'clientRequest',
+        connId: link.connId,
+        requestId: item.requestId,
+        msg: item.msg,
+      };
+    }
+    this.clientLinks.delete(link.connId);
+    const prefix = `${link.connId}/`;
+    for (const key of [...this.#waitTimers.keys()]) {
+      if (key.startsWith(prefix)) this.#waitTimers.delete(key);
+    }
+    return { kind: 'clientClosed', connId: link.connId };
+  }
+
+  #handle(picked: PickedInput): Effect[] {
+    const core = this.core;
+    const activeBefore = core.activeCount;
+    const linkClosedByCore = picked.link?.closedByCore ?? false;
+    let effects: Effect[];
+    try {
+      effects = core.handle(picked.input);
+    } catch (err) {
+      throw this.#obs.fatal(`handling ${picked.input.kind}`, err);
+    }
+    this.stats.inputs++;
+    this.#log(() => `  in  ${describeInput(picked.input)}`);
+    for (const effect of effects) {
+      this.#noteLinkEffect(effect);
+      this.#log(() => `        ${describeEffect(effect)}`);
+    }
+    this.#obs.onHandled({
+      input: picked.input,
+      effects,
+      activeBefore,
+      activeAfter: core.activeCount,
+      linkWorkerId: picked.link?.registeredAs ?? null,
+      linkClosedByCore,
+      currentAtSend: picked.currentAtSend,
+    });
+    return effects;
+  }
+
+  /** Connection facts the checks need at handle time (the shell keeps none of them). */
+  #noteLinkEffect(effect: Effect): void {
+    if (effect.kind === 'close') {
+      const link = this.workerLinks.get(effect.connId);
+      if (link !== undefined) link.closedByCore = true;
+    } else if (effect.kind === 'event' && effect.event.type === 'worker.registered') {
+      const link = this.workerLinks.get(effect.event.connId);
+      if (link !== undefined) link.registeredAs = effect.event.workerId;
+    }
+  }
+
+  #commit(): void {
+    try {
+      this.store.commit();
+    } catch (err) {
+      throw this.#obs.fatal('store commit', err);
+    }
+    this.stats.commits++;
+    this.#obs.onCommitted();
+  }
+
+  #release(effect: Effect): void {
+    switch (effect.kind) {
+      case 'send': {
+        const link = this.workerLinks.get(effect.connId);
+        if (link === undefined) break;
+        if (effect.msg.type === 'TASK_ASSIGN') link.leases.add(effect.msg.attemptId);
+        link.toWorker.push(effect.msg);
+        break;
+      }
+      case 'close': {
+        // Half-close: the worker is told; what it still sends is read until it
+        // closes its side, or DRAIN_INBOUND_MS pass. Nobody reads an abandoned link.
+        const link = this.workerLinks.get(effect.connId);
+        if (link === undefined) break;
+        link.toWorker.push(null);
+        link.halfClosedAtMs ??= this.clock.nowMs;
+        if (link.owner === null) link.queueEnd(effect.reason);
+        break;
+      }
+      case 'reply':
+        this.#waitTimers.delete(`${effect.connId}/${effect.requestId}`);
+        this.clientLinks
+          .get(effect.connId)
+          ?.owner?.onReply(
+            this.clientLinks.get(effect.connId) as ClientLink,
+            effect.requestId,
+            effect.msg,
+          );
+        break;
+      case 'armWait':
+        this.#waitTimers.set(`${effect.connId}/${effect.requestId}`, {
+          connId: effect.connId,
+          requestId: effect.requestId,
+          dueAtMs: this.clock.nowMs + effect.timeoutMs,
+        });
+        break;
+      case 'event':
+        break;
+    }
+    this.#obs.onReleased(effect);
+  }
+}
