@@ -20,11 +20,17 @@ export class ScriptProcess {
     this.child = child;
     child.stdout?.on('data', (d: Buffer) => (this.#output += d.toString('utf8')));
     child.stderr?.on('data', (d: Buffer) => (this.#output += d.toString('utf8')));
-    this.exited = once(child, 'exit').then(([code, signal]) => (signal === null ? (code as number) : null));
+    this.exited = once(child, 'exit').then(([code, signal]) =>
+      signal === null ? (code as number) : null,
+    );
   }
 
   /** Starts `scripts/<script>` with arguments; DTP_* variables of this process are not passed on. */
-  static start(script: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): ScriptProcess {
+  static start(
+    script: string,
+    args: string[],
+    options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+  ): ScriptProcess {
     const env: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('DTP_')) env[k] = v;
     const child = spawn(join(ROOT, 'scripts', script), args, {
@@ -52,7 +58,8 @@ export class ScriptProcess {
     return until(
       () => {
         const match = this.#output.match(pattern);
-        if (match === null && !this.running) throw new Error(`${this.name} exited; output:\n${this.#output}`);
+        if (match === null && !this.running)
+          throw new Error(`${this.name} exited; output:\n${this.#output}`);
         return match;
       },
       { timeoutMs, intervalMs: 20, what: `${this.name} output ${pattern}` },
