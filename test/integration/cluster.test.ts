@@ -101,7 +101,7 @@ describe('coordinator with real workers', () => {
   it('spreads a batch over several workers and finishes it', async () => {
     startWorker('real-2', 2);
     await until(async () => (await client.workers()).length === 2, { what: 'the second worker' });
-    const ids = [];
+    const ids: string[] = [];
     for (let i = 0; i < 12; i++) {
       ids.push((await client.submit({ taskType: 'SLEEP', payload: { durationMillis: 40 } })).jobId);
     }
