@@ -70,6 +70,8 @@ export class Coordinator {
   #flushScheduled = false;
   #sweepTimer: NodeJS.Timeout | null = null;
   #failure: { code: string; message: string } | null = null;
+  /** Set first thing in shutdown: from then on inputs are ignored. */
+  #stopping = false;
   #closing: Promise<void> | null = null;
 
   private constructor(options: CoordinatorOptions, store: Store, core: CoordinatorCore) {
@@ -169,7 +171,7 @@ export class Coordinator {
         });
       },
     });
-    if (this.#failure !== null || this.#closing !== null) {
+    if (this.#failure !== null || this.#stopping) {
       void conn.destroy('coordinator is not accepting workers');
       return;
     }
@@ -255,7 +257,7 @@ export class Coordinator {
   }
 
   #dispatch(input: CoreInput): void {
-    if (this.#failure !== null || this.#closing !== null) return;
+    if (this.#failure !== null || this.#stopping) return;
     try {
       const effects = this.#core.handle(input);
       for (const effect of effects) this.#pending.push(effect);
@@ -383,6 +385,7 @@ export class Coordinator {
   }
 
   async #shutdown(): Promise<void> {
+    this.#stopping = true;
     // From here on inputs are ignored: RUNNING jobs stay RUNNING in the store
     // and are recovered at the next start, exactly as after a crash.
     if (this.#sweepTimer !== null) clearInterval(this.#sweepTimer);
