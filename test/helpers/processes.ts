@@ -95,14 +95,15 @@ export class ScriptProcess {
 /** Starts a coordinator on free ports and returns it with the ports it logged. */
 export async function startCoordinatorProcess(
   args: string[],
+  ports: { workerPort: number; clientPort: number } = { workerPort: 0, clientPort: 0 },
 ): Promise<{ proc: ScriptProcess; workerPort: number; clientPort: number }> {
   const proc = ScriptProcess.start('coordinator.sh', [
     '--bind-host',
     '127.0.0.1',
     '--worker-port',
-    '0',
+    String(ports.workerPort),
     '--client-port',
-    '0',
+    String(ports.clientPort),
     ...args,
   ]);
   const match = await proc.waitForOutput(/workerPort=(\d+) clientPort=(\d+)/);
