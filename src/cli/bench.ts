@@ -10,12 +10,19 @@
  * takes the next number. So exactly `--concurrency` jobs are in flight and
  * a fast lane does more of the jobs than a slow one.
  *
- * Why one job in flight per connection: the client port answers requests in
- * the order they arrived (protocol.md), so a second job pipelined behind a
- * pending WAIT_JOB would have its acknowledgement, and its own completion,
- * held back until the first job ended. Its latencies would measure the queue
- * on our side of the socket, not the coordinator. Concurrency therefore
- * comes from connections, never from pipelining.
+ * Why one job in flight per connection by default: the client port answers
+ * requests in the order they arrived (protocol.md), so a second job pipelined
+ * behind a pending WAIT_JOB would have its acknowledgement, and its own
+ * completion, held back until the first job ended. Its latencies would
+ * measure the queue on our side of the socket, not the coordinator.
+ *
+ * `--in-flight N` (N > 1) is for open-loop bursts such as the overload
+ * experiment: each lane then keeps up to N jobs outstanding over two
+ * connections, one carrying only SUBMIT_JOBs (so acks are never held behind
+ * a wait) and one carrying only WAIT_JOBs. A wait reply can still be held
+ * behind an earlier job's wait on the same connection; with FIFO scheduling
+ * and equal task durations jobs end nearly in submission order, so that bias
+ * is small, but it is there.
  *
  * Clocks: each latency starts right before SUBMIT_JOB is written (the client
  * writes synchronously) and ends when the reply is in hand: submit-ack at
@@ -38,6 +45,8 @@ import { formatTable } from './output.js';
 export const BENCH_TASKS = ['sha256', 'sleep', 'prime-count'] as const;
 export type BenchTask = (typeof BENCH_TASKS)[number];
 
+/** Most jobs outstanding per lane (`--in-flight`). */
+export const MAX_BENCH_IN_FLIGHT = 1_000;
 /** Most connections (`--concurrency`). */
 export const MAX_BENCH_CONCURRENCY = 1_024;
 /** Most jobs per phase; bounds the memory held by latency samples. */
@@ -64,6 +73,14 @@ export const BENCH_FLAGS: readonly FlagSpec[] = [
     max: MAX_BENCH_JOBS,
     default: 25,
     help: 'unmeasured jobs run first',
+  },
+  {
+    name: 'in-flight',
+    type: 'int',
+    min: 1,
+    max: MAX_BENCH_IN_FLIGHT,
+    default: 1,
+    help: 'jobs outstanding per connection (> 1: submits and waits on separate connections)',
   },
   { name: 'task', type: 'enum', values: BENCH_TASKS, default: 'sha256', help: 'task to submit' },
   {
@@ -102,6 +119,8 @@ export interface BenchPlan {
   concurrency: number;
   /** Unmeasured jobs run first, >= 0. */
   warmup: number;
+  /** Jobs outstanding per lane, 1..1000 (default 1). */
+  inFlight?: number;
   task: BenchTask;
   /** Duration of each `sleep` task, in ms. */
   sleepMillis: number;
@@ -198,6 +217,7 @@ function validatePlan(plan: BenchPlan): void {
   assertIntIn('jobs', plan.jobs, 1, MAX_BENCH_JOBS);
   assertIntIn('concurrency', plan.concurrency, 1, MAX_BENCH_CONCURRENCY);
   assertIntIn('warmup', plan.warmup, 0, MAX_BENCH_JOBS);
+  assertIntIn('inFlight', plan.inFlight ?? 1, 1, MAX_BENCH_IN_FLIGHT);
   assertIntIn('waitTimeoutMs', plan.waitTimeoutMs, 0, 2_147_483_647);
   assertIntIn('submitTimeoutMs', plan.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS, 1, 2 ** 31 - 1);
 }
@@ -245,16 +265,15 @@ interface JobContext {
  * replies and wait timeouts are outcomes; anything else (a lost connection,
  * a stuck coordinator) is thrown and ends the run.
  */
-async function runOneJob(
-  client: BenchClient,
-  request: SubmitRequest,
-  ctx: JobContext,
-): Promise<JobOutcome> {
+async function runOneJob(lane: Lane, request: SubmitRequest, ctx: JobContext): Promise<JobOutcome> {
   const submitTimeoutMs = ctx.plan.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS;
   const sentMs = ctx.nowMs();
   let jobId: string;
   try {
-    ({ jobId } = await withSubmitTimeout(client.submit(request, { retries: 0 }), submitTimeoutMs));
+    ({ jobId } = await withSubmitTimeout(
+      lane.submitter.submit(request, { retries: 0 }),
+      submitTimeoutMs,
+    ));
   } catch (err) {
     if (err instanceof SubmitRejectedError) return { kind: 'rejected' };
     if (err instanceof RemoteError) return { kind: 'error', ackMs: null };
@@ -262,13 +281,29 @@ async function runOneJob(
   }
   const ackMs = ctx.nowMs() - sentMs;
   try {
-    const job = await client.wait(jobId, ctx.plan.waitTimeoutMs);
+    const job = await lane.waiter.wait(jobId, ctx.plan.waitTimeoutMs);
     return { kind: 'terminal', state: job.state, ackMs, endToEndMs: ctx.nowMs() - sentMs };
   } catch (err) {
     if (err instanceof WaitTimeoutError) return { kind: 'timedOut', ackMs };
     if (err instanceof RemoteError) return { kind: 'error', ackMs };
     throw err;
   }
+}
+
+/** One lane's connections: the same one twice unless `--in-flight` > 1. */
+interface Lane {
+  submitter: BenchClient;
+  waiter: BenchClient;
+}
+
+/** Pairs the opened connections into lanes (one or two connections each). */
+function lanesOf(clients: readonly BenchClient[], perLane: 1 | 2): Lane[] {
+  const lanes: Lane[] = [];
+  for (let i = 0; i + perLane <= clients.length; i += perLane) {
+    const submitter = clients[i] as BenchClient;
+    lanes.push({ submitter, waiter: clients[i + perLane - 1] as BenchClient });
+  }
+  return lanes;
 }
 
 async function closeAll(clients: readonly BenchClient[]): Promise<void> {
@@ -294,6 +329,7 @@ async function connectAll(count: number, open: () => Promise<BenchClient>): Prom
  */
 async function runPhase(
   clients: readonly BenchClient[],
+  lanes: readonly Lane[],
   phase: BenchProgress['phase'],
   total: number,
   ctx: JobContext & { runId: string; onProgress: (progress: BenchProgress) => void },
@@ -302,11 +338,11 @@ async function runPhase(
   const failures: unknown[] = [];
   let next = 0;
   const take = (): number | null => (failures.length === 0 && next < total ? next++ : null);
-  const lane = async (client: BenchClient): Promise<void> => {
+  const runner = async (lane: Lane): Promise<void> => {
     try {
       for (let index = take(); index !== null; index = take()) {
         const request = benchRequest(ctx.plan, `${ctx.runId} ${phase} ${index}`);
-        tally.record(await runOneJob(client, request, ctx));
+        tally.record(await runOneJob(lane, request, ctx));
         const { completed, rejected, failed } = tally.counts;
         ctx.onProgress({ phase, done: tally.counts.jobs, total, completed, rejected, failed });
       }
@@ -315,7 +351,8 @@ async function runPhase(
       if (failures.length === 1) await closeAll(clients);
     }
   };
-  await Promise.all(clients.map(lane));
+  const inFlight = ctx.plan.inFlight ?? 1;
+  await Promise.all(lanes.flatMap((lane) => Array.from({ length: inFlight }, () => runner(lane))));
   if (failures.length > 0) throw failures[0];
   return tally;
 }
@@ -335,12 +372,14 @@ export async function runBench(plan: BenchPlan, deps: BenchDeps = {}): Promise<B
     runId: randomBytes(4).toString('hex'),
     onProgress: deps.onProgress ?? (() => undefined),
   };
-  const connections = Math.min(plan.concurrency, Math.max(plan.jobs, plan.warmup));
+  const perLane = (plan.inFlight ?? 1) > 1 ? 2 : 1;
+  const connections = Math.min(plan.concurrency, Math.max(plan.jobs, plan.warmup)) * perLane;
   const clients = await connectAll(connections, () => connect(plan.host, plan.port));
+  const lanes = lanesOf(clients, perLane);
   try {
-    if (plan.warmup > 0) await runPhase(clients, 'warmup', plan.warmup, ctx);
+    if (plan.warmup > 0) await runPhase(clients, lanes, 'warmup', plan.warmup, ctx);
     const startMs = nowMs();
-    const tally = await runPhase(clients, 'measure', plan.jobs, ctx);
+    const tally = await runPhase(clients, lanes, 'measure', plan.jobs, ctx);
     const report = buildBenchReport(tally.counts, tally, nowMs() - startMs);
     const { task, concurrency, warmup } = plan;
     return { ...report, task, concurrency, connections, warmup };
@@ -434,6 +473,7 @@ export function benchPlanFrom(values: FlagValues): BenchPlan {
     jobs: values.int('jobs'),
     concurrency: values.int('concurrency'),
     warmup: values.int('warmup'),
+    inFlight: values.int('in-flight'),
     task: values.enum('task', BENCH_TASKS),
     sleepMillis: values.int('sleep-millis'),
     primeLimit: values.int('prime-limit'),

@@ -6,7 +6,7 @@
 import { Coordinator } from '../coordinator/coordinator.js';
 import { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES } from '../coordinator/options.js';
 import type { CoordinatorOptions } from '../coordinator/options.js';
-import { LOG_FORMATS, createLogger } from '../observability/logger.js';
+import { LOG_FORMATS, LOG_LEVELS, createLogger } from '../observability/logger.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import { exitOnStartFailure, parseServerFlags, stopOnSignals } from './lifecycle.js';
 
@@ -128,6 +128,13 @@ const FLAGS: readonly FlagSpec[] = [
     help: 'log lines as key=value text or JSON',
   },
   {
+    name: 'log-level',
+    type: 'enum',
+    values: LOG_LEVELS,
+    default: 'info',
+    help: 'info: a line per job event; warn: only trouble',
+  },
+  {
     name: 'metrics-port',
     type: 'int',
     min: 0,
@@ -141,6 +148,7 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
   const logger = createLogger({
     name: 'coordinator',
     format: values.enum('log-format', LOG_FORMATS),
+    level: values.enum('log-level', LOG_LEVELS),
   });
   return {
     workerPort: values.int('worker-port'),

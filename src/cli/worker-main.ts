@@ -4,7 +4,7 @@
  * SIGINT/SIGTERM.
  */
 import { randomBytes } from 'node:crypto';
-import { LOG_FORMATS, createLogger } from '../observability/logger.js';
+import { LOG_FORMATS, LOG_LEVELS, createLogger } from '../observability/logger.js';
 import { Worker } from '../worker/worker.js';
 import type { WorkerOptions } from '../worker/worker.js';
 import { UsageError } from './flags.js';
@@ -62,6 +62,13 @@ const FLAGS: readonly FlagSpec[] = [
     default: 'pretty',
     help: 'log lines as key=value text or JSON',
   },
+  {
+    name: 'log-level',
+    type: 'enum',
+    values: LOG_LEVELS,
+    default: 'info',
+    help: 'info: a line per job event; warn: only trouble',
+  },
 ];
 
 /** `worker-` and 8 random hex digits. */
@@ -79,7 +86,11 @@ function buildOptions(values: FlagValues): WorkerOptions {
     capacity: values.int('capacity'),
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
     reconnectDelayMs: values.int('reconnect-delay-millis'),
-    logger: createLogger({ name: 'worker', format: values.enum('log-format', LOG_FORMATS) }),
+    logger: createLogger({
+      name: 'worker',
+      format: values.enum('log-format', LOG_FORMATS),
+      level: values.enum('log-level', LOG_LEVELS),
+    }),
   };
 }
 

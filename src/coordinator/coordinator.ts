@@ -66,6 +66,8 @@ export class Coordinator {
   readonly #waitTimers = new Map<string, NodeJS.Timeout>();
   readonly #registrationTimeoutMs: number;
   #ports: [number, number] = [0, 0];
+  /** Time to open the store and rebuild memory from it, in ms. */
+  #recoveryMs = 0;
   #pending: Effect[] = [];
   #flushScheduled = false;
   #sweepTimer: NodeJS.Timeout | null = null;
@@ -93,6 +95,7 @@ export class Coordinator {
       deps.store ?? new SqliteStore({ path: options.databasePath, durability: options.durability });
     let core: CoordinatorCore;
     let recovered: Effect[];
+    const recoveryStartedMs = performance.now();
     try {
       core = new CoordinatorCore(coreConfig(options), {
         now: deps.now ?? Date.now,
@@ -107,6 +110,7 @@ export class Coordinator {
       throw err;
     }
     const self = new Coordinator(options, store, core);
+    self.#recoveryMs = Math.round(performance.now() - recoveryStartedMs);
     try {
       await self.#listen();
     } catch (err) {
@@ -132,6 +136,7 @@ export class Coordinator {
         database: options.databasePath,
         durability: options.durability,
         activeJobs: this.#core.activeCount,
+        recoveryMs: this.#recoveryMs,
       },
       'coordinator started',
     );

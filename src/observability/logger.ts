@@ -14,6 +14,10 @@ export type { Logger } from 'pino';
 export type LogFormat = 'pretty' | 'json';
 export const LOG_FORMATS: readonly LogFormat[] = ['pretty', 'json'];
 
+/** Levels a user may choose; `info` tells every job's story, `warn` only trouble. */
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 export interface LoggerOptions {
   /** Component name shown in every line (e.g. `coordinator`). */
   name: string;

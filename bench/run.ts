@@ -1,0 +1,155 @@
+/**
+ * `npm run bench [-- <name>...]`: runs the benchmarks and prints a Markdown
+ * report (medians of several runs; the machine is shared and noisy, so
+ * compare ratios within one report). Names: queue-depth, recovery,
+ * throughput, overload. Every run is bounded in jobs and time, and talks only
+ * to 127.0.0.1.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { machine, median } from './harness.js';
+import { overloadExperiment, type OverloadRun } from './overload.js';
+import { assignmentsPerSecond } from './queue-depth.js';
+import { measureRecovery, writeHistory, type RecoveryRun } from './recovery.js';
+import { throughput, type ThroughputRun } from './throughput.js';
+
+const REPEATS = 3;
+const ALL = ['queue-depth', 'recovery', 'throughput', 'overload'] as const;
+type Name = (typeof ALL)[number];
+
+function row(cells: (string | number)[]): string {
+  return `| ${cells.join(' | ')} |`;
+}
+
+function queueDepth(): string[] {
+  const lines = [row(['queued jobs', 'assignments/s (median of 3)'])];
+  lines.push(row(['---', '---']));
+  for (const depth of [100, 100_000]) {
+    const runs = Array.from({ length: REPEATS }, () => assignmentsPerSecond(depth, 20_000));
+    lines.push(row([depth.toLocaleString('en'), Math.round(median(runs)).toLocaleString('en')]));
+  }
+  return lines;
+}
+
+async function recovery(dir: string): Promise<string[]> {
+  const lines = [
+    row([
+      'rows (1 % active)',
+      'ready (spawn → port answers), ms',
+      'recovery, ms',
+      'RSS after start, MiB',
+    ]),
+  ];
+  lines.push(row(['---', '---', '---', '---']));
+  for (const rows of [100_000, 1_000_000]) {
+    const path = join(dir, `history-${rows}.db`);
+    writeHistory(path, rows);
+    const runs: RecoveryRun[] = [];
+    for (let i = 0; i < REPEATS; i++) runs.push(await measureRecovery(path, rows));
+    lines.push(
+      row([
+        rows.toLocaleString('en'),
+        median(runs.map((r) => r.readyMs)),
+        median(runs.map((r) => r.recoveryMs)),
+        median(runs.map((r) => r.rssMiB)),
+      ]),
+    );
+    rmSync(path, { force: true });
+  }
+  return lines;
+}
+
+async function throughputTable(dir: string): Promise<string[]> {
+  const lines = [
+    row([
+      'durability',
+      'connections × in flight',
+      'jobs/s',
+      'ack p50 / p99 ms',
+      'end-to-end p50 / p99 ms',
+    ]),
+    row(['---', '---', '---', '---', '---']),
+  ];
+  for (const [durability, concurrency, inFlight] of [
+    ['normal', 16, 1],
+    ['full', 16, 1],
+    ['normal', 8, 16],
+  ] as const) {
+    const runs: ThroughputRun[] = [];
+    for (let i = 0; i < REPEATS; i++)
+      runs.push(await throughput(dir, durability, concurrency, inFlight, 5_000));
+    const m = (f: (r: ThroughputRun) => number): string => median(runs.map(f)).toFixed(1);
+    lines.push(
+      row([
+        durability,
+        `${concurrency} × ${inFlight}`,
+        m((r) => r.jobsPerSec),
+        `${m((r) => r.ackP50Ms)} / ${m((r) => r.ackP99Ms)}`,
+        `${m((r) => r.e2eP50Ms)} / ${m((r) => r.e2eP99Ms)}`,
+      ]),
+    );
+  }
+  return lines;
+}
+
+async function overload(dir: string): Promise<string[]> {
+  const runs: OverloadRun[][] = [];
+  for (let i = 0; i < REPEATS; i++) runs.push(await overloadExperiment(dir));
+  const lines = [
+    row([
+      '--max-active-jobs',
+      'accepted',
+      'rejected',
+      'completed',
+      'jobs/s',
+      'end-to-end p50 ms',
+      'end-to-end p99 ms',
+    ]),
+    row(['---', '---', '---', '---', '---', '---', '---']),
+  ];
+  for (const index of [0, 1]) {
+    const set = runs.map((r) => r[index] as OverloadRun);
+    const m = (f: (r: OverloadRun) => number): number => median(set.map(f));
+    lines.push(
+      row([
+        (set[0] as OverloadRun).limit.toLocaleString('en'),
+        m((r) => r.accepted),
+        m((r) => r.rejected),
+        m((r) => r.completed),
+        m((r) => r.throughputJobsPerSec).toFixed(1),
+        Math.round(m((r) => r.p50Ms)),
+        Math.round(m((r) => r.p99Ms)),
+      ]),
+    );
+  }
+  return lines;
+}
+
+async function main(): Promise<void> {
+  const asked = process.argv.slice(2);
+  for (const name of asked) {
+    if (!(ALL as readonly string[]).includes(name))
+      throw new Error(`unknown benchmark ${name}; expected ${ALL.join(', ')}`);
+  }
+  const names: readonly Name[] = asked.length === 0 ? ALL : (asked as Name[]);
+  const dir = mkdtempSync(join(tmpdir(), 'dtp-bench-'));
+  const out: string[] = [`Machine: ${machine()}`, `Date: ${new Date().toISOString()}`, ''];
+  try {
+    for (const name of names) {
+      const started = performance.now();
+      out.push(`### ${name}`, '');
+      if (name === 'queue-depth') out.push(...queueDepth());
+      if (name === 'recovery') out.push(...(await recovery(dir)));
+      if (name === 'throughput') out.push(...(await throughputTable(dir)));
+      if (name === 'overload') out.push(...(await overload(dir)));
+      out.push('', `(${((performance.now() - started) / 1000).toFixed(0)} s)`, '');
+      console.error(`done: ${name}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  console.log(out.join('\n'));
+}
+
+await main();
