@@ -61,10 +61,14 @@ function signalExitCode(signal: NodeJS.Signals): number {
 
 /**
  * On the first SIGINT/SIGTERM: `close()`, then exit 0 (1 if it failed or took
- * longer than {@link FORCE_EXIT_AFTER_MS}). A second signal exits at once
+ * longer than `forceExitAfterMs`, default {@link FORCE_EXIT_AFTER_MS}). A second signal exits at once
  * with 128 + its number, for an operator who does not want to wait.
  */
-export function stopOnSignals(log: Logger, close: () => Promise<void>): void {
+export function stopOnSignals(
+  log: Logger,
+  close: () => Promise<void>,
+  forceExitAfterMs = FORCE_EXIT_AFTER_MS,
+): void {
   let stopping = false;
   const onSignal = (signal: NodeJS.Signals): void => {
     if (stopping) {
@@ -74,9 +78,9 @@ export function stopOnSignals(log: Logger, close: () => Promise<void>): void {
     stopping = true;
     log.info({ signal }, 'stopping');
     const force = setTimeout(() => {
-      log.error({ timeoutMs: FORCE_EXIT_AFTER_MS }, 'clean stop took too long: exiting');
+      log.error({ timeoutMs: forceExitAfterMs }, 'clean stop took too long: exiting');
       process.exit(1);
-    }, FORCE_EXIT_AFTER_MS);
+    }, forceExitAfterMs);
     force.unref();
     close().then(
       () => process.exit(0),

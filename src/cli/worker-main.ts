@@ -9,7 +9,12 @@ import { Worker } from '../worker/worker.js';
 import type { WorkerOptions } from '../worker/worker.js';
 import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
-import { exitOnStartFailure, parseServerFlags, stopOnSignals } from './lifecycle.js';
+import {
+  FORCE_EXIT_AFTER_MS,
+  exitOnStartFailure,
+  parseServerFlags,
+  stopOnSignals,
+} from './lifecycle.js';
 
 const PROGRAM = 'worker.sh';
 const SUMMARY = 'Runs a dtp worker: registers with a coordinator and runs the tasks it assigns.';
@@ -54,6 +59,14 @@ const FLAGS: readonly FlagSpec[] = [
     max: INT32_MAX,
     default: 2000,
     help: 'wait before dialling again after a lost connection',
+  },
+  {
+    name: 'drain-timeout-millis',
+    type: 'int',
+    min: 0,
+    max: INT32_MAX,
+    default: 30_000,
+    help: 'on SIGINT/SIGTERM, time running tasks get to finish before they are released',
   },
   {
     name: 'log-format',
@@ -115,4 +128,10 @@ options.logger.info(
   },
   'worker started',
 );
-stopOnSignals(options.logger, () => worker.close());
+const drainTimeoutMs = values.int('drain-timeout-millis');
+// SIGINT/SIGTERM drain: no new tasks, running ones get drainTimeoutMs to finish.
+stopOnSignals(
+  options.logger,
+  () => worker.drain(drainTimeoutMs),
+  drainTimeoutMs + FORCE_EXIT_AFTER_MS,
+);

@@ -9,8 +9,11 @@
  *   registering   connected, WORKER_REGISTER sent, WORKER_REGISTERED awaited
  *   registered    heartbeating; TASK_ASSIGN and TASK_CANCEL accepted
  *   closed        close() was called; final
- * A `draining` mode (no new assignments, running ones finish) fits between
- * `registered` and `closed`; `drain(timeoutMs)` will add it.
+ * `drain(timeoutMs)` is the graceful way out: it tells the coordinator
+ * (WORKER_DRAINING: no new assignments), stops reconnecting, lets running
+ * tasks finish for up to `timeoutMs`, then closes; whatever is still running
+ * then is abandoned, and the coordinator, seeing a draining worker leave,
+ * retries those attempts at once.
  *
  * Messages: sends WORKER_REGISTER, HEARTBEAT, TASK_RESULT; receives
  * WORKER_REGISTERED, TASK_ASSIGN, TASK_CANCEL, ERROR. An ERROR, any other
@@ -162,6 +165,9 @@ export class Worker {
   #unreachable = false;
   #loop: Promise<void> = Promise.resolve();
   #closing: Promise<void> | null = null;
+  #draining: Promise<void> | null = null;
+  /** Told when no task is left (drain waits on this). */
+  #idleWaiters: (() => void)[] = [];
 
   private constructor(options: WorkerOptions) {
     this.workerId = options.workerId;
@@ -203,6 +209,45 @@ export class Worker {
   }
 
   /**
+   * Graceful shutdown: announces WORKER_DRAINING, takes no new connection,
+   * waits up to `timeoutMs` for running tasks to finish and report, then
+   * closes (abandoning what is left). Idempotent; always the same promise.
+   */
+  drain(timeoutMs: number): Promise<void> {
+    this.#draining ??= this.#drainThenClose(timeoutMs);
+    return this.#draining;
+  }
+
+  async #drainThenClose(timeoutMs: number): Promise<void> {
+    const running = this.#tasks.size;
+    if (this.registered)
+      this.#connection?.send({ type: 'WORKER_DRAINING', workerId: this.workerId });
+    this.#log.info({ runningTasks: running, timeoutMs }, 'draining: no new tasks');
+    this.#abort.abort(); // no more dials or reconnect waits
+    const drained = await this.#whenIdle(timeoutMs);
+    if (drained) this.#log.info('drained: every task finished');
+    else this.#log.warn({ leftTasks: this.#tasks.size }, 'drain timed out; releasing what is left');
+    await this.close();
+  }
+
+  /** Resolves true once no task runs (or none could report), false after `timeoutMs`. */
+  #whenIdle(timeoutMs: number): Promise<boolean> {
+    if (this.#tasks.size === 0 || this.#connection === null) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      this.#idleWaiters.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+
+  #notifyIfIdle(): void {
+    if (this.#tasks.size > 0 && this.#connection !== null) return;
+    for (const waiter of this.#idleWaiters.splice(0)) waiter();
+  }
+
+  /**
    * Stops everything: no more dials, heartbeats or results; running tasks are
    * abandoned and their threads terminated; the connection is closed.
    * Idempotent; always the same promise.
@@ -235,7 +280,7 @@ export class Worker {
   }
 
   async #runLoop(): Promise<void> {
-    while (!this.#isClosed()) {
+    while (!this.#isClosed() && this.#draining === null) {
       try {
         await this.#connectAndServe();
       } catch (err) {
@@ -244,7 +289,7 @@ export class Worker {
         if (this.#connection !== null) void this.#connection.destroy('connection loop failed');
         if (!this.#isClosed() && this.#mode !== 'disconnected') this.#setMode('disconnected');
       }
-      if (this.#isClosed()) return;
+      if (this.#isClosed() || this.#draining !== null) return;
       await this.#wait(this.#options.reconnectDelayMs);
     }
   }
@@ -344,8 +389,11 @@ export class Worker {
     }
     this.#setMode('disconnected');
     this.#log.warn({ reason, orphanedTasks: this.#tasks.size }, 'connection lost');
-    this.#log.info({ delayMs: this.#options.reconnectDelayMs }, 'reconnecting');
+    if (this.#draining === null) {
+      this.#log.info({ delayMs: this.#options.reconnectDelayMs }, 'reconnecting');
+    }
     this.events.emit('disconnected', reason);
+    this.#notifyIfIdle(); // a draining worker has nobody left to report to
   }
 
   /** Cancels every running task (or only the orphans) without ever reporting it. */
@@ -361,6 +409,7 @@ export class Worker {
       void task.handle.cancel();
       this.events.emit('abandoned', jobId, attemptId);
     }
+    this.#notifyIfIdle();
   }
 
   #onMessage(connection: FramedConnection, msg: Message): void {
@@ -459,7 +508,10 @@ export class Worker {
     // Cancelled and abandoned tasks have left the map already: never report them.
     if (this.#tasks.get(task.attemptId) !== task) return;
     this.#tasks.delete(task.attemptId);
-    if (!outcome.success && outcome.cancelled) return;
+    if (!outcome.success && outcome.cancelled) {
+      this.#notifyIfIdle();
+      return;
+    }
     const { jobId, attemptId } = task;
     const durationMs = Math.round(performance.now() - task.startedAtMs);
     const error = outcome.success ? undefined : outcome.error;
@@ -473,6 +525,7 @@ export class Worker {
       // An orphan: its connection is gone and no new session exists yet.
       this.#lateResults.push(this.#resultMessage(task, outcome));
     }
+    this.#notifyIfIdle();
   }
 
   #sendResult(
@@ -516,6 +569,7 @@ export class Worker {
       return;
     }
     this.#tasks.delete(attemptId);
+    this.#notifyIfIdle();
     const cancelledAtMs = performance.now();
     void task.handle.cancel().then(() => {
       const stopMs = Math.round(performance.now() - cancelledAtMs);

@@ -106,6 +106,12 @@ export async function startCoordinatorProcess(
     String(ports.clientPort),
     ...args,
   ]);
-  const match = await proc.waitForOutput(/workerPort=(\d+) clientPort=(\d+)/);
+  // Either log format: `workerPort=1 clientPort=2` or `"workerPort":1,"clientPort":2`.
+  const match = await proc
+    .waitForOutput(/workerPort"?[=:](\d+)[ ,]"?clientPort"?[=:](\d+)/)
+    .catch(async (err: unknown) => {
+      await proc.kill();
+      throw err;
+    });
   return { proc, workerPort: Number(match[1]), clientPort: Number(match[2]) };
 }

@@ -114,7 +114,12 @@ export function failAttempt(
     });
     return;
   }
-  const delayMs = retryDelayMs(job.attempts, s.config.retryBaseDelayMs, s.config.retryMaxDelayMs);
+  // A released attempt (its worker drained and left) is retried at once: the
+  // worker said goodbye, nothing suggests the job itself is at fault.
+  const delayMs =
+    cause === 'released'
+      ? 0
+      : retryDelayMs(job.attempts, s.config.retryBaseDelayMs, s.config.retryMaxDelayMs);
   job.error = error;
   transition(job, 'RETRY_WAIT', s.nowMs);
   job.retryAtMs = s.nowMs + delayMs;

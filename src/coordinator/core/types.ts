@@ -44,7 +44,13 @@ export type Effect =
   | { kind: 'event'; event: CoreEvent };
 
 /** Why an attempt did not succeed. */
-export type AttemptFailureCause = 'worker_lost' | 'deadline' | 'task_failure' | 'restart';
+export type AttemptFailureCause =
+  | 'worker_lost'
+  /** The worker announced WORKER_DRAINING and left with the attempt unfinished. */
+  | 'released'
+  | 'deadline'
+  | 'task_failure'
+  | 'restart';
 
 export type CoreEvent =
   | { type: 'worker.registered'; workerId: string; capacity: number; connId: number }

@@ -8,7 +8,7 @@
  */
 import type { TaskResult, WorkerRegister, WorkerToCoordinator } from '../../protocol/messages.js';
 import { isCurrentLease } from './lease.js';
-import { completeJob, failAttempt, releaseLease, schedule } from './job-lifecycle.js';
+import { completeJob, failAttempt, releaseLease, requeueDue, schedule } from './job-lifecycle.js';
 import { ErrorCode, type CoreState } from './state.js';
 import type { WorkerSession } from './worker-registry.js';
 
@@ -146,19 +146,22 @@ function truncate(text: string): string {
  * Ends a session: every attempt it held is retried or failed with
  * `worker <id> lost (<reason>)`, and its connection is closed.
  */
-export function loseWorker(s: CoreState, session: WorkerSession, reason: string): void {
+export function loseWorker(s: CoreState, session: WorkerSession, lostBecause: string): void {
   const runningJobs = session.running.size;
+  const cause = session.draining ? 'released' : 'worker_lost';
+  const reason = session.draining ? `${lostBecause} while draining` : lostBecause;
   for (const jobId of [...session.running]) {
     const job = s.jobs.get(jobId);
     if (job === undefined || job.state !== 'RUNNING' || job.workerId !== session.workerId) {
       throw new Error(`worker ${session.workerId} holds job ${jobId} that is not running there`);
     }
     releaseLease(s, job);
-    failAttempt(s, job, 'worker_lost', `worker ${session.workerId} lost (${reason})`);
+    failAttempt(s, job, cause, `worker ${session.workerId} lost (${reason})`);
   }
   s.workers.remove(session);
   s.close(session.connId, `worker ${session.workerId} lost (${reason})`);
   s.emit({ type: 'worker.lost', workerId: session.workerId, reason, runningJobs });
+  if (cause === 'released') requeueDue(s); // released attempts are due now
   schedule(s);
 }
 
