@@ -46,7 +46,7 @@ describe('worker drain', () => {
       .jobId;
     const long = (await client.submit({ taskType: 'SLEEP', payload: { durationMillis: 60_000 } }))
       .jobId;
-    await until(async () => leaving.runningCount === 2, { what: 'both tasks to run' });
+    await until(() => leaving.runningCount === 2, { what: 'both tasks to run' });
 
     const drained = leaving.drain(1_000);
     await tc.waitForEvent('worker.draining', (e) => e.workerId === 'leaving');
