@@ -35,6 +35,7 @@ import { ClientSession } from './client-session.js';
 import { CoordinatorCore, type CoreInspection } from './core/core.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
 import { logEvent } from './event-log.js';
+import { MetricsServer } from './metrics-server.js';
 import type { CoordinatorOptions } from './options.js';
 
 export interface CoordinatorEvents {
@@ -66,6 +67,7 @@ export class Coordinator {
   readonly #waitTimers = new Map<string, NodeJS.Timeout>();
   readonly #registrationTimeoutMs: number;
   #ports: [number, number] = [0, 0];
+  #metricsServer: MetricsServer | null = null;
   /** Time to open the store and rebuild memory from it, in ms. */
   #recoveryMs = 0;
   #pending: Effect[] = [];
@@ -127,11 +129,16 @@ export class Coordinator {
       await this.#workerServer.listen(options.workerPort, options.bindHost),
       await this.#clientServer.listen(options.clientPort, options.bindHost),
     ];
+    if (options.metricsPort !== null) {
+      const { metricsPort: port, bindHost: host, maxActiveJobs } = options;
+      this.#metricsServer = await MetricsServer.start(this, { port, host, maxActiveJobs });
+    }
     this.#sweepTimer = setInterval(() => this.#dispatch({ kind: 'tick' }), options.sweepIntervalMs);
     this.#log.info(
       {
         workerPort: this.#ports[0],
         clientPort: this.#ports[1],
+        metricsPort: this.#metricsServer?.port,
         bindHost: options.bindHost,
         database: options.databasePath,
         durability: options.durability,
@@ -150,6 +157,11 @@ export class Coordinator {
   /** The client port actually bound. */
   get clientPort(): number {
     return this.#ports[1];
+  }
+
+  /** The `/metrics` port actually bound; null when metrics are off. */
+  get metricsPort(): number | null {
+    return this.#metricsServer?.port ?? null;
   }
 
   /** The core's current state (tests, metrics). */
@@ -407,7 +419,11 @@ export class Coordinator {
       Promise.all(conns.map((conn) => conn.close('coordinator shutting down'))),
       new Promise((resolve) => setTimeout(resolve, 2_000).unref()),
     ]);
-    await Promise.all([this.#workerServer.close(), this.#clientServer.close()]);
+    await Promise.all([
+      this.#workerServer.close(),
+      this.#clientServer.close(),
+      this.#metricsServer?.close(),
+    ]);
     this.#store.close();
     this.#log.info('coordinator stopped');
   }

@@ -92,20 +92,37 @@ export class ScriptProcess {
   }
 }
 
+/** How to launch a coordinator: `scripts/<script> <...prefix> <flags>` in `cwd`. */
+export interface CoordinatorLaunch {
+  /** Default `coordinator.sh`. */
+  script?: string;
+  /** Arguments before the flags, e.g. the role of `docker-entrypoint.sh`. */
+  prefix?: string[];
+  /** Working directory (default the repository root). */
+  cwd?: string;
+}
+
 /** Starts a coordinator on free ports and returns it with the ports it logged. */
 export async function startCoordinatorProcess(
   args: string[],
   ports: { workerPort: number; clientPort: number } = { workerPort: 0, clientPort: 0 },
+  launch: CoordinatorLaunch = {},
 ): Promise<{ proc: ScriptProcess; workerPort: number; clientPort: number }> {
-  const proc = ScriptProcess.start('coordinator.sh', [
-    '--bind-host',
-    '127.0.0.1',
-    '--worker-port',
-    String(ports.workerPort),
-    '--client-port',
-    String(ports.clientPort),
-    ...args,
-  ]);
+  const script = launch.script ?? 'coordinator.sh';
+  const proc = ScriptProcess.start(
+    script,
+    [
+      ...(launch.prefix ?? []),
+      '--bind-host',
+      '127.0.0.1',
+      '--worker-port',
+      String(ports.workerPort),
+      '--client-port',
+      String(ports.clientPort),
+      ...args,
+    ],
+    { cwd: launch.cwd },
+  );
   // Either log format: `workerPort=1 clientPort=2` or `"workerPort":1,"clientPort":2`.
   const match = await proc
     .waitForOutput(/workerPort"?[=:](\d+)[ ,]"?clientPort"?[=:](\d+)/)

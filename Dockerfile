@@ -1,0 +1,55 @@
+# syntax=docker/dockerfile:1
+# One image for all three roles; the first argument picks one:
+#   docker run dtp coordinator [flags] | worker [flags] | client <command> [flags]
+# See docs/OPERATIONS.md.
+
+# ---- build: compile TypeScript and the better-sqlite3 native module ----------
+FROM node:20-bookworm-slim AS build
+
+# better-sqlite3 is a native addon: when no prebuilt binary matches, npm ci
+# compiles it, which needs python3, make and a C++ compiler.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 make g++ \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+
+# Dependencies first: this layer is reused as long as the lock file is unchanged.
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+
+COPY tsconfig.json ./
+COPY src ./src
+COPY scripts ./scripts
+RUN npm run build \
+    && npm prune --omit=dev --no-audit --no-fund
+
+# ---- runtime -----------------------------------------------------------------
+FROM node:20-bookworm-slim
+
+# Flags fall back to DTP_* variables: the coordinator keeps its database on
+# the /data volume unless --database says otherwise.
+ENV NODE_ENV=production \
+    DTP_DATABASE=/data/coordinator.db
+
+WORKDIR /app
+
+# The application stays owned by root (read-only for the process); only the
+# data directory belongs to the unprivileged `node` user of the base image.
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/scripts ./scripts
+RUN mkdir -p /data && chown node:node /data
+
+USER node
+VOLUME ["/data"]
+
+# 7070 workers, 7071 clients, 9464 /metrics and /healthz (with --metrics-port 9464).
+EXPOSE 7070 7071 9464
+
+# No HEALTHCHECK here: only the coordinator serves /healthz, and the same
+# image runs workers. docker-compose.yml sets one on the coordinator service
+# (`docker-entrypoint.sh healthcheck`).
+ENTRYPOINT ["/app/scripts/docker-entrypoint.sh"]
+CMD ["coordinator"]

@@ -1,0 +1,104 @@
+/**
+ * The coordinator's HTTP side door for operators (`--metrics-port`):
+ *
+ * - `GET /metrics`: Prometheus text format, from {@link CoordinatorMetrics};
+ * - `GET /healthz`: `200 ok` while the coordinator works, `503` with the
+ *   failure message once it has stopped working (store failure or internal
+ *   error; it then refuses all work until restarted);
+ * - another method on those paths: 405; any other path: 404.
+ *
+ * It only reads: nothing here feeds an input into the core.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describeError } from '../protocol/errors.js';
+import { CoordinatorMetrics, type MetricsSource } from './metrics.js';
+
+/** Scrapers and probes are few; more connections than this are refused. */
+const MAX_CONNECTIONS = 64;
+/** A request that has not arrived whole by then is dropped. */
+const REQUEST_TIMEOUT_MS = 10_000;
+
+export interface MetricsServerOptions {
+  /** 0 = any free port. */
+  port: number;
+  host: string;
+  maxActiveJobs: number;
+}
+
+export class MetricsServer {
+  readonly metrics: CoordinatorMetrics;
+  readonly #server: Server;
+  readonly #source: MetricsSource;
+  #port = 0;
+  #closing: Promise<void> | null = null;
+
+  private constructor(source: MetricsSource, metrics: CoordinatorMetrics) {
+    this.#source = source;
+    this.metrics = metrics;
+    this.#server = createServer((req, res) => this.#handle(req, res));
+    this.#server.maxConnections = MAX_CONNECTIONS;
+    this.#server.requestTimeout = REQUEST_TIMEOUT_MS;
+  }
+
+  /** Creates the metrics for `source` and listens; rejects if the port cannot be bound. */
+  static async start(source: MetricsSource, options: MetricsServerOptions): Promise<MetricsServer> {
+    const metrics = new CoordinatorMetrics(source, { maxActiveJobs: options.maxActiveJobs });
+    const self = new MetricsServer(source, metrics);
+    await new Promise<void>((resolve, reject) => {
+      self.#server.once('error', reject);
+      self.#server.listen(options.port, options.host, () => {
+        self.#server.off('error', reject);
+        self.#port = (self.#server.address() as AddressInfo).port;
+        resolve();
+      });
+    });
+    return self;
+  }
+
+  /** The port actually bound. */
+  get port(): number {
+    return this.#port;
+  }
+
+  #handle(req: IncomingMessage, res: ServerResponse): void {
+    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    if (path !== '/metrics' && path !== '/healthz') {
+      reply(res, 404, 'not found\n');
+    } else if (req.method !== 'GET') {
+      res.setHeader('Allow', 'GET');
+      reply(res, 405, 'method not allowed\n');
+    } else if (path === '/healthz') {
+      const failure = this.#source.failure;
+      if (failure === null) reply(res, 200, 'ok\n');
+      else reply(res, 503, `${failure.code}: ${failure.message}\n`);
+    } else {
+      this.metrics.text().then(
+        (text) => reply(res, 200, text, this.metrics.contentType),
+        (err: unknown) => reply(res, 500, `metrics failed: ${describeError(err)}\n`),
+      );
+    }
+  }
+
+  /** Stops listening and ends open connections (scrapers keep them alive). Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= new Promise<void>((resolve) => {
+      this.#server.close(() => resolve());
+      this.#server.closeAllConnections();
+    });
+    return this.#closing;
+  }
+}
+
+function reply(
+  res: ServerResponse,
+  status: number,
+  body: string,
+  contentType = 'text/plain; charset=utf-8',
+): void {
+  res.writeHead(status, {
+    'Content-Type': contentType,
+    'Content-Length': Buffer.byteLength(body),
+  });
+  res.end(body);
+}

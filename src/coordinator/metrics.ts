@@ -1,0 +1,303 @@
+/**
+ * Prometheus metrics of one coordinator, on a registry of its own.
+ *
+ * Two kinds of source, neither of which touches the core:
+ * - counters and histograms follow the core events and commit durations the
+ *   shell already publishes (`coordinator.events`); each event costs a
+ *   counter increment or one histogram observation, nothing more;
+ * - gauges are read only when scraped, from `inspect()`, at most once per
+ *   scrape (see {@link CoordinatorMetrics.#snapshot}).
+ *
+ * A private registry (not prom-client's global one) because a test process
+ * runs several coordinators, and each must report only its own numbers.
+ */
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  collectDefaultMetrics,
+  type CollectFunction,
+} from 'prom-client';
+import { JOB_STATES, isTerminalState, type JobState } from '../protocol/messages.js';
+import type { CoreInspection } from './core/core.js';
+import type { AttemptFailureCause, CoreEvent } from './core/types.js';
+
+/**
+ * What the metrics need from a coordinator. Structural, so this module does
+ * not import the coordinator (which imports it).
+ */
+export interface MetricsSource {
+  readonly events: {
+    on(name: 'event', listener: (event: CoreEvent) => void): unknown;
+    on(name: 'commit', listener: (durationMs: number) => void): unknown;
+  };
+  inspect(): CoreInspection;
+  readonly failure: { code: string; message: string } | null;
+}
+
+/** Attempt-failure causes that are always exported, at 0 until they happen. */
+const RETRY_CAUSES: readonly AttemptFailureCause[] = [
+  'worker_lost',
+  'released',
+  'deadline',
+  'task_failure',
+];
+const FAILURE_CAUSES: readonly AttemptFailureCause[] = [...RETRY_CAUSES, 'restart'];
+
+/** Why a worker session ended, as a small closed set (the full reason is logged). */
+export const WORKER_LOSS_REASONS = [
+  'connection_closed',
+  'heartbeat_timeout',
+  'protocol_violation',
+  're_registered',
+  'drained',
+  'other',
+] as const;
+export type WorkerLossReason = (typeof WORKER_LOSS_REASONS)[number];
+
+/** Maps the core's free-text `worker.lost` reason onto {@link WORKER_LOSS_REASONS}. */
+export function classifyWorkerLoss(reason: string): WorkerLossReason {
+  // A draining worker that leaves is the planned end of a drain, whatever
+  // ended its connection, so that wins over the other classes.
+  if (reason.endsWith(' while draining')) return 'drained';
+  if (reason.startsWith('heartbeat timeout')) return 'heartbeat_timeout';
+  if (reason.startsWith('protocol violation')) return 'protocol_violation';
+  if (reason === 'worker re-registered') return 're_registered';
+  if (reason.startsWith('connection') || reason.startsWith('peer stopped reading')) {
+    return 'connection_closed';
+  }
+  return 'other';
+}
+
+const NON_TERMINAL_STATES: readonly JobState[] = JOB_STATES.filter((s) => !isTerminalState(s));
+const TERMINAL_STATES: readonly JobState[] = JOB_STATES.filter(isTerminalState);
+
+/** Waits and run times: from a millisecond to an hour, in seconds. */
+const DURATION_BUCKETS_S = [
+  0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1800, 3600,
+];
+/** SQLite commits: 50 µs to 100 ms, in seconds. */
+const COMMIT_BUCKETS_S = [
+  0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+];
+
+const MS_PER_S = 1_000;
+
+export interface CoordinatorMetricsOptions {
+  /** The coordinator's `maxActiveJobs`, exported as `dtp_max_active_jobs`. */
+  maxActiveJobs: number;
+  /** Also export prom-client's process and Node.js metrics (default true). */
+  defaultMetrics?: boolean;
+}
+
+type EventCounters = {
+  [K in CoreEvent['type']]: (m: CoordinatorMetrics, e: Extract<CoreEvent, { type: K }>) => void;
+};
+
+/** What each core event moves. The compiler checks that every event type is here. */
+const ON_EVENT: EventCounters = {
+  'worker.registered': (m) => m.workerRegistrations.inc(),
+  'worker.rejected': () => undefined,
+  'worker.suspected': () => undefined,
+  'worker.lost': (m, e) => m.workersLost.inc({ reason: classifyWorkerLoss(e.reason) }),
+  'worker.draining': () => undefined,
+  'job.submitted': (m) => m.submissions.inc({ outcome: 'accepted' }),
+  'job.deduplicated': (m) => m.deduplicated.inc(),
+  'job.rejected': (m) => m.submissions.inc({ outcome: 'rejected' }),
+  'job.assigned': (m, e) => {
+    m.assignments.inc();
+    m.queueWait.observe(e.queuedMs / MS_PER_S);
+  },
+  'job.retryScheduled': (m, e) => m.retries.inc({ cause: e.cause }),
+  'job.requeued': () => undefined,
+  'job.completed': (m, e) => {
+    m.finished.inc({ state: 'COMPLETED' });
+    m.runTime.observe(e.runMs / MS_PER_S);
+    m.endToEnd.observe(e.endToEndMs / MS_PER_S);
+  },
+  'job.failed': (m, e) => {
+    m.finished.inc({ state: 'FAILED' });
+    m.failed.inc({ cause: e.cause });
+  },
+  'job.cancelled': (m) => m.finished.inc({ state: 'CANCELLED' }),
+  'job.deadlineExceeded': () => undefined,
+  'job.recovered': (m, e) => {
+    // A job interrupted on its final attempt fails at recovery without a
+    // job.failed event; count it like one so the terminal counters add up.
+    if (e.to !== 'FAILED') return;
+    m.finished.inc({ state: 'FAILED' });
+    m.failed.inc({ cause: 'restart' });
+  },
+  'result.stale': (m) => m.staleResults.inc(),
+};
+
+/** The dtp_* metrics of one coordinator. */
+export class CoordinatorMetrics {
+  readonly registry = new Registry();
+  readonly #source: MetricsSource;
+  /** inspect() of the current scrape; dropped at the next event-loop turn. */
+  #cached: CoreInspection | null = null;
+
+  readonly submissions: Counter<'outcome'>;
+  readonly deduplicated: Counter;
+  readonly assignments: Counter;
+  readonly retries: Counter<'cause'>;
+  readonly failed: Counter<'cause'>;
+  readonly finished: Counter<'state'>;
+  readonly staleResults: Counter;
+  readonly workerRegistrations: Counter;
+  readonly workersLost: Counter<'reason'>;
+  readonly queueWait: Histogram;
+  readonly runTime: Histogram;
+  readonly endToEnd: Histogram;
+  readonly commitTime: Histogram;
+
+  constructor(source: MetricsSource, options: CoordinatorMetricsOptions) {
+    this.#source = source;
+    const registers = [this.registry];
+    const counter = <L extends string>(name: string, help: string, labelNames: L[] = []) =>
+      new Counter<L>({ name, help, labelNames, registers });
+    const histogram = (name: string, help: string, buckets: number[]) =>
+      new Histogram({ name, help, buckets, registers });
+
+    this.submissions = counter(
+      'dtp_submissions_total',
+      'Submissions by outcome: accepted (a new job) or rejected by admission control',
+      ['outcome'],
+    );
+    this.deduplicated = counter(
+      'dtp_submissions_deduplicated_total',
+      'Submissions answered with an existing job of the same idempotency key',
+    );
+    this.assignments = counter('dtp_assignments_total', 'Attempts assigned to workers');
+    this.retries = counter('dtp_retries_total', 'Retries scheduled, by cause', ['cause']);
+    this.failed = counter('dtp_jobs_failed_total', 'Jobs that ended FAILED, by cause', ['cause']);
+    this.finished = counter('dtp_jobs_finished_total', 'Jobs that reached a terminal state', [
+      'state',
+    ]);
+    this.staleResults = counter(
+      'dtp_stale_results_total',
+      'Results rejected because they did not carry the current lease',
+    );
+    this.workerRegistrations = counter(
+      'dtp_worker_registrations_total',
+      'Worker sessions registered',
+    );
+    this.workersLost = counter('dtp_workers_lost_total', 'Worker sessions ended, by reason', [
+      'reason',
+    ]);
+    this.queueWait = histogram(
+      'dtp_job_queue_wait_seconds',
+      'Time from becoming QUEUED to assignment, per attempt',
+      DURATION_BUCKETS_S,
+    );
+    this.runTime = histogram(
+      'dtp_job_run_seconds',
+      'Time from assignment to a successful result (successful attempts only)',
+      DURATION_BUCKETS_S,
+    );
+    this.endToEnd = histogram(
+      'dtp_job_end_to_end_seconds',
+      'Time from submission to COMPLETED',
+      DURATION_BUCKETS_S,
+    );
+    this.commitTime = histogram(
+      'dtp_store_commit_seconds',
+      'Duration of each non-empty store commit (one per batch of inputs)',
+      COMMIT_BUCKETS_S,
+    );
+    this.#zeroLabels();
+    this.#registerGauges(options.maxActiveJobs);
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    source.events.on('event', (event) => this.record(event));
+    source.events.on('commit', (durationMs) => this.commitTime.observe(durationMs / MS_PER_S));
+  }
+
+  /** Counts one core event. */
+  record(event: CoreEvent): void {
+    const count = ON_EVENT[event.type] as (m: CoordinatorMetrics, e: CoreEvent) => void;
+    count(this, event);
+  }
+
+  /** The Prometheus text exposition of every metric. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** Known label values appear at 0 from the start, so rates work from the first scrape. */
+  #zeroLabels(): void {
+    for (const outcome of ['accepted', 'rejected']) this.submissions.inc({ outcome }, 0);
+    for (const cause of RETRY_CAUSES) this.retries.inc({ cause }, 0);
+    for (const cause of FAILURE_CAUSES) this.failed.inc({ cause }, 0);
+    for (const state of TERMINAL_STATES) this.finished.inc({ state }, 0);
+    for (const reason of WORKER_LOSS_REASONS) this.workersLost.inc({ reason }, 0);
+  }
+
+  #registerGauges(maxActiveJobs: number): void {
+    const registers = [this.registry];
+    const gauge = <L extends string>(
+      name: string,
+      help: string,
+      collect: CollectFunction<Gauge<L>>,
+      labelNames: L[] = [],
+    ) => new Gauge<L>({ name, help, labelNames, registers, collect });
+    const snapshot = () => this.#snapshot();
+
+    gauge(
+      'dtp_jobs',
+      'Non-terminal jobs by state',
+      function () {
+        const counts = new Map<JobState, number>(NON_TERMINAL_STATES.map((s) => [s, 0]));
+        for (const job of snapshot().activeJobs) {
+          counts.set(job.state, (counts.get(job.state) ?? 0) + 1);
+        }
+        for (const [state, n] of counts) this.set({ state }, n);
+      },
+      ['state'],
+    );
+    gauge('dtp_active_jobs', 'Non-terminal jobs (admission control counts these)', function () {
+      this.set(snapshot().activeCount);
+    });
+    gauge('dtp_max_active_jobs', 'Limit on non-terminal jobs (--max-active-jobs)', function () {
+      this.set(maxActiveJobs);
+    });
+    gauge('dtp_workers', 'Registered worker sessions, draining ones included', function () {
+      this.set(snapshot().workers.length);
+    });
+    gauge('dtp_workers_draining', 'Registered workers that announced a drain', function () {
+      this.set(snapshot().workers.filter((w) => w.draining).length);
+    });
+    gauge('dtp_worker_slots', 'Task slots of registered workers (sum of capacity)', function () {
+      this.set(snapshot().workers.reduce((sum, w) => sum + w.capacity, 0));
+    });
+    gauge('dtp_free_slots', 'Task slots free for an assignment now', function () {
+      this.set(snapshot().freeSlots);
+    });
+    const source = this.#source;
+    gauge(
+      'dtp_coordinator_failed',
+      '1 once the coordinator stopped working (see /healthz)',
+      function () {
+        this.set(source.failure === null ? 0 : 1);
+      },
+    );
+  }
+
+  /**
+   * One inspect() per scrape: prom-client calls every collect() of a scrape
+   * within one event-loop turn, and the core changes only in other turns, so
+   * a copy dropped at the next turn is consistent and never stale.
+   */
+  #snapshot(): CoreInspection {
+    if (this.#cached === null) {
+      this.#cached = this.#source.inspect();
+      setImmediate(() => (this.#cached = null));
+    }
+    return this.#cached;
+  }
+}
