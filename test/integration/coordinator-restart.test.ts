@@ -74,7 +74,6 @@ describe('coordinator restart recovery', () => {
     const after = await worker('after');
     const again = await after.assignments.next();
     assert.deepEqual([again.jobId, again.attemptNumber], [running, 2]);
-    w.succeed({ ...again, attemptId: 'pre-restart-lease' }, 'forged'); // the old session is gone anyway
     after.succeed(again, 'slept');
     const finished = await c.wait(running);
     assert.deepEqual(
@@ -116,7 +115,6 @@ describe('coordinator restart recovery', () => {
       (tc as TestCoordinator).events.filter((e) => e.type === 'job.deadlineExceeded').length,
       0,
     );
-    void c;
   });
 
   it("keeps a waiting retry's absolute eligibility time across a restart", async () => {
@@ -138,7 +136,6 @@ describe('coordinator restart recovery', () => {
     const again = await w2.assignments.next(5_000);
     assert.ok(Date.now() >= retryAtMs, 'assigned before its eligibility time');
     assert.equal(again.attemptNumber, 2);
-    void c;
   });
 
   it('lets a real worker reconnect and register again with a coordinator restarted on the same ports', async () => {
@@ -199,7 +196,6 @@ describe('coordinator restart recovery', () => {
     for (let i = 0; i < 2; i++) w2.succeed(await w2.assignments.next(), 'ok'); // recovered jobs still run
     await until(async () => (await c2.status(queued[1] as string)).state === 'COMPLETED');
     await c2.submit('SHA256', { text: 'fits now' });
-    void c;
   });
 
   it('keeps priority and submission order across a restart', async () => {
@@ -221,6 +217,5 @@ describe('coordinator restart recovery', () => {
       w.succeed(a, 'ok');
     }
     assert.deepEqual(order, ['high1', 'high2', 'normal', 'low']);
-    void c;
   });
 });
