@@ -6,9 +6,14 @@
 import { Coordinator } from '../coordinator/coordinator.js';
 import { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES } from '../coordinator/options.js';
 import type { CoordinatorOptions } from '../coordinator/options.js';
-import { LOG_FORMATS, LOG_LEVELS, createLogger } from '../observability/logger.js';
 import type { FlagSpec, FlagValues } from './flags.js';
-import { exitOnStartFailure, parseServerFlags, stopOnSignals } from './lifecycle.js';
+import {
+  LOG_FLAGS,
+  exitOnStartFailure,
+  loggerFrom,
+  parseServerFlags,
+  stopOnSignals,
+} from './lifecycle.js';
 
 const PROGRAM = 'coordinator.sh';
 const SUMMARY =
@@ -120,20 +125,7 @@ const FLAGS: readonly FlagSpec[] = [
     default: D.durability,
     help: 'normal: survives a crash; full: fsync per commit',
   },
-  {
-    name: 'log-format',
-    type: 'enum',
-    values: LOG_FORMATS,
-    default: 'pretty',
-    help: 'log lines as key=value text or JSON',
-  },
-  {
-    name: 'log-level',
-    type: 'enum',
-    values: LOG_LEVELS,
-    default: 'info',
-    help: 'info: a line per job event; warn: only trouble',
-  },
+  ...LOG_FLAGS,
   {
     name: 'metrics-port',
     type: 'int',
@@ -145,11 +137,7 @@ const FLAGS: readonly FlagSpec[] = [
 ];
 
 function buildOptions(values: FlagValues): CoordinatorOptions {
-  const logger = createLogger({
-    name: 'coordinator',
-    format: values.enum('log-format', LOG_FORMATS),
-    level: values.enum('log-level', LOG_LEVELS),
-  });
+  const logger = loggerFrom(values, 'coordinator');
   return {
     workerPort: values.int('worker-port'),
     clientPort: values.int('client-port'),

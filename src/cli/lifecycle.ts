@@ -4,10 +4,37 @@
  * SIGINT/SIGTERM.
  */
 import { constants } from 'node:os';
-import type { Logger } from '../observability/logger.js';
+import { LOG_FORMATS, LOG_LEVELS, createLogger, type Logger } from '../observability/logger.js';
 import { describeError } from '../protocol/errors.js';
 import { UsageError, formatFlagHelp, parseFlags } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
+
+/** `--log-format` and `--log-level`, shared by the coordinator and the worker. */
+export const LOG_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'log-format',
+    type: 'enum',
+    values: LOG_FORMATS,
+    default: 'pretty',
+    help: 'log lines as key=value text or JSON',
+  },
+  {
+    name: 'log-level',
+    type: 'enum',
+    values: LOG_LEVELS,
+    default: 'info',
+    help: 'info: a line per job event; warn: only trouble',
+  },
+];
+
+/** The logger the log flags ask for. */
+export function loggerFrom(values: FlagValues, name: string): Logger {
+  return createLogger({
+    name,
+    format: values.enum('log-format', LOG_FORMATS),
+    level: values.enum('log-level', LOG_LEVELS),
+  });
+}
 
 /** A close() that takes longer than this after a signal ends the process anyway, in ms. */
 export const FORCE_EXIT_AFTER_MS = 15_000;

@@ -4,14 +4,15 @@
  * SIGINT/SIGTERM.
  */
 import { randomBytes } from 'node:crypto';
-import { LOG_FORMATS, LOG_LEVELS, createLogger } from '../observability/logger.js';
 import { Worker } from '../worker/worker.js';
 import type { WorkerOptions } from '../worker/worker.js';
 import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   FORCE_EXIT_AFTER_MS,
+  LOG_FLAGS,
   exitOnStartFailure,
+  loggerFrom,
   parseServerFlags,
   stopOnSignals,
 } from './lifecycle.js';
@@ -68,20 +69,7 @@ const FLAGS: readonly FlagSpec[] = [
     default: 30_000,
     help: 'on SIGINT/SIGTERM, time running tasks get to finish before they are released',
   },
-  {
-    name: 'log-format',
-    type: 'enum',
-    values: LOG_FORMATS,
-    default: 'pretty',
-    help: 'log lines as key=value text or JSON',
-  },
-  {
-    name: 'log-level',
-    type: 'enum',
-    values: LOG_LEVELS,
-    default: 'info',
-    help: 'info: a line per job event; warn: only trouble',
-  },
+  ...LOG_FLAGS,
 ];
 
 /** `worker-` and 8 random hex digits. */
@@ -99,11 +87,7 @@ function buildOptions(values: FlagValues): WorkerOptions {
     capacity: values.int('capacity'),
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
     reconnectDelayMs: values.int('reconnect-delay-millis'),
-    logger: createLogger({
-      name: 'worker',
-      format: values.enum('log-format', LOG_FORMATS),
-      level: values.enum('log-level', LOG_LEVELS),
-    }),
+    logger: loggerFrom(values, 'worker'),
   };
 }
 

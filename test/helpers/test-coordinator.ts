@@ -13,6 +13,7 @@ import {
   type CoordinatorOptions,
 } from '../../src/coordinator/options.js';
 import { createLogger, silentLogger, type Logger } from '../../src/observability/logger.js';
+import { Worker } from '../../src/worker/worker.js';
 
 /** Short timings used unless a test overrides them. */
 export const FAST_TIMINGS = {
@@ -85,4 +86,17 @@ export async function startCoordinator(
     });
   };
   return { coordinator, options, events, waitForEvent, close: () => coordinator.close() };
+}
+
+/** A real worker (task threads and all) with millisecond timings, in-process. */
+export function startRealWorker(workerPort: number, workerId: string, capacity: number): Worker {
+  return Worker.start({
+    coordinatorHost: '127.0.0.1',
+    coordinatorPort: workerPort,
+    workerId,
+    capacity,
+    heartbeatIntervalMs: 50,
+    reconnectDelayMs: 50,
+    logger: testLogger('worker'),
+  });
 }

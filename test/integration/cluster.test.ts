@@ -3,8 +3,12 @@ import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/index.js';
-import { Worker } from '../../src/worker/worker.js';
-import { startCoordinator, testLogger, type TestCoordinator } from '../helpers/test-coordinator.js';
+import type { Worker } from '../../src/worker/worker.js';
+import {
+  startCoordinator,
+  startRealWorker,
+  type TestCoordinator,
+} from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
 /** A real coordinator and real workers (task threads and all), in-process. */
@@ -14,15 +18,7 @@ describe('coordinator with real workers', () => {
   const workers: Worker[] = [];
 
   function startWorker(workerId: string, capacity: number): Worker {
-    const worker = Worker.start({
-      coordinatorHost: '127.0.0.1',
-      coordinatorPort: tc.coordinator.workerPort,
-      workerId,
-      capacity,
-      heartbeatIntervalMs: 50,
-      reconnectDelayMs: 50,
-      logger: testLogger('worker'),
-    });
+    const worker = startRealWorker(tc.coordinator.workerPort, workerId, capacity);
     workers.push(worker);
     return worker;
   }

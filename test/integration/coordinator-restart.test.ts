@@ -3,12 +3,11 @@ import { after, afterEach, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { DtpClient } from '../../src/client/index.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { Worker } from '../../src/worker/worker.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import {
   startCoordinator,
   tempDir,
-  testLogger,
+  startRealWorker,
   type TestCoordinator,
 } from '../helpers/test-coordinator.js';
 import type { CoordinatorOptions } from '../../src/coordinator/options.js';
@@ -140,15 +139,7 @@ describe('coordinator restart recovery', () => {
 
   it('lets a real worker reconnect and register again with a coordinator restarted on the same ports', async () => {
     await start();
-    const real = Worker.start({
-      coordinatorHost: '127.0.0.1',
-      coordinatorPort: (tc as TestCoordinator).coordinator.workerPort,
-      workerId: 'returning',
-      capacity: 1,
-      heartbeatIntervalMs: 50,
-      reconnectDelayMs: 50,
-      logger: testLogger('worker'),
-    });
+    const real = startRealWorker((tc as TestCoordinator).coordinator.workerPort, 'returning', 1);
     peers.push(real);
     const client1 = await DtpClient.connect({
       host: '127.0.0.1',

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/index.js';
-import { Worker } from '../../src/worker/worker.js';
-import { startCoordinator, testLogger, type TestCoordinator } from '../helpers/test-coordinator.js';
+import type { Worker } from '../../src/worker/worker.js';
+import {
+  startCoordinator,
+  startRealWorker,
+  type TestCoordinator,
+} from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
 describe('worker drain', () => {
@@ -11,15 +15,7 @@ describe('worker drain', () => {
   const workers: Worker[] = [];
 
   function startWorker(workerId: string, capacity: number): Worker {
-    const worker = Worker.start({
-      coordinatorHost: '127.0.0.1',
-      coordinatorPort: tc.coordinator.workerPort,
-      workerId,
-      capacity,
-      heartbeatIntervalMs: 50,
-      reconnectDelayMs: 50,
-      logger: testLogger('worker'),
-    });
+    const worker = startRealWorker(tc.coordinator.workerPort, workerId, capacity);
     workers.push(worker);
     return worker;
   }
