@@ -20,7 +20,7 @@ async function runSleep(payload: JsonObject, context: TaskContext): Promise<stri
     await delay(durationMs, undefined, { signal: context.signal });
   } catch (err) {
     // The timer rejects with a generic AbortError; report a cancellation in
-    // the same shape as any other task failure, keeping the reason as cause.
+    // the same shape as every other task failure, keeping the reason as cause.
     if (context.signal.aborted) {
       throw new TaskFailedError('cancelled', { cause: context.signal.reason });
     }
