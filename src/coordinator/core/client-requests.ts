@@ -68,10 +68,6 @@ function cancel(s: CoreState, connId: number, requestId: number, jobId: string):
   s.reply(connId, requestId, { type: 'JOB_CANCEL', cancelled: false, job: jobSnapshot(job) });
 }
 
-function waitKey(connId: number, requestId: number): string {
-  return `${connId}/${requestId}`;
-}
-
 function wait(
   s: CoreState,
   connId: number,
@@ -86,48 +82,22 @@ function wait(
     s.reply(connId, requestId, { type: 'JOB_STATUS', job: jobSnapshot(job) });
     return;
   }
-  const key = waitKey(connId, requestId);
-  s.waits.set(key, { jobId, connId, requestId });
-  addTo(s.waitsByJob, jobId, key);
-  addTo(s.waitsByConn, connId, key);
+  s.waits.add({ jobId, connId, requestId });
   s.armWait(connId, requestId, timeoutMs);
-}
-
-function addTo<K>(map: Map<K, Set<string>>, k: K, key: string): void {
-  let set = map.get(k);
-  if (set === undefined) map.set(k, (set = new Set()));
-  set.add(key);
 }
 
 /** A WAIT_JOB timed out: answer with the job as it is now. */
 export function expireWait(s: CoreState, connId: number, requestId: number): void {
-  const key = waitKey(connId, requestId);
-  const wait = s.waits.get(key);
+  const wait = s.waits.take(connId, requestId);
   if (wait === undefined) return;
-  dropWait(s, key, wait.jobId, connId);
   const job = s.findJob(wait.jobId);
   if (job === undefined) throw new Error(`waited-for job ${wait.jobId} vanished`);
   s.reply(connId, requestId, { type: 'JOB_STATUS', job: jobSnapshot(job) });
 }
 
-function dropWait(s: CoreState, key: string, jobId: string, connId: number): void {
-  s.waits.delete(key);
-  s.waitsByJob.get(jobId)?.delete(key);
-  if (s.waitsByJob.get(jobId)?.size === 0) s.waitsByJob.delete(jobId);
-  const byConn = s.waitsByConn.get(connId);
-  byConn?.delete(key);
-  if (byConn?.size === 0) s.waitsByConn.delete(connId);
-}
-
 /** A client connection ended: forget its pending waits. */
 export function clientClosed(s: CoreState, connId: number): void {
-  const keys = s.waitsByConn.get(connId);
-  if (keys === undefined) return;
-  s.waitsByConn.delete(connId);
-  for (const key of keys) {
-    const wait = s.waits.get(key);
-    if (wait !== undefined) dropWait(s, key, wait.jobId, connId);
-  }
+  s.waits.dropConnection(connId);
 }
 
 /** Parses a cursor (the seq of the last job of the previous page). */

@@ -77,19 +77,11 @@ export function finishJob(
 }
 
 function answerWaits(s: CoreState, job: JobRecord): void {
-  const keys = s.waitsByJob.get(job.jobId);
-  if (keys === undefined) return;
-  s.waitsByJob.delete(job.jobId);
+  const waits = s.waits.takeForJob(job.jobId);
+  if (waits.length === 0) return;
   const snapshot = jobSnapshot(job);
-  for (const key of keys) {
-    const wait = s.waits.get(key);
-    if (wait === undefined) continue;
-    s.waits.delete(key);
-    const byConn = s.waitsByConn.get(wait.connId);
-    byConn?.delete(key);
-    if (byConn?.size === 0) s.waitsByConn.delete(wait.connId);
+  for (const wait of waits)
     s.reply(wait.connId, wait.requestId, { type: 'JOB_STATUS', job: snapshot });
-  }
 }
 
 /**

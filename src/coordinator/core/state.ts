@@ -11,6 +11,7 @@ import type { JobRecord } from '../../store/store.js';
 import { BinaryHeap } from './binary-heap.js';
 import { ReadyQueue } from './ready-queue.js';
 import type { CoreConfig, CoreDeps, CoreEvent, Effect } from './types.js';
+import { WaitTable } from './wait-table.js';
 import { WorkerRegistry } from './worker-registry.js';
 
 /** A timer entry: the job it concerns and the moment it is due. */
@@ -63,10 +64,8 @@ export class CoreState {
   readonly workers = new WorkerRegistry();
   /** Worker connections the core has closed; their late frames are ignored. */
   readonly closingConns = new Set<number>();
-  /** Pending WAIT_JOB requests: jobId -> wait keys, and key -> jobId. */
-  readonly waitsByJob = new Map<string, Set<string>>();
-  readonly waits = new Map<string, { jobId: string; connId: number; requestId: number }>();
-  readonly waitsByConn = new Map<number, Set<string>>();
+  /** Pending WAIT_JOB requests. */
+  readonly waits = new WaitTable();
   /** Non-terminal job count, for admission control; O(1) to read. */
   activeCount = 0;
   nextSeq = 1;
