@@ -6,22 +6,12 @@ import { DtpClient, TransportError } from '../../src/client/index.js';
 import type { JobSnapshot } from '../../src/protocol/messages.js';
 import { ScriptProcess, startCoordinatorProcess } from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
+import { Random } from '../sim/random.js';
 
 const JOBS = 2_000;
 const CLIENTS = 4;
 const KILLS = 4;
 const HOST = '127.0.0.1';
-
-/** A small seeded generator, so the kill moments are the same on every run. */
-function seeded(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(s ^ (s >>> 15), 1 | s);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
 
@@ -105,11 +95,11 @@ describe('coordinator killed with SIGKILL under load, end to end through the scr
       }
     };
 
-    const random = seeded(2026);
+    const random = new Random(2026); // the same kill moments on every run
     let kills = 0;
     const killer = (async () => {
       while (kills < KILLS && next < JOBS) {
-        await delay(200 + Math.floor(random() * 600));
+        await delay(random.int(200, 800));
         if (next >= JOBS) break;
         await coordinator.proc.kill(); // SIGKILL
         kills++;
