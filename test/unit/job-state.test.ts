@@ -20,29 +20,18 @@ import {
   isPastDeadline,
 } from '../../src/coordinator/core/lease.js';
 import type { JobRecord } from '../../src/store/store.js';
+import { jobRecord } from '../helpers/job-record.js';
 
 function jobIn(state: JobState, overrides: Partial<JobRecord> = {}): JobRecord {
-  return {
-    seq: 1,
-    jobId: 'job-1',
+  return jobRecord(1, {
     taskType: 'SLEEP',
     payloadJson: '{"durationMillis":1}',
     state,
-    priority: 'NORMAL',
-    attempts: 0,
-    maxAttempts: 3,
     timeoutMs: 500,
-    idempotencyKey: null,
-    workerId: null,
-    attemptId: null,
-    deadlineAtMs: null,
-    retryAtMs: null,
-    result: null,
-    error: null,
     createdAtMs: 100,
     updatedAtMs: 100,
     ...overrides,
-  };
+  });
 }
 
 /** The legal moves of the spec, written out independently of the code under test. */

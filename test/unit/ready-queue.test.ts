@@ -8,30 +8,19 @@ import fc from 'fast-check';
 import { ReadyQueue, effectiveLevel } from '../../src/coordinator/core/ready-queue.js';
 import { PRIORITIES, type Priority } from '../../src/protocol/messages.js';
 import type { JobRecord } from '../../src/store/store.js';
+import { jobRecord } from '../helpers/job-record.js';
 
 const ANY = (): boolean => true;
 
 function job(seq: number, priority: Priority, createdAtMs = 0, taskType = 'SLEEP'): JobRecord {
-  return {
-    seq,
-    jobId: `job-${seq}`,
+  return jobRecord(seq, {
     taskType,
     payloadJson: '{}',
-    state: 'QUEUED',
     priority,
-    attempts: 0,
-    maxAttempts: 3,
     timeoutMs: 1_000,
-    idempotencyKey: null,
-    workerId: null,
-    attemptId: null,
-    deadlineAtMs: null,
-    retryAtMs: null,
-    result: null,
-    error: null,
     createdAtMs,
     updatedAtMs: createdAtMs,
-  };
+  });
 }
 
 function drainIds(queue: ReadyQueue, nowMs: number, accept = ANY): string[] {

@@ -15,6 +15,7 @@ import { MemoryStore } from '../../src/store/memory-store.js';
 import { SCHEMA_VERSION } from '../../src/store/schema.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { StoreError, type JobRecord, type ListQuery, type Store } from '../../src/store/store.js';
+import { jobRecord } from '../helpers/job-record.js';
 
 const tempDir = mkdtempSync(join(tmpdir(), 'dtp-sqlite-store-'));
 const opened: Store[] = [];
@@ -44,29 +45,7 @@ function userVersion(path: string): number {
   }
 }
 
-function record(seq: number, overrides: Partial<JobRecord> = {}): JobRecord {
-  return {
-    seq,
-    jobId: `job-${seq}`,
-    taskType: 'SHA256',
-    payloadJson: JSON.stringify({ text: `t${seq}` }),
-    state: 'QUEUED',
-    priority: 'NORMAL',
-    attempts: 0,
-    maxAttempts: 3,
-    timeoutMs: 60_000,
-    idempotencyKey: null,
-    workerId: null,
-    attemptId: null,
-    deadlineAtMs: null,
-    retryAtMs: null,
-    result: null,
-    error: null,
-    createdAtMs: 1_000 + seq,
-    updatedAtMs: 1_000 + seq,
-    ...overrides,
-  };
-}
+const record = jobRecord;
 
 function assertStoreError(fn: () => unknown, message: RegExp): void {
   assert.throws(fn, (err: unknown) => {

@@ -1,0 +1,29 @@
+/**
+ * A complete, plausible `JobRecord` for tests: a QUEUED job with defaults
+ * everywhere, changed only where a test says so.
+ */
+import type { JobRecord } from '../../src/store/store.js';
+
+export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobRecord {
+  return {
+    seq,
+    jobId: `job-${seq}`,
+    taskType: 'SHA256',
+    payloadJson: JSON.stringify({ text: `t${seq}` }),
+    state: 'QUEUED',
+    priority: 'NORMAL',
+    attempts: 0,
+    maxAttempts: 3,
+    timeoutMs: 60_000,
+    idempotencyKey: null,
+    workerId: null,
+    attemptId: null,
+    deadlineAtMs: null,
+    retryAtMs: null,
+    result: null,
+    error: null,
+    createdAtMs: 1_000 + seq,
+    updatedAtMs: 1_000 + seq,
+    ...overrides,
+  };
+}
