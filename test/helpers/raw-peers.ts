@@ -19,22 +19,29 @@ import { AsyncQueue } from './async-queue.js';
 
 const HOST = '127.0.0.1';
 
-/** Connects and returns a connection whose messages land in a queue. */
-export async function rawConnection(
-  port: number,
-): Promise<{ conn: FramedConnection; inbox: AsyncQueue<Message>; closed: Promise<CloseReason> }> {
+/**
+ * Connects and returns a connection whose messages land in a queue, or go to
+ * `deliver` once the caller sets it (frames already queued stay queued).
+ */
+export async function rawConnection(port: number): Promise<{
+  conn: FramedConnection;
+  inbox: AsyncQueue<Message>;
+  closed: Promise<CloseReason>;
+  setDeliver: (deliver: (msg: Message) => void) => void;
+}> {
   const socket = await dial(HOST, port, 5_000);
   const inbox = new AsyncQueue<Message>('frame');
+  let deliver = (msg: Message): void => inbox.push(msg);
   let onClosed!: (reason: CloseReason) => void;
   const closed = new Promise<CloseReason>((resolve) => (onClosed = resolve));
   const conn = new FramedConnection(socket, {
-    onMessage: (msg) => inbox.push(msg),
+    onMessage: (msg) => deliver(msg),
     onProtocolError: (err) => {
       void conn.destroy(err.message);
     },
     onClose: (reason) => onClosed(reason),
   });
-  return { conn, inbox, closed };
+  return { conn, inbox, closed, setDeliver: (next) => (deliver = next) };
 }
 
 export class RawClient {
@@ -127,7 +134,7 @@ export class ScriptedWorker {
     capacity = 1,
     options: ScriptedWorkerOptions = {},
   ): Promise<ScriptedWorker> {
-    const { conn, inbox, closed } = await rawConnection(port);
+    const { conn, inbox, closed, setDeliver } = await rawConnection(port);
     conn.send({
       type: 'WORKER_REGISTER',
       workerId,
@@ -144,8 +151,7 @@ export class ScriptedWorker {
       else worker.others.push(msg);
     };
     for (const msg of inbox.drain()) route(msg);
-    // From now on frames go straight to the typed queues.
-    (inbox as unknown as { push: (m: Message) => void }).push = route;
+    setDeliver(route); // from now on frames go straight to the typed queues
     const heartbeatMs = options.heartbeatMs ?? 20;
     if (heartbeatMs > 0) worker.#heartbeat = setInterval(() => worker.heartbeat(), heartbeatMs);
     void closed.then(() => worker.stopHeartbeats());
