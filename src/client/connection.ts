@@ -17,25 +17,12 @@ import { FramedConnection, describeCloseReason } from '../net/framed-connection.
 import type { CloseReason } from '../net/framed-connection.js';
 import { DialError, dial } from '../net/tcp.js';
 import type { ProtocolError } from '../protocol/errors.js';
+import { isClientReply } from '../protocol/messages.js';
 import type { ClientReply, ClientRequest, Message } from '../protocol/messages.js';
 import { ClientClosedError, TransportError } from './errors.js';
 
 /** Requests in flight allowed on one connection (a bound, not a tuning knob). */
 export const MAX_PENDING_REQUESTS = 100_000;
-
-const CLIENT_REPLY_TYPES: ReadonlySet<string> = new Set<ClientReply['type']>([
-  'JOB_SUBMITTED',
-  'SUBMIT_REJECTED',
-  'JOB_STATUS',
-  'JOB_LIST',
-  'WORKER_LIST',
-  'JOB_CANCEL',
-  'ERROR',
-]);
-
-function isClientReply(msg: Message): msg is ClientReply {
-  return CLIENT_REPLY_TYPES.has(msg.type);
-}
 
 interface PendingRequest {
   resolve(reply: ClientReply): void;

@@ -15,8 +15,11 @@
 import { ProtocolError, ProtocolErrorCode } from './errors.js';
 import { encodeFrame } from './framing.js';
 import {
+  ATTEMPT_OUTCOMES,
   JOB_STATES,
   PRIORITIES,
+  RESULT_FORMATS,
+  type AttemptSnapshot,
   type JobSnapshot,
   type JsonObject,
   type Message,
@@ -29,6 +32,8 @@ import {
 export interface Codec<T> {
   decode(value: unknown, path: string): T;
   encode(value: T): unknown;
+  /** Leave the field out of the encoded object when its value is null or undefined. */
+  readonly omitWhenNull?: boolean;
 }
 
 function badField(path: string, expected: string, value: unknown): ProtocolError {
@@ -124,6 +129,16 @@ export function nullable<T>(inner: Codec<T>): Codec<T | null> {
 }
 
 /** A string from a closed set; another string is `PROTOCOL_BAD_VALUE`. */
+/**
+ * A second-wave extension field: null and absent mean the same, as for
+ * {@link nullable}, but the field is left out (rather than set to null) both
+ * when decoding and when encoding, so a peer that never uses the extension
+ * never sees it and a decoded message equals what its sender built.
+ */
+export function optional<T>(inner: Codec<T>): Codec<T | null | undefined> {
+  return { ...nullable(inner), omitWhenNull: true };
+}
+
 export function enumCodec<T extends string>(values: readonly T[]): Codec<T> {
   const allowed: ReadonlySet<string> = new Set(values);
   return {
@@ -158,7 +173,10 @@ function decodeFields<T>(fields: Fields<T>, raw: Record<string, unknown>, prefix
   const out: Record<string, unknown> = {};
   for (const key of Object.keys(fields)) {
     const codec = fields[key as keyof T];
-    out[key] = codec.decode(raw[key], prefix + key);
+    const value = codec.decode(raw[key], prefix + key);
+    // An extension field that is null or absent stays absent after decoding.
+    if (codec.omitWhenNull === true && value === null) continue;
+    out[key] = value;
   }
   return out as T;
 }
@@ -167,7 +185,10 @@ function encodeFields<T>(fields: Fields<T>, value: T): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const key of Object.keys(fields)) {
     const k = key as keyof T;
-    out[key] = fields[k].encode(value[k]);
+    const codec = fields[k];
+    const fieldValue = value[k];
+    if (codec.omitWhenNull === true && (fieldValue === null || fieldValue === undefined)) continue;
+    out[key] = codec.encode(fieldValue);
   }
   return out;
 }
@@ -184,6 +205,17 @@ export function recordCodec<T>(fields: Fields<T>): Codec<T> {
 
 export const jobStateCodec = enumCodec(JOB_STATES);
 export const priorityCodec = enumCodec(PRIORITIES);
+export const resultFormatCodec = enumCodec(RESULT_FORMATS);
+
+export const attemptSnapshotCodec: Codec<AttemptSnapshot> = recordCodec<AttemptSnapshot>({
+  attemptNumber: intCodec,
+  attemptId: stringCodec,
+  workerId: stringCodec,
+  startedAtMillis: intCodec,
+  finishedAtMillis: nullable(intCodec),
+  outcome: enumCodec(ATTEMPT_OUTCOMES),
+  error: nullable(stringCodec),
+});
 
 export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   jobId: stringCodec,
@@ -197,6 +229,11 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   createdAtMillis: intCodec,
   updatedAtMillis: intCodec,
   priority: priorityCodec,
+  startedAtMillis: optional(intCodec),
+  finishedAtMillis: optional(intCodec),
+  resultFormat: optional(resultFormatCodec),
+  timeoutMillis: optional(intCodec),
+  idempotencyKey: optional(stringCodec),
 });
 
 export const workerSnapshotCodec: Codec<WorkerSnapshot> = recordCodec<WorkerSnapshot>({
@@ -204,6 +241,9 @@ export const workerSnapshotCodec: Codec<WorkerSnapshot> = recordCodec<WorkerSnap
   capacity: intCodec,
   activeTasks: intCodec,
   lastHeartbeatMillis: intCodec,
+  taskTypes: optional(arrayOf(stringCodec)),
+  draining: optional(boolCodec),
+  runningJobs: optional(arrayOf(stringCodec)),
 });
 
 type Schemas = { [K in MessageType]: Fields<Omit<MessageOf<K>, 'type'>> };
@@ -213,15 +253,20 @@ const SCHEMAS: Schemas = {
     workerId: stringCodec,
     capacity: intCodec,
     taskTypes: nullable(arrayOf(stringCodec)),
+    authToken: optional(stringCodec),
+    heartbeatAck: optional(boolCodec),
   },
-  WORKER_REGISTERED: { workerId: stringCodec },
+  WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },
+  HEARTBEAT_ACK: { workerId: stringCodec },
   TASK_ASSIGN: {
     jobId: stringCodec,
     attemptId: stringCodec,
     attemptNumber: intCodec,
     taskType: stringCodec,
     payload: objectCodec,
+    timeoutMillis: optional(intCodec),
+    maxAttempts: optional(intCodec),
   },
   TASK_CANCEL: { jobId: stringCodec, attemptId: stringCodec },
   TASK_RESULT: {
@@ -231,25 +276,32 @@ const SCHEMAS: Schemas = {
     success: boolCodec,
     result: nullable(stringCodec),
     error: nullable(stringCodec),
+    retryable: optional(boolCodec),
+    resultFormat: optional(resultFormatCodec),
   },
   WORKER_DRAINING: { workerId: stringCodec },
-  ERROR: { message: stringCodec, code: nullable(stringCodec) },
+  ERROR: { message: stringCodec, code: nullable(stringCodec), leader: optional(stringCodec) },
   SUBMIT_JOB: {
     taskType: stringCodec,
     payload: objectCodec,
     maxAttempts: nullable(intCodec),
     idempotencyKey: nullable(stringCodec),
     priority: nullable(priorityCodec),
+    timeoutMillis: optional(intCodec),
   },
-  JOB_SUBMITTED: { jobId: stringCodec, job: nullable(jobSnapshotCodec) },
+  JOB_SUBMITTED: {
+    jobId: stringCodec,
+    job: nullable(jobSnapshotCodec),
+    servingWorkers: optional(intCodec),
+  },
   SUBMIT_REJECTED: {
     reason: stringCodec,
     activeCount: intCodec,
     limit: intCodec,
     retryable: boolCodec,
   },
-  GET_JOB_STATUS: { jobId: stringCodec },
-  JOB_STATUS: { job: jobSnapshotCodec },
+  GET_JOB_STATUS: { jobId: stringCodec, attempts: optional(boolCodec) },
+  JOB_STATUS: { job: jobSnapshotCodec, attempts: optional(arrayOf(attemptSnapshotCodec)) },
   LIST_JOBS: {
     limit: nullable(intCodec),
     state: nullable(jobStateCodec),
@@ -257,10 +309,18 @@ const SCHEMAS: Schemas = {
   },
   JOB_LIST: { jobs: arrayOf(jobSnapshotCodec), nextCursor: nullable(stringCodec) },
   LIST_WORKERS: {},
-  WORKER_LIST: { workers: arrayOf(workerSnapshotCodec) },
+  WORKER_LIST: {
+    workers: arrayOf(workerSnapshotCodec),
+    leader: optional(stringCodec),
+    epoch: optional(intCodec),
+  },
   CANCEL_JOB: { jobId: stringCodec },
   JOB_CANCEL: { cancelled: boolCodec, job: jobSnapshotCodec },
   WAIT_JOB: { jobId: stringCodec, timeoutMillis: nullable(intCodec) },
+  AUTH: { token: stringCodec },
+  AUTH_OK: {},
+  PURGE_JOBS: { state: jobStateCodec, olderThanMillis: intCodec },
+  JOBS_PURGED: { deleted: intCodec },
 };
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });

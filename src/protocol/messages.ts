@@ -3,13 +3,19 @@
  * discriminated union on `type`.
  *
  * Worker port:  WORKER_REGISTER, WORKER_REGISTERED, HEARTBEAT, TASK_ASSIGN,
- *               TASK_CANCEL, TASK_RESULT, ERROR; extension WORKER_DRAINING.
+ *               TASK_CANCEL, TASK_RESULT, ERROR; extensions WORKER_DRAINING,
+ *               HEARTBEAT_ACK.
  * Client port:  SUBMIT_JOB, JOB_SUBMITTED, SUBMIT_REJECTED, GET_JOB_STATUS,
  *               JOB_STATUS, LIST_JOBS, JOB_LIST, LIST_WORKERS, WORKER_LIST,
- *               CANCEL_JOB, JOB_CANCEL, ERROR; extension WAIT_JOB.
+ *               CANCEL_JOB, JOB_CANCEL, ERROR; extensions WAIT_JOB, AUTH,
+ *               AUTH_OK, PURGE_JOBS, JOBS_PURGED.
  *
- * Optional fields are always present after decoding, as `null` when the peer
- * left them out or sent an explicit `null` (the two mean the same thing).
+ * Optional v1 fields are always present after decoding, as `null` when the
+ * peer left them out or sent an explicit `null` (the two mean the same thing).
+ * Extension fields added in the second wave are declared optional (`?:`):
+ * null and absent still mean the same, but such a field is simply absent after
+ * decoding when the peer left it out or sent null, and the encoder leaves it
+ * out when it is null, so a v1 peer never sees it unless it carries a value.
  */
 
 /** The six job states. */
@@ -49,6 +55,50 @@ export interface JobSnapshot {
   updatedAtMillis: number;
   /** Base priority (aging is not shown). */
   priority: Priority;
+  /** Extension: when the latest attempt started (null before the first). */
+  startedAtMillis?: number | null;
+  /** Extension: when the job became terminal (null while it is not). */
+  finishedAtMillis?: number | null;
+  /**
+   * Extension: how to read `result`. `json` = the handler returned a JSON
+   * value other than a string and `result` is its JSON text; absent or
+   * `text` = `result` is the handler's string as it is.
+   */
+  resultFormat?: ResultFormat | null;
+  /** Extension: this job's per-attempt execution deadline, in ms. */
+  timeoutMillis?: number | null;
+  /** Extension: the idempotency key it was submitted with. */
+  idempotencyKey?: string | null;
+}
+
+/** `text` (the default) or `json`: see {@link JobSnapshot.resultFormat}. */
+export const RESULT_FORMATS = ['text', 'json'] as const;
+export type ResultFormat = (typeof RESULT_FORMATS)[number];
+
+/** How an attempt ended (`RUNNING` while it has not). */
+export const ATTEMPT_OUTCOMES = [
+  'RUNNING',
+  'SUCCEEDED',
+  'FAILED',
+  'WORKER_LOST',
+  'DEADLINE',
+  'CANCELLED',
+  'RELEASED',
+  'INTERRUPTED',
+] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+
+/** One attempt of a job (job history). */
+export interface AttemptSnapshot {
+  /** 1-based. */
+  attemptNumber: number;
+  attemptId: string;
+  workerId: string;
+  startedAtMillis: number;
+  /** Null while the attempt runs. */
+  finishedAtMillis: number | null;
+  outcome: AttemptOutcome;
+  error: string | null;
 }
 
 /** A live worker as reported to clients. */
@@ -57,6 +107,12 @@ export interface WorkerSnapshot {
   capacity: number;
   activeTasks: number;
   lastHeartbeatMillis: number;
+  /** Extension: the task types it declared; null = the five built-ins. */
+  taskTypes?: string[] | null;
+  /** Extension: true once it announced WORKER_DRAINING. */
+  draining?: boolean | null;
+  /** Extension: the jobs it runs now. */
+  runningJobs?: string[] | null;
 }
 
 // ---- worker port ----------------------------------------------------------
@@ -67,13 +123,24 @@ export interface WorkerRegister {
   capacity: number;
   /** Extension: task types this worker runs; null = the five built-ins. */
   taskTypes: string[] | null;
+  /** Extension: the worker token, when the coordinator requires one. Never logged. */
+  authToken?: string | null;
+  /** Extension: answer every HEARTBEAT with HEARTBEAT_ACK. */
+  heartbeatAck?: boolean | null;
 }
 export interface WorkerRegistered {
   type: 'WORKER_REGISTERED';
   workerId: string;
+  /** Extension: what this coordinator supports (see features.ts); absent = none. */
+  features?: string[] | null;
 }
 export interface Heartbeat {
   type: 'HEARTBEAT';
+  workerId: string;
+}
+/** Extension: answers a HEARTBEAT when the worker asked for it and the coordinator offered it. */
+export interface HeartbeatAck {
+  type: 'HEARTBEAT_ACK';
   workerId: string;
 }
 export interface TaskAssign {
@@ -85,6 +152,10 @@ export interface TaskAssign {
   attemptNumber: number;
   taskType: string;
   payload: JsonObject;
+  /** Extension (`assignLimits`): this attempt's deadline, in ms from receipt. */
+  timeoutMillis?: number | null;
+  /** Extension (`assignLimits`): the job's attempt limit. */
+  maxAttempts?: number | null;
 }
 export interface TaskCancel {
   type: 'TASK_CANCEL';
@@ -99,6 +170,10 @@ export interface TaskResult {
   success: boolean;
   result: string | null;
   error: string | null;
+  /** Extension (`retryable`): false = retrying cannot help; absent = true. */
+  retryable?: boolean | null;
+  /** Extension: `json` when `result` is the JSON text of a non-string value. */
+  resultFormat?: ResultFormat | null;
 }
 /** Extension: the worker takes no new assignments from now on. */
 export interface WorkerDraining {
@@ -108,8 +183,10 @@ export interface WorkerDraining {
 export interface ErrorMessage {
   type: 'ERROR';
   message: string;
-  /** Extension: a stable error code (e.g. `UNKNOWN_JOB`). */
+  /** Extension: a stable error code (see error-codes.ts). */
   code: string | null;
+  /** Extension (with `NOT_LEADER`): the leader's `host:port` of the same port kind, when known. */
+  leader?: string | null;
 }
 
 // ---- client port ----------------------------------------------------------
@@ -123,12 +200,16 @@ export interface SubmitJob {
   idempotencyKey: string | null;
   /** null = NORMAL. */
   priority: Priority | null;
+  /** Extension: per-attempt execution deadline, 1..86400000 ms; null = the coordinator's. */
+  timeoutMillis?: number | null;
 }
 export interface JobSubmitted {
   type: 'JOB_SUBMITTED';
   jobId: string;
   /** Extension: the job right after submission (saves a status round trip). */
   job: JobSnapshot | null;
+  /** Extension: live workers that declared the job's task type when it was accepted. */
+  servingWorkers?: number | null;
 }
 export interface SubmitRejected {
   type: 'SUBMIT_REJECTED';
@@ -140,10 +221,14 @@ export interface SubmitRejected {
 export interface GetJobStatus {
   type: 'GET_JOB_STATUS';
   jobId: string;
+  /** Extension: also return the attempt history (`JOB_STATUS.attempts`). */
+  attempts?: boolean | null;
 }
 export interface JobStatus {
   type: 'JOB_STATUS';
   job: JobSnapshot;
+  /** Extension (asked for with `GET_JOB_STATUS.attempts`): one entry per attempt, oldest first. */
+  attempts?: AttemptSnapshot[] | null;
 }
 export interface ListJobs {
   type: 'LIST_JOBS';
@@ -167,6 +252,10 @@ export interface ListWorkers {
 export interface WorkerList {
   type: 'WORKER_LIST';
   workers: WorkerSnapshot[];
+  /** Extension: the leading coordinator's advertised `host:port` (client port). */
+  leader?: string | null;
+  /** Extension: the leader's epoch (fencing token); null without leadership. */
+  epoch?: number | null;
 }
 export interface CancelJob {
   type: 'CANCEL_JOB';
@@ -185,42 +274,109 @@ export interface WaitJob {
   timeoutMillis: number | null;
 }
 
+/** Extension: the first frame on a client connection when the coordinator has client tokens. */
+export interface Auth {
+  type: 'AUTH';
+  /** Never logged or echoed. */
+  token: string;
+}
+export interface AuthOk {
+  type: 'AUTH_OK';
+}
+/** Extension: deletes terminal jobs (and their attempts) in one state, older than a bound. */
+export interface PurgeJobs {
+  type: 'PURGE_JOBS';
+  /** COMPLETED, FAILED or CANCELLED; anything else is refused. */
+  state: JobState;
+  /** Only jobs that finished at least this long ago, in ms. */
+  olderThanMillis: number;
+}
+export interface JobsPurged {
+  type: 'JOBS_PURGED';
+  deleted: number;
+}
+
 export type WorkerToCoordinator = WorkerRegister | Heartbeat | TaskResult | WorkerDraining;
-export type CoordinatorToWorker = WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage;
-export type ClientRequest = SubmitJob | GetJobStatus | ListJobs | ListWorkers | CancelJob | WaitJob;
+export type CoordinatorToWorker =
+  WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck;
+export type ClientRequest =
+  SubmitJob | GetJobStatus | ListJobs | ListWorkers | CancelJob | WaitJob | Auth | PurgeJobs;
 export type ClientReply =
-  JobSubmitted | SubmitRejected | JobStatus | JobList | WorkerList | JobCancel | ErrorMessage;
+  | JobSubmitted
+  | SubmitRejected
+  | JobStatus
+  | JobList
+  | WorkerList
+  | JobCancel
+  | ErrorMessage
+  | AuthOk
+  | JobsPurged;
 
 export type Message = WorkerToCoordinator | CoordinatorToWorker | ClientRequest | ClientReply;
 export type MessageType = Message['type'];
 export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 
-const CLIENT_REQUEST_TYPES: ReadonlySet<string> = new Set<ClientRequest['type']>([
-  'SUBMIT_JOB',
-  'GET_JOB_STATUS',
-  'LIST_JOBS',
-  'LIST_WORKERS',
-  'CANCEL_JOB',
-  'WAIT_JOB',
-]);
-const WORKER_TO_COORDINATOR_TYPES: ReadonlySet<string> = new Set<WorkerToCoordinator['type']>([
-  'WORKER_REGISTER',
-  'HEARTBEAT',
-  'TASK_RESULT',
-  'WORKER_DRAINING',
-]);
+/** Direction tables: the compiler checks that each lists exactly its union. */
+const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
+  SUBMIT_JOB: true,
+  GET_JOB_STATUS: true,
+  LIST_JOBS: true,
+  LIST_WORKERS: true,
+  CANCEL_JOB: true,
+  WAIT_JOB: true,
+  AUTH: true,
+  PURGE_JOBS: true,
+};
+const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
+  JOB_SUBMITTED: true,
+  SUBMIT_REJECTED: true,
+  JOB_STATUS: true,
+  JOB_LIST: true,
+  WORKER_LIST: true,
+  JOB_CANCEL: true,
+  ERROR: true,
+  AUTH_OK: true,
+  JOBS_PURGED: true,
+};
+const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]: true } = {
+  WORKER_REGISTER: true,
+  HEARTBEAT: true,
+  TASK_RESULT: true,
+  WORKER_DRAINING: true,
+};
+const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]: true } = {
+  WORKER_REGISTERED: true,
+  TASK_ASSIGN: true,
+  TASK_CANCEL: true,
+  ERROR: true,
+  HEARTBEAT_ACK: true,
+};
+
+const has = (table: object, type: string): boolean =>
+  Object.prototype.hasOwnProperty.call(table, type);
 
 export function isClientRequest(msg: Message): msg is ClientRequest {
-  return CLIENT_REQUEST_TYPES.has(msg.type);
+  return has(CLIENT_REQUEST_TYPES, msg.type);
+}
+
+export function isClientReply(msg: Message): msg is ClientReply {
+  return has(CLIENT_REPLY_TYPES, msg.type);
 }
 
 export function isWorkerToCoordinator(msg: Message): msg is WorkerToCoordinator {
-  return WORKER_TO_COORDINATOR_TYPES.has(msg.type);
+  return has(WORKER_TO_COORDINATOR_TYPES, msg.type);
 }
 
-const TERMINAL: ReadonlySet<JobState> = new Set<JobState>(['COMPLETED', 'FAILED', 'CANCELLED']);
+export function isCoordinatorToWorker(msg: Message): msg is CoordinatorToWorker {
+  return has(COORDINATOR_TO_WORKER_TYPES, msg.type);
+}
+
+/** The job states that have no exits. */
+export const TERMINAL_STATES = ['COMPLETED', 'FAILED', 'CANCELLED'] as const;
+export type TerminalState = (typeof TERMINAL_STATES)[number];
+const TERMINAL: ReadonlySet<JobState> = new Set<JobState>(TERMINAL_STATES);
 
 /** COMPLETED, FAILED and CANCELLED have no exits. */
-export function isTerminalState(state: JobState): boolean {
+export function isTerminalState(state: JobState): state is TerminalState {
   return TERMINAL.has(state);
 }

@@ -9,6 +9,7 @@
  * The interface is deliberately small and row-oriented so that another backend
  * (e.g. PostgreSQL) can implement it.
  */
+import { ErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import type { JobState, Priority } from '../protocol/messages.js';
 
@@ -73,7 +74,7 @@ export interface Store {
 /** A write or read the storage could not do (disk full, I/O error, ...). */
 export class StoreError extends DtpError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('STORE_FAILED', message, options);
+    super(ErrorCode.StoreFailed, message, options);
   }
 }
 

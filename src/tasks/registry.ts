@@ -7,6 +7,7 @@
  * `createBuiltinRegistry()` (builtin/index.ts); more task types can be registered, which is
  * how user-defined tasks plug in.
  */
+import { ErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import type { JsonObject } from '../protocol/messages.js';
 
@@ -36,7 +37,7 @@ export interface TaskDefinition {
 /** The payload does not fit the task type. Message starts `Invalid payload:`. */
 export class InvalidPayloadError extends DtpError {
   constructor(detail: string) {
-    super('INVALID_PAYLOAD', `Invalid payload: ${detail}`);
+    super(ErrorCode.InvalidPayload, `Invalid payload: ${detail}`);
   }
 }
 
@@ -44,7 +45,7 @@ export class InvalidPayloadError extends DtpError {
 export class UnknownTaskTypeError extends DtpError {
   constructor(taskType: string, known: readonly string[]) {
     super(
-      'UNKNOWN_TASK_TYPE',
+      ErrorCode.UnknownTaskType,
       `Unknown task type: ${JSON.stringify(taskType).slice(0, 80)} (known: ${known.join(', ')})`,
     );
   }

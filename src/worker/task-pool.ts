@@ -15,15 +15,13 @@
  */
 import assert from 'node:assert/strict';
 import { DtpError } from '../protocol/errors.js';
+import { MAX_CAPACITY } from '../protocol/limits.js';
 import type { JsonObject } from '../protocol/messages.js';
 import { resolveTaskModuleUrl } from './task-module.js';
 import { PoolTask, PoolThread, type TaskOutcome } from './pool-thread.js';
 import type { TaskThreadData } from './thread-messages.js';
 
 export type { TaskOutcome } from './pool-thread.js';
-
-/** Largest accepted capacity, as in the protocol's WORKER_REGISTER. */
-export const MAX_CAPACITY = 1024;
 
 export interface TaskPoolOptions {
   /** Most tasks (and live threads) at once, 1..1024. */

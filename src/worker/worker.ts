@@ -37,17 +37,18 @@ import { FramedConnection, describeCloseReason } from '../net/framed-connection.
 import { dial } from '../net/tcp.js';
 import type { Logger } from '../observability/logger.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import type {
-  CoordinatorToWorker,
-  ErrorMessage,
-  Message,
-  TaskAssign,
-  TaskCancel,
-  TaskResult,
-  WorkerRegistered,
+import {
+  isCoordinatorToWorker,
+  type ErrorMessage,
+  type Message,
+  type TaskAssign,
+  type TaskCancel,
+  type TaskResult,
+  type WorkerRegistered,
 } from '../protocol/messages.js';
 import { Heartbeat } from './heartbeat.js';
-import { MAX_CAPACITY, TaskPool, type TaskHandle, type TaskOutcome } from './task-pool.js';
+import { MAX_CAPACITY } from '../protocol/limits.js';
+import { TaskPool, type TaskHandle, type TaskOutcome } from './task-pool.js';
 
 export interface WorkerOptions {
   coordinatorHost: string;
@@ -109,16 +110,6 @@ interface RunningTask {
 }
 
 /** Every message a coordinator may send a worker; the type makes it complete. */
-const FOR_WORKER: { readonly [T in CoordinatorToWorker['type']]: true } = {
-  WORKER_REGISTERED: true,
-  TASK_ASSIGN: true,
-  TASK_CANCEL: true,
-  ERROR: true,
-};
-
-function isForWorker(msg: Message): msg is CoordinatorToWorker {
-  return Object.prototype.hasOwnProperty.call(FOR_WORKER, msg.type);
-}
 
 function invalid(message: string): DtpError {
   return new DtpError('INVALID_OPTIONS', message);
@@ -414,7 +405,7 @@ export class Worker {
 
   #onMessage(connection: FramedConnection, msg: Message): void {
     if (connection !== this.#connection) return;
-    if (!isForWorker(msg)) {
+    if (!isCoordinatorToWorker(msg)) {
       this.#drop(connection, `unexpected ${msg.type} from coordinator`);
       return;
     }
@@ -433,6 +424,8 @@ export class Worker {
       case 'ERROR':
         this.#onError(connection, msg);
         return;
+      case 'HEARTBEAT_ACK':
+        return; // never asked for yet
     }
   }
 

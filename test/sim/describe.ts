@@ -52,6 +52,10 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return `LIST_JOBS limit=${msg.limit} state=${msg.state} cursor=${msg.cursor}`;
     case 'LIST_WORKERS':
       return 'LIST_WORKERS';
+    case 'AUTH':
+      return 'AUTH';
+    case 'PURGE_JOBS':
+      return `PURGE_JOBS ${msg.state} older=${msg.olderThanMillis} ms`;
   }
 }
 

@@ -44,6 +44,8 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'SUBMIT_REJECTED':
       case 'WORKER_LIST':
       case 'ERROR':
+      case 'AUTH_OK':
+      case 'JOBS_PURGED':
         break;
     }
   }

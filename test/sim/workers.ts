@@ -203,6 +203,7 @@ export class SimWorker implements WorkerPeer {
         return;
       }
       case 'ERROR':
+      case 'HEARTBEAT_ACK':
         return;
     }
   }

@@ -15,6 +15,7 @@ import {
 import { ProtocolError, ProtocolErrorCode } from '../../src/protocol/errors.js';
 import { FrameDecoder } from '../../src/protocol/framing.js';
 import type {
+  AttemptSnapshot,
   JobSnapshot,
   Message,
   MessageOf,
@@ -46,12 +47,29 @@ const DONE_JOB: JobSnapshot = {
   result: 'ba7816bf',
   error: null,
   priority: 'LOW',
+  startedAtMillis: 1_700_000_000_100,
+  finishedAtMillis: 1_700_000_000_200,
+  resultFormat: 'text',
+  timeoutMillis: 60_000,
+  idempotencyKey: 'key-1',
 };
 const WORKER: WorkerSnapshot = {
   workerId: 'worker-1',
   capacity: 4,
   activeTasks: 1,
   lastHeartbeatMillis: 1_700_000_000_100,
+  taskTypes: ['SHA256', 'resize'],
+  draining: false,
+  runningJobs: ['job-1'],
+};
+const ATTEMPT: AttemptSnapshot = {
+  attemptNumber: 1,
+  attemptId: '6f1c2b1e-8a0e-4d8e-9a77-3b1f0c9b2f10',
+  workerId: 'worker-1',
+  startedAtMillis: 1_700_000_000_000,
+  finishedAtMillis: 1_700_000_000_050,
+  outcome: 'SUCCEEDED',
+  error: null,
 };
 
 /** One fully populated example of every message; the type makes it exhaustive. */
@@ -61,9 +79,16 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     workerId: 'worker-1',
     capacity: 4,
     taskTypes: ['SLEEP', 'SHA256'],
+    authToken: 'secret',
+    heartbeatAck: true,
   },
-  WORKER_REGISTERED: { type: 'WORKER_REGISTERED', workerId: 'worker-1' },
+  WORKER_REGISTERED: {
+    type: 'WORKER_REGISTERED',
+    workerId: 'worker-1',
+    features: ['drain', 'heartbeatAck'],
+  },
   HEARTBEAT: { type: 'HEARTBEAT', workerId: 'worker-1' },
+  HEARTBEAT_ACK: { type: 'HEARTBEAT_ACK', workerId: 'worker-1' },
   TASK_ASSIGN: {
     type: 'TASK_ASSIGN',
     jobId: 'job-1',
@@ -71,6 +96,8 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     attemptNumber: 1,
     taskType: 'SLEEP',
     payload: { durationMillis: 10, nested: { list: [1, 'two', null, true] } },
+    timeoutMillis: 60_000,
+    maxAttempts: 3,
   },
   TASK_CANCEL: {
     type: 'TASK_CANCEL',
@@ -85,9 +112,16 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     success: true,
     result: 'slept 10 ms',
     error: null,
+    retryable: false,
+    resultFormat: 'json',
   },
   WORKER_DRAINING: { type: 'WORKER_DRAINING', workerId: 'worker-1' },
-  ERROR: { type: 'ERROR', message: 'Unknown job job-9', code: 'UNKNOWN_JOB' },
+  ERROR: {
+    type: 'ERROR',
+    message: 'NOT_LEADER: the leader is elsewhere',
+    code: 'NOT_LEADER',
+    leader: 'host-2:7071',
+  },
   SUBMIT_JOB: {
     type: 'SUBMIT_JOB',
     taskType: 'WORD_COUNT',
@@ -95,8 +129,9 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     maxAttempts: 3,
     idempotencyKey: 'key-1',
     priority: 'HIGH',
+    timeoutMillis: 5_000,
   },
-  JOB_SUBMITTED: { type: 'JOB_SUBMITTED', jobId: 'job-1', job: JOB },
+  JOB_SUBMITTED: { type: 'JOB_SUBMITTED', jobId: 'job-1', job: JOB, servingWorkers: 2 },
   SUBMIT_REJECTED: {
     type: 'SUBMIT_REJECTED',
     reason: 'too many active jobs',
@@ -104,15 +139,24 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     limit: 1000,
     retryable: true,
   },
-  GET_JOB_STATUS: { type: 'GET_JOB_STATUS', jobId: 'job-1' },
-  JOB_STATUS: { type: 'JOB_STATUS', job: DONE_JOB },
+  GET_JOB_STATUS: { type: 'GET_JOB_STATUS', jobId: 'job-1', attempts: true },
+  JOB_STATUS: { type: 'JOB_STATUS', job: DONE_JOB, attempts: [ATTEMPT] },
   LIST_JOBS: { type: 'LIST_JOBS', limit: 50, state: 'QUEUED', cursor: 'c-1' },
   JOB_LIST: { type: 'JOB_LIST', jobs: [DONE_JOB, JOB], nextCursor: 'c-2' },
   LIST_WORKERS: { type: 'LIST_WORKERS' },
-  WORKER_LIST: { type: 'WORKER_LIST', workers: [WORKER, { ...WORKER, workerId: 'worker-2' }] },
+  WORKER_LIST: {
+    type: 'WORKER_LIST',
+    workers: [WORKER, { ...WORKER, workerId: 'worker-2' }],
+    leader: 'host-1:7071',
+    epoch: 7,
+  },
   CANCEL_JOB: { type: 'CANCEL_JOB', jobId: 'job-1' },
   JOB_CANCEL: { type: 'JOB_CANCEL', cancelled: true, job: { ...DONE_JOB, state: 'CANCELLED' } },
   WAIT_JOB: { type: 'WAIT_JOB', jobId: 'job-1', timeoutMillis: 30_000 },
+  AUTH: { type: 'AUTH', token: 'secret' },
+  AUTH_OK: { type: 'AUTH_OK' },
+  PURGE_JOBS: { type: 'PURGE_JOBS', state: 'COMPLETED', olderThanMillis: 3_600_000 },
+  JOBS_PURGED: { type: 'JOBS_PURGED', deleted: 12 },
 };
 
 /**
@@ -121,26 +165,48 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
  * JOB_SUBMITTED.job, LIST_JOBS limit/state/cursor, JOB_LIST.nextCursor, WAIT_JOB.
  */
 const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
-  WORKER_REGISTER: ['workerId', 'capacity', 'taskTypes'],
-  WORKER_REGISTERED: ['workerId'],
+  WORKER_REGISTER: ['workerId', 'capacity', 'taskTypes', 'authToken', 'heartbeatAck'],
+  WORKER_REGISTERED: ['workerId', 'features'],
   HEARTBEAT: ['workerId'],
-  TASK_ASSIGN: ['jobId', 'attemptId', 'attemptNumber', 'taskType', 'payload'],
+  HEARTBEAT_ACK: ['workerId'],
+  TASK_ASSIGN: [
+    'jobId',
+    'attemptId',
+    'attemptNumber',
+    'taskType',
+    'payload',
+    'timeoutMillis',
+    'maxAttempts',
+  ],
   TASK_CANCEL: ['jobId', 'attemptId'],
-  TASK_RESULT: ['workerId', 'jobId', 'attemptId', 'success', 'result', 'error'],
+  TASK_RESULT: [
+    'workerId',
+    'jobId',
+    'attemptId',
+    'success',
+    'result',
+    'error',
+    'retryable',
+    'resultFormat',
+  ],
   WORKER_DRAINING: ['workerId'],
-  ERROR: ['message', 'code'],
-  SUBMIT_JOB: ['taskType', 'payload', 'maxAttempts', 'idempotencyKey', 'priority'],
-  JOB_SUBMITTED: ['jobId', 'job'],
+  ERROR: ['message', 'code', 'leader'],
+  SUBMIT_JOB: ['taskType', 'payload', 'maxAttempts', 'idempotencyKey', 'priority', 'timeoutMillis'],
+  JOB_SUBMITTED: ['jobId', 'job', 'servingWorkers'],
   SUBMIT_REJECTED: ['reason', 'activeCount', 'limit', 'retryable'],
-  GET_JOB_STATUS: ['jobId'],
-  JOB_STATUS: ['job'],
+  GET_JOB_STATUS: ['jobId', 'attempts'],
+  JOB_STATUS: ['job', 'attempts'],
   LIST_JOBS: ['limit', 'state', 'cursor'],
   JOB_LIST: ['jobs', 'nextCursor'],
   LIST_WORKERS: [],
-  WORKER_LIST: ['workers'],
+  WORKER_LIST: ['workers', 'leader', 'epoch'],
   CANCEL_JOB: ['jobId'],
   JOB_CANCEL: ['cancelled', 'job'],
   WAIT_JOB: ['jobId', 'timeoutMillis'],
+  AUTH: ['token'],
+  AUTH_OK: [],
+  PURGE_JOBS: ['state', 'olderThanMillis'],
+  JOBS_PURGED: ['deleted'],
 };
 const JOB_FIELDS = [
   'jobId',
@@ -155,9 +221,17 @@ const JOB_FIELDS = [
   'updatedAtMillis',
   'priority',
 ];
-const WORKER_FIELDS = ['workerId', 'capacity', 'activeTasks', 'lastHeartbeatMillis'];
+const WORKER_FIELDS = [
+  'workerId',
+  'capacity',
+  'activeTasks',
+  'lastHeartbeatMillis',
+  'taskTypes',
+  'draining',
+  'runningJobs',
+];
 
-/** Every optional field of each type, as a reference peer may send it: `null`. */
+/** Every optional v1 field of each type, as a reference peer may send it: `null`. */
 const OPTIONAL_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
   WORKER_REGISTER: ['taskTypes'],
   TASK_RESULT: ['result', 'error'],
@@ -167,6 +241,20 @@ const OPTIONAL_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
   LIST_JOBS: ['limit', 'state', 'cursor'],
   JOB_LIST: ['nextCursor'],
   WAIT_JOB: ['timeoutMillis'],
+};
+
+/** Second-wave extension fields: absent after decoding when null, and never emitted as null. */
+const EXTENSION_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
+  WORKER_REGISTER: ['authToken', 'heartbeatAck'],
+  WORKER_REGISTERED: ['features'],
+  TASK_ASSIGN: ['timeoutMillis', 'maxAttempts'],
+  TASK_RESULT: ['retryable', 'resultFormat'],
+  ERROR: ['leader'],
+  SUBMIT_JOB: ['timeoutMillis'],
+  JOB_SUBMITTED: ['servingWorkers'],
+  GET_JOB_STATUS: ['attempts'],
+  JOB_STATUS: ['attempts'],
+  WORKER_LIST: ['leader', 'epoch'],
 };
 
 const ALL_TYPES = Object.keys(SAMPLES) as MessageType[];
@@ -227,6 +315,18 @@ describe('codec round trip', () => {
       const msg = { ...sample(type as MessageType) } as Record<string, unknown>;
       for (const f of fields) msg[f] = null;
       assert.deepEqual(overTheWire(msg as unknown as Message), msg);
+    });
+  }
+
+  for (const [type, fields] of Object.entries(EXTENSION_FIELDS)) {
+    it(`leaves out the extension fields of ${type} when they are null, on the wire and decoded`, () => {
+      const msg = { ...sample(type as MessageType) } as Record<string, unknown>;
+      for (const f of fields) msg[f] = null;
+      const wire = wireObject(msg as unknown as Message);
+      for (const f of fields) assert.equal(f in wire, false, `${f} must not be emitted as null`);
+      const expected = { ...msg };
+      for (const f of fields) delete expected[f];
+      assert.deepEqual(overTheWire(msg as unknown as Message), expected);
     });
   }
 

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Effect } from '../../src/coordinator/core/types.js';
-import { MAX_ERROR_CHARS, MAX_RESULT_BYTES } from '../../src/coordinator/core/worker-sessions.js';
+import { MAX_ERROR_CHARS, MAX_RESULT_BYTES } from '../../src/protocol/limits.js';
 import type { JobRecord } from '../../src/store/store.js';
 import { CoreHarness, effectsOf, eventsOf, messagesOf } from '../helpers/core-harness.js';
 

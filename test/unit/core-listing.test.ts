@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DEFAULT_LIST_LIMIT } from '../../src/coordinator/core/client-requests.js';
-import { MAX_ERROR_CHARS } from '../../src/coordinator/core/worker-sessions.js';
+import { MAX_ERROR_CHARS } from '../../src/protocol/limits.js';
 import { messageToJson } from '../../src/protocol/codec.js';
 import { MAX_FRAME_BYTES } from '../../src/protocol/framing.js';
 import type { ClientReply, JobSnapshot, JobState } from '../../src/protocol/messages.js';

@@ -10,7 +10,8 @@ import {
   type ListJobs,
 } from '../../protocol/messages.js';
 import { cancelJob, schedule } from './job-lifecycle.js';
-import { ErrorCode, jobSnapshot, type CoreState } from './state.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import { jobSnapshot, type CoreState } from './state.js';
 import { submit } from './submission.js';
 
 /** LIST_JOBS page size when the request names none. */
@@ -42,6 +43,17 @@ export function handleClientRequest(
       return listJobs(s, connId, requestId, msg);
     case 'LIST_WORKERS':
       return s.reply(connId, requestId, { type: 'WORKER_LIST', workers: s.workers.snapshots() });
+    case 'AUTH':
+      // Tokens are checked by the shell before a request reaches the core; an
+      // AUTH that gets here is one more on an open connection: harmless.
+      return s.reply(connId, requestId, { type: 'AUTH_OK' });
+    case 'PURGE_JOBS':
+      return s.replyError(
+        connId,
+        requestId,
+        ErrorCode.UnsupportedRequest,
+        'Unsupported request: PURGE_JOBS is not offered by this coordinator yet',
+      );
   }
 }
 

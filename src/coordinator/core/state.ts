@@ -24,17 +24,6 @@ export interface DueEntry {
 
 const byDueTime = (a: DueEntry, b: DueEntry): boolean => a.atMs < b.atMs;
 
-/** Stable error codes carried in ERROR replies (extension field `code`). */
-export const ErrorCode = {
-  UnknownJob: 'UNKNOWN_JOB',
-  InvalidPayload: 'INVALID_PAYLOAD',
-  UnknownTaskType: 'UNKNOWN_TASK_TYPE',
-  IdempotencyConflict: 'IDEMPOTENCY_CONFLICT',
-  InvalidRequest: 'INVALID_REQUEST',
-  InvalidRegistration: 'INVALID_REGISTRATION',
-  NotRegistered: 'NOT_REGISTERED',
-} as const;
-
 export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
   return {
     jobId: job.jobId,

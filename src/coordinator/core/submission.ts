@@ -8,15 +8,13 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { describeError } from '../../protocol/errors.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import { MAX_ATTEMPTS_LIMIT, MAX_IDEMPOTENCY_KEY_LENGTH } from '../../protocol/limits.js';
 import type { JsonObject, Priority, SubmitJob } from '../../protocol/messages.js';
 import type { JobRecord } from '../../store/store.js';
 import { schedule } from './job-lifecycle.js';
-import { ErrorCode, jobSnapshot, type CoreState } from './state.js';
+import { jobSnapshot, type CoreState } from './state.js';
 
-/** Upper bound on maxAttempts (retry delays are overflow-safe up to here). */
-export const MAX_ATTEMPTS_LIMIT = 1000;
-/** Longest idempotency key, in characters. */
-export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
 /** Longest task type name, in characters. */
 export const MAX_TASK_TYPE_LENGTH = 128;
 

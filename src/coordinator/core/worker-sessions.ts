@@ -9,19 +9,15 @@
 import type { TaskResult, WorkerRegister, WorkerToCoordinator } from '../../protocol/messages.js';
 import { isCurrentLease } from './lease.js';
 import { completeJob, failAttempt, releaseLease, requeueDue, schedule } from './job-lifecycle.js';
-import { ErrorCode, type CoreState } from './state.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import {
+  MAX_CAPACITY,
+  MAX_ERROR_CHARS,
+  MAX_RESULT_BYTES,
+  MAX_WORKER_ID_LENGTH,
+} from '../../protocol/limits.js';
+import type { CoreState } from './state.js';
 import type { WorkerSession } from './worker-registry.js';
-
-/**
- * Largest accepted result, in UTF-8 bytes of its JSON string encoding without
- * the quotes (keeps every job snapshot well under a frame). For text that
- * needs no escapes this is its plain UTF-8 size.
- */
-export const MAX_RESULT_BYTES = 512 * 1024;
-/** Longer attempt errors are cut to this many characters. */
-export const MAX_ERROR_CHARS = 8 * 1024;
-export const MAX_WORKER_ID_LENGTH = 200;
-export const MAX_CAPACITY = 1024;
 
 export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
   if (s.closingConns.has(connId)) {

@@ -15,9 +15,7 @@ export { sha256Task } from './sha256.js';
 export { sleepTask } from './sleep.js';
 export { wordCountTask } from './word-count.js';
 
-/** The built-in task types, in registration order. */
-export const BUILTIN_TASK_TYPES = ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'] as const;
-export type BuiltinTaskType = (typeof BUILTIN_TASK_TYPES)[number];
+export { BUILTIN_TASK_TYPES, type BuiltinTaskType } from '../../protocol/task-types.js';
 
 const BUILTIN_TASKS: readonly TaskDefinition[] = [
   sleepTask,

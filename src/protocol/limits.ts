@@ -1,0 +1,25 @@
+/**
+ * Every limit of the protocol, defined once. Coordinator, worker, client, CLI
+ * and benchmarks import these; none re-types a number.
+ */
+
+/** Largest worker capacity (`WORKER_REGISTER.capacity` is 1..this). */
+export const MAX_CAPACITY = 1024;
+/** Upper bound on a job's maxAttempts (retry delays are overflow-safe up to here). */
+export const MAX_ATTEMPTS_LIMIT = 1000;
+/** Longest idempotency key, in characters. */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
+/** Longest worker id, in characters. */
+export const MAX_WORKER_ID_LENGTH = 200;
+/** Shortest and longest per-attempt execution deadline, in ms (`timeoutMillis`). */
+export const MIN_TASK_TIMEOUT_MS = 1;
+export const MAX_TASK_TIMEOUT_MS = 86_400_000;
+/**
+ * Largest accepted result, in UTF-8 bytes of its JSON string encoding without
+ * the quotes (keeps every job snapshot well under a frame).
+ */
+export const MAX_RESULT_BYTES = 512 * 1024;
+/** Longer attempt errors are cut to this many characters. */
+export const MAX_ERROR_CHARS = 8 * 1024;
+/** Most task types one worker may declare. */
+export const MAX_TASK_TYPES_PER_WORKER = 1024;
