@@ -1,0 +1,126 @@
+/**
+ * The task SDK: how users write their own task types.
+ *
+ * A task module is an ES module whose default export maps task names to
+ * handlers. A handler is an async function `(payload, ctx) => result`, or an
+ * object `{ run, schema? }` (what {@link defineTask} returns). The map key is
+ * the task's name on the wire, used exactly as given:
+ *
+ *     import { defineTask, defineTasks, NonRetryableError } from 'dtp/worker';
+ *     import { z } from 'zod';
+ *
+ *     export default defineTasks({
+ *       checksum: defineTask({
+ *         schema: z.object({ path: z.string() }),
+ *         async run({ path }, ctx) { ... return { sha256, bytes }; },
+ *       }),
+ *       'emails.send': async (payload, ctx) => { ... },
+ *     });
+ *
+ * A module need not import the SDK: a plain object of async functions works.
+ * Schemas are any Standard Schema (zod 4, valibot, arktype, ...): the worker
+ * validates the payload before running, the typed client before sending.
+ *
+ * This file holds only types and tiny helpers, no runtime dependency, so a
+ * client may `import type` a task module to type its submissions without
+ * loading any handler code.
+ */
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import type { JsonValue } from '../protocol/messages.js';
+
+/** Lines a handler logs, tagged with its job and attempt. */
+export interface TaskLogger {
+  debug(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+/** What a running attempt may look at. */
+export interface TaskContext {
+  readonly jobId: string;
+  /** The attempt's lease (a fresh id per attempt). */
+  readonly attemptId: string;
+  /** 1-based. */
+  readonly attemptNumber: number;
+  /** The job's attempt limit (null when the coordinator did not say). */
+  readonly maxAttempts: number | null;
+  /**
+   * Aborted when the attempt is cancelled or its deadline passes. A handler
+   * that ignores it is terminated anyway after the worker's cancel grace.
+   */
+  readonly signal: AbortSignal;
+  /** Epoch ms at which the attempt's deadline passes (null when unknown). */
+  readonly deadlineAtMs: number | null;
+  readonly log: TaskLogger;
+}
+
+/** A handler as a plain function. */
+export type TaskFunction<P = never, R extends JsonValue | void = JsonValue | void> = (
+  payload: P,
+  ctx: TaskContext,
+) => R | Promise<R>;
+
+/** A handler as an object, with an optional payload schema. */
+export interface TaskDefinition<P = never, R extends JsonValue | void = JsonValue | void> {
+  /** Validates (and may transform) the payload before `run`; any Standard Schema. */
+  readonly schema?: StandardSchemaV1<unknown, P>;
+  run(payload: P, ctx: TaskContext): R | Promise<R>;
+}
+
+/**
+ * Either form of handler, whatever its payload type: a function's parameter
+ * is contravariant (so `never` admits every payload type), a definition's
+ * schema output covariant (so `unknown` does).
+ */
+export type TaskHandler = TaskFunction<never> | TaskDefinition<unknown>;
+
+/** A task module's default export. */
+export type TaskMap = Readonly<Record<string, TaskHandler>>;
+
+/** Defines one task; infers the payload type from the schema when there is one. */
+export function defineTask<P, R extends JsonValue | void>(definition: {
+  schema: StandardSchemaV1<unknown, P>;
+  run(payload: P, ctx: TaskContext): R | Promise<R>;
+}): TaskDefinition<P, R>;
+export function defineTask<P, R extends JsonValue | void>(definition: {
+  run(payload: P, ctx: TaskContext): R | Promise<R>;
+}): TaskDefinition<P, R>;
+export function defineTask<P, R extends JsonValue | void>(
+  definition: TaskDefinition<P, R>,
+): TaskDefinition<P, R> {
+  return definition;
+}
+
+/** Types a task module's map; returns it unchanged. */
+export function defineTasks<const T extends TaskMap>(tasks: T): T {
+  return tasks;
+}
+
+/** The payload type a handler accepts. */
+export type PayloadOf<H> =
+  H extends TaskDefinition<infer P, JsonValue | void>
+    ? P
+    : H extends (payload: infer P, ctx: TaskContext) => unknown
+      ? P
+      : never;
+
+/** The value a handler resolves with (what the typed client's `result()` gives back). */
+export type ResultOf<H> = H extends { run(payload: never, ctx: TaskContext): infer R }
+  ? Awaited<R>
+  : H extends (payload: never, ctx: TaskContext) => infer R
+    ? Awaited<R>
+    : never;
+
+/**
+ * Throw this (or any error with `retryable: false`) to fail the job at once,
+ * whatever attempts remain: the failure is one retrying cannot fix.
+ */
+export class NonRetryableError extends Error {
+  readonly retryable = false;
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'NonRetryableError';
+  }
+}
