@@ -86,7 +86,9 @@ function buildProgram(
     if (spec !== SUBMIT_COMMAND) continue;
     command.usage('<shortcut> <its flags> [options]  |  submit <TYPE> --payload <json> [options]');
     for (const task of TASKS) {
-      const sub = command.command(task.name).description(`submit ${task.taskType}`);
+      const sub = command
+        .command(task.name)
+        .description(`submit ${task.taskType}: ${task.summary}`);
       addFlags(sub, task.flags, false);
       sub.action(() =>
         selected({

@@ -21,6 +21,11 @@ import {
 } from '../protocol/limits.js';
 import { JOB_STATES, PRIORITIES } from '../protocol/messages.js';
 import type { JobSnapshot, JsonObject } from '../protocol/messages.js';
+import {
+  BUILTIN_TASK_LIST,
+  builtinPayload,
+  type PayloadFieldSpec,
+} from '../protocol/task-types.js';
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
 import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
@@ -165,69 +170,38 @@ export const PAYLOAD_FLAGS: readonly FlagSpec[] = [
 export interface TaskSpec {
   readonly name: string;
   readonly taskType: string;
+  /** One line for `--help`. */
+  readonly summary: string;
   readonly flags: readonly FlagSpec[];
   payload(values: FlagValues): JsonObject;
 }
 
-export const TASKS: readonly TaskSpec[] = [
-  {
-    name: 'sleep',
-    taskType: 'SLEEP',
-    flags: [
-      {
-        name: 'milliseconds',
+/** The flag that sets a built-in task's one payload field. */
+function fieldFlag(field: PayloadFieldSpec): FlagSpec {
+  return field.kind === 'integer'
+    ? {
+        name: field.flag,
         type: 'int',
-        min: 0,
-        max: 600_000,
+        min: field.min,
+        max: field.max,
         required: true,
-        help: 'how long to sleep',
-      },
-    ],
-    payload: (v) => ({ durationMillis: v.int('milliseconds') }),
-  },
-  {
-    name: 'word-count',
-    taskType: 'WORD_COUNT',
-    flags: [{ name: 'text', type: 'string', required: true, help: 'text whose words are counted' }],
-    payload: (v) => ({ text: v.string('text') }),
-  },
-  {
-    name: 'sha256',
-    taskType: 'SHA256',
-    flags: [{ name: 'text', type: 'string', required: true, help: 'text to hash as UTF-8' }],
-    payload: (v) => ({ text: v.string('text') }),
-  },
-  {
-    name: 'prime-count',
-    taskType: 'PRIME_COUNT',
-    flags: [
-      {
-        name: 'limit',
-        type: 'int',
-        min: 2,
-        max: 50_000_000,
-        required: true,
-        help: 'count primes below this',
-      },
-    ],
-    payload: (v) => ({ limit: v.int('limit') }),
-  },
-  {
-    name: 'fail',
-    taskType: 'FAIL',
-    flags: [
-      {
-        name: 'fail-until-attempt',
-        type: 'int',
-        min: 0,
-        max: 1000,
-        required: true,
-        help: 'fail every attempt below this one',
-      },
-    ],
-    payload: (v) => ({ failUntilAttempt: v.int('fail-until-attempt') }),
-  },
-];
+        help: field.help,
+      }
+    : { name: field.flag, type: 'string', required: true, help: field.help };
+}
+
+/** The built-in tasks' shortcuts, read from the one table of built-ins. */
+export const TASKS: readonly TaskSpec[] = BUILTIN_TASK_LIST.map((task) => ({
+  name: task.shortcut,
+  taskType: task.taskType,
+  summary: task.summary,
+  flags: [fieldFlag(task.field)],
+  payload: (v: FlagValues): JsonObject =>
+    builtinPayload(
+      task,
+      task.field.kind === 'integer' ? v.int(task.field.flag) : v.string(task.field.flag),
+    ),
+}));
 
 /** Levenshtein distance, for "did you mean" on task shortcuts. */
 function editDistance(a: string, b: string): number {
