@@ -132,6 +132,7 @@ describe('client commands against a strict v1 coordinator', () => {
     const failing = await submitted('fail', '--fail-until-attempt', '9', '--max-attempts', '2');
     const human = await cli('wait', failing, '--exit-status');
     assert.equal(human.code, 4, human.stderr);
+    assert.match(human.stderr, /does not understand WAIT_JOB .*polling/);
     assert.match(human.stdout, /State: {4}FAILED/);
     assert.match(human.stdout, /all 2 attempts used/);
     const status = await cliJson<JobSnapshot>('status', failing);
