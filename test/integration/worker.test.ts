@@ -149,7 +149,7 @@ describe('Worker', () => {
     return logs.filter((record) => record.msg === msg);
   }
 
-  it('registers with its id, capacity and no task types when it connects', async () => {
+  it('registers with its id, capacity and the built-in task types when it connects', async () => {
     const fake = await startFake();
     const { worker, logs } = startWorker(fake.port, { capacity: 3 });
     const [session, register] = await fake.nextRegistration();
@@ -157,7 +157,7 @@ describe('Worker', () => {
       type: 'WORKER_REGISTER',
       workerId: 'worker-under-test',
       capacity: 3,
-      taskTypes: null,
+      taskTypes: ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'],
     });
     assert.equal(worker.connected, true);
     assert.equal(worker.registered, false);
@@ -248,7 +248,7 @@ describe('Worker', () => {
 
   it('stops a CPU-bound task within 1 s and sends no result when TASK_CANCEL matches', async () => {
     const fake = await startFake();
-    const { worker, logs } = startWorker(fake.port);
+    const { worker, logs } = startWorker(fake.port, { cancelGraceMs: 100 });
     const session = await fake.acceptNext();
     const started = once(worker.events, 'started');
     const lease = session.assign('job-cancel', 'PRIME_COUNT', { limit: PRIME_LIMIT_MAX });
@@ -268,7 +268,7 @@ describe('Worker', () => {
       session.results().map((r) => r.attemptId),
       [next],
     );
-    assert.equal(logged(logs, 'cancel applied')[0]?.attemptId, lease);
+    assert.equal(logged(logs, 'task stopped: its thread was terminated')[0]?.attemptId, lease);
   });
 
   it('ignores TASK_CANCEL and still sends the result when the ids do not both match', async () => {
