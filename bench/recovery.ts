@@ -31,6 +31,7 @@ export function writeHistory(path: string, rows: number): void {
       deadlineAtMs: null,
       retryAtMs: null,
       result: queued ? null : 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+      resultFormat: queued ? null : 'text',
       error: null,
       createdAtMs: now + seq,
       updatedAtMs: now + seq,

@@ -33,6 +33,7 @@ import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 import type { Logger } from '../observability/logger.js';
 import { ClientSession } from './client-session.js';
 import { CoordinatorCore, type CoreInspection } from './core/core.js';
+import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
 import { logEvent } from './event-log.js';
 import { MetricsServer } from './metrics-server.js';
@@ -144,6 +145,7 @@ export class Coordinator {
         durability: options.durability,
         activeJobs: this.#core.activeCount,
         recoveryMs: this.#recoveryMs,
+        features: COORDINATOR_FEATURES.join(','),
       },
       'coordinator started',
     );

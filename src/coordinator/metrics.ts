@@ -43,7 +43,11 @@ const RETRY_CAUSES: readonly AttemptFailureCause[] = [
   'deadline',
   'task_failure',
 ];
-const FAILURE_CAUSES: readonly AttemptFailureCause[] = [...RETRY_CAUSES, 'restart'];
+const FAILURE_CAUSES: readonly AttemptFailureCause[] = [
+  ...RETRY_CAUSES,
+  'non_retryable',
+  'restart',
+];
 
 /** Why a worker session ended, as a small closed set (the full reason is logged). */
 export const WORKER_LOSS_REASONS = [
@@ -259,6 +263,23 @@ export class CoordinatorMetrics {
         for (const [state, n] of counts) this.set({ state }, n);
       },
       ['state'],
+    );
+    gauge(
+      'dtp_queued_jobs',
+      'QUEUED jobs by task type, and whether some live worker declared that type',
+      function () {
+        this.reset();
+        const { activeJobs, servedTaskTypes } = snapshot();
+        const served = new Set(servedTaskTypes);
+        const counts = new Map<string, number>();
+        for (const job of activeJobs) {
+          if (job.state === 'QUEUED') counts.set(job.taskType, (counts.get(job.taskType) ?? 0) + 1);
+        }
+        for (const [taskType, n] of counts) {
+          this.set({ task_type: taskType, served: served.has(taskType) ? 'yes' : 'no' }, n);
+        }
+      },
+      ['task_type', 'served'],
     );
     gauge('dtp_active_jobs', 'Non-terminal jobs (admission control counts these)', function () {
       this.set(snapshot().activeCount);

@@ -33,6 +33,9 @@ const MIGRATIONS: readonly string[] = [
    ) STRICT;
    CREATE INDEX jobs_active ON jobs (seq) WHERE state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT');
    CREATE INDEX jobs_state_seq ON jobs (state, seq);`,
+  // 2: how to read a result: 'text' or 'json' (a handler's non-string value
+  // as JSON text). NULL in rows written before it existed: read as text.
+  `ALTER TABLE jobs ADD COLUMN result_format TEXT CHECK (result_format IN ('text', 'json'));`,
 ];
 
 /** Number of the newest schema this code knows. */

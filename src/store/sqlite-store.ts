@@ -46,6 +46,7 @@ interface JobRow {
   deadline_at_ms: number | null;
   retry_at_ms: number | null;
   result: string | null;
+  result_format: string | null;
   error: string | null;
   created_at_ms: number;
   updated_at_ms: number;
@@ -53,8 +54,8 @@ interface JobRow {
 
 const COLUMNS =
   'seq, job_id, task_type, payload, state, priority, attempts, max_attempts, timeout_ms, ' +
-  'idempotency_key, worker_id, attempt_id, deadline_at_ms, retry_at_ms, result, error, ' +
-  'created_at_ms, updated_at_ms';
+  'idempotency_key, worker_id, attempt_id, deadline_at_ms, retry_at_ms, result, result_format, ' +
+  'error, created_at_ms, updated_at_ms';
 
 function fromRow(row: JobRow): JobRecord {
   return {
@@ -73,6 +74,8 @@ function fromRow(row: JobRow): JobRecord {
     deadlineAtMs: row.deadline_at_ms,
     retryAtMs: row.retry_at_ms,
     result: row.result,
+    resultFormat:
+      row.result_format === 'json' || row.result_format === 'text' ? row.result_format : null,
     error: row.error,
     createdAtMs: row.created_at_ms,
     updatedAtMs: row.updated_at_ms,
@@ -96,6 +99,7 @@ function toParams(job: Readonly<JobRecord>): Record<string, string | number | nu
     deadline_at_ms: job.deadlineAtMs,
     retry_at_ms: job.retryAtMs,
     result: job.result,
+    result_format: job.resultFormat,
     error: job.error,
     created_at_ms: job.createdAtMs,
     updated_at_ms: job.updatedAtMs,
@@ -125,7 +129,8 @@ export class SqliteStore implements Store {
     this.#update = db.prepare(
       `UPDATE jobs SET state = @state, attempts = @attempts, worker_id = @worker_id,
          attempt_id = @attempt_id, deadline_at_ms = @deadline_at_ms, retry_at_ms = @retry_at_ms,
-         result = @result, error = @error, updated_at_ms = @updated_at_ms
+         result = @result, result_format = @result_format, error = @error,
+         updated_at_ms = @updated_at_ms
        WHERE seq = @seq`,
     );
     this.#byId = db.prepare(`SELECT ${COLUMNS} FROM jobs WHERE job_id = ?`);

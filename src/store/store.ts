@@ -11,7 +11,7 @@
  */
 import { ErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
-import type { JobState, Priority } from '../protocol/messages.js';
+import type { JobState, Priority, ResultFormat } from '../protocol/messages.js';
 
 /** One job, exactly as persisted (and as held in the core's memory). */
 export interface JobRecord {
@@ -36,6 +36,11 @@ export interface JobRecord {
   /** When a RETRY_WAIT job becomes QUEUED again (absolute, coordinator clock). */
   retryAtMs: number | null;
   result: string | null;
+  /**
+   * How to read `result` (set with it): `json` = the JSON text of a
+   * non-string value, `text` = the handler's string. Null before a result.
+   */
+  resultFormat: ResultFormat | null;
   error: string | null;
   createdAtMs: number;
   updatedAtMs: number;

@@ -21,6 +21,7 @@ export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobR
     deadlineAtMs: null,
     retryAtMs: null,
     result: null,
+    resultFormat: null,
     error: null,
     createdAtMs: 1_000 + seq,
     updatedAtMs: 1_000 + seq,

@@ -249,7 +249,7 @@ export class SimClient implements ClientPeer {
       { ...base, payload: { durationMillis: -1 } },
       { ...base, payload: { durationMillis: 600_001 } },
       { ...base, taskType: 'SHA256', payload: { text: 42 } },
-      { ...base, taskType: 'NO_SUCH_TASK', payload: {} },
+      { ...base, taskType: 'no such task', payload: {} },
       { ...base, taskType: '' },
       { ...base, maxAttempts: 5_000 },
       { ...base, idempotencyKey: '' },

@@ -262,12 +262,45 @@ describe('core: payload validation', () => {
     assert.equal(h.submit(), 'id-1', 'no id was drawn for the invalid one');
   });
 
-  it('answers ERROR naming the type when the task type is unknown', () => {
+  it('answers ERROR Invalid task type and stores nothing when the name is not a task type', () => {
     const h = new CoreHarness();
-    const reply = expectReply(h.submitRequest({ taskType: 'RUN_SHELL', payload: {} }), 'ERROR');
-    assert.match(reply.message, /Unknown task type/);
-    assert.equal(reply.code, 'UNKNOWN_TASK_TYPE');
+    for (const taskType of [
+      '',
+      'bad type!',
+      '9lives',
+      'x'.repeat(65),
+      'sha256',
+      'Sleep',
+      'PRIME-COUNT',
+    ]) {
+      const reply = expectReply(h.submitRequest({ taskType, payload: {} }), 'ERROR');
+      assert.match(reply.message, /^Invalid task type/, taskType);
+      assert.equal(reply.code, 'INVALID_TASK_TYPE');
+    }
     assert.equal(h.store.maxSeq(), 0);
+  });
+
+  it('accepts a custom task type as given and leaves its payload to the worker', () => {
+    const h = new CoreHarness();
+    const jobId = h.submit({
+      taskType: 'images.resize',
+      payload: { anything: [1, { deep: true }] },
+    });
+    const job = h.status(jobId);
+    assert.equal(job.taskType, 'images.resize');
+    assert.equal(job.state, 'QUEUED');
+  });
+
+  it('answers ERROR Invalid request when timeoutMillis is outside 1..86400000', () => {
+    const h = new CoreHarness();
+    for (const timeoutMillis of [0, -5, 86_400_001]) {
+      const reply = expectReply(h.submitRequest({ timeoutMillis }), 'ERROR');
+      assert.equal(reply.code, 'INVALID_REQUEST');
+      assert.match(reply.message, /timeoutMillis/);
+    }
+    assert.equal(h.store.maxSeq(), 0);
+    const jobId = h.submit({ timeoutMillis: 86_400_000 });
+    assert.equal(h.status(jobId).timeoutMillis, 86_400_000);
   });
 
   it('answers ERROR when maxAttempts is above the limit', () => {

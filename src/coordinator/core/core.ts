@@ -84,7 +84,9 @@ export class CoordinatorCore {
         capacity: w.capacity,
         running: [...w.running],
         draining: w.draining,
+        taskTypes: w.taskTypes === null ? null : [...w.taskTypes],
       })),
+      servedTaskTypes: s.workers.servedTaskTypes(),
       activeCount: s.activeCount,
       freeSlots: s.workers.freeSlots,
       pendingWaits: s.waits.size,
@@ -107,7 +109,11 @@ export interface CoreInspection {
     capacity: number;
     running: string[];
     draining: boolean;
+    /** Declared task types; null = the five built-ins. */
+    taskTypes: string[] | null;
   }[];
+  /** Task types some live, non-draining worker declared. */
+  servedTaskTypes: string[];
   activeCount: number;
   freeSlots: number;
   pendingWaits: number;

@@ -3,7 +3,7 @@
  * attempt (success, failure, loss, deadline), retries with back-off, terminal
  * states, and the sweeps that move timers forward.
  */
-import { isTerminalState, type JsonObject } from '../../protocol/messages.js';
+import { isTerminalState, type JsonObject, type ResultFormat } from '../../protocol/messages.js';
 import type { JobRecord } from '../../store/store.js';
 import { transition } from './job-state.js';
 import { clearLease, grantLease, isCurrentLease } from './lease.js';
@@ -15,7 +15,7 @@ import type { WorkerSession } from './worker-registry.js';
 /** Assigns QUEUED jobs, best first, while some worker has a free slot for them. */
 export function schedule(s: CoreState): void {
   while (s.workers.freeSlots > 0) {
-    const job = s.ready.popBest(s.nowMs, (taskType) => s.workers.canRun(taskType));
+    const job = s.ready.popBest(s.nowMs, s.workers);
     if (job === undefined) return;
     const session = s.workers.pickFor(job.taskType);
     if (session === undefined) throw new Error(`no worker for ${job.taskType} after canRun`);
@@ -37,6 +37,8 @@ function assign(s: CoreState, job: JobRecord, session: WorkerSession): void {
     attemptNumber: job.attempts,
     taskType: job.taskType,
     payload: JSON.parse(job.payloadJson) as JsonObject,
+    timeoutMillis: job.timeoutMs,
+    maxAttempts: job.maxAttempts,
   });
   s.emit({
     type: 'job.assigned',
@@ -86,7 +88,8 @@ function answerWaits(s: CoreState, job: JobRecord): void {
 
 /**
  * An attempt did not succeed (lease already released): retry after back-off,
- * or fail the job when every attempt is used.
+ * or fail the job when every attempt is used or when the failure is one no
+ * retry can fix (cause `non_retryable`: the worker said so).
  */
 export function failAttempt(
   s: CoreState,
@@ -94,8 +97,9 @@ export function failAttempt(
   cause: AttemptFailureCause,
   error: string,
 ): void {
-  if (job.attempts >= job.maxAttempts) {
-    job.error = `${error} (all ${job.maxAttempts} attempts used)`;
+  if (cause === 'non_retryable' || job.attempts >= job.maxAttempts) {
+    job.error =
+      cause === 'non_retryable' ? error : `${error} (all ${job.maxAttempts} attempts used)`;
     finishJob(s, job, 'FAILED');
     s.emit({
       type: 'job.failed',
@@ -128,11 +132,17 @@ export function failAttempt(
   });
 }
 
-/** The current attempt succeeded. */
-export function completeJob(s: CoreState, job: JobRecord, result: string): void {
+/** The current attempt succeeded; `resultFormat` `json` = the result is JSON text. */
+export function completeJob(
+  s: CoreState,
+  job: JobRecord,
+  result: string,
+  resultFormat: ResultFormat | null = null,
+): void {
   const runMs = s.nowMs - ((job.deadlineAtMs as number) - job.timeoutMs);
   const workerId = releaseLease(s, job);
   job.result = result;
+  job.resultFormat = resultFormat ?? 'text';
   finishJob(s, job, 'COMPLETED');
   s.emit({
     type: 'job.completed',

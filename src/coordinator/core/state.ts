@@ -37,6 +37,8 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
     createdAtMillis: job.createdAtMs,
     updatedAtMillis: job.updatedAtMs,
     priority: job.priority,
+    resultFormat: job.state === 'COMPLETED' ? job.resultFormat : null,
+    timeoutMillis: job.timeoutMs,
   };
 }
 

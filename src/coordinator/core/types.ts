@@ -50,10 +50,19 @@ export type AttemptFailureCause =
   | 'released'
   | 'deadline'
   | 'task_failure'
+  /** The worker reported a failure that retrying cannot fix (`TASK_RESULT.retryable: false`). */
+  | 'non_retryable'
   | 'restart';
 
 export type CoreEvent =
-  | { type: 'worker.registered'; workerId: string; capacity: number; connId: number }
+  | {
+      type: 'worker.registered';
+      workerId: string;
+      capacity: number;
+      connId: number;
+      /** What it declared; null = the five built-ins (a v1 worker). */
+      taskTypes: string[] | null;
+    }
   | { type: 'worker.rejected'; connId: number; reason: string }
   | { type: 'worker.suspected'; workerId: string; silentMs: number }
   | { type: 'worker.lost'; workerId: string; reason: string; runningJobs: number }
@@ -124,9 +133,13 @@ export interface CoreConfig {
   agingStepMs: number;
 }
 
-/** Validates a task payload before a job exists (the coordinator's task catalog). */
+/**
+ * Validates a built-in task's payload before a job exists (the coordinator's
+ * task catalog). Custom task types are validated where their code lives: by
+ * the worker that runs them.
+ */
 export interface PayloadValidator {
-  /** Throws an error whose message is sent back (`Invalid payload: ...`, `Unknown task type: ...`). */
+  /** Throws an error whose message is sent back (`Invalid payload: ...`). */
   validate(taskType: string, payload: JsonObject): void;
 }
 

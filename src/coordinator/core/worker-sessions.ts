@@ -14,8 +14,11 @@ import {
   MAX_CAPACITY,
   MAX_ERROR_CHARS,
   MAX_RESULT_BYTES,
+  MAX_TASK_TYPES_PER_WORKER,
   MAX_WORKER_ID_LENGTH,
 } from '../../protocol/limits.js';
+import { isValidTaskType } from '../../protocol/task-types.js';
+import { COORDINATOR_FEATURES } from './offered-features.js';
 import type { CoreState } from './state.js';
 import type { WorkerSession } from './worker-registry.js';
 
@@ -82,8 +85,18 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     draining: false,
   };
   s.workers.add(session);
-  s.send(connId, { type: 'WORKER_REGISTERED', workerId: msg.workerId });
-  s.emit({ type: 'worker.registered', workerId: msg.workerId, capacity: msg.capacity, connId });
+  s.send(connId, {
+    type: 'WORKER_REGISTERED',
+    workerId: msg.workerId,
+    features: [...COORDINATOR_FEATURES],
+  });
+  s.emit({
+    type: 'worker.registered',
+    workerId: msg.workerId,
+    capacity: msg.capacity,
+    connId,
+    taskTypes: session.taskTypes === null ? null : [...session.taskTypes],
+  });
   schedule(s);
 }
 
@@ -94,6 +107,19 @@ function registrationProblem(msg: WorkerRegister): string | null {
   }
   if (msg.capacity < 1 || msg.capacity > MAX_CAPACITY) {
     return `WORKER_REGISTER: capacity must be 1..${MAX_CAPACITY}, got ${msg.capacity}`;
+  }
+  return taskTypesProblem(msg.taskTypes);
+}
+
+/** A declared list must hold at most the limit of valid task type names. */
+function taskTypesProblem(taskTypes: readonly string[] | null): string | null {
+  if (taskTypes === null) return null;
+  if (taskTypes.length > MAX_TASK_TYPES_PER_WORKER) {
+    return `WORKER_REGISTER: taskTypes may list at most ${MAX_TASK_TYPES_PER_WORKER} task types, got ${taskTypes.length}`;
+  }
+  const invalid = taskTypes.find((name) => !isValidTaskType(name));
+  if (invalid !== undefined) {
+    return `WORKER_REGISTER: taskTypes holds an invalid task type name ${JSON.stringify(invalid.slice(0, 80))}`;
   }
   return null;
 }
@@ -123,13 +149,15 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
   // in the JOB_STATUS / JOB_LIST frames that carry it than its raw bytes.
   const resultBytes = msg.result === null ? 0 : Buffer.byteLength(JSON.stringify(msg.result)) - 2;
   if (msg.success && resultBytes <= MAX_RESULT_BYTES) {
-    completeJob(s, job, msg.result ?? '');
+    completeJob(s, job, msg.result ?? '', msg.resultFormat ?? null);
   } else {
     releaseLease(s, job);
     const error = msg.success
       ? `result too large (${resultBytes} bytes; limit ${MAX_RESULT_BYTES})`
       : truncate(msg.error ?? 'task failed without an error message');
-    failAttempt(s, job, 'task_failure', error);
+    // `retryable: false` (we offer the extension) ends the job at once.
+    const cause = !msg.success && msg.retryable === false ? 'non_retryable' : 'task_failure';
+    failAttempt(s, job, cause, error);
   }
   schedule(s);
 }
