@@ -13,28 +13,24 @@
  * its heap until it reaches the head, where it is skipped.
  */
 import type { Priority } from '../../protocol/messages.js';
-import type { JobRecord } from '../../store/store.js';
+import type { CoreJob } from './job.js';
 import { BinaryHeap } from './binary-heap.js';
 
 const BASE_LEVEL: Readonly<Record<Priority, number>> = { LOW: 0, NORMAL: 1, HIGH: 2 };
 const MAX_LEVEL = 2;
 
 /** Effective level (0 = LOW .. 2 = HIGH) of a job at `nowMs`. */
-export function effectiveLevel(
-  job: Readonly<JobRecord>,
-  nowMs: number,
-  agingStepMs: number,
-): number {
+export function effectiveLevel(job: Readonly<CoreJob>, nowMs: number, agingStepMs: number): number {
   const base = BASE_LEVEL[job.priority];
   if (base >= MAX_LEVEL || agingStepMs <= 0) return base;
   const age = Math.max(0, nowMs - job.createdAtMs);
   return Math.min(MAX_LEVEL, base + Math.floor(age / agingStepMs));
 }
 
-const bySeq = (a: JobRecord, b: JobRecord): boolean => a.seq < b.seq;
+const bySeq = (a: CoreJob, b: CoreJob): boolean => a.seq < b.seq;
 
 export class ReadyQueue {
-  readonly #lanes = new Map<string, BinaryHeap<JobRecord>[]>();
+  readonly #lanes = new Map<string, BinaryHeap<CoreJob>[]>();
   readonly #agingStepMs: number;
   #size = 0;
 
@@ -47,13 +43,13 @@ export class ReadyQueue {
     return this.#size;
   }
 
-  push(job: JobRecord): void {
+  push(job: CoreJob): void {
     let lane = this.#lanes.get(job.taskType);
     if (lane === undefined) {
       lane = [new BinaryHeap(bySeq), new BinaryHeap(bySeq), new BinaryHeap(bySeq)];
       this.#lanes.set(job.taskType, lane);
     }
-    (lane[BASE_LEVEL[job.priority]] as BinaryHeap<JobRecord>).push(job);
+    (lane[BASE_LEVEL[job.priority]] as BinaryHeap<CoreJob>).push(job);
     this.#size++;
   }
 
@@ -61,8 +57,8 @@ export class ReadyQueue {
    * Removes and returns the first job in scheduling order among those
    * `accept` allows (by task type), or undefined.
    */
-  popBest(nowMs: number, accept: (taskType: string) => boolean): JobRecord | undefined {
-    let best: { heap: BinaryHeap<JobRecord>; job: JobRecord; level: number } | undefined;
+  popBest(nowMs: number, accept: (taskType: string) => boolean): CoreJob | undefined {
+    let best: { heap: BinaryHeap<CoreJob>; job: CoreJob; level: number } | undefined;
     for (const [taskType, lane] of this.#lanes) {
       if (!accept(taskType)) continue;
       for (const heap of lane) {
@@ -92,7 +88,7 @@ export class ReadyQueue {
   }
 
   /** The live head of a heap, dropping entries that are no longer QUEUED. */
-  #head(heap: BinaryHeap<JobRecord>): JobRecord | undefined {
+  #head(heap: BinaryHeap<CoreJob>): CoreJob | undefined {
     for (;;) {
       const job = heap.peek();
       if (job === undefined || job.state === 'QUEUED') return job;

@@ -9,12 +9,13 @@
  * so "is anyone free?" is O(1) on the hot path.
  */
 import type { WorkerSnapshot } from '../../protocol/messages.js';
+import { isBuiltinTaskType } from '../../protocol/task-types.js';
 
 export interface WorkerSession {
   readonly workerId: string;
   readonly connId: number;
   readonly capacity: number;
-  /** Task types this worker runs; null = every built-in type. */
+  /** Task types this worker runs; null = the five built-in types (a v1 worker). */
   readonly taskTypes: ReadonlySet<string> | null;
   /** jobIds currently leased to this session. */
   readonly running: Set<string>;
@@ -25,10 +26,36 @@ export interface WorkerSession {
   draining: boolean;
 }
 
+/** The task types a v1 worker (no `taskTypes`) runs. */
+const BUILTINS_KEY = '\u0000builtins';
+
+/** A v1 session (no declared list) runs the built-ins only. */
+function runs(session: WorkerSession, taskType: string): boolean {
+  return session.taskTypes === null ? isBuiltinTaskType(taskType) : session.taskTypes.has(taskType);
+}
+
 export class WorkerRegistry {
   readonly #byId = new Map<string, WorkerSession>();
   readonly #byConn = new Map<number, WorkerSession>();
+  /** Live sessions per declared task type (v1 sessions under {@link BUILTINS_KEY}). */
+  readonly #serving = new Map<string, number>();
   #freeSlots = 0;
+
+  /** Live workers that run `taskType` (busy or not). */
+  servingCount(taskType: string): number {
+    const declared = this.#serving.get(taskType) ?? 0;
+    return isBuiltinTaskType(taskType)
+      ? declared + (this.#serving.get(BUILTINS_KEY) ?? 0)
+      : declared;
+  }
+
+  #countServing(session: WorkerSession, delta: 1 | -1): void {
+    for (const type of session.taskTypes ?? [BUILTINS_KEY]) {
+      const n = (this.#serving.get(type) ?? 0) + delta;
+      if (n === 0) this.#serving.delete(type);
+      else this.#serving.set(type, n);
+    }
+  }
 
   get size(): number {
     return this.#byId.size;
@@ -57,6 +84,7 @@ export class WorkerRegistry {
     this.#byId.set(session.workerId, session);
     this.#byConn.set(session.connId, session);
     this.#freeSlots += this.#free(session);
+    this.#countServing(session, 1);
   }
 
   remove(session: WorkerSession): void {
@@ -64,6 +92,7 @@ export class WorkerRegistry {
     this.#freeSlots -= this.#free(session);
     this.#byId.delete(session.workerId);
     this.#byConn.delete(session.connId);
+    this.#countServing(session, -1);
   }
 
   /** Records a lease on this session (one slot taken). */
@@ -103,7 +132,7 @@ export class WorkerRegistry {
     let bestFree = 0;
     for (const session of this.#byId.values()) {
       const free = this.#free(session);
-      if (free === 0 || (session.taskTypes !== null && !session.taskTypes.has(taskType))) continue;
+      if (free === 0 || !runs(session, taskType)) continue;
       if (
         free > bestFree ||
         (free === bestFree && best !== undefined && session.workerId < best.workerId)
