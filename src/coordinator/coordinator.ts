@@ -43,6 +43,7 @@ import type { Logger } from '../observability/logger.js';
 import { ClientSession } from './client-session.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { CoordinatorCore, type CoreInspection } from './core/core.js';
+import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
 import { logEvent } from './event-log.js';
 import { MetricsServer } from './metrics-server.js';
@@ -195,6 +196,7 @@ export class Coordinator {
         durability: options.durability,
         activeJobs: this.#core?.activeCount ?? 0,
         recoveryMs: this.#recoveryMs,
+        features: COORDINATOR_FEATURES.join(','),
       },
       'coordinator started',
     );

@@ -15,7 +15,7 @@ const LINES: Formatters = {
   'worker.registered': (e) => [
     'info',
     'worker registered',
-    { workerId: e.workerId, capacity: e.capacity },
+    { workerId: e.workerId, capacity: e.capacity, taskTypes: describeTaskTypes(e.taskTypes) },
   ],
   'worker.rejected': (e) => [
     'warn',
@@ -114,6 +114,17 @@ const LINES: Formatters = {
     { jobId: e.jobId, attemptId: e.attemptId, workerId: e.workerId, reason: e.reason },
   ],
 };
+
+/** Longest list of task types written into one log line. */
+const LOGGED_TASK_TYPES = 20;
+
+/** `builtin` for a v1 worker, else the declared names (the first few, then a count). */
+function describeTaskTypes(taskTypes: readonly string[] | null): string {
+  if (taskTypes === null) return 'builtin (v1 worker)';
+  const shown = taskTypes.slice(0, LOGGED_TASK_TYPES).join(',');
+  const more = taskTypes.length - LOGGED_TASK_TYPES;
+  return more > 0 ? `${shown},... (${more} more)` : shown;
+}
 
 export function logEvent(log: Logger, event: CoreEvent): void {
   const format = LINES[event.type] as (e: CoreEvent) => Line;

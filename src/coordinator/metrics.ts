@@ -43,7 +43,7 @@ export interface MetricsSource {
 
 /** Attempt-failure causes that are always exported, at 0 until they happen. */
 const RETRY_CAUSES: readonly AttemptFailureCause[] = ATTEMPT_FAILURE_CAUSES.filter(
-  (cause) => cause !== 'restart' && cause !== 'not_retryable',
+  (cause) => cause !== 'restart' && cause !== 'non_retryable',
 );
 const FAILURE_CAUSES: readonly AttemptFailureCause[] = ATTEMPT_FAILURE_CAUSES;
 
@@ -247,6 +247,19 @@ export class CoordinatorMetrics {
         for (const state of NON_TERMINAL_STATES) this.set({ state }, byState[state] ?? 0);
       },
       ['state'],
+    );
+    gauge(
+      'dtp_queued_jobs',
+      'QUEUED jobs by task type, and whether some live worker declared that type',
+      function () {
+        this.reset();
+        const { queuedByTaskType, servedTaskTypes } = snapshot();
+        const served = new Set(servedTaskTypes);
+        for (const [taskType, n] of queuedByTaskType) {
+          this.set({ task_type: taskType, served: served.has(taskType) ? 'yes' : 'no' }, n);
+        }
+      },
+      ['task_type', 'served'],
     );
     gauge('dtp_active_jobs', 'Non-terminal jobs (admission control counts these)', function () {
       this.set(snapshot().activeCount);

@@ -15,6 +15,7 @@ import type {
   JobSnapshot,
   JsonObject,
   Priority,
+  ResultFormat,
   TaskAssign,
 } from '../../src/protocol/messages.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
@@ -106,12 +107,15 @@ export interface SubmitOptions {
   maxAttempts?: number | null;
   idempotencyKey?: string | null;
   priority?: Priority | null;
+  timeoutMillis?: number;
 }
 
 export interface ResultOptions {
   success?: boolean;
   result?: string | null;
   error?: string | null;
+  retryable?: boolean;
+  resultFormat?: ResultFormat;
   /** Defaults to the job's latest assignment. */
   attemptId?: string;
   /** Defaults to the worker of the job's latest assignment. */
@@ -274,6 +278,7 @@ export class CoreHarness {
       maxAttempts: options.maxAttempts ?? null,
       idempotencyKey: options.idempotencyKey ?? null,
       priority: options.priority ?? null,
+      timeoutMillis: options.timeoutMillis ?? null,
     });
   }
 
@@ -327,6 +332,8 @@ export class CoreHarness {
         success,
         result: options.result !== undefined ? options.result : success ? 'ok' : null,
         error: options.error !== undefined ? options.error : success ? null : 'boom',
+        retryable: options.retryable ?? null,
+        resultFormat: options.resultFormat ?? null,
       },
     });
   }

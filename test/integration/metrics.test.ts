@@ -176,6 +176,23 @@ describe('coordinator metrics', () => {
     assert.equal(value(lost, 'dtp_workers'), 0);
   });
 
+  it('counts QUEUED jobs by task type, and says whether any live worker serves the type', async () => {
+    tc = await startCoordinator({ metricsPort: 0 });
+    const c = await RawClient.connect(tc.coordinator.clientPort);
+    const w = await ScriptedWorker.register(tc.coordinator.workerPort, 'metrics-types', 1, {
+      taskTypes: ['thumbnail'],
+    });
+    peers.push(c, w);
+    await c.submit('thumbnail', { n: 1 });
+    await w.assignments.next(); // the worker is busy from now on
+    await c.submit('thumbnail', { n: 2 });
+    await c.submit('resize', { n: 1 });
+    await c.submit('resize', { n: 2 });
+    const { samples } = await scrape(tc);
+    assert.equal(value(samples, 'dtp_queued_jobs{task_type="resize",served="no"}'), 2);
+    assert.equal(value(samples, 'dtp_queued_jobs{task_type="thumbnail",served="yes"}'), 1);
+  });
+
   it('reports 200 on /healthz while working and 503 with the reason after a store failure', async () => {
     const store = new MemoryStore();
     tc = await startCoordinator({ metricsPort: 0 }, { store });

@@ -133,6 +133,8 @@ describe('core: when scheduling happens', () => {
       attemptNumber: 1,
       taskType: 'SLEEP',
       payload: { durationMillis: 10 },
+      timeoutMillis: h.config.taskTimeoutMs,
+      maxAttempts: 3,
     });
     const job = h.status(jobId);
     assert.equal(job.state, 'RUNNING');

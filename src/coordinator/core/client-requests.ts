@@ -16,6 +16,7 @@ import {
   type ClientRequest,
   type JobSnapshot,
   type ListJobs,
+  type WorkerSnapshot,
 } from '../../protocol/messages.js';
 import type { AttemptRecord, JobRecord, ListQuery } from '../../store/store.js';
 import { attemptSnapshot, coreJobSnapshot, jobSnapshot, type CoreJob } from './job.js';
@@ -51,7 +52,7 @@ export function handleClientRequest(
     case 'LIST_JOBS':
       return listJobs(s, connId, requestId, msg);
     case 'LIST_WORKERS':
-      return s.reply(connId, requestId, { type: 'WORKER_LIST', workers: s.workers.snapshots() });
+      return s.reply(connId, requestId, { type: 'WORKER_LIST', workers: workerList(s) });
     case 'AUTH':
       // Tokens are checked by the shell before a request reaches the core; an
       // AUTH that gets here is one more on an open connection: harmless.
@@ -59,6 +60,29 @@ export function handleClientRequest(
     case 'PURGE_JOBS':
       return purgeOnRequest(s, connId, requestId, msg);
   }
+}
+
+/**
+ * Live workers sorted by id, within one frame: when the list would not fit,
+ * the extension fields `runningJobs`, then `taskTypes`, are left out (a
+ * worker may declare up to 1024 names), and as a last resort the list is cut.
+ */
+function workerList(s: CoreState): WorkerSnapshot[] {
+  const workers = s.workers.snapshots();
+  const budget = MAX_FRAME_BYTES - LIST_ENVELOPE_BYTES;
+  const size = (): number => Buffer.byteLength(JSON.stringify(workers));
+  if (size() <= budget) return workers;
+  for (const worker of workers) delete worker.runningJobs;
+  if (size() <= budget) return workers;
+  for (const worker of workers) delete worker.taskTypes;
+  let bytes = 2;
+  const fitting: WorkerSnapshot[] = [];
+  for (const worker of workers) {
+    bytes += Buffer.byteLength(JSON.stringify(worker)) + 1;
+    if (bytes > budget) break;
+    fitting.push(worker);
+  }
+  return fitting;
 }
 
 function unknownJob(s: CoreState, connId: number, requestId: number, jobId: string): void {

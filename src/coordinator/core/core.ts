@@ -106,17 +106,26 @@ export class CoordinatorCore {
   inspect(): CoreInspection {
     const s = this.#s;
     const byState: Partial<Record<JobState, number>> = {};
-    for (const job of s.jobs.activeJobs()) byState[job.state] = (byState[job.state] ?? 0) + 1;
+    const queuedByTaskType = new Map<string, number>();
+    for (const job of s.jobs.activeJobs()) {
+      byState[job.state] = (byState[job.state] ?? 0) + 1;
+      if (job.state === 'QUEUED') {
+        queuedByTaskType.set(job.taskType, (queuedByTaskType.get(job.taskType) ?? 0) + 1);
+      }
+    }
     return {
       activeCount: s.jobs.activeCount,
       activeByState: byState,
+      queuedByTaskType,
       workers: [...s.workers.sessions()].map((w) => ({
         workerId: w.workerId,
         connId: w.connId,
         capacity: w.capacity,
         running: [...w.running],
         draining: w.draining,
+        taskTypes: w.taskTypes === null ? null : [...w.taskTypes],
       })),
+      servedTaskTypes: s.workers.servedTaskTypes(),
       freeSlots: s.workers.freeSlots,
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
@@ -194,13 +203,19 @@ export interface CoreInspection {
   activeCount: number;
   /** Non-terminal jobs by state (absent = 0). */
   activeByState: Partial<Record<JobState, number>>;
+  /** QUEUED jobs per task type. */
+  queuedByTaskType: ReadonlyMap<string, number>;
   workers: {
     workerId: string;
     connId: number;
     capacity: number;
     running: string[];
     draining: boolean;
+    /** Declared task types; null = the five built-ins. */
+    taskTypes: string[] | null;
   }[];
+  /** Task types some live, non-draining worker declared. */
+  servedTaskTypes: string[];
   freeSlots: number;
   pendingWaits: number;
   pendingReads: number;

@@ -20,14 +20,14 @@ const OUTCOME_OF: { readonly [C in AttemptFailureCause]: AttemptOutcome } = {
   released: 'RELEASED',
   deadline: 'DEADLINE',
   task_failure: 'FAILED',
-  not_retryable: 'FAILED',
+  non_retryable: 'FAILED',
   restart: 'INTERRUPTED',
 };
 
 /** Assigns QUEUED jobs, best first, while some worker has a free slot for them. */
 export function schedule(s: CoreState): void {
   while (s.workers.freeSlots > 0) {
-    const job = s.ready.popBest(s.nowMs, (taskType) => s.workers.canRun(taskType));
+    const job = s.ready.popBest(s.nowMs, s.workers);
     if (job === undefined) return;
     const session = s.workers.pickFor(job.taskType);
     if (session === undefined) throw new Error(`no worker for ${job.taskType} after canRun`);
@@ -49,6 +49,8 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
     attemptNumber: job.attempts,
     taskType: job.taskType,
     payload: JSON.parse(job.payloadJson) as JsonObject,
+    timeoutMillis: job.timeoutMs,
+    maxAttempts: job.maxAttempts,
   });
   s.emit({
     type: 'job.assigned',
@@ -115,8 +117,8 @@ function answerWaits(s: CoreState, job: CoreJob): void {
 
 /**
  * The current attempt did not succeed (or never will): ends it, then retries
- * after back-off, or fails the job when every attempt is used or `cause`
- * says retrying cannot help.
+ * after back-off, or fails the job when every attempt is used or when the
+ * failure is one no retry can fix (cause `non_retryable`: the worker said so).
  */
 export function failAttempt(
   s: CoreState,
@@ -135,9 +137,9 @@ export function failJobOrRetry(
   cause: AttemptFailureCause,
   error: string,
 ): void {
-  if (job.attempts >= job.maxAttempts || cause === 'not_retryable') {
+  if (cause === 'non_retryable' || job.attempts >= job.maxAttempts) {
     job.error =
-      cause === 'not_retryable' ? error : `${error} (all ${job.maxAttempts} attempts used)`;
+      cause === 'non_retryable' ? error : `${error} (all ${job.maxAttempts} attempts used)`;
     finishJob(s, job, 'FAILED');
     s.emit({
       type: 'job.failed',
@@ -180,7 +182,7 @@ export function completeJob(
   const runMs = s.nowMs - job.lease.startedAtMs;
   const workerId = endAttempt(s, job, 'SUCCEEDED', null);
   job.result = result;
-  job.resultFormat = resultFormat === 'json' ? 'json' : null;
+  job.resultFormat = resultFormat ?? 'text';
   finishJob(s, job, 'COMPLETED');
   s.emit({
     type: 'job.completed',

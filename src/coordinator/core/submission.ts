@@ -21,7 +21,12 @@ import {
   MIN_TASK_TIMEOUT_MS,
 } from '../../protocol/limits.js';
 import type { JsonObject, SubmitJob } from '../../protocol/messages.js';
-import { isBuiltinTaskType, isValidTaskType } from '../../protocol/task-types.js';
+import {
+  BUILTIN_TASK_TYPES,
+  CUSTOM_TASK_TYPE_PATTERN,
+  isBuiltinTaskType,
+  isValidTaskType,
+} from '../../protocol/task-types.js';
 import type { JobRecord } from '../../store/store.js';
 import { coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
 import { schedule } from './job-lifecycle.js';
@@ -41,7 +46,7 @@ function normalize(s: CoreState, msg: SubmitJob): NormalizedSubmission | string 
   }
   const timeoutMs = msg.timeoutMillis ?? s.config.taskTimeoutMs;
   if (timeoutMs < MIN_TASK_TIMEOUT_MS || timeoutMs > MAX_TASK_TIMEOUT_MS) {
-    return `timeoutMillis must be ${MIN_TASK_TIMEOUT_MS}..${MAX_TASK_TIMEOUT_MS}`;
+    return `timeoutMillis must be ${MIN_TASK_TIMEOUT_MS}..${MAX_TASK_TIMEOUT_MS}, got ${timeoutMs}`;
   }
   return { maxAttempts, priority: msg.priority ?? 'NORMAL', timeoutMs };
 }
@@ -72,7 +77,9 @@ export function submit(s: CoreState, connId: number, requestId: number, msg: Sub
       connId,
       requestId,
       ErrorCode.InvalidTaskType,
-      `Invalid task type: ${JSON.stringify(msg.taskType.slice(0, 80))} (a built-in type, or a name matching ^[A-Za-z][A-Za-z0-9_.-]{0,63}$ that is not a built-in name or CLI shortcut)`,
+      `Invalid task type: ${JSON.stringify(msg.taskType.slice(0, 80))}; expected a built-in ` +
+        `(${BUILTIN_TASK_TYPES.join(', ')}) or a name matching ${String(CUSTOM_TASK_TYPE_PATTERN)} ` +
+        'that is not a built-in name or CLI shortcut in any case',
     );
     return;
   }

@@ -60,8 +60,8 @@ export const ATTEMPT_FAILURE_CAUSES = [
   'released',
   'deadline',
   'task_failure',
-  /** The worker said retrying cannot help (`TASK_RESULT.retryable: false`). */
-  'not_retryable',
+  /** The worker reported a failure that retrying cannot fix (`TASK_RESULT.retryable: false`). */
+  'non_retryable',
   'restart',
 ] as const;
 export type AttemptFailureCause = (typeof ATTEMPT_FAILURE_CAUSES)[number];
@@ -79,7 +79,14 @@ export const WORKER_LOSS_CAUSES = [
 export type WorkerLossCause = (typeof WORKER_LOSS_CAUSES)[number];
 
 export type CoreEvent =
-  | { type: 'worker.registered'; workerId: string; capacity: number; connId: number }
+  | {
+      type: 'worker.registered';
+      workerId: string;
+      capacity: number;
+      connId: number;
+      /** What it declared; null = the five built-ins (a v1 worker). */
+      taskTypes: string[] | null;
+    }
   | { type: 'worker.rejected'; connId: number; reason: string }
   | { type: 'worker.suspected'; workerId: string; silentMs: number }
   | {
@@ -164,7 +171,11 @@ export interface CoreConfig {
   maxWaitsPerConnection: number;
 }
 
-/** Validates a built-in task's payload before a job exists (the coordinator's task catalog). */
+/**
+ * Validates a built-in task's payload before a job exists (the coordinator's
+ * task catalog). Custom task types are validated where their code lives: by
+ * the worker that runs them.
+ */
 export interface PayloadValidator {
   /** Throws an error whose message is sent back (`Invalid payload: ...`). */
   validate(taskType: string, payload: JsonObject): void;

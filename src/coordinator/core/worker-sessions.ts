@@ -12,8 +12,11 @@ import {
   MAX_CAPACITY,
   MAX_ERROR_CHARS,
   MAX_RESULT_BYTES,
+  MAX_TASK_TYPES_PER_WORKER,
   MAX_WORKER_ID_LENGTH,
 } from '../../protocol/limits.js';
+import { isValidTaskType } from '../../protocol/task-types.js';
+import { COORDINATOR_FEATURES } from './offered-features.js';
 import type { TaskResult, WorkerRegister, WorkerToCoordinator } from '../../protocol/messages.js';
 import { isRunning } from './job.js';
 import { isCurrentLease } from './lease.js';
@@ -99,8 +102,18 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     draining: false,
   };
   s.workers.add(session);
-  s.send(connId, { type: 'WORKER_REGISTERED', workerId: msg.workerId });
-  s.emit({ type: 'worker.registered', workerId: msg.workerId, capacity: msg.capacity, connId });
+  s.send(connId, {
+    type: 'WORKER_REGISTERED',
+    workerId: msg.workerId,
+    features: [...COORDINATOR_FEATURES],
+  });
+  s.emit({
+    type: 'worker.registered',
+    workerId: msg.workerId,
+    capacity: msg.capacity,
+    connId,
+    taskTypes: session.taskTypes === null ? null : [...session.taskTypes],
+  });
   schedule(s);
 }
 
@@ -111,6 +124,19 @@ function registrationProblem(msg: WorkerRegister): string | null {
   }
   if (msg.capacity < 1 || msg.capacity > MAX_CAPACITY) {
     return `WORKER_REGISTER: capacity must be 1..${MAX_CAPACITY}, got ${msg.capacity}`;
+  }
+  return taskTypesProblem(msg.taskTypes);
+}
+
+/** A declared list must hold at most the limit of valid task type names. */
+function taskTypesProblem(taskTypes: readonly string[] | null): string | null {
+  if (taskTypes === null) return null;
+  if (taskTypes.length > MAX_TASK_TYPES_PER_WORKER) {
+    return `WORKER_REGISTER: taskTypes may list at most ${MAX_TASK_TYPES_PER_WORKER} task types, got ${taskTypes.length}`;
+  }
+  const invalid = taskTypes.find((name) => !isValidTaskType(name));
+  if (invalid !== undefined) {
+    return `WORKER_REGISTER: taskTypes holds an invalid task type name ${JSON.stringify(invalid.slice(0, 80))}`;
   }
   return null;
 }
@@ -151,7 +177,8 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
     );
   } else {
     const error = truncate(msg.error ?? 'task failed without an error message');
-    failAttempt(s, job, msg.retryable === false ? 'not_retryable' : 'task_failure', error);
+    // `retryable: false` (we offer the extension) ends the job at once.
+    failAttempt(s, job, msg.retryable === false ? 'non_retryable' : 'task_failure', error);
   }
   schedule(s);
 }

@@ -33,11 +33,13 @@ const MIGRATIONS: readonly string[] = [
    ) STRICT;
    CREATE INDEX jobs_active ON jobs (seq) WHERE state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT');
    CREATE INDEX jobs_state_seq ON jobs (state, seq);`,
-  // 2: job history and retention. One row per ended attempt; when each job
-  // started its latest attempt and when it ended; how to read its result.
-  // Terminal rows of version 1 count as finished at their last update.
-  `ALTER TABLE jobs ADD COLUMN result_format TEXT;
-   ALTER TABLE jobs ADD COLUMN started_at_ms INTEGER;
+  // 2: how to read a result: 'text' or 'json' (a handler's non-string value
+  // as JSON text). NULL in rows written before it existed: read as text.
+  `ALTER TABLE jobs ADD COLUMN result_format TEXT CHECK (result_format IN ('text', 'json'));`,
+  // 3: job history and retention. One row per ended attempt; when each job
+  // started its latest attempt and when it ended. Terminal rows of earlier
+  // versions count as finished at their last update.
+  `ALTER TABLE jobs ADD COLUMN started_at_ms INTEGER;
    ALTER TABLE jobs ADD COLUMN finished_at_ms INTEGER;
    UPDATE jobs SET finished_at_ms = updated_at_ms
      WHERE state IN ('COMPLETED', 'FAILED', 'CANCELLED');
