@@ -6,6 +6,11 @@
 import { Coordinator } from '../coordinator/coordinator.js';
 import { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES } from '../coordinator/options.js';
 import type { CoordinatorOptions } from '../coordinator/options.js';
+import {
+  MAX_ATTEMPTS_LIMIT,
+  MAX_TASK_TIMEOUT_MS,
+  MIN_TASK_TIMEOUT_MS,
+} from '../protocol/limits.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   LOG_FLAGS,
@@ -73,8 +78,8 @@ const FLAGS: readonly FlagSpec[] = [
   {
     name: 'task-timeout-millis',
     type: 'int',
-    min: 1,
-    max: DAY_MS,
+    min: MIN_TASK_TIMEOUT_MS,
+    max: MAX_TASK_TIMEOUT_MS,
     default: D.taskTimeoutMs,
     help: 'execution deadline of one attempt',
   },
@@ -82,7 +87,7 @@ const FLAGS: readonly FlagSpec[] = [
     name: 'max-attempts',
     type: 'int',
     min: 1,
-    max: 1000,
+    max: MAX_ATTEMPTS_LIMIT,
     default: D.maxAttempts,
     help: 'attempts per job unless the submission says otherwise',
   },
