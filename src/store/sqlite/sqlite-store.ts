@@ -21,6 +21,7 @@
  * which in WAL mode sees the last committed state (point lookups by key take
  * microseconds).
  */
+import { Worker } from 'node:worker_threads';
 import type { Database, Statement } from 'better-sqlite3';
 import { describeError } from '../../protocol/errors.js';
 import {
@@ -74,8 +75,11 @@ export class SqliteStore implements Store {
   readonly #lists = new Map<string, Statement<(string | number)[], JobRow>>();
   #closing: Promise<void> | null = null;
 
+  readonly #path: string;
+
   private constructor(path: string, reader: Database, link: WriterLink) {
     this.description = `sqlite ${path}`;
+    this.#path = path;
     this.#reader = reader;
     this.#link = link;
     this.#byId = reader.prepare(`SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE job_id = ?`);
@@ -171,6 +175,17 @@ export class SqliteStore implements Store {
       case 'purge':
         return this.#purge(read.query).then((deleted) => ({ op: 'purge', deleted }));
     }
+  }
+
+  checkIntegrity(): Promise<string[]> {
+    const thread = new Worker(new URL('./integrity-thread.js', import.meta.url), {
+      workerData: { path: this.#path, maxProblems: 10 },
+    });
+    thread.unref();
+    return new Promise((resolve) => {
+      thread.once('message', (problems: string[]) => resolve(problems));
+      thread.once('error', (err) => resolve([`integrity check failed: ${describeError(err)}`]));
+    });
   }
 
   close(): Promise<void> {
