@@ -161,13 +161,12 @@ describe('core: reads of history', () => {
 
 describe('core: attempt history', () => {
   it('records every attempt with its worker, times and outcome', () => {
-    const h = new CoreHarness({ config: { retryBaseDelayMs: 0, retryMaxDelayMs: 0 } });
+    const h = new CoreHarness();
     h.register('w1', 1);
     const jobId = h.submit();
     h.clock += 5;
     h.closeWorker('w1');
     h.register('w2', 1);
-    h.tick(1);
     h.clock += 7;
     h.result(jobId, { result: 'ok' });
     const reply = expectReply(
