@@ -32,7 +32,6 @@ describe('core: lost workers and retries', () => {
     assert.deepEqual(h.events('job.requeued'), [{ type: 'job.requeued', jobId, attempts: 1 }]);
 
     const w2 = h.register('w2', 1);
-    const effects = h.last;
     const second = h.assignmentOf(jobId);
     assert.equal(second.connId, w2);
     assert.equal(second.attemptNumber, 2);
