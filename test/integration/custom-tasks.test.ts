@@ -232,7 +232,12 @@ describe('preemption of users own tasks', () => {
   it('fires the signal at the deadline; the coordinator fails the attempt as late', async () => {
     const { jobId, attemptId } = await started('polite', {}, 200);
     const [, , reason, how] = (await once(w.events, 'stopped')) as unknown[];
-    assert.deepEqual([reason, how], ['deadline', 'cooperative']);
+    // The worker's own deadline timer and the coordinator's TASK_CANCEL for
+    // the same deadline race (in one process, under load, either can come
+    // first); the cut-off case, where only the worker's timer can fire, is
+    // tested against a scripted coordinator in worker-negotiation.test.ts.
+    assert.ok(reason === 'deadline' || reason === 'cancel', String(reason));
+    assert.equal(how, 'cooperative');
     const job: JobSnapshot = await until(
       async () => {
         const current = await client.status(jobId);
