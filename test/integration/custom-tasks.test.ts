@@ -21,7 +21,7 @@ import {
 } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
-describe('users own tasks, end to end', () => {
+describe('users own tasks, end to end', { timeout: 120_000 }, () => {
   let tc: TestCoordinator;
   let client: DtpClient;
   const workers: { close(): Promise<void> }[] = [];
@@ -159,7 +159,7 @@ describe('users own tasks, end to end', () => {
   });
 });
 
-describe('preemption of users own tasks', () => {
+describe('preemption of users own tasks', { timeout: 120_000 }, () => {
   let tc: TestCoordinator;
   let client: DtpClient;
   let w: Worker;
@@ -230,8 +230,9 @@ describe('preemption of users own tasks', () => {
   });
 
   it('fires the signal at the deadline; the coordinator fails the attempt as late', async () => {
+    const stopped = once(w.events, 'stopped');
     const { jobId, attemptId } = await started('polite', {}, 200);
-    const [, , reason, how] = (await once(w.events, 'stopped')) as unknown[];
+    const [, , reason, how] = (await stopped) as unknown[];
     assert.deepEqual([reason, how], ['deadline', 'cooperative']);
     const job: JobSnapshot = await until(
       async () => {
@@ -246,8 +247,9 @@ describe('preemption of users own tasks', () => {
   });
 
   it('terminates a handler that ignores the deadline after the grace', async () => {
+    const stopped = once(w.events, 'stopped');
     const { jobId, attemptId } = await started('stubborn', { ms: 5_000 }, 100);
-    assert.deepEqual(await once(w.events, 'stopped'), [jobId, attemptId, 'deadline', 'terminated']);
+    assert.deepEqual(await stopped, [jobId, attemptId, 'deadline', 'terminated']);
     await client.cancel(jobId);
     await slotIsFree();
   });
