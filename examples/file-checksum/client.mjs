@@ -3,7 +3,7 @@
 // worker that loaded ./tasks.mjs:
 //
 //   node client.mjs [--host localhost] [--port 7071] FILE...
-import { DtpClient } from 'dtp';
+import { JobFailedError, connect } from 'dtp';
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -19,23 +19,21 @@ if (args.length === 0) {
   process.exit(2);
 }
 
-const client = await DtpClient.connect({ host, port });
+const client = await connect({ host, port });
 try {
   const jobs = await Promise.all(
-    args.map((path) =>
-      client.submit({ taskType: 'files.checksum', payload: { path }, timeoutMillis: 60_000 }),
-    ),
+    args.map((path) => client.submit('files.checksum', { path }, { timeoutMillis: 60_000 })),
   );
   let failed = 0;
-  for (const [i, { jobId }] of jobs.entries()) {
-    const job = await client.wait(jobId, 120_000);
-    if (job.state === 'COMPLETED') {
-      // A non-string result arrives as JSON text (job.resultFormat === 'json').
-      const { digest, bytes, algorithm } = JSON.parse(job.result);
+  for (const [i, job] of jobs.entries()) {
+    try {
+      // The handler's value, as it returned it (a JobFailedError if the job failed).
+      const { digest, bytes, algorithm } = await job.result({ timeoutMs: 120_000 });
       console.log(`${digest}  ${args[i]}  (${bytes} bytes, ${algorithm})`);
-    } else {
+    } catch (err) {
+      if (!(err instanceof JobFailedError)) throw err;
       failed++;
-      console.log(`${job.state}  ${args[i]}: ${job.error}`);
+      console.log(`FAILED  ${args[i]}: ${err.jobError}`);
     }
   }
   process.exitCode = failed === 0 ? 0 : 1;

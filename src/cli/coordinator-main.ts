@@ -139,6 +139,22 @@ const FLAGS: readonly FlagSpec[] = [
     defaultLabel: 'off',
     help: 'HTTP port for /metrics and /healthz',
   },
+  {
+    name: 'retain-terminal-millis',
+    type: 'int',
+    min: 1,
+    max: 100 * 365 * DAY_MS,
+    defaultLabel: 'off: kept forever',
+    help: 'delete terminal jobs (and their attempts) older than this, in the background',
+  },
+  {
+    name: 'max-waits-per-connection',
+    type: 'int',
+    min: 1,
+    max: 10_000_000,
+    default: D.maxWaitsPerConnection,
+    help: 'pending WAIT_JOB requests one client connection may hold',
+  },
 ];
 
 function buildOptions(values: FlagValues): CoordinatorOptions {
@@ -158,6 +174,8 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     agingStepMs: values.int('aging-step-millis'),
     durability: values.enum('durability', DURABILITIES),
     metricsPort: values.optionalInt('metrics-port') ?? null,
+    retainTerminalMs: values.optionalInt('retain-terminal-millis') ?? null,
+    maxWaitsPerConnection: values.int('max-waits-per-connection'),
     logger,
   };
 }

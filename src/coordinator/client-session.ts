@@ -43,6 +43,18 @@ export class ClientSession {
       throw new Error(`second reply to request ${requestId} on connection ${this.conn.id}`);
     }
     this.#ready.set(requestId, reply);
+    this.#sendReady();
+  }
+
+  /** Answers every request not answered yet with `reply` (fail-stop), in order. */
+  answerAll(reply: ClientReply): void {
+    for (let id = this.#nextReplyId; id < this.#nextRequestId; id++) {
+      if (!this.#ready.has(id)) this.#ready.set(id, reply);
+    }
+    this.#sendReady();
+  }
+
+  #sendReady(): void {
     for (
       let next = this.#ready.get(this.#nextReplyId);
       next !== undefined;

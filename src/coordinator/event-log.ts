@@ -28,9 +28,15 @@ const LINES: Formatters = {
     { workerId: e.workerId, silentMs: e.silentMs },
   ],
   'worker.lost': (e) => [
-    'warn',
+    e.cause === 'drained' ? 'info' : 'warn',
     'worker lost',
-    { workerId: e.workerId, reason: e.reason, runningJobs: e.runningJobs },
+    { workerId: e.workerId, cause: e.cause, reason: e.reason, runningJobs: e.runningJobs },
+  ],
+  'jobs.purged': (e) => ['info', 'terminal jobs purged', { deleted: e.deleted, reason: e.reason }],
+  'coordinator.stalled': (e) => [
+    'warn',
+    'coordinator stalled: its own loop did not run; silence during the stall is forgiven',
+    { stalledMs: e.stalledMs },
   ],
   'worker.draining': (e) => [
     'info',

@@ -36,6 +36,10 @@ export interface CoordinatorOptions {
   durability: Durability;
   /** Prometheus `/metrics` + `/healthz` port; null = off (default off). */
   metricsPort: number | null;
+  /** Terminal jobs older than this are deleted in the background, in ms; null = kept (default). */
+  retainTerminalMs: number | null;
+  /** Pending WAIT_JOBs one client connection may hold (default 10000). */
+  maxWaitsPerConnection: number;
   logger: Logger;
 }
 
@@ -54,4 +58,6 @@ export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   agingStepMs: 60_000,
   durability: 'normal',
   metricsPort: null,
+  retainTerminalMs: null,
+  maxWaitsPerConnection: 10_000,
 };

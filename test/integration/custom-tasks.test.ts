@@ -19,7 +19,7 @@ import {
   startTaskWorker,
   type TestCoordinator,
 } from '../helpers/test-coordinator.js';
-import { until } from '../helpers/until.js';
+import { orTimeout, until } from '../helpers/until.js';
 
 describe('users own tasks, end to end', { timeout: 120_000 }, () => {
   let tc: TestCoordinator;
@@ -102,7 +102,7 @@ describe('users own tasks, end to end', { timeout: 120_000 }, () => {
     const v1 = await ScriptedWorker.register(tc.coordinator.workerPort, 'w-v1', 4);
     workers.push(v1);
     const submitted = await submit('reverse', { text: 'later' }, { priority: 'HIGH' });
-    assert.equal(submitted.job.state, 'QUEUED');
+    assert.equal(submitted.snapshot.state, 'QUEUED');
     const sha = await submit('SHA256', { text: 'now' }, { priority: 'LOW' });
     const assign = await v1.assignments.next();
     assert.equal(assign.jobId, sha.jobId, 'the v1 worker gets the built-in, never the custom job');
@@ -183,7 +183,9 @@ describe('preemption of users own tasks', { timeout: 120_000 }, () => {
       payload,
       timeoutMillis: timeoutMillis ?? null,
     });
-    const [startedJob, attemptId] = (await running) as [string, string];
+    const began = await orTimeout(running, 10_000, null);
+    assert.ok(began !== null, `${taskType} did not start within 10 s`);
+    const [startedJob, attemptId] = began as [string, string];
     assert.equal(startedJob, jobId);
     return { jobId, attemptId };
   }
@@ -231,7 +233,7 @@ describe('preemption of users own tasks', { timeout: 120_000 }, () => {
 
   it('fires the signal at the deadline; the coordinator fails the attempt as late', async () => {
     const stopped = once(w.events, 'stopped');
-    const { jobId, attemptId } = await started('polite', {}, 200);
+    const { jobId, attemptId } = await started('polite', {}, 400);
     const [, , reason, how] = (await stopped) as unknown[];
     assert.deepEqual([reason, how], ['deadline', 'cooperative']);
     const job: JobSnapshot = await until(
@@ -241,14 +243,14 @@ describe('preemption of users own tasks', { timeout: 120_000 }, () => {
       },
       { what: 'the attempt to be revoked' },
     );
-    assert.match(job.error ?? '', /execution deadline exceeded \(200 ms\)/);
+    assert.match(job.error ?? '', /execution deadline exceeded \(400 ms\)/);
     assert.equal(sentResultFor(attemptId), false);
     await client.cancel(jobId);
   });
 
   it('terminates a handler that ignores the deadline after the grace', async () => {
     const stopped = once(w.events, 'stopped');
-    const { jobId, attemptId } = await started('stubborn', { ms: 5_000 }, 100);
+    const { jobId, attemptId } = await started('stubborn', { ms: 5_000 }, 300);
     assert.deepEqual(await stopped, [jobId, attemptId, 'deadline', 'terminated']);
     await client.cancel(jobId);
     await slotIsFree();

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
-import { classifyWorkerLoss } from '../../src/coordinator/metrics.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import { startCoordinator, type TestCoordinator } from '../helpers/test-coordinator.js';
@@ -235,22 +234,5 @@ describe('coordinator metrics', () => {
   it('is off unless a port is given', async () => {
     tc = await startCoordinator();
     assert.equal(tc.coordinator.metricsPort, null);
-  });
-});
-
-describe('classifyWorkerLoss', () => {
-  it('maps the core reasons onto a small set of label values', () => {
-    const cases: [string, string][] = [
-      ['connection closed', 'connection_closed'],
-      ['connection error: read ECONNRESET', 'connection_closed'],
-      ['peer stopped reading (123 bytes unsent)', 'connection_closed'],
-      ['heartbeat timeout: none for 6001 ms', 'heartbeat_timeout'],
-      ['protocol violation: unexpected SUBMIT_JOB', 'protocol_violation'],
-      ['worker re-registered', 're_registered'],
-      ['connection closed while draining', 'drained'],
-      ['heartbeat timeout: none for 9 ms while draining', 'drained'],
-      ['something new', 'other'],
-    ];
-    for (const [reason, expected] of cases) assert.equal(classifyWorkerLoss(reason), expected);
   });
 });

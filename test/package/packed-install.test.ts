@@ -38,14 +38,23 @@ function ok(result: SpawnSyncReturns<string>, what: string): string {
   return result.stdout;
 }
 
+/** The module of README's "Write your own task", and a task that cannot work. */
 const TASKS_MODULE = `
 import { defineTask, defineTasks, NonRetryableError } from 'dtp/worker';
 import { z } from 'zod';
 
 export default defineTasks({
-  greet: defineTask({
-    schema: z.object({ name: z.string().min(1) }),
-    run: ({ name }, ctx) => ({ greeting: 'hello ' + name, attempt: ctx.attemptNumber }),
+  'text.slugify': defineTask({
+    schema: z.object({ title: z.string().min(1).max(200) }),
+    run: ({ title }, ctx) => {
+      ctx.log.info('slugifying', { chars: title.length });
+      return {
+        slug: title
+          .toLowerCase()
+          .replace(/[^a-z0-9]+/g, '-')
+          .replace(/^-|-$/g, ''),
+      };
+    },
   }),
   'never.works': async () => {
     throw new NonRetryableError('not today');
@@ -79,15 +88,22 @@ export default tasks;
 
 const CLIENT_PROGRAM = `
 import { createRequire } from 'node:module';
-import { DtpClient } from 'dtp';
+import { JobFailedError, connect } from 'dtp';
 
 const loaded = Object.keys(createRequire(import.meta.url).cache).filter((p) => p.includes('better-sqlite3'));
-const client = await DtpClient.connect({ host: '127.0.0.1', port: Number(process.argv[2]) });
-const { jobId } = await client.submit({ taskType: 'greet', payload: { name: 'library' } });
-const job = await client.wait(jobId, 30_000);
-const failed = await client.wait((await client.submit({ taskType: 'never.works', payload: {} })).jobId, 30_000);
+const client = await connect({ host: '127.0.0.1', port: Number(process.argv[2]) });
+const job = await client.submit('text.slugify', { title: 'Hi there' });
+const value = await job.result({ timeoutMs: 30_000 });
+const snapshot = await job.status();
+let failed = null;
+try {
+  await (await client.submit('never.works', {})).result({ timeoutMs: 30_000 });
+} catch (err) {
+  if (!(err instanceof JobFailedError)) throw err;
+  failed = err.job;
+}
 await client.close();
-console.log(JSON.stringify({ loaded, job, failed }));
+console.log(JSON.stringify({ loaded, value, snapshot, failed }));
 `;
 
 const EMBEDDED_PROGRAM = `
@@ -100,7 +116,7 @@ const coordinator = await startCoordinator({ workerPort: 0, clientPort: 0, bindH
 const worker = await startWorker({ coordinatorHost: '127.0.0.1', coordinatorPort: coordinator.workerPort,
   tasks: ['./tasks.mjs'], heartbeatIntervalMs: 100 });
 const client = await DtpClient.connect({ host: '127.0.0.1', port: coordinator.clientPort });
-const job = await client.wait((await client.submit({ taskType: 'greet', payload: { name: 'embedded' } })).jobId, 30_000);
+const job = await client.wait((await client.submit('text.slugify', { title: 'Embedded' })).jobId, 30_000);
 let refused = null;
 try { await startCoordinator({ maxAttempts: 0 }); } catch (err) { refused = err.message; }
 await client.close();
@@ -110,9 +126,10 @@ console.log(JSON.stringify({ job, refused }));
 `;
 
 const TYPE_CHECK = `
-import { DtpClient, type JobSnapshot } from 'dtp';
+import { connect, DtpClient, type JobSnapshot } from 'dtp';
 import { startCoordinator, type StartCoordinatorOptions } from 'dtp/coordinator';
 import { defineTask, startWorker, type TaskContext } from 'dtp/worker';
+import type greeting from './greeting.js';
 
 const options: StartCoordinatorOptions = { workerPort: 0, maxAttempts: 2 };
 const task = defineTask({ run: (payload: { n: number }, ctx: TaskContext) => payload.n + ctx.attemptNumber });
@@ -121,8 +138,13 @@ export async function check(): Promise<JobSnapshot['state']> {
   const w = await startWorker({ coordinatorPort: c.workerPort });
   const client = await DtpClient.connect({ host: 'localhost', port: c.clientPort });
   const n: number = await task.run({ n: 1 }, {} as TaskContext);
-  await Promise.all([w.close(), c.close()]);
-  return (await client.status(String(n))).state;
+  // Typed from the module by a type-only import: payload and result.
+  const typed = await connect<typeof greeting>({ host: 'localhost', port: c.clientPort });
+  const text: string = await (await typed.submit('ts.greet', { name: 'typed' })).result();
+  // @ts-expect-error the payload must fit the task's schema
+  await typed.submit('ts.greet', { name: 42 });
+  await Promise.all([w.close(), c.close(), typed.close()]);
+  return (await client.status(String(n) + text)).state;
 }
 `;
 
@@ -220,7 +242,7 @@ describe('the packed package, installed into an empty folder', () => {
     const cli = (...args: string[]) =>
       run(bin('dtp'), [...args, '--host', HOST, '--port', String(c.clientPort)], app);
     const jobId = ok(
-      cli('submit', 'greet', '--payload', '{"name":"cli"}', '--quiet'),
+      cli('submit', 'text.slugify', '--payload', '{"title":"Hello, World!"}', '--quiet'),
       'dtp submit',
     ).trim();
     const waited = JSON.parse(ok(cli('wait', jobId, '--json'), 'dtp wait')) as {
@@ -228,19 +250,19 @@ describe('the packed package, installed into an empty folder', () => {
       result: string;
     };
     assert.equal(waited.state, 'COMPLETED');
-    assert.deepEqual(JSON.parse(waited.result), { greeting: 'hello cli', attempt: 1 });
+    assert.equal(waited.result, '{"slug":"hello-world"}');
 
     const out = JSON.parse(
       ok(run('node', ['client.mjs', String(c.clientPort)], app), 'client.mjs'),
     ) as {
       loaded: string[];
-      job: { state: string; result: string; resultFormat: string };
+      value: unknown;
+      snapshot: { state: string; resultFormat: string };
       failed: { state: string; attempts: number; error: string };
     };
     assert.deepEqual(out.loaded, [], 'the client entry point must not load better-sqlite3');
-    assert.equal(out.job.state, 'COMPLETED');
-    assert.equal(out.job.resultFormat, 'json');
-    assert.deepEqual(JSON.parse(out.job.result), { greeting: 'hello library', attempt: 1 });
+    assert.deepEqual(out.value, { slug: 'hi-there' });
+    assert.deepEqual([out.snapshot.state, out.snapshot.resultFormat], ['COMPLETED', 'json']);
     assert.deepEqual(
       [out.failed.state, out.failed.attempts, out.failed.error],
       ['FAILED', 1, 'not today'],
@@ -310,7 +332,7 @@ describe('the packed package, installed into an empty folder', () => {
       refused: string;
     };
     assert.equal(out.job.state, 'COMPLETED');
-    assert.deepEqual(JSON.parse(out.job.result), { greeting: 'hello embedded', attempt: 1 });
+    assert.deepEqual(JSON.parse(out.job.result), { slug: 'embedded' });
     assert.match(
       out.refused,
       /^startCoordinator: maxAttempts must be an integer in 1\.\.1000, got 0$/,

@@ -250,6 +250,8 @@ export class SimClient implements ClientPeer {
       { ...base, payload: { durationMillis: 600_001 } },
       { ...base, taskType: 'SHA256', payload: { text: 42 } },
       { ...base, taskType: 'no such task', payload: {} },
+      { ...base, taskType: 'sha256', payload: { text: 'a shortcut is not a type' } },
+      { ...base, timeoutMillis: 0 },
       { ...base, taskType: '' },
       { ...base, maxAttempts: 5_000 },
       { ...base, idempotencyKey: '' },

@@ -167,7 +167,7 @@ describe('core: results of users own tasks', () => {
     h.register('w1', 2, ['resize', 'SHA256']);
     const json = h.submit(RESIZE);
     const text = h.submit({ taskType: 'SHA256', payload: { text: 'x' } });
-    assert.equal(h.status(json).resultFormat, null, 'no format before a result');
+    assert.equal(h.status(json).resultFormat ?? null, null, 'no format before a result');
     h.result(json, { result: '{"width":10}', resultFormat: 'json' });
     h.result(text, { result: 'abc' });
     assert.equal(h.status(json).resultFormat, 'json');

@@ -11,8 +11,8 @@ import {
   type RunnableTypes,
 } from '../../src/coordinator/core/ready-queue.js';
 import { PRIORITIES, type Priority } from '../../src/protocol/messages.js';
-import type { JobRecord } from '../../src/store/store.js';
-import { jobRecord } from '../helpers/job-record.js';
+import type { CoreJob } from '../../src/coordinator/core/job.js';
+import { coreJob } from '../helpers/job-record.js';
 
 /** Runnable task types as the worker registry reports them. */
 function accepting(types: readonly string[]): RunnableTypes {
@@ -33,8 +33,8 @@ const ANY: RunnableTypes = {
   runnableTypeCount: Number.POSITIVE_INFINITY,
 };
 
-function job(seq: number, priority: Priority, createdAtMs = 0, taskType = 'SLEEP'): JobRecord {
-  return jobRecord(seq, {
+function job(seq: number, priority: Priority, createdAtMs = 0, taskType = 'SLEEP'): CoreJob {
+  return coreJob(seq, {
     taskType,
     payloadJson: '{}',
     priority,
@@ -113,8 +113,8 @@ describe('ReadyQueue', () => {
     const queue = new ReadyQueue(1_000_000);
     const jobs = [job(1, 'HIGH'), job(2, 'NORMAL'), job(3, 'NORMAL'), job(4, 'LOW')];
     for (const j of jobs) queue.push(j);
-    (jobs[0] as JobRecord).state = 'CANCELLED';
-    (jobs[2] as JobRecord).state = 'CANCELLED';
+    (jobs[0] as CoreJob).state = 'CANCELLED';
+    (jobs[2] as CoreJob).state = 'CANCELLED';
     assert.equal(queue.size, 4, 'removal is lazy');
     assert.deepEqual(drainIds(queue, 0), ['job-2', 'job-4']);
     assert.equal(queue.size, 0);
@@ -158,7 +158,7 @@ describe('ReadyQueue', () => {
         fc.integer({ min: 1, max: 1_000 }),
         (steps, agingStepMs) => {
           const queue = new ReadyQueue(agingStepMs);
-          const model: JobRecord[] = [];
+          const model: CoreJob[] = [];
           let nowMs = 0;
           let seq = 0;
           for (const s of steps) {

@@ -15,25 +15,21 @@
  * its heap until it reaches the head, where it is skipped.
  */
 import type { Priority } from '../../protocol/messages.js';
-import type { JobRecord } from '../../store/store.js';
+import type { CoreJob } from './job.js';
 import { BinaryHeap } from './binary-heap.js';
 
 const BASE_LEVEL: Readonly<Record<Priority, number>> = { LOW: 0, NORMAL: 1, HIGH: 2 };
 const MAX_LEVEL = 2;
 
 /** Effective level (0 = LOW .. 2 = HIGH) of a job at `nowMs`. */
-export function effectiveLevel(
-  job: Readonly<JobRecord>,
-  nowMs: number,
-  agingStepMs: number,
-): number {
+export function effectiveLevel(job: Readonly<CoreJob>, nowMs: number, agingStepMs: number): number {
   const base = BASE_LEVEL[job.priority];
   if (base >= MAX_LEVEL || agingStepMs <= 0) return base;
   const age = Math.max(0, nowMs - job.createdAtMs);
   return Math.min(MAX_LEVEL, base + Math.floor(age / agingStepMs));
 }
 
-const bySeq = (a: JobRecord, b: JobRecord): boolean => a.seq < b.seq;
+const bySeq = (a: CoreJob, b: CoreJob): boolean => a.seq < b.seq;
 
 /** The task types some worker can take a job of now (see WorkerRegistry). */
 export interface RunnableTypes {
@@ -45,7 +41,7 @@ export interface RunnableTypes {
 /** The queued jobs of one task type: one heap per base priority, LOW..HIGH. */
 interface Lane {
   readonly taskType: string;
-  readonly heaps: readonly BinaryHeap<JobRecord>[];
+  readonly heaps: readonly BinaryHeap<CoreJob>[];
 }
 
 export class ReadyQueue {
@@ -62,14 +58,14 @@ export class ReadyQueue {
     return this.#size;
   }
 
-  push(job: JobRecord): void {
+  push(job: CoreJob): void {
     let lane = this.#lanes.get(job.taskType);
     if (lane === undefined) {
       const heaps = [new BinaryHeap(bySeq), new BinaryHeap(bySeq), new BinaryHeap(bySeq)];
       lane = { taskType: job.taskType, heaps };
       this.#lanes.set(job.taskType, lane);
     }
-    (lane.heaps[BASE_LEVEL[job.priority]] as BinaryHeap<JobRecord>).push(job);
+    (lane.heaps[BASE_LEVEL[job.priority]] as BinaryHeap<CoreJob>).push(job);
     this.#size++;
   }
 
@@ -79,9 +75,8 @@ export class ReadyQueue {
    * those types: from whichever is smaller, the queued task types or the
    * runnable ones, so a type nobody serves costs nothing here.
    */
-  popBest(nowMs: number, runnable: RunnableTypes): JobRecord | undefined {
-    let best:
-      { lane: Lane; heap: BinaryHeap<JobRecord>; job: JobRecord; level: number } | undefined;
+  popBest(nowMs: number, runnable: RunnableTypes): CoreJob | undefined {
+    let best: { lane: Lane; heap: BinaryHeap<CoreJob>; job: CoreJob; level: number } | undefined;
     for (const lane of this.#candidateLanes(runnable)) {
       for (const heap of lane.heaps) {
         const job = this.#head(heap);
@@ -127,7 +122,7 @@ export class ReadyQueue {
   }
 
   /** The live head of a heap, dropping entries that are no longer QUEUED. */
-  #head(heap: BinaryHeap<JobRecord>): JobRecord | undefined {
+  #head(heap: BinaryHeap<CoreJob>): CoreJob | undefined {
     for (;;) {
       const job = heap.peek();
       if (job === undefined || job.state === 'QUEUED') return job;
