@@ -7,7 +7,7 @@
  * workers, or scheduling walked every queued type, the large cases would
  * collapse.
  */
-import type { CoreInput, Effect } from '../src/coordinator/core/types.js';
+import type { CoreInput } from '../src/coordinator/core/types.js';
 import { assignmentsIn, newCore, type Sent } from './queue-depth.js';
 
 export interface RoutingCase {
@@ -114,7 +114,7 @@ export function routingAssignmentsPerSecond(c: RoutingCase, cycles: number): num
       result: 'x',
       error: null,
     } as const;
-    const next: Sent[] = assignmentsIn(handle({ kind: 'workerMessage', connId, msg }) as Effect[]);
+    const next: Sent[] = assignmentsIn(handle({ kind: 'workerMessage', connId, msg }));
     assigned += next.length;
     running.push(...next);
     if (i % 100 === 0) commit();
