@@ -3,7 +3,7 @@
  * benchmarks, prints a Markdown report (medians of several runs; the machine
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
- * recovery, throughput, overload, latency. Every run is bounded in jobs and
+ * routing, recovery, throughput, overload, latency. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { machine, median } from './harness.js';
 import { overloadExperiment, type OverloadRun } from './overload.js';
 import { assignmentsPerSecond } from './queue-depth.js';
+import { ROUTING_CASES, routingAssignmentsPerSecond } from './routing.js';
 import { measureRecovery, writeHistory, type RecoveryRun } from './recovery.js';
 import { HEARTBEAT_TIMEOUT_MS, latencies, type LatencyRun } from './latencies.js';
 import { throughput, type ThroughputRun } from './throughput.js';
@@ -22,7 +23,7 @@ const SMOKE = process.argv.includes('--smoke');
 const REPEATS = SMOKE ? 1 : 3;
 /** Scale of the sizes below: 1, or small for a smoke run. */
 const SCALE = SMOKE ? 0.01 : 1;
-const ALL = ['queue-depth', 'recovery', 'throughput', 'overload', 'latency'] as const;
+const ALL = ['queue-depth', 'routing', 'recovery', 'throughput', 'overload', 'latency'] as const;
 type Name = (typeof ALL)[number];
 
 function row(cells: (string | number)[]): string {
@@ -37,6 +38,18 @@ function queueDepth(): string[] {
       assignmentsPerSecond(depth, Math.round(20_000 * SCALE)),
     );
     lines.push(row([depth.toLocaleString('en'), Math.round(median(runs)).toLocaleString('en')]));
+  }
+  return lines;
+}
+
+function routing(): string[] {
+  const lines = [row(['workers and task types', 'assignments/s (median of 3)'])];
+  lines.push(row(['---', '---']));
+  for (const c of ROUTING_CASES) {
+    const runs = Array.from({ length: REPEATS }, () =>
+      routingAssignmentsPerSecond(c, Math.round(20_000 * SCALE)),
+    );
+    lines.push(row([c.label, Math.round(median(runs)).toLocaleString('en')]));
   }
   return lines;
 }
@@ -167,6 +180,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
   switch (name) {
     case 'queue-depth':
       return queueDepth();
+    case 'routing':
+      return routing();
     case 'recovery':
       return recovery(dir);
     case 'throughput':

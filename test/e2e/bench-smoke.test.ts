@@ -25,7 +25,14 @@ describe('benchmarks (smoke run)', () => {
     );
     const report = JSON.parse(readFileSync(out, 'utf8')) as Record<string, unknown>;
     assert.equal(report.smoke, true);
-    for (const name of ['queue-depth', 'recovery', 'throughput', 'overload', 'latency']) {
+    for (const name of [
+      'queue-depth',
+      'routing',
+      'recovery',
+      'throughput',
+      'overload',
+      'latency',
+    ]) {
       const entry = report[name] as { table: string[][] } | undefined;
       assert.ok(entry !== undefined && entry.table.length >= 2, `${name} has a table`);
       assert.match(stdout, new RegExp(`### ${name}`));
