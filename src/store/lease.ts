@@ -32,8 +32,7 @@ export interface LeaseView {
 }
 
 export type AcquireResult =
-  | { acquired: true; epoch: number }
-  | { acquired: false; current: LeaseView };
+  { acquired: true; epoch: number } | { acquired: false; current: LeaseView };
 
 export interface LeaseBackend {
   /**

@@ -32,10 +32,13 @@ function parseInt8(text: string): number {
   return value;
 }
 
-const TYPES = {
-  getTypeParser: ((oid: number, format?: string) =>
-    oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as never,
-};
+function textParser(oid: number): (text: string) => unknown {
+  if (oid === INT8_OID) return parseInt8;
+  return pg.types.getTypeParser(oid, 'text') as (text: string) => unknown;
+}
+
+/** Per-connection type parsers (pg's global table stays untouched). */
+const TYPES = { getTypeParser: textParser };
 
 export interface ConnectionSettings {
   /** `postgres://user[:password]@host:port/db`. */
@@ -77,7 +80,7 @@ export async function connectClient(settings: ConnectionSettings): Promise<pg.Cl
 /** The SQLSTATE of a server error, if it is one. */
 export function sqlState(err: unknown): string | null {
   if (typeof err === 'object' && err !== null && 'code' in err) {
-    const code = (err as { code: unknown }).code;
+    const { code } = err;
     return typeof code === 'string' ? code : null;
   }
   return null;

@@ -82,7 +82,7 @@ export class PostgresStore implements Store {
   #closing: Promise<void> | null = null;
 
   private constructor(options: PostgresStoreOptions, writer: pg.Client, pool: pg.Pool) {
-    this.description = `postgres ${redactUrl(options.url)}`;
+    this.description = PostgresStore.describe(options.url);
     this.#epoch = options.epoch;
     this.#writer = writer;
     this.#pool = pool;
@@ -109,6 +109,11 @@ export class PostgresStore implements Store {
     return new PostgresStore(options, writer, pool);
   }
 
+  /** How a store on `url` is named in logs (without the password). */
+  static describe(url: string): string {
+    return `postgres ${redactUrl(url)}`;
+  }
+
   /** The epoch this store writes under. */
   get epoch(): number {
     return this.#epoch;
@@ -124,7 +129,11 @@ export class PostgresStore implements Store {
           `${ATTEMPT_SELECT} JOIN dtp.jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
         );
         const max = await client.query<{ m: number | null }>('SELECT max(seq) AS m FROM dtp.jobs');
-        return { activeJobs: jobs.rows, activeAttempts: attempts.rows, maxSeq: max.rows[0]?.m ?? 0 };
+        return {
+          activeJobs: jobs.rows,
+          activeAttempts: attempts.rows,
+          maxSeq: max.rows[0]?.m ?? 0,
+        };
       } finally {
         await client.query('COMMIT');
       }
