@@ -14,7 +14,8 @@ import {
   postgresSkip,
   queryDatabase,
 } from '../helpers/postgres.js';
-import { startCoordinator, type TestCoordinator } from '../helpers/test-coordinator.js';
+import { Worker } from '../../src/worker/worker.js';
+import { startCoordinator, testLogger, type TestCoordinator } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
 const skip = postgresSkip();
@@ -156,5 +157,37 @@ describe('coordinators sharing PostgreSQL', { skip }, () => {
     const refused = await again.request({ type: 'LIST_WORKERS' });
     assert.ok(refused.type === 'ERROR' && refused.code === 'NOT_LEADER');
     await until(() => leader.status().leaderClient === 'elsewhere:1', { what: 'the new leader' });
+  });
+
+  it('has a worker with several addresses find the leader, and follow it to the next one', async () => {
+    const { nodes } = await cluster(2);
+    const [first, second] = nodes as [TestCoordinator, TestCoordinator];
+    await until(() => second.coordinator.status().leaderWorker !== null, {
+      what: 'a known leader',
+    });
+    // The standby first: it names the leader, which the worker dials next.
+    const worker = Worker.start({
+      coordinatorHost: `127.0.0.1:${second.coordinator.workerPort},127.0.0.1:${first.coordinator.workerPort}`,
+      coordinatorPort: 1,
+      workerId: 'follower',
+      capacity: 2,
+      heartbeatIntervalMs: 50,
+      reconnectDelayMs: 50,
+      logger: testLogger('worker'),
+    });
+    peers.push({ close: () => worker.close() });
+    await until(() => first.coordinator.inspect().workers.length === 1, { what: 'registration' });
+    const c1 = await client(first.coordinator);
+    const job1 = await c1.submit('SHA256', { text: 'abc' });
+    assert.equal((await c1.wait(job1)).state, 'COMPLETED');
+
+    await first.close();
+    await until(() => second.coordinator.inspect().workers.length === 1, {
+      timeoutMs: 5_000,
+      what: 'the worker to register with the new leader',
+    });
+    const c2 = await client(second.coordinator);
+    const job2 = await c2.submit('SHA256', { text: 'abc' });
+    assert.equal((await c2.wait(job2)).state, 'COMPLETED');
   });
 });
