@@ -22,7 +22,7 @@ import type {
   Priority,
   WorkerSnapshot,
 } from '../protocol/messages.js';
-import { ClientConnection } from './connection.js';
+import { LeaderConnection } from './leader-connection.js';
 import {
   ClientClosedError,
   RemoteError,
@@ -41,10 +41,18 @@ export const WAIT_SLICE_MS = 60_000;
 export const WAIT_POLL_INTERVAL_MS = 250;
 
 export interface ConnectOptions {
+  /**
+   * The coordinator's host, or several coordinators sharing one database
+   * (`h1[:p1],h2[:p2],…`): the client finds and follows the leader
+   * (leader-connection.ts).
+   */
   host: string;
+  /** Port of the addresses that name none. */
   port: number;
   /** Give up connecting after this long (default 5000 ms). */
   connectTimeoutMs?: number;
+  /** With several coordinators: give up finding a leader for one request after this long (default 30000 ms). */
+  followTimeoutMs?: number;
 }
 
 export interface SubmitRequest {
@@ -117,25 +125,22 @@ function assertNonNegativeInt(name: string, value: number): void {
 }
 
 export class DtpClient {
-  readonly #host: string;
-  readonly #port: number;
-  readonly #connectTimeoutMs: number;
-  #current: ClientConnection;
-  #dialing: Promise<ClientConnection> | null = null;
+  readonly #conn: LeaderConnection;
   #closing: Promise<void> | null = null;
 
-  private constructor(options: ConnectOptions, first: ClientConnection) {
-    this.#host = options.host;
-    this.#port = options.port;
-    this.#connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    this.#current = first;
+  private constructor(conn: LeaderConnection) {
+    this.#conn = conn;
   }
 
   /** Connects; fails with a {@link TransportError} `CONNECT_FAILED`. */
   static async connect(options: ConnectOptions): Promise<DtpClient> {
-    const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    const first = await ClientConnection.open(options.host, options.port, timeoutMs);
-    return new DtpClient(options, first);
+    const conn = await LeaderConnection.open({
+      host: options.host,
+      port: options.port,
+      connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      followTimeoutMs: options.followTimeoutMs,
+    });
+    return new DtpClient(conn);
   }
 
   /**
@@ -212,7 +217,7 @@ export class DtpClient {
 
   /** Fails pending requests with {@link ClientClosedError} and closes. Idempotent. */
   close(): Promise<void> {
-    this.#closing ??= this.#current.close();
+    this.#closing ??= this.#conn.close();
     return this.#closing;
   }
 
@@ -243,27 +248,12 @@ export class DtpClient {
   }
 
   /**
-   * Sends on the current connection; after it broke, on a fresh one. The fast
-   * path is synchronous so that requests leave in call order.
+   * Sends on the current connection; after it broke, on a fresh one (to the
+   * leader, with several coordinators). The fast path is synchronous so that
+   * requests leave in call order.
    */
   #request(msg: ClientRequest): Promise<ClientReply> {
     if (this.#closing !== null) return Promise.reject(new ClientClosedError());
-    if (this.#current.isOpen) return this.#current.request(msg);
-    this.#dialing ??= this.#redial();
-    return this.#dialing.then((conn) => conn.request(msg));
-  }
-
-  async #redial(): Promise<ClientConnection> {
-    try {
-      const conn = await ClientConnection.open(this.#host, this.#port, this.#connectTimeoutMs);
-      if (this.#closing !== null) {
-        await conn.close();
-        throw new ClientClosedError();
-      }
-      this.#current = conn;
-      return conn;
-    } finally {
-      this.#dialing = null;
-    }
+    return this.#conn.request(msg);
   }
 }

@@ -14,6 +14,7 @@ import {
   postgresSkip,
   queryDatabase,
 } from '../helpers/postgres.js';
+import { DtpClient } from '../../src/client/client.js';
 import { Worker } from '../../src/worker/worker.js';
 import { startCoordinator, testLogger, type TestCoordinator } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
@@ -189,5 +190,47 @@ describe('coordinators sharing PostgreSQL', { skip }, () => {
     const c2 = await client(second.coordinator);
     const job2 = await c2.submit('SHA256', { text: 'abc' });
     assert.equal((await c2.wait(job2)).state, 'COMPLETED');
+  });
+
+  it('has a client with several addresses follow the leader: keyed submissions and waits survive a failover', async () => {
+    const { nodes } = await cluster(2);
+    const [first, second] = nodes as [TestCoordinator, TestCoordinator];
+    const hosts = [second, first].map((n) => `127.0.0.1:${n.coordinator.clientPort}`).join(',');
+    const c = await DtpClient.connect({ host: hosts, port: 1, followTimeoutMs: 10_000 });
+    peers.push(c);
+    // Sent to the standby first: NOT_LEADER, then to the leader it names.
+    const { jobId } = await c.submit({
+      taskType: 'SHA256',
+      payload: { text: 'abc' },
+      idempotencyKey: 'k',
+    });
+    const waiting = c.wait(jobId, 20_000);
+    await until(() => first.coordinator.inspect().pendingWaits === 1, {
+      what: 'the wait to arrive',
+    });
+    // The leader goes away with the wait pending; the standby takes over.
+    await first.close();
+    const worker = Worker.start({
+      coordinatorHost: hosts
+        .replaceAll(String(first.coordinator.clientPort), String(first.coordinator.workerPort))
+        .replaceAll(String(second.coordinator.clientPort), String(second.coordinator.workerPort)),
+      coordinatorPort: 1,
+      workerId: 'w',
+      capacity: 1,
+      heartbeatIntervalMs: 50,
+      reconnectDelayMs: 50,
+      logger: testLogger('worker'),
+    });
+    peers.push({ close: () => worker.close() });
+    const done = await waiting;
+    assert.equal(done.state, 'COMPLETED');
+    assert.equal(done.result, 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    // The same keyed submission, resent, is the same job on the new leader.
+    const again = await c.submit({
+      taskType: 'SHA256',
+      payload: { text: 'abc' },
+      idempotencyKey: 'k',
+    });
+    assert.equal(again.jobId, jobId);
   });
 });

@@ -6,6 +6,7 @@ import {
   parseAddressList,
   parseHostPort,
 } from '../../src/net/address.js';
+import { isSafeToRepeat } from '../../src/client/leader-connection.js';
 import { LeaderRing } from '../../src/net/leader-ring.js';
 
 describe('addresses', () => {
@@ -70,5 +71,26 @@ describe('LeaderRing', () => {
     assert.deepEqual(ring.next(), b);
     ring.notLeader('host:99999', 9);
     assert.deepEqual(ring.next(), a);
+  });
+});
+
+describe('isSafeToRepeat', () => {
+  const submit = (idempotencyKey: string | null) =>
+    ({
+      type: 'SUBMIT_JOB',
+      taskType: 'SHA256',
+      payload: { text: 'x' },
+      maxAttempts: null,
+      idempotencyKey,
+      priority: null,
+    }) as const;
+
+  it('repeats reads, waits and keyed submissions, never a submission without a key', () => {
+    assert.equal(isSafeToRepeat(submit('k')), true);
+    assert.equal(isSafeToRepeat(submit(null)), false);
+    assert.equal(isSafeToRepeat(submit('')), false);
+    assert.equal(isSafeToRepeat({ type: 'GET_JOB_STATUS', jobId: 'j' }), true);
+    assert.equal(isSafeToRepeat({ type: 'WAIT_JOB', jobId: 'j', timeoutMillis: 5 }), true);
+    assert.equal(isSafeToRepeat({ type: 'LIST_WORKERS' }), true);
   });
 });
