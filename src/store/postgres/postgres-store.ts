@@ -92,7 +92,10 @@ export class PostgresStore implements Store {
 
   /** Connects, migrates the schema as needed; rejects with {@link StoreError}. */
   static async open(options: PostgresStoreOptions): Promise<PostgresStore> {
-    const writer = await connectClient({ url: options.url, applicationName: 'dtp-writer' });
+    const writer = await connectClient({
+      url: options.url,
+      applicationName: `dtp-writer-e${options.epoch}`,
+    });
     const pool = new pg.Pool({
       ...clientConfig({ url: options.url, applicationName: 'dtp-reader' }),
       max: options.readConnections ?? 4,
