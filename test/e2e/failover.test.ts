@@ -85,7 +85,7 @@ async function leads(node: Node, aboveEpoch: number, timeoutMs = 15_000): Promis
   return until(
     async () => {
       const h = await health(node);
-      return h.status === 200 && (h.epoch ?? 0) > aboveEpoch ? (h.epoch) : null;
+      return h.status === 200 && (h.epoch ?? 0) > aboveEpoch ? h.epoch : null;
     },
     { timeoutMs, intervalMs: 20, what: `coordinator on ${node.clientPort} to lead` },
   );
