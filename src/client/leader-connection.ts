@@ -62,11 +62,13 @@ export class LeaderConnection {
   readonly #connectTimeoutMs: number;
   readonly #followTimeoutMs: number;
   #current: ClientConnection | null = null;
+  #dialed: HostPort;
   #dialing: Promise<ClientConnection> | null = null;
   #closed = false;
 
   private constructor(options: LeaderConnectionOptions, addresses: HostPort[]) {
     this.#ring = new LeaderRing(addresses);
+    this.#dialed = addresses[0] as HostPort;
     this.#several = addresses.length > 1;
     this.#port = options.port;
     this.#connectTimeoutMs = options.connectTimeoutMs;
@@ -85,11 +87,27 @@ export class LeaderConnection {
     return this.#ring.describe();
   }
 
+  /** The address dialled last (the leader, once one answered). */
+  get current(): HostPort {
+    return this.#dialed;
+  }
+
+  /** {@link current} as `host:port`. */
+  get address(): string {
+    return formatHostPort(this.#dialed);
+  }
+
   /**
    * Sends `msg` to the leader; resolves with its reply (any type but a
-   * NOT_LEADER that could still be followed).
+   * NOT_LEADER that could still be followed). The fast path is synchronous:
+   * on an open connection the request leaves before this returns.
    */
   async request(msg: ClientRequest): Promise<ClientReply> {
+    return (await this.requestOn(msg)).reply;
+  }
+
+  /** {@link request}, also naming the connection that answered. */
+  async requestOn(msg: ClientRequest): Promise<{ reply: ClientReply; conn: ClientConnection }> {
     const deadlineMs = performance.now() + this.#followTimeoutMs;
     let pauseMs = FIRST_PAUSE_MS;
     for (;;) {
@@ -104,12 +122,12 @@ export class LeaderConnection {
       }
       if (!isNotLeader(reply) || this.#closed) {
         this.#ring.succeeded();
-        return reply;
+        return { reply, conn };
       }
       this.#ring.notLeader(reply.leader ?? null, this.#port);
       this.#drop(conn);
       const leftMs = deadlineMs - performance.now();
-      if (leftMs <= 0) return reply;
+      if (leftMs <= 0) return { reply, conn };
       // Every coordinator stands by (a takeover is under way): do not spin.
       if (this.#ring.shouldPause()) {
         await sleepMs(Math.min(pauseMs, leftMs));
@@ -156,6 +174,7 @@ export class LeaderConnection {
     let pauseMs = FIRST_PAUSE_MS;
     for (;;) {
       const address = this.#ring.next();
+      this.#dialed = address;
       try {
         const conn = await ClientConnection.open(
           address.host,
