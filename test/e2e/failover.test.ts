@@ -13,6 +13,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import {
@@ -22,6 +23,7 @@ import {
   queryDatabase,
 } from '../helpers/postgres.js';
 import { ROOT, ScriptProcess, startCoordinatorProcess } from '../helpers/processes.js';
+import { tempDir } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
 const skip = postgresSkip();
@@ -249,5 +251,47 @@ describe('failover between two coordinators on PostgreSQL', { skip }, () => {
       audit.some((r) => r.lease_epoch === frozenEpoch),
       'the frozen leader had written before',
     );
+  });
+
+  it('takes the URL from --database-file or DTP_DATABASE, never shows the password, and hands over on SIGTERM', async () => {
+    const url = await createTestDatabase();
+    const withPassword = new URL(url);
+    withPassword.password = 's3cret-pw'; // trust authentication: ignored by the server
+    const { dir, remove } = tempDir();
+    try {
+      const file = join(dir, 'database');
+      writeFileSync(file, `${withPassword.toString()}\n`);
+      const common = ['--lease-ttl-millis', '2000', '--lease-renew-interval-millis', '400'];
+      const a = await startCoordinatorProcess([
+        '--database-file',
+        file,
+        '--metrics-port',
+        '0',
+        ...common,
+      ]);
+      procs.push(a.proc);
+      const aHttp = Number((await a.proc.waitForOutput(/metricsPort"?[=:](\d+)/))[1]);
+      const nodeA: Node = { ...a, httpPort: aHttp };
+      await leads(nodeA, 0);
+      const b = await startCoordinatorProcess(['--metrics-port', '0', ...common], undefined, {
+        env: { DTP_DATABASE: withPassword.toString() },
+      });
+      procs.push(b.proc);
+      const bHttp = Number((await b.proc.waitForOutput(/metricsPort"?[=:](\d+)/))[1]);
+      const nodeB: Node = { ...b, httpPort: bHttp };
+      assert.equal((await health(nodeB)).status, 503);
+      const stoppedAt = performance.now();
+      assert.equal(await a.proc.stop(), 0);
+      await leads(nodeB, 1, 5_000);
+      console.log(`hand-over after SIGTERM: ${Math.round(performance.now() - stoppedAt)} ms`);
+      assert.equal(await b.proc.stop(), 0);
+      for (const proc of [a.proc, b.proc]) {
+        assert.doesNotMatch(proc.output, /s3cret-pw/);
+        assert.match(proc.output, /\*\*\*/);
+      }
+    } finally {
+      remove();
+      await dropTestDatabase(url);
+    }
   });
 });
