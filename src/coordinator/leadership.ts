@@ -139,17 +139,17 @@ export class Leadership {
       this.#leaderEpoch = current.live ? current.epoch : null;
       return [];
     }
+    this.#nextOpAtMs = nowMs + this.#config.renewIntervalMs;
+    const validUntilMs = sent.sentAtMs + this.#config.ttlMs - this.#safetyMs;
+    if (nowMs >= validUntilMs) {
+      // The answer took so long that the lease may be gone already.
+      return [{ kind: 'release', epoch: result.epoch }];
+    }
     this.#mode = 'leader';
     this.#epoch = result.epoch;
     this.#leader = this.#me;
     this.#leaderEpoch = result.epoch;
-    this.#validUntilMs = sent.sentAtMs + this.#config.ttlMs - this.#safetyMs;
-    this.#nextOpAtMs = nowMs + this.#config.renewIntervalMs;
-    if (nowMs >= this.#validUntilMs) {
-      // The answer took so long that the lease may be gone already.
-      this.#mode = 'standby';
-      return [{ kind: 'release', epoch: result.epoch }];
-    }
+    this.#validUntilMs = validUntilMs;
     return [{ kind: 'lead', epoch: result.epoch }];
   }
 

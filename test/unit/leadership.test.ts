@@ -165,4 +165,16 @@ describe('Leadership', () => {
   it('refuses a renew interval above half the ttl', () => {
     assert.throws(() => new Leadership({ ttlMs: 1_000, renewIntervalMs: 600 }, holder('a')));
   });
+
+  it('gives back a lease whose grant came back too late to be trusted', () => {
+    let now = 0;
+    const lease = new MemoryLease(() => now);
+    const a = new Leadership({ ttlMs: TTL, renewIntervalMs: RENEW }, holder('a'));
+    assert.deepEqual(a.tick(now), [{ kind: 'acquire' }]);
+    const granted = lease.tryAcquireNow(holder('a'), TTL);
+    now = TTL; // the answer arrived after the lease could have ended
+    assert.deepEqual(a.acquireDone(granted, now), [{ kind: 'release', epoch: 1 }]);
+    assert.equal(a.mode, 'standby');
+    assert.equal(a.leader, null);
+  });
 });
