@@ -166,6 +166,20 @@ describe('PostgresStore database', { skip }, () => {
   });
 });
 
+describe('PostgresStore writer', { skip }, () => {
+  it('commits a batch given right after the previous one resolved (no lost wake-up)', async () => {
+    const store = await openLeading(await newDatabase());
+    // One more promise hop than a plain await: the next commit is given after
+    // the writer saw an empty queue, before its loop has ended.
+    const commitOne = async (seq: number): Promise<void> => {
+      await store.commit(batchOf([{ job: jobRecord(seq), isNew: true }]));
+    };
+    for (let seq = 1; seq <= 20; seq++) await commitOne(seq);
+    assert.equal((await store.recover()).maxSeq, 20);
+    await store.close();
+  });
+});
+
 describe('mergeBatches', () => {
   it('keeps the latest version of each job, an insert staying an insert', () => {
     const first = jobRecord(1);

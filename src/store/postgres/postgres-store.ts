@@ -207,27 +207,34 @@ export class PostgresStore implements Store {
       return;
     }
     this.#queue.push(op);
-    this.#writing ??= this.#writeAll().finally(() => {
-      this.#writing = null;
-    });
+    this.#writing ??= this.#writeAll();
   }
 
-  /** Empties the queue, one transaction at a time, until it is empty or a write failed. */
+  /**
+   * Empties the queue, one transaction at a time, until it is empty or a
+   * write failed. `#writing` is cleared in the same step as the last check of
+   * the queue, so an operation queued at any moment either is seen by this
+   * loop or starts the next one.
+   */
   async #writeAll(): Promise<void> {
-    // Let the batches of this event-loop turn join the first transaction.
-    await Promise.resolve();
-    while (this.#queue.length > 0 && this.#failure === null) {
-      const head = this.#queue[0] as WriteOp;
-      if (head.kind === 'purge') {
-        this.#queue.shift();
-        await this.#purge(head);
-      } else {
-        const group: Extract<WriteOp, { kind: 'commit' }>[] = [];
-        while (this.#queue[0]?.kind === 'commit') {
-          group.push(this.#queue.shift() as Extract<WriteOp, { kind: 'commit' }>);
+    try {
+      // Let the batches of this event-loop turn join the first transaction.
+      await Promise.resolve();
+      while (this.#queue.length > 0 && this.#failure === null) {
+        const head = this.#queue[0] as WriteOp;
+        if (head.kind === 'purge') {
+          this.#queue.shift();
+          await this.#purge(head);
+        } else {
+          const group: Extract<WriteOp, { kind: 'commit' }>[] = [];
+          while (this.#queue[0]?.kind === 'commit') {
+            group.push(this.#queue.shift() as Extract<WriteOp, { kind: 'commit' }>);
+          }
+          await this.#commitGroup(group);
         }
-        await this.#commitGroup(group);
       }
+    } finally {
+      this.#writing = null;
     }
   }
 

@@ -2,10 +2,10 @@
  * The PostgreSQL schema, created and migrated by the coordinator itself, in
  * a schema of its own (`dtp`) so that it can share a database with others.
  *
- * `dtp.schema_version` holds the number of migrations applied. Migrations run
- * under a transaction-scoped advisory lock, so coordinators starting at the
- * same time migrate once; each migration is one transaction. A database from
- * a newer version is refused rather than guessed at.
+ * `dtp.schema_version` holds the number of migrations applied. Missing
+ * migrations run in one transaction under a transaction-scoped advisory
+ * lock, so coordinators starting at the same time migrate once. A database
+ * from a newer version is refused rather than guessed at.
  *
  * Tables: `jobs` and `attempts` (the same rows as the SQLite store), and
  * `leader_lease`: one row naming the coordinator that leads, its epoch (the
@@ -91,7 +91,7 @@ const MIGRATIONS: readonly string[] = [
    CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json, p_attempts json)
    RETURNS void LANGUAGE plpgsql AS $fn$
    DECLARE
-     changed integer;
+     r record;
    BEGIN
      ${FENCE}
      IF p_inserts IS NOT NULL THEN
@@ -105,18 +105,21 @@ const MIGRATIONS: readonly string[] = [
            "startedAtMs", "finishedAtMs"
          FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS});
      END IF;
+     -- One primary-key update per job: a join of the JSON rows with the table
+     -- would be planned once (the plan is cached) and could stay a scan of
+     -- the whole table as it grows.
      IF p_updates IS NOT NULL THEN
-       UPDATE dtp.jobs j SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
-           attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
-           retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
-           error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-           finished_at_ms = r."finishedAtMs"
-         FROM json_to_recordset(p_updates) AS r(${JOB_FIELDS})
-         WHERE j.seq = r.seq;
-       GET DIAGNOSTICS changed = ROW_COUNT;
-       IF changed <> json_array_length(p_updates) THEN
-         RAISE EXCEPTION 'update of % jobs changed % rows', json_array_length(p_updates), changed;
-       END IF;
+       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${JOB_FIELDS}) LOOP
+         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
+             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
+             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
+             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
+             finished_at_ms = r."finishedAtMs"
+           WHERE seq = r.seq;
+         IF NOT FOUND THEN
+           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
+         END IF;
+       END LOOP;
      END IF;
      IF p_attempts IS NOT NULL THEN
        INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
