@@ -11,6 +11,7 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
+import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   LOG_FLAGS,
@@ -132,12 +133,20 @@ const FLAGS: readonly FlagSpec[] = [
   },
   ...LOG_FLAGS,
   {
+    name: 'http-port',
+    type: 'int',
+    min: 0,
+    max: 65_535,
+    defaultLabel: 'off',
+    help: 'HTTP port: the dashboard at /, its API under /api/, /metrics and /healthz',
+  },
+  {
     name: 'metrics-port',
     type: 'int',
     min: 0,
     max: 65_535,
     defaultLabel: 'off',
-    help: 'HTTP port for /metrics and /healthz',
+    help: 'the same as --http-port (older name)',
   },
   {
     name: 'retain-terminal-millis',
@@ -157,6 +166,18 @@ const FLAGS: readonly FlagSpec[] = [
   },
 ];
 
+/** `--http-port`, or its older name `--metrics-port`; both at once must agree. */
+function httpPortOf(values: FlagValues): number | null {
+  const http = values.optionalInt('http-port');
+  const metrics = values.optionalInt('metrics-port');
+  if (http !== undefined && metrics !== undefined && http !== metrics) {
+    throw new UsageError(
+      `--http-port ${http} and --metrics-port ${metrics} name the same port; give one`,
+    );
+  }
+  return http ?? metrics ?? null;
+}
+
 function buildOptions(values: FlagValues): CoordinatorOptions {
   const logger = loggerFrom(values, 'coordinator');
   return {
@@ -173,7 +194,7 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     maxActiveJobs: values.int('max-active-jobs'),
     agingStepMs: values.int('aging-step-millis'),
     durability: values.enum('durability', DURABILITIES),
-    metricsPort: values.optionalInt('metrics-port') ?? null,
+    metricsPort: httpPortOf(values),
     retainTerminalMs: values.optionalInt('retain-terminal-millis') ?? null,
     maxWaitsPerConnection: values.int('max-waits-per-connection'),
     logger,
@@ -181,7 +202,14 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
 }
 
 const values = parseServerFlags(process.argv.slice(2), PROGRAM, SUMMARY, FLAGS);
-const options = buildOptions(values);
+let options: CoordinatorOptions;
+try {
+  options = buildOptions(values);
+} catch (err) {
+  if (!(err instanceof UsageError)) throw err;
+  process.stderr.write(`${PROGRAM}: ${err.message}\nRun \`${PROGRAM} --help\` for usage.\n`);
+  process.exit(2);
+}
 const starting = Coordinator.start(options);
 // Handlers go in before start-up finishes, so an early SIGTERM still stops cleanly.
 stopOnSignals(options.logger, async () => (await starting).close());

@@ -32,6 +32,7 @@ import {
   isClientRequest,
   isWorkerToCoordinator,
   type ClientReply,
+  type ClientRequest,
   type ErrorMessage,
   type Message,
 } from '../protocol/messages.js';
@@ -46,6 +47,8 @@ import { CoordinatorCore, type CoreInspection } from './core/core.js';
 import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
 import { logEvent } from './event-log.js';
+import { LocalClient, LOCAL_CONN_ID } from './local-client.js';
+import type { TokenCheck } from '../http/sessions.js';
 import { MetricsServer } from './metrics-server.js';
 import type { CoordinatorOptions } from './options.js';
 import { WaitTimers } from './wait-timers.js';
@@ -64,6 +67,13 @@ export interface CoordinatorDeps {
   store?: Store;
   validator?: PayloadValidator;
   now?: () => number;
+  /**
+   * Client-token check for the HTTP port's `/metrics` and `/api/*`; absent
+   * or null = open. (The client port's tokens are the guard's business.)
+   */
+  httpTokens?: TokenCheck | null;
+  /** Folder of the built dashboard (default dist/ui). */
+  uiDir?: string;
 }
 
 /** Opens the store the options name: SQLite, or memory for `:memory:`. */
@@ -77,12 +87,15 @@ export class Coordinator {
   readonly #options: CoordinatorOptions;
   readonly #log: Logger;
   readonly #store: Store;
+  readonly #deps: CoordinatorDeps;
   #core: CoordinatorCore | null = null;
   readonly #pipeline: CommitPipeline;
   readonly #workerServer: TcpServer;
   readonly #clientServer: TcpServer;
   readonly #workerConns = new Map<number, FramedConnection>();
   readonly #clients = new Map<number, ClientSession>();
+  /** Requests from inside the process (the HTTP API), through the core like any client's. */
+  readonly #local: LocalClient;
   readonly #waitTimers: WaitTimers;
   readonly #registrationTimeoutMs: number;
   /** Sockets accepted before recovery finished; served once it has. */
@@ -99,8 +112,9 @@ export class Coordinator {
   #stopping = false;
   #closing: Promise<void> | null = null;
 
-  private constructor(options: CoordinatorOptions, store: Store) {
+  private constructor(options: CoordinatorOptions, store: Store, deps: CoordinatorDeps) {
     this.#options = options;
+    this.#deps = deps;
     this.#log = options.logger;
     this.#store = store;
     this.#pipeline = new CommitPipeline({
@@ -120,6 +134,9 @@ export class Coordinator {
       this.#dispatch({ kind: 'waitExpired', connId, requestId }),
     );
     this.#registrationTimeoutMs = Math.max(options.heartbeatTimeoutMs, 1_000);
+    this.#local = new LocalClient((requestId, msg) =>
+      this.#dispatch({ kind: 'clientRequest', connId: LOCAL_CONN_ID, requestId, msg }),
+    );
   }
 
   /** Opens the store, binds both ports, recovers, and starts serving and sweeping. */
@@ -129,7 +146,7 @@ export class Coordinator {
   ): Promise<Coordinator> {
     const recoveryStartedMs = performance.now();
     const store = deps.store ?? (await openStore(options));
-    const self = new Coordinator(options, store);
+    const self = new Coordinator(options, store, deps);
     try {
       const stored = await store.recover();
       await self.#bind();
@@ -171,7 +188,13 @@ export class Coordinator {
     const options = this.#options;
     if (options.metricsPort !== null) {
       const { metricsPort: port, bindHost: host, maxActiveJobs } = options;
-      this.#metricsServer = await MetricsServer.start(this, { port, host, maxActiveJobs });
+      this.#metricsServer = await MetricsServer.start(this, {
+        port,
+        host,
+        maxActiveJobs,
+        tokens: this.#deps.httpTokens ?? null,
+        ...(this.#deps.uiDir !== undefined && { uiDir: this.#deps.uiDir }),
+      });
     }
     // The sweep waits for the check phase, after this turn's socket reads:
     // after a stall of our own, the heartbeats and results that queued up
@@ -190,7 +213,7 @@ export class Coordinator {
       {
         workerPort: this.#ports[0],
         clientPort: this.#ports[1],
-        metricsPort: this.#metricsServer?.port,
+        httpPort: this.#metricsServer?.port,
         bindHost: options.bindHost,
         database: this.#store.description,
         durability: options.durability,
@@ -212,15 +235,37 @@ export class Coordinator {
     return this.#ports[1];
   }
 
-  /** The `/metrics` port actually bound; null when metrics are off. */
+  /** The HTTP port actually bound (`/metrics`, `/healthz`, the dashboard); null when off. */
   get metricsPort(): number | null {
     return this.#metricsServer?.port ?? null;
+  }
+
+  /** Same as {@link metricsPort}: the HTTP port. */
+  get httpPort(): number | null {
+    return this.metricsPort;
   }
 
   /** The core's current state (tests, metrics). */
   inspect(): CoreInspection {
     if (this.#core === null) throw new Error('coordinator is not started');
     return this.#core.inspect();
+  }
+
+  /**
+   * One client request from inside the process, handled by the core like a
+   * TCP client's; resolves with its reply once that reply may leave (after
+   * its commit). Never rejects: failures are `ERROR` replies.
+   */
+  request(msg: ClientRequest): Promise<ClientReply> {
+    if (this.#failure !== null) return Promise.resolve({ type: 'ERROR', ...this.#failure });
+    if (this.#core === null || this.#stopping) {
+      return Promise.resolve({
+        type: 'ERROR',
+        code: ErrorCode.InternalError,
+        message: 'Coordinator is not running',
+      });
+    }
+    return this.#local.request(msg);
   }
 
   /** Non-null once the coordinator has stopped working. */
@@ -402,10 +447,11 @@ export class Coordinator {
       }
       case 'reply':
         this.#waitTimers.clear(effect.connId, effect.requestId);
-        this.#clients.get(effect.connId)?.deliver(effect.requestId, effect.msg);
+        if (effect.connId === LOCAL_CONN_ID) this.#local.deliver(effect.requestId, effect.msg);
+        else this.#clients.get(effect.connId)?.deliver(effect.requestId, effect.msg);
         return;
       case 'armWait':
-        if (this.#clients.has(effect.connId)) {
+        if (this.#clients.has(effect.connId) || effect.connId === LOCAL_CONN_ID) {
           this.#waitTimers.arm(effect.connId, effect.requestId, effect.timeoutMs);
         }
         return;
@@ -441,6 +487,7 @@ export class Coordinator {
     this.#pending = [];
     const reply: ErrorMessage = { type: 'ERROR', code, message };
     for (const session of this.#clients.values()) session.answerAll(reply);
+    this.#local.answerAll(reply);
     for (const conn of this.#workerConns.values()) void conn.destroy(message);
     this.events.emit('fatal', err instanceof Error ? err : new Error(String(err)));
   }
@@ -464,6 +511,11 @@ export class Coordinator {
     this.#clientServer.stopAccepting();
     await this.#pipeline.settled();
     this.#waitTimers.clearAll();
+    this.#local.answerAll({
+      type: 'ERROR',
+      code: ErrorCode.InternalError,
+      message: 'Coordinator is shutting down',
+    });
     for (const { socket } of this.#early) socket.destroy();
     const conns = [
       ...this.#workerConns.values(),
