@@ -4,6 +4,7 @@ export type {
   CancelResult,
   ConnectOptions,
   JobPage,
+  JobWithAttempts,
   ListJobsOptions,
   SubmitOptions,
   SubmitRequest,
@@ -28,4 +29,13 @@ export {
   submitWithRetry,
 } from './submit-retry.js';
 export type { RetryEvent, SubmitRetryOptions, SubmitRetryPolicy } from './submit-retry.js';
-export type { JobSnapshot, JobState, Priority, WorkerSnapshot } from '../protocol/messages.js';
+export type {
+  AttemptOutcome,
+  AttemptSnapshot,
+  JobSnapshot,
+  JobState,
+  Priority,
+  TerminalState,
+  WorkerSnapshot,
+} from '../protocol/messages.js';
+export { formatDurationMs, parseDuration } from './duration.js';
