@@ -52,12 +52,26 @@ async function submitOne(i: number): Promise<void> {
   const priority = i % 7 === 0 ? 'HIGH' : i % 5 === 0 ? 'LOW' : 'NORMAL';
   if (i % 23 === 0) {
     // Fails twice: retried once, then FAILED.
-    await client.submit({ taskType: 'FAIL', payload: { failUntilAttempt: 3 }, maxAttempts: 2, priority });
+    await client.submit({
+      taskType: 'FAIL',
+      payload: { failUntilAttempt: 3 },
+      maxAttempts: 2,
+      priority,
+    });
   } else if (i % 17 === 0) {
     // Fails once, then succeeds on the retry.
-    await client.submit({ taskType: 'FAIL', payload: { failUntilAttempt: 2 }, maxAttempts: 3, priority });
+    await client.submit({
+      taskType: 'FAIL',
+      payload: { failUntilAttempt: 2 },
+      maxAttempts: 3,
+      priority,
+    });
   } else if (i % 3 === 0) {
-    await client.submit({ taskType: 'SLEEP', payload: { durationMillis: 200 + (i % 9) * 150 }, priority });
+    await client.submit({
+      taskType: 'SLEEP',
+      payload: { durationMillis: 200 + (i % 9) * 150 },
+      priority,
+    });
   } else {
     await client.submit({ taskType: 'SHA256', payload: { text: `document ${i}` }, priority });
   }
