@@ -6,7 +6,8 @@
  *
  *     npm run build && node dist/bench/dashboard-screenshot.js docs/dashboard.png [minutes]
  *
- * Bounded: the load stops after the given minutes (default 4, at most 30);
+ * Bounded: the picture is taken after the given minutes (default 4, at most
+ * 30) and the load stops right after it;
  * everything talks to 127.0.0.1 only.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -77,14 +78,24 @@ async function submitOne(i: number): Promise<void> {
   }
 }
 
-const endAtMs = Date.now() + minutes * 60_000;
-let i = 0;
-while (Date.now() < endAtMs) {
-  const phase = Math.sin((Date.now() / 60_000) * Math.PI);
-  const perSecond = Math.round(25 + 20 * phase);
-  for (let k = 0; k < perSecond; k++) await submitOne(i++);
-  await sleep(1_000);
+/** A small deterministic jitter, so the load does not look drawn with a ruler. */
+function jitter(n: number): number {
+  const x = Math.sin(n * 12.9898) * 43758.5453;
+  return x - Math.floor(x);
 }
+
+// The load runs on while the picture is taken: the page shows jobs flowing.
+let loading = true;
+let i = 0;
+const load = (async () => {
+  for (let second = 0; loading; second++) {
+    const wave = 0.5 + 0.5 * Math.sin((second / 90) * Math.PI);
+    const perSecond = Math.round(12 + 30 * wave + 10 * jitter(second));
+    for (let k = 0; k < perSecond && loading; k++) await submitOne(i++);
+    await sleep(1_000);
+  }
+})();
+await sleep(minutes * 60_000);
 
 const browser = await launchBrowser({ width: 1280, height: 760 });
 try {
@@ -95,6 +106,8 @@ try {
   await browser.page.screenshot({ path: out });
   process.stdout.write(`wrote ${out} after ${i} submissions\n`);
 } finally {
+  loading = false;
+  await load;
   await browser.close();
   await client.close();
   await Promise.all(workers.map((w) => w.close()));

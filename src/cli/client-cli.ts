@@ -35,6 +35,8 @@ export interface CliIo {
 }
 
 const PROGRAM = 'client.sh';
+const V1_NOTE =
+  'the coordinator does not understand WAIT_JOB (a v1 coordinator); polling the job state';
 const EXIT_NOTE =
   'Exit codes: 0 ok, 1 failure or error reply, 2 usage error, 3 submission rejected, ' +
   '4 wait --exit-status saw FAILED or CANCELLED.';
@@ -176,7 +178,19 @@ function humanFailure(err: unknown, usage: string): string {
 /** Runs one command line; resolves with the exit code. */
 export async function runClientCli(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const json = wantsJson(argv, io.env);
-  const open = io.connect ?? ((host: string, port: number) => DtpClient.connect({ host, port }));
+  const note = (text: string): void => {
+    if (!json) io.stderr(text);
+  };
+  const open =
+    io.connect ??
+    ((host: string, port: number) =>
+      DtpClient.connect({
+        host,
+        port,
+        onFeatures: (features) => {
+          if (!features.waitJob) note(`Note: ${V1_NOTE}\n`);
+        },
+      }));
   let connecting: Promise<DtpClient> | null = null;
   const connect = (host: string, port: number): Promise<DtpClient> =>
     (connecting ??= open(host, port));

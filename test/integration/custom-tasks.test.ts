@@ -102,7 +102,7 @@ describe('users own tasks, end to end', () => {
     const v1 = await ScriptedWorker.register(tc.coordinator.workerPort, 'w-v1', 4);
     workers.push(v1);
     const submitted = await submit('reverse', { text: 'later' }, { priority: 'HIGH' });
-    assert.equal(submitted.job.state, 'QUEUED');
+    assert.equal(submitted.snapshot.state, 'QUEUED');
     const sha = await submit('SHA256', { text: 'now' }, { priority: 'LOW' });
     const assign = await v1.assignments.next();
     assert.equal(assign.jobId, sha.jobId, 'the v1 worker gets the built-in, never the custom job');

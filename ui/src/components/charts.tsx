@@ -8,6 +8,7 @@ export interface Series {
   /** One value per bucket; null = no data (a gap in the line). */
   values: (number | null)[];
   colour: string;
+  dashed?: boolean;
 }
 
 export interface LineChartProps {
@@ -16,8 +17,10 @@ export interface LineChartProps {
   /** Epoch ms of the first bucket and the bucket width. */
   startMillis: number;
   bucketMillis: number;
-  /** Fixed top of the y axis (e.g. 100 for a percentage); default: the data's maximum. */
+  /** Fixed top of the y axis; default: the data's maximum, rounded up. */
   yMax?: number;
+  /** The y axis reaches at least this high (default 1). */
+  yFloor?: number;
   unit: string;
   testId?: string;
 }
@@ -62,7 +65,7 @@ export function LineChart(props: LineChartProps) {
     0,
     ...props.series.flatMap((s) => s.values.filter((v): v is number => v !== null)),
   );
-  const yMax = props.yMax ?? niceMax(dataMax);
+  const yMax = props.yMax ?? niceMax(Math.max(dataMax, props.yFloor ?? 1));
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
   const x = (i: number): number => PAD.left + (count === 1 ? 0 : (i / (count - 1)) * plotW);

@@ -20,22 +20,34 @@ const COLOURS = {
   retry: '#e67e22',
 };
 
-/** Buckets that ended before counting began have no data (a gap, not zero). */
-function counted(series: ActivitySeries): (ActivityCounts | null)[] {
-  return series.buckets.map((b, i) =>
-    series.startMillis + (i + 1) * series.bucketMillis <= series.sinceMillis ? null : b,
-  );
+/** Shown at least: one minute of buckets. */
+const MIN_BUCKETS = 6;
+
+/**
+ * The buckets to draw: the last hour, or, when the coordinator started less
+ * than an hour ago, only the time since then (earlier buckets have no data,
+ * and drawing them would squeeze the rest into a corner). The bucket still
+ * filling is left out: its rate would read as a drop.
+ */
+function counted(series: ActivitySeries): ActivitySeries {
+  const firstCounted = Math.floor((series.sinceMillis - series.startMillis) / series.bucketMillis);
+  const from = Math.max(0, Math.min(firstCounted, series.buckets.length - MIN_BUCKETS));
+  return {
+    ...series,
+    startMillis: series.startMillis + from * series.bucketMillis,
+    buckets: series.buckets.slice(from, -1),
+  };
 }
 
-function perSecond(series: ActivitySeries, kind: keyof ActivityCounts): (number | null)[] {
-  return counted(series).map((b) => (b === null ? null : b[kind] / (series.bucketMillis / 1_000)));
+function perSecond(series: ActivitySeries, kind: keyof ActivityCounts): number[] {
+  return series.buckets.map((b) => b[kind] / (series.bucketMillis / 1_000));
 }
 
 /** Failed / (completed + failed) per bucket, in %; null where nothing ended. */
 function failureRate(series: ActivitySeries): (number | null)[] {
-  return counted(series).map((b) => {
-    const ended = b === null ? 0 : b.completed + b.failed;
-    return b === null || ended === 0 ? null : (100 * b.failed) / ended;
+  return series.buckets.map((b) => {
+    const ended = b.completed + b.failed;
+    return ended === 0 ? null : (100 * b.failed) / ended;
   });
 }
 
@@ -43,8 +55,10 @@ export function OverviewPage() {
   const { value: overview, error } = useLiveValue('overview', api.overview);
   if (error !== null) return <p class="error">{error}</p>;
   if (overview === undefined) return <p class="muted">Loading…</p>;
-  const { jobs, admission, workers, queueDepthByPriority: depth, activity } = overview;
+  const { jobs, admission, workers, queueDepthByPriority: depth } = overview;
+  const activity = counted(overview.activity);
   const since = activity.sinceMillis;
+  const span = activity.buckets.length >= 359 ? 'last hour' : 'since start';
   const maxDepth = Math.max(1, depth.HIGH, depth.NORMAL, depth.LOW);
   return (
     <div class="overview" data-testid="overview">
@@ -107,31 +121,32 @@ export function OverviewPage() {
       </section>
       <section class="charts">
         <LineChart
-          title="Throughput, last hour"
+          title={`Throughput, ${span}`}
           testId="chart-throughput"
           unit="jobs per second, 10 s buckets"
           startMillis={activity.startMillis}
           bucketMillis={activity.bucketMillis}
           series={[
             {
+              name: 'submitted',
+              values: perSecond(activity, 'submitted'),
+              colour: COLOURS.submitted,
+              dashed: true,
+            },
+            {
               name: 'completed',
               values: perSecond(activity, 'completed'),
               colour: COLOURS.completed,
             },
-            {
-              name: 'submitted',
-              values: perSecond(activity, 'submitted'),
-              colour: COLOURS.submitted,
-            },
           ]}
         />
         <LineChart
-          title="Failure rate, last hour"
+          title={`Failure rate, ${span}`}
           testId="chart-failures"
           unit="% of ended jobs that failed; retries per second in orange"
           startMillis={activity.startMillis}
           bucketMillis={activity.bucketMillis}
-          yMax={100}
+          yFloor={10}
           series={[
             { name: 'failed %', values: failureRate(activity), colour: COLOURS.failed },
             { name: 'retries/s', values: perSecond(activity, 'retried'), colour: COLOURS.retried },
