@@ -282,7 +282,7 @@ export class DtpClient<T extends object = AnyTasks> {
    * a state that is not terminal.
    */
   async purge(state: TerminalState, olderThanMs: number): Promise<number> {
-    assertNonNegativeInt('olderThanMs', olderThanMs);
+    assertIntIn('olderThanMs', olderThanMs, 0, Number.MAX_SAFE_INTEGER);
     const reply = await this.#request({ type: 'PURGE_JOBS', state, olderThanMillis: olderThanMs });
     return expectReply('PURGE_JOBS', reply, 'JOBS_PURGED').deleted;
   }
