@@ -111,6 +111,7 @@ export function LineChart(props: LineChartProps) {
             fill="none"
             stroke={s.colour}
             stroke-width="1.6"
+            stroke-dasharray={s.dashed === true ? '5 3' : undefined}
           />
         ))}
       </svg>
