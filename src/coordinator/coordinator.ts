@@ -214,6 +214,8 @@ export class Coordinator {
         workerPort: this.#ports[0],
         clientPort: this.#ports[1],
         httpPort: this.#metricsServer?.port,
+        // The older name, for scripts that read the port from this line.
+        metricsPort: this.#metricsServer?.port,
         bindHost: options.bindHost,
         database: this.#store.description,
         durability: options.durability,
