@@ -3,9 +3,8 @@
  * `--metrics-port`):
  *
  * - `GET /metrics`: Prometheus text format, from {@link CoordinatorMetrics};
- * - `GET /healthz`: `200 ok` while the coordinator works, `503` with the
- *   failure message once it has stopped working (store failure or internal
- *   error; it then refuses all work until restarted);
+ * - `GET /healthz`: 200 while the coordinator serves, 503 while it stands by
+ *   or once it has stopped working, with a JSON body (health.ts);
  * - another method on those paths: 405;
  * - the dashboard (`/`, `/assets/*`) and its JSON API (`/api/*`), handed to
  *   {@link Dashboard} (src/http/); any other path: 404.
@@ -19,6 +18,7 @@ import type { DashboardSource } from '../http/api.js';
 import { Dashboard } from '../http/dashboard.js';
 import type { TokenCheck } from '../http/sessions.js';
 import { describeError } from '../protocol/errors.js';
+import { healthOf } from './health.js';
 import { CoordinatorMetrics } from './metrics.js';
 
 /** Scrapers, probes and a few open dashboards (each holds a live stream); more are refused. */
@@ -96,9 +96,8 @@ export class MetricsServer {
       res.setHeader('Allow', 'GET');
       reply(res, 405, 'method not allowed\n');
     } else if (path === '/healthz') {
-      const failure = this.#source.failure;
-      if (failure === null) reply(res, 200, 'ok\n');
-      else reply(res, 503, `${failure.code}: ${failure.message}\n`);
+      const health = healthOf(this.#source);
+      reply(res, health.statusCode, `${JSON.stringify(health.body)}\n`, 'application/json');
     } else if (!this.#dashboard.authorizes(req)) {
       res.setHeader('WWW-Authenticate', 'Bearer');
       reply(res, 401, 'Unauthenticated: a client token is required\n');
