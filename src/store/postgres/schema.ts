@@ -152,6 +152,13 @@ const MIGRATIONS: readonly string[] = [
      RETURN deleted;
    END
    $fn$;`,
+  // 2: fewer index entries per write (as in the SQLite schema): idempotency
+  // keys in a partial unique index, so a job without a key costs no entry at
+  // its insert and at each update; the (state, seq) index serves recovery,
+  // so the partial index of active jobs goes.
+  `ALTER TABLE dtp.jobs DROP CONSTRAINT jobs_idempotency_key_key;
+   CREATE UNIQUE INDEX jobs_key ON dtp.jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
+   DROP INDEX dtp.jobs_active;`,
 ];
 
 /** Number of the newest schema this code knows. */
