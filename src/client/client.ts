@@ -180,7 +180,18 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
  * A client of one coordinator. `T` is the default export type of a task
  * module (`connect<typeof tasks>()`): it types submissions and results.
  */
+/**
+ * Opens one client-port connection with the client's settings: the working
+ * connection, its replacements after a break, and the probe's all come from
+ * here (so settings such as transport security apply to every one).
+ */
+function openConnection(options: ConnectOptions): Promise<ClientConnection> {
+  const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  return ClientConnection.open(options.host, options.port, timeoutMs);
+}
+
 export class DtpClient<T extends object = AnyTasks> {
+  readonly #options: ConnectOptions;
   readonly #host: string;
   readonly #port: number;
   readonly #connectTimeoutMs: number;
@@ -193,6 +204,7 @@ export class DtpClient<T extends object = AnyTasks> {
   #closing: Promise<void> | null = null;
 
   private constructor(options: ConnectOptions, first: ClientConnection) {
+    this.#options = options;
     this.#host = options.host;
     this.#port = options.port;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -206,9 +218,7 @@ export class DtpClient<T extends object = AnyTasks> {
   static async connect<T extends object = AnyTasks>(
     options: ConnectOptions,
   ): Promise<DtpClient<T>> {
-    const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    const first = await ClientConnection.open(options.host, options.port, timeoutMs);
-    return new DtpClient<T>(options, first);
+    return new DtpClient<T>(options, await openConnection(options));
   }
 
   /** `host:port` of the coordinator. */
@@ -421,7 +431,7 @@ export class DtpClient<T extends object = AnyTasks> {
   async #probe(): Promise<CoordinatorFeatures | null> {
     let conn: ClientConnection;
     try {
-      conn = await ClientConnection.open(this.#host, this.#port, this.#connectTimeoutMs);
+      conn = await openConnection(this.#options);
     } catch {
       return null;
     }
@@ -453,7 +463,7 @@ export class DtpClient<T extends object = AnyTasks> {
 
   async #redial(): Promise<ClientConnection> {
     try {
-      const conn = await ClientConnection.open(this.#host, this.#port, this.#connectTimeoutMs);
+      const conn = await openConnection(this.#options);
       if (this.#closing !== null) {
         await conn.close();
         throw new ClientClosedError();
