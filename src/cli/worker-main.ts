@@ -3,6 +3,8 @@
  * foreground, reconnecting forever while its coordinator is away, until
  * SIGINT/SIGTERM.
  */
+import { formatHostPort, parseAddressList } from '../net/address.js';
+import { describeError } from '../protocol/errors.js';
 import { MAX_CAPACITY } from '../protocol/limits.js';
 import {
   DEFAULT_WORKER_OPTIONS,
@@ -34,8 +36,8 @@ const FLAGS: readonly FlagSpec[] = [
     name: 'coordinator-host',
     type: 'string',
     default: D.coordinatorHost,
-    placeholder: 'host',
-    help: "coordinator's host",
+    placeholder: 'h1[:p1],h2[:p2],…',
+    help: "coordinator's host, or several coordinators sharing PostgreSQL (the worker finds the leader)",
   },
   {
     name: 'coordinator-port',
@@ -104,9 +106,16 @@ const FLAGS: readonly FlagSpec[] = [
 function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger } {
   const workerId = values.optionalString('id') ?? randomWorkerId();
   if (workerId.trim() === '') throw new UsageError('--id must not be blank');
+  const coordinatorHost = values.string('coordinator-host');
+  const coordinatorPort = values.int('coordinator-port');
+  try {
+    parseAddressList(coordinatorHost, coordinatorPort);
+  } catch (err) {
+    throw new UsageError(`--coordinator-host: ${describeError(err)}`);
+  }
   return {
-    coordinatorHost: values.string('coordinator-host'),
-    coordinatorPort: values.int('coordinator-port'),
+    coordinatorHost,
+    coordinatorPort,
     workerId,
     capacity: values.int('capacity'),
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
@@ -143,7 +152,9 @@ const worker = await start(options);
 options.logger.info(
   {
     workerId: worker.workerId,
-    coordinator: `${options.coordinatorHost}:${options.coordinatorPort}`,
+    coordinator: parseAddressList(options.coordinatorHost ?? '', options.coordinatorPort ?? 0)
+      .map(formatHostPort)
+      .join(','),
     capacity: worker.capacity,
     taskTypes: worker.taskTypes.join(','),
   },

@@ -2,9 +2,8 @@
  * The coordinator's HTTP side door for operators (`--metrics-port`):
  *
  * - `GET /metrics`: Prometheus text format, from {@link CoordinatorMetrics};
- * - `GET /healthz`: `200 ok` while the coordinator works, `503` with the
- *   failure message once it has stopped working (store failure or internal
- *   error; it then refuses all work until restarted);
+ * - `GET /healthz`: 200 while the coordinator serves, 503 while it stands by
+ *   or once it has stopped working, with a JSON body (health.ts);
  * - another method on those paths: 405; any other path: 404.
  *
  * It only reads: nothing here feeds an input into the core.
@@ -12,6 +11,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describeError } from '../protocol/errors.js';
+import { healthOf } from './health.js';
 import { CoordinatorMetrics, type MetricsSource } from './metrics.js';
 
 /** Scrapers and probes are few; more connections than this are refused. */
@@ -69,9 +69,8 @@ export class MetricsServer {
       res.setHeader('Allow', 'GET');
       reply(res, 405, 'method not allowed\n');
     } else if (path === '/healthz') {
-      const failure = this.#source.failure;
-      if (failure === null) reply(res, 200, 'ok\n');
-      else reply(res, 503, `${failure.code}: ${failure.message}\n`);
+      const health = healthOf(this.#source);
+      reply(res, health.statusCode, `${JSON.stringify(health.body)}\n`, 'application/json');
     } else {
       this.metrics.text().then(
         (text) => reply(res, 200, text, this.metrics.contentType),

@@ -21,6 +21,8 @@ import {
 } from 'prom-client';
 import { JOB_STATES, isTerminalState, type JobState } from '../protocol/messages.js';
 import type { CoreInspection } from './core/core.js';
+import { registerLeadershipGauges } from './leadership-metrics.js';
+import type { RoleStatus } from './role.js';
 import {
   ATTEMPT_FAILURE_CAUSES,
   WORKER_LOSS_CAUSES,
@@ -39,6 +41,8 @@ export interface MetricsSource {
   };
   inspect(): CoreInspection;
   readonly failure: { code: string; message: string } | null;
+  /** Role, epoch and leader (leadership-metrics.ts). */
+  status(): RoleStatus;
 }
 
 /** Attempt-failure causes that are always exported, at 0 until they happen. */
@@ -199,6 +203,7 @@ export class CoordinatorMetrics {
     );
     this.#zeroLabels();
     this.#registerGauges(options.maxActiveJobs);
+    registerLeadershipGauges(this.registry, source);
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     source.events.on('event', (event) => this.record(event));
     source.events.on('commit', (durationMs) => this.commitTime.observe(durationMs / MS_PER_S));
