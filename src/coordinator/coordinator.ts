@@ -76,6 +76,8 @@ export interface CoordinatorEvents {
   commit: [number];
   /** The coordinator stopped working (store failure or internal error). */
   fatal: [Error];
+  /** The background integrity check finished (problems found; empty = sound). */
+  integrity: [readonly string[]];
 }
 
 /** Extra wiring for tests and embedding (all optional). */
@@ -120,6 +122,7 @@ export class Coordinator {
   #flushScheduled = false;
   #sweepTimer: NodeJS.Timeout | null = null;
   #failure: { code: ErrorCode; message: string } | null = null;
+  #integrityProblems: readonly string[] | null = null;
   /** Set first thing in shutdown: from then on inputs are ignored. */
   #stopping = false;
   #closing: Promise<void> | null = null;
@@ -158,6 +161,7 @@ export class Coordinator {
       self.#recoveryMs = Math.round(performance.now() - recoveryStartedMs);
       await self.#serve();
       for (const effect of recovered) if (effect.kind === 'event') self.#publish(effect.event);
+      self.#checkIntegrity();
       return self;
     } catch (err) {
       await self.close();
@@ -402,6 +406,34 @@ export class Coordinator {
       },
       replicated ? 'coordinator started (standby until it leads)' : 'coordinator started',
     );
+  }
+
+  /**
+   * Looks for damage in the database in the background. A damaged page is
+   * not a reason to stop: requests that read it get an error, everything
+   * else carries on, and the operator is told (log, metric, health).
+   */
+  #checkIntegrity(): void {
+    const store = this.#store;
+    const check = store?.checkIntegrity?.();
+    if (store === null || check === undefined) return;
+    void check.then((problems) => {
+      this.#integrityProblems = problems;
+      if (problems.length === 0) {
+        this.#log.info({ database: store.description }, 'database integrity check passed');
+      } else {
+        this.#log.error(
+          { database: store.description, problems: problems.slice(0, 3).join('; ') },
+          'database is damaged: requests that read damaged pages will fail; restore from a backup',
+        );
+      }
+      this.events.emit('integrity', problems);
+    });
+  }
+
+  /** Problems the background integrity check found (null until it has run). */
+  get integrityProblems(): readonly string[] | null {
+    return this.#integrityProblems;
   }
 
   /** The worker port actually bound. */

@@ -41,6 +41,8 @@ export interface MetricsSource {
   };
   inspect(): CoreInspection;
   readonly failure: { code: string; message: string } | null;
+  /** Problems the background integrity check found; null until it has run. */
+  readonly integrityProblems: readonly string[] | null;
   /** Role, epoch and leader (leadership-metrics.ts). */
   status(): RoleStatus;
 }
@@ -285,6 +287,13 @@ export class CoordinatorMetrics {
       this.set(snapshot().freeSlots);
     });
     const source = this.#source;
+    gauge(
+      'dtp_store_integrity_problems',
+      'Problems the background integrity check found in the database (0 = sound or not checked yet)',
+      function () {
+        this.set(source.integrityProblems?.length ?? 0);
+      },
+    );
     gauge(
       'dtp_coordinator_failed',
       '1 once the coordinator stopped working (see /healthz)',
