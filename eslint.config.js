@@ -13,7 +13,17 @@ const impureGlobals = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'data/**', 'demo-logs/**', 'eslint.config.js'] },
+  {
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      'data/**',
+      'demo-logs/**',
+      'eslint.config.js',
+      // Build configuration (type-checked by ui/tsconfig.json).
+      'ui/vite.config.ts',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

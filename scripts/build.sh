@@ -11,5 +11,8 @@ if [[ ! -d node_modules ]]; then
   npm ci --no-audit --no-fund >&2
 fi
 
-# The local compiler, never a same-named package fetched by npx.
+# The local compiler and bundler, never same-named packages fetched by npx.
 "$root/node_modules/.bin/tsc" -p tsconfig.json
+# The dashboard's assets (dist/ui), served by the coordinator's HTTP port.
+"$root/node_modules/.bin/tsc" -p ui/tsconfig.json
+"$root/node_modules/.bin/vite" build --config ui/vite.config.ts

@@ -19,7 +19,8 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { JOB_STATES, PRIORITIES } from '../protocol/messages.js';
+import { parseDuration } from '../client/duration.js';
+import { JOB_STATES, PRIORITIES, TERMINAL_STATES } from '../protocol/messages.js';
 import type { JobSnapshot, JsonObject } from '../protocol/messages.js';
 import {
   BUILTIN_TASK_LIST,
@@ -31,6 +32,7 @@ import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   EXIT_CODES,
+  formatAttempts,
   formatCancel,
   formatJobBlock,
   formatJobTable,
@@ -324,10 +326,35 @@ function jobId(ctx: CommandContext): string {
   return id;
 }
 
+/**
+ * `status`; with `--attempts` the `--json` snapshot's `attempts` becomes the
+ * array of attempts (as cli.md says) and `attemptCount` keeps the number.
+ */
 async function runStatus(ctx: CommandContext): Promise<CommandOutput> {
   const id = jobId(ctx);
-  const job = await (await ctx.client()).status(id);
-  return { json: job, human: formatJobBlock(job, { color: ctx.color }) };
+  const client = await ctx.client();
+  if (!ctx.values.bool('attempts')) {
+    const job = await client.status(id);
+    return { json: job, human: formatJobBlock(job, { color: ctx.color }) };
+  }
+  const { job, attempts } = await client.status(id, { attempts: true });
+  return {
+    json: { ...job, attemptCount: job.attempts, attempts },
+    human: formatAttempts(job, attempts, ctx.color),
+  };
+}
+
+/** `purge --state S --older-than D`: terminal states only; D like 30m, 12h, 7d. */
+async function runPurge(ctx: CommandContext): Promise<CommandOutput> {
+  const state = ctx.values.enum('state', TERMINAL_STATES);
+  const text = ctx.values.string('older-than');
+  const parsed = parseDuration(text);
+  if ('error' in parsed) throw new UsageError(`--older-than: ${parsed.error}`);
+  const deleted = await (await ctx.client()).purge(state, parsed.ms);
+  return {
+    json: { deleted, state, olderThanMillis: parsed.ms },
+    human: `Purged ${deleted} ${state} job${deleted === 1 ? '' : 's'} finished more than ${text.trim()} ago\n`,
+  };
 }
 
 /** Exit 4 under `--exit-status` when the job ended FAILED or CANCELLED. */
@@ -399,7 +426,13 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'status',
     summary: "show a job's current state",
     args: JOB_ID_ARG,
-    flags: [],
+    flags: [
+      {
+        name: 'attempts',
+        type: 'boolean',
+        help: 'also show every attempt: worker, start, duration, outcome, error',
+      },
+    ],
     run: runStatus,
   },
   {
@@ -454,6 +487,28 @@ export const COMMANDS: readonly CommandSpec[] = [
     run: runList,
   },
   { name: 'workers', summary: 'list live workers', args: [], flags: [], run: runWorkers },
+  {
+    name: 'purge',
+    summary: 'delete terminal jobs (and their attempts) that finished long enough ago',
+    args: [],
+    flags: [
+      {
+        name: 'state',
+        type: 'enum',
+        values: TERMINAL_STATES,
+        required: true,
+        help: 'COMPLETED, FAILED or CANCELLED, any case',
+      },
+      {
+        name: 'older-than',
+        type: 'string',
+        required: true,
+        placeholder: 'duration',
+        help: 'finished at least this long ago: 30m, 12h, 7d (units ms, s, m, h, d)',
+      },
+    ],
+    run: runPurge,
+  },
   {
     name: 'bench',
     summary: 'load generator: submits jobs and measures latency (never retries rejections)',

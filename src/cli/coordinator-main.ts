@@ -167,12 +167,20 @@ const FLAGS: readonly FlagSpec[] = [
   },
   ...LOG_FLAGS,
   {
+    name: 'http-port',
+    type: 'int',
+    min: 0,
+    max: 65_535,
+    defaultLabel: 'off',
+    help: 'HTTP port: the dashboard at /, its API under /api/, /metrics and /healthz',
+  },
+  {
     name: 'metrics-port',
     type: 'int',
     min: 0,
     max: 65_535,
     defaultLabel: 'off',
-    help: 'HTTP port for /metrics and /healthz',
+    help: 'the same as --http-port (older name)',
   },
   {
     name: 'retain-terminal-millis',
@@ -191,6 +199,18 @@ const FLAGS: readonly FlagSpec[] = [
     help: 'pending WAIT_JOB requests one client connection may hold',
   },
 ];
+
+/** `--http-port`, or its older name `--metrics-port`; both at once must agree. */
+function httpPortOf(values: FlagValues): number | null {
+  const http = values.optionalInt('http-port');
+  const metrics = values.optionalInt('metrics-port');
+  if (http !== undefined && metrics !== undefined && http !== metrics) {
+    throw new UsageError(
+      `--http-port ${http} and --metrics-port ${metrics} name the same port; give one`,
+    );
+  }
+  return http ?? metrics ?? null;
+}
 
 /** `--database`, or the first line of `--database-file` when given. */
 function databaseOf(values: FlagValues): string {
@@ -234,7 +254,7 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     maxActiveJobs: values.int('max-active-jobs'),
     agingStepMs: values.int('aging-step-millis'),
     durability: values.enum('durability', DURABILITIES),
-    metricsPort: values.optionalInt('metrics-port') ?? null,
+    metricsPort: httpPortOf(values),
     retainTerminalMs: values.optionalInt('retain-terminal-millis') ?? null,
     maxWaitsPerConnection: values.int('max-waits-per-connection'),
     logger,

@@ -11,7 +11,14 @@
  */
 import { RemoteError, SubmitRejectedError, WaitTimeoutError } from '../client/errors.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import type { JobSnapshot, JobState, WorkerSnapshot } from '../protocol/messages.js';
+import { formatDurationMs } from '../client/duration.js';
+import type {
+  AttemptOutcome,
+  AttemptSnapshot,
+  JobSnapshot,
+  JobState,
+  WorkerSnapshot,
+} from '../protocol/messages.js';
 import { BUILTIN_TASK_TYPES, isBuiltinTaskType } from '../protocol/task-types.js';
 import { UsageError } from './flags.js';
 
@@ -79,6 +86,53 @@ export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}):
   if (job.error !== null) lines.push(labelLine('Error', job.error));
   return lines.join('\n') + '\n';
 }
+
+/** The first line of an error text, cut for a table cell. */
+function cellText(text: string | null, max = 60): string {
+  if (text === null || text === '') return '-';
+  const line = text.split('\n')[0] ?? '';
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+/**
+ * `status --attempts`: the job block, then one row per attempt (oldest
+ * first); times as ISO-8601 UTC, the running attempt without an end.
+ */
+export function formatAttempts(
+  job: JobSnapshot,
+  attempts: readonly AttemptSnapshot[] | null,
+  color = false,
+): string {
+  const block = formatJobBlock(job, { color });
+  if (attempts === null) return `${block}Attempts: not kept by this coordinator\n`;
+  if (attempts.length === 0) return `${block}Attempts: none yet\n`;
+  const rows = attempts.map((a): Cell[] => [
+    { text: String(a.attemptNumber) },
+    { text: a.workerId },
+    { text: new Date(a.startedAtMillis).toISOString() },
+    {
+      text:
+        a.finishedAtMillis === null
+          ? '-'
+          : formatDurationMs(a.finishedAtMillis - a.startedAtMillis),
+    },
+    { text: a.outcome, colour: color ? OUTCOME_COLOURS[a.outcome] : null },
+    { text: cellText(a.error) },
+  ]);
+  const table = formatTable(['#', 'WORKER', 'STARTED', 'DURATION', 'OUTCOME', 'ERROR'], rows);
+  return `${block}Attempts:\n${table.replace(/^/gm, '  ').replace(/ +$/, '')}`;
+}
+
+const OUTCOME_COLOURS: Record<AttemptOutcome, string | null> = {
+  RUNNING: ANSI.yellow,
+  SUCCEEDED: ANSI.green,
+  FAILED: ANSI.red,
+  WORKER_LOST: ANSI.red,
+  DEADLINE: ANSI.red,
+  CANCELLED: ANSI.red,
+  RELEASED: ANSI.yellow,
+  INTERRUPTED: ANSI.yellow,
+};
 
 /** The first line of `cancel`, then the job block. */
 export function formatCancel(cancelled: boolean, job: JobSnapshot, color = false): string {

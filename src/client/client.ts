@@ -27,12 +27,14 @@ import {
 } from '../protocol/limits.js';
 import { isTerminalState } from '../protocol/messages.js';
 import type {
+  AttemptSnapshot,
   ClientReply,
   ClientRequest,
   JobSnapshot,
   JsonObject,
   JsonValue,
   Priority,
+  TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
 import { isNotUnderstood } from '../protocol/features.js';
@@ -128,6 +130,13 @@ export type { CancelResult, WaitOptions } from './job-handle.js';
 export type { JobPage, ListQuery } from './list-paging.js';
 /** @deprecated Use {@link ListQuery}. */
 export type ListJobsOptions = ListQuery;
+
+/** A job with its attempt history ({@link DtpClient.status} with `attempts: true`). */
+export interface JobWithAttempts {
+  job: JobSnapshot;
+  /** One per attempt, oldest first; null when the coordinator keeps no history (v1). */
+  attempts: AttemptSnapshot[] | null;
+}
 
 type ReplyOf<T extends ClientReply['type']> = Extract<ClientReply, { type: T }>;
 
@@ -256,9 +265,34 @@ export class DtpClient<T extends object = AnyTasks> {
   }
 
   /** The job's current snapshot; {@link RemoteError} `UNKNOWN_JOB` if there is none. */
-  async status(jobId: string): Promise<JobSnapshot> {
-    const reply = await this.#request({ type: 'GET_JOB_STATUS', jobId });
-    return expectReply('GET_JOB_STATUS', reply, 'JOB_STATUS').job;
+  status(jobId: string): Promise<JobSnapshot>;
+  /** The job's snapshot and its attempts, oldest first (the running one included). */
+  status(jobId: string, options: { attempts: true }): Promise<JobWithAttempts>;
+  async status(
+    jobId: string,
+    options: { attempts?: boolean } = {},
+  ): Promise<JobSnapshot | JobWithAttempts> {
+    const withAttempts = options.attempts === true;
+    const reply = await this.#request({
+      type: 'GET_JOB_STATUS',
+      jobId,
+      ...(withAttempts && { attempts: true }),
+    });
+    const status = expectReply('GET_JOB_STATUS', reply, 'JOB_STATUS');
+    if (!withAttempts) return status.job;
+    return { job: status.job, attempts: status.attempts ?? null };
+  }
+
+  /**
+   * Deletes terminal jobs of one state (and their attempts) that finished at
+   * least `olderThanMs` ago; resolves with how many were deleted. Their
+   * idempotency keys are forgotten. {@link RemoteError} `INVALID_REQUEST` for
+   * a state that is not terminal.
+   */
+  async purge(state: TerminalState, olderThanMs: number): Promise<number> {
+    assertIntIn('olderThanMs', olderThanMs, 0, Number.MAX_SAFE_INTEGER);
+    const reply = await this.#request({ type: 'PURGE_JOBS', state, olderThanMillis: olderThanMs });
+    return expectReply('PURGE_JOBS', reply, 'JOBS_PURGED').deleted;
   }
 
   /**

@@ -13,6 +13,7 @@ export {
 export type {
   ConnectOptions,
   JobOptions,
+  JobWithAttempts,
   ListJobsOptions,
   SubmitOptions,
   SubmitRequest,
@@ -53,10 +54,14 @@ export {
 export type { RetryEvent, SubmitRetryOptions, SubmitRetryPolicy } from './submit-retry.js';
 export type { PayloadIssue } from '../sdk/payload-schema.js';
 export type {
+  AttemptOutcome,
+  AttemptSnapshot,
   JobSnapshot,
   JobState,
   JsonObject,
   JsonValue,
   Priority,
+  TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
+export { formatDurationMs, parseDuration } from './duration.js';

@@ -44,6 +44,7 @@ import {
   isClientRequest,
   isWorkerToCoordinator,
   type ClientReply,
+  type ClientRequest,
   type ErrorMessage,
   type Message,
 } from '../protocol/messages.js';
@@ -63,6 +64,8 @@ import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
 import { logEvent } from './event-log.js';
 import { LeaderElection } from './leader-election.js';
+import { LocalClient, LOCAL_CONN_ID } from './local-client.js';
+import type { TokenCheck } from '../http/sessions.js';
 import { MetricsServer } from './metrics-server.js';
 import { notLeaderError } from './not-leader.js';
 import type { CoordinatorOptions } from './options.js';
@@ -85,6 +88,13 @@ export interface CoordinatorDeps {
   store?: Store;
   validator?: PayloadValidator;
   now?: () => number;
+  /**
+   * Client-token check for the HTTP port's `/metrics` and `/api/*`; absent
+   * or null = open. (The client port's tokens are the guard's business.)
+   */
+  httpTokens?: TokenCheck | null;
+  /** Folder of the built dashboard (default dist/ui). */
+  uiDir?: string;
 }
 
 /** Opens the store the options name: SQLite, or memory for `:memory:`. */
@@ -110,6 +120,8 @@ export class Coordinator {
   readonly #clientServer: TcpServer;
   readonly #workerConns = new Map<number, FramedConnection>();
   readonly #clients = new Map<number, ClientSession>();
+  /** Requests from inside the process (the HTTP API), through the core like any client's. */
+  readonly #local: LocalClient;
   readonly #waitTimers: WaitTimers;
   readonly #registrationTimeoutMs: number;
   /** Sockets accepted before recovery finished; served once it has. */
@@ -137,6 +149,9 @@ export class Coordinator {
       this.#dispatch({ kind: 'waitExpired', connId, requestId }),
     );
     this.#registrationTimeoutMs = Math.max(options.heartbeatTimeoutMs, 1_000);
+    this.#local = new LocalClient((requestId, msg) =>
+      this.#dispatch({ kind: 'clientRequest', connId: LOCAL_CONN_ID, requestId, msg }),
+    );
   }
 
   /**
@@ -310,6 +325,8 @@ export class Coordinator {
     const why = `leadership ended: ${reason}`;
     for (const conn of this.#workerConns.values()) void conn.destroy(why);
     for (const session of this.#clients.values()) void session.conn.destroy(why);
+    // In-process requests have no connection to drop: they are told instead.
+    this.#local.answerAll(notLeaderError('client', this.#leaderAddress('client')));
     if (store !== null) {
       store.close().catch((err: unknown) => {
         this.#log.warn({ err: describeError(err) }, 'closing the store of an ended term failed');
@@ -374,7 +391,13 @@ export class Coordinator {
     const options = this.#options;
     if (options.metricsPort !== null) {
       const { metricsPort: port, bindHost: host, maxActiveJobs } = options;
-      this.#metricsServer = await MetricsServer.start(this, { port, host, maxActiveJobs });
+      this.#metricsServer = await MetricsServer.start(this, {
+        port,
+        host,
+        maxActiveJobs,
+        tokens: this.#deps.httpTokens ?? null,
+        ...(this.#deps.uiDir !== undefined && { uiDir: this.#deps.uiDir }),
+      });
     }
     // The sweep waits for the check phase, after this turn's socket reads:
     // after a stall of our own, the heartbeats and results that queued up
@@ -389,6 +412,8 @@ export class Coordinator {
       {
         workerPort: this.#ports[0],
         clientPort: this.#ports[1],
+        httpPort: this.#metricsServer?.port,
+        // The older name, for scripts that read the port from this line.
         metricsPort: this.#metricsServer?.port,
         bindHost: options.bindHost,
         database: this.#store?.description ?? PostgresStore.describe(options.databasePath),
@@ -446,9 +471,14 @@ export class Coordinator {
     return this.#ports[1];
   }
 
-  /** The `/metrics` port actually bound; null when metrics are off. */
+  /** The HTTP port actually bound (`/metrics`, `/healthz`, the dashboard); null when off. */
   get metricsPort(): number | null {
     return this.#metricsServer?.port ?? null;
+  }
+
+  /** Same as {@link metricsPort}: the HTTP port. */
+  get httpPort(): number | null {
+    return this.metricsPort;
   }
 
   /** The core's current state (tests, metrics); empty while standing by. */
@@ -458,6 +488,26 @@ export class Coordinator {
       throw new Error('coordinator is not started');
     }
     return this.#core.inspect();
+  }
+
+  /**
+   * One client request from inside the process, handled by the core like a
+   * TCP client's; resolves with its reply once that reply may leave (after
+   * its commit). Never rejects: failures are `ERROR` replies.
+   */
+  request(msg: ClientRequest): Promise<ClientReply> {
+    if (this.#standingBy()) {
+      return Promise.resolve(notLeaderError('client', this.#leaderAddress('client')));
+    }
+    if (this.#failure !== null) return Promise.resolve({ type: 'ERROR', ...this.#failure });
+    if (this.#core === null || this.#stopping) {
+      return Promise.resolve({
+        type: 'ERROR',
+        code: ErrorCode.InternalError,
+        message: 'Coordinator is not running',
+      });
+    }
+    return this.#local.request(msg);
   }
 
   /** Non-null once the coordinator has stopped working. */
@@ -668,11 +718,12 @@ export class Coordinator {
           effect.msg.type === 'WORKER_LIST' && this.#election !== null
             ? { ...effect.msg, ...this.#leaderFields() }
             : effect.msg;
-        this.#clients.get(effect.connId)?.deliver(effect.requestId, msg);
+        if (effect.connId === LOCAL_CONN_ID) this.#local.deliver(effect.requestId, msg);
+        else this.#clients.get(effect.connId)?.deliver(effect.requestId, msg);
         return;
       }
       case 'armWait':
-        if (this.#clients.has(effect.connId)) {
+        if (this.#clients.has(effect.connId) || effect.connId === LOCAL_CONN_ID) {
           this.#waitTimers.arm(effect.connId, effect.requestId, effect.timeoutMs);
         }
         return;
@@ -714,6 +765,7 @@ export class Coordinator {
     this.#pending = [];
     const reply: ErrorMessage = { type: 'ERROR', code, message };
     for (const session of this.#clients.values()) session.answerAll(reply);
+    this.#local.answerAll(reply);
     for (const conn of this.#workerConns.values()) void conn.destroy(message);
     this.events.emit('fatal', err instanceof Error ? err : new Error(String(err)));
     // Replicated: the term ends and another coordinator (or this one, after
@@ -749,6 +801,11 @@ export class Coordinator {
     // After the last commit: a standby may take over at once.
     await this.#election?.stop();
     this.#waitTimers.clearAll();
+    this.#local.answerAll({
+      type: 'ERROR',
+      code: ErrorCode.InternalError,
+      message: 'Coordinator is shutting down',
+    });
     for (const { socket } of this.#early) socket.destroy();
     const conns = [
       ...this.#workerConns.values(),

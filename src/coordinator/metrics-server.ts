@@ -1,21 +1,28 @@
 /**
- * The coordinator's HTTP side door for operators (`--metrics-port`):
+ * The coordinator's HTTP port for operators (`--http-port`, alias
+ * `--metrics-port`):
  *
  * - `GET /metrics`: Prometheus text format, from {@link CoordinatorMetrics};
  * - `GET /healthz`: 200 while the coordinator serves, 503 while it stands by
  *   or once it has stopped working, with a JSON body (health.ts);
- * - another method on those paths: 405; any other path: 404.
+ * - another method on those paths: 405;
+ * - the dashboard (`/`, `/assets/*`) and its JSON API (`/api/*`), handed to
+ *   {@link Dashboard} (src/http/); any other path: 404.
  *
- * It only reads: nothing here feeds an input into the core.
+ * With client tokens, `/metrics` and `/api/*` need a token (bearer or
+ * session cookie); `/healthz` and the page shell never do.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { DashboardSource } from '../http/api.js';
+import { Dashboard } from '../http/dashboard.js';
+import type { TokenCheck } from '../http/sessions.js';
 import { describeError } from '../protocol/errors.js';
 import { healthOf } from './health.js';
-import { CoordinatorMetrics, type MetricsSource } from './metrics.js';
+import { CoordinatorMetrics } from './metrics.js';
 
-/** Scrapers and probes are few; more connections than this are refused. */
-const MAX_CONNECTIONS = 64;
+/** Scrapers, probes and a few open dashboards (each holds a live stream); more are refused. */
+const MAX_CONNECTIONS = 128;
 /** A request that has not arrived whole by then is dropped. */
 const REQUEST_TIMEOUT_MS = 10_000;
 
@@ -24,27 +31,47 @@ export interface MetricsServerOptions {
   port: number;
   host: string;
   maxActiveJobs: number;
+  /** Client-token check for `/metrics` and `/api/*`; null = open (default). */
+  tokens?: TokenCheck | null;
+  /** The port speaks TLS (session cookies get `Secure`). */
+  secure?: boolean;
+  /** Folder of the built dashboard (default dist/ui). */
+  uiDir?: string;
 }
 
 export class MetricsServer {
   readonly metrics: CoordinatorMetrics;
   readonly #server: Server;
-  readonly #source: MetricsSource;
+  readonly #source: DashboardSource;
+  readonly #dashboard: Dashboard;
   #port = 0;
   #closing: Promise<void> | null = null;
 
-  private constructor(source: MetricsSource, metrics: CoordinatorMetrics) {
+  private constructor(
+    source: DashboardSource,
+    metrics: CoordinatorMetrics,
+    options: MetricsServerOptions,
+  ) {
     this.#source = source;
     this.metrics = metrics;
+    this.#dashboard = new Dashboard(source, {
+      maxActiveJobs: options.maxActiveJobs,
+      tokens: options.tokens ?? null,
+      secure: options.secure ?? false,
+      ...(options.uiDir !== undefined && { uiDir: options.uiDir }),
+    });
     this.#server = createServer((req, res) => this.#handle(req, res));
     this.#server.maxConnections = MAX_CONNECTIONS;
     this.#server.requestTimeout = REQUEST_TIMEOUT_MS;
   }
 
   /** Creates the metrics for `source` and listens; rejects if the port cannot be bound. */
-  static async start(source: MetricsSource, options: MetricsServerOptions): Promise<MetricsServer> {
+  static async start(
+    source: DashboardSource,
+    options: MetricsServerOptions,
+  ): Promise<MetricsServer> {
     const metrics = new CoordinatorMetrics(source, { maxActiveJobs: options.maxActiveJobs });
-    const self = new MetricsServer(source, metrics);
+    const self = new MetricsServer(source, metrics, options);
     await new Promise<void>((resolve, reject) => {
       self.#server.once('error', reject);
       self.#server.listen(options.port, options.host, () => {
@@ -64,13 +91,16 @@ export class MetricsServer {
   #handle(req: IncomingMessage, res: ServerResponse): void {
     const path = new URL(req.url ?? '/', 'http://localhost').pathname;
     if (path !== '/metrics' && path !== '/healthz') {
-      reply(res, 404, 'not found\n');
+      if (!this.#dashboard.handle(path, req, res)) reply(res, 404, 'not found\n');
     } else if (req.method !== 'GET') {
       res.setHeader('Allow', 'GET');
       reply(res, 405, 'method not allowed\n');
     } else if (path === '/healthz') {
       const health = healthOf(this.#source);
       reply(res, health.statusCode, `${JSON.stringify(health.body)}\n`, 'application/json');
+    } else if (!this.#dashboard.authorizes(req)) {
+      res.setHeader('WWW-Authenticate', 'Bearer');
+      reply(res, 401, 'Unauthenticated: a client token is required\n');
     } else {
       this.metrics.text().then(
         (text) => reply(res, 200, text, this.metrics.contentType),
@@ -82,6 +112,7 @@ export class MetricsServer {
   /** Stops listening and ends open connections (scrapers keep them alive). Idempotent. */
   close(): Promise<void> {
     this.#closing ??= new Promise<void>((resolve) => {
+      this.#dashboard.close();
       this.#server.close(() => resolve());
       this.#server.closeAllConnections();
     });

@@ -44,7 +44,10 @@ export interface CoordinatorOptions {
   agingStepMs: number;
   /** `normal`: survives a process crash; `full`: fsync per commit, survives power loss (default normal). */
   durability: Durability;
-  /** Prometheus `/metrics` + `/healthz` port; null = off (default off). */
+  /**
+   * The HTTP port (`--http-port`, alias `--metrics-port`): `/metrics`,
+   * `/healthz`, the dashboard and its API; null = off (default off).
+   */
   metricsPort: number | null;
   /** Terminal jobs older than this are deleted in the background, in ms; null = kept (default). */
   retainTerminalMs: number | null;

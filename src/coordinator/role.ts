@@ -19,6 +19,7 @@ export const EMPTY_INSPECTION: CoreInspection = Object.freeze({
   activeCount: 0,
   activeByState: {},
   queuedByTaskType: new Map<string, number>(),
+  queuedByPriority: { HIGH: 0, NORMAL: 0, LOW: 0 },
   workers: [],
   servedTaskTypes: [],
   freeSlots: 0,

@@ -223,12 +223,21 @@ export interface GetJobStatus {
   jobId: string;
   /** Extension: also return the attempt history (`JOB_STATUS.attempts`). */
   attempts?: boolean | null;
+  /** Extension: also return the submitted payload (`JOB_STATUS.payload`). */
+  payload?: boolean | null;
 }
 export interface JobStatus {
   type: 'JOB_STATUS';
   job: JobSnapshot;
   /** Extension (asked for with `GET_JOB_STATUS.attempts`): one entry per attempt, oldest first. */
   attempts?: AttemptSnapshot[] | null;
+  /** Extension (asked for with `GET_JOB_STATUS.payload`): the payload as submitted. */
+  payload?: JsonObject | null;
+  /**
+   * Extension: true when the payload was asked for but left out because the
+   * reply would not fit in one frame.
+   */
+  payloadOmitted?: boolean | null;
 }
 export interface ListJobs {
   type: 'LIST_JOBS';
@@ -240,6 +249,11 @@ export interface ListJobs {
   cursor: string | null;
   /** Extension: only jobs of this task type. */
   taskType?: string | null;
+  /**
+   * Extension: only the job submitted with this idempotency key (a page of
+   * zero or one job, `nextCursor` null; the other filters still apply).
+   */
+  idempotencyKey?: string | null;
 }
 export interface JobList {
   type: 'JOB_LIST';

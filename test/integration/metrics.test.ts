@@ -229,7 +229,7 @@ describe('coordinator metrics', () => {
   it('answers 404 for other paths, 405 for other methods, and stops listening on close', async () => {
     tc = await startCoordinator({ metricsPort: 0 });
     const base = `http://127.0.0.1:${tc.coordinator.metricsPort}`;
-    assert.equal((await fetch(`${base}/`)).status, 404);
+    assert.equal((await fetch(`${base}/favicon.ico`)).status, 404);
     assert.equal((await fetch(`${base}/metrics/x`)).status, 404);
     const post = await fetch(`${base}/metrics`, { method: 'POST' });
     assert.deepEqual([post.status, post.headers.get('allow')], [405, 'GET']);

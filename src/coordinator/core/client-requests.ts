@@ -15,11 +15,13 @@ import {
   type AttemptSnapshot,
   type ClientRequest,
   type JobSnapshot,
+  type JobStatus,
+  type JsonObject,
   type ListJobs,
   type WorkerSnapshot,
 } from '../../protocol/messages.js';
 import type { AttemptRecord, JobRecord, ListQuery } from '../../store/store.js';
-import { attemptSnapshot, coreJobSnapshot, jobSnapshot, type CoreJob } from './job.js';
+import { attemptSnapshot, coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
 import { cancelJob, schedule } from './job-lifecycle.js';
 import type { PendingRead } from './pending-reads.js';
 import { purgeOnRequest } from './retention.js';
@@ -44,7 +46,10 @@ export function handleClientRequest(
     case 'SUBMIT_JOB':
       return submit(s, connId, requestId, msg);
     case 'GET_JOB_STATUS':
-      return status(s, connId, requestId, msg.jobId, msg.attempts === true);
+      return status(s, connId, requestId, msg.jobId, {
+        withAttempts: msg.attempts === true,
+        withPayload: msg.payload === true,
+      });
     case 'WAIT_JOB':
       return wait(s, connId, requestId, msg.jobId, msg.timeoutMillis);
     case 'CANCEL_JOB':
@@ -106,26 +111,55 @@ function attemptsInMemory(job: Readonly<CoreJob>): AttemptSnapshot[] {
   return attempts;
 }
 
+interface StatusOptions {
+  withAttempts: boolean;
+  withPayload: boolean;
+}
+
+/**
+ * A JOB_STATUS reply, with the attempts and the payload when asked for. The
+ * payload is left out (`payloadOmitted`) when the reply would not fit in one
+ * frame; the snapshot and the attempts always come.
+ */
+function statusReply(
+  job: JobSnapshot,
+  attempts: AttemptSnapshot[] | null,
+  payloadJson: string | null,
+): JobStatus {
+  const reply: JobStatus = { type: 'JOB_STATUS', job };
+  if (attempts !== null) reply.attempts = attempts;
+  if (payloadJson === null) return reply;
+  const budget = MAX_FRAME_BYTES - LIST_ENVELOPE_BYTES;
+  const rest = Buffer.byteLength(JSON.stringify(reply));
+  if (rest + Buffer.byteLength(payloadJson) > budget) reply.payloadOmitted = true;
+  else reply.payload = JSON.parse(payloadJson) as JsonObject;
+  return reply;
+}
+
 function status(
   s: CoreState,
   connId: number,
   requestId: number,
   jobId: string,
-  withAttempts: boolean,
+  options: StatusOptions,
 ): void {
   const job = s.jobs.get(jobId);
   if (job === undefined) {
     s.read(
-      { op: 'job', jobId, withAttempts },
-      { kind: 'status', connId, requestId, jobId, withAttempts },
+      { op: 'job', jobId, withAttempts: options.withAttempts },
+      { kind: 'status', connId, requestId, jobId, ...options },
     );
     return;
   }
-  s.reply(connId, requestId, {
-    type: 'JOB_STATUS',
-    job: coreJobSnapshot(job),
-    ...(withAttempts ? { attempts: attemptsInMemory(job) } : {}),
-  });
+  s.reply(
+    connId,
+    requestId,
+    statusReply(
+      coreJobSnapshot(job),
+      options.withAttempts ? attemptsInMemory(job) : null,
+      options.withPayload ? job.payloadJson : null,
+    ),
+  );
 }
 
 function cancel(s: CoreState, connId: number, requestId: number, jobId: string): void {
@@ -198,12 +232,56 @@ function listJobs(s: CoreState, connId: number, requestId: number, msg: ListJobs
   if (msg.limit !== null && msg.limit < 1) return invalid('limit must be at least 1');
   const limit = Math.min(msg.limit ?? MAX_LIST_LIMIT, MAX_LIST_LIMIT);
   const query: ListQuery = { beforeSeq, state: msg.state, taskType: msg.taskType ?? null, limit };
+  const key = msg.idempotencyKey ?? null;
+  if (key !== null) return listByKey(s, connId, requestId, query, key);
   // Every overlay row can hide one stored row, so ask for that many more.
   const fetchLimit = limit + s.jobs.overlaySize + 1;
   s.read(
     { op: 'list', query: { ...query, limit: fetchLimit } },
     { kind: 'list', connId, requestId, query, fetchLimit, seen: new Map() },
   );
+}
+
+/**
+ * LIST_JOBS with an idempotency key: the one job holding it, if it passes the
+ * other filters. Keys of active and just-finished jobs are in memory; any
+ * other key is looked up in the store.
+ */
+function listByKey(
+  s: CoreState,
+  connId: number,
+  requestId: number,
+  query: ListQuery,
+  key: string,
+): void {
+  const job = s.jobs.byKey(key);
+  if (job === undefined) {
+    s.read({ op: 'jobByKey', key }, { kind: 'listKey', connId, requestId, query, key });
+    return;
+  }
+  replyKeyPage(s, connId, requestId, query, toRecord(job));
+}
+
+function replyKeyPage(
+  s: CoreState,
+  connId: number,
+  requestId: number,
+  query: ListQuery,
+  row: Readonly<JobRecord> | null,
+): void {
+  const jobs = row !== null && matches(row, query) ? [jobSnapshot(row)] : [];
+  s.reply(connId, requestId, { type: 'JOB_LIST', jobs, nextCursor: null });
+}
+
+/** The store's answer for a key; a job that took the key meanwhile is in memory and wins. */
+export function listKeyDone(
+  s: CoreState,
+  read: Extract<PendingRead, { kind: 'listKey' }>,
+  stored: JobRecord | null,
+): void {
+  const live = s.jobs.byKey(read.key);
+  const row = live !== undefined ? toRecord(live) : stored;
+  replyKeyPage(s, read.connId, read.requestId, read.query, row);
 }
 
 function matches(row: Readonly<JobRecord>, query: ListQuery): boolean {
@@ -259,11 +337,15 @@ export function jobRead(
   const job = jobSnapshot(stored);
   switch (read.kind) {
     case 'status':
-      s.reply(connId, requestId, {
-        type: 'JOB_STATUS',
-        job,
-        ...(read.withAttempts ? { attempts: (attempts ?? []).map(attemptSnapshot) } : {}),
-      });
+      s.reply(
+        connId,
+        requestId,
+        statusReply(
+          job,
+          read.withAttempts ? (attempts ?? []).map(attemptSnapshot) : null,
+          read.withPayload ? stored.payloadJson : null,
+        ),
+      );
       return;
     case 'cancel':
       s.reply(connId, requestId, { type: 'JOB_CANCEL', cancelled: false, job });

@@ -12,7 +12,7 @@
  * with it (and report it with a `committed` input): a reply or an assignment
  * never leaves before the state it reports is durable.
  */
-import type { JobState } from '../../protocol/messages.js';
+import type { JobState, Priority } from '../../protocol/messages.js';
 import type { JobRecord, RecoveredState, WriteBatch } from '../../store/store.js';
 import {
   clientClosed,
@@ -20,6 +20,7 @@ import {
   handleClientRequest,
   jobRead,
   listDone,
+  listKeyDone,
 } from './client-requests.js';
 import { toRecord } from './job.js';
 import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
@@ -107,16 +108,19 @@ export class CoordinatorCore {
     const s = this.#s;
     const byState: Partial<Record<JobState, number>> = {};
     const queuedByTaskType = new Map<string, number>();
+    const queuedByPriority: Record<Priority, number> = { HIGH: 0, NORMAL: 0, LOW: 0 };
     for (const job of s.jobs.activeJobs()) {
       byState[job.state] = (byState[job.state] ?? 0) + 1;
       if (job.state === 'QUEUED') {
         queuedByTaskType.set(job.taskType, (queuedByTaskType.get(job.taskType) ?? 0) + 1);
+        queuedByPriority[job.priority]++;
       }
     }
     return {
       activeCount: s.jobs.activeCount,
       activeByState: byState,
       queuedByTaskType,
+      queuedByPriority,
       workers: [...s.workers.sessions()].map((w) => ({
         workerId: w.workerId,
         connId: w.connId,
@@ -170,6 +174,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
       return keyLookedUp(s, read.key, result.job);
+    case 'listKey':
+      if (result.op !== 'jobByKey')
+        throw new Error(`read ${readId}: expected a key, got ${result.op}`);
+      return listKeyDone(s, read, result.job);
     case 'purge':
       if (result.op !== 'purge')
         throw new Error(`read ${readId}: expected a purge, got ${result.op}`);
@@ -185,6 +193,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
     case 'cancel':
     case 'wait':
     case 'list':
+    case 'listKey':
       s.replyError(
         read.connId,
         read.requestId,
@@ -205,6 +214,8 @@ export interface CoreInspection {
   activeByState: Partial<Record<JobState, number>>;
   /** QUEUED jobs per task type. */
   queuedByTaskType: ReadonlyMap<string, number>;
+  /** QUEUED jobs per base priority (aging not applied). */
+  queuedByPriority: Readonly<Record<Priority, number>>;
   workers: {
     workerId: string;
     connId: number;

@@ -26,7 +26,14 @@ export interface HeldSubmission {
 }
 
 export type PendingRead =
-  | { kind: 'status'; connId: number; requestId: number; jobId: string; withAttempts: boolean }
+  | {
+      kind: 'status';
+      connId: number;
+      requestId: number;
+      jobId: string;
+      withAttempts: boolean;
+      withPayload: boolean;
+    }
   | { kind: 'cancel'; connId: number; requestId: number; jobId: string }
   | { kind: 'wait'; connId: number; requestId: number; jobId: string }
   | {
@@ -40,6 +47,8 @@ export type PendingRead =
       seen: Map<string, JobRecord>;
     }
   | { kind: 'key'; key: string }
+  /** LIST_JOBS with an idempotency key: the store is asked for the key's job. */
+  | { kind: 'listKey'; connId: number; requestId: number; query: ListQuery; key: string }
   | {
       kind: 'purge';
       /** The client that asked, or null for background retention. */

@@ -1,0 +1,236 @@
+/**
+ * The dashboard side of the HTTP port: the page shell and its assets (`/`,
+ * `/assets/*`), the JSON API (`/api/*`, see api.ts) and its live stream
+ * (`/api/events`, see live.ts), and the authorization rule for everything
+ * but `/healthz` and the shell (sessions.ts). The HTTP server hands it every
+ * request it does not answer itself.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { CoreEvent } from '../coordinator/core/types.js';
+import { ActivityLog, activityKind } from './activity.js';
+import {
+  cancelJob,
+  jobDetails,
+  listJobs,
+  overview,
+  purge,
+  rerunJob,
+  workers,
+  type ApiContext,
+  type DashboardSource,
+} from './api.js';
+import { LiveStreams } from './live.js';
+import { QueryParams, onlyFields, readJsonBody } from './params.js';
+import { HttpError, HttpErrorCode, sendError, sendJson } from './responses.js';
+import {
+  SESSION_COOKIE,
+  SessionStore,
+  sessionCookie,
+  sessionId,
+  type TokenCheck,
+} from './sessions.js';
+import { StaticFiles } from './static-files.js';
+
+/** API requests handled at once; more get 503 (each holds a core request). */
+export const MAX_API_IN_FLIGHT = 64;
+
+export interface DashboardOptions {
+  maxActiveJobs: number;
+  /** Client-token check; null = no tokens, everything is open. */
+  tokens: TokenCheck | null;
+  /** The port speaks TLS: session cookies get `Secure`. */
+  secure: boolean;
+  /** Folder of the built page (default: dist/ui). */
+  uiDir?: string;
+  now?: () => number;
+}
+
+type Method = 'GET' | 'POST' | 'DELETE';
+
+export class Dashboard {
+  readonly #ctx: ApiContext;
+  readonly #sessions: SessionStore;
+  readonly #static: StaticFiles;
+  readonly #live: LiveStreams;
+  readonly #secure: boolean;
+  readonly #onEvent: (event: CoreEvent) => void;
+  #inFlight = 0;
+
+  constructor(source: DashboardSource, options: DashboardOptions) {
+    const now = options.now ?? Date.now;
+    const activity = new ActivityLog(now());
+    this.#ctx = { source, activity, maxActiveJobs: options.maxActiveJobs, now };
+    this.#sessions = new SessionStore(options.tokens, now);
+    this.#static = new StaticFiles(options.uiDir);
+    this.#secure = options.secure;
+    this.#live = new LiveStreams({
+      overview: () => Promise.resolve(overview(this.#ctx)),
+      workers: () => workers(this.#ctx),
+    });
+    this.#onEvent = (event) => {
+      const kind = activityKind(event);
+      if (kind !== null) activity.record(kind, now());
+      this.#live.note(event);
+    };
+    source.events.on('event', this.#onEvent);
+  }
+
+  /** True when the request may see job data and metrics. */
+  authorizes(req: IncomingMessage): boolean {
+    return this.#sessions.authorizes(req);
+  }
+
+  /** Answers the request if the path is the dashboard's; false otherwise. */
+  handle(path: string, req: IncomingMessage, res: ServerResponse): boolean {
+    if (path === '/api' || path.startsWith('/api/')) {
+      void this.#api(path, req, res);
+      return true;
+    }
+    if (req.method !== 'GET') return false;
+    return this.#static.serve(path, req, res);
+  }
+
+  async #api(path: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.#inFlight >= MAX_API_IN_FLIGHT) {
+      sendError(
+        res,
+        new HttpError(503, 'LIMIT_EXCEEDED', `${MAX_API_IN_FLIGHT} API requests are in progress`),
+      );
+      return;
+    }
+    this.#inFlight++;
+    try {
+      await this.#route(path, req, res);
+    } catch (err) {
+      sendError(
+        res,
+        err instanceof HttpError ? err : new HttpError(500, 'INTERNAL_ERROR', String(err)),
+      );
+    } finally {
+      this.#inFlight--;
+    }
+  }
+
+  async #route(path: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (path === '/api/session') return this.#session(req, res);
+    if (!this.#sessions.authorizes(req)) {
+      throw new HttpError(
+        401,
+        HttpErrorCode.Unauthenticated,
+        'Unauthenticated: a client token is required (Authorization: Bearer, or POST /api/session)',
+      );
+    }
+    const query = (allowed: readonly string[]): QueryParams =>
+      new QueryParams(url.searchParams, allowed);
+    const ctx = this.#ctx;
+    if (path === '/api/overview') {
+      allow(req, 'GET');
+      query([]);
+      return sendJson(res, 200, overview(ctx));
+    }
+    if (path === '/api/jobs') {
+      allow(req, 'GET');
+      return sendJson(
+        res,
+        200,
+        await listJobs(ctx, query(['state', 'type', 'limit', 'cursor', 'search'])),
+      );
+    }
+    if (path === '/api/workers') {
+      allow(req, 'GET');
+      query([]);
+      return sendJson(res, 200, await workers(ctx));
+    }
+    if (path === '/api/events') {
+      allow(req, 'GET');
+      query([]);
+      return this.#live.open(req, res);
+    }
+    if (path === '/api/purge') {
+      allow(req, 'POST');
+      query([]);
+      return sendJson(res, 200, await purge(ctx, await readJsonBody(req)));
+    }
+    return this.#jobRoute(path, req, res, query);
+  }
+
+  async #jobRoute(
+    path: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+    query: (allowed: readonly string[]) => QueryParams,
+  ): Promise<void> {
+    const match = /^\/api\/jobs\/([^/]+)(?:\/(cancel|rerun))?$/.exec(path);
+    if (match === null)
+      throw new HttpError(404, HttpErrorCode.NotFound, `no such API path: ${path.slice(0, 100)}`);
+    const jobId = decodeURIComponent(match[1] as string);
+    query([]);
+    switch (match[2]) {
+      case undefined:
+        allow(req, 'GET');
+        return sendJson(res, 200, await jobDetails(this.#ctx, jobId));
+      case 'cancel':
+        allow(req, 'POST');
+        onlyFields(await readJsonBody(req), []);
+        return sendJson(res, 200, await cancelJob(this.#ctx, jobId));
+      default:
+        allow(req, 'POST');
+        onlyFields(await readJsonBody(req), []);
+        return sendJson(res, 201, await rerunJob(this.#ctx, jobId));
+    }
+  }
+
+  /** GET: does the page need a token, and has it a session; POST: log in; DELETE: log out. */
+  async #session(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    allow(req, 'GET', 'POST', 'DELETE');
+    if (req.method === 'GET') {
+      return sendJson(res, 200, {
+        authRequired: this.#sessions.required,
+        authenticated: this.#sessions.authorizes(req),
+      });
+    }
+    if (req.method === 'DELETE') {
+      const id = sessionId(req);
+      if (id !== null) this.#sessions.close(id);
+      return sendJson(
+        res,
+        200,
+        { authenticated: false },
+        {
+          'Set-Cookie': `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`,
+        },
+      );
+    }
+    const body = await readJsonBody(req);
+    onlyFields(body, ['token']);
+    if (typeof body.token !== 'string' || body.token === '')
+      throw new HttpError(400, HttpErrorCode.BadRequest, 'token is required');
+    const session = this.#sessions.open(body.token);
+    if (session === null)
+      throw new HttpError(401, HttpErrorCode.Unauthenticated, 'Unauthenticated: token refused');
+    const headers: Record<string, string> = {};
+    if (this.#sessions.required)
+      headers['Set-Cookie'] = sessionCookie(session.id, session.maxAgeMs, this.#secure);
+    return sendJson(res, 200, { authenticated: true }, headers);
+  }
+
+  /** Ends the live streams and stops listening to events. Idempotent. */
+  close(): void {
+    this.#live.close();
+    this.#ctx.source.events.off('event', this.#onEvent);
+  }
+}
+
+function allow(req: IncomingMessage, ...methods: Method[]): void {
+  if (!methods.includes(req.method as Method)) {
+    throw new HttpError(
+      405,
+      HttpErrorCode.MethodNotAllowed,
+      `${req.method ?? '?'} is not allowed here; use ${methods.join(' or ')}`,
+      {
+        allow: methods.join(', '),
+      },
+    );
+  }
+}

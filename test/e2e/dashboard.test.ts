@@ -1,0 +1,252 @@
+/**
+ * The dashboard in headless Chromium against a real coordinator (in this
+ * process) and real workers and CLI runs (some as separate processes): the
+ * page loads and goes live; a job submitted from the CLI appears and turns
+ * COMPLETED without a reload; cancel from the page cancels a running job;
+ * filters and paging; the job page shows two attempts after a worker was
+ * killed; with client tokens the page asks for one first. Skipped, saying
+ * why, only where no Chromium is installed.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Page } from 'playwright-core';
+import type { Worker } from '../../src/worker/worker.js';
+import { browserSkipReason, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { ScriptProcess } from '../helpers/processes.js';
+import { RawClient } from '../helpers/raw-peers.js';
+import {
+  startCoordinator,
+  startRealWorker,
+  type TestCoordinator,
+} from '../helpers/test-coordinator.js';
+import { until } from '../helpers/until.js';
+
+const skip = browserSkipReason();
+
+let tc: TestCoordinator;
+let browser: TestBrowser;
+let page: Page;
+let client: RawClient;
+let base: string;
+
+/** Marks the page; a reload would lose the mark. */
+async function markPage(): Promise<void> {
+  await page.evaluate(() => {
+    (globalThis as unknown as { dtpMark: number }).dtpMark = 42;
+  });
+}
+
+async function stillMarked(): Promise<boolean> {
+  return page.evaluate(() => (globalThis as unknown as { dtpMark?: number }).dtpMark === 42);
+}
+
+/** One attribute of every element matching the selector, in page order. */
+async function attributes(selector: string, name: string): Promise<string[]> {
+  const elements = await page.locator(selector).all();
+  return Promise.all(elements.map(async (e) => (await e.getAttribute(name)) ?? ''));
+}
+
+function row(jobId: string): string {
+  return `[data-testid=job-row][data-job-id="${jobId}"]`;
+}
+
+describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
+  before(async () => {
+    tc = await startCoordinator({ metricsPort: 0, heartbeatTimeoutMs: 500 });
+    base = `http://127.0.0.1:${tc.coordinator.httpPort}/`;
+    client = await RawClient.connect(tc.coordinator.clientPort);
+    browser = await launchBrowser();
+    page = browser.page;
+  });
+
+  after(async () => {
+    await browser?.close();
+    await client?.close();
+    await tc?.close();
+  });
+
+  it('loads the overview and goes live', async () => {
+    await page.goto(base);
+    await page.waitForSelector('[data-testid=overview]');
+    await page.waitForSelector('[data-testid=live-status]:has-text("live")');
+    assert.match(
+      (await page.textContent('[data-testid=charts-note]')) ?? '',
+      /start empty after a restart/,
+    );
+    assert.equal(await page.locator('[data-testid=chart-throughput] svg').count(), 1);
+  });
+
+  it('shows a job submitted from the CLI and its completion without a reload', async () => {
+    const worker = startRealWorker(tc.coordinator.workerPort, 'browser-worker', 2);
+    try {
+      await page.goto(`${base}#/jobs`);
+      await page.waitForSelector('[data-testid=job-filters]');
+      await markPage();
+      const cli = ScriptProcess.start('client.sh', [
+        '--port',
+        String(tc.coordinator.clientPort),
+        'submit',
+        'sleep',
+        '--milliseconds',
+        '700',
+        '--quiet',
+      ]);
+      assert.equal(await cli.exited, 0, cli.output);
+      const jobId = cli.output.trim();
+      await page.waitForSelector(row(jobId));
+      await page.waitForSelector(`${row(jobId)}[data-state=COMPLETED]`, { timeout: 15_000 });
+      assert.ok(await stillMarked(), 'the page was not reloaded');
+    } finally {
+      await worker.close();
+    }
+  });
+
+  it('cancels a running job from its page, after confirming', async () => {
+    const worker = startRealWorker(tc.coordinator.workerPort, 'cancel-worker', 1);
+    try {
+      const jobId = await client.submit('SLEEP', { durationMillis: 60_000 });
+      await until(async () => (await client.status(jobId)).state === 'RUNNING', {
+        timeoutMs: 10_000,
+      });
+      await page.goto(`${base}#/jobs/${jobId}`);
+      await page.waitForSelector('[data-testid=job-page] [data-state=RUNNING]');
+      await markPage();
+      await page.click('[data-testid=action-cancel]');
+      await page.waitForSelector('[data-testid=confirm-dialog]');
+      await page.click('[data-testid=confirm-cancel]');
+      assert.equal(await page.locator('[data-testid=confirm-dialog]').count(), 0);
+      assert.equal(
+        (await client.status(jobId)).state,
+        'RUNNING',
+        'nothing happens without confirming',
+      );
+      await page.click('[data-testid=action-cancel]');
+      await page.click('[data-testid=confirm-ok]');
+      await page.waitForSelector('[data-testid=job-page] [data-state=CANCELLED]');
+      assert.equal((await client.status(jobId)).state, 'CANCELLED');
+      await page.waitForSelector('[data-testid=action-rerun]');
+      assert.ok(await stillMarked());
+    } finally {
+      await worker.close();
+    }
+  });
+
+  it('filters by state and task type, searches by key, and pages with cursors', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 60; i++) ids.push(await client.submit('PAGED_UI', { i }));
+    const keyed = await client.submit('OTHER_UI', { k: 1 }, { idempotencyKey: 'invoice-2024-17' });
+    const newestFirst = [...ids].reverse();
+
+    await page.goto(`${base}#/jobs`);
+    await page.fill('[data-testid=job-filters] input[name=type]', 'PAGED_UI');
+    await page.selectOption('[data-testid=job-filters] select[name=state]', 'QUEUED');
+    await page.click('[data-testid=job-filters] button[type=submit]');
+    const rowIds = (): Promise<string[]> => attributes('[data-testid=job-row]', 'data-job-id');
+    await until(async () => (await rowIds())[0] === newestFirst[0], { timeoutMs: 5_000 });
+    assert.deepEqual(await rowIds(), newestFirst.slice(0, 25));
+    await page.click('[data-testid=page-older]');
+    await until(async () => (await rowIds())[0] === newestFirst[25], { timeoutMs: 5_000 });
+    assert.deepEqual(await rowIds(), newestFirst.slice(25, 50));
+    await page.click('[data-testid=page-older]');
+    await until(async () => (await rowIds()).length === 10, { timeoutMs: 5_000 });
+    assert.deepEqual(await rowIds(), newestFirst.slice(50));
+    assert.ok(await page.isDisabled('[data-testid=page-older]'), 'the last page has no older one');
+    await page.click('[data-testid=page-newer]');
+    await until(async () => (await rowIds())[0] === newestFirst[25], { timeoutMs: 5_000 });
+
+    await page.selectOption('[data-testid=job-filters] select[name=state]', 'COMPLETED');
+    await page.click('[data-testid=job-filters] button[type=submit]');
+    await page.waitForSelector('[data-testid=no-jobs]');
+
+    await page.goto(`${base}#/jobs`);
+    await page.fill('[data-testid=job-filters] input[name=search]', 'invoice-2024-17');
+    await page.click('[data-testid=job-filters] button[type=submit]');
+    await until(async () => (await rowIds()).join() === keyed, { timeoutMs: 5_000 });
+    await page.fill('[data-testid=job-filters] input[name=search]', ids[7] as string);
+    await page.click('[data-testid=job-filters] button[type=submit]');
+    await until(async () => (await rowIds()).join() === ids[7], { timeoutMs: 5_000 });
+  });
+
+  it('shows two attempts on the job page after the first worker was killed', async () => {
+    const victim = ScriptProcess.start('worker.sh', [
+      '--coordinator-host',
+      '127.0.0.1',
+      '--coordinator-port',
+      String(tc.coordinator.workerPort),
+      '--id',
+      'doomed-worker',
+      '--capacity',
+      '1',
+      '--heartbeat-interval-millis',
+      '100',
+    ]);
+    let survivor: Worker | null = null;
+    try {
+      const jobId = await client.submit('SLEEP', { durationMillis: 1_500 });
+      await until(async () => (await client.status(jobId)).workerId === 'doomed-worker', {
+        timeoutMs: 20_000,
+      });
+      await page.goto(`${base}#/jobs/${jobId}`);
+      await page.waitForSelector('[data-testid=attempt-row]');
+      await victim.kill();
+      survivor = startRealWorker(tc.coordinator.workerPort, 'survivor-worker', 1);
+      await page.waitForSelector('[data-testid=attempt-row] >> nth=1', { timeout: 15_000 });
+      await page.waitForSelector('[data-testid=job-page] [data-state=COMPLETED]', {
+        timeout: 15_000,
+      });
+      const outcomes = await attributes('[data-testid=attempt-row]', 'data-outcome');
+      assert.deepEqual(outcomes, ['WORKER_LOST', 'SUCCEEDED']);
+      assert.match(
+        (await page.textContent('[data-testid=attempt-timeline]')) ?? '',
+        /doomed-worker[\s\S]*survivor-worker/,
+      );
+      assert.equal(await page.textContent('[data-testid=job-attempts]'), '2/3');
+    } finally {
+      await victim.kill();
+      await survivor?.close();
+    }
+  });
+
+  it('lists workers with their slots and task types', async () => {
+    const worker = startRealWorker(tc.coordinator.workerPort, 'listed-worker', 3);
+    try {
+      await page.goto(`${base}#/workers`);
+      await page.waitForSelector('[data-testid=worker-row][data-worker-id=listed-worker]', {
+        timeout: 10_000,
+      });
+      const text = await page.textContent('[data-testid=worker-row][data-worker-id=listed-worker]');
+      assert.match(text ?? '', /0\/3/);
+      assert.match(text ?? '', /SLEEP/);
+    } finally {
+      await worker.close();
+    }
+  });
+});
+
+describe('dashboard with client tokens', { skip, timeout: 60_000 }, () => {
+  it('asks for a token, opens a session, and goes live with the cookie', async () => {
+    const guarded = await startCoordinator(
+      { metricsPort: 0 },
+      { httpTokens: (t) => t === 'let-me-in' },
+    );
+    const tokenBrowser = await launchBrowser();
+    try {
+      const tokenPage = tokenBrowser.page;
+      await tokenPage.goto(`http://127.0.0.1:${guarded.coordinator.httpPort}/`);
+      await tokenPage.waitForSelector('[data-testid=token-form]');
+      await tokenPage.fill('[data-testid=token-form] input[name=token]', 'wrong');
+      await tokenPage.click('[data-testid=token-form] button');
+      await tokenPage.waitForSelector('[data-testid=token-form] .error');
+      await tokenPage.fill('[data-testid=token-form] input[name=token]', 'let-me-in');
+      await tokenPage.click('[data-testid=token-form] button');
+      await tokenPage.waitForSelector('[data-testid=overview]');
+      await tokenPage.waitForSelector('[data-testid=live-status]:has-text("live")');
+      const cookies = await tokenBrowser.context.cookies();
+      const session = cookies.find((c) => c.name === 'dtp_session');
+      assert.ok(session !== undefined && session.httpOnly && session.sameSite === 'Strict');
+    } finally {
+      await tokenBrowser.close();
+      await guarded.close();
+    }
+  });
+});

@@ -1,0 +1,106 @@
+/**
+ * The page's calls to the coordinator's JSON API (docs/HTTP.md). The types
+ * are the server's own (type-only imports: nothing of the server is bundled).
+ * Every failure becomes an {@link ApiError} carrying the server's message.
+ */
+import type {
+  CancelResult,
+  JobDetails,
+  JobPage,
+  Overview,
+  PurgeResult,
+  RerunResult,
+  WorkersResult,
+} from '../../src/http/api.js';
+import type { JobState, TerminalState } from '../../src/protocol/messages.js';
+
+export type {
+  CancelResult,
+  JobDetails,
+  JobPage,
+  Overview,
+  PurgeResult,
+  RerunResult,
+  WorkersResult,
+};
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+
+  constructor(status: number, code: string, message: string) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Called when any request answers 401 (the session ended): the page asks for a token again. */
+let onUnauthenticated: () => void = () => undefined;
+export function setUnauthenticatedHandler(handler: () => void): void {
+  onUnauthenticated = handler;
+}
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const init: RequestInit = { method, credentials: 'same-origin', headers: {} };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers = { 'content-type': 'application/json' };
+  }
+  const res = await fetch(path, init);
+  const text = await res.text();
+  let parsed: unknown = null;
+  try {
+    parsed = text === '' ? null : JSON.parse(text);
+  } catch {
+    parsed = null;
+  }
+  if (!res.ok) {
+    const error = (parsed as { error?: { code?: string; message?: string } } | null)?.error;
+    if (res.status === 401 && !path.startsWith('/api/session')) onUnauthenticated();
+    throw new ApiError(
+      res.status,
+      error?.code ?? 'HTTP_ERROR',
+      error?.message ?? `HTTP ${res.status}`,
+    );
+  }
+  return parsed as T;
+}
+
+export interface SessionState {
+  authRequired: boolean;
+  authenticated: boolean;
+}
+
+export interface JobQuery {
+  state?: JobState | undefined;
+  type?: string | undefined;
+  search?: string | undefined;
+  cursor?: string | undefined;
+  limit?: number | undefined;
+}
+
+function queryString(query: JobQuery): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) {
+    if (value !== undefined && value !== '') params.set(name, String(value));
+  }
+  const text = params.toString();
+  return text === '' ? '' : `?${text}`;
+}
+
+const jobPath = (jobId: string): string => `/api/jobs/${encodeURIComponent(jobId)}`;
+
+export const api = {
+  session: () => call<SessionState>('GET', '/api/session'),
+  login: (token: string) => call<{ authenticated: boolean }>('POST', '/api/session', { token }),
+  logout: () => call<{ authenticated: boolean }>('DELETE', '/api/session'),
+  overview: () => call<Overview>('GET', '/api/overview'),
+  jobs: (query: JobQuery) => call<JobPage>('GET', `/api/jobs${queryString(query)}`),
+  job: (jobId: string) => call<JobDetails>('GET', jobPath(jobId)),
+  cancel: (jobId: string) => call<CancelResult>('POST', `${jobPath(jobId)}/cancel`, {}),
+  rerun: (jobId: string) => call<RerunResult>('POST', `${jobPath(jobId)}/rerun`, {}),
+  purge: (state: TerminalState, olderThan: string) =>
+    call<PurgeResult>('POST', '/api/purge', { state, olderThan }),
+  workers: () => call<WorkersResult>('GET', '/api/workers'),
+};

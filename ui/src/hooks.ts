@@ -1,0 +1,73 @@
+/** Hooks shared by the pages. */
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { live, type LiveEventName, type LiveEvents } from './live.js';
+
+/**
+ * The latest value of a live event, loaded first with `load()` so the page
+ * is filled before the first push arrives.
+ */
+export function useLiveValue<K extends 'overview' | 'workers'>(
+  name: K,
+  load: () => Promise<LiveEvents[K]>,
+): { value: LiveEvents[K] | undefined; error: string | null } {
+  const [value, setValue] = useState<LiveEvents[K] | undefined>(live.latest(name));
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let current = true;
+    load().then(
+      // A push may have arrived meanwhile: keep whichever is newer.
+      (v) =>
+        current && setValue((old) => (old === undefined || v.nowMillis >= old.nowMillis ? v : old)),
+      (err: unknown) => current && setError(String(err)),
+    );
+    const off = live.on(name, (v) => setValue(v));
+    return () => {
+      current = false;
+      off();
+    };
+  }, [name]);
+  return { value, error };
+}
+
+/** Subscribes to a live event for the component's lifetime. */
+export function useLive<K extends LiveEventName>(
+  name: K,
+  listener: (data: LiveEvents[K]) => void,
+): void {
+  const ref = useRef(listener);
+  ref.current = listener;
+  useEffect(() => live.on(name, (data) => ref.current(data)), [name]);
+}
+
+/** The current time, advancing every `periodMs` (for ages that grow between pushes). */
+export function useNow(periodMs = 1_000): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const timer = window.setInterval(() => setNow(Date.now()), periodMs);
+    return () => window.clearInterval(timer);
+  }, [periodMs]);
+  return now;
+}
+
+/**
+ * A function that runs `fn` at most once per `delayMs`, trailing: many live
+ * events in a burst cause one reload.
+ */
+export function useThrottled(fn: () => void, delayMs: number): () => void {
+  const ref = useRef(fn);
+  ref.current = fn;
+  const timer = useRef<number | null>(null);
+  useEffect(
+    () => () => {
+      if (timer.current !== null) window.clearTimeout(timer.current);
+    },
+    [],
+  );
+  return () => {
+    if (timer.current !== null) return;
+    timer.current = window.setTimeout(() => {
+      timer.current = null;
+      ref.current();
+    }, delayMs);
+  };
+}

@@ -1,0 +1,225 @@
+/**
+ * One job: its state and settings, payload, result, error, the attempt
+ * history on a timeline and as a table, and the actions it allows (cancel
+ * while it is not terminal; re-run once FAILED or CANCELLED), each behind a
+ * confirmation. Refreshed whenever the live stream reports a change of it.
+ */
+import type { ComponentChildren } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { isTerminalState } from '../../../src/protocol/messages.js';
+import { ApiError, api, type JobDetails } from '../api.js';
+import { OutcomeBadge, StateBadge } from '../components/badges.js';
+import { ConfirmDialog } from '../components/confirm.js';
+import { AttemptTimeline } from '../components/timeline.js';
+import { formatDurationMs, formatTime, prettyJson } from '../format.js';
+import { useLive, useNow } from '../hooks.js';
+import { jobHref, navigate } from '../router.js';
+
+type Action = 'cancel' | 'rerun';
+
+function Field({ label, children }: { label: string; children: ComponentChildren }) {
+  return (
+    <>
+      <dt>{label}</dt>
+      <dd>{children}</dd>
+    </>
+  );
+}
+
+function Actions({ details, onChanged }: { details: JobDetails; onChanged: () => void }) {
+  const [open, setOpen] = useState<Action | null>(null);
+  const { job } = details;
+  const canCancel = !isTerminalState(job.state);
+  const canRerun = job.state === 'FAILED' || job.state === 'CANCELLED';
+  return (
+    <div class="actions">
+      {canCancel && (
+        <button
+          type="button"
+          class="danger-outline"
+          onClick={() => setOpen('cancel')}
+          data-testid="action-cancel"
+        >
+          Cancel job
+        </button>
+      )}
+      {canRerun && (
+        <button
+          type="button"
+          class="primary"
+          onClick={() => setOpen('rerun')}
+          data-testid="action-rerun"
+        >
+          Re-run as a new job
+        </button>
+      )}
+      {open === 'cancel' && (
+        <ConfirmDialog
+          title="Cancel this job?"
+          confirmLabel="Cancel job"
+          danger
+          onClose={() => setOpen(null)}
+          onConfirm={async () => {
+            await api.cancel(job.jobId);
+            onChanged();
+          }}
+        >
+          <p>
+            The job is {job.state}. It will become CANCELLED
+            {job.state === 'RUNNING' ? ' and its worker is told to stop the task' : ''}. This cannot
+            be undone.
+          </p>
+        </ConfirmDialog>
+      )}
+      {open === 'rerun' && (
+        <ConfirmDialog
+          title="Re-run this job?"
+          confirmLabel="Submit a new job"
+          onClose={() => setOpen(null)}
+          onConfirm={async () => {
+            const { jobId } = await api.rerun(job.jobId);
+            navigate(jobHref(jobId));
+          }}
+        >
+          <p>
+            A new {job.taskType} job is submitted with the same payload, priority, attempts and
+            timeout.
+            {job.idempotencyKey != null &&
+              ' The idempotency key is not copied (it names this job).'}
+          </p>
+        </ConfirmDialog>
+      )}
+    </div>
+  );
+}
+
+function AttemptTable({ details }: { details: JobDetails }) {
+  const attempts = details.attempts ?? [];
+  if (attempts.length === 0) return null;
+  return (
+    <table class="attempts" data-testid="attempts-table">
+      <thead>
+        <tr>
+          <th>#</th>
+          <th>Worker</th>
+          <th>Started</th>
+          <th>Duration</th>
+          <th>Outcome</th>
+          <th>Error</th>
+        </tr>
+      </thead>
+      <tbody>
+        {attempts.map((a) => (
+          <tr key={a.attemptId}>
+            <td>{a.attemptNumber}</td>
+            <td class="mono">{a.workerId}</td>
+            <td>{formatTime(a.startedAtMillis)}</td>
+            <td>
+              {a.finishedAtMillis === null
+                ? 'running'
+                : formatDurationMs(a.finishedAtMillis - a.startedAtMillis)}
+            </td>
+            <td>
+              <OutcomeBadge outcome={a.outcome} />
+            </td>
+            <td class="error-text">{a.error ?? ''}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function Body({ details, onChanged }: { details: JobDetails; onChanged: () => void }) {
+  const now = useNow();
+  const { job } = details;
+  const result =
+    job.result === null ? null : job.resultFormat === 'json' ? prettyJson(job.result) : job.result;
+  return (
+    <>
+      <div class="page-head">
+        <h1 class="mono" data-testid="job-id">
+          {job.jobId}
+        </h1>
+        <StateBadge state={job.state} />
+        <Actions details={details} onChanged={onChanged} />
+      </div>
+      <dl class="fields">
+        <Field label="Task type">{job.taskType}</Field>
+        <Field label="Priority">{job.priority}</Field>
+        <Field label="Attempts">
+          <span data-testid="job-attempts">
+            {job.attempts}/{job.maxAttempts}
+          </span>
+        </Field>
+        <Field label="Worker">{job.workerId ?? '-'}</Field>
+        <Field label="Idempotency key">{job.idempotencyKey ?? '-'}</Field>
+        <Field label="Timeout">
+          {job.timeoutMillis == null ? '-' : formatDurationMs(job.timeoutMillis)}
+        </Field>
+        <Field label="Submitted">{formatTime(job.createdAtMillis)}</Field>
+        <Field label="Started">{formatTime(job.startedAtMillis)}</Field>
+        <Field label="Finished">{formatTime(job.finishedAtMillis)}</Field>
+      </dl>
+      <section>
+        <h2>Attempts</h2>
+        <AttemptTimeline job={job} attempts={details.attempts ?? []} nowMs={now} />
+        <AttemptTable details={details} />
+      </section>
+      <section class="blocks">
+        <div>
+          <h2>Payload</h2>
+          {details.payloadOmitted === true ? (
+            <p class="muted">Too large to show here.</p>
+          ) : (
+            <pre data-testid="job-payload">{JSON.stringify(details.payload ?? {}, null, 2)}</pre>
+          )}
+        </div>
+        <div>
+          <h2>Result</h2>
+          {result === null ? <p class="muted">-</p> : <pre data-testid="job-result">{result}</pre>}
+          {job.error !== null && (
+            <>
+              <h2>Error</h2>
+              <pre class="error-text" data-testid="job-error">
+                {job.error}
+              </pre>
+            </>
+          )}
+        </div>
+      </section>
+    </>
+  );
+}
+
+export function JobPage({ jobId }: { jobId: string }) {
+  const [details, setDetails] = useState<JobDetails | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = (): void => {
+    api.job(jobId).then(
+      (d) => {
+        setDetails(d);
+        setError(null);
+      },
+      (err: unknown) =>
+        setError(
+          err instanceof ApiError && err.status === 404
+            ? `No job ${jobId} (it may have been purged).`
+            : String(err),
+        ),
+    );
+  };
+  useEffect(load, [jobId]);
+  useLive('jobs', (message) => {
+    if (message.truncated || message.changes.some((c) => c.jobId === jobId)) load();
+  });
+  return (
+    <div class="job-page" data-testid="job-page">
+      <p>
+        <a href="#/jobs">← Jobs</a>
+      </p>
+      {error !== null && <p class="error">{error}</p>}
+      {details !== null && <Body details={details} onChanged={load} />}
+    </div>
+  );
+}

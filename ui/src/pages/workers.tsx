@@ -1,0 +1,70 @@
+/**
+ * Live workers: slots in use, the jobs each runs, the age of its last
+ * heartbeat (ticking between pushes), whether it is draining, and the task
+ * types it declared.
+ */
+import { api } from '../api.js';
+import { formatAge, shortId } from '../format.js';
+import { useLiveValue, useNow } from '../hooks.js';
+import { jobHref } from '../router.js';
+
+export function WorkersPage() {
+  const { value, error } = useLiveValue('workers', api.workers);
+  const now = useNow();
+  if (error !== null) return <p class="error">{error}</p>;
+  if (value === undefined) return <p class="muted">Loading…</p>;
+  // Ages grow between pushes: the server's age plus the time since it answered.
+  const skew = now - value.nowMillis;
+  return (
+    <div class="workers-page">
+      <h1>Workers</h1>
+      {value.workers.length === 0 ? (
+        <p class="muted empty">No worker is connected.</p>
+      ) : (
+        <table class="workers" data-testid="workers-table">
+          <thead>
+            <tr>
+              <th>Worker</th>
+              <th>Slots</th>
+              <th>Running jobs</th>
+              <th>Last heartbeat</th>
+              <th>Draining</th>
+              <th>Task types</th>
+            </tr>
+          </thead>
+          <tbody>
+            {value.workers.map((w) => (
+              <tr key={w.workerId} data-testid="worker-row" data-worker-id={w.workerId}>
+                <td class="mono">{w.workerId}</td>
+                <td>
+                  <span class="slots">
+                    {Array.from({ length: Math.min(w.capacity, 32) }, (_, i) => (
+                      <i key={i} class={i < w.activeTasks ? 'busy' : ''} />
+                    ))}
+                  </span>{' '}
+                  {w.activeTasks}/{w.capacity}
+                </td>
+                <td>
+                  {(w.runningJobs ?? []).map((id) => (
+                    <a key={id} href={jobHref(id)} class="mono chip" title={id}>
+                      {shortId(id)}
+                    </a>
+                  ))}
+                </td>
+                <td>{formatAge(w.heartbeatAgeMillis + Math.max(0, skew))}</td>
+                <td>
+                  {w.draining === true ? (
+                    <span class="badge state-retry_wait">draining</span>
+                  ) : (
+                    'no'
+                  )}
+                </td>
+                <td>{w.taskTypes == null ? 'built-ins' : w.taskTypes.join(', ')}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </div>
+  );
+}
