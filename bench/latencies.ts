@@ -12,6 +12,9 @@ import { until } from '../test/helpers/until.js';
 import { HOST, startCluster } from './harness.js';
 
 const POLL_MS = 2;
+/** Every cluster gets a database of its own (a reused one would recover the last run's job). */
+let runs = 0;
+const freshDb = (dir: string, name: string): string => `${dir}/latency-${name}-${++runs}.db`;
 const HEARTBEAT_TIMEOUT_MS = 1_000;
 
 export interface LatencyRun {
@@ -54,7 +57,7 @@ async function reassignAfter(signal: 'SIGKILL' | 'SIGSTOP', dir: string): Promis
   const cluster = await startCluster(
     [
       '--database',
-      `${dir}/latency-${signal}.db`,
+      freshDb(dir, signal),
       '--heartbeat-timeout-millis',
       String(HEARTBEAT_TIMEOUT_MS),
       '--sweep-interval-millis',
@@ -87,7 +90,7 @@ async function reassignAfter(signal: 'SIGKILL' | 'SIGSTOP', dir: string): Promis
 
 /** Cancels a running job and measures until a queued one runs in its slot. */
 async function cancelToNext(dir: string): Promise<number> {
-  const cluster = await startCluster(['--database', `${dir}/latency-cancel.db`], 1, 1);
+  const cluster = await startCluster(['--database', freshDb(dir, 'cancel')], 1, 1);
   const client = await DtpClient.connect({ host: HOST, port: cluster.clientPort });
   try {
     const { jobId } = await client.submit({
