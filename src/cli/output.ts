@@ -19,6 +19,7 @@ import type {
   JobState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
+import { BUILTIN_TASK_TYPES, isBuiltinTaskType } from '../protocol/task-types.js';
 import { UsageError } from './flags.js';
 
 /** Process exit codes of cli.md. */
@@ -182,15 +183,41 @@ export function formatJobTable(
   return nextCursor === null ? table : `${table}(more: list --cursor ${nextCursor})\n`;
 }
 
-/** `workers`: one row per live worker; the heartbeat as an ISO-8601 UTC time. */
+/**
+ * A worker's task types for the table: `built-ins` for the five built-ins
+ * (a worker that declared none, or all five), then its own types.
+ */
+export function describeTaskTypes(taskTypes: readonly string[] | null | undefined): string {
+  if (taskTypes === null || taskTypes === undefined) return 'built-ins';
+  const custom = taskTypes.filter((t) => !isBuiltinTaskType(t));
+  const allBuiltins = BUILTIN_TASK_TYPES.every((t) => taskTypes.includes(t));
+  const builtins = allBuiltins ? ['built-ins'] : taskTypes.filter((t) => isBuiltinTaskType(t));
+  const all = [...builtins, ...custom];
+  return all.length === 0 ? '-' : all.join(', ');
+}
+
+/**
+ * `workers`: one row per live worker; the heartbeat as an ISO-8601 UTC time.
+ * TASK TYPES and DRAINING appear when the coordinator reports them.
+ */
 export function formatWorkerTable(workers: readonly WorkerSnapshot[]): string {
-  const rows = workers.map((w): Cell[] => [
-    { text: w.workerId },
-    { text: String(w.capacity) },
-    { text: String(w.activeTasks) },
-    { text: new Date(w.lastHeartbeatMillis).toISOString() },
-  ]);
-  return formatTable(['WORKER ID', 'CAPACITY', 'ACTIVE', 'LAST HEARTBEAT'], rows);
+  const withTypes = workers.some((w) => w.taskTypes !== undefined && w.taskTypes !== null);
+  const withDraining = workers.some((w) => w.draining === true);
+  const headers = ['WORKER ID', 'CAPACITY', 'ACTIVE', 'LAST HEARTBEAT'];
+  if (withDraining) headers.push('DRAINING');
+  if (withTypes) headers.push('TASK TYPES');
+  const rows = workers.map((w): Cell[] => {
+    const row: Cell[] = [
+      { text: w.workerId },
+      { text: String(w.capacity) },
+      { text: String(w.activeTasks) },
+      { text: new Date(w.lastHeartbeatMillis).toISOString() },
+    ];
+    if (withDraining) row.push({ text: w.draining === true ? 'yes' : 'no' });
+    if (withTypes) row.push({ text: describeTaskTypes(w.taskTypes) });
+    return row;
+  });
+  return formatTable(headers, rows);
 }
 
 /** The stable code of any thrown value (`INTERNAL` for bugs). */

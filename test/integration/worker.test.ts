@@ -143,7 +143,12 @@ describe('Worker', () => {
     const maxGapMs = Math.max(...gaps);
     const busyMs = (doneAtMs - assignedAtMs).toFixed(0);
     const detail = `max gap ${maxGapMs.toFixed(1)} ms over ${gaps.length} gaps, busy ${busyMs} ms`;
-    assert.ok(maxGapMs < 3 * HEARTBEAT_INTERVAL_MS, detail);
+    // Starved heartbeats would show one gap as long as the tasks ran. On a
+    // loaded machine (other suites beside this one, two busy task threads on
+    // two cores) the scheduler alone can delay a beat by more than three
+    // intervals, so the bound grows with how long the tasks took.
+    const boundMs = Math.max(3 * HEARTBEAT_INTERVAL_MS, (doneAtMs - assignedAtMs) / 3);
+    assert.ok(maxGapMs < boundMs, `${detail}; bound ${boundMs.toFixed(0)} ms`);
     t.diagnostic(`heartbeats under PRIME_COUNT ${PRIME_LIMIT_MAX}: ${detail}`);
   });
 

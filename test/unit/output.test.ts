@@ -150,6 +150,36 @@ describe('tables', () => {
     assert.equal((lines[2] ?? '').indexOf('16'), capacityColumn);
     assert.match(lines[1] ?? '', /1970-01-01T00:00:00\.000Z$/);
   });
+
+  it('shows task types and draining when the coordinator reports them', () => {
+    const builtins = ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'];
+    const text = formatWorkerTable([
+      { workerId: 'w-a', capacity: 2, activeTasks: 0, lastHeartbeatMillis: 0 },
+      {
+        workerId: 'w-b',
+        capacity: 1,
+        activeTasks: 1,
+        lastHeartbeatMillis: 0,
+        taskTypes: [...builtins, 'resize', 'emails.send'],
+        draining: true,
+      },
+      {
+        workerId: 'w-c',
+        capacity: 1,
+        activeTasks: 0,
+        lastHeartbeatMillis: 0,
+        taskTypes: ['SHA256'],
+      },
+    ]);
+    const lines = text.trimEnd().split('\n');
+    assert.match(
+      lines[0] ?? '',
+      /^WORKER ID +CAPACITY +ACTIVE +LAST HEARTBEAT +DRAINING +TASK TYPES$/,
+    );
+    assert.match(lines[1] ?? '', / no +built-ins$/);
+    assert.match(lines[2] ?? '', / yes +built-ins, resize, emails\.send$/);
+    assert.match(lines[3] ?? '', / no +SHA256$/);
+  });
 });
 
 describe('errors', () => {
