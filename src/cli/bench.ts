@@ -38,6 +38,7 @@ import type { SubmitRequest } from '../client/client.js';
 import { RemoteError, SubmitRejectedError, WaitTimeoutError } from '../client/errors.js';
 import { DtpError } from '../protocol/errors.js';
 import type { JobState, JsonObject } from '../protocol/messages.js';
+import { BUILTIN_TASKS, builtinPayload } from '../protocol/task-types.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import { formatTable } from './output.js';
 
@@ -86,16 +87,16 @@ export const BENCH_FLAGS: readonly FlagSpec[] = [
   {
     name: 'sleep-millis',
     type: 'int',
-    min: 0,
-    max: 600_000,
+    min: BUILTIN_TASKS.SLEEP.field.min,
+    max: BUILTIN_TASKS.SLEEP.field.max,
     default: 1_000,
     help: 'duration of each sleep task',
   },
   {
     name: 'prime-limit',
     type: 'int',
-    min: 2,
-    max: 50_000_000,
+    min: BUILTIN_TASKS.PRIME_COUNT.field.min,
+    max: BUILTIN_TASKS.PRIME_COUNT.field.max,
     default: 100_000,
     help: 'limit of each prime-count task',
   },
@@ -224,19 +225,23 @@ function validatePlan(plan: BenchPlan): void {
 
 /** The submission of job `label`; sha256 texts are unique per run and job. */
 function benchRequest(plan: BenchPlan, label: string): SubmitRequest {
-  let taskType: string;
   let payload: JsonObject;
+  let task;
   switch (plan.task) {
     case 'sha256':
-      [taskType, payload] = ['SHA256', { text: `bench ${label}` }];
+      task = BUILTIN_TASKS.SHA256;
+      payload = builtinPayload(task, `bench ${label}`);
       break;
     case 'sleep':
-      [taskType, payload] = ['SLEEP', { durationMillis: plan.sleepMillis }];
+      task = BUILTIN_TASKS.SLEEP;
+      payload = builtinPayload(task, plan.sleepMillis);
       break;
     case 'prime-count':
-      [taskType, payload] = ['PRIME_COUNT', { limit: plan.primeLimit }];
+      task = BUILTIN_TASKS.PRIME_COUNT;
+      payload = builtinPayload(task, plan.primeLimit);
       break;
   }
+  const taskType = task.taskType;
   return { taskType, payload, maxAttempts: null, idempotencyKey: null, priority: null };
 }
 

@@ -1,51 +1,84 @@
 /**
  * The client CLI's commands as a table: each declares its positional
  * arguments and flags (which also drive `--help`) and a `run` that talks to
- * the coordinator and returns both renderings of its result. Printing and
- * exit codes live in `client-main.ts`.
+ * the coordinator and returns both renderings of its result. Parsing lives in
+ * client-cli.ts; printing and exit codes in output.ts.
+ *
+ * `submit` takes a task type: one of the built-in shortcuts with its own
+ * flags (`submit sha256 --text abc`), or any task type with a JSON payload
+ * (`submit resize --payload '{"width":80}'`, `--payload-file f`, `-` = stdin).
  */
-import type { DtpClient } from '../client/client.js';
+import type { DtpClient, SubmitResult } from '../client/client.js';
 import {
   DEFAULT_SUBMIT_RETRY_BASE_DELAY_MS,
   DEFAULT_SUBMIT_RETRY_MAX_DELAY_MS,
 } from '../client/submit-retry.js';
 import type { RetryEvent } from '../client/submit-retry.js';
+import {
+  MAX_ATTEMPTS_LIMIT,
+  MAX_TASK_TIMEOUT_MS,
+  MIN_TASK_TIMEOUT_MS,
+} from '../protocol/limits.js';
 import { JOB_STATES, PRIORITIES } from '../protocol/messages.js';
-import type { JsonObject } from '../protocol/messages.js';
+import type { JobSnapshot, JsonObject } from '../protocol/messages.js';
+import {
+  BUILTIN_TASK_LIST,
+  builtinPayload,
+  type PayloadFieldSpec,
+} from '../protocol/task-types.js';
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
 import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
-import { formatCancel, formatJobBlock, formatJobTable, formatWorkerTable } from './output.js';
+import {
+  EXIT_CODES,
+  formatCancel,
+  formatJobBlock,
+  formatJobTable,
+  formatWorkerTable,
+} from './output.js';
+import type { ExitCode } from './output.js';
 
-/** A command's result: the `--json` document and the human text. */
+/** A command's result: the `--json` document, the human text, and the exit code (default 0). */
 export interface CommandOutput {
   json: unknown;
   human: string;
+  exitCode?: ExitCode;
 }
 
 export interface CommandContext {
   values: FlagValues;
-  /** Positional arguments after the command name. */
+  /** Positional arguments after the command name (for `submit`: the task type first). */
   args: readonly string[];
   /** Connects on first use. */
   client(): Promise<DtpClient>;
   color: boolean;
-  /** Progress notes for a person (stderr); silent under `--json`. */
+  /** Progress notes and warnings for a person (stderr); silent under `--json`. */
   note(text: string): void;
   /** Live progress (stderr); null unless stdout is a terminal and not `--json`. */
   progress: ((text: string) => void) | null;
+  /** The text of a file; `-` = standard input. */
+  readInput(path: string): Promise<string>;
+}
+
+/** A positional argument: `<name>` in the usage line. */
+export interface ArgSpec {
+  readonly name: string;
+  readonly help: string;
 }
 
 export interface CommandSpec {
   readonly name: string;
   readonly summary: string;
-  /** Positional placeholders for the usage line, e.g. `<job-id>`. */
-  readonly args: readonly string[];
-  /** Flags of this command (the global ones are added by the caller). */
-  flags(args: readonly string[]): readonly FlagSpec[];
+  readonly args: readonly ArgSpec[];
+  /** Flags of this command (the global ones live on the program). */
+  readonly flags: readonly FlagSpec[];
   run(ctx: CommandContext): Promise<CommandOutput>;
 }
 
+/**
+ * Connection and output settings: the only client flags that may also come
+ * from the environment (DTP_HOST, DTP_PORT, DTP_JSON).
+ */
 export const GLOBAL_FLAGS: readonly FlagSpec[] = [
   {
     name: 'host',
@@ -70,7 +103,7 @@ export const SUBMIT_FLAGS: readonly FlagSpec[] = [
     name: 'max-attempts',
     type: 'int',
     min: 1,
-    max: 1000,
+    max: MAX_ATTEMPTS_LIMIT,
     defaultLabel: "the coordinator's",
     help: 'attempts allowed',
   },
@@ -86,6 +119,14 @@ export const SUBMIT_FLAGS: readonly FlagSpec[] = [
     type: 'string',
     placeholder: 'key',
     help: 'resubmitting the same key returns the original job',
+  },
+  {
+    name: 'task-timeout-millis',
+    type: 'int',
+    min: MIN_TASK_TIMEOUT_MS,
+    max: MAX_TASK_TIMEOUT_MS,
+    defaultLabel: "the coordinator's",
+    help: "this job's execution deadline per attempt",
   },
   {
     name: 'submit-retries',
@@ -111,93 +152,140 @@ export const SUBMIT_FLAGS: readonly FlagSpec[] = [
     default: DEFAULT_SUBMIT_RETRY_MAX_DELAY_MS,
     help: 'back-off ceiling of every retry',
   },
+  { name: 'quiet', type: 'boolean', help: 'print only the job id (human output)' },
 ];
 
-/** A built-in task: its CLI name, wire type, flags and payload. */
+/** `submit <TYPE>`: the payload of a task type without a shortcut. */
+export const PAYLOAD_FLAGS: readonly FlagSpec[] = [
+  { name: 'payload', type: 'string', placeholder: 'json', help: 'the payload, a JSON object' },
+  {
+    name: 'payload-file',
+    type: 'string',
+    placeholder: 'file',
+    help: 'read the payload from a file; - = standard input',
+  },
+];
+
+/** A built-in task's CLI shortcut: its name, wire type, flags and payload. */
 export interface TaskSpec {
   readonly name: string;
   readonly taskType: string;
+  /** One line for `--help`. */
+  readonly summary: string;
   readonly flags: readonly FlagSpec[];
   payload(values: FlagValues): JsonObject;
 }
 
-export const TASKS: readonly TaskSpec[] = [
-  {
-    name: 'sleep',
-    taskType: 'SLEEP',
-    flags: [
-      {
-        name: 'milliseconds',
+/** The flag that sets a built-in task's one payload field. */
+function fieldFlag(field: PayloadFieldSpec): FlagSpec {
+  return field.kind === 'integer'
+    ? {
+        name: field.flag,
         type: 'int',
-        min: 0,
-        max: 600_000,
+        min: field.min,
+        max: field.max,
         required: true,
-        help: 'how long to sleep',
-      },
-    ],
-    payload: (v) => ({ durationMillis: v.int('milliseconds') }),
-  },
-  {
-    name: 'word-count',
-    taskType: 'WORD_COUNT',
-    flags: [{ name: 'text', type: 'string', required: true, help: 'text whose words are counted' }],
-    payload: (v) => ({ text: v.string('text') }),
-  },
-  {
-    name: 'sha256',
-    taskType: 'SHA256',
-    flags: [{ name: 'text', type: 'string', required: true, help: 'text to hash as UTF-8' }],
-    payload: (v) => ({ text: v.string('text') }),
-  },
-  {
-    name: 'prime-count',
-    taskType: 'PRIME_COUNT',
-    flags: [
-      {
-        name: 'limit',
-        type: 'int',
-        min: 2,
-        max: 50_000_000,
-        required: true,
-        help: 'count primes below this',
-      },
-    ],
-    payload: (v) => ({ limit: v.int('limit') }),
-  },
-  {
-    name: 'fail',
-    taskType: 'FAIL',
-    flags: [
-      {
-        name: 'fail-until-attempt',
-        type: 'int',
-        min: 0,
-        max: 1000,
-        required: true,
-        help: 'fail every attempt below this one',
-      },
-    ],
-    payload: (v) => ({ failUntilAttempt: v.int('fail-until-attempt') }),
-  },
-];
+        help: field.help,
+      }
+    : { name: field.flag, type: 'string', required: true, help: field.help };
+}
 
-export function findTask(name: string | undefined): TaskSpec {
-  const task = TASKS.find((t) => t.name === name);
-  if (task === undefined) {
-    const known = TASKS.map((t) => t.name).join(', ');
-    const what = name === undefined ? 'missing task' : `unknown task ${JSON.stringify(name)}`;
-    throw new UsageError(`${what}; tasks: ${known}`);
+/** The built-in tasks' shortcuts, read from the one table of built-ins. */
+export const TASKS: readonly TaskSpec[] = BUILTIN_TASK_LIST.map((task) => ({
+  name: task.shortcut,
+  taskType: task.taskType,
+  summary: task.summary,
+  flags: [fieldFlag(task.field)],
+  payload: (v: FlagValues): JsonObject =>
+    builtinPayload(
+      task,
+      task.field.kind === 'integer' ? v.int(task.field.flag) : v.string(task.field.flag),
+    ),
+}));
+
+/** Levenshtein distance, for "did you mean" on task shortcuts. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row.push(
+        Math.min((previous[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (previous[j - 1] ?? 0) + cost),
+      );
+    }
+    previous = row;
   }
-  return task;
+  return previous[b.length] ?? 0;
+}
+
+/** ` (did you mean sha256?)` when `name` is a near miss of a shortcut, else ``. */
+export function suggestShortcut(name: string): string {
+  const near = TASKS.map((t) => t.name).find(
+    (shortcut) => shortcut !== name && editDistance(shortcut, name.toLowerCase()) <= 2,
+  );
+  return near === undefined ? '' : ` (did you mean ${near}?)`;
 }
 
 function describeRetry(event: RetryEvent): string {
   return `Submission failed (${event.error.message}); retry ${event.retry} in ${event.delayMs} ms\n`;
 }
 
-async function runSubmit(ctx: CommandContext): Promise<CommandOutput> {
-  const task = findTask(ctx.args[0]);
+/** The JSON object of `--payload` / `--payload-file` for a task type without a shortcut. */
+async function payloadOf(ctx: CommandContext, taskType: string): Promise<JsonObject> {
+  const inline = ctx.values.optionalString('payload');
+  const file = ctx.values.optionalString('payload-file');
+  if (inline !== undefined && file !== undefined) {
+    throw new UsageError('give --payload or --payload-file, not both');
+  }
+  let source: string;
+  let text: string;
+  if (inline !== undefined) {
+    [source, text] = ['--payload', inline];
+  } else if (file !== undefined) {
+    source = `--payload-file ${file === '-' ? '(standard input)' : file}`;
+    try {
+      text = await ctx.readInput(file);
+    } catch (err) {
+      throw new UsageError(`cannot read ${source}: ${(err as Error).message}`);
+    }
+  } else {
+    throw new UsageError(
+      `unknown task ${JSON.stringify(taskType)}${suggestShortcut(taskType)}; a task type ` +
+        'without a shortcut needs --payload or --payload-file',
+    );
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`${source} is not valid JSON: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new UsageError(`${source} must be a JSON object`);
+  }
+  return value as JsonObject;
+}
+
+/** Stderr text and `--json` field when no live worker serves the job's type. */
+function servingWarning(result: SubmitResult): string | null {
+  if (result.servingWorkers !== 0) return null;
+  return (
+    `no live worker serves task type ${result.job.taskType}; ` +
+    'the job stays QUEUED until one registers'
+  );
+}
+
+/** `submit`: `task` is the shortcut used, or null for `submit <TYPE> --payload`. */
+async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<CommandOutput> {
   const { values } = ctx;
+  const taskType = task?.taskType ?? ctx.args[0] ?? '';
+  if (task !== null && (values.has('payload') || values.has('payload-file'))) {
+    throw new UsageError(
+      `${task.name} takes its own flags; for a raw payload use submit ${task.taskType} --payload`,
+    );
+  }
+  const payload = task === null ? await payloadOf(ctx, taskType) : task.payload(values);
   const key = values.optionalString('idempotency-key');
   if (key !== undefined && key.trim() === '') {
     throw new UsageError('--idempotency-key must not be empty');
@@ -205,11 +293,12 @@ async function runSubmit(ctx: CommandContext): Promise<CommandOutput> {
   const client = await ctx.client();
   const result = await client.submit(
     {
-      taskType: task.taskType,
-      payload: task.payload(values),
+      taskType,
+      payload,
       maxAttempts: values.optionalInt('max-attempts') ?? null,
       idempotencyKey: key ?? null,
       priority: values.optionalEnum('priority', PRIORITIES) ?? null,
+      timeoutMillis: values.optionalInt('task-timeout-millis') ?? null,
     },
     {
       retries: values.int('submit-retries'),
@@ -218,9 +307,14 @@ async function runSubmit(ctx: CommandContext): Promise<CommandOutput> {
       onRetry: (event) => ctx.note(describeRetry(event)),
     },
   );
+  const warning = servingWarning(result);
+  if (warning !== null) ctx.note(`Warning: ${warning}\n`);
+  const human = values.bool('quiet')
+    ? `${result.jobId}\n`
+    : formatJobBlock(result.job, { submitted: true, color: ctx.color });
   return {
-    json: { jobId: result.jobId, job: result.job },
-    human: formatJobBlock(result.job, { submitted: true, color: ctx.color }),
+    json: { jobId: result.jobId, job: result.job, ...(warning !== null && { warning }) },
+    human,
   };
 }
 
@@ -236,10 +330,20 @@ async function runStatus(ctx: CommandContext): Promise<CommandOutput> {
   return { json: job, human: formatJobBlock(job, { color: ctx.color }) };
 }
 
+/** Exit 4 under `--exit-status` when the job ended FAILED or CANCELLED. */
+function waitExitCode(job: JobSnapshot, exitStatus: boolean): ExitCode {
+  if (!exitStatus) return EXIT_CODES.ok;
+  return job.state === 'FAILED' || job.state === 'CANCELLED' ? EXIT_CODES.jobFailed : EXIT_CODES.ok;
+}
+
 async function runWait(ctx: CommandContext): Promise<CommandOutput> {
   const id = jobId(ctx);
   const job = await (await ctx.client()).wait(id, ctx.values.int('timeout-millis'));
-  return { json: job, human: formatJobBlock(job, { color: ctx.color }) };
+  return {
+    json: job,
+    human: formatJobBlock(job, { color: ctx.color }),
+    exitCode: waitExitCode(job, ctx.values.bool('exit-status')),
+  };
 }
 
 async function runCancel(ctx: CommandContext): Promise<CommandOutput> {
@@ -271,28 +375,38 @@ async function runWorkers(ctx: CommandContext): Promise<CommandOutput> {
   return { json: { workers }, human: formatWorkerTable(workers) };
 }
 
-const NO_FLAGS = (): readonly FlagSpec[] => [];
+const JOB_ID_ARG: readonly ArgSpec[] = [{ name: 'job-id', help: 'the id submit printed' }];
+
+/** `submit <TYPE>`; the shortcuts (TASKS) become its subcommands. */
+export const SUBMIT_COMMAND: CommandSpec = {
+  name: 'submit',
+  summary: 'submit a job: a built-in shortcut with its flags, or any task type with --payload',
+  args: [
+    { name: 'task', help: 'a shortcut below, or a task type (custom names exactly as given)' },
+  ],
+  flags: [...PAYLOAD_FLAGS, ...SUBMIT_FLAGS],
+  run: (ctx) => runSubmit(ctx, null),
+};
+
+/** What a shortcut subcommand runs. */
+export function runShortcut(task: TaskSpec, ctx: CommandContext): Promise<CommandOutput> {
+  return runSubmit(ctx, task);
+}
 
 export const COMMANDS: readonly CommandSpec[] = [
-  {
-    name: 'submit',
-    summary: 'submit a job (tasks: sleep, word-count, sha256, prime-count, fail)',
-    args: ['<task>'],
-    flags: (args) => [...findTask(args[0]).flags, ...SUBMIT_FLAGS],
-    run: runSubmit,
-  },
+  SUBMIT_COMMAND,
   {
     name: 'status',
     summary: "show a job's current state",
-    args: ['<job-id>'],
-    flags: NO_FLAGS,
+    args: JOB_ID_ARG,
+    flags: [],
     run: runStatus,
   },
   {
     name: 'wait',
     summary: 'wait until a job is terminal (COMPLETED, FAILED or CANCELLED)',
-    args: ['<job-id>'],
-    flags: () => [
+    args: JOB_ID_ARG,
+    flags: [
       {
         name: 'timeout-millis',
         type: 'int',
@@ -301,21 +415,26 @@ export const COMMANDS: readonly CommandSpec[] = [
         default: 900_000,
         help: 'give up after this long, exit 1',
       },
+      {
+        name: 'exit-status',
+        type: 'boolean',
+        help: 'exit 4 when the job ended FAILED or CANCELLED',
+      },
     ],
     run: runWait,
   },
   {
     name: 'cancel',
     summary: 'cancel a job that is not terminal yet',
-    args: ['<job-id>'],
-    flags: NO_FLAGS,
+    args: JOB_ID_ARG,
+    flags: [],
     run: runCancel,
   },
   {
     name: 'list',
     summary: 'list jobs, newest first',
     args: [],
-    flags: () => [
+    flags: [
       {
         name: 'limit',
         type: 'int',
@@ -334,31 +453,12 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     run: runList,
   },
-  { name: 'workers', summary: 'list live workers', args: [], flags: NO_FLAGS, run: runWorkers },
+  { name: 'workers', summary: 'list live workers', args: [], flags: [], run: runWorkers },
   {
     name: 'bench',
     summary: 'load generator: submits jobs and measures latency (never retries rejections)',
     args: [],
-    flags: () => BENCH_FLAGS,
+    flags: BENCH_FLAGS,
     run: (ctx) => runBenchCommand(ctx.values, ctx.progress),
   },
 ];
-
-export function findCommand(name: string): CommandSpec {
-  const command = COMMANDS.find((c) => c.name === name);
-  if (command === undefined) {
-    const known = COMMANDS.map((c) => c.name).join(', ');
-    throw new UsageError(`unknown command ${JSON.stringify(name)}; commands: ${known}`);
-  }
-  return command;
-}
-
-/** Every flag any command knows, for reading positionals before the command is known. */
-export function allClientFlags(): FlagSpec[] {
-  const all = [...GLOBAL_FLAGS, ...SUBMIT_FLAGS, ...TASKS.flatMap((t) => t.flags)];
-  for (const command of COMMANDS) {
-    if (command.name !== 'submit') all.push(...command.flags([]));
-  }
-  const byName = new Map(all.map((spec) => [spec.name, spec]));
-  return [...byName.values()];
-}

@@ -1,14 +1,17 @@
 /**
- * Table-driven command-line flags on top of `node:util` `parseArgs`.
+ * Declarative command-line flags: each command declares its flags as a table
+ * of {@link FlagSpec}s. The table drives tokenizing (through commander, see
+ * command-line.ts), typed validation, defaults, the environment fallback and
+ * the `--help` text.
  *
- * Each command declares its flags as a table of {@link FlagSpec}s; the table
- * drives tokenizing, typed validation, defaults, the environment fallback and
- * the `--help` text. Precedence: explicit flag > `DTP_<NAME>` environment
- * variable (`--worker-port` <-> `DTP_WORKER_PORT`; empty = unset) > default.
- * Every problem is a {@link UsageError} (exit 2).
+ * Precedence: explicit flag > `DTP_<NAME>` environment variable
+ * (`--worker-port` <-> `DTP_WORKER_PORT`; empty = unset) > default. Which
+ * flags may come from the environment is the caller's choice: a coordinator or
+ * worker reads every flag from it, the client only its connection and output
+ * settings. A repeatable flag collects every occurrence; from the environment
+ * it is a comma-separated list. Every problem is a {@link UsageError} (exit 2).
  */
-import { parseArgs } from 'node:util';
-import { DtpError, describeError } from '../protocol/errors.js';
+import { DtpError } from '../protocol/errors.js';
 
 /** Bad command line: unknown command or flag, missing or malformed value. Exit code 2. */
 export class UsageError extends DtpError {
@@ -43,6 +46,12 @@ export interface StringFlag extends FlagBase {
   /** Placeholder in `--help` (default `text`). */
   readonly placeholder?: string;
 }
+/** A flag that may be given several times; read with {@link FlagValues.strings}. */
+export interface ListFlag extends FlagBase {
+  readonly type: 'list';
+  /** Placeholder in `--help` (default `text`). */
+  readonly placeholder?: string;
+}
 /** One of a closed set, matched case-insensitively and returned as spelled in `values`. */
 export interface EnumFlag extends FlagBase {
   readonly type: 'enum';
@@ -54,9 +63,12 @@ export interface EnumFlag extends FlagBase {
 export interface BooleanFlag extends FlagBase {
   readonly type: 'boolean';
 }
-export type FlagSpec = IntFlag | StringFlag | EnumFlag | BooleanFlag;
+export type FlagSpec = IntFlag | StringFlag | ListFlag | EnumFlag | BooleanFlag;
 
-type FlagValue = string | number | boolean;
+type FlagValue = string | number | boolean | readonly string[];
+
+/** What the tokenizer found for one flag: a string, `true` for a switch, every occurrence of a list. */
+export type GivenValue = string | boolean | readonly string[];
 
 /** `DTP_` + the name upper-cased with `-` -> `_`. */
 export function envVarName(flagName: string): string {
@@ -69,6 +81,11 @@ export class FlagValues {
 
   constructor(values: ReadonlyMap<string, FlagValue>) {
     this.#values = values;
+  }
+
+  /** One set of values from several (flag names do not repeat across them). */
+  static merge(parts: readonly FlagValues[]): FlagValues {
+    return new FlagValues(new Map(parts.flatMap((part) => [...part.#values])));
   }
 
   /** True when the flag has a value (given, from the environment, or defaulted). */
@@ -87,6 +104,13 @@ export class FlagValues {
   }
   string(name: string): string {
     return this.#required(name, this.optionalString(name));
+  }
+  /** Every value of a repeatable flag, in order; empty when none was given. */
+  strings(name: string): readonly string[] {
+    const value = this.#values.get(name);
+    if (value === undefined) return [];
+    if (!Array.isArray(value)) throw new Error(`flag --${name} is not a list`);
+    return value as readonly string[];
   }
   optionalEnum<T extends string>(name: string, values: readonly T[]): T | undefined {
     const value = this.optionalString(name);
@@ -119,107 +143,58 @@ export class FlagValues {
   }
 }
 
-export interface ParsedCommandLine {
-  values: FlagValues;
-  positionals: string[];
-  /** `--help` or `-h` was given; values are then defaults only. */
-  help: boolean;
-}
-
-export interface ParseOptions {
-  /** Environment for the `DTP_*` fallback (default process.env). */
-  env?: NodeJS.ProcessEnv;
-  /** Most positional arguments accepted (default 0). */
-  maxPositionals?: number;
-}
-
-type ParseArgsOptions = Record<string, { type: 'string' | 'boolean'; short?: string }>;
-
-function parseArgsOptions(specs: readonly FlagSpec[]): ParseArgsOptions {
-  const options: ParseArgsOptions = { help: { type: 'boolean', short: 'h' } };
-  for (const spec of specs) {
-    options[spec.name] = { type: spec.type === 'boolean' ? 'boolean' : 'string' };
-  }
-  return options;
-}
-
-/** A short message from a parseArgs error, whose own text spans several lines. */
-function usageFrom(err: unknown): UsageError {
-  const message = describeError(err);
-  const unknown = /^Unknown option '([^']+)'/.exec(message);
-  if (unknown !== null) return new UsageError(`unknown flag ${unknown[1]}`);
-  return new UsageError(message.split('\n')[0] ?? 'bad command line');
-}
-
-/** Parses argv against a flag table; throws {@link UsageError}. */
-export function parseFlags(
-  argv: readonly string[],
-  specs: readonly FlagSpec[],
-  options: ParseOptions = {},
-): ParsedCommandLine {
-  let parsed: ReturnType<typeof parseArgs>;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      options: parseArgsOptions(specs),
-      strict: true,
-      allowPositionals: true,
-    });
-  } catch (err) {
-    throw usageFrom(err);
-  }
-  const help = parsed.values.help === true;
-  const maxPositionals = options.maxPositionals ?? 0;
-  if (!help && parsed.positionals.length > maxPositionals) {
-    const extra = parsed.positionals[maxPositionals] ?? '';
-    throw new UsageError(`unexpected argument ${JSON.stringify(extra)}`);
-  }
-  const env = options.env ?? process.env;
-  const values = new Map<string, FlagValue>();
-  for (const spec of specs) {
-    const value = resolveFlag(spec, parsed.values[spec.name], env, help);
-    if (value !== undefined) values.set(spec.name, value);
-  }
-  return { values: new FlagValues(values), positionals: parsed.positionals, help };
+export interface ResolveOptions {
+  /** Environment for the `DTP_*` fallback; null = these flags never come from it. */
+  env: NodeJS.ProcessEnv | null;
+  /** `--help` was asked for: defaults only, nothing is required. */
+  help?: boolean;
 }
 
 /**
- * Positional arguments of argv, read leniently (unknown flags are skipped), so
- * a command can be picked before its own flag table is known.
+ * Validates what the tokenizer found against a flag table, filling in the
+ * environment and the defaults; throws {@link UsageError}.
  */
-export function scanPositionals(argv: readonly string[], specs: readonly FlagSpec[]): string[] {
-  const { positionals } = parseArgs({
-    args: [...argv],
-    options: parseArgsOptions(specs),
-    strict: false,
-    allowPositionals: true,
-  });
-  return positionals;
+export function resolveFlags(
+  specs: readonly FlagSpec[],
+  given: ReadonlyMap<string, GivenValue>,
+  options: ResolveOptions,
+): FlagValues {
+  const values = new Map<string, FlagValue>();
+  for (const spec of specs) {
+    const value = resolveFlag(spec, given.get(spec.name), options);
+    if (value !== undefined) values.set(spec.name, value);
+  }
+  return new FlagValues(values);
 }
-
-type RawValue = string | boolean | (string | boolean)[] | undefined;
 
 function resolveFlag(
   spec: FlagSpec,
-  given: RawValue,
-  env: NodeJS.ProcessEnv,
-  help: boolean,
+  given: GivenValue | undefined,
+  options: ResolveOptions,
 ): FlagValue | undefined {
-  const fromEnv = env[envVarName(spec.name)];
-  if (typeof given === 'string' || typeof given === 'boolean') {
-    return convert(spec, given, `--${spec.name}`);
-  }
+  if (given !== undefined) return convert(spec, given, `--${spec.name}`);
+  const fromEnv = options.env?.[envVarName(spec.name)];
   if (fromEnv !== undefined && fromEnv !== '') {
-    return convert(spec, fromEnv, envVarName(spec.name));
+    return convert(spec, fromEnv, envVarName(spec.name), true);
   }
-  if (spec.type !== 'boolean' && spec.default !== undefined) return spec.default;
-  if (spec.type !== 'boolean' && spec.required === true && !help) {
+  if (spec.type === 'boolean' || spec.type === 'list') return undefined;
+  if (spec.default !== undefined) return spec.default;
+  if (spec.required === true && options.help !== true) {
     throw new UsageError(`missing --${spec.name}`);
   }
   return undefined;
 }
 
-function convert(spec: FlagSpec, raw: string | boolean, source: string): FlagValue {
+function convert(spec: FlagSpec, raw: GivenValue, source: string, fromEnv = false): FlagValue {
+  if (spec.type === 'list') {
+    if (typeof raw === 'boolean') throw new UsageError(`${source} needs a value`);
+    if (typeof raw !== 'string') return raw;
+    // One occurrence on the command line, a comma-separated list in the environment.
+    return fromEnv ? splitList(raw) : [raw];
+  }
+  if (typeof raw !== 'string' && typeof raw !== 'boolean') {
+    throw new UsageError(`${source} may be given only once`);
+  }
   switch (spec.type) {
     case 'boolean':
       return typeof raw === 'boolean' ? raw : parseBoolean(raw, source);
@@ -232,10 +207,19 @@ function convert(spec: FlagSpec, raw: string | boolean, source: string): FlagVal
   }
 }
 
+/** `a, b,,c` -> `[a, b, c]`. */
+export function splitList(raw: string): string[] {
+  return raw
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+}
+
 const TRUE_WORDS = new Set(['1', 'true', 'yes', 'on']);
 const FALSE_WORDS = new Set(['0', 'false', 'no', 'off']);
 
-function parseBoolean(raw: string, source: string): boolean {
+/** 1/true/yes/on or 0/false/no/off, any case. */
+export function parseBoolean(raw: string, source: string): boolean {
   const word = raw.trim().toLowerCase();
   if (TRUE_WORDS.has(word)) return true;
   if (FALSE_WORDS.has(word)) return false;
@@ -265,14 +249,8 @@ function parseEnum(raw: string, spec: EnumFlag, source: string): string {
   return match;
 }
 
-function describeDefault(spec: FlagSpec): string | undefined {
-  if (spec.type === 'boolean') return undefined;
-  if (spec.default !== undefined) return `default ${spec.default}`;
-  if (spec.defaultLabel !== undefined) return `default ${spec.defaultLabel}`;
-  return spec.required === true ? 'required' : undefined;
-}
-
-function flagSignature(spec: FlagSpec): string {
+/** How the flag looks in `--help`, e.g. `--capacity <1..1024>`. */
+export function flagSignature(spec: FlagSpec): string {
   switch (spec.type) {
     case 'boolean':
       return `--${spec.name}`;
@@ -282,19 +260,22 @@ function flagSignature(spec: FlagSpec): string {
       return `--${spec.name} <${spec.values.join('|')}>`;
     case 'string':
       return `--${spec.name} <${spec.placeholder ?? 'text'}>`;
+    case 'list':
+      return `--${spec.name} <${spec.placeholder ?? 'text'}>`;
   }
 }
 
-/** The flag section of `--help`: one aligned line per flag, from the table. */
-export function formatFlagHelp(specs: readonly FlagSpec[], indent = 2): string {
-  const signatures = specs.map(flagSignature);
-  const width = Math.max(0, ...signatures.map((s) => s.length)) + 2;
-  return specs
-    .map((spec, i) => {
-      const notes = [describeDefault(spec), `env ${envVarName(spec.name)}`]
-        .filter((n): n is string => n !== undefined)
-        .join(', ');
-      return `${' '.repeat(indent)}${(signatures[i] ?? '').padEnd(width)}${spec.help} (${notes})`;
-    })
-    .join('\n');
+/** The `--help` line of a flag after its signature: text, default, repetition, environment. */
+export function describeFlag(spec: FlagSpec, fromEnv: boolean): string {
+  const notes: string[] = [];
+  if (spec.type === 'list') notes.push('repeatable');
+  else if (spec.type !== 'boolean' && spec.default !== undefined) {
+    notes.push(`default ${spec.default}`);
+  } else if (spec.type !== 'boolean' && spec.defaultLabel !== undefined) {
+    notes.push(`default ${spec.defaultLabel}`);
+  } else if (spec.type !== 'boolean' && spec.required === true) notes.push('required');
+  if (fromEnv) {
+    notes.push(`env ${envVarName(spec.name)}${spec.type === 'list' ? ', comma-separated' : ''}`);
+  }
+  return notes.length === 0 ? spec.help : `${spec.help} (${notes.join(', ')})`;
 }

@@ -6,7 +6,8 @@
 import { constants } from 'node:os';
 import { LOG_FORMATS, LOG_LEVELS, createLogger, type Logger } from '../observability/logger.js';
 import { describeError } from '../protocol/errors.js';
-import { UsageError, formatFlagHelp, parseFlags } from './flags.js';
+import { addFlags, createProgram, parseCommandLine, readFlags } from './command-line.js';
+import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 
 /** `--log-format` and `--log-level`, shared by the coordinator and the worker. */
@@ -39,17 +40,37 @@ export function loggerFrom(values: FlagValues, name: string): Logger {
 /** A close() that takes longer than this after a signal ends the process anyway, in ms. */
 export const FORCE_EXIT_AFTER_MS = 15_000;
 
-/** Usage text generated from a flag table. */
-export function formatUsage(program: string, summary: string, specs: readonly FlagSpec[]): string {
-  return [
-    `Usage: ${program} [flags]`,
-    '',
-    summary,
-    '',
-    'Flags (each also read from the environment as DTP_<NAME>; an explicit flag wins):',
-    formatFlagHelp(specs),
-    '',
-  ].join('\n');
+const ENV_NOTE =
+  '\nEvery flag may also come from the environment as DTP_<NAME> (--worker-port <-> ' +
+  'DTP_WORKER_PORT); an explicit flag wins.\n';
+
+/** What parsing a server's command line came to. */
+export type ServerCommandLine =
+  | { kind: 'run'; values: FlagValues }
+  | { kind: 'help'; text: string }
+  | { kind: 'usage-error'; message: string };
+
+/**
+ * Reads the flags of a server process: every flag also from `env` as
+ * DTP_<NAME>. Pure: the caller prints and exits.
+ */
+export function readServerCommandLine(
+  argv: readonly string[],
+  program: string,
+  summary: string,
+  specs: readonly FlagSpec[],
+  env: NodeJS.ProcessEnv,
+): ServerCommandLine {
+  let help = '';
+  const command = createProgram(program, summary, (text) => (help += text));
+  addFlags(command, specs, true).addHelpText('after', ENV_NOTE);
+  try {
+    if (parseCommandLine(command, argv) === 'help') return { kind: 'help', text: help };
+    return { kind: 'run', values: readFlags(command, specs, env) };
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    return { kind: 'usage-error', message: err.message };
+  }
 }
 
 /**
@@ -62,18 +83,14 @@ export function parseServerFlags(
   summary: string,
   specs: readonly FlagSpec[],
 ): FlagValues {
-  try {
-    const parsed = parseFlags(argv, specs);
-    if (parsed.help) {
-      process.stdout.write(formatUsage(program, summary, specs));
-      process.exit(0);
-    }
-    return parsed.values;
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`${program}: ${err.message}\nRun \`${program} --help\` for usage.\n`);
-    process.exit(2);
+  const line = readServerCommandLine(argv, program, summary, specs, process.env);
+  if (line.kind === 'run') return line.values;
+  if (line.kind === 'help') {
+    process.stdout.write(line.text);
+    process.exit(0);
   }
+  process.stderr.write(`${program}: ${line.message}\nRun \`${program} --help\` for usage.\n`);
+  process.exit(2);
 }
 
 /** Prints why a server could not start and exits 1. */

@@ -22,6 +22,8 @@ export const EXIT_CODES = {
   usage: 2,
   /** Submission rejected by admission control. */
   rejected: 3,
+  /** `wait --exit-status`: the job ended FAILED or CANCELLED. */
+  jobFailed: 4,
 } as const;
 export type ExitCode = (typeof EXIT_CODES)[keyof typeof EXIT_CODES];
 

@@ -4,6 +4,7 @@
  * SIGINT/SIGTERM.
  */
 import { randomBytes } from 'node:crypto';
+import { MAX_CAPACITY } from '../protocol/limits.js';
 import { Worker } from '../worker/worker.js';
 import type { WorkerOptions } from '../worker/worker.js';
 import { UsageError } from './flags.js';
@@ -44,7 +45,14 @@ const FLAGS: readonly FlagSpec[] = [
     placeholder: 'id',
     help: 'worker id, unique among live workers',
   },
-  { name: 'capacity', type: 'int', min: 1, max: 1024, default: 4, help: 'tasks run at once' },
+  {
+    name: 'capacity',
+    type: 'int',
+    min: 1,
+    max: MAX_CAPACITY,
+    default: 4,
+    help: 'tasks run at once',
+  },
   {
     name: 'heartbeat-interval-millis',
     type: 'int',

@@ -57,12 +57,19 @@ export interface SubmitRequest {
   idempotencyKey?: string | null;
   /** Absent or null: NORMAL. */
   priority?: Priority | null;
+  /** Per-attempt execution deadline, 1..86400000 ms; absent or null: the coordinator's. */
+  timeoutMillis?: number | null;
 }
 
 export interface SubmitResult {
   jobId: string;
   /** The job right after submission. */
   job: JobSnapshot;
+  /**
+   * Live workers that declared the job's task type when it was accepted;
+   * null when the coordinator does not say (a v1 coordinator).
+   */
+  servingWorkers: number | null;
 }
 
 /** Retry policy and injected sources for {@link DtpClient.submit} (default: no retry). */
@@ -217,10 +224,15 @@ export class DtpClient {
       maxAttempts: request.maxAttempts ?? null,
       idempotencyKey: request.idempotencyKey ?? null,
       priority: request.priority ?? null,
+      timeoutMillis: request.timeoutMillis ?? null,
     });
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
-    const { jobId, job } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
-    return { jobId, job: job ?? (await this.status(jobId)) };
+    const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
+    return {
+      jobId,
+      job: job ?? (await this.status(jobId)),
+      servingWorkers: servingWorkers ?? null,
+    };
   }
 
   /** JOB_STATUS of a WAIT_JOB, or null when the coordinator does not know WAIT_JOB. */

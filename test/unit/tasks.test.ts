@@ -16,6 +16,12 @@ import {
   sleepTask,
   wordCountTask,
 } from '../../src/tasks/builtin/index.js';
+import {
+  BUILTIN_TASK_LIST,
+  TASK_SHORTCUTS,
+  builtinPayload,
+  builtinTaskByShortcut,
+} from '../../src/protocol/task-types.js';
 import { countPrimesBelow } from '../../src/tasks/builtin/prime-count.js';
 import { countWords, isWhitespaceCode } from '../../src/tasks/builtin/word-count.js';
 import {
@@ -380,5 +386,45 @@ describe('builtin registry', () => {
     const first = createBuiltinRegistry().register(extra);
     assert.ok(first.taskTypes.includes('ECHO'));
     assert.ok(!createBuiltinRegistry().taskTypes.includes('ECHO'));
+  });
+});
+
+describe('the table of built-in tasks', () => {
+  it('has one entry per built-in, under its own name, with a unique shortcut', () => {
+    assert.deepEqual(
+      BUILTIN_TASK_LIST.map((task) => task.taskType),
+      [...BUILTIN_TASK_TYPES],
+    );
+    assert.deepEqual(TASK_SHORTCUTS, ['sleep', 'word-count', 'sha256', 'prime-count', 'fail']);
+    for (const task of BUILTIN_TASK_LIST) {
+      assert.equal(builtinTaskByShortcut(task.shortcut), task);
+    }
+    assert.equal(builtinTaskByShortcut('SHA256'), undefined);
+  });
+
+  it('drives the registry: the bounds of the table are the bounds that are enforced', () => {
+    const registry = createBuiltinRegistry();
+    for (const task of BUILTIN_TASK_LIST) {
+      const { field } = task;
+      if (field.kind === 'integer') {
+        registry.validate(task.taskType, builtinPayload(task, field.min));
+        registry.validate(task.taskType, builtinPayload(task, field.max));
+        assertInvalid(
+          () => registry.validate(task.taskType, builtinPayload(task, field.max + 1)),
+          field.name,
+        );
+        assertInvalid(
+          () => registry.validate(task.taskType, builtinPayload(task, field.min - 1)),
+          field.name,
+        );
+      } else {
+        registry.validate(task.taskType, builtinPayload(task, 'x'.repeat(field.maxChars)));
+        assertInvalid(
+          () =>
+            registry.validate(task.taskType, builtinPayload(task, 'x'.repeat(field.maxChars + 1))),
+          field.name,
+        );
+      }
+    }
   });
 });

@@ -3,14 +3,17 @@
  * attempt number is below n, then succeeds. Used to exercise retries.
  */
 import type { JsonObject } from '../../protocol/messages.js';
+import { BUILTIN_TASKS } from '../../protocol/task-types.js';
 import { TaskFailedError, type TaskContext, type TaskDefinition } from '../registry.js';
 import { requireIntegerField } from '../validation.js';
 
+const FIELD = BUILTIN_TASKS.FAIL.field;
+
 /** Largest accepted `failUntilAttempt`. */
-export const FAIL_MAX_ATTEMPT = 1_000;
+export const FAIL_MAX_ATTEMPT = FIELD.max;
 
 function readFailUntilAttempt(payload: JsonObject): number {
-  return requireIntegerField(payload, 'failUntilAttempt', { min: 0, max: FAIL_MAX_ATTEMPT });
+  return requireIntegerField(payload, FIELD.name, FIELD);
 }
 
 function decideOutcome(payload: JsonObject, context: TaskContext): string {

@@ -7,18 +7,17 @@
  * worker thread and cancel it by terminating that thread.
  */
 import type { JsonObject } from '../../protocol/messages.js';
+import { BUILTIN_TASKS } from '../../protocol/task-types.js';
 import type { TaskContext, TaskDefinition } from '../registry.js';
 import { requireIntegerField } from '../validation.js';
 
 /** Smallest and largest accepted `limit`. */
-export const PRIME_COUNT_MIN_LIMIT = 2;
-export const PRIME_COUNT_MAX_LIMIT = 50_000_000;
+const FIELD = BUILTIN_TASKS.PRIME_COUNT.field;
+export const PRIME_COUNT_MIN_LIMIT = FIELD.min;
+export const PRIME_COUNT_MAX_LIMIT = FIELD.max;
 
 function readLimit(payload: JsonObject): number {
-  return requireIntegerField(payload, 'limit', {
-    min: PRIME_COUNT_MIN_LIMIT,
-    max: PRIME_COUNT_MAX_LIMIT,
-  });
+  return requireIntegerField(payload, FIELD.name, FIELD);
 }
 
 /**

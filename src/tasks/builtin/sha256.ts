@@ -4,14 +4,15 @@
  */
 import { createHash } from 'node:crypto';
 import type { JsonObject } from '../../protocol/messages.js';
+import { BUILTIN_TASKS } from '../../protocol/task-types.js';
 import type { TaskDefinition } from '../registry.js';
 import { requireStringField } from '../validation.js';
 
 /** Longest accepted text, in UTF-16 code units (JavaScript `.length`). */
-export const SHA256_MAX_CHARS = 200_000;
+export const SHA256_MAX_CHARS = BUILTIN_TASKS.SHA256.field.maxChars;
 
 function readText(payload: JsonObject): string {
-  return requireStringField(payload, 'text', SHA256_MAX_CHARS);
+  return requireStringField(payload, BUILTIN_TASKS.SHA256.field.name, SHA256_MAX_CHARS);
 }
 
 /** Lowercase hex SHA-256 of `text` encoded as UTF-8. */

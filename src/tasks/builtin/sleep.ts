@@ -4,14 +4,17 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { JsonObject } from '../../protocol/messages.js';
+import { BUILTIN_TASKS } from '../../protocol/task-types.js';
 import { TaskFailedError, type TaskContext, type TaskDefinition } from '../registry.js';
 import { requireIntegerField } from '../validation.js';
 
+const FIELD = BUILTIN_TASKS.SLEEP.field;
+
 /** Longest accepted sleep: ten minutes, in ms. */
-export const SLEEP_MAX_MILLIS = 600_000;
+export const SLEEP_MAX_MILLIS = FIELD.max;
 
 function readDurationMs(payload: JsonObject): number {
-  return requireIntegerField(payload, 'durationMillis', { min: 0, max: SLEEP_MAX_MILLIS });
+  return requireIntegerField(payload, FIELD.name, FIELD);
 }
 
 async function runSleep(payload: JsonObject, context: TaskContext): Promise<string> {

@@ -7,14 +7,15 @@
  * separators, line/paragraph separators and the byte order mark).
  */
 import type { JsonObject } from '../../protocol/messages.js';
+import { BUILTIN_TASKS } from '../../protocol/task-types.js';
 import type { TaskDefinition } from '../registry.js';
 import { requireStringField } from '../validation.js';
 
 /** Longest accepted text, in UTF-16 code units (JavaScript `.length`). */
-export const WORD_COUNT_MAX_CHARS = 200_000;
+export const WORD_COUNT_MAX_CHARS = BUILTIN_TASKS.WORD_COUNT.field.maxChars;
 
 function readText(payload: JsonObject): string {
-  return requireStringField(payload, 'text', WORD_COUNT_MAX_CHARS);
+  return requireStringField(payload, BUILTIN_TASKS.WORD_COUNT.field.name, WORD_COUNT_MAX_CHARS);
 }
 
 /** True for the UTF-16 code units that `\s` matches (all are single units). */

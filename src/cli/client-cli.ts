@@ -1,0 +1,204 @@
+/**
+ * `scripts/client.sh <command> [args] [flags]`: builds the commander program
+ * from the command table (client-commands.ts), runs the chosen command and
+ * prints either the human text or exactly one JSON document.
+ *
+ * Global flags (`--host`, `--port`, `--json`) may appear anywhere and are the
+ * only ones read from the environment (DTP_HOST, DTP_PORT, DTP_JSON): a
+ * `DTP_*` variable meant for a coordinator or worker never changes what a
+ * client command does. Exit codes: 0 ok, 1 runtime failure or error reply,
+ * 2 usage, 3 rejected, 4 `wait --exit-status` saw FAILED or CANCELLED.
+ */
+import { readFile } from 'node:fs/promises';
+import { DtpClient } from '../client/client.js';
+import type { Command } from 'commander';
+import { COMMANDS, GLOBAL_FLAGS, SUBMIT_COMMAND, TASKS, runShortcut } from './client-commands.js';
+import type { CommandContext, CommandOutput, CommandSpec } from './client-commands.js';
+import { addFlags, createProgram, parseCommandLine, readFlags } from './command-line.js';
+import { FlagValues, UsageError, envVarName, parseBoolean } from './flags.js';
+import type { FlagSpec } from './flags.js';
+import { EXIT_CODES, errorDocument, exitCodeFor, formatErrorText, toJsonLine } from './output.js';
+import type { ExitCode } from './output.js';
+
+export interface CliIo {
+  stdout(text: string): void;
+  stderr(text: string): void;
+  env: NodeJS.ProcessEnv;
+  /** stdout is a terminal and colour is not switched off. */
+  color: boolean;
+  /** stdout is a terminal (live progress is shown then, on stderr). */
+  interactive: boolean;
+  /** The text of a file; `-` = standard input (default: the real ones). */
+  readInput?: (path: string) => Promise<string>;
+  /** Opens the client (default {@link DtpClient.connect}). */
+  connect?: (host: string, port: number) => Promise<DtpClient>;
+}
+
+const PROGRAM = 'client.sh';
+const EXIT_NOTE =
+  'Exit codes: 0 ok, 1 failure or error reply, 2 usage error, 3 submission rejected, ' +
+  '4 wait --exit-status saw FAILED or CANCELLED.';
+
+/** The command chosen by the command line, with its commander command for reading flags. */
+interface Selection {
+  spec: CommandSpec;
+  run: (ctx: CommandContext) => Promise<CommandOutput>;
+  /** The chosen command and its ancestors up to (not including) the program, leaf first. */
+  commands: { command: Command; flags: readonly FlagSpec[] }[];
+  args: string[];
+}
+
+function declareCommand(
+  parent: Command,
+  spec: CommandSpec,
+  select: (command: Command, args: string[]) => void,
+): Command {
+  const command = parent.command(spec.name).description(spec.summary);
+  for (const arg of spec.args) command.argument(`<${arg.name}>`, arg.help);
+  addFlags(command, spec.flags, false);
+  command.action((...params: unknown[]) => {
+    // commander passes the arguments, then the options and the command itself.
+    select(command, params.slice(0, spec.args.length) as string[]);
+  });
+  return command;
+}
+
+/** The whole program; `selected` receives the command the line names. */
+function buildProgram(
+  writeHelp: (text: string) => void,
+  selected: (s: Selection) => void,
+): Command {
+  const program = createProgram(
+    PROGRAM,
+    'The dtp client: submit jobs and look at them.',
+    writeHelp,
+  );
+  addFlags(program, GLOBAL_FLAGS, true).addHelpText('after', `\n${EXIT_NOTE}\n`);
+  for (const spec of COMMANDS) {
+    const command = declareCommand(program, spec, (cmd, args) =>
+      selected({
+        spec,
+        run: (ctx) => spec.run(ctx),
+        commands: [{ command: cmd, flags: spec.flags }],
+        args,
+      }),
+    );
+    if (spec !== SUBMIT_COMMAND) continue;
+    command.usage('<shortcut> <its flags> [options]  |  submit <TYPE> --payload <json> [options]');
+    for (const task of TASKS) {
+      const sub = command
+        .command(task.name)
+        .description(`submit ${task.taskType}: ${task.summary}`);
+      addFlags(sub, task.flags, false);
+      sub.action(() =>
+        selected({
+          spec,
+          run: (ctx) => runShortcut(task, ctx),
+          commands: [
+            { command: sub, flags: task.flags },
+            { command, flags: spec.flags },
+          ],
+          args: [task.name],
+        }),
+      );
+    }
+  }
+  return program;
+}
+
+/** Decided before parsing, so that a usage error is reported as JSON too. */
+function wantsJson(argv: readonly string[], env: NodeJS.ProcessEnv): boolean {
+  if (argv.includes('--json')) return true;
+  const raw = env[envVarName('json')] ?? '';
+  if (raw.trim() === '') return false;
+  try {
+    return parseBoolean(raw, envVarName('json'));
+  } catch {
+    return false;
+  }
+}
+
+type Outcome = { kind: 'help'; text: string } | ({ kind: 'done' } & CommandOutput);
+
+async function dispatch(
+  argv: readonly string[],
+  io: CliIo,
+  json: boolean,
+  connect: (host: string, port: number) => Promise<DtpClient>,
+  usage: { text: string },
+): Promise<Outcome> {
+  let help = '';
+  let selection: Selection | null = null;
+  const program = buildProgram(
+    (text) => (help += text),
+    (s) => (selection = s),
+  );
+  usage.text = program.helpInformation();
+  if (parseCommandLine(program, argv) === 'help') return { kind: 'help', text: help };
+  const chosen = selection as Selection | null;
+  if (chosen === null) throw new UsageError('missing command', { showUsage: true });
+  // Only the global flags fall back to the environment.
+  const levels = [
+    readFlags(program, GLOBAL_FLAGS, io.env),
+    ...chosen.commands.map(({ command, flags }) => readFlags(command, flags, null)),
+  ];
+  const values = FlagValues.merge(levels);
+  const output = await chosen.run({
+    values,
+    args: chosen.args,
+    client: () => connect(values.string('host'), values.int('port')),
+    color: io.color && !json,
+    note: (text) => {
+      if (!json) io.stderr(text);
+    },
+    progress: io.interactive && !json ? (text) => io.stderr(text) : null,
+    readInput: io.readInput ?? readInputDefault,
+  });
+  return { kind: 'done', ...output };
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function readInputDefault(path: string): Promise<string> {
+  return path === '-' ? readStdin() : readFile(path, 'utf8');
+}
+
+function humanFailure(err: unknown, usage: string): string {
+  if (!(err instanceof UsageError)) return formatErrorText(err);
+  if (err.showUsage) return `${usage}\n${formatErrorText(err)}`;
+  return `${formatErrorText(err)}Run \`${PROGRAM} --help\` for usage.\n`;
+}
+
+/** Runs one command line; resolves with the exit code. */
+export async function runClientCli(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+  const json = wantsJson(argv, io.env);
+  const open = io.connect ?? ((host: string, port: number) => DtpClient.connect({ host, port }));
+  let connecting: Promise<DtpClient> | null = null;
+  const connect = (host: string, port: number): Promise<DtpClient> =>
+    (connecting ??= open(host, port));
+  const usage = { text: '' };
+  try {
+    const outcome = await dispatch(argv, io, json, connect, usage);
+    if (outcome.kind === 'help') {
+      io.stdout(outcome.text);
+      return EXIT_CODES.ok;
+    }
+    io.stdout(json ? toJsonLine(outcome.json) : outcome.human);
+    return outcome.exitCode ?? EXIT_CODES.ok;
+  } catch (err) {
+    if (json) io.stdout(toJsonLine(errorDocument(err)));
+    else io.stderr(humanFailure(err, usage.text));
+    return exitCodeFor(err);
+  } finally {
+    if (connecting !== null) {
+      await (connecting as Promise<DtpClient>).then(
+        (client) => client.close(),
+        () => undefined,
+      );
+    }
+  }
+}
