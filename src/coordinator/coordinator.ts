@@ -18,8 +18,11 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import type { Admission } from '../net/admission.js';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
+import type { NetEvent } from '../net/net-events.js';
 import { TcpServer } from '../net/tcp.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import { ProtocolErrorCode, describeError, type ProtocolError } from '../protocol/errors.js';
 import {
   isClientRequest,
@@ -35,6 +38,7 @@ import { ClientSession } from './client-session.js';
 import { CoordinatorCore, type CoreInspection } from './core/core.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
 import { logEvent } from './event-log.js';
+import { Guard } from './guard.js';
 import { MetricsServer } from './metrics-server.js';
 import type { CoordinatorOptions } from './options.js';
 
@@ -45,6 +49,8 @@ export interface CoordinatorEvents {
   commit: [number];
   /** The coordinator stopped working (store failure or internal error). */
   fatal: [Error];
+  /** A refusal, a bound that bit, or a TLS handshake (see net-events.ts). */
+  net: [NetEvent];
 }
 
 /** Extra wiring for tests and embedding (all optional). */
@@ -62,10 +68,12 @@ export class Coordinator {
   readonly #core: CoordinatorCore;
   readonly #workerServer: TcpServer;
   readonly #clientServer: TcpServer;
+  readonly #guard: Guard;
   readonly #workerConns = new Map<number, FramedConnection>();
+  /** Admissions of worker connections not yet registered. */
+  readonly #workerAdmissions = new Map<number, Admission>();
   readonly #clients = new Map<number, ClientSession>();
   readonly #waitTimers = new Map<string, NodeJS.Timeout>();
-  readonly #registrationTimeoutMs: number;
   #ports: [number, number] = [0, 0];
   #metricsServer: MetricsServer | null = null;
   /** Time to open the store and rebuild memory from it, in ms. */
@@ -78,14 +86,26 @@ export class Coordinator {
   #stopping = false;
   #closing: Promise<void> | null = null;
 
-  private constructor(options: CoordinatorOptions, store: Store, core: CoordinatorCore) {
+  private constructor(
+    options: CoordinatorOptions,
+    store: Store,
+    core: CoordinatorCore,
+    guard: Guard,
+  ) {
     this.#options = options;
     this.#log = options.logger;
     this.#store = store;
     this.#core = core;
-    this.#workerServer = new TcpServer((socket) => this.#acceptWorker(socket));
-    this.#clientServer = new TcpServer((socket) => this.#acceptClient(socket));
-    this.#registrationTimeoutMs = Math.max(options.heartbeatTimeoutMs, 1_000);
+    this.#guard = guard;
+    guard.events.on('net', (event) => this.events.emit('net', event));
+    this.#workerServer = new TcpServer(
+      (socket, admission) => this.#acceptWorker(socket, admission),
+      guard.serverOptions('worker'),
+    );
+    this.#clientServer = new TcpServer(
+      (socket, admission) => this.#acceptClient(socket, admission),
+      guard.serverOptions('client'),
+    );
   }
 
   /** Opens the store, recovers, listens on both ports and starts the sweep. */
@@ -93,6 +113,14 @@ export class Coordinator {
     options: CoordinatorOptions,
     deps: CoordinatorDeps = {},
   ): Promise<Coordinator> {
+    // Certificates and token files are read first: a mistake there stops the
+    // start before the database is touched.
+    const guard = new Guard(
+      options.security ?? {},
+      options.netLimits ?? {},
+      options.heartbeatTimeoutMs,
+      options.logger,
+    );
     const store =
       deps.store ?? new SqliteStore({ path: options.databasePath, durability: options.durability });
     let core: CoordinatorCore;
@@ -111,7 +139,7 @@ export class Coordinator {
       store.close();
       throw err;
     }
-    const self = new Coordinator(options, store, core);
+    const self = new Coordinator(options, store, core, guard);
     self.#recoveryMs = Math.round(performance.now() - recoveryStartedMs);
     try {
       await self.#listen();
@@ -144,9 +172,35 @@ export class Coordinator {
         durability: options.durability,
         activeJobs: this.#core.activeCount,
         recoveryMs: this.#recoveryMs,
+        ...this.#guard.describe(),
       },
       'coordinator started',
     );
+    this.#guard.warnAtStart(options.bindHost);
+  }
+
+  /** Re-reads the TLS certificate and the token files (SIGHUP); failures keep the old ones. */
+  reload(): void {
+    this.#guard.reload();
+  }
+
+  /** The guard's certificates, tokens and bounds (HTTP port, metrics, tests). */
+  get guard(): Guard {
+    return this.#guard;
+  }
+
+  /** Open connections per port right now: all, and those not yet through TLS/AUTH/registration. */
+  connectionCounts(): Record<'worker' | 'client', { open: number; pending: number }> {
+    return {
+      worker: {
+        open: this.#workerServer.connectionCount,
+        pending: this.#workerServer.pendingCount,
+      },
+      client: {
+        open: this.#clientServer.connectionCount,
+        pending: this.#clientServer.pendingCount,
+      },
+    };
   }
 
   /** The worker port actually bound. */
@@ -174,59 +228,117 @@ export class Coordinator {
     return this.#failure;
   }
 
-  #acceptWorker(socket: Socket): void {
-    const conn: FramedConnection = new FramedConnection(socket, {
-      onMessage: (msg) => this.#onWorkerMessage(conn, msg),
-      onProtocolError: (err) =>
-        this.#dispatch({ kind: 'workerViolation', connId: conn.id, reason: err.message }),
-      onClose: (reason) => {
-        this.#workerConns.delete(conn.id);
-        this.#dispatch({
-          kind: 'workerClosed',
-          connId: conn.id,
-          reason: describeCloseReason(reason),
-        });
+  #acceptWorker(socket: Socket, admission: Admission): void {
+    const conn: FramedConnection = new FramedConnection(
+      socket,
+      {
+        onMessage: (msg) => this.#onWorkerMessage(conn, msg),
+        onProtocolError: (err) =>
+          this.#dispatch({ kind: 'workerViolation', connId: conn.id, reason: err.message }),
+        onLimit: (breach) => {
+          this.#reportLimit(conn, 'worker', breach.limit);
+          this.#dispatch({ kind: 'workerViolation', connId: conn.id, reason: breach.message });
+        },
+        onClose: (reason) => this.#onWorkerClosed(conn, describeCloseReason(reason)),
       },
-    });
+      this.#guard.connectionOptions(),
+    );
     if (this.#failure !== null || this.#stopping) {
       void conn.destroy('coordinator is not accepting workers');
       return;
     }
     this.#workerConns.set(conn.id, conn);
-    conn.setIdleTimeout(this.#registrationTimeoutMs, () => {
+    this.#workerAdmissions.set(conn.id, admission);
+    // Absolute: a peer trickling bytes does not extend it.
+    const timeoutMs = this.#guard.limits.handshakeTimeoutMs;
+    admission.setOnExpired(() => {
       this.#dispatch({
         kind: 'workerViolation',
         connId: conn.id,
-        reason: 'no WORKER_REGISTER in time',
+        reason: `no WORKER_REGISTER within ${timeoutMs} ms`,
       });
     });
   }
 
+  #reportLimit(
+    conn: FramedConnection,
+    port: 'worker' | 'client',
+    limit: 'frame_timeout' | 'inbound_memory',
+  ): void {
+    this.#guard.report({ type: 'connection.limited', port, limit, remote: conn.remote });
+  }
+
+  #onWorkerClosed(conn: FramedConnection, reason: string): void {
+    this.#workerConns.delete(conn.id);
+    this.#workerAdmissions.delete(conn.id);
+    this.#dispatch({ kind: 'workerClosed', connId: conn.id, reason });
+  }
+
   #onWorkerMessage(conn: FramedConnection, msg: Message): void {
-    if (isWorkerToCoordinator(msg)) this.#dispatch({ kind: 'workerMessage', connId: conn.id, msg });
-    else
+    if (!isWorkerToCoordinator(msg)) {
       this.#dispatch({
         kind: 'workerViolation',
         connId: conn.id,
         reason: `unexpected ${msg.type}`,
       });
+      return;
+    }
+    if (msg.type === 'WORKER_REGISTER' && this.#workerAdmissions.get(conn.id)?.pending === true) {
+      // The token is checked here and goes no further: the core never sees it.
+      const { authToken, ...register } = msg;
+      if (!this.#guard.access.allowsWorker(authToken)) {
+        this.#refuseWorker(conn, authToken == null ? 'no authToken' : 'token refused');
+        return;
+      }
+      this.#dispatch({ kind: 'workerMessage', connId: conn.id, msg: register });
+      return;
+    }
+    this.#dispatch({ kind: 'workerMessage', connId: conn.id, msg });
   }
 
-  #acceptClient(socket: Socket): void {
-    const conn: FramedConnection = new FramedConnection(socket, {
-      onMessage: (msg) => this.#onClientMessage(session, msg),
-      onProtocolError: (err) => this.#onClientProtocolError(session, err),
-      onClose: () => {
-        this.#clients.delete(conn.id);
-        this.#clearWaitTimers(conn.id);
-        this.#dispatch({ kind: 'clientClosed', connId: conn.id });
-      },
+  /** A registration without a valid token: ERROR UNAUTHENTICATED, then close. */
+  #refuseWorker(conn: FramedConnection, reason: string): void {
+    this.#guard.report({ type: 'auth.refused', port: 'worker', remote: conn.remote, reason });
+    conn.pause();
+    conn.send({
+      type: 'ERROR',
+      code: ErrorCode.Unauthenticated,
+      message: `Unauthenticated: WORKER_REGISTER needs a valid authToken (${reason})`,
     });
-    const session = new ClientSession(conn);
+    void conn.close(`unauthenticated worker: ${reason}`);
+  }
+
+  #acceptClient(socket: Socket, admission: Admission): void {
+    const conn: FramedConnection = new FramedConnection(
+      socket,
+      {
+        onMessage: (msg) => this.#onClientMessage(session, msg),
+        onProtocolError: (err) => this.#onClientProtocolError(session, err),
+        onLimit: (breach) => {
+          this.#reportLimit(conn, 'client', breach.limit);
+          this.#onClientLimit(session, breach.message);
+        },
+        onClose: () => {
+          this.#clients.delete(conn.id);
+          this.#clearWaitTimers(conn.id);
+          this.#dispatch({ kind: 'clientClosed', connId: conn.id });
+        },
+      },
+      this.#guard.connectionOptions(),
+    );
+    const { access, limits } = this.#guard;
+    const session = new ClientSession(conn, {
+      checkToken: access.clientTokensRequired ? (token) => access.allowsClient(token) : null,
+      admission,
+      maxUnsentReplyBytes: limits.maxUnsentReplyBytes,
+      idleTimeoutMs: limits.clientIdleTimeoutMs,
+      report: (event) => this.#guard.report(event),
+    });
     this.#clients.set(conn.id, session);
   }
 
   #onClientMessage(session: ClientSession, msg: Message): void {
+    if (session.gate(msg)) return;
     const requestId = session.nextRequest();
     const connId = session.conn.id;
     if (this.#failure !== null) {
@@ -242,7 +354,21 @@ export class Coordinator {
     }
   }
 
+  /** A frame took too long or memory ran short: a last ERROR in order, then close. */
+  #onClientLimit(session: ClientSession, message: string): void {
+    if (session.refuseUnlessOpen()) return;
+    const connId = session.conn.id;
+    this.#replyLater(connId, session.nextRequest(), {
+      type: 'ERROR',
+      code: ErrorCode.LimitExceeded,
+      message: `Limit exceeded: ${message}`,
+    });
+    this.#pending.push({ kind: 'close', connId, reason: message });
+    this.#scheduleFlush();
+  }
+
   #onClientProtocolError(session: ClientSession, err: ProtocolError): 'continue' | undefined {
+    if (session.refuseUnlessOpen()) return undefined;
     const requestId = session.nextRequest();
     const connId = session.conn.id;
     if (err.code === ProtocolErrorCode.BadValue) {
@@ -277,7 +403,12 @@ export class Coordinator {
     if (this.#failure !== null || this.#stopping) return;
     try {
       const effects = this.#core.handle(input);
-      for (const effect of effects) this.#pending.push(effect);
+      for (const effect of effects) {
+        // Known now, sent after the commit: the session counts what it owes.
+        if (effect.kind === 'reply')
+          this.#clients.get(effect.connId)?.staged(effect.requestId, effect.msg);
+        this.#pending.push(effect);
+      }
     } catch (err) {
       this.#fail('INTERNAL_ERROR', 'internal error', err);
       return;
@@ -314,7 +445,10 @@ export class Coordinator {
     switch (effect.kind) {
       case 'send': {
         const conn = this.#workerConns.get(effect.connId);
-        if (effect.msg.type === 'WORKER_REGISTERED') conn?.setIdleTimeout(0, () => undefined);
+        if (effect.msg.type === 'WORKER_REGISTERED') {
+          this.#workerAdmissions.get(effect.connId)?.establish();
+          this.#workerAdmissions.delete(effect.connId);
+        }
         conn?.send(effect.msg);
         return;
       }

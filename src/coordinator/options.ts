@@ -3,6 +3,7 @@
  * (`--heartbeat-timeout-millis`) onto these fields (`heartbeatTimeoutMs`).
  */
 import type { Logger } from '../observability/logger.js';
+import type { NetLimits, SecurityOptions } from './guard.js';
 
 /** How hard each commit is pushed to disk. */
 export type Durability = 'normal' | 'full';
@@ -36,6 +37,10 @@ export interface CoordinatorOptions {
   durability: Durability;
   /** Prometheus `/metrics` + `/healthz` port; null = off (default off). */
   metricsPort: number | null;
+  /** TLS and tokens (default: none; see guard.ts). */
+  security?: SecurityOptions;
+  /** Bounds on connections and memory (default: DEFAULT_NET_LIMITS in guard.ts). */
+  netLimits?: Partial<NetLimits>;
   logger: Logger;
 }
 

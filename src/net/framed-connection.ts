@@ -191,6 +191,12 @@ export class FramedConnection {
     return true;
   }
 
+  /** Calls `onDrained` once every queued outbound byte has been handed to the kernel. */
+  onceDrained(onDrained: () => void): void {
+    if (this.#socket.writableLength === 0) queueMicrotask(onDrained);
+    else this.#socket.once('drain', onDrained);
+  }
+
   /** True while paused by the owner. */
   get paused(): boolean {
     return this.#paused;

@@ -40,7 +40,14 @@ export const CONNECTION_LIMITS: readonly ConnectionLimit[] = [
 
 export type NetEvent =
   | { type: 'connection.refused'; port: PortName; limit: RefusalLimit; remote: string }
-  | { type: 'connection.limited'; port: PortName; limit: ConnectionLimit; remote: string }
+  | {
+      type: 'connection.limited';
+      port: PortName;
+      limit: ConnectionLimit;
+      remote: string;
+      /** For `unsent_replies`: the bytes owed when reading paused. */
+      bytes?: number;
+    }
   /** A TLS handshake ended; `error` is set when it failed. */
   | { type: 'tls.handshake'; port: PortName; remote: string; ok: boolean; error?: string }
   /** A token or client certificate was refused (the token itself is never part of it). */
