@@ -6,7 +6,14 @@
 import { Coordinator } from '../coordinator/coordinator.js';
 import { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES } from '../coordinator/options.js';
 import type { CoordinatorOptions } from '../coordinator/options.js';
+import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
+import {
+  COORDINATOR_SECURITY_FLAGS,
+  LIMIT_FLAGS,
+  netLimitsFrom,
+  securityOptionsFrom,
+} from './coordinator-flags.js';
 import {
   LOG_FLAGS,
   exitOnStartFailure,
@@ -134,6 +141,8 @@ const FLAGS: readonly FlagSpec[] = [
     defaultLabel: 'off',
     help: 'HTTP port for /metrics and /healthz',
   },
+  ...COORDINATOR_SECURITY_FLAGS,
+  ...LIMIT_FLAGS,
 ];
 
 function buildOptions(values: FlagValues): CoordinatorOptions {
@@ -153,15 +162,32 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     agingStepMs: values.int('aging-step-millis'),
     durability: values.enum('durability', DURABILITIES),
     metricsPort: values.optionalInt('metrics-port') ?? null,
+    security: securityOptionsFrom(values),
+    netLimits: netLimitsFrom(values),
     logger,
   };
 }
 
 const values = parseServerFlags(process.argv.slice(2), PROGRAM, SUMMARY, FLAGS);
-const options = buildOptions(values);
+let options: CoordinatorOptions;
+try {
+  options = buildOptions(values);
+} catch (err) {
+  if (!(err instanceof UsageError)) throw err;
+  process.stderr.write(`${PROGRAM}: ${err.message}\nRun \`${PROGRAM} --help\` for usage.\n`);
+  process.exit(2);
+}
 const starting = Coordinator.start(options);
 // Handlers go in before start-up finishes, so an early SIGTERM still stops cleanly.
 stopOnSignals(options.logger, async () => (await starting).close());
+// SIGHUP: re-read the TLS certificate and the token files.
+process.on('SIGHUP', () => {
+  options.logger.info('SIGHUP: reloading certificates and tokens');
+  void starting.then(
+    (coordinator) => coordinator.reload(),
+    () => undefined,
+  );
+});
 try {
   await starting;
 } catch (err) {

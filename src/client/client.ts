@@ -22,7 +22,8 @@ import type {
   Priority,
   WorkerSnapshot,
 } from '../protocol/messages.js';
-import { ClientConnection } from './connection.js';
+import { ClientConnection, type ConnectionSecurity } from './connection.js';
+import type { ClientTls } from '../net/tls.js';
 import {
   ClientClosedError,
   RemoteError,
@@ -45,6 +46,23 @@ export interface ConnectOptions {
   port: number;
   /** Give up connecting after this long (default 5000 ms). */
   connectTimeoutMs?: number;
+  /**
+   * TLS: `true` = verify the coordinator against the system CAs; an object =
+   * trust its `ca` (and present its `cert`/`key`); absent = plain TCP.
+   */
+  tls?: ClientTls | boolean | null;
+  /**
+   * A client token: every connection sends `AUTH` with it first. A refusal
+   * fails with `AuthError` `UNAUTHENTICATED`; a coordinator that does not
+   * know `AUTH` fails with `AuthError` `AUTH_UNSUPPORTED` (never a silent
+   * downgrade).
+   */
+  token?: string | null;
+}
+
+function securityOf(options: ConnectOptions): ConnectionSecurity {
+  const tls = options.tls === true ? {} : options.tls === false ? null : (options.tls ?? null);
+  return { tls, token: options.token ?? null };
 }
 
 export interface SubmitRequest {
@@ -120,6 +138,7 @@ export class DtpClient {
   readonly #host: string;
   readonly #port: number;
   readonly #connectTimeoutMs: number;
+  readonly #security: ConnectionSecurity;
   #current: ClientConnection;
   #dialing: Promise<ClientConnection> | null = null;
   #closing: Promise<void> | null = null;
@@ -128,13 +147,19 @@ export class DtpClient {
     this.#host = options.host;
     this.#port = options.port;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    this.#security = securityOf(options);
     this.#current = first;
   }
 
   /** Connects; fails with a {@link TransportError} `CONNECT_FAILED`. */
   static async connect(options: ConnectOptions): Promise<DtpClient> {
     const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    const first = await ClientConnection.open(options.host, options.port, timeoutMs);
+    const first = await ClientConnection.open(
+      options.host,
+      options.port,
+      timeoutMs,
+      securityOf(options),
+    );
     return new DtpClient(options, first);
   }
 
@@ -255,7 +280,12 @@ export class DtpClient {
 
   async #redial(): Promise<ClientConnection> {
     try {
-      const conn = await ClientConnection.open(this.#host, this.#port, this.#connectTimeoutMs);
+      const conn = await ClientConnection.open(
+        this.#host,
+        this.#port,
+        this.#connectTimeoutMs,
+        this.#security,
+      );
       if (this.#closing !== null) {
         await conn.close();
         throw new ClientClosedError();

@@ -82,7 +82,12 @@ export class TokenFile {
   /** Constant-time check against every token (see the module comment). */
   matches(candidate: unknown): boolean {
     if (typeof candidate !== 'string' || candidate === '') return false;
-    const wanted = digest(candidate);
+    return this.matchesDigest(digest(candidate));
+  }
+
+  /** True when a token with this SHA-256 digest is listed (constant time, as above). */
+  matchesDigest(wanted: Buffer): boolean {
+    if (wanted.length !== 32) return false;
     let found = false;
     for (const known of this.#digests) {
       // No early exit: every token is compared whatever the outcome.

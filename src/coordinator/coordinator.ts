@@ -159,7 +159,15 @@ export class Coordinator {
     ];
     if (options.metricsPort !== null) {
       const { metricsPort: port, bindHost: host, maxActiveJobs } = options;
-      this.#metricsServer = await MetricsServer.start(this, { port, host, maxActiveJobs });
+      const guard = this.#guard;
+      this.#metricsServer = await MetricsServer.start(this, {
+        port,
+        host,
+        maxActiveJobs,
+        tls: guard.tls,
+        auth: guard.httpAuth(),
+        onEvent: (event) => guard.report(event),
+      });
     }
     this.#sweepTimer = setInterval(() => this.#dispatch({ kind: 'tick' }), options.sweepIntervalMs);
     this.#log.info(

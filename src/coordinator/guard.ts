@@ -20,6 +20,7 @@ import { LogThrottle } from '../observability/log-throttle.js';
 import type { Logger } from '../observability/logger.js';
 import { describeError } from '../protocol/errors.js';
 import { AccessControl } from './access.js';
+import { HttpAuth } from './http-auth.js';
 
 /** TLS and tokens; all off by default. */
 export interface SecurityOptions {
@@ -122,6 +123,18 @@ export class Guard {
       handshakeTimeoutMs: this.limits.handshakeTimeoutMs,
     };
     return { name: port, limits, tls: this.tls, onEvent: (event) => this.report(event) };
+  }
+
+  /**
+   * The HTTP port's token and session checks (one per HTTP server; the
+   * dashboard's server uses the same function).
+   */
+  httpAuth(): HttpAuth {
+    return new HttpAuth(this.access, {
+      secureCookie: this.tls !== null,
+      onRefused: (remote, reason) =>
+        this.report({ type: 'auth.refused', port: 'http', remote, reason }),
+    });
   }
 
   /** How each FramedConnection is set up. */

@@ -5,14 +5,26 @@
  * - `GET /healthz`: `200 ok` while the coordinator works, `503` with the
  *   failure message once it has stopped working (store failure or internal
  *   error; it then refuses all work until restarted);
+ * - `POST`/`DELETE /api/session`: opens or ends a session for the dashboard
+ *   (see http-auth.ts);
  * - another method on those paths: 405; any other path: 404.
+ *
+ * With a certificate it speaks HTTPS (the coordinator's certificate, reloaded
+ * with it). With client tokens, `/metrics` and everything under `/api/` need
+ * a token ({@link HttpAuth}); `/healthz` never does (it reveals no job data).
  *
  * It only reads: nothing here feeds an input into the core.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { NetEvent } from '../net/net-events.js';
+import { describeTlsError, type ServerTls } from '../net/tls.js';
 import { describeError } from '../protocol/errors.js';
+import type { HttpAuth } from './http-auth.js';
 import { CoordinatorMetrics, type MetricsSource } from './metrics.js';
+import { registerNetMetrics, type NetMetricsSource } from './net-metrics.js';
 
 /** Scrapers and probes are few; more connections than this are refused. */
 const MAX_CONNECTIONS = 64;
@@ -24,27 +36,65 @@ export interface MetricsServerOptions {
   port: number;
   host: string;
   maxActiveJobs: number;
+  /** HTTPS with this certificate (default: plain HTTP). */
+  tls?: ServerTls | null;
+  /** Token and session checks (default: everything open). */
+  auth?: HttpAuth | null;
+  /** TLS handshakes are reported here. */
+  onEvent?: (event: NetEvent) => void;
 }
 
 export class MetricsServer {
   readonly metrics: CoordinatorMetrics;
   readonly #server: Server;
   readonly #source: MetricsSource;
+  readonly #auth: HttpAuth | null;
+  #stopReloads: (() => void) | null = null;
   #port = 0;
   #closing: Promise<void> | null = null;
 
-  private constructor(source: MetricsSource, metrics: CoordinatorMetrics) {
+  private constructor(
+    source: MetricsSource,
+    metrics: CoordinatorMetrics,
+    options: MetricsServerOptions,
+  ) {
     this.#source = source;
     this.metrics = metrics;
-    this.#server = createServer((req, res) => this.#handle(req, res));
+    this.#auth = options.auth ?? null;
+    this.#server = this.#createServer(options);
     this.#server.maxConnections = MAX_CONNECTIONS;
     this.#server.requestTimeout = REQUEST_TIMEOUT_MS;
   }
 
+  #createServer(options: MetricsServerOptions): Server {
+    const handler = (req: IncomingMessage, res: ServerResponse): void => this.#handle(req, res);
+    const tls = options.tls ?? null;
+    if (tls === null) return createServer(handler);
+    const server = createHttpsServer(tls.secureContextOptions, handler);
+    this.#stopReloads = tls.onReload((context) => server.setSecureContext(context));
+    const report = options.onEvent ?? (() => undefined);
+    const remoteOf = (socket: TLSSocket): string =>
+      `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+    server.on('secureConnection', (socket: TLSSocket) =>
+      report({ type: 'tls.handshake', port: 'http', remote: remoteOf(socket), ok: true }),
+    );
+    server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
+      const error = describeTlsError(err);
+      report({ type: 'tls.handshake', port: 'http', remote: remoteOf(socket), ok: false, error });
+    });
+    return server;
+  }
+
   /** Creates the metrics for `source` and listens; rejects if the port cannot be bound. */
-  static async start(source: MetricsSource, options: MetricsServerOptions): Promise<MetricsServer> {
+  static async start(
+    source: MetricsSource & Partial<NetMetricsSource>,
+    options: MetricsServerOptions,
+  ): Promise<MetricsServer> {
     const metrics = new CoordinatorMetrics(source, { maxActiveJobs: options.maxActiveJobs });
-    const self = new MetricsServer(source, metrics);
+    if (source.connectionCounts !== undefined && source.guard !== undefined) {
+      registerNetMetrics(metrics.registry, source as NetMetricsSource);
+    }
+    const self = new MetricsServer(source, metrics, options);
     await new Promise<void>((resolve, reject) => {
       self.#server.once('error', reject);
       self.#server.listen(options.port, options.host, () => {
@@ -63,6 +113,12 @@ export class MetricsServer {
 
   #handle(req: IncomingMessage, res: ServerResponse): void {
     const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    if (path === '/api/session' && this.#auth !== null) {
+      this.#auth.handleSession(req, res);
+      return;
+    }
+    const isProtected = path === '/metrics' || path.startsWith('/api/');
+    if (isProtected && this.#auth !== null && !this.#auth.check(req, res)) return;
     if (path !== '/metrics' && path !== '/healthz') {
       reply(res, 404, 'not found\n');
     } else if (req.method !== 'GET') {
@@ -82,6 +138,7 @@ export class MetricsServer {
 
   /** Stops listening and ends open connections (scrapers keep them alive). Idempotent. */
   close(): Promise<void> {
+    this.#stopReloads?.();
     this.#closing ??= new Promise<void>((resolve) => {
       this.#server.close(() => resolve());
       this.#server.closeAllConnections();
