@@ -27,7 +27,7 @@ function assignmentsIn(effects: Effect[]): Sent[] {
 
 function newCore(maxActiveJobs: number): {
   core: CoordinatorCore;
-  store: MemoryStore;
+  commit: () => void;
   handle: (i: CoreInput) => Effect[];
 } {
   let clock = 1_700_000_000_000;
@@ -42,14 +42,25 @@ function newCore(maxActiveJobs: number): {
       retryMaxDelayMs: 1_000,
       maxActiveJobs,
       agingStepMs: 60_000,
+      sweepIntervalMs: 500,
+      retainTerminalMs: null,
+      maxWaitsPerConnection: 10_000,
     },
-    { now: () => clock, newId: () => `id-${++ids}`, store, validator: createBuiltinRegistry() },
+    { now: () => clock, newId: () => `id-${++ids}`, validator: createBuiltinRegistry() },
+    store.recoverNow(),
   );
   const handle = (input: CoreInput): Effect[] => {
     clock += 1;
     return core.handle(input);
   };
-  return { core, store, handle };
+  /** What the shell does at the end of a turn: the batch goes to the store. */
+  const commit = (): void => {
+    const batch = core.takeBatch();
+    if (batch === null) return;
+    store.commitNow(batch);
+    core.handle({ kind: 'committed', batchId: batch.batchId });
+  };
+  return { core, commit, handle };
 }
 
 /**
@@ -58,7 +69,7 @@ function newCore(maxActiveJobs: number): {
  */
 export function assignmentsPerSecond(depth: number, cycles: number): number {
   const total = depth + WORKERS * CAPACITY + cycles;
-  const { store, handle } = newCore(total + 10);
+  const { commit, handle } = newCore(total + 10);
   for (let i = 0; i < total; i++) {
     const priority = PRIORITIES[i % 3] as (typeof PRIORITIES)[number];
     const msg = {
@@ -70,9 +81,9 @@ export function assignmentsPerSecond(depth: number, cycles: number): number {
       priority,
     } as const;
     handle({ kind: 'clientRequest', connId: 1, requestId: i, msg });
-    if (i % 1_000 === 0) store.commit();
+    if (i % 1_000 === 0) commit();
   }
-  store.commit();
+  commit();
   const running: Sent[] = [];
   for (let w = 0; w < WORKERS; w++) {
     const msg = {
@@ -83,7 +94,7 @@ export function assignmentsPerSecond(depth: number, cycles: number): number {
     } as const;
     running.push(...assignmentsIn(handle({ kind: 'workerMessage', connId: 100 + w, msg })));
   }
-  store.commit();
+  commit();
   const started = performance.now();
   let assigned = 0;
   for (let i = 0; i < cycles; i++) {
@@ -100,7 +111,7 @@ export function assignmentsPerSecond(depth: number, cycles: number): number {
     const next = assignmentsIn(handle({ kind: 'workerMessage', connId, msg }));
     assigned += next.length;
     running.push(...next);
-    if (i % 100 === 0) store.commit();
+    if (i % 100 === 0) commit();
   }
   return Math.round(assigned / ((performance.now() - started) / 1000));
 }

@@ -5,14 +5,16 @@
  * client port answers (what an operator waits for), the coordinator's own
  * recovery time (store opened and memory rebuilt), and its resident memory.
  */
-import { SqliteStore } from '../src/store/sqlite-store.js';
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { JobRecord } from '../src/store/store.js';
 import { rssMiB, startQuietCoordinator } from './harness.js';
 
 /** Writes `rows` jobs; every hundredth is still QUEUED. */
-export function writeHistory(path: string, rows: number): void {
-  const store = new SqliteStore({ path });
+export async function writeHistory(path: string, rows: number): Promise<void> {
+  const store = await SqliteStore.open({ path });
   const now = Date.now() - 86_400_000;
+  let jobs: { job: JobRecord; isNew: boolean }[] = [];
+  let batchId = 1;
   for (let seq = 1; seq <= rows; seq++) {
     const queued = seq % 100 === 0;
     const job: JobRecord = {
@@ -31,15 +33,21 @@ export function writeHistory(path: string, rows: number): void {
       deadlineAtMs: null,
       retryAtMs: null,
       result: queued ? null : 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+      resultFormat: null,
       error: null,
       createdAtMs: now + seq,
       updatedAtMs: now + seq,
+      startedAtMs: queued ? null : now + seq,
+      finishedAtMs: queued ? null : now + seq,
     };
-    store.insertJob(job);
-    if (seq % 10_000 === 0) store.commit();
+    jobs.push({ job, isNew: true });
+    if (jobs.length === 10_000) {
+      await store.commit({ batchId: batchId++, jobs, attempts: [] });
+      jobs = [];
+    }
   }
-  store.commit();
-  store.close();
+  if (jobs.length > 0) await store.commit({ batchId: batchId++, jobs, attempts: [] });
+  await store.close();
 }
 
 export interface RecoveryRun {

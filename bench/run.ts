@@ -44,7 +44,7 @@ async function recovery(dir: string): Promise<string[]> {
   lines.push(row(['---', '---', '---', '---']));
   for (const rows of [100_000, 1_000_000]) {
     const path = join(dir, `history-${rows}.db`);
-    writeHistory(path, rows);
+    await writeHistory(path, rows);
     const runs: RecoveryRun[] = [];
     for (let i = 0; i < REPEATS; i++) runs.push(await measureRecovery(path, rows));
     lines.push(

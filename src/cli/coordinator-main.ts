@@ -7,6 +7,11 @@ import { Coordinator } from '../coordinator/coordinator.js';
 import { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES } from '../coordinator/options.js';
 import type { CoordinatorOptions } from '../coordinator/options.js';
 import { UsageError } from './flags.js';
+import {
+  MAX_ATTEMPTS_LIMIT,
+  MAX_TASK_TIMEOUT_MS,
+  MIN_TASK_TIMEOUT_MS,
+} from '../protocol/limits.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   COORDINATOR_SECURITY_FLAGS,
@@ -80,8 +85,8 @@ const FLAGS: readonly FlagSpec[] = [
   {
     name: 'task-timeout-millis',
     type: 'int',
-    min: 1,
-    max: DAY_MS,
+    min: MIN_TASK_TIMEOUT_MS,
+    max: MAX_TASK_TIMEOUT_MS,
     default: D.taskTimeoutMs,
     help: 'execution deadline of one attempt',
   },
@@ -89,7 +94,7 @@ const FLAGS: readonly FlagSpec[] = [
     name: 'max-attempts',
     type: 'int',
     min: 1,
-    max: 1000,
+    max: MAX_ATTEMPTS_LIMIT,
     default: D.maxAttempts,
     help: 'attempts per job unless the submission says otherwise',
   },
@@ -143,6 +148,22 @@ const FLAGS: readonly FlagSpec[] = [
   },
   ...COORDINATOR_SECURITY_FLAGS,
   ...LIMIT_FLAGS,
+  {
+    name: 'retain-terminal-millis',
+    type: 'int',
+    min: 1,
+    max: 100 * 365 * DAY_MS,
+    defaultLabel: 'off: kept forever',
+    help: 'delete terminal jobs (and their attempts) older than this, in the background',
+  },
+  {
+    name: 'max-waits-per-connection',
+    type: 'int',
+    min: 1,
+    max: 10_000_000,
+    default: D.maxWaitsPerConnection,
+    help: 'pending WAIT_JOB requests one client connection may hold',
+  },
 ];
 
 function buildOptions(values: FlagValues): CoordinatorOptions {
@@ -164,6 +185,8 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     metricsPort: values.optionalInt('metrics-port') ?? null,
     security: securityOptionsFrom(values),
     netLimits: netLimitsFrom(values),
+    retainTerminalMs: values.optionalInt('retain-terminal-millis') ?? null,
+    maxWaitsPerConnection: values.int('max-waits-per-connection'),
     logger,
   };
 }

@@ -3,10 +3,16 @@
  * foreground, reconnecting forever while its coordinator is away, until
  * SIGINT/SIGTERM.
  */
-import { randomBytes } from 'node:crypto';
 import { MAX_CAPACITY } from '../protocol/limits.js';
-import { Worker } from '../worker/worker.js';
-import type { WorkerOptions } from '../worker/worker.js';
+import {
+  DEFAULT_WORKER_OPTIONS,
+  randomWorkerId,
+  startWorker,
+  type StartWorkerOptions,
+} from '../worker/start-worker.js';
+import { TaskModuleError } from '../worker/task-modules.js';
+import type { Worker } from '../worker/worker.js';
+import type { Logger } from '../observability/logger.js';
 import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
@@ -21,12 +27,13 @@ import {
 const PROGRAM = 'worker.sh';
 const SUMMARY = 'Runs a dtp worker: registers with a coordinator and runs the tasks it assigns.';
 const INT32_MAX = 2_147_483_647;
+const D = DEFAULT_WORKER_OPTIONS;
 
 const FLAGS: readonly FlagSpec[] = [
   {
     name: 'coordinator-host',
     type: 'string',
-    default: 'localhost',
+    default: D.coordinatorHost,
     placeholder: 'host',
     help: "coordinator's host",
   },
@@ -35,7 +42,7 @@ const FLAGS: readonly FlagSpec[] = [
     type: 'int',
     min: 1,
     max: 65_535,
-    default: 7070,
+    default: D.coordinatorPort,
     help: "coordinator's worker port",
   },
   {
@@ -50,7 +57,7 @@ const FLAGS: readonly FlagSpec[] = [
     type: 'int',
     min: 1,
     max: MAX_CAPACITY,
-    default: 4,
+    default: D.capacity,
     help: 'tasks run at once',
   },
   {
@@ -58,7 +65,7 @@ const FLAGS: readonly FlagSpec[] = [
     type: 'int',
     min: 1,
     max: INT32_MAX,
-    default: 2000,
+    default: D.heartbeatIntervalMs,
     help: 'time between heartbeats',
   },
   {
@@ -66,7 +73,7 @@ const FLAGS: readonly FlagSpec[] = [
     type: 'int',
     min: 1,
     max: INT32_MAX,
-    default: 2000,
+    default: D.reconnectDelayMs,
     help: 'wait before dialling again after a lost connection',
   },
   {
@@ -77,15 +84,24 @@ const FLAGS: readonly FlagSpec[] = [
     default: 30_000,
     help: 'on SIGINT/SIGTERM, time running tasks get to finish before they are released',
   },
+  {
+    name: 'tasks',
+    type: 'list',
+    placeholder: 'module',
+    help: 'task module to load beside the built-ins: a file path or a package name',
+  },
+  {
+    name: 'cancel-grace-millis',
+    type: 'int',
+    min: 0,
+    max: INT32_MAX,
+    default: D.cancelGraceMs,
+    help: 'after a cancel or deadline, time a task gets to stop before its thread is terminated',
+  },
   ...LOG_FLAGS,
 ];
 
-/** `worker-` and 8 random hex digits. */
-function randomWorkerId(): string {
-  return `worker-${randomBytes(4).toString('hex')}`;
-}
-
-function buildOptions(values: FlagValues): WorkerOptions {
+function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger } {
   const workerId = values.optionalString('id') ?? randomWorkerId();
   if (workerId.trim() === '') throw new UsageError('--id must not be blank');
   return {
@@ -95,28 +111,41 @@ function buildOptions(values: FlagValues): WorkerOptions {
     capacity: values.int('capacity'),
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
     reconnectDelayMs: values.int('reconnect-delay-millis'),
+    cancelGraceMs: values.int('cancel-grace-millis'),
+    tasks: values.strings('tasks'),
     logger: loggerFrom(values, 'worker'),
   };
 }
 
+/** Starts the worker; a bad task module or option is a usage error (exit 2), naming it. */
+async function start(options: StartWorkerOptions): Promise<Worker> {
+  try {
+    return await startWorker(options);
+  } catch (err) {
+    if (err instanceof TaskModuleError || err instanceof UsageError) {
+      process.stderr.write(`${PROGRAM}: ${err.message}\n`);
+      process.exit(2);
+    }
+    exitOnStartFailure(PROGRAM, err);
+  }
+}
+
 const values = parseServerFlags(process.argv.slice(2), PROGRAM, SUMMARY, FLAGS);
-let options: WorkerOptions;
-let worker: Worker;
+let options: StartWorkerOptions & { logger: Logger };
 try {
   options = buildOptions(values);
-  worker = Worker.start(options);
 } catch (err) {
-  if (err instanceof UsageError) {
-    process.stderr.write(`${PROGRAM}: ${err.message}\n`);
-    process.exit(2);
-  }
-  exitOnStartFailure(PROGRAM, err);
+  if (!(err instanceof UsageError)) throw err;
+  process.stderr.write(`${PROGRAM}: ${err.message}\n`);
+  process.exit(2);
 }
+const worker = await start(options);
 options.logger.info(
   {
-    workerId: options.workerId,
+    workerId: worker.workerId,
     coordinator: `${options.coordinatorHost}:${options.coordinatorPort}`,
-    capacity: options.capacity,
+    capacity: worker.capacity,
+    taskTypes: worker.taskTypes.join(','),
   },
   'worker started',
 );

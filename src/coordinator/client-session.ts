@@ -7,7 +7,8 @@
  * - authentication: with client tokens, the first frame must be a valid
  *   `AUTH` (answered `AUTH_OK`); anything else gets `ERROR` UNAUTHENTICATED
  *   and the connection closes, and nothing before that reaches the core;
- * - flow: beyond {@link MAX_IN_FLIGHT} unanswered requests, or beyond
+ * - flow: beyond {@link MAX_IN_FLIGHT} unanswered requests (or
+ *   {@link MAX_LISTS_IN_FLIGHT} unanswered LIST_JOBS), or beyond
  *   `maxUnsentReplyBytes` of replies produced but not yet taken by the peer,
  *   reading stops (at once, mid-chunk) until it drains, so a client that
  *   pipelines heavy requests without reading cannot make the coordinator
@@ -27,6 +28,14 @@ import type { ClientReply, Message } from '../protocol/messages.js';
 
 /** Unanswered requests per connection before reading pauses. */
 export const MAX_IN_FLIGHT = 1_024;
+/**
+ * Unanswered LIST_JOBS per connection before reading pauses: each may cost a
+ * large read and a reply of up to a frame, so a client that pipelines them
+ * gets them served a couple at a time, behind everyone else's requests.
+ */
+export const MAX_LISTS_IN_FLIGHT = 2;
+
+type PauseReason = 'inFlight' | 'lists' | 'unsent';
 
 export interface ClientSessionOptions {
   /** Checks an AUTH token; null = no tokens, every connection is open at once. */
@@ -60,7 +69,9 @@ export class ClientSession {
   readonly #maxUnsentBytes: number;
   readonly #idleTimeoutMs: number;
   readonly #report: (event: NetEvent) => void;
-  #pausedFor: 'inFlight' | 'unsent' | null = null;
+  #pausedFor: PauseReason | null = null;
+  /** Request ids of unanswered LIST_JOBS. */
+  readonly #lists = new Set<number>();
   #idleTimer: NodeJS.Timeout | null = null;
   #lastActivityMs = Date.now();
 
@@ -128,10 +139,11 @@ export class ClientSession {
   }
 
   /** Numbers the next request (and pauses reading when too many are open). */
-  nextRequest(): number {
+  nextRequest(msg?: Message): number {
     const requestId = this.#nextRequestId++;
     this.#lastActivityMs = Date.now();
-    if (this.inFlight >= MAX_IN_FLIGHT) this.#pause('inFlight');
+    if (msg?.type === 'LIST_JOBS') this.#lists.add(requestId);
+    this.#checkFlow();
     return requestId;
   }
 
@@ -158,12 +170,36 @@ export class ClientSession {
     this.#checkFlow();
   }
 
+  /** Why reading should stay paused now (with hysteresis for the current reason); null = read. */
+  #blockedBy(): PauseReason | null {
+    const unsent = this.unsentBytes;
+    const was = this.#pausedFor;
+    if (unsent > this.#maxUnsentBytes) return 'unsent';
+    if (was === 'unsent' && unsent > this.#maxUnsentBytes / 2) return 'unsent';
+    if (this.inFlight >= MAX_IN_FLIGHT) return 'inFlight';
+    if (was === 'inFlight' && this.inFlight >= MAX_IN_FLIGHT / 2) return 'inFlight';
+    if (this.#lists.size >= MAX_LISTS_IN_FLIGHT) return 'lists';
+    return null;
+  }
+
   /** Records a reply and sends every reply that is now next in order. */
   deliver(requestId: number, reply: ClientReply): void {
     if (requestId < this.#nextReplyId || this.#ready.has(requestId)) {
       throw new Error(`second reply to request ${requestId} on connection ${this.conn.id}`);
     }
     this.#ready.set(requestId, reply);
+    this.#sendReady();
+  }
+
+  /** Answers every request not answered yet with `reply` (fail-stop), in order. */
+  answerAll(reply: ClientReply): void {
+    for (let id = this.#nextReplyId; id < this.#nextRequestId; id++) {
+      if (!this.#ready.has(id)) this.#ready.set(id, reply);
+    }
+    this.#sendReady();
+  }
+
+  #sendReady(): void {
     for (
       let next = this.#ready.get(this.#nextReplyId);
       next !== undefined;
@@ -171,6 +207,7 @@ export class ClientSession {
     ) {
       this.#ready.delete(this.#nextReplyId);
       this.#send(this.#nextReplyId, next);
+      this.#lists.delete(this.#nextReplyId);
       this.#nextReplyId++;
     }
     if (this.inFlight === 0) this.#lastActivityMs = Date.now();
@@ -191,30 +228,26 @@ export class ClientSession {
     this.conn.send(reply);
   }
 
-  /** Pauses or resumes reading as the in-flight count and unsent bytes say. */
+  /** Pauses or resumes reading as the in-flight counts and unsent bytes say. */
   #checkFlow(): void {
-    if (!this.conn.isOpen) return;
-    const unsent = this.unsentBytes;
-    if (unsent > this.#maxUnsentBytes) {
-      this.#pause('unsent');
+    if (!this.conn.isOpen || this.#state === 'refused') return;
+    const reason = this.#blockedBy();
+    if (reason !== null) {
+      this.#pause(reason);
       return;
     }
     if (this.#pausedFor === null) return;
-    const drained =
-      this.#pausedFor === 'unsent'
-        ? unsent <= this.#maxUnsentBytes / 2
-        : this.inFlight < MAX_IN_FLIGHT / 2;
-    if (!drained || this.#state === 'refused') return;
     this.#pausedFor = null;
     this.#lastActivityMs = Date.now();
     this.conn.resume();
   }
 
-  #pause(reason: 'inFlight' | 'unsent'): void {
-    if (this.#pausedFor === 'unsent' || this.#pausedFor === reason) return;
+  #pause(reason: PauseReason): void {
+    if (this.#pausedFor === reason) return;
+    const wasUnsent = this.#pausedFor === 'unsent';
     this.#pausedFor = reason;
     this.conn.pause();
-    if (reason !== 'unsent') return;
+    if (reason !== 'unsent' || wasUnsent) return;
     this.#report({
       type: 'connection.limited',
       port: 'client',
@@ -252,5 +285,6 @@ export class ClientSession {
     this.#idleTimer = null;
     this.#staged.clear();
     this.#stagedBytes = 0;
+    this.#lists.clear();
   }
 }

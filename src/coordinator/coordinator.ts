@@ -2,17 +2,23 @@
  * The coordinator shell: sockets, timers and the store around the pure core.
  *
  * Every input (a decoded frame, a closed connection, a sweep tick, an expired
- * wait) goes through {@link Coordinator.#dispatch} into the core, one at a
- * time, in arrival order. The effects pile up until the end of the current
- * event-loop turn; then one store commit makes the whole batch durable and
- * only after that are the effects released (group commit). So a JOB_SUBMITTED
- * or a TASK_ASSIGN is never sent before the state it depends on is on disk.
+ * wait, a read that came back, a batch that committed) goes through
+ * {@link Coordinator.#dispatch} into the core, one at a time, in arrival
+ * order. At the end of each event-loop turn the core's writes are handed to
+ * the store as one batch and the turn's effects queue behind it in the
+ * {@link CommitPipeline}: they leave only once that batch (and every earlier
+ * one) is durable, while the next batch is already being built. Reads of
+ * history the core asks for run at once; their answers come back as inputs.
  *
  * If a commit fails (disk full, I/O error) or the core hits a bug, the
- * coordinator stops: nothing of the failed batch is released, every client
- * request gets `ERROR` (code STORE_FAILED or INTERNAL_ERROR) from then on,
- * workers are disconnected, and the operator restarts it; recovery then
- * starts from the last commit that succeeded.
+ * coordinator stops: nothing of the failed batches is released, every open
+ * client request gets `ERROR` (code STORE_FAILED or INTERNAL_ERROR), so do
+ * all later ones, workers are disconnected, and the operator restarts it;
+ * recovery then starts from the last commit that succeeded.
+ *
+ * Start-up order: open the store and read what recovery needs, bind both
+ * ports (a coordinator that cannot bind never writes), then commit the
+ * recovery, then serve. Connections that arrive in between wait.
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -28,24 +34,29 @@ import {
   isClientRequest,
   isWorkerToCoordinator,
   type ClientReply,
+  type ErrorMessage,
   type Message,
 } from '../protocol/messages.js';
-import { SqliteStore } from '../store/sqlite-store.js';
-import type { Store } from '../store/store.js';
+import { MemoryStore } from '../store/memory-store.js';
+import { SqliteStore } from '../store/sqlite/sqlite-store.js';
+import type { Store, StoreRead } from '../store/store.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 import type { Logger } from '../observability/logger.js';
 import { ClientSession } from './client-session.js';
+import { CommitPipeline } from './commit-pipeline.js';
 import { CoordinatorCore, type CoreInspection } from './core/core.js';
+import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
 import { logEvent } from './event-log.js';
 import { Guard } from './guard.js';
 import { MetricsServer } from './metrics-server.js';
 import type { CoordinatorOptions } from './options.js';
+import { WaitTimers } from './wait-timers.js';
 
 export interface CoordinatorEvents {
   /** Every core event, after its batch was committed. */
   event: [CoreEvent];
-  /** Duration of each non-empty commit, in ms. */
+  /** Time from handing a batch to the store until it was durable, in ms. */
   commit: [number];
   /** The coordinator stopped working (store failure or internal error). */
   fatal: [Error];
@@ -60,12 +71,19 @@ export interface CoordinatorDeps {
   now?: () => number;
 }
 
+/** Opens the store the options name: SQLite, or memory for `:memory:`. */
+async function openStore(options: CoordinatorOptions): Promise<Store> {
+  if (options.databasePath === ':memory:') return new MemoryStore();
+  return SqliteStore.open({ path: options.databasePath, durability: options.durability });
+}
+
 export class Coordinator {
   readonly events = new EventEmitter<CoordinatorEvents>();
   readonly #options: CoordinatorOptions;
   readonly #log: Logger;
   readonly #store: Store;
-  readonly #core: CoordinatorCore;
+  #core: CoordinatorCore | null = null;
+  readonly #pipeline: CommitPipeline;
   readonly #workerServer: TcpServer;
   readonly #clientServer: TcpServer;
   readonly #guard: Guard;
@@ -73,7 +91,9 @@ export class Coordinator {
   /** Admissions of worker connections not yet registered. */
   readonly #workerAdmissions = new Map<number, Admission>();
   readonly #clients = new Map<number, ClientSession>();
-  readonly #waitTimers = new Map<string, NodeJS.Timeout>();
+  readonly #waitTimers: WaitTimers;
+  /** Sockets accepted before recovery finished; served once it has. */
+  #early: { socket: Socket; port: 'worker' | 'client'; admission: Admission }[] = [];
   #ports: [number, number] = [0, 0];
   #metricsServer: MetricsServer | null = null;
   /** Time to open the store and rebuild memory from it, in ms. */
@@ -81,34 +101,42 @@ export class Coordinator {
   #pending: Effect[] = [];
   #flushScheduled = false;
   #sweepTimer: NodeJS.Timeout | null = null;
-  #failure: { code: string; message: string } | null = null;
+  #failure: { code: ErrorCode; message: string } | null = null;
   /** Set first thing in shutdown: from then on inputs are ignored. */
   #stopping = false;
   #closing: Promise<void> | null = null;
 
-  private constructor(
-    options: CoordinatorOptions,
-    store: Store,
-    core: CoordinatorCore,
-    guard: Guard,
-  ) {
+  private constructor(options: CoordinatorOptions, store: Store, guard: Guard) {
     this.#options = options;
     this.#log = options.logger;
     this.#store = store;
-    this.#core = core;
     this.#guard = guard;
     guard.events.on('net', (event) => this.events.emit('net', event));
+    this.#pipeline = new CommitPipeline({
+      commit: (batch) => this.#store.commit(batch),
+      release: (effects) => {
+        for (const effect of effects) this.#release(effect);
+      },
+      committed: (batchId, durationMs) => {
+        this.events.emit('commit', durationMs);
+        this.#dispatch({ kind: 'committed', batchId });
+      },
+      failed: (err) => this.#fail(ErrorCode.StoreFailed, 'storage failure', err),
+    });
     this.#workerServer = new TcpServer(
-      (socket, admission) => this.#acceptWorker(socket, admission),
+      (socket, admission) => this.#accept(socket, 'worker', admission),
       guard.serverOptions('worker'),
     );
     this.#clientServer = new TcpServer(
-      (socket, admission) => this.#acceptClient(socket, admission),
+      (socket, admission) => this.#accept(socket, 'client', admission),
       guard.serverOptions('client'),
+    );
+    this.#waitTimers = new WaitTimers((connId, requestId) =>
+      this.#dispatch({ kind: 'waitExpired', connId, requestId }),
     );
   }
 
-  /** Opens the store, recovers, listens on both ports and starts the sweep. */
+  /** Opens the store, binds both ports, recovers, and starts serving and sweeping. */
   static async start(
     options: CoordinatorOptions,
     deps: CoordinatorDeps = {},
@@ -121,42 +149,48 @@ export class Coordinator {
       options.heartbeatTimeoutMs,
       options.logger,
     );
-    const store =
-      deps.store ?? new SqliteStore({ path: options.databasePath, durability: options.durability });
-    let core: CoordinatorCore;
-    let recovered: Effect[];
     const recoveryStartedMs = performance.now();
+    const store = deps.store ?? (await openStore(options));
+    const self = new Coordinator(options, store, guard);
     try {
-      core = new CoordinatorCore(coreConfig(options), {
-        now: deps.now ?? Date.now,
-        newId: randomUUID,
-        store,
-        validator: deps.validator ?? createBuiltinRegistry(),
-      });
-      recovered = core.takeRecoveryEffects();
-      store.commit();
-    } catch (err) {
-      store.close();
-      throw err;
-    }
-    const self = new Coordinator(options, store, core, guard);
-    self.#recoveryMs = Math.round(performance.now() - recoveryStartedMs);
-    try {
-      await self.#listen();
+      const stored = await store.recover();
+      await self.#bind();
+      const core = new CoordinatorCore(
+        coreConfig(options),
+        {
+          now: deps.now ?? Date.now,
+          newId: randomUUID,
+          validator: deps.validator ?? createBuiltinRegistry(),
+        },
+        stored,
+      );
+      const recovered = core.takeRecoveryEffects();
+      const batch = core.takeBatch();
+      if (batch !== null) {
+        await store.commit(batch);
+        core.handle({ kind: 'committed', batchId: batch.batchId });
+      }
+      self.#core = core;
+      self.#recoveryMs = Math.round(performance.now() - recoveryStartedMs);
+      await self.#serve();
+      for (const effect of recovered) if (effect.kind === 'event') self.#publish(effect.event);
+      return self;
     } catch (err) {
       await self.close();
       throw err;
     }
-    for (const effect of recovered) if (effect.kind === 'event') self.#publish(effect.event);
-    return self;
   }
 
-  async #listen(): Promise<void> {
+  async #bind(): Promise<void> {
     const options = this.#options;
     this.#ports = [
       await this.#workerServer.listen(options.workerPort, options.bindHost),
       await this.#clientServer.listen(options.clientPort, options.bindHost),
     ];
+  }
+
+  async #serve(): Promise<void> {
+    const options = this.#options;
     if (options.metricsPort !== null) {
       const { metricsPort: port, bindHost: host, maxActiveJobs } = options;
       const guard = this.#guard;
@@ -169,17 +203,30 @@ export class Coordinator {
         onEvent: (event) => guard.report(event),
       });
     }
-    this.#sweepTimer = setInterval(() => this.#dispatch({ kind: 'tick' }), options.sweepIntervalMs);
+    // The sweep waits for the check phase, after this turn's socket reads:
+    // after a stall of our own, the heartbeats and results that queued up
+    // meanwhile are seen before anyone is judged.
+    this.#sweepTimer = setInterval(
+      () => setImmediate(() => this.#dispatch({ kind: 'tick' })),
+      options.sweepIntervalMs,
+    );
+    const early = this.#early;
+    this.#early = [];
+    for (const { socket, port, admission } of early) {
+      socket.resume();
+      this.#accept(socket, port, admission);
+    }
     this.#log.info(
       {
         workerPort: this.#ports[0],
         clientPort: this.#ports[1],
         metricsPort: this.#metricsServer?.port,
         bindHost: options.bindHost,
-        database: options.databasePath,
+        database: this.#store.description,
         durability: options.durability,
-        activeJobs: this.#core.activeCount,
+        activeJobs: this.#core?.activeCount ?? 0,
         recoveryMs: this.#recoveryMs,
+        features: COORDINATOR_FEATURES.join(','),
         ...this.#guard.describe(),
       },
       'coordinator started',
@@ -228,12 +275,23 @@ export class Coordinator {
 
   /** The core's current state (tests, metrics). */
   inspect(): CoreInspection {
+    if (this.#core === null) throw new Error('coordinator is not started');
     return this.#core.inspect();
   }
 
   /** Non-null once the coordinator has stopped working. */
   get failure(): { code: string; message: string } | null {
     return this.#failure;
+  }
+
+  #accept(socket: Socket, port: 'worker' | 'client', admission: Admission): void {
+    if (this.#core === null && !this.#stopping) {
+      socket.pause();
+      this.#early.push({ socket, port, admission });
+      return;
+    }
+    if (port === 'worker') this.#acceptWorker(socket, admission);
+    else this.#acceptClient(socket, admission);
   }
 
   #acceptWorker(socket: Socket, admission: Admission): void {
@@ -328,7 +386,7 @@ export class Coordinator {
         },
         onClose: () => {
           this.#clients.delete(conn.id);
-          this.#clearWaitTimers(conn.id);
+          this.#waitTimers.dropConnection(conn.id);
           this.#dispatch({ kind: 'clientClosed', connId: conn.id });
         },
       },
@@ -345,16 +403,35 @@ export class Coordinator {
     this.#clients.set(conn.id, session);
   }
 
+  /** A frame took too long or memory ran short: a last ERROR in order, then close. */
+  #onClientLimit(session: ClientSession, message: string): void {
+    if (session.refuseUnlessOpen()) return;
+    const reply: ErrorMessage = {
+      type: 'ERROR',
+      code: ErrorCode.LimitExceeded,
+      message: `Limit exceeded: ${message}`,
+    };
+    const requestId = session.nextRequest();
+    if (this.#failure !== null) {
+      session.deliver(requestId, reply);
+      void session.conn.close(message);
+      return;
+    }
+    this.#replyLater(session.conn.id, requestId, reply);
+    this.#pending.push({ kind: 'close', connId: session.conn.id, reason: message });
+    this.#scheduleFlush();
+  }
+
   #onClientMessage(session: ClientSession, msg: Message): void {
     if (session.gate(msg)) return;
-    const requestId = session.nextRequest();
+    const requestId = session.nextRequest(msg);
     const connId = session.conn.id;
     if (this.#failure !== null) {
       session.deliver(requestId, { type: 'ERROR', ...this.#failure });
     } else if (!isClientRequest(msg)) {
       this.#replyLater(connId, requestId, {
         type: 'ERROR',
-        code: 'UNSUPPORTED_REQUEST',
+        code: ErrorCode.UnsupportedRequest,
         message: `Unsupported request: ${msg.type} is not a client request`,
       });
     } else {
@@ -362,41 +439,35 @@ export class Coordinator {
     }
   }
 
-  /** A frame took too long or memory ran short: a last ERROR in order, then close. */
-  #onClientLimit(session: ClientSession, message: string): void {
-    if (session.refuseUnlessOpen()) return;
-    const connId = session.conn.id;
-    this.#replyLater(connId, session.nextRequest(), {
-      type: 'ERROR',
-      code: ErrorCode.LimitExceeded,
-      message: `Limit exceeded: ${message}`,
-    });
-    this.#pending.push({ kind: 'close', connId, reason: message });
-    this.#scheduleFlush();
-  }
-
   #onClientProtocolError(session: ClientSession, err: ProtocolError): 'continue' | undefined {
     if (session.refuseUnlessOpen()) return undefined;
     const requestId = session.nextRequest();
     const connId = session.conn.id;
-    if (err.code === ProtocolErrorCode.BadValue) {
+    if (err.code === ProtocolErrorCode.BadValue && this.#failure === null) {
       // The frame was readable; only a value was wrong. Answer it like any
       // other invalid request and keep the connection.
       this.#replyLater(connId, requestId, {
         type: 'ERROR',
-        code: 'INVALID_REQUEST',
+        code: ErrorCode.InvalidRequest,
         message: `Invalid request: ${err.message}`,
       });
       return 'continue';
     }
-    this.#replyLater(connId, requestId, {
+    const reply: ErrorMessage = {
       type: 'ERROR',
-      code: 'MALFORMED_REQUEST',
+      code: ErrorCode.MalformedRequest,
       message: `Malformed request: ${err.message}`,
-    });
+    };
+    const reason = `malformed request: ${err.message}`;
     // After a framing error the byte stream is lost; after a bad frame the
     // peer is not speaking the protocol. Either way the connection ends here.
-    this.#pending.push({ kind: 'close', connId, reason: `malformed request: ${err.message}` });
+    if (this.#failure !== null) {
+      session.deliver(requestId, reply);
+      void session.conn.close(reason);
+      return undefined;
+    }
+    this.#replyLater(connId, requestId, reply);
+    this.#pending.push({ kind: 'close', connId, reason });
     this.#scheduleFlush();
     return undefined;
   }
@@ -408,20 +479,33 @@ export class Coordinator {
   }
 
   #dispatch(input: CoreInput): void {
-    if (this.#failure !== null || this.#stopping) return;
+    const core = this.#core;
+    if (core === null || this.#failure !== null || this.#stopping) return;
     try {
-      const effects = this.#core.handle(input);
-      for (const effect of effects) {
+      for (const effect of core.handle(input)) {
+        if (effect.kind === 'read') {
+          this.#read(effect.readId, effect.read);
+          continue;
+        }
         // Known now, sent after the commit: the session counts what it owes.
-        if (effect.kind === 'reply')
+        if (effect.kind === 'reply') {
           this.#clients.get(effect.connId)?.staged(effect.requestId, effect.msg);
+        }
         this.#pending.push(effect);
       }
     } catch (err) {
-      this.#fail('INTERNAL_ERROR', 'internal error', err);
+      this.#fail(ErrorCode.InternalError, 'internal error', err);
       return;
     }
     this.#scheduleFlush();
+  }
+
+  /** Runs a read of history now; its answer is the next input for that read. */
+  #read(readId: number, read: StoreRead): void {
+    this.#store.read(read).then(
+      (result) => this.#dispatch({ kind: 'readDone', readId, result }),
+      (err: unknown) => this.#dispatch({ kind: 'readFailed', readId, message: describeError(err) }),
+    );
   }
 
   #scheduleFlush(): void {
@@ -430,23 +514,15 @@ export class Coordinator {
     setImmediate(() => this.#flush());
   }
 
-  /** Commits the batch, then releases its effects (never the other way round). */
+  /** Closes the current batch: its writes go to the store, its effects wait behind it. */
   #flush(): void {
     this.#flushScheduled = false;
-    if (this.#failure !== null) return;
+    if (this.#failure !== null || this.#core === null) return;
     const effects = this.#pending;
     this.#pending = [];
-    if (this.#store.pendingCount > 0) {
-      const started = performance.now();
-      try {
-        this.#store.commit();
-      } catch (err) {
-        this.#fail('STORE_FAILED', 'storage failure', err, effects);
-        return;
-      }
-      this.events.emit('commit', performance.now() - started);
-    }
-    for (const effect of effects) this.#release(effect);
+    const batch = this.#core.takeBatch();
+    if (batch === null && effects.length === 0) return;
+    this.#pipeline.push(batch, effects);
   }
 
   #release(effect: Effect): void {
@@ -469,42 +545,20 @@ export class Coordinator {
         return;
       }
       case 'reply':
-        this.#deliver(effect.connId, effect.requestId, effect.msg);
+        this.#waitTimers.clear(effect.connId, effect.requestId);
+        this.#clients.get(effect.connId)?.deliver(effect.requestId, effect.msg);
         return;
       case 'armWait':
-        this.#armWait(effect.connId, effect.requestId, effect.timeoutMs);
+        if (this.#clients.has(effect.connId)) {
+          this.#waitTimers.arm(effect.connId, effect.requestId, effect.timeoutMs);
+        }
+        return;
+      case 'read':
+        this.#read(effect.readId, effect.read);
         return;
       case 'event':
         this.#publish(effect.event);
         return;
-    }
-  }
-
-  #deliver(connId: number, requestId: number, msg: ClientReply): void {
-    const key = `${connId}/${requestId}`;
-    const timer = this.#waitTimers.get(key);
-    if (timer !== undefined) {
-      clearTimeout(timer);
-      this.#waitTimers.delete(key);
-    }
-    this.#clients.get(connId)?.deliver(requestId, msg);
-  }
-
-  #armWait(connId: number, requestId: number, timeoutMs: number): void {
-    const key = `${connId}/${requestId}`;
-    const timer = setTimeout(() => {
-      this.#waitTimers.delete(key);
-      this.#dispatch({ kind: 'waitExpired', connId, requestId });
-    }, timeoutMs);
-    this.#waitTimers.set(key, timer);
-  }
-
-  #clearWaitTimers(connId: number): void {
-    const prefix = `${connId}/`;
-    for (const [key, timer] of this.#waitTimers) {
-      if (!key.startsWith(prefix)) continue;
-      clearTimeout(timer);
-      this.#waitTimers.delete(key);
     }
   }
 
@@ -515,28 +569,29 @@ export class Coordinator {
 
   /**
    * Stops all work after a failed commit or an internal error. Nothing of the
-   * failed batch leaves; its client requests get the error instead.
+   * unreleased batches leaves; every open client request gets the error, and
+   * so does every later one.
    */
-  #fail(code: string, what: string, err: unknown, batch: Effect[] = []): void {
-    const message = `Coordinator stopped after a ${what}: ${describeError(err)}; restart it to recover`;
+  #fail(code: ErrorCode, what: string, err: unknown): void {
+    if (this.#failure !== null) return;
+    const message = `Coordinator stopped (${what}): ${describeError(err)}; restart it to recover`;
     this.#failure = { code, message };
     this.#log.fatal(
       { code, err: describeError(err) },
       `${what}: refusing all work until restarted`,
     );
     if (this.#sweepTimer !== null) clearInterval(this.#sweepTimer);
-    for (const effect of [...batch, ...this.#pending]) {
-      if (effect.kind === 'reply')
-        this.#deliver(effect.connId, effect.requestId, { type: 'ERROR', code, message });
-    }
+    this.#waitTimers.clearAll();
     this.#pending = [];
+    const reply: ErrorMessage = { type: 'ERROR', code, message };
+    for (const session of this.#clients.values()) session.answerAll(reply);
     for (const conn of this.#workerConns.values()) void conn.destroy(message);
     this.events.emit('fatal', err instanceof Error ? err : new Error(String(err)));
   }
 
   /**
    * Stops accepting, commits what is staged, closes every connection and the
-   * database. Idempotent.
+   * store. Idempotent.
    */
   close(): Promise<void> {
     this.#closing ??= this.#shutdown();
@@ -544,15 +599,16 @@ export class Coordinator {
   }
 
   async #shutdown(): Promise<void> {
-    this.#stopping = true;
     // From here on inputs are ignored: RUNNING jobs stay RUNNING in the store
     // and are recovered at the next start, exactly as after a crash.
+    this.#flush();
+    this.#stopping = true;
     if (this.#sweepTimer !== null) clearInterval(this.#sweepTimer);
     this.#workerServer.stopAccepting();
     this.#clientServer.stopAccepting();
-    if (this.#failure === null) this.#flush();
-    for (const timer of this.#waitTimers.values()) clearTimeout(timer);
-    this.#waitTimers.clear();
+    await this.#pipeline.settled();
+    this.#waitTimers.clearAll();
+    for (const { socket } of this.#early) socket.destroy();
     const conns = [
       ...this.#workerConns.values(),
       ...[...this.#clients.values()].map((c) => c.conn),
@@ -566,7 +622,7 @@ export class Coordinator {
       this.#clientServer.close(),
       this.#metricsServer?.close(),
     ]);
-    this.#store.close();
+    await this.#store.close();
     this.#log.info('coordinator stopped');
   }
 }
@@ -580,5 +636,8 @@ function coreConfig(options: CoordinatorOptions): CoreConfig {
     retryMaxDelayMs: options.retryMaxDelayMs,
     maxActiveJobs: options.maxActiveJobs,
     agingStepMs: options.agingStepMs,
+    sweepIntervalMs: options.sweepIntervalMs,
+    retainTerminalMs: options.retainTerminalMs,
+    maxWaitsPerConnection: options.maxWaitsPerConnection,
   };
 }

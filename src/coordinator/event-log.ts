@@ -15,7 +15,7 @@ const LINES: Formatters = {
   'worker.registered': (e) => [
     'info',
     'worker registered',
-    { workerId: e.workerId, capacity: e.capacity },
+    { workerId: e.workerId, capacity: e.capacity, taskTypes: describeTaskTypes(e.taskTypes) },
   ],
   'worker.rejected': (e) => [
     'warn',
@@ -28,9 +28,15 @@ const LINES: Formatters = {
     { workerId: e.workerId, silentMs: e.silentMs },
   ],
   'worker.lost': (e) => [
-    'warn',
+    e.cause === 'drained' ? 'info' : 'warn',
     'worker lost',
-    { workerId: e.workerId, reason: e.reason, runningJobs: e.runningJobs },
+    { workerId: e.workerId, cause: e.cause, reason: e.reason, runningJobs: e.runningJobs },
+  ],
+  'jobs.purged': (e) => ['info', 'terminal jobs purged', { deleted: e.deleted, reason: e.reason }],
+  'coordinator.stalled': (e) => [
+    'warn',
+    'coordinator stalled: its own loop did not run; silence during the stall is forgiven',
+    { stalledMs: e.stalledMs },
   ],
   'worker.draining': (e) => [
     'info',
@@ -108,6 +114,17 @@ const LINES: Formatters = {
     { jobId: e.jobId, attemptId: e.attemptId, workerId: e.workerId, reason: e.reason },
   ],
 };
+
+/** Longest list of task types written into one log line. */
+const LOGGED_TASK_TYPES = 20;
+
+/** `builtin` for a v1 worker, else the declared names (the first few, then a count). */
+function describeTaskTypes(taskTypes: readonly string[] | null): string {
+  if (taskTypes === null) return 'builtin (v1 worker)';
+  const shown = taskTypes.slice(0, LOGGED_TASK_TYPES).join(',');
+  const more = taskTypes.length - LOGGED_TASK_TYPES;
+  return more > 0 ? `${shown},... (${more} more)` : shown;
+}
 
 export function logEvent(log: Logger, event: CoreEvent): void {
   const format = LINES[event.type] as (e: CoreEvent) => Line;

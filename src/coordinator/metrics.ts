@@ -21,7 +21,12 @@ import {
 } from 'prom-client';
 import { JOB_STATES, isTerminalState, type JobState } from '../protocol/messages.js';
 import type { CoreInspection } from './core/core.js';
-import type { AttemptFailureCause, CoreEvent } from './core/types.js';
+import {
+  ATTEMPT_FAILURE_CAUSES,
+  WORKER_LOSS_CAUSES,
+  type AttemptFailureCause,
+  type CoreEvent,
+} from './core/types.js';
 
 /**
  * What the metrics need from a coordinator. Structural, so this module does
@@ -37,38 +42,10 @@ export interface MetricsSource {
 }
 
 /** Attempt-failure causes that are always exported, at 0 until they happen. */
-const RETRY_CAUSES: readonly AttemptFailureCause[] = [
-  'worker_lost',
-  'released',
-  'deadline',
-  'task_failure',
-];
-const FAILURE_CAUSES: readonly AttemptFailureCause[] = [...RETRY_CAUSES, 'restart'];
-
-/** Why a worker session ended, as a small closed set (the full reason is logged). */
-export const WORKER_LOSS_REASONS = [
-  'connection_closed',
-  'heartbeat_timeout',
-  'protocol_violation',
-  're_registered',
-  'drained',
-  'other',
-] as const;
-export type WorkerLossReason = (typeof WORKER_LOSS_REASONS)[number];
-
-/** Maps the core's free-text `worker.lost` reason onto {@link WORKER_LOSS_REASONS}. */
-export function classifyWorkerLoss(reason: string): WorkerLossReason {
-  // A draining worker that leaves is the planned end of a drain, whatever
-  // ended its connection, so that wins over the other classes.
-  if (reason.endsWith(' while draining')) return 'drained';
-  if (reason.startsWith('heartbeat timeout')) return 'heartbeat_timeout';
-  if (reason.startsWith('protocol violation')) return 'protocol_violation';
-  if (reason === 'worker re-registered') return 're_registered';
-  if (reason.startsWith('connection') || reason.startsWith('peer stopped reading')) {
-    return 'connection_closed';
-  }
-  return 'other';
-}
+const RETRY_CAUSES: readonly AttemptFailureCause[] = ATTEMPT_FAILURE_CAUSES.filter(
+  (cause) => cause !== 'restart' && cause !== 'non_retryable',
+);
+const FAILURE_CAUSES: readonly AttemptFailureCause[] = ATTEMPT_FAILURE_CAUSES;
 
 const NON_TERMINAL_STATES: readonly JobState[] = JOB_STATES.filter((s) => !isTerminalState(s));
 const TERMINAL_STATES: readonly JobState[] = JOB_STATES.filter(isTerminalState);
@@ -100,7 +77,7 @@ const ON_EVENT: EventCounters = {
   'worker.registered': (m) => m.workerRegistrations.inc(),
   'worker.rejected': () => undefined,
   'worker.suspected': () => undefined,
-  'worker.lost': (m, e) => m.workersLost.inc({ reason: classifyWorkerLoss(e.reason) }),
+  'worker.lost': (m, e) => m.workersLost.inc({ reason: e.cause }),
   'worker.draining': () => undefined,
   'job.submitted': (m) => m.submissions.inc({ outcome: 'accepted' }),
   'job.deduplicated': (m) => m.deduplicated.inc(),
@@ -130,6 +107,8 @@ const ON_EVENT: EventCounters = {
     m.failed.inc({ cause: 'restart' });
   },
   'result.stale': (m) => m.staleResults.inc(),
+  'jobs.purged': (m, e) => m.purged.inc({ reason: e.reason }, e.deleted),
+  'coordinator.stalled': (m) => m.stalls.inc(),
 };
 
 /** The dtp_* metrics of one coordinator. */
@@ -152,6 +131,8 @@ export class CoordinatorMetrics {
   readonly runTime: Histogram;
   readonly endToEnd: Histogram;
   readonly commitTime: Histogram;
+  readonly purged: Counter<'reason'>;
+  readonly stalls: Counter;
 
   constructor(source: MetricsSource, options: CoordinatorMetricsOptions) {
     this.#source = source;
@@ -204,8 +185,17 @@ export class CoordinatorMetrics {
     );
     this.commitTime = histogram(
       'dtp_store_commit_seconds',
-      'Duration of each non-empty store commit (one per batch of inputs)',
+      'Time from handing a batch of writes to the store until it is durable',
       COMMIT_BUCKETS_S,
+    );
+    this.purged = counter(
+      'dtp_jobs_purged_total',
+      'Terminal jobs deleted (with their attempts), by retention or on request',
+      ['reason'],
+    );
+    this.stalls = counter(
+      'dtp_coordinator_stalls_total',
+      'Times the coordinator found its own loop had not run for several sweep periods',
     );
     this.#zeroLabels();
     this.#registerGauges(options.maxActiveJobs);
@@ -235,7 +225,8 @@ export class CoordinatorMetrics {
     for (const cause of RETRY_CAUSES) this.retries.inc({ cause }, 0);
     for (const cause of FAILURE_CAUSES) this.failed.inc({ cause }, 0);
     for (const state of TERMINAL_STATES) this.finished.inc({ state }, 0);
-    for (const reason of WORKER_LOSS_REASONS) this.workersLost.inc({ reason }, 0);
+    for (const reason of WORKER_LOSS_CAUSES) this.workersLost.inc({ reason }, 0);
+    for (const reason of ['retention', 'request']) this.purged.inc({ reason }, 0);
   }
 
   #registerGauges(maxActiveJobs: number): void {
@@ -252,13 +243,23 @@ export class CoordinatorMetrics {
       'dtp_jobs',
       'Non-terminal jobs by state',
       function () {
-        const counts = new Map<JobState, number>(NON_TERMINAL_STATES.map((s) => [s, 0]));
-        for (const job of snapshot().activeJobs) {
-          counts.set(job.state, (counts.get(job.state) ?? 0) + 1);
-        }
-        for (const [state, n] of counts) this.set({ state }, n);
+        const byState = snapshot().activeByState;
+        for (const state of NON_TERMINAL_STATES) this.set({ state }, byState[state] ?? 0);
       },
       ['state'],
+    );
+    gauge(
+      'dtp_queued_jobs',
+      'QUEUED jobs by task type, and whether some live worker declared that type',
+      function () {
+        this.reset();
+        const { queuedByTaskType, servedTaskTypes } = snapshot();
+        const served = new Set(servedTaskTypes);
+        for (const [taskType, n] of queuedByTaskType) {
+          this.set({ task_type: taskType, served: served.has(taskType) ? 'yes' : 'no' }, n);
+        }
+      },
+      ['task_type', 'served'],
     );
     gauge('dtp_active_jobs', 'Non-terminal jobs (admission control counts these)', function () {
       this.set(snapshot().activeCount);

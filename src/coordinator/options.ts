@@ -41,6 +41,10 @@ export interface CoordinatorOptions {
   security?: SecurityOptions;
   /** Bounds on connections and memory (default: DEFAULT_NET_LIMITS in guard.ts). */
   netLimits?: Partial<NetLimits>;
+  /** Terminal jobs older than this are deleted in the background, in ms; null = kept (default). */
+  retainTerminalMs: number | null;
+  /** Pending WAIT_JOBs one client connection may hold (default 10000). */
+  maxWaitsPerConnection: number;
   logger: Logger;
 }
 
@@ -59,4 +63,6 @@ export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   agingStepMs: 60_000,
   durability: 'normal',
   metricsPort: null,
+  retainTerminalMs: null,
+  maxWaitsPerConnection: 10_000,
 };

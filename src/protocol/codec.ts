@@ -306,6 +306,7 @@ const SCHEMAS: Schemas = {
     limit: nullable(intCodec),
     state: nullable(jobStateCodec),
     cursor: nullable(stringCodec),
+    taskType: optional(stringCodec),
   },
   JOB_LIST: { jobs: arrayOf(jobSnapshotCodec), nextCursor: nullable(stringCodec) },
   LIST_WORKERS: {},

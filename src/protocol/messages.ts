@@ -238,6 +238,8 @@ export interface ListJobs {
   state: JobState | null;
   /** Extension: continue after the page that returned this cursor. */
   cursor: string | null;
+  /** Extension: only jobs of this task type. */
+  taskType?: string | null;
 }
 export interface JobList {
   type: 'JOB_LIST';

@@ -1,106 +1,194 @@
 /**
- * An in-memory {@link Store} for tests and the deterministic simulation.
+ * An in-memory {@link Store} for tests, the deterministic simulation, and
+ * `--database :memory:` (not durable).
  *
- * It models durability honestly: only committed rows survive
- * {@link MemoryStore.crash}, which is how the simulation restarts a
- * coordinator "from the store". {@link MemoryStore.failCommits} makes commits
- * throw, to test how a failed write is handled.
+ * Everything happens synchronously inside each call; the `*Now` methods are
+ * the synchronous forms that a test harness or the simulation uses to drive a
+ * core without an event loop. A batch is durable as soon as `commit` is
+ * called, so "the process crashed before the commit" is modelled by never
+ * committing it. {@link MemoryStore.failCommits} makes commits fail, to test
+ * how a failed write is handled.
  */
 import { isTerminalState } from '../protocol/messages.js';
 import {
-  PendingWrites,
   StoreError,
-  mergeListed,
+  type AttemptRecord,
   type JobRecord,
   type ListQuery,
+  type PurgeQuery,
+  type RecoveredState,
   type Store,
+  type StoreRead,
+  type StoreReadResult,
+  type WriteBatch,
 } from './store.js';
 
 export class MemoryStore implements Store {
-  readonly #committed = new Map<string, JobRecord>();
+  readonly description = 'memory (not durable)';
+  readonly #jobs = new Map<string, JobRecord>();
   readonly #byKey = new Map<string, string>();
-  #pending = new PendingWrites();
+  readonly #attempts = new Map<string, AttemptRecord>();
   #failure: string | null = null;
-  /** Number of successful commits that wrote something. */
+  #readFailure: string | null = null;
+  /** Number of batches committed. */
   commits = 0;
 
-  insertJob(job: Readonly<JobRecord>): void {
-    this.#pending.insert(job);
+  recover(): Promise<RecoveredState> {
+    return Promise.resolve(this.recoverNow());
   }
 
-  updateJob(job: Readonly<JobRecord>): void {
-    this.#pending.update(job);
+  commit(batch: WriteBatch): Promise<void> {
+    try {
+      this.commitNow(batch);
+      return Promise.resolve();
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
   }
 
-  get pendingCount(): number {
-    return this.#pending.size;
+  read(read: StoreRead): Promise<StoreReadResult> {
+    try {
+      return Promise.resolve(this.readNow(read));
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
   }
 
-  commit(): void {
-    if (this.#pending.size === 0) return;
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  recoverNow(): RecoveredState {
+    const activeJobs = [...this.#jobs.values()]
+      .filter((job) => !isTerminalState(job.state))
+      .sort((a, b) => a.seq - b.seq)
+      .map((job) => ({ ...job }));
+    const active = new Set(activeJobs.map((job) => job.jobId));
+    const activeAttempts = [...this.#attempts.values()]
+      .filter((attempt) => active.has(attempt.jobId))
+      .map((attempt) => ({ ...attempt }));
+    let maxSeq = 0;
+    for (const job of this.#jobs.values()) maxSeq = Math.max(maxSeq, job.seq);
+    return { activeJobs, activeAttempts, maxSeq };
+  }
+
+  /** Applies a batch at once (throws {@link StoreError} when commits fail). */
+  commitNow(batch: WriteBatch): void {
     if (this.#failure !== null) throw new StoreError(`commit failed: ${this.#failure}`);
-    for (const { job, isNew } of this.#pending.entries()) {
-      if (isNew === this.#committed.has(job.jobId)) {
+    for (const { job, isNew } of batch.jobs) {
+      if (isNew === this.#jobs.has(job.jobId)) {
         throw new StoreError(
           `${isNew ? 'insert of existing' : 'update of missing'} job ${job.jobId}`,
         );
       }
-      this.#committed.set(job.jobId, job);
+      if (isNew && job.idempotencyKey !== null && this.#byKey.has(job.idempotencyKey)) {
+        throw new StoreError(`idempotency key ${job.idempotencyKey} is already stored`);
+      }
+    }
+    for (const { job } of batch.jobs) {
+      this.#jobs.set(job.jobId, { ...job });
       if (job.idempotencyKey !== null) this.#byKey.set(job.idempotencyKey, job.jobId);
     }
-    this.#pending.clear();
+    for (const attempt of batch.attempts) this.#attempts.set(attempt.attemptId, { ...attempt });
     this.commits++;
   }
 
-  getJob(jobId: string): Readonly<JobRecord> | undefined {
-    const job = this.#pending.get(jobId) ?? this.#committed.get(jobId);
-    return job === undefined ? undefined : { ...job };
+  readNow(read: StoreRead): StoreReadResult {
+    if (this.#readFailure !== null) throw new StoreError(`read failed: ${this.#readFailure}`);
+    switch (read.op) {
+      case 'job': {
+        const job = this.#jobs.get(read.jobId);
+        return {
+          op: 'job',
+          job: job === undefined ? null : { ...job },
+          attempts: read.withAttempts && job !== undefined ? this.#attemptsOf(job.jobId) : null,
+        };
+      }
+      case 'jobByKey': {
+        const jobId = this.#byKey.get(read.key);
+        const job = jobId === undefined ? undefined : this.#jobs.get(jobId);
+        return { op: 'jobByKey', job: job === undefined ? null : { ...job } };
+      }
+      case 'list':
+        return { op: 'list', jobs: this.#list(read.query) };
+      case 'purge':
+        return { op: 'purge', deleted: this.#purge(read.query) };
+    }
   }
 
-  getJobByIdempotencyKey(key: string): Readonly<JobRecord> | undefined {
-    const staged = this.#pending.getByKey(key);
-    if (staged !== undefined) return { ...staged };
-    const jobId = this.#byKey.get(key);
-    return jobId === undefined ? undefined : this.getJob(jobId);
-  }
-
-  loadActiveJobs(): JobRecord[] {
-    return [...this.#committed.values()]
-      .filter((job) => !isTerminalState(job.state))
-      .sort((a, b) => a.seq - b.seq)
-      .map((job) => ({ ...job }));
-  }
-
-  maxSeq(): number {
-    let max = 0;
-    for (const job of this.#committed.values()) max = Math.max(max, job.seq);
-    for (const { job } of this.#pending.entries()) max = Math.max(max, job.seq);
-    return max;
-  }
-
-  listJobs(query: ListQuery): Readonly<JobRecord>[] {
-    const committed = [...this.#committed.values()]
-      .filter((job) => query.beforeSeq === null || job.seq < query.beforeSeq)
-      .filter((job) => query.state === null || job.state === query.state)
-      .sort((a, b) => b.seq - a.seq)
-      .slice(0, query.limit + this.#pending.size);
-    return mergeListed(committed, this.#pending, query).map((job) => ({ ...job }));
-  }
-
-  close(): void {}
-
-  /** Forgets everything not committed, as a process crash would. */
-  crash(): void {
-    this.#pending = new PendingWrites();
-  }
-
-  /** Makes every later commit throw (null: commits work again). */
+  /** Makes every later commit fail (null: commits work again). */
   failCommits(reason: string | null): void {
     this.#failure = reason;
   }
 
-  /** Committed rows (a copy), for invariant checks. */
+  /** Makes every later read fail (null: reads work again). */
+  failReads(reason: string | null): void {
+    this.#readFailure = reason;
+  }
+
+  /** Committed rows (copies), for invariant checks. */
   committedJobs(): JobRecord[] {
-    return [...this.#committed.values()].map((job) => ({ ...job }));
+    return [...this.#jobs.values()].map((job) => ({ ...job }));
+  }
+
+  /** One committed row (a copy). */
+  committedJob(jobId: string): JobRecord | undefined {
+    const job = this.#jobs.get(jobId);
+    return job === undefined ? undefined : { ...job };
+  }
+
+  /** The committed row holding an idempotency key (a copy). */
+  committedJobByKey(key: string): JobRecord | undefined {
+    const jobId = this.#byKey.get(key);
+    return jobId === undefined ? undefined : this.committedJob(jobId);
+  }
+
+  /** Highest committed seq (0 when empty). */
+  maxSeq(): number {
+    let max = 0;
+    for (const job of this.#jobs.values()) max = Math.max(max, job.seq);
+    return max;
+  }
+
+  /** Committed attempts of a job, oldest first (copies). */
+  committedAttempts(jobId: string): AttemptRecord[] {
+    return this.#attemptsOf(jobId);
+  }
+
+  #attemptsOf(jobId: string): AttemptRecord[] {
+    return [...this.#attempts.values()]
+      .filter((attempt) => attempt.jobId === jobId)
+      .sort((a, b) => a.attemptNumber - b.attemptNumber)
+      .map((attempt) => ({ ...attempt }));
+  }
+
+  #list(query: ListQuery): JobRecord[] {
+    return [...this.#jobs.values()]
+      .filter((job) => query.beforeSeq === null || job.seq < query.beforeSeq)
+      .filter((job) => query.state === null || job.state === query.state)
+      .filter((job) => query.taskType === null || job.taskType === query.taskType)
+      .sort((a, b) => b.seq - a.seq)
+      .slice(0, query.limit)
+      .map((job) => ({ ...job }));
+  }
+
+  #purge(query: PurgeQuery): number {
+    const doomed = [...this.#jobs.values()]
+      .filter(
+        (job) =>
+          job.state === query.state &&
+          job.finishedAtMs !== null &&
+          job.finishedAtMs < query.finishedBeforeMs,
+      )
+      .sort((a, b) => a.seq - b.seq)
+      .slice(0, query.limit);
+    for (const job of doomed) {
+      this.#jobs.delete(job.jobId);
+      if (job.idempotencyKey !== null) this.#byKey.delete(job.idempotencyKey);
+      for (const [attemptId, attempt] of this.#attempts) {
+        if (attempt.jobId === job.jobId) this.#attempts.delete(attemptId);
+      }
+    }
+    return doomed.length;
   }
 }

@@ -1,19 +1,29 @@
 /**
- * The Store: where the coordinator's jobs live durably.
+ * The Store: where the coordinator's jobs live durably, behind an
+ * asynchronous, batch-shaped interface.
  *
- * Writes are staged and become durable together at {@link Store.commit} (group
- * commit: the shell commits once per batch of inputs, then releases the
- * replies that depended on them). Staged rows are visible to reads at once, so
- * the core never reads an older version of a row it just wrote.
+ * The core never calls a store. It hands the shell a {@link WriteBatch} of
+ * rows to write, and the shell commits it with {@link Store.commit}; the
+ * replies and assignments produced with that batch are released only once
+ * that promise resolves. Batches commit in the order they are given (a store
+ * may merge several queued batches into one transaction: group commit).
+ * Reads of history ({@link StoreRead}) see committed rows only; the core
+ * overlays what it has not committed yet.
  *
- * The interface is deliberately small and row-oriented so that another backend
- * (e.g. PostgreSQL) can implement it.
+ * Implementations: {@link MemoryStore} (tests, simulation, `:memory:`),
+ * SqliteStore (the default), and further backends with the same contract.
  */
 import { ErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
-import type { JobState, Priority } from '../protocol/messages.js';
+import type {
+  AttemptOutcome,
+  JobState,
+  Priority,
+  ResultFormat,
+  TerminalState,
+} from '../protocol/messages.js';
 
-/** One job, exactly as persisted (and as held in the core's memory). */
+/** One job, exactly as persisted. */
 export interface JobRecord {
   /** Submission order, 1-based, unique; also the paging key (newest = highest). */
   seq: number;
@@ -26,7 +36,7 @@ export interface JobRecord {
   /** Attempts started so far (incremented only at assignment). */
   attempts: number;
   maxAttempts: number;
-  /** Execution deadline of each attempt, fixed at submission. */
+  /** Execution deadline of each attempt, fixed at submission, in ms. */
   timeoutMs: number;
   idempotencyKey: string | null;
   /** The current lease: set only while RUNNING. */
@@ -36,9 +46,38 @@ export interface JobRecord {
   /** When a RETRY_WAIT job becomes QUEUED again (absolute, coordinator clock). */
   retryAtMs: number | null;
   result: string | null;
+  /** How to read `result` (null = text). */
+  resultFormat: ResultFormat | null;
   error: string | null;
   createdAtMs: number;
   updatedAtMs: number;
+  /** When the latest attempt started; null before the first. */
+  startedAtMs: number | null;
+  /** When the job became terminal; null while it is not. */
+  finishedAtMs: number | null;
+}
+
+/** One attempt of a job (job history). */
+export interface AttemptRecord {
+  jobId: string;
+  /** 1-based. */
+  attemptNumber: number;
+  attemptId: string;
+  workerId: string;
+  startedAtMs: number;
+  finishedAtMs: number | null;
+  outcome: AttemptOutcome;
+  error: string | null;
+}
+
+/** The writes of one batch; the store applies them in one transaction. */
+export interface WriteBatch {
+  /** Increasing by one per batch that has writes. */
+  readonly batchId: number;
+  /** New jobs (`isNew`) and new versions of existing ones; one entry per job. */
+  readonly jobs: readonly { readonly job: Readonly<JobRecord>; readonly isNew: boolean }[];
+  /** New attempts and new versions of existing ones (keyed by attemptId). */
+  readonly attempts: readonly Readonly<AttemptRecord>[];
 }
 
 export interface ListQuery {
@@ -46,29 +85,59 @@ export interface ListQuery {
   beforeSeq: number | null;
   /** Only rows in this state; null = all. */
   state: JobState | null;
+  /** Only rows of this task type; null = all. */
+  taskType: string | null;
   /** At most this many rows. */
   limit: number;
 }
 
-export interface Store {
-  /** Stages a new job. Durable after the next {@link commit}. */
-  insertJob(job: Readonly<JobRecord>): void;
-  /** Stages the new version of an existing job (all mutable fields). */
-  updateJob(job: Readonly<JobRecord>): void;
-  /** Makes every staged write durable, atomically. Throws {@link StoreError}. */
-  commit(): void;
-  /** Number of staged, uncommitted jobs. */
-  readonly pendingCount: number;
-  getJob(jobId: string): Readonly<JobRecord> | undefined;
-  getJobByIdempotencyKey(key: string): Readonly<JobRecord> | undefined;
-  /** Every non-terminal job, in submission order (restart recovery). */
-  loadActiveJobs(): JobRecord[];
+/** Deletes terminal jobs (and their attempts) of one state that finished before a time. */
+export interface PurgeQuery {
+  state: TerminalState;
+  /** Only jobs whose finishedAtMs is strictly below this. */
+  finishedBeforeMs: number;
+  /** At most this many jobs per call (background retention works in small steps). */
+  limit: number;
+}
+
+/** A read of history, requested by the core as an effect. */
+export type StoreRead =
+  | { op: 'job'; jobId: string; withAttempts: boolean }
+  | { op: 'jobByKey'; key: string }
+  | { op: 'list'; query: ListQuery }
+  | { op: 'purge'; query: PurgeQuery };
+
+/** The answer to a {@link StoreRead}, tagged with the same `op`. */
+export type StoreReadResult =
+  | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null }
+  | { op: 'jobByKey'; job: JobRecord | null }
+  | { op: 'list'; jobs: JobRecord[] }
+  | { op: 'purge'; deleted: number };
+
+/** What restart recovery starts from. */
+export interface RecoveredState {
+  /** Every non-terminal job, in submission order. */
+  activeJobs: JobRecord[];
+  /** The attempts of those jobs, in any order. */
+  activeAttempts: AttemptRecord[];
   /** Highest seq ever stored (0 when empty). */
-  maxSeq(): number;
-  /** Newest first. */
-  listJobs(query: ListQuery): Readonly<JobRecord>[];
-  /** Idempotent. Does not commit staged writes. */
-  close(): void;
+  maxSeq: number;
+}
+
+export interface Store {
+  /** A short description for logs (`sqlite data/coordinator.db`). */
+  readonly description: string;
+  /** Everything recovery needs. */
+  recover(): Promise<RecoveredState>;
+  /**
+   * Makes the batch durable, atomically, after every batch given before it.
+   * Rejects with {@link StoreError}; after a rejection nothing later commits.
+   */
+  commit(batch: WriteBatch): Promise<void>;
+  /** Runs one read of committed history. Rejects with {@link StoreError}. */
+  read(read: StoreRead): Promise<StoreReadResult>;
+  /** Idempotent. Waits for commits already given. */
+  close(): Promise<void>;
 }
 
 /** A write or read the storage could not do (disk full, I/O error, ...). */
@@ -76,77 +145,4 @@ export class StoreError extends DtpError {
   constructor(message: string, options?: { cause?: unknown }) {
     super(ErrorCode.StoreFailed, message, options);
   }
-}
-
-/**
- * Staged writes, coalesced per job (the last version wins, and a job inserted
- * and updated in one batch is still one insert). Shared by the backends.
- */
-export class PendingWrites {
-  readonly #rows = new Map<string, { job: Readonly<JobRecord>; isNew: boolean }>();
-  readonly #byKey = new Map<string, Readonly<JobRecord>>();
-
-  insert(job: Readonly<JobRecord>): void {
-    this.#rows.set(job.jobId, { job, isNew: true });
-    if (job.idempotencyKey !== null) this.#byKey.set(job.idempotencyKey, job);
-  }
-
-  update(job: Readonly<JobRecord>): void {
-    const existing = this.#rows.get(job.jobId);
-    this.#rows.set(job.jobId, { job, isNew: existing?.isNew ?? false });
-    if (job.idempotencyKey !== null && existing?.isNew) this.#byKey.set(job.idempotencyKey, job);
-  }
-
-  get size(): number {
-    return this.#rows.size;
-  }
-
-  get(jobId: string): Readonly<JobRecord> | undefined {
-    return this.#rows.get(jobId)?.job;
-  }
-
-  getByKey(key: string): Readonly<JobRecord> | undefined {
-    return this.#byKey.get(key);
-  }
-
-  /** Every staged version, as copies taken now. */
-  entries(): { job: JobRecord; isNew: boolean }[] {
-    return [...this.#rows.values()].map(({ job, isNew }) => ({ job: { ...job }, isNew }));
-  }
-
-  clear(): void {
-    this.#rows.clear();
-    this.#byKey.clear();
-  }
-
-  /** Staged rows matching a list query (to merge with committed ones). */
-  matching(query: ListQuery): Readonly<JobRecord>[] {
-    const out: Readonly<JobRecord>[] = [];
-    for (const { job } of this.#rows.values()) {
-      if (query.beforeSeq !== null && job.seq >= query.beforeSeq) continue;
-      if (query.state !== null && job.state !== query.state) continue;
-      out.push(job);
-    }
-    return out;
-  }
-
-  has(jobId: string): boolean {
-    return this.#rows.has(jobId);
-  }
-}
-
-/**
- * Merges committed rows (newest first, already filtered, fetched with
- * `limit + pending` rows so enough survive) with staged ones; staged versions
- * replace committed ones.
- */
-export function mergeListed(
-  committed: readonly Readonly<JobRecord>[],
-  pending: PendingWrites,
-  query: ListQuery,
-): Readonly<JobRecord>[] {
-  const merged = committed.filter((job) => !pending.has(job.jobId));
-  merged.push(...pending.matching(query));
-  merged.sort((a, b) => b.seq - a.seq);
-  return merged.slice(0, query.limit);
 }

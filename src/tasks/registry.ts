@@ -34,8 +34,13 @@ export interface TaskDefinition {
   run(payload: JsonObject, context: TaskContext): Promise<string>;
 }
 
-/** The payload does not fit the task type. Message starts `Invalid payload:`. */
+/**
+ * The payload does not fit the task type. Message starts `Invalid payload:`.
+ * Not retryable: the same payload would fail the same way on every attempt.
+ */
 export class InvalidPayloadError extends DtpError {
+  readonly retryable = false;
+
   constructor(detail: string) {
     super(ErrorCode.InvalidPayload, `Invalid payload: ${detail}`);
   }

@@ -1,19 +1,26 @@
 /**
  * One task thread as the pool sees it, and one task as it moves through it.
  *
- * Thread states: `idle` (no task) -> `busy` (one task) -> `idle` ... ; from
- * any state -> `terminating` (cancel, crash, pool close) -> `exited`. A
- * terminating thread never takes another task; the pool replaces it lazily.
+ * Thread states: `idle` (no task) -> `busy` (one task) -> `idle` ... ; a busy
+ * thread whose task is stopped (cancel, deadline) -> `stopping`: its task's
+ * signal has fired and the thread gets `graceMs` to settle the handler; then
+ * -> `idle` if it did (the thread is reused), else -> `terminating`. From any
+ * state -> `terminating` (crash, pool close) -> `exited`. A stopping or
+ * terminating thread never takes another task.
  *
  * A task settles exactly once, with whichever happens first: the thread's
- * answer, a cancel, or the thread's death.
+ * answer, a stop (settled as cancelled at once: whatever the handler does
+ * afterwards is never reported), or the thread's death.
  */
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
+import type { ResultFormat } from '../protocol/messages.js';
 import {
   isThreadResponse,
+  type AbortReason,
   type RunTaskInput,
+  type TaskLogLevel,
   type TaskThreadData,
   type ThreadOutput,
   type ThreadRequest,
@@ -21,11 +28,23 @@ import {
 
 /** How a task ended. `cancelled` tasks never report their result. */
 export type TaskOutcome =
-  { success: true; result: string } | { success: false; error: string; cancelled: boolean };
+  | { success: true; result: string; resultFormat: ResultFormat }
+  | { success: false; error: string; cancelled: boolean; retryable: boolean };
+
+/** How a stopped task's thread was freed: the handler settled, or the thread was terminated. */
+export type StopOutcome = 'cooperative' | 'terminated';
+
+/** Receives the lines a task's handler logs. */
+export type TaskLogSink = (
+  level: TaskLogLevel,
+  message: string,
+  fields: Record<string, unknown>,
+) => void;
 
 export class PoolTask {
   readonly requestId: number;
   readonly input: RunTaskInput;
+  readonly onLog: TaskLogSink;
   /** Settles exactly once; never rejects. */
   readonly outcome: Promise<TaskOutcome>;
   /** True once the task code began; false if the task ended before that. */
@@ -35,9 +54,10 @@ export class PoolTask {
   #resolveOutcome!: (outcome: TaskOutcome) => void;
   #resolveStarted!: (started: boolean) => void;
 
-  constructor(requestId: number, input: RunTaskInput, onSettled: () => void) {
+  constructor(requestId: number, input: RunTaskInput, onLog: TaskLogSink, onSettled: () => void) {
     this.requestId = requestId;
     this.input = input;
+    this.onLog = onLog;
     this.#onSettled = onSettled;
     this.outcome = new Promise((resolve) => (this.#resolveOutcome = resolve));
     this.started = new Promise((resolve) => (this.#resolveStarted = resolve));
@@ -69,12 +89,18 @@ export interface PoolThreadEvents {
   onExit(thread: PoolThread): void;
 }
 
+interface Stopping {
+  readonly timer: NodeJS.Timeout;
+  readonly resolve: (how: StopOutcome) => void;
+}
+
 export class PoolThread {
   /** Resolves once the thread has exited, for whatever reason. */
   readonly exited: Promise<void>;
   readonly #worker: Worker;
   readonly #events: PoolThreadEvents;
   #task: PoolTask | null = null;
+  #stopping: Stopping | null = null;
   #terminating = false;
   /** Why the thread died, when it was not on purpose. */
   #crash: string | null = null;
@@ -94,7 +120,7 @@ export class PoolThread {
     this.#worker.on('exit', (code) => this.#onExit(code));
   }
 
-  /** False while the thread is running a task or is going away. */
+  /** False while the thread is running or stopping a task, or is going away. */
   get available(): boolean {
     return this.#task === null && !this.#terminating;
   }
@@ -102,8 +128,25 @@ export class PoolThread {
   run(task: PoolTask): void {
     assert(this.available, 'a pool thread runs one task at a time');
     this.#task = task;
-    const request: ThreadRequest = { requestId: task.requestId, input: task.input };
-    this.#worker.postMessage(request);
+    this.#post({ requestId: task.requestId, input: task.input });
+  }
+
+  /**
+   * Stops this thread's task (already settled as cancelled by the caller):
+   * fires its signal, then terminates the thread unless the handler settles
+   * within `graceMs`. Resolves with how the thread was freed.
+   */
+  stop(task: PoolTask, reason: AbortReason, graceMs: number): Promise<StopOutcome> {
+    if (this.#task !== task || this.#terminating) return this.exited.then(() => 'terminated');
+    assert(this.#stopping === null, 'a task is stopped once');
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#stopping = null;
+        void this.terminate().then(() => resolve('terminated'));
+      }, graceMs);
+      this.#stopping = { timer, resolve };
+      this.#post({ requestId: task.requestId, input: { type: 'ABORT_TASK', reason } });
+    });
   }
 
   /** Stops the thread, whatever it is doing. Resolves once it has exited. Idempotent. */
@@ -116,6 +159,10 @@ export class PoolThread {
     return this.exited;
   }
 
+  #post(request: ThreadRequest): void {
+    this.#worker.postMessage(request);
+  }
+
   #fail(reason: string): void {
     this.#crash ??= reason;
     void this.terminate();
@@ -123,10 +170,12 @@ export class PoolThread {
 
   #onMessage(value: unknown): void {
     if (this.#terminating) return;
+    if (!isThreadResponse(value)) return this.#fail('task thread sent an unexpected message');
     const task = this.#task;
-    if (!isThreadResponse(value) || task === null || value.requestId !== task.requestId) {
-      this.#fail('task thread sent an unexpected message');
-      return;
+    if (task === null || value.requestId !== task.requestId) {
+      // A handler stopped earlier may still log from a timer it left behind.
+      if (value.output.type === 'TASK_LOG') return;
+      return this.#fail('task thread answered a request it was not running');
     }
     this.#onOutput(task, value.output);
   }
@@ -136,28 +185,48 @@ export class PoolThread {
       case 'TASK_STARTED':
         task.markStarted();
         return;
-      case 'TASK_SUCCEEDED':
-        this.#task = null;
-        task.settle({ success: true, result: output.result });
-        this.#events.onIdle(this);
+      case 'TASK_LOG':
+        task.onLog(output.level, output.message, output.fields);
         return;
-      case 'TASK_FAILED':
-        this.#task = null;
-        task.settle({ success: false, error: output.error, cancelled: false });
-        this.#events.onIdle(this);
-        return;
+      case 'TASK_SUCCEEDED': {
+        const { result, resultFormat } = output;
+        return this.#finish(task, { success: true, result, resultFormat });
+      }
+      case 'TASK_FAILED': {
+        const { error, retryable } = output;
+        return this.#finish(task, { success: false, error, cancelled: false, retryable });
+      }
     }
+  }
+
+  /** The handler settled: report it (unless the task was stopped) and take the next task. */
+  #finish(task: PoolTask, outcome: TaskOutcome): void {
+    this.#task = null;
+    task.settle(outcome); // no effect on a stopped task: its outcome is already cancelled
+    const stopping = this.#stopping;
+    this.#stopping = null;
+    if (stopping !== null) {
+      clearTimeout(stopping.timer);
+      stopping.resolve('cooperative');
+    }
+    this.#events.onIdle(this);
   }
 
   #onExit(code: number): void {
     this.#terminating = true;
     const task = this.#task;
     this.#task = null;
-    // A cancelled task is already settled; this only catches real deaths.
+    if (this.#stopping !== null) {
+      clearTimeout(this.#stopping.timer);
+      this.#stopping.resolve('terminated');
+      this.#stopping = null;
+    }
+    // A stopped task is already settled; this only catches real deaths.
     task?.settle({
       success: false,
       error: this.#crash ?? `task thread exited unexpectedly with code ${code}`,
       cancelled: false,
+      retryable: true,
     });
     this.#resolveExited();
     this.#events.onExit(this);

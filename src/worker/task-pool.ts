@@ -3,35 +3,46 @@
  *
  * - Up to `capacity` tasks run at once, each on its own thread. Threads are
  *   created lazily and reused after a task ends.
- * - `cancel()` terminates the task's thread: the only way to stop CPU-bound
- *   code that never yields. The task settles as cancelled at once, the thread
- *   is replaced lazily by the next run.
+ * - `stop(reason)` preempts a task: it settles as cancelled at once (its
+ *   slot is free and nothing it produces is ever reported), its handler's
+ *   `ctx.signal` fires, and the handler gets `cancelGraceMs` to settle. A
+ *   handler that does keeps its thread for the next task; one that ignores
+ *   the signal (or is CPU-bound and never yields) has its thread terminated.
  * - A thread that crashes (uncaught error, `process.exit`) fails its task with
  *   a message saying so; the pool carries on.
  *
- * Between a cancel and the thread's exit, the dying thread still exists next
- * to up to `capacity` live ones; terminating a thread takes milliseconds even
- * when it is busy, so this overlap stays small and bounded by the cancels.
+ * Between a stop and the end of its grace, the stopping thread still exists
+ * next to up to `capacity` live ones; so at most `capacity` + (tasks stopped
+ * within the last grace period) threads exist, and idle threads beyond
+ * `capacity` are terminated as soon as they are free.
  */
-import assert from 'node:assert/strict';
 import { DtpError } from '../protocol/errors.js';
 import { MAX_CAPACITY } from '../protocol/limits.js';
-import type { JsonObject } from '../protocol/messages.js';
-import { resolveTaskModuleUrl } from './task-module.js';
-import { PoolTask, PoolThread, type TaskOutcome } from './pool-thread.js';
-import type { TaskThreadData } from './thread-messages.js';
+import {
+  PoolTask,
+  PoolThread,
+  type StopOutcome,
+  type TaskLogSink,
+  type TaskOutcome,
+} from './pool-thread.js';
+import type { AbortReason, RunTaskInput, TaskThreadData } from './thread-messages.js';
 
-export type { TaskOutcome } from './pool-thread.js';
+export type { StopOutcome, TaskLogSink, TaskOutcome } from './pool-thread.js';
+
+/** Default time a stopped handler gets to settle before its thread is terminated, in ms. */
+export const DEFAULT_CANCEL_GRACE_MS = 1_000;
 
 export interface TaskPoolOptions {
   /** Most tasks (and live threads) at once, 1..1024. */
   capacity: number;
-  /**
-   * Task module (file path or URL) whose `createRegistry()` or default export
-   * returns the task registry. Default: the built-in tasks.
-   */
-  taskModule?: string;
+  /** Users' task modules that every thread imports (main thread checked them). */
+  modules?: TaskThreadData['modules'];
+  /** Time a stopped handler gets before its thread is terminated, in ms (default 1000). */
+  cancelGraceMs?: number;
 }
+
+/** One attempt to run (see {@link RunTaskInput}). */
+export type TaskRun = Omit<RunTaskInput, 'type'>;
 
 export interface TaskHandle {
   /** Settles exactly once and never rejects. */
@@ -39,28 +50,29 @@ export interface TaskHandle {
   /** True once the task code began; false if the task ended before that. */
   readonly started: Promise<boolean>;
   /**
-   * Stops the task by terminating its thread; its outcome becomes cancelled
-   * and its result is dropped. Resolves once the thread has exited. No effect
-   * on a task that already ended.
+   * Preempts the task (see the module comment). Its outcome becomes
+   * cancelled at once. Resolves once its thread is free again, with how; no
+   * effect (resolves `cooperative`) on a task that already ended.
    */
-  cancel(): Promise<void>;
+  stop(reason: AbortReason): Promise<StopOutcome>;
 }
 
 const THREAD_ENTRY = new URL('./task-thread.js', import.meta.url);
 
 function endedHandle(error: string): TaskHandle {
-  const outcome: TaskOutcome = { success: false, error, cancelled: false };
+  const outcome: TaskOutcome = { success: false, error, cancelled: false, retryable: true };
   return {
     outcome: Promise.resolve(outcome),
     started: Promise.resolve(false),
-    cancel: () => Promise.resolve(),
+    stop: () => Promise.resolve('cooperative'),
   };
 }
 
 export class TaskPool {
   readonly capacity: number;
+  readonly cancelGraceMs: number;
   readonly #data: TaskThreadData;
-  /** Every thread that has not exited yet, terminating ones included. */
+  /** Every thread that has not exited yet, stopping and terminating ones included. */
   readonly #threads = new Set<PoolThread>();
   readonly #idle: PoolThread[] = [];
   readonly #running = new Map<PoolTask, PoolThread>();
@@ -72,17 +84,21 @@ export class TaskPool {
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY) {
       throw new DtpError('INVALID_OPTIONS', `capacity must be an integer in 1..${MAX_CAPACITY}`);
     }
+    const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
+    if (!Number.isInteger(cancelGraceMs) || cancelGraceMs < 0 || cancelGraceMs > 2 ** 31 - 1) {
+      throw new DtpError('INVALID_OPTIONS', 'cancelGraceMs must be an integer >= 0');
+    }
     this.capacity = capacity;
-    const module = options.taskModule;
-    this.#data = { taskModuleUrl: module === undefined ? null : resolveTaskModuleUrl(module) };
+    this.cancelGraceMs = cancelGraceMs;
+    this.#data = { modules: [...(options.modules ?? [])] };
   }
 
-  /** Threads that have not exited yet (idle, busy or terminating). */
+  /** Threads that have not exited yet (idle, busy, stopping or terminating). */
   get threadCount(): number {
     return this.#threads.size;
   }
 
-  /** Tasks that have not ended yet. */
+  /** Tasks that have not ended yet (stopped ones have). */
   get runningCount(): number {
     return this.#running.size;
   }
@@ -91,37 +107,51 @@ export class TaskPool {
    * Starts one task attempt on a free thread. Beyond capacity, or after
    * `close()`, the handle's outcome is an immediate failure.
    */
-  run(taskType: string, payload: JsonObject, attemptNumber: number): TaskHandle {
+  run(run: TaskRun, onLog: TaskLogSink = () => undefined): TaskHandle {
     if (this.#closing !== null) return endedHandle('task pool is closed');
     if (this.#running.size >= this.capacity) {
       return endedHandle(`task pool at capacity (${this.capacity} tasks)`);
     }
-    const input = { type: 'RUN_TASK', taskType, payload, attemptNumber } as const;
-    const task: PoolTask = new PoolTask(this.#nextRequestId++, input, () =>
+    const input: RunTaskInput = { type: 'RUN_TASK', ...run };
+    const task: PoolTask = new PoolTask(this.#nextRequestId++, input, onLog, () =>
       this.#running.delete(task),
     );
     const thread = this.#takeIdle() ?? this.#spawn();
     this.#running.set(task, thread);
     thread.run(task);
-    return { outcome: task.outcome, started: task.started, cancel: () => this.#cancel(task) };
+    return {
+      outcome: task.outcome,
+      started: task.started,
+      stop: (reason) => this.#stop(task, reason),
+    };
   }
 
   /** Cancels every task and terminates every thread. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
       for (const task of [...this.#running.keys()]) {
-        task.settle({ success: false, error: 'task pool closed', cancelled: true });
+        task.settle({
+          success: false,
+          error: 'task pool closed',
+          cancelled: true,
+          retryable: true,
+        });
       }
       await Promise.all([...this.#threads].map((thread) => thread.terminate()));
     })();
     return this.#closing;
   }
 
-  #cancel(task: PoolTask): Promise<void> {
+  #stop(task: PoolTask, reason: AbortReason): Promise<StopOutcome> {
     const thread = this.#running.get(task);
-    if (thread === undefined) return Promise.resolve();
-    task.settle({ success: false, error: 'task cancelled', cancelled: true });
-    return thread.terminate();
+    if (thread === undefined) return Promise.resolve('cooperative');
+    task.settle({
+      success: false,
+      error: `task stopped (${reason})`,
+      cancelled: true,
+      retryable: true,
+    });
+    return thread.stop(task, reason, this.cancelGraceMs);
   }
 
   /** An idle thread that is not on its way out, if any. */
@@ -142,11 +172,11 @@ export class TaskPool {
   }
 
   #onIdle(thread: PoolThread): void {
-    if (this.#closing !== null) {
+    // A thread freed by a stop can make more threads than slots: let it go.
+    if (this.#closing !== null || this.#threads.size > this.capacity) {
       void thread.terminate();
       return;
     }
-    assert(this.#idle.length < this.capacity, 'more idle threads than capacity');
     this.#idle.push(thread);
   }
 

@@ -3,23 +3,32 @@
  * {@link TaskPool}). It runs task code off the worker's main thread, so a
  * CPU-bound task can never delay heartbeats or protocol handling.
  *
- * Protocol (see thread-messages.ts): for each `RUN_TASK` request it replies
- * `TASK_STARTED` once the payload is valid and the task code begins, then
- * exactly one `TASK_SUCCEEDED` or `TASK_FAILED`. Any failure inside the task,
- * including an invalid payload or an unloadable task module, becomes
- * `TASK_FAILED` with the error's message; only a real crash (an uncaught
- * error outside the request, `process.exit`) ends the thread.
+ * At start it imports the users' task modules named in its `workerData`
+ * (the main thread has checked them already) beside the built-in tasks.
+ * Protocol (see thread-messages.ts): for each `RUN_TASK` it replies
+ * `TASK_STARTED` once the payload is valid and the handler begins, any
+ * number of `TASK_LOG`, then exactly one `TASK_SUCCEEDED` or `TASK_FAILED`.
+ * `ABORT_TASK` fires the attempt's `ctx.signal`; the handler decides what to
+ * do with it (the main thread terminates this thread if it ignores it). Any
+ * failure inside the task, including an invalid payload or a module that did
+ * not load here, becomes `TASK_FAILED`; only a real crash (an uncaught error
+ * outside a handler's promise, `process.exit`) ends the thread.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
+import type { JsonObject } from '../protocol/messages.js';
+import type { TaskContext, TaskLogger } from '../sdk/task.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
-import { loadTaskSource, requireDefinition, type TaskSource } from './task-module.js';
+import { UnknownTaskTypeError } from '../tasks/registry.js';
+import { importHandlers, type Handler } from './task-modules.js';
+import { encodeResult } from './task-values.js';
 import {
   isTaskThreadData,
   isThreadRequest,
+  type AbortReason,
   type RunTaskInput,
+  type TaskLogLevel,
   type ThreadOutput,
-  type ThreadRequest,
   type ThreadResponse,
 } from './thread-messages.js';
 
@@ -27,57 +36,149 @@ if (parentPort === null) throw new Error('task-thread.js must run inside a worke
 if (!isTaskThreadData(workerData)) throw new Error('task thread started without valid workerData');
 
 const port = parentPort;
-const taskModuleUrl = workerData.taskModuleUrl;
+/** Longest log message a handler can send, in characters (longer ones are cut). */
+const MAX_LOG_MESSAGE_CHARS = 4_096;
+/** Largest `fields` object of one log line, as JSON characters. */
+const MAX_LOG_FIELDS_CHARS = 16_384;
 
-/**
- * Tasks are stopped by terminating the thread, so this signal is never
- * aborted; tasks still get one because the task interface requires it.
- */
-const neverAborted = new AbortController().signal;
+/** Attempts running in this thread (at most one), by request id. */
+const running = new Map<number, AbortController>();
 
-let source: Promise<TaskSource> | null = null;
-
-/** Loads the registry once per thread, on the first request. */
-function loadSource(): Promise<TaskSource> {
-  source ??=
-    taskModuleUrl === null
-      ? Promise.resolve(createBuiltinRegistry())
-      : loadTaskSource(taskModuleUrl);
-  return source;
+function builtinHandlers(): Map<string, Handler> {
+  const registry = createBuiltinRegistry();
+  const handlers = new Map<string, Handler>();
+  for (const taskType of registry.taskTypes) {
+    const definition = registry.require(taskType);
+    handlers.set(taskType, {
+      validate: (payload) => {
+        definition.validate(payload as JsonObject);
+        return payload;
+      },
+      run: (payload, ctx) => definition.run(payload as JsonObject, ctx),
+    });
+  }
+  return handlers;
 }
+
+/** The built-ins and every module's tasks; a module that fails here fails each task. */
+const handlers: Promise<Map<string, Handler>> = importHandlers(workerData.modules).then(
+  (custom) => new Map([...builtinHandlers(), ...custom]),
+);
+handlers.catch(() => undefined); // reported per task, never as an unhandled rejection
 
 function reply(requestId: number, output: ThreadOutput): void {
   const response: ThreadResponse = { requestId, output };
   port.postMessage(response);
 }
 
-async function runTask(input: RunTaskInput, onStarted: () => void): Promise<ThreadOutput> {
+/** Log fields as plain data that survives postMessage (Errors as name and message). */
+function plainFields(fields: Record<string, unknown> | undefined): Record<string, unknown> {
+  if (fields === undefined) return {};
   try {
-    const definition = requireDefinition(await loadSource(), input.taskType);
-    definition.validate(input.payload);
-    onStarted();
-    const result: unknown = await definition.run(input.payload, {
-      attemptNumber: input.attemptNumber,
-      signal: neverAborted,
-    });
-    if (typeof result !== 'string') {
-      return { type: 'TASK_FAILED', error: `task returned a ${typeof result}, not a string` };
-    }
-    return { type: 'TASK_SUCCEEDED', result };
-  } catch (err) {
-    return { type: 'TASK_FAILED', error: describeError(err) };
+    const text = JSON.stringify(fields, (_key, value: unknown) =>
+      value instanceof Error ? { name: value.name, message: value.message } : value,
+    );
+    if (text.length > MAX_LOG_FIELDS_CHARS)
+      return { fields: `(${text.length} characters, dropped)` };
+    const parsed: unknown = JSON.parse(text);
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
+      ? (parsed as Record<string, unknown>)
+      : {};
+  } catch {
+    return { fields: '(not serializable, dropped)' };
   }
 }
 
-async function handle(request: ThreadRequest): Promise<void> {
-  const { requestId, input } = request;
-  const output = await runTask(input, () => reply(requestId, { type: 'TASK_STARTED' }));
-  reply(requestId, output);
+function taskLogger(requestId: number): TaskLogger {
+  const line =
+    (level: TaskLogLevel) =>
+    (message: string, fields?: Record<string, unknown>): void => {
+      const text = String(message);
+      reply(requestId, {
+        type: 'TASK_LOG',
+        level,
+        message:
+          text.length > MAX_LOG_MESSAGE_CHARS ? `${text.slice(0, MAX_LOG_MESSAGE_CHARS)}…` : text,
+        fields: plainFields(fields),
+      });
+    };
+  return { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
+}
+
+function contextFor(requestId: number, input: RunTaskInput, signal: AbortSignal): TaskContext {
+  return Object.freeze({
+    jobId: input.jobId,
+    attemptId: input.attemptId,
+    attemptNumber: input.attemptNumber,
+    maxAttempts: input.maxAttempts,
+    signal,
+    deadlineAtMs: input.deadlineAtMs,
+    log: taskLogger(requestId),
+  });
+}
+
+/** What an attempt's signal is aborted with: the conventions of AbortSignal.timeout(). */
+function abortError(reason: AbortReason): DOMException {
+  return reason === 'deadline'
+    ? new DOMException("the attempt's deadline passed", 'TimeoutError')
+    : new DOMException('the attempt was cancelled', 'AbortError');
+}
+
+/** An error that says so with `retryable: false` (NonRetryableError, invalid payloads). */
+function isRetryable(err: unknown): boolean {
+  return !(
+    typeof err === 'object' &&
+    err !== null &&
+    'retryable' in err &&
+    err.retryable === false
+  );
+}
+
+function describeFailure(err: unknown): string {
+  const text = describeError(err);
+  if (text !== '') return text;
+  return err instanceof Error ? `${err.name} without a message` : 'task failed without a message';
+}
+
+async function attempt(
+  requestId: number,
+  input: RunTaskInput,
+  signal: AbortSignal,
+): Promise<ThreadOutput> {
+  try {
+    const table = await handlers;
+    const handler = table.get(input.taskType);
+    if (handler === undefined) throw new UnknownTaskTypeError(input.taskType, [...table.keys()]);
+    const payload = await handler.validate(input.payload);
+    reply(requestId, { type: 'TASK_STARTED' });
+    const value: unknown = await handler.run(payload, contextFor(requestId, input, signal));
+    return { type: 'TASK_SUCCEEDED', ...encodeResult(value) };
+  } catch (err) {
+    return { type: 'TASK_FAILED', error: describeFailure(err), retryable: isRetryable(err) };
+  }
+}
+
+async function run(requestId: number, input: RunTaskInput): Promise<void> {
+  const controller = new AbortController();
+  running.set(requestId, controller);
+  try {
+    reply(requestId, await attempt(requestId, input, controller.signal));
+  } finally {
+    running.delete(requestId);
+  }
 }
 
 port.on('message', (value: unknown) => {
   // Only the pool talks to this thread; a malformed request is a bug there,
   // and crashing makes the pool fail the task loudly.
   if (!isThreadRequest(value)) throw new Error('task thread received a malformed request');
-  void handle(value);
+  const { requestId, input } = value;
+  switch (input.type) {
+    case 'RUN_TASK':
+      void run(requestId, input);
+      return;
+    case 'ABORT_TASK':
+      running.get(requestId)?.abort(abortError(input.reason));
+      return;
+  }
 });

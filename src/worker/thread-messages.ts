@@ -6,32 +6,54 @@
  * `{ requestId, output }`. Both payloads are unions tagged by `type`:
  *
  *   input   RUN_TASK        run one task attempt
- *   output  TASK_STARTED    the registry is loaded and the payload is valid;
- *                           the task code is now running
- *           TASK_SUCCEEDED  the task resolved with its result string
- *           TASK_FAILED     the task threw, the payload was invalid, the task
- *                           type is unknown or the task module did not load
+ *           ABORT_TASK      fire the running attempt's `ctx.signal` (the
+ *                           attempt was cancelled or its deadline passed);
+ *                           same requestId as its RUN_TASK
+ *   output  TASK_STARTED    the payload is valid; the handler is now running
+ *           TASK_LOG        a line the handler logged through `ctx.log`
+ *           TASK_SUCCEEDED  the handler returned; its value, encoded
+ *           TASK_FAILED     the handler threw, the payload was invalid, the
+ *                           task type is unknown or a task module did not load
  *
- * A thread runs at most one request at a time. Cancellation has no message:
- * the main thread terminates the thread, which is the only way to stop
- * CPU-bound code that never yields.
+ * A thread runs at most one attempt at a time. A handler that ignores its
+ * aborted signal is not waited for: the main thread terminates the thread
+ * after the cancel grace, the only way to stop code that never yields.
  */
-import type { JsonObject } from '../protocol/messages.js';
+import type { JsonObject, ResultFormat } from '../protocol/messages.js';
 
 export interface RunTaskInput {
   type: 'RUN_TASK';
   taskType: string;
   payload: JsonObject;
+  jobId: string;
+  attemptId: string;
   /** 1-based. */
   attemptNumber: number;
+  /** The job's attempt limit; null when the coordinator did not say. */
+  maxAttempts: number | null;
+  /** Epoch ms of the attempt's deadline; null when unknown. */
+  deadlineAtMs: number | null;
 }
 
-export type ThreadInput = RunTaskInput;
+/** Why an attempt's signal fired. */
+export type AbortReason = 'cancel' | 'deadline';
+export const ABORT_REASONS: readonly AbortReason[] = ['cancel', 'deadline'];
+
+export interface AbortTaskInput {
+  type: 'ABORT_TASK';
+  reason: AbortReason;
+}
+
+export type ThreadInput = RunTaskInput | AbortTaskInput;
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type TaskLogLevel = (typeof LOG_LEVELS)[number];
 
 export type ThreadOutput =
   | { type: 'TASK_STARTED' }
-  | { type: 'TASK_SUCCEEDED'; result: string }
-  | { type: 'TASK_FAILED'; error: string };
+  | { type: 'TASK_LOG'; level: TaskLogLevel; message: string; fields: Record<string, unknown> }
+  | { type: 'TASK_SUCCEEDED'; result: string; resultFormat: ResultFormat }
+  | { type: 'TASK_FAILED'; error: string; retryable: boolean };
 
 export interface ThreadRequest {
   requestId: number;
@@ -43,27 +65,35 @@ export interface ThreadResponse {
   output: ThreadOutput;
 }
 
-/** What a task thread receives as `workerData`. */
+/** What a task thread receives as `workerData`: the task modules to import. */
 export interface TaskThreadData {
-  /**
-   * URL of a module whose `createRegistry()` (or default export) returns the
-   * task registry; null = the built-in tasks.
-   */
-  taskModuleUrl: string | null;
+  modules: { specifier: string; url: string }[];
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+const isNullableNumber = (value: unknown): boolean => value === null || typeof value === 'number';
+
 function isThreadInput(value: unknown): value is ThreadInput {
   if (!isRecord(value)) return false;
-  return (
-    value.type === 'RUN_TASK' &&
-    typeof value.taskType === 'string' &&
-    isRecord(value.payload) &&
-    typeof value.attemptNumber === 'number'
-  );
+  switch (value.type) {
+    case 'RUN_TASK':
+      return (
+        typeof value.taskType === 'string' &&
+        isRecord(value.payload) &&
+        typeof value.jobId === 'string' &&
+        typeof value.attemptId === 'string' &&
+        typeof value.attemptNumber === 'number' &&
+        isNullableNumber(value.maxAttempts) &&
+        isNullableNumber(value.deadlineAtMs)
+      );
+    case 'ABORT_TASK':
+      return ABORT_REASONS.includes(value.reason as AbortReason);
+    default:
+      return false;
+  }
 }
 
 function isThreadOutput(value: unknown): value is ThreadOutput {
@@ -71,10 +101,19 @@ function isThreadOutput(value: unknown): value is ThreadOutput {
   switch (value.type) {
     case 'TASK_STARTED':
       return true;
+    case 'TASK_LOG':
+      return (
+        LOG_LEVELS.includes(value.level as TaskLogLevel) &&
+        typeof value.message === 'string' &&
+        isRecord(value.fields)
+      );
     case 'TASK_SUCCEEDED':
-      return typeof value.result === 'string';
+      return (
+        typeof value.result === 'string' &&
+        (value.resultFormat === 'text' || value.resultFormat === 'json')
+      );
     case 'TASK_FAILED':
-      return typeof value.error === 'string';
+      return typeof value.error === 'string' && typeof value.retryable === 'boolean';
     default:
       return false;
   }
@@ -93,6 +132,10 @@ export function isThreadResponse(value: unknown): value is ThreadResponse {
 /** Checks the `workerData` a task thread was started with. */
 export function isTaskThreadData(value: unknown): value is TaskThreadData {
   return (
-    isRecord(value) && (value.taskModuleUrl === null || typeof value.taskModuleUrl === 'string')
+    isRecord(value) &&
+    Array.isArray(value.modules) &&
+    value.modules.every(
+      (m: unknown) => isRecord(m) && typeof m.specifier === 'string' && typeof m.url === 'string',
+    )
   );
 }

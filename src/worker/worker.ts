@@ -9,16 +9,29 @@
  *   registering   connected, WORKER_REGISTER sent, WORKER_REGISTERED awaited
  *   registered    heartbeating; TASK_ASSIGN and TASK_CANCEL accepted
  *   closed        close() was called; final
- * `drain(timeoutMs)` is the graceful way out: it tells the coordinator
- * (WORKER_DRAINING: no new assignments), stops reconnecting, lets running
- * tasks finish for up to `timeoutMs`, then closes; whatever is still running
- * then is abandoned, and the coordinator, seeing a draining worker leave,
- * retries those attempts at once.
+ * `drain(timeoutMs)` is the graceful way out: it takes no new task (a
+ * TASK_ASSIGN that still arrives is answered with a failed TASK_RESULT
+ * "worker is shutting down"), stops reconnecting, lets running tasks finish
+ * for up to `timeoutMs`, reports them, then closes; whatever is still running
+ * then is abandoned. A coordinator that offers `drain` is told first
+ * (WORKER_DRAINING), so it assigns nothing more and retries abandoned
+ * attempts at once; a v1 coordinator is not sent the extension.
  *
- * Messages: sends WORKER_REGISTER, HEARTBEAT, TASK_RESULT; receives
- * WORKER_REGISTERED, TASK_ASSIGN, TASK_CANCEL, ERROR. An ERROR, any other
- * message, or a protocol violation drops the connection, and the worker dials
- * again after `reconnectDelayMs`.
+ * Negotiation: the worker uses an extension only when the coordinator listed
+ * it in `WORKER_REGISTERED.features` (absent = a v1 coordinator):
+ * WORKER_DRAINING needs `drain`, `TASK_RESULT.retryable: false` needs
+ * `retryable`, and deadlines from `TASK_ASSIGN.timeoutMillis` need
+ * `assignLimits`. `resultFormat` is an optional field any peer may ignore.
+ *
+ * Deadlines and cancels preempt (see TaskPool): the handler's signal fires,
+ * and a handler that ignores it loses its thread after `cancelGraceMs`. A
+ * stopped attempt is never reported: the coordinator has revoked its lease
+ * (cancel) or does so at the same deadline, measured from assignment.
+ *
+ * Messages: sends WORKER_REGISTER, HEARTBEAT, TASK_RESULT, WORKER_DRAINING;
+ * receives WORKER_REGISTERED, TASK_ASSIGN, TASK_CANCEL, ERROR, HEARTBEAT_ACK.
+ * An ERROR, any other message, or a protocol violation drops the connection,
+ * and the worker dials again after `reconnectDelayMs`.
  *
  * Tasks of a lost connection are orphans: the coordinator has revoked (or is
  * about to revoke) their leases, so the work will be redone elsewhere. An
@@ -46,9 +59,19 @@ import {
   type TaskResult,
   type WorkerRegistered,
 } from '../protocol/messages.js';
-import { Heartbeat } from './heartbeat.js';
+import { parseFeatures, type Feature } from '../protocol/features.js';
 import { MAX_CAPACITY } from '../protocol/limits.js';
-import { TaskPool, type TaskHandle, type TaskOutcome } from './task-pool.js';
+import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
+import { Heartbeat } from './heartbeat.js';
+import { NO_TASK_MODULES, type LoadedTaskModules } from './task-modules.js';
+import {
+  DEFAULT_CANCEL_GRACE_MS,
+  TaskPool,
+  type StopOutcome,
+  type TaskHandle,
+  type TaskOutcome,
+} from './task-pool.js';
+import type { AbortReason } from './thread-messages.js';
 
 export interface WorkerOptions {
   coordinatorHost: string;
@@ -63,8 +86,16 @@ export interface WorkerOptions {
   reconnectDelayMs: number;
   /** Lines get `workerId=…` added. */
   logger: Logger;
-  /** Task module path or URL (see task-module.ts); default: the built-in tasks. */
-  taskModule?: string;
+  /**
+   * Users' task modules, loaded and checked by `loadTaskModules()` (see
+   * task-modules.ts); default: the built-in tasks only.
+   */
+  tasks?: LoadedTaskModules;
+  /**
+   * After a cancel or a deadline, time a handler gets to settle before its
+   * thread is terminated, in ms (default 1000).
+   */
+  cancelGraceMs?: number;
   /**
    * Give up a dial, or a registration that gets no reply, after this long, in
    * ms (default 5000).
@@ -80,8 +111,10 @@ export interface WorkerEvents {
   assigned: [jobId: string, attemptId: string];
   /** The task's payload was valid and its code began running in a thread. */
   started: [jobId: string, attemptId: string];
-  /** A TASK_CANCEL matched a running task and its thread has exited. */
+  /** A TASK_CANCEL matched a running task, which has now stopped (its slot is free). */
   cancelled: [jobId: string, attemptId: string];
+  /** A task was preempted (cancel or deadline) and its thread is free or gone. */
+  stopped: [jobId: string, attemptId: string, reason: AbortReason, how: StopOutcome];
   /** A task was dropped because its connection ended. */
   abandoned: [jobId: string, attemptId: string];
   /** A TASK_RESULT was queued on the connection. */
@@ -107,6 +140,8 @@ interface RunningTask {
   readonly startedAtMs: number;
   /** The connection that assigned it; the result goes back only there. */
   readonly connection: FramedConnection;
+  /** Fires at the attempt's deadline (when the coordinator told it); cleared when the task leaves. */
+  deadlineTimer: NodeJS.Timeout | null;
 }
 
 /** Every message a coordinator may send a worker; the type makes it complete. */
@@ -134,6 +169,9 @@ export function validateWorkerOptions(options: WorkerOptions): void {
   const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   if (!isIntegerIn(connectTimeoutMs, 1, 2 ** 31 - 1))
     throw invalid('connectTimeoutMs must be a positive integer');
+  const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
+  if (!isIntegerIn(cancelGraceMs, 0, 2 ** 31 - 1))
+    throw invalid('cancelGraceMs must be an integer >= 0');
 }
 
 export class Worker {
@@ -142,16 +180,19 @@ export class Worker {
   readonly events = new EventEmitter<WorkerEvents>();
   readonly #options: WorkerOptions;
   readonly #log: Logger;
+  readonly #tasksLoaded: LoadedTaskModules;
   readonly #pool: TaskPool;
   readonly #heartbeat: Heartbeat;
   /** Aborted by close(): cancels a dial or a reconnect wait in progress. */
   readonly #abort = new AbortController();
   /** Running tasks by attemptId (the lease), orphans included. */
   readonly #tasks = new Map<string, RunningTask>();
-  /** Results of orphans that finished while no session was registered. */
-  #lateResults: TaskResult[] = [];
+  /** Outcomes of orphans that finished while no session was registered. */
+  #lateResults: { jobId: string; attemptId: string; outcome: TaskOutcome }[] = [];
   #mode: WorkerMode = 'disconnected';
   #connection: FramedConnection | null = null;
+  /** What the coordinator of the current session offers (empty: v1, or none yet). */
+  #features: ReadonlySet<Feature> = new Set();
   /** The last dial failed; further failures are logged at debug level only. */
   #unreachable = false;
   #loop: Promise<void> = Promise.resolve();
@@ -165,11 +206,12 @@ export class Worker {
     this.capacity = options.capacity;
     this.#options = options;
     this.#log = options.logger.child({ workerId: options.workerId });
-    this.#pool = new TaskPool(
-      options.taskModule === undefined
-        ? { capacity: options.capacity }
-        : { capacity: options.capacity, taskModule: options.taskModule },
-    );
+    this.#tasksLoaded = options.tasks ?? NO_TASK_MODULES;
+    this.#pool = new TaskPool({
+      capacity: options.capacity,
+      modules: this.#tasksLoaded.modules.map(({ specifier, url }) => ({ specifier, url })),
+      cancelGraceMs: options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS,
+    });
     this.#heartbeat = new Heartbeat(options.heartbeatIntervalMs, () => this.#sendHeartbeat());
   }
 
@@ -194,6 +236,16 @@ export class Worker {
     return this.#mode === 'registered';
   }
 
+  /** The task types this worker declares: the built-ins, then its modules' tasks. */
+  get taskTypes(): readonly string[] {
+    return this.#tasksLoaded.taskTypes;
+  }
+
+  /** The extensions the current coordinator offers (empty when none or not registered). */
+  get features(): ReadonlySet<Feature> {
+    return this.#features;
+  }
+
   /** Tasks running now, orphans included (cancelled and abandoned ones excluded). */
   get runningCount(): number {
     return this.#tasks.size;
@@ -211,8 +263,14 @@ export class Worker {
 
   async #drainThenClose(timeoutMs: number): Promise<void> {
     const running = this.#tasks.size;
-    if (this.registered)
+    if (this.registered && this.#features.has('drain')) {
       this.#connection?.send({ type: 'WORKER_DRAINING', workerId: this.workerId });
+    } else if (this.registered) {
+      // A v1 coordinator drops a worker that sends WORKER_DRAINING.
+      this.#log.info(
+        'coordinator does not offer drain: refusing new tasks instead of announcing it',
+      );
+    }
     this.#log.info({ runningTasks: running, timeoutMs }, 'draining: no new tasks');
     this.#abort.abort(); // no more dials or reconnect waits
     const drained = await this.#whenIdle(timeoutMs);
@@ -357,7 +415,9 @@ export class Worker {
       this.#log.info({ coordinator: this.#coordinator() }, 'connected');
       this.events.emit('connected');
       const { workerId, capacity } = this;
-      connection.send({ type: 'WORKER_REGISTER', workerId, capacity, taskTypes: null });
+      this.#features = new Set();
+      const taskTypes = [...this.#tasksLoaded.taskTypes];
+      connection.send({ type: 'WORKER_REGISTER', workerId, capacity, taskTypes });
       // A coordinator that accepts but never answers must not hold us forever.
       const timeoutMs = this.#connectTimeoutMs();
       connection.setIdleTimeout(timeoutMs, () =>
@@ -394,10 +454,10 @@ export class Worker {
     );
     this.#lateResults = onlyOrphans ? this.#lateResults : [];
     for (const task of tasks) {
-      this.#tasks.delete(task.attemptId);
+      this.#forget(task);
       const { jobId, attemptId } = task;
       this.#log.info({ jobId, attemptId }, 'task abandoned');
-      void task.handle.cancel();
+      void task.handle.stop('cancel');
       this.events.emit('abandoned', jobId, attemptId);
     }
     this.#notifyIfIdle();
@@ -438,10 +498,17 @@ export class Worker {
       this.#log.warn({ registeredAs: msg.workerId }, 'coordinator echoed another workerId');
     }
     this.#setMode('registered');
+    this.#features = parseFeatures(msg.features);
     // The coordinator sends nothing while it has no work: silence is normal now.
     connection.setIdleTimeout(0, () => undefined);
     this.#heartbeat.start();
-    this.#log.info({ capacity: this.capacity }, 'registered');
+    const features =
+      this.#features.size === 0 ? 'none (v1 coordinator)' : [...this.#features].join(',');
+    const customTypes = this.#tasksLoaded.taskTypes.length - BUILTIN_TASK_TYPES.length;
+    this.#log.info(
+      { capacity: this.capacity, features, customTaskTypes: customTypes },
+      'registered',
+    );
     this.#abandonTasks(true);
     this.#reportLateResults(connection);
     this.events.emit('registered');
@@ -450,13 +517,9 @@ export class Worker {
   #reportLateResults(connection: FramedConnection): void {
     const late = this.#lateResults;
     this.#lateResults = [];
-    for (const message of late) {
-      this.#log.info(
-        { jobId: message.jobId, attemptId: message.attemptId },
-        'late result reported (its lease is probably revoked)',
-      );
-      const sent = this.#sendOrReport(connection, message);
-      if (sent !== null) this.events.emit('result', sent);
+    for (const { jobId, attemptId, outcome } of late) {
+      this.#log.info({ jobId, attemptId }, 'late result reported (its lease is probably revoked)');
+      this.#sendResult(connection, { jobId, attemptId }, outcome);
     }
   }
 
@@ -472,35 +535,83 @@ export class Worker {
   }
 
   #onAssign(connection: FramedConnection, msg: TaskAssign): void {
-    const { jobId, attemptId, attemptNumber, taskType } = msg;
+    const { jobId, attemptId } = msg;
     this.events.emit('assigned', jobId, attemptId);
     if (this.#tasks.has(attemptId)) {
       this.#log.warn({ jobId, attemptId }, 'duplicate assignment ignored');
       return;
     }
-    if (this.#tasks.size >= this.capacity) {
-      this.#log.warn({ jobId, attemptId, capacity: this.capacity }, 'task refused: at capacity');
-      const outcome = { success: false, error: 'worker at capacity', cancelled: false } as const;
+    const refusal =
+      this.#draining !== null
+        ? 'worker is shutting down'
+        : this.#tasks.size >= this.capacity
+          ? 'worker at capacity'
+          : null;
+    if (refusal !== null) {
+      this.#log.warn({ jobId, attemptId, capacity: this.capacity }, `task refused: ${refusal}`);
+      const outcome = {
+        success: false,
+        error: refusal,
+        cancelled: false,
+        retryable: true,
+      } as const;
       this.#sendResult(connection, { jobId, attemptId }, outcome);
       return;
     }
-    const handle = this.#pool.run(taskType, msg.payload, attemptNumber);
+    this.#startTask(connection, msg);
+  }
+
+  #startTask(connection: FramedConnection, msg: TaskAssign): void {
+    const { jobId, attemptId, attemptNumber, taskType } = msg;
+    // Only a coordinator that offers assignLimits means these fields.
+    const limits = this.#features.has('assignLimits');
+    const timeoutMs = limits ? (msg.timeoutMillis ?? null) : null;
+    const taskLog = this.#log.child({ jobId, attemptId, taskType });
+    const handle = this.#pool.run(
+      {
+        taskType,
+        payload: msg.payload,
+        jobId,
+        attemptId,
+        attemptNumber,
+        maxAttempts: limits ? (msg.maxAttempts ?? null) : null,
+        deadlineAtMs: timeoutMs === null ? null : Date.now() + timeoutMs,
+      },
+      (level, message, fields) => taskLog[level](fields, message),
+    );
     const startedAtMs = performance.now();
-    const task: RunningTask = { jobId, attemptId, handle, startedAtMs, connection };
+    const task: RunningTask = {
+      jobId,
+      attemptId,
+      handle,
+      startedAtMs,
+      connection,
+      deadlineTimer: null,
+    };
+    if (timeoutMs !== null) {
+      task.deadlineTimer = setTimeout(() => this.#onDeadline(task, timeoutMs), timeoutMs);
+    }
     this.#tasks.set(attemptId, task);
     void handle.started.then((began) => {
       if (!began || this.#tasks.get(attemptId) !== task) return;
       // Logged once the task's code runs in its thread (not merely queued).
-      this.#log.info({ jobId, attemptId, attemptNumber, taskType }, 'task started');
+      this.#log.info({ jobId, attemptId, attemptNumber, taskType, timeoutMs }, 'task started');
       this.events.emit('started', jobId, attemptId);
     });
     void handle.outcome.then((outcome) => this.#onTaskEnded(task, outcome));
   }
 
+  /** Takes a task out of the running set for good (its result will never be sent). */
+  #forget(task: RunningTask): void {
+    if (this.#tasks.get(task.attemptId) === task) this.#tasks.delete(task.attemptId);
+    if (task.deadlineTimer !== null) clearTimeout(task.deadlineTimer);
+    task.deadlineTimer = null;
+  }
+
   #onTaskEnded(task: RunningTask, outcome: TaskOutcome): void {
-    // Cancelled and abandoned tasks have left the map already: never report them.
+    // Stopped and abandoned tasks have left the map already: never report them.
     if (this.#tasks.get(task.attemptId) !== task) return;
-    this.#tasks.delete(task.attemptId);
+    this.#forget(task);
     if (!outcome.success && outcome.cancelled) {
       this.#notifyIfIdle();
       return;
@@ -516,7 +627,7 @@ export class Worker {
       this.#sendResult(task.connection, task, outcome);
     } else {
       // An orphan: its connection is gone and no new session exists yet.
-      this.#lateResults.push(this.#resultMessage(task, outcome));
+      this.#lateResults.push({ jobId, attemptId, outcome });
     }
     this.#notifyIfIdle();
   }
@@ -531,7 +642,7 @@ export class Worker {
   }
 
   #resultMessage(ids: { jobId: string; attemptId: string }, outcome: TaskOutcome): TaskResult {
-    return {
+    const message: TaskResult = {
       type: 'TASK_RESULT',
       workerId: this.workerId,
       jobId: ids.jobId,
@@ -540,6 +651,13 @@ export class Worker {
       result: outcome.success ? outcome.result : null,
       error: outcome.success ? null : outcome.error,
     };
+    // Optional fields: left out unless they say something (and, for
+    // `retryable`, unless the coordinator offered to act on it).
+    if (outcome.success && outcome.resultFormat === 'json') message.resultFormat = 'json';
+    if (!outcome.success && !outcome.retryable && this.#features.has('retryable')) {
+      message.retryable = false;
+    }
+    return message;
   }
 
   /** Sends a result; one too big for a frame is replaced by a failure saying so. */
@@ -548,7 +666,15 @@ export class Worker {
       return connection.send(message) ? message : null;
     } catch (err) {
       const error = `result could not be sent: ${describeError(err)}`;
-      const failure: TaskResult = { ...message, success: false, result: null, error };
+      const failure: TaskResult = {
+        type: 'TASK_RESULT',
+        workerId: message.workerId,
+        jobId: message.jobId,
+        attemptId: message.attemptId,
+        success: false,
+        result: null,
+        error,
+      };
       return connection.send(failure) ? failure : null;
     }
   }
@@ -561,13 +687,30 @@ export class Worker {
       this.#log.info({ jobId, attemptId }, 'cancel ignored: no such running task');
       return;
     }
-    this.#tasks.delete(attemptId);
+    this.#stop(task, 'cancel');
+  }
+
+  /** The attempt's deadline passed here: stop it; the coordinator revokes it at the same deadline. */
+  #onDeadline(task: RunningTask, timeoutMs: number): void {
+    task.deadlineTimer = null;
+    if (this.#tasks.get(task.attemptId) !== task) return;
+    const { jobId, attemptId } = task;
+    this.#log.warn({ jobId, attemptId, timeoutMs }, 'deadline passed: stopping the task');
+    this.#stop(task, 'deadline');
+  }
+
+  /** Preempts a task: its signal fires, its result is never reported, its thread is freed. */
+  #stop(task: RunningTask, reason: AbortReason): void {
+    this.#forget(task);
     this.#notifyIfIdle();
-    const cancelledAtMs = performance.now();
-    void task.handle.cancel().then(() => {
-      const stopMs = Math.round(performance.now() - cancelledAtMs);
-      this.#log.info({ jobId, attemptId, stopMs }, 'cancel applied');
-      this.events.emit('cancelled', jobId, attemptId);
+    const { jobId, attemptId } = task;
+    const stoppedAtMs = performance.now();
+    void task.handle.stop(reason).then((how) => {
+      const stopMs = Math.round(performance.now() - stoppedAtMs);
+      const what = how === 'cooperative' ? 'the handler stopped' : 'its thread was terminated';
+      this.#log.info({ jobId, attemptId, reason, stopMs }, `task stopped: ${what}`);
+      this.events.emit('stopped', jobId, attemptId, reason, how);
+      if (reason === 'cancel') this.events.emit('cancelled', jobId, attemptId);
     });
   }
 }

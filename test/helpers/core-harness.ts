@@ -1,8 +1,9 @@
 /**
  * A test harness around the pure coordinator core: a manual clock, a counting
- * id source, a store (MemoryStore unless given), and short verbs for the
- * messages workers and clients send. Every input is followed by a store
- * commit, as the shell does, and every effect is kept in `log`.
+ * id source, a MemoryStore, and short verbs for the messages workers and
+ * clients send. After every input the harness does what the shell does, at
+ * once: it runs the reads the core asked for (feeding their answers back),
+ * commits the batch and reports it committed. Every effect is kept in `log`.
  */
 import assert from 'node:assert/strict';
 import { CoordinatorCore } from '../../src/coordinator/core/core.js';
@@ -14,10 +15,11 @@ import type {
   JobSnapshot,
   JsonObject,
   Priority,
+  ResultFormat,
   TaskAssign,
 } from '../../src/protocol/messages.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import type { JobRecord, Store } from '../../src/store/store.js';
+import type { JobRecord } from '../../src/store/store.js';
 import { createBuiltinRegistry } from '../../src/tasks/builtin/index.js';
 
 /** Settings most tests use; each test overrides what it is about. */
@@ -30,6 +32,11 @@ export const TEST_CONFIG: CoreConfig = {
   retryMaxDelayMs: 10_000,
   maxActiveJobs: 10_000,
   agingStepMs: 3_600_000,
+  // Tests jump the clock freely; a sweep period this long keeps those jumps
+  // from looking like stalls of the coordinator (tests of stalls set it).
+  sweepIntervalMs: 3_600_000,
+  retainTerminalMs: null,
+  maxWaitsPerConnection: 10_000,
 };
 
 /** The clock's value when a harness starts, in epoch ms. */
@@ -100,12 +107,15 @@ export interface SubmitOptions {
   maxAttempts?: number | null;
   idempotencyKey?: string | null;
   priority?: Priority | null;
+  timeoutMillis?: number;
 }
 
 export interface ResultOptions {
   success?: boolean;
   result?: string | null;
   error?: string | null;
+  retryable?: boolean;
+  resultFormat?: ResultFormat;
   /** Defaults to the job's latest assignment. */
   attemptId?: string;
   /** Defaults to the worker of the job's latest assignment. */
@@ -114,13 +124,13 @@ export interface ResultOptions {
 
 export interface HarnessOptions {
   config?: Partial<CoreConfig>;
-  store?: Store;
+  store?: MemoryStore;
   startMs?: number;
 }
 
 export class CoreHarness {
   readonly config: CoreConfig;
-  store: Store;
+  readonly store: MemoryStore;
   core: CoordinatorCore;
   clock: number;
   /** Every effect of every input (recovery events included), in order. */
@@ -141,36 +151,67 @@ export class CoreHarness {
   }
 
   #build(): CoordinatorCore {
-    const core = new CoordinatorCore(this.config, {
-      now: () => this.clock,
-      newId: () => `id-${this.#nextId++}`,
-      store: this.store,
-      validator: createBuiltinRegistry(),
-    });
-    this.last = core.takeRecoveryEffects();
-    this.store.commit();
+    const core = new CoordinatorCore(
+      this.config,
+      {
+        now: () => this.clock,
+        newId: () => `id-${this.#nextId++}`,
+        validator: createBuiltinRegistry(),
+      },
+      this.store.recoverNow(),
+    );
+    this.core = core;
+    this.last = this.#settle(core.takeRecoveryEffects());
     this.log.push(...this.last);
     return core;
   }
 
   /**
-   * Simulates a coordinator restart: a MemoryStore forgets what was not
-   * committed; `reopened` replaces the store (e.g. a SqliteStore opened again
-   * on the same file). Returns the recovery's effects.
+   * Simulates a coordinator restart: a new core recovers from what the store
+   * has committed (the harness commits after every input, so that is
+   * everything). Returns the recovery's effects.
    */
-  restart(reopened?: Store): Effect[] {
-    if (this.store instanceof MemoryStore) this.store.crash();
-    if (reopened !== undefined) this.store = reopened;
+  restart(): Effect[] {
     this.#connByWorker.clear();
     this.core = this.#build();
     return this.last;
   }
 
   handle(input: CoreInput): Effect[] {
-    const effects = this.core.handle(input);
-    this.store.commit();
+    const effects = this.#settle(this.core.handle(input));
     this.last = effects;
     this.log.push(...effects);
+    return effects;
+  }
+
+  /**
+   * Does what the shell does with a batch of effects, synchronously: answers
+   * reads (their answers' effects join the list), commits the writes and
+   * reports them committed.
+   */
+  #settle(first: Effect[]): Effect[] {
+    const effects: Effect[] = [];
+    const todo = [...first];
+    for (let effect = todo.shift(); effect !== undefined; effect = todo.shift()) {
+      effects.push(effect);
+      if (effect.kind !== 'read') continue;
+      let answer: CoreInput;
+      try {
+        answer = {
+          kind: 'readDone',
+          readId: effect.readId,
+          result: this.store.readNow(effect.read),
+        };
+      } catch (err) {
+        answer = { kind: 'readFailed', readId: effect.readId, message: String(err) };
+      }
+      todo.push(...this.core.handle(answer));
+    }
+    const batch = this.core.takeBatch();
+    if (batch !== null) {
+      this.store.commitNow(batch);
+      effects.push(...this.core.handle({ kind: 'committed', batchId: batch.batchId }));
+    }
     return effects;
   }
 
@@ -237,6 +278,7 @@ export class CoreHarness {
       maxAttempts: options.maxAttempts ?? null,
       idempotencyKey: options.idempotencyKey ?? null,
       priority: options.priority ?? null,
+      timeoutMillis: options.timeoutMillis ?? null,
     });
   }
 
@@ -251,8 +293,8 @@ export class CoreHarness {
 
   /** The job's record: from the core's memory while active, else from the store. */
   record(jobId: string): Readonly<JobRecord> {
-    const active = this.core.inspect().activeJobs.find((j) => j.jobId === jobId);
-    const job = active ?? this.store.getJob(jobId);
+    const active = this.core.activeJobs().find((j) => j.jobId === jobId);
+    const job = active ?? this.store.committedJob(jobId);
     assert.ok(job !== undefined, `job ${jobId} is unknown`);
     return job;
   }
@@ -290,6 +332,8 @@ export class CoreHarness {
         success,
         result: options.result !== undefined ? options.result : success ? 'ok' : null,
         error: options.error !== undefined ? options.error : success ? null : 'boom',
+        retryable: options.retryable ?? null,
+        resultFormat: options.resultFormat ?? null,
       },
     });
   }

@@ -1,7 +1,8 @@
 /**
  * A complete, plausible `JobRecord` for tests: a QUEUED job with defaults
- * everywhere, changed only where a test says so.
+ * everywhere, changed only where a test says so; and the same as a core job.
  */
+import { fromRecord, type CoreJob } from '../../src/coordinator/core/job.js';
 import type { JobRecord } from '../../src/store/store.js';
 
 export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobRecord {
@@ -21,9 +22,17 @@ export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobR
     deadlineAtMs: null,
     retryAtMs: null,
     result: null,
+    resultFormat: null,
     error: null,
     createdAtMs: 1_000 + seq,
     updatedAtMs: 1_000 + seq,
+    startedAtMs: null,
+    finishedAtMs: null,
     ...overrides,
   };
+}
+
+/** The same job as the core holds it in memory (no attempt history). */
+export function coreJob(seq: number, overrides: Partial<JobRecord> = {}): CoreJob {
+  return fromRecord(jobRecord(seq, overrides), []);
 }

@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Coordinator, type CoordinatorDeps } from '../../src/coordinator/coordinator.js';
 import type { CoreEvent } from '../../src/coordinator/core/types.js';
 import {
@@ -13,6 +14,7 @@ import {
   type CoordinatorOptions,
 } from '../../src/coordinator/options.js';
 import { createLogger, silentLogger, type Logger } from '../../src/observability/logger.js';
+import { startWorker, type StartWorkerOptions } from '../../src/worker/start-worker.js';
 import { Worker } from '../../src/worker/worker.js';
 
 /** Short timings used unless a test overrides them. */
@@ -86,6 +88,33 @@ export async function startCoordinator(
     });
   };
   return { coordinator, options, events, waitForEvent, close: () => coordinator.close() };
+}
+
+/** The compiled test task module (test/fixtures/custom-tasks.ts). */
+export const CUSTOM_TASKS_MODULE = fileURLToPath(
+  new URL('../fixtures/custom-tasks.js', import.meta.url),
+);
+
+/**
+ * A real worker that loads task modules (the fixture by default), with
+ * millisecond timings, in-process, through the embedding API.
+ */
+export function startTaskWorker(
+  workerPort: number,
+  workerId: string,
+  options: StartWorkerOptions = {},
+): Promise<Worker> {
+  return startWorker({
+    coordinatorHost: '127.0.0.1',
+    coordinatorPort: workerPort,
+    workerId,
+    capacity: 1,
+    heartbeatIntervalMs: 50,
+    reconnectDelayMs: 50,
+    tasks: [CUSTOM_TASKS_MODULE],
+    logger: testLogger('worker'),
+    ...options,
+  });
 }
 
 /** A real worker (task threads and all) with millisecond timings, in-process. */

@@ -5,7 +5,6 @@
  */
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import type { Socket } from 'node:net';
 import { AdmissionGate, normalizeAddress, type Admission } from '../../src/net/admission.js';
 import type { NetEvent } from '../../src/net/net-events.js';
@@ -53,6 +52,11 @@ async function connectTo(port: number): Promise<Socket> {
   return socket;
 }
 
+/** Settles when the socket closes, whether by FIN or by reset. */
+function closed(socket: Socket): Promise<void> {
+  return new Promise((resolve) => socket.once('close', () => resolve()));
+}
+
 /** Frames the server sent before closing. */
 async function lastWords(socket: Socket): Promise<Message[]> {
   const decoder = new FrameDecoder();
@@ -60,7 +64,7 @@ async function lastWords(socket: Socket): Promise<Message[]> {
   socket.on('data', (chunk: Buffer) => {
     for (const payload of decoder.push(chunk)) out.push(decodeMessage(payload));
   });
-  await once(socket, 'close');
+  await closed(socket);
   return out;
 }
 
@@ -141,7 +145,7 @@ describe('TcpServer admission', () => {
     const socket = await connectTo(port);
     const trickle = setInterval(() => socket.write(Buffer.from([0])), 50);
     cleanups.push(() => clearInterval(trickle));
-    await once(socket, 'close');
+    await closed(socket);
     assert.equal(admissions.length, 1);
     assert.ok(
       events.some((e) => e.type === 'connection.limited' && e.limit === 'handshake_timeout'),

@@ -23,7 +23,7 @@ describe('coordinator client requests', () => {
     const cases: [string, Record<string, unknown>, RegExp][] = [
       ['SLEEP', { durationMillis: 'soon' }, /^Invalid payload: .*durationMillis/],
       ['PRIME_COUNT', { limit: 1 }, /^Invalid payload: .*limit/],
-      ['TELEPORT', {}, /Unknown task type/],
+      ['bad type!', {}, /^Invalid task type/],
     ];
     for (const [taskType, payload, pattern] of cases) {
       const reply = await c.request({

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { DtpClient } from '../../src/client/index.js';
-import { SqliteStore } from '../../src/store/sqlite-store.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import {
   startCoordinator,
@@ -124,9 +124,10 @@ describe('coordinator restart recovery', () => {
     w.fail(await w.assignments.next(), 'boom');
     await (tc as TestCoordinator).waitForEvent('job.retryScheduled', (e) => e.jobId === jobId);
     await tc?.close();
-    const store = new SqliteStore({ path: db });
-    const retryAtMs = store.getJob(jobId)?.retryAtMs as number;
-    store.close();
+    const store = await SqliteStore.open({ path: db });
+    const read = await store.read({ op: 'job', jobId, withAttempts: false });
+    const retryAtMs = (read.op === 'job' ? read.job?.retryAtMs : null) as number;
+    await store.close();
     assert.ok(retryAtMs > Date.now(), 'the back-off should still be running');
     await start({ retryBaseDelayMs: 1_500, retryMaxDelayMs: 1_500 });
     const c2 = await client();

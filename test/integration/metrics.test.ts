@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
-import { classifyWorkerLoss } from '../../src/coordinator/metrics.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import { startCoordinator, type TestCoordinator } from '../helpers/test-coordinator.js';
@@ -177,6 +176,23 @@ describe('coordinator metrics', () => {
     assert.equal(value(lost, 'dtp_workers'), 0);
   });
 
+  it('counts QUEUED jobs by task type, and says whether any live worker serves the type', async () => {
+    tc = await startCoordinator({ metricsPort: 0 });
+    const c = await RawClient.connect(tc.coordinator.clientPort);
+    const w = await ScriptedWorker.register(tc.coordinator.workerPort, 'metrics-types', 1, {
+      taskTypes: ['thumbnail'],
+    });
+    peers.push(c, w);
+    await c.submit('thumbnail', { n: 1 });
+    await w.assignments.next(); // the worker is busy from now on
+    await c.submit('thumbnail', { n: 2 });
+    await c.submit('resize', { n: 1 });
+    await c.submit('resize', { n: 2 });
+    const { samples } = await scrape(tc);
+    assert.equal(value(samples, 'dtp_queued_jobs{task_type="resize",served="no"}'), 2);
+    assert.equal(value(samples, 'dtp_queued_jobs{task_type="thumbnail",served="yes"}'), 1);
+  });
+
   it('reports 200 on /healthz while working and 503 with the reason after a store failure', async () => {
     const store = new MemoryStore();
     tc = await startCoordinator({ metricsPort: 0 }, { store });
@@ -218,22 +234,5 @@ describe('coordinator metrics', () => {
   it('is off unless a port is given', async () => {
     tc = await startCoordinator();
     assert.equal(tc.coordinator.metricsPort, null);
-  });
-});
-
-describe('classifyWorkerLoss', () => {
-  it('maps the core reasons onto a small set of label values', () => {
-    const cases: [string, string][] = [
-      ['connection closed', 'connection_closed'],
-      ['connection error: read ECONNRESET', 'connection_closed'],
-      ['peer stopped reading (123 bytes unsent)', 'connection_closed'],
-      ['heartbeat timeout: none for 6001 ms', 'heartbeat_timeout'],
-      ['protocol violation: unexpected SUBMIT_JOB', 'protocol_violation'],
-      ['worker re-registered', 're_registered'],
-      ['connection closed while draining', 'drained'],
-      ['heartbeat timeout: none for 9 ms while draining', 'drained'],
-      ['something new', 'other'],
-    ];
-    for (const [reason, expected] of cases) assert.equal(classifyWorkerLoss(reason), expected);
   });
 });

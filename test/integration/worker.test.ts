@@ -1,112 +1,13 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import type { Socket } from 'node:net';
 import { afterEach, describe, it } from 'node:test';
-import { FramedConnection } from '../../src/net/framed-connection.js';
-import { TcpServer } from '../../src/net/tcp.js';
 import { createLogger } from '../../src/observability/logger.js';
-import type {
-  JsonObject,
-  Message,
-  MessageOf,
-  MessageType,
-  TaskResult,
-} from '../../src/protocol/messages.js';
 import { Worker, type WorkerOptions } from '../../src/worker/worker.js';
+import { FakeCoordinator, HOST } from '../helpers/fake-coordinator.js';
 import { until } from '../helpers/until.js';
 
-const HOST = '127.0.0.1';
 const HEARTBEAT_INTERVAL_MS = 50;
 const PRIME_LIMIT_MAX = 50_000_000;
-
-/** One connection as the fake coordinator sees it: every message kept in order. */
-class FakeSession {
-  readonly received: Message[] = [];
-  readonly heartbeatAtMs: number[] = [];
-  readonly socket: Socket;
-  readonly connection: FramedConnection;
-  closed = false;
-
-  constructor(socket: Socket) {
-    this.socket = socket;
-    this.connection = new FramedConnection(socket, {
-      onMessage: (msg) => {
-        this.received.push(msg);
-        if (msg.type === 'HEARTBEAT') this.heartbeatAtMs.push(performance.now());
-      },
-      onProtocolError: () => void this.connection.destroy('bad frame from worker'),
-      onClose: () => {
-        this.closed = true;
-      },
-    });
-  }
-
-  all<T extends MessageType>(type: T): MessageOf<T>[] {
-    return this.received.filter((msg): msg is MessageOf<T> => msg.type === type);
-  }
-
-  results(): TaskResult[] {
-    return this.all('TASK_RESULT');
-  }
-
-  waitFor<T extends MessageType>(
-    type: T,
-    accept: (msg: MessageOf<T>) => boolean = () => true,
-    timeoutMs = 5_000,
-  ): Promise<MessageOf<T>> {
-    return until(() => this.all(type).find(accept), { timeoutMs, what: `a ${type}` });
-  }
-
-  resultFor(attemptId: string, timeoutMs = 5_000): Promise<TaskResult> {
-    return this.waitFor('TASK_RESULT', (r) => r.attemptId === attemptId, timeoutMs);
-  }
-
-  send(msg: Message): void {
-    assert.ok(this.connection.send(msg), 'fake coordinator could not send');
-  }
-
-  assign(jobId: string, taskType: string, payload: JsonObject, attemptNumber = 1): string {
-    const attemptId = `${jobId}-attempt-${attemptNumber}`;
-    this.send({ type: 'TASK_ASSIGN', jobId, attemptId, attemptNumber, taskType, payload });
-    return attemptId;
-  }
-}
-
-/** A coordinator that speaks raw protocol and does only what each test tells it. */
-class FakeCoordinator {
-  readonly sessions: FakeSession[] = [];
-  readonly server: TcpServer;
-  port = 0;
-  #accepted = 0;
-
-  private constructor() {
-    this.server = new TcpServer((socket) => this.sessions.push(new FakeSession(socket)));
-  }
-
-  static async listen(port = 0): Promise<FakeCoordinator> {
-    const fake = new FakeCoordinator();
-    fake.port = await fake.server.listen(port, HOST);
-    return fake;
-  }
-
-  /** The next connection, once its WORKER_REGISTER has arrived. */
-  async nextRegistration(): Promise<[FakeSession, MessageOf<'WORKER_REGISTER'>]> {
-    const index = this.#accepted++;
-    const session = await until(() => this.sessions[index], { what: `connection #${index}` });
-    return [session, await session.waitFor('WORKER_REGISTER')];
-  }
-
-  /** Waits for the next registration and accepts it. */
-  async acceptNext(): Promise<FakeSession> {
-    const [session, register] = await this.nextRegistration();
-    session.send({ type: 'WORKER_REGISTERED', workerId: register.workerId });
-    return session;
-  }
-
-  close(): Promise<void> {
-    return this.server.close();
-  }
-}
 
 /** Log records of one worker, as parsed JSON lines. */
 type LogRecord = Record<string, unknown> & { msg: string };
@@ -149,7 +50,7 @@ describe('Worker', () => {
     return logs.filter((record) => record.msg === msg);
   }
 
-  it('registers with its id, capacity and no task types when it connects', async () => {
+  it('registers with its id, capacity and the built-in task types when it connects', async () => {
     const fake = await startFake();
     const { worker, logs } = startWorker(fake.port, { capacity: 3 });
     const [session, register] = await fake.nextRegistration();
@@ -157,7 +58,7 @@ describe('Worker', () => {
       type: 'WORKER_REGISTER',
       workerId: 'worker-under-test',
       capacity: 3,
-      taskTypes: null,
+      taskTypes: ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'],
     });
     assert.equal(worker.connected, true);
     assert.equal(worker.registered, false);
@@ -248,7 +149,7 @@ describe('Worker', () => {
 
   it('stops a CPU-bound task within 1 s and sends no result when TASK_CANCEL matches', async () => {
     const fake = await startFake();
-    const { worker, logs } = startWorker(fake.port);
+    const { worker, logs } = startWorker(fake.port, { cancelGraceMs: 100 });
     const session = await fake.acceptNext();
     const started = once(worker.events, 'started');
     const lease = session.assign('job-cancel', 'PRIME_COUNT', { limit: PRIME_LIMIT_MAX });
@@ -268,7 +169,7 @@ describe('Worker', () => {
       session.results().map((r) => r.attemptId),
       [next],
     );
-    assert.equal(logged(logs, 'cancel applied')[0]?.attemptId, lease);
+    assert.equal(logged(logs, 'task stopped: its thread was terminated')[0]?.attemptId, lease);
   });
 
   it('ignores TASK_CANCEL and still sends the result when the ids do not both match', async () => {

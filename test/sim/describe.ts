@@ -35,6 +35,12 @@ export function describeInput(input: HandledKind): string {
       return 'tick';
     case 'recovery':
       return 'recovery';
+    case 'readDone':
+      return `read ${input.readId} done (${input.result.op})`;
+    case 'readFailed':
+      return `read ${input.readId} failed (${input.message})`;
+    case 'committed':
+      return `batch ${input.batchId} committed`;
   }
 }
 
@@ -85,6 +91,8 @@ export function describeEffect(effect: Effect): string {
     }
     case 'armWait':
       return `arm wait c${effect.connId}#${effect.requestId} ${effect.timeoutMs} ms`;
+    case 'read':
+      return `read ${effect.readId}: ${JSON.stringify(effect.read)}`;
     case 'event': {
       const e = effect.event;
       const job = 'jobId' in e ? ` ${short(e.jobId)}` : '';

@@ -1,16 +1,17 @@
 /**
- * The invariants checked after every simulation step (everything committed,
- * every released effect delivered), plus the world's hooks that feed the
- * handle-time checks of {@link JobTracker}.
+ * The invariants checked after every simulation step, plus the world's hooks
+ * that feed the handle-time checks of {@link JobTracker}.
  *
- * After every step:
+ * "The rows" below are the store as it will be once the batches in flight
+ * have committed: the committed rows with the uncommitted batches laid over
+ * them. After every step:
  * - every acknowledged job is committed, answers GET_JOB_STATUS, and is in
  *   one of the six states;
- * - committed rows are self-consistent (lease fields only while RUNNING,
+ * - the rows are self-consistent (lease fields only while RUNNING,
  *   attempts <= maxAttempts, one job per idempotency key) and agree with the
- *   model: attempts, terminal rows byte-identical since they became terminal,
- *   keys never remapped;
- * - `inspect()` agrees with the committed store for every active job;
+ *   model: attempts, committed terminal rows byte-identical since they became
+ *   terminal, committed keys never remapped;
+ * - the core's memory agrees with the rows for every active job;
  *   `activeCount` is the number of non-terminal jobs; each RUNNING job holds
  *   exactly the model's current lease, on a live session whose `running`
  *   set holds it; each session's running count equals its RUNNING jobs and
@@ -49,9 +50,12 @@ const JOB_FIELDS: readonly (keyof JobRecord)[] = [
   'deadlineAtMs',
   'retryAtMs',
   'result',
+  'resultFormat',
   'error',
   'createdAtMs',
   'updatedAtMs',
+  'startedAtMs',
+  'finishedAtMs',
 ];
 
 export class Invariants implements WorldObserver {
@@ -68,14 +72,15 @@ export class Invariants implements WorldObserver {
   constructor(world: World, judge: Judge, config: CoreConfig, invalid: WeakSet<object>) {
     this.#world = world;
     this.#judge = judge;
+    this.#timing = new TimingChecks(judge, config, () => world.clock.nowMs);
     this.tracker = new JobTracker({
       judge,
       config,
       store: world.store,
       invalid,
       linkWorker: (connId) => world.workerLinks.get(connId)?.registeredAs ?? null,
+      waitsOn: (connId) => this.#timing.waitsOn(connId),
     });
-    this.#timing = new TimingChecks(judge, config, () => world.clock.nowMs);
     this.#sessions = new SessionChecks(judge, config, () => world.clock.nowMs);
   }
 
@@ -91,8 +96,12 @@ export class Invariants implements WorldObserver {
     this.#sessions.onHandled(handled);
   }
 
-  onCommitted(): void {
-    this.tracker.onCommitted();
+  onFlushed(batchId: number | null): void {
+    this.tracker.onFlushed(batchId);
+  }
+
+  onCommitted(batchId: number): void {
+    this.tracker.onCommitted(batchId);
   }
 
   onCrash(): void {
@@ -115,12 +124,8 @@ export class Invariants implements WorldObserver {
     const judge = this.#judge;
     const store = this.#world.store;
     judge.check(
-      store.pendingCount === 0,
-      () => `JOB_SUBMITTED ${jobId} released before the commit`,
-    );
-    judge.check(
-      store.getJob(jobId) !== undefined,
-      () => `JOB_SUBMITTED ${jobId} acknowledged a job the store does not hold`,
+      store.committedJob(jobId) !== undefined,
+      () => `JOB_SUBMITTED ${jobId} released before the job was committed`,
     );
     const key = submission.idempotencyKey;
     if (key !== null) {
@@ -139,14 +144,13 @@ export class Invariants implements WorldObserver {
   // ---- after every step ----------------------------------------------------
 
   checkStep(): void {
-    const store = this.#world.store;
-    this.#judge.check(
-      store.pendingCount === 0,
-      () => `${store.pendingCount} writes left uncommitted`,
-    );
-    const rows = new Map<string, JobRecord>();
-    for (const row of store.committedJobs()) rows.set(row.jobId, row);
-    this.#checkRows(rows);
+    const committed = new Map<string, JobRecord>();
+    for (const row of this.#world.store.committedJobs()) committed.set(row.jobId, row);
+    const rows = new Map(committed);
+    for (const batch of this.#world.uncommittedBatches) {
+      for (const { job } of batch.jobs) rows.set(job.jobId, job);
+    }
+    this.#checkRows(rows, committed);
     this.#checkAcked(rows);
     this.#checkCore(rows);
   }
@@ -166,7 +170,7 @@ export class Invariants implements WorldObserver {
     return null;
   }
 
-  #checkRows(rows: Map<string, JobRecord>): void {
+  #checkRows(rows: Map<string, JobRecord>, committed: Map<string, JobRecord>): void {
     const judge = this.#judge;
     const tracker = this.tracker;
     const keys = new Map<string, string>();
@@ -180,23 +184,26 @@ export class Invariants implements WorldObserver {
         );
       }
       const terminal = tracker.terminal.get(row.jobId);
-      if (isTerminalState(row.state) || terminal !== undefined) {
-        const field = terminal === undefined ? 'state' : differingField(terminal.row, row);
+      if (terminal !== undefined) {
+        const field = differingField(terminal.row, row);
         if (field !== undefined) {
           throw judge.violation(
-            `terminal job ${row.jobId} changed: ${field} was ${String(terminal?.row[field] ?? 'not terminal')}, now ${String(row[field])}`,
+            `terminal job ${row.jobId} changed: ${field} was ${String(terminal.row[field])}, now ${String(row[field])}`,
           );
         }
+      } else if (isTerminalState(row.state) && tracker.terminalState(row.jobId) !== row.state) {
+        throw judge.violation(
+          `job ${row.jobId} is ${row.state} in a batch, the model says otherwise`,
+        );
       }
       const key = row.idempotencyKey;
       if (key === null) continue;
       if (keys.has(key))
         throw judge.violation(`key ${key} is on jobs ${keys.get(key)} and ${row.jobId}`);
       keys.set(key, row.jobId);
-      if (tracker.keys.get(key)?.jobId !== row.jobId) {
-        throw judge.violation(
-          `key ${key} is committed on ${row.jobId}, but was given to ${tracker.keys.get(key)?.jobId}`,
-        );
+      const owner = committed.has(row.jobId) ? tracker.keys.get(key) : tracker.keyOwner(key);
+      if (owner?.jobId !== row.jobId) {
+        throw judge.violation(`key ${key} is on ${row.jobId}, but was given to ${owner?.jobId}`);
       }
     }
     judge.check(
@@ -216,12 +223,18 @@ export class Invariants implements WorldObserver {
       const row = rows.get(jobId);
       if (row === undefined) throw judge.violation(`acknowledged job ${jobId} is not in the store`);
       const requestId = this.#checkerRequestId++;
-      const effects = core.handle({
+      let effects = core.handle({
         kind: 'clientRequest',
         connId: CHECKER_CONN_ID,
         requestId,
         msg: { type: 'GET_JOB_STATUS', jobId },
       });
+      // History is read from the store: answer the read as the shell would.
+      const read = effects.length === 1 && effects[0]?.kind === 'read' ? effects[0] : undefined;
+      if (read !== undefined) {
+        const result = this.#world.store.readNow(read.read);
+        effects = core.handle({ kind: 'readDone', readId: read.readId, result });
+      }
       const reply: ClientReply | undefined =
         effects.length === 1 && effects[0]?.kind === 'reply' ? effects[0].msg : undefined;
       judge.check(
@@ -238,16 +251,17 @@ export class Invariants implements WorldObserver {
   #checkCore(rows: Map<string, JobRecord>): void {
     const judge = this.#judge;
     const view = this.#world.core.inspect();
+    const activeJobs = this.#world.core.activeJobs();
     const active = [...rows.values()].filter((row) => !isTerminalState(row.state));
     judge.check(
-      view.activeCount === active.length && view.activeJobs.length === active.length,
+      view.activeCount === active.length && activeJobs.length === active.length,
       () =>
-        `activeCount ${view.activeCount}, ${view.activeJobs.length} jobs in memory, ${active.length} non-terminal in the store`,
+        `activeCount ${view.activeCount}, ${activeJobs.length} jobs in memory, ${active.length} non-terminal in the rows`,
     );
     const sessions = new Map(view.workers.map((w) => [w.workerId, w]));
     judge.check(sessions.size === view.workers.length, () => `two sessions share a worker id`);
     const runningOn = new Map<string, number>();
-    for (const job of view.activeJobs) {
+    for (const job of activeJobs) {
       const row = rows.get(job.jobId);
       const field = row === undefined ? 'jobId' : differingField(row, job);
       judge.check(
@@ -264,7 +278,7 @@ export class Invariants implements WorldObserver {
         continue;
       }
       judge.check(
-        lease?.attemptId === job.attemptId && lease.workerId === job.workerId,
+        lease !== undefined && lease.attemptId === job.attemptId && lease.workerId === job.workerId,
         () =>
           `RUNNING job ${job.jobId} holds ${job.attemptId} on ${job.workerId}; current lease is ${lease?.attemptId} on ${lease?.workerId}`,
       );

@@ -14,6 +14,7 @@ import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/t
 import type {
   CancelJob,
   ClientReply,
+  ClientRequest,
   ListJobs,
   SubmitJob,
   WaitJob,
@@ -22,8 +23,7 @@ import type { JobState } from '../../src/protocol/messages.js';
 import type { Judge } from './violation.js';
 import type { HandledInput } from './world.js';
 
-/** The server's LIST_JOBS page when none is asked for, and the cap (client-requests.ts). */
-const DEFAULT_LIST_LIMIT = 500;
+/** The LIST_JOBS cap, also the page when none is asked for (client-requests.ts). */
 const MAX_LIST_LIMIT = 10_000;
 const DEFAULT_WAIT_MS = 60_000;
 const MAX_WAIT_MS = 3_600_000;
@@ -45,11 +45,55 @@ export interface Before {
   known: boolean;
   terminal: JobState | undefined;
   keyOwner: KeyOwner | undefined;
+  /** WAIT_JOBs pending on the request's connection. */
+  waitsOnConnection: number;
 }
 
 type ClientRequestInput = Extract<CoreInput, { kind: 'clientRequest' }>;
 
+/**
+ * True when a request may be answered by a later input: the core asked the
+ * store something first (a read effect), or held a keyed submission behind
+ * another one's key lookup (no effect at all).
+ */
+function deferred(input: ClientRequestInput, h: HandledInput): boolean {
+  const msg = input.msg;
+  const replied = h.effects.some(
+    (e) =>
+      (e.kind === 'reply' || e.kind === 'armWait') &&
+      e.connId === input.connId &&
+      e.requestId === input.requestId,
+  );
+  if (replied) return false;
+  const read = h.effects.some((e) => e.kind === 'read');
+  switch (msg.type) {
+    case 'SUBMIT_JOB':
+      return msg.idempotencyKey !== null;
+    case 'GET_JOB_STATUS':
+    case 'CANCEL_JOB':
+    case 'WAIT_JOB':
+    case 'LIST_JOBS':
+    case 'PURGE_JOBS':
+      return read;
+    case 'LIST_WORKERS':
+    case 'AUTH':
+      return false;
+  }
+}
+
+/** Judges a request answered in its own input; returns false when its answer comes later. */
 export function checkRequest(
+  ctx: RequestContext,
+  input: ClientRequestInput,
+  h: HandledInput,
+  before: Before,
+): boolean {
+  if (deferred(input, h)) return false;
+  answerNow(ctx, input, h, before);
+  return true;
+}
+
+function answerNow(
   ctx: RequestContext,
   input: ClientRequestInput,
   h: HandledInput,
@@ -78,7 +122,7 @@ export function checkRequest(
     case 'GET_JOB_STATUS':
       return checkKnownOrUnknown(judge, msg.jobId, reply as ClientReply, before, 'JOB_STATUS');
     case 'WAIT_JOB':
-      return checkWait(judge, msg, answer, before);
+      return checkWait(ctx, msg, answer, before);
     case 'LIST_JOBS':
       return checkList(ctx, msg, reply as ClientReply);
     case 'LIST_WORKERS': {
@@ -232,8 +276,23 @@ function checkKnownOrUnknown(
   );
 }
 
-function checkWait(judge: Judge, msg: WaitJob, answer: Effect, before: Before): void {
+function checkWait(ctx: RequestContext, msg: WaitJob, answer: Effect, before: Before): void {
+  const judge = ctx.judge;
   const timeoutMs = Math.min(Math.max(msg.timeoutMillis ?? DEFAULT_WAIT_MS, 0), MAX_WAIT_MS);
+  if (
+    answer.kind === 'reply' &&
+    answer.msg.type === 'ERROR' &&
+    answer.msg.code === 'TOO_MANY_WAITS'
+  ) {
+    judge.check(
+      before.known &&
+        before.terminal === undefined &&
+        before.waitsOnConnection >= ctx.config.maxWaitsPerConnection,
+      () =>
+        `WAIT_JOB ${msg.jobId} refused with ${before.waitsOnConnection} waits of ${ctx.config.maxWaitsPerConnection} pending`,
+    );
+    return;
+  }
   if (answer.kind === 'armWait') {
     judge.check(
       before.known &&
@@ -259,7 +318,10 @@ function checkWait(judge: Judge, msg: WaitJob, answer: Effect, before: Before): 
 function checkList(ctx: RequestContext, msg: ListJobs, reply: ClientReply): void {
   const { judge } = ctx;
   if (reply.type === 'ERROR') {
-    judge.check(ctx.invalid.has(msg), () => `a valid LIST_JOBS got ERROR ${reply.message}`);
+    judge.check(
+      ctx.invalid.has(msg) || reply.code === 'STORE_READ_FAILED',
+      () => `a valid LIST_JOBS got ERROR ${reply.message}`,
+    );
     return;
   }
   judge.check(
@@ -267,7 +329,7 @@ function checkList(ctx: RequestContext, msg: ListJobs, reply: ClientReply): void
     () => `LIST_JOBS ${JSON.stringify(msg)} answered ${reply.type}`,
   );
   if (reply.type !== 'JOB_LIST') return;
-  const limit = Math.min(msg.limit ?? DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT);
+  const limit = Math.min(msg.limit ?? MAX_LIST_LIMIT, MAX_LIST_LIMIT);
   const jobs = reply.jobs;
   judge.check(jobs.length <= limit, () => `JOB_LIST of ${jobs.length} jobs for limit ${limit}`);
   judge.check(
@@ -282,4 +344,78 @@ function checkList(ctx: RequestContext, msg: ListJobs, reply: ClientReply): void
     reply.nextCursor === null || /^[1-9][0-9]*$/.test(reply.nextCursor),
     () => `JOB_LIST cursor ${reply.nextCursor}`,
   );
+}
+
+/** What the model knows after the input that answers a deferred request. */
+export interface AfterFacts {
+  known(jobId: string): boolean;
+  terminal(jobId: string): JobState | undefined;
+  keyOwner(key: string): KeyOwner | undefined;
+}
+
+/**
+ * Judges the reply to a request that was answered by a later input (a read
+ * came back, a key lookup settled), against the model after that input.
+ * Anything the store was asked about is history: a job not in memory is
+ * terminal or unknown, and a key names the one job it created.
+ */
+export function checkDeferredAnswer(
+  ctx: RequestContext,
+  msg: ClientRequest,
+  reply: ClientReply,
+  after: AfterFacts,
+): void {
+  const { judge, config } = ctx;
+  if (reply.type === 'ERROR' && reply.code === 'STORE_READ_FAILED') return;
+  const what = `deferred ${msg.type} answered ${JSON.stringify(reply).slice(0, 300)}`;
+  switch (msg.type) {
+    case 'SUBMIT_JOB': {
+      const owner = after.keyOwner(msg.idempotencyKey ?? '');
+      if (reply.type === 'SUBMIT_REJECTED') return;
+      if (reply.type === 'ERROR') {
+        judge.check(
+          reply.code === 'IDEMPOTENCY_CONFLICT' &&
+            owner !== undefined &&
+            !sameSubmission(owner.submission, msg, config),
+          () => what,
+        );
+        return;
+      }
+      judge.check(
+        reply.type === 'JOB_SUBMITTED' &&
+          owner?.jobId === reply.jobId &&
+          sameSubmission(owner.submission, msg, config),
+        () => `${what}; the key's job is ${owner?.jobId}`,
+      );
+      return;
+    }
+    case 'GET_JOB_STATUS':
+    case 'WAIT_JOB':
+    case 'CANCEL_JOB': {
+      if (reply.type === 'ERROR') {
+        judge.check(reply.code === 'UNKNOWN_JOB' && !after.known(msg.jobId), () => what);
+        return;
+      }
+      const expected = msg.type === 'CANCEL_JOB' ? 'JOB_CANCEL' : 'JOB_STATUS';
+      const terminal = after.terminal(msg.jobId);
+      judge.check(
+        reply.type === expected &&
+          'job' in reply &&
+          reply.job.jobId === msg.jobId &&
+          terminal !== undefined &&
+          reply.job.state === terminal &&
+          (reply.type !== 'JOB_CANCEL' || !reply.cancelled),
+        () => `${what}; the job is ${terminal ?? 'not terminal'}`,
+      );
+      return;
+    }
+    case 'LIST_JOBS':
+      return checkList(ctx, msg, reply);
+    case 'PURGE_JOBS':
+      judge.check(reply.type === 'JOBS_PURGED' || reply.type === 'ERROR', () => what);
+      return;
+    case 'LIST_WORKERS':
+    case 'AUTH':
+      throw judge.violation(`${msg.type} was answered late`);
+  }
 }

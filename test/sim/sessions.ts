@@ -3,7 +3,10 @@
  *
  * - a worker is lost for a heartbeat timeout only if it really was silent for
  *   longer than the timeout, and after any tick no session has been silent
- *   that long (only HEARTBEAT and registration count as signs of life);
+ *   that long (only HEARTBEAT and registration count as signs of life); a
+ *   gap between ticks of more than four sweep periods (at least 1 s) is a
+ *   stall of the coordinator itself, reported as such, and the stalled time
+ *   counts as nobody's silence;
  * - a draining session gets no new assignments; a registration is valid and
  *   replaces a live session of the same worker only after losing it;
  * - after every step the core's sessions are exactly the model's (same
@@ -27,6 +30,8 @@ export class SessionChecks {
   readonly #judge: Judge;
   readonly #config: CoreConfig;
   readonly #now: () => number;
+  /** When the core last handled a tick (or started, for the first one). */
+  #lastTickMs: number | null = null;
 
   constructor(judge: Judge, config: CoreConfig, now: () => number) {
     this.#judge = judge;
@@ -37,6 +42,8 @@ export class SessionChecks {
   onHandled(h: HandledInput): void {
     const now = this.#now();
     const input = h.input;
+    if (input.kind === 'recovery') this.#lastTickMs = now;
+    if (input.kind === 'tick') this.beforeTick(h);
     if (input.kind === 'workerMessage' && !h.linkClosedByCore && h.linkWorkerId !== null) {
       const session = this.#sessions.get(h.linkWorkerId);
       if (session !== undefined && session.connId === input.connId) {
@@ -64,7 +71,7 @@ export class SessionChecks {
           draining: false,
         });
       } else if (event.type === 'worker.lost') {
-        this.#lost(event.workerId, event.reason, now);
+        this.#lost(event.workerId, event.cause, event.reason, now);
       } else if (event.type === 'job.assigned') {
         const session = this.#sessions.get(event.workerId);
         this.#judge.check(
@@ -77,9 +84,30 @@ export class SessionChecks {
     if (input.kind === 'tick') this.#afterTick(now);
   }
 
+  /** Before a tick's events: the stall the core must report, applied to the model. */
+  beforeTick(h: HandledInput): void {
+    const now = this.#now();
+    const sweepMs = this.#config.sweepIntervalMs;
+    const gapMs = this.#lastTickMs === null ? 0 : now - this.#lastTickMs;
+    const stalledMs = gapMs > Math.max(4 * sweepMs, 1_000) ? gapMs - sweepMs : 0;
+    const reported = h.effects.flatMap((e) =>
+      e.kind === 'event' && e.event.type === 'coordinator.stalled' ? [e.event.stalledMs] : [],
+    );
+    this.#judge.check(
+      reported.length === (stalledMs > 0 ? 1 : 0) && (reported[0] ?? 0) === stalledMs,
+      () =>
+        `tick after ${gapMs} ms reported stalls ${JSON.stringify(reported)}, expected ${stalledMs}`,
+    );
+    this.#lastTickMs = now;
+    for (const session of this.#sessions.values()) {
+      session.lastHeartbeatMs = Math.min(now, session.lastHeartbeatMs + stalledMs);
+    }
+  }
+
   /** Every connection died with the process. */
   onCrash(): void {
     this.#sessions.clear();
+    this.#lastTickMs = null;
   }
 
   /** The core's sessions are the model's. */
@@ -99,10 +127,10 @@ export class SessionChecks {
     }
   }
 
-  #lost(workerId: string, reason: string, now: number): void {
+  #lost(workerId: string, cause: string, reason: string, now: number): void {
     const session = this.#sessions.get(workerId);
     this.#judge.check(session !== undefined, () => `unknown worker ${workerId} lost (${reason})`);
-    if (reason.startsWith('heartbeat timeout')) {
+    if (cause === 'heartbeat_timeout') {
       const silentMs = now - (session as SessionModel).lastHeartbeatMs;
       this.#judge.check(
         silentMs > this.#config.heartbeatTimeoutMs,

@@ -76,6 +76,9 @@ const CONFIG: CoreConfig = {
   retryMaxDelayMs: 100,
   maxActiveJobs: 10,
   agingStepMs: 0,
+  sweepIntervalMs: 100,
+  retainTerminalMs: null,
+  maxWaitsPerConnection: 10_000,
 };
 
 function trackerForTest(): JobTracker {

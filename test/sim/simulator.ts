@@ -99,10 +99,13 @@ function drawProfile(rng: Random): Profile {
     retryMaxDelayMs: retryBaseDelayMs * rng.int(1, 30),
     maxActiveJobs: rng.chance(0.3) ? rng.int(1, 8) : 10_000,
     agingStepMs: rng.chance(0.2) ? 0 : rng.int(100, 20_000),
+    sweepIntervalMs: rng.int(20, 500),
+    retainTerminalMs: null,
+    maxWaitsPerConnection: rng.chance(0.2) ? rng.int(1, 3) : 10_000,
   };
   return {
     config,
-    sweepIntervalMs: rng.int(20, 500),
+    sweepIntervalMs: config.sweepIntervalMs,
     heartbeatIntervalMs: Math.floor(heartbeatTimeoutMs / 4),
     faultRate: 0.03 + rng.float() * 0.15,
   };
@@ -218,9 +221,16 @@ export class Simulation {
     for (const worker of this.#workers) worker.read(this.#rng.int(0, 3));
     const batches = this.#rng.int(0, 3);
     for (let b = 0; b < batches; b++) {
-      const crash = this.#crashPlan;
-      this.#crashPlan = null;
+      const crash = this.#crashPlan?.at === 'beforeCommit' ? this.#crashPlan : null;
+      if (crash !== null) this.#crashPlan = null;
       this.#world.runBatch(this.#rng.int(1, 8), crash);
+    }
+    // The store finishes commits at its own pace: some steps none, some several.
+    const commits = this.#rng.int(0, 3);
+    for (let c = 0; c < commits && this.#world.hasCommitPending(); c++) {
+      const crash = this.#crashPlan?.at === 'afterCommit' ? this.#crashPlan : null;
+      if (crash !== null) this.#crashPlan = null;
+      this.#world.completeCommit(crash);
     }
   }
 
@@ -247,7 +257,10 @@ export class Simulation {
 
   /** Everything ready is done now; then the clock jumps to the next due moment. */
   #quietStep(): void {
-    const busy = this.#world.hasInput() || this.#workers.some((w) => w.unread > 0);
+    const busy =
+      this.#world.hasInput() ||
+      this.#world.hasCommitPending() ||
+      this.#workers.some((w) => w.unread > 0);
     let deltaMs = 0;
     if (!busy) {
       const now = this.#clock.nowMs;
@@ -263,8 +276,10 @@ export class Simulation {
     for (const worker of this.#workers) worker.act();
     for (const client of this.#clients) client.act();
     for (const worker of this.#workers) worker.read(Number.MAX_SAFE_INTEGER);
-    for (let b = 0; b < 1_000 && this.#world.hasInput(); b++)
+    for (let b = 0; b < 1_000 && (this.#world.hasInput() || this.#world.hasCommitPending()); b++) {
       this.#world.runBatch(this.#rng.int(1, 8));
+      while (this.#world.completeCommit());
+    }
   }
 
   #advanceClock(): void {

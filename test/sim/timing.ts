@@ -62,6 +62,14 @@ export class TimingChecks {
     if (input.kind === 'tick') this.#afterTick(now);
   }
 
+  /** WAIT_JOBs pending on a client connection. */
+  waitsOn(connId: number): number {
+    const prefix = `${connId}/`;
+    let count = 0;
+    for (const key of this.#waits.keys()) if (key.startsWith(prefix)) count++;
+    return count;
+  }
+
   /** The process died: rebuild the timers from the committed rows. */
   onCrash(rows: readonly JobRecord[]): void {
     this.#grantedAtMs.clear();
@@ -124,6 +132,8 @@ export class TimingChecks {
       case 'worker.suspected':
       case 'worker.lost':
       case 'worker.draining':
+      case 'jobs.purged':
+      case 'coordinator.stalled':
         return;
     }
   }

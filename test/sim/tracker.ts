@@ -5,16 +5,21 @@
  * The model follows the core's own two layers. "Live" facts (attempts per
  * job, the current lease per job) change as inputs are handled, including
  * writes not yet committed; after a crash they are rebuilt from the committed
- * rows. "Durable" facts (terminal states, idempotency keys) are staged per
- * batch and promoted at commit; a crash throws away only the staged ones, so a
+ * rows. "Durable" facts (terminal states, idempotency keys) are staged with
+ * the batch being built, travel with it when it is flushed, and are promoted
+ * when that batch commits; a crash throws away only the uncommitted ones, so a
  * terminal state or a key that was ever committed is remembered for the
  * whole run, across restarts.
+ *
+ * Requests answered by a later input (after a read of history, or held
+ * behind a key lookup) are remembered and judged when their reply appears.
  */
 import type { CoreConfig, CoreEvent, Effect } from '../../src/coordinator/core/types.js';
 import type { MemoryStore } from '../../src/store/memory-store.js';
 import type { JobRecord } from '../../src/store/store.js';
-import { isTerminalState, type JobState } from '../../src/protocol/messages.js';
-import { checkRequest, type Before, type KeyOwner } from './request-checks.js';
+import { isTerminalState, type JobState, type SubmitJob } from '../../src/protocol/messages.js';
+import { checkDeferredAnswer, checkRequest, type Before, type KeyOwner } from './request-checks.js';
+import type { ClientRequest } from '../../src/protocol/messages.js';
 import { collectSnapshots, snapshotProblem, type SnapshotSeen } from './snapshots.js';
 import type { Judge } from './violation.js';
 import type { HandledInput } from './world.js';
@@ -55,13 +60,22 @@ export class JobTracker {
     rejected: 0,
     recovered: 0,
   };
-  readonly #pendingTerminal = new Map<string, JobState>();
-  readonly #pendingKeys = new Map<string, KeyOwner>();
+  /** Durable facts of the batch being built. */
+  #building = stagedFacts();
+  /** Durable facts of flushed batches that are not committed yet, by batch id. */
+  readonly #inFlight = new Map<number, StagedFacts>();
+  /**
+   * Requests whose reply comes with a later input, by "connId/requestId".
+   * Kept when the client leaves: the core still settles them (a held
+   * submission still creates its job), only the shell drops the reply.
+   */
+  readonly #deferred = new Map<string, ClientRequest>();
   readonly #judge: Judge;
   readonly #config: CoreConfig;
   readonly #store: MemoryStore;
   readonly #invalid: WeakSet<object>;
   readonly #linkWorker: (connId: number) => string | null;
+  readonly #waitsOn: (connId: number) => number;
 
   constructor(options: {
     judge: Judge;
@@ -71,12 +85,15 @@ export class JobTracker {
     invalid: WeakSet<object>;
     /** The worker registered on a connection (at handle time). */
     linkWorker: (connId: number) => string | null;
+    /** Pending WAIT_JOBs of a client connection (before the input). */
+    waitsOn?: (connId: number) => number;
   }) {
     this.#judge = options.judge;
     this.#config = options.config;
     this.#store = options.store;
     this.#invalid = options.invalid;
     this.#linkWorker = options.linkWorker;
+    this.#waitsOn = options.waitsOn ?? (() => 0);
   }
 
   leaseCurrent(jobId: string, attemptId: string): boolean {
@@ -85,12 +102,24 @@ export class JobTracker {
 
   /** The job's terminal state, committed or staged. */
   terminalState(jobId: string): JobState | undefined {
-    return this.terminal.get(jobId)?.state ?? this.#pendingTerminal.get(jobId);
+    const committed = this.terminal.get(jobId)?.state ?? this.#building.terminal.get(jobId);
+    if (committed !== undefined) return committed;
+    for (const staged of this.#inFlight.values()) {
+      const state = staged.terminal.get(jobId);
+      if (state !== undefined) return state;
+    }
+    return undefined;
   }
 
   /** The job an idempotency key names, committed or staged. */
   keyOwner(key: string): KeyOwner | undefined {
-    return this.keys.get(key) ?? this.#pendingKeys.get(key);
+    const owner = this.keys.get(key) ?? this.#building.keys.get(key);
+    if (owner !== undefined) return owner;
+    for (const staged of this.#inFlight.values()) {
+      const staging = staged.keys.get(key);
+      if (staging !== undefined) return staging;
+    }
+    return undefined;
   }
 
   onHandled(h: HandledInput): void {
@@ -133,34 +162,58 @@ export class JobTracker {
           `activeCount went ${h.activeBefore} -> ${h.activeAfter} on ${input.kind} with ${created} created and ${finished} finished`,
       );
     }
-    if (input.kind === 'clientRequest') {
-      checkRequest({ judge, config: this.#config, invalid: this.#invalid }, input, h, before);
+    const ctx = { judge, config: this.#config, invalid: this.#invalid };
+    if (input.kind === 'clientRequest' && !checkRequest(ctx, input, h, before)) {
+      this.#deferred.set(`${input.connId}/${input.requestId}`, input.msg);
     }
+    this.#judgeDeferred(h);
     if (input.kind === 'workerMessage' && input.msg.type === 'TASK_RESULT') {
       this.#checkResult(input.msg.jobId, input.msg.attemptId, input.msg, h, before.lease);
     }
   }
 
-  /** Staged terminal states and keys become durable. */
-  onCommitted(): void {
+  /** The batch being built was flushed as `batchId` (null: without writes). */
+  onFlushed(batchId: number | null): void {
+    const staged = this.#building;
+    this.#building = stagedFacts();
+    if (batchId !== null) {
+      this.#inFlight.set(batchId, staged);
+      return;
+    }
+    this.#judge.check(
+      staged.terminal.size === 0 && staged.keys.size === 0,
+      () => `a batch with ${staged.terminal.size} terminal state(s) had nothing to write`,
+    );
+  }
+
+  /** The facts of batch `batchId` are durable now. */
+  onCommitted(batchId: number): void {
     const judge = this.#judge;
-    for (const [jobId, state] of this.#pendingTerminal) {
-      const row = this.#store.getJob(jobId);
+    const staged = this.#inFlight.get(batchId);
+    this.#inFlight.delete(batchId);
+    if (staged === undefined) return;
+    for (const [jobId, state] of staged.terminal) {
+      const row = this.#store.committedJob(jobId);
       judge.check(
         row?.state === state,
         () => `job ${jobId} became ${state} but the committed row says ${row?.state ?? 'nothing'}`,
       );
-      if (row !== undefined) this.terminal.set(jobId, { state, row: { ...row } });
+      const expected = staged.results.get(jobId);
+      judge.check(
+        expected === undefined || row?.result === expected,
+        () =>
+          `job ${jobId} completed with result ${row?.result}, the accepted attempt sent ${expected}`,
+      );
+      if (row !== undefined) this.terminal.set(jobId, { state, row });
     }
-    for (const [key, owner] of this.#pendingKeys) this.keys.set(key, owner);
-    this.#pendingTerminal.clear();
-    this.#pendingKeys.clear();
+    for (const [key, owner] of staged.keys) this.keys.set(key, owner);
   }
 
   /** The process died: staged facts vanish, live facts are rebuilt from committed rows. */
   onCrash(): void {
-    this.#pendingTerminal.clear();
-    this.#pendingKeys.clear();
+    this.#building = stagedFacts();
+    this.#inFlight.clear();
+    this.#deferred.clear();
     this.attempts.clear();
     this.maxAttempts.clear();
     this.leases.clear();
@@ -190,6 +243,7 @@ export class JobTracker {
       keyOwner: key === null ? undefined : this.keyOwner(key),
       terminal: jobId === null ? undefined : this.terminalState(jobId),
       known: jobId !== null && this.attempts.has(jobId),
+      waitsOnConnection: input.kind === 'clientRequest' ? this.#waitsOn(input.connId) : 0,
     };
   }
 
@@ -235,7 +289,7 @@ export class JobTracker {
       before === undefined,
       () => `terminal job ${jobId} changed again: ${before} -> ${state}`,
     );
-    this.#pendingTerminal.set(jobId, state);
+    this.#building.terminal.set(jobId, state);
   }
 
   #apply(event: CoreEvent, h: HandledInput): void {
@@ -289,6 +343,8 @@ export class JobTracker {
       case 'worker.suspected':
       case 'worker.lost':
       case 'worker.draining':
+      case 'jobs.purged':
+      case 'coordinator.stalled':
         return;
     }
   }
@@ -334,10 +390,7 @@ export class JobTracker {
 
   #applySubmitted(event: Extract<CoreEvent, { type: 'job.submitted' }>, h: HandledInput): void {
     const judge = this.#judge;
-    const input = h.input;
-    if (input.kind !== 'clientRequest' || input.msg.type !== 'SUBMIT_JOB') {
-      throw judge.violation(`job ${event.jobId} created on a ${input.kind} input`);
-    }
+    const submission = this.#submissionOf(event.jobId, h);
     judge.check(!this.attempts.has(event.jobId), () => `job id ${event.jobId} created twice`);
     const key = event.idempotencyKey;
     if (key !== null) {
@@ -346,7 +399,7 @@ export class JobTracker {
         owner === undefined,
         () => `idempotency key ${key} maps to two jobs: ${owner?.jobId} and ${event.jobId}`,
       );
-      this.#pendingKeys.set(key, { jobId: event.jobId, submission: input.msg });
+      this.#building.keys.set(key, { jobId: event.jobId, submission });
     }
     this.attempts.set(event.jobId, 0);
     this.maxAttempts.set(event.jobId, event.maxAttempts);
@@ -455,15 +508,58 @@ export class JobTracker {
       completed === msg.success,
       () => `TASK_RESULT success=${msg.success} for ${jobId} was handled the other way`,
     );
-    if (completed) {
-      const row = this.#store.getJob(jobId);
-      judge.check(
-        row?.result === (msg.result ?? ''),
-        () =>
-          `job ${jobId} completed with result ${row?.result}, the accepted attempt sent ${msg.result}`,
-      );
+    if (completed) this.#building.results.set(jobId, msg.result ?? '');
+  }
+
+  /**
+   * The submission that created a job: the request of this input, or a
+   * held one whose JOB_SUBMITTED for that job is among the effects.
+   */
+  #submissionOf(jobId: string, h: HandledInput): SubmitJob {
+    const input = h.input;
+    if (input.kind === 'clientRequest' && input.msg.type === 'SUBMIT_JOB') return input.msg;
+    for (const effect of h.effects) {
+      if (effect.kind !== 'reply' || effect.msg.type !== 'JOB_SUBMITTED') continue;
+      if (effect.msg.jobId !== jobId) continue;
+      const msg = this.#deferred.get(`${effect.connId}/${effect.requestId}`);
+      if (msg?.type === 'SUBMIT_JOB') return msg;
+    }
+    throw this.#judge.violation(`job ${jobId} created on a ${input.kind} input by no submission`);
+  }
+
+  /** Judges every reply in this input to a request that was answered late. */
+  #judgeDeferred(h: HandledInput): void {
+    const ctx = { judge: this.#judge, config: this.#config, invalid: this.#invalid };
+    const after = {
+      known: (jobId: string) => this.attempts.has(jobId),
+      terminal: (jobId: string) => this.terminalState(jobId),
+      keyOwner: (key: string) => this.keyOwner(key),
+    };
+    for (const effect of h.effects) {
+      if (effect.kind !== 'reply') continue;
+      const key = `${effect.connId}/${effect.requestId}`;
+      const msg = this.#deferred.get(key);
+      if (msg === undefined) continue;
+      this.#deferred.delete(key);
+      checkDeferredAnswer(ctx, msg, effect.msg, after);
     }
   }
+
+  /** Requests still waiting for a late answer. */
+  get deferredCount(): number {
+    return this.#deferred.size;
+  }
+}
+
+interface StagedFacts {
+  terminal: Map<string, JobState>;
+  keys: Map<string, KeyOwner>;
+  /** Results of accepted TASK_RESULTs, checked against the row when committed. */
+  results: Map<string, string>;
+}
+
+function stagedFacts(): StagedFacts {
+  return { terminal: new Map(), keys: new Map(), results: new Map() };
 }
 
 function isFinishing(event: CoreEvent): boolean {

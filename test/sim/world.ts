@@ -1,19 +1,24 @@
 /**
  * The simulated coordinator process: the real {@link CoordinatorCore} on a
- * {@link MemoryStore}, driven exactly as the shell (src/coordinator/coordinator.ts)
+ * {@link MemoryStore}, driven as the shell (src/coordinator/coordinator.ts)
  * drives it: inputs are handled one at a time and their effects collected;
- * one `store.commit()` ends the batch; only then are the effects released
- * (frames queued to workers, replies handed to clients, wait timers armed).
+ * a flush ends the batch, hands its writes to the store and queues its
+ * effects behind every earlier batch (the commit pipeline). The store
+ * finishes commits in order, each at a moment of the simulation's choosing;
+ * only then are a batch's effects released (frames queued to workers,
+ * replies handed to clients, wait timers armed). Reads of history are
+ * answered at a moment of its choosing too, from what is committed then.
  *
- * A restart discards the core, every connection and every timer, forgets the
- * store's uncommitted writes (`MemoryStore.crash()`), and builds a new core
- * from the committed rows, committing its recovery before anything else, as
- * `Coordinator.start` does. It can strike mid-batch (before the commit) or
- * after the commit with only some effects released.
+ * A restart discards the core, every connection, timer, pending read and
+ * every batch not yet committed, and builds a new core from the committed
+ * rows, committing its recovery before anything else, as `Coordinator.start`
+ * does. It can strike with inputs handled but not committed, or right after
+ * a commit with only some of its effects released.
  */
 import { CoordinatorCore } from '../../src/coordinator/core/core.js';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
 import type { ClientRequest, WorkerToCoordinator } from '../../src/protocol/messages.js';
+import type { StoreRead, WriteBatch } from '../../src/store/store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { createBuiltinRegistry } from '../../src/tasks/builtin/index.js';
 import {
@@ -54,7 +59,10 @@ export interface WorldObserver {
   /** Whether this lease is the job's current one now (asked when a worker sends a result). */
   leaseCurrent(jobId: string, attemptId: string): boolean;
   onHandled(handled: HandledInput): void;
-  onCommitted(): void;
+  /** The batch being built was handed to the store as `batchId` (null: it had no writes). */
+  onFlushed(batchId: number | null): void;
+  /** The store has batch `batchId` (and every one before it). */
+  onCommitted(batchId: number): void;
   /** The process died: uncommitted state is gone. Called before the new core exists. */
   onCrash(): void;
   onReleased(effect: Effect): void;
@@ -62,11 +70,11 @@ export interface WorldObserver {
   fatal(what: string, err: unknown): Error;
 }
 
-/** Where a restart strikes in a batch. */
+/** Where a restart strikes. */
 export type CrashPoint =
-  /** After `index` inputs were handled, before the commit. */
+  /** After `index` inputs of a batch were handled, before anything else commits. */
   | { at: 'beforeCommit'; index: number }
-  /** After the commit, with only the first `released` effects released. */
+  /** Right after the next commit, with only the first `released` of its effects released. */
   | { at: 'afterCommit'; released: number };
 
 export interface WorldOptions {
@@ -88,7 +96,14 @@ type Source =
   | { kind: 'worker'; link: WorkerLink }
   | { kind: 'client'; link: ClientLink }
   | { kind: 'tick' }
-  | { kind: 'wait'; key: string; timer: WaitTimer };
+  | { kind: 'wait'; key: string; timer: WaitTimer }
+  | { kind: 'read'; readId: number; read: StoreRead };
+
+/** A flushed batch waiting for its commit, with the effects produced with it. */
+interface InFlight {
+  batch: WriteBatch | null;
+  effects: Effect[];
+}
 
 interface PickedInput {
   input: CoreInput;
@@ -110,6 +125,10 @@ export class World {
   readonly #log: (line: () => string) => void;
   readonly #validator = createBuiltinRegistry();
   readonly #waitTimers = new Map<string, WaitTimer>();
+  /** Reads the core asked for, not answered yet. */
+  readonly #reads = new Map<number, StoreRead>();
+  /** Flushed batches, oldest first; the head commits next. */
+  #pipeline: InFlight[] = [];
   #observer: WorldObserver | null = null;
   #core: CoordinatorCore | null = null;
   #nextTickAtMs = 0;
@@ -229,10 +248,21 @@ export class World {
     return this.#waitTimers.size;
   }
 
+  /** Batches handed to the store and not committed yet. */
+  get uncommittedBatches(): readonly WriteBatch[] {
+    return this.#pipeline.flatMap((entry) => (entry.batch === null ? [] : [entry.batch]));
+  }
+
+  /** True when a flushed batch waits for its commit. */
+  hasCommitPending(): boolean {
+    return this.#pipeline.some((entry) => entry.batch !== null);
+  }
+
   /**
-   * One batch: handles up to `size` ready inputs, commits once, releases the
-   * effects. With `crash`, the process dies at that point instead. Returns
-   * the number of inputs handled.
+   * One turn of the coordinator's loop: handles up to `size` ready inputs,
+   * then flushes (the batch goes to the store, its effects queue behind the
+   * earlier ones). With a `beforeCommit` crash, the process dies after that
+   * many inputs instead. Returns the number of inputs handled.
    */
   runBatch(size: number, crash: CrashPoint | null = null): number {
     const effects: Effect[] = [];
@@ -247,23 +277,78 @@ export class World {
     }
     this.stats.batches++;
     if (crash?.at === 'beforeCommit') {
-      this.restart(`crash after ${handled} uncommitted input(s)`);
+      this.restart(`crash with ${handled} input(s) of a batch handled, nothing more committed`);
       return handled;
     }
-    this.#commit();
-    const releaseCount = crash === null ? effects.length : Math.min(crash.released, effects.length);
-    for (const effect of effects.slice(0, releaseCount)) this.#release(effect);
-    if (crash !== null) {
-      this.restart(`crash after commit, ${releaseCount} of ${effects.length} effect(s) released`);
-    }
+    this.#flush(effects);
     return handled;
+  }
+
+  /**
+   * The store finishes the oldest commit: its batch becomes durable and the
+   * effects queued behind it (and behind nothing older) are released. With an
+   * `afterCommit` crash, only some of them are, and the process dies.
+   */
+  completeCommit(crash: CrashPoint | null = null): boolean {
+    const index = this.#pipeline.findIndex((entry) => entry.batch !== null);
+    if (index < 0) return false;
+    const entry = this.#pipeline[index] as InFlight;
+    const batch = entry.batch as WriteBatch;
+    try {
+      this.store.commitNow(batch);
+    } catch (err) {
+      throw this.#obs.fatal('store commit', err);
+    }
+    this.stats.commits++;
+    this.#obs.onCommitted(batch.batchId);
+    entry.batch = null;
+    if (crash?.at === 'afterCommit') {
+      const released = index === 0 ? entry.effects.slice(0, crash.released) : [];
+      for (const effect of released) this.#release(effect);
+      this.restart(
+        `crash after a commit, ${released.length} of ${entry.effects.length} effect(s) released`,
+      );
+      return true;
+    }
+    this.#drain();
+    // The shell tells the core once the commit's effects are out; whatever
+    // that produces (nothing, today) queues like any other effect.
+    const after = this.#handle({
+      input: { kind: 'committed', batchId: batch.batchId },
+      link: null,
+      currentAtSend: false,
+    });
+    if (after.length > 0) this.#flush(after);
+    return true;
+  }
+
+  #flush(effects: Effect[]): void {
+    let batch: WriteBatch | null;
+    try {
+      batch = this.core.takeBatch();
+    } catch (err) {
+      throw this.#obs.fatal('taking a batch', err);
+    }
+    this.#obs.onFlushed(batch?.batchId ?? null);
+    if (batch === null && effects.length === 0) return;
+    this.#pipeline.push({ batch, effects });
+    this.#drain();
+  }
+
+  /** Releases the effects of every leading entry whose batch is durable. */
+  #drain(): void {
+    while (this.#pipeline.length > 0 && (this.#pipeline[0] as InFlight).batch === null) {
+      const entry = this.#pipeline.shift() as InFlight;
+      for (const effect of entry.effects) this.#release(effect);
+    }
   }
 
   /** The coordinator process dies and starts again from the committed store. */
   restart(reason: string): void {
     this.stats.restarts++;
     this.#log(() => `  !! coordinator restart: ${reason}`);
-    this.store.crash();
+    this.#pipeline = [];
+    this.#reads.clear();
     this.#obs.onCrash();
     for (const link of this.workerLinks.values()) {
       link.writable = false;
@@ -290,12 +375,15 @@ export class World {
   #boot(): void {
     let effects: Effect[];
     try {
-      this.#core = new CoordinatorCore(this.config, {
-        now: () => this.clock.nowMs,
-        newId: () => this.ids.next(),
-        store: this.store,
-        validator: this.#validator,
-      });
+      this.#core = new CoordinatorCore(
+        this.config,
+        {
+          now: () => this.clock.nowMs,
+          newId: () => this.ids.next(),
+          validator: this.#validator,
+        },
+        this.store.recoverNow(),
+      );
       effects = this.#core.takeRecoveryEffects();
       for (const effect of effects) this.#log(() => `  recovery: ${describeEffect(effect)}`);
     } catch (err) {
@@ -310,8 +398,9 @@ export class World {
       linkClosedByCore: false,
       currentAtSend: false,
     });
-    this.#commit();
-    for (const effect of effects) this.#release(effect);
+    // Start-up commits the recovery before it serves anything.
+    this.#flush(effects);
+    while (this.completeCommit());
     this.#nextTickAtMs = this.clock.nowMs + this.sweepIntervalMs;
   }
 
@@ -331,6 +420,7 @@ export class World {
     for (const [key, timer] of this.#waitTimers) {
       if (now >= timer.dueAtMs) sources.push({ kind: 'wait', key, timer });
     }
+    for (const [readId, read] of this.#reads) sources.push({ kind: 'read', readId, read });
     return sources;
   }
 
@@ -358,6 +448,25 @@ export class World {
           link: null,
           currentAtSend: false,
         };
+      case 'read':
+        this.#reads.delete(source.readId);
+        return {
+          input: this.#answerRead(source.readId, source.read),
+          link: null,
+          currentAtSend: false,
+        };
+    }
+  }
+
+  /** Runs a read against what is committed now; now and then the read fails. */
+  #answerRead(readId: number, read: StoreRead): CoreInput {
+    if (read.op !== 'purge' && this.#rng.chance(0.02)) {
+      return { kind: 'readFailed', readId, message: 'simulated read failure' };
+    }
+    try {
+      return { kind: 'readDone', readId, result: this.store.readNow(read) };
+    } catch (err) {
+      throw this.#obs.fatal('store read', err);
     }
   }
 
@@ -420,6 +529,7 @@ export class World {
     this.#log(() => `  in  ${describeInput(picked.input)}`);
     for (const effect of effects) {
       this.#noteLinkEffect(effect);
+      if (effect.kind === 'read') this.#reads.set(effect.readId, effect.read);
       this.#log(() => `        ${describeEffect(effect)}`);
     }
     this.#obs.onHandled({
@@ -443,16 +553,6 @@ export class World {
       const link = this.workerLinks.get(effect.event.connId);
       if (link !== undefined) link.registeredAs = effect.event.workerId;
     }
-  }
-
-  #commit(): void {
-    try {
-      this.store.commit();
-    } catch (err) {
-      throw this.#obs.fatal('store commit', err);
-    }
-    this.stats.commits++;
-    this.#obs.onCommitted();
   }
 
   #release(effect: Effect): void {
@@ -491,6 +591,7 @@ export class World {
           dueAtMs: this.clock.nowMs + effect.timeoutMs,
         });
         break;
+      case 'read':
       case 'event':
         break;
     }

@@ -46,7 +46,7 @@ describe('core: CANCEL_JOB', () => {
     assert.equal(h.core.activeCount, 0);
     h.register('w1', 1);
     assert.equal(messagesOf(h.log, 'TASK_ASSIGN').length, 0);
-    assert.equal(h.store.getJob(jobId)?.state, 'CANCELLED');
+    assert.equal(h.store.committedJob(jobId)?.state, 'CANCELLED');
   });
 
   it('cancels a RETRY_WAIT job so it is never requeued', () => {
@@ -77,9 +77,9 @@ describe('core: CANCEL_JOB', () => {
   it('answers cancelled false with the real state when the job is terminal', () => {
     for (const state of ['COMPLETED', 'FAILED', 'CANCELLED'] as const) {
       const { h, jobId } = jobIn(state);
-      const before = h.store.getJob(jobId);
+      const before = h.store.committedJob(jobId);
       assert.deepEqual(cancel(h, jobId), { cancelled: false, state });
-      assert.deepEqual(h.store.getJob(jobId), before);
+      assert.deepEqual(h.store.committedJob(jobId), before);
       assert.equal(messagesOf(h.last, 'TASK_CANCEL').length, 0);
     }
   });
@@ -120,8 +120,8 @@ describe('core: admission control', () => {
     assert.equal(eventsOf(h.last, 'job.submitted').length, 0);
     assert.equal(eventsOf(h.last, 'job.rejected').length, 1);
     assert.equal(h.store.maxSeq(), 2);
-    assert.equal(h.store.getJobByIdempotencyKey('k3'), undefined);
-    assert.equal(h.core.inspect().activeJobs.length, 2);
+    assert.equal(h.store.committedJobByKey('k3'), undefined);
+    assert.equal(h.core.activeJobs().length, 2);
     assert.equal(h.core.activeCount, 2);
   });
 
@@ -179,7 +179,7 @@ describe('core: idempotency keys', () => {
       assert.equal(eventsOf(h.last, 'job.deduplicated').length, 1);
       assert.equal(h.store.maxSeq(), seq, 'no new job');
       assert.equal(h.status(jobId).state, state);
-      const inMemory = h.core.inspect().activeJobs.some((j) => j.jobId === jobId);
+      const inMemory = h.core.activeJobs().some((j) => j.jobId === jobId);
       assert.equal(inMemory, !['COMPLETED', 'FAILED', 'CANCELLED'].includes(state));
     });
   }
@@ -197,10 +197,10 @@ describe('core: idempotency keys', () => {
         h.register('w1', 1);
         const jobId = h.submit({ idempotencyKey: 'k' });
         if (terminal) h.result(jobId);
-        const before = h.store.getJob(jobId);
+        const before = h.store.committedJob(jobId);
         const reply = expectReply(h.submitRequest({ idempotencyKey: 'k', ...change }), 'ERROR');
         assert.match(reply.message, /Idempotency key/);
-        assert.deepEqual(h.store.getJob(jobId), before);
+        assert.deepEqual(h.store.committedJob(jobId), before);
         assert.equal(h.store.maxSeq(), 1);
       });
     }
@@ -257,17 +257,50 @@ describe('core: payload validation', () => {
     assert.match(reply.message, /^Invalid payload/);
     assert.match(reply.message, /durationMillis/);
     assert.equal(h.store.maxSeq(), 0);
-    assert.equal(h.store.getJobByIdempotencyKey('k'), undefined);
+    assert.equal(h.store.committedJobByKey('k'), undefined);
     assert.equal(h.core.activeCount, 0);
     assert.equal(h.submit(), 'id-1', 'no id was drawn for the invalid one');
   });
 
-  it('answers ERROR naming the type when the task type is unknown', () => {
+  it('answers ERROR Invalid task type and stores nothing when the name is not a task type', () => {
     const h = new CoreHarness();
-    const reply = expectReply(h.submitRequest({ taskType: 'RUN_SHELL', payload: {} }), 'ERROR');
-    assert.match(reply.message, /Unknown task type/);
-    assert.equal(reply.code, 'UNKNOWN_TASK_TYPE');
+    for (const taskType of [
+      '',
+      'bad type!',
+      '9lives',
+      'x'.repeat(65),
+      'sha256',
+      'Sleep',
+      'PRIME-COUNT',
+    ]) {
+      const reply = expectReply(h.submitRequest({ taskType, payload: {} }), 'ERROR');
+      assert.match(reply.message, /^Invalid task type/, taskType);
+      assert.equal(reply.code, 'INVALID_TASK_TYPE');
+    }
     assert.equal(h.store.maxSeq(), 0);
+  });
+
+  it('accepts a custom task type as given and leaves its payload to the worker', () => {
+    const h = new CoreHarness();
+    const jobId = h.submit({
+      taskType: 'images.resize',
+      payload: { anything: [1, { deep: true }] },
+    });
+    const job = h.status(jobId);
+    assert.equal(job.taskType, 'images.resize');
+    assert.equal(job.state, 'QUEUED');
+  });
+
+  it('answers ERROR Invalid request when timeoutMillis is outside 1..86400000', () => {
+    const h = new CoreHarness();
+    for (const timeoutMillis of [0, -5, 86_400_001]) {
+      const reply = expectReply(h.submitRequest({ timeoutMillis }), 'ERROR');
+      assert.equal(reply.code, 'INVALID_REQUEST');
+      assert.match(reply.message, /timeoutMillis/);
+    }
+    assert.equal(h.store.maxSeq(), 0);
+    const jobId = h.submit({ timeoutMillis: 86_400_000 });
+    assert.equal(h.status(jobId).timeoutMillis, 86_400_000);
   });
 
   it('answers ERROR when maxAttempts is above the limit', () => {

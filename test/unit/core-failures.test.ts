@@ -191,7 +191,7 @@ describe('core: execution deadlines', () => {
 
 /** Asserts an input changed nothing but emitted one result.stale event. */
 function assertStale(h: CoreHarness, act: () => Effect[], jobId: string, reason: RegExp): void {
-  const before = h.store.getJob(jobId);
+  const before = h.store.committedJob(jobId);
   const view = JSON.stringify(h.core.inspect());
   const effects = act();
   assert.equal(effects.length, 1, JSON.stringify(effects));
@@ -199,7 +199,7 @@ function assertStale(h: CoreHarness, act: () => Effect[], jobId: string, reason:
   assert.equal(stale.length, 1);
   assert.equal(stale[0]?.jobId, jobId);
   assert.match(stale[0]?.reason ?? '', reason);
-  assert.deepEqual(h.store.getJob(jobId), before);
+  assert.deepEqual(h.store.committedJob(jobId), before);
   assert.equal(JSON.stringify(h.core.inspect()), view);
 }
 
@@ -269,8 +269,8 @@ describe('core: stale results', () => {
       },
     });
     assert.equal(effects.length, 1);
-    assert.equal(eventsOf(effects, 'result.stale')[0]?.reason, 'unknown job');
-    assert.equal(h.store.getJob('nope'), undefined);
+    assert.match(eventsOf(effects, 'result.stale')[0]?.reason ?? '', /not an active job/);
+    assert.equal(h.store.committedJob('nope'), undefined);
   });
 
   it('ignores a result with the current lease when it comes from another worker', () => {

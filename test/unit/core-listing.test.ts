@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DEFAULT_LIST_LIMIT } from '../../src/coordinator/core/client-requests.js';
+import { MAX_LIST_LIMIT } from '../../src/coordinator/core/client-requests.js';
 import { MAX_ERROR_CHARS } from '../../src/protocol/limits.js';
 import { messageToJson } from '../../src/protocol/codec.js';
 import { MAX_FRAME_BYTES } from '../../src/protocol/framing.js';
@@ -103,7 +103,7 @@ describe('core: LIST_JOBS', () => {
       const seen = pages.flatMap((p) => p.jobs.map((j) => j.jobId));
       assert.equal(seen.length, 2_500);
       assert.deepEqual(seen, [...ids].reverse());
-      const size = limit ?? DEFAULT_LIST_LIMIT;
+      const size = limit ?? MAX_LIST_LIMIT;
       assert.equal(pages.length, Math.ceil(2_500 / size));
       for (const page of pages) assert.ok(page.jobs.length <= size);
     }

@@ -133,6 +133,8 @@ describe('core: when scheduling happens', () => {
       attemptNumber: 1,
       taskType: 'SLEEP',
       payload: { durationMillis: 10 },
+      timeoutMillis: h.config.taskTimeoutMs,
+      maxAttempts: 3,
     });
     const job = h.status(jobId);
     assert.equal(job.state, 'RUNNING');
@@ -240,7 +242,7 @@ function applyStep(h: CoreHarness, step: Step, registered: Set<string>, submitte
       if (registered.delete(step.worker)) h.closeWorker(step.worker);
       return;
     case 'result': {
-      const running = h.core.inspect().activeJobs.filter((j) => j.state === 'RUNNING');
+      const running = h.core.activeJobs().filter((j) => j.state === 'RUNNING');
       const job = running[step.pick % Math.max(1, running.length)];
       if (job !== undefined) h.result(job.jobId, { success: step.success });
       return;
@@ -259,14 +261,15 @@ function applyStep(h: CoreHarness, step: Step, registered: Set<string>, submitte
 function checkInvariants(h: CoreHarness): void {
   const view = h.core.inspect();
   const byWorker = new Map(view.workers.map((w) => [w.workerId, w]));
+  const activeJobs = h.core.activeJobs();
   let free = 0;
   for (const w of view.workers) {
     assert.ok(w.running.length <= w.capacity, `${w.workerId} over capacity`);
     free += w.capacity - w.running.length;
   }
   assert.equal(view.freeSlots, free, 'free slot count');
-  assert.equal(view.activeCount, view.activeJobs.length, 'activeCount');
-  for (const job of view.activeJobs) {
+  assert.equal(view.activeCount, activeJobs.length, 'activeCount');
+  for (const job of activeJobs) {
     if (job.state === 'RUNNING') {
       assert.ok(job.attemptId !== null && job.deadlineAtMs !== null);
       assert.ok(
@@ -279,12 +282,12 @@ function checkInvariants(h: CoreHarness): void {
     }
     assert.ok(job.attempts <= job.maxAttempts);
   }
-  const runningCount = view.activeJobs.filter((j) => j.state === 'RUNNING').length;
+  const runningCount = activeJobs.filter((j) => j.state === 'RUNNING').length;
   assert.equal(
     view.workers.reduce((n, w) => n + w.running.length, 0),
     runningCount,
     'every slot taken is a running job',
   );
-  const queued = view.activeJobs.some((j) => j.state === 'QUEUED');
+  const queued = activeJobs.some((j) => j.state === 'QUEUED');
   assert.ok(!(queued && free > 0), 'a job waits while a worker is free');
 }

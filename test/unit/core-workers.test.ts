@@ -20,14 +20,21 @@ function listWorkers(
   return expectReply(h.request({ type: 'LIST_WORKERS' }), 'WORKER_LIST').workers;
 }
 
+/** What a valid registration of `w1` is answered with: the features on offer. */
+const REGISTERED_W1 = {
+  type: 'WORKER_REGISTERED',
+  workerId: 'w1',
+  features: ['drain', 'taskTypes', 'retryable', 'assignLimits'],
+} as const;
+
 describe('core: worker registration', () => {
   it('answers WORKER_REGISTERED when the registration is valid', () => {
     const h = new CoreHarness();
     const connId = h.register('w1', 4);
-    assert.deepEqual(sentTo(h.last, connId), [{ type: 'WORKER_REGISTERED', workerId: 'w1' }]);
+    assert.deepEqual(sentTo(h.last, connId), [REGISTERED_W1]);
     assert.equal(effectsOf(h.last, 'close').length, 0);
     assert.deepEqual(eventsOf(h.last, 'worker.registered'), [
-      { type: 'worker.registered', workerId: 'w1', capacity: 4, connId },
+      { type: 'worker.registered', workerId: 'w1', capacity: 4, connId, taskTypes: null },
     ]);
   });
 
@@ -129,7 +136,7 @@ describe('core: worker registration', () => {
     assert.equal(lost.length, 1);
     assert.equal(lost[0]?.reason, 'worker re-registered');
     assert.equal(lost[0]?.runningJobs, 1);
-    assert.deepEqual(sentTo(effects, newConn), [{ type: 'WORKER_REGISTERED', workerId: 'w1' }]);
+    assert.deepEqual(sentTo(effects, newConn), [REGISTERED_W1]);
 
     const job = h.status(jobId);
     assert.equal(job.state, 'RETRY_WAIT');

@@ -13,25 +13,31 @@ import {
   transition,
   type JobState,
 } from '../../src/coordinator/core/job-state.js';
-import {
-  clearLease,
-  grantLease,
-  isCurrentLease,
-  isPastDeadline,
-} from '../../src/coordinator/core/lease.js';
+import type { CoreJob } from '../../src/coordinator/core/job.js';
+import { grantLease, isCurrentLease } from '../../src/coordinator/core/lease.js';
 import type { JobRecord } from '../../src/store/store.js';
-import { jobRecord } from '../helpers/job-record.js';
+import { coreJob } from '../helpers/job-record.js';
 
-function jobIn(state: JobState, overrides: Partial<JobRecord> = {}): JobRecord {
-  return jobRecord(1, {
+function jobIn(state: JobState, overrides: Partial<JobRecord> = {}): CoreJob {
+  const running =
+    state === 'RUNNING' ? { workerId: 'w0', attemptId: 'lease-0', deadlineAtMs: 600 } : {};
+  return coreJob(1, {
     taskType: 'SLEEP',
     payloadJson: '{"durationMillis":1}',
     state,
     timeoutMs: 500,
     createdAtMs: 100,
     updatedAtMs: 100,
+    ...running,
     ...overrides,
   });
+}
+
+const LEASE = { workerId: 'w1', attemptId: 'lease-x', startedAtMs: 777, deadlineAtMs: 1_277 };
+
+/** The move that enters `to` (RUNNING needs a lease). */
+function move(to: JobState, recovery = false): Parameters<typeof transition>[1] {
+  return to === 'RUNNING' ? { to, lease: LEASE } : { to, recovery };
 }
 
 /** The legal moves of the spec, written out independently of the code under test. */
@@ -64,16 +70,18 @@ describe('job state machine', () => {
       it(`moves ${name} and stamps updatedAtMs when the move is legal`, () => {
         const job = jobIn(from);
         assert.equal(isLegalTransition(from, to), true);
-        transition(job, to, 777);
+        transition(job, move(to), 777);
         assert.equal(job.state, to);
         assert.equal(job.updatedAtMs, 777);
+        assert.equal(job.lease !== null, to === 'RUNNING', 'a lease exactly while RUNNING');
+        if (isTerminalState(to)) assert.equal(job.finishedAtMs, 777);
       });
     } else {
       it(`refuses ${name} without changing the job when the move is illegal`, () => {
         const job = jobIn(from);
         assert.equal(isLegalTransition(from, to), false);
         assert.throws(
-          () => transition(job, to, 777),
+          () => transition(job, move(to), 777),
           (err: unknown) =>
             err instanceof IllegalTransitionError &&
             err.message.includes(`${from} -> ${to}`) &&
@@ -92,10 +100,10 @@ describe('job state machine', () => {
       assert.equal(isLegalTransition(from, to, true), legal);
       const job = jobIn(from);
       if (legal) {
-        transition(job, to, 5, { recovery: true });
+        transition(job, move(to, true), 5);
         assert.equal(job.state, to);
       } else {
-        assert.throws(() => transition(job, to, 5, { recovery: true }), IllegalTransitionError);
+        assert.throws(() => transition(job, move(to, true), 5), IllegalTransitionError);
         assert.equal(job.state, from);
       }
     });
@@ -103,8 +111,11 @@ describe('job state machine', () => {
 
   it('refuses RUNNING->QUEUED when recovery is not asked for', () => {
     const job = jobIn('RUNNING');
-    assert.throws(() => transition(job, 'QUEUED', 1), IllegalTransitionError);
-    assert.throws(() => transition(job, 'QUEUED', 1, { recovery: false }), IllegalTransitionError);
+    assert.throws(() => transition(job, { to: 'QUEUED' }, 1), IllegalTransitionError);
+    assert.throws(
+      () => transition(job, { to: 'QUEUED', recovery: false }, 1),
+      IllegalTransitionError,
+    );
     assert.equal(job.state, 'RUNNING');
   });
 
@@ -123,14 +134,18 @@ describe('job state machine', () => {
 describe('lease', () => {
   it('starts an attempt with attempts+1, a lease and deadline now+timeout when granted', () => {
     const job = jobIn('QUEUED', { attempts: 1, retryAtMs: 50 });
-    grantLease(job, 'w1', 'lease-a', 1_000);
-    assert.equal(job.state, 'RUNNING');
-    assert.equal(job.attempts, 2);
-    assert.equal(job.workerId, 'w1');
-    assert.equal(job.attemptId, 'lease-a');
-    assert.equal(job.deadlineAtMs, 1_500);
-    assert.equal(job.retryAtMs, null);
-    assert.equal(job.updatedAtMs, 1_000);
+    const running = grantLease(job, 'w1', 'lease-a', 1_000);
+    assert.equal(running.state, 'RUNNING');
+    assert.equal(running.attempts, 2);
+    assert.deepEqual(running.lease, {
+      workerId: 'w1',
+      attemptId: 'lease-a',
+      startedAtMs: 1_000,
+      deadlineAtMs: 1_500,
+    });
+    assert.equal(running.retryAtMs, null);
+    assert.equal(running.updatedAtMs, 1_000);
+    assert.equal(running.startedAtMs, 1_000);
   });
 
   it('refuses to grant a lease when the job is not QUEUED', () => {
@@ -147,32 +162,9 @@ describe('lease', () => {
     assert.equal(isCurrentLease(job, 'lease-a'), true);
     assert.equal(isCurrentLease(job, 'lease-b'), false);
     assert.equal(isCurrentLease(job, ''), false);
-    job.state = 'RETRY_WAIT';
+    transition(job, { to: 'RETRY_WAIT' }, 1);
     assert.equal(isCurrentLease(job, 'lease-a'), false, 'not RUNNING any more');
-    const cleared = jobIn('RUNNING');
-    assert.equal(isCurrentLease(cleared, 'lease-a'), false, 'no lease at all');
-  });
-
-  it('forgets worker, lease and deadline when the lease is cleared', () => {
-    const job = jobIn('QUEUED');
-    grantLease(job, 'w1', 'lease-a', 0);
-    clearLease(job);
-    assert.equal(job.workerId, null);
-    assert.equal(job.attemptId, null);
-    assert.equal(job.deadlineAtMs, null);
+    assert.equal(job.lease, null, 'leaving RUNNING drops the lease');
     assert.equal(job.attempts, 1, 'the attempt still counts');
-  });
-
-  it('is past its deadline only strictly after it when the clock reaches it', () => {
-    const job = jobIn('QUEUED');
-    grantLease(job, 'w1', 'lease-a', 1_000);
-    assert.equal(isPastDeadline(job, 1_499), false);
-    assert.equal(isPastDeadline(job, 1_500), false, 'now == deadline is not past');
-    assert.equal(isPastDeadline(job, 1_501), true);
-  });
-
-  it('has no deadline to pass when the job is not RUNNING', () => {
-    assert.equal(isPastDeadline(jobIn('QUEUED', { deadlineAtMs: 10 }), 1_000), false);
-    assert.equal(isPastDeadline(jobIn('RUNNING', { deadlineAtMs: null }), 1_000), false);
   });
 });

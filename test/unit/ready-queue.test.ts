@@ -5,15 +5,36 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { ReadyQueue, effectiveLevel } from '../../src/coordinator/core/ready-queue.js';
+import {
+  ReadyQueue,
+  effectiveLevel,
+  type RunnableTypes,
+} from '../../src/coordinator/core/ready-queue.js';
 import { PRIORITIES, type Priority } from '../../src/protocol/messages.js';
-import type { JobRecord } from '../../src/store/store.js';
-import { jobRecord } from '../helpers/job-record.js';
+import type { CoreJob } from '../../src/coordinator/core/job.js';
+import { coreJob } from '../helpers/job-record.js';
 
-const ANY = (): boolean => true;
+/** Runnable task types as the worker registry reports them. */
+function accepting(types: readonly string[]): RunnableTypes {
+  const set = new Set(types);
+  return {
+    canRun: (t) => set.has(t),
+    runnableTypes: () => set.values(),
+    runnableTypeCount: set.size,
+  };
+}
 
-function job(seq: number, priority: Priority, createdAtMs = 0, taskType = 'SLEEP'): JobRecord {
-  return jobRecord(seq, {
+/** Every task type is runnable (the queue then looks at its own lanes). */
+const ANY: RunnableTypes = {
+  canRun: () => true,
+  runnableTypes: () => {
+    throw new Error('not enumerable');
+  },
+  runnableTypeCount: Number.POSITIVE_INFINITY,
+};
+
+function job(seq: number, priority: Priority, createdAtMs = 0, taskType = 'SLEEP'): CoreJob {
+  return coreJob(seq, {
     taskType,
     payloadJson: '{}',
     priority,
@@ -92,8 +113,8 @@ describe('ReadyQueue', () => {
     const queue = new ReadyQueue(1_000_000);
     const jobs = [job(1, 'HIGH'), job(2, 'NORMAL'), job(3, 'NORMAL'), job(4, 'LOW')];
     for (const j of jobs) queue.push(j);
-    (jobs[0] as JobRecord).state = 'CANCELLED';
-    (jobs[2] as JobRecord).state = 'CANCELLED';
+    (jobs[0] as CoreJob).state = 'CANCELLED';
+    (jobs[2] as CoreJob).state = 'CANCELLED';
     assert.equal(queue.size, 4, 'removal is lazy');
     assert.deepEqual(drainIds(queue, 0), ['job-2', 'job-4']);
     assert.equal(queue.size, 0);
@@ -106,14 +127,11 @@ describe('ReadyQueue', () => {
     queue.push(job(3, 'NORMAL', 0, 'SHA256'));
     assert.deepEqual([...queue.taskTypes()].sort(), ['SHA256', 'SLEEP']);
     assert.equal(
-      queue.popBest(0, (t) => t === 'SLEEP')?.jobId,
+      queue.popBest(0, accepting(['SLEEP']))?.jobId,
       'job-2',
       'HIGH SHA256 is not wanted',
     );
-    assert.equal(
-      queue.popBest(0, () => false),
-      undefined,
-    );
+    assert.equal(queue.popBest(0, accepting([])), undefined);
     assert.deepEqual([...queue.taskTypes()], ['SHA256']);
     assert.deepEqual(drainIds(queue, 0), ['job-1', 'job-3']);
     assert.deepEqual([...queue.taskTypes()], []);
@@ -140,7 +158,7 @@ describe('ReadyQueue', () => {
         fc.integer({ min: 1, max: 1_000 }),
         (steps, agingStepMs) => {
           const queue = new ReadyQueue(agingStepMs);
-          const model: JobRecord[] = [];
+          const model: CoreJob[] = [];
           let nowMs = 0;
           let seq = 0;
           for (const s of steps) {
@@ -156,6 +174,8 @@ describe('ReadyQueue', () => {
             } else {
               nowMs += s.advanceMs;
               const accept = (t: string): boolean => s.accept.includes(t);
+              // Many runnable types make the queue walk its own lanes; few, the runnable list.
+              const runnable = accepting([...s.accept, ...(s.accept.length > 1 ? ['X', 'Y'] : [])]);
               const expected = model
                 .filter((j) => j.state === 'QUEUED' && accept(j.taskType))
                 .sort(
@@ -163,7 +183,7 @@ describe('ReadyQueue', () => {
                     effectiveLevel(b, nowMs, agingStepMs) - effectiveLevel(a, nowMs, agingStepMs) ||
                     a.seq - b.seq,
                 )[0];
-              const got = queue.popBest(nowMs, accept);
+              const got = queue.popBest(nowMs, runnable);
               assert.equal(got?.jobId, expected?.jobId);
               if (got !== undefined) got.state = 'RUNNING';
             }
@@ -172,5 +192,23 @@ describe('ReadyQueue', () => {
       ),
       { numRuns: 300, seed: 1234 },
     );
+  });
+});
+
+describe('ReadyQueue with many task types', () => {
+  it('forgets a task type once its last job is taken', () => {
+    const queue = new ReadyQueue(1_000_000);
+    for (let i = 1; i <= 1_000; i++) queue.push(job(i, 'NORMAL', 0, `type-${i}`));
+    assert.equal([...queue.taskTypes()].length, 1_000);
+    assert.equal(drainIds(queue, 0).length, 1_000);
+    assert.deepEqual([...queue.taskTypes()], []);
+  });
+
+  it('finds the one runnable type among thousands of unserved ones', () => {
+    const queue = new ReadyQueue(1_000_000);
+    for (let i = 1; i <= 5_000; i++) queue.push(job(i, 'HIGH', 0, `unserved-${i}`));
+    queue.push(job(5_001, 'LOW', 0, 'served'));
+    assert.equal(queue.popBest(0, accepting(['served']))?.jobId, 'job-5001');
+    assert.equal(queue.popBest(0, accepting(['served'])), undefined);
   });
 });

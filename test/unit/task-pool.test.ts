@@ -1,47 +1,78 @@
+/**
+ * The task pool on real worker threads: built-in and users' tasks, result
+ * encoding, failures and their retryability, ctx and logs, capacity, thread
+ * reuse, preemption (cooperative within the grace, terminated after it),
+ * crashes and closing.
+ */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import type { JsonObject } from '../../src/protocol/messages.js';
-import { TaskPool, type TaskOutcome, type TaskPoolOptions } from '../../src/worker/task-pool.js';
+import {
+  TaskPool,
+  type TaskHandle,
+  type TaskOutcome,
+  type TaskPoolOptions,
+  type TaskRun,
+} from '../../src/worker/task-pool.js';
 import { until } from '../helpers/until.js';
 
-/**
- * A task module for misbehaving tasks, as a data: URL so the test needs no
- * fixture file. It exports a registry-shaped object, which is all the thread
- * needs from a task module.
- */
-const MISBEHAVING_TASKS = `
-const tasks = {
-  ECHO: async (payload) => JSON.stringify(payload),
-  EXIT: () => { process.exit(7); },
-  THROW_LATER: () => new Promise(() => { setTimeout(() => { throw new Error('boom later'); }, 0); }),
-  NOT_A_STRING: async () => 42,
-};
-export function createRegistry() {
-  return {
-    require(taskType) {
-      const run = tasks[taskType];
-      if (run === undefined) throw new Error('no task ' + taskType);
-      return { taskType, validate() {}, run };
-    },
-  };
+/** A task module as a data: URL, so the test needs no fixture file. */
+function moduleUrl(source: string): { specifier: string; url: string } {
+  return { specifier: 'test-tasks', url: `data:text/javascript,${encodeURIComponent(source)}` };
 }
-`;
-const MISBEHAVING_MODULE = `data:text/javascript,${encodeURIComponent(MISBEHAVING_TASKS)}`;
+
+const MISBEHAVING = moduleUrl(`
+export default {
+  echo: async (payload) => JSON.stringify(payload),
+  object: async (payload, ctx) => ({ got: payload, attempt: ctx.attemptNumber, jobId: ctx.jobId,
+    attemptId: ctx.attemptId, maxAttempts: ctx.maxAttempts, deadlineAtMs: ctx.deadlineAtMs }),
+  nothing: async () => undefined,
+  exit: () => { process.exit(7); },
+  throwLater: () => new Promise(() => { setTimeout(() => { throw new Error('boom later'); }, 0); }),
+  bigint: async () => ({ n: 10n }),
+  refuse: async () => { const e = new Error('never works'); e.retryable = false; throw e; },
+  throwString: async () => { throw 'plain string'; },
+  chatty: async (payload, ctx) => { ctx.log.info('working', { step: 1 }); ctx.log.warn('careful'); return 'done'; },
+  polite: (payload, ctx) => new Promise((resolve, reject) => {
+    const t = setTimeout(() => resolve('finished'), 60000);
+    ctx.signal.addEventListener('abort', () => { clearTimeout(t); reject(ctx.signal.reason); });
+  }),
+  lateButQuick: (payload, ctx) => new Promise((resolve) => {
+    ctx.signal.addEventListener('abort', () => setTimeout(() => resolve('too late'), 20));
+  }),
+  spin: () => { for (;;) {} },
+};
+`);
 
 const PRIME_LIMIT_MAX = 50_000_000;
 
 function succeeded(result: string): TaskOutcome {
-  return { success: true, result };
+  return { success: true, result, resultFormat: 'text' };
 }
 
-function failed(error: string): TaskOutcome {
-  return { success: false, error, cancelled: false };
+function failed(error: string, retryable = true): TaskOutcome {
+  return { success: false, error, cancelled: false, retryable };
 }
 
 async function errorOf(outcome: Promise<TaskOutcome>): Promise<string> {
   const ended = await outcome;
   assert.equal(ended.success, false, `expected a failure, got ${JSON.stringify(ended)}`);
   return ended.success ? '' : ended.error;
+}
+
+let attempts = 0;
+function attempt(taskType: string, payload: JsonObject, more: Partial<TaskRun> = {}): TaskRun {
+  attempts++;
+  return {
+    taskType,
+    payload,
+    jobId: `job-${attempts}`,
+    attemptId: `attempt-${attempts}`,
+    attemptNumber: 1,
+    maxAttempts: null,
+    deadlineAtMs: null,
+    ...more,
+  };
 }
 
 describe('TaskPool', () => {
@@ -51,6 +82,10 @@ describe('TaskPool', () => {
     const pool = new TaskPool(options);
     pools.push(pool);
     return pool;
+  }
+
+  function run(pool: TaskPool, taskType: string, payload: JsonObject = {}, more = {}): TaskHandle {
+    return pool.run(attempt(taskType, payload, more));
   }
 
   afterEach(async () => {
@@ -72,107 +107,172 @@ describe('TaskPool', () => {
       ['PRIME_COUNT', { limit: 1_000_000 }, 1, succeeded('78498')],
       ['FAIL', { failUntilAttempt: 3 }, 3, succeeded('succeeded on attempt 3')],
     ];
-    for (const [taskType, payload, attempt, expected] of cases) {
-      const outcome = await pool.run(taskType, payload, attempt).outcome;
+    for (const [taskType, payload, attemptNumber, expected] of cases) {
+      const outcome = await run(pool, taskType, payload, { attemptNumber }).outcome;
       assert.deepEqual(outcome, expected, `${taskType} ${JSON.stringify(payload)}`);
     }
   });
 
-  it('reports a failure with the task message when FAIL runs below its attempt', async () => {
+  it('reports a retryable failure with the task message when FAIL runs below its attempt', async () => {
     const pool = createPool({ capacity: 1 });
-    const outcome = await pool.run('FAIL', { failUntilAttempt: 3 }, 2).outcome;
+    const outcome = await run(pool, 'FAIL', { failUntilAttempt: 3 }, { attemptNumber: 2 }).outcome;
     assert.deepEqual(outcome, failed('deliberate failure on attempt 2'));
   });
 
-  it('reports a failure when the payload is invalid or the task type unknown', async () => {
+  it('fails an invalid payload without retry, and an unknown task type with', async () => {
     const pool = createPool({ capacity: 1 });
-    const invalid = pool.run('PRIME_COUNT', { limit: 'many' }, 1);
-    assert.match(await errorOf(invalid.outcome), /^Invalid payload: limit/);
+    const invalid = run(pool, 'PRIME_COUNT', { limit: 'many' });
+    const outcome = await invalid.outcome;
+    assert.equal(outcome.success, false);
+    assert.match(outcome.success ? '' : outcome.error, /^Invalid payload: limit/);
+    assert.equal(!outcome.success && outcome.retryable, false);
     assert.equal(await invalid.started, false);
-    assert.match(await errorOf(pool.run('RM_RF', {}, 1).outcome), /Unknown task type/);
+    const unknown = await run(pool, 'RM_RF').outcome;
+    assert.match(unknown.success ? '' : unknown.error, /Unknown task type/);
+    assert.equal(!unknown.success && unknown.retryable, true);
   });
 
   it('runs up to capacity tasks at once when they overlap', async () => {
-    const pool = createPool({ capacity: 3 });
-    const handles = [1, 2, 3].map(() => pool.run('SLEEP', { durationMillis: 60_000 }, 1));
+    const pool = createPool({ capacity: 3, cancelGraceMs: 0 });
+    const handles = [1, 2, 3].map(() => run(pool, 'SLEEP', { durationMillis: 60_000 }));
     assert.deepEqual(await Promise.all(handles.map((h) => h.started)), [true, true, true]);
     assert.equal(pool.runningCount, 3);
     assert.equal(pool.threadCount, 3);
-    const extra = pool.run('SHA256', { text: 'x' }, 1);
-    assert.match(await errorOf(extra.outcome), /at capacity/);
-    await Promise.all(handles.map((h) => h.cancel()));
+    assert.match(await errorOf(run(pool, 'SHA256', { text: 'x' }).outcome), /at capacity/);
+    await Promise.all(handles.map((h) => h.stop('cancel')));
     assert.equal(pool.runningCount, 0);
-    assert.equal(pool.threadCount, 0);
   });
 
   it('reuses one thread when tasks run one after another', async () => {
     const pool = createPool({ capacity: 4 });
     for (const text of ['a', 'b', 'c']) {
-      assert.equal((await pool.run('SHA256', { text }, 1).outcome).success, true);
+      assert.equal((await run(pool, 'SHA256', { text }).outcome).success, true);
     }
     assert.equal(pool.threadCount, 1);
   });
 
-  it('stops a running PRIME_COUNT 50,000,000 within 1 s when cancelled', async () => {
-    const pool = createPool({ capacity: 1 });
-    const handle = pool.run('PRIME_COUNT', { limit: PRIME_LIMIT_MAX }, 1);
+  it('terminates a CPU-bound PRIME_COUNT 50,000,000 after the grace when stopped', async () => {
+    const pool = createPool({ capacity: 1, cancelGraceMs: 50 });
+    const handle = run(pool, 'PRIME_COUNT', { limit: PRIME_LIMIT_MAX });
     assert.equal(await handle.started, true);
-    const cancelledAtMs = performance.now();
-    await handle.cancel();
-    const stopMs = performance.now() - cancelledAtMs;
+    const stoppedAtMs = performance.now();
+    assert.equal(await handle.stop('cancel'), 'terminated');
+    const stopMs = performance.now() - stoppedAtMs;
     assert.ok(stopMs < 1_000, `thread took ${stopMs.toFixed(0)} ms to stop`);
     assert.deepEqual(await handle.outcome, {
       success: false,
-      error: 'task cancelled',
+      error: 'task stopped (cancel)',
       cancelled: true,
+      retryable: true,
     });
-    assert.equal(pool.threadCount, 0, 'the cancelled thread has exited');
+    assert.equal(pool.threadCount, 0, 'the terminated thread has exited');
     assert.equal(pool.runningCount, 0);
   });
 
-  it('still runs tasks on a new thread when a previous one was cancelled', async () => {
-    const pool = createPool({ capacity: 1 });
-    const first = pool.run('SLEEP', { durationMillis: 60_000 }, 1);
+  it('keeps the thread when a stopped handler honours its signal within the grace', async () => {
+    const pool = createPool({ capacity: 1, cancelGraceMs: 5_000, modules: [MISBEHAVING] });
+    const first = run(pool, 'polite');
     assert.equal(await first.started, true);
-    await first.cancel();
-    await first.cancel();
-    const outcome = await pool.run('PRIME_COUNT', { limit: 100 }, 1).outcome;
-    assert.deepEqual(outcome, succeeded('25'));
+    assert.equal(await first.stop('deadline'), 'cooperative');
+    assert.equal(((await first.outcome) as { cancelled: boolean }).cancelled, true);
+    assert.equal(pool.threadCount, 1, 'the thread is reused');
+    assert.deepEqual(await run(pool, 'PRIME_COUNT', { limit: 100 }).outcome, succeeded('25'));
     assert.equal(pool.threadCount, 1);
   });
 
+  it('never reports what a stopped handler returns afterwards', async () => {
+    const pool = createPool({ capacity: 1, cancelGraceMs: 5_000, modules: [MISBEHAVING] });
+    const handle = run(pool, 'lateButQuick');
+    assert.equal(await handle.started, true);
+    assert.equal(await handle.stop('cancel'), 'cooperative');
+    const outcome = await handle.outcome;
+    assert.equal(outcome.success, false, "'too late' must not become a result");
+  });
+
+  it('frees the slot at once when a task is stopped, before its thread is gone', async () => {
+    const pool = createPool({ capacity: 1, cancelGraceMs: 60_000, modules: [MISBEHAVING] });
+    const stuck = run(pool, 'spin');
+    assert.equal(await stuck.started, true);
+    void stuck.stop('cancel');
+    assert.equal(pool.runningCount, 0);
+    assert.deepEqual(await run(pool, 'echo', { a: 1 }).outcome, succeeded('{"a":1}'));
+    assert.equal(pool.threadCount, 2, 'the stuck thread is still in its grace');
+  });
+
+  it('encodes non-string results as JSON and gives the handler its context', async () => {
+    const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
+    const more = { attemptNumber: 2, maxAttempts: 5, deadlineAtMs: 123 };
+    const outcome = await run(pool, 'object', { x: [1] }, more).outcome;
+    assert.equal(outcome.success && outcome.resultFormat, 'json');
+    const value = JSON.parse(outcome.success ? outcome.result : 'null') as Record<string, unknown>;
+    assert.deepEqual(value, {
+      got: { x: [1] },
+      attempt: 2,
+      jobId: `job-${attempts}`,
+      attemptId: `attempt-${attempts}`,
+      maxAttempts: 5,
+      deadlineAtMs: 123,
+    });
+    assert.deepEqual(await run(pool, 'nothing').outcome, {
+      success: true,
+      result: 'null',
+      resultFormat: 'json',
+    });
+    assert.match(
+      await errorOf(run(pool, 'bigint').outcome),
+      /result is not a JSON value: result\.n is a bigint/,
+    );
+  });
+
+  it('marks an error with retryable: false as not retryable, and describes any thrown value', async () => {
+    const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
+    assert.deepEqual(await run(pool, 'refuse').outcome, failed('never works', false));
+    assert.deepEqual(await run(pool, 'throwString').outcome, failed('plain string'));
+  });
+
+  it('passes the lines a handler logs to the log sink of its task', async () => {
+    const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
+    const lines: unknown[] = [];
+    const handle = pool.run(attempt('chatty', {}), (level, message, fields) =>
+      lines.push([level, message, fields]),
+    );
+    assert.deepEqual(await handle.outcome, succeeded('done'));
+    assert.deepEqual(lines, [
+      ['info', 'working', { step: 1 }],
+      ['warn', 'careful', {}],
+    ]);
+  });
+
   it('fails the task and replaces the thread when the thread exits', async () => {
-    const pool = createPool({ capacity: 1, taskModule: MISBEHAVING_MODULE });
-    const error = await errorOf(pool.run('EXIT', {}, 1).outcome);
+    const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
+    const error = await errorOf(run(pool, 'exit').outcome);
     assert.equal(error, 'task thread exited unexpectedly with code 7');
     assert.equal(pool.threadCount, 0);
-    assert.deepEqual(await pool.run('ECHO', { a: 1 }, 1).outcome, succeeded('{"a":1}'));
+    assert.deepEqual(await run(pool, 'echo', { a: 1 }).outcome, succeeded('{"a":1}'));
   });
 
   it('fails the task when its thread throws outside the task', async () => {
-    const pool = createPool({ capacity: 1, taskModule: MISBEHAVING_MODULE });
-    const error = await errorOf(pool.run('THROW_LATER', {}, 1).outcome);
+    const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
+    const error = await errorOf(run(pool, 'throwLater').outcome);
     assert.equal(error, 'task thread crashed: boom later');
     await until(() => pool.threadCount === 0, { what: 'the crashed thread to exit' });
-    assert.deepEqual(await pool.run('ECHO', {}, 1).outcome, succeeded('{}'));
+    assert.deepEqual(await run(pool, 'echo').outcome, succeeded('{}'));
   });
 
-  it('fails the task when it resolves with something other than a string', async () => {
-    const pool = createPool({ capacity: 1, taskModule: MISBEHAVING_MODULE });
-    const error = await errorOf(pool.run('NOT_A_STRING', {}, 1).outcome);
-    assert.equal(error, 'task returned a number, not a string');
-    assert.equal(pool.threadCount, 1, 'a failed task keeps its thread');
-  });
-
-  it('fails the task when the task module cannot be loaded', async () => {
-    const pool = createPool({ capacity: 1, taskModule: '/nonexistent/dtp-tasks.js' });
-    const error = await errorOf(pool.run('SHA256', { text: 'abc' }, 1).outcome);
-    assert.match(error, /^cannot load task module file:\/\/\/nonexistent\/dtp-tasks\.js: /);
+  it('fails each task, retryably, when a task module cannot be loaded in the thread', async () => {
+    const broken = { specifier: './gone.mjs', url: 'file:///nonexistent/dtp-tasks.mjs' };
+    const pool = createPool({ capacity: 1, modules: [broken] });
+    const outcome = await run(pool, 'SHA256', { text: 'abc' }).outcome;
+    assert.match(
+      outcome.success ? '' : outcome.error,
+      /^task module \.\/gone\.mjs: cannot be loaded/,
+    );
+    assert.equal(!outcome.success && outcome.retryable, true);
   });
 
   it('cancels running tasks and refuses new ones when closed, and closes once', async () => {
     const pool = createPool({ capacity: 2 });
-    const running = pool.run('SLEEP', { durationMillis: 60_000 }, 1);
+    const running = run(pool, 'SLEEP', { durationMillis: 60_000 });
     assert.equal(await running.started, true);
     const closing = pool.close();
     assert.equal(pool.close(), closing);
@@ -181,14 +281,18 @@ describe('TaskPool', () => {
       success: false,
       error: 'task pool closed',
       cancelled: true,
+      retryable: true,
     });
     assert.equal(pool.threadCount, 0);
-    assert.match(await errorOf(pool.run('SHA256', { text: 'x' }, 1).outcome), /closed/);
+    assert.match(await errorOf(run(pool, 'SHA256', { text: 'x' }).outcome), /closed/);
   });
 
-  it('rejects a capacity outside 1..1024', () => {
+  it('rejects a capacity outside 1..1024 and a negative grace', () => {
     for (const capacity of [0, 1025, 1.5]) {
       assert.throws(() => new TaskPool({ capacity }), { code: 'INVALID_OPTIONS' });
     }
+    assert.throws(() => new TaskPool({ capacity: 1, cancelGraceMs: -1 }), {
+      code: 'INVALID_OPTIONS',
+    });
   });
 });

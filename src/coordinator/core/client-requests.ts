@@ -1,22 +1,32 @@
 /**
  * Client requests other than SUBMIT_JOB: status, wait, cancel, list jobs,
- * list workers; and the end of a client connection.
+ * list workers, purge; the answers of the reads they start; and the end of a
+ * client connection.
+ *
+ * A job the core holds (active, or just finished and not yet committed) is
+ * answered from memory. Any other job is history: the store is asked, and the
+ * request is answered when the read comes back (replies still leave in
+ * request order per connection; the shell sees to that).
  */
+import { ErrorCode } from '../../protocol/error-codes.js';
 import { MAX_FRAME_BYTES } from '../../protocol/framing.js';
 import {
   isTerminalState,
+  type AttemptSnapshot,
   type ClientRequest,
   type JobSnapshot,
   type ListJobs,
+  type WorkerSnapshot,
 } from '../../protocol/messages.js';
+import type { AttemptRecord, JobRecord, ListQuery } from '../../store/store.js';
+import { attemptSnapshot, coreJobSnapshot, jobSnapshot, type CoreJob } from './job.js';
 import { cancelJob, schedule } from './job-lifecycle.js';
-import { ErrorCode } from '../../protocol/error-codes.js';
-import { jobSnapshot, type CoreState } from './state.js';
+import type { PendingRead } from './pending-reads.js';
+import { purgeOnRequest } from './retention.js';
+import type { CoreState } from './state.js';
 import { submit } from './submission.js';
 
-/** LIST_JOBS page size when the request names none. */
-export const DEFAULT_LIST_LIMIT = 500;
-/** Largest LIST_JOBS page a request may ask for. */
+/** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
 export const MAX_LIST_LIMIT = 10_000;
 /** WAIT_JOB timeout when the request names none, and the longest one honoured. */
 export const DEFAULT_WAIT_MS = 60_000;
@@ -34,7 +44,7 @@ export function handleClientRequest(
     case 'SUBMIT_JOB':
       return submit(s, connId, requestId, msg);
     case 'GET_JOB_STATUS':
-      return status(s, connId, requestId, msg.jobId);
+      return status(s, connId, requestId, msg.jobId, msg.attempts === true);
     case 'WAIT_JOB':
       return wait(s, connId, requestId, msg.jobId, msg.timeoutMillis);
     case 'CANCEL_JOB':
@@ -42,42 +52,91 @@ export function handleClientRequest(
     case 'LIST_JOBS':
       return listJobs(s, connId, requestId, msg);
     case 'LIST_WORKERS':
-      return s.reply(connId, requestId, { type: 'WORKER_LIST', workers: s.workers.snapshots() });
+      return s.reply(connId, requestId, { type: 'WORKER_LIST', workers: workerList(s) });
     case 'AUTH':
       // Tokens are checked by the shell before a request reaches the core; an
       // AUTH that gets here is one more on an open connection: harmless.
       return s.reply(connId, requestId, { type: 'AUTH_OK' });
     case 'PURGE_JOBS':
-      return s.replyError(
-        connId,
-        requestId,
-        ErrorCode.UnsupportedRequest,
-        'Unsupported request: PURGE_JOBS is not offered by this coordinator yet',
-      );
+      return purgeOnRequest(s, connId, requestId, msg);
   }
+}
+
+/**
+ * Live workers sorted by id, within one frame: when the list would not fit,
+ * the extension fields `runningJobs`, then `taskTypes`, are left out (a
+ * worker may declare up to 1024 names), and as a last resort the list is cut.
+ */
+function workerList(s: CoreState): WorkerSnapshot[] {
+  const workers = s.workers.snapshots();
+  const budget = MAX_FRAME_BYTES - LIST_ENVELOPE_BYTES;
+  const size = (): number => Buffer.byteLength(JSON.stringify(workers));
+  if (size() <= budget) return workers;
+  for (const worker of workers) delete worker.runningJobs;
+  if (size() <= budget) return workers;
+  for (const worker of workers) delete worker.taskTypes;
+  let bytes = 2;
+  const fitting: WorkerSnapshot[] = [];
+  for (const worker of workers) {
+    bytes += Buffer.byteLength(JSON.stringify(worker)) + 1;
+    if (bytes > budget) break;
+    fitting.push(worker);
+  }
+  return fitting;
 }
 
 function unknownJob(s: CoreState, connId: number, requestId: number, jobId: string): void {
   s.replyError(connId, requestId, ErrorCode.UnknownJob, `Unknown job: ${jobId.slice(0, 200)}`);
 }
 
-function status(s: CoreState, connId: number, requestId: number, jobId: string): void {
-  const job = s.findJob(jobId);
-  if (job === undefined) return unknownJob(s, connId, requestId, jobId);
-  s.reply(connId, requestId, { type: 'JOB_STATUS', job: jobSnapshot(job) });
+/** The attempts of a job in memory: ended ones, then the running one. */
+function attemptsInMemory(job: Readonly<CoreJob>): AttemptSnapshot[] {
+  const attempts = job.history.map(attemptSnapshot);
+  if (job.lease !== null) {
+    attempts.push({
+      attemptNumber: job.attempts,
+      attemptId: job.lease.attemptId,
+      workerId: job.lease.workerId,
+      startedAtMillis: job.lease.startedAtMs,
+      finishedAtMillis: null,
+      outcome: 'RUNNING',
+      error: null,
+    });
+  }
+  return attempts;
+}
+
+function status(
+  s: CoreState,
+  connId: number,
+  requestId: number,
+  jobId: string,
+  withAttempts: boolean,
+): void {
+  const job = s.jobs.get(jobId);
+  if (job === undefined) {
+    s.read(
+      { op: 'job', jobId, withAttempts },
+      { kind: 'status', connId, requestId, jobId, withAttempts },
+    );
+    return;
+  }
+  s.reply(connId, requestId, {
+    type: 'JOB_STATUS',
+    job: coreJobSnapshot(job),
+    ...(withAttempts ? { attempts: attemptsInMemory(job) } : {}),
+  });
 }
 
 function cancel(s: CoreState, connId: number, requestId: number, jobId: string): void {
-  const active = s.jobs.get(jobId);
-  if (active !== undefined) {
-    cancelJob(s, active);
-    s.reply(connId, requestId, { type: 'JOB_CANCEL', cancelled: true, job: jobSnapshot(active) });
-    schedule(s);
+  const job = s.jobs.get(jobId);
+  if (job === undefined) {
+    s.read({ op: 'job', jobId, withAttempts: false }, { kind: 'cancel', connId, requestId, jobId });
     return;
   }
-  const job = s.deps.store.getJob(jobId);
-  if (job === undefined) return unknownJob(s, connId, requestId, jobId);
-  s.reply(connId, requestId, { type: 'JOB_CANCEL', cancelled: false, job: jobSnapshot(job) });
+  const cancelled = cancelJob(s, job);
+  s.reply(connId, requestId, { type: 'JOB_CANCEL', cancelled, job: coreJobSnapshot(job) });
+  if (cancelled) schedule(s);
 }
 
 function wait(
@@ -87,11 +146,23 @@ function wait(
   jobId: string,
   timeoutMillis: number | null,
 ): void {
-  const job = s.findJob(jobId);
-  if (job === undefined) return unknownJob(s, connId, requestId, jobId);
+  const job = s.jobs.get(jobId);
+  if (job === undefined) {
+    s.read({ op: 'job', jobId, withAttempts: false }, { kind: 'wait', connId, requestId, jobId });
+    return;
+  }
   const timeoutMs = Math.min(Math.max(timeoutMillis ?? DEFAULT_WAIT_MS, 0), MAX_WAIT_MS);
   if (isTerminalState(job.state) || timeoutMs === 0) {
-    s.reply(connId, requestId, { type: 'JOB_STATUS', job: jobSnapshot(job) });
+    s.reply(connId, requestId, { type: 'JOB_STATUS', job: coreJobSnapshot(job) });
+    return;
+  }
+  if (s.waits.countFor(connId) >= s.config.maxWaitsPerConnection) {
+    s.replyError(
+      connId,
+      requestId,
+      ErrorCode.TooManyWaits,
+      `Too many pending WAIT_JOB requests on this connection (limit ${s.config.maxWaitsPerConnection})`,
+    );
     return;
   }
   s.waits.add({ jobId, connId, requestId });
@@ -102,9 +173,9 @@ function wait(
 export function expireWait(s: CoreState, connId: number, requestId: number): void {
   const wait = s.waits.take(connId, requestId);
   if (wait === undefined) return;
-  const job = s.findJob(wait.jobId);
+  const job = s.jobs.get(wait.jobId);
   if (job === undefined) throw new Error(`waited-for job ${wait.jobId} vanished`);
-  s.reply(connId, requestId, { type: 'JOB_STATUS', job: jobSnapshot(job) });
+  s.reply(connId, requestId, { type: 'JOB_STATUS', job: coreJobSnapshot(job) });
 }
 
 /** A client connection ended: forget its pending waits. */
@@ -119,40 +190,86 @@ function parseCursor(cursor: string | null): number | null | undefined {
   return Number(cursor);
 }
 
+function listJobs(s: CoreState, connId: number, requestId: number, msg: ListJobs): void {
+  const beforeSeq = parseCursor(msg.cursor);
+  const invalid = (what: string): void =>
+    s.replyError(connId, requestId, ErrorCode.InvalidRequest, `Invalid request: ${what}`);
+  if (beforeSeq === undefined) return invalid('malformed cursor');
+  if (msg.limit !== null && msg.limit < 1) return invalid('limit must be at least 1');
+  const limit = Math.min(msg.limit ?? MAX_LIST_LIMIT, MAX_LIST_LIMIT);
+  const query: ListQuery = { beforeSeq, state: msg.state, taskType: msg.taskType ?? null, limit };
+  // Every overlay row can hide one stored row, so ask for that many more.
+  const fetchLimit = limit + s.jobs.overlaySize + 1;
+  s.read(
+    { op: 'list', query: { ...query, limit: fetchLimit } },
+    { kind: 'list', connId, requestId, query, fetchLimit, seen: new Map() },
+  );
+}
+
+function matches(row: Readonly<JobRecord>, query: ListQuery): boolean {
+  if (query.beforeSeq !== null && row.seq >= query.beforeSeq) return false;
+  if (query.state !== null && row.state !== query.state) return false;
+  return query.taskType === null || row.taskType === query.taskType;
+}
+
 /**
  * Newest first, at most `limit` jobs, and never a frame over 1 MiB: the page
  * ends early (with a cursor) when the next job would not fit.
  */
-function listJobs(s: CoreState, connId: number, requestId: number, msg: ListJobs): void {
-  const beforeSeq = parseCursor(msg.cursor);
-  if (beforeSeq === undefined) {
-    return s.replyError(
-      connId,
-      requestId,
-      ErrorCode.InvalidRequest,
-      'Invalid request: malformed cursor',
-    );
-  }
-  if (msg.limit !== null && msg.limit < 1) {
-    return s.replyError(
-      connId,
-      requestId,
-      ErrorCode.InvalidRequest,
-      'Invalid request: limit must be at least 1',
-    );
-  }
-  const limit = Math.min(msg.limit ?? DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT);
-  const rows = s.deps.store.listJobs({ beforeSeq, state: msg.state, limit: limit + 1 });
+export function listDone(
+  s: CoreState,
+  read: Extract<PendingRead, { kind: 'list' }>,
+  stored: readonly JobRecord[],
+): void {
+  const overlay = read.seen;
+  for (const [jobId, row] of s.jobs.overlay()) overlay.set(jobId, row);
+  const merged = stored.filter((row) => !overlay.has(row.jobId));
+  for (const row of overlay.values()) if (matches(row, read.query)) merged.push(row);
+  merged.sort((a, b) => b.seq - a.seq);
   const jobs: JobSnapshot[] = [];
   let bytes = LIST_ENVELOPE_BYTES;
   let lastSeq = 0;
-  for (const row of rows.slice(0, limit)) {
+  for (const row of merged) {
+    if (jobs.length >= read.query.limit) break;
     const snapshot = jobSnapshot(row);
     bytes += Buffer.byteLength(JSON.stringify(snapshot)) + 1;
     if (bytes > MAX_FRAME_BYTES && jobs.length > 0) break;
     jobs.push(snapshot);
     lastSeq = row.seq;
   }
-  const more = rows.length > jobs.length;
-  s.reply(connId, requestId, { type: 'JOB_LIST', jobs, nextCursor: more ? String(lastSeq) : null });
+  const more = merged.length > jobs.length || stored.length >= read.fetchLimit;
+  s.reply(read.connId, read.requestId, {
+    type: 'JOB_LIST',
+    jobs,
+    nextCursor: more && jobs.length > 0 ? String(lastSeq) : null,
+  });
+}
+
+/** A job read came back for a status, cancel or wait request. */
+export function jobRead(
+  s: CoreState,
+  read: Extract<PendingRead, { kind: 'status' | 'cancel' | 'wait' }>,
+  stored: JobRecord | null,
+  attempts: AttemptRecord[] | null,
+): void {
+  const { connId, requestId, jobId } = read;
+  // Only history is read, and history never becomes active again, so the
+  // stored row is the answer (or there is no such job).
+  if (stored === null) return unknownJob(s, connId, requestId, jobId);
+  const job = jobSnapshot(stored);
+  switch (read.kind) {
+    case 'status':
+      s.reply(connId, requestId, {
+        type: 'JOB_STATUS',
+        job,
+        ...(read.withAttempts ? { attempts: (attempts ?? []).map(attemptSnapshot) } : {}),
+      });
+      return;
+    case 'cancel':
+      s.reply(connId, requestId, { type: 'JOB_CANCEL', cancelled: false, job });
+      return;
+    case 'wait':
+      s.reply(connId, requestId, { type: 'JOB_STATUS', job });
+      return;
+  }
 }

@@ -1,33 +1,48 @@
 /**
  * The coordinator core: the single writer of all scheduling state.
  *
- * `handle(input)` applies one input completely (state changes staged in the
- * store) and returns the effects. It reads the clock once per input, draws ids
- * from an injected source, and performs no I/O besides the store, so a test or
- * a seeded simulation can drive it step by step.
+ * `handle(input)` applies one input completely and returns its effects. It
+ * reads the clock once per input, draws ids from an injected source, and
+ * performs no I/O at all: its durable changes accumulate as a write batch
+ * that the shell takes with {@link CoordinatorCore.takeBatch}, and its reads
+ * of history go out as `read` effects whose answers come back as inputs. So a
+ * test or a seeded simulation can drive it step by step, store included.
  *
- * The caller must commit the store before releasing the effects of an input:
- * a reply or an assignment never leaves before the state it reports is durable.
+ * The shell must commit each batch before releasing the effects produced
+ * with it (and report it with a `committed` input): a reply or an assignment
+ * never leaves before the state it reports is durable.
  */
-import { handleClientRequest, clientClosed, expireWait } from './client-requests.js';
+import type { JobState } from '../../protocol/messages.js';
+import type { JobRecord, RecoveredState, WriteBatch } from '../../store/store.js';
+import {
+  clientClosed,
+  expireWait,
+  handleClientRequest,
+  jobRead,
+  listDone,
+} from './client-requests.js';
+import { toRecord } from './job.js';
 import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
 import { recover } from './recovery.js';
+import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import { CoreState } from './state.js';
-import type { JobRecord } from '../../store/store.js';
+import { keyLookedUp, keyLookupFailed } from './submission.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
 import { handleWorkerMessage, sweepHeartbeats, workerGone } from './worker-sessions.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import type { StoreReadResult } from '../../store/store.js';
 
 export class CoordinatorCore {
   readonly #s: CoreState;
 
   /**
-   * Builds the core from whatever the store holds (restart recovery). The
-   * recovery's writes are staged; `takeRecoveryEffects()` returns its events.
+   * Builds the core from what the store holds (restart recovery). The
+   * recovery's writes are in the first batch; its events are in
+   * {@link takeRecoveryEffects}.
    */
-  constructor(config: CoreConfig, deps: CoreDeps) {
-    this.#s = new CoreState(config, deps);
-    this.#s.begin();
-    recover(this.#s);
+  constructor(config: CoreConfig, deps: CoreDeps, stored: RecoveredState) {
+    this.#s = new CoreState(config, deps, stored.maxSeq + 1);
+    recover(this.#s, stored);
   }
 
   /** Events of the recovery done by the constructor (call once, before any input). */
@@ -43,10 +58,10 @@ export class CoordinatorCore {
         handleWorkerMessage(s, input.connId, input.msg);
         break;
       case 'workerViolation':
-        workerGone(s, input.connId, `protocol violation: ${input.reason}`, false);
+        workerGone(s, input.connId, 'protocol_violation', `protocol violation: ${input.reason}`);
         break;
       case 'workerClosed':
-        workerGone(s, input.connId, input.reason, true);
+        workerGone(s, input.connId, 'connection_closed', input.reason);
         break;
       case 'clientRequest':
         handleClientRequest(s, input.connId, input.requestId, input.msg);
@@ -60,13 +75,27 @@ export class CoordinatorCore {
       case 'tick':
         sweep(s);
         break;
+      case 'readDone':
+        readDone(s, input.readId, input.result);
+        break;
+      case 'readFailed':
+        readFailed(s, input.readId, input.message);
+        break;
+      case 'committed':
+        s.reads.noteCommitted(s.jobs.committed(input.batchId));
+        break;
     }
     return s.takeEffects();
   }
 
+  /** The writes accumulated since the last call, as one batch; null when there are none. */
+  takeBatch(): WriteBatch | null {
+    return this.#s.jobs.takeBatch();
+  }
+
   /** Non-terminal jobs right now (admission control's count). */
   get activeCount(): number {
-    return this.#s.activeCount;
+    return this.#s.jobs.activeCount;
   }
 
   get maxActiveJobs(): number {
@@ -76,39 +105,118 @@ export class CoordinatorCore {
   /** Read-only views for metrics, tests and the simulation's invariant checks. */
   inspect(): CoreInspection {
     const s = this.#s;
+    const byState: Partial<Record<JobState, number>> = {};
+    const queuedByTaskType = new Map<string, number>();
+    for (const job of s.jobs.activeJobs()) {
+      byState[job.state] = (byState[job.state] ?? 0) + 1;
+      if (job.state === 'QUEUED') {
+        queuedByTaskType.set(job.taskType, (queuedByTaskType.get(job.taskType) ?? 0) + 1);
+      }
+    }
     return {
-      activeJobs: [...s.jobs.values()].map((job) => ({ ...job })),
+      activeCount: s.jobs.activeCount,
+      activeByState: byState,
+      queuedByTaskType,
       workers: [...s.workers.sessions()].map((w) => ({
         workerId: w.workerId,
         connId: w.connId,
         capacity: w.capacity,
         running: [...w.running],
         draining: w.draining,
+        taskTypes: w.taskTypes === null ? null : [...w.taskTypes],
       })),
-      activeCount: s.activeCount,
+      servedTaskTypes: s.workers.servedTaskTypes(),
       freeSlots: s.workers.freeSlots,
       pendingWaits: s.waits.size,
+      pendingReads: s.reads.size,
     };
+  }
+
+  /** Copies of every active job's row (tests and the simulation; O(active jobs)). */
+  activeJobs(): JobRecord[] {
+    return [...this.#s.jobs.activeJobs()].map(toRecord);
   }
 }
 
 function sweep(s: CoreState): void {
-  sweepHeartbeats(s);
+  // A gap between ticks far beyond the sweep period means the coordinator
+  // itself was not running (paused, starved): that time is nobody's silence.
+  const gapMs = s.nowMs - s.lastTickMs;
+  const stallThresholdMs = Math.max(4 * s.config.sweepIntervalMs, 1_000);
+  const stalledMs = gapMs > stallThresholdMs ? gapMs - s.config.sweepIntervalMs : 0;
+  s.lastTickMs = s.nowMs;
+  if (stalledMs > 0) s.emit({ type: 'coordinator.stalled', stalledMs });
+  sweepHeartbeats(s, stalledMs);
   expireDeadlines(s);
   requeueDue(s);
+  retentionTick(s);
   schedule(s);
 }
 
+function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
+  const read = s.reads.take(readId);
+  if (read === undefined) return;
+  switch (read.kind) {
+    case 'status':
+    case 'cancel':
+    case 'wait':
+      if (result.op !== 'job') throw new Error(`read ${readId}: expected a job, got ${result.op}`);
+      return jobRead(s, read, result.job, result.attempts);
+    case 'list':
+      if (result.op !== 'list')
+        throw new Error(`read ${readId}: expected a list, got ${result.op}`);
+      return listDone(s, read, result.jobs);
+    case 'key':
+      if (result.op !== 'jobByKey')
+        throw new Error(`read ${readId}: expected a key, got ${result.op}`);
+      return keyLookedUp(s, read.key, result.job);
+    case 'purge':
+      if (result.op !== 'purge')
+        throw new Error(`read ${readId}: expected a purge, got ${result.op}`);
+      return purgeDone(s, read, result.deleted);
+  }
+}
+
+function readFailed(s: CoreState, readId: number, message: string): void {
+  const read = s.reads.take(readId);
+  if (read === undefined) return;
+  switch (read.kind) {
+    case 'status':
+    case 'cancel':
+    case 'wait':
+    case 'list':
+      s.replyError(
+        read.connId,
+        read.requestId,
+        ErrorCode.ReadFailed,
+        `Could not read history: ${message}`,
+      );
+      return;
+    case 'key':
+      return keyLookupFailed(s, read.key, message);
+    case 'purge':
+      return purgeFailed(s, read, message);
+  }
+}
+
 export interface CoreInspection {
-  activeJobs: JobRecord[];
+  activeCount: number;
+  /** Non-terminal jobs by state (absent = 0). */
+  activeByState: Partial<Record<JobState, number>>;
+  /** QUEUED jobs per task type. */
+  queuedByTaskType: ReadonlyMap<string, number>;
   workers: {
     workerId: string;
     connId: number;
     capacity: number;
     running: string[];
     draining: boolean;
+    /** Declared task types; null = the five built-ins. */
+    taskTypes: string[] | null;
   }[];
-  activeCount: number;
+  /** Task types some live, non-draining worker declared. */
+  servedTaskTypes: string[];
   freeSlots: number;
   pendingWaits: number;
+  pendingReads: number;
 }

@@ -1,21 +1,33 @@
 /**
  * A job's life after submission: assignment under a lease, the outcome of an
  * attempt (success, failure, loss, deadline), retries with back-off, terminal
- * states, and the sweeps that move timers forward.
+ * states, and the sweeps that move timers forward. Every ended attempt is
+ * recorded in the job's history (one row per attempt, written when it ends).
  */
-import { isTerminalState, type JsonObject } from '../../protocol/messages.js';
-import type { JobRecord } from '../../store/store.js';
-import { transition } from './job-state.js';
-import { clearLease, grantLease, isCurrentLease } from './lease.js';
+import type { AttemptOutcome, JsonObject, ResultFormat } from '../../protocol/messages.js';
+import type { AttemptRecord } from '../../store/store.js';
+import { coreJobSnapshot, isRunning, type CoreJob, type RunningJob } from './job.js';
+import { isTerminalState, transition } from './job-state.js';
+import { grantLease, isCurrentLease } from './lease.js';
 import { retryDelayMs } from './retry-policy.js';
-import { jobSnapshot, type CoreState } from './state.js';
+import type { CoreState } from './state.js';
 import type { AttemptFailureCause } from './types.js';
 import type { WorkerSession } from './worker-registry.js';
+
+/** How each failure cause is recorded in the attempt history. */
+const OUTCOME_OF: { readonly [C in AttemptFailureCause]: AttemptOutcome } = {
+  worker_lost: 'WORKER_LOST',
+  released: 'RELEASED',
+  deadline: 'DEADLINE',
+  task_failure: 'FAILED',
+  non_retryable: 'FAILED',
+  restart: 'INTERRUPTED',
+};
 
 /** Assigns QUEUED jobs, best first, while some worker has a free slot for them. */
 export function schedule(s: CoreState): void {
   while (s.workers.freeSlots > 0) {
-    const job = s.ready.popBest(s.nowMs, (taskType) => s.workers.canRun(taskType));
+    const job = s.ready.popBest(s.nowMs, s.workers);
     if (job === undefined) return;
     const session = s.workers.pickFor(job.taskType);
     if (session === undefined) throw new Error(`no worker for ${job.taskType} after canRun`);
@@ -23,13 +35,13 @@ export function schedule(s: CoreState): void {
   }
 }
 
-function assign(s: CoreState, job: JobRecord, session: WorkerSession): void {
+function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
   const attemptId = s.deps.newId();
   const queuedMs = s.nowMs - job.updatedAtMs;
-  grantLease(job, session.workerId, attemptId, s.nowMs);
+  const running = grantLease(job, session.workerId, attemptId, s.nowMs);
   s.workers.occupy(session, job.jobId);
-  s.deadlines.push({ atMs: job.deadlineAtMs as number, jobId: job.jobId, attemptId });
-  s.save(job);
+  s.deadlines.push({ atMs: running.lease.deadlineAtMs, jobId: job.jobId, attemptId });
+  s.jobs.save(job);
   s.send(session.connId, {
     type: 'TASK_ASSIGN',
     jobId: job.jobId,
@@ -37,6 +49,8 @@ function assign(s: CoreState, job: JobRecord, session: WorkerSession): void {
     attemptNumber: job.attempts,
     taskType: job.taskType,
     payload: JSON.parse(job.payloadJson) as JsonObject,
+    timeoutMillis: job.timeoutMs,
+    maxAttempts: job.maxAttempts,
   });
   s.emit({
     type: 'job.assigned',
@@ -49,53 +63,83 @@ function assign(s: CoreState, job: JobRecord, session: WorkerSession): void {
   });
 }
 
-/** Frees the worker slot of a RUNNING job and clears its lease. Returns the worker id. */
-export function releaseLease(s: CoreState, job: JobRecord): string {
-  const workerId = job.workerId as string;
+/**
+ * Ends the current attempt: frees the worker's slot and records the attempt
+ * in the history. The caller then moves the job on, which drops the lease.
+ * Returns the worker id the attempt ran on.
+ */
+function endAttempt(
+  s: CoreState,
+  job: RunningJob,
+  outcome: AttemptOutcome,
+  error: string | null,
+): string {
+  const { workerId, attemptId, startedAtMs } = job.lease;
   const session = s.workers.get(workerId);
   if (session !== undefined) s.workers.release(session, job.jobId);
-  clearLease(job);
+  const attempt: AttemptRecord = {
+    jobId: job.jobId,
+    attemptNumber: job.attempts,
+    attemptId,
+    workerId,
+    startedAtMs,
+    finishedAtMs: s.nowMs,
+    outcome,
+    error,
+  };
+  job.history.push(attempt);
+  s.jobs.saveAttempt(attempt);
   return workerId;
 }
 
 /**
- * Moves a job to a terminal state: it leaves memory (the store keeps it),
- * frees its admission slot, and answers everyone waiting for it.
+ * Moves a job to a terminal state: it leaves the active set (the store keeps
+ * it), frees its admission slot, and answers everyone waiting for it.
  */
 export function finishJob(
   s: CoreState,
-  job: JobRecord,
+  job: CoreJob,
   to: 'COMPLETED' | 'FAILED' | 'CANCELLED',
 ): void {
-  transition(job, to, s.nowMs);
+  transition(job, { to }, s.nowMs);
   job.retryAtMs = null;
-  s.activeCount--;
-  s.jobs.delete(job.jobId);
-  if (job.idempotencyKey !== null) s.keys.delete(job.idempotencyKey);
-  s.save(job);
+  s.jobs.retire(job);
   answerWaits(s, job);
 }
 
-function answerWaits(s: CoreState, job: JobRecord): void {
+function answerWaits(s: CoreState, job: CoreJob): void {
   const waits = s.waits.takeForJob(job.jobId);
   if (waits.length === 0) return;
-  const snapshot = jobSnapshot(job);
+  const snapshot = coreJobSnapshot(job);
   for (const wait of waits)
     s.reply(wait.connId, wait.requestId, { type: 'JOB_STATUS', job: snapshot });
 }
 
 /**
- * An attempt did not succeed (lease already released): retry after back-off,
- * or fail the job when every attempt is used.
+ * The current attempt did not succeed (or never will): ends it, then retries
+ * after back-off, or fails the job when every attempt is used or when the
+ * failure is one no retry can fix (cause `non_retryable`: the worker said so).
  */
 export function failAttempt(
   s: CoreState,
-  job: JobRecord,
+  job: RunningJob,
   cause: AttemptFailureCause,
   error: string,
 ): void {
-  if (job.attempts >= job.maxAttempts) {
-    job.error = `${error} (all ${job.maxAttempts} attempts used)`;
+  endAttempt(s, job, OUTCOME_OF[cause], error);
+  failJobOrRetry(s, job, cause, error);
+}
+
+/** Retries a job whose attempt ended badly, or fails it for good. */
+export function failJobOrRetry(
+  s: CoreState,
+  job: CoreJob,
+  cause: AttemptFailureCause,
+  error: string,
+): void {
+  if (cause === 'non_retryable' || job.attempts >= job.maxAttempts) {
+    job.error =
+      cause === 'non_retryable' ? error : `${error} (all ${job.maxAttempts} attempts used)`;
     finishJob(s, job, 'FAILED');
     s.emit({
       type: 'job.failed',
@@ -113,9 +157,9 @@ export function failAttempt(
       ? 0
       : retryDelayMs(job.attempts, s.config.retryBaseDelayMs, s.config.retryMaxDelayMs);
   job.error = error;
-  transition(job, 'RETRY_WAIT', s.nowMs);
+  transition(job, { to: 'RETRY_WAIT' }, s.nowMs);
   job.retryAtMs = s.nowMs + delayMs;
-  s.save(job);
+  s.jobs.save(job);
   s.retries.push({ atMs: job.retryAtMs, jobId: job.jobId, attemptId: null });
   s.emit({
     type: 'job.retryScheduled',
@@ -129,10 +173,16 @@ export function failAttempt(
 }
 
 /** The current attempt succeeded. */
-export function completeJob(s: CoreState, job: JobRecord, result: string): void {
-  const runMs = s.nowMs - ((job.deadlineAtMs as number) - job.timeoutMs);
-  const workerId = releaseLease(s, job);
+export function completeJob(
+  s: CoreState,
+  job: RunningJob,
+  result: string,
+  resultFormat: ResultFormat | null,
+): void {
+  const runMs = s.nowMs - job.lease.startedAtMs;
+  const workerId = endAttempt(s, job, 'SUCCEEDED', null);
   job.result = result;
+  job.resultFormat = resultFormat ?? 'text';
   finishJob(s, job, 'COMPLETED');
   s.emit({
     type: 'job.completed',
@@ -144,17 +194,16 @@ export function completeJob(s: CoreState, job: JobRecord, result: string): void 
   });
 }
 
-/** Revokes a running attempt and asks its worker (best effort) to stop it. */
-export function revokeAttempt(s: CoreState, job: JobRecord): string {
-  const session = s.workers.get(job.workerId as string);
+/** Asks the worker of a running attempt (best effort) to stop it. */
+function sendCancel(s: CoreState, job: RunningJob): void {
+  const session = s.workers.get(job.lease.workerId);
   if (session !== undefined && session.running.has(job.jobId)) {
     s.send(session.connId, {
       type: 'TASK_CANCEL',
       jobId: job.jobId,
-      attemptId: job.attemptId as string,
+      attemptId: job.lease.attemptId,
     });
   }
-  return releaseLease(s, job);
 }
 
 /** Revokes attempts whose deadline has passed (strictly) and retries or fails them. */
@@ -165,10 +214,12 @@ export function expireDeadlines(s: CoreState): void {
     due = s.deadlines.peek()
   ) {
     s.deadlines.pop();
-    const job = s.jobs.get(due.jobId);
-    if (job === undefined || !isCurrentLease(job, due.attemptId as string)) continue;
-    const attemptId = job.attemptId as string;
-    const workerId = revokeAttempt(s, job);
+    const job = s.jobs.active(due.jobId);
+    if (job === undefined || due.attemptId === null || !isCurrentLease(job, due.attemptId)) {
+      continue;
+    }
+    const { workerId, attemptId } = job.lease;
+    sendCancel(s, job);
     s.emit({
       type: 'job.deadlineExceeded',
       jobId: job.jobId,
@@ -193,22 +244,30 @@ export function requeueDue(s: CoreState): void {
     due = s.retries.peek()
   ) {
     s.retries.pop();
-    const job = s.jobs.get(due.jobId);
+    const job = s.jobs.active(due.jobId);
     if (job === undefined || job.state !== 'RETRY_WAIT' || job.retryAtMs !== due.atMs) continue;
-    transition(job, 'QUEUED', s.nowMs);
+    transition(job, { to: 'QUEUED' }, s.nowMs);
     job.retryAtMs = null;
-    s.save(job);
+    s.jobs.save(job);
     s.ready.push(job);
     s.emit({ type: 'job.requeued', jobId: job.jobId, attempts: job.attempts });
   }
 }
 
 /** Cancels a non-terminal job; returns false if it was already terminal. */
-export function cancelJob(s: CoreState, job: JobRecord): boolean {
+export function cancelJob(s: CoreState, job: CoreJob): boolean {
   if (isTerminalState(job.state)) return false;
   const from = job.state;
-  if (from === 'RUNNING') revokeAttempt(s, job);
+  if (isRunning(job)) {
+    sendCancel(s, job);
+    endAttempt(s, job, 'CANCELLED', 'cancelled');
+  }
   finishJob(s, job, 'CANCELLED');
   s.emit({ type: 'job.cancelled', jobId: job.jobId, from });
   return true;
+}
+
+/** Ends a restarted coordinator's interrupted attempt (recovery only). */
+export function interruptAttempt(s: CoreState, job: RunningJob, error: string): void {
+  endAttempt(s, job, 'INTERRUPTED', error);
 }

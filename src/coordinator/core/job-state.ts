@@ -6,9 +6,12 @@
  *                  QUEUED (only when recovering from a coordinator restart)
  *   RETRY_WAIT  -> QUEUED (back-off elapsed), CANCELLED
  *   COMPLETED, FAILED, CANCELLED: terminal, no exits.
+ *
+ * A job has a lease exactly while it is RUNNING: entering RUNNING takes one,
+ * every exit from RUNNING drops it. `transition()` applies both together.
  */
 import { JOB_STATES, isTerminalState, type JobState } from '../../protocol/messages.js';
-import type { JobRecord } from '../../store/store.js';
+import type { CoreJob, Lease, RunningJob } from './job.js';
 
 export { JOB_STATES, isTerminalState, type JobState };
 
@@ -35,19 +38,30 @@ export class IllegalTransitionError extends Error {
   }
 }
 
+type Move =
+  { to: 'RUNNING'; lease: Lease } | { to: Exclude<JobState, 'RUNNING'>; recovery?: boolean };
+
 /**
- * Moves a job to `to` at `nowMs`, asserting the move is legal.
- * `recovery` allows RUNNING -> QUEUED, which only restart recovery may do.
+ * Moves a job at `nowMs`, asserting the move is legal. Entering RUNNING
+ * installs the lease; leaving it drops the lease. `recovery` allows
+ * RUNNING -> QUEUED, which only restart recovery may do.
  */
-export function transition(
-  job: JobRecord,
-  to: JobState,
-  nowMs: number,
-  options: { recovery?: boolean } = {},
-): void {
-  if (!isLegalTransition(job.state, to, options.recovery ?? false)) {
-    throw new IllegalTransitionError(job.jobId, job.state, to);
+export function transition(job: CoreJob, move: Move, nowMs: number): void {
+  const recovery = move.to !== 'RUNNING' && move.recovery === true;
+  if (!isLegalTransition(job.state, move.to, recovery)) {
+    throw new IllegalTransitionError(job.jobId, job.state, move.to);
   }
-  job.state = to;
+  job.state = move.to;
+  job.lease = move.to === 'RUNNING' ? move.lease : null;
   job.updatedAtMs = nowMs;
+  if (move.to === 'RUNNING') job.startedAtMs = move.lease.startedAtMs;
+  if (isTerminalState(move.to)) job.finishedAtMs = nowMs;
+}
+
+/** The job as a RUNNING job, or an error naming what it is instead (a bug in the caller). */
+export function assertRunning(job: CoreJob): RunningJob {
+  if (job.state !== 'RUNNING' || job.lease === null) {
+    throw new Error(`job ${job.jobId} is ${job.state}, not RUNNING with a lease`);
+  }
+  return job as RunningJob;
 }

@@ -4,7 +4,8 @@
  * job's current one. Revoking a lease (worker lost, deadline, cancel) is what
  * makes a late result from the old attempt harmless.
  */
-import type { JobRecord } from '../../store/store.js';
+import type { CoreJob, RunningJob } from './job.js';
+import { isRunning } from './job.js';
 import { transition } from './job-state.js';
 
 /**
@@ -12,32 +13,25 @@ import { transition } from './job-state.js';
  * lease, and a deadline of now + the job's timeout. Attempts grow only here.
  */
 export function grantLease(
-  job: JobRecord,
+  job: CoreJob,
   workerId: string,
   attemptId: string,
   nowMs: number,
-): void {
-  transition(job, 'RUNNING', nowMs);
+): RunningJob {
+  transition(
+    job,
+    {
+      to: 'RUNNING',
+      lease: { workerId, attemptId, startedAtMs: nowMs, deadlineAtMs: nowMs + job.timeoutMs },
+    },
+    nowMs,
+  );
   job.attempts += 1;
-  job.workerId = workerId;
-  job.attemptId = attemptId;
-  job.deadlineAtMs = nowMs + job.timeoutMs;
   job.retryAtMs = null;
+  return job as RunningJob;
 }
 
-/** Clears the lease fields (the caller moves the job to its next state). */
-export function clearLease(job: JobRecord): void {
-  job.workerId = null;
-  job.attemptId = null;
-  job.deadlineAtMs = null;
-}
-
-/** A result is current only if the job is RUNNING under exactly this lease. */
-export function isCurrentLease(job: Readonly<JobRecord>, attemptId: string): boolean {
-  return job.state === 'RUNNING' && job.attemptId !== null && job.attemptId === attemptId;
-}
-
-/** The attempt overran its deadline: strictly later than the deadline. */
-export function isPastDeadline(job: Readonly<JobRecord>, nowMs: number): boolean {
-  return job.state === 'RUNNING' && job.deadlineAtMs !== null && nowMs > job.deadlineAtMs;
+/** The job is RUNNING under exactly this lease. */
+export function isCurrentLease(job: CoreJob, attemptId: string): job is RunningJob {
+  return isRunning(job) && job.lease.attemptId === attemptId;
 }

@@ -7,34 +7,45 @@
  * (task type, base priority), ordered by seq. Within such a heap the job with
  * the lowest seq is also the oldest, so it has the highest effective level:
  * the best job overall is always one of the heap heads. Picking it costs
- * O(task types x 3) plus O(log n) to remove it, never a sort or a scan.
+ * O(runnable task types x 3) plus O(log n) to remove it, never a sort or a
+ * scan; task types that no free worker serves are not looked at, so their
+ * jobs wait without holding back anything else.
  *
  * Removal is lazy: a job that leaves QUEUED by another path (cancel) stays in
  * its heap until it reaches the head, where it is skipped.
  */
 import type { Priority } from '../../protocol/messages.js';
-import type { JobRecord } from '../../store/store.js';
+import type { CoreJob } from './job.js';
 import { BinaryHeap } from './binary-heap.js';
 
 const BASE_LEVEL: Readonly<Record<Priority, number>> = { LOW: 0, NORMAL: 1, HIGH: 2 };
 const MAX_LEVEL = 2;
 
 /** Effective level (0 = LOW .. 2 = HIGH) of a job at `nowMs`. */
-export function effectiveLevel(
-  job: Readonly<JobRecord>,
-  nowMs: number,
-  agingStepMs: number,
-): number {
+export function effectiveLevel(job: Readonly<CoreJob>, nowMs: number, agingStepMs: number): number {
   const base = BASE_LEVEL[job.priority];
   if (base >= MAX_LEVEL || agingStepMs <= 0) return base;
   const age = Math.max(0, nowMs - job.createdAtMs);
   return Math.min(MAX_LEVEL, base + Math.floor(age / agingStepMs));
 }
 
-const bySeq = (a: JobRecord, b: JobRecord): boolean => a.seq < b.seq;
+const bySeq = (a: CoreJob, b: CoreJob): boolean => a.seq < b.seq;
+
+/** The task types some worker can take a job of now (see WorkerRegistry). */
+export interface RunnableTypes {
+  canRun(taskType: string): boolean;
+  runnableTypes(): Iterable<string>;
+  readonly runnableTypeCount: number;
+}
+
+/** The queued jobs of one task type: one heap per base priority, LOW..HIGH. */
+interface Lane {
+  readonly taskType: string;
+  readonly heaps: readonly BinaryHeap<CoreJob>[];
+}
 
 export class ReadyQueue {
-  readonly #lanes = new Map<string, BinaryHeap<JobRecord>[]>();
+  readonly #lanes = new Map<string, Lane>();
   readonly #agingStepMs: number;
   #size = 0;
 
@@ -47,25 +58,27 @@ export class ReadyQueue {
     return this.#size;
   }
 
-  push(job: JobRecord): void {
+  push(job: CoreJob): void {
     let lane = this.#lanes.get(job.taskType);
     if (lane === undefined) {
-      lane = [new BinaryHeap(bySeq), new BinaryHeap(bySeq), new BinaryHeap(bySeq)];
+      const heaps = [new BinaryHeap(bySeq), new BinaryHeap(bySeq), new BinaryHeap(bySeq)];
+      lane = { taskType: job.taskType, heaps };
       this.#lanes.set(job.taskType, lane);
     }
-    (lane[BASE_LEVEL[job.priority]] as BinaryHeap<JobRecord>).push(job);
+    (lane.heaps[BASE_LEVEL[job.priority]] as BinaryHeap<CoreJob>).push(job);
     this.#size++;
   }
 
   /**
-   * Removes and returns the first job in scheduling order among those
-   * `accept` allows (by task type), or undefined.
+   * Removes and returns the first job in scheduling order among the task
+   * types some worker can take now, or undefined. Looks only at the lanes of
+   * those types: from whichever is smaller, the queued task types or the
+   * runnable ones, so a type nobody serves costs nothing here.
    */
-  popBest(nowMs: number, accept: (taskType: string) => boolean): JobRecord | undefined {
-    let best: { heap: BinaryHeap<JobRecord>; job: JobRecord; level: number } | undefined;
-    for (const [taskType, lane] of this.#lanes) {
-      if (!accept(taskType)) continue;
-      for (const heap of lane) {
+  popBest(nowMs: number, runnable: RunnableTypes): CoreJob | undefined {
+    let best: { lane: Lane; heap: BinaryHeap<CoreJob>; job: CoreJob; level: number } | undefined;
+    for (const lane of this.#candidateLanes(runnable)) {
+      for (const heap of lane.heaps) {
         const job = this.#head(heap);
         if (job === undefined) continue;
         const level = effectiveLevel(job, nowMs, this.#agingStepMs);
@@ -74,25 +87,42 @@ export class ReadyQueue {
           level > best.level ||
           (level === best.level && job.seq < best.job.seq)
         ) {
-          best = { heap, job, level };
+          best = { lane, heap, job, level };
         }
       }
     }
     if (best === undefined) return undefined;
     best.heap.pop();
     this.#size--;
+    this.#dropIfEmpty(best.lane);
     return best.job;
+  }
+
+  *#candidateLanes(runnable: RunnableTypes): Iterable<Lane> {
+    if (this.#lanes.size <= runnable.runnableTypeCount) {
+      for (const lane of this.#lanes.values()) if (runnable.canRun(lane.taskType)) yield lane;
+      return;
+    }
+    for (const taskType of runnable.runnableTypes()) {
+      const lane = this.#lanes.get(taskType);
+      if (lane !== undefined) yield lane;
+    }
+  }
+
+  /** Forgets a task type's lane once nothing is queued in it (live or lazily removed). */
+  #dropIfEmpty(lane: Lane): void {
+    if (lane.heaps.every((heap) => heap.size === 0)) this.#lanes.delete(lane.taskType);
   }
 
   /** Task types that have at least one queued job. */
   *taskTypes(): Iterable<string> {
     for (const [taskType, lane] of this.#lanes) {
-      if (lane.some((heap) => this.#head(heap) !== undefined)) yield taskType;
+      if (lane.heaps.some((heap) => this.#head(heap) !== undefined)) yield taskType;
     }
   }
 
   /** The live head of a heap, dropping entries that are no longer QUEUED. */
-  #head(heap: BinaryHeap<JobRecord>): JobRecord | undefined {
+  #head(heap: BinaryHeap<CoreJob>): CoreJob | undefined {
     for (;;) {
       const job = heap.peek();
       if (job === undefined || job.state === 'QUEUED') return job;

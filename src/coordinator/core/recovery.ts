@@ -3,57 +3,67 @@
  *
  * - QUEUED jobs are queued again in their original order and priority.
  * - RETRY_WAIT jobs keep their absolute eligibility time.
- * - RUNNING jobs were interrupted: the attempt counts. With attempts left the
- *   job is requeued (lease, worker and deadline cleared); otherwise it fails
- *   with "coordinator restarted during final attempt; outcome unknown".
- *   Persisted deadlines are a dead process's clock and are never trusted: the
- *   next assignment sets a fresh one.
+ * - RUNNING jobs were interrupted: the attempt counts, and is recorded in the
+ *   history as INTERRUPTED. With attempts left the job is requeued;
+ *   otherwise it fails with "coordinator restarted during final attempt;
+ *   outcome unknown". Persisted deadlines are a dead process's clock and are
+ *   never trusted: the next assignment sets a fresh one.
  * Terminal jobs stay in the store only.
  */
-import type { JobRecord } from '../../store/store.js';
+import type { RecoveredState } from '../../store/store.js';
+import { fromRecord, isRunning, type CoreJob, type RunningJob } from './job.js';
+import { finishJob, interruptAttempt } from './job-lifecycle.js';
 import { transition } from './job-state.js';
-import { clearLease } from './lease.js';
-import { finishJob } from './job-lifecycle.js';
 import type { CoreState } from './state.js';
 
-export function recover(s: CoreState): void {
-  const store = s.deps.store;
-  s.nextSeq = store.maxSeq() + 1;
-  for (const job of store.loadActiveJobs()) {
-    s.jobs.set(job.jobId, job);
-    if (job.idempotencyKey !== null) s.keys.set(job.idempotencyKey, job);
-    s.activeCount++;
-    switch (job.state) {
-      case 'QUEUED':
-        s.ready.push(job);
-        break;
-      case 'RETRY_WAIT':
-        job.retryAtMs ??= s.nowMs; // never written by the core; tolerate it
-        s.retries.push({ atMs: job.retryAtMs, jobId: job.jobId, attemptId: null });
-        break;
-      case 'RUNNING':
-        recoverRunning(s, job);
-        break;
-      case 'COMPLETED':
-      case 'FAILED':
-      case 'CANCELLED':
-        throw new Error(`store returned terminal job ${job.jobId} as active`);
-    }
+export function recover(s: CoreState, stored: RecoveredState): void {
+  const attemptsByJob = new Map<string, RecoveredState['activeAttempts']>();
+  for (const attempt of stored.activeAttempts) {
+    const list = attemptsByJob.get(attempt.jobId) ?? [];
+    list.push(attempt);
+    attemptsByJob.set(attempt.jobId, list);
+  }
+  for (const row of stored.activeJobs) {
+    const job = fromRecord(row, attemptsByJob.get(row.jobId) ?? []);
+    s.jobs.adopt(job);
+    recoverJob(s, job);
   }
 }
 
-function recoverRunning(s: CoreState, job: JobRecord): void {
-  const workerId = job.workerId ?? 'unknown';
-  clearLease(job);
+function recoverJob(s: CoreState, job: CoreJob): void {
+  switch (job.state) {
+    case 'QUEUED':
+      s.ready.push(job);
+      return;
+    case 'RETRY_WAIT':
+      job.retryAtMs ??= s.nowMs; // never written by the core; tolerate it
+      s.retries.push({ atMs: job.retryAtMs, jobId: job.jobId, attemptId: null });
+      return;
+    case 'RUNNING':
+      if (!isRunning(job))
+        throw new Error(`store returned RUNNING job ${job.jobId} without a lease`);
+      recoverRunning(s, job);
+      return;
+    case 'COMPLETED':
+    case 'FAILED':
+    case 'CANCELLED':
+      throw new Error(`store returned terminal job ${job.jobId} as active`);
+  }
+}
+
+function recoverRunning(s: CoreState, job: RunningJob): void {
+  const workerId = job.lease.workerId;
+  const interrupted = `coordinator restarted during attempt ${job.attempts}; outcome unknown (worker ${workerId})`;
+  interruptAttempt(s, job, interrupted);
   if (job.attempts >= job.maxAttempts) {
     job.error = `coordinator restarted during final attempt; outcome unknown (worker ${workerId}; all ${job.maxAttempts} attempts used)`;
     finishJob(s, job, 'FAILED');
     s.emit({ type: 'job.recovered', jobId: job.jobId, from: 'RUNNING', to: 'FAILED' });
     return;
   }
-  job.error = `coordinator restarted during attempt ${job.attempts}; outcome unknown (worker ${workerId})`;
-  transition(job, 'QUEUED', s.nowMs, { recovery: true });
-  s.save(job);
+  job.error = interrupted;
+  transition(job, { to: 'QUEUED', recovery: true }, s.nowMs);
+  s.jobs.save(job);
   s.ready.push(job);
   s.emit({ type: 'job.recovered', jobId: job.jobId, from: 'RUNNING', to: 'QUEUED' });
 }

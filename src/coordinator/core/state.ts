@@ -1,15 +1,16 @@
 /**
  * The core's state and the small helpers every handler shares. Only the core
  * (this folder) touches it, and only while handling one input.
- *
- * Memory holds the non-terminal jobs (`jobs`) and nothing of history: a job
- * that reaches a terminal state is written to the store and dropped here, so
- * memory grows with the active-job limit, not with the number of jobs ever run.
  */
-import type { ClientReply, CoordinatorToWorker, JobSnapshot } from '../../protocol/messages.js';
-import type { JobRecord } from '../../store/store.js';
+import type { ErrorCode } from '../../protocol/error-codes.js';
+import type { ClientReply, CoordinatorToWorker } from '../../protocol/messages.js';
+import type { StoreRead } from '../../store/store.js';
 import { BinaryHeap } from './binary-heap.js';
+import { JobTable } from './job-table.js';
+import type { PendingRead } from './pending-reads.js';
+import { PendingReads } from './pending-reads.js';
 import { ReadyQueue } from './ready-queue.js';
+import { RetentionCursor } from './retention.js';
 import type { CoreConfig, CoreDeps, CoreEvent, Effect } from './types.js';
 import { WaitTable } from './wait-table.js';
 import { WorkerRegistry } from './worker-registry.js';
@@ -24,29 +25,10 @@ export interface DueEntry {
 
 const byDueTime = (a: DueEntry, b: DueEntry): boolean => a.atMs < b.atMs;
 
-export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
-  return {
-    jobId: job.jobId,
-    taskType: job.taskType,
-    state: job.state,
-    attempts: job.attempts,
-    maxAttempts: job.maxAttempts,
-    workerId: job.state === 'RUNNING' ? job.workerId : null,
-    result: job.state === 'COMPLETED' ? job.result : null,
-    error: job.error,
-    createdAtMillis: job.createdAtMs,
-    updatedAtMillis: job.updatedAtMs,
-    priority: job.priority,
-  };
-}
-
 export class CoreState {
   readonly config: CoreConfig;
   readonly deps: CoreDeps;
-  /** Non-terminal jobs by id. */
-  readonly jobs = new Map<string, JobRecord>();
-  /** Idempotency keys of non-terminal jobs (terminal ones are found in the store). */
-  readonly keys = new Map<string, JobRecord>();
+  readonly jobs: JobTable;
   readonly ready: ReadyQueue;
   readonly deadlines = new BinaryHeap<DueEntry>(byDueTime);
   readonly retries = new BinaryHeap<DueEntry>(byDueTime);
@@ -55,17 +37,23 @@ export class CoreState {
   readonly closingConns = new Set<number>();
   /** Pending WAIT_JOB requests. */
   readonly waits = new WaitTable();
-  /** Non-terminal job count, for admission control; O(1) to read. */
-  activeCount = 0;
-  nextSeq = 1;
+  /** Reads of history the shell is running for us. */
+  readonly reads = new PendingReads();
+  /** Background deletion of old terminal jobs. */
+  readonly retention = new RetentionCursor();
   /** Time of the input being handled. */
   nowMs = 0;
+  /** Time of the previous tick (stall detection). */
+  lastTickMs: number;
   #effects: Effect[] = [];
 
-  constructor(config: CoreConfig, deps: CoreDeps) {
+  constructor(config: CoreConfig, deps: CoreDeps, nextSeq: number) {
     this.config = config;
     this.deps = deps;
+    this.jobs = new JobTable(nextSeq);
     this.ready = new ReadyQueue(config.agingStepMs);
+    this.nowMs = deps.now();
+    this.lastTickMs = this.nowMs;
   }
 
   /** Starts handling one input at the current time. */
@@ -84,7 +72,8 @@ export class CoreState {
     this.#effects.push({ kind: 'send', connId, msg });
   }
 
-  close(connId: number, reason: string): void {
+  /** Closes a worker connection (its late frames are ignored from now on). */
+  closeWorker(connId: number, reason: string): void {
     this.closingConns.add(connId);
     this.#effects.push({ kind: 'close', connId, reason });
   }
@@ -93,7 +82,7 @@ export class CoreState {
     this.#effects.push({ kind: 'reply', connId, requestId, msg });
   }
 
-  replyError(connId: number, requestId: number, code: string, message: string): void {
+  replyError(connId: number, requestId: number, code: ErrorCode, message: string): void {
     this.reply(connId, requestId, { type: 'ERROR', message, code });
   }
 
@@ -101,17 +90,13 @@ export class CoreState {
     this.#effects.push({ kind: 'armWait', connId, requestId, timeoutMs });
   }
 
+  /** Asks the shell to run a read; `then` says what to do with its answer. */
+  read(read: StoreRead, then: PendingRead): void {
+    const readId = this.reads.add(then);
+    this.#effects.push({ kind: 'read', readId, read });
+  }
+
   emit(event: CoreEvent): void {
     this.#effects.push({ kind: 'event', event });
-  }
-
-  /** Stages the job's current version in the store. */
-  save(job: JobRecord): void {
-    this.deps.store.updateJob(job);
-  }
-
-  /** An active job from memory, or any job from the store. */
-  findJob(jobId: string): Readonly<JobRecord> | undefined {
-    return this.jobs.get(jobId) ?? this.deps.store.getJob(jobId);
   }
 }

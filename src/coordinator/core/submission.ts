@@ -3,31 +3,38 @@
  *
  * Order matters and is the contract: (1) the request and payload are
  * validated; (2) a known idempotency key is answered (even at the limit);
- * (3) admission control may reject; (4) the job is created and staged. Nothing
- * is created or stored for an invalid or rejected submission.
+ * (3) admission control may reject; (4) the job is created. Nothing is
+ * created or stored for an invalid or rejected submission.
+ *
+ * Keys of active (and just-finished) jobs are in memory. An unknown key may
+ * belong to an old job only the store remembers, so the submission is held
+ * while the store is asked; later submissions with the same key queue behind
+ * it, so two of them can never both create a job.
  */
 import { isDeepStrictEqual } from 'node:util';
+import { ErrorCode, isErrorCode } from '../../protocol/error-codes.js';
 import { describeError } from '../../protocol/errors.js';
-import { ErrorCode } from '../../protocol/error-codes.js';
-import { MAX_ATTEMPTS_LIMIT, MAX_IDEMPOTENCY_KEY_LENGTH } from '../../protocol/limits.js';
-import type { JsonObject, Priority, SubmitJob } from '../../protocol/messages.js';
+import {
+  MAX_ATTEMPTS_LIMIT,
+  MAX_IDEMPOTENCY_KEY_LENGTH,
+  MAX_TASK_TIMEOUT_MS,
+  MIN_TASK_TIMEOUT_MS,
+} from '../../protocol/limits.js';
+import type { JsonObject, SubmitJob } from '../../protocol/messages.js';
+import {
+  BUILTIN_TASK_TYPES,
+  CUSTOM_TASK_TYPE_PATTERN,
+  isBuiltinTaskType,
+  isValidTaskType,
+} from '../../protocol/task-types.js';
 import type { JobRecord } from '../../store/store.js';
+import { coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
 import { schedule } from './job-lifecycle.js';
-import { jobSnapshot, type CoreState } from './state.js';
+import type { HeldSubmission, NormalizedSubmission } from './pending-reads.js';
+import type { CoreState } from './state.js';
 
-/** Longest task type name, in characters. */
-export const MAX_TASK_TYPE_LENGTH = 128;
-
-interface Normalized {
-  maxAttempts: number;
-  priority: Priority;
-}
-
-/** The submission's effective settings, or an error message. */
-function normalize(s: CoreState, msg: SubmitJob): Normalized | string {
-  if (msg.taskType.length === 0 || msg.taskType.length > MAX_TASK_TYPE_LENGTH) {
-    return `taskType must be 1..${MAX_TASK_TYPE_LENGTH} characters`;
-  }
+/** The submission's effective settings, or what is wrong with it. */
+function normalize(s: CoreState, msg: SubmitJob): NormalizedSubmission | string {
   const maxAttempts =
     msg.maxAttempts === null || msg.maxAttempts <= 0
       ? s.config.defaultMaxAttempts
@@ -37,56 +44,98 @@ function normalize(s: CoreState, msg: SubmitJob): Normalized | string {
   if (key !== null && (key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH)) {
     return `idempotencyKey must be 1..${MAX_IDEMPOTENCY_KEY_LENGTH} characters`;
   }
-  return { maxAttempts, priority: msg.priority ?? 'NORMAL' };
+  const timeoutMs = msg.timeoutMillis ?? s.config.taskTimeoutMs;
+  if (timeoutMs < MIN_TASK_TIMEOUT_MS || timeoutMs > MAX_TASK_TIMEOUT_MS) {
+    return `timeoutMillis must be ${MIN_TASK_TIMEOUT_MS}..${MAX_TASK_TIMEOUT_MS}, got ${timeoutMs}`;
+  }
+  return { maxAttempts, priority: msg.priority ?? 'NORMAL', timeoutMs };
 }
 
-function errorCodeOf(err: unknown): string {
+function errorCodeOf(err: unknown): ErrorCode {
   const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' ? code : ErrorCode.InvalidPayload;
+  return isErrorCode(code) ? code : ErrorCode.InvalidPayload;
 }
 
-function sameSubmission(job: Readonly<JobRecord>, msg: SubmitJob, wanted: Normalized): boolean {
+type Submitted = Pick<
+  JobRecord,
+  'taskType' | 'maxAttempts' | 'priority' | 'timeoutMs' | 'payloadJson'
+>;
+
+function sameSubmission(job: Submitted, msg: SubmitJob, wanted: NormalizedSubmission): boolean {
   if (job.taskType !== msg.taskType || job.maxAttempts !== wanted.maxAttempts) return false;
-  if (job.priority !== wanted.priority) return false;
+  if (job.priority !== wanted.priority || job.timeoutMs !== wanted.timeoutMs) return false;
   // Compare with the payload as it would be stored: the JSON round trip turns
   // -0 into 0 (deep-strict equality tells them apart), so the resubmission of
   // an identical request must go through it too.
   return isDeepStrictEqual(JSON.parse(job.payloadJson), JSON.parse(JSON.stringify(msg.payload)));
 }
 
+/** Handles one SUBMIT_JOB. */
 export function submit(s: CoreState, connId: number, requestId: number, msg: SubmitJob): void {
+  if (!isValidTaskType(msg.taskType)) {
+    s.replyError(
+      connId,
+      requestId,
+      ErrorCode.InvalidTaskType,
+      `Invalid task type: ${JSON.stringify(msg.taskType.slice(0, 80))}; expected a built-in ` +
+        `(${BUILTIN_TASK_TYPES.join(', ')}) or a name matching ${String(CUSTOM_TASK_TYPE_PATTERN)} ` +
+        'that is not a built-in name or CLI shortcut in any case',
+    );
+    return;
+  }
   const wanted = normalize(s, msg);
   if (typeof wanted === 'string') {
     s.replyError(connId, requestId, ErrorCode.InvalidRequest, `Invalid request: ${wanted}`);
     return;
   }
-  try {
-    s.deps.validator.validate(msg.taskType, msg.payload);
-  } catch (err) {
-    s.replyError(connId, requestId, errorCodeOf(err), describeError(err));
+  if (isBuiltinTaskType(msg.taskType)) {
+    try {
+      s.deps.validator.validate(msg.taskType, msg.payload);
+    } catch (err) {
+      s.replyError(connId, requestId, errorCodeOf(err), describeError(err));
+      return;
+    }
+  }
+  const held: HeldSubmission = { connId, requestId, msg, wanted };
+  const key = msg.idempotencyKey;
+  if (key === null) return admit(s, held);
+  const known = s.jobs.byKey(key);
+  if (known !== undefined) return answerKnownKey(s, held, toRecord(known));
+  const queue = s.reads.heldFor(key);
+  if (queue !== undefined) {
+    queue.push(held);
     return;
   }
-  if (msg.idempotencyKey !== null && answerKnownKey(s, connId, requestId, msg, wanted)) return;
-  if (s.activeCount >= s.config.maxActiveJobs) {
-    reject(s, connId, requestId);
-    return;
-  }
-  const job = createJob(s, msg, wanted);
-  s.reply(connId, requestId, { type: 'JOB_SUBMITTED', jobId: job.jobId, job: jobSnapshot(job) });
-  schedule(s);
+  s.reads.hold(key, held);
+  s.read({ op: 'jobByKey', key }, { kind: 'key', key });
 }
 
-/** True if the key is known (and answered): same submission -> its job; else ERROR. */
-function answerKnownKey(
-  s: CoreState,
-  connId: number,
-  requestId: number,
-  msg: SubmitJob,
-  wanted: Normalized,
-): boolean {
+/** The store answered a key lookup: settle every submission held for that key, in order. */
+export function keyLookedUp(s: CoreState, key: string, stored: JobRecord | null): void {
+  for (const held of s.reads.release(key)) {
+    const known = s.jobs.byKey(key);
+    if (known !== undefined) answerKnownKey(s, held, toRecord(known));
+    else if (stored !== null) answerKnownKey(s, held, stored);
+    else admit(s, held);
+  }
+}
+
+/** A key lookup failed: its held submissions get an error; nothing was created. */
+export function keyLookupFailed(s: CoreState, key: string, message: string): void {
+  for (const held of s.reads.release(key)) {
+    s.replyError(
+      held.connId,
+      held.requestId,
+      ErrorCode.ReadFailed,
+      `Could not check idempotency key: ${message}`,
+    );
+  }
+}
+
+/** Same submission -> the existing job; anything different -> ERROR. */
+function answerKnownKey(s: CoreState, held: HeldSubmission, existing: JobRecord): void {
+  const { connId, requestId, msg, wanted } = held;
   const key = msg.idempotencyKey as string;
-  const existing = s.keys.get(key) ?? s.deps.store.getJobByIdempotencyKey(key);
-  if (existing === undefined) return false;
   if (!sameSubmission(existing, msg, wanted)) {
     s.replyError(
       connId,
@@ -94,54 +143,68 @@ function answerKnownKey(
       ErrorCode.IdempotencyConflict,
       `Idempotency key ${JSON.stringify(key)} is already used by job ${existing.jobId} with a different submission`,
     );
-    return true;
+    return;
   }
   s.emit({ type: 'job.deduplicated', jobId: existing.jobId, idempotencyKey: key });
   s.reply(connId, requestId, {
     type: 'JOB_SUBMITTED',
     jobId: existing.jobId,
     job: jobSnapshot(existing),
+    servingWorkers: s.workers.servingCount(existing.taskType),
   });
-  return true;
 }
 
-function reject(s: CoreState, connId: number, requestId: number): void {
+/** Admission control, then the new job. */
+function admit(s: CoreState, held: HeldSubmission): void {
+  const { connId, requestId } = held;
+  const activeCount = s.jobs.activeCount;
   const limit = s.config.maxActiveJobs;
-  s.emit({ type: 'job.rejected', activeCount: s.activeCount, limit });
+  if (activeCount >= limit) {
+    s.emit({ type: 'job.rejected', activeCount, limit });
+    s.reply(connId, requestId, {
+      type: 'SUBMIT_REJECTED',
+      reason: `too many active jobs (${activeCount} of ${limit}); retry later`,
+      activeCount,
+      limit,
+      retryable: true,
+    });
+    return;
+  }
+  const job = createJob(s, held);
   s.reply(connId, requestId, {
-    type: 'SUBMIT_REJECTED',
-    reason: `too many active jobs (${s.activeCount} of ${limit}); retry later`,
-    activeCount: s.activeCount,
-    limit,
-    retryable: true,
+    type: 'JOB_SUBMITTED',
+    jobId: job.jobId,
+    job: coreJobSnapshot(job),
+    servingWorkers: s.workers.servingCount(job.taskType),
   });
+  schedule(s);
 }
 
-function createJob(s: CoreState, msg: SubmitJob, wanted: Normalized): JobRecord {
-  const job: JobRecord = {
-    seq: s.nextSeq++,
+function createJob(s: CoreState, held: HeldSubmission): CoreJob {
+  const { msg, wanted } = held;
+  const job: CoreJob = {
+    seq: s.jobs.takeSeq(),
     jobId: s.deps.newId(),
     taskType: msg.taskType,
     payloadJson: JSON.stringify(msg.payload satisfies JsonObject),
-    state: 'QUEUED',
     priority: wanted.priority,
-    attempts: 0,
     maxAttempts: wanted.maxAttempts,
-    timeoutMs: s.config.taskTimeoutMs,
+    timeoutMs: wanted.timeoutMs,
     idempotencyKey: msg.idempotencyKey,
-    workerId: null,
-    attemptId: null,
-    deadlineAtMs: null,
+    createdAtMs: s.nowMs,
+    state: 'QUEUED',
+    lease: null,
+    attempts: 0,
     retryAtMs: null,
     result: null,
+    resultFormat: null,
     error: null,
-    createdAtMs: s.nowMs,
     updatedAtMs: s.nowMs,
+    startedAtMs: null,
+    finishedAtMs: null,
+    history: [],
   };
-  s.jobs.set(job.jobId, job);
-  if (job.idempotencyKey !== null) s.keys.set(job.idempotencyKey, job);
-  s.activeCount++;
-  s.deps.store.insertJob(job);
+  s.jobs.insert(job);
   s.ready.push(job);
   s.emit({
     type: 'job.submitted',

@@ -1,11 +1,13 @@
 /**
  * What goes into the core and what comes out of it.
  *
- * Inputs are decoded messages, connection ends and clock ticks. Effects are
- * frames to send, connections to close, timers for the shell to arm, and
- * events to log and count. The core never performs an effect itself: the
- * shell first commits the store, then releases the effects, so nothing that
- * depends on a state change leaves the process before the change is durable.
+ * Inputs are decoded messages, connection ends, clock ticks, and the answers
+ * of the store (a read finished, a batch committed). Effects are frames to
+ * send, connections to close, timers to arm, reads for the shell to run, and
+ * events to log and count. The core performs no I/O: its durable changes
+ * leave as a write batch ({@link CoordinatorCore.takeBatch}) and its reads of
+ * history as `read` effects whose answers come back as inputs. The shell
+ * commits each batch and only then releases the effects produced with it.
  */
 import type {
   ClientReply,
@@ -16,7 +18,7 @@ import type {
   Priority,
   WorkerToCoordinator,
 } from '../../protocol/messages.js';
-import type { Store } from '../../store/store.js';
+import type { StoreRead, StoreReadResult } from '../../store/store.js';
 
 export type CoreInput =
   /** A decoded frame from a worker connection. */
@@ -31,32 +33,69 @@ export type CoreInput =
   | { kind: 'clientClosed'; connId: number }
   /** The timer armed by an `armWait` effect fired. */
   | { kind: 'waitExpired'; connId: number; requestId: number }
-  /** Periodic sweep: heartbeats, deadlines, retries, scheduling. */
-  | { kind: 'tick' };
+  /** Periodic sweep: heartbeats, deadlines, retries, retention, scheduling. */
+  | { kind: 'tick' }
+  /** The answer to a `read` effect. */
+  | { kind: 'readDone'; readId: number; result: StoreReadResult }
+  /** A `read` effect failed (that request gets an error; nothing else changes). */
+  | { kind: 'readFailed'; readId: number; message: string }
+  /** Every batch up to and including `batchId` is durable. */
+  | { kind: 'committed'; batchId: number };
 
 export type Effect =
   | { kind: 'send'; connId: number; msg: CoordinatorToWorker }
-  /** Close a worker connection after what was sent before it. */
+  /** Close a worker or client connection after what was sent before it. */
   | { kind: 'close'; connId: number; reason: string }
   | { kind: 'reply'; connId: number; requestId: number; msg: ClientReply }
   /** Feed `waitExpired` for this request after `timeoutMs`. */
   | { kind: 'armWait'; connId: number; requestId: number; timeoutMs: number }
+  /** Run a store read now and feed `readDone`/`readFailed` with `readId`. */
+  | { kind: 'read'; readId: number; read: StoreRead }
   | { kind: 'event'; event: CoreEvent };
 
 /** Why an attempt did not succeed. */
-export type AttemptFailureCause =
-  | 'worker_lost'
+export const ATTEMPT_FAILURE_CAUSES = [
+  'worker_lost',
   /** The worker announced WORKER_DRAINING and left with the attempt unfinished. */
-  | 'released'
-  | 'deadline'
-  | 'task_failure'
-  | 'restart';
+  'released',
+  'deadline',
+  'task_failure',
+  /** The worker reported a failure that retrying cannot fix (`TASK_RESULT.retryable: false`). */
+  'non_retryable',
+  'restart',
+] as const;
+export type AttemptFailureCause = (typeof ATTEMPT_FAILURE_CAUSES)[number];
+
+/** Why a worker session ended: a closed set for metrics; the details go to the log. */
+export const WORKER_LOSS_CAUSES = [
+  'connection_closed',
+  'heartbeat_timeout',
+  'protocol_violation',
+  /** A newer registration with the same id took the session over. */
+  'replaced',
+  /** A draining worker left (the planned end of a drain). */
+  'drained',
+] as const;
+export type WorkerLossCause = (typeof WORKER_LOSS_CAUSES)[number];
 
 export type CoreEvent =
-  | { type: 'worker.registered'; workerId: string; capacity: number; connId: number }
+  | {
+      type: 'worker.registered';
+      workerId: string;
+      capacity: number;
+      connId: number;
+      /** What it declared; null = the five built-ins (a v1 worker). */
+      taskTypes: string[] | null;
+    }
   | { type: 'worker.rejected'; connId: number; reason: string }
   | { type: 'worker.suspected'; workerId: string; silentMs: number }
-  | { type: 'worker.lost'; workerId: string; reason: string; runningJobs: number }
+  | {
+      type: 'worker.lost';
+      workerId: string;
+      cause: WorkerLossCause;
+      reason: string;
+      runningJobs: number;
+    }
   | { type: 'worker.draining'; workerId: string; runningJobs: number }
   | {
       type: 'job.submitted';
@@ -111,6 +150,8 @@ export type CoreEvent =
       timeoutMs: number;
     }
   | { type: 'job.recovered'; jobId: string; from: JobState; to: JobState }
+  | { type: 'jobs.purged'; deleted: number; reason: 'retention' | 'request' }
+  | { type: 'coordinator.stalled'; stalledMs: number }
   | { type: 'result.stale'; jobId: string; attemptId: string; workerId: string; reason: string };
 
 /** Core settings (a subset of the coordinator's options). */
@@ -122,11 +163,21 @@ export interface CoreConfig {
   retryMaxDelayMs: number;
   maxActiveJobs: number;
   agingStepMs: number;
+  /** The sweep's period: a longer gap between ticks means the coordinator itself stalled. */
+  sweepIntervalMs: number;
+  /** Terminal jobs older than this are deleted in the background; null = kept forever. */
+  retainTerminalMs: number | null;
+  /** Pending WAIT_JOBs one connection may hold. */
+  maxWaitsPerConnection: number;
 }
 
-/** Validates a task payload before a job exists (the coordinator's task catalog). */
+/**
+ * Validates a built-in task's payload before a job exists (the coordinator's
+ * task catalog). Custom task types are validated where their code lives: by
+ * the worker that runs them.
+ */
 export interface PayloadValidator {
-  /** Throws an error whose message is sent back (`Invalid payload: ...`, `Unknown task type: ...`). */
+  /** Throws an error whose message is sent back (`Invalid payload: ...`). */
   validate(taskType: string, payload: JsonObject): void;
 }
 
@@ -136,6 +187,5 @@ export interface CoreDeps {
   now(): number;
   /** A fresh unique id (job ids, attempt leases). */
   newId(): string;
-  store: Store;
   validator: PayloadValidator;
 }

@@ -30,6 +30,11 @@ export class WaitTable {
     addTo(this.#byConn, wait.connId, key);
   }
 
+  /** Pending waits of one connection. */
+  countFor(connId: number): number {
+    return this.#byConn.get(connId)?.size ?? 0;
+  }
+
   /** Removes and returns one request's wait, if it is still pending. */
   take(connId: number, requestId: number): PendingWait | undefined {
     return this.#remove(keyOf(connId, requestId));

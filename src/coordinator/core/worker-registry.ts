@@ -1,5 +1,6 @@
 /**
- * Live worker sessions and their capacity.
+ * Live worker sessions, their capacity, and which of them can run which task
+ * type.
  *
  * A session exists from a valid WORKER_REGISTER until the worker is lost
  * (connection closed, protocol violation, heartbeat timeout, replaced by a
@@ -7,14 +8,27 @@
  * session; its size is the worker's active-task count and never exceeds
  * `capacity`. Free slots are also summed in {@link WorkerRegistry.freeSlots},
  * so "is anyone free?" is O(1) on the hot path.
+ *
+ * Routing index. Sessions that declared the same task types form one
+ * *class* (in practice: every worker started with the same task modules).
+ * Each class keeps its sessions with a free slot in a heap ordered by free
+ * slots (most first, ties by worker id), and each task type knows the
+ * classes that serve it and currently have a free slot. So choosing a worker
+ * for a job looks at one heap head per class serving its type, never at
+ * every worker; a slot taken or freed costs O(log n) in its class, plus
+ * O(types of the class) only when a whole class runs out of free slots or
+ * gets one back. A session without a list (a v1 worker) serves the five
+ * built-ins and is never handed anything else.
  */
 import type { WorkerSnapshot } from '../../protocol/messages.js';
+import { BUILTIN_TASK_TYPES } from '../../protocol/task-types.js';
+import { IndexedHeap } from './indexed-heap.js';
 
 export interface WorkerSession {
   readonly workerId: string;
   readonly connId: number;
   readonly capacity: number;
-  /** Task types this worker runs; null = every built-in type. */
+  /** Task types this worker declared; null = the five built-ins (a v1 worker). */
   readonly taskTypes: ReadonlySet<string> | null;
   /** jobIds currently leased to this session. */
   readonly running: Set<string>;
@@ -25,9 +39,41 @@ export interface WorkerSession {
   draining: boolean;
 }
 
+const freeOf = (session: WorkerSession): number =>
+  session.draining ? 0 : session.capacity - session.running.size;
+
+/** Most free slots first; ties: lowest worker id. */
+const moreFree = (a: WorkerSession, b: WorkerSession): boolean => {
+  const fa = freeOf(a);
+  const fb = freeOf(b);
+  return fa > fb || (fa === fb && a.workerId < b.workerId);
+};
+
+/** Sessions that declared exactly the same task types. */
+interface SessionClass {
+  readonly key: string;
+  readonly types: readonly string[];
+  /** Members with at least one free slot, best first. */
+  readonly free: IndexedHeap<WorkerSession>;
+  /** Members, draining ones included (the class goes when this reaches 0). */
+  members: number;
+  /** Members that are not draining: the workers that serve these types. */
+  serving: number;
+}
+
+function declaredTypes(session: WorkerSession): readonly string[] {
+  return session.taskTypes === null ? BUILTIN_TASK_TYPES : [...session.taskTypes].sort();
+}
+
 export class WorkerRegistry {
   readonly #byId = new Map<string, WorkerSession>();
   readonly #byConn = new Map<number, WorkerSession>();
+  readonly #classOf = new Map<WorkerSession, SessionClass>();
+  readonly #classes = new Map<string, SessionClass>();
+  /** Per task type: every class that declared it. */
+  readonly #declaredBy = new Map<string, Set<SessionClass>>();
+  /** Per task type: the classes that have a free slot now (no empty sets kept). */
+  readonly #available = new Map<string, Set<SessionClass>>();
   #freeSlots = 0;
 
   get size(): number {
@@ -54,16 +100,22 @@ export class WorkerRegistry {
   add(session: WorkerSession): void {
     if (this.#byId.has(session.workerId))
       throw new Error(`worker ${session.workerId} already registered`);
-    this.#byId.set(session.workerId, session);
+    const cls = this.#joinClass(session);
+    cls.members++;
+    if (!session.draining) cls.serving++;
     this.#byConn.set(session.connId, session);
-    this.#freeSlots += this.#free(session);
+    this.#changeFree(session, () => this.#byId.set(session.workerId, session));
   }
 
   remove(session: WorkerSession): void {
     if (this.#byId.get(session.workerId) !== session) return;
-    this.#freeSlots -= this.#free(session);
-    this.#byId.delete(session.workerId);
+    this.#changeFree(session, () => this.#byId.delete(session.workerId));
     this.#byConn.delete(session.connId);
+    const cls = this.#classOf.get(session) as SessionClass;
+    this.#classOf.delete(session);
+    cls.members--;
+    if (!session.draining) cls.serving--;
+    if (cls.members === 0) this.#dropClass(cls);
   }
 
   /** Records a lease on this session (one slot taken). */
@@ -73,51 +125,69 @@ export class WorkerRegistry {
     }
     if (session.running.has(jobId))
       throw new Error(`job ${jobId} already runs on ${session.workerId}`);
-    this.#freeSlots -= this.#free(session);
-    session.running.add(jobId);
-    this.#freeSlots += this.#free(session);
+    this.#changeFree(session, () => session.running.add(jobId));
   }
 
   /** Releases a lease's slot; false if the job was not running there. */
   release(session: WorkerSession, jobId: string): boolean {
     if (!session.running.has(jobId)) return false;
-    this.#freeSlots -= this.#free(session);
-    session.running.delete(jobId);
-    this.#freeSlots += this.#free(session);
+    this.#changeFree(session, () => session.running.delete(jobId));
     return true;
   }
 
   /** Stops assignments to a session (it keeps its running jobs). */
   markDraining(session: WorkerSession): void {
     if (session.draining) return;
-    this.#freeSlots -= this.#free(session);
-    session.draining = true;
+    this.#changeFree(session, () => (session.draining = true));
+    (this.#classOf.get(session) as SessionClass).serving--;
   }
 
   /**
-   * The session with the most free slots that runs `taskType` (ties: lowest
-   * workerId), or undefined.
+   * The session with the most free slots that declared `taskType` (ties:
+   * lowest workerId), or undefined. Looks at one heap head per class.
    */
   pickFor(taskType: string): WorkerSession | undefined {
     let best: WorkerSession | undefined;
-    let bestFree = 0;
-    for (const session of this.#byId.values()) {
-      const free = this.#free(session);
-      if (free === 0 || (session.taskTypes !== null && !session.taskTypes.has(taskType))) continue;
-      if (
-        free > bestFree ||
-        (free === bestFree && best !== undefined && session.workerId < best.workerId)
-      ) {
-        best = session;
-        bestFree = free;
-      }
+    for (const cls of this.#available.get(taskType) ?? []) {
+      const head = cls.free.peek();
+      if (head !== undefined && (best === undefined || moreFree(head, best))) best = head;
     }
     return best;
   }
 
-  /** True if some session with a free slot runs `taskType`. */
+  /** True if some session with a free slot declared `taskType`. O(1). */
   canRun(taskType: string): boolean {
-    return this.pickFor(taskType) !== undefined;
+    return this.#available.has(taskType);
+  }
+
+  /** Task types that some session with a free slot declared. */
+  runnableTypes(): IterableIterator<string> {
+    return this.#available.keys();
+  }
+
+  /** How many task types {@link runnableTypes} yields. */
+  get runnableTypeCount(): number {
+    return this.#available.size;
+  }
+
+  /** Live, non-draining sessions that declared `taskType`. */
+  servingCount(taskType: string): number {
+    let count = 0;
+    for (const cls of this.#declaredBy.get(taskType) ?? []) count += cls.serving;
+    return count;
+  }
+
+  /** True if a live, non-draining session declared `taskType`. */
+  isServed(taskType: string): boolean {
+    for (const cls of this.#declaredBy.get(taskType) ?? []) if (cls.serving > 0) return true;
+    return false;
+  }
+
+  /** Task types some live, non-draining session declared. */
+  servedTaskTypes(): string[] {
+    const out: string[] = [];
+    for (const taskType of this.#declaredBy.keys()) if (this.isServed(taskType)) out.push(taskType);
+    return out;
   }
 
   /** Live workers sorted by id. */
@@ -129,10 +199,71 @@ export class WorkerRegistry {
         capacity: s.capacity,
         activeTasks: s.running.size,
         lastHeartbeatMillis: s.lastHeartbeatMs,
+        taskTypes: s.taskTypes === null ? null : [...s.taskTypes],
+        draining: s.draining,
+        runningJobs: [...s.running],
       }));
   }
 
-  #free(session: WorkerSession): number {
-    return session.draining ? 0 : session.capacity - session.running.size;
+  /**
+   * Applies `change` to a session and keeps the free-slot sum, its class
+   * heap and the per-type availability in step with it. A session counts
+   * only while it is registered.
+   */
+  #changeFree(session: WorkerSession, change: () => unknown): void {
+    const freeBefore = this.#isRegistered(session) ? freeOf(session) : 0;
+    change();
+    const cls = this.#classOf.get(session) as SessionClass;
+    const freeAfter = this.#isRegistered(session) ? freeOf(session) : 0;
+    this.#freeSlots += freeAfter - freeBefore;
+    const wasAvailable = cls.free.size > 0;
+    if (freeAfter > 0 && cls.free.has(session)) cls.free.update(session);
+    else if (freeAfter > 0) cls.free.push(session);
+    else if (cls.free.has(session)) cls.free.remove(session);
+    const isAvailable = cls.free.size > 0;
+    if (wasAvailable !== isAvailable) this.#setAvailable(cls, isAvailable);
+  }
+
+  #isRegistered(session: WorkerSession): boolean {
+    return this.#byId.get(session.workerId) === session;
+  }
+
+  #setAvailable(cls: SessionClass, available: boolean): void {
+    for (const type of cls.types) {
+      let set = this.#available.get(type);
+      if (available) {
+        if (set === undefined) this.#available.set(type, (set = new Set()));
+        set.add(cls);
+      } else if (set !== undefined) {
+        set.delete(cls);
+        if (set.size === 0) this.#available.delete(type);
+      }
+    }
+  }
+
+  #joinClass(session: WorkerSession): SessionClass {
+    const types = declaredTypes(session);
+    const key = types.join('\n');
+    let cls = this.#classes.get(key);
+    if (cls === undefined) {
+      cls = { key, types, free: new IndexedHeap(moreFree), members: 0, serving: 0 };
+      this.#classes.set(key, cls);
+      for (const type of types) {
+        let set = this.#declaredBy.get(type);
+        if (set === undefined) this.#declaredBy.set(type, (set = new Set()));
+        set.add(cls);
+      }
+    }
+    this.#classOf.set(session, cls);
+    return cls;
+  }
+
+  #dropClass(cls: SessionClass): void {
+    this.#classes.delete(cls.key);
+    for (const type of cls.types) {
+      const set = this.#declaredBy.get(type);
+      set?.delete(cls);
+      if (set?.size === 0) this.#declaredBy.delete(type);
+    }
   }
 }

@@ -3,20 +3,26 @@
  *
  * Per connection: the first frame must be WORKER_REGISTER (else ERROR naming
  * it, then close). Once registered only HEARTBEAT, TASK_RESULT and the
- * WORKER_DRAINING extension are legal; anything else loses the worker. A lost
- * worker's running attempts are retried or failed, and its connection closed.
+ * WORKER_DRAINING extension are legal, each naming the session's own worker
+ * id; anything else loses the worker. A lost worker's running attempts are
+ * retried or failed, and its connection closed.
  */
-import type { TaskResult, WorkerRegister, WorkerToCoordinator } from '../../protocol/messages.js';
-import { isCurrentLease } from './lease.js';
-import { completeJob, failAttempt, releaseLease, requeueDue, schedule } from './job-lifecycle.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import {
   MAX_CAPACITY,
   MAX_ERROR_CHARS,
   MAX_RESULT_BYTES,
+  MAX_TASK_TYPES_PER_WORKER,
   MAX_WORKER_ID_LENGTH,
 } from '../../protocol/limits.js';
+import { isValidTaskType } from '../../protocol/task-types.js';
+import { COORDINATOR_FEATURES } from './offered-features.js';
+import type { TaskResult, WorkerRegister, WorkerToCoordinator } from '../../protocol/messages.js';
+import { isRunning } from './job.js';
+import { isCurrentLease } from './lease.js';
+import { completeJob, failAttempt, requeueDue, schedule } from './job-lifecycle.js';
 import type { CoreState } from './state.js';
+import type { WorkerLossCause } from './types.js';
 import type { WorkerSession } from './worker-registry.js';
 
 export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
@@ -37,6 +43,15 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
   }
   const session = s.workers.byConnection(connId);
   if (session === undefined) return handleFirstMessage(s, connId, msg);
+  if (msg.type !== 'WORKER_REGISTER' && msg.workerId !== session.workerId) {
+    const claimed = JSON.stringify(msg.workerId.slice(0, 80));
+    return loseWorker(
+      s,
+      session,
+      'protocol_violation',
+      `protocol violation: ${msg.type} names worker ${claimed}, not this session's`,
+    );
+  }
   switch (msg.type) {
     case 'HEARTBEAT':
       session.lastHeartbeatMs = s.nowMs;
@@ -53,7 +68,12 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
       });
       return;
     case 'WORKER_REGISTER':
-      return loseWorker(s, session, 'protocol violation: WORKER_REGISTER after registration');
+      return loseWorker(
+        s,
+        session,
+        'protocol_violation',
+        'protocol violation: WORKER_REGISTER after registration',
+      );
   }
 }
 
@@ -70,7 +90,7 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
   const problem = registrationProblem(msg);
   if (problem !== null) return refuse(s, connId, ErrorCode.InvalidRegistration, problem);
   const previous = s.workers.get(msg.workerId);
-  if (previous !== undefined) loseWorker(s, previous, 'worker re-registered');
+  if (previous !== undefined) loseWorker(s, previous, 'replaced', 'worker re-registered');
   const session: WorkerSession = {
     workerId: msg.workerId,
     connId,
@@ -82,8 +102,18 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     draining: false,
   };
   s.workers.add(session);
-  s.send(connId, { type: 'WORKER_REGISTERED', workerId: msg.workerId });
-  s.emit({ type: 'worker.registered', workerId: msg.workerId, capacity: msg.capacity, connId });
+  s.send(connId, {
+    type: 'WORKER_REGISTERED',
+    workerId: msg.workerId,
+    features: [...COORDINATOR_FEATURES],
+  });
+  s.emit({
+    type: 'worker.registered',
+    workerId: msg.workerId,
+    capacity: msg.capacity,
+    connId,
+    taskTypes: session.taskTypes === null ? null : [...session.taskTypes],
+  });
   schedule(s);
 }
 
@@ -95,17 +125,30 @@ function registrationProblem(msg: WorkerRegister): string | null {
   if (msg.capacity < 1 || msg.capacity > MAX_CAPACITY) {
     return `WORKER_REGISTER: capacity must be 1..${MAX_CAPACITY}, got ${msg.capacity}`;
   }
+  return taskTypesProblem(msg.taskTypes);
+}
+
+/** A declared list must hold at most the limit of valid task type names. */
+function taskTypesProblem(taskTypes: readonly string[] | null): string | null {
+  if (taskTypes === null) return null;
+  if (taskTypes.length > MAX_TASK_TYPES_PER_WORKER) {
+    return `WORKER_REGISTER: taskTypes may list at most ${MAX_TASK_TYPES_PER_WORKER} task types, got ${taskTypes.length}`;
+  }
+  const invalid = taskTypes.find((name) => !isValidTaskType(name));
+  if (invalid !== undefined) {
+    return `WORKER_REGISTER: taskTypes holds an invalid task type name ${JSON.stringify(invalid.slice(0, 80))}`;
+  }
   return null;
 }
 
-function refuse(s: CoreState, connId: number, code: string, message: string): void {
+function refuse(s: CoreState, connId: number, code: ErrorCode, message: string): void {
   s.send(connId, { type: 'ERROR', message, code });
-  s.close(connId, message);
+  s.closeWorker(connId, message);
   s.emit({ type: 'worker.rejected', connId, reason: message });
 }
 
 function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): void {
-  const job = s.jobs.get(msg.jobId);
+  const job = s.jobs.active(msg.jobId);
   const stale = (reason: string): void =>
     s.emit({
       type: 'result.stale',
@@ -114,22 +157,28 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
       workerId: session.workerId,
       reason,
     });
-  if (job === undefined)
-    return stale(s.findJob(msg.jobId) === undefined ? 'unknown job' : 'job already finished');
+  if (job === undefined) return stale('not an active job (unknown or already finished)');
   if (!isCurrentLease(job, msg.attemptId))
     return stale(`not the current lease (job is ${job.state})`);
-  if (job.workerId !== session.workerId) return stale(`lease belongs to worker ${job.workerId}`);
+  if (job.lease.workerId !== session.workerId) {
+    return stale(`lease belongs to worker ${job.lease.workerId}`);
+  }
   // Measured as encoded: escapes (\" \\ \u0001) make a result up to 6x larger
   // in the JOB_STATUS / JOB_LIST frames that carry it than its raw bytes.
   const resultBytes = msg.result === null ? 0 : Buffer.byteLength(JSON.stringify(msg.result)) - 2;
   if (msg.success && resultBytes <= MAX_RESULT_BYTES) {
-    completeJob(s, job, msg.result ?? '');
+    completeJob(s, job, msg.result ?? '', msg.resultFormat ?? null);
+  } else if (msg.success) {
+    failAttempt(
+      s,
+      job,
+      'task_failure',
+      `result too large (${resultBytes} bytes; limit ${MAX_RESULT_BYTES})`,
+    );
   } else {
-    releaseLease(s, job);
-    const error = msg.success
-      ? `result too large (${resultBytes} bytes; limit ${MAX_RESULT_BYTES})`
-      : truncate(msg.error ?? 'task failed without an error message');
-    failAttempt(s, job, 'task_failure', error);
+    const error = truncate(msg.error ?? 'task failed without an error message');
+    // `retryable: false` (we offer the extension) ends the job at once.
+    failAttempt(s, job, msg.retryable === false ? 'non_retryable' : 'task_failure', error);
   }
   schedule(s);
 }
@@ -142,30 +191,45 @@ function truncate(text: string): string {
  * Ends a session: every attempt it held is retried or failed with
  * `worker <id> lost (<reason>)`, and its connection is closed.
  */
-export function loseWorker(s: CoreState, session: WorkerSession, lostBecause: string): void {
+export function loseWorker(
+  s: CoreState,
+  session: WorkerSession,
+  cause: WorkerLossCause,
+  lostBecause: string,
+): void {
   const runningJobs = session.running.size;
-  const cause = session.draining ? 'released' : 'worker_lost';
+  const attemptCause = session.draining ? 'released' : 'worker_lost';
   const reason = session.draining ? `${lostBecause} while draining` : lostBecause;
   for (const jobId of [...session.running]) {
-    const job = s.jobs.get(jobId);
-    if (job === undefined || job.state !== 'RUNNING' || job.workerId !== session.workerId) {
+    const job = s.jobs.active(jobId);
+    if (job === undefined || !isRunning(job) || job.lease.workerId !== session.workerId) {
       throw new Error(`worker ${session.workerId} holds job ${jobId} that is not running there`);
     }
-    releaseLease(s, job);
-    failAttempt(s, job, cause, `worker ${session.workerId} lost (${reason})`);
+    failAttempt(s, job, attemptCause, `worker ${session.workerId} lost (${reason})`);
   }
   s.workers.remove(session);
-  s.close(session.connId, `worker ${session.workerId} lost (${reason})`);
-  s.emit({ type: 'worker.lost', workerId: session.workerId, reason, runningJobs });
-  if (cause === 'released') requeueDue(s); // released attempts are due now
+  s.closeWorker(session.connId, `worker ${session.workerId} lost (${reason})`);
+  s.emit({
+    type: 'worker.lost',
+    workerId: session.workerId,
+    cause: session.draining ? 'drained' : cause,
+    reason,
+    runningJobs,
+  });
+  if (attemptCause === 'released') requeueDue(s); // released attempts are due now
   schedule(s);
 }
 
 /** A worker connection ended or broke the protocol. */
-export function workerGone(s: CoreState, connId: number, reason: string, closed: boolean): void {
+export function workerGone(
+  s: CoreState,
+  connId: number,
+  cause: 'connection_closed' | 'protocol_violation',
+  reason: string,
+): void {
   const session = s.workers.byConnection(connId);
-  if (session !== undefined) loseWorker(s, session, reason);
-  else if (!closed && !s.closingConns.has(connId)) {
+  if (session !== undefined) loseWorker(s, session, cause, reason);
+  else if (cause === 'protocol_violation' && !s.closingConns.has(connId)) {
     refuse(
       s,
       connId,
@@ -173,16 +237,24 @@ export function workerGone(s: CoreState, connId: number, reason: string, closed:
       `${reason}; the first message must be WORKER_REGISTER`,
     );
   }
-  if (closed) s.closingConns.delete(connId);
+  if (cause === 'connection_closed') s.closingConns.delete(connId);
 }
 
-/** Loses workers silent for longer than the timeout; logs those silent for half of it. */
-export function sweepHeartbeats(s: CoreState): void {
+/**
+ * Loses workers silent for longer than the timeout; logs those silent for
+ * half of it. After a stall of the coordinator's own loop (a pause longer
+ * than several sweeps), the stalled time is not held against anyone: every
+ * worker's silence is counted from the end of the stall.
+ */
+export function sweepHeartbeats(s: CoreState, stalledMs: number): void {
   const timeoutMs = s.config.heartbeatTimeoutMs;
   for (const session of [...s.workers.sessions()]) {
+    if (stalledMs > 0) {
+      session.lastHeartbeatMs = Math.min(s.nowMs, session.lastHeartbeatMs + stalledMs);
+    }
     const silentMs = s.nowMs - session.lastHeartbeatMs;
     if (silentMs > timeoutMs) {
-      loseWorker(s, session, `heartbeat timeout: none for ${silentMs} ms`);
+      loseWorker(s, session, 'heartbeat_timeout', `heartbeat timeout: none for ${silentMs} ms`);
     } else if (silentMs > timeoutMs / 2 && !session.suspected) {
       session.suspected = true;
       s.emit({ type: 'worker.suspected', workerId: session.workerId, silentMs });

@@ -6,7 +6,7 @@
  * rather than guessed at.
  */
 import type { Database } from 'better-sqlite3';
-import { StoreError } from './store.js';
+import { StoreError } from '../store.js';
 
 const MIGRATIONS: readonly string[] = [
   // 1: jobs, in submission order. Terminal rows are history; the partial
@@ -33,6 +33,30 @@ const MIGRATIONS: readonly string[] = [
    ) STRICT;
    CREATE INDEX jobs_active ON jobs (seq) WHERE state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT');
    CREATE INDEX jobs_state_seq ON jobs (state, seq);`,
+  // 2: how to read a result: 'text' or 'json' (a handler's non-string value
+  // as JSON text). NULL in rows written before it existed: read as text.
+  `ALTER TABLE jobs ADD COLUMN result_format TEXT CHECK (result_format IN ('text', 'json'));`,
+  // 3: job history and retention. One row per ended attempt; when each job
+  // started its latest attempt and when it ended. Terminal rows of earlier
+  // versions count as finished at their last update.
+  `ALTER TABLE jobs ADD COLUMN started_at_ms INTEGER;
+   ALTER TABLE jobs ADD COLUMN finished_at_ms INTEGER;
+   UPDATE jobs SET finished_at_ms = updated_at_ms
+     WHERE state IN ('COMPLETED', 'FAILED', 'CANCELLED');
+   CREATE INDEX jobs_finished ON jobs (state, finished_at_ms)
+     WHERE finished_at_ms IS NOT NULL;
+   CREATE INDEX jobs_type_seq ON jobs (task_type, seq);
+   CREATE TABLE attempts (
+     job_id          TEXT    NOT NULL,
+     attempt_number  INTEGER NOT NULL,
+     attempt_id      TEXT    NOT NULL,
+     worker_id       TEXT    NOT NULL,
+     started_at_ms   INTEGER NOT NULL,
+     finished_at_ms  INTEGER,
+     outcome         TEXT    NOT NULL,
+     error           TEXT,
+     PRIMARY KEY (job_id, attempt_number)
+   ) STRICT, WITHOUT ROWID;`,
 ];
 
 /** Number of the newest schema this code knows. */

@@ -1,0 +1,182 @@
+/**
+ * Every job the core holds, and the writes it owes the store.
+ *
+ * Memory holds the non-terminal jobs (`active`) and, briefly, jobs that just
+ * became terminal but whose terminal row is not committed yet (`retiring`):
+ * until then a read of the store would not see their end, so the core keeps
+ * answering for them itself. Everything else is history, found in the store.
+ *
+ * Writes: a changed job or a finished attempt is marked dirty; `takeBatch()`
+ * turns everything dirty into one {@link WriteBatch} and remembers those rows
+ * as in flight until `committed()` says the store has them. The dirty and in
+ * flight rows are the overlay a listing merges over what the store returns.
+ *
+ * Idempotency keys of active and retiring jobs are indexed here; older keys
+ * are looked up in the store (see submission.ts).
+ */
+import type { AttemptRecord, JobRecord, WriteBatch } from '../../store/store.js';
+import { toRecord, type CoreJob } from './job.js';
+
+interface InFlight {
+  readonly record: JobRecord;
+  readonly batchId: number;
+}
+
+export class JobTable {
+  readonly #active = new Map<string, CoreJob>();
+  readonly #retiring = new Map<string, CoreJob>();
+  readonly #keys = new Map<string, CoreJob>();
+  #dirty = new Map<string, { job: CoreJob; isNew: boolean }>();
+  #dirtyAttempts: AttemptRecord[] = [];
+  readonly #inFlight = new Map<string, InFlight>();
+  /** Job ids per batch id: what leaves `retiring` and `inFlight` when it commits. */
+  readonly #retiringByBatch = new Map<number, string[]>();
+  readonly #inFlightByBatch = new Map<number, string[]>();
+  #nextBatchId = 1;
+  #nextSeq: number;
+
+  constructor(nextSeq: number) {
+    this.#nextSeq = nextSeq;
+  }
+
+  /** Non-terminal jobs (admission control's count). */
+  get activeCount(): number {
+    return this.#active.size;
+  }
+
+  /** The seq the next new job gets (and takes it). */
+  takeSeq(): number {
+    return this.#nextSeq++;
+  }
+
+  /** Non-terminal jobs, in no particular order. */
+  activeJobs(): IterableIterator<CoreJob> {
+    return this.#active.values();
+  }
+
+  /** A non-terminal job. */
+  active(jobId: string): CoreJob | undefined {
+    return this.#active.get(jobId);
+  }
+
+  /** A job the core still answers for: active, or terminal with its end not yet committed. */
+  get(jobId: string): CoreJob | undefined {
+    return this.#active.get(jobId) ?? this.#retiring.get(jobId);
+  }
+
+  /** The active or retiring job holding an idempotency key. */
+  byKey(key: string): CoreJob | undefined {
+    return this.#keys.get(key);
+  }
+
+  /** A new job: active, and written with the next batch. */
+  insert(job: CoreJob): void {
+    this.#addActive(job);
+    this.#dirty.set(job.jobId, { job, isNew: true });
+  }
+
+  /** A job found in the store at recovery: active, nothing to write. */
+  adopt(job: CoreJob): void {
+    this.#addActive(job);
+  }
+
+  /** The job changed: its new version goes out with the next batch. */
+  save(job: CoreJob): void {
+    if (!this.#dirty.has(job.jobId)) this.#dirty.set(job.jobId, { job, isNew: false });
+  }
+
+  /** An attempt ended: its row goes out with the next batch. */
+  saveAttempt(attempt: AttemptRecord): void {
+    this.#dirtyAttempts.push(attempt);
+  }
+
+  /** The job became terminal: it stops counting as active and retires once committed. */
+  retire(job: CoreJob): void {
+    this.#active.delete(job.jobId);
+    this.#retiring.set(job.jobId, job);
+    listFor(this.#retiringByBatch, this.#nextBatchId).push(job.jobId);
+    this.save(job);
+  }
+
+  /** True when something is waiting to be written. */
+  get hasWrites(): boolean {
+    return this.#dirty.size > 0 || this.#dirtyAttempts.length > 0;
+  }
+
+  /** Everything dirty as one batch (null when nothing is), now in flight. */
+  takeBatch(): WriteBatch | null {
+    if (!this.hasWrites) return null;
+    const batchId = this.#nextBatchId++;
+    const ids: string[] = [];
+    const jobs: { job: JobRecord; isNew: boolean }[] = [];
+    for (const { job, isNew } of this.#dirty.values()) {
+      const record = toRecord(job);
+      jobs.push({ job: record, isNew });
+      this.#inFlight.set(job.jobId, { record, batchId });
+      ids.push(job.jobId);
+    }
+    if (ids.length > 0) this.#inFlightByBatch.set(batchId, ids);
+    const attempts = this.#dirtyAttempts;
+    this.#dirty = new Map();
+    this.#dirtyAttempts = [];
+    return { batchId, jobs, attempts };
+  }
+
+  /**
+   * The store has every batch up to `batchId`. Retiring jobs of those batches
+   * leave memory (and their keys the index). Returns the in-flight rows that
+   * stopped being overlay, so pending listings can still merge them.
+   */
+  committed(batchId: number): JobRecord[] {
+    const released: JobRecord[] = [];
+    for (const [id, jobIds] of this.#inFlightByBatch) {
+      if (id > batchId) continue;
+      this.#inFlightByBatch.delete(id);
+      for (const jobId of jobIds) {
+        const entry = this.#inFlight.get(jobId);
+        if (entry === undefined || entry.batchId !== id) continue;
+        this.#inFlight.delete(jobId);
+        released.push(entry.record);
+      }
+    }
+    for (const [id, jobIds] of this.#retiringByBatch) {
+      if (id > batchId) continue;
+      this.#retiringByBatch.delete(id);
+      for (const jobId of jobIds) this.#forget(jobId);
+    }
+    return released;
+  }
+
+  /** The newest version of every row the store may not have yet, by job id. */
+  overlay(): Map<string, JobRecord> {
+    const rows = new Map<string, JobRecord>();
+    for (const [jobId, entry] of this.#inFlight) rows.set(jobId, entry.record);
+    for (const [jobId, { job }] of this.#dirty) rows.set(jobId, toRecord(job));
+    return rows;
+  }
+
+  /** Rows in the overlay right now (bounds how many stored rows it can hide). */
+  get overlaySize(): number {
+    return this.#inFlight.size + this.#dirty.size;
+  }
+
+  #addActive(job: CoreJob): void {
+    this.#active.set(job.jobId, job);
+    if (job.idempotencyKey !== null) this.#keys.set(job.idempotencyKey, job);
+  }
+
+  #forget(jobId: string): void {
+    const job = this.#retiring.get(jobId);
+    if (job === undefined) return;
+    this.#retiring.delete(jobId);
+    if (job.idempotencyKey !== null && this.#keys.get(job.idempotencyKey) === job) {
+      this.#keys.delete(job.idempotencyKey);
+    }
+  }
+}
+
+function listFor<K, V>(map: Map<K, V[]>, key: K): V[] {
+  let list = map.get(key);
+  if (list === undefined) map.set(key, (list = []));
+  return list;
+}

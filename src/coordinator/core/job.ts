@@ -1,0 +1,166 @@
+/**
+ * A job as the core holds it in memory, and its conversions to the stored
+ * row and to the snapshot clients see.
+ *
+ * The lease of an attempt (worker, attempt id, deadline) is one object that
+ * exists exactly while the job is RUNNING; {@link RunningJob} is the type
+ * that says so, and {@link isRunning} the only way to obtain one, so no code
+ * reads a lease field through a cast.
+ */
+import type {
+  AttemptSnapshot,
+  JobSnapshot,
+  JobState,
+  Priority,
+  ResultFormat,
+} from '../../protocol/messages.js';
+import type { AttemptRecord, JobRecord } from '../../store/store.js';
+
+/** The current attempt of a RUNNING job. */
+export interface Lease {
+  readonly workerId: string;
+  /** A fresh id per assignment: a result counts only under the current one. */
+  readonly attemptId: string;
+  readonly startedAtMs: number;
+  readonly deadlineAtMs: number;
+}
+
+export interface CoreJob {
+  readonly seq: number;
+  readonly jobId: string;
+  readonly taskType: string;
+  readonly payloadJson: string;
+  readonly priority: Priority;
+  readonly maxAttempts: number;
+  readonly timeoutMs: number;
+  readonly idempotencyKey: string | null;
+  readonly createdAtMs: number;
+  /** Changed only by job-state.ts `transition()`. */
+  state: JobState;
+  /** Non-null exactly while RUNNING (asserted by `transition()`). */
+  lease: Lease | null;
+  attempts: number;
+  retryAtMs: number | null;
+  result: string | null;
+  resultFormat: ResultFormat | null;
+  error: string | null;
+  updatedAtMs: number;
+  startedAtMs: number | null;
+  finishedAtMs: number | null;
+  /** Every attempt so far, oldest first (the history `status --attempts` shows). */
+  readonly history: AttemptRecord[];
+}
+
+export type RunningJob = CoreJob & { readonly state: 'RUNNING'; readonly lease: Lease };
+
+export function isRunning(job: CoreJob): job is RunningJob {
+  return job.state === 'RUNNING' && job.lease !== null;
+}
+
+/** The job's row as the store keeps it (a fresh object). */
+export function toRecord(job: Readonly<CoreJob>): JobRecord {
+  const lease = job.lease;
+  return {
+    seq: job.seq,
+    jobId: job.jobId,
+    taskType: job.taskType,
+    payloadJson: job.payloadJson,
+    state: job.state,
+    priority: job.priority,
+    attempts: job.attempts,
+    maxAttempts: job.maxAttempts,
+    timeoutMs: job.timeoutMs,
+    idempotencyKey: job.idempotencyKey,
+    workerId: lease?.workerId ?? null,
+    attemptId: lease?.attemptId ?? null,
+    deadlineAtMs: lease?.deadlineAtMs ?? null,
+    retryAtMs: job.retryAtMs,
+    result: job.result,
+    resultFormat: job.resultFormat,
+    error: job.error,
+    createdAtMs: job.createdAtMs,
+    updatedAtMs: job.updatedAtMs,
+    startedAtMs: job.startedAtMs,
+    finishedAtMs: job.finishedAtMs,
+  };
+}
+
+/**
+ * A job from its stored row (restart recovery). The lease of a RUNNING row
+ * is kept as stored; recovery decides what happens to it.
+ */
+export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): CoreJob {
+  const lease =
+    row.state === 'RUNNING' && row.workerId !== null && row.attemptId !== null
+      ? {
+          workerId: row.workerId,
+          attemptId: row.attemptId,
+          startedAtMs: row.startedAtMs ?? row.updatedAtMs,
+          deadlineAtMs: row.deadlineAtMs ?? row.updatedAtMs,
+        }
+      : null;
+  return {
+    seq: row.seq,
+    jobId: row.jobId,
+    taskType: row.taskType,
+    payloadJson: row.payloadJson,
+    priority: row.priority,
+    maxAttempts: row.maxAttempts,
+    timeoutMs: row.timeoutMs,
+    idempotencyKey: row.idempotencyKey,
+    createdAtMs: row.createdAtMs,
+    state: row.state,
+    lease,
+    attempts: row.attempts,
+    retryAtMs: row.retryAtMs,
+    result: row.result,
+    resultFormat: row.resultFormat,
+    error: row.error,
+    updatedAtMs: row.updatedAtMs,
+    startedAtMs: row.startedAtMs,
+    finishedAtMs: row.finishedAtMs,
+    history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
+  };
+}
+
+/** The snapshot clients see, of a job in memory or of a stored row. */
+export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
+  const snapshot: JobSnapshot = {
+    jobId: job.jobId,
+    taskType: job.taskType,
+    state: job.state,
+    attempts: job.attempts,
+    maxAttempts: job.maxAttempts,
+    workerId: job.state === 'RUNNING' ? job.workerId : null,
+    result: job.state === 'COMPLETED' ? job.result : null,
+    error: job.error,
+    createdAtMillis: job.createdAtMs,
+    updatedAtMillis: job.updatedAtMs,
+    priority: job.priority,
+    startedAtMillis: job.startedAtMs,
+    finishedAtMillis: job.finishedAtMs,
+    timeoutMillis: job.timeoutMs,
+  };
+  if (job.state === 'COMPLETED' && job.resultFormat !== null) {
+    snapshot.resultFormat = job.resultFormat;
+  }
+  if (job.idempotencyKey !== null) snapshot.idempotencyKey = job.idempotencyKey;
+  return snapshot;
+}
+
+/** The snapshot of a job held in memory. */
+export function coreJobSnapshot(job: Readonly<CoreJob>): JobSnapshot {
+  return jobSnapshot(toRecord(job));
+}
+
+export function attemptSnapshot(attempt: Readonly<AttemptRecord>): AttemptSnapshot {
+  return {
+    attemptNumber: attempt.attemptNumber,
+    attemptId: attempt.attemptId,
+    workerId: attempt.workerId,
+    startedAtMillis: attempt.startedAtMs,
+    finishedAtMillis: attempt.finishedAtMs,
+    outcome: attempt.outcome,
+    error: attempt.error,
+  };
+}

@@ -1,0 +1,99 @@
+/**
+ * Reads of history the core asked the shell to run, and what to do with
+ * each answer. A read is data (which request it serves), not a closure, so
+ * the simulation can print and inspect it.
+ *
+ * Listings merge the store's rows with the core's overlay of rows the store
+ * may not have yet. A row can stop being overlay (its batch committed) while
+ * the listing's read is still out, after the read took its snapshot; such
+ * rows are kept here (`seen`) so the merge still uses them.
+ */
+import type { SubmitJob, TerminalState } from '../../protocol/messages.js';
+import type { JobRecord, ListQuery } from '../../store/store.js';
+
+export interface NormalizedSubmission {
+  readonly maxAttempts: number;
+  readonly priority: 'HIGH' | 'NORMAL' | 'LOW';
+  readonly timeoutMs: number;
+}
+
+/** A submission held while the store is asked about its idempotency key. */
+export interface HeldSubmission {
+  readonly connId: number;
+  readonly requestId: number;
+  readonly msg: SubmitJob;
+  readonly wanted: NormalizedSubmission;
+}
+
+export type PendingRead =
+  | { kind: 'status'; connId: number; requestId: number; jobId: string; withAttempts: boolean }
+  | { kind: 'cancel'; connId: number; requestId: number; jobId: string }
+  | { kind: 'wait'; connId: number; requestId: number; jobId: string }
+  | {
+      kind: 'list';
+      connId: number;
+      requestId: number;
+      query: ListQuery;
+      /** Rows asked of the store (the page plus what the overlay may hide). */
+      fetchLimit: number;
+      /** Rows that left the overlay while the read was out. */
+      seen: Map<string, JobRecord>;
+    }
+  | { kind: 'key'; key: string }
+  | {
+      kind: 'purge';
+      /** The client that asked, or null for background retention. */
+      request: { connId: number; requestId: number; deletedSoFar: number } | null;
+      state: TerminalState;
+      finishedBeforeMs: number;
+    };
+
+export class PendingReads {
+  readonly #reads = new Map<number, PendingRead>();
+  /** Submissions per idempotency key whose store lookup is out, oldest first. */
+  readonly #held = new Map<string, HeldSubmission[]>();
+  #nextReadId = 1;
+
+  get size(): number {
+    return this.#reads.size;
+  }
+
+  add(read: PendingRead): number {
+    const readId = this.#nextReadId++;
+    this.#reads.set(readId, read);
+    return readId;
+  }
+
+  /** Removes and returns a read; undefined for an id never given or already answered. */
+  take(readId: number): PendingRead | undefined {
+    const read = this.#reads.get(readId);
+    this.#reads.delete(readId);
+    return read;
+  }
+
+  /** Rows that just stopped being overlay: every pending listing keeps them. */
+  noteCommitted(rows: readonly JobRecord[]): void {
+    if (rows.length === 0) return;
+    for (const read of this.#reads.values()) {
+      if (read.kind !== 'list') continue;
+      for (const row of rows) read.seen.set(row.jobId, row);
+    }
+  }
+
+  /** The submissions waiting for a key's lookup, if one is out. */
+  heldFor(key: string): HeldSubmission[] | undefined {
+    return this.#held.get(key);
+  }
+
+  /** Starts holding submissions for a key (the caller issues the lookup). */
+  hold(key: string, first: HeldSubmission): void {
+    this.#held.set(key, [first]);
+  }
+
+  /** Removes and returns the submissions held for a key. */
+  release(key: string): HeldSubmission[] {
+    const held = this.#held.get(key) ?? [];
+    this.#held.delete(key);
+    return held;
+  }
+}

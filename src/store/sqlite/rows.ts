@@ -1,0 +1,197 @@
+/**
+ * Rows of the SQLite schema <-> the store's records, shared by the writer
+ * thread and the main thread's reader. Jobs travel to the writer as arrays
+ * of column values (cheaper to clone and to bind than objects).
+ */
+import type { AttemptOutcome, JobState, Priority, ResultFormat } from '../../protocol/messages.js';
+import type { AttemptRecord, JobRecord } from '../store.js';
+
+export const JOB_COLUMNS = [
+  'seq',
+  'job_id',
+  'task_type',
+  'payload',
+  'state',
+  'priority',
+  'attempts',
+  'max_attempts',
+  'timeout_ms',
+  'idempotency_key',
+  'worker_id',
+  'attempt_id',
+  'deadline_at_ms',
+  'retry_at_ms',
+  'result',
+  'result_format',
+  'error',
+  'created_at_ms',
+  'updated_at_ms',
+  'started_at_ms',
+  'finished_at_ms',
+] as const;
+
+/** The columns an update may change, in the order {@link jobUpdateValues} gives them. */
+export const JOB_MUTABLE_COLUMNS = [
+  'state',
+  'attempts',
+  'worker_id',
+  'attempt_id',
+  'deadline_at_ms',
+  'retry_at_ms',
+  'result',
+  'result_format',
+  'error',
+  'updated_at_ms',
+  'started_at_ms',
+  'finished_at_ms',
+] as const;
+
+export const ATTEMPT_COLUMNS = [
+  'job_id',
+  'attempt_number',
+  'attempt_id',
+  'worker_id',
+  'started_at_ms',
+  'finished_at_ms',
+  'outcome',
+  'error',
+] as const;
+
+export type SqlValue = string | number | null;
+
+export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
+  return [
+    job.seq,
+    job.jobId,
+    job.taskType,
+    job.payloadJson,
+    job.state,
+    job.priority,
+    job.attempts,
+    job.maxAttempts,
+    job.timeoutMs,
+    job.idempotencyKey,
+    job.workerId,
+    job.attemptId,
+    job.deadlineAtMs,
+    job.retryAtMs,
+    job.result,
+    job.resultFormat,
+    job.error,
+    job.createdAtMs,
+    job.updatedAtMs,
+    job.startedAtMs,
+    job.finishedAtMs,
+  ];
+}
+
+/** The mutable columns, then the seq (the WHERE of the update). */
+export function jobUpdateValues(job: Readonly<JobRecord>): SqlValue[] {
+  return [
+    job.state,
+    job.attempts,
+    job.workerId,
+    job.attemptId,
+    job.deadlineAtMs,
+    job.retryAtMs,
+    job.result,
+    job.resultFormat,
+    job.error,
+    job.updatedAtMs,
+    job.startedAtMs,
+    job.finishedAtMs,
+    job.seq,
+  ];
+}
+
+export function attemptValues(attempt: Readonly<AttemptRecord>): SqlValue[] {
+  return [
+    attempt.jobId,
+    attempt.attemptNumber,
+    attempt.attemptId,
+    attempt.workerId,
+    attempt.startedAtMs,
+    attempt.finishedAtMs,
+    attempt.outcome,
+    attempt.error,
+  ];
+}
+
+export interface JobRow {
+  seq: number;
+  job_id: string;
+  task_type: string;
+  payload: string;
+  state: string;
+  priority: string;
+  attempts: number;
+  max_attempts: number;
+  timeout_ms: number;
+  idempotency_key: string | null;
+  worker_id: string | null;
+  attempt_id: string | null;
+  deadline_at_ms: number | null;
+  retry_at_ms: number | null;
+  result: string | null;
+  result_format: string | null;
+  error: string | null;
+  created_at_ms: number;
+  updated_at_ms: number;
+  started_at_ms: number | null;
+  finished_at_ms: number | null;
+}
+
+export interface AttemptRow {
+  job_id: string;
+  attempt_number: number;
+  attempt_id: string;
+  worker_id: string;
+  started_at_ms: number;
+  finished_at_ms: number | null;
+  outcome: string;
+  error: string | null;
+}
+
+export function jobFromRow(row: JobRow): JobRecord {
+  return {
+    seq: row.seq,
+    jobId: row.job_id,
+    taskType: row.task_type,
+    payloadJson: row.payload,
+    state: row.state as JobState,
+    priority: row.priority as Priority,
+    attempts: row.attempts,
+    maxAttempts: row.max_attempts,
+    timeoutMs: row.timeout_ms,
+    idempotencyKey: row.idempotency_key,
+    workerId: row.worker_id,
+    attemptId: row.attempt_id,
+    deadlineAtMs: row.deadline_at_ms,
+    retryAtMs: row.retry_at_ms,
+    result: row.result,
+    resultFormat: row.result_format as ResultFormat | null,
+    error: row.error,
+    createdAtMs: row.created_at_ms,
+    updatedAtMs: row.updated_at_ms,
+    startedAtMs: row.started_at_ms,
+    finishedAtMs: row.finished_at_ms,
+  };
+}
+
+export function attemptFromRow(row: AttemptRow): AttemptRecord {
+  return {
+    jobId: row.job_id,
+    attemptNumber: row.attempt_number,
+    attemptId: row.attempt_id,
+    workerId: row.worker_id,
+    startedAtMs: row.started_at_ms,
+    finishedAtMs: row.finished_at_ms,
+    outcome: row.outcome as AttemptOutcome,
+    error: row.error,
+  };
+}
+
+/** The SQL text of the column list. */
+export function columnList(columns: readonly string[], prefix = ''): string {
+  return columns.map((c) => prefix + c).join(', ');
+}

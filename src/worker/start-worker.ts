@@ -1,0 +1,102 @@
+/**
+ * Running a worker from code: `startWorker(options)` checks the options,
+ * imports and checks the task modules (as `worker.sh --tasks` does), and
+ * starts a {@link Worker} that connects in the background.
+ *
+ *     import { startWorker } from 'dtp/worker';
+ *     const worker = await startWorker({ coordinatorPort: 7070, tasks: ['./tasks.js'] });
+ *     ...
+ *     await worker.drain(30_000); // or worker.close()
+ */
+import { randomBytes } from 'node:crypto';
+import { createLogger, type Logger } from '../observability/logger.js';
+import { DtpError } from '../protocol/errors.js';
+import { loadTaskModules } from './task-modules.js';
+import { DEFAULT_CANCEL_GRACE_MS } from './task-pool.js';
+import { Worker, validateWorkerOptions, type WorkerOptions } from './worker.js';
+
+/** Defaults of cli.md (`worker.sh`), shared by the CLI and {@link startWorker}. */
+export const DEFAULT_WORKER_OPTIONS = {
+  coordinatorHost: 'localhost',
+  coordinatorPort: 7070,
+  capacity: 4,
+  heartbeatIntervalMs: 2_000,
+  reconnectDelayMs: 2_000,
+  cancelGraceMs: DEFAULT_CANCEL_GRACE_MS,
+} as const satisfies Partial<WorkerOptions>;
+
+/** What {@link startWorker} accepts: every worker option, each with a default. */
+export type StartWorkerOptions = Partial<Omit<WorkerOptions, 'tasks' | 'logger'>> & {
+  /**
+   * Task modules to load beside the built-ins: file paths (resolved against
+   * `cwd`) or package names (resolved from `cwd` as `import` would).
+   */
+  tasks?: readonly string[];
+  /** Where `tasks` are resolved from (default: the working directory). */
+  cwd?: string;
+  /** Default: human-readable lines on stdout at level info, named `worker`. */
+  logger?: Logger;
+};
+
+/** `worker-` and 8 random hex digits. */
+export function randomWorkerId(): string {
+  return `worker-${randomBytes(4).toString('hex')}`;
+}
+
+function invalid(message: string): DtpError {
+  return new DtpError('INVALID_OPTIONS', `startWorker: ${message}`);
+}
+
+/** Type checks a JavaScript caller could get wrong; ranges are checked by the worker. */
+function checkTypes(options: StartWorkerOptions): void {
+  const numbers = [
+    'coordinatorPort',
+    'capacity',
+    'heartbeatIntervalMs',
+    'reconnectDelayMs',
+    'cancelGraceMs',
+    'connectTimeoutMs',
+  ] as const;
+  for (const key of numbers) {
+    const value: unknown = options[key];
+    if (value !== undefined && typeof value !== 'number')
+      throw invalid(`${key} must be a number, got ${typeof value}`);
+  }
+  for (const key of ['coordinatorHost', 'workerId', 'cwd'] as const) {
+    const value: unknown = options[key];
+    if (value !== undefined && typeof value !== 'string')
+      throw invalid(`${key} must be a string, got ${typeof value}`);
+  }
+  const tasks: unknown = options.tasks;
+  if (tasks !== undefined && (!Array.isArray(tasks) || !tasks.every((t) => typeof t === 'string')))
+    throw invalid('tasks must be an array of module names or paths');
+}
+
+/**
+ * Checks the options, loads the task modules and starts a worker. Rejects
+ * with a DtpError `INVALID_OPTIONS` naming a bad option, or a
+ * `TaskModuleError` naming a module and its problem; nothing is started then.
+ */
+export async function startWorker(options: StartWorkerOptions = {}): Promise<Worker> {
+  if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
+  checkTypes(options);
+  const { tasks = [], cwd, logger, ...rest } = options;
+  const workerOptions: WorkerOptions = {
+    ...DEFAULT_WORKER_OPTIONS,
+    ...withoutUndefined(rest),
+    workerId: rest.workerId ?? randomWorkerId(),
+    logger: logger ?? createLogger({ name: 'worker' }),
+  };
+  try {
+    validateWorkerOptions(workerOptions);
+  } catch (err) {
+    if (err instanceof DtpError) throw invalid(err.message);
+    throw err;
+  }
+  workerOptions.tasks = await loadTaskModules(tasks, cwd);
+  return Worker.start(workerOptions);
+}
+
+function withoutUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,306 @@
+/**
+ * The store contract, one suite for every backend: given a way to open a
+ * fresh store and to reopen the same one (a restart), every behaviour the
+ * coordinator relies on is checked the same way.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import type {
+  AttemptRecord,
+  JobRecord,
+  Store,
+  StoreReadResult,
+  WriteBatch,
+} from '../../src/store/store.js';
+import { StoreError } from '../../src/store/store.js';
+import { jobRecord } from './job-record.js';
+
+export interface StoreBackend {
+  name: string;
+  /** A new, empty store. */
+  open(): Promise<Store>;
+  /** The same store opened again after `close()` (omit for non-durable backends). */
+  reopen?(store: Store): Promise<Store>;
+  /** Called once after the suite. */
+  cleanup?(): Promise<void>;
+}
+
+let nextBatch = 1;
+
+/** A batch with the next batch id. */
+export function batchOf(
+  jobs: { job: JobRecord; isNew: boolean }[],
+  attempts: AttemptRecord[] = [],
+): WriteBatch {
+  return { batchId: nextBatch++, jobs, attempts };
+}
+
+function attempt(
+  jobId: string,
+  attemptNumber: number,
+  overrides: Partial<AttemptRecord> = {},
+): AttemptRecord {
+  return {
+    jobId,
+    attemptNumber,
+    attemptId: `${jobId}-a${attemptNumber}`,
+    workerId: 'w1',
+    startedAtMs: 2_000 + attemptNumber,
+    finishedAtMs: 2_100 + attemptNumber,
+    outcome: 'WORKER_LOST',
+    error: 'lost',
+    ...overrides,
+  };
+}
+
+function expectOp<T extends StoreReadResult['op']>(
+  result: StoreReadResult,
+  op: T,
+): Extract<StoreReadResult, { op: T }> {
+  assert.equal(result.op, op);
+  return result as Extract<StoreReadResult, { op: T }>;
+}
+
+async function getJob(store: Store, jobId: string, withAttempts = false) {
+  return expectOp(await store.read({ op: 'job', jobId, withAttempts }), 'job');
+}
+
+async function list(
+  store: Store,
+  query: Partial<{ beforeSeq: number; state: JobRecord['state']; taskType: string; limit: number }>,
+) {
+  const result = await store.read({
+    op: 'list',
+    query: {
+      beforeSeq: query.beforeSeq ?? null,
+      state: query.state ?? null,
+      taskType: query.taskType ?? null,
+      limit: query.limit ?? 100,
+    },
+  });
+  return expectOp(result, 'list').jobs;
+}
+
+const terminal = (
+  seq: number,
+  state: 'COMPLETED' | 'FAILED' | 'CANCELLED',
+  finishedAtMs: number,
+  extra: Partial<JobRecord> = {},
+): JobRecord => jobRecord(seq, { state, finishedAtMs, updatedAtMs: finishedAtMs, ...extra });
+
+export function describeStoreContract(backend: StoreBackend): void {
+  describe(`store contract: ${backend.name}`, () => {
+    const open: Store[] = [];
+    const fresh = async (): Promise<Store> => {
+      const store = await backend.open();
+      open.push(store);
+      return store;
+    };
+    after(async () => {
+      await Promise.all(open.map((store) => store.close()));
+      await backend.cleanup?.();
+    });
+
+    it('starts empty when new', async () => {
+      const store = await fresh();
+      assert.deepEqual(await store.recover(), { activeJobs: [], activeAttempts: [], maxSeq: 0 });
+    });
+
+    it('round-trips every field of a job when it is inserted and then updated', async () => {
+      const store = await fresh();
+      const job = jobRecord(1, { idempotencyKey: 'k1', priority: 'HIGH', timeoutMs: 1_234 });
+      await store.commit(batchOf([{ job, isNew: true }]));
+      assert.deepEqual((await getJob(store, 'job-1')).job, job);
+      const done: JobRecord = {
+        ...job,
+        state: 'COMPLETED',
+        attempts: 2,
+        result: '{"n":1}',
+        resultFormat: 'json',
+        error: 'earlier failure',
+        updatedAtMs: 5_000,
+        startedAtMs: 4_000,
+        finishedAtMs: 5_000,
+      };
+      await store.commit(batchOf([{ job: done, isNew: false }]));
+      assert.deepEqual((await getJob(store, 'job-1')).job, done);
+      assert.deepEqual(
+        expectOp(await store.read({ op: 'jobByKey', key: 'k1' }), 'jobByKey').job,
+        done,
+      );
+      const running: JobRecord = {
+        ...jobRecord(2),
+        state: 'RUNNING',
+        attempts: 1,
+        workerId: 'w1',
+        attemptId: 'lease-1',
+        deadlineAtMs: 9_000,
+        startedAtMs: 3_000,
+      };
+      await store.commit(batchOf([{ job: running, isNew: true }]));
+      assert.deepEqual((await getJob(store, 'job-2')).job, running);
+    });
+
+    it('answers null for a job or key it does not hold', async () => {
+      const store = await fresh();
+      assert.deepEqual(await getJob(store, 'nope', true), { op: 'job', job: null, attempts: null });
+      assert.equal(
+        expectOp(await store.read({ op: 'jobByKey', key: 'nope' }), 'jobByKey').job,
+        null,
+      );
+    });
+
+    it('keeps attempts per job in order and returns them only when asked', async () => {
+      const store = await fresh();
+      await store.commit(
+        batchOf([{ job: jobRecord(1), isNew: true }], [attempt('job-1', 2), attempt('job-1', 1)]),
+      );
+      const plain = await getJob(store, 'job-1');
+      assert.equal(plain.attempts, null);
+      const full = await getJob(store, 'job-1', true);
+      assert.deepEqual(full.attempts, [attempt('job-1', 1), attempt('job-1', 2)]);
+      // A later version of an attempt replaces the earlier one.
+      const ended = attempt('job-1', 2, { outcome: 'SUCCEEDED', error: null, finishedAtMs: 9_999 });
+      await store.commit(batchOf([], [ended]));
+      assert.deepEqual((await getJob(store, 'job-1', true)).attempts, [attempt('job-1', 1), ended]);
+    });
+
+    it('recovers only non-terminal jobs, in seq order, with their attempts and the highest seq', async () => {
+      const store = await fresh();
+      await store.commit(
+        batchOf(
+          [
+            { job: jobRecord(3, { state: 'RETRY_WAIT', retryAtMs: 77 }), isNew: true },
+            { job: terminal(4, 'COMPLETED', 50), isNew: true },
+            { job: jobRecord(1), isNew: true },
+            {
+              job: jobRecord(2, {
+                state: 'RUNNING',
+                workerId: 'w',
+                attemptId: 'a',
+                deadlineAtMs: 9,
+              }),
+              isNew: true,
+            },
+            { job: terminal(5, 'FAILED', 60), isNew: true },
+          ],
+          [attempt('job-3', 1), attempt('job-4', 1)],
+        ),
+      );
+      const recovered = await store.recover();
+      assert.deepEqual(
+        recovered.activeJobs.map((j) => j.seq),
+        [1, 2, 3],
+      );
+      assert.deepEqual(recovered.activeAttempts, [attempt('job-3', 1)]);
+      assert.equal(recovered.maxSeq, 5);
+    });
+
+    it('lists newest first with cursor, state and task type filters', async () => {
+      const store = await fresh();
+      const rows = Array.from({ length: 30 }, (_, i) =>
+        jobRecord(i + 1, {
+          state: i % 3 === 0 ? 'QUEUED' : 'COMPLETED',
+          taskType: i % 2 === 0 ? 'SHA256' : 'resize',
+          finishedAtMs: i % 3 === 0 ? null : 100 + i,
+        }),
+      );
+      await store.commit(batchOf(rows.map((job) => ({ job, isNew: true }))));
+      const seqs = (jobs: JobRecord[]): number[] => jobs.map((j) => j.seq);
+      assert.deepEqual(seqs(await list(store, { limit: 5 })), [30, 29, 28, 27, 26]);
+      assert.deepEqual(seqs(await list(store, { limit: 3, beforeSeq: 26 })), [25, 24, 23]);
+      const queued = rows
+        .filter((r) => r.state === 'QUEUED')
+        .map((r) => r.seq)
+        .reverse();
+      assert.deepEqual(seqs(await list(store, { state: 'QUEUED' })), queued);
+      const resize = rows
+        .filter((r) => r.taskType === 'resize')
+        .map((r) => r.seq)
+        .reverse();
+      assert.deepEqual(seqs(await list(store, { taskType: 'resize' })), resize);
+      const both = rows
+        .filter((r) => r.taskType === 'SHA256' && r.state === 'QUEUED')
+        .map((r) => r.seq)
+        .reverse();
+      assert.deepEqual(seqs(await list(store, { taskType: 'SHA256', state: 'QUEUED' })), both);
+    });
+
+    it('purges only terminal jobs of one state finished before the bound, with their attempts and keys', async () => {
+      const store = await fresh();
+      await store.commit(
+        batchOf(
+          [
+            { job: terminal(1, 'COMPLETED', 100, { idempotencyKey: 'old' }), isNew: true },
+            { job: terminal(2, 'COMPLETED', 200), isNew: true },
+            { job: terminal(3, 'FAILED', 100), isNew: true },
+            { job: jobRecord(4), isNew: true },
+            { job: terminal(5, 'COMPLETED', 300), isNew: true },
+          ],
+          [attempt('job-1', 1), attempt('job-2', 1)],
+        ),
+      );
+      const purge = async (limit: number): Promise<number> =>
+        expectOp(
+          await store.read({
+            op: 'purge',
+            query: { state: 'COMPLETED', finishedBeforeMs: 250, limit },
+          }),
+          'purge',
+        ).deleted;
+      assert.equal(await purge(1), 1, 'at most limit rows per call');
+      assert.equal(await purge(10), 1);
+      assert.equal(await purge(10), 0);
+      assert.equal((await getJob(store, 'job-1')).job, null);
+      assert.equal((await getJob(store, 'job-2')).job, null);
+      assert.equal(
+        expectOp(await store.read({ op: 'jobByKey', key: 'old' }), 'jobByKey').job,
+        null,
+      );
+      for (const kept of ['job-3', 'job-4', 'job-5'])
+        assert.notEqual((await getJob(store, kept)).job, null);
+      // The key of a purged job may be used again.
+      await store.commit(batchOf([{ job: jobRecord(6, { idempotencyKey: 'old' }), isNew: true }]));
+      assert.equal(
+        expectOp(await store.read({ op: 'jobByKey', key: 'old' }), 'jobByKey').job?.jobId,
+        'job-6',
+      );
+    });
+
+    it('rejects a batch with StoreError and applies none of it when a key repeats', async () => {
+      const store = await fresh();
+      await store.commit(batchOf([{ job: jobRecord(1, { idempotencyKey: 'k' }), isNew: true }]));
+      await assert.rejects(
+        store.commit(
+          batchOf([
+            { job: jobRecord(2), isNew: true },
+            { job: jobRecord(3, { idempotencyKey: 'k' }), isNew: true },
+          ]),
+        ),
+        StoreError,
+      );
+      assert.equal((await getJob(store, 'job-2')).job, null, 'nothing of the failed batch');
+    });
+
+    if (backend.reopen !== undefined) {
+      const reopen = backend.reopen.bind(backend);
+      it('keeps every committed batch when closed and opened again', async () => {
+        const store = await fresh();
+        const batches = Array.from({ length: 20 }, (_, i) =>
+          batchOf(
+            [{ job: jobRecord(i + 1, { idempotencyKey: `k${i}` }), isNew: true }],
+            [attempt(`job-${i + 1}`, 1)],
+          ),
+        );
+        await Promise.all(batches.map((batch) => store.commit(batch)));
+        await store.close();
+        const again = await reopen(store);
+        open.push(again);
+        const recovered = await again.recover();
+        assert.equal(recovered.activeJobs.length, 20);
+        assert.equal(recovered.activeAttempts.length, 20);
+        assert.equal(recovered.maxSeq, 20);
+      });
+    }
+  });
+}

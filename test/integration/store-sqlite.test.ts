@@ -1,0 +1,102 @@
+/**
+ * The store contract on SQLite files, plus what only SQLite has: the schema
+ * and its migrations, the writer thread, and failures of the file itself.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { StoreError } from '../../src/store/store.js';
+import { jobRecord } from '../helpers/job-record.js';
+import { batchOf, describeStoreContract } from '../helpers/store-contract.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'dtp-store-sqlite-'));
+let files = 0;
+const pathOf = new WeakMap<object, string>();
+
+describeStoreContract({
+  name: 'SqliteStore',
+  async open() {
+    const path = join(dir, `contract-${files++}.sqlite`);
+    const store = await SqliteStore.open({ path });
+    pathOf.set(store, path);
+    return store;
+  },
+  async reopen(store) {
+    const path = pathOf.get(store) as string;
+    const again = await SqliteStore.open({ path });
+    pathOf.set(again, path);
+    return again;
+  },
+});
+
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('SqliteStore file', () => {
+  it('creates the schema at the current version when the file is new', async () => {
+    const path = join(dir, 'schema.sqlite');
+    const store = await SqliteStore.open({ path });
+    await store.close();
+    const db = new BetterSqlite3(path, { readonly: true });
+    assert.equal(db.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+    assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
+    db.close();
+  });
+
+  it('refuses with StoreError when the schema is newer than the code', async () => {
+    const path = join(dir, 'newer.sqlite');
+    const db = new BetterSqlite3(path);
+    db.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
+    db.close();
+    await assert.rejects(SqliteStore.open({ path }), (err: unknown) => {
+      assert.ok(err instanceof StoreError);
+      assert.match(err.message, /newer than this coordinator understands/);
+      return true;
+    });
+  });
+
+  it('refuses with StoreError when the path cannot hold a database', async () => {
+    const file = join(dir, 'a-file');
+    writeFileSync(file, 'not a folder');
+    await assert.rejects(SqliteStore.open({ path: join(file, 'db.sqlite') }), StoreError);
+  });
+
+  it('closes idempotently and refuses commits once closed', async () => {
+    const store = await SqliteStore.open({ path: join(dir, 'closed.sqlite') });
+    await Promise.all([store.close(), store.close()]);
+    await assert.rejects(store.commit(batchOf([{ job: jobRecord(1), isNew: true }])), StoreError);
+  });
+
+  it('fails every later commit once one failed, and says why', async () => {
+    const path = join(dir, 'broken.sqlite');
+    const store = await SqliteStore.open({ path });
+    await store.commit(batchOf([{ job: jobRecord(1), isNew: true }]));
+    const other = new BetterSqlite3(path);
+    other.exec('DROP TABLE jobs');
+    other.close();
+    await assert.rejects(store.commit(batchOf([{ job: jobRecord(2), isNew: true }])), /failed/);
+    await assert.rejects(store.commit(batchOf([{ job: jobRecord(3), isNew: true }])), StoreError);
+    await store.close();
+  });
+
+  it('answers a failed read with StoreError and keeps serving', async () => {
+    const path = join(dir, 'read-fail.sqlite');
+    const store = await SqliteStore.open({ path });
+    await store.commit(batchOf([{ job: jobRecord(1), isNew: true }]));
+    const other = new BetterSqlite3(path);
+    other.exec('ALTER TABLE jobs RENAME TO jobs_gone');
+    await assert.rejects(
+      store.read({ op: 'job', jobId: 'job-1', withAttempts: false }),
+      StoreError,
+    );
+    other.exec('ALTER TABLE jobs_gone RENAME TO jobs');
+    other.close();
+    const back = await store.read({ op: 'job', jobId: 'job-1', withAttempts: false });
+    assert.equal(back.op === 'job' ? back.job?.jobId : null, 'job-1');
+    await store.close();
+  });
+});
