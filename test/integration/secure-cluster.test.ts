@@ -221,7 +221,7 @@ describe(
       const server = createServer((socket) => socket.destroy());
       server.listen(0, '127.0.0.1');
       await once(server, 'listening');
-      cleanups.push(() => server.close());
+      cleanups.push(() => void server.close());
       const port = (server.address() as { port: number }).port;
       await assert.rejects(DtpClient.connect({ host: '127.0.0.1', port, token: 'x' }), (err) => {
         assert.equal((err as DtpError).code, 'AUTH_UNSUPPORTED');
