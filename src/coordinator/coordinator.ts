@@ -48,6 +48,7 @@ import { CoordinatorCore, type CoreInspection } from './core/core.js';
 import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
 import { logEvent } from './event-log.js';
+import { DatabaseLock, isSqliteFile } from './database-lock.js';
 import { Guard } from './guard.js';
 import { MetricsServer } from './metrics-server.js';
 import type { CoordinatorOptions } from './options.js';
@@ -87,6 +88,8 @@ export class Coordinator {
   readonly #workerServer: TcpServer;
   readonly #clientServer: TcpServer;
   readonly #guard: Guard;
+  /** The SQLite file's exclusive lock, held from before recovery until the store is closed. */
+  #databaseLock: DatabaseLock | null = null;
   readonly #workerConns = new Map<number, FramedConnection>();
   /** Admissions of worker connections not yet registered. */
   readonly #workerAdmissions = new Map<number, Admission>();
@@ -150,8 +153,20 @@ export class Coordinator {
       options.logger,
     );
     const recoveryStartedMs = performance.now();
-    const store = deps.store ?? (await openStore(options));
+    // One coordinator per file: the lock comes before anything reads or writes it.
+    const lock =
+      deps.store === undefined && isSqliteFile(options.databasePath)
+        ? DatabaseLock.acquire(options.databasePath)
+        : null;
+    let store: Store;
+    try {
+      store = deps.store ?? (await openStore(options));
+    } catch (err) {
+      lock?.release();
+      throw err;
+    }
     const self = new Coordinator(options, store, guard);
+    self.#databaseLock = lock;
     try {
       const stored = await store.recover();
       await self.#bind();
@@ -622,7 +637,11 @@ export class Coordinator {
       this.#clientServer.close(),
       this.#metricsServer?.close(),
     ]);
-    await this.#store.close();
+    try {
+      await this.#store.close();
+    } finally {
+      this.#databaseLock?.release();
+    }
     this.#log.info('coordinator stopped');
   }
 }
