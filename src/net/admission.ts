@@ -10,9 +10,17 @@
  * connect and never register cannot push out the workers already there, and
  * each of them is gone by its deadline whatever it trickles meanwhile.
  *
+ * When the pending slots are all taken, a newcomer is not simply refused: if
+ * one address holds more pending slots than the newcomer's address (by at
+ * least two), that address's oldest pending connection is dropped to make
+ * room. A flood from one address therefore cannot keep a real worker or
+ * client from another address out: it gets a pending slot at once and is
+ * through in milliseconds.
+ *
  * States of an {@link Admission}: `pending` -> `established` (`establish()`)
  * -> `released` (`release()`, when the socket closes); or `pending` ->
- * `released`. The deadline runs only while pending.
+ * `released` (closed, expired, or evicted). The deadline runs only while
+ * pending.
  */
 
 /** Bounds of one port. `Infinity` / 0 where noted = no bound. */
@@ -34,27 +42,33 @@ export const UNLIMITED: AdmissionLimits = {
   handshakeTimeoutMs: 0,
 };
 
+/** What happens to a pending admission that runs out of time or is evicted. */
+export interface AdmissionHooks {
+  /** Reports that the deadline passed while pending (then the action runs). */
+  onDeadline(): void;
+  /** Reports that it was evicted to make room for another address (then the action runs). */
+  onEvicted(): void;
+}
+
 /** One admitted connection's place in the counts. */
 export class Admission {
   readonly address: string;
   readonly #gate: AdmissionGate;
+  readonly #hooks: AdmissionHooks;
   #state: 'pending' | 'established' | 'released' = 'pending';
   #timer: NodeJS.Timeout | null = null;
   #onExpired: () => void = () => undefined;
 
-  /**
-   * @internal created by {@link AdmissionGate.admit}. `onDeadline` always runs
-   * when the deadline passes while pending (to report it); then the action
-   * set with {@link setOnExpired}.
-   */
-  constructor(gate: AdmissionGate, address: string, timeoutMs: number, onDeadline: () => void) {
+  /** @internal created by {@link AdmissionGate.admit} */
+  constructor(gate: AdmissionGate, address: string, timeoutMs: number, hooks: AdmissionHooks) {
     this.#gate = gate;
     this.address = address;
+    this.#hooks = hooks;
     if (timeoutMs > 0) {
       this.#timer = setTimeout(() => {
         this.#timer = null;
         if (this.#state !== 'pending') return;
-        onDeadline();
+        this.#hooks.onDeadline();
         this.#onExpired();
       }, timeoutMs);
       this.#timer.unref();
@@ -65,7 +79,10 @@ export class Admission {
     return this.#state === 'pending';
   }
 
-  /** Replaces what happens when the deadline passes while still pending. */
+  /**
+   * Sets what happens when this pending connection has to go (deadline or
+   * eviction): typically a last ERROR and a close, or a destroy.
+   */
   setOnExpired(onExpired: () => void): void {
     this.#onExpired = onExpired;
   }
@@ -75,7 +92,7 @@ export class Admission {
     if (this.#state !== 'pending') return;
     this.#state = 'established';
     this.#clearTimer();
-    this.#gate.established();
+    this.#gate.established(this);
   }
 
   /** The connection closed. Idempotent. */
@@ -84,7 +101,15 @@ export class Admission {
     const wasPending = this.#state === 'pending';
     this.#state = 'released';
     this.#clearTimer();
-    this.#gate.released(this.address, wasPending);
+    this.#gate.released(this, wasPending);
+  }
+
+  /** @internal Dropped for a newcomer: counted out now, then closed by the action. */
+  evict(): void {
+    if (this.#state !== 'pending') return;
+    this.#hooks.onEvicted();
+    this.release();
+    this.#onExpired();
   }
 
   #clearTimer(): void {
@@ -101,6 +126,8 @@ export type AdmissionRefusal = 'max_connections' | 'per_address' | 'pending';
 export class AdmissionGate {
   readonly limits: AdmissionLimits;
   readonly #perAddress = new Map<string, number>();
+  /** Pending admissions by address, oldest first (a Set keeps insertion order). */
+  readonly #pendingByAddress = new Map<string, Set<Admission>>();
   #open = 0;
   #pending = 0;
 
@@ -116,34 +143,68 @@ export class AdmissionGate {
     return this.#pending;
   }
 
-  /**
-   * Admits a connection from `remoteAddress`, or says which bound refuses it.
-   * `onDeadline` runs if it is still pending when the handshake deadline passes.
-   */
-  admit(remoteAddress: string, onDeadline: () => void): Admission | AdmissionRefusal {
+  /** Admits a connection from `remoteAddress`, or says which bound refuses it. */
+  admit(remoteAddress: string, hooks: AdmissionHooks): Admission | AdmissionRefusal {
     const address = normalizeAddress(remoteAddress);
     const fromAddress = this.#perAddress.get(address) ?? 0;
-    if (this.#open >= this.limits.maxConnections) return 'max_connections';
     if (fromAddress >= this.limits.maxConnectionsPerAddress) return 'per_address';
-    if (this.#pending >= this.limits.maxPending) return 'pending';
+    if (this.#pending >= this.limits.maxPending && !this.#evictForNewcomer(address)) {
+      return 'pending';
+    }
+    if (this.#open >= this.limits.maxConnections) return 'max_connections';
+    const admission = new Admission(this, address, this.limits.handshakeTimeoutMs, hooks);
     this.#open++;
     this.#pending++;
     this.#perAddress.set(address, fromAddress + 1);
-    return new Admission(this, address, this.limits.handshakeTimeoutMs, onDeadline);
+    let pendingHere = this.#pendingByAddress.get(address);
+    if (pendingHere === undefined) this.#pendingByAddress.set(address, (pendingHere = new Set()));
+    pendingHere.add(admission);
+    return admission;
+  }
+
+  /**
+   * Frees a pending slot for a newcomer from `address` by dropping the oldest
+   * pending connection of the address holding the most, if that address
+   * holds at least two more than the newcomer's. Bounded by the number of
+   * addresses with pending connections (at most `maxPending`).
+   */
+  #evictForNewcomer(address: string): boolean {
+    const mine = this.#pendingByAddress.get(address)?.size ?? 0;
+    let greediest: Set<Admission> | null = null;
+    for (const pending of this.#pendingByAddress.values()) {
+      if (greediest === null || pending.size > greediest.size) greediest = pending;
+    }
+    if (greediest === null || greediest.size < mine + 2) return false;
+    const oldest = greediest.values().next().value;
+    if (oldest === undefined) return false;
+    oldest.evict();
+    return true;
   }
 
   /** @internal */
-  established(): void {
+  established(admission: Admission): void {
     this.#pending--;
+    this.#forgetPending(admission);
   }
 
   /** @internal */
-  released(address: string, wasPending: boolean): void {
+  released(admission: Admission, wasPending: boolean): void {
     this.#open--;
-    if (wasPending) this.#pending--;
+    if (wasPending) {
+      this.#pending--;
+      this.#forgetPending(admission);
+    }
+    const address = admission.address;
     const left = (this.#perAddress.get(address) ?? 1) - 1;
     if (left > 0) this.#perAddress.set(address, left);
     else this.#perAddress.delete(address);
+  }
+
+  #forgetPending(admission: Admission): void {
+    const pending = this.#pendingByAddress.get(admission.address);
+    if (pending === undefined) return;
+    pending.delete(admission);
+    if (pending.size === 0) this.#pendingByAddress.delete(admission.address);
   }
 }
 

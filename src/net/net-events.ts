@@ -19,6 +19,8 @@ export type ConnectionLimit =
   | 'inbound_memory'
   /** A client connection with nothing in flight stayed silent too long. */
   | 'idle_timeout'
+  /** Still pending and dropped to make room for a newcomer from a less busy address. */
+  | 'pending_evicted'
   /** Unsent replies passed the per-connection bound: reading paused (not closed). */
   | 'unsent_replies'
   /** A peer that never reads let its unsent frames pass the hard cap: cut off. */
@@ -31,6 +33,7 @@ export const REFUSAL_LIMITS: readonly RefusalLimit[] = [
 ];
 export const CONNECTION_LIMITS: readonly ConnectionLimit[] = [
   'handshake_timeout',
+  'pending_evicted',
   'frame_timeout',
   'inbound_memory',
   'idle_timeout',

@@ -130,14 +130,12 @@ export class TcpServer {
     // A reset before anyone else listens must not become an uncaught error.
     socket.on('error', () => undefined);
     const remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
-    const admitted = this.#gate.admit(socket.remoteAddress ?? '?', () =>
-      this.#onEvent({
-        type: 'connection.limited',
-        port: this.#name,
-        limit: 'handshake_timeout',
-        remote,
-      }),
-    );
+    const limited = (limit: 'handshake_timeout' | 'pending_evicted') => (): void =>
+      this.#onEvent({ type: 'connection.limited', port: this.#name, limit, remote });
+    const admitted = this.#gate.admit(socket.remoteAddress ?? '?', {
+      onDeadline: limited('handshake_timeout'),
+      onEvicted: limited('pending_evicted'),
+    });
     if (typeof admitted === 'string') {
       this.#onEvent({ type: 'connection.refused', port: this.#name, limit: admitted, remote });
       this.#refuse(socket, ErrorCode.LimitExceeded, refusalMessage(admitted), this.#tls === null);

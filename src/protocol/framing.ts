@@ -23,6 +23,11 @@ export const MAX_FRAME_BYTES = 1_048_576;
 export const FRAME_HEADER_BYTES = 4;
 /** First allocation for a partial payload, in bytes; it doubles as data arrives. */
 export const INITIAL_PAYLOAD_BYTES = 4_096;
+/**
+ * A partial payload that starts with at least this many bytes in one chunk is
+ * kept as a view of that chunk (no copy) until more of it arrives.
+ */
+const VIEW_PAYLOAD_BYTES = 16_384;
 
 /** How a stream ended, as far as framing can tell. */
 export type StreamEnd = 'clean' | 'truncated';
@@ -112,6 +117,14 @@ export class FrameDecoder {
       return pos + length;
     }
     this.#payloadLength = length;
+    const rest = buf.length - pos;
+    if (rest >= VIEW_PAYLOAD_BYTES) {
+      // A large start of a payload stays a view of its chunk until more comes:
+      // a peer that sends it and goes away costs no copy at all.
+      this.#payload = buf.subarray(pos);
+      this.#payloadFill = rest;
+      return buf.length;
+    }
     this.#payloadFill = 0;
     this.#payload = Buffer.allocUnsafe(Math.min(length, INITIAL_PAYLOAD_BYTES));
     return pos;
@@ -131,7 +144,10 @@ export class FrameDecoder {
     return pos + take;
   }
 
-  /** The payload buffer, grown (by doubling, up to the declared length) to hold `needed` bytes. */
+  /**
+   * The payload buffer, grown (by doubling, up to the declared length) to hold
+   * `needed` bytes; a view of a chunk is copied into a buffer of its own here.
+   */
   #reserve(needed: number): Buffer {
     const current = this.#payload as Buffer;
     if (needed <= current.length) return current;

@@ -68,6 +68,8 @@ async function lastWords(socket: Socket): Promise<Message[]> {
   return out;
 }
 
+const NO_HOOKS = { onDeadline: () => undefined, onEvicted: () => undefined };
+
 describe('AdmissionGate', () => {
   it('counts per address with IPv4-mapped IPv6 addresses as their IPv4 form', () => {
     const gate = new AdmissionGate({
@@ -76,18 +78,55 @@ describe('AdmissionGate', () => {
       maxPending: 10,
       handshakeTimeoutMs: 0,
     });
-    const first = gate.admit('::ffff:10.0.0.1', () => undefined);
+    const first = gate.admit('::ffff:10.0.0.1', NO_HOOKS);
     assert.notEqual(typeof first, 'string');
-    assert.equal(
-      gate.admit('10.0.0.1', () => undefined),
-      'per_address',
-    );
+    assert.equal(gate.admit('10.0.0.1', NO_HOOKS), 'per_address');
     assert.equal(normalizeAddress('::1'), '::1');
     (first as Admission).release();
     (first as Admission).release();
     assert.equal(gate.openCount, 0);
     assert.equal(gate.pendingCount, 0);
-    assert.notEqual(typeof gate.admit('10.0.0.1', () => undefined), 'string');
+    assert.notEqual(typeof gate.admit('10.0.0.1', NO_HOOKS), 'string');
+  });
+
+  it('makes room for a newcomer from another address by dropping the oldest of the greediest', () => {
+    const gate = new AdmissionGate({
+      maxConnections: 100,
+      maxConnectionsPerAddress: 100,
+      maxPending: 4,
+      handshakeTimeoutMs: 0,
+    });
+    const dropped: string[] = [];
+    const flood = [1, 2, 3, 4].map((i) => {
+      const a = gate.admit('10.0.0.66', {
+        onDeadline: () => undefined,
+        onEvicted: () => dropped.push(`flood-${i}`),
+      }) as Admission;
+      a.setOnExpired(() => dropped.push(`closed-${i}`));
+      return a;
+    });
+    // Another connection from the flooding address is refused: it is the greediest.
+    assert.equal(gate.admit('10.0.0.66', NO_HOOKS), 'pending');
+    const worker = gate.admit('10.0.0.7', NO_HOOKS);
+    assert.notEqual(typeof worker, 'string');
+    assert.deepEqual(dropped, ['flood-1', 'closed-1']);
+    assert.equal(gate.pendingCount, 4);
+    assert.equal(flood[0]?.pending, false);
+    // Two addresses with two and two: nobody holds two more than a third newcomer... except 66.
+    (worker as Admission).establish();
+    assert.equal(gate.pendingCount, 3);
+  });
+
+  it('refuses a newcomer when every address holds its fair share of pending slots', () => {
+    const gate = new AdmissionGate({
+      maxConnections: 100,
+      maxConnectionsPerAddress: 100,
+      maxPending: 2,
+      handshakeTimeoutMs: 0,
+    });
+    gate.admit('10.0.0.1', NO_HOOKS);
+    gate.admit('10.0.0.2', NO_HOOKS);
+    assert.equal(gate.admit('10.0.0.3', NO_HOOKS), 'pending');
   });
 });
 
