@@ -4,7 +4,7 @@
 # See docs/OPERATIONS.md.
 
 # ---- build: compile TypeScript and the better-sqlite3 native module ----------
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 
 # better-sqlite3 is a native addon: when no prebuilt binary matches, npm ci
 # compiles it, which needs python3, make and a C++ compiler.
@@ -25,7 +25,7 @@ RUN npm run build \
     && npm prune --omit=dev --no-audit --no-fund
 
 # ---- runtime -----------------------------------------------------------------
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 
 # Flags fall back to DTP_* variables: the coordinator keeps its database on
 # the /data volume unless --database says otherwise.

@@ -14,18 +14,18 @@ const WORKERS = 10;
 const CAPACITY = 100;
 const PRIORITIES = ['HIGH', 'NORMAL', 'LOW'] as const;
 
-interface Sent {
+export interface Sent {
   connId: number;
   assign: TaskAssign;
 }
 
-function assignmentsIn(effects: Effect[]): Sent[] {
+export function assignmentsIn(effects: Effect[]): Sent[] {
   return effects.flatMap((e) =>
     e.kind === 'send' && e.msg.type === 'TASK_ASSIGN' ? [{ connId: e.connId, assign: e.msg }] : [],
   );
 }
 
-function newCore(maxActiveJobs: number): {
+export function newCore(maxActiveJobs: number): {
   core: CoordinatorCore;
   commit: () => void;
   handle: (i: CoreInput) => Effect[];
@@ -101,7 +101,7 @@ export function assignmentsPerSecond(depth: number, cycles: number): number {
     const { connId, assign } = running.shift() as Sent;
     const msg = {
       type: 'TASK_RESULT',
-      workerId: '',
+      workerId: `w${connId - 100}`,
       jobId: assign.jobId,
       attemptId: assign.attemptId,
       success: true,

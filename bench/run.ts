@@ -1,7 +1,7 @@
 /**
  * `npm run bench [-- <name>...]`: runs the benchmarks and prints a Markdown
  * report (medians of several runs; the machine is shared and noisy, so
- * compare ratios within one report). Names: queue-depth, recovery,
+ * compare ratios within one report). Names: queue-depth, routing, recovery,
  * throughput, overload. Every run is bounded in jobs and time, and talks only
  * to 127.0.0.1.
  */
@@ -11,11 +11,12 @@ import { join } from 'node:path';
 import { machine, median } from './harness.js';
 import { overloadExperiment, type OverloadRun } from './overload.js';
 import { assignmentsPerSecond } from './queue-depth.js';
+import { ROUTING_CASES, routingAssignmentsPerSecond } from './routing.js';
 import { measureRecovery, writeHistory, type RecoveryRun } from './recovery.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 
 const REPEATS = 3;
-const ALL = ['queue-depth', 'recovery', 'throughput', 'overload'] as const;
+const ALL = ['queue-depth', 'routing', 'recovery', 'throughput', 'overload'] as const;
 type Name = (typeof ALL)[number];
 
 function row(cells: (string | number)[]): string {
@@ -28,6 +29,16 @@ function queueDepth(): string[] {
   for (const depth of [100, 100_000]) {
     const runs = Array.from({ length: REPEATS }, () => assignmentsPerSecond(depth, 20_000));
     lines.push(row([depth.toLocaleString('en'), Math.round(median(runs)).toLocaleString('en')]));
+  }
+  return lines;
+}
+
+function routing(): string[] {
+  const lines = [row(['workers and task types', 'assignments/s (median of 3)'])];
+  lines.push(row(['---', '---']));
+  for (const c of ROUTING_CASES) {
+    const runs = Array.from({ length: REPEATS }, () => routingAssignmentsPerSecond(c, 20_000));
+    lines.push(row([c.label, Math.round(median(runs)).toLocaleString('en')]));
   }
   return lines;
 }
@@ -140,6 +151,7 @@ async function main(): Promise<void> {
       const started = performance.now();
       out.push(`### ${name}`, '');
       if (name === 'queue-depth') out.push(...queueDepth());
+      if (name === 'routing') out.push(...routing());
       if (name === 'recovery') out.push(...(await recovery(dir)));
       if (name === 'throughput') out.push(...(await throughputTable(dir)));
       if (name === 'overload') out.push(...(await overload(dir)));

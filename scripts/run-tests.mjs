@@ -2,7 +2,7 @@
 // Runs the compiled test files with node:test, by explicit path (Node 21+
 // would treat directory arguments as globs, Node 20 would not).
 //
-//   node scripts/run-tests.mjs [unit|integration|e2e|sim ...]
+//   node scripts/run-tests.mjs [unit|integration|e2e|sim|package ...]
 //
 // With no argument every suite runs. Suites run one after another; files of
 // one suite run with the concurrency given by DTP_TEST_CONCURRENCY (default 2).
@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 
-const ALL = ['unit', 'sim', 'integration', 'e2e'];
+const ALL = ['unit', 'sim', 'integration', 'e2e', 'package'];
 const suites = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ALL;
 const root = join(import.meta.dirname, '..', 'dist', 'test');
 
@@ -34,10 +34,18 @@ for (const suite of suites) {
   const files = findTests(join(root, suite));
   if (files.length === 0) continue;
   console.log(`\n# suite ${suite}: ${files.length} file(s)`);
-  const concurrency = process.env.DTP_TEST_CONCURRENCY ?? (suite === 'e2e' ? '1' : '2');
+  const serial = suite === 'e2e' || suite === 'package';
+  const concurrency = process.env.DTP_TEST_CONCURRENCY ?? (serial ? '1' : '2');
   const res = spawnSync(
     process.execPath,
-    ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
+    // A test that hangs fails after 10 minutes instead of holding CI.
+    [
+      '--test',
+      `--test-concurrency=${concurrency}`,
+      '--test-timeout=600000',
+      '--test-reporter=spec',
+      ...files,
+    ],
     { stdio: 'inherit' },
   );
   if (res.status !== 0) failed = true;

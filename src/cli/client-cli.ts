@@ -42,6 +42,8 @@ export interface CliIo {
 type Connect = (host: string, port: number, security: ConnectionSecurity) => Promise<DtpClient>;
 
 const PROGRAM = 'client.sh';
+const V1_NOTE =
+  'the coordinator does not understand WAIT_JOB (a v1 coordinator); polling the job state';
 const EXIT_NOTE =
   'Exit codes: 0 ok, 1 failure or error reply, 2 usage error, 3 submission rejected, ' +
   '4 wait --exit-status saw FAILED or CANCELLED.';
@@ -187,8 +189,20 @@ function humanFailure(err: unknown, usage: string): string {
 /** Runs one command line; resolves with the exit code. */
 export async function runClientCli(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const json = wantsJson(argv, io.env);
+  const note = (text: string): void => {
+    if (!json) io.stderr(text);
+  };
   const open: Connect =
-    io.connect ?? ((host, port, security) => DtpClient.connect({ host, port, ...security }));
+    io.connect ??
+    ((host, port, security) =>
+      DtpClient.connect({
+        host,
+        port,
+        ...security,
+        onFeatures: (features) => {
+          if (!features.waitJob) note(`Note: ${V1_NOTE}\n`);
+        },
+      }));
   let connecting: Promise<DtpClient> | null = null;
   const connect: Connect = (host, port, security) => (connecting ??= open(host, port, security));
   const usage = { text: '' };

@@ -273,7 +273,7 @@ async function payloadOf(ctx: CommandContext, taskType: string): Promise<JsonObj
 function servingWarning(result: SubmitResult): string | null {
   if (result.servingWorkers !== 0) return null;
   return (
-    `no live worker serves task type ${result.job.taskType}; ` +
+    `no live worker serves task type ${result.snapshot.taskType}; ` +
     'the job stays QUEUED until one registers'
   );
 }
@@ -313,9 +313,9 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
   if (warning !== null) ctx.note(`Warning: ${warning}\n`);
   const human = values.bool('quiet')
     ? `${result.jobId}\n`
-    : formatJobBlock(result.job, { submitted: true, color: ctx.color });
+    : formatJobBlock(result.snapshot, { submitted: true, color: ctx.color });
   return {
-    json: { jobId: result.jobId, job: result.job, ...(warning !== null && { warning }) },
+    json: { jobId: result.jobId, job: result.snapshot, ...(warning !== null && { warning }) },
     human,
   };
 }
@@ -361,7 +361,7 @@ async function runList(ctx: CommandContext): Promise<CommandOutput> {
   const cursor = values.optionalString('cursor');
   const page = await (
     await ctx.client()
-  ).list({
+  ).listPage({
     ...(limit !== undefined && { limit }),
     ...(state !== undefined && { state }),
     ...(cursor !== undefined && { cursor }),

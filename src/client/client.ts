@@ -1,45 +1,69 @@
 /**
  * The dtp client library: a typed, promise-based view of the client port.
  *
- *     const client = await DtpClient.connect({ host: 'localhost', port: 7071 });
- *     const { jobId } = await client.submit({ taskType: 'SHA256', payload: { text: 'abc' } });
- *     const job = await client.wait(jobId, 60_000);
+ *     import type tasks from './my-tasks.js';
+ *     const client = await connect<typeof tasks>({ host: 'localhost', port: 7071 });
+ *     const job = await client.submit('checksum', { path: 'a.txt' }, { priority: 'HIGH' });
+ *     const value = await job.result();   // the handler's value, or JobFailedError
+ *     for await (const j of client.list({ state: 'FAILED' })) console.log(j.jobId);
  *     await client.close();
  *
  * Requests may be issued concurrently: they are pipelined on one connection
  * and each promise settles with its own reply. When the connection breaks,
  * the requests in flight fail with `CONNECTION_LOST` (their outcome is
  * unknown) and the next request dials a fresh connection.
+ *
+ * Extensions are used only where the coordinator understands them
+ * (negotiation.ts): `wait` holds one WAIT_JOB at a time when it can and polls
+ * GET_JOB_STATUS otherwise; `listPage` pages a v1 reply itself
+ * (list-paging.ts).
  */
 import { setTimeout as sleepMs } from 'node:timers/promises';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import {
+  MAX_ATTEMPTS_LIMIT,
+  MAX_TASK_TIMEOUT_MS,
+  MIN_TASK_TIMEOUT_MS,
+} from '../protocol/limits.js';
 import { isTerminalState } from '../protocol/messages.js';
 import type {
   ClientReply,
   ClientRequest,
   JobSnapshot,
-  JobState,
   JsonObject,
+  JsonValue,
   Priority,
   WorkerSnapshot,
 } from '../protocol/messages.js';
-import { ClientConnection, type ConnectionSecurity } from './connection.js';
+import { isNotUnderstood } from '../protocol/features.js';
+import { checkPayload } from '../sdk/payload-schema.js';
 import type { ClientTls } from '../net/tls.js';
+import { ClientConnection, type ConnectionSecurity } from './connection.js';
 import {
   ClientClosedError,
+  InvalidPayloadError,
   RemoteError,
   SubmitRejectedError,
   UnexpectedReplyError,
   WaitTimeoutError,
 } from './errors.js';
+import { JobHandle, settledValue } from './job-handle.js';
+import type { CancelResult, WaitOptions } from './job-handle.js';
+import { isLocalCursor, pageLocally, queryIgnored } from './list-paging.js';
+import type { JobPage, ListQuery } from './list-paging.js';
+import { DEFAULT_FEATURE_CACHE, V1_FEATURES, probeWaitJob } from './negotiation.js';
+import type { CoordinatorFeatures, FeatureCache } from './negotiation.js';
 import { submitWithRetry } from './submit-retry.js';
 import type { SubmitRetryOptions } from './submit-retry.js';
+import type { AnyTasks, TaskName, TaskPayload, TaskResult } from './typing.js';
 
 /** Default time allowed for a TCP connect, in ms. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 /** Longest hold asked of the coordinator by one WAIT_JOB, in ms; longer waits send several. */
 export const WAIT_SLICE_MS = 60_000;
-/** Pause between status polls when the coordinator lacks WAIT_JOB, in ms. */
-export const WAIT_POLL_INTERVAL_MS = 250;
+/** First and longest pause between status polls when the coordinator lacks WAIT_JOB, in ms. */
+export const FIRST_POLL_INTERVAL_MS = 50;
+export const WAIT_POLL_INTERVAL_MS = 500;
 
 export interface ConnectOptions {
   host: string;
@@ -47,15 +71,25 @@ export interface ConnectOptions {
   /** Give up connecting after this long (default 5000 ms). */
   connectTimeoutMs?: number;
   /**
+   * Payload schemas by task name (any Standard Schema). A payload for one of
+   * these tasks is validated before it is sent; an invalid one rejects with
+   * {@link InvalidPayloadError} and nothing is sent.
+   */
+  schemas?: Readonly<Record<string, StandardSchemaV1>>;
+  /** Told once per client what the coordinator was found to understand. */
+  onFeatures?: (features: CoordinatorFeatures, address: string) => void;
+  /** Where probe answers are remembered (default: one cache for the process). */
+  featureCache?: FeatureCache;
+  /**
    * TLS: `true` = verify the coordinator against the system CAs; an object =
    * trust its `ca` (and present its `cert`/`key`); absent = plain TCP.
    */
   tls?: ClientTls | boolean | null;
   /**
-   * A client token: every connection sends `AUTH` with it first. A refusal
-   * fails with `AuthError` `UNAUTHENTICATED`; a coordinator that does not
-   * know `AUTH` fails with `AuthError` `AUTH_UNSUPPORTED` (never a silent
-   * downgrade).
+   * A client token: every connection (the probe's too) sends `AUTH` with it
+   * first. A refusal fails with `AuthError` `UNAUTHENTICATED`; a coordinator
+   * that does not know `AUTH` fails with `AuthError` `AUTH_UNSUPPORTED`
+   * (never a silent downgrade, and `AUTH` is never probed).
    */
   token?: string | null;
 }
@@ -65,13 +99,31 @@ function securityOf(options: ConnectOptions): ConnectionSecurity {
   return { tls, token: options.token ?? null };
 }
 
+/** Per-job options of a submission. */
+export interface JobOptions {
+  /** Attempts allowed, 1..1000 (default: the coordinator's). */
+  maxAttempts?: number;
+  /** Base priority (default NORMAL). */
+  priority?: Priority;
+  /** Resubmitting the same key and submission returns the original job. */
+  idempotencyKey?: string;
+  /** This job's execution deadline per attempt, 1..86400000 ms (default: the coordinator's). */
+  timeoutMillis?: number;
+}
+
+/** Options of {@link DtpClient.submit}: the job's, the retry policy's, and a schema. */
+export interface SubmitOptions extends JobOptions, Omit<SubmitRetryOptions, 'hasIdempotencyKey'> {
+  /** Validate the payload with this schema (default: the one given to `connect` for the task). */
+  schema?: StandardSchemaV1;
+}
+
+/** A submission spelled out field by field (any task type, a JSON object payload). */
 export interface SubmitRequest {
-  /** Upper-case task type, e.g. `SHA256`. */
+  /** The task type, exactly as the worker declares it (built-ins upper-case). */
   taskType: string;
   payload: JsonObject;
   /** Absent, null or <= 0: the coordinator's default. */
   maxAttempts?: number | null;
-  /** Resubmitting the same key and submission returns the original job. */
   idempotencyKey?: string | null;
   /** Absent or null: NORMAL. */
   priority?: Priority | null;
@@ -79,41 +131,12 @@ export interface SubmitRequest {
   timeoutMillis?: number | null;
 }
 
-export interface SubmitResult {
-  jobId: string;
-  /** The job right after submission. */
-  job: JobSnapshot;
-  /**
-   * Live workers that declared the job's task type when it was accepted;
-   * null when the coordinator does not say (a v1 coordinator).
-   */
-  servingWorkers: number | null;
-}
-
-/** Retry policy and injected sources for {@link DtpClient.submit} (default: no retry). */
-export type SubmitOptions = Omit<SubmitRetryOptions, 'hasIdempotencyKey'>;
-
-export interface CancelResult {
-  /** True when this call moved the job to CANCELLED; false when it was already terminal. */
-  cancelled: boolean;
-  job: JobSnapshot;
-}
-
-export interface ListJobsOptions {
-  /** Page size (default: the coordinator's page). */
-  limit?: number;
-  /** Only jobs in this state. */
-  state?: JobState;
-  /** The `nextCursor` of the previous page. */
-  cursor?: string;
-}
-
-export interface JobPage {
-  /** Newest first. */
-  jobs: JobSnapshot[];
-  /** Null on the last page. */
-  nextCursor: string | null;
-}
+/** Same as {@link JobHandle}: what a submission returns. */
+export type SubmitResult = JobHandle;
+export type { CancelResult, WaitOptions } from './job-handle.js';
+export type { JobPage, ListQuery } from './list-paging.js';
+/** @deprecated Use {@link ListQuery}. */
+export type ListJobsOptions = ListQuery;
 
 type ReplyOf<T extends ClientReply['type']> = Extract<ClientReply, { type: T }>;
 
@@ -128,17 +151,62 @@ function expectReply<T extends ClientReply['type']>(
   throw new UnexpectedReplyError(request, reply.type);
 }
 
-function assertNonNegativeInt(name: string, value: number): void {
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw new RangeError(`${name} must be a non-negative integer, got ${value}`);
+function assertIntIn(name: string, value: number, min: number, max: number): void {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new RangeError(`${name} must be an integer in ${min}..${max}, got ${value}`);
   }
 }
 
-export class DtpClient {
+function isJsonObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Settles like `promise`, or rejects with the signal's reason once it aborts. */
+function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+/** A request of the new form turned into the field-by-field one. */
+function requestOf(taskType: string, payload: unknown, options: JobOptions): SubmitRequest {
+  if (typeof taskType !== 'string' || taskType === '') {
+    throw new TypeError('task must be a non-empty string');
+  }
+  if (!isJsonObject(payload)) throw new TypeError('payload must be a JSON object');
+  if (options.maxAttempts !== undefined) {
+    assertIntIn('maxAttempts', options.maxAttempts, 1, MAX_ATTEMPTS_LIMIT);
+  }
+  if (options.timeoutMillis !== undefined) {
+    assertIntIn('timeoutMillis', options.timeoutMillis, MIN_TASK_TIMEOUT_MS, MAX_TASK_TIMEOUT_MS);
+  }
+  return {
+    taskType,
+    payload,
+    maxAttempts: options.maxAttempts ?? null,
+    idempotencyKey: options.idempotencyKey ?? null,
+    priority: options.priority ?? null,
+    timeoutMillis: options.timeoutMillis ?? null,
+  };
+}
+
+/**
+ * A client of one coordinator. `T` is the default export type of a task
+ * module (`connect<typeof tasks>()`): it types submissions and results.
+ */
+export class DtpClient<T extends object = AnyTasks> {
   readonly #host: string;
   readonly #port: number;
   readonly #connectTimeoutMs: number;
+  readonly #schemas: Readonly<Record<string, StandardSchemaV1>>;
+  readonly #featureCache: FeatureCache;
   readonly #security: ConnectionSecurity;
+  readonly #onFeatures: ConnectOptions['onFeatures'];
+  #featuresTold = false;
   #current: ClientConnection;
   #dialing: Promise<ClientConnection> | null = null;
   #closing: Promise<void> | null = null;
@@ -147,12 +215,17 @@ export class DtpClient {
     this.#host = options.host;
     this.#port = options.port;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    this.#schemas = options.schemas ?? {};
+    this.#featureCache = options.featureCache ?? DEFAULT_FEATURE_CACHE;
     this.#security = securityOf(options);
+    this.#onFeatures = options.onFeatures;
     this.#current = first;
   }
 
   /** Connects; fails with a {@link TransportError} `CONNECT_FAILED`. */
-  static async connect(options: ConnectOptions): Promise<DtpClient> {
+  static async connect<T extends object = AnyTasks>(
+    options: ConnectOptions,
+  ): Promise<DtpClient<T>> {
     const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     const first = await ClientConnection.open(
       options.host,
@@ -160,15 +233,38 @@ export class DtpClient {
       timeoutMs,
       securityOf(options),
     );
-    return new DtpClient(options, first);
+    return new DtpClient<T>(options, first);
+  }
+
+  /** `host:port` of the coordinator. */
+  get address(): string {
+    return `${this.#host}:${this.#port}`;
   }
 
   /**
-   * Submits a job. Fails with {@link SubmitRejectedError} when admission
-   * control refuses it, {@link RemoteError} for an invalid submission.
-   * `options.retries` (default 0) enables retry as in `submit-retry.ts`.
+   * Submits a job and returns its handle. Rejects with
+   * {@link InvalidPayloadError} when the payload fails the task's schema
+   * (nothing is sent), {@link SubmitRejectedError} when admission control
+   * refuses it, {@link RemoteError} for a submission the coordinator refuses
+   * (`Invalid payload`, `Invalid task type`, ...). `options.retries`
+   * (default 0) resends a retryable rejection as in submit-retry.ts.
    */
-  submit(request: SubmitRequest, options: SubmitOptions = {}): Promise<SubmitResult> {
+  submit<K extends TaskName<T>>(
+    task: K,
+    payload: TaskPayload<T, K>,
+    options?: SubmitOptions,
+  ): Promise<JobHandle<TaskResult<T, K>>>;
+  /** Submits a submission spelled out field by field. */
+  submit(request: SubmitRequest, options?: SubmitOptions): Promise<JobHandle>;
+  async submit(
+    taskOrRequest: string | SubmitRequest,
+    payloadOrOptions?: unknown,
+    maybeOptions?: SubmitOptions,
+  ): Promise<JobHandle<unknown>> {
+    const byName = typeof taskOrRequest === 'string';
+    const options = (byName ? maybeOptions : (payloadOrOptions as SubmitOptions)) ?? {};
+    const request = byName ? requestOf(taskOrRequest, payloadOrOptions, options) : taskOrRequest;
+    await this.#validate(request, options.schema);
     const key = request.idempotencyKey ?? null;
     return submitWithRetry(() => this.#submitOnce(request), {
       ...options,
@@ -183,31 +279,52 @@ export class DtpClient {
   }
 
   /**
-   * Resolves as soon as the job is terminal (COMPLETED, FAILED, CANCELLED);
-   * fails with {@link WaitTimeoutError} (carrying the last snapshot) after
-   * `timeoutMs`. The coordinator holds each WAIT_JOB; no polling.
+   * Resolves with the job's snapshot as soon as it is terminal (COMPLETED,
+   * FAILED, CANCELLED); fails with {@link WaitTimeoutError} (carrying the last
+   * snapshot) after `timeoutMs` (default: no limit), or with the signal's
+   * reason once it aborts. Held by the coordinator (WAIT_JOB) when it can,
+   * polled otherwise.
    */
-  async wait(jobId: string, timeoutMs: number): Promise<JobSnapshot> {
-    assertNonNegativeInt('timeoutMs', timeoutMs);
-    const deadlineMs = performance.now() + timeoutMs;
-    let serverWaits = true;
+  async wait(
+    jobId: string,
+    timeoutMs?: number,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<JobSnapshot> {
+    if (timeoutMs !== undefined) assertIntIn('timeoutMs', timeoutMs, 0, Number.MAX_SAFE_INTEGER);
+    const { signal } = options;
+    const deadlineMs = performance.now() + (timeoutMs ?? Number.POSITIVE_INFINITY);
+    let push = await unlessAborted(this.#waitJobSupported(), signal);
+    let pollMs = FIRST_POLL_INTERVAL_MS;
     for (;;) {
       const startedMs = performance.now();
       const sliceMs = Math.min(WAIT_SLICE_MS, Math.max(0, Math.ceil(deadlineMs - startedMs)));
-      const job = serverWaits ? await this.#waitJob(jobId, sliceMs) : await this.status(jobId);
+      const job = push
+        ? await unlessAborted(this.#waitJob(jobId, sliceMs), signal)
+        : await unlessAborted(this.status(jobId), signal);
       if (job === null) {
-        serverWaits = false;
+        push = false;
         continue;
       }
       if (isTerminalState(job.state)) return job;
       const nowMs = performance.now();
-      if (nowMs >= deadlineMs) throw new WaitTimeoutError(job, timeoutMs);
+      if (nowMs >= deadlineMs) throw new WaitTimeoutError(job, timeoutMs ?? 0);
       // A peer that answers long before the slice ends (or plain polling)
       // must not turn this loop into a busy one.
-      if (nowMs - startedMs < sliceMs / 2) {
-        await sleepMs(Math.min(WAIT_POLL_INTERVAL_MS, Math.ceil(deadlineMs - nowMs)));
+      if (!push || nowMs - startedMs < sliceMs / 2) {
+        await unlessAborted(sleepMs(Math.min(pollMs, Math.ceil(deadlineMs - nowMs))), signal);
+        pollMs = Math.min(WAIT_POLL_INTERVAL_MS, pollMs * 2);
       }
     }
+  }
+
+  /**
+   * Waits for the end of any job (e.g. one submitted elsewhere) and returns
+   * its value, or rejects with {@link JobFailedError} / {@link JobCancelledError}.
+   */
+  async result<R = JsonValue>(jobId: string, options: WaitOptions = {}): Promise<R> {
+    const { timeoutMs, signal } = options;
+    const job = await this.wait(jobId, timeoutMs, signal === undefined ? {} : { signal });
+    return settledValue<R>(job);
   }
 
   /** Cancels a job; `cancelled` is false when it was already terminal. */
@@ -217,16 +334,33 @@ export class DtpClient {
     return { cancelled, job };
   }
 
-  /** One page of jobs, newest first. */
-  async list(options: ListJobsOptions = {}): Promise<JobPage> {
+  /** One page of jobs, newest first (paged here when the coordinator does not page). */
+  async listPage(query: ListQuery = {}): Promise<JobPage> {
+    const local = isLocalCursor(query.cursor);
     const reply = await this.#request({
       type: 'LIST_JOBS',
-      limit: options.limit ?? null,
-      state: options.state ?? null,
-      cursor: options.cursor ?? null,
+      limit: query.limit ?? null,
+      state: query.state ?? null,
+      cursor: local ? null : (query.cursor ?? null),
     });
     const { jobs, nextCursor } = expectReply('LIST_JOBS', reply, 'JOB_LIST');
+    if (queryIgnored(query, jobs)) this.#learned(V1_FEATURES);
+    if (local || queryIgnored(query, jobs)) return pageLocally(jobs, query);
     return { jobs, nextCursor };
+  }
+
+  /**
+   * Every job matching the query (state, page size), newest first, fetched
+   * page by page as the iteration goes.
+   */
+  async *list(query: Omit<ListQuery, 'cursor'> = {}): AsyncGenerator<JobSnapshot, void, undefined> {
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await this.listPage({ ...query, ...(cursor !== undefined && { cursor }) });
+      yield* page.jobs;
+      if (page.nextCursor === null || page.jobs.length === 0) return;
+      cursor = page.nextCursor;
+    }
   }
 
   /** Live workers, sorted by id. */
@@ -235,13 +369,30 @@ export class DtpClient {
     return expectReply('LIST_WORKERS', reply, 'WORKER_LIST').workers;
   }
 
+  /**
+   * What the coordinator understands (probed once per address, on a
+   * connection of its own); null when that could not be found out.
+   */
+  async features(): Promise<CoordinatorFeatures | null> {
+    const features = await this.#featureCache.learn(this.address, () => this.#probe());
+    if (features !== null) this.#tell(features);
+    return features;
+  }
+
   /** Fails pending requests with {@link ClientClosedError} and closes. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= this.#current.close();
     return this.#closing;
   }
 
-  async #submitOnce(request: SubmitRequest): Promise<SubmitResult> {
+  async #validate(request: SubmitRequest, schema: StandardSchemaV1 | undefined): Promise<void> {
+    const chosen = schema ?? this.#schemas[request.taskType];
+    if (chosen === undefined) return;
+    const check = await checkPayload(chosen, request.payload);
+    if (!check.ok) throw new InvalidPayloadError(check.message, check.issues);
+  }
+
+  async #submitOnce(request: SubmitRequest): Promise<JobHandle> {
     const reply = await this.#request({
       type: 'SUBMIT_JOB',
       taskType: request.taskType,
@@ -253,18 +404,62 @@ export class DtpClient {
     });
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
-    return {
-      jobId,
-      job: job ?? (await this.status(jobId)),
-      servingWorkers: servingWorkers ?? null,
-    };
+    const snapshot = job ?? (await this.status(jobId));
+    return new JobHandle(this, snapshot, servingWorkers ?? null);
   }
 
-  /** JOB_STATUS of a WAIT_JOB, or null when the coordinator does not know WAIT_JOB. */
+  async #waitJobSupported(): Promise<boolean> {
+    return (await this.features())?.waitJob ?? true;
+  }
+
+  /** JOB_STATUS of a WAIT_JOB, or null when the coordinator did not understand it. */
   async #waitJob(jobId: string, timeoutMs: number): Promise<JobSnapshot | null> {
-    const reply = await this.#request({ type: 'WAIT_JOB', jobId, timeoutMillis: timeoutMs });
-    if (reply.type === 'ERROR' && reply.message.includes('Unsupported request')) return null;
+    const now = this.#connection();
+    const conn = now instanceof ClientConnection ? now : await now;
+    const reply = await conn.request({ type: 'WAIT_JOB', jobId, timeoutMillis: timeoutMs });
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      // A v1 coordinator closes the connection after such an answer: do not
+      // send anything more on it.
+      void conn.destroy('the coordinator did not understand WAIT_JOB');
+      this.#learned(V1_FEATURES);
+      return null;
+    }
     return expectReply('WAIT_JOB', reply, 'JOB_STATUS').job;
+  }
+
+  /** Records what a reply showed about the coordinator. */
+  #learned(features: CoordinatorFeatures): void {
+    const before = this.#featureCache.get(this.address);
+    this.#featureCache.record(this.address, features);
+    if (before?.waitJob === features.waitJob) return;
+    this.#featuresTold = false;
+    this.#tell(features);
+  }
+
+  #tell(features: CoordinatorFeatures): void {
+    if (this.#featuresTold) return;
+    this.#featuresTold = true;
+    this.#onFeatures?.(features, this.address);
+  }
+
+  /** The capability probe, on a connection of its own; null when inconclusive. */
+  async #probe(): Promise<CoordinatorFeatures | null> {
+    let conn: ClientConnection;
+    try {
+      conn = await ClientConnection.open(
+        this.#host,
+        this.#port,
+        this.#connectTimeoutMs,
+        this.#security,
+      );
+    } catch {
+      return null;
+    }
+    try {
+      return await probeWaitJob(conn, this.#connectTimeoutMs);
+    } finally {
+      await conn.close();
+    }
   }
 
   /**
@@ -272,10 +467,18 @@ export class DtpClient {
    * path is synchronous so that requests leave in call order.
    */
   #request(msg: ClientRequest): Promise<ClientReply> {
+    const now = this.#connection();
+    return now instanceof ClientConnection
+      ? now.request(msg)
+      : now.then((conn) => conn.request(msg));
+  }
+
+  /** The open connection, or the dial of a fresh one after it broke. */
+  #connection(): ClientConnection | Promise<ClientConnection> {
     if (this.#closing !== null) return Promise.reject(new ClientClosedError());
-    if (this.#current.isOpen) return this.#current.request(msg);
+    if (this.#current.isOpen) return this.#current;
     this.#dialing ??= this.#redial();
-    return this.#dialing.then((conn) => conn.request(msg));
+    return this.#dialing;
   }
 
   async #redial(): Promise<ClientConnection> {
@@ -296,4 +499,15 @@ export class DtpClient {
       this.#dialing = null;
     }
   }
+}
+
+/**
+ * Connects to a coordinator's client port. `T` types submissions and results
+ * from a task module: `connect<typeof tasks>(...)` after
+ * `import type tasks from './tasks.js'`.
+ */
+export function connect<T extends object = AnyTasks>(
+  options: ConnectOptions,
+): Promise<DtpClient<T>> {
+  return DtpClient.connect<T>(options);
 }

@@ -16,9 +16,14 @@
  * - {@link WaitTimeoutError}: a wait ended before the job was terminal.
  * - {@link UnexpectedReplyError}: a well-formed reply of the wrong type.
  * - {@link ClientClosedError}: the client was closed by its owner.
+ * - {@link InvalidPayloadError}: the payload failed the task's schema here;
+ *   nothing was sent (`INVALID_PAYLOAD`, the code the coordinator uses too).
+ * - {@link JobFailedError} / {@link JobCancelledError}: what `result()` of a
+ *   job that ended FAILED / CANCELLED rejects with.
  */
 import { DtpError } from '../protocol/errors.js';
 import type { ErrorMessage, JobSnapshot, SubmitRejected } from '../protocol/messages.js';
+import type { PayloadIssue } from '../sdk/payload-schema.js';
 
 /**
  * Codes inferred from the message of an `ERROR` reply that carries no `code`
@@ -116,5 +121,41 @@ export class UnexpectedReplyError extends DtpError {
 export class ClientClosedError extends DtpError {
   constructor() {
     super('CLIENT_CLOSED', 'The client is closed');
+  }
+}
+
+/** The payload failed the task's schema on this side; nothing was sent. */
+export class InvalidPayloadError extends DtpError {
+  /** Every problem found, with its field. */
+  readonly issues: readonly PayloadIssue[];
+
+  constructor(message: string, issues: readonly PayloadIssue[]) {
+    super('INVALID_PAYLOAD', message);
+    this.issues = issues;
+  }
+}
+
+/** The job ended FAILED; `job.error` says why (also as {@link JobFailedError.jobError}). */
+export class JobFailedError extends DtpError {
+  /** The job's final snapshot. */
+  readonly job: JobSnapshot;
+  /** The error of its last attempt, as the coordinator recorded it. */
+  readonly jobError: string | null;
+
+  constructor(job: JobSnapshot) {
+    super('JOB_FAILED', `Job ${job.jobId} failed: ${job.error ?? 'no error recorded'}`);
+    this.job = job;
+    this.jobError = job.error;
+  }
+}
+
+/** The job ended CANCELLED. */
+export class JobCancelledError extends DtpError {
+  /** The job's final snapshot. */
+  readonly job: JobSnapshot;
+
+  constructor(job: JobSnapshot) {
+    super('JOB_CANCELLED', `Job ${job.jobId} was cancelled`);
+    this.job = job;
   }
 }

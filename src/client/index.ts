@@ -1,16 +1,39 @@
-/** The public surface of the dtp client library. */
-export { DtpClient, DEFAULT_CONNECT_TIMEOUT_MS, WAIT_SLICE_MS } from './client.js';
+/**
+ * The public surface of the dtp client library (package entry `dtp/client`).
+ * It loads no coordinator or worker code and no native module.
+ */
+export {
+  DtpClient,
+  connect,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  FIRST_POLL_INTERVAL_MS,
+  WAIT_POLL_INTERVAL_MS,
+  WAIT_SLICE_MS,
+} from './client.js';
 export type {
-  CancelResult,
   ConnectOptions,
-  JobPage,
+  JobOptions,
   ListJobsOptions,
   SubmitOptions,
   SubmitRequest,
   SubmitResult,
 } from './client.js';
+export { JobHandle, settledValue } from './job-handle.js';
+export type { CancelResult, JobClient, WaitOptions } from './job-handle.js';
+export type { JobPage, ListQuery } from './list-paging.js';
+export {
+  DEFAULT_FEATURE_CACHE,
+  EXTENDED_FEATURES,
+  FeatureCache,
+  V1_FEATURES,
+} from './negotiation.js';
+export type { CoordinatorFeatures } from './negotiation.js';
+export type { AnyTasks, BuiltinPayloads, TaskName, TaskPayload, TaskResult } from './typing.js';
 export {
   ClientClosedError,
+  InvalidPayloadError,
+  JobCancelledError,
+  JobFailedError,
   RemoteError,
   SubmitRejectedError,
   TransportError,
@@ -28,4 +51,12 @@ export {
   submitWithRetry,
 } from './submit-retry.js';
 export type { RetryEvent, SubmitRetryOptions, SubmitRetryPolicy } from './submit-retry.js';
-export type { JobSnapshot, JobState, Priority, WorkerSnapshot } from '../protocol/messages.js';
+export type { PayloadIssue } from '../sdk/payload-schema.js';
+export type {
+  JobSnapshot,
+  JobState,
+  JsonObject,
+  JsonValue,
+  Priority,
+  WorkerSnapshot,
+} from '../protocol/messages.js';

@@ -150,6 +150,9 @@ async function attempt(
     const handler = table.get(input.taskType);
     if (handler === undefined) throw new UnknownTaskTypeError(input.taskType, [...table.keys()]);
     const payload = await handler.validate(input.payload);
+    // Stopped while its modules loaded: the handler never starts.
+    if (signal.aborted)
+      return { type: 'TASK_FAILED', error: 'stopped before it started', retryable: true };
     reply(requestId, { type: 'TASK_STARTED' });
     const value: unknown = await handler.run(payload, contextFor(requestId, input, signal));
     return { type: 'TASK_SUCCEEDED', ...encodeResult(value) };

@@ -126,7 +126,9 @@ describe('coordinator killed with SIGKILL under load, end to end through the scr
       const jobs: JobSnapshot[] = [];
       let cursor: string | null = null;
       do {
-        const page = await c.list(cursor === null ? { limit: 1_000 } : { limit: 1_000, cursor });
+        const page = await c.listPage(
+          cursor === null ? { limit: 1_000 } : { limit: 1_000, cursor },
+        );
         jobs.push(...page.jobs);
         cursor = page.nextCursor;
       } while (cursor !== null);

@@ -112,7 +112,7 @@ describe('graceful stops through the scripts (SIGTERM)', () => {
         let total = 0;
         let cursor: string | null = null;
         do {
-          const page = await client.list(
+          const page = await client.listPage(
             cursor === null ? { limit: 1_000 } : { limit: 1_000, cursor },
           );
           total += page.jobs.length;

@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { until } from './until.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..', '..');
@@ -25,7 +25,10 @@ export class ScriptProcess {
     );
   }
 
-  /** Starts `scripts/<script>` with arguments; DTP_* variables of this process are not passed on. */
+  /**
+   * Starts `scripts/<script>` (or `script` itself when it is an absolute
+   * path) with arguments; DTP_* variables of this process are not passed on.
+   */
   static start(
     script: string,
     args: string[],
@@ -33,7 +36,8 @@ export class ScriptProcess {
   ): ScriptProcess {
     const env: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('DTP_')) env[k] = v;
-    const child = spawn(join(ROOT, 'scripts', script), args, {
+    const command = isAbsolute(script) ? script : join(ROOT, 'scripts', script);
+    const child = spawn(command, args, {
       cwd: options.cwd ?? ROOT,
       env: { ...env, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],

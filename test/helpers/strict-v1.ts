@@ -147,6 +147,39 @@ export class StrictV1Coordinator {
     return job === undefined ? undefined : snapshotOf(job);
   }
 
+  /**
+   * Adds `count` COMPLETED jobs directly (no worker), oldest first, for
+   * listing tests; returns their ids newest first.
+   */
+  seedCompleted(count: number, taskType = 'SHA256'): string[] {
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const now = Date.now();
+      const job: FakeJob = {
+        jobId: randomUUID(),
+        seq: ++this.#seq,
+        taskType,
+        payload: { text: `seed ${i}` },
+        state: 'COMPLETED',
+        attempts: 1,
+        maxAttempts: this.#options.maxAttempts,
+        workerId: null,
+        result: 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+        error: null,
+        createdAtMillis: now,
+        updatedAtMillis: now,
+        priority: 'NORMAL',
+        idempotencyKey: null,
+        attemptId: null,
+        deadlineAtMs: 0,
+        retryAtMs: 0,
+      };
+      this.#jobs.set(job.jobId, job);
+      ids.push(job.jobId);
+    }
+    return ids.reverse();
+  }
+
   /** Live worker ids, sorted. */
   workerIds(): string[] {
     return [...this.#workers.keys()].sort();
@@ -195,7 +228,13 @@ export class StrictV1Coordinator {
       conn.end();
       return;
     }
-    conn.send(this.#answer(msg));
+    try {
+      conn.send(this.#answer(msg));
+    } catch (err) {
+      // A reply over the frame limit: the reference fails the request and closes.
+      conn.send({ type: 'ERROR', message: `Internal error: ${(err as Error).message}` });
+      conn.end();
+    }
     this.#schedule();
   }
 

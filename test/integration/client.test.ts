@@ -9,6 +9,12 @@ import {
   UnexpectedReplyError,
   WaitTimeoutError,
 } from '../../src/client/errors.js';
+import {
+  EXTENDED_FEATURES,
+  FeatureCache,
+  V1_FEATURES,
+  type CoordinatorFeatures,
+} from '../../src/client/negotiation.js';
 import { FramedConnection } from '../../src/net/framed-connection.js';
 import { TcpServer } from '../../src/net/tcp.js';
 import type { ClientReply, JobSnapshot, Message } from '../../src/protocol/messages.js';
@@ -21,6 +27,8 @@ interface FakeConnection {
   /** 1-based order of acceptance. */
   readonly index: number;
   reply(msg: ClientReply): void;
+  /** Flushes what was sent, then closes (as the reference does after an undecodable frame). */
+  end(): void;
   destroy(): void;
 }
 
@@ -45,6 +53,7 @@ class FakeServer {
       const fake: FakeConnection = {
         index,
         reply: (msg) => void framed.send(msg),
+        end: () => void framed.close('fake server closes'),
         destroy: () => void framed.destroy('fake server drops the connection'),
       };
     });
@@ -91,12 +100,26 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function setUp(handler: Handler): Promise<{ server: FakeServer; client: DtpClient }> {
+/**
+ * A fake server and a client of it. The client's feature cache already knows
+ * the answer `features` (default: WAIT_JOB understood), or nothing when null.
+ */
+async function setUp(
+  handler: Handler,
+  features: CoordinatorFeatures | null = EXTENDED_FEATURES,
+): Promise<{ server: FakeServer; client: DtpClient; cache: FeatureCache }> {
   const server = await FakeServer.start(handler);
   cleanups.push(() => server.close());
-  const client = await DtpClient.connect({ host: '127.0.0.1', port: server.port });
+  const cache = new FeatureCache();
+  const address = `127.0.0.1:${server.port}`;
+  if (features !== null) cache.record(address, features);
+  const client = await DtpClient.connect({
+    host: '127.0.0.1',
+    port: server.port,
+    featureCache: cache,
+  });
   cleanups.push(() => client.close());
-  return { server, client };
+  return { server, client, cache };
 }
 
 describe('DtpClient', () => {
@@ -139,7 +162,7 @@ describe('DtpClient', () => {
       client.cancel('x'),
       (err: unknown) => err instanceof RemoteError && err.code === 'SOMETHING_SPECIFIC',
     );
-    await assert.rejects(client.list(), UnexpectedReplyError);
+    await assert.rejects(client.listPage(), UnexpectedReplyError);
     assert.deepEqual(await client.workers(), []);
   });
 
@@ -189,7 +212,7 @@ describe('DtpClient', () => {
       priority: 'HIGH',
     });
     assert.equal(result.jobId, 'j1');
-    assert.equal(result.job.priority, 'HIGH');
+    assert.equal(result.snapshot.priority, 'HIGH');
     assert.deepEqual(server.types(), ['SUBMIT_JOB']);
   });
 
@@ -200,7 +223,7 @@ describe('DtpClient', () => {
         conn.reply({ type: 'JOB_STATUS', job: snapshot(msg.jobId) });
     });
     const result = await client.submit({ taskType: 'SHA256', payload: { text: 'abc' } });
-    assert.equal(result.job.jobId, 'j2');
+    assert.equal(result.snapshot.jobId, 'j2');
     assert.deepEqual(server.types(), ['SUBMIT_JOB', 'GET_JOB_STATUS']);
   });
 
@@ -324,7 +347,7 @@ describe('DtpClient', () => {
     const { client, server } = await setUp((_msg, conn) => {
       conn.reply({ type: 'JOB_LIST', jobs: [snapshot('new'), snapshot('old')], nextCursor: 'c2' });
     });
-    const page = await client.list({ limit: 2, state: 'QUEUED', cursor: 'c1' });
+    const page = await client.listPage({ limit: 2, state: 'QUEUED', cursor: 'c1' });
     assert.deepEqual(
       page.jobs.map((j) => j.jobId),
       ['new', 'old'],
@@ -347,5 +370,126 @@ describe('DtpClient', () => {
     await first;
     await pending;
     await assert.rejects(client.workers(), ClientClosedError);
+  });
+
+  it('probes WAIT_JOB on a connection of its own and remembers the answer', async () => {
+    const { client, server, cache } = await setUp((msg, conn) => {
+      if (msg.type === 'WAIT_JOB' && msg.jobId.startsWith('dtp-probe-')) {
+        assert.equal(msg.timeoutMillis, 0);
+        conn.reply({ type: 'ERROR', message: `Unknown job: ${msg.jobId}`, code: 'UNKNOWN_JOB' });
+      } else if (msg.type === 'WAIT_JOB') {
+        conn.reply({ type: 'JOB_STATUS', job: snapshot(msg.jobId, { state: 'COMPLETED' }) });
+      }
+    }, null);
+    const job = await client.wait('j1', 1_000);
+    assert.equal(job.state, 'COMPLETED');
+    await client.wait('j2', 1_000);
+    const probes = server.received.filter((r) => r.msg.type === 'WAIT_JOB' && r.connection === 2);
+    assert.equal(probes.length, 1, 'one probe, on a second connection');
+    assert.equal(server.accepted, 2);
+    assert.deepEqual(cache.get(client.address), EXTENDED_FEATURES);
+    assert.deepEqual(await client.features(), EXTENDED_FEATURES);
+  });
+
+  for (const [name, answer] of [
+    ['a close without reply', null],
+    [
+      'Malformed request (the reference)',
+      "Malformed request: Undecodable message: Could not resolve type id 'WAIT_JOB'",
+    ],
+    ['Unsupported request', 'Unsupported request: WAIT_JOB'],
+  ] as const) {
+    it(`falls back to polling after ${name}`, async () => {
+      let polls = 0;
+      const { client, server, cache } = await setUp((msg, conn) => {
+        if (msg.type === 'WAIT_JOB') {
+          if (answer !== null) conn.reply({ type: 'ERROR', message: answer, code: null });
+          conn.end();
+        } else if (msg.type === 'GET_JOB_STATUS') {
+          polls++;
+          const state = polls < 3 ? 'RUNNING' : 'COMPLETED';
+          conn.reply({ type: 'JOB_STATUS', job: snapshot(msg.jobId, { state }) });
+        }
+      }, null);
+      const job = await client.wait('j1', 5_000);
+      assert.equal(job.state, 'COMPLETED');
+      assert.equal(polls, 3);
+      assert.deepEqual(cache.get(client.address), V1_FEATURES);
+      const onMain = server.received.filter((r) => r.connection === 1).map((r) => r.msg.type);
+      assert.deepEqual(onMain, ['GET_JOB_STATUS', 'GET_JOB_STATUS', 'GET_JOB_STATUS']);
+    });
+  }
+
+  for (const [message, code] of [
+    ['Unknown job: dtp-probe', 'UNKNOWN_JOB'],
+    ['NOT_LEADER: this coordinator is a standby', 'NOT_LEADER'],
+    ['Unauthenticated', 'UNAUTHENTICATED'],
+    ['Store failed: the coordinator stopped accepting work', 'STORE_FAILED'],
+  ] as const) {
+    it(`does not downgrade on an ordinary error (${code})`, async () => {
+      const { client, cache } = await setUp((msg, conn) => {
+        if (msg.type === 'WAIT_JOB') conn.reply({ type: 'ERROR', message, code });
+      }, null);
+      assert.deepEqual(await client.features(), EXTENDED_FEATURES);
+      assert.deepEqual(cache.get(client.address), EXTENDED_FEATURES);
+    });
+  }
+
+  it('downgrades when WAIT_JOB on the working connection is not understood', async () => {
+    const { client, cache } = await setUp((msg, conn) => {
+      if (msg.type === 'WAIT_JOB') {
+        conn.reply({
+          type: 'ERROR',
+          message: 'Malformed request: Undecodable message',
+          code: null,
+        });
+        conn.end();
+      } else if (msg.type === 'GET_JOB_STATUS') {
+        conn.reply({ type: 'JOB_STATUS', job: snapshot(msg.jobId, { state: 'FAILED' }) });
+      }
+    });
+    assert.equal((await client.wait('j1', 5_000)).state, 'FAILED');
+    assert.deepEqual(cache.get(client.address), V1_FEATURES);
+  });
+
+  it('pages a reply that ignored limit and state itself', async () => {
+    const all = ['j5', 'j4', 'j3', 'j2', 'j1'].map((id, i) =>
+      snapshot(id, { state: i % 2 === 0 ? 'QUEUED' : 'COMPLETED', createdAtMillis: 10 - i }),
+    );
+    const { client, server, cache } = await setUp((msg, conn) => {
+      if (msg.type === 'LIST_JOBS') conn.reply({ type: 'JOB_LIST', jobs: all, nextCursor: null });
+    }, null);
+    const first = await client.listPage({ limit: 2 });
+    assert.deepEqual(
+      first.jobs.map((j) => j.jobId),
+      ['j5', 'j4'],
+    );
+    assert.ok(first.nextCursor?.startsWith('dtp-local:'));
+    assert.deepEqual(cache.get(client.address), V1_FEATURES);
+    const second = await client.listPage({ limit: 2, cursor: first.nextCursor ?? '' });
+    assert.deepEqual(
+      second.jobs.map((j) => j.jobId),
+      ['j3', 'j2'],
+    );
+    const sent = server.received.at(-1)?.msg;
+    assert.equal(sent?.type === 'LIST_JOBS' ? sent.cursor : 'x', null, 'own cursors stay here');
+    const queued: string[] = [];
+    for await (const job of client.list({ state: 'QUEUED', limit: 1 })) queued.push(job.jobId);
+    assert.deepEqual(queued, ['j5', 'j3', 'j1']);
+  });
+
+  it('follows nextCursor through every page', async () => {
+    const pages: Record<string, { jobs: JobSnapshot[]; nextCursor: string | null }> = {
+      start: { jobs: [snapshot('c'), snapshot('b')], nextCursor: 'p2' },
+      p2: { jobs: [snapshot('a')], nextCursor: null },
+    };
+    const { client } = await setUp((msg, conn) => {
+      if (msg.type !== 'LIST_JOBS') return;
+      const page = pages[msg.cursor ?? 'start'];
+      if (page !== undefined) conn.reply({ type: 'JOB_LIST', ...page });
+    });
+    const ids: string[] = [];
+    for await (const job of client.list({ limit: 2 })) ids.push(job.jobId);
+    assert.deepEqual(ids, ['c', 'b', 'a']);
   });
 });

@@ -20,7 +20,7 @@ import { StrictV1Coordinator, V1Client } from '../helpers/strict-v1.js';
 import { startTaskWorker } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
-describe('a dtp worker on a strict v1 coordinator', () => {
+describe('a dtp worker on a strict v1 coordinator', { timeout: 120_000 }, () => {
   const cleanups: (() => Promise<void> | void)[] = [];
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
@@ -31,9 +31,10 @@ describe('a dtp worker on a strict v1 coordinator', () => {
     cleanups.push(() => v1.close());
     const w = await startTaskWorker(v1.workerPort, 'w-dtp', { capacity });
     cleanups.push(() => w.close());
+    const registered = once(w.events, 'registered');
     const c = await V1Client.connect(v1.clientPort);
     cleanups.push(() => c.close());
-    await once(w.events, 'registered');
+    await registered;
     return { v1, c, w };
   }
 
@@ -98,7 +99,7 @@ describe('a dtp worker on a strict v1 coordinator', () => {
   });
 });
 
-describe('a dtp worker uses an extension only when offered', () => {
+describe('a dtp worker uses an extension only when offered', { timeout: 120_000 }, () => {
   const cleanups: (() => Promise<void>)[] = [];
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
@@ -109,8 +110,9 @@ describe('a dtp worker uses an extension only when offered', () => {
     cleanups.push(() => fake.close());
     const w = await startTaskWorker(fake.port, 'w-features', { capacity, cancelGraceMs: 100 });
     cleanups.push(() => w.close());
+    const registered = once(w.events, 'registered');
     const session = await fake.acceptNext(features);
-    await once(w.events, 'registered');
+    await registered;
     return { fake, session, w };
   }
 
@@ -139,20 +141,24 @@ describe('a dtp worker uses an extension only when offered', () => {
   });
 
   it('fires the signal at the deadline even when cut off from the coordinator', async () => {
-    const { session, w } = await setUp(['assignLimits']);
+    const { session, w } = await setUp(['assignLimits'], 1);
+    // A warm thread, so that the deadline cannot pass while the task's modules load.
+    await session.resultFor(session.assign('job-warm', 'reverse', { text: 'x' }));
     const started = once(w.events, 'started');
-    const lease = session.assign('job-cut', 'polite', {}, 1, { timeoutMillis: 200 });
+    const lease = session.assign('job-cut', 'polite', {}, 1, { timeoutMillis: 400 });
     await started;
     const assignedAtMs = performance.now();
+    const disconnected = once(w.events, 'disconnected');
+    const stopped = once(w.events, 'stopped');
     await session.connection.destroy('cut off');
-    await once(w.events, 'disconnected');
-    const [jobId, attemptId, reason, how] = (await once(w.events, 'stopped')) as unknown[];
+    await disconnected;
+    const [jobId, attemptId, reason, how] = (await stopped) as unknown[];
     const afterMs = performance.now() - assignedAtMs;
     assert.deepEqual(
       [jobId, attemptId, reason, how],
       ['job-cut', lease, 'deadline', 'cooperative'],
     );
-    assert.ok(afterMs < 1_000, `stopped after ${afterMs.toFixed(0)} ms`);
+    assert.ok(afterMs < 2_000, `stopped after ${afterMs.toFixed(0)} ms`);
     assert.equal(w.runningCount, 0);
   });
 

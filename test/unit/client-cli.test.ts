@@ -33,12 +33,12 @@ class RecordingClient {
   submit(request: SubmitRequest) {
     this.submits.push(request);
     const job = snapshot({ taskType: request.taskType });
-    return Promise.resolve({ jobId: 'job-1', job, servingWorkers: this.servingWorkers });
+    return Promise.resolve({ jobId: 'job-1', snapshot: job, servingWorkers: this.servingWorkers });
   }
   wait(jobId: string) {
     return Promise.resolve(snapshot({ jobId, state: this.waitState }));
   }
-  list(options: ListJobsOptions) {
+  listPage(options: ListJobsOptions) {
     this.lists.push(options);
     return Promise.resolve({ jobs: [], nextCursor: null });
   }

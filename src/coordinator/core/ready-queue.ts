@@ -34,7 +34,9 @@ const bySeq = (a: CoreJob, b: CoreJob): boolean => a.seq < b.seq;
 /** The task types some worker can take a job of now (see WorkerRegistry). */
 export interface RunnableTypes {
   canRun(taskType: string): boolean;
+  /** Every runnable type, possibly more than once. */
   runnableTypes(): Iterable<string>;
+  /** How many types `runnableTypes()` yields, repeats included. */
   readonly runnableTypeCount: number;
 }
 

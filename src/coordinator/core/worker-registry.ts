@@ -13,12 +13,11 @@
  * *class* (in practice: every worker started with the same task modules).
  * Each class keeps its sessions with a free slot in a heap ordered by free
  * slots (most first, ties by worker id), and each task type knows the
- * classes that serve it and currently have a free slot. So choosing a worker
- * for a job looks at one heap head per class serving its type, never at
- * every worker; a slot taken or freed costs O(log n) in its class, plus
- * O(types of the class) only when a whole class runs out of free slots or
- * gets one back. A session without a list (a v1 worker) serves the five
- * built-ins and is never handed anything else.
+ * classes that declared it. So choosing a worker for a job looks at one heap
+ * head per class that declared its type, never at every worker, and a slot
+ * taken or freed costs O(log n) in its class and nothing per task type. A
+ * session without a list (a v1 worker) serves the five built-ins and is
+ * never handed anything else.
  */
 import type { WorkerSnapshot } from '../../protocol/messages.js';
 import { BUILTIN_TASK_TYPES } from '../../protocol/task-types.js';
@@ -74,8 +73,10 @@ export class WorkerRegistry {
   readonly #classes = new Map<string, SessionClass>();
   /** Per task type: every class that declared it. */
   readonly #declaredBy = new Map<string, Set<SessionClass>>();
-  /** Per task type: the classes that have a free slot now (no empty sets kept). */
-  readonly #available = new Map<string, Set<SessionClass>>();
+  /** Classes with at least one free slot. */
+  readonly #available = new Set<SessionClass>();
+  /** Sum of the declared types of the available classes. */
+  #availableTypes = 0;
   #freeSlots = 0;
 
   get size(): number {
@@ -150,26 +151,30 @@ export class WorkerRegistry {
    */
   pickFor(taskType: string): WorkerSession | undefined {
     let best: WorkerSession | undefined;
-    for (const cls of this.#available.get(taskType) ?? []) {
+    for (const cls of this.#declaredBy.get(taskType) ?? []) {
       const head = cls.free.peek();
       if (head !== undefined && (best === undefined || moreFree(head, best))) best = head;
     }
     return best;
   }
 
-  /** True if some session with a free slot declared `taskType`. O(1). */
+  /** True if some session with a free slot declared `taskType`. O(classes that declared it). */
   canRun(taskType: string): boolean {
-    return this.#available.has(taskType);
+    for (const cls of this.#declaredBy.get(taskType) ?? []) if (cls.free.size > 0) return true;
+    return false;
   }
 
-  /** Task types that some session with a free slot declared. */
-  runnableTypes(): IterableIterator<string> {
-    return this.#available.keys();
+  /**
+   * Task types that some session with a free slot declared; a type declared
+   * by several such classes comes once per class.
+   */
+  *runnableTypes(): IterableIterator<string> {
+    for (const cls of this.#available) yield* cls.types;
   }
 
-  /** How many task types {@link runnableTypes} yields. */
+  /** How many task types {@link runnableTypes} yields (duplicates included). */
   get runnableTypeCount(): number {
-    return this.#available.size;
+    return this.#availableTypes;
   }
 
   /** Live, non-draining sessions that declared `taskType`. */
@@ -231,16 +236,9 @@ export class WorkerRegistry {
   }
 
   #setAvailable(cls: SessionClass, available: boolean): void {
-    for (const type of cls.types) {
-      let set = this.#available.get(type);
-      if (available) {
-        if (set === undefined) this.#available.set(type, (set = new Set()));
-        set.add(cls);
-      } else if (set !== undefined) {
-        set.delete(cls);
-        if (set.size === 0) this.#available.delete(type);
-      }
-    }
+    if (available) this.#available.add(cls);
+    else this.#available.delete(cls);
+    this.#availableTypes += available ? cls.types.length : -cls.types.length;
   }
 
   #joinClass(session: WorkerSession): SessionClass {

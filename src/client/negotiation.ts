@@ -1,0 +1,120 @@
+/**
+ * What a coordinator understands, learned by the client without risking
+ * other requests.
+ *
+ * A v1 coordinator (the reference) cannot decode an extension request: it
+ * answers `ERROR "Malformed request: Undecodable message …"` and closes the
+ * connection, which would fail every request pipelined on it. So the client
+ * never sends an extension request on its working connection before it knows
+ * the answer: it probes once per coordinator address, on a connection of its
+ * own, with `WAIT_JOB` for a job id that cannot exist and a timeout of 0.
+ *
+ * - `JOB_STATUS`, or an `ERROR` that is an answer (`Unknown job`, and also
+ *   `NOT_LEADER`, `UNAUTHENTICATED` or a fail-stop error: a v1 coordinator
+ *   never says those) -> supported.
+ * - A not-understood answer ({@link isNotUnderstood}: `Malformed request`,
+ *   `Undecodable`, `Unsupported request`) or a close before any reply ->
+ *   unsupported: `wait` polls `GET_JOB_STATUS` instead.
+ * - No connection, or no reply in time -> inconclusive: nothing is
+ *   remembered, and the request goes ahead as if supported (it fails on its
+ *   own if the coordinator is really gone).
+ *
+ * Answers are remembered per `host:port` for the life of the process, shared
+ * by every client of that address (a bench's many connections probe once).
+ * Paging needs no probe: a v1 coordinator ignores `limit`, `state` and
+ * `cursor`, which shows in its reply (see list-paging.ts).
+ */
+import { randomUUID } from 'node:crypto';
+import { isNotUnderstood } from '../protocol/features.js';
+import type { ClientConnection } from './connection.js';
+import { TransportError } from './errors.js';
+
+/** The client-port extensions a coordinator was found to understand. */
+export interface CoordinatorFeatures {
+  /** `WAIT_JOB`: the coordinator holds the request until the job is terminal. */
+  readonly waitJob: boolean;
+}
+
+/** What a v1 coordinator understands. */
+export const V1_FEATURES: CoordinatorFeatures = { waitJob: false };
+/** What a dtp coordinator understands. */
+export const EXTENDED_FEATURES: CoordinatorFeatures = { waitJob: true };
+
+/**
+ * Sends the probe on `conn` (which the caller owns and closes) and reads the
+ * answer; null when inconclusive.
+ */
+export async function probeWaitJob(
+  conn: ClientConnection,
+  timeoutMs: number,
+): Promise<CoordinatorFeatures | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), timeoutMs);
+  });
+  try {
+    const probe = conn.request({
+      type: 'WAIT_JOB',
+      jobId: `dtp-probe-${randomUUID()}`,
+      timeoutMillis: 0,
+    });
+    const reply = await Promise.race([probe, expired]);
+    if (reply === 'timeout') return null;
+    if (reply.type === 'ERROR') return isNotUnderstood(reply) ? V1_FEATURES : EXTENDED_FEATURES;
+    return EXTENDED_FEATURES;
+  } catch (err) {
+    // Closed before any reply: not understood. Anything else: inconclusive.
+    if (err instanceof TransportError && err.code === 'CONNECTION_LOST') return V1_FEATURES;
+    return null;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Remembered answers per coordinator address, and the probes under way. */
+export class FeatureCache {
+  readonly #known = new Map<string, CoordinatorFeatures>();
+  readonly #probing = new Map<string, Promise<CoordinatorFeatures | null>>();
+
+  /** The remembered answer for `address`, if any. */
+  get(address: string): CoordinatorFeatures | undefined {
+    return this.#known.get(address);
+  }
+
+  /** Remembers an answer (also one learned outside a probe). */
+  record(address: string, features: CoordinatorFeatures): void {
+    this.#known.set(address, features);
+  }
+
+  forget(address: string): void {
+    this.#known.delete(address);
+  }
+
+  /**
+   * The remembered answer, or the result of `probe` (run at most once at a
+   * time per address); null when the probe was inconclusive.
+   */
+  async learn(
+    address: string,
+    probe: () => Promise<CoordinatorFeatures | null>,
+  ): Promise<CoordinatorFeatures | null> {
+    const known = this.#known.get(address);
+    if (known !== undefined) return known;
+    let running = this.#probing.get(address);
+    if (running === undefined) {
+      running = probe().then(
+        (features) => {
+          if (features !== null) this.#known.set(address, features);
+          return features;
+        },
+        () => null,
+      );
+      this.#probing.set(address, running);
+      void running.finally(() => this.#probing.delete(address));
+    }
+    return running;
+  }
+}
+
+/** The process-wide cache used unless a client is given its own. */
+export const DEFAULT_FEATURE_CACHE = new FeatureCache();

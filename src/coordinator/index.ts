@@ -1,0 +1,13 @@
+/**
+ * `dtp/coordinator`: running a coordinator from code. Loads the SQLite store
+ * (better-sqlite3); a client-only program imports `dtp` instead.
+ */
+export { Coordinator } from './coordinator.js';
+export type { CoordinatorDeps, CoordinatorEvents } from './coordinator.js';
+export { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES } from './options.js';
+export type { CoordinatorOptions, Durability } from './options.js';
+export { startCoordinator, validateCoordinatorOptions } from './start-coordinator.js';
+export type { StartCoordinatorOptions } from './start-coordinator.js';
+export { COORDINATOR_FEATURES } from './core/offered-features.js';
+export type { CoreEvent } from './core/types.js';
+export { DtpError } from '../protocol/errors.js';

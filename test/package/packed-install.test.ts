@@ -1,0 +1,365 @@
+/**
+ * The package as a user gets it: `npm pack` (which builds it), the tarball
+ * installed into an empty folder, and a custom task run end to end through
+ * the installed commands (`dtp-coordinator`, `dtp-worker --tasks`, `dtp
+ * submit`/`wait`) and the installed library (the client entry point without
+ * better-sqlite3, `dtp/worker` in a task module, `dtp/coordinator` and
+ * `dtp/worker` embedded in one program), and its type declarations checked
+ * by the TypeScript compiler.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { ROOT, ScriptProcess, startCoordinatorProcess } from '../helpers/processes.js';
+import { tempDir } from '../helpers/test-coordinator.js';
+
+const HOST = '127.0.0.1';
+const INSTALL_TIMEOUT_MS = 600_000;
+
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  timeout = 120_000,
+): SpawnSyncReturns<string> {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('DTP_')) env[k] = v;
+  return spawnSync(command, args, { cwd, env, encoding: 'utf8', timeout });
+}
+
+function ok(result: SpawnSyncReturns<string>, what: string): string {
+  assert.equal(
+    result.status,
+    0,
+    `${what} failed (${String(result.status)}):\n${result.stdout}\n${result.stderr}`,
+  );
+  return result.stdout;
+}
+
+/** The module of README's "Write your own task", and a task that cannot work. */
+const TASKS_MODULE = `
+import { defineTask, defineTasks, NonRetryableError } from 'dtp/worker';
+import { z } from 'zod';
+
+export default defineTasks({
+  'text.slugify': defineTask({
+    schema: z.object({ title: z.string().min(1).max(200) }),
+    run: ({ title }, ctx) => {
+      ctx.log.info('slugifying', { chars: title.length });
+      return {
+        slug: title
+          .toLowerCase()
+          .replace(/[^a-z0-9]+/g, '-')
+          .replace(/^-|-$/g, ''),
+      };
+    },
+  }),
+  'never.works': async () => {
+    throw new NonRetryableError('not today');
+  },
+});
+`;
+
+const TS_MODULE = (name: string) => `
+import { defineTask, defineTasks, type TaskContext } from 'dtp/worker';
+import { z } from 'zod';
+
+const Payload = z.object({ name: z.string() });
+
+export default defineTasks({
+  '${name}': defineTask({
+    schema: Payload,
+    run: ({ name }: z.infer<typeof Payload>, ctx: TaskContext): string =>
+      \`hello \${name} from TypeScript, attempt \${ctx.attemptNumber}\`,
+  }),
+});
+`;
+
+/** The documented way to load TypeScript on Node 20, where task threads do not run `--import` loaders. */
+const TS_ENTRY = `
+import { register } from 'tsx/esm/api';
+
+register();
+const { default: tasks } = await import('./greeting.ts');
+export default tasks;
+`;
+
+const CLIENT_PROGRAM = `
+import { createRequire } from 'node:module';
+import { JobFailedError, connect } from 'dtp';
+
+const loaded = Object.keys(createRequire(import.meta.url).cache).filter((p) => p.includes('better-sqlite3'));
+const client = await connect({ host: '127.0.0.1', port: Number(process.argv[2]) });
+const job = await client.submit('text.slugify', { title: 'Hi there' });
+const value = await job.result({ timeoutMs: 30_000 });
+const snapshot = await job.status();
+let failed = null;
+try {
+  await (await client.submit('never.works', {})).result({ timeoutMs: 30_000 });
+} catch (err) {
+  if (!(err instanceof JobFailedError)) throw err;
+  failed = err.job;
+}
+await client.close();
+console.log(JSON.stringify({ loaded, value, snapshot, failed }));
+`;
+
+const EMBEDDED_PROGRAM = `
+import { DtpClient } from 'dtp/client';
+import { startCoordinator } from 'dtp/coordinator';
+import { startWorker } from 'dtp/worker';
+
+const coordinator = await startCoordinator({ workerPort: 0, clientPort: 0, bindHost: '127.0.0.1',
+  databasePath: ':memory:', heartbeatTimeoutMs: 2000, sweepIntervalMs: 20 });
+const worker = await startWorker({ coordinatorHost: '127.0.0.1', coordinatorPort: coordinator.workerPort,
+  tasks: ['./tasks.mjs'], heartbeatIntervalMs: 100 });
+const client = await DtpClient.connect({ host: '127.0.0.1', port: coordinator.clientPort });
+const job = await client.wait((await client.submit('text.slugify', { title: 'Embedded' })).jobId, 30_000);
+let refused = null;
+try { await startCoordinator({ maxAttempts: 0 }); } catch (err) { refused = err.message; }
+await client.close();
+await worker.close();
+await coordinator.close();
+console.log(JSON.stringify({ job, refused }));
+`;
+
+const TYPE_CHECK = `
+import { connect, DtpClient, type JobSnapshot } from 'dtp';
+import { startCoordinator, type StartCoordinatorOptions } from 'dtp/coordinator';
+import { defineTask, startWorker, type TaskContext } from 'dtp/worker';
+import type greeting from './greeting.js';
+
+const options: StartCoordinatorOptions = { workerPort: 0, maxAttempts: 2 };
+const task = defineTask({ run: (payload: { n: number }, ctx: TaskContext) => payload.n + ctx.attemptNumber });
+export async function check(): Promise<JobSnapshot['state']> {
+  const c = await startCoordinator(options);
+  const w = await startWorker({ coordinatorPort: c.workerPort });
+  const client = await DtpClient.connect({ host: 'localhost', port: c.clientPort });
+  const n: number = await task.run({ n: 1 }, {} as TaskContext);
+  // Typed from the module by a type-only import: payload and result.
+  const typed = await connect<typeof greeting>({ host: 'localhost', port: c.clientPort });
+  const text: string = await (await typed.submit('ts.greet', { name: 'typed' })).result();
+  // @ts-expect-error the payload must fit the task's schema
+  await typed.submit('ts.greet', { name: 42 });
+  await Promise.all([w.close(), c.close(), typed.close()]);
+  return (await client.status(String(n) + text)).state;
+}
+`;
+
+describe('the packed package, installed into an empty folder', () => {
+  const temp = tempDir('dtp-package-');
+  const app = join(temp.dir, 'app');
+  const procs: ScriptProcess[] = [];
+  let tarball = '';
+
+  before(() => {
+    const packed = ok(
+      run('npm', ['pack', '--pack-destination', temp.dir, '--silent'], ROOT, INSTALL_TIMEOUT_MS),
+      'npm pack',
+    );
+    tarball = join(temp.dir, packed.trim().split('\n').pop() ?? '');
+    ok(run('mkdir', ['-p', app], temp.dir), 'mkdir');
+    const manifest = {
+      name: 'app',
+      private: true,
+      type: 'module',
+      allowScripts: { 'better-sqlite3': true },
+    };
+    writeFileSync(join(app, 'package.json'), JSON.stringify(manifest));
+    const install = [
+      'install',
+      tarball,
+      'zod@^4',
+      'tsx@^4',
+      '--prefer-offline',
+      '--no-audit',
+      '--no-fund',
+    ];
+    ok(run('npm', install, app, INSTALL_TIMEOUT_MS), 'npm install of the tarball');
+    writeFileSync(join(app, 'tasks.mjs'), TASKS_MODULE);
+    writeFileSync(join(app, 'client.mjs'), CLIENT_PROGRAM);
+    writeFileSync(join(app, 'embedded.mjs'), EMBEDDED_PROGRAM);
+    writeFileSync(join(app, 'greeting.ts'), TS_MODULE('ts.greet'));
+    writeFileSync(join(app, 'direct.ts'), TS_MODULE('ts.direct'));
+    writeFileSync(join(app, 'greeting-entry.mjs'), TS_ENTRY);
+  });
+  after(async () => {
+    await Promise.all(procs.map((p) => p.stop()));
+    temp.remove();
+  });
+
+  it('ships the built code, declarations and commands, and no tests', () => {
+    const files = ok(run('tar', ['-tzf', tarball], temp.dir), 'tar')
+      .split('\n')
+      .filter(Boolean);
+    for (const expected of [
+      'package/bin/dtp.mjs',
+      'package/bin/dtp-worker.mjs',
+      'package/bin/dtp-coordinator.mjs',
+      'package/dist/src/client/index.js',
+      'package/dist/src/client/index.d.ts',
+      'package/dist/src/worker/index.d.ts',
+      'package/dist/src/coordinator/index.d.ts',
+    ]) {
+      assert.ok(files.includes(expected), `${expected} is missing`);
+    }
+    const tests = files.filter(
+      (f) => /^package\/(dist\/)?(test|bench)\//.test(f) || f.endsWith('.test.js'),
+    );
+    assert.deepEqual(tests, []);
+    assert.ok(
+      files.every((f) => !f.startsWith('package/src/')),
+      'no TypeScript sources',
+    );
+  });
+
+  it('runs a custom task through the installed commands and library', async () => {
+    const bin = (name: string) => join(app, 'node_modules', '.bin', name);
+    const c = await startCoordinatorProcess(['--database', ':memory:'], undefined, {
+      script: bin('dtp-coordinator'),
+      cwd: app,
+    });
+    procs.push(c.proc);
+    const worker = ScriptProcess.start(
+      bin('dtp-worker'),
+      [
+        '--coordinator-host',
+        HOST,
+        '--coordinator-port',
+        String(c.workerPort),
+        '--id',
+        'packed-w',
+        '--tasks',
+        './tasks.mjs',
+      ],
+      { cwd: app },
+    );
+    procs.push(worker);
+    await c.proc.waitForOutput(/worker registered workerId=packed-w/);
+
+    const cli = (...args: string[]) =>
+      run(bin('dtp'), [...args, '--host', HOST, '--port', String(c.clientPort)], app);
+    const jobId = ok(
+      cli('submit', 'text.slugify', '--payload', '{"title":"Hello, World!"}', '--quiet'),
+      'dtp submit',
+    ).trim();
+    const waited = JSON.parse(ok(cli('wait', jobId, '--json'), 'dtp wait')) as {
+      state: string;
+      result: string;
+    };
+    assert.equal(waited.state, 'COMPLETED');
+    assert.equal(waited.result, '{"slug":"hello-world"}');
+
+    const out = JSON.parse(
+      ok(run('node', ['client.mjs', String(c.clientPort)], app), 'client.mjs'),
+    ) as {
+      loaded: string[];
+      value: unknown;
+      snapshot: { state: string; resultFormat: string };
+      failed: { state: string; attempts: number; error: string };
+    };
+    assert.deepEqual(out.loaded, [], 'the client entry point must not load better-sqlite3');
+    assert.deepEqual(out.value, { slug: 'hi-there' });
+    assert.deepEqual([out.snapshot.state, out.snapshot.resultFormat], ['COMPLETED', 'json']);
+    assert.deepEqual(
+      [out.failed.state, out.failed.attempts, out.failed.error],
+      ['FAILED', 1, 'not today'],
+    );
+  });
+
+  it('runs task modules written in TypeScript through tsx', async (t) => {
+    const bin = (name: string) => join(app, 'node_modules', '.bin', name);
+    const c = await startCoordinatorProcess(['--database', ':memory:'], undefined, {
+      script: bin('dtp-coordinator'),
+      cwd: app,
+    });
+    procs.push(c.proc);
+    const workerArgs = (id: string, module: string) => [
+      ...['--coordinator-host', HOST, '--coordinator-port', String(c.workerPort)],
+      ...['--id', id, '--tasks', module],
+    ];
+    // Any Node version: a JavaScript entry that registers tsx, then imports the .ts module.
+    procs.push(
+      ScriptProcess.start(bin('dtp-worker'), workerArgs('ts-entry', './greeting-entry.mjs'), {
+        cwd: app,
+      }),
+    );
+    const types: string[] = ['ts.greet'];
+    // Node 22 and later run `--import` loaders in worker threads too.
+    const major = Number(process.versions.node.split('.')[0]);
+    if (major >= 22) {
+      const direct = [
+        '--import',
+        'tsx',
+        bin('dtp-worker'),
+        ...workerArgs('ts-direct', './direct.ts'),
+      ];
+      procs.push(ScriptProcess.start(process.execPath, direct, { cwd: app }));
+      types.push('ts.direct');
+    } else {
+      t.diagnostic(
+        `node --import tsx with a .ts module: not checked on Node ${major} (threads ignore it)`,
+      );
+    }
+    const cli = (...args: string[]) =>
+      run(bin('dtp'), [...args, '--host', HOST, '--port', String(c.clientPort)], app);
+    for (const type of types) {
+      const jobId = ok(
+        cli('submit', type, '--payload', '{"name":"ts"}', '--quiet'),
+        'dtp submit',
+      ).trim();
+      const job = JSON.parse(ok(cli('wait', jobId, '--json'), 'dtp wait')) as {
+        state: string;
+        result: string;
+      };
+      assert.deepEqual(
+        [job.state, job.result],
+        ['COMPLETED', 'hello ts from TypeScript, attempt 1'],
+      );
+    }
+  });
+
+  it('embeds a coordinator and a worker in one program through dtp/coordinator and dtp/worker', () => {
+    const out = JSON.parse(
+      ok(run('node', ['embedded.mjs'], app), 'embedded.mjs')
+        .trim()
+        .split('\n')
+        .pop() ?? '',
+    ) as {
+      job: { state: string; result: string };
+      refused: string;
+    };
+    assert.equal(out.job.state, 'COMPLETED');
+    assert.deepEqual(JSON.parse(out.job.result), { slug: 'embedded' });
+    assert.match(
+      out.refused,
+      /^startCoordinator: maxAttempts must be an integer in 1\.\.1000, got 0$/,
+    );
+  });
+
+  it('gives TypeScript users declarations for every entry point', () => {
+    writeFileSync(join(app, 'check.ts'), TYPE_CHECK);
+    const tsconfig = {
+      compilerOptions: {
+        strict: true,
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        target: 'ES2022',
+        noEmit: true,
+        skipLibCheck: true,
+        types: ['node'],
+        typeRoots: [join(ROOT, 'node_modules', '@types')],
+      },
+      files: ['check.ts'],
+    };
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(tsconfig));
+    const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    assert.ok(existsSync(tsc));
+    ok(
+      run('node', [tsc, '-p', join(app, 'tsconfig.json')], app),
+      'tsc on the installed declarations',
+    );
+  });
+});
