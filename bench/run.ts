@@ -2,7 +2,7 @@
  * `npm run bench [-- <name>...]`: runs the benchmarks and prints a Markdown
  * report (medians of several runs; the machine is shared and noisy, so
  * compare ratios within one report). Names: queue-depth, routing, recovery,
- * throughput, overload. Every run is bounded in jobs and time, and talks only
+ * throughput, overload, security. Every run is bounded in jobs and time, and talks only
  * to 127.0.0.1.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,10 +13,11 @@ import { overloadExperiment, type OverloadRun } from './overload.js';
 import { assignmentsPerSecond } from './queue-depth.js';
 import { ROUTING_CASES, routingAssignmentsPerSecond } from './routing.js';
 import { measureRecovery, writeHistory, type RecoveryRun } from './recovery.js';
+import { connectCosts, stormMemory, type StormMemory } from './security.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 
 const REPEATS = 3;
-const ALL = ['queue-depth', 'routing', 'recovery', 'throughput', 'overload'] as const;
+const ALL = ['queue-depth', 'routing', 'recovery', 'throughput', 'overload', 'security'] as const;
 type Name = (typeof ALL)[number];
 
 function row(cells: (string | number)[]): string {
@@ -137,6 +138,27 @@ async function overload(dir: string): Promise<string[]> {
   return lines;
 }
 
+async function security(dir: string): Promise<string[]> {
+  const lines: string[] = [];
+  const costs = await connectCosts(dir);
+  if (costs === null) {
+    lines.push('(openssl is missing: no TLS figures)');
+  } else {
+    lines.push(row(['client connection (connect, one request, close)', 'median ms (200)']));
+    lines.push(row(['---', '---']));
+    for (const c of costs) lines.push(row([c.label, c.medianMs.toFixed(2)]));
+  }
+  const runs: StormMemory[] = [];
+  for (let i = 0; i < REPEATS; i++) runs.push(await stormMemory());
+  const m = (f: (r: StormMemory) => number): number => median(runs.map(f));
+  lines.push('', row(['coordinator RSS, MiB (median of 3)', 'value']), row(['---', '---']));
+  lines.push(row(['before', m((r) => r.baseMiB)]));
+  lines.push(row(['1,500 half-sent 1 MiB frames held', m((r) => r.halfFramesMiB)]));
+  lines.push(row(['after they closed and 300 garbage connections', m((r) => r.afterGarbageMiB)]));
+  lines.push(row(['after three more rounds of both', m((r) => r.afterThreeMoreMiB)]));
+  return lines;
+}
+
 async function main(): Promise<void> {
   const asked = process.argv.slice(2);
   for (const name of asked) {
@@ -155,6 +177,7 @@ async function main(): Promise<void> {
       if (name === 'recovery') out.push(...(await recovery(dir)));
       if (name === 'throughput') out.push(...(await throughputTable(dir)));
       if (name === 'overload') out.push(...(await overload(dir)));
+      if (name === 'security') out.push(...(await security(dir)));
       out.push('', `(${((performance.now() - started) / 1000).toFixed(0)} s)`, '');
       console.error(`done: ${name}`);
     }
