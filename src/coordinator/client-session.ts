@@ -7,7 +7,7 @@
  * - authentication: with client tokens, the first frame must be a valid
  *   `AUTH` (answered `AUTH_OK`); anything else gets `ERROR` UNAUTHENTICATED
  *   and the connection closes, and nothing before that reaches the core;
- * - flow: beyond {@link MAX_IN_FLIGHT} unanswered requests (or
+ * - flow: beyond {@link MAX_IN_FLIGHT} unanswered requests other than waits (or
  *   {@link MAX_LISTS_IN_FLIGHT} unanswered LIST_JOBS), or beyond
  *   `maxUnsentReplyBytes` of replies produced but not yet taken by the peer,
  *   reading stops (at once, mid-chunk) until it drains, so a client that
@@ -26,7 +26,11 @@ import { encodeMessage } from '../protocol/codec.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import type { ClientReply, Message } from '../protocol/messages.js';
 
-/** Unanswered requests per connection before reading pauses. */
+/**
+ * Unanswered requests per connection, pending WAIT_JOBs not counted, before
+ * reading pauses. Waits are bounded by the core instead (a cap per
+ * connection), so that many of them may wait on one connection at once.
+ */
 export const MAX_IN_FLIGHT = 1_024;
 /**
  * Unanswered LIST_JOBS per connection before reading pauses: each may cost a
@@ -72,6 +76,8 @@ export class ClientSession {
   #pausedFor: PauseReason | null = null;
   /** Request ids of unanswered LIST_JOBS. */
   readonly #lists = new Set<number>();
+  /** Request ids of unanswered WAIT_JOBs. */
+  readonly #waits = new Set<number>();
   #idleTimer: NodeJS.Timeout | null = null;
   #lastActivityMs = Date.now();
 
@@ -143,6 +149,7 @@ export class ClientSession {
     const requestId = this.#nextRequestId++;
     this.#lastActivityMs = Date.now();
     if (msg?.type === 'LIST_JOBS') this.#lists.add(requestId);
+    else if (msg?.type === 'WAIT_JOB') this.#waits.add(requestId);
     this.#checkFlow();
     return requestId;
   }
@@ -176,8 +183,9 @@ export class ClientSession {
     const was = this.#pausedFor;
     if (unsent > this.#maxUnsentBytes) return 'unsent';
     if (was === 'unsent' && unsent > this.#maxUnsentBytes / 2) return 'unsent';
-    if (this.inFlight >= MAX_IN_FLIGHT) return 'inFlight';
-    if (was === 'inFlight' && this.inFlight >= MAX_IN_FLIGHT / 2) return 'inFlight';
+    const working = this.inFlight - this.#waits.size;
+    if (working >= MAX_IN_FLIGHT) return 'inFlight';
+    if (was === 'inFlight' && working >= MAX_IN_FLIGHT / 2) return 'inFlight';
     if (this.#lists.size >= MAX_LISTS_IN_FLIGHT) return 'lists';
     return null;
   }
@@ -208,6 +216,7 @@ export class ClientSession {
       this.#ready.delete(this.#nextReplyId);
       this.#send(this.#nextReplyId, next);
       this.#lists.delete(this.#nextReplyId);
+      this.#waits.delete(this.#nextReplyId);
       this.#nextReplyId++;
     }
     if (this.inFlight === 0) this.#lastActivityMs = Date.now();
@@ -286,5 +295,6 @@ export class ClientSession {
     this.#staged.clear();
     this.#stagedBytes = 0;
     this.#lists.clear();
+    this.#waits.clear();
   }
 }

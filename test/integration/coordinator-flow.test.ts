@@ -103,6 +103,58 @@ describe('client port flow control', () => {
     await reader.close();
   });
 
+  it('holds 20,000 pending waits over 16 connections without any bound biting', async () => {
+    const before = net.length;
+    // The shared client may have been closed as idle by now: a fresh one.
+    const c = await RawClient.connect(tc.coordinator.clientPort);
+    // More jobs, so that every wait is on an active job of its own.
+    const jobIds: string[] = [];
+    for (let sent = 0; sent < 17_000; sent += 1_000) {
+      for (let i = 0; i < 1_000; i++) {
+        c.conn.send({
+          type: 'SUBMIT_JOB',
+          taskType: 'SLEEP',
+          payload: { durationMillis: 1 },
+          maxAttempts: null,
+          idempotencyKey: null,
+          priority: null,
+        });
+      }
+      for (let i = 0; i < 1_000; i++) {
+        const reply = await c.inbox.next();
+        assert.equal(reply.type, 'JOB_SUBMITTED');
+        if (reply.type === 'JOB_SUBMITTED') jobIds.push(reply.jobId);
+      }
+    }
+    const listed = await c.request({
+      type: 'LIST_JOBS',
+      limit: 3_000,
+      state: 'QUEUED',
+      cursor: null,
+    });
+    if (listed.type === 'JOB_LIST') jobIds.push(...listed.jobs.map((j) => j.jobId));
+    const waiters = await Promise.all(
+      Array.from({ length: 16 }, () => RawClient.connect(tc.coordinator.clientPort)),
+    );
+    for (let i = 0; i < 20_000; i++) {
+      const jobId = jobIds[i % jobIds.length] as string;
+      (waiters[i % 16] as RawClient).conn.send({ type: 'WAIT_JOB', jobId, timeoutMillis: 60_000 });
+    }
+    await until(() => tc.coordinator.inspect().pendingWaits === 20_000, {
+      timeoutMs: 30_000,
+      what: '20,000 pending waits',
+    });
+    assert.deepEqual(
+      net.slice(before).filter((e) => e.type === 'connection.limited'),
+      [],
+    );
+    await Promise.all(waiters.map((w) => w.close()));
+    await until(() => tc.coordinator.inspect().pendingWaits === 0, { what: 'the waits dropped' });
+    for (const jobId of jobIds) c.conn.send({ type: 'CANCEL_JOB', jobId });
+    for (let i = 0; i < jobIds.length; i++) await c.inbox.next();
+    await c.close();
+  });
+
   it('closes a connection with nothing in flight after the idle timeout, not one that waits', async () => {
     const idle = await RawClient.connect(tc.coordinator.clientPort);
     const waiting = await RawClient.connect(tc.coordinator.clientPort);
