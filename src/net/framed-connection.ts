@@ -118,6 +118,8 @@ export class FramedConnection {
   #paused = false;
   /** Complete payloads read while paused, delivered in order on resume. */
   #held: Buffer[] = [];
+  /** A delivery loop is running (handlers may pause and resume from inside it). */
+  #delivering = false;
   #reading = true;
   #corked = false;
   #notified = false;
@@ -265,21 +267,30 @@ export class FramedConnection {
     this.#deliver();
   }
 
-  /** Delivers held frames in order until paused or stopped. */
+  /**
+   * Delivers held frames in order until paused or stopped. Not re-entered: a
+   * resume() from inside a handler lets the running loop carry on instead.
+   */
   #deliver(): void {
+    if (this.#delivering) return;
+    this.#delivering = true;
     let next = 0;
-    while (next < this.#held.length && !this.#paused && this.#reading) {
-      const payload = this.#held[next++] as Buffer;
-      let msg: Message;
-      try {
-        msg = decodeMessage(payload);
-      } catch (err) {
-        if (this.#protocolError(err)) continue;
-        break;
+    try {
+      while (next < this.#held.length && !this.#paused && this.#reading) {
+        const payload = this.#held[next++] as Buffer;
+        let msg: Message;
+        try {
+          msg = decodeMessage(payload);
+        } catch (err) {
+          if (this.#protocolError(err)) continue;
+          break;
+        }
+        this.#handlers.onMessage(msg);
       }
-      this.#handlers.onMessage(msg);
+    } finally {
+      this.#delivering = false;
+      this.#held = this.#reading ? this.#held.slice(next) : [];
     }
-    this.#held = this.#reading ? this.#held.slice(next) : [];
   }
 
   /** Charges the decoder's partial frame to the shared budget; false on a breach. */

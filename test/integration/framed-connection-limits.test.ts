@@ -178,4 +178,30 @@ describe('FramedConnection bounds', () => {
     conns[0]?.resume();
     assert.deepEqual(seen, ['a', 'b', 'c', 'd']);
   });
+
+  it('delivers every frame once when a handler pauses and resumes from inside', async () => {
+    const conns: FramedConnection[] = [];
+    const seen: string[] = [];
+    const server = createServer((socket) => {
+      const conn: FramedConnection = new FramedConnection(socket, {
+        onMessage: (m) => {
+          if (m.type === 'HEARTBEAT') seen.push(m.workerId);
+          conn.pause();
+          conn.resume();
+        },
+        onProtocolError: () => undefined,
+        onClose: () => undefined,
+      });
+      conns.push(conn);
+    });
+    server.listen(0, HOST);
+    await once(server, 'listening');
+    cleanups.push(() => server.close());
+    cleanups.push(() => Promise.all(conns.map((c) => c.destroy())));
+    const socket = await client((server.address() as { port: number }).port);
+    socket.write(Buffer.concat(['a', 'b', 'c'].map((id) => encodeMessage(heartbeat(id)))));
+    await until(() => seen.length >= 3);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(seen, ['a', 'b', 'c']);
+  });
 });
