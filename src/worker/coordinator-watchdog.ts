@@ -8,12 +8,19 @@
  * reporting silence once). Checking is lazy: `heard()` only records the time;
  * the timer re-arms itself for the rest of the period when something was
  * heard meanwhile.
+ *
+ * A stall of the worker's own loop (the process frozen, a long pause) is not
+ * the coordinator's silence: when the timer fires more than half a period
+ * late, what the coordinator sent meanwhile has not been read yet, so the
+ * silence is counted afresh from now instead of judged.
  */
 export class CoordinatorWatchdog {
   readonly timeoutMs: number;
   readonly #onSilent: (silentMs: number) => void;
   #timer: NodeJS.Timeout | null = null;
   #lastHeardMs = 0;
+  /** When the current timer should fire, for noticing a stall of our own. */
+  #dueAtMs = 0;
 
   constructor(timeoutMs: number, onSilent: (silentMs: number) => void) {
     if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
@@ -47,12 +54,21 @@ export class CoordinatorWatchdog {
   }
 
   #arm(delayMs: number): void {
-    this.#timer = setTimeout(() => this.#check(), Math.max(1, Math.ceil(delayMs)));
+    const ms = Math.max(1, Math.ceil(delayMs));
+    this.#dueAtMs = performance.now() + ms;
+    this.#timer = setTimeout(() => this.#check(), ms);
   }
 
   #check(): void {
     this.#timer = null;
-    const silentMs = performance.now() - this.#lastHeardMs;
+    const nowMs = performance.now();
+    if (nowMs - this.#dueAtMs > this.timeoutMs / 2) {
+      // We were stalled ourselves: read what arrived before judging anyone.
+      this.#lastHeardMs = nowMs;
+      this.#arm(this.timeoutMs);
+      return;
+    }
+    const silentMs = nowMs - this.#lastHeardMs;
     if (silentMs >= this.timeoutMs) {
       this.#onSilent(Math.round(silentMs));
       return;
