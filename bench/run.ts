@@ -1,23 +1,38 @@
 /**
- * `npm run bench [-- <name>...]`: runs the benchmarks and prints a Markdown
- * report (medians of several runs; the machine is shared and noisy, so
- * compare ratios within one report). Names: queue-depth, routing, recovery,
- * throughput, overload, security. Every run is bounded in jobs and time, and talks only
- * to 127.0.0.1.
+ * `npm run bench [-- <name>...] [--smoke] [--out file.json]`: runs the
+ * benchmarks, prints a Markdown report (medians of several runs; the machine
+ * is shared and noisy, so compare ratios within one report) and writes the
+ * same tables as JSON (default bench-results.json). Names: queue-depth,
+ * routing, recovery, throughput, overload, latency, security. Every run is bounded in jobs and
+ * time, and talks only to 127.0.0.1.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { machine, median } from './harness.js';
 import { overloadExperiment, type OverloadRun } from './overload.js';
 import { assignmentsPerSecond } from './queue-depth.js';
 import { ROUTING_CASES, routingAssignmentsPerSecond } from './routing.js';
 import { measureRecovery, writeHistory, type RecoveryRun } from './recovery.js';
+import { HEARTBEAT_TIMEOUT_MS, latencies, type LatencyRun } from './latencies.js';
 import { connectCosts, stormMemory, type StormMemory } from './security.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 
-const REPEATS = 3;
-const ALL = ['queue-depth', 'routing', 'recovery', 'throughput', 'overload', 'security'] as const;
+/** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
+const SMOKE = process.argv.includes('--smoke');
+const REPEATS = SMOKE ? 1 : 3;
+/** Scale of the sizes below: 1, or small for a smoke run. */
+const SCALE = SMOKE ? 0.01 : 1;
+const ALL = [
+  'queue-depth',
+  'routing',
+  'recovery',
+  'throughput',
+  'overload',
+  'latency',
+  'security',
+] as const;
 type Name = (typeof ALL)[number];
 
 function row(cells: (string | number)[]): string {
@@ -27,8 +42,10 @@ function row(cells: (string | number)[]): string {
 function queueDepth(): string[] {
   const lines = [row(['queued jobs', 'assignments/s (median of 3)'])];
   lines.push(row(['---', '---']));
-  for (const depth of [100, 100_000]) {
-    const runs = Array.from({ length: REPEATS }, () => assignmentsPerSecond(depth, 20_000));
+  for (const depth of [100, Math.round(100_000 * SCALE)]) {
+    const runs = Array.from({ length: REPEATS }, () =>
+      assignmentsPerSecond(depth, Math.round(20_000 * SCALE)),
+    );
     lines.push(row([depth.toLocaleString('en'), Math.round(median(runs)).toLocaleString('en')]));
   }
   return lines;
@@ -38,7 +55,9 @@ function routing(): string[] {
   const lines = [row(['workers and task types', 'assignments/s (median of 3)'])];
   lines.push(row(['---', '---']));
   for (const c of ROUTING_CASES) {
-    const runs = Array.from({ length: REPEATS }, () => routingAssignmentsPerSecond(c, 20_000));
+    const runs = Array.from({ length: REPEATS }, () =>
+      routingAssignmentsPerSecond(c, Math.round(20_000 * SCALE)),
+    );
     lines.push(row([c.label, Math.round(median(runs)).toLocaleString('en')]));
   }
   return lines;
@@ -54,7 +73,7 @@ async function recovery(dir: string): Promise<string[]> {
     ]),
   ];
   lines.push(row(['---', '---', '---', '---']));
-  for (const rows of [100_000, 1_000_000]) {
+  for (const rows of [100_000, 1_000_000].map((n) => Math.round(n * SCALE))) {
     const path = join(dir, `history-${rows}.db`);
     await writeHistory(path, rows);
     const runs: RecoveryRun[] = [];
@@ -90,7 +109,9 @@ async function throughputTable(dir: string): Promise<string[]> {
   ] as const) {
     const runs: ThroughputRun[] = [];
     for (let i = 0; i < REPEATS; i++)
-      runs.push(await throughput(dir, durability, concurrency, inFlight, 5_000));
+      runs.push(
+        await throughput(dir, durability, concurrency, inFlight, Math.round(5_000 * SCALE)),
+      );
     const m = (f: (r: ThroughputRun) => number): string => median(runs.map(f)).toFixed(1);
     lines.push(
       row([
@@ -138,18 +159,37 @@ async function overload(dir: string): Promise<string[]> {
   return lines;
 }
 
+async function latencyTable(dir: string): Promise<string[]> {
+  const runs: LatencyRun[] = [];
+  for (let i = 0; i < REPEATS; i++) runs.push(await latencies(dir));
+  const m = (f: (r: LatencyRun) => number): string => Math.round(median(runs.map(f))).toString();
+  return [
+    row(['what', 'ms (median of 3)']),
+    row(['---', '---']),
+    row(['worker killed (SIGKILL) → its job running elsewhere', m((r) => r.killReassignMs)]),
+    row([
+      `worker frozen (SIGSTOP) → its job running elsewhere (heartbeat timeout ${HEARTBEAT_TIMEOUT_MS} ms)`,
+      m((r) => r.stopReassignMs),
+    ]),
+    row([
+      'cancel of a running SLEEP → the next job running in its slot',
+      m((r) => r.cancelToNextMs),
+    ]),
+  ];
+}
+
 async function security(dir: string): Promise<string[]> {
   const lines: string[] = [];
-  const costs = await connectCosts(dir);
+  const costs = await connectCosts(dir, Math.max(2, Math.round(200 * SCALE)));
   if (costs === null) {
     lines.push('(openssl is missing: no TLS figures)');
   } else {
-    lines.push(row(['client connection (connect, one request, close)', 'median ms (200)']));
+    lines.push(row(['client connection (connect, one request, close)', 'median ms']));
     lines.push(row(['---', '---']));
     for (const c of costs) lines.push(row([c.label, c.medianMs.toFixed(2)]));
   }
   const runs: StormMemory[] = [];
-  for (let i = 0; i < REPEATS; i++) runs.push(await stormMemory());
+  for (let i = 0; i < REPEATS; i++) runs.push(await stormMemory(SMOKE ? 0.02 : 1));
   const m = (f: (r: StormMemory) => number): number => median(runs.map(f));
   lines.push('', row(['coordinator RSS, MiB (median of 3)', 'value']), row(['---', '---']));
   lines.push(row(['before', m((r) => r.baseMiB)]));
@@ -159,31 +199,60 @@ async function security(dir: string): Promise<string[]> {
   return lines;
 }
 
+/** A Markdown table as rows of cells (for the JSON report). */
+function cellsOf(lines: string[]): string[][] {
+  return lines
+    .filter((line) => line.startsWith('| ') && !line.startsWith('| ---'))
+    .map((line) => line.slice(2, -2).split(' | '));
+}
+
+async function run(name: Name, dir: string): Promise<string[]> {
+  switch (name) {
+    case 'queue-depth':
+      return queueDepth();
+    case 'routing':
+      return routing();
+    case 'recovery':
+      return recovery(dir);
+    case 'throughput':
+      return throughputTable(dir);
+    case 'overload':
+      return overload(dir);
+    case 'latency':
+      return latencyTable(dir);
+    case 'security':
+      return security(dir);
+  }
+}
+
 async function main(): Promise<void> {
-  const asked = process.argv.slice(2);
-  for (const name of asked) {
+  const { values, positionals } = parseArgs({
+    args: process.argv.slice(2),
+    options: { smoke: { type: 'boolean' }, out: { type: 'string' } },
+    allowPositionals: true,
+  });
+  for (const name of positionals) {
     if (!(ALL as readonly string[]).includes(name))
       throw new Error(`unknown benchmark ${name}; expected ${ALL.join(', ')}`);
   }
-  const names: readonly Name[] = asked.length === 0 ? ALL : (asked as Name[]);
+  const names: readonly Name[] = positionals.length === 0 ? ALL : (positionals as Name[]);
   const dir = mkdtempSync(join(tmpdir(), 'dtp-bench-'));
-  const out: string[] = [`Machine: ${machine()}`, `Date: ${new Date().toISOString()}`, ''];
+  const head = [`Machine: ${machine()}`, `Date: ${new Date().toISOString()}`];
+  const out: string[] = [...head, ''];
+  const report: Record<string, unknown> = { machine: head[0], date: head[1], smoke: SMOKE };
   try {
     for (const name of names) {
       const started = performance.now();
-      out.push(`### ${name}`, '');
-      if (name === 'queue-depth') out.push(...queueDepth());
-      if (name === 'routing') out.push(...routing());
-      if (name === 'recovery') out.push(...(await recovery(dir)));
-      if (name === 'throughput') out.push(...(await throughputTable(dir)));
-      if (name === 'overload') out.push(...(await overload(dir)));
-      if (name === 'security') out.push(...(await security(dir)));
-      out.push('', `(${((performance.now() - started) / 1000).toFixed(0)} s)`, '');
+      const lines = await run(name, dir);
+      const seconds = Math.round((performance.now() - started) / 1000);
+      out.push(`### ${name}`, '', ...lines, '', `(${seconds} s)`, '');
+      report[name] = { seconds, table: cellsOf(lines) };
       console.error(`done: ${name}`);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+  writeFileSync(values.out ?? 'bench-results.json', `${JSON.stringify(report, null, 2)}\n`);
   console.log(out.join('\n'));
 }
 

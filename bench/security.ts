@@ -82,7 +82,10 @@ export interface StormMemory {
   afterThreeMoreMiB: number;
 }
 
-export async function stormMemory(): Promise<StormMemory> {
+/** `scale` shrinks the storms (a smoke run); 1 = the sizes above. */
+export async function stormMemory(scale = 1): Promise<StormMemory> {
+  const halfFrameCount = Math.max(1, Math.round(1_500 * scale));
+  const garbageCount = Math.max(1, Math.round(300 * scale));
   const c = await startCoordinatorProcess(['--database', ':memory:']);
   const rss = async (): Promise<number> => Math.round((await rssBytes(c.proc.pid)) / MIB);
   const served = async (): Promise<void> => {
@@ -96,8 +99,8 @@ export async function stormMemory(): Promise<StormMemory> {
     await served();
     const baseMiB = await rss();
     const halfFrames = async (): Promise<number> => {
-      const f = flood({ mode: 'half-frame', bytes: 1_000, count: 1_500, holdMs: 60_000 });
-      await f.until((s) => s.opened >= 1_500, 'half frames');
+      const f = flood({ mode: 'half-frame', bytes: 1_000, count: halfFrameCount, holdMs: 60_000 });
+      await f.until((s) => s.opened >= halfFrameCount, 'half frames');
       await served();
       const during = await rss();
       await f.stop();
@@ -108,10 +111,10 @@ export async function stormMemory(): Promise<StormMemory> {
         mode: 'garbage',
         bytes: 65_536,
         declaredLength: MIB,
-        count: 300,
+        count: garbageCount,
         holdMs: 60_000,
       });
-      await f.until((s) => s.closed >= 300, 'garbage');
+      await f.until((s) => s.closed >= garbageCount, 'garbage');
       await f.stop();
       await served();
     };

@@ -6,8 +6,14 @@
 //
 // With no argument every suite runs. Suites run one after another; files of
 // one suite run with the concurrency given by DTP_TEST_CONCURRENCY (default 2).
+//
+// The PostgreSQL tests use the server named by DTP_TEST_PG_URL. Without it,
+// a private cluster is started for the run (scripts/pg-cluster.sh, when
+// PostgreSQL is installed) and stopped at the end; where none can be
+// started those tests are skipped and say why.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync, existsSync } from 'node:fs';
+import { readdirSync, statSync, existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const ALL = ['unit', 'sim', 'integration', 'e2e', 'package'];
@@ -23,6 +29,31 @@ function findTests(dir) {
     else if (name.endsWith('.test.js')) out.push(path);
   }
   return out;
+}
+
+const clusterScript = join(import.meta.dirname, 'pg-cluster.sh');
+let clusterDir = null;
+if (!process.env.DTP_TEST_PG_URL) {
+  const dir = mkdtempSync(join(tmpdir(), 'dtp-test-pg-'));
+  const started = spawnSync(clusterScript, ['start', dir], { encoding: 'utf8' });
+  if (started.status === 0) {
+    clusterDir = dir;
+    process.env.DTP_TEST_PG_URL = started.stdout.trim().split('\n').at(-1);
+    console.log(`# PostgreSQL for the tests: ${process.env.DTP_TEST_PG_URL}`);
+  } else {
+    spawnSync(clusterScript, ['stop', dir]);
+    console.log(`# no PostgreSQL for the tests (${started.stderr.trim()}): those tests skip`);
+  }
+}
+const stopCluster = () => {
+  if (clusterDir !== null) spawnSync(clusterScript, ['stop', clusterDir]);
+  clusterDir = null;
+};
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    stopCluster();
+    process.exit(1);
+  });
 }
 
 let failed = false;
@@ -50,4 +81,5 @@ for (const suite of suites) {
   );
   if (res.status !== 0) failed = true;
 }
+stopCluster();
 process.exit(failed ? 1 : 0);

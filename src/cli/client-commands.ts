@@ -85,8 +85,8 @@ export const GLOBAL_FLAGS: readonly FlagSpec[] = [
     name: 'host',
     type: 'string',
     default: 'localhost',
-    placeholder: 'host',
-    help: 'coordinator host',
+    placeholder: 'h1[:p1],h2[:p2],…',
+    help: 'coordinator host, or several coordinators sharing PostgreSQL (the client follows the leader)',
   },
   {
     name: 'port',

@@ -3,16 +3,17 @@
  * foreground until SIGINT/SIGTERM. The coordinator logs the ports it bound
  * (`workerPort=<n> clientPort=<n>`) itself.
  */
+import { readFileSync } from 'node:fs';
 import { Coordinator } from '../coordinator/coordinator.js';
 import { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES } from '../coordinator/options.js';
 import type { CoordinatorOptions } from '../coordinator/options.js';
-import { UsageError } from './flags.js';
 import {
   MAX_ATTEMPTS_LIMIT,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import type { FlagSpec, FlagValues } from './flags.js';
+import { describeError } from '../protocol/errors.js';
+import { UsageError, type FlagSpec, type FlagValues } from './flags.js';
 import {
   COORDINATOR_SECURITY_FLAGS,
   LIMIT_FLAGS,
@@ -30,7 +31,8 @@ import {
 const PROGRAM = 'coordinator.sh';
 const SUMMARY =
   'Runs a dtp coordinator: accepts jobs on the client port, schedules them onto workers ' +
-  'connected to the worker port, and keeps them in SQLite.';
+  'connected to the worker port, and keeps them in SQLite, or in PostgreSQL shared by ' +
+  'several coordinators of which one leads.';
 
 const D = DEFAULT_COORDINATOR_OPTIONS;
 const DAY_MS = 86_400_000;
@@ -63,8 +65,40 @@ const FLAGS: readonly FlagSpec[] = [
     name: 'database',
     type: 'string',
     default: D.databasePath,
-    placeholder: 'path',
-    help: 'SQLite file, parent folders created; :memory: = not durable',
+    placeholder: 'path|url',
+    help:
+      'SQLite file, parent folders created; :memory: = not durable; or postgres://user[:password]@host:port/db ' +
+      '(several coordinators, one leads)',
+  },
+  {
+    name: 'database-file',
+    type: 'string',
+    placeholder: 'file',
+    defaultLabel: 'none',
+    help: 'read --database from the first line of this file (keeps a password out of argv)',
+  },
+  {
+    name: 'advertise-host',
+    type: 'string',
+    placeholder: 'host',
+    defaultLabel: '--bind-host unless a wildcard, else the host name',
+    help: 'the host others should use to reach this coordinator (what a standby names as leader)',
+  },
+  {
+    name: 'lease-ttl-millis',
+    type: 'int',
+    min: 100,
+    max: DAY_MS,
+    default: D.leaseTtlMs,
+    help: 'PostgreSQL: the leader lease lasts this long after each renewal',
+  },
+  {
+    name: 'lease-renew-interval-millis',
+    type: 'int',
+    min: 10,
+    max: DAY_MS,
+    default: D.leaseRenewIntervalMs,
+    help: 'PostgreSQL: the leader renews, and a standby tries to take over, this often (at most half the ttl)',
   },
   {
     name: 'heartbeat-timeout-millis',
@@ -166,13 +200,39 @@ const FLAGS: readonly FlagSpec[] = [
   },
 ];
 
+/** `--database`, or the first line of `--database-file` when given. */
+function databaseOf(values: FlagValues): string {
+  const file = values.optionalString('database-file');
+  if (file === undefined) return values.string('database');
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`--database-file ${file}: ${describeError(err)}`);
+  }
+  const first = text.split('\n')[0]?.trim() ?? '';
+  if (first === '') throw new UsageError(`--database-file ${file} is empty`);
+  return first;
+}
+
 function buildOptions(values: FlagValues): CoordinatorOptions {
+  const leaseTtlMs = values.int('lease-ttl-millis');
+  const leaseRenewIntervalMs = values.int('lease-renew-interval-millis');
+  if (leaseRenewIntervalMs * 2 > leaseTtlMs) {
+    throw new UsageError(
+      `--lease-renew-interval-millis (${leaseRenewIntervalMs}) must be at most half of --lease-ttl-millis (${leaseTtlMs})`,
+    );
+  }
+  const databasePath = databaseOf(values);
   const logger = loggerFrom(values, 'coordinator');
   return {
     workerPort: values.int('worker-port'),
     clientPort: values.int('client-port'),
     bindHost: values.string('bind-host'),
-    databasePath: values.string('database'),
+    databasePath,
+    advertiseHost: values.optionalString('advertise-host') ?? null,
+    leaseTtlMs,
+    leaseRenewIntervalMs,
     heartbeatTimeoutMs: values.int('heartbeat-timeout-millis'),
     sweepIntervalMs: values.int('sweep-interval-millis'),
     taskTimeoutMs: values.int('task-timeout-millis'),

@@ -3,6 +3,8 @@
  * foreground, reconnecting forever while its coordinator is away, until
  * SIGINT/SIGTERM.
  */
+import { formatHostPort, parseAddressList } from '../net/address.js';
+import { describeError } from '../protocol/errors.js';
 import { MAX_CAPACITY } from '../protocol/limits.js';
 import {
   DEFAULT_WORKER_OPTIONS,
@@ -35,8 +37,8 @@ const FLAGS: readonly FlagSpec[] = [
     name: 'coordinator-host',
     type: 'string',
     default: D.coordinatorHost,
-    placeholder: 'host',
-    help: "coordinator's host",
+    placeholder: 'h1[:p1],h2[:p2],…',
+    help: "coordinator's host, or several coordinators sharing PostgreSQL (the worker finds the leader)",
   },
   {
     name: 'coordinator-port',
@@ -104,7 +106,7 @@ const FLAGS: readonly FlagSpec[] = [
     type: 'int',
     min: 1,
     max: INT32_MAX,
-    defaultLabel: '3 x heartbeat interval',
+    defaultLabel: '3 x heartbeat interval, at least 1000',
     help: 'a coordinator that confirmed heartbeat acks and is silent this long is dropped and redialled',
   },
   ...DIALLER_SECURITY_FLAGS,
@@ -114,9 +116,16 @@ const FLAGS: readonly FlagSpec[] = [
 function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger } {
   const workerId = values.optionalString('id') ?? randomWorkerId();
   if (workerId.trim() === '') throw new UsageError('--id must not be blank');
+  const coordinatorHost = values.string('coordinator-host');
+  const coordinatorPort = values.int('coordinator-port');
+  try {
+    parseAddressList(coordinatorHost, coordinatorPort);
+  } catch (err) {
+    throw new UsageError(`--coordinator-host: ${describeError(err)}`);
+  }
   return {
-    coordinatorHost: values.string('coordinator-host'),
-    coordinatorPort: values.int('coordinator-port'),
+    coordinatorHost,
+    coordinatorPort,
     workerId,
     capacity: values.int('capacity'),
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
@@ -160,7 +169,9 @@ const worker = await start(options);
 options.logger.info(
   {
     workerId: worker.workerId,
-    coordinator: `${options.coordinatorHost}:${options.coordinatorPort}`,
+    coordinator: parseAddressList(options.coordinatorHost ?? '', options.coordinatorPort ?? 0)
+      .map(formatHostPort)
+      .join(','),
     capacity: worker.capacity,
     taskTypes: worker.taskTypes.join(','),
   },

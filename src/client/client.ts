@@ -39,6 +39,7 @@ import { isNotUnderstood } from '../protocol/features.js';
 import { checkPayload } from '../sdk/payload-schema.js';
 import type { ClientTls } from '../net/tls.js';
 import { ClientConnection, type ConnectionSecurity } from './connection.js';
+import { LeaderConnection } from './leader-connection.js';
 import {
   ClientClosedError,
   InvalidPayloadError,
@@ -66,10 +67,18 @@ export const FIRST_POLL_INTERVAL_MS = 50;
 export const WAIT_POLL_INTERVAL_MS = 500;
 
 export interface ConnectOptions {
+  /**
+   * The coordinator's host, or several coordinators sharing one database
+   * (`h1[:p1],h2[:p2],…`): the client finds and follows the leader
+   * (leader-connection.ts).
+   */
   host: string;
+  /** Port of the addresses that name none. */
   port: number;
   /** Give up connecting after this long (default 5000 ms). */
   connectTimeoutMs?: number;
+  /** With several coordinators: give up finding a leader for one request after this long (default 30000 ms). */
+  followTimeoutMs?: number;
   /**
    * Payload schemas by task name (any Standard Schema). A payload for one of
    * these tasks is validated before it is sent; an invalid one rejects with
@@ -92,11 +101,6 @@ export interface ConnectOptions {
    * (never a silent downgrade, and `AUTH` is never probed).
    */
   token?: string | null;
-}
-
-function securityOf(options: ConnectOptions): ConnectionSecurity {
-  const tls = options.tls === true ? {} : options.tls === false ? null : (options.tls ?? null);
-  return { tls, token: options.token ?? null };
 }
 
 /** Per-job options of a submission. */
@@ -198,47 +202,47 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
  * A client of one coordinator. `T` is the default export type of a task
  * module (`connect<typeof tasks>()`): it types submissions and results.
  */
+function securityOf(options: ConnectOptions): ConnectionSecurity {
+  const tls = options.tls === true ? {} : options.tls === false ? null : (options.tls ?? null);
+  return { tls, token: options.token ?? null };
+}
+
 export class DtpClient<T extends object = AnyTasks> {
-  readonly #host: string;
-  readonly #port: number;
+  readonly #conn: LeaderConnection;
   readonly #connectTimeoutMs: number;
   readonly #schemas: Readonly<Record<string, StandardSchemaV1>>;
   readonly #featureCache: FeatureCache;
   readonly #security: ConnectionSecurity;
   readonly #onFeatures: ConnectOptions['onFeatures'];
   #featuresTold = false;
-  #current: ClientConnection;
-  #dialing: Promise<ClientConnection> | null = null;
   #closing: Promise<void> | null = null;
 
-  private constructor(options: ConnectOptions, first: ClientConnection) {
-    this.#host = options.host;
-    this.#port = options.port;
+  private constructor(options: ConnectOptions, conn: LeaderConnection) {
+    this.#conn = conn;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.#schemas = options.schemas ?? {};
     this.#featureCache = options.featureCache ?? DEFAULT_FEATURE_CACHE;
     this.#security = securityOf(options);
     this.#onFeatures = options.onFeatures;
-    this.#current = first;
   }
 
   /** Connects; fails with a {@link TransportError} `CONNECT_FAILED`. */
   static async connect<T extends object = AnyTasks>(
     options: ConnectOptions,
   ): Promise<DtpClient<T>> {
-    const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    const first = await ClientConnection.open(
-      options.host,
-      options.port,
-      timeoutMs,
-      securityOf(options),
-    );
-    return new DtpClient<T>(options, first);
+    const conn = await LeaderConnection.open({
+      host: options.host,
+      port: options.port,
+      connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      followTimeoutMs: options.followTimeoutMs,
+      security: securityOf(options),
+    });
+    return new DtpClient<T>(options, conn);
   }
 
-  /** `host:port` of the coordinator. */
+  /** `host:port` of the coordinator (with several: the one dialled last). */
   get address(): string {
-    return `${this.#host}:${this.#port}`;
+    return this.#conn.address;
   }
 
   /**
@@ -381,7 +385,7 @@ export class DtpClient<T extends object = AnyTasks> {
 
   /** Fails pending requests with {@link ClientClosedError} and closes. Idempotent. */
   close(): Promise<void> {
-    this.#closing ??= this.#current.close();
+    this.#closing ??= this.#conn.close();
     return this.#closing;
   }
 
@@ -414,9 +418,12 @@ export class DtpClient<T extends object = AnyTasks> {
 
   /** JOB_STATUS of a WAIT_JOB, or null when the coordinator did not understand it. */
   async #waitJob(jobId: string, timeoutMs: number): Promise<JobSnapshot | null> {
-    const now = this.#connection();
-    const conn = now instanceof ClientConnection ? now : await now;
-    const reply = await conn.request({ type: 'WAIT_JOB', jobId, timeoutMillis: timeoutMs });
+    if (this.#closing !== null) throw new ClientClosedError();
+    const { reply, conn } = await this.#conn.requestOn({
+      type: 'WAIT_JOB',
+      jobId,
+      timeoutMillis: timeoutMs,
+    });
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       // A v1 coordinator closes the connection after such an answer: do not
       // send anything more on it.
@@ -446,12 +453,8 @@ export class DtpClient<T extends object = AnyTasks> {
   async #probe(): Promise<CoordinatorFeatures | null> {
     let conn: ClientConnection;
     try {
-      conn = await ClientConnection.open(
-        this.#host,
-        this.#port,
-        this.#connectTimeoutMs,
-        this.#security,
-      );
+      const { host, port } = this.#conn.current;
+      conn = await ClientConnection.open(host, port, this.#connectTimeoutMs, this.#security);
     } catch {
       return null;
     }
@@ -463,41 +466,13 @@ export class DtpClient<T extends object = AnyTasks> {
   }
 
   /**
-   * Sends on the current connection; after it broke, on a fresh one. The fast
-   * path is synchronous so that requests leave in call order.
+   * Sends on the current connection; after it broke, on a fresh one (to the
+   * leader, with several coordinators: leader-connection.ts). The fast path
+   * is synchronous so that requests leave in call order.
    */
   #request(msg: ClientRequest): Promise<ClientReply> {
-    const now = this.#connection();
-    return now instanceof ClientConnection
-      ? now.request(msg)
-      : now.then((conn) => conn.request(msg));
-  }
-
-  /** The open connection, or the dial of a fresh one after it broke. */
-  #connection(): ClientConnection | Promise<ClientConnection> {
     if (this.#closing !== null) return Promise.reject(new ClientClosedError());
-    if (this.#current.isOpen) return this.#current;
-    this.#dialing ??= this.#redial();
-    return this.#dialing;
-  }
-
-  async #redial(): Promise<ClientConnection> {
-    try {
-      const conn = await ClientConnection.open(
-        this.#host,
-        this.#port,
-        this.#connectTimeoutMs,
-        this.#security,
-      );
-      if (this.#closing !== null) {
-        await conn.close();
-        throw new ClientClosedError();
-      }
-      this.#current = conn;
-      return conn;
-    } finally {
-      this.#dialing = null;
-    }
+    return this.#conn.request(msg);
   }
 }
 

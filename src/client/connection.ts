@@ -22,7 +22,13 @@ import type { ProtocolError } from '../protocol/errors.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import { isClientReply } from '../protocol/messages.js';
 import type { ClientReply, ClientRequest, Message } from '../protocol/messages.js';
-import { AuthError, ClientClosedError, RemoteError, TransportError } from './errors.js';
+import {
+  AuthError,
+  ClientClosedError,
+  NotLeaderError,
+  RemoteError,
+  TransportError,
+} from './errors.js';
 
 /** How a connection proves who it is and whom it talks to. */
 export interface ConnectionSecurity {
@@ -107,6 +113,7 @@ export class ClientConnection {
     }
     if (reply.code === ErrorCode.Unauthenticated)
       throw new AuthError('UNAUTHENTICATED', reply.message);
+    if (reply.code === ErrorCode.NotLeader) throw new NotLeaderError(reply);
     if (isNotUnderstood(reply)) {
       throw new AuthError(
         'AUTH_UNSUPPORTED',

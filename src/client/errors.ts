@@ -49,6 +49,16 @@ export class RemoteError extends DtpError {
   }
 }
 
+/** A standby answered (an `AUTH`) with NOT_LEADER; `leader` names the leader when known. */
+export class NotLeaderError extends RemoteError {
+  readonly leader: string | null;
+
+  constructor(reply: Pick<ErrorMessage, 'message' | 'code' | 'leader'>) {
+    super(reply);
+    this.leader = reply.leader ?? null;
+  }
+}
+
 /** Admission control refused the submission; no job was created. */
 export class SubmitRejectedError extends DtpError {
   /** The coordinator's explanation, as sent. */

@@ -19,11 +19,23 @@
  * Start-up order: open the store and read what recovery needs, bind both
  * ports (a coordinator that cannot bind never writes), then commit the
  * recovery, then serve. Connections that arrive in between wait.
+ *
+ * On PostgreSQL (`--database postgres://…`) several coordinators share one
+ * database and one leads at a time (leader-election.ts). Such a coordinator
+ * binds its ports and starts as a standby: it answers every client request
+ * and every registration with NOT_LEADER (naming the leader when known).
+ * When it takes the lease it starts a term: opens a store fenced by the
+ * lease's epoch, recovers from it with the normal rules, and serves. When the
+ * term ends (the lease went stale or was taken over, a write was refused as
+ * fenced, or a commit failed) it drops every connection and the store at
+ * once, releases nothing of what was not committed, and is a standby again.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
+import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { formatHostPort, isWildcardHost } from '../net/address.js';
 import type { Admission } from '../net/admission.js';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
 import type { NetEvent } from '../net/net-events.js';
@@ -37,9 +49,13 @@ import {
   type ErrorMessage,
   type Message,
 } from '../protocol/messages.js';
+import { LeaseLostError } from '../store/lease.js';
 import { MemoryStore } from '../store/memory-store.js';
+import { isPostgresUrl } from '../store/postgres/connection.js';
+import { PostgresLease } from '../store/postgres/postgres-lease.js';
+import { PostgresStore } from '../store/postgres/postgres-store.js';
 import { SqliteStore } from '../store/sqlite/sqlite-store.js';
-import type { Store, StoreRead } from '../store/store.js';
+import type { RecoveredState, Store, StoreRead } from '../store/store.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 import type { Logger } from '../observability/logger.js';
 import { ClientSession } from './client-session.js';
@@ -47,11 +63,14 @@ import { CommitPipeline } from './commit-pipeline.js';
 import { CoordinatorCore, type CoreInspection } from './core/core.js';
 import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
-import { logEvent } from './event-log.js';
 import { DatabaseLock, isSqliteFile } from './database-lock.js';
+import { logEvent } from './event-log.js';
 import { Guard } from './guard.js';
+import { LeaderElection } from './leader-election.js';
 import { MetricsServer } from './metrics-server.js';
+import { notLeaderError } from './not-leader.js';
 import type { CoordinatorOptions } from './options.js';
+import { EMPTY_INSPECTION, type RoleStatus } from './role.js';
 import { WaitTimers } from './wait-timers.js';
 
 export interface CoordinatorEvents {
@@ -61,6 +80,8 @@ export interface CoordinatorEvents {
   commit: [number];
   /** The coordinator stopped working (store failure or internal error). */
   fatal: [Error];
+  /** The background integrity check finished (problems found; empty = sound). */
+  integrity: [readonly string[]];
   /** A refusal, a bound that bit, or a TLS handshake (see net-events.ts). */
   net: [NetEvent];
 }
@@ -81,14 +102,20 @@ async function openStore(options: CoordinatorOptions): Promise<Store> {
 export class Coordinator {
   readonly events = new EventEmitter<CoordinatorEvents>();
   readonly #options: CoordinatorOptions;
+  readonly #deps: CoordinatorDeps;
   readonly #log: Logger;
-  readonly #store: Store;
+  /** The current term's store, pipeline and core: all set while serving, all null otherwise. */
+  #store: Store | null = null;
   #core: CoordinatorCore | null = null;
-  readonly #pipeline: CommitPipeline;
+  #pipeline: CommitPipeline | null = null;
+  /** PostgreSQL only: who leads. */
+  #election: LeaderElection | null = null;
+  /** New connections wait (paused) while this is set: before the first start and while a term starts. */
+  #holdConnections = true;
   readonly #workerServer: TcpServer;
   readonly #clientServer: TcpServer;
   readonly #guard: Guard;
-  /** The SQLite file's exclusive lock, held from before recovery until the store is closed. */
+  /** SQLite only: the file's exclusive lock, held from before recovery until the store is closed. */
   #databaseLock: DatabaseLock | null = null;
   readonly #workerConns = new Map<number, FramedConnection>();
   /** Admissions of worker connections not yet registered. */
@@ -105,27 +132,25 @@ export class Coordinator {
   #flushScheduled = false;
   #sweepTimer: NodeJS.Timeout | null = null;
   #failure: { code: ErrorCode; message: string } | null = null;
+  #integrityProblems: readonly string[] | null = null;
   /** Set first thing in shutdown: from then on inputs are ignored. */
   #stopping = false;
   #closing: Promise<void> | null = null;
 
-  private constructor(options: CoordinatorOptions, store: Store, guard: Guard) {
+  private constructor(options: CoordinatorOptions, deps: CoordinatorDeps) {
     this.#options = options;
+    this.#deps = deps;
     this.#log = options.logger;
-    this.#store = store;
+    // Certificates and token files are read first: a mistake there stops the
+    // start before the database is touched.
+    const guard = new Guard(
+      options.security ?? {},
+      options.netLimits ?? {},
+      options.heartbeatTimeoutMs,
+      options.logger,
+    );
     this.#guard = guard;
     guard.events.on('net', (event) => this.events.emit('net', event));
-    this.#pipeline = new CommitPipeline({
-      commit: (batch) => this.#store.commit(batch),
-      release: (effects) => {
-        for (const effect of effects) this.#release(effect);
-      },
-      committed: (batchId, durationMs) => {
-        this.events.emit('commit', durationMs);
-        this.#dispatch({ kind: 'committed', batchId });
-      },
-      failed: (err) => this.#fail(ErrorCode.StoreFailed, 'storage failure', err),
-    });
     this.#workerServer = new TcpServer(
       (socket, admission) => this.#accept(socket, 'worker', admission),
       guard.serverOptions('worker'),
@@ -139,20 +164,19 @@ export class Coordinator {
     );
   }
 
-  /** Opens the store, binds both ports, recovers, and starts serving and sweeping. */
+  /**
+   * Opens the store, binds both ports, recovers, and starts serving and
+   * sweeping. On PostgreSQL: binds, starts as a standby and leads when it can.
+   */
   static async start(
     options: CoordinatorOptions,
     deps: CoordinatorDeps = {},
   ): Promise<Coordinator> {
-    // Certificates and token files are read first: a mistake there stops the
-    // start before the database is touched.
-    const guard = new Guard(
-      options.security ?? {},
-      options.netLimits ?? {},
-      options.heartbeatTimeoutMs,
-      options.logger,
-    );
+    if (deps.store === undefined && isPostgresUrl(options.databasePath)) {
+      return Coordinator.#startReplicated(options, deps);
+    }
     const recoveryStartedMs = performance.now();
+    const self = new Coordinator(options, deps);
     // One coordinator per file: the lock comes before anything reads or writes it.
     const lock =
       deps.store === undefined && isSqliteFile(options.databasePath)
@@ -165,35 +189,214 @@ export class Coordinator {
       lock?.release();
       throw err;
     }
-    const self = new Coordinator(options, store, guard);
     self.#databaseLock = lock;
     try {
       const stored = await store.recover();
       await self.#bind();
-      const core = new CoordinatorCore(
-        coreConfig(options),
-        {
-          now: deps.now ?? Date.now,
-          newId: randomUUID,
-          validator: deps.validator ?? createBuiltinRegistry(),
-        },
-        stored,
-      );
-      const recovered = core.takeRecoveryEffects();
-      const batch = core.takeBatch();
-      if (batch !== null) {
-        await store.commit(batch);
-        core.handle({ kind: 'committed', batchId: batch.batchId });
-      }
-      self.#core = core;
+      const { core, recovered } = await self.#recoverCore(store, stored);
+      self.#install(store, core);
       self.#recoveryMs = Math.round(performance.now() - recoveryStartedMs);
       await self.#serve();
       for (const effect of recovered) if (effect.kind === 'event') self.#publish(effect.event);
+      self.#checkIntegrity();
+      return self;
+    } catch (err) {
+      await self.close();
+      await store.close();
+      throw err;
+    }
+  }
+
+  /** Several coordinators on one PostgreSQL database: listen as a standby, then lead when elected. */
+  static async #startReplicated(
+    options: CoordinatorOptions,
+    deps: CoordinatorDeps,
+  ): Promise<Coordinator> {
+    const self = new Coordinator(options, deps);
+    try {
+      await self.#bind();
+      const me = {
+        nodeId: `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`,
+        workerAddress: self.#advertised(self.#ports[0]),
+        clientAddress: self.#advertised(self.#ports[1]),
+      };
+      const lease = new PostgresLease({
+        url: options.databasePath,
+        operationTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
+      });
+      self.#election = new LeaderElection(
+        { ttlMs: options.leaseTtlMs, renewIntervalMs: options.leaseRenewIntervalMs },
+        me,
+        lease,
+        { lead: (epoch) => self.#lead(epoch), stepDown: (_, reason) => self.#endTerm(reason) },
+        options.logger,
+      );
+      await self.#serve();
+      self.#election.start();
       return self;
     } catch (err) {
       await self.close();
       throw err;
     }
+  }
+
+  /** Builds the core from what the store recovered and commits the recovery's writes. */
+  async #recoverCore(
+    store: Store,
+    stored: RecoveredState,
+  ): Promise<{ core: CoordinatorCore; recovered: Effect[] }> {
+    const deps = this.#deps;
+    const core = new CoordinatorCore(
+      coreConfig(this.#options),
+      {
+        now: deps.now ?? Date.now,
+        newId: randomUUID,
+        validator: deps.validator ?? createBuiltinRegistry(),
+      },
+      stored,
+    );
+    const recovered = core.takeRecoveryEffects();
+    const batch = core.takeBatch();
+    if (batch !== null) {
+      await store.commit(batch);
+      core.handle({ kind: 'committed', batchId: batch.batchId });
+    }
+    return { core, recovered };
+  }
+
+  /** Starts serving a term: its store, a pipeline of its own, its core. */
+  #install(store: Store, core: CoordinatorCore): void {
+    const pipeline: CommitPipeline = new CommitPipeline({
+      commit: (batch) => store.commit(batch),
+      release: (effects) => {
+        if (this.#pipeline !== pipeline) return;
+        for (const effect of effects) this.#release(effect);
+      },
+      committed: (batchId, durationMs) => {
+        if (this.#pipeline !== pipeline) return;
+        this.events.emit('commit', durationMs);
+        this.#dispatch({ kind: 'committed', batchId });
+      },
+      failed: (err) => {
+        if (this.#pipeline !== pipeline) return;
+        // A refused fenced write is not a storage failure: another coordinator leads.
+        if (err instanceof LeaseLostError && this.#election !== null) this.#election.lost('fenced');
+        else this.#fail(ErrorCode.StoreFailed, 'storage failure', err);
+      },
+    });
+    this.#store = store;
+    this.#pipeline = pipeline;
+    this.#core = core;
+    this.#failure = null;
+  }
+
+  /** Elected for `epoch`: open a store fenced by it, recover, serve. */
+  #lead(epoch: number): void {
+    if (this.#stopping) return;
+    this.#holdConnections = true;
+    void this.#startTerm(epoch).finally(() => this.#admitHeld());
+  }
+
+  async #startTerm(epoch: number): Promise<void> {
+    const startedMs = performance.now();
+    let store: PostgresStore | null = null;
+    try {
+      store = await PostgresStore.open({ url: this.#options.databasePath, epoch });
+      const stored = await store.recover();
+      if (!this.#leadsUnder(epoch)) return;
+      const { core, recovered } = await this.#recoverCore(store, stored);
+      if (!this.#leadsUnder(epoch)) return;
+      this.#install(store, core);
+      store = null;
+      this.#recoveryMs = Math.round(performance.now() - startedMs);
+      this.#log.info(
+        { epoch, activeJobs: core.activeCount, recoveryMs: this.#recoveryMs },
+        'leading: recovered and serving',
+      );
+      for (const effect of recovered) if (effect.kind === 'event') this.#publish(effect.event);
+    } catch (err) {
+      if (!this.#leadsUnder(epoch)) return;
+      this.#log.error({ epoch, err: describeError(err) }, 'could not start leading');
+      this.#election?.lost(err instanceof LeaseLostError ? 'fenced' : 'failed');
+    } finally {
+      // Not installed: this term's store goes (in the background).
+      if (store !== null) void store.close();
+    }
+  }
+
+  #leadsUnder(epoch: number): boolean {
+    return !this.#stopping && this.#election?.leadership.epoch === epoch;
+  }
+
+  /**
+   * Leadership ended: stop at once. Nothing more is committed or released
+   * under this term; every connection is dropped (a request in flight gets
+   * no answer: its outcome is unknown to the client, as after any lost
+   * connection); the store closes in the background.
+   */
+  #endTerm(reason: string): void {
+    if (this.#stopping) return;
+    const store = this.#store;
+    const hadCore = this.#core !== null;
+    this.#core = null;
+    this.#store = null;
+    this.#pipeline = null;
+    this.#pending = [];
+    this.#failure = null;
+    this.#waitTimers.clearAll();
+    const why = `leadership ended: ${reason}`;
+    for (const conn of this.#workerConns.values()) void conn.destroy(why);
+    for (const session of this.#clients.values()) void session.conn.destroy(why);
+    if (store !== null) {
+      store.close().catch((err: unknown) => {
+        this.#log.warn({ err: describeError(err) }, 'closing the store of an ended term failed');
+      });
+    }
+    if (hadCore) this.#log.warn({ reason }, 'standing by: connections dropped');
+  }
+
+  /** Lets the connections that waited for a term's start in (served, or told NOT_LEADER). */
+  #admitHeld(): void {
+    this.#holdConnections = false;
+    const early = this.#early;
+    this.#early = [];
+    for (const { socket, port, admission } of early) {
+      socket.resume();
+      this.#accept(socket, port, admission);
+    }
+  }
+
+  /** `host:port` others should use for a port of ours. */
+  #advertised(port: number): string {
+    const { advertiseHost, bindHost } = this.#options;
+    const host = advertiseHost ?? (isWildcardHost(bindHost) ? hostname() : bindHost);
+    return formatHostPort({ host, port });
+  }
+
+  /** The leader's address for a port kind, when known. */
+  #leaderAddress(port: 'worker' | 'client'): string | null {
+    const leader = this.#election?.leadership.leader ?? null;
+    if (leader === null) return null;
+    return port === 'worker' ? leader.workerAddress : leader.clientAddress;
+  }
+
+  /** True while this coordinator does not serve (a standby, or a term starting). */
+  #standingBy(): boolean {
+    return this.#election !== null && this.#core === null;
+  }
+
+  /** Role, epoch and leader, for /healthz, metrics and WORKER_LIST. */
+  status(): RoleStatus {
+    if (this.#election === null) {
+      return { role: 'leader', epoch: null, leaderClient: null, leaderWorker: null };
+    }
+    const leadership = this.#election.leadership;
+    return {
+      role: this.#core !== null ? 'leader' : 'standby',
+      epoch: leadership.leaderEpoch,
+      leaderClient: this.#leaderAddress('client'),
+      leaderWorker: this.#leaderAddress('worker'),
+    };
   }
 
   async #bind(): Promise<void> {
@@ -225,26 +428,29 @@ export class Coordinator {
       () => setImmediate(() => this.#dispatch({ kind: 'tick' })),
       options.sweepIntervalMs,
     );
-    const early = this.#early;
-    this.#early = [];
-    for (const { socket, port, admission } of early) {
-      socket.resume();
-      this.#accept(socket, port, admission);
-    }
+    this.#admitHeld();
+    const replicated = this.#election !== null;
     this.#log.info(
       {
         workerPort: this.#ports[0],
         clientPort: this.#ports[1],
         metricsPort: this.#metricsServer?.port,
         bindHost: options.bindHost,
-        database: this.#store.description,
+        database: this.#store?.description ?? PostgresStore.describe(options.databasePath),
         durability: options.durability,
         activeJobs: this.#core?.activeCount ?? 0,
         recoveryMs: this.#recoveryMs,
         features: COORDINATOR_FEATURES.join(','),
+        ...(replicated
+          ? {
+              role: 'standby',
+              advertise: this.#advertised(this.#ports[1]),
+              leaseTtlMs: options.leaseTtlMs,
+            }
+          : {}),
         ...this.#guard.describe(),
       },
-      'coordinator started',
+      replicated ? 'coordinator started (standby until it leads)' : 'coordinator started',
     );
     this.#guard.warnAtStart(options.bindHost);
   }
@@ -273,6 +479,34 @@ export class Coordinator {
     };
   }
 
+  /**
+   * Looks for damage in the database in the background. A damaged page is
+   * not a reason to stop: requests that read it get an error, everything
+   * else carries on, and the operator is told (log, metric, health).
+   */
+  #checkIntegrity(): void {
+    const store = this.#store;
+    const check = store?.checkIntegrity?.();
+    if (store === null || check === undefined) return;
+    void check.then((problems) => {
+      this.#integrityProblems = problems;
+      if (problems.length === 0) {
+        this.#log.info({ database: store.description }, 'database integrity check passed');
+      } else {
+        this.#log.error(
+          { database: store.description, problems: problems.slice(0, 3).join('; ') },
+          'database is damaged: requests that read damaged pages will fail; restore from a backup',
+        );
+      }
+      this.events.emit('integrity', problems);
+    });
+  }
+
+  /** Problems the background integrity check found (null until it has run). */
+  get integrityProblems(): readonly string[] | null {
+    return this.#integrityProblems;
+  }
+
   /** The worker port actually bound. */
   get workerPort(): number {
     return this.#ports[0];
@@ -288,9 +522,12 @@ export class Coordinator {
     return this.#metricsServer?.port ?? null;
   }
 
-  /** The core's current state (tests, metrics). */
+  /** The core's current state (tests, metrics); empty while standing by. */
   inspect(): CoreInspection {
-    if (this.#core === null) throw new Error('coordinator is not started');
+    if (this.#core === null) {
+      if (this.#election !== null) return EMPTY_INSPECTION;
+      throw new Error('coordinator is not started');
+    }
     return this.#core.inspect();
   }
 
@@ -300,7 +537,7 @@ export class Coordinator {
   }
 
   #accept(socket: Socket, port: 'worker' | 'client', admission: Admission): void {
-    if (this.#core === null && !this.#stopping) {
+    if (this.#holdConnections && !this.#stopping) {
       socket.pause();
       this.#early.push({ socket, port, admission });
       return;
@@ -356,6 +593,12 @@ export class Coordinator {
   }
 
   #onWorkerMessage(conn: FramedConnection, msg: Message): void {
+    if (this.#standingBy()) {
+      conn.pause();
+      conn.send(notLeaderError('worker', this.#leaderAddress('worker')));
+      void conn.close('not the leader');
+      return;
+    }
     if (!isWorkerToCoordinator(msg)) {
       this.#dispatch({
         kind: 'workerViolation',
@@ -427,7 +670,7 @@ export class Coordinator {
       message: `Limit exceeded: ${message}`,
     };
     const requestId = session.nextRequest();
-    if (this.#failure !== null) {
+    if (this.#failure !== null || this.#core === null) {
       session.deliver(requestId, reply);
       void session.conn.close(message);
       return;
@@ -438,6 +681,14 @@ export class Coordinator {
   }
 
   #onClientMessage(session: ClientSession, msg: Message): void {
+    // A standby answers NOT_LEADER to everything, AUTH included, before any token check.
+    if (this.#standingBy()) {
+      session.deliver(
+        session.nextRequest(),
+        notLeaderError('client', this.#leaderAddress('client')),
+      );
+      return;
+    }
     if (session.gate(msg)) return;
     const requestId = session.nextRequest(msg);
     const connId = session.conn.id;
@@ -455,6 +706,13 @@ export class Coordinator {
   }
 
   #onClientProtocolError(session: ClientSession, err: ProtocolError): 'continue' | undefined {
+    if (this.#standingBy() && err.code === ProtocolErrorCode.BadValue) {
+      session.deliver(
+        session.nextRequest(),
+        notLeaderError('client', this.#leaderAddress('client')),
+      );
+      return 'continue';
+    }
     if (session.refuseUnlessOpen()) return undefined;
     const requestId = session.nextRequest();
     const connId = session.conn.id;
@@ -476,7 +734,7 @@ export class Coordinator {
     const reason = `malformed request: ${err.message}`;
     // After a framing error the byte stream is lost; after a bad frame the
     // peer is not speaking the protocol. Either way the connection ends here.
-    if (this.#failure !== null) {
+    if (this.#failure !== null || this.#core === null) {
       session.deliver(requestId, reply);
       void session.conn.close(reason);
       return undefined;
@@ -515,11 +773,19 @@ export class Coordinator {
     this.#scheduleFlush();
   }
 
-  /** Runs a read of history now; its answer is the next input for that read. */
+  /** Runs a read of history now; its answer is the next input for that read (of the same term). */
   #read(readId: number, read: StoreRead): void {
-    this.#store.read(read).then(
-      (result) => this.#dispatch({ kind: 'readDone', readId, result }),
-      (err: unknown) => this.#dispatch({ kind: 'readFailed', readId, message: describeError(err) }),
+    const store = this.#store;
+    if (store === null) return;
+    store.read(read).then(
+      (result) => {
+        if (this.#store === store) this.#dispatch({ kind: 'readDone', readId, result });
+      },
+      (err: unknown) => {
+        if (this.#store !== store) return;
+        if (err instanceof LeaseLostError && this.#election !== null) this.#election.lost('fenced');
+        else this.#dispatch({ kind: 'readFailed', readId, message: describeError(err) });
+      },
     );
   }
 
@@ -532,7 +798,12 @@ export class Coordinator {
   /** Closes the current batch: its writes go to the store, its effects wait behind it. */
   #flush(): void {
     this.#flushScheduled = false;
-    if (this.#failure !== null || this.#core === null) return;
+    if (this.#failure !== null || this.#core === null || this.#pipeline === null) return;
+    if (this.#election !== null && !this.#election.leadsNow()) {
+      // The lease went stale (e.g. this process was frozen): nothing of this turn leaves.
+      this.#election.check();
+      return;
+    }
     const effects = this.#pending;
     this.#pending = [];
     const batch = this.#core.takeBatch();
@@ -559,10 +830,15 @@ export class Coordinator {
         else void this.#clients.get(effect.connId)?.conn.close(effect.reason);
         return;
       }
-      case 'reply':
+      case 'reply': {
         this.#waitTimers.clear(effect.connId, effect.requestId);
-        this.#clients.get(effect.connId)?.deliver(effect.requestId, effect.msg);
+        const msg =
+          effect.msg.type === 'WORKER_LIST' && this.#election !== null
+            ? { ...effect.msg, ...this.#leaderFields() }
+            : effect.msg;
+        this.#clients.get(effect.connId)?.deliver(effect.requestId, msg);
         return;
+      }
       case 'armWait':
         if (this.#clients.has(effect.connId)) {
           this.#waitTimers.arm(effect.connId, effect.requestId, effect.timeoutMs);
@@ -589,19 +865,35 @@ export class Coordinator {
    */
   #fail(code: ErrorCode, what: string, err: unknown): void {
     if (this.#failure !== null) return;
-    const message = `Coordinator stopped (${what}): ${describeError(err)}; restart it to recover`;
+    const election = this.#election;
+    const message =
+      election === null
+        ? `Coordinator stopped (${what}): ${describeError(err)}; restart it to recover`
+        : `Coordinator gave up leading (${what}): ${describeError(err)}; it recovers from the database before it leads again`;
     this.#failure = { code, message };
     this.#log.fatal(
       { code, err: describeError(err) },
-      `${what}: refusing all work until restarted`,
+      election === null
+        ? `${what}: refusing all work until restarted`
+        : `${what}: ending this term, standing by`,
     );
-    if (this.#sweepTimer !== null) clearInterval(this.#sweepTimer);
+    if (election === null && this.#sweepTimer !== null) clearInterval(this.#sweepTimer);
     this.#waitTimers.clearAll();
     this.#pending = [];
     const reply: ErrorMessage = { type: 'ERROR', code, message };
     for (const session of this.#clients.values()) session.answerAll(reply);
     for (const conn of this.#workerConns.values()) void conn.destroy(message);
     this.events.emit('fatal', err instanceof Error ? err : new Error(String(err)));
+    // Replicated: the term ends and another coordinator (or this one, after
+    // recovering) leads; open requests were answered above.
+    election?.lost('failed');
+  }
+
+  /** `leader` and `epoch` for WORKER_LIST. */
+  #leaderFields(): { leader?: string; epoch?: number } {
+    const leader = this.#leaderAddress('client');
+    const epoch = this.#election?.leadership.leaderEpoch ?? null;
+    return { ...(leader === null ? {} : { leader }), ...(epoch === null ? {} : { epoch }) };
   }
 
   /**
@@ -621,7 +913,9 @@ export class Coordinator {
     if (this.#sweepTimer !== null) clearInterval(this.#sweepTimer);
     this.#workerServer.stopAccepting();
     this.#clientServer.stopAccepting();
-    await this.#pipeline.settled();
+    await this.#pipeline?.settled();
+    // After the last commit: a standby may take over at once.
+    await this.#election?.stop();
     this.#waitTimers.clearAll();
     for (const { socket } of this.#early) socket.destroy();
     const conns = [
@@ -638,7 +932,7 @@ export class Coordinator {
       this.#metricsServer?.close(),
     ]);
     try {
-      await this.#store.close();
+      await this.#store?.close();
     } finally {
       this.#databaseLock?.release();
     }

@@ -126,8 +126,43 @@ function describeTaskTypes(taskTypes: readonly string[] | null): string {
   return more > 0 ? `${shown},... (${more} more)` : shown;
 }
 
-export function logEvent(log: Logger, event: CoreEvent): void {
+/** Events whose line is never more than `info`: skipped without formatting when info is off. */
+const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
+  'worker.registered': true,
+  'worker.rejected': false,
+  'worker.suspected': false,
+  'worker.lost': false,
+  'jobs.purged': true,
+  'coordinator.stalled': false,
+  'worker.draining': true,
+  'job.submitted': true,
+  'job.deduplicated': true,
+  'job.rejected': true,
+  'job.assigned': true,
+  'job.retryScheduled': false,
+  'job.requeued': true,
+  'job.completed': true,
+  'job.failed': false,
+  'job.cancelled': true,
+  'job.deadlineExceeded': false,
+  'job.recovered': true,
+  'result.stale': false,
+};
+
+/** The level and text of an event's line (exported for tests). */
+export function formatEvent(event: CoreEvent): Line {
   const format = LINES[event.type] as (e: CoreEvent) => Line;
-  const [level, message, fields] = format(event);
+  return format(event);
+}
+
+/** Whether an event's line can only ever be `info` (exported for tests). */
+export function isInfoOnly(event: CoreEvent): boolean {
+  return INFO_ONLY[event.type];
+}
+
+export function logEvent(log: Logger, event: CoreEvent): void {
+  // The per-job lines cost nothing beyond this check when info is off.
+  if (INFO_ONLY[event.type] && !log.isLevelEnabled('info')) return;
+  const [level, message, fields] = formatEvent(event);
   log[level](fields, message);
 }

@@ -2,9 +2,8 @@
  * The coordinator's HTTP side door for operators (`--metrics-port`):
  *
  * - `GET /metrics`: Prometheus text format, from {@link CoordinatorMetrics};
- * - `GET /healthz`: `200 ok` while the coordinator works, `503` with the
- *   failure message once it has stopped working (store failure or internal
- *   error; it then refuses all work until restarted);
+ * - `GET /healthz`: 200 while the coordinator serves, 503 while it stands by
+ *   or once it has stopped working, with a JSON body (health.ts);
  * - `POST`/`DELETE /api/session`: opens or ends a session for the dashboard
  *   (see http-auth.ts);
  * - another method on those paths: 405; any other path: 404.
@@ -22,6 +21,7 @@ import type { TLSSocket } from 'node:tls';
 import type { NetEvent } from '../net/net-events.js';
 import { describeTlsError, type ServerTls } from '../net/tls.js';
 import { describeError } from '../protocol/errors.js';
+import { healthOf } from './health.js';
 import type { HttpAuth } from './http-auth.js';
 import { CoordinatorMetrics, type MetricsSource } from './metrics.js';
 import { registerNetMetrics, type NetMetricsSource } from './net-metrics.js';
@@ -125,9 +125,8 @@ export class MetricsServer {
       res.setHeader('Allow', 'GET');
       reply(res, 405, 'method not allowed\n');
     } else if (path === '/healthz') {
-      const failure = this.#source.failure;
-      if (failure === null) reply(res, 200, 'ok\n');
-      else reply(res, 503, `${failure.code}: ${failure.message}\n`);
+      const health = healthOf(this.#source);
+      reply(res, health.statusCode, `${JSON.stringify(health.body)}\n`, 'application/json');
     } else {
       this.metrics.text().then(
         (text) => reply(res, 200, text, this.metrics.contentType),

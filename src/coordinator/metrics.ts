@@ -21,6 +21,8 @@ import {
 } from 'prom-client';
 import { JOB_STATES, isTerminalState, type JobState } from '../protocol/messages.js';
 import type { CoreInspection } from './core/core.js';
+import { registerLeadershipGauges } from './leadership-metrics.js';
+import type { RoleStatus } from './role.js';
 import {
   ATTEMPT_FAILURE_CAUSES,
   WORKER_LOSS_CAUSES,
@@ -39,6 +41,10 @@ export interface MetricsSource {
   };
   inspect(): CoreInspection;
   readonly failure: { code: string; message: string } | null;
+  /** Problems the background integrity check found; null until it has run. */
+  readonly integrityProblems: readonly string[] | null;
+  /** Role, epoch and leader (leadership-metrics.ts). */
+  status(): RoleStatus;
 }
 
 /** Attempt-failure causes that are always exported, at 0 until they happen. */
@@ -199,6 +205,7 @@ export class CoordinatorMetrics {
     );
     this.#zeroLabels();
     this.#registerGauges(options.maxActiveJobs);
+    registerLeadershipGauges(this.registry, source);
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     source.events.on('event', (event) => this.record(event));
     source.events.on('commit', (durationMs) => this.commitTime.observe(durationMs / MS_PER_S));
@@ -280,6 +287,13 @@ export class CoordinatorMetrics {
       this.set(snapshot().freeSlots);
     });
     const source = this.#source;
+    gauge(
+      'dtp_store_integrity_problems',
+      'Problems the background integrity check found in the database (0 = sound or not checked yet)',
+      function () {
+        this.set(source.integrityProblems?.length ?? 0);
+      },
+    );
     gauge(
       'dtp_coordinator_failed',
       '1 once the coordinator stopped working (see /healthz)',

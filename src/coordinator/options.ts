@@ -16,8 +16,18 @@ export interface CoordinatorOptions {
   clientPort: number;
   /** Interface to bind (default 0.0.0.0). */
   bindHost: string;
-  /** SQLite file (default data/coordinator.db; parent folders are created; `:memory:` = not durable). */
+  /**
+   * SQLite file (default data/coordinator.db; parent folders are created; `:memory:` = not
+   * durable), or a `postgres://` URL: the PostgreSQL store, shared by any number of
+   * coordinators of which one leads at a time.
+   */
   databasePath: string;
+  /** The host others should use to reach this coordinator; null = `bindHost` unless wildcard, else the host name. */
+  advertiseHost: string | null;
+  /** PostgreSQL only: how long the leader's lease lasts after each renewal (default 5000 ms). */
+  leaseTtlMs: number;
+  /** PostgreSQL only: the leader renews, and a standby tries to take over, this often (default 1000 ms). */
+  leaseRenewIntervalMs: number;
   /** A worker without a heartbeat for longer than this is lost (default 6000 ms). */
   heartbeatTimeoutMs: number;
   /** Period of the sweep that checks heartbeats, deadlines and retries (default 500 ms). */
@@ -53,6 +63,9 @@ export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   clientPort: 7071,
   bindHost: '0.0.0.0',
   databasePath: 'data/coordinator.db',
+  advertiseHost: null,
+  leaseTtlMs: 5_000,
+  leaseRenewIntervalMs: 1_000,
   heartbeatTimeoutMs: 6_000,
   sweepIntervalMs: 500,
   taskTimeoutMs: 600_000,

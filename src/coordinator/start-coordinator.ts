@@ -40,6 +40,8 @@ const INTEGER_RANGES = {
   retryMaxDelayMs: [0, DAY_MS],
   maxActiveJobs: [1, 100_000_000],
   agingStepMs: [1, 365 * DAY_MS],
+  leaseTtlMs: [100, DAY_MS],
+  leaseRenewIntervalMs: [10, DAY_MS],
 } as const satisfies Partial<Record<keyof CoordinatorOptions, readonly [number, number]>>;
 
 function invalid(message: string): DtpError {
@@ -76,6 +78,10 @@ export function validateCoordinatorOptions(options: CoordinatorOptions): void {
   )
     throw invalid(
       `metricsPort must be null (off) or an integer in 0..65535, got ${describe(metricsPort)}`,
+    );
+  if (options.leaseRenewIntervalMs * 2 > options.leaseTtlMs)
+    throw invalid(
+      `leaseRenewIntervalMs (${options.leaseRenewIntervalMs}) must be at most half of leaseTtlMs (${options.leaseTtlMs})`,
     );
   if (options.retryMaxDelayMs < options.retryBaseDelayMs)
     throw invalid('retryMaxDelayMs must be at least retryBaseDelayMs');

@@ -28,9 +28,9 @@
  * frames are held, undecoded, and delivered on {@link FramedConnection.resume}).
  */
 import type { Socket } from 'node:net';
-import { decodeMessage, messageToJson } from '../protocol/codec.js';
+import { decodeMessage, encodeMessage } from '../protocol/codec.js';
 import { ProtocolError, ProtocolErrorCode, describeError } from '../protocol/errors.js';
-import { FrameDecoder, encodeFrame } from '../protocol/framing.js';
+import { FrameDecoder } from '../protocol/framing.js';
 import type { Message } from '../protocol/messages.js';
 import type { InboundBudget } from './inbound-budget.js';
 
@@ -170,7 +170,7 @@ export class FramedConnection {
    * no longer open. Writes within one event-loop turn leave in one syscall.
    */
   send(msg: Message): boolean {
-    return this.sendFrame(encodeFrame(Buffer.from(messageToJson(msg), 'utf8')));
+    return this.sendFrame(encodeMessage(msg));
   }
 
   /** Queues one ready-made frame (see {@link send}). */

@@ -7,7 +7,7 @@
  * `[2026-11-29 09:29:12.123] INFO (coordinator): job assigned jobId=... workerId=...`.
  */
 import { pino, type Logger, type DestinationStream } from 'pino';
-import pretty from 'pino-pretty';
+import prettyTransport from './pretty-transport.js';
 
 export type { Logger } from 'pino';
 
@@ -28,45 +28,26 @@ export interface LoggerOptions {
   destination?: DestinationStream;
 }
 
-const HIDDEN_KEYS = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'name']);
-
-function renderValue(value: unknown): string {
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
-  if (text === undefined) return 'undefined';
-  return /[\s"=]/.test(text) || text === '' ? JSON.stringify(text) : text;
-}
-
-/** `msg key=value key=value`, in the order the fields were given. */
-export function formatKeyValues(record: Record<string, unknown>, message: string): string {
-  const parts = [message];
-  for (const [key, value] of Object.entries(record)) {
-    if (HIDDEN_KEYS.has(key) || value === undefined) continue;
-    parts.push(`${key}=${renderValue(value)}`);
-  }
-  return parts.join(' ');
-}
+export { formatKeyValues } from './key-values.js';
 
 export function createLogger(options: LoggerOptions): Logger {
   const level = options.level ?? 'info';
   if (options.format === 'json') {
+    // Lines are buffered and written without blocking; pino flushes the
+    // buffer when the process exits.
     return pino(
       { name: options.name, level, base: { pid: process.pid } },
-      options.destination ?? pino.destination({ sync: true }),
+      options.destination ?? pino.destination({ sync: false }),
     );
   }
-  const stream = pretty({
-    sync: true,
-    colorize: false,
-    destination: options.destination ?? 1,
-    translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l',
-    ignore: 'pid,hostname',
-    hideObject: true,
-    messageFormat: (log, messageKey) => {
-      const message = typeof log[messageKey] === 'string' ? log[messageKey] : '';
-      return formatKeyValues(log, message);
-    },
-  });
-  return pino({ name: options.name, level }, stream);
+  if (options.destination === undefined) {
+    const transport = pino.transport({
+      target: new URL('./pretty-transport.js', import.meta.url).href,
+      options: { destination: 1 },
+    }) as DestinationStream;
+    return pino({ name: options.name, level }, transport);
+  }
+  return pino({ name: options.name, level }, prettyTransport({ destination: options.destination }));
 }
 
 /** A logger that drops everything (tests, simulations). */

@@ -13,7 +13,7 @@
  * of the schema, nothing else.
  */
 import { ProtocolError, ProtocolErrorCode } from './errors.js';
-import { encodeFrame } from './framing.js';
+import { encodeTextFrame } from './framing.js';
 import {
   ATTEMPT_OUTCOMES,
   JOB_STATES,
@@ -385,5 +385,5 @@ export function messageToJson(msg: Message): string {
 
 /** One complete frame (length prefix + JSON) for a message. */
 export function encodeMessage(msg: Message): Buffer {
-  return encodeFrame(Buffer.from(messageToJson(msg), 'utf8'));
+  return encodeTextFrame(messageToJson(msg));
 }

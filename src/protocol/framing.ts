@@ -169,12 +169,8 @@ export class FrameDecoder {
   }
 }
 
-/**
- * Prefixes one payload with its length. Refuses (throws `PROTOCOL_FRAME_ENCODE`)
- * an empty payload or one over 1 MiB: a writer never emits an illegal frame.
- */
-export function encodeFrame(payload: Uint8Array): Buffer {
-  const length = payload.byteLength;
+/** A frame buffer with its length prefix written, or the refusal of a writer. */
+function frameFor(length: number): Buffer {
   if (length < 1 || length > MAX_FRAME_BYTES) {
     throw new ProtocolError(
       ProtocolErrorCode.FrameEncode,
@@ -183,6 +179,25 @@ export function encodeFrame(payload: Uint8Array): Buffer {
   }
   const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + length);
   frame.writeInt32BE(length, 0);
+  return frame;
+}
+
+/**
+ * Prefixes one payload with its length. Refuses (throws `PROTOCOL_FRAME_ENCODE`)
+ * an empty payload or one over 1 MiB: a writer never emits an illegal frame.
+ */
+export function encodeFrame(payload: Uint8Array): Buffer {
+  const frame = frameFor(payload.byteLength);
   frame.set(payload, FRAME_HEADER_BYTES);
+  return frame;
+}
+
+/**
+ * One frame for a JSON text, built in a single buffer (no intermediate copy
+ * of the payload). Same refusals as {@link encodeFrame}.
+ */
+export function encodeTextFrame(json: string): Buffer {
+  const frame = frameFor(Buffer.byteLength(json, 'utf8'));
+  frame.write(json, FRAME_HEADER_BYTES, 'utf8');
   return frame;
 }

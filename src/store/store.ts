@@ -138,6 +138,13 @@ export interface Store {
   read(read: StoreRead): Promise<StoreReadResult>;
   /** Idempotent. Waits for commits already given. */
   close(): Promise<void>;
+  /**
+   * Looks for damage in the stored data without holding up the store (the
+   * SQLite store reads the whole file on a thread of its own); resolves with
+   * the problems found, none when sound. Optional: backends whose engine
+   * checks itself need not offer it.
+   */
+  checkIntegrity?(): Promise<string[]>;
 }
 
 /** A write or read the storage could not do (disk full, I/O error, ...). */

@@ -43,6 +43,13 @@
  * `coordinatorTimeoutMs` (frozen, or cut off by a partition) is treated as a
  * lost connection: dropped and redialled, its tasks orphaned.
  *
+ * With several coordinators (`coordinatorHost` = `h1[:p1],h2[:p2],…`, one of
+ * which leads) the worker walks them with a {@link LeaderRing}: a standby
+ * answers the registration with NOT_LEADER and, when it knows, the leader's
+ * address, which is dialled next at once; a failed dial moves on to the next
+ * address; it pauses `reconnectDelayMs` only after a whole round failed or a
+ * registered session ended. A worker re-registers with whichever leads.
+ *
  * Tasks of a lost connection are orphans: the coordinator has revoked (or is
  * about to revoke) their leases, so the work will be redone elsewhere. An
  * orphan that finishes before the worker registers again has its result
@@ -57,10 +64,13 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
+import { AddressError, formatHostPort, parseAddressList, type HostPort } from '../net/address.js';
+import { LeaderRing } from '../net/leader-ring.js';
 import { DialError, dial } from '../net/tcp.js';
 import type { ClientTls } from '../net/tls.js';
 import type { Logger } from '../observability/logger.js';
 import { DtpError, describeError } from '../protocol/errors.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import {
   isCoordinatorToWorker,
   type ErrorMessage,
@@ -73,7 +83,6 @@ import {
 import { parseFeatures, type Feature } from '../protocol/features.js';
 import { MAX_CAPACITY } from '../protocol/limits.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
-import { ErrorCode } from '../protocol/error-codes.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
 import { NO_TASK_MODULES, type LoadedTaskModules } from './task-modules.js';
@@ -120,10 +129,16 @@ export interface WorkerOptions {
   authToken?: string | null;
   /**
    * A coordinator that confirmed `heartbeatAck` and sends nothing for this
-   * long is treated as gone, in ms (default 3 x `heartbeatIntervalMs`).
+   * long is treated as gone, in ms (default 3 x `heartbeatIntervalMs`, and
+   * never below {@link MIN_DEFAULT_COORDINATOR_TIMEOUT_MS}: an ack leaves
+   * only after a commit, so a sub-second window would drop a coordinator that
+   * is merely busy, and orphan every running task with it).
    */
   coordinatorTimeoutMs?: number;
 }
+
+/** Floor of the default coordinator timeout, in ms (an explicit value may be lower). */
+export const MIN_DEFAULT_COORDINATOR_TIMEOUT_MS = 1_000;
 
 /** ERROR codes that stop the worker instead of a reconnect. */
 const REFUSAL_CODES: ReadonlySet<string> = new Set([
@@ -194,6 +209,12 @@ export function validateWorkerOptions(options: WorkerOptions): void {
   if (options.coordinatorHost === '') throw invalid('coordinatorHost must not be empty');
   if (!isIntegerIn(options.coordinatorPort, 1, 65_535))
     throw invalid('coordinatorPort must be an integer in 1..65535');
+  try {
+    parseAddressList(options.coordinatorHost, options.coordinatorPort);
+  } catch (err) {
+    if (!(err instanceof AddressError)) throw err;
+    throw invalid(`coordinatorHost: ${err.message}`);
+  }
   if (!isIntegerIn(options.capacity, 1, MAX_CAPACITY))
     throw invalid(`capacity must be an integer in 1..${MAX_CAPACITY}`);
   if (!isIntegerIn(options.heartbeatIntervalMs, 1, 2 ** 31 - 1))
@@ -236,6 +257,12 @@ export class Worker {
   #features: ReadonlySet<Feature> = new Set();
   /** The last dial failed; further failures are logged at debug level only. */
   #unreachable = false;
+  /** The coordinators to try, and which one leads as far as we know. */
+  readonly #ring: LeaderRing;
+  /** The address of the current (or last) dial. */
+  #dialed: HostPort;
+  /** The current connection ended with NOT_LEADER (the ring knows already). */
+  #notLeaderSeen = false;
   #loop: Promise<void> = Promise.resolve();
   #closing: Promise<void> | null = null;
   #draining: Promise<void> | null = null;
@@ -254,13 +281,17 @@ export class Worker {
       cancelGraceMs: options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS,
     });
     this.#heartbeat = new Heartbeat(options.heartbeatIntervalMs, () => this.#sendHeartbeat());
-    const silenceMs = options.coordinatorTimeoutMs ?? 3 * options.heartbeatIntervalMs;
+    const silenceMs =
+      options.coordinatorTimeoutMs ??
+      Math.max(3 * options.heartbeatIntervalMs, MIN_DEFAULT_COORDINATOR_TIMEOUT_MS);
     this.#watchdog = new CoordinatorWatchdog(silenceMs, (silentMs) => {
       const connection = this.#connection;
       if (connection !== null) {
         this.#drop(connection, `coordinator silent for ${silentMs} ms (no heartbeat ack)`);
       }
     });
+    this.#ring = new LeaderRing(parseAddressList(options.coordinatorHost, options.coordinatorPort));
+    this.#dialed = { host: options.coordinatorHost, port: options.coordinatorPort };
   }
 
   /** Validates the options and starts connecting in the background. */
@@ -388,7 +419,9 @@ export class Worker {
         if (!this.#isClosed() && this.#mode !== 'disconnected') this.#setMode('disconnected');
       }
       if (this.#isClosed() || this.#draining !== null) return;
-      await this.#wait(this.#options.reconnectDelayMs);
+      // With several coordinators: straight on to the next one (or the leader
+      // a standby named) until a whole round failed.
+      if (this.#ring.shouldPause()) await this.#wait(this.#options.reconnectDelayMs);
     }
   }
 
@@ -413,12 +446,13 @@ export class Worker {
 
   /** One dial; null (mode back to disconnected) when it fails. */
   async #dial(): Promise<Socket | null> {
-    const { coordinatorHost: host, coordinatorPort: port } = this.#options;
+    const { host, port } = (this.#dialed = this.#ring.next());
     const timeoutMs = this.#connectTimeoutMs();
     try {
       return await dial(host, port, timeoutMs, this.#abort.signal, this.#options.tls ?? null);
     } catch (err) {
       if (this.#isClosed()) return null;
+      this.#ring.failed();
       this.#setMode('disconnected');
       if (err instanceof DialError && err.refused) this.#refuse(err.code, err.message);
       else this.#onDialFailed(describeError(err));
@@ -453,7 +487,7 @@ export class Worker {
   }
 
   #coordinator(): string {
-    return `${this.#options.coordinatorHost}:${this.#options.coordinatorPort}`;
+    return formatHostPort(this.#dialed);
   }
 
   /** Registers on a fresh socket; resolves when that connection has ended. */
@@ -470,6 +504,7 @@ export class Worker {
       });
       this.#connection = connection;
       this.#unreachable = false;
+      this.#notLeaderSeen = false;
       this.#setMode('registering');
       this.#log.info({ coordinator: this.#coordinator() }, 'connected');
       this.events.emit('connected');
@@ -499,6 +534,8 @@ export class Worker {
 
   #onClosed(connection: FramedConnection, reason: string): void {
     if (connection !== this.#connection) return;
+    // Closed before it registered us (and not a NOT_LEADER): try the next one.
+    if (this.#mode === 'registering' && !this.#notLeaderSeen) this.#ring.failed();
     this.#connection = null;
     this.#heartbeat.stop();
     this.#watchdog.stop();
@@ -567,6 +604,7 @@ export class Worker {
       this.#log.warn({ registeredAs: msg.workerId }, 'coordinator echoed another workerId');
     }
     this.#setMode('registered');
+    this.#ring.succeeded();
     this.#features = parseFeatures(msg.features);
     // The coordinator sends nothing while it has no work: silence is normal now.
     connection.setIdleTimeout(0, () => undefined);
@@ -596,6 +634,17 @@ export class Worker {
   #onError(connection: FramedConnection, msg: ErrorMessage): void {
     if (msg.code != null && REFUSAL_CODES.has(msg.code)) {
       this.#refuse(msg.code, msg.message);
+      return;
+    }
+    if (msg.code === ErrorCode.NotLeader) {
+      // A standby (or a leader that just stepped down): on to the leader it names.
+      this.#ring.notLeader(msg.leader ?? null, this.#options.coordinatorPort);
+      this.#notLeaderSeen = true;
+      this.#log.info(
+        { coordinator: this.#coordinator(), leader: msg.leader ?? 'unknown' },
+        'not the leader; trying the next coordinator',
+      );
+      this.#drop(connection, 'coordinator is not the leader');
       return;
     }
     const what = this.registered ? 'error from coordinator' : 'registration refused';

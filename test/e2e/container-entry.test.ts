@@ -89,7 +89,10 @@ describe('scripts/docker-entrypoint.sh', () => {
       assert.ok(existsSync(join(temp.dir, 'entry.db')), 'database created in the working dir');
 
       const healthy = await runEntrypoint(['healthcheck', metricsPort], temp.dir);
-      assert.deepEqual([healthy.code, healthy.stdout], [0, 'ok\n']);
+      assert.deepEqual(
+        [healthy.code, healthy.stdout],
+        [0, `${JSON.stringify({ status: 'ok', role: 'leader' })}\n`],
+      );
 
       worker.signal('SIGTERM');
       assert.equal(await worker.exited, 0);

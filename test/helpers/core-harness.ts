@@ -195,17 +195,11 @@ export class CoreHarness {
     for (let effect = todo.shift(); effect !== undefined; effect = todo.shift()) {
       effects.push(effect);
       if (effect.kind !== 'read') continue;
-      let answer: CoreInput;
-      try {
-        answer = {
-          kind: 'readDone',
-          readId: effect.readId,
-          result: this.store.readNow(effect.read),
-        };
-      } catch (err) {
-        answer = { kind: 'readFailed', readId: effect.readId, message: String(err) };
+      if (this.holdReads) {
+        this.#heldReads.push(effect);
+        continue;
       }
-      todo.push(...this.core.handle(answer));
+      todo.push(...this.core.handle(this.#answer(effect)));
     }
     const batch = this.core.takeBatch();
     if (batch !== null) {
@@ -213,6 +207,38 @@ export class CoreHarness {
       effects.push(...this.core.handle({ kind: 'committed', batchId: batch.batchId }));
     }
     return effects;
+  }
+
+  /**
+   * While true, reads the core asks for wait (in order) until
+   * {@link answerHeldReads}: a test can then act while a read is out.
+   */
+  holdReads = false;
+  readonly #heldReads: EffectOf<'read'>[] = [];
+
+  /** Reads held so far. */
+  get heldReads(): readonly EffectOf<'read'>[] {
+    return this.#heldReads;
+  }
+
+  /** Answers the held reads (from the store as it is now), one input each; returns all effects. */
+  answerHeldReads(fail = false): Effect[] {
+    const effects: Effect[] = [];
+    for (let read = this.#heldReads.shift(); read !== undefined; read = this.#heldReads.shift()) {
+      const input: CoreInput = fail
+        ? { kind: 'readFailed', readId: read.readId, message: 'disk I/O error' }
+        : this.#answer(read);
+      effects.push(...this.handle(input));
+    }
+    return effects;
+  }
+
+  #answer(read: EffectOf<'read'>): CoreInput {
+    try {
+      return { kind: 'readDone', readId: read.readId, result: this.store.readNow(read.read) };
+    } catch (err) {
+      return { kind: 'readFailed', readId: read.readId, message: String(err) };
+    }
   }
 
   /** Connection id of a worker's latest registration. */

@@ -104,6 +104,8 @@ export interface CoordinatorLaunch {
   prefix?: string[];
   /** Working directory (default the repository root). */
   cwd?: string;
+  /** Extra environment (DTP_* variables of the test process are never passed on). */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** Starts a coordinator on free ports and returns it with the ports it logged. */
@@ -125,7 +127,7 @@ export async function startCoordinatorProcess(
       String(ports.clientPort),
       ...args,
     ],
-    { cwd: launch.cwd },
+    { cwd: launch.cwd, env: launch.env },
   );
   // Either log format: `workerPort=1 clientPort=2` or `"workerPort":1,"clientPort":2`.
   const match = await proc

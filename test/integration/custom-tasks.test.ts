@@ -239,7 +239,12 @@ describe('preemption of users own tasks', { timeout: 120_000 }, () => {
     const stopped = once(w.events, 'stopped');
     const { jobId, attemptId } = await started('polite', {}, 400);
     const [, , reason, how] = (await stopped) as unknown[];
-    assert.deepEqual([reason, how], ['deadline', 'cooperative']);
+    // The worker's own deadline timer and the coordinator's TASK_CANCEL for
+    // the same deadline race (in one process, under load, either can come
+    // first); the cut-off case, where only the worker's timer can fire, is
+    // tested against a scripted coordinator in worker-negotiation.test.ts.
+    assert.ok(reason === 'deadline' || reason === 'cancel', String(reason));
+    assert.equal(how, 'cooperative');
     const job: JobSnapshot = await until(
       async () => {
         const current = await client.status(jobId);

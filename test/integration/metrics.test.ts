@@ -198,7 +198,10 @@ describe('coordinator metrics', () => {
     tc = await startCoordinator({ metricsPort: 0 }, { store });
     const c = await RawClient.connect(tc.coordinator.clientPort);
     peers.push(c);
-    assert.deepEqual(await healthz(tc), { status: 200, body: 'ok\n' });
+    assert.deepEqual(await healthz(tc), {
+      status: 200,
+      body: `${JSON.stringify({ status: 'ok', role: 'leader' })}\n`,
+    });
     await c.submit('SHA256', { text: 'stored' });
 
     store.failCommits('SQLITE_FULL: database or disk is full');
@@ -213,7 +216,10 @@ describe('coordinator metrics', () => {
     assert.ok(reply.type === 'ERROR' && reply.code === 'STORE_FAILED');
     const health = await healthz(tc);
     assert.equal(health.status, 503);
-    assert.match(health.body, /^STORE_FAILED: .*disk is full/);
+    const body = JSON.parse(health.body) as Record<string, unknown>;
+    assert.equal(body.status, 'failed');
+    assert.equal(body.code, 'STORE_FAILED');
+    assert.match(String(body.message), /disk is full/);
     const { samples } = await scrape(tc);
     assert.equal(value(samples, 'dtp_coordinator_failed'), 1);
     // A registry of its own: only this coordinator's one job is counted.

@@ -18,21 +18,23 @@ const dir = mkdtempSync(join(tmpdir(), 'dtp-store-sqlite-'));
 let files = 0;
 const pathOf = new WeakMap<object, string>();
 
-describeStoreContract({
-  name: 'SqliteStore',
-  async open() {
-    const path = join(dir, `contract-${files++}.sqlite`);
-    const store = await SqliteStore.open({ path });
-    pathOf.set(store, path);
-    return store;
-  },
-  async reopen(store) {
-    const path = pathOf.get(store) as string;
-    const again = await SqliteStore.open({ path });
-    pathOf.set(again, path);
-    return again;
-  },
-});
+for (const writer of ['inline', 'thread'] as const) {
+  describeStoreContract({
+    name: `SqliteStore (${writer} writer)`,
+    async open() {
+      const path = join(dir, `contract-${files++}.sqlite`);
+      const store = await SqliteStore.open({ path, writer });
+      pathOf.set(store, path);
+      return store;
+    },
+    async reopen(store) {
+      const path = pathOf.get(store) as string;
+      const again = await SqliteStore.open({ path, writer });
+      pathOf.set(again, path);
+      return again;
+    },
+  });
+}
 
 after(() => rmSync(dir, { recursive: true, force: true }));
 

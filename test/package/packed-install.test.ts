@@ -322,12 +322,11 @@ describe('the packed package, installed into an empty folder', () => {
   });
 
   it('embeds a coordinator and a worker in one program through dtp/coordinator and dtp/worker', () => {
-    const out = JSON.parse(
-      ok(run('node', ['embedded.mjs'], app), 'embedded.mjs')
-        .trim()
-        .split('\n')
-        .pop() ?? '',
-    ) as {
+    // Log lines (written asynchronously) may come after the program's own output.
+    const lines = ok(run('node', ['embedded.mjs'], app), 'embedded.mjs')
+      .trim()
+      .split('\n');
+    const out = JSON.parse(lines.find((line) => line.startsWith('{"job"')) ?? '') as {
       job: { state: string; result: string };
       refused: string;
     };

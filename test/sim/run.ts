@@ -25,6 +25,8 @@ interface Totals {
   failed: number;
   cancelled: number;
   restarts: number;
+  failovers: number;
+  fencedCommits: number;
   faults: number;
   faultKinds: Map<string, number>;
 }
@@ -49,6 +51,8 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.failed += report.failed;
   totals.cancelled += report.cancelled;
   totals.restarts += report.restarts;
+  totals.failovers += report.failovers;
+  totals.fencedCommits += report.fencedCommits;
   totals.faults += report.faultTotal;
   for (const [kind, n] of Object.entries(report.faults)) {
     totals.faultKinds.set(kind, (totals.faultKinds.get(kind) ?? 0) + n);
@@ -66,6 +70,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `steps:           ${totals.steps} (${totals.inputs} core inputs)`,
       `jobs:            ${totals.jobs} created, ${totals.acked} acknowledged, ${totals.completed} completed, ${totals.failed} failed, ${totals.cancelled} cancelled`,
       `restarts:        ${totals.restarts}`,
+      `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
       `faults injected: ${totals.faults} (${kinds})`,
       `failures:        ${failures}`,
       `time:            ${(elapsedMs / 1000).toFixed(1)} s`,
@@ -93,6 +98,8 @@ function runMany(start: number, count: number, steps: number): number {
     failed: 0,
     cancelled: 0,
     restarts: 0,
+    failovers: 0,
+    fencedCommits: 0,
     faults: 0,
     faultKinds: new Map(),
   };

@@ -23,6 +23,7 @@ import { SimClient } from './clients.js';
 import { Invariants } from './invariants.js';
 import { SimClock } from './network.js';
 import { Random } from './random.js';
+import { SimElection, type LeaseTiming } from './election.js';
 import { Judge } from './violation.js';
 import { FaultCounter, SimWorker, type GhostLease } from './workers.js';
 import { World, type CrashPoint } from './world.js';
@@ -44,6 +45,10 @@ export interface SimulationReport {
   inputs: number;
   batches: number;
   restarts: number;
+  /** Leaders frozen and replaced by the other node. */
+  failovers: number;
+  /** Commits of deposed leaders refused by the epoch fence. */
+  fencedCommits: number;
   jobsCreated: number;
   jobsAcked: number;
   completed: number;
@@ -71,6 +76,7 @@ const FAULT_WEIGHTS = {
   lateResult: 5,
   restart: 2,
   clientHangUp: 2,
+  failover: 2,
 } as const;
 
 const CLOCK_WEIGHTS = {
@@ -83,6 +89,7 @@ const CLOCK_WEIGHTS = {
 
 interface Profile {
   config: CoreConfig;
+  lease: LeaseTiming;
   sweepIntervalMs: number;
   heartbeatIntervalMs: number;
   faultRate: number;
@@ -103,8 +110,11 @@ function drawProfile(rng: Random): Profile {
     retainTerminalMs: null,
     maxWaitsPerConnection: rng.chance(0.2) ? rng.int(1, 3) : 10_000,
   };
+  // Longer than any clock jump of a step: a leader loses its lease only in a failover.
+  const ttlMs = rng.int(60_000, 120_000);
   return {
     config,
+    lease: { ttlMs, renewIntervalMs: Math.floor(ttlMs / 4) },
     sweepIntervalMs: config.sweepIntervalMs,
     heartbeatIntervalMs: Math.floor(heartbeatTimeoutMs / 4),
     faultRate: 0.03 + rng.float() * 0.15,
@@ -140,6 +150,7 @@ export class Simulation {
     this.#profile = drawProfile(this.#rng);
     this.#judge = new Judge(this.seed, this.#steps === DEFAULT_STEPS ? undefined : this.#steps);
     this.#world = new World({
+      election: new SimElection(this.#clock, this.#profile.lease, this.#judge),
       clock: this.#clock,
       rng: this.#rng.fork(),
       seed: this.seed,
@@ -215,6 +226,8 @@ export class Simulation {
   #mainStep(): void {
     this.#advanceClock();
     this.#log(() => `step ${this.#judge.step} t=+${this.#clock.nowMs - EPOCH_MS}ms`);
+    this.#world.tickLeases();
+    if (this.#world.hasFrozen && this.#rng.chance(0.3)) this.#world.wakeFrozen();
     for (const worker of this.#workers) worker.act();
     for (const client of this.#clients) client.act();
     if (this.#rng.chance(this.#profile.faultRate)) this.#injectFault();
@@ -238,6 +251,7 @@ export class Simulation {
     this.#quiet = true;
     this.#judge.phase = 'quiescence';
     this.#crashPlan = null;
+    this.#world.wakeFrozen();
     for (const worker of this.#workers) worker.heal();
     for (let q = 1; q <= this.#quiescenceMaxSteps; q++) {
       this.#judge.step = this.#steps + q;
@@ -273,6 +287,7 @@ export class Simulation {
     }
     this.#clock.advance(deltaMs);
     this.#log(() => `step ${this.#judge.step} (quiet) t=+${this.#clock.nowMs - EPOCH_MS}ms`);
+    this.#world.tickLeases();
     for (const worker of this.#workers) worker.act();
     for (const client of this.#clients) client.act();
     for (const worker of this.#workers) worker.read(Number.MAX_SAFE_INTEGER);
@@ -340,6 +355,8 @@ export class Simulation {
         return this.#planRestart();
       case 'clientHangUp':
         return rng.pick(this.#clients).hangUp();
+      case 'failover':
+        return this.#world.failover(rng.int(1, this.#profile.lease.renewIntervalMs));
     }
   }
 
@@ -375,6 +392,8 @@ export class Simulation {
       inputs: stats.inputs,
       batches: stats.batches,
       restarts: stats.restarts,
+      failovers: stats.failovers,
+      fencedCommits: this.#world.election.fenced,
       jobsCreated: counts.created,
       jobsAcked: this.#invariants.ackedIds.length,
       completed: counts.completed,

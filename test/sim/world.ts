@@ -14,6 +14,15 @@
  * rows, committing its recovery before anything else, as `Coordinator.start`
  * does. It can strike with inputs handled but not committed, or right after
  * a commit with only some of its effects released.
+ *
+ * Two coordinator nodes share the store through a lease (election.ts):
+ * every commit is fenced by its term's epoch. A restart takes the next
+ * epoch. A failover freezes the leader with everything it holds (its core,
+ * its uncommitted batches, the frames it had read); once its lease expired
+ * the other node takes over with the next epoch, recovering from the store.
+ * When the frozen one wakes up it handles what it had read and a tick, and
+ * its store tries to finish its commits: every one must be refused, none of
+ * its effects ever leaves, and its lease machine must step down.
  */
 import { CoordinatorCore } from '../../src/coordinator/core/core.js';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
@@ -21,6 +30,8 @@ import type { ClientRequest, WorkerToCoordinator } from '../../src/protocol/mess
 import type { StoreRead, WriteBatch } from '../../src/store/store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { createBuiltinRegistry } from '../../src/tasks/builtin/index.js';
+import { LeaseLostError } from '../../src/store/lease.js';
+import type { SimElection } from './election.js';
 import {
   ClientLink,
   IdSource,
@@ -78,6 +89,7 @@ export type CrashPoint =
   | { at: 'afterCommit'; released: number };
 
 export interface WorldOptions {
+  election: SimElection;
   clock: SimClock;
   rng: Random;
   seed: number;
@@ -105,6 +117,17 @@ interface InFlight {
   effects: Effect[];
 }
 
+/** A leader frozen with what it held, until it wakes up deposed. */
+interface FrozenTerm {
+  core: CoordinatorCore;
+  pipeline: InFlight[];
+  /** Inputs it had read from its sockets before it froze. */
+  inbox: CoreInput[];
+  epoch: number;
+  term: number;
+  node: number;
+}
+
 interface PickedInput {
   input: CoreInput;
   link: WorkerLink | null;
@@ -120,7 +143,20 @@ export class World {
   /** Connections the coordinator process currently has (until it reads their end). */
   readonly workerLinks = new Map<number, WorkerLink>();
   readonly clientLinks = new Map<number, ClientLink>();
-  readonly stats = { batches: 0, inputs: 0, restarts: 0, commits: 0 };
+  readonly stats = {
+    batches: 0,
+    inputs: 0,
+    restarts: 0,
+    commits: 0,
+    failovers: 0,
+    deposedWakes: 0,
+  };
+  readonly election: SimElection;
+  /** The node that leads, the epoch and the term (incarnation of a core) it serves under. */
+  #leader = 0;
+  #epoch = 0;
+  #term = 0;
+  #frozen: FrozenTerm | null = null;
   readonly #rng: Random;
   readonly #log: (line: () => string) => void;
   readonly #validator = createBuiltinRegistry();
@@ -135,6 +171,7 @@ export class World {
   #nextConnId = 1;
 
   constructor(options: WorldOptions) {
+    this.election = options.election;
     this.clock = options.clock;
     this.#rng = options.rng;
     this.config = options.config;
@@ -146,6 +183,7 @@ export class World {
   /** Starts the first coordinator process (recovering from the empty store). */
   start(observer: WorldObserver): void {
     this.#observer = observer;
+    this.#epoch = this.election.elect(this.#leader);
     this.#boot();
   }
 
@@ -295,7 +333,7 @@ export class World {
     const entry = this.#pipeline[index] as InFlight;
     const batch = entry.batch as WriteBatch;
     try {
-      this.store.commitNow(batch);
+      this.election.commit(this.store, batch, this.#epoch, this.#term);
     } catch (err) {
       throw this.#obs.fatal('store commit', err);
     }
@@ -347,6 +385,90 @@ export class World {
   restart(reason: string): void {
     this.stats.restarts++;
     this.#log(() => `  !! coordinator restart: ${reason}`);
+    this.#epoch = this.election.restarted(this.#leader);
+    this.#replaceCore();
+  }
+
+  /** The leader renews its lease; the standby finds it live. */
+  tickLeases(): void {
+    // A frozen node runs nothing, its lease timer included.
+    this.election.tick(this.#leader, this.#frozen === null ? 1 - this.#leader : null);
+  }
+
+  /** True while a deposed leader is frozen. */
+  get hasFrozen(): boolean {
+    return this.#frozen !== null;
+  }
+
+  /**
+   * The leader freezes (SIGSTOP, a long pause); after its lease expired the
+   * other node takes over under the next epoch and recovers from the store.
+   */
+  failover(extraMs: number): void {
+    if (this.#frozen !== null) this.wakeFrozen();
+    this.stats.failovers++;
+    const inbox: CoreInput[] = [];
+    for (const link of this.workerLinks.values()) {
+      for (const item of link.toCoordinator) {
+        if (item.kind === 'frame')
+          inbox.push({ kind: 'workerMessage', connId: link.connId, msg: item.msg });
+      }
+    }
+    this.#frozen = {
+      core: this.core,
+      pipeline: this.#pipeline,
+      inbox,
+      epoch: this.#epoch,
+      term: this.#term,
+      node: this.#leader,
+    };
+    this.clock.advance(this.election.timing.ttlMs + extraMs);
+    this.#leader = 1 - this.#leader;
+    this.#epoch = this.election.elect(this.#leader);
+    this.#log(() => `  !! failover: node ${this.#leader} leads under epoch ${this.#epoch}`);
+    this.#replaceCore();
+  }
+
+  /**
+   * The frozen ex-leader wakes up: what it had read and a tick are handled,
+   * its store tries to commit every batch it holds (each must be refused),
+   * nothing of it is released, and its lease machine steps down.
+   */
+  wakeFrozen(): void {
+    const frozen = this.#frozen;
+    if (frozen === null) return;
+    this.#frozen = null;
+    this.stats.deposedWakes++;
+    const batches = frozen.pipeline.flatMap((entry) => (entry.batch === null ? [] : [entry.batch]));
+    try {
+      for (const input of [...frozen.inbox, { kind: 'tick' } as const]) frozen.core.handle(input);
+      const last = frozen.core.takeBatch();
+      if (last !== null) batches.push(last);
+    } catch (err) {
+      throw this.#obs.fatal('a deposed leader handling its inputs', err);
+    }
+    for (const batch of batches) {
+      try {
+        this.election.commit(this.store, batch, frozen.epoch, frozen.term);
+      } catch (err) {
+        if (err instanceof LeaseLostError) continue;
+        throw this.#obs.fatal('a deposed leader committing', err);
+      }
+      throw this.#obs.fatal(
+        'a deposed leader committing',
+        new Error(
+          `batch ${batch.batchId} of epoch ${frozen.epoch} was applied after the lease moved on`,
+        ),
+      );
+    }
+    this.#log(
+      () => `  !! deposed leader (epoch ${frozen.epoch}) woke: ${batches.length} batch(es) refused`,
+    );
+    this.election.wakes(frozen.node, frozen.epoch);
+  }
+
+  /** Drops the current core with everything uncommitted and boots a new one from the store. */
+  #replaceCore(): void {
     this.#pipeline = [];
     this.#reads.clear();
     this.#obs.onCrash();
@@ -373,6 +495,7 @@ export class World {
   }
 
   #boot(): void {
+    this.#term++;
     let effects: Effect[];
     try {
       this.#core = new CoordinatorCore(

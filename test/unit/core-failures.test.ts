@@ -18,25 +18,20 @@ describe('core: lost workers and retries', () => {
     const first = h.assignmentOf(jobId);
     h.closeWorker('w1', 'connection reset');
 
+    // The worker went away, not the job: no back-off, the job queues again at once.
     const job = h.record(jobId);
-    assert.equal(job.state, 'RETRY_WAIT');
+    assert.equal(job.state, 'QUEUED');
     assert.equal(job.error, 'worker w1 lost (connection reset)');
-    assert.equal(job.retryAtMs, h.clock + 100);
+    assert.equal(job.retryAtMs, null);
     assert.equal(job.workerId, null);
     assert.equal(job.attemptId, null);
     assert.equal(job.attempts, 1);
     const scheduled = h.events('job.retryScheduled');
     assert.equal(scheduled[0]?.cause, 'worker_lost');
-    assert.equal(scheduled[0]?.delayMs, 100);
+    assert.equal(scheduled[0]?.delayMs, 0);
+    assert.deepEqual(h.events('job.requeued'), [{ type: 'job.requeued', jobId, attempts: 1 }]);
 
     const w2 = h.register('w2', 1);
-    assert.equal(h.status(jobId).state, 'RETRY_WAIT', 'not before the back-off');
-    h.tick(99);
-    assert.equal(h.status(jobId).state, 'RETRY_WAIT');
-    const effects = h.tick(1);
-    assert.deepEqual(eventsOf(effects, 'job.requeued'), [
-      { type: 'job.requeued', jobId, attempts: 1 },
-    ]);
     const second = h.assignmentOf(jobId);
     assert.equal(second.connId, w2);
     assert.equal(second.attemptNumber, 2);
@@ -131,7 +126,7 @@ describe('core: lost workers and retries', () => {
     const effects = h.closeWorker('w1', 'EOF');
     assert.equal(eventsOf(effects, 'worker.lost')[0]?.runningJobs, 3);
     assert.equal(eventsOf(effects, 'job.retryScheduled').length, 3);
-    for (const jobId of ids) assert.equal(h.status(jobId).state, 'RETRY_WAIT');
+    for (const jobId of ids) assert.equal(h.status(jobId).state, 'QUEUED');
   });
 });
 
@@ -223,7 +218,12 @@ describe('core: stale results', () => {
     const jobId = h.submit();
     const old = h.assignmentOf(jobId);
     h.tick(1_001);
-    assertStale(h, () => h.result(jobId, { attemptId: old.attemptId }), jobId, /RETRY_WAIT/);
+    assertStale(
+      h,
+      () => h.result(jobId, { attemptId: old.attemptId }),
+      jobId,
+      /not the current lease/,
+    );
     h.tick(100);
     assert.equal(h.assignmentOf(jobId).attemptNumber, 2, 'the retry goes on');
   });
@@ -289,7 +289,12 @@ describe('core: stale results', () => {
     const jobId = h.submit();
     const old = h.assignmentOf(jobId);
     h.register('w1', 1);
-    assertStale(h, () => h.result(jobId, { attemptId: old.attemptId }), jobId, /RETRY_WAIT/);
+    assertStale(
+      h,
+      () => h.result(jobId, { attemptId: old.attemptId }),
+      jobId,
+      /not the current lease/,
+    );
   });
 });
 

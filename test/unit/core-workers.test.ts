@@ -136,13 +136,13 @@ describe('core: worker registration', () => {
     assert.equal(lost.length, 1);
     assert.equal(lost[0]?.reason, 'worker re-registered');
     assert.equal(lost[0]?.runningJobs, 1);
-    assert.deepEqual(sentTo(effects, newConn), [REGISTERED_W1]);
+    assert.deepEqual(sentTo(effects, newConn)[0], REGISTERED_W1);
 
+    // Requeued at once and assigned to the new session in the same step.
     const job = h.status(jobId);
-    assert.equal(job.state, 'RETRY_WAIT');
+    assert.equal(job.state, 'RUNNING');
     assert.equal(job.error, 'worker w1 lost (worker re-registered)');
 
-    h.tick(h.config.retryBaseDelayMs);
     const second = h.assignmentOf(jobId);
     assert.equal(second.connId, newConn);
     assert.equal(second.attemptNumber, 2);
@@ -178,7 +178,7 @@ describe('core: worker registration', () => {
     assert.equal(eventsOf(effects, 'worker.lost')[0]?.runningJobs, 2);
     for (const jobId of [a, b]) {
       const job = h.status(jobId);
-      assert.equal(job.state, 'RETRY_WAIT');
+      assert.equal(job.state, 'QUEUED');
       assert.equal(job.error, 'worker w1 lost (protocol violation: bad frame)');
     }
   });
@@ -246,7 +246,7 @@ describe('core: heartbeats', () => {
     const jobId = h.submit();
     h.tick(1_001);
     const job = h.status(jobId);
-    assert.equal(job.state, 'RETRY_WAIT');
+    assert.equal(job.state, 'QUEUED');
     assert.equal(job.error, 'worker w1 lost (heartbeat timeout: none for 1001 ms)');
   });
 

@@ -150,10 +150,12 @@ export function failJobOrRetry(
     });
     return;
   }
-  // A released attempt (its worker drained and left) is retried at once: the
-  // worker said goodbye, nothing suggests the job itself is at fault.
+  // An attempt whose worker went away (lost, or drained and left) is retried
+  // at once: nothing suggests the job itself is at fault, and a crashed
+  // worker's job should run elsewhere now, not after a back-off. The attempt
+  // still counts, so a job that crashes every worker runs out of attempts.
   const delayMs =
-    cause === 'released'
+    cause === 'released' || cause === 'worker_lost'
       ? 0
       : retryDelayMs(job.attempts, s.config.retryBaseDelayMs, s.config.retryMaxDelayMs);
   job.error = error;

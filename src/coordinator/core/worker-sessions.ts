@@ -231,7 +231,7 @@ export function loseWorker(
     reason,
     runningJobs,
   });
-  if (attemptCause === 'released') requeueDue(s); // released attempts are due now
+  requeueDue(s); // its attempts are due at once
   schedule(s);
 }
 

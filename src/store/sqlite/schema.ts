@@ -10,7 +10,7 @@ import { StoreError } from '../store.js';
 
 const MIGRATIONS: readonly string[] = [
   // 1: jobs, in submission order. Terminal rows are history; the partial
-  // index makes restart recovery read only the active ones.
+  // index makes restart recovery read only the active ones. (Rebuilt by 3.)
   `CREATE TABLE jobs (
      seq             INTEGER PRIMARY KEY,
      job_id          TEXT    NOT NULL UNIQUE,
@@ -36,15 +36,46 @@ const MIGRATIONS: readonly string[] = [
   // 2: how to read a result: 'text' or 'json' (a handler's non-string value
   // as JSON text). NULL in rows written before it existed: read as text.
   `ALTER TABLE jobs ADD COLUMN result_format TEXT CHECK (result_format IN ('text', 'json'));`,
-  // 3: job history and retention. One row per ended attempt; when each job
-  // started its latest attempt and when it ended. Terminal rows of earlier
-  // versions count as finished at their last update.
-  `ALTER TABLE jobs ADD COLUMN started_at_ms INTEGER;
-   ALTER TABLE jobs ADD COLUMN finished_at_ms INTEGER;
-   UPDATE jobs SET finished_at_ms = updated_at_ms
-     WHERE state IN ('COMPLETED', 'FAILED', 'CANCELLED');
-   CREATE INDEX jobs_finished ON jobs (state, finished_at_ms)
-     WHERE finished_at_ms IS NOT NULL;
+  // 3: job history and retention, and fewer indexes to keep up per write.
+  // One row per ended attempt; when each job started its latest attempt and
+  // when it ended (terminal rows of earlier versions count as finished at
+  // their last update). The table is rebuilt so that idempotency keys get a
+  // partial unique index (a job without a key costs no index entry); one
+  // (state, seq) index serves recovery (the active states), listing by state
+  // and retention, so the partial active-jobs index goes.
+  `CREATE TABLE jobs_v3 (
+     seq             INTEGER PRIMARY KEY,
+     job_id          TEXT    NOT NULL UNIQUE,
+     task_type       TEXT    NOT NULL,
+     payload         TEXT    NOT NULL,
+     state           TEXT    NOT NULL,
+     priority        TEXT    NOT NULL,
+     attempts        INTEGER NOT NULL,
+     max_attempts    INTEGER NOT NULL,
+     timeout_ms      INTEGER NOT NULL,
+     idempotency_key TEXT,
+     worker_id       TEXT,
+     attempt_id      TEXT,
+     deadline_at_ms  INTEGER,
+     retry_at_ms     INTEGER,
+     result          TEXT,
+     result_format   TEXT CHECK (result_format IN ('text', 'json')),
+     error           TEXT,
+     created_at_ms   INTEGER NOT NULL,
+     updated_at_ms   INTEGER NOT NULL,
+     started_at_ms   INTEGER,
+     finished_at_ms  INTEGER
+   ) STRICT;
+   INSERT INTO jobs_v3
+     SELECT seq, job_id, task_type, payload, state, priority, attempts, max_attempts,
+            timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms, retry_at_ms,
+            result, result_format, error, created_at_ms, updated_at_ms, NULL,
+            CASE WHEN state IN ('COMPLETED', 'FAILED', 'CANCELLED') THEN updated_at_ms END
+       FROM jobs;
+   DROP TABLE jobs;
+   ALTER TABLE jobs_v3 RENAME TO jobs;
+   CREATE UNIQUE INDEX jobs_key ON jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
+   CREATE INDEX jobs_state_seq ON jobs (state, seq);
    CREATE INDEX jobs_type_seq ON jobs (task_type, seq);
    CREATE TABLE attempts (
      job_id          TEXT    NOT NULL,

@@ -1,19 +1,27 @@
 /**
  * The SQLite implementation of {@link Store}, on better-sqlite3.
  *
- * Writes go to a writer thread (writer-thread.ts) that owns the only writing
- * connection: the coordinator's event loop never waits for a commit or an
- * fsync, and batches queued while one commits share the next transaction.
- * Reads of history run on the main thread, on a connection of their own,
- * which in WAL mode sees the last committed state without blocking the
- * writer (point lookups by key take microseconds).
- *
  * Journal mode WAL. `synchronous=NORMAL` (durability `normal`) commits survive
  * a crash of the process but not necessarily of the machine; `FULL` (durability
  * `full`) fsyncs the WAL on every commit and survives power loss.
+ *
+ * Where commits happen depends on that choice, so that the event loop never
+ * waits for the disk:
+ * - `full`: a writer thread (writer-thread.ts) owns the writing connection;
+ *   every commit is an fsync there, and batches queued while one commits
+ *   share the next transaction (group commit).
+ * - `normal`: a commit writes to the WAL without waiting for the disk (tens
+ *   of microseconds), so it runs inline on the main thread and its batch is
+ *   durable against a process crash when `commit()` returns; the one fsync
+ *   left, the checkpoint, runs on a background thread (checkpoint-thread.ts)
+ *   and never on the event loop. Handing each batch to a thread would cost
+ *   two thread wake-ups per commit, which on a busy machine is most of a
+ *   client's wait (see docs/MEASURED_BEHAVIOR.md).
+ * Reads of history run on the main thread, on a connection of their own,
+ * which in WAL mode sees the last committed state (point lookups by key take
+ * microseconds).
  */
-import { once } from 'node:events';
-import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import { Worker } from 'node:worker_threads';
 import type { Database, Statement } from 'better-sqlite3';
 import { describeError } from '../../protocol/errors.js';
 import {
@@ -41,95 +49,74 @@ import {
   type JobRow,
   type SqlValue,
 } from './rows.js';
-import type { FromWriter, ToWriter } from './writer-protocol.js';
+import { migrate } from './schema.js';
+import { InlineWriterLink, ThreadWriterLink, type WriterLink } from './writer-links.js';
 
 export interface SqliteStoreOptions {
   /** File path (parent folders are created). */
   path: string;
   /** `normal` (default) or `full` (fsync per commit). */
   durability?: 'normal' | 'full';
+  /** Where commits run; default: inline for `normal`, a thread for `full`. */
+  writer?: 'inline' | 'thread';
   /** Told the duration of every transaction the writer commits, in ms. */
   onCommit?: (durationMs: number) => void;
 }
 
-const WRITER_ENTRY = new URL('./writer-thread.js', import.meta.url);
 const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT')";
-
-interface Pending<T> {
-  resolve(value: T): void;
-  reject(err: Error): void;
-}
 
 export class SqliteStore implements Store {
   readonly description: string;
-  readonly #writer: Worker;
-  readonly #port: MessagePort;
+  readonly #link: WriterLink;
   readonly #reader: Database;
-  readonly #onCommit: ((durationMs: number) => void) | undefined;
-  readonly #commits = new Map<number, Pending<void>>();
-  readonly #purges = new Map<number, Pending<number>>();
   readonly #byId: Statement<[string], JobRow>;
   readonly #byKey: Statement<[string], JobRow>;
   readonly #attemptsOf: Statement<[string], AttemptRow>;
   readonly #lists = new Map<string, Statement<(string | number)[], JobRow>>();
-  #nextPurgeId = 1;
-  #failure: StoreError | null = null;
   #closing: Promise<void> | null = null;
 
-  private constructor(options: SqliteStoreOptions, writer: Worker, port: MessagePort) {
-    this.description = `sqlite ${options.path}`;
-    this.#writer = writer;
-    this.#port = port;
-    this.#onCommit = options.onCommit;
-    this.#reader = openDatabase(options.path, options.durability ?? 'normal', { readOnly: true });
-    this.#byId = this.#reader.prepare(
-      `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE job_id = ?`,
-    );
-    this.#byKey = this.#reader.prepare(
+  readonly #path: string;
+
+  private constructor(path: string, reader: Database, link: WriterLink) {
+    this.description = `sqlite ${path}`;
+    this.#path = path;
+    this.#reader = reader;
+    this.#link = link;
+    this.#byId = reader.prepare(`SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE job_id = ?`);
+    this.#byKey = reader.prepare(
       `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE idempotency_key = ?`,
     );
-    this.#attemptsOf = this.#reader.prepare(
+    this.#attemptsOf = reader.prepare(
       `SELECT ${columnList(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? ORDER BY attempt_number`,
     );
-    port.on('message', (msg: FromWriter) => this.#onWriter(msg));
-    writer.on('error', (err) => this.#fail(`writer thread failed: ${describeError(err)}`));
-    writer.on('exit', () => {
-      if (this.#closing === null) this.#fail('writer thread exited');
-    });
   }
 
   /** Opens (creating and migrating as needed) the database; rejects with {@link StoreError}. */
   static async open(options: SqliteStoreOptions): Promise<SqliteStore> {
-    if (options.path === ':memory:' || options.path === '') {
+    const { path, onCommit } = options;
+    if (path === ':memory:' || path === '') {
       throw new StoreError('SqliteStore needs a file; use MemoryStore for :memory:');
     }
-    const { port1, port2 } = new MessageChannel();
-    const writer = new Worker(WRITER_ENTRY, {
-      workerData: {
-        data: { path: options.path, durability: options.durability ?? 'normal' },
-        port: port2,
-      },
-      transferList: [port2],
-    });
-    const first = await new Promise<FromWriter>((resolve) => {
-      port1.once('message', resolve);
-      writer.once('error', (err) => resolve({ type: 'OPEN_FAILED', message: describeError(err) }));
-      writer.once('exit', (code) =>
-        resolve({ type: 'OPEN_FAILED', message: `writer thread exited with code ${code}` }),
-      );
-    });
-    if (first.type !== 'READY') {
-      port1.close();
-      await writer.terminate();
-      const message = first.type === 'OPEN_FAILED' ? first.message : `unexpected ${first.type}`;
-      throw new StoreError(message);
+    const durability = options.durability ?? 'normal';
+    const where = options.writer ?? (durability === 'full' ? 'thread' : 'inline');
+    if (where === 'thread') {
+      const link = await ThreadWriterLink.start(path, durability, onCommit);
+      try {
+        return new SqliteStore(path, openDatabase(path, durability, { readOnly: true }), link);
+      } catch (err) {
+        await link.close();
+        throw err;
+      }
     }
+    const db = openDatabase(path, durability);
     try {
-      return new SqliteStore(options, writer, port1);
+      migrate(db);
+      return new SqliteStore(path, db, new InlineWriterLink(db, path, onCommit));
     } catch (err) {
-      port1.close();
-      await writer.terminate();
-      throw err;
+      db.close();
+      throw err instanceof StoreError
+        ? err
+        : new StoreError(`cannot open database ${path}: ${describeError(err)}`, { cause: err });
     }
   }
 
@@ -156,7 +143,6 @@ export class SqliteStore implements Store {
   }
 
   commit(batch: WriteBatch): Promise<void> {
-    if (this.#failure !== null) return Promise.reject(this.#failure);
     if (this.#closing !== null) return Promise.reject(new StoreError('store is closed'));
     const inserts: SqlValue[][] = [];
     const updates: SqlValue[][] = [];
@@ -165,10 +151,7 @@ export class SqliteStore implements Store {
       else updates.push(jobUpdateValues(job));
     }
     const attempts = batch.attempts.map(attemptValues);
-    return new Promise((resolve, reject) => {
-      this.#commits.set(batch.batchId, { resolve, reject });
-      this.#post({ type: 'COMMIT', batchId: batch.batchId, inserts, updates, attempts });
-    });
+    return this.#link.commit({ batchId: batch.batchId, inserts, updates, attempts });
   }
 
   read(read: StoreRead): Promise<StoreReadResult> {
@@ -194,24 +177,23 @@ export class SqliteStore implements Store {
     }
   }
 
-  close(): Promise<void> {
-    this.#closing ??= (async () => {
-      const exited = once(this.#writer, 'exit');
-      this.#post({ type: 'CLOSE' });
-      await exited;
-      this.#port.close();
-      this.#reader.close();
-      const closed = new StoreError('store is closed');
-      for (const pending of [...this.#commits.values(), ...this.#purges.values()])
-        pending.reject(closed);
-      this.#commits.clear();
-      this.#purges.clear();
-    })();
-    return this.#closing;
+  checkIntegrity(): Promise<string[]> {
+    const thread = new Worker(new URL('./integrity-thread.js', import.meta.url), {
+      workerData: { path: this.#path, maxProblems: 10 },
+    });
+    thread.unref();
+    return new Promise((resolve) => {
+      thread.once('message', (problems: string[]) => resolve(problems));
+      thread.once('error', (err) => resolve([`integrity check failed: ${describeError(err)}`]));
+    });
   }
 
-  #post(msg: ToWriter): void {
-    this.#port.postMessage(msg);
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await this.#link.close();
+      this.#reader.close();
+    })();
+    return this.#closing;
   }
 
   #list(query: ListQuery): JobRecord[] {
@@ -242,12 +224,8 @@ export class SqliteStore implements Store {
   }
 
   #purge(query: PurgeQuery): Promise<number> {
-    if (this.#failure !== null) return Promise.reject(this.#failure);
-    const requestId = this.#nextPurgeId++;
-    return new Promise((resolve, reject) => {
-      this.#purges.set(requestId, { resolve, reject });
-      this.#post({ type: 'PURGE', requestId, query });
-    });
+    if (this.#closing !== null) return Promise.reject(new StoreError('store is closed'));
+    return this.#link.purge(query);
   }
 
   #readNow<T>(fn: () => T): Promise<T> {
@@ -258,38 +236,5 @@ export class SqliteStore implements Store {
         new StoreError(`database read failed: ${describeError(err)}`, { cause: err }),
       );
     }
-  }
-
-  #onWriter(msg: FromWriter): void {
-    switch (msg.type) {
-      case 'COMMITTED':
-        for (const [batchId, pending] of this.#commits) {
-          if (batchId > msg.upTo) break;
-          this.#commits.delete(batchId);
-          pending.resolve();
-        }
-        this.#onCommit?.(msg.durationMs);
-        return;
-      case 'FAILED':
-        this.#fail(msg.message);
-        return;
-      case 'PURGED':
-      case 'PURGE_FAILED': {
-        const pending = this.#purges.get(msg.requestId);
-        this.#purges.delete(msg.requestId);
-        if (msg.type === 'PURGED') pending?.resolve(msg.deleted);
-        else pending?.reject(new StoreError(`purge failed: ${msg.message}`));
-        return;
-      }
-      case 'READY':
-      case 'OPEN_FAILED':
-        return;
-    }
-  }
-
-  #fail(message: string): void {
-    this.#failure ??= new StoreError(message);
-    for (const pending of this.#commits.values()) pending.reject(this.#failure);
-    this.#commits.clear();
   }
 }

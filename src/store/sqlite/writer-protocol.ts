@@ -16,7 +16,7 @@
  * transaction (group commit) without the main thread waiting.
  */
 import type { PurgeQuery } from '../store.js';
-import type { SqlValue } from './rows.js';
+import type { EncodedBatch } from './writer.js';
 
 export interface WriterData {
   path: string;
@@ -24,13 +24,7 @@ export interface WriterData {
 }
 
 export type ToWriter =
-  | {
-      type: 'COMMIT';
-      batchId: number;
-      inserts: SqlValue[][];
-      updates: SqlValue[][];
-      attempts: SqlValue[][];
-    }
+  | ({ type: 'COMMIT' } & EncodedBatch)
   | { type: 'PURGE'; requestId: number; query: PurgeQuery }
   | { type: 'CLOSE' };
 

@@ -1,0 +1,217 @@
+/**
+ * The client's way to its coordinator when several share one database and
+ * one of them leads (`host` = `h1[:p1],h2[:p2],…`): a {@link LeaderRing}
+ * picks the address to dial, and each request is resent where that is safe.
+ *
+ * - `ERROR` NOT_LEADER: the request was not processed. The connection is
+ *   dropped and the request goes to the leader the standby named (or the
+ *   next address) - any request, submissions without a key included.
+ * - The connection broke with the request in flight (the leader died or
+ *   stepped down): its outcome is unknown. With several addresses, requests
+ *   that are safe to repeat are resent to whichever leads: reads, waits,
+ *   cancels, purges and submissions that carry an idempotency key (the new
+ *   leader answers a known key with the original job). A submission without
+ *   a key fails with `CONNECTION_LOST` as always: resending could create a
+ *   second job.
+ * - A dial that fails moves on to the next address; after a whole round the
+ *   client pauses (growing from 50 ms to 1 s) and tries again, until
+ *   `followTimeoutMs` has passed since the request was made.
+ *
+ * With a single address nothing changes from a plain connection, except
+ * that a NOT_LEADER naming a leader is followed there.
+ */
+import { setTimeout as sleepMs } from 'node:timers/promises';
+import { formatHostPort, parseAddressList, type HostPort } from '../net/address.js';
+import { LeaderRing } from '../net/leader-ring.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import type { ClientReply, ClientRequest } from '../protocol/messages.js';
+import { ClientConnection, type ConnectionSecurity } from './connection.js';
+import { ClientClosedError, NotLeaderError, TransportError } from './errors.js';
+
+/** How long one request may spend finding a leader, by default, in ms. */
+export const DEFAULT_FOLLOW_TIMEOUT_MS = 30_000;
+const FIRST_PAUSE_MS = 50;
+const LONGEST_PAUSE_MS = 1_000;
+
+export interface LeaderConnectionOptions {
+  /** `host`, `host:port`, or `h1[:p1],h2[:p2],…`. */
+  host: string;
+  /** Port of the addresses that name none. */
+  port: number;
+  connectTimeoutMs: number;
+  /** Give up finding a leader for one request after this long (default 30 s). */
+  followTimeoutMs?: number;
+  /** TLS and token of every connection (default: plain, no AUTH). */
+  security?: ConnectionSecurity;
+}
+
+/** True when a request may be sent again after its connection broke in flight. */
+export function isSafeToRepeat(msg: ClientRequest): boolean {
+  if (msg.type !== 'SUBMIT_JOB') return msg.type !== 'AUTH';
+  return (
+    msg.idempotencyKey !== null && msg.idempotencyKey !== undefined && msg.idempotencyKey !== ''
+  );
+}
+
+function isNotLeader(reply: ClientReply): reply is Extract<ClientReply, { type: 'ERROR' }> {
+  return reply.type === 'ERROR' && reply.code === ErrorCode.NotLeader;
+}
+
+export class LeaderConnection {
+  readonly #ring: LeaderRing;
+  readonly #several: boolean;
+  readonly #port: number;
+  readonly #connectTimeoutMs: number;
+  readonly #followTimeoutMs: number;
+  readonly #security: ConnectionSecurity;
+  #current: ClientConnection | null = null;
+  #dialed: HostPort;
+  #dialing: Promise<ClientConnection> | null = null;
+  #closed = false;
+
+  private constructor(options: LeaderConnectionOptions, addresses: HostPort[]) {
+    this.#ring = new LeaderRing(addresses);
+    this.#dialed = addresses[0] as HostPort;
+    this.#several = addresses.length > 1;
+    this.#port = options.port;
+    this.#connectTimeoutMs = options.connectTimeoutMs;
+    this.#followTimeoutMs = options.followTimeoutMs ?? DEFAULT_FOLLOW_TIMEOUT_MS;
+    this.#security = options.security ?? {};
+  }
+
+  /** Parses the addresses (throws `BAD_ADDRESS`) and dials the first that answers. */
+  static async open(options: LeaderConnectionOptions): Promise<LeaderConnection> {
+    const self = new LeaderConnection(options, parseAddressList(options.host, options.port));
+    await self.#connection(performance.now() + self.#followTimeoutMs);
+    return self;
+  }
+
+  /** Every configured address, for messages. */
+  get addresses(): string {
+    return this.#ring.describe();
+  }
+
+  /** The address dialled last (the leader, once one answered). */
+  get current(): HostPort {
+    return this.#dialed;
+  }
+
+  /** {@link current} as `host:port`. */
+  get address(): string {
+    return formatHostPort(this.#dialed);
+  }
+
+  /**
+   * Sends `msg` to the leader; resolves with its reply (any type but a
+   * NOT_LEADER that could still be followed). The fast path is synchronous:
+   * on an open connection the request leaves before this returns.
+   */
+  async request(msg: ClientRequest): Promise<ClientReply> {
+    return (await this.requestOn(msg)).reply;
+  }
+
+  /** {@link request}, also naming the connection that answered. */
+  async requestOn(msg: ClientRequest): Promise<{ reply: ClientReply; conn: ClientConnection }> {
+    const deadlineMs = performance.now() + this.#followTimeoutMs;
+    let pauseMs = FIRST_PAUSE_MS;
+    for (;;) {
+      const conn =
+        this.#current?.isOpen === true ? this.#current : await this.#connection(deadlineMs);
+      let reply: ClientReply;
+      try {
+        reply = await conn.request(msg);
+      } catch (err) {
+        if (!this.#mayResend(err, msg, deadlineMs)) throw err;
+        continue;
+      }
+      if (!isNotLeader(reply) || this.#closed) {
+        this.#ring.succeeded();
+        return { reply, conn };
+      }
+      this.#ring.notLeader(reply.leader ?? null, this.#port);
+      this.#drop(conn);
+      const leftMs = deadlineMs - performance.now();
+      if (leftMs <= 0) return { reply, conn };
+      // Every coordinator stands by (a takeover is under way): do not spin.
+      if (this.#ring.shouldPause()) {
+        await sleepMs(Math.min(pauseMs, leftMs));
+        pauseMs = Math.min(pauseMs * 2, LONGEST_PAUSE_MS);
+      }
+    }
+  }
+
+  /** Closes the current connection; pending requests fail with {@link ClientClosedError}. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const current = this.#current;
+    this.#current = null;
+    await current?.close();
+  }
+
+  #mayResend(err: unknown, msg: ClientRequest, deadlineMs: number): boolean {
+    return (
+      this.#several &&
+      !this.#closed &&
+      err instanceof TransportError &&
+      err.code === 'CONNECTION_LOST' &&
+      isSafeToRepeat(msg) &&
+      performance.now() < deadlineMs
+    );
+  }
+
+  #drop(conn: ClientConnection): void {
+    if (this.#current === conn) this.#current = null;
+    void conn.close();
+  }
+
+  /** The open connection, or one dial shared by every request that needs it. */
+  #connection(deadlineMs: number): Promise<ClientConnection> {
+    if (this.#closed) return Promise.reject(new ClientClosedError());
+    if (this.#current?.isOpen === true) return Promise.resolve(this.#current);
+    this.#dialing ??= this.#dial(deadlineMs).finally(() => {
+      this.#dialing = null;
+    });
+    return this.#dialing;
+  }
+
+  async #dial(deadlineMs: number): Promise<ClientConnection> {
+    let pauseMs = FIRST_PAUSE_MS;
+    for (;;) {
+      const address = this.#ring.next();
+      this.#dialed = address;
+      try {
+        const conn = await ClientConnection.open(
+          address.host,
+          address.port,
+          this.#connectTimeoutMs,
+          this.#security,
+        );
+        if (this.#closed) {
+          await conn.close();
+          throw new ClientClosedError();
+        }
+        this.#current = conn;
+        return conn;
+      } catch (err) {
+        // A standby answers AUTH with NOT_LEADER: follow it like any request.
+        if (err instanceof NotLeaderError) this.#ring.notLeader(err.leader, this.#port);
+        else if (err instanceof TransportError) this.#ring.failed();
+        else throw err;
+        const leftMs = deadlineMs - performance.now();
+        if (!this.#several || leftMs <= 0) {
+          throw this.#several
+            ? new TransportError(
+                'CONNECT_FAILED',
+                `no coordinator of ${this.addresses} answered (last: ${formatHostPort(address)}: ${err.message})`,
+                { cause: err },
+              )
+            : err;
+        }
+        if (this.#ring.shouldPause()) {
+          await sleepMs(Math.min(pauseMs, leftMs));
+          pauseMs = Math.min(pauseMs * 2, LONGEST_PAUSE_MS);
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,383 @@
+/**
+ * The PostgreSQL implementation of {@link Store}, on node-postgres (`pg`),
+ * fenced by the leader lease.
+ *
+ * Every store is opened for one leadership term: it carries that term's
+ * epoch, and each write checks the epoch inside its own transaction (a call
+ * of `dtp.commit_batch`, schema.ts). A write after another coordinator took
+ * over is refused with {@link LeaseLostError}, never applied.
+ *
+ * Writes: one connection of their own. Batches given while a transaction
+ * runs queue up and go into the next one together (group commit): they are
+ * merged (the latest version of each job and attempt) and sent as JSON in a
+ * single statement, so a transaction costs one round trip and one WAL flush
+ * whatever its size. After a failed commit every later one fails too
+ * (fail-stop: nothing may commit behind a hole). Purges are fenced writes
+ * too and run on the same connection, in order with the commits.
+ *
+ * Reads of history and recovery run on a small pool of other connections
+ * and see committed rows only.
+ */
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { describeError } from '../../protocol/errors.js';
+import { LeaseLostError } from '../lease.js';
+import {
+  StoreError,
+  type AttemptRecord,
+  type JobRecord,
+  type ListQuery,
+  type PurgeQuery,
+  type RecoveredState,
+  type Store,
+  type StoreRead,
+  type StoreReadResult,
+  type WriteBatch,
+} from '../store.js';
+import { clientConfig, connectClient, redactUrl, sqlState } from './connection.js';
+import { FENCED_SQLSTATE, migrate } from './schema.js';
+
+export interface PostgresStoreOptions {
+  /** `postgres://user[:password]@host:port/db`. */
+  url: string;
+  /** The epoch of the lease this store writes under. */
+  epoch: number;
+  /** Connections for reads (default 4). */
+  readConnections?: number;
+  /** Told the duration of every transaction committed, in ms. */
+  onCommit?: (durationMs: number) => void;
+}
+
+/** Job columns aliased to the JobRecord's keys: a row is a JobRecord as it comes. */
+const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
+  payload AS "payloadJson", state, priority, attempts, max_attempts AS "maxAttempts",
+  timeout_ms AS "timeoutMs", idempotency_key AS "idempotencyKey", worker_id AS "workerId",
+  attempt_id AS "attemptId", deadline_at_ms AS "deadlineAtMs", retry_at_ms AS "retryAtMs",
+  result, result_format AS "resultFormat", error, created_at_ms AS "createdAtMs",
+  updated_at_ms AS "updatedAtMs", started_at_ms AS "startedAtMs",
+  finished_at_ms AS "finishedAtMs" FROM dtp.jobs`;
+const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attemptNumber",
+  a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
+  a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;
+const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT')";
+
+interface Pending<T> {
+  resolve(value: T): void;
+  reject(err: Error): void;
+}
+
+type WriteOp =
+  | { kind: 'commit'; batch: WriteBatch; pending: Pending<void> }
+  | { kind: 'purge'; query: PurgeQuery; pending: Pending<number> };
+
+export class PostgresStore implements Store {
+  readonly description: string;
+  readonly #epoch: number;
+  readonly #writer: pg.Client;
+  readonly #pool: pg.Pool;
+  readonly #onCommit: ((durationMs: number) => void) | undefined;
+  readonly #queue: WriteOp[] = [];
+  #writing: Promise<void> | null = null;
+  #failure: Error | null = null;
+  #closing: Promise<void> | null = null;
+
+  private constructor(options: PostgresStoreOptions, writer: pg.Client, pool: pg.Pool) {
+    this.description = PostgresStore.describe(options.url);
+    this.#epoch = options.epoch;
+    this.#writer = writer;
+    this.#pool = pool;
+    this.#onCommit = options.onCommit;
+    writer.on('error', (err) => this.#fail(storeError('database connection failed', err)));
+  }
+
+  /** Connects, migrates the schema as needed; rejects with {@link StoreError}. */
+  static async open(options: PostgresStoreOptions): Promise<PostgresStore> {
+    const writer = await connectClient({
+      url: options.url,
+      applicationName: `dtp-writer-e${options.epoch}`,
+    });
+    const pool = new pg.Pool({
+      ...clientConfig({ url: options.url, applicationName: 'dtp-reader' }),
+      max: options.readConnections ?? 4,
+    });
+    // A pooled connection that breaks while idle is dropped by the pool itself.
+    pool.on('error', () => undefined);
+    try {
+      await migrate(writer);
+    } catch (err) {
+      await Promise.all([writer.end().catch(() => undefined), pool.end()]);
+      if (err instanceof StoreError) throw err;
+      throw storeError(`cannot prepare ${redactUrl(options.url)}`, err);
+    }
+    return new PostgresStore(options, writer, pool);
+  }
+
+  /** How a store on `url` is named in logs (without the password). */
+  static describe(url: string): string {
+    return `postgres ${redactUrl(url)}`;
+  }
+
+  /** The epoch this store writes under. */
+  get epoch(): number {
+    return this.#epoch;
+  }
+
+  recover(): Promise<RecoveredState> {
+    return this.#withReader(async (client) => {
+      // One snapshot for the three reads.
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      try {
+        const jobs = await client.query<JobRecord>(`${JOB_SELECT} WHERE ${ACTIVE} ORDER BY seq`);
+        const attempts = await client.query<AttemptRecord>(
+          `${ATTEMPT_SELECT} JOIN dtp.jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
+        );
+        const max = await client.query<{ m: number | null }>('SELECT max(seq) AS m FROM dtp.jobs');
+        return {
+          activeJobs: jobs.rows,
+          activeAttempts: attempts.rows,
+          maxSeq: max.rows[0]?.m ?? 0,
+        };
+      } finally {
+        await client.query('COMMIT');
+      }
+    });
+  }
+
+  commit(batch: WriteBatch): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.#enqueue({ kind: 'commit', batch, pending: { resolve, reject } });
+    });
+  }
+
+  read(read: StoreRead): Promise<StoreReadResult> {
+    switch (read.op) {
+      case 'job':
+        return this.#withReader(async (client) => {
+          const rows = await client.query<JobRecord>({
+            name: 'dtp_job_by_id',
+            text: `${JOB_SELECT} WHERE job_id = $1`,
+            values: [read.jobId],
+          });
+          const job = rows.rows[0] ?? null;
+          const attempts =
+            read.withAttempts && job !== null ? await attemptsOf(client, read.jobId) : null;
+          return { op: 'job', job, attempts };
+        });
+      case 'jobByKey':
+        return this.#withReader(async (client) => {
+          const rows = await client.query<JobRecord>({
+            name: 'dtp_job_by_key',
+            text: `${JOB_SELECT} WHERE idempotency_key = $1`,
+            values: [read.key],
+          });
+          return { op: 'jobByKey', job: rows.rows[0] ?? null };
+        });
+      case 'list':
+        return this.#withReader(async (client) => ({
+          op: 'list',
+          jobs: await listJobs(client, read.query),
+        }));
+      case 'purge':
+        return new Promise<number>((resolve, reject) => {
+          this.#enqueue({ kind: 'purge', query: read.query, pending: { resolve, reject } });
+        }).then((deleted) => ({ op: 'purge', deleted }));
+    }
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await this.#writing;
+      const closed = new StoreError('store is closed');
+      for (const op of this.#queue.splice(0)) op.pending.reject(closed);
+      await Promise.all([
+        this.#writer.end().catch(() => undefined),
+        this.#pool.end().catch(() => undefined),
+      ]);
+    })();
+    return this.#closing;
+  }
+
+  #enqueue(op: WriteOp): void {
+    if (this.#failure !== null) {
+      op.pending.reject(this.#failure);
+      return;
+    }
+    if (this.#closing !== null) {
+      op.pending.reject(new StoreError('store is closed'));
+      return;
+    }
+    this.#queue.push(op);
+    this.#writing ??= this.#writeAll();
+  }
+
+  /**
+   * Empties the queue, one transaction at a time, until it is empty or a
+   * write failed. `#writing` is cleared in the same step as the last check of
+   * the queue, so an operation queued at any moment either is seen by this
+   * loop or starts the next one.
+   */
+  async #writeAll(): Promise<void> {
+    try {
+      // Let the batches of this event-loop turn join the first transaction.
+      await Promise.resolve();
+      while (this.#queue.length > 0 && this.#failure === null) {
+        const head = this.#queue[0] as WriteOp;
+        if (head.kind === 'purge') {
+          this.#queue.shift();
+          await this.#purge(head);
+        } else {
+          const group: Extract<WriteOp, { kind: 'commit' }>[] = [];
+          while (this.#queue[0]?.kind === 'commit') {
+            group.push(this.#queue.shift() as Extract<WriteOp, { kind: 'commit' }>);
+          }
+          await this.#commitGroup(group);
+        }
+      }
+    } finally {
+      this.#writing = null;
+    }
+  }
+
+  async #commitGroup(group: Extract<WriteOp, { kind: 'commit' }>[]): Promise<void> {
+    const started = performance.now();
+    try {
+      const { inserts, updates, attempts } = mergeBatches(group.map((op) => op.batch));
+      await this.#writer.query({
+        name: 'dtp_commit_batch',
+        text: 'SELECT dtp.commit_batch($1, $2, $3, $4)',
+        values: [
+          this.#epoch,
+          inserts.length === 0 ? null : JSON.stringify(inserts),
+          updates.length === 0 ? null : JSON.stringify(updates),
+          attempts.length === 0 ? null : JSON.stringify(attempts),
+        ],
+      });
+    } catch (err) {
+      const first = group[0]?.batch.batchId;
+      const last = group.at(-1)?.batch.batchId;
+      this.#fail(writeError(`commit of batches ${first}..${last}`, this.#epoch, err));
+      for (const op of group) op.pending.reject(this.#failure as Error);
+      return;
+    }
+    this.#onCommit?.(performance.now() - started);
+    for (const op of group) op.pending.resolve();
+  }
+
+  async #purge(op: Extract<WriteOp, { kind: 'purge' }>): Promise<void> {
+    try {
+      const { query } = op;
+      const result = await this.#writer.query<{ deleted: number }>({
+        name: 'dtp_purge',
+        text: 'SELECT dtp.purge($1, $2, $3, $4) AS deleted',
+        values: [this.#epoch, query.state, query.finishedBeforeMs, query.limit],
+      });
+      op.pending.resolve(result.rows[0]?.deleted ?? 0);
+    } catch (err) {
+      const failure = writeError('purge', this.#epoch, err);
+      // A fenced purge means the term is over; any other failed purge costs only itself.
+      if (failure instanceof LeaseLostError) this.#fail(failure);
+      op.pending.reject(failure);
+    }
+  }
+
+  /** Sticky: every queued and later write is refused with `err`. */
+  #fail(err: Error): void {
+    this.#failure ??= err;
+    for (const op of this.#queue.splice(0)) op.pending.reject(this.#failure);
+  }
+
+  async #withReader<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    if (this.#closing !== null) throw new StoreError('store is closed');
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      throw storeError('database read failed', err);
+    }
+    let broken: Error | undefined;
+    try {
+      return await fn(client);
+    } catch (err) {
+      broken = err instanceof Error ? err : new Error(String(err));
+      throw storeError('database read failed', err);
+    } finally {
+      // A connection whose query failed is discarded, not reused mid-transaction.
+      client.release(broken);
+    }
+  }
+}
+
+async function attemptsOf(client: pg.ClientBase, jobId: string): Promise<AttemptRecord[]> {
+  const rows = await client.query<AttemptRecord>({
+    name: 'dtp_attempts_of',
+    text: `${ATTEMPT_SELECT} WHERE a.job_id = $1 ORDER BY a.attempt_number`,
+    values: [jobId],
+  });
+  return rows.rows;
+}
+
+async function listJobs(client: pg.ClientBase, query: ListQuery): Promise<JobRecord[]> {
+  const where: string[] = [];
+  const values: (string | number)[] = [];
+  if (query.beforeSeq !== null) {
+    values.push(query.beforeSeq);
+    where.push(`seq < $${values.length}`);
+  }
+  if (query.state !== null) {
+    values.push(query.state);
+    where.push(`state = $${values.length}`);
+  }
+  if (query.taskType !== null) {
+    values.push(query.taskType);
+    where.push(`task_type = $${values.length}`);
+  }
+  values.push(query.limit);
+  const filter = where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`;
+  const rows = await client.query<JobRecord>(
+    `${JOB_SELECT} ${filter} ORDER BY seq DESC LIMIT $${values.length}`,
+    values,
+  );
+  return rows.rows;
+}
+
+/**
+ * Several batches as one write: the latest version of each job (an insert
+ * stays an insert) and of each attempt, in first-seen order.
+ */
+export function mergeBatches(batches: readonly WriteBatch[]): {
+  inserts: Readonly<JobRecord>[];
+  updates: Readonly<JobRecord>[];
+  attempts: Readonly<AttemptRecord>[];
+} {
+  const jobs = new Map<string, { job: Readonly<JobRecord>; isNew: boolean }>();
+  const attempts = new Map<string, Readonly<AttemptRecord>>();
+  for (const batch of batches) {
+    for (const entry of batch.jobs) {
+      const seen = jobs.get(entry.job.jobId);
+      if (seen !== undefined && entry.isNew) {
+        throw new StoreError(`job ${entry.job.jobId} is inserted twice`);
+      }
+      jobs.set(entry.job.jobId, { job: entry.job, isNew: seen?.isNew ?? entry.isNew });
+    }
+    for (const attempt of batch.attempts) {
+      attempts.set(`${attempt.jobId}\u0000${attempt.attemptNumber}`, attempt);
+    }
+  }
+  const inserts: Readonly<JobRecord>[] = [];
+  const updates: Readonly<JobRecord>[] = [];
+  for (const { job, isNew } of jobs.values()) (isNew ? inserts : updates).push(job);
+  return { inserts, updates, attempts: [...attempts.values()] };
+}
+
+function storeError(what: string, err: unknown): StoreError {
+  return new StoreError(`${what}: ${describeError(err)}`, { cause: err });
+}
+
+/** A fenced refusal becomes {@link LeaseLostError}; anything else a {@link StoreError}. */
+function writeError(what: string, epoch: number, err: unknown): Error {
+  if (err instanceof StoreError) return err;
+  if (sqlState(err) === FENCED_SQLSTATE) {
+    return new LeaseLostError(`${what} refused: epoch ${epoch} lost the lease`, { cause: err });
+  }
+  return storeError(`${what} failed`, err);
+}

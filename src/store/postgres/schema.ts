@@ -1,0 +1,191 @@
+/**
+ * The PostgreSQL schema, created and migrated by the coordinator itself, in
+ * a schema of its own (`dtp`) so that it can share a database with others.
+ *
+ * `dtp.schema_version` holds the number of migrations applied. Missing
+ * migrations run in one transaction under a transaction-scoped advisory
+ * lock, so coordinators starting at the same time migrate once. A database
+ * from a newer version is refused rather than guessed at.
+ *
+ * Tables: `jobs` and `attempts` (the same rows as the SQLite store), and
+ * `leader_lease`: one row naming the coordinator that leads, its epoch (the
+ * fencing token) and when its lease expires, on the database's clock.
+ * Writes go through two functions that check the caller's epoch in the same
+ * transaction as the writes: `commit_batch` and `purge`.
+ */
+import type { ClientBase } from 'pg';
+import { StoreError } from '../store.js';
+
+/** SQLSTATE raised by the functions when the caller's epoch is not the current one. */
+export const FENCED_SQLSTATE = 'DTP01';
+
+/** Key of the advisory lock taken while migrating. */
+const MIGRATION_LOCK_KEY = 7_070_071;
+
+/** The job columns as JSON keys of a JobRecord, with their SQL types (commit_batch input). */
+const JOB_FIELDS = `seq bigint, "jobId" text, "taskType" text, "payloadJson" text, state text,
+  priority text, attempts integer, "maxAttempts" integer, "timeoutMs" bigint,
+  "idempotencyKey" text, "workerId" text, "attemptId" text, "deadlineAtMs" bigint,
+  "retryAtMs" bigint, result text, "resultFormat" text, error text, "createdAtMs" bigint,
+  "updatedAtMs" bigint, "startedAtMs" bigint, "finishedAtMs" bigint`;
+
+const ATTEMPT_FIELDS = `"jobId" text, "attemptNumber" integer, "attemptId" text, "workerId" text,
+  "startedAtMs" bigint, "finishedAtMs" bigint, outcome text, error text`;
+
+const FENCE = `
+  PERFORM 1 FROM dtp.leader_lease WHERE id = 1 AND epoch = p_epoch FOR SHARE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'lease epoch % is no longer current', p_epoch USING ERRCODE = '${FENCED_SQLSTATE}';
+  END IF;`;
+
+const MIGRATIONS: readonly string[] = [
+  // 1: jobs, attempts, the lease, and the fenced write functions.
+  `CREATE TABLE dtp.jobs (
+     seq             bigint  PRIMARY KEY,
+     job_id          text    NOT NULL UNIQUE,
+     task_type       text    NOT NULL,
+     payload         text    NOT NULL,
+     state           text    NOT NULL,
+     priority        text    NOT NULL,
+     attempts        integer NOT NULL,
+     max_attempts    integer NOT NULL,
+     timeout_ms      bigint  NOT NULL,
+     idempotency_key text    UNIQUE,
+     worker_id       text,
+     attempt_id      text,
+     deadline_at_ms  bigint,
+     retry_at_ms     bigint,
+     result          text,
+     result_format   text    CHECK (result_format IN ('text', 'json')),
+     error           text,
+     created_at_ms   bigint  NOT NULL,
+     updated_at_ms   bigint  NOT NULL,
+     started_at_ms   bigint,
+     finished_at_ms  bigint
+   );
+   CREATE INDEX jobs_active ON dtp.jobs (seq) WHERE state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT');
+   CREATE INDEX jobs_state_seq ON dtp.jobs (state, seq);
+   CREATE INDEX jobs_type_seq ON dtp.jobs (task_type, seq);
+   CREATE INDEX jobs_finished ON dtp.jobs (state, finished_at_ms) WHERE finished_at_ms IS NOT NULL;
+   CREATE TABLE dtp.attempts (
+     job_id          text    NOT NULL,
+     attempt_number  integer NOT NULL,
+     attempt_id      text    NOT NULL,
+     worker_id       text    NOT NULL,
+     started_at_ms   bigint  NOT NULL,
+     finished_at_ms  bigint,
+     outcome         text    NOT NULL,
+     error           text,
+     PRIMARY KEY (job_id, attempt_number)
+   );
+   CREATE TABLE dtp.leader_lease (
+     id              integer PRIMARY KEY CHECK (id = 1),
+     epoch           bigint  NOT NULL,
+     holder          text,
+     worker_address  text,
+     client_address  text,
+     expires_at      timestamptz NOT NULL,
+     acquired_at     timestamptz
+   );
+   INSERT INTO dtp.leader_lease (id, epoch, expires_at) VALUES (1, 0, '-infinity');
+   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json, p_attempts json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   DECLARE
+     r record;
+   BEGIN
+     ${FENCE}
+     IF p_inserts IS NOT NULL THEN
+       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
+           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
+           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
+           started_at_ms, finished_at_ms)
+         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
+           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
+           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
+           "startedAtMs", "finishedAtMs"
+         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS});
+     END IF;
+     -- One primary-key update per job: a join of the JSON rows with the table
+     -- would be planned once (the plan is cached) and could stay a scan of
+     -- the whole table as it grows.
+     IF p_updates IS NOT NULL THEN
+       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${JOB_FIELDS}) LOOP
+         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
+             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
+             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
+             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
+             finished_at_ms = r."finishedAtMs"
+           WHERE seq = r.seq;
+         IF NOT FOUND THEN
+           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
+         END IF;
+       END LOOP;
+     END IF;
+     IF p_attempts IS NOT NULL THEN
+       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
+           finished_at_ms, outcome, error)
+         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
+           "finishedAtMs", outcome, error
+         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
+       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
+         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
+         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
+         error = excluded.error;
+     END IF;
+   END
+   $fn$;
+   CREATE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
+   RETURNS integer LANGUAGE plpgsql AS $fn$
+   DECLARE
+     deleted integer;
+   BEGIN
+     ${FENCE}
+     WITH doomed AS (
+       DELETE FROM dtp.jobs WHERE seq IN (
+         SELECT seq FROM dtp.jobs WHERE state = p_state AND finished_at_ms < p_before_ms
+         ORDER BY finished_at_ms LIMIT p_limit)
+       RETURNING job_id
+     ), gone AS (
+       DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id
+     )
+     SELECT count(*) INTO deleted FROM doomed;
+     RETURN deleted;
+   END
+   $fn$;`,
+];
+
+/** Number of the newest schema this code knows. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** Brings the database to {@link SCHEMA_VERSION}; returns the version found. */
+export async function migrate(client: ClientBase): Promise<number> {
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    await client.query('CREATE SCHEMA IF NOT EXISTS dtp');
+    await client.query('CREATE TABLE IF NOT EXISTS dtp.schema_version (version integer NOT NULL)');
+    const found = await currentVersion(client);
+    if (found > SCHEMA_VERSION) {
+      throw new StoreError(
+        `database schema version ${found} is newer than this coordinator understands (${SCHEMA_VERSION})`,
+      );
+    }
+    for (let version = found; version < SCHEMA_VERSION; version++) {
+      await client.query(MIGRATIONS[version] as string);
+      await client.query('UPDATE dtp.schema_version SET version = $1', [version + 1]);
+    }
+    await client.query('COMMIT');
+    return found;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}
+
+async function currentVersion(client: ClientBase): Promise<number> {
+  const rows = await client.query<{ version: number }>('SELECT version FROM dtp.schema_version');
+  const first = rows.rows[0];
+  if (first !== undefined) return first.version;
+  await client.query('INSERT INTO dtp.schema_version (version) VALUES (0)');
+  return 0;
+}

@@ -1,0 +1,84 @@
+/**
+ * The writing side of the SQLite store: one connection, the statements that
+ * apply a group of batches in one transaction, and purge steps. Used on the
+ * writer thread (durability `full`) and inline on the main thread
+ * (durability `normal`, where a commit never waits for the disk).
+ */
+import type { Database, Statement } from 'better-sqlite3';
+import type { PurgeQuery } from '../store.js';
+import {
+  ATTEMPT_COLUMNS,
+  JOB_COLUMNS,
+  JOB_MUTABLE_COLUMNS,
+  columnList,
+  type SqlValue,
+} from './rows.js';
+
+/** One batch as the writer applies it: jobs as column arrays. */
+export interface EncodedBatch {
+  batchId: number;
+  inserts: SqlValue[][];
+  updates: SqlValue[][];
+  attempts: SqlValue[][];
+}
+
+export class SqliteWriter {
+  readonly #insert: Statement<SqlValue[]>;
+  readonly #update: Statement<SqlValue[]>;
+  readonly #attempt: Statement<SqlValue[]>;
+  readonly #purgeSelect: Statement<[string, number, number], { seq: number; job_id: string }>;
+  readonly #purgeAttempts: Statement<[string]>;
+  readonly #purgeJob: Statement<[number]>;
+  readonly #writeAll: (batches: readonly EncodedBatch[]) => void;
+  readonly #purgeSome: (query: PurgeQuery) => number;
+
+  constructor(db: Database) {
+    const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(', ');
+    this.#insert = db.prepare(
+      `INSERT INTO jobs (${columnList(JOB_COLUMNS)}) VALUES (${placeholders(JOB_COLUMNS.length)})`,
+    );
+    this.#update = db.prepare(
+      `UPDATE jobs SET ${JOB_MUTABLE_COLUMNS.map((c) => `${c} = ?`).join(', ')} WHERE seq = ?`,
+    );
+    this.#attempt = db.prepare(
+      `INSERT OR REPLACE INTO attempts (${columnList(ATTEMPT_COLUMNS)}) VALUES (${placeholders(ATTEMPT_COLUMNS.length)})`,
+    );
+    this.#purgeSelect = db.prepare(
+      'SELECT seq, job_id FROM jobs WHERE state = ? AND finished_at_ms < ? ORDER BY seq LIMIT ?',
+    );
+    this.#purgeAttempts = db.prepare('DELETE FROM attempts WHERE job_id = ?');
+    this.#purgeJob = db.prepare('DELETE FROM jobs WHERE seq = ?');
+    this.#writeAll = db.transaction((batches: readonly EncodedBatch[]) => {
+      for (const batch of batches) this.#apply(batch);
+    });
+    this.#purgeSome = db.transaction((query: PurgeQuery) => {
+      const rows = this.#purgeSelect.all(query.state, query.finishedBeforeMs, query.limit);
+      for (const row of rows) {
+        this.#purgeAttempts.run(row.job_id);
+        this.#purgeJob.run(row.seq);
+      }
+      return rows.length;
+    });
+  }
+
+  /** Applies the batches in one transaction (all or nothing); throws on failure. */
+  write(batches: readonly EncodedBatch[]): void {
+    this.#writeAll(batches);
+  }
+
+  /** Deletes one step of terminal jobs; returns how many. */
+  purge(query: PurgeQuery): number {
+    return this.#purgeSome(query);
+  }
+
+  #apply(batch: EncodedBatch): void {
+    for (const values of batch.inserts) this.#insert.run(...values);
+    for (const values of batch.updates) {
+      const info = this.#update.run(...values);
+      if (info.changes !== 1) {
+        throw new Error(`update of job seq ${String(values.at(-1))} changed ${info.changes} rows`);
+      }
+    }
+    for (const values of batch.attempts) this.#attempt.run(...values);
+  }
+}

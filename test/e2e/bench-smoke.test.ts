@@ -1,0 +1,41 @@
+/**
+ * The benchmarks still run: every one once, at a small size (`--smoke`), and
+ * the JSON report has a table for each. Figures are not judged here: speed is
+ * measured by `npm run bench`, never asserted by a test.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { ROOT } from '../helpers/processes.js';
+import { tempDir } from '../helpers/test-coordinator.js';
+
+describe('benchmarks (smoke run)', () => {
+  const tmp = tempDir('dtp-bench-smoke-');
+  after(() => tmp.remove());
+
+  it('runs every benchmark and writes a JSON report with a table for each', async () => {
+    const out = join(tmp.dir, 'bench.json');
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [join(ROOT, 'dist', 'bench', 'run.js'), '--smoke', '--out', out],
+      { encoding: 'utf8', timeout: 240_000, maxBuffer: 4 * 1024 * 1024 },
+    );
+    const report = JSON.parse(readFileSync(out, 'utf8')) as Record<string, unknown>;
+    assert.equal(report.smoke, true);
+    for (const name of [
+      'queue-depth',
+      'routing',
+      'recovery',
+      'throughput',
+      'overload',
+      'latency',
+    ]) {
+      const entry = report[name] as { table: string[][] } | undefined;
+      assert.ok(entry !== undefined && entry.table.length >= 2, `${name} has a table`);
+      assert.match(stdout, new RegExp(`### ${name}`));
+    }
+  });
+});

@@ -1,0 +1,79 @@
+/** The coordinator's log lines: the info-only table agrees with the formatters. */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { CoreEvent } from '../../src/coordinator/core/types.js';
+import { formatEvent, isInfoOnly } from '../../src/coordinator/event-log.js';
+
+/** One sample of every event type (both levels of worker.lost); the type makes it complete. */
+const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } = {
+  'worker.registered': [
+    { type: 'worker.registered', workerId: 'w', capacity: 1, connId: 1, taskTypes: null },
+  ],
+  'worker.rejected': [{ type: 'worker.rejected', connId: 1, reason: 'r' }],
+  'worker.suspected': [{ type: 'worker.suspected', workerId: 'w', silentMs: 1 }],
+  'worker.lost': [
+    { type: 'worker.lost', workerId: 'w', cause: 'drained', reason: 'r', runningJobs: 0 },
+    { type: 'worker.lost', workerId: 'w', cause: 'heartbeat_timeout', reason: 'r', runningJobs: 1 },
+  ],
+  'worker.draining': [{ type: 'worker.draining', workerId: 'w', runningJobs: 0 }],
+  'job.submitted': [
+    {
+      type: 'job.submitted',
+      jobId: 'j',
+      taskType: 'SHA256',
+      priority: 'NORMAL',
+      maxAttempts: 3,
+      idempotencyKey: null,
+    },
+  ],
+  'job.deduplicated': [{ type: 'job.deduplicated', jobId: 'j', idempotencyKey: 'k' }],
+  'job.rejected': [{ type: 'job.rejected', activeCount: 1, limit: 1 }],
+  'job.assigned': [
+    {
+      type: 'job.assigned',
+      jobId: 'j',
+      workerId: 'w',
+      attempt: 1,
+      maxAttempts: 3,
+      attemptId: 'a',
+      queuedMs: 1,
+    },
+  ],
+  'job.retryScheduled': [
+    {
+      type: 'job.retryScheduled',
+      jobId: 'j',
+      attempt: 1,
+      maxAttempts: 3,
+      delayMs: 1,
+      cause: 'task_failure',
+      error: 'e',
+    },
+  ],
+  'job.requeued': [{ type: 'job.requeued', jobId: 'j', attempts: 1 }],
+  'job.completed': [
+    { type: 'job.completed', jobId: 'j', workerId: 'w', attempt: 1, runMs: 1, endToEndMs: 2 },
+  ],
+  'job.failed': [{ type: 'job.failed', jobId: 'j', attempts: 3, cause: 'deadline', error: 'e' }],
+  'job.cancelled': [{ type: 'job.cancelled', jobId: 'j', from: 'QUEUED' }],
+  'job.deadlineExceeded': [
+    { type: 'job.deadlineExceeded', jobId: 'j', workerId: 'w', attemptId: 'a', timeoutMs: 1 },
+  ],
+  'job.recovered': [{ type: 'job.recovered', jobId: 'j', from: 'RUNNING', to: 'QUEUED' }],
+  'jobs.purged': [{ type: 'jobs.purged', deleted: 1, reason: 'retention' }],
+  'coordinator.stalled': [{ type: 'coordinator.stalled', stalledMs: 5_000 }],
+  'result.stale': [
+    { type: 'result.stale', jobId: 'j', attemptId: 'a', workerId: 'w', reason: 'r' },
+  ],
+};
+
+describe('event log', () => {
+  for (const samples of Object.values(SAMPLES)) {
+    for (const event of samples) {
+      it(`skips ${event.type} with info off only when its line is always info`, () => {
+        const [level] = formatEvent(event);
+        if (isInfoOnly(event)) assert.equal(level, 'info');
+      });
+    }
+  }
+});

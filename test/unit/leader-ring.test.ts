@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  AddressError,
+  formatHostPort,
+  parseAddressList,
+  parseHostPort,
+} from '../../src/net/address.js';
+import { isSafeToRepeat } from '../../src/client/leader-connection.js';
+import { LeaderRing } from '../../src/net/leader-ring.js';
+
+describe('addresses', () => {
+  it('parses host, host:port and IPv6 literals with a default port', () => {
+    assert.deepEqual(parseHostPort('a', 7071), { host: 'a', port: 7071 });
+    assert.deepEqual(parseHostPort(' a:1 ', 7071), { host: 'a', port: 1 });
+    assert.deepEqual(parseHostPort('[::1]:9', 7071), { host: '::1', port: 9 });
+    assert.deepEqual(parseHostPort('[::1]', 7071), { host: '::1', port: 7071 });
+    assert.deepEqual(parseHostPort('::1', 7071), { host: '::1', port: 7071 });
+    assert.equal(formatHostPort({ host: '::1', port: 9 }), '[::1]:9');
+  });
+
+  it('parses lists in order without duplicates, and refuses bad ports and empty lists', () => {
+    assert.deepEqual(parseAddressList('h1:1,h2, h1:1,,h3:3', 7), [
+      { host: 'h1', port: 1 },
+      { host: 'h2', port: 7 },
+      { host: 'h3', port: 3 },
+    ]);
+    assert.throws(() => parseAddressList('h:0', 7), AddressError);
+    assert.throws(() => parseAddressList('h:x', 7), AddressError);
+    assert.throws(() => parseAddressList(' , ', 7), AddressError);
+  });
+});
+
+describe('LeaderRing', () => {
+  const a = { host: 'a', port: 1 };
+  const b = { host: 'b', port: 2 };
+  const c = { host: 'c', port: 3 };
+
+  it('walks the list on failures and pauses only after a whole round', () => {
+    const ring = new LeaderRing([a, b, c]);
+    assert.deepEqual(ring.next(), a);
+    ring.failed();
+    assert.equal(ring.shouldPause(), false);
+    assert.deepEqual(ring.next(), b);
+    ring.notLeader(null, 9);
+    assert.equal(ring.shouldPause(), false);
+    assert.deepEqual(ring.next(), c);
+    ring.failed();
+    assert.equal(ring.shouldPause(), true);
+    assert.deepEqual(ring.next(), a);
+  });
+
+  it('dials the leader a standby named next, and stays with it once it served', () => {
+    const ring = new LeaderRing([a, b, c]);
+    assert.deepEqual(ring.next(), a);
+    ring.notLeader('c:3', 9);
+    assert.equal(ring.shouldPause(), false);
+    assert.deepEqual(ring.next(), c);
+    ring.succeeded();
+    // the connection ends later: pause, then the same coordinator first
+    assert.equal(ring.shouldPause(), true);
+    assert.deepEqual(ring.next(), c);
+  });
+
+  it('goes back to the list when a named leader cannot be reached, and ignores an unparsable name', () => {
+    const ring = new LeaderRing([a, b]);
+    ring.next();
+    ring.notLeader('elsewhere:5', 9);
+    assert.deepEqual(ring.next(), { host: 'elsewhere', port: 5 });
+    ring.failed();
+    assert.deepEqual(ring.next(), b);
+    ring.notLeader('host:99999', 9);
+    assert.deepEqual(ring.next(), a);
+  });
+});
+
+describe('isSafeToRepeat', () => {
+  const submit = (idempotencyKey: string | null) =>
+    ({
+      type: 'SUBMIT_JOB',
+      taskType: 'SHA256',
+      payload: { text: 'x' },
+      maxAttempts: null,
+      idempotencyKey,
+      priority: null,
+    }) as const;
+
+  it('repeats reads, waits and keyed submissions, never a submission without a key', () => {
+    assert.equal(isSafeToRepeat(submit('k')), true);
+    assert.equal(isSafeToRepeat(submit(null)), false);
+    assert.equal(isSafeToRepeat(submit('')), false);
+    assert.equal(isSafeToRepeat({ type: 'GET_JOB_STATUS', jobId: 'j' }), true);
+    assert.equal(isSafeToRepeat({ type: 'WAIT_JOB', jobId: 'j', timeoutMillis: 5 }), true);
+    assert.equal(isSafeToRepeat({ type: 'LIST_WORKERS' }), true);
+  });
+});
