@@ -32,6 +32,12 @@ FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     DTP_DATABASE=/data/coordinator.db
 
+# openssl: `docker-entrypoint.sh init-secrets` makes the compose file's
+# certificate with it on first start.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openssl \
+    && rm -rf /var/lib/apt/lists/*
+
 WORKDIR /app
 
 # The application stays owned by root (read-only for the process); only the
@@ -40,10 +46,10 @@ COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/scripts ./scripts
-RUN mkdir -p /data && chown node:node /data
+RUN mkdir -p /data /secrets && chown node:node /data /secrets
 
 USER node
-VOLUME ["/data"]
+VOLUME ["/data", "/secrets"]
 
 # 7070 workers, 7071 clients, 9464 /metrics and /healthz (with --metrics-port 9464).
 EXPOSE 7070 7071 9464

@@ -3,7 +3,7 @@
  * benchmarks, prints a Markdown report (medians of several runs; the machine
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
- * routing, recovery, throughput, overload, latency. Every run is bounded in jobs and
+ * routing, recovery, throughput, overload, latency, security. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +16,7 @@ import { assignmentsPerSecond } from './queue-depth.js';
 import { ROUTING_CASES, routingAssignmentsPerSecond } from './routing.js';
 import { measureRecovery, writeHistory, type RecoveryRun } from './recovery.js';
 import { HEARTBEAT_TIMEOUT_MS, latencies, type LatencyRun } from './latencies.js';
+import { connectCosts, stormMemory, type StormMemory } from './security.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
@@ -23,7 +24,15 @@ const SMOKE = process.argv.includes('--smoke');
 const REPEATS = SMOKE ? 1 : 3;
 /** Scale of the sizes below: 1, or small for a smoke run. */
 const SCALE = SMOKE ? 0.01 : 1;
-const ALL = ['queue-depth', 'routing', 'recovery', 'throughput', 'overload', 'latency'] as const;
+const ALL = [
+  'queue-depth',
+  'routing',
+  'recovery',
+  'throughput',
+  'overload',
+  'latency',
+  'security',
+] as const;
 type Name = (typeof ALL)[number];
 
 function row(cells: (string | number)[]): string {
@@ -169,6 +178,27 @@ async function latencyTable(dir: string): Promise<string[]> {
   ];
 }
 
+async function security(dir: string): Promise<string[]> {
+  const lines: string[] = [];
+  const costs = await connectCosts(dir, Math.max(2, Math.round(200 * SCALE)));
+  if (costs === null) {
+    lines.push('(openssl is missing: no TLS figures)');
+  } else {
+    lines.push(row(['client connection (connect, one request, close)', 'median ms']));
+    lines.push(row(['---', '---']));
+    for (const c of costs) lines.push(row([c.label, c.medianMs.toFixed(2)]));
+  }
+  const runs: StormMemory[] = [];
+  for (let i = 0; i < REPEATS; i++) runs.push(await stormMemory(SMOKE ? 0.02 : 1));
+  const m = (f: (r: StormMemory) => number): number => median(runs.map(f));
+  lines.push('', row(['coordinator RSS, MiB (median of 3)', 'value']), row(['---', '---']));
+  lines.push(row(['before', m((r) => r.baseMiB)]));
+  lines.push(row(['1,500 half-sent 1 MiB frames held', m((r) => r.halfFramesMiB)]));
+  lines.push(row(['after they closed and 300 garbage connections', m((r) => r.afterGarbageMiB)]));
+  lines.push(row(['after three more rounds of both', m((r) => r.afterThreeMoreMiB)]));
+  return lines;
+}
+
 /** A Markdown table as rows of cells (for the JSON report). */
 function cellsOf(lines: string[]): string[][] {
   return lines
@@ -190,6 +220,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return overload(dir);
     case 'latency':
       return latencyTable(dir);
+    case 'security':
+      return security(dir);
   }
 }
 

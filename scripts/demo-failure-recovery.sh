@@ -7,12 +7,31 @@
 #
 # Uses ports 7070 (workers) and 7071 (clients) on 127.0.0.1; logs and the
 # database go to a fresh demo-logs/ folder in the current directory.
+#
+#   demo-failure-recovery.sh [--tokens]
+#
+# --tokens (or DTP_DEMO_TOKENS=1): the same story with authentication on: a
+# client token and a worker token are generated into demo-logs/ (readable by
+# the owner only), the coordinator requires them, and the workers and every
+# client command use them.
 set -euo pipefail
+
+usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
+
+tokens="${DTP_DEMO_TOKENS:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    --tokens) tokens=1 ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; echo "demo-failure-recovery.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 logs="$PWD/demo-logs"
-client="$root/scripts/client.sh"
 pids=()
+coordinator_auth=()
+worker_auth=()
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'demo failed: %s\n' "$*" >&2; exit 1; }
@@ -65,19 +84,43 @@ poll() {
 rm -rf "$logs"
 mkdir -p "$logs"
 
+# The client CLI, with the demo's client token when there is one.
+client() {
+  if [[ "$tokens" == 1 ]]; then
+    DTP_TOKEN_FILE="$logs/client.token" "$root/scripts/client.sh" "$@"
+  else
+    "$root/scripts/client.sh" "$@"
+  fi
+}
+
+if [[ "$tokens" == 1 ]]; then
+  say "Authentication on: tokens in demo-logs/client.token and demo-logs/worker.token"
+  (
+    umask 077
+    for who in client worker; do
+      node -e 'process.stdout.write(require("node:crypto").randomBytes(24).toString("hex") + "\n")' \
+        >"$logs/$who.token"
+    done
+  )
+  coordinator_auth=(--client-token-file "$logs/client.token" --worker-token-file "$logs/worker.token")
+  worker_auth=(--token-file "$logs/worker.token")
+fi
+
 say "Starting the coordinator (log: demo-logs/coordinator.log)"
 "$root/scripts/coordinator.sh" --bind-host 127.0.0.1 --database "$logs/coordinator.db" \
   --heartbeat-timeout-millis 2000 --sweep-interval-millis 100 \
   --retry-base-delay-millis 500 --retry-max-delay-millis 2000 \
+  ${coordinator_auth[@]+"${coordinator_auth[@]}"} \
   >"$logs/coordinator.log" 2>&1 &
 pids+=($!)
 coordinator_pid=$!
-poll 30 "$client" workers --host 127.0.0.1 >/dev/null || die "the coordinator did not start (see demo-logs/coordinator.log)"
+poll 30 client workers --host 127.0.0.1 >/dev/null || die "the coordinator did not start (see demo-logs/coordinator.log)"
 
 declare -A worker_pid
 for n in 1 2 3; do
   "$root/scripts/worker.sh" --coordinator-host 127.0.0.1 --id "worker-$n" --capacity 1 \
     --heartbeat-interval-millis 500 --reconnect-delay-millis 500 \
+    ${worker_auth[@]+"${worker_auth[@]}"} \
     >"$logs/worker-$n.log" 2>&1 &
   pids+=($!)
   worker_pid[worker-$n]=$!
@@ -85,21 +128,21 @@ for n in 1 2 3; do
 done
 three_workers() {
   local n
-  n=$("$client" workers --json --host 127.0.0.1 | node -e '
+  n=$(client workers --json --host 127.0.0.1 | node -e '
     let t = ""; process.stdin.on("data", (d) => (t += d)).on("end", () => console.log(JSON.parse(t).workers.length));')
   [[ "$n" == 3 ]] && echo yes
 }
 poll 30 three_workers >/dev/null || die "the three workers did not register"
-"$client" workers --host 127.0.0.1
+client workers --host 127.0.0.1
 
 say "Submitting a 20-second sleep job"
-job_id=$("$client" submit sleep --milliseconds 20000 --json --host 127.0.0.1 | field jobId)
+job_id=$(client submit sleep --milliseconds 20000 --json --host 127.0.0.1 | field jobId)
 [[ -n "$job_id" ]] || die "submission failed"
-"$client" status "$job_id" --host 127.0.0.1
+client status "$job_id" --host 127.0.0.1
 
 running_on() {
   local job
-  job=$("$client" status "$job_id" --json --host 127.0.0.1)
+  job=$(client status "$job_id" --json --host 127.0.0.1)
   [[ "$(field state <<<"$job")" == RUNNING ]] && field workerId <<<"$job"
 }
 victim=$(poll 30 running_on) || die "the job never started running"
@@ -113,22 +156,22 @@ wait "$victim_pid" 2>/dev/null || true
 say "Waiting for the coordinator to notice and reassign the job"
 reassigned() {
   local job
-  job=$("$client" status "$job_id" --json --host 127.0.0.1)
+  job=$(client status "$job_id" --json --host 127.0.0.1)
   if [[ "$(field state <<<"$job")" == RUNNING && "$(field attempts <<<"$job")" == 2 ]]; then
     field workerId <<<"$job"
   fi
 }
 rescuer=$(poll 30 reassigned) || die "the job was not reassigned"
 say "Job reassigned to $rescuer (attempt 2)"
-"$client" status "$job_id" --host 127.0.0.1
+client status "$job_id" --host 127.0.0.1
 
 say "Waiting for the job to finish"
-"$client" wait "$job_id" --timeout-millis 60000 --host 127.0.0.1
+client wait "$job_id" --timeout-millis 60000 --host 127.0.0.1
 
 say "Coordinator log lines for job $job_id and $victim"
 grep -E "jobId=$job_id|workerId=$victim " "$logs/coordinator.log" | sed 's/^/    /' || true
 
-final=$("$client" status "$job_id" --json --host 127.0.0.1)
+final=$(client status "$job_id" --json --host 127.0.0.1)
 state=$(field state <<<"$final")
 attempts=$(field attempts <<<"$final")
 result=$(field result <<<"$final")

@@ -3,19 +3,23 @@
  * from the command table (client-commands.ts), runs the chosen command and
  * prints either the human text or exactly one JSON document.
  *
- * Global flags (`--host`, `--port`, `--json`) may appear anywhere and are the
- * only ones read from the environment (DTP_HOST, DTP_PORT, DTP_JSON): a
- * `DTP_*` variable meant for a coordinator or worker never changes what a
+ * Global flags (`--host`, `--port`, `--json`, and the TLS and token flags
+ * `--tls`, `--tls-ca`, `--tls-cert`, `--tls-key`, `--token-file`) may appear
+ * anywhere and are the only ones read from the environment (DTP_HOST,
+ * DTP_PORT, DTP_JSON, DTP_TLS..., DTP_TOKEN_FILE, and DTP_TOKEN for the token
+ * itself): a `DTP_*` variable meant for a coordinator or worker never changes what a
  * client command does. Exit codes: 0 ok, 1 runtime failure or error reply,
  * 2 usage, 3 rejected, 4 `wait --exit-status` saw FAILED or CANCELLED.
  */
 import { readFile } from 'node:fs/promises';
 import { DtpClient } from '../client/client.js';
+import type { ConnectionSecurity } from '../client/connection.js';
 import type { Command } from 'commander';
 import { COMMANDS, GLOBAL_FLAGS, SUBMIT_COMMAND, TASKS, runShortcut } from './client-commands.js';
 import type { CommandContext, CommandOutput, CommandSpec } from './client-commands.js';
 import { addFlags, createProgram, parseCommandLine, readFlags } from './command-line.js';
 import { FlagValues, UsageError, envVarName, parseBoolean } from './flags.js';
+import { clientTlsFrom, tokenFrom } from './security-flags.js';
 import type { FlagSpec } from './flags.js';
 import { EXIT_CODES, errorDocument, exitCodeFor, formatErrorText, toJsonLine } from './output.js';
 import type { ExitCode } from './output.js';
@@ -31,8 +35,11 @@ export interface CliIo {
   /** The text of a file; `-` = standard input (default: the real ones). */
   readInput?: (path: string) => Promise<string>;
   /** Opens the client (default {@link DtpClient.connect}). */
-  connect?: (host: string, port: number) => Promise<DtpClient>;
+  connect?: Connect;
 }
+
+/** Opens a client to host:port with the TLS and token settings of the command line. */
+type Connect = (host: string, port: number, security: ConnectionSecurity) => Promise<DtpClient>;
 
 const PROGRAM = 'client.sh';
 const V1_NOTE =
@@ -126,7 +133,7 @@ async function dispatch(
   argv: readonly string[],
   io: CliIo,
   json: boolean,
-  connect: (host: string, port: number) => Promise<DtpClient>,
+  connect: Connect,
   usage: { text: string },
 ): Promise<Outcome> {
   let help = '';
@@ -148,7 +155,11 @@ async function dispatch(
   const output = await chosen.run({
     values,
     args: chosen.args,
-    client: () => connect(values.string('host'), values.int('port')),
+    client: () =>
+      connect(values.string('host'), values.int('port'), {
+        tls: clientTlsFrom(values),
+        token: tokenFrom(values, io.env),
+      }),
     color: io.color && !json,
     note: (text) => {
       if (!json) io.stderr(text);
@@ -181,19 +192,19 @@ export async function runClientCli(argv: readonly string[], io: CliIo): Promise<
   const note = (text: string): void => {
     if (!json) io.stderr(text);
   };
-  const open =
+  const open: Connect =
     io.connect ??
-    ((host: string, port: number) =>
+    ((host, port, security) =>
       DtpClient.connect({
         host,
         port,
+        ...security,
         onFeatures: (features) => {
           if (!features.waitJob) note(`Note: ${V1_NOTE}\n`);
         },
       }));
   let connecting: Promise<DtpClient> | null = null;
-  const connect = (host: string, port: number): Promise<DtpClient> =>
-    (connecting ??= open(host, port));
+  const connect: Connect = (host, port, security) => (connecting ??= open(host, port, security));
   const usage = { text: '' };
   try {
     const outcome = await dispatch(argv, io, json, connect, usage);

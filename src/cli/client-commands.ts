@@ -29,6 +29,7 @@ import {
 } from '../protocol/task-types.js';
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
 import { UsageError } from './flags.js';
+import { DIALLER_SECURITY_FLAGS } from './security-flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   EXIT_CODES,
@@ -98,6 +99,7 @@ export const GLOBAL_FLAGS: readonly FlagSpec[] = [
     help: 'coordinator client port',
   },
   { name: 'json', type: 'boolean', help: 'print exactly one JSON document on stdout' },
+  ...DIALLER_SECURITY_FLAGS,
 ];
 
 export const SUBMIT_FLAGS: readonly FlagSpec[] = [

@@ -15,6 +15,12 @@ import {
 import { describeError } from '../protocol/errors.js';
 import { UsageError, type FlagSpec, type FlagValues } from './flags.js';
 import {
+  COORDINATOR_SECURITY_FLAGS,
+  LIMIT_FLAGS,
+  netLimitsFrom,
+  securityOptionsFrom,
+} from './coordinator-flags.js';
+import {
   LOG_FLAGS,
   exitOnStartFailure,
   loggerFrom,
@@ -182,6 +188,8 @@ const FLAGS: readonly FlagSpec[] = [
     defaultLabel: 'off',
     help: 'the same as --http-port (older name)',
   },
+  ...COORDINATOR_SECURITY_FLAGS,
+  ...LIMIT_FLAGS,
   {
     name: 'retain-terminal-millis',
     type: 'int',
@@ -255,6 +263,8 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     agingStepMs: values.int('aging-step-millis'),
     durability: values.enum('durability', DURABILITIES),
     metricsPort: httpPortOf(values),
+    security: securityOptionsFrom(values),
+    netLimits: netLimitsFrom(values),
     retainTerminalMs: values.optionalInt('retain-terminal-millis') ?? null,
     maxWaitsPerConnection: values.int('max-waits-per-connection'),
     logger,
@@ -273,6 +283,14 @@ try {
 const starting = Coordinator.start(options);
 // Handlers go in before start-up finishes, so an early SIGTERM still stops cleanly.
 stopOnSignals(options.logger, async () => (await starting).close());
+// SIGHUP: re-read the TLS certificate and the token files.
+process.on('SIGHUP', () => {
+  options.logger.info('SIGHUP: reloading certificates and tokens');
+  void starting.then(
+    (coordinator) => coordinator.reload(),
+    () => undefined,
+  );
+});
 try {
   await starting;
 } catch (err) {

@@ -16,6 +16,7 @@ import { TaskModuleError } from '../worker/task-modules.js';
 import type { Worker } from '../worker/worker.js';
 import type { Logger } from '../observability/logger.js';
 import { UsageError } from './flags.js';
+import { DIALLER_SECURITY_FLAGS, clientTlsFrom, tokenFrom } from './security-flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   FORCE_EXIT_AFTER_MS,
@@ -100,6 +101,15 @@ const FLAGS: readonly FlagSpec[] = [
     default: D.cancelGraceMs,
     help: 'after a cancel or deadline, time a task gets to stop before its thread is terminated',
   },
+  {
+    name: 'coordinator-timeout-millis',
+    type: 'int',
+    min: 1,
+    max: INT32_MAX,
+    defaultLabel: '3 x heartbeat interval, at least 1000',
+    help: 'a coordinator that confirmed heartbeat acks and is silent this long is dropped and redialled',
+  },
+  ...DIALLER_SECURITY_FLAGS,
   ...LOG_FLAGS,
 ];
 
@@ -122,8 +132,15 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
     reconnectDelayMs: values.int('reconnect-delay-millis'),
     cancelGraceMs: values.int('cancel-grace-millis'),
     tasks: values.strings('tasks'),
+    ...optional('coordinatorTimeoutMs', values.optionalInt('coordinator-timeout-millis')),
+    tls: clientTlsFrom(values),
+    authToken: tokenFrom(values, process.env),
     logger: loggerFrom(values, 'worker'),
   };
+}
+
+function optional<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };
 }
 
 /** Starts the worker; a bad task module or option is a usage error (exit 2), naming it. */
@@ -160,6 +177,12 @@ options.logger.info(
   },
   'worker started',
 );
+// A refusal (id taken over, token or certificate refused) is a configuration
+// error: say so and exit 1 instead of reconnecting forever.
+worker.events.once('refused', (err) => {
+  process.stderr.write(`${PROGRAM}: refused by the coordinator (${err.code}): ${err.message}\n`);
+  void worker.close().finally(() => process.exit(1));
+});
 const drainTimeoutMs = values.int('drain-timeout-millis');
 // SIGINT/SIGTERM drain: no new tasks, running ones get drainTimeoutMs to finish.
 stopOnSignals(

@@ -39,7 +39,8 @@ import type {
 } from '../protocol/messages.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import { checkPayload } from '../sdk/payload-schema.js';
-import { ClientConnection } from './connection.js';
+import type { ClientTls } from '../net/tls.js';
+import { ClientConnection, type ConnectionSecurity } from './connection.js';
 import { LeaderConnection } from './leader-connection.js';
 import {
   ClientClosedError,
@@ -90,6 +91,18 @@ export interface ConnectOptions {
   onFeatures?: (features: CoordinatorFeatures, address: string) => void;
   /** Where probe answers are remembered (default: one cache for the process). */
   featureCache?: FeatureCache;
+  /**
+   * TLS: `true` = verify the coordinator against the system CAs; an object =
+   * trust its `ca` (and present its `cert`/`key`); absent = plain TCP.
+   */
+  tls?: ClientTls | boolean | null;
+  /**
+   * A client token: every connection (the probe's too) sends `AUTH` with it
+   * first. A refusal fails with `AuthError` `UNAUTHENTICATED`; a coordinator
+   * that does not know `AUTH` fails with `AuthError` `AUTH_UNSUPPORTED`
+   * (never a silent downgrade, and `AUTH` is never probed).
+   */
+  token?: string | null;
 }
 
 /** Per-job options of a submission. */
@@ -198,11 +211,17 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
  * A client of one coordinator. `T` is the default export type of a task
  * module (`connect<typeof tasks>()`): it types submissions and results.
  */
+function securityOf(options: ConnectOptions): ConnectionSecurity {
+  const tls = options.tls === true ? {} : options.tls === false ? null : (options.tls ?? null);
+  return { tls, token: options.token ?? null };
+}
+
 export class DtpClient<T extends object = AnyTasks> {
   readonly #conn: LeaderConnection;
   readonly #connectTimeoutMs: number;
   readonly #schemas: Readonly<Record<string, StandardSchemaV1>>;
   readonly #featureCache: FeatureCache;
+  readonly #security: ConnectionSecurity;
   readonly #onFeatures: ConnectOptions['onFeatures'];
   #featuresTold = false;
   #closing: Promise<void> | null = null;
@@ -212,6 +231,7 @@ export class DtpClient<T extends object = AnyTasks> {
     this.#connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.#schemas = options.schemas ?? {};
     this.#featureCache = options.featureCache ?? DEFAULT_FEATURE_CACHE;
+    this.#security = securityOf(options);
     this.#onFeatures = options.onFeatures;
   }
 
@@ -224,6 +244,7 @@ export class DtpClient<T extends object = AnyTasks> {
       port: options.port,
       connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       followTimeoutMs: options.followTimeoutMs,
+      security: securityOf(options),
     });
     return new DtpClient<T>(options, conn);
   }
@@ -467,7 +488,7 @@ export class DtpClient<T extends object = AnyTasks> {
     let conn: ClientConnection;
     try {
       const { host, port } = this.#conn.current;
-      conn = await ClientConnection.open(host, port, this.#connectTimeoutMs);
+      conn = await ClientConnection.open(host, port, this.#connectTimeoutMs, this.#security);
     } catch {
       return null;
     }

@@ -16,10 +16,27 @@ import type { Socket } from 'node:net';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
 import type { CloseReason } from '../net/framed-connection.js';
 import { DialError, dial } from '../net/tcp.js';
+import type { ClientTls } from '../net/tls.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import type { ProtocolError } from '../protocol/errors.js';
+import { isNotUnderstood } from '../protocol/features.js';
 import { isClientReply } from '../protocol/messages.js';
 import type { ClientReply, ClientRequest, Message } from '../protocol/messages.js';
-import { ClientClosedError, TransportError } from './errors.js';
+import {
+  AuthError,
+  ClientClosedError,
+  NotLeaderError,
+  RemoteError,
+  TransportError,
+} from './errors.js';
+
+/** How a connection proves who it is and whom it talks to. */
+export interface ConnectionSecurity {
+  /** TLS with these settings (an empty object = system CAs); absent or null = plain TCP. */
+  tls?: ClientTls | null;
+  /** Sent in `AUTH` as the first frame; absent or null = no AUTH. Never logged or echoed. */
+  token?: string | null;
+}
 
 /** Requests in flight allowed on one connection (a bound, not a tuning knob). */
 export const MAX_PENDING_REQUESTS = 100_000;
@@ -42,20 +59,68 @@ export class ClientConnection {
     });
   }
 
-  /** Dials host:port; fails with {@link TransportError} `CONNECT_FAILED`. */
+  /**
+   * Dials host:port (TLS when asked) and, with a token, authenticates before
+   * resolving. Fails with {@link TransportError} (`CONNECT_FAILED`,
+   * `TLS_FAILED`), {@link AuthError}, or a {@link RemoteError} the
+   * coordinator sent instead of `AUTH_OK` (e.g. `TLS_REQUIRED`).
+   */
   static async open(
     host: string,
     port: number,
     connectTimeoutMs: number,
+    security: ConnectionSecurity = {},
   ): Promise<ClientConnection> {
     let socket: Socket;
     try {
-      socket = await dial(host, port, connectTimeoutMs);
+      socket = await dial(host, port, connectTimeoutMs, undefined, security.tls ?? null);
     } catch (err) {
+      const refused = err instanceof DialError && err.refused;
       const message = err instanceof DialError ? err.message : `cannot connect: ${String(err)}`;
-      throw new TransportError('CONNECT_FAILED', message, { cause: err });
+      throw new TransportError(refused ? 'TLS_FAILED' : 'CONNECT_FAILED', message, { cause: err });
     }
-    return new ClientConnection(socket);
+    const conn = new ClientConnection(socket);
+    if (security.token != null) {
+      try {
+        await conn.#authenticate(security.token);
+      } catch (err) {
+        await conn.destroy('authentication failed');
+        throw err;
+      }
+    }
+    return conn;
+  }
+
+  /** AUTH as the first frame; anything but AUTH_OK is an error (never a downgrade). */
+  async #authenticate(token: string): Promise<void> {
+    let reply: ClientReply;
+    try {
+      reply = await this.request({ type: 'AUTH', token });
+    } catch (err) {
+      if (!(err instanceof TransportError)) throw err;
+      // A close right after AUTH is how a peer that does not know it answers.
+      throw new AuthError(
+        'AUTH_UNSUPPORTED',
+        `coordinator does not support authentication (${err.message})`,
+      );
+    }
+    if (reply.type === 'AUTH_OK') return;
+    if (reply.type !== 'ERROR') {
+      throw new AuthError(
+        'AUTH_UNSUPPORTED',
+        `coordinator does not support authentication (it answered ${reply.type})`,
+      );
+    }
+    if (reply.code === ErrorCode.Unauthenticated)
+      throw new AuthError('UNAUTHENTICATED', reply.message);
+    if (reply.code === ErrorCode.NotLeader) throw new NotLeaderError(reply);
+    if (isNotUnderstood(reply)) {
+      throw new AuthError(
+        'AUTH_UNSUPPORTED',
+        `coordinator does not support authentication: ${reply.message}`,
+      );
+    }
+    throw new RemoteError(reply);
   }
 
   /** False once the connection has failed or been closed. */

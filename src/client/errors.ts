@@ -7,8 +7,12 @@
  *   `INVALID_PAYLOAD`, `IDEMPOTENCY_CONFLICT`, ... or `REMOTE_ERROR`).
  * - {@link SubmitRejectedError}: admission control refused a submission
  *   (`SUBMIT_REJECTED`); nothing was created.
- * - {@link TransportError}: no connection (`CONNECT_FAILED`) or it broke with
- *   requests in flight (`CONNECTION_LOST`); their outcome is unknown.
+ * - {@link TransportError}: no connection (`CONNECT_FAILED`, or `TLS_FAILED`
+ *   when the server's certificate is not trusted or it does not speak TLS) or
+ *   it broke with requests in flight (`CONNECTION_LOST`); their outcome is
+ *   unknown.
+ * - {@link AuthError}: the token was refused (`UNAUTHENTICATED`) or the
+ *   coordinator does not know `AUTH` (`AUTH_UNSUPPORTED`).
  * - {@link WaitTimeoutError}: a wait ended before the job was terminal.
  * - {@link UnexpectedReplyError}: a well-formed reply of the wrong type.
  * - {@link ClientClosedError}: the client was closed by its owner.
@@ -45,6 +49,16 @@ export class RemoteError extends DtpError {
   }
 }
 
+/** A standby answered (an `AUTH`) with NOT_LEADER; `leader` names the leader when known. */
+export class NotLeaderError extends RemoteError {
+  readonly leader: string | null;
+
+  constructor(reply: Pick<ErrorMessage, 'message' | 'code' | 'leader'>) {
+    super(reply);
+    this.leader = reply.leader ?? null;
+  }
+}
+
 /** Admission control refused the submission; no job was created. */
 export class SubmitRejectedError extends DtpError {
   /** The coordinator's explanation, as sent. */
@@ -65,7 +79,7 @@ export class SubmitRejectedError extends DtpError {
   }
 }
 
-export type TransportErrorCode = 'CONNECT_FAILED' | 'CONNECTION_LOST';
+export type TransportErrorCode = 'CONNECT_FAILED' | 'CONNECTION_LOST' | 'TLS_FAILED';
 
 /**
  * The connection could not be made or broke. For `CONNECTION_LOST` the fate of
@@ -76,6 +90,17 @@ export class TransportError extends DtpError {
 
   constructor(code: TransportErrorCode, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
+  }
+}
+
+/**
+ * Authentication failed: the coordinator refused the token
+ * (`UNAUTHENTICATED`), or it does not understand `AUTH` at all
+ * (`AUTH_UNSUPPORTED`). Retrying with the same settings cannot help.
+ */
+export class AuthError extends DtpError {
+  constructor(code: 'UNAUTHENTICATED' | 'AUTH_UNSUPPORTED', message: string) {
+    super(code, message);
   }
 }
 

@@ -25,8 +25,8 @@ import { formatHostPort, parseAddressList, type HostPort } from '../net/address.
 import { LeaderRing } from '../net/leader-ring.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import type { ClientReply, ClientRequest } from '../protocol/messages.js';
-import { ClientConnection } from './connection.js';
-import { ClientClosedError, TransportError } from './errors.js';
+import { ClientConnection, type ConnectionSecurity } from './connection.js';
+import { ClientClosedError, NotLeaderError, TransportError } from './errors.js';
 
 /** How long one request may spend finding a leader, by default, in ms. */
 export const DEFAULT_FOLLOW_TIMEOUT_MS = 30_000;
@@ -41,6 +41,8 @@ export interface LeaderConnectionOptions {
   connectTimeoutMs: number;
   /** Give up finding a leader for one request after this long (default 30 s). */
   followTimeoutMs?: number;
+  /** TLS and token of every connection (default: plain, no AUTH). */
+  security?: ConnectionSecurity;
 }
 
 /** True when a request may be sent again after its connection broke in flight. */
@@ -61,6 +63,7 @@ export class LeaderConnection {
   readonly #port: number;
   readonly #connectTimeoutMs: number;
   readonly #followTimeoutMs: number;
+  readonly #security: ConnectionSecurity;
   #current: ClientConnection | null = null;
   #dialed: HostPort;
   #dialing: Promise<ClientConnection> | null = null;
@@ -73,6 +76,7 @@ export class LeaderConnection {
     this.#port = options.port;
     this.#connectTimeoutMs = options.connectTimeoutMs;
     this.#followTimeoutMs = options.followTimeoutMs ?? DEFAULT_FOLLOW_TIMEOUT_MS;
+    this.#security = options.security ?? {};
   }
 
   /** Parses the addresses (throws `BAD_ADDRESS`) and dials the first that answers. */
@@ -180,6 +184,7 @@ export class LeaderConnection {
           address.host,
           address.port,
           this.#connectTimeoutMs,
+          this.#security,
         );
         if (this.#closed) {
           await conn.close();
@@ -188,8 +193,10 @@ export class LeaderConnection {
         this.#current = conn;
         return conn;
       } catch (err) {
-        if (!(err instanceof TransportError)) throw err;
-        this.#ring.failed();
+        // A standby answers AUTH with NOT_LEADER: follow it like any request.
+        if (err instanceof NotLeaderError) this.#ring.notLeader(err.leader, this.#port);
+        else if (err instanceof TransportError) this.#ring.failed();
+        else throw err;
         const leftMs = deadlineMs - performance.now();
         if (!this.#several || leftMs <= 0) {
           throw this.#several

@@ -1,40 +1,193 @@
 /**
  * One client connection as the shell sees it: requests are numbered as they
  * arrive and replies leave strictly in that order, whenever the core produces
- * them (a WAIT_JOB may be answered long after later requests). A client may
- * pipeline; beyond {@link MAX_IN_FLIGHT} unanswered requests the socket is
- * paused, so a client cannot queue unbounded work in the coordinator.
+ * them (a WAIT_JOB may be answered long after later requests).
+ *
+ * It also owns the connection's own bounds:
+ * - authentication: with client tokens, the first frame must be a valid
+ *   `AUTH` (answered `AUTH_OK`); anything else gets `ERROR` UNAUTHENTICATED
+ *   and the connection closes, and nothing before that reaches the core;
+ * - flow: beyond {@link MAX_IN_FLIGHT} unanswered requests other than waits (or
+ *   {@link MAX_LISTS_IN_FLIGHT} unanswered LIST_JOBS), or beyond
+ *   `maxUnsentReplyBytes` of replies produced but not yet taken by the peer,
+ *   reading stops (at once, mid-chunk) until it drains, so a client that
+ *   pipelines heavy requests without reading cannot make the coordinator
+ *   work for it or hold its replies in memory;
+ * - idleness: with nothing in flight and no request for `idleTimeoutMs`, the
+ *   connection is closed (the client library simply dials again).
+ *
+ * States: `authenticating` (tokens required, no AUTH yet) -> `open` ->
+ * `refused` (AUTH failed; closing). Without tokens it starts `open`.
  */
+import type { Admission } from '../net/admission.js';
 import type { FramedConnection } from '../net/framed-connection.js';
-import type { ClientReply } from '../protocol/messages.js';
+import type { NetEvent } from '../net/net-events.js';
+import { encodeMessage } from '../protocol/codec.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import type { ClientReply, Message } from '../protocol/messages.js';
 
-/** Unanswered requests per connection before reading pauses. */
+/**
+ * Unanswered requests per connection, pending WAIT_JOBs not counted, before
+ * reading pauses. Waits are bounded by the core instead (a cap per
+ * connection), so that many of them may wait on one connection at once.
+ */
 export const MAX_IN_FLIGHT = 1_024;
+/**
+ * Unanswered LIST_JOBS per connection before reading pauses: each may cost a
+ * large read and a reply of up to a frame, so a client that pipelines them
+ * gets them served a couple at a time, behind everyone else's requests.
+ */
+export const MAX_LISTS_IN_FLIGHT = 2;
+
+type PauseReason = 'inFlight' | 'lists' | 'unsent';
+
+export interface ClientSessionOptions {
+  /** Checks an AUTH token; null = no tokens, every connection is open at once. */
+  checkToken: ((token: string) => boolean) | null;
+  /** Its place in the port's admission (established once authenticated). */
+  admission: Admission | null;
+  /** See the module comment (default: no bound). */
+  maxUnsentReplyBytes?: number;
+  /** See the module comment; 0 = never (default). */
+  idleTimeoutMs?: number;
+  /** Where bounds that bite and refused tokens are reported. */
+  report?: (event: NetEvent) => void;
+}
+
+interface StagedReply {
+  msg: ClientReply;
+  frame: Buffer;
+}
 
 export class ClientSession {
   readonly conn: FramedConnection;
+  #state: 'authenticating' | 'open' | 'refused';
   #nextRequestId = 0;
   #nextReplyId = 0;
   readonly #ready = new Map<number, ClientReply>();
-  #paused = false;
+  /** Replies encoded as soon as they were produced, until they are sent. */
+  readonly #staged = new Map<number, StagedReply>();
+  #stagedBytes = 0;
+  readonly #checkToken: ((token: string) => boolean) | null;
+  readonly #admission: Admission | null;
+  readonly #maxUnsentBytes: number;
+  readonly #idleTimeoutMs: number;
+  readonly #report: (event: NetEvent) => void;
+  #pausedFor: PauseReason | null = null;
+  /** Request ids of unanswered LIST_JOBS. */
+  readonly #lists = new Set<number>();
+  /** Request ids of unanswered WAIT_JOBs. */
+  readonly #waits = new Set<number>();
+  #idleTimer: NodeJS.Timeout | null = null;
+  #lastActivityMs = Date.now();
 
-  constructor(conn: FramedConnection) {
+  constructor(
+    conn: FramedConnection,
+    options: ClientSessionOptions = { checkToken: null, admission: null },
+  ) {
     this.conn = conn;
+    this.#checkToken = options.checkToken;
+    this.#admission = options.admission;
+    this.#maxUnsentBytes = options.maxUnsentReplyBytes ?? Infinity;
+    this.#idleTimeoutMs = options.idleTimeoutMs ?? 0;
+    this.#report = options.report ?? (() => undefined);
+    this.#state = this.#checkToken === null ? 'open' : 'authenticating';
+    if (this.#state === 'open') this.#admission?.establish();
+    else this.#admission?.setOnExpired(() => this.#refuse('no AUTH in time', 'handshake_timeout'));
+    if (this.#idleTimeoutMs > 0) this.#armIdle(this.#idleTimeoutMs);
+    void conn.closed().then(() => this.#dispose());
+  }
+
+  /** True once the connection may send requests to the core. */
+  get authenticated(): boolean {
+    return this.#state === 'open';
+  }
+
+  /**
+   * Handles a frame of a connection that is not open yet: a valid AUTH opens
+   * it (AUTH_OK), anything else refuses it. Returns true when the frame was
+   * consumed here; false for a frame of an open connection (the caller goes on).
+   */
+  gate(msg: Message): boolean {
+    if (this.#state === 'open') return false;
+    if (this.#state === 'refused') return true;
+    const checkToken = this.#checkToken as (token: string) => boolean;
+    if (msg.type === 'AUTH' && checkToken(msg.token)) {
+      this.#state = 'open';
+      this.#admission?.establish();
+      this.deliver(this.nextRequest(), { type: 'AUTH_OK' });
+      return true;
+    }
+    this.#refuse(msg.type === 'AUTH' ? 'token refused' : `first frame was ${msg.type}, not AUTH`);
+    return true;
+  }
+
+  /** A malformed frame before AUTH: refused like any other wrong first frame. Returns true if so. */
+  refuseUnlessOpen(): boolean {
+    if (this.#state === 'open') return false;
+    if (this.#state === 'authenticating') this.#refuse('malformed first frame');
+    return true;
+  }
+
+  #refuse(reason: string, limit?: 'handshake_timeout'): void {
+    this.#state = 'refused';
+    this.conn.pause();
+    if (limit !== undefined) {
+      this.#report({ type: 'connection.limited', port: 'client', limit, remote: this.conn.remote });
+    }
+    this.#report({ type: 'auth.refused', port: 'client', remote: this.conn.remote, reason });
+    this.deliver(this.nextRequest(), {
+      type: 'ERROR',
+      code: ErrorCode.Unauthenticated,
+      message: `Unauthenticated: send AUTH with a valid token first (${reason})`,
+    });
+    void this.conn.close(`unauthenticated: ${reason}`);
   }
 
   /** Numbers the next request (and pauses reading when too many are open). */
-  nextRequest(): number {
+  nextRequest(msg?: Message): number {
     const requestId = this.#nextRequestId++;
-    if (this.inFlight >= MAX_IN_FLIGHT && !this.#paused) {
-      this.#paused = true;
-      this.conn.pause();
-    }
+    this.#lastActivityMs = Date.now();
+    if (msg?.type === 'LIST_JOBS') this.#lists.add(requestId);
+    else if (msg?.type === 'WAIT_JOB') this.#waits.add(requestId);
+    this.#checkFlow();
     return requestId;
   }
 
   /** Requests received and not yet answered. */
   get inFlight(): number {
     return this.#nextRequestId - this.#nextReplyId;
+  }
+
+  /** Reply bytes produced and not yet taken by the peer (staged + in the socket). */
+  get unsentBytes(): number {
+    return this.#stagedBytes + this.conn.outboundBytes;
+  }
+
+  /**
+   * A reply was produced (it leaves later, after its commit and in order).
+   * Encoding it now tells how much this connection is owed, so reading can
+   * stop before more work is done for a peer that does not read.
+   */
+  staged(requestId: number, msg: ClientReply): void {
+    if (!this.conn.isOpen || this.#staged.has(requestId)) return;
+    const frame = encodeMessage(msg);
+    this.#staged.set(requestId, { msg, frame });
+    this.#stagedBytes += frame.length;
+    this.#checkFlow();
+  }
+
+  /** Why reading should stay paused now (with hysteresis for the current reason); null = read. */
+  #blockedBy(): PauseReason | null {
+    const unsent = this.unsentBytes;
+    const was = this.#pausedFor;
+    if (unsent > this.#maxUnsentBytes) return 'unsent';
+    if (was === 'unsent' && unsent > this.#maxUnsentBytes / 2) return 'unsent';
+    const working = this.inFlight - this.#waits.size;
+    if (working >= MAX_IN_FLIGHT) return 'inFlight';
+    if (was === 'inFlight' && working >= MAX_IN_FLIGHT / 2) return 'inFlight';
+    if (this.#lists.size >= MAX_LISTS_IN_FLIGHT) return 'lists';
+    return null;
   }
 
   /** Records a reply and sends every reply that is now next in order. */
@@ -61,12 +214,87 @@ export class ClientSession {
       next = this.#ready.get(this.#nextReplyId)
     ) {
       this.#ready.delete(this.#nextReplyId);
+      this.#send(this.#nextReplyId, next);
+      this.#lists.delete(this.#nextReplyId);
+      this.#waits.delete(this.#nextReplyId);
       this.#nextReplyId++;
-      this.conn.send(next);
     }
-    if (this.#paused && this.inFlight < MAX_IN_FLIGHT / 2) {
-      this.#paused = false;
-      this.conn.resume();
+    if (this.inFlight === 0) this.#lastActivityMs = Date.now();
+    this.#checkFlow();
+  }
+
+  #send(requestId: number, reply: ClientReply): void {
+    const staged = this.#staged.get(requestId);
+    if (staged !== undefined) {
+      this.#staged.delete(requestId);
+      this.#stagedBytes -= staged.frame.length;
+      // A fail-stop may replace a staged reply with an error.
+      if (staged.msg === reply) {
+        this.conn.sendFrame(staged.frame);
+        return;
+      }
     }
+    this.conn.send(reply);
+  }
+
+  /** Pauses or resumes reading as the in-flight counts and unsent bytes say. */
+  #checkFlow(): void {
+    if (!this.conn.isOpen || this.#state === 'refused') return;
+    const reason = this.#blockedBy();
+    if (reason !== null) {
+      this.#pause(reason);
+      return;
+    }
+    if (this.#pausedFor === null) return;
+    this.#pausedFor = null;
+    this.#lastActivityMs = Date.now();
+    this.conn.resume();
+  }
+
+  #pause(reason: PauseReason): void {
+    if (this.#pausedFor === reason) return;
+    const wasUnsent = this.#pausedFor === 'unsent';
+    this.#pausedFor = reason;
+    this.conn.pause();
+    if (reason !== 'unsent' || wasUnsent) return;
+    this.#report({
+      type: 'connection.limited',
+      port: 'client',
+      limit: 'unsent_replies',
+      remote: this.conn.remote,
+      bytes: this.unsentBytes,
+    });
+    this.conn.onceDrained(() => this.#checkFlow());
+  }
+
+  #armIdle(delayMs: number): void {
+    this.#idleTimer = setTimeout(() => this.#onIdleTimer(), delayMs);
+    this.#idleTimer.unref();
+  }
+
+  /** Lazy: one timer per connection, re-armed for the rest of the period when there was activity. */
+  #onIdleTimer(): void {
+    this.#idleTimer = null;
+    if (!this.conn.isOpen) return;
+    // Waiting for a reply (a long WAIT_JOB) is not idle; not taking the
+    // replies it has (paused for unsent bytes, no drain since) is.
+    const busy = this.inFlight > 0 && this.#pausedFor !== 'unsent';
+    const idleMs = Date.now() - this.#lastActivityMs;
+    if (!busy && idleMs >= this.#idleTimeoutMs) {
+      const remote = this.conn.remote;
+      this.#report({ type: 'connection.limited', port: 'client', limit: 'idle_timeout', remote });
+      void this.conn.close(`idle for ${idleMs} ms`);
+      return;
+    }
+    this.#armIdle(busy ? this.#idleTimeoutMs : this.#idleTimeoutMs - idleMs);
+  }
+
+  #dispose(): void {
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
+    this.#idleTimer = null;
+    this.#staged.clear();
+    this.#stagedBytes = 0;
+    this.#lists.clear();
+    this.#waits.clear();
   }
 }

@@ -36,7 +36,9 @@ import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { formatHostPort, isWildcardHost } from '../net/address.js';
+import type { Admission } from '../net/admission.js';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
+import type { NetEvent } from '../net/net-events.js';
 import { TcpServer } from '../net/tcp.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { ProtocolErrorCode, describeError, type ProtocolError } from '../protocol/errors.js';
@@ -62,10 +64,11 @@ import { CommitPipeline } from './commit-pipeline.js';
 import { CoordinatorCore, type CoreInspection } from './core/core.js';
 import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
+import { DatabaseLock, isSqliteFile } from './database-lock.js';
 import { logEvent } from './event-log.js';
+import { Guard } from './guard.js';
 import { LeaderElection } from './leader-election.js';
 import { LocalClient, LOCAL_CONN_ID } from './local-client.js';
-import type { TokenCheck } from '../http/sessions.js';
 import { MetricsServer } from './metrics-server.js';
 import { notLeaderError } from './not-leader.js';
 import type { CoordinatorOptions } from './options.js';
@@ -81,6 +84,8 @@ export interface CoordinatorEvents {
   fatal: [Error];
   /** The background integrity check finished (problems found; empty = sound). */
   integrity: [readonly string[]];
+  /** A refusal, a bound that bit, or a TLS handshake (see net-events.ts). */
+  net: [NetEvent];
 }
 
 /** Extra wiring for tests and embedding (all optional). */
@@ -88,11 +93,6 @@ export interface CoordinatorDeps {
   store?: Store;
   validator?: PayloadValidator;
   now?: () => number;
-  /**
-   * Client-token check for the HTTP port's `/metrics` and `/api/*`; absent
-   * or null = open. (The client port's tokens are the guard's business.)
-   */
-  httpTokens?: TokenCheck | null;
   /** Folder of the built dashboard (default dist/ui). */
   uiDir?: string;
 }
@@ -118,14 +118,18 @@ export class Coordinator {
   #holdConnections = true;
   readonly #workerServer: TcpServer;
   readonly #clientServer: TcpServer;
+  readonly #guard: Guard;
+  /** SQLite only: the file's exclusive lock, held from before recovery until the store is closed. */
+  #databaseLock: DatabaseLock | null = null;
   readonly #workerConns = new Map<number, FramedConnection>();
+  /** Admissions of worker connections not yet registered. */
+  readonly #workerAdmissions = new Map<number, Admission>();
   readonly #clients = new Map<number, ClientSession>();
   /** Requests from inside the process (the HTTP API), through the core like any client's. */
   readonly #local: LocalClient;
   readonly #waitTimers: WaitTimers;
-  readonly #registrationTimeoutMs: number;
   /** Sockets accepted before recovery finished; served once it has. */
-  #early: { socket: Socket; port: 'worker' | 'client' }[] = [];
+  #early: { socket: Socket; port: 'worker' | 'client'; admission: Admission }[] = [];
   #ports: [number, number] = [0, 0];
   #metricsServer: MetricsServer | null = null;
   /** Time to open the store and rebuild memory from it, in ms. */
@@ -143,12 +147,27 @@ export class Coordinator {
     this.#options = options;
     this.#deps = deps;
     this.#log = options.logger;
-    this.#workerServer = new TcpServer((socket) => this.#accept(socket, 'worker'));
-    this.#clientServer = new TcpServer((socket) => this.#accept(socket, 'client'));
+    // Certificates and token files are read first: a mistake there stops the
+    // start before the database is touched.
+    const guard = new Guard(
+      options.security ?? {},
+      options.netLimits ?? {},
+      options.heartbeatTimeoutMs,
+      options.logger,
+    );
+    this.#guard = guard;
+    guard.events.on('net', (event) => this.events.emit('net', event));
+    this.#workerServer = new TcpServer(
+      (socket, admission) => this.#accept(socket, 'worker', admission),
+      guard.serverOptions('worker'),
+    );
+    this.#clientServer = new TcpServer(
+      (socket, admission) => this.#accept(socket, 'client', admission),
+      guard.serverOptions('client'),
+    );
     this.#waitTimers = new WaitTimers((connId, requestId) =>
       this.#dispatch({ kind: 'waitExpired', connId, requestId }),
     );
-    this.#registrationTimeoutMs = Math.max(options.heartbeatTimeoutMs, 1_000);
     this.#local = new LocalClient((requestId, msg) =>
       this.#dispatch({ kind: 'clientRequest', connId: LOCAL_CONN_ID, requestId, msg }),
     );
@@ -166,8 +185,20 @@ export class Coordinator {
       return Coordinator.#startReplicated(options, deps);
     }
     const recoveryStartedMs = performance.now();
-    const store = deps.store ?? (await openStore(options));
     const self = new Coordinator(options, deps);
+    // One coordinator per file: the lock comes before anything reads or writes it.
+    const lock =
+      deps.store === undefined && isSqliteFile(options.databasePath)
+        ? DatabaseLock.acquire(options.databasePath)
+        : null;
+    let store: Store;
+    try {
+      store = deps.store ?? (await openStore(options));
+    } catch (err) {
+      lock?.release();
+      throw err;
+    }
+    self.#databaseLock = lock;
     try {
       const stored = await store.recover();
       await self.#bind();
@@ -340,9 +371,9 @@ export class Coordinator {
     this.#holdConnections = false;
     const early = this.#early;
     this.#early = [];
-    for (const { socket, port } of early) {
+    for (const { socket, port, admission } of early) {
       socket.resume();
-      this.#accept(socket, port);
+      this.#accept(socket, port, admission);
     }
   }
 
@@ -391,11 +422,14 @@ export class Coordinator {
     const options = this.#options;
     if (options.metricsPort !== null) {
       const { metricsPort: port, bindHost: host, maxActiveJobs } = options;
+      const guard = this.#guard;
       this.#metricsServer = await MetricsServer.start(this, {
         port,
         host,
         maxActiveJobs,
-        tokens: this.#deps.httpTokens ?? null,
+        tls: guard.tls,
+        auth: guard.httpAuth(),
+        onEvent: (event) => guard.report(event),
         ...(this.#deps.uiDir !== undefined && { uiDir: this.#deps.uiDir }),
       });
     }
@@ -428,9 +462,35 @@ export class Coordinator {
               leaseTtlMs: options.leaseTtlMs,
             }
           : {}),
+        ...this.#guard.describe(),
       },
       replicated ? 'coordinator started (standby until it leads)' : 'coordinator started',
     );
+    this.#guard.warnAtStart(options.bindHost);
+  }
+
+  /** Re-reads the TLS certificate and the token files (SIGHUP); failures keep the old ones. */
+  reload(): void {
+    this.#guard.reload();
+  }
+
+  /** The guard's certificates, tokens and bounds (HTTP port, metrics, tests). */
+  get guard(): Guard {
+    return this.#guard;
+  }
+
+  /** Open connections per port right now: all, and those not yet through TLS/AUTH/registration. */
+  connectionCounts(): Record<'worker' | 'client', { open: number; pending: number }> {
+    return {
+      worker: {
+        open: this.#workerServer.connectionCount,
+        pending: this.#workerServer.pendingCount,
+      },
+      client: {
+        open: this.#clientServer.connectionCount,
+        pending: this.#clientServer.pendingCount,
+      },
+    };
   }
 
   /**
@@ -515,42 +575,60 @@ export class Coordinator {
     return this.#failure;
   }
 
-  #accept(socket: Socket, port: 'worker' | 'client'): void {
+  #accept(socket: Socket, port: 'worker' | 'client', admission: Admission): void {
     if (this.#holdConnections && !this.#stopping) {
       socket.pause();
-      this.#early.push({ socket, port });
+      this.#early.push({ socket, port, admission });
       return;
     }
-    if (port === 'worker') this.#acceptWorker(socket);
-    else this.#acceptClient(socket);
+    if (port === 'worker') this.#acceptWorker(socket, admission);
+    else this.#acceptClient(socket, admission);
   }
 
-  #acceptWorker(socket: Socket): void {
-    const conn: FramedConnection = new FramedConnection(socket, {
-      onMessage: (msg) => this.#onWorkerMessage(conn, msg),
-      onProtocolError: (err) =>
-        this.#dispatch({ kind: 'workerViolation', connId: conn.id, reason: err.message }),
-      onClose: (reason) => {
-        this.#workerConns.delete(conn.id);
-        this.#dispatch({
-          kind: 'workerClosed',
-          connId: conn.id,
-          reason: describeCloseReason(reason),
-        });
+  #acceptWorker(socket: Socket, admission: Admission): void {
+    const conn: FramedConnection = new FramedConnection(
+      socket,
+      {
+        onMessage: (msg) => this.#onWorkerMessage(conn, msg),
+        onProtocolError: (err) =>
+          this.#dispatch({ kind: 'workerViolation', connId: conn.id, reason: err.message }),
+        onLimit: (breach) => {
+          this.#reportLimit(conn, 'worker', breach.limit);
+          this.#dispatch({ kind: 'workerViolation', connId: conn.id, reason: breach.message });
+        },
+        onClose: (reason) => this.#onWorkerClosed(conn, describeCloseReason(reason)),
       },
-    });
+      this.#guard.connectionOptions(),
+    );
     if (this.#failure !== null || this.#stopping) {
       void conn.destroy('coordinator is not accepting workers');
       return;
     }
     this.#workerConns.set(conn.id, conn);
-    conn.setIdleTimeout(this.#registrationTimeoutMs, () => {
+    this.#workerAdmissions.set(conn.id, admission);
+    // Absolute: a peer trickling bytes does not extend it.
+    const timeoutMs = this.#guard.limits.handshakeTimeoutMs;
+    admission.setOnExpired(() => {
       this.#dispatch({
         kind: 'workerViolation',
         connId: conn.id,
-        reason: 'no WORKER_REGISTER in time',
+        reason: `no WORKER_REGISTER within ${timeoutMs} ms`,
       });
     });
+  }
+
+  #reportLimit(
+    conn: FramedConnection,
+    port: 'worker' | 'client',
+    limit: 'frame_timeout' | 'inbound_memory',
+  ): void {
+    this.#guard.report({ type: 'connection.limited', port, limit, remote: conn.remote });
+  }
+
+  #onWorkerClosed(conn: FramedConnection, reason: string): void {
+    this.#workerConns.delete(conn.id);
+    this.#workerAdmissions.delete(conn.id);
+    this.#dispatch({ kind: 'workerClosed', connId: conn.id, reason });
   }
 
   #onWorkerMessage(conn: FramedConnection, msg: Message): void {
@@ -560,35 +638,100 @@ export class Coordinator {
       void conn.close('not the leader');
       return;
     }
-    if (isWorkerToCoordinator(msg)) this.#dispatch({ kind: 'workerMessage', connId: conn.id, msg });
-    else
+    if (!isWorkerToCoordinator(msg)) {
       this.#dispatch({
         kind: 'workerViolation',
         connId: conn.id,
         reason: `unexpected ${msg.type}`,
       });
+      return;
+    }
+    if (msg.type === 'WORKER_REGISTER' && this.#workerAdmissions.get(conn.id)?.pending === true) {
+      // The token is checked here and goes no further: the core never sees it.
+      const { authToken, ...register } = msg;
+      if (!this.#guard.access.allowsWorker(authToken)) {
+        this.#refuseWorker(conn, authToken == null ? 'no authToken' : 'token refused');
+        return;
+      }
+      this.#dispatch({ kind: 'workerMessage', connId: conn.id, msg: register });
+      return;
+    }
+    this.#dispatch({ kind: 'workerMessage', connId: conn.id, msg });
   }
 
-  #acceptClient(socket: Socket): void {
-    const conn: FramedConnection = new FramedConnection(socket, {
-      onMessage: (msg) => this.#onClientMessage(session, msg),
-      onProtocolError: (err) => this.#onClientProtocolError(session, err),
-      onClose: () => {
-        this.#clients.delete(conn.id);
-        this.#waitTimers.dropConnection(conn.id);
-        this.#dispatch({ kind: 'clientClosed', connId: conn.id });
-      },
+  /** A registration without a valid token: ERROR UNAUTHENTICATED, then close. */
+  #refuseWorker(conn: FramedConnection, reason: string): void {
+    this.#guard.report({ type: 'auth.refused', port: 'worker', remote: conn.remote, reason });
+    conn.pause();
+    conn.send({
+      type: 'ERROR',
+      code: ErrorCode.Unauthenticated,
+      message: `Unauthenticated: WORKER_REGISTER needs a valid authToken (${reason})`,
     });
-    const session = new ClientSession(conn);
+    void conn.close(`unauthenticated worker: ${reason}`);
+  }
+
+  #acceptClient(socket: Socket, admission: Admission): void {
+    const conn: FramedConnection = new FramedConnection(
+      socket,
+      {
+        onMessage: (msg) => this.#onClientMessage(session, msg),
+        onProtocolError: (err) => this.#onClientProtocolError(session, err),
+        onLimit: (breach) => {
+          this.#reportLimit(conn, 'client', breach.limit);
+          this.#onClientLimit(session, breach.message);
+        },
+        onClose: () => {
+          this.#clients.delete(conn.id);
+          this.#waitTimers.dropConnection(conn.id);
+          this.#dispatch({ kind: 'clientClosed', connId: conn.id });
+        },
+      },
+      this.#guard.connectionOptions(),
+    );
+    const { access, limits } = this.#guard;
+    const session = new ClientSession(conn, {
+      checkToken: access.clientTokensRequired ? (token) => access.allowsClient(token) : null,
+      admission,
+      maxUnsentReplyBytes: limits.maxUnsentReplyBytes,
+      idleTimeoutMs: limits.clientIdleTimeoutMs,
+      report: (event) => this.#guard.report(event),
+    });
     this.#clients.set(conn.id, session);
   }
 
-  #onClientMessage(session: ClientSession, msg: Message): void {
+  /** A frame took too long or memory ran short: a last ERROR in order, then close. */
+  #onClientLimit(session: ClientSession, message: string): void {
+    if (session.refuseUnlessOpen()) return;
+    const reply: ErrorMessage = {
+      type: 'ERROR',
+      code: ErrorCode.LimitExceeded,
+      message: `Limit exceeded: ${message}`,
+    };
     const requestId = session.nextRequest();
-    const connId = session.conn.id;
+    if (this.#failure !== null || this.#core === null) {
+      session.deliver(requestId, reply);
+      void session.conn.close(message);
+      return;
+    }
+    this.#replyLater(session.conn.id, requestId, reply);
+    this.#pending.push({ kind: 'close', connId: session.conn.id, reason: message });
+    this.#scheduleFlush();
+  }
+
+  #onClientMessage(session: ClientSession, msg: Message): void {
+    // A standby answers NOT_LEADER to everything, AUTH included, before any token check.
     if (this.#standingBy()) {
-      session.deliver(requestId, notLeaderError('client', this.#leaderAddress('client')));
-    } else if (this.#failure !== null) {
+      session.deliver(
+        session.nextRequest(),
+        notLeaderError('client', this.#leaderAddress('client')),
+      );
+      return;
+    }
+    if (session.gate(msg)) return;
+    const requestId = session.nextRequest(msg);
+    const connId = session.conn.id;
+    if (this.#failure !== null) {
       session.deliver(requestId, { type: 'ERROR', ...this.#failure });
     } else if (!isClientRequest(msg)) {
       this.#replyLater(connId, requestId, {
@@ -602,12 +745,16 @@ export class Coordinator {
   }
 
   #onClientProtocolError(session: ClientSession, err: ProtocolError): 'continue' | undefined {
-    const requestId = session.nextRequest();
-    const connId = session.conn.id;
     if (this.#standingBy() && err.code === ProtocolErrorCode.BadValue) {
-      session.deliver(requestId, notLeaderError('client', this.#leaderAddress('client')));
+      session.deliver(
+        session.nextRequest(),
+        notLeaderError('client', this.#leaderAddress('client')),
+      );
       return 'continue';
     }
+    if (session.refuseUnlessOpen()) return undefined;
+    const requestId = session.nextRequest();
+    const connId = session.conn.id;
     if (err.code === ProtocolErrorCode.BadValue && this.#failure === null) {
       // The frame was readable; only a value was wrong. Answer it like any
       // other invalid request and keep the connection.
@@ -648,8 +795,15 @@ export class Coordinator {
     if (core === null || this.#failure !== null || this.#stopping) return;
     try {
       for (const effect of core.handle(input)) {
-        if (effect.kind === 'read') this.#read(effect.readId, effect.read);
-        else this.#pending.push(effect);
+        if (effect.kind === 'read') {
+          this.#read(effect.readId, effect.read);
+          continue;
+        }
+        // Known now, sent after the commit: the session counts what it owes.
+        if (effect.kind === 'reply') {
+          this.#clients.get(effect.connId)?.staged(effect.requestId, effect.msg);
+        }
+        this.#pending.push(effect);
       }
     } catch (err) {
       this.#fail(ErrorCode.InternalError, 'internal error', err);
@@ -700,7 +854,10 @@ export class Coordinator {
     switch (effect.kind) {
       case 'send': {
         const conn = this.#workerConns.get(effect.connId);
-        if (effect.msg.type === 'WORKER_REGISTERED') conn?.setIdleTimeout(0, () => undefined);
+        if (effect.msg.type === 'WORKER_REGISTERED') {
+          this.#workerAdmissions.get(effect.connId)?.establish();
+          this.#workerAdmissions.delete(effect.connId);
+        }
         conn?.send(effect.msg);
         return;
       }
@@ -820,7 +977,11 @@ export class Coordinator {
       this.#clientServer.close(),
       this.#metricsServer?.close(),
     ]);
-    await this.#store?.close();
+    try {
+      await this.#store?.close();
+    } finally {
+      this.#databaseLock?.release();
+    }
     this.#log.info('coordinator stopped');
   }
 }

@@ -6,20 +6,27 @@
  * - `GET /healthz`: 200 while the coordinator serves, 503 while it stands by
  *   or once it has stopped working, with a JSON body (health.ts);
  * - another method on those paths: 405;
- * - the dashboard (`/`, `/assets/*`) and its JSON API (`/api/*`), handed to
- *   {@link Dashboard} (src/http/); any other path: 404.
+ * - the dashboard (`/`, `/assets/*`) and its JSON API (`/api/*`, sessions
+ *   included), handed to {@link Dashboard} (src/http/); any other path: 404.
  *
- * With client tokens, `/metrics` and `/api/*` need a token (bearer or
- * session cookie); `/healthz` and the page shell never do.
+ * With a certificate it speaks HTTPS (the coordinator's certificate, reloaded
+ * with it). With client tokens, `/metrics` and `/api/*` need a token (bearer
+ * or session cookie, {@link HttpAuth}); `/healthz` and the page shell never
+ * do (they reveal no job data).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { DashboardSource } from '../http/api.js';
 import { Dashboard } from '../http/dashboard.js';
-import type { TokenCheck } from '../http/sessions.js';
+import type { NetEvent } from '../net/net-events.js';
+import { describeTlsError, type ServerTls } from '../net/tls.js';
 import { describeError } from '../protocol/errors.js';
 import { healthOf } from './health.js';
+import type { HttpAuth } from './http-auth.js';
 import { CoordinatorMetrics } from './metrics.js';
+import { registerNetMetrics, type NetMetricsSource } from './net-metrics.js';
 
 /** Scrapers, probes and a few open dashboards (each holds a live stream); more are refused. */
 const MAX_CONNECTIONS = 128;
@@ -31,10 +38,12 @@ export interface MetricsServerOptions {
   port: number;
   host: string;
   maxActiveJobs: number;
-  /** Client-token check for `/metrics` and `/api/*`; null = open (default). */
-  tokens?: TokenCheck | null;
-  /** The port speaks TLS (session cookies get `Secure`). */
-  secure?: boolean;
+  /** HTTPS with this certificate (default: plain HTTP). */
+  tls?: ServerTls | null;
+  /** Token and session checks (default: everything open). */
+  auth?: HttpAuth | null;
+  /** TLS handshakes are reported here. */
+  onEvent?: (event: NetEvent) => void;
   /** Folder of the built dashboard (default dist/ui). */
   uiDir?: string;
 }
@@ -44,6 +53,7 @@ export class MetricsServer {
   readonly #server: Server;
   readonly #source: DashboardSource;
   readonly #dashboard: Dashboard;
+  #stopReloads: (() => void) | null = null;
   #port = 0;
   #closing: Promise<void> | null = null;
 
@@ -56,21 +66,42 @@ export class MetricsServer {
     this.metrics = metrics;
     this.#dashboard = new Dashboard(source, {
       maxActiveJobs: options.maxActiveJobs,
-      tokens: options.tokens ?? null,
-      secure: options.secure ?? false,
+      auth: options.auth ?? null,
       ...(options.uiDir !== undefined && { uiDir: options.uiDir }),
     });
-    this.#server = createServer((req, res) => this.#handle(req, res));
+    this.#server = this.#createServer(options);
     this.#server.maxConnections = MAX_CONNECTIONS;
     this.#server.requestTimeout = REQUEST_TIMEOUT_MS;
   }
 
+  #createServer(options: MetricsServerOptions): Server {
+    const handler = (req: IncomingMessage, res: ServerResponse): void => this.#handle(req, res);
+    const tls = options.tls ?? null;
+    if (tls === null) return createServer(handler);
+    const server = createHttpsServer(tls.secureContextOptions, handler);
+    this.#stopReloads = tls.onReload((context) => server.setSecureContext(context));
+    const report = options.onEvent ?? (() => undefined);
+    const remoteOf = (socket: TLSSocket): string =>
+      `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+    server.on('secureConnection', (socket: TLSSocket) =>
+      report({ type: 'tls.handshake', port: 'http', remote: remoteOf(socket), ok: true }),
+    );
+    server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
+      const error = describeTlsError(err);
+      report({ type: 'tls.handshake', port: 'http', remote: remoteOf(socket), ok: false, error });
+    });
+    return server;
+  }
+
   /** Creates the metrics for `source` and listens; rejects if the port cannot be bound. */
   static async start(
-    source: DashboardSource,
+    source: DashboardSource & Partial<NetMetricsSource>,
     options: MetricsServerOptions,
   ): Promise<MetricsServer> {
     const metrics = new CoordinatorMetrics(source, { maxActiveJobs: options.maxActiveJobs });
+    if (source.connectionCounts !== undefined && source.guard !== undefined) {
+      registerNetMetrics(metrics.registry, source as NetMetricsSource);
+    }
     const self = new MetricsServer(source, metrics, options);
     await new Promise<void>((resolve, reject) => {
       self.#server.once('error', reject);
@@ -99,8 +130,12 @@ export class MetricsServer {
       const health = healthOf(this.#source);
       reply(res, health.statusCode, `${JSON.stringify(health.body)}\n`, 'application/json');
     } else if (!this.#dashboard.authorizes(req)) {
-      res.setHeader('WWW-Authenticate', 'Bearer');
-      reply(res, 401, 'Unauthenticated: a client token is required\n');
+      res.setHeader('WWW-Authenticate', 'Bearer realm="dtp"');
+      reply(
+        res,
+        401,
+        'Unauthenticated: send Authorization: Bearer <token>, or POST it to /api/session\n',
+      );
     } else {
       this.metrics.text().then(
         (text) => reply(res, 200, text, this.metrics.contentType),
@@ -111,6 +146,7 @@ export class MetricsServer {
 
   /** Stops listening and ends open connections (scrapers keep them alive). Idempotent. */
   close(): Promise<void> {
+    this.#stopReloads?.();
     this.#closing ??= new Promise<void>((resolve) => {
       this.#dashboard.close();
       this.#server.close(() => resolve());

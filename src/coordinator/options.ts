@@ -3,6 +3,7 @@
  * (`--heartbeat-timeout-millis`) onto these fields (`heartbeatTimeoutMs`).
  */
 import type { Logger } from '../observability/logger.js';
+import type { NetLimits, SecurityOptions } from './guard.js';
 
 /** How hard each commit is pushed to disk. */
 export type Durability = 'normal' | 'full';
@@ -49,6 +50,10 @@ export interface CoordinatorOptions {
    * `/healthz`, the dashboard and its API; null = off (default off).
    */
   metricsPort: number | null;
+  /** TLS and tokens (default: none; see guard.ts). */
+  security?: SecurityOptions;
+  /** Bounds on connections and memory (default: DEFAULT_NET_LIMITS in guard.ts). */
+  netLimits?: Partial<NetLimits>;
   /** Terminal jobs older than this are deleted in the background, in ms; null = kept (default). */
   retainTerminalMs: number | null;
   /** Pending WAIT_JOBs one client connection may hold (default 10000). */

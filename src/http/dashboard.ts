@@ -2,11 +2,13 @@
  * The dashboard side of the HTTP port: the page shell and its assets (`/`,
  * `/assets/*`), the JSON API (`/api/*`, see api.ts) and its live stream
  * (`/api/events`, see live.ts), and the authorization rule for everything
- * but `/healthz` and the shell (sessions.ts). The HTTP server hands it every
+ * but `/healthz` and the shell (tokens and sessions: coordinator/http-auth.ts).
+ * The HTTP server hands it every
  * request it does not answer itself.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CoreEvent } from '../coordinator/core/types.js';
+import type { HttpAuth } from '../coordinator/http-auth.js';
 import { ActivityLog, activityKind } from './activity.js';
 import {
   cancelJob,
@@ -22,13 +24,6 @@ import {
 import { LiveStreams } from './live.js';
 import { QueryParams, onlyFields, readJsonBody } from './params.js';
 import { HttpError, HttpErrorCode, sendError, sendJson } from './responses.js';
-import {
-  SESSION_COOKIE,
-  SessionStore,
-  sessionCookie,
-  sessionId,
-  type TokenCheck,
-} from './sessions.js';
 import { StaticFiles } from './static-files.js';
 
 /** API requests handled at once; more get 503 (each holds a core request). */
@@ -36,10 +31,8 @@ export const MAX_API_IN_FLIGHT = 64;
 
 export interface DashboardOptions {
   maxActiveJobs: number;
-  /** Client-token check; null = no tokens, everything is open. */
-  tokens: TokenCheck | null;
-  /** The port speaks TLS: session cookies get `Secure`. */
-  secure: boolean;
+  /** Tokens and sessions; null = everything is open. */
+  auth: HttpAuth | null;
   /** Folder of the built page (default: dist/ui). */
   uiDir?: string;
   now?: () => number;
@@ -49,10 +42,9 @@ type Method = 'GET' | 'POST' | 'DELETE';
 
 export class Dashboard {
   readonly #ctx: ApiContext;
-  readonly #sessions: SessionStore;
+  readonly #auth: HttpAuth | null;
   readonly #static: StaticFiles;
   readonly #live: LiveStreams;
-  readonly #secure: boolean;
   readonly #onEvent: (event: CoreEvent) => void;
   #inFlight = 0;
 
@@ -60,9 +52,8 @@ export class Dashboard {
     const now = options.now ?? Date.now;
     const activity = new ActivityLog(now());
     this.#ctx = { source, activity, maxActiveJobs: options.maxActiveJobs, now };
-    this.#sessions = new SessionStore(options.tokens, now);
+    this.#auth = options.auth;
     this.#static = new StaticFiles(options.uiDir);
-    this.#secure = options.secure;
     this.#live = new LiveStreams({
       overview: () => Promise.resolve(overview(this.#ctx)),
       workers: () => workers(this.#ctx),
@@ -77,7 +68,7 @@ export class Dashboard {
 
   /** True when the request may see job data and metrics. */
   authorizes(req: IncomingMessage): boolean {
-    return this.#sessions.authorizes(req);
+    return this.#auth === null || this.#auth.authorize(req);
   }
 
   /** Answers the request if the path is the dashboard's; false otherwise. */
@@ -114,7 +105,7 @@ export class Dashboard {
   async #route(path: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (path === '/api/session') return this.#session(req, res);
-    if (!this.#sessions.authorizes(req)) {
+    if (!this.authorizes(req)) {
       throw new HttpError(
         401,
         HttpErrorCode.Unauthenticated,
@@ -184,35 +175,34 @@ export class Dashboard {
   /** GET: does the page need a token, and has it a session; POST: log in; DELETE: log out. */
   async #session(req: IncomingMessage, res: ServerResponse): Promise<void> {
     allow(req, 'GET', 'POST', 'DELETE');
+    const auth = this.#auth;
     if (req.method === 'GET') {
       return sendJson(res, 200, {
-        authRequired: this.#sessions.required,
-        authenticated: this.#sessions.authorizes(req),
+        authRequired: auth?.required ?? false,
+        authenticated: auth?.isAuthorized(req) ?? true,
       });
     }
     if (req.method === 'DELETE') {
-      const id = sessionId(req);
-      if (id !== null) this.#sessions.close(id);
-      return sendJson(
-        res,
-        200,
-        { authenticated: false },
-        {
-          'Set-Cookie': `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`,
-        },
-      );
+      const headers: Record<string, string> = {};
+      if (auth !== null) headers['Set-Cookie'] = auth.endSession(req);
+      return sendJson(res, 200, { authenticated: false }, headers);
     }
+    // The token comes in a JSON body (a cross-site form cannot send one), or
+    // as a bearer header with an empty JSON body.
     const body = await readJsonBody(req);
     onlyFields(body, ['token']);
-    if (typeof body.token !== 'string' || body.token === '')
-      throw new HttpError(400, HttpErrorCode.BadRequest, 'token is required');
-    const session = this.#sessions.open(body.token);
-    if (session === null)
+    if (body.token !== undefined && (typeof body.token !== 'string' || body.token === ''))
+      throw new HttpError(400, HttpErrorCode.BadRequest, 'token must be a non-empty string');
+    const cookie =
+      auth === null ? '' : auth.openSession(req, (body.token as string | undefined) ?? null);
+    if (cookie === null)
       throw new HttpError(401, HttpErrorCode.Unauthenticated, 'Unauthenticated: token refused');
-    const headers: Record<string, string> = {};
-    if (this.#sessions.required)
-      headers['Set-Cookie'] = sessionCookie(session.id, session.maxAgeMs, this.#secure);
-    return sendJson(res, 200, { authenticated: true }, headers);
+    return sendJson(
+      res,
+      200,
+      { authenticated: true },
+      cookie === '' ? {} : { 'Set-Cookie': cookie },
+    );
   }
 
   /** Ends the live streams and stops listening to events. Idempotent. */

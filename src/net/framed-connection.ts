@@ -13,15 +13,26 @@
  * runs exactly once with the reason.
  *
  * Memory per connection is bounded: at most one partial frame inbound (the
- * decoder's cap) and `maxOutboundBytes` of unsent frames outbound. A peer that
- * does not read its replies is cut off (`overflow`) instead of growing the
- * process.
+ * decoder's cap, growing only with the bytes that arrive, and charged to a
+ * shared {@link InboundBudget} when one is given) and `maxOutboundBytes` of
+ * unsent frames outbound. A peer that does not read its replies is cut off
+ * (`overflow`) instead of growing the process.
+ *
+ * Time is bounded too: a frame whose first byte has arrived must be complete
+ * within `frameTimeoutMs` (a peer trickling a byte now and then cannot hold a
+ * half-sent frame forever). A breach of either inbound bound stops reading and
+ * goes to `onLimit` (default: destroy).
+ *
+ * {@link FramedConnection.pause} is real backpressure: from that moment no
+ * message is delivered, not even the rest of a chunk already read (those
+ * frames are held, undecoded, and delivered on {@link FramedConnection.resume}).
  */
 import type { Socket } from 'node:net';
 import { decodeMessage, encodeMessage } from '../protocol/codec.js';
 import { ProtocolError, ProtocolErrorCode, describeError } from '../protocol/errors.js';
 import { FrameDecoder } from '../protocol/framing.js';
 import type { Message } from '../protocol/messages.js';
+import type { InboundBudget } from './inbound-budget.js';
 
 /** Why a connection ended. */
 export type CloseReason =
@@ -29,7 +40,18 @@ export type CloseReason =
   | { kind: 'truncated' }
   | { kind: 'error'; message: string }
   | { kind: 'local'; message: string }
-  | { kind: 'overflow'; bytes: number };
+  | { kind: 'overflow'; bytes: number }
+  | { kind: 'limit'; limit: InboundLimit; message: string };
+
+/** Inbound bounds a connection enforces itself. */
+export type InboundLimit = 'frame_timeout' | 'inbound_memory';
+
+/** A breach of an inbound bound, as reported to `onLimit`. */
+export interface LimitBreach {
+  limit: InboundLimit;
+  /** For people: what was exceeded, with the numbers. */
+  message: string;
+}
 
 export interface ConnectionHandlers {
   onMessage(msg: Message): void;
@@ -41,11 +63,20 @@ export interface ConnectionHandlers {
    */
   onProtocolError(err: ProtocolError): void | 'continue';
   onClose(reason: CloseReason): void;
+  /**
+   * An inbound bound was breached; reading has stopped. The owner may send a
+   * last frame and close; without this handler the connection is destroyed.
+   */
+  onLimit?(breach: LimitBreach): void;
 }
 
 export interface ConnectionOptions {
   /** Unsent bytes allowed before the peer counts as a slow reader (default 16 MiB). */
   maxOutboundBytes?: number;
+  /** Time a started frame has to arrive whole, in ms (default 0 = no limit). */
+  frameTimeoutMs?: number;
+  /** Shared bound on bytes held in partial frames (default: none). */
+  inboundBudget?: InboundBudget;
 }
 
 export const DEFAULT_MAX_OUTBOUND_BYTES = 16 * 1024 * 1024;
@@ -65,6 +96,8 @@ export function describeCloseReason(reason: CloseReason): string {
       return reason.message;
     case 'overflow':
       return `peer stopped reading (${reason.bytes} bytes unsent)`;
+    case 'limit':
+      return reason.message;
   }
 }
 
@@ -76,6 +109,17 @@ export class FramedConnection {
   readonly #decoder = new FrameDecoder();
   readonly #handlers: ConnectionHandlers;
   readonly #maxOutboundBytes: number;
+  readonly #frameTimeoutMs: number;
+  readonly #budget: InboundBudget | null;
+  /** Bytes of the decoder's partial frame charged to the budget. */
+  #chargedBytes = 0;
+  #frameTimer: NodeJS.Timeout | null = null;
+  /** Paused by the owner: frames are held, not delivered. */
+  #paused = false;
+  /** Complete payloads read while paused, delivered in order on resume. */
+  #held: Buffer[] = [];
+  /** A delivery loop is running (handlers may pause and resume from inside it). */
+  #delivering = false;
   #reading = true;
   #corked = false;
   #notified = false;
@@ -88,6 +132,8 @@ export class FramedConnection {
     this.#socket = socket;
     this.#handlers = handlers;
     this.#maxOutboundBytes = options.maxOutboundBytes ?? DEFAULT_MAX_OUTBOUND_BYTES;
+    this.#frameTimeoutMs = options.frameTimeoutMs ?? 0;
+    this.#budget = options.inboundBudget ?? null;
     this.remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
     this.#closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     socket.setNoDelay(true);
@@ -147,13 +193,37 @@ export class FramedConnection {
     return true;
   }
 
-  /** Stops delivering messages until {@link resume} (inbound backpressure). */
-  pause(): void {
-    this.#socket.pause();
+  /** Calls `onDrained` once every queued outbound byte has been handed to the kernel. */
+  onceDrained(onDrained: () => void): void {
+    if (this.#socket.writableLength === 0) queueMicrotask(onDrained);
+    else this.#socket.once('drain', onDrained);
   }
 
+  /** True while paused by the owner. */
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  /**
+   * Stops delivering messages until {@link resume} (inbound backpressure),
+   * at once: frames of a chunk already read are held. Idempotent.
+   */
+  pause(): void {
+    if (this.#paused) return;
+    this.#paused = true;
+    this.#socket.pause();
+    // The peer cannot finish a frame while we do not read it.
+    this.#clearFrameTimer();
+  }
+
+  /** Delivers the held frames, then reads on. Idempotent. */
   resume(): void {
-    if (this.#reading) this.#socket.resume();
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.#deliver();
+    if (this.#paused || !this.#reading) return;
+    this.#socket.resume();
+    if (this.#decoder.inFrame) this.#startFrameTimer();
   }
 
   /** Closes the socket after this many ms without inbound data (0 = never). */
@@ -191,17 +261,94 @@ export class FramedConnection {
       this.#protocolError(err);
       return;
     }
-    for (const payload of payloads) {
-      if (!this.#reading) return;
-      let msg: Message;
-      try {
-        msg = decodeMessage(payload);
-      } catch (err) {
-        if (this.#protocolError(err)) continue;
-        return;
+    if (!this.#chargeBudget()) return;
+    this.#trackFrameTime(payloads.length > 0);
+    for (const payload of payloads) this.#held.push(payload);
+    this.#deliver();
+  }
+
+  /**
+   * Delivers held frames in order until paused or stopped. Not re-entered: a
+   * resume() from inside a handler lets the running loop carry on instead.
+   */
+  #deliver(): void {
+    if (this.#delivering) return;
+    this.#delivering = true;
+    let next = 0;
+    try {
+      while (next < this.#held.length && !this.#paused && this.#reading) {
+        const payload = this.#held[next++] as Buffer;
+        let msg: Message;
+        try {
+          msg = decodeMessage(payload);
+        } catch (err) {
+          if (this.#protocolError(err)) continue;
+          break;
+        }
+        this.#handlers.onMessage(msg);
       }
-      this.#handlers.onMessage(msg);
+    } finally {
+      this.#delivering = false;
+      this.#held = this.#reading ? this.#held.slice(next) : [];
     }
+  }
+
+  /** Charges the decoder's partial frame to the shared budget; false on a breach. */
+  #chargeBudget(): boolean {
+    if (this.#budget === null) return true;
+    const bytes = this.#decoder.allocatedBytes;
+    if (this.#budget.update(this.#chargedBytes, bytes)) {
+      this.#chargedBytes = bytes;
+      return true;
+    }
+    const { usedBytes, limitBytes } = this.#budget;
+    this.#limit({
+      limit: 'inbound_memory',
+      message: `inbound memory limit: partial frames of all connections hold ${usedBytes} of ${limitBytes} bytes`,
+    });
+    return false;
+  }
+
+  /** Starts the frame deadline when a frame begins; clears it between frames. */
+  #trackFrameTime(completedSome: boolean): void {
+    if (this.#frameTimeoutMs <= 0) return;
+    if (!this.#decoder.inFrame) this.#clearFrameTimer();
+    else if (completedSome || this.#frameTimer === null) this.#startFrameTimer();
+  }
+
+  #startFrameTimer(): void {
+    if (this.#frameTimeoutMs <= 0) return;
+    this.#clearFrameTimer();
+    const timeoutMs = this.#frameTimeoutMs;
+    this.#frameTimer = setTimeout(() => {
+      this.#frameTimer = null;
+      this.#limit({
+        limit: 'frame_timeout',
+        message: `frame not completed within ${timeoutMs} ms`,
+      });
+    }, timeoutMs);
+    this.#frameTimer.unref();
+  }
+
+  #clearFrameTimer(): void {
+    if (this.#frameTimer === null) return;
+    clearTimeout(this.#frameTimer);
+    this.#frameTimer = null;
+  }
+
+  /** Stops reading after a breach and lets the owner react (default: destroy). */
+  #limit(breach: LimitBreach): void {
+    if (!this.#reading) return;
+    this.#stopAfterViolation();
+    this.#releaseBudget();
+    if (this.#handlers.onLimit !== undefined) this.#handlers.onLimit(breach);
+    else this.#end({ kind: 'limit', ...breach }, 'destroy');
+  }
+
+  #releaseBudget(): void {
+    if (this.#budget === null || this.#chargedBytes === 0) return;
+    this.#budget.update(this.#chargedBytes, 0);
+    this.#chargedBytes = 0;
   }
 
   /** Reports a violation; true when the owner chose to keep reading. */
@@ -223,6 +370,7 @@ export class FramedConnection {
   #stopAfterViolation(): void {
     this.#reading = false;
     this.#socket.pause();
+    this.#clearFrameTimer();
   }
 
   /**
@@ -232,12 +380,21 @@ export class FramedConnection {
   #end(reason: CloseReason, how: 'none' | 'half' | 'end' | 'destroy'): void {
     const first = this.#closeReason === null;
     if (first) this.#closeReason = reason;
-    if (how !== 'half') this.#reading = false;
+    if (how !== 'half') {
+      this.#reading = false;
+      this.#held = [];
+      this.#clearFrameTimer();
+    }
+    if (how === 'none' || how === 'destroy') this.#releaseBudget();
     if (how === 'destroy') {
       this.#socket.destroy();
     } else if ((how === 'end' || how === 'half') && first && !this.#socket.destroyed) {
       // A paused socket (after a protocol error, or paused by the owner) never
       // sees the peer's FIN, so close() would wait for the timer below.
+      if (this.#paused) {
+        this.#paused = false;
+        if (how === 'half') process.nextTick(() => this.#deliver());
+      }
       this.#socket.resume();
       this.#socket.end();
       // A peer that never reads could keep the socket half-open forever.

@@ -334,7 +334,9 @@ const SCHEMAS: Schemas = {
   JOBS_PURGED: { deleted: intCodec },
 };
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM keeps a leading U+FEFF in the text, so JSON.parse refuses it: a
+// frame is JSON, and a byte order mark is not part of JSON.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 function hasSchema(type: string): type is MessageType {
   return Object.prototype.hasOwnProperty.call(SCHEMAS, type);

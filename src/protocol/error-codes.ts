@@ -23,7 +23,10 @@ export const ErrorCode = {
   /** A newer registration with the same worker id took this session over. */
   WorkerReplaced: 'WORKER_REPLACED',
   // Either port
+  /** A token or a client certificate was missing or refused. */
   Unauthenticated: 'UNAUTHENTICATED',
+  /** The port speaks TLS and the peer sent plain bytes (sent in plain text, then closed). */
+  TlsRequired: 'TLS_REQUIRED',
   /** This coordinator is a standby; `ERROR.leader` names the leader when known. */
   NotLeader: 'NOT_LEADER',
   /** A connection or resource limit refused this peer. */

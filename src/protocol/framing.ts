@@ -4,10 +4,12 @@
  *
  * The decoder is incremental. TCP delivers bytes in arbitrary pieces, so it
  * keeps at most one partial header (4 bytes) and one partial payload (<= 1 MiB)
- * between calls. It allocates a payload buffer only after the declared length
- * has been checked, so a lying length can never make it allocate more than the
- * cap. Whole frames that arrive inside one chunk are returned as views of that
- * chunk without copying.
+ * between calls. The payload buffer grows with the bytes that actually arrive
+ * (doubling, from {@link INITIAL_PAYLOAD_BYTES}, never past the declared
+ * length), so a peer that declares 1 MiB and then stalls costs what it sent,
+ * not what it promised; and the declared length is checked before anything is
+ * allocated. Whole frames that arrive inside one chunk are returned as views
+ * of that chunk without copying.
  *
  * Decoder states: `header` (collecting 0..3 prefix bytes), `payload` (a length
  * was accepted and its bytes are being collected), `failed` (a violation was
@@ -19,6 +21,13 @@ import { ProtocolError, ProtocolErrorCode } from './errors.js';
 export const MAX_FRAME_BYTES = 1_048_576;
 /** Size of the length prefix, in bytes. */
 export const FRAME_HEADER_BYTES = 4;
+/** First allocation for a partial payload, in bytes; it doubles as data arrives. */
+export const INITIAL_PAYLOAD_BYTES = 4_096;
+/**
+ * A partial payload that starts with at least this many bytes in one chunk is
+ * kept as a view of that chunk (no copy) until more of it arrives.
+ */
+const VIEW_PAYLOAD_BYTES = 16_384;
 
 /** How a stream ended, as far as framing can tell. */
 export type StreamEnd = 'clean' | 'truncated';
@@ -27,8 +36,11 @@ export class FrameDecoder {
   readonly #maxFrameBytes: number;
   readonly #header = Buffer.alloc(FRAME_HEADER_BYTES);
   #headerFill = 0;
+  /** Bytes received of the partial payload (its capacity may be less than its length). */
   #payload: Buffer | null = null;
   #payloadFill = 0;
+  /** Declared length of the partial payload. */
+  #payloadLength = 0;
   #failure: ProtocolError | null = null;
 
   /** @param maxFrameBytes largest accepted payload (default and ceiling: 1 MiB). */
@@ -79,6 +91,11 @@ export class FrameDecoder {
     return this.#payload?.length ?? 0;
   }
 
+  /** True while a frame has started (some header or payload bytes) and is not complete. */
+  get inFrame(): boolean {
+    return this.#headerFill > 0 || this.#payload !== null;
+  }
+
   #readHeader(buf: Buffer, pos: number, frames: Buffer[]): number {
     let length: number;
     if (this.#headerFill === 0 && buf.length - pos >= FRAME_HEADER_BYTES) {
@@ -99,22 +116,47 @@ export class FrameDecoder {
       frames.push(buf.subarray(pos, pos + length));
       return pos + length;
     }
-    this.#payload = Buffer.allocUnsafe(length);
+    this.#payloadLength = length;
+    const rest = buf.length - pos;
+    if (rest >= VIEW_PAYLOAD_BYTES) {
+      // A large start of a payload stays a view of its chunk until more comes:
+      // a peer that sends it and goes away costs no copy at all.
+      this.#payload = buf.subarray(pos);
+      this.#payloadFill = rest;
+      return buf.length;
+    }
     this.#payloadFill = 0;
+    this.#payload = Buffer.allocUnsafe(Math.min(length, INITIAL_PAYLOAD_BYTES));
     return pos;
   }
 
   #readPayload(buf: Buffer, pos: number, frames: Buffer[]): number {
-    const payload = this.#payload as Buffer;
-    const take = Math.min(payload.length - this.#payloadFill, buf.length - pos);
+    const take = Math.min(this.#payloadLength - this.#payloadFill, buf.length - pos);
+    const payload = this.#reserve(this.#payloadFill + take);
     buf.copy(payload, this.#payloadFill, pos, pos + take);
     this.#payloadFill += take;
-    if (this.#payloadFill === payload.length) {
+    if (this.#payloadFill === this.#payloadLength) {
       frames.push(payload);
       this.#payload = null;
       this.#payloadFill = 0;
+      this.#payloadLength = 0;
     }
     return pos + take;
+  }
+
+  /**
+   * The payload buffer, grown (by doubling, up to the declared length) to hold
+   * `needed` bytes; a view of a chunk is copied into a buffer of its own here.
+   */
+  #reserve(needed: number): Buffer {
+    const current = this.#payload as Buffer;
+    if (needed <= current.length) return current;
+    let size = current.length;
+    while (size < needed) size *= 2;
+    const grown = Buffer.allocUnsafe(Math.min(size, this.#payloadLength));
+    current.copy(grown, 0, 0, this.#payloadFill);
+    this.#payload = grown;
+    return grown;
   }
 
   #checkLength(length: number): void {

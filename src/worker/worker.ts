@@ -31,7 +31,17 @@
  * Messages: sends WORKER_REGISTER, HEARTBEAT, TASK_RESULT, WORKER_DRAINING;
  * receives WORKER_REGISTERED, TASK_ASSIGN, TASK_CANCEL, ERROR, HEARTBEAT_ACK.
  * An ERROR, any other message, or a protocol violation drops the connection,
- * and the worker dials again after `reconnectDelayMs`.
+ * and the worker dials again after `reconnectDelayMs` — except a refusal:
+ * `ERROR` WORKER_REPLACED (another live registration took this id over),
+ * UNAUTHENTICATED (token or client certificate refused) or TLS_REQUIRED, and
+ * a TLS handshake that failed on a certificate. Those are configuration
+ * problems no retry fixes: the worker emits `refused` and closes ("reconnect
+ * forever" is for lost connections, not for refusals).
+ *
+ * Liveness of the coordinator: WORKER_REGISTER asks for `heartbeatAck`; when
+ * the coordinator confirms it in `features`, a coordinator silent for
+ * `coordinatorTimeoutMs` (frozen, or cut off by a partition) is treated as a
+ * lost connection: dropped and redialled, its tasks orphaned.
  *
  * With several coordinators (`coordinatorHost` = `h1[:p1],h2[:p2],…`, one of
  * which leads) the worker walks them with a {@link LeaderRing}: a standby
@@ -56,7 +66,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
 import { AddressError, formatHostPort, parseAddressList, type HostPort } from '../net/address.js';
 import { LeaderRing } from '../net/leader-ring.js';
-import { dial } from '../net/tcp.js';
+import { DialError, dial } from '../net/tcp.js';
+import type { ClientTls } from '../net/tls.js';
 import type { Logger } from '../observability/logger.js';
 import { DtpError, describeError } from '../protocol/errors.js';
 import { ErrorCode } from '../protocol/error-codes.js';
@@ -72,6 +83,7 @@ import {
 import { parseFeatures, type Feature } from '../protocol/features.js';
 import { MAX_CAPACITY } from '../protocol/limits.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
+import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
 import { NO_TASK_MODULES, type LoadedTaskModules } from './task-modules.js';
 import {
@@ -111,7 +123,29 @@ export interface WorkerOptions {
    * ms (default 5000).
    */
   connectTimeoutMs?: number;
+  /** TLS with these settings (`{}` = system CAs); absent or null = plain TCP. */
+  tls?: ClientTls | null;
+  /** The worker token sent in WORKER_REGISTER; absent or null = none. Never logged. */
+  authToken?: string | null;
+  /**
+   * A coordinator that confirmed `heartbeatAck` and sends nothing for this
+   * long is treated as gone, in ms (default 3 x `heartbeatIntervalMs`, and
+   * never below {@link MIN_DEFAULT_COORDINATOR_TIMEOUT_MS}: an ack leaves
+   * only after a commit, so a sub-second window would drop a coordinator that
+   * is merely busy, and orphan every running task with it).
+   */
+  coordinatorTimeoutMs?: number;
 }
+
+/** Floor of the default coordinator timeout, in ms (an explicit value may be lower). */
+export const MIN_DEFAULT_COORDINATOR_TIMEOUT_MS = 1_000;
+
+/** ERROR codes that stop the worker instead of a reconnect. */
+const REFUSAL_CODES: ReadonlySet<string> = new Set([
+  ErrorCode.WorkerReplaced,
+  ErrorCode.Unauthenticated,
+  ErrorCode.TlsRequired,
+]);
 
 /** What {@link Worker.events} emits; tests wait on these instead of sleeping. */
 export interface WorkerEvents {
@@ -129,6 +163,11 @@ export interface WorkerEvents {
   abandoned: [jobId: string, attemptId: string];
   /** A TASK_RESULT was queued on the connection. */
   result: [message: TaskResult];
+  /**
+   * The coordinator refused this worker (id taken over, token or certificate
+   * refused, TLS required): the worker closes and does not reconnect.
+   */
+  refused: [error: DtpError];
 }
 
 export type WorkerMode = 'disconnected' | 'connecting' | 'registering' | 'registered' | 'closed';
@@ -188,6 +227,12 @@ export function validateWorkerOptions(options: WorkerOptions): void {
   const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
   if (!isIntegerIn(cancelGraceMs, 0, 2 ** 31 - 1))
     throw invalid('cancelGraceMs must be an integer >= 0');
+  if (
+    options.coordinatorTimeoutMs !== undefined &&
+    !isIntegerIn(options.coordinatorTimeoutMs, 1, 2 ** 31 - 1)
+  ) {
+    throw invalid('coordinatorTimeoutMs must be a positive integer');
+  }
 }
 
 export class Worker {
@@ -199,6 +244,7 @@ export class Worker {
   readonly #tasksLoaded: LoadedTaskModules;
   readonly #pool: TaskPool;
   readonly #heartbeat: Heartbeat;
+  readonly #watchdog: CoordinatorWatchdog;
   /** Aborted by close(): cancels a dial or a reconnect wait in progress. */
   readonly #abort = new AbortController();
   /** Running tasks by attemptId (the lease), orphans included. */
@@ -235,6 +281,15 @@ export class Worker {
       cancelGraceMs: options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS,
     });
     this.#heartbeat = new Heartbeat(options.heartbeatIntervalMs, () => this.#sendHeartbeat());
+    const silenceMs =
+      options.coordinatorTimeoutMs ??
+      Math.max(3 * options.heartbeatIntervalMs, MIN_DEFAULT_COORDINATOR_TIMEOUT_MS);
+    this.#watchdog = new CoordinatorWatchdog(silenceMs, (silentMs) => {
+      const connection = this.#connection;
+      if (connection !== null) {
+        this.#drop(connection, `coordinator silent for ${silentMs} ms (no heartbeat ack)`);
+      }
+    });
     this.#ring = new LeaderRing(parseAddressList(options.coordinatorHost, options.coordinatorPort));
     this.#dialed = { host: options.coordinatorHost, port: options.coordinatorPort };
   }
@@ -335,6 +390,7 @@ export class Worker {
     this.#setMode('closed');
     this.#abort.abort();
     const heartbeatClosed = this.#heartbeat.close();
+    this.#watchdog.stop();
     // Ends the session through #onClosed, which abandons its tasks.
     const connectionClosed = connection?.close('worker closing');
     this.#abandonTasks();
@@ -393,14 +449,24 @@ export class Worker {
     const { host, port } = (this.#dialed = this.#ring.next());
     const timeoutMs = this.#connectTimeoutMs();
     try {
-      return await dial(host, port, timeoutMs, this.#abort.signal);
+      return await dial(host, port, timeoutMs, this.#abort.signal, this.#options.tls ?? null);
     } catch (err) {
       if (this.#isClosed()) return null;
       this.#ring.failed();
       this.#setMode('disconnected');
-      this.#onDialFailed(describeError(err));
+      if (err instanceof DialError && err.refused) this.#refuse(err.code, err.message);
+      else this.#onDialFailed(describeError(err));
       return null;
     }
+  }
+
+  /** The coordinator refused us: a configuration problem, so stop for good. */
+  #refuse(code: string, message: string): void {
+    if (this.#isClosed()) return;
+    const err = new DtpError(code, message);
+    this.#log.error({ code, message }, 'refused by the coordinator: stopping (no reconnect)');
+    this.events.emit('refused', err);
+    void this.close();
   }
 
   #onDialFailed(reason: string): void {
@@ -445,7 +511,15 @@ export class Worker {
       const { workerId, capacity } = this;
       this.#features = new Set();
       const taskTypes = [...this.#tasksLoaded.taskTypes];
-      connection.send({ type: 'WORKER_REGISTER', workerId, capacity, taskTypes });
+      const authToken = this.#options.authToken ?? null;
+      connection.send({
+        type: 'WORKER_REGISTER',
+        workerId,
+        capacity,
+        taskTypes,
+        heartbeatAck: true,
+        ...(authToken === null ? {} : { authToken }),
+      });
       // A coordinator that accepts but never answers must not hold us forever.
       const timeoutMs = this.#connectTimeoutMs();
       connection.setIdleTimeout(timeoutMs, () =>
@@ -464,6 +538,7 @@ export class Worker {
     if (this.#mode === 'registering' && !this.#notLeaderSeen) this.#ring.failed();
     this.#connection = null;
     this.#heartbeat.stop();
+    this.#watchdog.stop();
     if (this.#isClosed()) {
       this.#abandonTasks();
       return;
@@ -495,6 +570,7 @@ export class Worker {
 
   #onMessage(connection: FramedConnection, msg: Message): void {
     if (connection !== this.#connection) return;
+    this.#watchdog.heard();
     if (!isCoordinatorToWorker(msg)) {
       this.#drop(connection, `unexpected ${msg.type} from coordinator`);
       return;
@@ -515,7 +591,7 @@ export class Worker {
         this.#onError(connection, msg);
         return;
       case 'HEARTBEAT_ACK':
-        return; // never asked for yet
+        return; // heard: that is all it says
     }
   }
 
@@ -533,6 +609,7 @@ export class Worker {
     // The coordinator sends nothing while it has no work: silence is normal now.
     connection.setIdleTimeout(0, () => undefined);
     this.#heartbeat.start();
+    if (this.#features.has('heartbeatAck')) this.#watchdog.start();
     const features =
       this.#features.size === 0 ? 'none (v1 coordinator)' : [...this.#features].join(',');
     const customTypes = this.#tasksLoaded.taskTypes.length - BUILTIN_TASK_TYPES.length;
@@ -555,6 +632,10 @@ export class Worker {
   }
 
   #onError(connection: FramedConnection, msg: ErrorMessage): void {
+    if (msg.code != null && REFUSAL_CODES.has(msg.code)) {
+      this.#refuse(msg.code, msg.message);
+      return;
+    }
     if (msg.code === ErrorCode.NotLeader) {
       // A standby (or a leader that just stepped down): on to the leader it names.
       this.#ring.notLeader(msg.leader ?? null, this.#options.coordinatorPort);

@@ -8,6 +8,8 @@
  * why, only where no Chromium is installed.
  */
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
 import type { Worker } from '../../src/worker/worker.js';
@@ -17,6 +19,7 @@ import { RawClient } from '../helpers/raw-peers.js';
 import {
   startCoordinator,
   startRealWorker,
+  tempDir,
   type TestCoordinator,
 } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
@@ -225,10 +228,13 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
 
 describe('dashboard with client tokens', { skip, timeout: 60_000 }, () => {
   it('asks for a token, opens a session, and goes live with the cookie', async () => {
-    const guarded = await startCoordinator(
-      { metricsPort: 0 },
-      { httpTokens: (t) => t === 'let-me-in' },
-    );
+    const dir = tempDir();
+    const tokenFile = join(dir.dir, 'client-tokens');
+    writeFileSync(tokenFile, 'let-me-in\n');
+    const guarded = await startCoordinator({
+      metricsPort: 0,
+      security: { clientTokenFile: tokenFile },
+    });
     const tokenBrowser = await launchBrowser();
     try {
       const tokenPage = tokenBrowser.page;
@@ -247,6 +253,7 @@ describe('dashboard with client tokens', { skip, timeout: 60_000 }, () => {
     } finally {
       await tokenBrowser.close();
       await guarded.close();
+      dir.remove();
     }
   });
 });

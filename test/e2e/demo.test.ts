@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { ScriptProcess } from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
@@ -33,5 +35,27 @@ describe('the failure-recovery demo', () => {
     assert.match(afterKill, /job assigned jobId=\S+ workerId=worker-\d attempt=2\/3/);
     for (const port of [7070, 7071])
       assert.ok(await portIsFree(port), `port ${port} still in use after the demo`);
+  });
+
+  it('tells the same story with tokens required, and never logs a token', async () => {
+    for (const port of [7070, 7071])
+      assert.ok(await portIsFree(port), `the demo needs port ${port} free`);
+    const dir = join(temp.dir, 'tokens');
+    mkdirSync(dir);
+    const demo = ScriptProcess.start('demo-failure-recovery.sh', ['--tokens'], { cwd: dir });
+    const code = await demo.exited;
+    const out = demo.output;
+    assert.equal(code, 0, out);
+    assert.match(out, /==> Authentication on/);
+    assert.match(out, /==> Recovered: the job survived the loss of worker-\d/);
+    const logs = join(dir, 'demo-logs');
+    const coordinatorLog = readFileSync(join(logs, 'coordinator.log'), 'utf8');
+    assert.match(coordinatorLog, /clientTokens=1 workerTokens=1/);
+    for (const who of ['client', 'worker']) {
+      const file = join(logs, `${who}.token`);
+      assert.equal(statSync(file).mode & 0o077, 0, `${who}.token is readable by others`);
+      const token = readFileSync(file, 'utf8').trim();
+      assert.ok(!coordinatorLog.includes(token) && !out.includes(token), `${who} token logged`);
+    }
   });
 });

@@ -253,14 +253,19 @@ export class CoreHarness {
   }
 
   /** Registers a worker on a fresh connection; returns the connection id. */
-  register(workerId: string, capacity = 1, taskTypes: string[] | null = null): number {
+  register(
+    workerId: string,
+    capacity = 1,
+    taskTypes: string[] | null = null,
+    extensions: { heartbeatAck?: boolean } = {},
+  ): number {
     const connId = this.newConn();
     this.#connByWorker.set(workerId, connId);
     this.#workerByConn.set(connId, workerId);
     this.handle({
       kind: 'workerMessage',
       connId,
-      msg: { type: 'WORKER_REGISTER', workerId, capacity, taskTypes },
+      msg: { type: 'WORKER_REGISTER', workerId, capacity, taskTypes, ...extensions },
     });
     return connId;
   }

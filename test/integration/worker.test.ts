@@ -59,6 +59,7 @@ describe('Worker', () => {
       workerId: 'worker-under-test',
       capacity: 3,
       taskTypes: ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'],
+      heartbeatAck: true,
     });
     assert.equal(worker.connected, true);
     assert.equal(worker.registered, false);

@@ -511,6 +511,18 @@ describe('decodeMessage envelope', () => {
     }
   });
 
+  it('rejects with PROTOCOL_MALFORMED_JSON when a UTF-8 byte order mark precedes the JSON', () => {
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    const json = Buffer.from('{"type":"HEARTBEAT","workerId":"w"}', 'utf8');
+    assertProtocolError(
+      () => decodeMessage(Buffer.concat([bom, json])),
+      ProtocolErrorCode.MalformedJson,
+    );
+    // A BOM character inside a string value is just a character.
+    const inside = Buffer.from('{"type":"HEARTBEAT","workerId":"\ufeffw"}', 'utf8');
+    assert.deepEqual(decodeMessage(inside), { type: 'HEARTBEAT', workerId: '\ufeffw' });
+  });
+
   it('rejects with PROTOCOL_NOT_AN_OBJECT when the JSON is not an object with a string type', () => {
     const texts = [
       '[]',

@@ -195,11 +195,28 @@ describe('FrameDecoder', () => {
     assert.equal(decoder.bufferedBytes, 2);
     assert.equal(decoder.allocatedBytes, 0);
     decoder.push(frame.subarray(2, 10));
-    assert.equal(decoder.allocatedBytes, 1000);
+    assert.ok(decoder.allocatedBytes >= 6 && decoder.allocatedBytes <= 1000);
     assert.equal(decoder.bufferedBytes, 6);
     decoder.push(frame.subarray(10));
     assert.equal(decoder.allocatedBytes, 0);
     assert.equal(decoder.bufferedBytes, 0);
+  });
+
+  it('grows its buffer with the data when a peer declares 1 MiB and sends a trickle', () => {
+    const decoder = new FrameDecoder();
+    const frame = encodeFrame(patterned(MAX_FRAME_BYTES, 7));
+    decoder.push(frame.subarray(0, 4 + 100));
+    assert.ok(decoder.allocatedBytes <= 4_096, `allocated ${decoder.allocatedBytes} for 100 bytes`);
+    let pos = 104;
+    const step = 50_000;
+    for (; pos + step < frame.length; pos += step) {
+      assert.deepEqual(decoder.push(frame.subarray(pos, pos + step)), []);
+      const held = pos + step - 4;
+      assert.ok(decoder.allocatedBytes >= held);
+      assert.ok(decoder.allocatedBytes <= Math.max(4_096, 2 * held), `${decoder.allocatedBytes}`);
+    }
+    assert.deepEqual(decoder.push(frame.subarray(pos)), [frame.subarray(4)]);
+    assert.equal(decoder.allocatedBytes, 0);
   });
 
   for (const length of [0, -5, MAX_FRAME_BYTES + 1, 0x7fffffff, -0x80000000]) {

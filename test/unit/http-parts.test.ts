@@ -9,15 +9,45 @@ import { describe, it } from 'node:test';
 import { formatDurationMs, parseDuration } from '../../src/client/duration.js';
 import { ActivityLog, BUCKETS, BUCKET_MS } from '../../src/http/activity.js';
 import { jobChange } from '../../src/http/live.js';
-import {
-  MAX_SESSIONS,
-  SESSION_TTL_MS,
-  SessionStore,
-  bearerToken,
-} from '../../src/http/sessions.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after } from 'node:test';
+import { AccessControl } from '../../src/coordinator/access.js';
+import { DEFAULT_SESSION_TTL_MS, HttpAuth, MAX_SESSIONS } from '../../src/coordinator/http-auth.js';
 
 function request(headers: Record<string, string>): IncomingMessage {
-  return { headers } as unknown as IncomingMessage;
+  return {
+    headers,
+    socket: { remoteAddress: '127.0.0.1', remotePort: 1 },
+  } as unknown as IncomingMessage;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'dtp-http-parts-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** An HttpAuth over a token file holding `tokens`; `write` rewrites the file and reloads. */
+function authWith(tokens: string[], now: () => number = Date.now) {
+  const path = join(dir, `tokens-${Math.random().toString(36).slice(2)}`);
+  writeFileSync(path, tokens.join('\n'));
+  const access = new AccessControl({ clientTokenFile: path });
+  const refusals: string[] = [];
+  const auth = new HttpAuth(access, {
+    secureCookie: false,
+    now,
+    onRefused: (_remote, reason) => refusals.push(reason),
+  });
+  const write = (next: string[]): void => {
+    writeFileSync(path, next.join('\n'));
+    access.reload();
+  };
+  return { auth, write, refusals };
+}
+
+/** The `dtp_session=<id>` part of a Set-Cookie value. */
+function cookieOf(setCookie: string | null): string {
+  assert.ok(setCookie !== null && setCookie !== '');
+  return setCookie.split(';')[0] as string;
 }
 
 describe('parseDuration', () => {
@@ -83,48 +113,41 @@ describe('ActivityLog', () => {
   });
 });
 
-describe('SessionStore', () => {
-  it('opens sessions for valid tokens only and checks the token again on use', () => {
-    const tokens = new Set(['a']);
+describe('HTTP sessions', () => {
+  it('opens sessions for listed tokens only and checks the token again on use', () => {
     let now = 0;
-    const sessions = new SessionStore(
-      (t) => tokens.has(t),
-      () => now,
-    );
-    assert.equal(sessions.open('b'), null);
-    const session = sessions.open('a');
-    assert.ok(session !== null);
-    const withCookie = request({ cookie: `other=1; dtp_session=${session.id}` });
-    assert.equal(sessions.authorizes(withCookie), true);
-    tokens.delete('a');
-    assert.equal(sessions.authorizes(withCookie), false, 'a removed token ends its sessions');
-    tokens.add('a');
-    assert.equal(sessions.authorizes(withCookie), false, 'and they stay ended');
-    const next = sessions.open('a');
-    assert.ok(next !== null);
-    now = SESSION_TTL_MS;
-    assert.equal(
-      sessions.authorizes(request({ cookie: `dtp_session=${next.id}` })),
-      false,
-      'expired',
-    );
+    const { auth, write, refusals } = authWith(['a', 'x'], () => now);
+    assert.equal(auth.openSession(request({}), 'b'), null);
+    assert.deepEqual(refusals, ['token refused']);
+    const cookie = cookieOf(auth.openSession(request({}), 'a'));
+    const withCookie = request({ cookie: `other=1; ${cookie}` });
+    assert.equal(auth.authorize(withCookie), true);
+    write(['x']);
+    assert.equal(auth.authorize(withCookie), false, 'a removed token ends its sessions');
+    write(['a', 'x']);
+    assert.equal(auth.authorize(withCookie), false, 'and they stay ended');
+    const next = cookieOf(auth.openSession(request({}), 'a'));
+    now = DEFAULT_SESSION_TTL_MS;
+    assert.equal(auth.authorize(request({ cookie: next })), false, 'expired');
   });
 
   it('keeps at most MAX_SESSIONS, dropping the oldest', () => {
-    const sessions = new SessionStore(() => true);
-    const first = sessions.open('t');
-    assert.ok(first !== null);
-    for (let i = 0; i < MAX_SESSIONS; i++) sessions.open('t');
-    assert.equal(sessions.authorizes(request({ cookie: `dtp_session=${first.id}` })), false);
+    const { auth } = authWith(['t']);
+    const first = cookieOf(auth.openSession(request({}), 't'));
+    for (let i = 0; i < MAX_SESSIONS; i++) auth.openSession(request({}), 't');
+    assert.equal(auth.sessionCount, MAX_SESSIONS);
+    assert.equal(auth.authorize(request({ cookie: first })), false);
   });
 
   it('reads bearer tokens, and allows everything without tokens', () => {
-    assert.equal(bearerToken(request({ authorization: 'Bearer abc' })), 'abc');
-    assert.equal(bearerToken(request({ authorization: 'bearer  abc ' })), 'abc');
-    assert.equal(bearerToken(request({ authorization: 'Basic abc' })), null);
-    const open = new SessionStore(null);
+    const { auth } = authWith(['abc']);
+    assert.equal(auth.authorize(request({ authorization: 'Bearer abc' })), true);
+    assert.equal(auth.authorize(request({ authorization: 'bearer  abc ' })), true);
+    assert.equal(auth.authorize(request({ authorization: 'Basic abc' })), false);
+    const open = new HttpAuth(new AccessControl(), { secureCookie: false });
     assert.equal(open.required, false);
-    assert.equal(open.authorizes(request({})), true);
+    assert.equal(open.authorize(request({})), true);
+    assert.equal(open.openSession(request({}), null), '', 'nothing to open');
   });
 });
 

@@ -23,6 +23,7 @@ function session(workerId: string, capacity: number, taskTypes: string[] | null)
     lastHeartbeatMs: 0,
     suspected: false,
     draining: false,
+    heartbeatAck: false,
   };
 }
 

@@ -11,4 +11,5 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'taskTypes',
   'retryable',
   'assignLimits',
+  'heartbeatAck',
 ];

@@ -36,6 +36,8 @@ export interface WorkerSession {
   suspected: boolean;
   /** Extension: the worker asked for no new assignments. */
   draining: boolean;
+  /** Extension: the worker asked for a HEARTBEAT_ACK per HEARTBEAT. */
+  readonly heartbeatAck: boolean;
 }
 
 const freeOf = (session: WorkerSession): number =>

@@ -56,6 +56,10 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
     case 'HEARTBEAT':
       session.lastHeartbeatMs = s.nowMs;
       session.suspected = false;
+      // Leaves after this turn's commit: an ack also says "I can still commit".
+      if (session.heartbeatAck) {
+        s.send(connId, { type: 'HEARTBEAT_ACK', workerId: session.workerId });
+      }
       return;
     case 'TASK_RESULT':
       return handleResult(s, session, msg);
@@ -90,7 +94,17 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
   const problem = registrationProblem(msg);
   if (problem !== null) return refuse(s, connId, ErrorCode.InvalidRegistration, problem);
   const previous = s.workers.get(msg.workerId);
-  if (previous !== undefined) loseWorker(s, previous, 'replaced', 'worker re-registered');
+  if (previous !== undefined) {
+    // Told before it is closed, so that worker stops instead of registering
+    // again and knocking this one out in turn. A worker that reconnects after
+    // its own connection died never reads this: it went to the dead one.
+    s.send(previous.connId, {
+      type: 'ERROR',
+      code: ErrorCode.WorkerReplaced,
+      message: `Worker replaced: a newer registration took over the id ${JSON.stringify(msg.workerId.slice(0, 80))}`,
+    });
+    loseWorker(s, previous, 'replaced', 'worker re-registered');
+  }
   const session: WorkerSession = {
     workerId: msg.workerId,
     connId,
@@ -100,6 +114,7 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     lastHeartbeatMs: s.nowMs,
     suspected: false,
     draining: false,
+    heartbeatAck: msg.heartbeatAck === true,
   };
   s.workers.add(session);
   s.send(connId, {

@@ -1,0 +1,144 @@
+/**
+ * The coordinator's flags for TLS, tokens and the bounds on connections and
+ * memory (guard.ts), and how they become options.
+ */
+import { DEFAULT_NET_LIMITS, type NetLimits, type SecurityOptions } from '../coordinator/guard.js';
+import { UsageError } from './flags.js';
+import type { FlagSpec, FlagValues } from './flags.js';
+
+const INT32_MAX = 2_147_483_647;
+const DAY_MS = 86_400_000;
+
+/** A coordinator's TLS and token flags. */
+export const COORDINATOR_SECURITY_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'tls-cert',
+    type: 'string',
+    placeholder: 'pem',
+    defaultLabel: 'off',
+    help: 'certificate: TLS on the worker, client and HTTP ports (with --tls-key); re-read on SIGHUP',
+  },
+  { name: 'tls-key', type: 'string', placeholder: 'pem', help: 'key of --tls-cert' },
+  {
+    name: 'tls-client-ca',
+    type: 'string',
+    placeholder: 'pem',
+    defaultLabel: 'off',
+    help: 'require client certificates signed by this CA (workers and clients)',
+  },
+  {
+    name: 'client-token-file',
+    type: 'string',
+    placeholder: 'file',
+    defaultLabel: 'off',
+    help: 'tokens (one per line) clients must AUTH with; also guards the HTTP API; re-read on SIGHUP',
+  },
+  {
+    name: 'worker-token-file',
+    type: 'string',
+    placeholder: 'file',
+    defaultLabel: 'off',
+    help: 'tokens (one per line) workers must register with; re-read on SIGHUP',
+  },
+];
+
+export function securityOptionsFrom(values: FlagValues): SecurityOptions {
+  const certFile = values.optionalString('tls-cert');
+  const keyFile = values.optionalString('tls-key');
+  const clientCaFile = values.optionalString('tls-client-ca') ?? null;
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new UsageError('--tls-cert and --tls-key go together');
+  }
+  if (clientCaFile !== null && certFile === undefined) {
+    throw new UsageError('--tls-client-ca needs --tls-cert and --tls-key');
+  }
+  return {
+    tls:
+      certFile !== undefined && keyFile !== undefined ? { certFile, keyFile, clientCaFile } : null,
+    clientTokenFile: values.optionalString('client-token-file') ?? null,
+    workerTokenFile: values.optionalString('worker-token-file') ?? null,
+  };
+}
+
+const L = DEFAULT_NET_LIMITS;
+
+/** A coordinator's bounds on connections and memory. */
+export const LIMIT_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'max-connections',
+    type: 'int',
+    min: 1,
+    max: 1_000_000,
+    default: L.maxConnections,
+    help: 'open connections per port (worker port and client port each)',
+  },
+  {
+    name: 'max-connections-per-address',
+    type: 'int',
+    min: 1,
+    max: 1_000_000,
+    default: L.maxConnectionsPerAddress,
+    help: 'open connections per port from one remote address',
+  },
+  {
+    name: 'max-pending-connections',
+    type: 'int',
+    min: 1,
+    max: 1_000_000,
+    default: L.maxPendingConnections,
+    help: 'connections per port still in TLS, AUTH or registration (the rest is kept for others)',
+  },
+  {
+    name: 'handshake-timeout-millis',
+    type: 'int',
+    min: 1,
+    max: DAY_MS,
+    defaultLabel: 'the heartbeat timeout, at least 1000',
+    help: 'absolute time to finish TLS and AUTH / WORKER_REGISTER after connecting',
+  },
+  {
+    name: 'frame-timeout-millis',
+    type: 'int',
+    min: 1,
+    max: DAY_MS,
+    default: L.frameTimeoutMs,
+    help: 'time a peer has to finish a frame it started',
+  },
+  {
+    name: 'client-idle-timeout-millis',
+    type: 'int',
+    min: 0,
+    max: INT32_MAX,
+    default: L.clientIdleTimeoutMs,
+    help: 'close a client connection with nothing in flight after this much silence; 0 = never',
+  },
+  {
+    name: 'max-inbound-bytes',
+    type: 'int',
+    min: 1_048_576,
+    max: Number.MAX_SAFE_INTEGER,
+    default: L.maxInboundBytes,
+    help: 'bytes all connections together may hold in partly received frames',
+  },
+  {
+    name: 'max-unsent-reply-bytes',
+    type: 'int',
+    min: 1_024,
+    max: Number.MAX_SAFE_INTEGER,
+    default: L.maxUnsentReplyBytes,
+    help: "a client's unsent replies beyond which its requests are not read until it catches up",
+  },
+];
+
+export function netLimitsFrom(values: FlagValues): NetLimits {
+  return {
+    maxConnections: values.int('max-connections'),
+    maxConnectionsPerAddress: values.int('max-connections-per-address'),
+    maxPendingConnections: values.int('max-pending-connections'),
+    handshakeTimeoutMs: values.optionalInt('handshake-timeout-millis') ?? null,
+    frameTimeoutMs: values.int('frame-timeout-millis'),
+    clientIdleTimeoutMs: values.int('client-idle-timeout-millis'),
+    maxInboundBytes: values.int('max-inbound-bytes'),
+    maxUnsentReplyBytes: values.int('max-unsent-reply-bytes'),
+  };
+}

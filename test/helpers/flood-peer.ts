@@ -1,0 +1,103 @@
+/**
+ * A separate process that opens many connections to one port and misbehaves
+ * on each, so that tests can flood a coordinator without spending their own
+ * file descriptors. Run as
+ *
+ *     node dist/test/helpers/flood-peer.js '<json FloodPlan>'
+ *
+ * It writes one JSON line per progress report on stdout
+ * (`{"opened":n,"closed":n,"refused":n,"errors":n}`) every 100 ms and when
+ * done, and exits when every connection has closed or `holdMs` has passed
+ * (then destroying the rest). Modes:
+ * - `idle`: connect and send nothing;
+ * - `trickle`: send one zero byte every `intervalMs` (a frame that never ends);
+ * - `half-frame`: declare a 1 MiB frame, send `bytes` of it, then stall;
+ * - `garbage`: send `bytes` random bytes (optionally starting with a length
+ *   prefix of `declaredLength`) and close.
+ */
+import { randomBytes } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
+
+export interface FloodPlan {
+  port: number;
+  host: string;
+  /** Source address, e.g. 127.0.0.2, so the flood comes from its own address. */
+  localAddress?: string;
+  mode: 'idle' | 'trickle' | 'half-frame' | 'garbage';
+  count: number;
+  /** Bytes per connection for `half-frame` and `garbage`. */
+  bytes?: number;
+  /** `garbage` only: start with a length prefix declaring this many bytes. */
+  declaredLength?: number;
+  intervalMs?: number;
+  /** Give up after this long, in ms. */
+  holdMs: number;
+}
+
+function run(plan: FloodPlan): void {
+  const stats = { opened: 0, closed: 0, refused: 0, errors: 0 };
+  const sockets = new Set<Socket>();
+  const report = (): void => void process.stdout.write(`${JSON.stringify(stats)}\n`);
+  const ticker = setInterval(report, 100);
+  const finish = (): void => {
+    clearInterval(ticker);
+    for (const s of sockets) s.destroy();
+    report();
+    process.exit(0);
+  };
+  setTimeout(finish, plan.holdMs).unref();
+  let started = 0;
+  const openNext = (): void => {
+    // A few hundred at a time: the kernel's accept backlog is finite.
+    const batch = Math.min(200, plan.count - started);
+    for (let i = 0; i < batch; i++) open();
+    started += batch;
+    if (started < plan.count) setTimeout(openNext, 5);
+  };
+  const open = (): void => {
+    const socket = connect({ port: plan.port, host: plan.host, localAddress: plan.localAddress });
+    sockets.add(socket);
+    let got = 0;
+    socket.on('data', (d: Buffer) => (got += d.length));
+    socket.on('error', () => stats.errors++);
+    socket.on('close', () => {
+      sockets.delete(socket);
+      stats.closed++;
+      // Refused at accept: an ERROR frame arrives, or a reset, right away.
+      if (got > 0 && plan.mode !== 'garbage') stats.refused++;
+      if (stats.closed === plan.count) finish();
+    });
+    socket.once('connect', () => {
+      stats.opened++;
+      act(socket, plan);
+    });
+  };
+  openNext();
+}
+
+function act(socket: Socket, plan: FloodPlan): void {
+  switch (plan.mode) {
+    case 'idle':
+      return;
+    case 'trickle': {
+      const timer = setInterval(() => socket.write(Buffer.from([0])), plan.intervalMs ?? 200);
+      socket.once('close', () => clearInterval(timer));
+      return;
+    }
+    case 'half-frame': {
+      const header = Buffer.alloc(4);
+      header.writeInt32BE(1_048_576);
+      socket.write(Buffer.concat([header, Buffer.alloc(plan.bytes ?? 100, 0x20)]));
+      return;
+    }
+    case 'garbage': {
+      const body = randomBytes(plan.bytes ?? 1_024);
+      if (plan.declaredLength !== undefined) body.writeInt32BE(plan.declaredLength, 0);
+      socket.end(body);
+      return;
+    }
+  }
+}
+
+const arg = process.argv[2];
+if (arg !== undefined) run(JSON.parse(arg) as FloodPlan);
