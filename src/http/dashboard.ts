@@ -193,8 +193,7 @@ export class Dashboard {
     onlyFields(body, ['token']);
     if (body.token !== undefined && (typeof body.token !== 'string' || body.token === ''))
       throw new HttpError(400, HttpErrorCode.BadRequest, 'token must be a non-empty string');
-    const cookie =
-      auth === null ? '' : auth.openSession(req, (body.token as string | undefined) ?? null);
+    const cookie = auth === null ? '' : auth.openSession(req, body.token ?? null);
     if (cookie === null)
       throw new HttpError(401, HttpErrorCode.Unauthenticated, 'Unauthenticated: token refused');
     return sendJson(
