@@ -44,9 +44,11 @@ async function stillMarked(): Promise<boolean> {
 }
 
 /** One attribute of every element matching the selector, in page order. */
-async function attributes(selector: string, name: string): Promise<string[]> {
-  const elements = await page.locator(selector).all();
-  return Promise.all(elements.map(async (e) => (await e.getAttribute(name)) ?? ''));
+/** The attribute of every match, read in one step in the page (a re-render between reads cannot strand one). */
+function attributes(selector: string, name: string): Promise<string[]> {
+  return page
+    .locator(selector)
+    .evaluateAll((elements, attr) => elements.map((e) => e.getAttribute(attr) ?? ''), name);
 }
 
 function row(jobId: string): string {
@@ -162,6 +164,15 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
     await page.waitForSelector('[data-testid=no-jobs]');
 
     await page.goto(`${base}#/jobs`);
+    // Only the hash changed: wait until the filter bar has reset to the new
+    // route, or the reset could wipe what is typed next.
+    await page.waitForSelector('[data-testid=job-filters] select[name=state] >> visible=true');
+    await until(
+      async () =>
+        (await page.inputValue('[data-testid=job-filters] select[name=state]')) === '' &&
+        (await page.inputValue('[data-testid=job-filters] input[name=type]')) === '',
+      { timeoutMs: 5_000 },
+    );
     await page.fill('[data-testid=job-filters] input[name=search]', 'invoice-2024-17');
     await page.click('[data-testid=job-filters] button[type=submit]');
     await until(async () => (await rowIds()).join() === keyed, { timeoutMs: 5_000 });
