@@ -41,12 +41,13 @@ import { isNotUnderstood } from '../protocol/features.js';
 import { checkPayload } from '../sdk/payload-schema.js';
 import type { ClientTls } from '../net/tls.js';
 import { ClientConnection, type ConnectionSecurity } from './connection.js';
-import { LeaderConnection } from './leader-connection.js';
+import { DEFAULT_FOLLOW_TIMEOUT_MS, LeaderConnection } from './leader-connection.js';
 import {
   ClientClosedError,
   InvalidPayloadError,
   RemoteError,
   SubmitRejectedError,
+  TransportError,
   UnexpectedReplyError,
   WaitTimeoutError,
 } from './errors.js';
@@ -79,7 +80,11 @@ export interface ConnectOptions {
   port: number;
   /** Give up connecting after this long (default 5000 ms). */
   connectTimeoutMs?: number;
-  /** With several coordinators: give up finding a leader for one request after this long (default 30000 ms). */
+  /**
+   * With several coordinators: give up finding a leader for one request after
+   * this long. Also how long `wait()` keeps reconnecting to a coordinator that
+   * went away (restarted, failed over) before it gives up (default 30000 ms).
+   */
   followTimeoutMs?: number;
   /**
    * Payload schemas by task name (any Standard Schema). A payload for one of
@@ -219,6 +224,7 @@ function securityOf(options: ConnectOptions): ConnectionSecurity {
 export class DtpClient<T extends object = AnyTasks> {
   readonly #conn: LeaderConnection;
   readonly #connectTimeoutMs: number;
+  readonly #followTimeoutMs: number;
   readonly #schemas: Readonly<Record<string, StandardSchemaV1>>;
   readonly #featureCache: FeatureCache;
   readonly #security: ConnectionSecurity;
@@ -229,6 +235,7 @@ export class DtpClient<T extends object = AnyTasks> {
   private constructor(options: ConnectOptions, conn: LeaderConnection) {
     this.#conn = conn;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    this.#followTimeoutMs = options.followTimeoutMs ?? DEFAULT_FOLLOW_TIMEOUT_MS;
     this.#schemas = options.schemas ?? {};
     this.#featureCache = options.featureCache ?? DEFAULT_FEATURE_CACHE;
     this.#security = securityOf(options);
@@ -321,7 +328,9 @@ export class DtpClient<T extends object = AnyTasks> {
    * FAILED, CANCELLED); fails with {@link WaitTimeoutError} (carrying the last
    * snapshot) after `timeoutMs` (default: no limit), or with the signal's
    * reason once it aborts. Held by the coordinator (WAIT_JOB) when it can,
-   * polled otherwise.
+   * polled otherwise. A wait survives its coordinator going away (a restart,
+   * a failover): waiting is safe to repeat, so the client reconnects and asks
+   * again, for up to `followTimeoutMs` without a connection.
    */
   async wait(
     jobId: string,
@@ -333,12 +342,29 @@ export class DtpClient<T extends object = AnyTasks> {
     const deadlineMs = performance.now() + (timeoutMs ?? Number.POSITIVE_INFINITY);
     let push = await unlessAborted(this.#waitJobSupported(), signal);
     let pollMs = FIRST_POLL_INTERVAL_MS;
+    /** When the connection was last found gone (null while it works). */
+    let lostSinceMs: number | null = null;
+    let reconnectPauseMs = FIRST_POLL_INTERVAL_MS;
     for (;;) {
       const startedMs = performance.now();
       const sliceMs = Math.min(WAIT_SLICE_MS, Math.max(0, Math.ceil(deadlineMs - startedMs)));
-      const job = push
-        ? await unlessAborted(this.#waitJob(jobId, sliceMs), signal)
-        : await unlessAborted(this.status(jobId), signal);
+      let job: JobSnapshot | null;
+      try {
+        job = push
+          ? await unlessAborted(this.#waitJob(jobId, sliceMs), signal)
+          : await unlessAborted(this.status(jobId), signal);
+      } catch (err) {
+        if (!(err instanceof TransportError) || err.code === 'TLS_FAILED') throw err;
+        if (this.#closing !== null) throw err;
+        lostSinceMs ??= startedMs;
+        const nowMs = performance.now();
+        if (nowMs - lostSinceMs >= this.#followTimeoutMs || nowMs >= deadlineMs) throw err;
+        await unlessAborted(sleepMs(Math.min(reconnectPauseMs, deadlineMs - nowMs)), signal);
+        reconnectPauseMs = Math.min(WAIT_POLL_INTERVAL_MS, reconnectPauseMs * 2);
+        continue;
+      }
+      lostSinceMs = null;
+      reconnectPauseMs = FIRST_POLL_INTERVAL_MS;
       if (job === null) {
         push = false;
         continue;

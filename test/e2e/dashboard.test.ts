@@ -48,7 +48,11 @@ async function stillMarked(): Promise<boolean> {
 function attributes(selector: string, name: string): Promise<string[]> {
   return page
     .locator(selector)
-    .evaluateAll((elements, attr) => elements.map((e) => e.getAttribute(attr) ?? ''), name);
+    .evaluateAll(
+      (elements: { getAttribute(attr: string): string | null }[], attr: string): string[] =>
+        elements.map((e) => e.getAttribute(attr) ?? ''),
+      name,
+    );
 }
 
 function row(jobId: string): string {

@@ -161,6 +161,53 @@ describe('coordinator restart recovery', () => {
     assert.equal((await client2.wait(jobId, 10_000)).state, 'COMPLETED');
   });
 
+  it("keeps a client's wait going across a coordinator restart: it reconnects and waits again", async () => {
+    await start();
+    const waiter = await DtpClient.connect({
+      host: '127.0.0.1',
+      port: (tc as TestCoordinator).coordinator.clientPort,
+      followTimeoutMs: 10_000,
+    });
+    peers.push(waiter);
+    // No worker yet: the job stays QUEUED while the coordinator goes away.
+    const { jobId } = await waiter.submit({ taskType: 'SHA256', payload: { text: 'still there' } });
+    const waited = waiter.wait(jobId, 20_000);
+    await until(() => (tc as TestCoordinator).coordinator.inspect().pendingWaits > 0, {
+      what: 'the wait held by the coordinator',
+    });
+    await start();
+    const real = startRealWorker(
+      (tc as TestCoordinator).coordinator.workerPort,
+      'after-restart',
+      1,
+    );
+    peers.push(real);
+    const job = await waited;
+    assert.equal(job.state, 'COMPLETED');
+    assert.equal(job.jobId, jobId);
+  });
+
+  it('gives up a wait once the coordinator stayed away for followTimeoutMs', async () => {
+    await start();
+    const waiter = await DtpClient.connect({
+      host: '127.0.0.1',
+      port: (tc as TestCoordinator).coordinator.clientPort,
+      followTimeoutMs: 300,
+    });
+    peers.push(waiter);
+    const { jobId } = await waiter.submit({ taskType: 'SHA256', payload: { text: 'gone' } });
+    const waited = waiter.wait(jobId);
+    await until(() => (tc as TestCoordinator).coordinator.inspect().pendingWaits > 0, {
+      what: 'the wait held by the coordinator',
+    });
+    await tc?.close();
+    tc = null;
+    await assert.rejects(waited, (err: Error & { code?: string }) => {
+      assert.match(String(err.code), /^CONNECT(ION_LOST|_FAILED)$/);
+      return true;
+    });
+  });
+
   it('rebuilds the active count from non-terminal jobs and honours a lowered limit', async () => {
     await start({ maxActiveJobs: 10 });
     const c = await client();
