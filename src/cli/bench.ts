@@ -1,6 +1,6 @@
 /**
  * `client.sh bench`: a load generator that measures what one coordinator
- * sustains, including how it sheds load (cli.md). It never retries a
+ * sustains, including how it sheds load. It never retries a
  * rejection: a SUBMIT_REJECTED is counted, not hidden.
  *
  * The load loop. `--concurrency` lanes, each owning one connection (one
@@ -11,7 +11,7 @@
  * a fast lane does more of the jobs than a slow one.
  *
  * Why one job in flight per connection by default: the client port answers
- * requests in the order they arrived (protocol.md), so a second job pipelined
+ * requests in the order they arrived (docs/PROTOCOL.md), so a second job pipelined
  * behind a pending WAIT_JOB would have its acknowledgement, and its own
  * completion, held back until the first job ended. Its latencies would
  * measure the queue on our side of the socket, not the coordinator.
@@ -155,7 +155,7 @@ export interface BenchDeps {
   onProgress?: (progress: BenchProgress) => void;
 }
 
-/** The `--json` document: cli.md's fields plus what the run was. */
+/** The `--json` document: the documented fields plus what the run was. */
 export interface BenchRunReport extends BenchReport {
   task: BenchTask;
   concurrency: number;

@@ -330,7 +330,7 @@ function jobId(ctx: CommandContext): string {
 
 /**
  * `status`; with `--attempts` the `--json` snapshot's `attempts` becomes the
- * array of attempts (as cli.md says) and `attemptCount` keeps the number.
+ * array of attempts (as documented) and `attemptCount` keeps the number.
  */
 async function runStatus(ctx: CommandContext): Promise<CommandOutput> {
   const id = jobId(ctx);

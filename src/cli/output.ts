@@ -1,6 +1,6 @@
 /**
- * What the client CLI prints (cli.md, "Human output", "--json output", "Exit
- * codes"). Pure string building: the caller decides where text goes and
+ * What the client CLI prints: human output, `--json` output and exit codes
+ * (docs/OPERATIONS.md). Pure string building: the caller decides where text goes and
  * whether colour is allowed (only when stdout is a terminal).
  *
  * Job blocks put labels two spaces in and every value at column 13:
@@ -22,7 +22,7 @@ import type {
 import { BUILTIN_TASK_TYPES, isBuiltinTaskType } from '../protocol/task-types.js';
 import { UsageError } from './flags.js';
 
-/** Process exit codes of cli.md. */
+/** Process exit codes (docs/OPERATIONS.md). */
 export const EXIT_CODES = {
   ok: 0,
   /** Runtime failure or error reply: unknown job, connection refused, wait timed out. */

@@ -1,7 +1,6 @@
 /**
  * Arithmetic of a load-generator run: nearest-rank percentiles, latency
- * summaries and the report document of `client.sh bench` (cli.md, `--json`
- * `bench`). Pure: no clock, no I/O.
+ * summaries and the report document of `client.sh bench --json`. Pure: no clock, no I/O.
  *
  * Percentiles use the nearest-rank definition: the p-th percentile of n
  * samples is the ceil(p/100 · n)-th smallest sample (1-based; rank clamped to
@@ -44,7 +43,7 @@ export interface BenchSamples {
   endToEndMs: readonly number[];
 }
 
-/** What `bench --json` prints; the first nine fields are those of cli.md. */
+/** What `bench --json` prints; the first nine fields are the documented ones. */
 export interface BenchReport extends BenchCounts {
   elapsedMillis: number;
   throughputJobsPerSec: number;

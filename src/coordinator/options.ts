@@ -1,5 +1,5 @@
 /**
- * Coordinator settings, with the defaults of cli.md. The CLI maps flags
+ * Coordinator settings, with the documented defaults (docs/OPERATIONS.md). The CLI maps flags
  * (`--heartbeat-timeout-millis`) onto these fields (`heartbeatTimeoutMs`).
  */
 import type { Logger } from '../observability/logger.js';

@@ -1,6 +1,6 @@
 /**
  * Running a coordinator from code: `startCoordinator(options)` fills in the
- * defaults of cli.md, checks every option, and starts a {@link Coordinator}
+ * documented defaults (docs/OPERATIONS.md), checks every option, and starts a {@link Coordinator}
  * (store opened and recovered, both ports listening).
  *
  *     import { startCoordinator } from 'dtp/coordinator';
@@ -88,7 +88,7 @@ export function validateCoordinatorOptions(options: CoordinatorOptions): void {
 }
 
 /**
- * Starts a coordinator with the defaults of cli.md for every option left
+ * Starts a coordinator with the documented defaults (docs/OPERATIONS.md) for every option left
  * out. Rejects with a DtpError `INVALID_OPTIONS` naming a bad option, or
  * with the reason it could not start (port in use, database unreadable).
  */

@@ -7,7 +7,7 @@
  * every field has a codec of the right type, so a new message or field cannot
  * be forgotten here.
  *
- * Decoding rules (protocol.md, "Envelope"): unknown fields are dropped, absent
+ * Decoding rules (docs/PROTOCOL.md): unknown fields are dropped, absent
  * and `null` optional fields are the same, an unknown type or a field of the
  * wrong JSON type is a {@link ProtocolError}. Encoding emits exactly the fields
  * of the schema, nothing else.
@@ -130,7 +130,7 @@ export function nullable<T>(inner: Codec<T>): Codec<T | null> {
 
 /** A string from a closed set; another string is `PROTOCOL_BAD_VALUE`. */
 /**
- * A second-wave extension field: null and absent mean the same, as for
+ * An extension field (beyond version 1): null and absent mean the same, as for
  * {@link nullable}, but the field is left out (rather than set to null) both
  * when decoding and when encoding, so a peer that never uses the extension
  * never sees it and a decoded message equals what its sender built.

@@ -39,7 +39,7 @@ export const ProtocolErrorCode = {
 export type ProtocolErrorCode = (typeof ProtocolErrorCode)[keyof typeof ProtocolErrorCode];
 
 /**
- * The peer broke the framing or envelope rules of protocol.md. On the wire this
+ * The peer broke the framing or envelope rules of the protocol. On the wire this
  * costs the offending connection (or, for `PROTOCOL_BAD_VALUE` on the client
  * port, only the offending request).
  */

@@ -12,7 +12,7 @@
  *
  * Optional v1 fields are always present after decoding, as `null` when the
  * peer left them out or sent an explicit `null` (the two mean the same thing).
- * Extension fields added in the second wave are declared optional (`?:`):
+ * Extension fields (beyond version 1) are declared optional (`?:`):
  * null and absent still mean the same, but such a field is simply absent after
  * decoding when the peer left it out or sent null, and the encoder leaves it
  * out when it is null, so a v1 peer never sees it unless it carries a value.

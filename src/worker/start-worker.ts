@@ -15,7 +15,7 @@ import { loadTaskModules } from './task-modules.js';
 import { DEFAULT_CANCEL_GRACE_MS } from './task-pool.js';
 import { Worker, validateWorkerOptions, type WorkerOptions } from './worker.js';
 
-/** Defaults of cli.md (`worker.sh`), shared by the CLI and {@link startWorker}. */
+/** Documented defaults of `worker.sh`, shared by the CLI and {@link startWorker}. */
 export const DEFAULT_WORKER_OPTIONS = {
   coordinatorHost: 'localhost',
   coordinatorPort: 7070,

@@ -1,5 +1,5 @@
 /**
- * The message codec: every message of protocol.md through encode -> frames ->
+ * The message codec: every message of the protocol through encode -> frames ->
  * decode, the exact wire field names, and the envelope's error rules.
  */
 import { describe, it } from 'node:test';
@@ -173,7 +173,7 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
 };
 
 /**
- * The wire field names of protocol.md, written out independently of the codec.
+ * The wire field names of the protocol (docs/PROTOCOL.md), written out independently of the codec.
  * Extensions: WORKER_REGISTER.taskTypes, WORKER_DRAINING, ERROR.code,
  * JOB_SUBMITTED.job, LIST_JOBS limit/state/cursor, JOB_LIST.nextCursor, WAIT_JOB.
  */
@@ -256,7 +256,7 @@ const OPTIONAL_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
   WAIT_JOB: ['timeoutMillis'],
 };
 
-/** Second-wave extension fields: absent after decoding when null, and never emitted as null. */
+/** Extension fields (beyond version 1): absent after decoding when null, and never emitted as null. */
 const EXTENSION_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
   WORKER_REGISTER: ['authToken', 'heartbeatAck'],
   WORKER_REGISTERED: ['features'],

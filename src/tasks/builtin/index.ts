@@ -1,5 +1,5 @@
 /**
- * The five built-in task types of protocol.md and a registry holding them.
+ * The five built-in task types of the protocol (docs/PROTOCOL.md) and a registry holding them.
  * Deliberately none runs commands or touches files.
  */
 import { TaskRegistry, type TaskDefinition } from '../registry.js';
