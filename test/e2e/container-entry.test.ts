@@ -160,7 +160,10 @@ describe('scripts/docker-entrypoint.sh', () => {
       const healthy = await runEntrypoint(['healthcheck', metricsPort], temp.dir, {
         DTP_HEALTHCHECK_CA: at('ca.pem'),
       });
-      assert.deepEqual([healthy.code, healthy.stdout], [0, 'ok\n']);
+      assert.deepEqual(
+        [healthy.code, healthy.stdout],
+        [0, `${JSON.stringify({ status: 'ok', role: 'leader' })}\n`],
+      );
       const plain = await runEntrypoint(['healthcheck', metricsPort], temp.dir);
       assert.equal(plain.code, 1, 'plain HTTP to the HTTPS port is not healthy');
     },
