@@ -33,6 +33,7 @@
 import { randomBytes } from 'node:crypto';
 import { buildBenchReport } from '../client/bench-stats.js';
 import type { BenchCounts, BenchReport, LatencySummary } from '../client/bench-stats.js';
+import type { ConnectionSecurity } from '../client/connection.js';
 import { DtpClient } from '../client/client.js';
 import type { SubmitRequest } from '../client/client.js';
 import { RemoteError, SubmitRejectedError, WaitTimeoutError } from '../client/errors.js';
@@ -494,10 +495,13 @@ export function benchPlanFrom(values: FlagValues): BenchPlan {
 export async function runBenchCommand(
   values: FlagValues,
   progress: ((text: string) => void) | null,
+  security: ConnectionSecurity = {},
 ): Promise<{ json: BenchRunReport; human: string }> {
   const bar = progress === null ? null : new ProgressBar(progress);
   try {
     const report = await runBench(benchPlanFrom(values), {
+      // Every connection of the bench uses the command line's TLS and token.
+      connect: (host, port) => DtpClient.connect({ host, port, ...security }),
       ...(bar !== null && { onProgress: (p: BenchProgress) => bar.update(p) }),
     });
     return { json: report, human: formatBenchReport(report) };

@@ -152,14 +152,15 @@ async function dispatch(
     ...chosen.commands.map(({ command, flags }) => readFlags(command, flags, null)),
   ];
   const values = FlagValues.merge(levels);
+  const security = (): ConnectionSecurity => ({
+    tls: clientTlsFrom(values),
+    token: tokenFrom(values, io.env),
+  });
   const output = await chosen.run({
     values,
     args: chosen.args,
-    client: () =>
-      connect(values.string('host'), values.int('port'), {
-        tls: clientTlsFrom(values),
-        token: tokenFrom(values, io.env),
-      }),
+    client: () => connect(values.string('host'), values.int('port'), security()),
+    security,
     color: io.color && !json,
     note: (text) => {
       if (!json) io.stderr(text);

@@ -30,6 +30,7 @@ import {
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
 import { UsageError } from './flags.js';
 import { DIALLER_SECURITY_FLAGS } from './security-flags.js';
+import type { ConnectionSecurity } from '../client/connection.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   EXIT_CODES,
@@ -54,6 +55,8 @@ export interface CommandContext {
   args: readonly string[];
   /** Connects on first use. */
   client(): Promise<DtpClient>;
+  /** TLS and token of every connection, from the flags (for commands that open their own). */
+  security(): ConnectionSecurity;
   color: boolean;
   /** Progress notes and warnings for a person (stderr); silent under `--json`. */
   note(text: string): void;
@@ -400,8 +403,13 @@ async function runList(ctx: CommandContext): Promise<CommandOutput> {
 }
 
 async function runWorkers(ctx: CommandContext): Promise<CommandOutput> {
-  const workers = await (await ctx.client()).workers();
-  return { json: { workers }, human: formatWorkerTable(workers) };
+  const { workers, leader, epoch } = await (await ctx.client()).workerList();
+  // `leader` and `epoch` only where coordinators share PostgreSQL (additive).
+  const led = leader !== null && epoch !== null;
+  return {
+    json: { workers, ...(led && { leader, epoch }) },
+    human: formatWorkerTable(workers) + (led ? `Leader: ${leader} (epoch ${epoch})\n` : ''),
+  };
 }
 
 const JOB_ID_ARG: readonly ArgSpec[] = [{ name: 'job-id', help: 'the id submit printed' }];
@@ -516,6 +524,6 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'load generator: submits jobs and measures latency (never retries rejections)',
     args: [],
     flags: BENCH_FLAGS,
-    run: (ctx) => runBenchCommand(ctx.values, ctx.progress),
+    run: (ctx) => runBenchCommand(ctx.values, ctx.progress, ctx.security()),
   },
 ];

@@ -221,6 +221,15 @@ function securityOf(options: ConnectOptions): ConnectionSecurity {
   return { tls, token: options.token ?? null };
 }
 
+/** What {@link DtpClient.workerList} resolves with. */
+export interface WorkerList {
+  workers: WorkerSnapshot[];
+  /** `host:port` (client port) of the leader that answered; null without leadership. */
+  leader: string | null;
+  /** Its epoch (fencing token); null without leadership. */
+  epoch: number | null;
+}
+
 export class DtpClient<T extends object = AnyTasks> {
   readonly #conn: LeaderConnection;
   readonly #connectTimeoutMs: number;
@@ -429,8 +438,17 @@ export class DtpClient<T extends object = AnyTasks> {
 
   /** Live workers, sorted by id. */
   async workers(): Promise<WorkerSnapshot[]> {
+    return (await this.workerList()).workers;
+  }
+
+  /**
+   * Live workers, with the leader that answered and its epoch when the
+   * coordinators share PostgreSQL (both null on SQLite or a v1 coordinator).
+   */
+  async workerList(): Promise<WorkerList> {
     const reply = await this.#request({ type: 'LIST_WORKERS' });
-    return expectReply('LIST_WORKERS', reply, 'WORKER_LIST').workers;
+    const list = expectReply('LIST_WORKERS', reply, 'WORKER_LIST');
+    return { workers: list.workers, leader: list.leader ?? null, epoch: list.epoch ?? null };
   }
 
   /**

@@ -18,6 +18,7 @@ export type {
   SubmitOptions,
   SubmitRequest,
   SubmitResult,
+  WorkerList,
 } from './client.js';
 export { JobHandle, settledValue } from './job-handle.js';
 export type { CancelResult, JobClient, WaitOptions } from './job-handle.js';

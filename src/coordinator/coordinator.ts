@@ -442,7 +442,13 @@ export class Coordinator {
     );
     this.#admitHeld();
     const replicated = this.#election !== null;
-    this.#log.info(
+    // The start-up line names the ports that scripts read, so it is written
+    // at any level but `silent` (a warn-level logger gets an info child for it).
+    const startLog =
+      this.#log.isLevelEnabled('info') || this.#log.level === 'silent'
+        ? this.#log
+        : this.#log.child({}, { level: 'info' });
+    startLog.info(
       {
         workerPort: this.#ports[0],
         clientPort: this.#ports[1],

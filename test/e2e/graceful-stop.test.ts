@@ -24,6 +24,27 @@ function startWorker(port: number, id: string, extra: string[] = []): ScriptProc
   ]);
 }
 
+describe('the start-up line', () => {
+  for (const format of ['pretty', 'json']) {
+    it(`names the ports at --log-level warn too (${format})`, async () => {
+      const c = await startCoordinatorProcess([
+        '--database',
+        ':memory:',
+        '--log-level',
+        'warn',
+        '--log-format',
+        format,
+      ]);
+      try {
+        assert.ok(c.workerPort > 0 && c.clientPort > 0);
+      } finally {
+        c.proc.signal('SIGTERM');
+        assert.equal(await c.proc.exited, 0);
+      }
+    });
+  }
+});
+
 describe('graceful stops through the scripts (SIGTERM)', () => {
   const temp = tempDir('dtp-e2e-stop-');
   const procs: ScriptProcess[] = [];

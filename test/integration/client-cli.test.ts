@@ -5,6 +5,8 @@
  * and the coordinator's refusal of a bad name.
  */
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { runClientCli } from '../../src/cli/client-cli.js';
 import type { JobSnapshot } from '../../src/protocol/messages.js';
@@ -12,6 +14,7 @@ import type { Worker } from '../../src/worker/worker.js';
 import {
   startCoordinator,
   startTaskWorker,
+  tempDir,
   type TestCoordinator,
 } from '../helpers/test-coordinator.js';
 
@@ -89,5 +92,35 @@ describe('client CLI against a coordinator with users own tasks', () => {
     assert.equal(waited.code, 4);
     assert.match(waited.stdout, /State: {4}FAILED/);
     assert.match(waited.stdout, /cannot ever work/);
+  });
+});
+
+describe('client CLI against a coordinator with client tokens', () => {
+  const temp = tempDir('dtp-cli-tokens-');
+  const tokenFile = join(temp.dir, 'client.tokens');
+  const wrongFile = join(temp.dir, 'wrong.token');
+  let worker: Worker;
+  before(async () => {
+    writeFileSync(tokenFile, 'cli-token-0123456789abcdef\n');
+    writeFileSync(wrongFile, 'not-the-token\n');
+    tc = await startCoordinator({ security: { clientTokenFile: tokenFile } });
+    worker = await startTaskWorker(tc.coordinator.workerPort, 'cli-tok-w');
+    await tc.waitForEvent('worker.registered', (e) => e.workerId === 'cli-tok-w');
+  });
+  after(async () => {
+    await worker.close();
+    await tc.close();
+    temp.remove();
+  });
+
+  it('runs bench on connections that authenticate with --token-file', async () => {
+    const args = ['bench', '--jobs', '6', '--concurrency', '2', '--warmup', '0', '--json'];
+    const ok = await cli(...args, '--token-file', tokenFile);
+    assert.equal(ok.code, 0, ok.stdout + ok.stderr);
+    const report = JSON.parse(ok.stdout) as { completed: number; errors: number };
+    assert.deepEqual([report.completed, report.errors], [6, 0]);
+    const refused = await cli(...args, '--token-file', wrongFile);
+    assert.equal(refused.code, 1, 'a refused token fails the bench instead of counting errors');
+    assert.match(refused.stdout, /UNAUTHENTICATED/);
   });
 });

@@ -5,6 +5,7 @@
  * epoch was superseded stops writing at once.
  */
 import assert from 'node:assert/strict';
+import { runClientCli } from '../../src/cli/client-cli.js';
 import { after, afterEach, describe, it } from 'node:test';
 import type { Coordinator } from '../../src/coordinator/coordinator.js';
 import { rawConnection, RawClient } from '../helpers/raw-peers.js';
@@ -105,6 +106,29 @@ describe('coordinators sharing PostgreSQL', { skip }, () => {
     assert.ok(list.type === 'WORKER_LIST');
     assert.equal(list.leader, `127.0.0.1:${leader.clientPort}`);
     assert.equal(list.epoch, 1);
+    // The CLI's `workers` shows them too, through either coordinator.
+    let stdout = '';
+    const code = await runClientCli(
+      [
+        'workers',
+        '--json',
+        '--host',
+        `127.0.0.1:${standby.clientPort},127.0.0.1:${leader.clientPort}`,
+      ],
+      {
+        stdout: (text) => (stdout += text),
+        stderr: () => undefined,
+        env: {},
+        color: false,
+        interactive: false,
+      },
+    );
+    assert.equal(code, 0);
+    assert.deepEqual(JSON.parse(stdout), {
+      workers: [],
+      leader: `127.0.0.1:${leader.clientPort}`,
+      epoch: 1,
+    });
   });
 
   it('hands over on a clean stop: the standby leads under the next epoch with every job', async () => {

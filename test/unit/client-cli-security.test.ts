@@ -25,7 +25,10 @@ async function securityOf(
 ): Promise<{ code: number; security: ConnectionSecurity | null; stderr: string }> {
   let security: ConnectionSecurity | null = null;
   let stderr = '';
-  const fake = { workers: () => Promise.resolve([]), close: () => Promise.resolve() };
+  const fake = {
+    workerList: () => Promise.resolve({ workers: [], leader: null, epoch: null }),
+    close: () => Promise.resolve(),
+  };
   const code = await runClientCli(argv, {
     stdout: () => undefined,
     stderr: (text) => (stderr += text),
