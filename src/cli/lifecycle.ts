@@ -41,8 +41,8 @@ export function loggerFrom(values: FlagValues, name: string): Logger {
 export const FORCE_EXIT_AFTER_MS = 15_000;
 
 const ENV_NOTE =
-  '\nEvery flag may also come from the environment as DTP_<NAME> (--worker-port <-> ' +
-  'DTP_WORKER_PORT); an explicit flag wins.\n';
+  '\nEvery flag may also come from the environment as DTP_<NAME> (--log-level <-> ' +
+  'DTP_LOG_LEVEL); an explicit flag wins.\n';
 
 /** What parsing a server's command line came to. */
 export type ServerCommandLine =
