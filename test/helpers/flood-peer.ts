@@ -10,7 +10,7 @@
  * done, and exits when every connection has closed or `holdMs` has passed
  * (then destroying the rest). Modes:
  * - `idle`: connect and send nothing;
- * - `trickle`: send one zero byte every `intervalMs` (a frame that never ends);
+ * - `trickle`: send one byte every `intervalMs` (a 1 MiB frame that never ends);
  * - `half-frame`: declare a 1 MiB frame, send `bytes` of it, then stall;
  * - `garbage`: send `bytes` random bytes (optionally starting with a length
  *   prefix of `declaredLength`) and close.
@@ -80,7 +80,15 @@ function act(socket: Socket, plan: FloodPlan): void {
     case 'idle':
       return;
     case 'trickle': {
-      const timer = setInterval(() => socket.write(Buffer.from([0])), plan.intervalMs ?? 200);
+      // The length prefix of a 1 MiB frame, then spaces: a byte at a time, a
+      // frame that never ends (zeros alone would make a length-0 prefix,
+      // which is refused as soon as its fourth byte arrives).
+      const prefix = [0x00, 0x10, 0x00, 0x00];
+      let sent = 0;
+      const timer = setInterval(
+        () => socket.write(Buffer.from([prefix[sent++] ?? 0x20])),
+        plan.intervalMs ?? 200,
+      );
       socket.once('close', () => clearInterval(timer));
       return;
     }
