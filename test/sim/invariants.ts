@@ -7,7 +7,8 @@
  * them. After every step:
  * - every acknowledged job is committed, answers GET_JOB_STATUS, and is in
  *   one of the six states;
- * - the rows are self-consistent (lease fields only while RUNNING,
+ * - the rows are self-consistent (lease fields only while RUNNING, worker
+ *   and attempt of the last attempt on a COMPLETED row,
  *   attempts <= maxAttempts, one job per idempotency key) and agree with the
  *   model: attempts, committed terminal rows byte-identical since they became
  *   terminal, committed keys never remapped;
@@ -341,9 +342,11 @@ function rowProblem(row: Readonly<JobRecord>): string | null {
   if (!JOB_STATES.includes(row.state)) return `state ${row.state}`;
   if (row.attempts > row.maxAttempts) return `${row.attempts} attempts of ${row.maxAttempts}`;
   const running = row.state === 'RUNNING';
+  // A COMPLETED row names the worker and attempt that completed it.
+  const named = running || row.state === 'COMPLETED';
   if (
-    (row.workerId !== null) !== running ||
-    (row.attemptId !== null) !== running ||
+    (row.workerId !== null) !== named ||
+    (row.attemptId !== null) !== named ||
     (row.deadlineAtMs !== null) !== running
   ) {
     return `${row.state} with lease fields ${row.workerId}/${row.attemptId}/${row.deadlineAtMs}`;

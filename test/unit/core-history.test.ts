@@ -189,6 +189,50 @@ describe('core: attempt history', () => {
     assert.equal(reply.job.finishedAtMillis, second.finishedAtMillis);
   });
 
+  it('writes no attempt row for a first attempt that succeeded, and shows it from the job row', () => {
+    const h = new CoreHarness();
+    h.register('w1', 1);
+    const jobId = h.submit();
+    h.clock += 9;
+    h.result(jobId, { result: 'ok' });
+    assert.equal(h.store.committedJob(jobId)?.state, 'COMPLETED');
+    assert.deepEqual(h.store.committedAttempts(jobId), [], 'the hot path writes no attempt row');
+    const row = h.store.committedJob(jobId);
+    assert.equal(row?.workerId, 'w1', 'the COMPLETED row names the worker that completed it');
+    const reply = expectReply(
+      h.request({ type: 'GET_JOB_STATUS', jobId, attempts: true }),
+      'JOB_STATUS',
+    );
+    assert.equal(reply.job.workerId, null, 'the snapshot shows a worker only while RUNNING');
+    assert.deepEqual(
+      reply.attempts?.map((a) => [
+        a.attemptNumber,
+        a.attemptId,
+        a.workerId,
+        a.outcome,
+        a.error,
+        (a.finishedAtMillis ?? 0) - a.startedAtMillis,
+      ]),
+      [[1, row?.attemptId, 'w1', 'SUCCEEDED', null, 9]],
+    );
+  });
+
+  it('writes the rows of a job that needed a retry, the succeeding attempt included', () => {
+    const h = new CoreHarness();
+    h.register('w1', 1);
+    const jobId = h.submit();
+    h.closeWorker('w1');
+    h.register('w2', 1);
+    h.result(jobId, { result: 'ok' });
+    assert.deepEqual(
+      h.store.committedAttempts(jobId).map((a) => [a.attemptNumber, a.outcome]),
+      [
+        [1, 'WORKER_LOST'],
+        [2, 'SUCCEEDED'],
+      ],
+    );
+  });
+
   it('shows the running attempt of an active job, and nothing without asking', () => {
     const h = new CoreHarness();
     h.register('w1', 1);

@@ -21,7 +21,14 @@ import {
   type WorkerSnapshot,
 } from '../../protocol/messages.js';
 import type { AttemptRecord, JobRecord, ListQuery } from '../../store/store.js';
-import { attemptSnapshot, coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
+import {
+  attemptSnapshot,
+  coreJobSnapshot,
+  impliedAttempts,
+  jobSnapshot,
+  toRecord,
+  type CoreJob,
+} from './job.js';
 import { cancelJob, schedule } from './job-lifecycle.js';
 import type { PendingRead } from './pending-reads.js';
 import { purgeOnRequest } from './retention.js';
@@ -342,7 +349,7 @@ export function jobRead(
         requestId,
         statusReply(
           job,
-          read.withAttempts ? (attempts ?? []).map(attemptSnapshot) : null,
+          read.withAttempts ? impliedAttempts(stored, attempts ?? []).map(attemptSnapshot) : null,
           read.withPayload ? stored.payloadJson : null,
         ),
       );

@@ -2,11 +2,18 @@
  * A job's life after submission: assignment under a lease, the outcome of an
  * attempt (success, failure, loss, deadline), retries with back-off, terminal
  * states, and the sweeps that move timers forward. Every ended attempt is
- * recorded in the job's history (one row per attempt, written when it ends).
+ * recorded in the job's history (one row per attempt, written when it ends),
+ * except a first attempt that succeeded: the job's COMPLETED row stands for it.
  */
 import type { AttemptOutcome, JsonObject, ResultFormat } from '../../protocol/messages.js';
 import type { AttemptRecord } from '../../store/store.js';
-import { coreJobSnapshot, isRunning, type CoreJob, type RunningJob } from './job.js';
+import {
+  attemptImpliedByRow,
+  coreJobSnapshot,
+  isRunning,
+  type CoreJob,
+  type RunningJob,
+} from './job.js';
 import { isTerminalState, transition } from './job-state.js';
 import { grantLease, isCurrentLease } from './lease.js';
 import { retryDelayMs } from './retry-policy.js';
@@ -88,7 +95,8 @@ function endAttempt(
     error,
   };
   job.history.push(attempt);
-  s.jobs.saveAttempt(attempt);
+  // A first attempt that succeeded is stored in the job's COMPLETED row itself.
+  if (!attemptImpliedByRow(attempt)) s.jobs.saveAttempt(attempt);
   return workerId;
 }
 

@@ -60,6 +60,9 @@ export function isRunning(job: CoreJob): job is RunningJob {
 /** The job's row as the store keeps it (a fresh object). */
 export function toRecord(job: Readonly<CoreJob>): JobRecord {
   const lease = job.lease;
+  // A COMPLETED row keeps the worker and attempt that completed it: with the
+  // row's start and end times it stands for that attempt (see impliedAttempts).
+  const completedBy = job.state === 'COMPLETED' ? job.history.at(-1) : undefined;
   return {
     seq: job.seq,
     jobId: job.jobId,
@@ -71,8 +74,8 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     maxAttempts: job.maxAttempts,
     timeoutMs: job.timeoutMs,
     idempotencyKey: job.idempotencyKey,
-    workerId: lease?.workerId ?? null,
-    attemptId: lease?.attemptId ?? null,
+    workerId: lease?.workerId ?? completedBy?.workerId ?? null,
+    attemptId: lease?.attemptId ?? completedBy?.attemptId ?? null,
     deadlineAtMs: lease?.deadlineAtMs ?? null,
     retryAtMs: job.retryAtMs,
     result: job.result,
@@ -121,6 +124,48 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     finishedAtMs: row.finishedAtMs,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
   };
+}
+
+/**
+ * True for the attempt that gets no row of its own in the store: a first
+ * attempt that succeeded. The COMPLETED job row already holds everything it
+ * would (worker, attempt id, start and end), and it is by far the most
+ * common attempt, so leaving its row out keeps history off the hot path.
+ */
+export function attemptImpliedByRow(attempt: Readonly<AttemptRecord>): boolean {
+  return attempt.outcome === 'SUCCEEDED' && attempt.attemptNumber === 1;
+}
+
+/**
+ * The attempts of a stored job, with the one its COMPLETED row stands for
+ * put back (see {@link attemptImpliedByRow}). Rows written before that rule
+ * (no worker on a COMPLETED row) come back as stored.
+ */
+export function impliedAttempts(
+  row: Readonly<JobRecord>,
+  attempts: readonly AttemptRecord[],
+): AttemptRecord[] {
+  const found = [...attempts];
+  if (
+    row.state !== 'COMPLETED' ||
+    row.attempts !== 1 ||
+    row.workerId === null ||
+    row.attemptId === null ||
+    found.some((a) => a.attemptNumber === 1)
+  ) {
+    return found;
+  }
+  found.push({
+    jobId: row.jobId,
+    attemptNumber: 1,
+    attemptId: row.attemptId,
+    workerId: row.workerId,
+    startedAtMs: row.startedAtMs ?? row.updatedAtMs,
+    finishedAtMs: row.finishedAtMs ?? row.updatedAtMs,
+    outcome: 'SUCCEEDED',
+    error: null,
+  });
+  return found;
 }
 
 /** The snapshot clients see, of a job in memory or of a stored row. */
