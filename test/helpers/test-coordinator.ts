@@ -33,7 +33,10 @@ export function testLogger(name: string): Logger {
 /** A fresh temporary folder, removed by the returned function. */
 export function tempDir(prefix = 'dtp-test-'): { dir: string; remove: () => void } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+  return {
+    dir,
+    remove: () => rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 }),
+  };
 }
 
 export interface TestCoordinator {

@@ -74,6 +74,8 @@ export class SqliteStore implements Store {
   readonly #attemptsOf: Statement<[string], AttemptRow>;
   readonly #lists = new Map<string, Statement<(string | number)[], JobRow>>();
   #closing: Promise<void> | null = null;
+  /** Integrity checks running on threads of their own. */
+  readonly #checks = new Set<Worker>();
 
   readonly #path: string;
 
@@ -182,14 +184,20 @@ export class SqliteStore implements Store {
       workerData: { path: this.#path, maxProblems: 10 },
     });
     thread.unref();
+    this.#checks.add(thread);
+    thread.once('exit', () => this.#checks.delete(thread));
     return new Promise((resolve) => {
       thread.once('message', (problems: string[]) => resolve(problems));
       thread.once('error', (err) => resolve([`integrity check failed: ${describeError(err)}`]));
+      thread.once('exit', () => resolve([]));
     });
   }
 
   close(): Promise<void> {
     this.#closing ??= (async () => {
+      // A check still running is stopped: nothing of the database stays
+      // open once close() has resolved.
+      await Promise.all([...this.#checks].map((thread) => thread.terminate()));
       await this.#link.close();
       this.#reader.close();
     })();
