@@ -273,6 +273,23 @@ export async function dial(
   }
   if (tls != null) return dialTls(host, port, timeoutMs, tls, signal);
   const socket = connect({ host, port, noDelay: true });
+  try {
+    return await settled(socket, 'connect', timeoutMs, signal);
+  } catch (err) {
+    throw new DialError(`cannot connect to ${host}:${port}: ${describeError(err)}`, { cause: err });
+  }
+}
+
+/**
+ * Resolves with `socket` once it emits `event`; destroys it (and rejects) on
+ * an error, after `timeoutMs`, or when `signal` aborts.
+ */
+async function settled(
+  socket: Socket,
+  event: 'connect' | 'secureConnect',
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): Promise<Socket> {
   const timer = setTimeout(
     () => socket.destroy(new Error(`timed out after ${timeoutMs} ms`)),
     timeoutMs,
@@ -282,11 +299,11 @@ export async function dial(
   };
   signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    await once(socket, 'connect');
+    await once(socket, event);
     return socket;
   } catch (err) {
     socket.destroy();
-    throw new DialError(`cannot connect to ${host}:${port}: ${describeError(err)}`, { cause: err });
+    throw err;
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
@@ -311,19 +328,9 @@ async function dialTls(
   socket.setNoDelay(true);
   let reachedTcp = false;
   socket.once('connect', () => (reachedTcp = true));
-  const timer = setTimeout(
-    () => socket.destroy(new Error(`timed out after ${timeoutMs} ms`)),
-    timeoutMs,
-  );
-  const onAbort = (): void => {
-    socket.destroy(new Error('aborted'));
-  };
-  signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    await once(socket, 'secureConnect');
-    return socket;
+    return await settled(socket, 'secureConnect', timeoutMs, signal);
   } catch (err) {
-    socket.destroy();
     if (reachedTcp && isTlsRefusal(err)) {
       throw new DialError(`cannot connect to ${host}:${port}: ${describeTlsError(err)}`, {
         cause: err,
@@ -333,8 +340,5 @@ async function dialTls(
     }
     const what = reachedTcp ? describeTlsError(err) : describeError(err);
     throw new DialError(`cannot connect to ${host}:${port}: ${what}`, { cause: err });
-  } finally {
-    clearTimeout(timer);
-    signal?.removeEventListener('abort', onAbort);
   }
 }
