@@ -77,6 +77,32 @@ async function client(port: number): Promise<Socket> {
 
 const heartbeat = (workerId: string): Message => ({ type: 'HEARTBEAT', workerId });
 
+/**
+ * A server whose connections call `onHeartbeat(conn, workerId)` for each
+ * HEARTBEAT; returns the connections and a client socket connected to it.
+ */
+async function heartbeatServer(
+  onHeartbeat: (conn: FramedConnection, workerId: string) => void,
+): Promise<{ conns: FramedConnection[]; socket: Socket }> {
+  const conns: FramedConnection[] = [];
+  const server = createServer((socket) => {
+    const conn: FramedConnection = new FramedConnection(socket, {
+      onMessage: (m) => {
+        if (m.type === 'HEARTBEAT') onHeartbeat(conn, m.workerId);
+      },
+      onProtocolError: () => undefined,
+      onClose: () => undefined,
+    });
+    conns.push(conn);
+  });
+  server.listen(0, HOST);
+  await once(server, 'listening');
+  cleanups.push(() => server.close());
+  cleanups.push(() => Promise.all(conns.map((c) => c.destroy())));
+  const socket = await client((server.address() as { port: number }).port);
+  return { conns, socket };
+}
+
 describe('FramedConnection bounds', () => {
   it('closes with frame_timeout when a started frame is not finished in time', async () => {
     const { port, conns } = await serve({ frameTimeoutMs: 150 });
@@ -152,24 +178,11 @@ describe('FramedConnection bounds', () => {
   });
 
   it('holds the rest of a chunk at once when paused, and delivers it on resume', async () => {
-    const conns: FramedConnection[] = [];
     const seen: string[] = [];
-    const server = createServer((socket) => {
-      const conn: FramedConnection = new FramedConnection(socket, {
-        onMessage: (m) => {
-          if (m.type === 'HEARTBEAT') seen.push(m.workerId);
-          if (seen.length === 2) conn.pause();
-        },
-        onProtocolError: () => undefined,
-        onClose: () => undefined,
-      });
-      conns.push(conn);
+    const { conns, socket } = await heartbeatServer((conn, workerId) => {
+      seen.push(workerId);
+      if (seen.length === 2) conn.pause();
     });
-    server.listen(0, HOST);
-    await once(server, 'listening');
-    cleanups.push(() => server.close());
-    cleanups.push(() => Promise.all(conns.map((c) => c.destroy())));
-    const socket = await client((server.address() as { port: number }).port);
     socket.write(Buffer.concat(['a', 'b', 'c', 'd'].map((id) => encodeMessage(heartbeat(id)))));
     await until(() => seen.length === 2);
     await new Promise((resolve) => setImmediate(resolve));
@@ -180,25 +193,12 @@ describe('FramedConnection bounds', () => {
   });
 
   it('delivers every frame once when a handler pauses and resumes from inside', async () => {
-    const conns: FramedConnection[] = [];
     const seen: string[] = [];
-    const server = createServer((socket) => {
-      const conn: FramedConnection = new FramedConnection(socket, {
-        onMessage: (m) => {
-          if (m.type === 'HEARTBEAT') seen.push(m.workerId);
-          conn.pause();
-          conn.resume();
-        },
-        onProtocolError: () => undefined,
-        onClose: () => undefined,
-      });
-      conns.push(conn);
+    const { socket } = await heartbeatServer((conn, workerId) => {
+      seen.push(workerId);
+      conn.pause();
+      conn.resume();
     });
-    server.listen(0, HOST);
-    await once(server, 'listening');
-    cleanups.push(() => server.close());
-    cleanups.push(() => Promise.all(conns.map((c) => c.destroy())));
-    const socket = await client((server.address() as { port: number }).port);
     socket.write(Buffer.concat(['a', 'b', 'c'].map((id) => encodeMessage(heartbeat(id)))));
     await until(() => seen.length >= 3);
     await new Promise((resolve) => setImmediate(resolve));
