@@ -25,6 +25,38 @@ export function assignmentsIn(effects: Effect[]): Sent[] {
   );
 }
 
+/**
+ * Assignments per second over `cycles` turns of "the oldest running
+ * assignment's result arrives, the core assigns what it frees". Workers are
+ * `w<n>` on connection 100 + n; a batch is committed every 100 results.
+ */
+export function resultCycles(
+  handle: (i: CoreInput) => Effect[],
+  commit: () => void,
+  running: Sent[],
+  cycles: number,
+): number {
+  const started = performance.now();
+  let assigned = 0;
+  for (let i = 0; i < cycles; i++) {
+    const { connId, assign } = running.shift() as Sent;
+    const msg = {
+      type: 'TASK_RESULT',
+      workerId: `w${connId - 100}`,
+      jobId: assign.jobId,
+      attemptId: assign.attemptId,
+      success: true,
+      result: 'x',
+      error: null,
+    } as const;
+    const next = assignmentsIn(handle({ kind: 'workerMessage', connId, msg }));
+    assigned += next.length;
+    running.push(...next);
+    if (i % 100 === 0) commit();
+  }
+  return Math.round(assigned / ((performance.now() - started) / 1000));
+}
+
 export function newCore(maxActiveJobs: number): {
   core: CoordinatorCore;
   commit: () => void;
@@ -95,23 +127,5 @@ export function assignmentsPerSecond(depth: number, cycles: number): number {
     running.push(...assignmentsIn(handle({ kind: 'workerMessage', connId: 100 + w, msg })));
   }
   commit();
-  const started = performance.now();
-  let assigned = 0;
-  for (let i = 0; i < cycles; i++) {
-    const { connId, assign } = running.shift() as Sent;
-    const msg = {
-      type: 'TASK_RESULT',
-      workerId: `w${connId - 100}`,
-      jobId: assign.jobId,
-      attemptId: assign.attemptId,
-      success: true,
-      result: 'x',
-      error: null,
-    } as const;
-    const next = assignmentsIn(handle({ kind: 'workerMessage', connId, msg }));
-    assigned += next.length;
-    running.push(...next);
-    if (i % 100 === 0) commit();
-  }
-  return Math.round(assigned / ((performance.now() - started) / 1000));
+  return resultCycles(handle, commit, running, cycles);
 }

@@ -8,7 +8,7 @@
  * collapse.
  */
 import type { CoreInput } from '../src/coordinator/core/types.js';
-import { assignmentsIn, newCore, type Sent } from './queue-depth.js';
+import { assignmentsIn, newCore, resultCycles, type Sent } from './queue-depth.js';
 
 export interface RoutingCase {
   label: string;
@@ -101,23 +101,5 @@ export function routingAssignmentsPerSecond(c: RoutingCase, cycles: number): num
     if (w % 100 === 0) commit();
   }
   commit();
-  const started = performance.now();
-  let assigned = 0;
-  for (let i = 0; i < cycles; i++) {
-    const { connId, assign } = running.shift() as Sent;
-    const msg = {
-      type: 'TASK_RESULT',
-      workerId: `w${connId - 100}`,
-      jobId: assign.jobId,
-      attemptId: assign.attemptId,
-      success: true,
-      result: 'x',
-      error: null,
-    } as const;
-    const next: Sent[] = assignmentsIn(handle({ kind: 'workerMessage', connId, msg }));
-    assigned += next.length;
-    running.push(...next);
-    if (i % 100 === 0) commit();
-  }
-  return Math.round(assigned / ((performance.now() - started) / 1000));
+  return resultCycles(handle, commit, running, cycles);
 }
