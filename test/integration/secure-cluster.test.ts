@@ -100,8 +100,16 @@ describe('worker identity on a real coordinator', () => {
     const [err] = (await refused) as [DtpError];
     assert.equal(err.code, 'WORKER_REPLACED');
     await until(() => older.mode === 'closed');
-    // Many heartbeat intervals later: still exactly two registrations in all.
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    // Many heartbeat intervals later (the coordinator has seen the newer
+    // session beat for 500 ms more): still exactly two registrations in all.
+    const client = await DtpClient.connect({ host: '127.0.0.1', port: tc.coordinator.clientPort });
+    cleanups.push(() => client.close());
+    const replacedAtMs = Date.now();
+    await until(async () =>
+      (await client.workers()).some(
+        (w) => w.workerId === 'twin' && w.lastHeartbeatMillis >= replacedAtMs + 500,
+      ),
+    );
     const registrations = tc.events.filter(
       (e) => e.type === 'worker.registered' && e.workerId === 'twin',
     );
