@@ -5,7 +5,7 @@
  */
 import { formatHostPort, parseAddressList } from '../net/address.js';
 import { describeError } from '../protocol/errors.js';
-import { MAX_CAPACITY } from '../protocol/limits.js';
+import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT } from '../protocol/limits.js';
 import {
   DEFAULT_WORKER_OPTIONS,
   randomWorkerId,
@@ -13,7 +13,7 @@ import {
   type StartWorkerOptions,
 } from '../worker/start-worker.js';
 import { TaskModuleError } from '../worker/task-modules.js';
-import type { Worker } from '../worker/worker.js';
+import { DEFAULT_PREFETCH_PER_SLOT, type Worker } from '../worker/worker.js';
 import type { Logger } from '../observability/logger.js';
 import { UsageError } from './flags.js';
 import { DIALLER_SECURITY_FLAGS, clientTlsFrom, tokenFrom } from './security-flags.js';
@@ -62,6 +62,14 @@ const FLAGS: readonly FlagSpec[] = [
     max: MAX_CAPACITY,
     default: D.capacity,
     help: 'tasks run at once',
+  },
+  {
+    name: 'prefetch',
+    type: 'int',
+    min: 0,
+    max: MAX_PREFETCH_PER_SLOT * MAX_CAPACITY,
+    defaultLabel: `${DEFAULT_PREFETCH_PER_SLOT} x capacity`,
+    help: `attempts taken beyond capacity and queued here, used by the coordinator only while attempts are short; 0..${MAX_PREFETCH_PER_SLOT} x capacity, 0 turns it off`,
   },
   {
     name: 'heartbeat-interval-millis',
@@ -123,11 +131,19 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
   } catch (err) {
     throw new UsageError(`--coordinator-host: ${describeError(err)}`);
   }
+  const capacity = values.int('capacity');
+  const prefetch = values.optionalInt('prefetch');
+  if (prefetch !== undefined && prefetch > MAX_PREFETCH_PER_SLOT * capacity) {
+    throw new UsageError(
+      `--prefetch must be at most ${MAX_PREFETCH_PER_SLOT} x --capacity (${MAX_PREFETCH_PER_SLOT * capacity}), got ${prefetch}`,
+    );
+  }
   return {
     coordinatorHost,
     coordinatorPort,
     workerId,
-    capacity: values.int('capacity'),
+    capacity,
+    ...optional('prefetch', prefetch),
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
     reconnectDelayMs: values.int('reconnect-delay-millis'),
     cancelGraceMs: values.int('cancel-grace-millis'),
@@ -173,6 +189,7 @@ options.logger.info(
       .map(formatHostPort)
       .join(','),
     capacity: worker.capacity,
+    prefetch: worker.prefetch,
     taskTypes: worker.taskTypes.join(','),
   },
   'worker started',

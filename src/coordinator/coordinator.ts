@@ -30,7 +30,7 @@
  * fenced, or a commit failed) it drops every connection and the store at
  * once, releases nothing of what was not committed, and is a standby again.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
@@ -73,6 +73,7 @@ import { MetricsServer } from './metrics-server.js';
 import { notLeaderError } from './not-leader.js';
 import type { CoordinatorOptions } from './options.js';
 import { EMPTY_INSPECTION, type RoleStatus } from './role.js';
+import { TimeOrderedIds } from './time-ordered-id.js';
 import { WaitTimers } from './wait-timers.js';
 
 export interface CoordinatorEvents {
@@ -255,11 +256,12 @@ export class Coordinator {
     stored: RecoveredState,
   ): Promise<{ core: CoordinatorCore; recovered: Effect[] }> {
     const deps = this.#deps;
+    const ids = new TimeOrderedIds(deps.now ?? Date.now);
     const core = new CoordinatorCore(
       coreConfig(this.#options),
       {
         now: deps.now ?? Date.now,
-        newId: randomUUID,
+        newId: () => ids.next(),
         validator: deps.validator ?? createBuiltinRegistry(),
       },
       stored,

@@ -244,6 +244,7 @@ export const workerSnapshotCodec: Codec<WorkerSnapshot> = recordCodec<WorkerSnap
   taskTypes: optional(arrayOf(stringCodec)),
   draining: optional(boolCodec),
   runningJobs: optional(arrayOf(stringCodec)),
+  queuedTasks: optional(intCodec),
 });
 
 type Schemas = { [K in MessageType]: Fields<Omit<MessageOf<K>, 'type'>> };
@@ -255,6 +256,7 @@ const SCHEMAS: Schemas = {
     taskTypes: nullable(arrayOf(stringCodec)),
     authToken: optional(stringCodec),
     heartbeatAck: optional(boolCodec),
+    prefetch: optional(intCodec),
   },
   WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },

@@ -18,6 +18,7 @@ export const FEATURES = [
   'taskTypes',
   'retryable',
   'assignLimits',
+  'prefetch',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

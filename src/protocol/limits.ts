@@ -5,6 +5,8 @@
 
 /** Largest worker capacity (`WORKER_REGISTER.capacity` is 1..this). */
 export const MAX_CAPACITY = 1024;
+/** Most attempts a worker may queue beyond its capacity (`prefetch`), per unit of capacity. */
+export const MAX_PREFETCH_PER_SLOT = 4;
 /** Upper bound on a job's maxAttempts (retry delays are overflow-safe up to here). */
 export const MAX_ATTEMPTS_LIMIT = 1000;
 /** Longest idempotency key, in characters. */

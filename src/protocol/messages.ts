@@ -111,8 +111,10 @@ export interface WorkerSnapshot {
   taskTypes?: string[] | null;
   /** Extension: true once it announced WORKER_DRAINING. */
   draining?: boolean | null;
-  /** Extension: the jobs it runs now. */
+  /** Extension: the jobs leased to it now (running, or queued there by prefetch). */
   runningJobs?: string[] | null;
+  /** Extension: leased attempts waiting on the worker for a slot (prefetch); absent = none asked. */
+  queuedTasks?: number | null;
 }
 
 // ---- worker port ----------------------------------------------------------
@@ -127,6 +129,11 @@ export interface WorkerRegister {
   authToken?: string | null;
   /** Extension: answer every HEARTBEAT with HEARTBEAT_ACK. */
   heartbeatAck?: boolean | null;
+  /**
+   * Extension: how many attempts beyond `capacity` it takes and queues until
+   * a slot is free (0..capacity); absent or 0 = none.
+   */
+  prefetch?: number | null;
 }
 export interface WorkerRegistered {
   type: 'WORKER_REGISTERED';

@@ -56,6 +56,7 @@ function checkTypes(options: StartWorkerOptions): void {
     'reconnectDelayMs',
     'cancelGraceMs',
     'connectTimeoutMs',
+    'prefetch',
   ] as const;
   for (const key of numbers) {
     const value: unknown = options[key];

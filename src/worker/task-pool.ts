@@ -39,6 +39,8 @@ export interface TaskPoolOptions {
   modules?: TaskThreadData['modules'];
   /** Time a stopped handler gets before its thread is terminated, in ms (default 1000). */
   cancelGraceMs?: number;
+  /** Tasks that may wait for a thread beyond `capacity` (default 0: none). */
+  queueLimit?: number;
 }
 
 /** One attempt to run (see {@link RunTaskInput}). */
@@ -76,6 +78,9 @@ export class TaskPool {
   readonly #threads = new Set<PoolThread>();
   readonly #idle: PoolThread[] = [];
   readonly #running = new Map<PoolTask, PoolThread>();
+  /** Tasks waiting for a thread, oldest first. */
+  readonly #queued: PoolTask[] = [];
+  readonly #queueLimit: number;
   #nextRequestId = 1;
   #closing: Promise<void> | null = null;
 
@@ -88,8 +93,13 @@ export class TaskPool {
     if (!Number.isInteger(cancelGraceMs) || cancelGraceMs < 0 || cancelGraceMs > 2 ** 31 - 1) {
       throw new DtpError('INVALID_OPTIONS', 'cancelGraceMs must be an integer >= 0');
     }
+    const queueLimit = options.queueLimit ?? 0;
+    if (!Number.isInteger(queueLimit) || queueLimit < 0 || queueLimit > MAX_CAPACITY) {
+      throw new DtpError('INVALID_OPTIONS', `queueLimit must be an integer in 0..${MAX_CAPACITY}`);
+    }
     this.capacity = capacity;
     this.cancelGraceMs = cancelGraceMs;
+    this.#queueLimit = queueLimit;
     this.#data = { modules: [...(options.modules ?? [])] };
   }
 
@@ -98,27 +108,33 @@ export class TaskPool {
     return this.#threads.size;
   }
 
-  /** Tasks that have not ended yet (stopped ones have). */
+  /** Tasks on a thread that have not ended yet (stopped ones have). */
   get runningCount(): number {
     return this.#running.size;
   }
 
+  /** Tasks waiting for a free thread. */
+  get queuedCount(): number {
+    return this.#queued.length;
+  }
+
   /**
-   * Starts one task attempt on a free thread. Beyond capacity, or after
-   * `close()`, the handle's outcome is an immediate failure.
+   * Starts one task attempt on a free thread, or queues it (up to
+   * `queueLimit`) until one is free. Beyond that, or after `close()`, the
+   * handle's outcome is an immediate failure.
    */
   run(run: TaskRun, onLog: TaskLogSink = () => undefined): TaskHandle {
     if (this.#closing !== null) return endedHandle('task pool is closed');
-    if (this.#running.size >= this.capacity) {
+    const full = this.#running.size >= this.capacity;
+    if (full && this.#queued.length >= this.#queueLimit) {
       return endedHandle(`task pool at capacity (${this.capacity} tasks)`);
     }
     const input: RunTaskInput = { type: 'RUN_TASK', ...run };
     const task: PoolTask = new PoolTask(this.#nextRequestId++, input, onLog, () =>
       this.#running.delete(task),
     );
-    const thread = this.#takeIdle() ?? this.#spawn();
-    this.#running.set(task, thread);
-    thread.run(task);
+    if (full) this.#queued.push(task);
+    else this.#start(task, this.#takeIdle() ?? this.#spawn());
     return {
       outcome: task.outcome,
       started: task.started,
@@ -129,7 +145,7 @@ export class TaskPool {
   /** Cancels every task and terminates every thread. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      for (const task of [...this.#running.keys()]) {
+      for (const task of [...this.#queued.splice(0), ...this.#running.keys()]) {
         task.settle({
           success: false,
           error: 'task pool closed',
@@ -144,14 +160,29 @@ export class TaskPool {
 
   #stop(task: PoolTask, reason: AbortReason): Promise<StopOutcome> {
     const thread = this.#running.get(task);
-    if (thread === undefined) return Promise.resolve('cooperative');
+    if (thread === undefined) {
+      // Still waiting for a thread: it ends here and never starts.
+      const index = this.#queued.indexOf(task);
+      if (index >= 0) {
+        this.#queued.splice(index, 1);
+        task.settle({
+          success: false,
+          error: `task stopped (${reason})`,
+          cancelled: true,
+          retryable: true,
+        });
+      }
+      return Promise.resolve('cooperative');
+    }
     task.settle({
       success: false,
       error: `task stopped (${reason})`,
       cancelled: true,
       retryable: true,
     });
-    return thread.stop(task, reason, this.cancelGraceMs);
+    const stopped = thread.stop(task, reason, this.cancelGraceMs);
+    this.#startQueued(); // its slot is free at once; the stopping thread is not
+    return stopped;
   }
 
   /** An idle thread that is not on its way out, if any. */
@@ -171,18 +202,36 @@ export class TaskPool {
     return thread;
   }
 
+  #start(task: PoolTask, thread: PoolThread): void {
+    this.#running.set(task, thread);
+    thread.run(task);
+  }
+
   #onIdle(thread: PoolThread): void {
     // A thread freed by a stop can make more threads than slots: let it go.
     if (this.#closing !== null || this.#threads.size > this.capacity) {
       void thread.terminate();
+      this.#startQueued();
       return;
     }
-    this.#idle.push(thread);
+    const next = this.#running.size < this.capacity ? this.#queued.shift() : undefined;
+    if (next !== undefined) this.#start(next, thread);
+    else this.#idle.push(thread);
+  }
+
+  /** Starts waiting tasks while slots are free (a new thread where no idle one is left). */
+  #startQueued(): void {
+    while (this.#closing === null && this.#running.size < this.capacity) {
+      const next = this.#queued.shift();
+      if (next === undefined) return;
+      this.#start(next, this.#takeIdle() ?? this.#spawn());
+    }
   }
 
   #onExit(thread: PoolThread): void {
     this.#threads.delete(thread);
     const index = this.#idle.indexOf(thread);
     if (index >= 0) this.#idle.splice(index, 1);
+    this.#startQueued(); // a crashed thread's slot is free again
   }
 }

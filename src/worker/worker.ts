@@ -81,7 +81,7 @@ import {
   type WorkerRegistered,
 } from '../protocol/messages.js';
 import { parseFeatures, type Feature } from '../protocol/features.js';
-import { MAX_CAPACITY } from '../protocol/limits.js';
+import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT } from '../protocol/limits.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
@@ -102,6 +102,13 @@ export interface WorkerOptions {
   workerId: string;
   /** Tasks run at once, 1..1024. */
   capacity: number;
+  /**
+   * Attempts taken beyond `capacity` and queued here until a slot is free,
+   * 0..4 x capacity (default: 2 x capacity; 0 turns it off). Asked of the
+   * coordinator at registration; one that offers `prefetch` uses it only
+   * while this worker's attempts are short, one that does not never does.
+   */
+  prefetch?: number;
   /** Time between heartbeats while registered, in ms. */
   heartbeatIntervalMs: number;
   /** Wait between a lost or failed connection and the next dial, in ms (>= 1). */
@@ -181,6 +188,8 @@ const TRANSITIONS: { readonly [M in WorkerMode]: readonly WorkerMode[] } = {
 };
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+/** Default `prefetch`, per unit of capacity. */
+export const DEFAULT_PREFETCH_PER_SLOT = 2;
 
 interface RunningTask {
   readonly jobId: string;
@@ -217,6 +226,9 @@ export function validateWorkerOptions(options: WorkerOptions): void {
   }
   if (!isIntegerIn(options.capacity, 1, MAX_CAPACITY))
     throw invalid(`capacity must be an integer in 1..${MAX_CAPACITY}`);
+  const maxPrefetch = MAX_PREFETCH_PER_SLOT * options.capacity;
+  if (options.prefetch !== undefined && !isIntegerIn(options.prefetch, 0, maxPrefetch))
+    throw invalid(`prefetch must be an integer in 0..${MAX_PREFETCH_PER_SLOT} x capacity`);
   if (!isIntegerIn(options.heartbeatIntervalMs, 1, 2 ** 31 - 1))
     throw invalid('heartbeatIntervalMs must be a positive integer');
   if (!isIntegerIn(options.reconnectDelayMs, 1, 2 ** 31 - 1))
@@ -238,6 +250,8 @@ export function validateWorkerOptions(options: WorkerOptions): void {
 export class Worker {
   readonly workerId: string;
   readonly capacity: number;
+  /** Attempts it takes beyond `capacity`, queued until a slot is free. */
+  readonly prefetch: number;
   readonly events = new EventEmitter<WorkerEvents>();
   readonly #options: WorkerOptions;
   readonly #log: Logger;
@@ -272,6 +286,7 @@ export class Worker {
   private constructor(options: WorkerOptions) {
     this.workerId = options.workerId;
     this.capacity = options.capacity;
+    this.prefetch = options.prefetch ?? DEFAULT_PREFETCH_PER_SLOT * options.capacity;
     this.#options = options;
     this.#log = options.logger.child({ workerId: options.workerId });
     this.#tasksLoaded = options.tasks ?? NO_TASK_MODULES;
@@ -279,6 +294,7 @@ export class Worker {
       capacity: options.capacity,
       modules: this.#tasksLoaded.modules.map(({ specifier, url }) => ({ specifier, url })),
       cancelGraceMs: options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS,
+      queueLimit: this.prefetch,
     });
     this.#heartbeat = new Heartbeat(options.heartbeatIntervalMs, () => this.#sendHeartbeat());
     const silenceMs =
@@ -508,7 +524,7 @@ export class Worker {
       this.#setMode('registering');
       this.#log.info({ coordinator: this.#coordinator() }, 'connected');
       this.events.emit('connected');
-      const { workerId, capacity } = this;
+      const { workerId, capacity, prefetch } = this;
       this.#features = new Set();
       const taskTypes = [...this.#tasksLoaded.taskTypes];
       const authToken = this.#options.authToken ?? null;
@@ -518,6 +534,7 @@ export class Worker {
         capacity,
         taskTypes,
         heartbeatAck: true,
+        ...(prefetch === 0 ? {} : { prefetch }),
         ...(authToken === null ? {} : { authToken }),
       });
       // A coordinator that accepts but never answers must not hold us forever.
@@ -667,7 +684,7 @@ export class Worker {
     const refusal =
       this.#draining !== null
         ? 'worker is shutting down'
-        : this.#tasks.size >= this.capacity
+        : this.#tasks.size >= this.#window()
           ? 'worker at capacity'
           : null;
     if (refusal !== null) {
@@ -682,6 +699,11 @@ export class Worker {
       return;
     }
     this.#startTask(connection, msg);
+  }
+
+  /** Attempts this session may hold: its slots, plus the queue if the coordinator offered it. */
+  #window(): number {
+    return this.capacity + (this.#features.has('prefetch') ? this.prefetch : 0);
   }
 
   #startTask(connection: FramedConnection, msg: TaskAssign): void {

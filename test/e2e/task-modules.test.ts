@@ -75,6 +75,12 @@ describe('task modules through the scripts', () => {
     }
   });
 
+  it('exits 2 when --prefetch is more than 4 x --capacity', async () => {
+    const { code, output } = await failedStart(['--capacity', '2', '--prefetch', '9']);
+    assert.equal(code, 2);
+    assert.match(output, /--prefetch must be at most 4 x --capacity \(8\), got 9/);
+  });
+
   it('reads DTP_TASKS as a comma-separated list when --tasks is not given', async () => {
     const { code, output } = await failedStart([], { DTP_TASKS: './good.mjs,./same.mjs' });
     assert.equal(code, 2);

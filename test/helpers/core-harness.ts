@@ -257,7 +257,7 @@ export class CoreHarness {
     workerId: string,
     capacity = 1,
     taskTypes: string[] | null = null,
-    extensions: { heartbeatAck?: boolean } = {},
+    extensions: { heartbeatAck?: boolean; prefetch?: number } = {},
   ): number {
     const connId = this.newConn();
     this.#connByWorker.set(workerId, connId);

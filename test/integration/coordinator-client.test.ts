@@ -54,6 +54,16 @@ describe('coordinator client requests', () => {
     assert.equal(next.type, 'WORKER_LIST');
   });
 
+  it('gives jobs version 7 UUIDs that sort in submission order', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++) ids.push(await c.submit('SHA256', { text: `order ${i}` }));
+    for (const id of ids) {
+      assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    }
+    assert.deepEqual([...ids].sort(), ids);
+    for (const jobId of ids) await c.request({ type: 'CANCEL_JOB', jobId }); // leave no work behind
+  });
+
   it('cancels a queued job so that it never runs', async () => {
     const jobId = await c.submit('SHA256', { text: 'never' });
     const reply = await c.request({ type: 'CANCEL_JOB', jobId });

@@ -9,7 +9,8 @@
  * Against a raw fake coordinator offering chosen features: `retryable` and
  * the deadline of `assignLimits` are used only when offered; the deadline
  * fires even when the worker is cut off from the coordinator;
- * WORKER_DRAINING is sent only with `drain`.
+ * WORKER_DRAINING is sent only with `drain`; attempts beyond capacity are
+ * queued only with `prefetch`.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -176,5 +177,51 @@ describe('a dtp worker uses an extension only when offered', { timeout: 120_000 
       await drained;
       assert.equal(session.all('WORKER_DRAINING').length, features === undefined ? 0 : 1);
     }
+  });
+
+  it('queues assignments beyond capacity only when prefetch was offered', async () => {
+    for (const features of [['prefetch'], undefined]) {
+      const { session, w } = await setUp(features, 1);
+      assert.equal(session.all('WORKER_REGISTER')[0]?.prefetch, 2, 'asks for 2 x capacity');
+      const started = once(w.events, 'started');
+      const first = session.assign('job-1', 'polite', { ms: 150 });
+      await started;
+      const second = session.assign('job-2', 'reverse', { text: 'ab' });
+      const third = session.assign('job-3', 'reverse', { text: 'cd' });
+      if (features === undefined) {
+        for (const lease of [second, third]) {
+          const refusal = await session.resultFor(lease);
+          assert.deepEqual([refusal.success, refusal.error], [false, 'worker at capacity']);
+        }
+      } else {
+        await until(() => w.runningCount === 3, { what: 'one attempt running, two queued' });
+        assert.equal((await session.resultFor(second)).result, 'ba');
+        assert.equal((await session.resultFor(third)).result, 'dc');
+        const order = session.results().map((r) => r.jobId);
+        assert.deepEqual(
+          order,
+          ['job-1', 'job-2', 'job-3'],
+          'queued ones start after a slot frees',
+        );
+      }
+      assert.equal((await session.resultFor(first)).result, 'finished');
+    }
+  });
+
+  it('drops a queued attempt that is cancelled before it starts, and runs the next one', async () => {
+    const { session, w } = await setUp(['prefetch'], 1);
+    const started = once(w.events, 'started');
+    const first = session.assign('job-1', 'polite', { ms: 150 });
+    await started;
+    const doomed = session.assign('job-2', 'reverse', { text: 'never' });
+    const after = session.assign('job-3', 'reverse', { text: 'yes' });
+    session.send({ type: 'TASK_CANCEL', jobId: 'job-2', attemptId: doomed });
+    assert.equal((await session.resultFor(after)).result, 'sey');
+    assert.equal((await session.resultFor(first)).result, 'finished');
+    assert.equal(
+      session.results().some((r) => r.attemptId === doomed),
+      false,
+      'a cancelled attempt is never reported',
+    );
   });
 });

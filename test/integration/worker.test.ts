@@ -60,6 +60,7 @@ describe('Worker', () => {
       capacity: 3,
       taskTypes: ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'],
       heartbeatAck: true,
+      prefetch: 6, // 2 x capacity unless told otherwise
     });
     assert.equal(worker.connected, true);
     assert.equal(worker.registered, false);

@@ -65,6 +65,8 @@ export class Invariants implements WorldObserver {
   readonly #sessions: SessionChecks;
   /** Acknowledged jobs (a client received JOB_SUBMITTED), in order of first ack. */
   readonly ackedIds: string[] = [];
+  /** Checks that found a worker holding more leases than its capacity (prefetch at work). */
+  prefetchedChecks = 0;
   readonly #acked = new Set<string>();
   readonly #world: World;
   readonly #judge: Judge;
@@ -306,6 +308,7 @@ export class Invariants implements WorldObserver {
   ): void {
     const judge = this.#judge;
     let free = 0;
+    if (workers.some((w) => w.running.length > w.capacity)) this.prefetchedChecks++;
     for (const w of workers) {
       const count = runningOn.get(w.workerId) ?? 0;
       judge.check(
@@ -314,15 +317,17 @@ export class Invariants implements WorldObserver {
           `worker ${w.workerId} counts ${w.running.length} tasks, ${count} RUNNING jobs are leased to it`,
       );
       judge.check(
-        w.running.length <= w.capacity,
-        () => `worker ${w.workerId} runs ${w.running.length} tasks with capacity ${w.capacity}`,
+        w.running.length <= w.capacity + w.prefetch,
+        () =>
+          `worker ${w.workerId} holds ${w.running.length} leases with capacity ${w.capacity} + prefetch ${w.prefetch}`,
       );
       const link = this.#world.workerLinks.get(w.connId);
       judge.check(
         link !== undefined && link.registeredAs === w.workerId && !link.closedByCore,
         () => `session ${w.workerId} is on connection ${w.connId}, which is closed or not its own`,
       );
-      if (!w.draining) free += w.capacity - w.running.length;
+      const window = w.capacity + (w.prefetching ? w.prefetch : 0);
+      if (!w.draining) free += Math.max(0, window - w.running.length);
     }
     judge.check(freeSlots === free, () => `freeSlots is ${freeSlots}, sessions have ${free}`);
   }

@@ -27,6 +27,7 @@ interface Totals {
   restarts: number;
   failovers: number;
   fencedCommits: number;
+  prefetchedSteps: number;
   faults: number;
   faultKinds: Map<string, number>;
 }
@@ -53,6 +54,7 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.restarts += report.restarts;
   totals.failovers += report.failovers;
   totals.fencedCommits += report.fencedCommits;
+  totals.prefetchedSteps += report.prefetchedSteps;
   totals.faults += report.faultTotal;
   for (const [kind, n] of Object.entries(report.faults)) {
     totals.faultKinds.set(kind, (totals.faultKinds.get(kind) ?? 0) + n);
@@ -71,6 +73,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `jobs:            ${totals.jobs} created, ${totals.acked} acknowledged, ${totals.completed} completed, ${totals.failed} failed, ${totals.cancelled} cancelled`,
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
+      `prefetch:        ${totals.prefetchedSteps} steps ended with a worker holding more leases than its capacity`,
       `faults injected: ${totals.faults} (${kinds})`,
       `failures:        ${failures}`,
       `time:            ${(elapsedMs / 1000).toFixed(1)} s`,
@@ -100,6 +103,7 @@ function runMany(start: number, count: number, steps: number): number {
     restarts: 0,
     failovers: 0,
     fencedCommits: 0,
+    prefetchedSteps: 0,
     faults: 0,
     faultKinds: new Map(),
   };

@@ -49,6 +49,8 @@ export interface SimulationReport {
   failovers: number;
   /** Commits of deposed leaders refused by the epoch fence. */
   fencedCommits: number;
+  /** Steps that ended with a worker holding more leases than its capacity (prefetch). */
+  prefetchedSteps: number;
   jobsCreated: number;
   jobsAcked: number;
   completed: number;
@@ -394,6 +396,7 @@ export class Simulation {
       restarts: stats.restarts,
       failovers: stats.failovers,
       fencedCommits: this.#world.election.fenced,
+      prefetchedSteps: this.#invariants.prefetchedChecks,
       jobsCreated: counts.created,
       jobsAcked: this.#invariants.ackedIds.length,
       completed: counts.completed,

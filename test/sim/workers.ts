@@ -89,6 +89,10 @@ const NOBODY: WorkerPeer = { onFrame: () => undefined, onClosed: () => undefined
 export class SimWorker implements WorkerPeer {
   readonly workerId: string;
   #capacity: number;
+  /** Attempts it asks to queue beyond capacity (0: it does not ask). */
+  #prefetch: number;
+  /** Runs only short tasks (a few ms), so its prefetch window can open. */
+  readonly #quick: boolean;
   readonly #env: WorkerEnv;
   readonly #rng: Random;
   readonly #taskTypes: string[] | null;
@@ -109,6 +113,8 @@ export class SimWorker implements WorkerPeer {
     this.#env = env;
     this.#rng = rng;
     this.#capacity = rng.int(1, 4);
+    this.#prefetch = this.#pickPrefetch();
+    this.#quick = rng.chance(0.3);
     this.#taskTypes = taskTypes;
     this.#keepsTasks = rng.chance(0.4);
   }
@@ -258,7 +264,10 @@ export class SimWorker implements WorkerPeer {
     this.#outbox = [];
     this.#hungUntilMs = 0;
     this.#draining = false;
-    if (this.#rng.chance(0.3)) this.#capacity = this.#rng.int(1, 4);
+    if (this.#rng.chance(0.3)) {
+      this.#capacity = this.#rng.int(1, 4);
+      this.#prefetch = this.#pickPrefetch();
+    }
     this.#connect();
   }
 
@@ -288,6 +297,13 @@ export class SimWorker implements WorkerPeer {
       { type: 'WORKER_REGISTER', workerId: ' ', capacity: 1, taskTypes: null },
       { type: 'WORKER_REGISTER', workerId: this.workerId, capacity: 0, taskTypes: null },
       { type: 'WORKER_REGISTER', workerId: this.workerId, capacity: 5000, taskTypes: null },
+      {
+        type: 'WORKER_REGISTER',
+        workerId: this.workerId,
+        capacity: 1,
+        taskTypes: null,
+        prefetch: 5,
+      },
     ]);
     this.#env.world.writeWorker(link, bad);
     if (this.#rng.chance(0.5))
@@ -330,7 +346,12 @@ export class SimWorker implements WorkerPeer {
       workerId: this.workerId,
       capacity: this.#capacity,
       taskTypes: this.#taskTypes,
+      ...(this.#prefetch === 0 ? {} : { prefetch: this.#prefetch }),
     });
+  }
+
+  #pickPrefetch(): number {
+    return this.#rng.pick([0, 0, 1, this.#capacity, 2 * this.#capacity, 4 * this.#capacity]);
   }
 
   #dropLink(): void {
@@ -357,7 +378,9 @@ export class SimWorker implements WorkerPeer {
   ): void {
     const quiet = this.#env.quiet();
     const timeoutMs = this.#env.taskTimeoutMs;
-    let durationMs = this.#rng.int(0, Math.min(Math.floor(timeoutMs / 2), 3_000));
+    let durationMs = this.#quick
+      ? this.#rng.int(0, 10)
+      : this.#rng.int(0, Math.min(Math.floor(timeoutMs / 2), 3_000));
     if (!quiet && this.#rng.chance(0.08)) {
       this.#env.faults.count('slowTask');
       durationMs = this.#rng.int(timeoutMs, 2 * timeoutMs);

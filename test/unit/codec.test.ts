@@ -61,6 +61,7 @@ const WORKER: WorkerSnapshot = {
   taskTypes: ['SHA256', 'resize'],
   draining: false,
   runningJobs: ['job-1'],
+  queuedTasks: 0,
 };
 const ATTEMPT: AttemptSnapshot = {
   attemptNumber: 1,
@@ -81,6 +82,7 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     taskTypes: ['SLEEP', 'SHA256'],
     authToken: 'secret',
     heartbeatAck: true,
+    prefetch: 8,
   },
   WORKER_REGISTERED: {
     type: 'WORKER_REGISTERED',
@@ -178,7 +180,7 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
  * JOB_SUBMITTED.job, LIST_JOBS limit/state/cursor, JOB_LIST.nextCursor, WAIT_JOB.
  */
 const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
-  WORKER_REGISTER: ['workerId', 'capacity', 'taskTypes', 'authToken', 'heartbeatAck'],
+  WORKER_REGISTER: ['workerId', 'capacity', 'taskTypes', 'authToken', 'heartbeatAck', 'prefetch'],
   WORKER_REGISTERED: ['workerId', 'features'],
   HEARTBEAT: ['workerId'],
   HEARTBEAT_ACK: ['workerId'],
@@ -242,6 +244,7 @@ const WORKER_FIELDS = [
   'taskTypes',
   'draining',
   'runningJobs',
+  'queuedTasks',
 ];
 
 /** Every optional v1 field of each type, as a reference peer may send it: `null`. */
@@ -258,7 +261,7 @@ const OPTIONAL_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
 
 /** Extension fields (beyond version 1): absent after decoding when null, and never emitted as null. */
 const EXTENSION_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
-  WORKER_REGISTER: ['authToken', 'heartbeatAck'],
+  WORKER_REGISTER: ['authToken', 'heartbeatAck', 'prefetch'],
   WORKER_REGISTERED: ['features'],
   TASK_ASSIGN: ['timeoutMillis', 'maxAttempts'],
   TASK_RESULT: ['retryable', 'resultFormat'],

@@ -24,7 +24,7 @@ function listWorkers(
 const REGISTERED_W1 = {
   type: 'WORKER_REGISTERED',
   workerId: 'w1',
-  features: ['drain', 'taskTypes', 'retryable', 'assignLimits', 'heartbeatAck'],
+  features: ['drain', 'taskTypes', 'retryable', 'assignLimits', 'heartbeatAck', 'prefetch'],
 } as const;
 
 describe('core: worker registration', () => {

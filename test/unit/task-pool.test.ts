@@ -1,7 +1,7 @@
 /**
  * The task pool on real worker threads: built-in and users' tasks, result
- * encoding, failures and their retryability, ctx and logs, capacity, thread
- * reuse, preemption (cooperative within the grace, terminated after it),
+ * encoding, failures and their retryability, ctx and logs, capacity and the
+ * queue beyond it, thread reuse, preemption (cooperative within the grace, terminated after it),
  * crashes and closing.
  */
 import assert from 'node:assert/strict';
@@ -287,11 +287,85 @@ describe('TaskPool', () => {
     assert.match(await errorOf(run(pool, 'SHA256', { text: 'x' }).outcome), /closed/);
   });
 
+  it('queues up to queueLimit tasks beyond capacity and starts them in order as slots free', async () => {
+    const pool = createPool({
+      capacity: 1,
+      queueLimit: 2,
+      cancelGraceMs: 5_000,
+      modules: [MISBEHAVING],
+    });
+    const first = run(pool, 'polite');
+    assert.equal(await first.started, true);
+    const second = run(pool, 'echo', { n: 2 });
+    const third = run(pool, 'echo', { n: 3 });
+    assert.equal(pool.queuedCount, 2);
+    assert.match(await errorOf(run(pool, 'echo').outcome), /at capacity/, 'beyond the queue');
+    const order: number[] = [];
+    void second.outcome.then(() => order.push(2));
+    void third.outcome.then(() => order.push(3));
+    assert.equal(await first.stop('cancel'), 'cooperative');
+    assert.deepEqual(await second.outcome, succeeded('{"n":2}'));
+    assert.deepEqual(await third.outcome, succeeded('{"n":3}'));
+    assert.deepEqual(order, [2, 3]);
+    assert.equal(await second.started, true);
+    assert.equal(pool.queuedCount, 0);
+    assert.equal(pool.threadCount, 1, 'the queued tasks ran on the freed thread');
+  });
+
+  it('ends a queued task that is stopped without ever starting it', async () => {
+    const pool = createPool({ capacity: 1, queueLimit: 1, cancelGraceMs: 0 });
+    const running = run(pool, 'SLEEP', { durationMillis: 60_000 });
+    assert.equal(await running.started, true);
+    const waiting = run(pool, 'SHA256', { text: 'never' });
+    assert.equal(await waiting.stop('cancel'), 'cooperative');
+    assert.equal(await waiting.started, false);
+    assert.deepEqual(await waiting.outcome, {
+      success: false,
+      error: 'task stopped (cancel)',
+      cancelled: true,
+      retryable: true,
+    });
+    assert.equal(pool.queuedCount, 0);
+    assert.equal(pool.runningCount, 1, 'the running task is untouched');
+  });
+
+  it('starts a queued task on a new thread when the running one crashes or is stopped', async () => {
+    const pool = createPool({
+      capacity: 1,
+      queueLimit: 2,
+      cancelGraceMs: 60_000,
+      modules: [MISBEHAVING],
+    });
+    const crashing = run(pool, 'exit');
+    const afterCrash = run(pool, 'echo', { after: 'crash' });
+    assert.match(await errorOf(crashing.outcome), /exited unexpectedly/);
+    assert.deepEqual(await afterCrash.outcome, succeeded('{"after":"crash"}'));
+    const stuck = run(pool, 'spin');
+    assert.equal(await stuck.started, true);
+    const afterStop = run(pool, 'echo', { after: 'stop' });
+    void stuck.stop('cancel');
+    assert.deepEqual(await afterStop.outcome, succeeded('{"after":"stop"}'));
+  });
+
+  it('cancels queued tasks too when closed', async () => {
+    const pool = createPool({ capacity: 1, queueLimit: 1 });
+    const running = run(pool, 'SLEEP', { durationMillis: 60_000 });
+    const waiting = run(pool, 'SHA256', { text: 'x' });
+    await pool.close();
+    for (const handle of [running, waiting]) {
+      assert.equal(((await handle.outcome) as { cancelled: boolean }).cancelled, true);
+    }
+    assert.equal(await waiting.started, false);
+  });
+
   it('rejects a capacity outside 1..1024 and a negative grace', () => {
     for (const capacity of [0, 1025, 1.5]) {
       assert.throws(() => new TaskPool({ capacity }), { code: 'INVALID_OPTIONS' });
     }
     assert.throws(() => new TaskPool({ capacity: 1, cancelGraceMs: -1 }), {
+      code: 'INVALID_OPTIONS',
+    });
+    assert.throws(() => new TaskPool({ capacity: 1, queueLimit: -1 }), {
       code: 'INVALID_OPTIONS',
     });
   });

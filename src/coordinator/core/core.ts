@@ -125,6 +125,8 @@ export class CoordinatorCore {
         workerId: w.workerId,
         connId: w.connId,
         capacity: w.capacity,
+        prefetch: w.prefetch,
+        prefetching: w.prefetching,
         running: [...w.running],
         draining: w.draining,
         taskTypes: w.taskTypes === null ? null : [...w.taskTypes],
@@ -220,6 +222,9 @@ export interface CoreInspection {
     workerId: string;
     connId: number;
     capacity: number;
+    /** Attempts it may queue beyond capacity, and whether that part of its window is open. */
+    prefetch: number;
+    prefetching: boolean;
     running: string[];
     draining: boolean;
     /** Declared task types; null = the five built-ins. */

@@ -12,4 +12,5 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'retryable',
   'assignLimits',
   'heartbeatAck',
+  'prefetch',
 ];

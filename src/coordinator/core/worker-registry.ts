@@ -6,13 +6,23 @@
  * (connection closed, protocol violation, heartbeat timeout, replaced by a
  * re-registration). `running` holds the jobs whose current lease names this
  * session; its size is the worker's active-task count and never exceeds
- * `capacity`. Free slots are also summed in {@link WorkerRegistry.freeSlots},
+ * `capacity`, plus `prefetch` while the session is prefetching.
+ *
+ * Prefetch (an extension a worker asks for at registration): a busy worker
+ * of short tasks is handed up to `prefetch` attempts beyond its capacity,
+ * which it queues and starts the moment a slot frees, instead of each slot
+ * idling for a round trip through the coordinator. Only while it pays: the
+ * window opens when the spacing of the session's results says a slot takes
+ * under {@link PREFETCH_OPEN_MS} per attempt, and closes when that grows past
+ * {@link PREFETCH_CLOSE_MS} or no result came for that long. Long tasks
+ * never wait on a worker behind others while another worker could start
+ * them. Free slots are also summed in {@link WorkerRegistry.freeSlots},
  * so "is anyone free?" is O(1) on the hot path.
  *
  * Routing index. Sessions that declared the same task types form one
  * *class* (in practice: every worker started with the same task modules).
- * Each class keeps its sessions with a free slot in a heap ordered by free
- * slots (most first, ties by worker id), and each task type knows the
+ * Each class keeps its sessions with a free slot in a heap ordered by idle
+ * slots, then free ones (most first, ties by worker id), and each task type knows the
  * classes that declared it. So choosing a worker for a job looks at one heap
  * head per class that declared its type, never at every worker, and a slot
  * taken or freed costs O(log n) in its class and nothing per task type. A
@@ -27,6 +37,17 @@ export interface WorkerSession {
   readonly workerId: string;
   readonly connId: number;
   readonly capacity: number;
+  /**
+   * Extension: attempts it takes beyond `capacity`, queued on the worker
+   * until a slot is free (0 for a worker that did not ask).
+   */
+  readonly prefetch: number;
+  /** Whether the prefetch part of the window is open now ({@link WorkerRegistry.noteResult}). */
+  prefetching: boolean;
+  /** When its last accepted result came, epoch ms; null before the first. */
+  lastResultMs: number | null;
+  /** Smoothed time one slot takes per attempt, estimated from result spacing, ms. */
+  slotMs: number | null;
   /** Task types this worker declared; null = the five built-ins (a v1 worker). */
   readonly taskTypes: ReadonlySet<string> | null;
   /** jobIds currently leased to this session. */
@@ -40,11 +61,29 @@ export interface WorkerSession {
   readonly heartbeatAck: boolean;
 }
 
-const freeOf = (session: WorkerSession): number =>
-  session.draining ? 0 : session.capacity - session.running.size;
+/** Prefetch opens when a slot takes less than this per attempt, ms. */
+export const PREFETCH_OPEN_MS = 50;
+/** Prefetch closes when a slot takes more than this per attempt, or no result came for this long, ms. */
+export const PREFETCH_CLOSE_MS = 100;
+/** Weight of the newest spacing in the smoothed estimate. */
+const SLOT_ESTIMATE_WEIGHT = 0.2;
 
-/** Most free slots first; ties: lowest worker id. */
+/** Leases a session may hold at once: its slots, and the attempts it queues while prefetching. */
+const windowOf = (session: WorkerSession): number =>
+  session.capacity + (session.prefetching ? session.prefetch : 0);
+
+const freeOf = (session: WorkerSession): number =>
+  session.draining ? 0 : Math.max(0, windowOf(session) - session.running.size);
+
+/** Slots with nothing to run: an attempt sent there starts at once. */
+const idleOf = (session: WorkerSession): number =>
+  session.draining ? 0 : Math.max(0, session.capacity - session.running.size);
+
+/** Most idle slots first, then most free places (prefetch included); ties: lowest worker id. */
 const moreFree = (a: WorkerSession, b: WorkerSession): boolean => {
+  const ia = idleOf(a);
+  const ib = idleOf(b);
+  if (ia !== ib) return ia > ib;
   const fa = freeOf(a);
   const fb = freeOf(b);
   return fa > fb || (fa === fb && a.workerId < b.workerId);
@@ -123,8 +162,8 @@ export class WorkerRegistry {
 
   /** Records a lease on this session (one slot taken). */
   occupy(session: WorkerSession, jobId: string): void {
-    if (session.running.size >= session.capacity) {
-      throw new Error(`worker ${session.workerId} is full (${session.capacity})`);
+    if (session.running.size >= windowOf(session)) {
+      throw new Error(`worker ${session.workerId} is full (${windowOf(session)})`);
     }
     if (session.running.has(jobId))
       throw new Error(`job ${jobId} already runs on ${session.workerId}`);
@@ -138,6 +177,38 @@ export class WorkerRegistry {
     return true;
   }
 
+  /**
+   * An accepted result came from this session at `nowMs`: updates its slot
+   * time estimate (result spacing × capacity, which is the time per attempt
+   * of one slot while the worker is busy) and opens or closes prefetch.
+   */
+  noteResult(session: WorkerSession, nowMs: number): void {
+    const last = session.lastResultMs;
+    session.lastResultMs = nowMs;
+    if (session.prefetch === 0 || last === null) return;
+    const sample = Math.max(0, nowMs - last) * session.capacity;
+    const estimate =
+      session.slotMs === null
+        ? sample
+        : session.slotMs + SLOT_ESTIMATE_WEIGHT * (sample - session.slotMs);
+    session.slotMs = estimate;
+    if (!session.prefetching && estimate < PREFETCH_OPEN_MS) this.#setPrefetching(session, true);
+    else if (session.prefetching && estimate > PREFETCH_CLOSE_MS)
+      this.#setPrefetching(session, false);
+  }
+
+  /** Closes prefetch on a session that sent no result for {@link PREFETCH_CLOSE_MS}. */
+  closeIdlePrefetch(session: WorkerSession, nowMs: number): void {
+    if (!session.prefetching) return;
+    if (nowMs - (session.lastResultMs ?? nowMs) <= PREFETCH_CLOSE_MS) return;
+    session.slotMs = null;
+    this.#setPrefetching(session, false);
+  }
+
+  #setPrefetching(session: WorkerSession, on: boolean): void {
+    this.#changeFree(session, () => (session.prefetching = on));
+  }
+
   /** Stops assignments to a session (it keeps its running jobs). */
   markDraining(session: WorkerSession): void {
     if (session.draining) return;
@@ -146,8 +217,8 @@ export class WorkerRegistry {
   }
 
   /**
-   * The session with the most free slots that declared `taskType` (ties:
-   * lowest workerId), or undefined. Looks at one heap head per class.
+   * The session with the most idle, then free, slots that declared
+   * `taskType` (ties: lowest workerId), or undefined. Looks at one heap head per class.
    */
   pickFor(taskType: string): WorkerSession | undefined {
     let best: WorkerSession | undefined;
@@ -204,11 +275,13 @@ export class WorkerRegistry {
       .map((s) => ({
         workerId: s.workerId,
         capacity: s.capacity,
-        activeTasks: s.running.size,
+        // A worker runs at most `capacity` of its leases; the rest wait there (prefetch).
+        activeTasks: Math.min(s.running.size, s.capacity),
         lastHeartbeatMillis: s.lastHeartbeatMs,
         taskTypes: s.taskTypes === null ? null : [...s.taskTypes],
         draining: s.draining,
         runningJobs: [...s.running],
+        ...(s.prefetch === 0 ? {} : { queuedTasks: Math.max(0, s.running.size - s.capacity) }),
       }));
   }
 

@@ -10,6 +10,7 @@
 import { ErrorCode } from '../../protocol/error-codes.js';
 import {
   MAX_CAPACITY,
+  MAX_PREFETCH_PER_SLOT,
   MAX_ERROR_CHARS,
   MAX_RESULT_BYTES,
   MAX_TASK_TYPES_PER_WORKER,
@@ -109,6 +110,10 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     workerId: msg.workerId,
     connId,
     capacity: msg.capacity,
+    prefetch: msg.prefetch ?? 0,
+    prefetching: false,
+    lastResultMs: null,
+    slotMs: null,
     taskTypes: msg.taskTypes === null ? null : new Set(msg.taskTypes),
     running: new Set(),
     lastHeartbeatMs: s.nowMs,
@@ -139,6 +144,10 @@ function registrationProblem(msg: WorkerRegister): string | null {
   }
   if (msg.capacity < 1 || msg.capacity > MAX_CAPACITY) {
     return `WORKER_REGISTER: capacity must be 1..${MAX_CAPACITY}, got ${msg.capacity}`;
+  }
+  const prefetch = msg.prefetch ?? 0;
+  if (prefetch < 0 || prefetch > MAX_PREFETCH_PER_SLOT * msg.capacity) {
+    return `WORKER_REGISTER: prefetch must be 0..${MAX_PREFETCH_PER_SLOT * msg.capacity} (${MAX_PREFETCH_PER_SLOT} x capacity), got ${prefetch}`;
   }
   return taskTypesProblem(msg.taskTypes);
 }
@@ -178,6 +187,7 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
   if (job.lease.workerId !== session.workerId) {
     return stale(`lease belongs to worker ${job.lease.workerId}`);
   }
+  s.workers.noteResult(session, s.nowMs);
   // Measured as encoded: escapes (\" \\ \u0001) make a result up to 6x larger
   // in the JOB_STATUS / JOB_LIST frames that carry it than its raw bytes.
   const resultBytes = msg.result === null ? 0 : Buffer.byteLength(JSON.stringify(msg.result)) - 2;
@@ -274,5 +284,6 @@ export function sweepHeartbeats(s: CoreState, stalledMs: number): void {
       session.suspected = true;
       s.emit({ type: 'worker.suspected', workerId: session.workerId, silentMs });
     }
+    s.workers.closeIdlePrefetch(session, s.nowMs);
   }
 }
