@@ -93,6 +93,21 @@ describe('core: prefetch', () => {
     assert.ok(PREFETCH_OPEN_MS < PREFETCH_CLOSE_MS);
   });
 
+  it('loses a prefetching worker that went silent without touching its window afterwards', () => {
+    const h = new CoreHarness({ config: { heartbeatTimeoutMs: 1_000 } });
+    h.register('w1', 1, null, { prefetch: 2 });
+    for (let i = 0; i < 6; i++) h.submit();
+    completeOne(h, 'w1', 1);
+    completeOne(h, 'w1', 1);
+    assert.equal(leasesOf(h, 'w1'), 3);
+    const effects = h.tick(5_000); // silent for longer than the timeout, and than the closing time
+    assert.equal(h.events('worker.lost', effects).length, 1);
+    assert.equal(h.core.inspect().workers.length, 0);
+    assert.equal(h.core.inspect().freeSlots, 0);
+    h.register('w2', 1);
+    assert.equal(leasesOf(h, 'w2'), 1, 'its jobs went back to the queue');
+  });
+
   it('prefers a worker with an idle slot over filling another one’s prefetch', () => {
     const h = new CoreHarness();
     h.register('a', 1, null, { prefetch: 4 });

@@ -206,7 +206,8 @@ export class WorkerRegistry {
   }
 
   #setPrefetching(session: WorkerSession, on: boolean): void {
-    this.#changeFree(session, () => (session.prefetching = on));
+    if (!this.#isRegistered(session)) session.prefetching = on;
+    else this.#changeFree(session, () => (session.prefetching = on));
   }
 
   /** Stops assignments to a session (it keeps its running jobs). */

@@ -280,6 +280,7 @@ export function sweepHeartbeats(s: CoreState, stalledMs: number): void {
     const silentMs = s.nowMs - session.lastHeartbeatMs;
     if (silentMs > timeoutMs) {
       loseWorker(s, session, 'heartbeat_timeout', `heartbeat timeout: none for ${silentMs} ms`);
+      continue;
     } else if (silentMs > timeoutMs / 2 && !session.suspected) {
       session.suspected = true;
       s.emit({ type: 'worker.suspected', workerId: session.workerId, silentMs });
