@@ -198,12 +198,16 @@ export function describeTaskTypes(taskTypes: readonly string[] | null | undefine
 
 /**
  * `workers`: one row per live worker; the heartbeat as an ISO-8601 UTC time.
- * TASK TYPES and DRAINING appear when the coordinator reports them.
+ * QUEUED (attempts waiting on a worker under prefetch) appears when any
+ * worker has some; TASK TYPES and DRAINING when the coordinator reports them.
  */
 export function formatWorkerTable(workers: readonly WorkerSnapshot[]): string {
   const withTypes = workers.some((w) => w.taskTypes !== undefined && w.taskTypes !== null);
   const withDraining = workers.some((w) => w.draining === true);
-  const headers = ['WORKER ID', 'CAPACITY', 'ACTIVE', 'LAST HEARTBEAT'];
+  const withQueued = workers.some((w) => (w.queuedTasks ?? 0) > 0);
+  const headers = ['WORKER ID', 'CAPACITY', 'ACTIVE'];
+  if (withQueued) headers.push('QUEUED');
+  headers.push('LAST HEARTBEAT');
   if (withDraining) headers.push('DRAINING');
   if (withTypes) headers.push('TASK TYPES');
   const rows = workers.map((w): Cell[] => {
@@ -211,6 +215,7 @@ export function formatWorkerTable(workers: readonly WorkerSnapshot[]): string {
       { text: w.workerId },
       { text: String(w.capacity) },
       { text: String(w.activeTasks) },
+      ...(withQueued ? [{ text: String(w.queuedTasks ?? 0) }] : []),
       { text: new Date(w.lastHeartbeatMillis).toISOString() },
     ];
     if (withDraining) row.push({ text: w.draining === true ? 'yes' : 'no' });

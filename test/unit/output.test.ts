@@ -151,6 +151,21 @@ describe('tables', () => {
     assert.match(lines[1] ?? '', /1970-01-01T00:00:00\.000Z$/);
   });
 
+  it('shows a QUEUED column only when a worker holds prefetched attempts', () => {
+    const text = formatWorkerTable([
+      { workerId: 'w-a', capacity: 2, activeTasks: 2, lastHeartbeatMillis: 0, queuedTasks: 3 },
+      { workerId: 'w-b', capacity: 1, activeTasks: 0, lastHeartbeatMillis: 0 },
+    ]);
+    const lines = text.trimEnd().split('\n');
+    assert.match(lines[0] ?? '', /^WORKER ID +CAPACITY +ACTIVE +QUEUED +LAST HEARTBEAT$/);
+    assert.match(lines[1] ?? '', /^w-a +2 +2 +3 +1970/);
+    assert.match(lines[2] ?? '', /^w-b +1 +0 +0 +1970/);
+    const none = formatWorkerTable([
+      { workerId: 'w-a', capacity: 2, activeTasks: 2, lastHeartbeatMillis: 0, queuedTasks: 0 },
+    ]);
+    assert.doesNotMatch(none, /QUEUED/);
+  });
+
   it('shows task types and draining when the coordinator reports them', () => {
     const builtins = ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'];
     const text = formatWorkerTable([

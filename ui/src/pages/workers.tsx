@@ -43,6 +43,12 @@ export function WorkersPage() {
                     ))}
                   </span>{' '}
                   {w.activeTasks}/{w.capacity}
+                  {(w.queuedTasks ?? 0) > 0 && (
+                    <span class="muted" data-testid="worker-queued">
+                      {' '}
+                      +{w.queuedTasks} queued
+                    </span>
+                  )}
                 </td>
                 <td>
                   {(w.runningJobs ?? []).map((id) => (
