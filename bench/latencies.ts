@@ -3,12 +3,16 @@
  * death to its job running elsewhere (its connection closes: SIGKILL; or it
  * goes silent: SIGSTOP, found by the heartbeat timeout), and the time from a
  * cancel to the cancelled task's slot running the next job. The job's state
- * is polled every 2 ms, so figures are that precise.
+ * is polled every 2 ms, so figures are that precise. And, in-process, the
+ * hop every attempt makes through a task thread when the thread was idle:
+ * the part of a job's idle latency that running task code off the worker's
+ * main thread costs.
  */
 import { DtpClient } from '../src/client/index.js';
 import type { JobSnapshot } from '../src/protocol/messages.js';
 import type { ScriptProcess } from '../test/helpers/processes.js';
 import { until } from '../test/helpers/until.js';
+import { TaskPool } from '../src/worker/task-pool.js';
 import { HOST, startCluster } from './harness.js';
 
 const POLL_MS = 2;
@@ -24,6 +28,8 @@ export interface LatencyRun {
   stopReassignMs: number;
   /** CANCEL_JOB of a running SLEEP sent -> the next job RUNNING on the freed slot. */
   cancelToNextMs: number;
+  /** Median of TaskPool.run(SHA256) -> its outcome, on a warm thread idle for 10 ms before each. */
+  threadRoundTripMs: number;
 }
 
 async function runningOnOther(
@@ -115,11 +121,39 @@ async function cancelToNext(dir: string): Promise<number> {
   }
 }
 
-export async function latencies(dir: string): Promise<LatencyRun> {
+/** Runs `count` SHA256 attempts one by one through a pool of one thread, each after 10 ms idle. */
+async function threadRoundTrip(count: number): Promise<number> {
+  const pool = new TaskPool({ capacity: 1 });
+  const times: number[] = [];
+  try {
+    for (let i = -10; i < count; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      const startedMs = performance.now();
+      const attempt = pool.run({
+        taskType: 'SHA256',
+        payload: { text: `round trip ${i}` },
+        jobId: `job-${i}`,
+        attemptId: `attempt-${i}`,
+        attemptNumber: 1,
+        maxAttempts: null,
+        deadlineAtMs: null,
+      });
+      await attempt.outcome;
+      if (i >= 0) times.push(performance.now() - startedMs); // the first 10 warm the thread
+    }
+  } finally {
+    await pool.close();
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor((times.length - 1) / 2)] ?? 0;
+}
+
+export async function latencies(dir: string, roundTrips = 300): Promise<LatencyRun> {
   return {
     killReassignMs: await reassignAfter('SIGKILL', dir),
     stopReassignMs: await reassignAfter('SIGSTOP', dir),
     cancelToNextMs: await cancelToNext(dir),
+    threadRoundTripMs: await threadRoundTrip(roundTrips),
   };
 }
 

@@ -161,7 +161,7 @@ async function overload(dir: string): Promise<string[]> {
 
 async function latencyTable(dir: string): Promise<string[]> {
   const runs: LatencyRun[] = [];
-  for (let i = 0; i < REPEATS; i++) runs.push(await latencies(dir));
+  for (let i = 0; i < REPEATS; i++) runs.push(await latencies(dir, SMOKE ? 20 : 300));
   const m = (f: (r: LatencyRun) => number): string => Math.round(median(runs.map(f))).toString();
   return [
     row(['what', 'ms (median of 3)']),
@@ -174,6 +174,10 @@ async function latencyTable(dir: string): Promise<string[]> {
     row([
       'cancel of a running SLEEP → the next job running in its slot',
       m((r) => r.cancelToNextMs),
+    ]),
+    row([
+      'an attempt through an idle task thread and back (SHA256, median)',
+      median(runs.map((r) => r.threadRoundTripMs)).toFixed(2),
     ]),
   ];
 }
