@@ -12,15 +12,14 @@
  */
 import { randomFillSync } from 'node:crypto';
 
-const POOL_IDS = 256;
-const HEX: readonly string[] = Array.from({ length: 256 }, (_, i) =>
-  i.toString(16).padStart(2, '0'),
-);
+/** Random bytes drawn at once (one draw per call would cost six times the id). */
+const RANDOM_POOL_BYTES = 4_096;
 
 export class TimeOrderedIds {
   readonly #now: () => number;
-  readonly #pool = Buffer.alloc(POOL_IDS * 8);
-  #poolAt = POOL_IDS;
+  readonly #bytes = Buffer.alloc(16);
+  readonly #random = Buffer.alloc(RANDOM_POOL_BYTES);
+  #randomAt = RANDOM_POOL_BYTES;
   #lastMs = -1;
   #counter = 0;
 
@@ -41,36 +40,16 @@ export class TimeOrderedIds {
       ms = ++this.#lastMs;
       this.#counter = 0;
     }
-    if (this.#poolAt === POOL_IDS) {
-      randomFillSync(this.#pool);
-      this.#poolAt = 0;
+    const b = this.#bytes;
+    b.writeUIntBE(ms, 0, 6);
+    b.writeUInt16BE(0x7000 | this.#counter, 6);
+    if (this.#randomAt === RANDOM_POOL_BYTES) {
+      randomFillSync(this.#random);
+      this.#randomAt = 0;
     }
-    const r = this.#poolAt++ * 8;
-    const pool = this.#pool;
-    const high = Math.floor(ms / 0x1_0000_0000);
-    const low = ms >>> 0;
-    const h = (n: number): string => HEX[n & 0xff] as string;
-    return (
-      h(high >>> 8) +
-      h(high) +
-      h(low >>> 24) +
-      h(low >>> 16) +
-      '-' +
-      h(low >>> 8) +
-      h(low) +
-      '-' +
-      h(0x70 | (this.#counter >>> 8)) +
-      h(this.#counter) +
-      '-' +
-      h(0x80 | ((pool[r] as number) & 0x3f)) +
-      h(pool[r + 1] as number) +
-      '-' +
-      h(pool[r + 2] as number) +
-      h(pool[r + 3] as number) +
-      h(pool[r + 4] as number) +
-      h(pool[r + 5] as number) +
-      h(pool[r + 6] as number) +
-      h(pool[r + 7] as number)
-    );
+    this.#random.copy(b, 8, this.#randomAt, (this.#randomAt += 8));
+    b[8] = 0x80 | ((b[8] as number) & 0x3f);
+    const hex = b.toString('hex');
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
   }
 }

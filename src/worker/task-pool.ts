@@ -160,26 +160,16 @@ export class TaskPool {
 
   #stop(task: PoolTask, reason: AbortReason): Promise<StopOutcome> {
     const thread = this.#running.get(task);
-    if (thread === undefined) {
-      // Still waiting for a thread: it ends here and never starts.
-      const index = this.#queued.indexOf(task);
-      if (index >= 0) {
-        this.#queued.splice(index, 1);
-        task.settle({
-          success: false,
-          error: `task stopped (${reason})`,
-          cancelled: true,
-          retryable: true,
-        });
-      }
-      return Promise.resolve('cooperative');
-    }
+    const index = thread === undefined ? this.#queued.indexOf(task) : -1;
+    if (thread === undefined && index < 0) return Promise.resolve('cooperative'); // ended already
+    if (index >= 0) this.#queued.splice(index, 1); // still waiting: it never starts
     task.settle({
       success: false,
       error: `task stopped (${reason})`,
       cancelled: true,
       retryable: true,
     });
+    if (thread === undefined) return Promise.resolve('cooperative');
     const stopped = thread.stop(task, reason, this.cancelGraceMs);
     this.#startQueued(); // its slot is free at once; the stopping thread is not
     return stopped;

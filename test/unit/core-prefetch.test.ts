@@ -29,6 +29,12 @@ function completeOne(h: CoreHarness, workerId: string, gapMs: number): void {
   h.result(jobId);
 }
 
+/** Two results 1 ms apart: the worker's slots look quick, so its window opens. */
+function quickResults(h: CoreHarness, workerId: string): void {
+  completeOne(h, workerId, 1);
+  completeOne(h, workerId, 1);
+}
+
 describe('core: prefetch', () => {
   it('assigns no more than capacity until results show short attempts, then up to capacity + prefetch', () => {
     const h = new CoreHarness();
@@ -61,8 +67,7 @@ describe('core: prefetch', () => {
     const h = new CoreHarness();
     h.register('w1', 1, null, { prefetch: 1 });
     for (let i = 0; i < 40; i++) h.submit();
-    completeOne(h, 'w1', 1);
-    completeOne(h, 'w1', 1);
+    quickResults(h, 'w1');
     assert.equal(leasesOf(h, 'w1'), 2, 'open: capacity 1 + prefetch 1');
     // Slow results pull the smoothed slot time past the closing bound.
     let results = 0;
@@ -81,8 +86,7 @@ describe('core: prefetch', () => {
     const h = new CoreHarness();
     h.register('w1', 1, null, { prefetch: 2 });
     for (let i = 0; i < 10; i++) h.submit();
-    completeOne(h, 'w1', 1);
-    completeOne(h, 'w1', 1);
+    quickResults(h, 'w1');
     assert.equal(leasesOf(h, 'w1'), 3);
     h.heartbeat('w1');
     h.tick(PREFETCH_CLOSE_MS + 1);
@@ -97,8 +101,7 @@ describe('core: prefetch', () => {
     const h = new CoreHarness({ config: { heartbeatTimeoutMs: 1_000 } });
     h.register('w1', 1, null, { prefetch: 2 });
     for (let i = 0; i < 6; i++) h.submit();
-    completeOne(h, 'w1', 1);
-    completeOne(h, 'w1', 1);
+    quickResults(h, 'w1');
     assert.equal(leasesOf(h, 'w1'), 3);
     const effects = h.tick(5_000); // silent for longer than the timeout, and than the closing time
     assert.equal(h.events('worker.lost', effects).length, 1);
@@ -112,8 +115,7 @@ describe('core: prefetch', () => {
     const h = new CoreHarness();
     h.register('a', 1, null, { prefetch: 4 });
     for (let i = 0; i < 3; i++) h.submit();
-    completeOne(h, 'a', 1);
-    completeOne(h, 'a', 1);
+    quickResults(h, 'a');
     assert.equal(leasesOf(h, 'a'), 1, 'only one job was left');
     h.register('b', 1);
     const jobId = h.submit();

@@ -46,12 +46,20 @@ export default {
 
 const PRIME_LIMIT_MAX = 50_000_000;
 
+/** One thread, two tasks waiting beyond it, the misbehaving tasks loaded. */
+const QUEUE_OF_TWO: TaskPoolOptions = { capacity: 1, queueLimit: 2, modules: [MISBEHAVING] };
+
 function succeeded(result: string): TaskOutcome {
   return { success: true, result, resultFormat: 'text' };
 }
 
 function failed(error: string, retryable = true): TaskOutcome {
   return { success: false, error, cancelled: false, retryable };
+}
+
+/** How a stopped task ends, whether it ran or only waited for a thread. */
+function stopped(reason: 'cancel' | 'deadline'): TaskOutcome {
+  return { success: false, error: `task stopped (${reason})`, cancelled: true, retryable: true };
 }
 
 async function errorOf(outcome: Promise<TaskOutcome>): Promise<string> {
@@ -159,12 +167,7 @@ describe('TaskPool', () => {
     assert.equal(await handle.stop('cancel'), 'terminated');
     const stopMs = performance.now() - stoppedAtMs;
     assert.ok(stopMs < 1_000, `thread took ${stopMs.toFixed(0)} ms to stop`);
-    assert.deepEqual(await handle.outcome, {
-      success: false,
-      error: 'task stopped (cancel)',
-      cancelled: true,
-      retryable: true,
-    });
+    assert.deepEqual(await handle.outcome, stopped('cancel'));
     assert.equal(pool.threadCount, 0, 'the terminated thread has exited');
     assert.equal(pool.runningCount, 0);
   });
@@ -288,12 +291,7 @@ describe('TaskPool', () => {
   });
 
   it('queues up to queueLimit tasks beyond capacity and starts them in order as slots free', async () => {
-    const pool = createPool({
-      capacity: 1,
-      queueLimit: 2,
-      cancelGraceMs: 5_000,
-      modules: [MISBEHAVING],
-    });
+    const pool = createPool({ ...QUEUE_OF_TWO, cancelGraceMs: 5_000 });
     const first = run(pool, 'polite');
     assert.equal(await first.started, true);
     const second = run(pool, 'echo', { n: 2 });
@@ -319,23 +317,13 @@ describe('TaskPool', () => {
     const waiting = run(pool, 'SHA256', { text: 'never' });
     assert.equal(await waiting.stop('cancel'), 'cooperative');
     assert.equal(await waiting.started, false);
-    assert.deepEqual(await waiting.outcome, {
-      success: false,
-      error: 'task stopped (cancel)',
-      cancelled: true,
-      retryable: true,
-    });
+    assert.deepEqual(await waiting.outcome, stopped('cancel'));
     assert.equal(pool.queuedCount, 0);
     assert.equal(pool.runningCount, 1, 'the running task is untouched');
   });
 
   it('starts a queued task on a new thread when the running one crashes or is stopped', async () => {
-    const pool = createPool({
-      capacity: 1,
-      queueLimit: 2,
-      cancelGraceMs: 60_000,
-      modules: [MISBEHAVING],
-    });
+    const pool = createPool({ ...QUEUE_OF_TWO, cancelGraceMs: 60_000 });
     const crashing = run(pool, 'exit');
     const afterCrash = run(pool, 'echo', { after: 'crash' });
     assert.match(await errorOf(crashing.outcome), /exited unexpectedly/);

@@ -206,8 +206,7 @@ export class WorkerRegistry {
   }
 
   #setPrefetching(session: WorkerSession, on: boolean): void {
-    if (!this.#isRegistered(session)) session.prefetching = on;
-    else this.#changeFree(session, () => (session.prefetching = on));
+    this.#changeFree(session, () => (session.prefetching = on));
   }
 
   /** Stops assignments to a session (it keeps its running jobs). */
@@ -292,9 +291,14 @@ export class WorkerRegistry {
    * only while it is registered.
    */
   #changeFree(session: WorkerSession, change: () => unknown): void {
+    const cls = this.#classOf.get(session);
+    if (cls === undefined) {
+      // Removed already (or never added): nothing here counts it any more.
+      change();
+      return;
+    }
     const freeBefore = this.#isRegistered(session) ? freeOf(session) : 0;
     change();
-    const cls = this.#classOf.get(session) as SessionClass;
     const freeAfter = this.#isRegistered(session) ? freeOf(session) : 0;
     this.#freeSlots += freeAfter - freeBefore;
     const wasAvailable = cls.free.size > 0;
