@@ -89,6 +89,24 @@ class CuttableRelay {
   }
 }
 
+/**
+ * Waits until the coordinator has heard `workerId` beat for `forMs` after
+ * now: proof that that much time passed with the session alive.
+ */
+async function heartbeatsFor(tc: TestCoordinator, workerId: string, forMs: number): Promise<void> {
+  const client = await DtpClient.connect({ host: '127.0.0.1', port: tc.coordinator.clientPort });
+  try {
+    const fromMs = Date.now();
+    await until(async () =>
+      (await client.workers()).some(
+        (w) => w.workerId === workerId && w.lastHeartbeatMillis >= fromMs + forMs,
+      ),
+    );
+  } finally {
+    await client.close();
+  }
+}
+
 describe('worker identity on a real coordinator', () => {
   it('stops the older of two live workers with one id instead of knocking each other out', async () => {
     const tc = await coordinator();
@@ -102,14 +120,7 @@ describe('worker identity on a real coordinator', () => {
     await until(() => older.mode === 'closed');
     // Many heartbeat intervals later (the coordinator has seen the newer
     // session beat for 500 ms more): still exactly two registrations in all.
-    const client = await DtpClient.connect({ host: '127.0.0.1', port: tc.coordinator.clientPort });
-    cleanups.push(() => client.close());
-    const replacedAtMs = Date.now();
-    await until(async () =>
-      (await client.workers()).some(
-        (w) => w.workerId === 'twin' && w.lastHeartbeatMillis >= replacedAtMs + 500,
-      ),
-    );
+    await heartbeatsFor(tc, 'twin', 500);
     const registrations = tc.events.filter(
       (e) => e.type === 'worker.registered' && e.workerId === 'twin',
     );
@@ -131,7 +142,7 @@ describe('worker identity on a real coordinator', () => {
     await once(w.events, 'disconnected');
     await once(w.events, 'registered');
     await tc.waitForEvent('worker.lost', (e) => e.workerId === 'phoenix');
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await heartbeatsFor(tc, 'phoenix', 300); // its new session lives on, unrefused
     assert.equal(refused, null);
     assert.equal(w.registered, true);
     assert.deepEqual(

@@ -107,7 +107,8 @@ describe('worker: refusals', () => {
       assert.equal(err.code, code);
       assert.match(err.message, /refused by the test/);
       await until(() => w.mode === 'closed', { what: 'the worker to close' });
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // close() resolves once the connect loop has ended: any redial would have come before.
+      await w.close();
       assert.equal(fake.sessions.length, 1, 'no second connection');
     });
   }

@@ -29,8 +29,13 @@ describe('CoordinatorWatchdog', () => {
     const reports: number[] = [];
     const dog = new CoordinatorWatchdog(80, (ms) => reports.push(ms));
     dog.start();
-    const heard = setInterval(() => dog.heard(), 20);
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    let beats = 0;
+    const heard = setInterval(() => {
+      dog.heard();
+      beats++;
+    }, 20);
+    // Five periods' worth of hearing (however late the timer runs on a busy machine).
+    await until(() => beats >= 20, { what: '20 beats heard' });
     clearInterval(heard);
     assert.deepEqual(reports, []);
     dog.stop();
