@@ -19,7 +19,7 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { parseDuration } from '../client/duration.js';
+import { parseDuration } from '../common/duration.js';
 import { JOB_STATES, PRIORITIES, TERMINAL_STATES } from '../protocol/messages.js';
 import type { JobSnapshot, JsonObject } from '../protocol/messages.js';
 import {

@@ -2,7 +2,11 @@
  * The coordinator's flags for TLS, tokens and the bounds on connections and
  * memory (guard.ts), and how they become options.
  */
-import { DEFAULT_NET_LIMITS, type NetLimits, type SecurityOptions } from '../coordinator/guard.js';
+import {
+  DEFAULT_NET_LIMITS,
+  type NetLimits,
+  type SecurityOptions,
+} from '../coordinator/ports/guard.js';
 import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 

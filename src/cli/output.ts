@@ -11,7 +11,7 @@
  */
 import { RemoteError, SubmitRejectedError, WaitTimeoutError } from '../client/errors.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import { formatDurationMs } from '../client/duration.js';
+import { formatDurationMs } from '../common/duration.js';
 import type {
   AttemptOutcome,
   AttemptSnapshot,

@@ -59,22 +59,22 @@ import { SqliteStore } from '../store/sqlite/sqlite-store.js';
 import type { RecoveredState, Store, StoreRead } from '../store/store.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 import type { Logger } from '../observability/logger.js';
-import { ClientSession } from './client-session.js';
-import { CommitPipeline } from './commit-pipeline.js';
+import { ClientSession } from './ports/client-session.js';
+import { CommitPipeline } from './term/commit-pipeline.js';
 import { CoordinatorCore, type CoreInspection } from './core/core.js';
 import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect, PayloadValidator } from './core/types.js';
-import { DatabaseLock, isSqliteFile } from './database-lock.js';
-import { logEvent } from './event-log.js';
-import { Guard } from './guard.js';
-import { LeaderElection } from './leader-election.js';
-import { LocalClient, LOCAL_CONN_ID } from './local-client.js';
-import { MetricsServer } from './metrics-server.js';
-import { notLeaderError } from './not-leader.js';
+import { DatabaseLock, isSqliteFile } from '../store/sqlite/database-lock.js';
+import { logEvent } from './observability/event-log.js';
+import { Guard } from './ports/guard.js';
+import { LeaderElection } from './leadership/leader-election.js';
+import { LocalClient, LOCAL_CONN_ID } from './ports/local-client.js';
+import { MetricsServer } from '../http/http-server.js';
+import { notLeaderError } from './leadership/not-leader.js';
 import type { CoordinatorOptions } from './options.js';
-import { EMPTY_INSPECTION, type RoleStatus } from './role.js';
-import { TimeOrderedIds } from './time-ordered-id.js';
-import { WaitTimers } from './wait-timers.js';
+import { EMPTY_INSPECTION, type RoleStatus } from './leadership/role.js';
+import { TimeOrderedIds } from './term/time-ordered-id.js';
+import { WaitTimers } from './term/wait-timers.js';
 
 export interface CoordinatorEvents {
   /** Every core event, after its batch was committed. */

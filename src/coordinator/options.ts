@@ -3,7 +3,7 @@
  * (`--heartbeat-timeout-millis`) onto these fields (`heartbeatTimeoutMs`).
  */
 import type { Logger } from '../observability/logger.js';
-import type { NetLimits, SecurityOptions } from './guard.js';
+import type { NetLimits, SecurityOptions } from './ports/guard.js';
 
 /** How hard each commit is pushed to disk. */
 export type Durability = 'normal' | 'full';

@@ -8,8 +8,8 @@
  */
 import type { CoreInspection } from '../coordinator/core/core.js';
 import type { CoreEvent } from '../coordinator/core/types.js';
-import type { MetricsSource } from '../coordinator/metrics.js';
-import { parseDuration } from '../client/duration.js';
+import type { MetricsSource } from '../coordinator/observability/metrics.js';
+import { parseDuration } from '../common/duration.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import type {
   ClientReply,

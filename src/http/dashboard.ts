@@ -8,7 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CoreEvent } from '../coordinator/core/types.js';
-import type { HttpAuth } from '../coordinator/http-auth.js';
+import type { HttpAuth } from './http-auth.js';
 import { ActivityLog, activityKind } from './activity.js';
 import {
   cancelJob,

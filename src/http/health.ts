@@ -9,7 +9,7 @@
  * - 503 `{"status":"failed","code":…,"message":…}`: it stopped working (a
  *   failed commit or an internal error).
  */
-import type { RoleStatus } from './role.js';
+import type { RoleStatus } from '../coordinator/leadership/role.js';
 
 export interface HealthSource {
   readonly failure: { code: string; message: string } | null;

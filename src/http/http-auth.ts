@@ -18,7 +18,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { AccessControl } from './access.js';
+import type { AccessControl } from '../coordinator/ports/access.js';
 
 /** Sessions kept at once; a new one beyond this ends the oldest. */
 export const MAX_SESSIONS = 1_024;

@@ -18,15 +18,18 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import type { DashboardSource } from '../http/api.js';
-import { Dashboard } from '../http/dashboard.js';
+import type { DashboardSource } from './api.js';
+import { Dashboard } from './dashboard.js';
 import type { NetEvent } from '../net/net-events.js';
 import { describeTlsError, type ServerTls } from '../net/tls.js';
 import { describeError } from '../protocol/errors.js';
 import { healthOf } from './health.js';
 import type { HttpAuth } from './http-auth.js';
-import { CoordinatorMetrics } from './metrics.js';
-import { registerNetMetrics, type NetMetricsSource } from './net-metrics.js';
+import { CoordinatorMetrics } from '../coordinator/observability/metrics.js';
+import {
+  registerNetMetrics,
+  type NetMetricsSource,
+} from '../coordinator/observability/net-metrics.js';
 
 /** Scrapers, probes and a few open dashboards (each holds a live stream); more are refused. */
 const MAX_CONNECTIONS = 128;

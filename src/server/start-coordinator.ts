@@ -16,8 +16,12 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { Coordinator, type CoordinatorDeps } from './coordinator.js';
-import { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES, type CoordinatorOptions } from './options.js';
+import { Coordinator, type CoordinatorDeps } from '../coordinator/coordinator.js';
+import {
+  DEFAULT_COORDINATOR_OPTIONS,
+  DURABILITIES,
+  type CoordinatorOptions,
+} from '../coordinator/options.js';
 
 /** What {@link startCoordinator} accepts: every coordinator option, each with a default. */
 export type StartCoordinatorOptions = Partial<Omit<CoordinatorOptions, 'logger'>> & {

@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
-import { DatabaseLock, DatabaseLockedError } from '../../src/coordinator/database-lock.js';
+import { DatabaseLock, DatabaseLockedError } from '../../src/store/sqlite/database-lock.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import { startCoordinator, tempDir } from '../helpers/test-coordinator.js';
 

@@ -4,8 +4,8 @@
  *
  * The table below has an entry for every event type; the compiler checks it.
  */
-import type { Logger } from '../observability/logger.js';
-import type { CoreEvent } from './core/types.js';
+import type { Logger } from '../../observability/logger.js';
+import type { CoreEvent } from '../core/types.js';
 
 type Level = 'info' | 'warn';
 type Line = [Level, string, Record<string, unknown>];

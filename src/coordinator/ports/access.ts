@@ -15,7 +15,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { DtpError, describeError } from '../protocol/errors.js';
+import { DtpError, describeError } from '../../protocol/errors.js';
 
 /** A token file that cannot be used. Exit-worthy at start; reported on reload. */
 export class TokenFileError extends DtpError {

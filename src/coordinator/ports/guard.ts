@@ -10,17 +10,17 @@
  * connections); each can be changed with a flag.
  */
 import { EventEmitter } from 'node:events';
-import type { AdmissionLimits } from '../net/admission.js';
-import type { ConnectionOptions } from '../net/framed-connection.js';
-import { InboundBudget } from '../net/inbound-budget.js';
-import type { NetEvent, PortName } from '../net/net-events.js';
-import type { TcpServerOptions } from '../net/tcp.js';
-import { ServerTls, type ServerTlsFiles } from '../net/tls.js';
-import { LogThrottle } from '../observability/log-throttle.js';
-import type { Logger } from '../observability/logger.js';
-import { describeError } from '../protocol/errors.js';
+import type { AdmissionLimits } from '../../net/admission.js';
+import type { ConnectionOptions } from '../../net/framed-connection.js';
+import { InboundBudget } from '../../net/inbound-budget.js';
+import type { NetEvent, PortName } from '../../net/net-events.js';
+import type { TcpServerOptions } from '../../net/tcp.js';
+import { ServerTls, type ServerTlsFiles } from '../../net/tls.js';
+import { LogThrottle } from '../../observability/log-throttle.js';
+import type { Logger } from '../../observability/logger.js';
+import { describeError } from '../../protocol/errors.js';
 import { AccessControl } from './access.js';
-import { HttpAuth } from './http-auth.js';
+import { HttpAuth } from '../../http/http-auth.js';
 
 /** TLS and tokens; all off by default. */
 export interface SecurityOptions {

@@ -11,8 +11,8 @@
  * its replies may report state those batches carry.
  */
 import { performance } from 'node:perf_hooks';
-import type { WriteBatch } from '../store/store.js';
-import type { Effect } from './core/types.js';
+import type { WriteBatch } from '../../store/store.js';
+import type { Effect } from '../core/types.js';
 
 interface Entry {
   readonly effects: Effect[];

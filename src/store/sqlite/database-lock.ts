@@ -22,7 +22,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
-import { DtpError, describeError } from '../protocol/errors.js';
+import { DtpError, describeError } from '../../protocol/errors.js';
 
 /** Another coordinator holds the database (or the lock cannot be taken). */
 export class DatabaseLockedError extends DtpError {
