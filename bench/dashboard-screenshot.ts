@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DtpClient } from '../src/client/client.js';
 import { Coordinator } from '../src/coordinator/coordinator.js';
 import { DEFAULT_COORDINATOR_OPTIONS } from '../src/coordinator/options.js';
-import { silentLogger } from '../src/observability/logger.js';
+import { silentLogger } from '../test/helpers/logger.js';
 import { Worker } from '../src/worker/worker.js';
 import { launchBrowser } from '../test/helpers/browser.js';
 

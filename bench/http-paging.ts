@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Coordinator } from '../src/coordinator/coordinator.js';
 import { DEFAULT_COORDINATOR_OPTIONS } from '../src/coordinator/options.js';
-import { silentLogger } from '../src/observability/logger.js';
+import { silentLogger } from '../test/helpers/logger.js';
 import { median } from './harness.js';
 import { writeHistory } from './recovery.js';
 

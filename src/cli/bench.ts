@@ -30,6 +30,7 @@
  * `--warmup` jobs run first through the same lanes and are not measured; the
  * measured phase starts after all of them have ended.
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { randomBytes } from 'node:crypto';
 import { buildBenchReport } from '../client/bench-stats.js';
 import type { BenchCounts, BenchReport, LatencySummary } from '../client/bench-stats.js';
@@ -251,7 +252,9 @@ async function withSubmitTimeout<T>(promise: Promise<T>, timeoutMs: number): Pro
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      reject(new DtpError('SUBMIT_TIMEOUT', `no reply to SUBMIT_JOB within ${timeoutMs} ms`));
+      reject(
+        new DtpError(LocalErrorCode.SubmitTimeout, `no reply to SUBMIT_JOB within ${timeoutMs} ms`),
+      );
     }, timeoutMs);
   });
   try {

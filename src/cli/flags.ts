@@ -11,6 +11,7 @@
  * settings. A repeatable flag collects every occurrence; from the environment
  * it is a comma-separated list. Every problem is a {@link UsageError} (exit 2).
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 
 /** Bad command line: unknown command or flag, missing or malformed value. Exit code 2. */
@@ -19,7 +20,7 @@ export class UsageError extends DtpError {
   readonly showUsage: boolean;
 
   constructor(message: string, options: { showUsage?: boolean } = {}) {
-    super('USAGE', message);
+    super(LocalErrorCode.Usage, message);
     this.showUsage = options.showUsage ?? false;
   }
 }

@@ -9,6 +9,7 @@
  *       Type:     SHA256
  *       State:    COMPLETED
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { RemoteError, SubmitRejectedError, WaitTimeoutError } from '../client/errors.js';
 import { DtpError, describeError } from '../protocol/errors.js';
 import { formatDurationMs } from '../common/duration.js';
@@ -227,7 +228,7 @@ export function formatWorkerTable(workers: readonly WorkerSnapshot[]): string {
 
 /** The stable code of any thrown value (`INTERNAL` for bugs). */
 export function errorCode(err: unknown): string {
-  return err instanceof DtpError ? err.code : 'INTERNAL';
+  return err instanceof DtpError ? err.code : LocalErrorCode.Internal;
 }
 
 export interface ErrorDocument {

@@ -17,7 +17,7 @@ import { FramedConnection, describeCloseReason } from '../net/framed-connection.
 import type { CloseReason } from '../net/framed-connection.js';
 import { DialError, dial } from '../net/tcp.js';
 import type { ClientTls } from '../net/tls.js';
-import { ErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import type { ProtocolError } from '../protocol/errors.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import { isClientReply } from '../protocol/messages.js';
@@ -77,7 +77,11 @@ export class ClientConnection {
     } catch (err) {
       const refused = err instanceof DialError && err.refused;
       const message = err instanceof DialError ? err.message : `cannot connect: ${String(err)}`;
-      throw new TransportError(refused ? 'TLS_FAILED' : 'CONNECT_FAILED', message, { cause: err });
+      throw new TransportError(
+        refused ? LocalErrorCode.TlsFailed : LocalErrorCode.ConnectFailed,
+        message,
+        { cause: err },
+      );
     }
     const conn = new ClientConnection(socket);
     if (security.token != null) {
@@ -100,23 +104,23 @@ export class ClientConnection {
       if (!(err instanceof TransportError)) throw err;
       // A close right after AUTH is how a peer that does not know it answers.
       throw new AuthError(
-        'AUTH_UNSUPPORTED',
+        LocalErrorCode.AuthUnsupported,
         `coordinator does not support authentication (${err.message})`,
       );
     }
     if (reply.type === 'AUTH_OK') return;
     if (reply.type !== 'ERROR') {
       throw new AuthError(
-        'AUTH_UNSUPPORTED',
+        LocalErrorCode.AuthUnsupported,
         `coordinator does not support authentication (it answered ${reply.type})`,
       );
     }
     if (reply.code === ErrorCode.Unauthenticated)
-      throw new AuthError('UNAUTHENTICATED', reply.message);
+      throw new AuthError(ErrorCode.Unauthenticated, reply.message);
     if (reply.code === ErrorCode.NotLeader) throw new NotLeaderError(reply);
     if (isNotUnderstood(reply)) {
       throw new AuthError(
-        'AUTH_UNSUPPORTED',
+        LocalErrorCode.AuthUnsupported,
         `coordinator does not support authentication: ${reply.message}`,
       );
     }
@@ -144,7 +148,7 @@ export class ClientConnection {
     return new Promise<ClientReply>((resolve, reject) => {
       this.#pending.push({ resolve, reject });
       if (!this.#conn.send(msg)) {
-        this.#fail(new TransportError('CONNECTION_LOST', 'connection is closed'));
+        this.#fail(new TransportError(LocalErrorCode.ConnectionLost, 'connection is closed'));
       }
     });
   }
@@ -157,7 +161,7 @@ export class ClientConnection {
 
   /** Drops the socket at once, as if the connection broke. Idempotent. */
   destroy(message: string): Promise<void> {
-    this.#fail(new TransportError('CONNECTION_LOST', message));
+    this.#fail(new TransportError(LocalErrorCode.ConnectionLost, message));
     return this.#conn.destroy(message);
   }
 
@@ -176,7 +180,7 @@ export class ClientConnection {
 
   #onProtocolError(err: ProtocolError): void {
     const failure = new TransportError(
-      'CONNECTION_LOST',
+      LocalErrorCode.ConnectionLost,
       `coordinator broke the protocol: ${err.message}`,
       { cause: err },
     );
@@ -185,7 +189,7 @@ export class ClientConnection {
   }
 
   #onClose(reason: CloseReason): void {
-    this.#fail(new TransportError('CONNECTION_LOST', describeCloseReason(reason)));
+    this.#fail(new TransportError(LocalErrorCode.ConnectionLost, describeCloseReason(reason)));
   }
 
   /** Records the first failure and rejects everything pending with it. */

@@ -23,7 +23,7 @@
 import { setTimeout as sleepMs } from 'node:timers/promises';
 import { formatHostPort, parseAddressList, type HostPort } from '../net/address.js';
 import { LeaderRing } from '../net/leader-ring.js';
-import { ErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import type { ClientReply, ClientRequest } from '../protocol/messages.js';
 import { ClientConnection, type ConnectionSecurity } from './connection.js';
 import { ClientClosedError, NotLeaderError, TransportError } from './errors.js';
@@ -153,7 +153,7 @@ export class LeaderConnection {
       this.#several &&
       !this.#closed &&
       err instanceof TransportError &&
-      err.code === 'CONNECTION_LOST' &&
+      err.code === LocalErrorCode.ConnectionLost &&
       isSafeToRepeat(msg) &&
       performance.now() < deadlineMs
     );
@@ -201,7 +201,7 @@ export class LeaderConnection {
         if (!this.#several || leftMs <= 0) {
           throw this.#several
             ? new TransportError(
-                'CONNECT_FAILED',
+                LocalErrorCode.ConnectFailed,
                 `no coordinator of ${this.addresses} answered (last: ${formatHostPort(address)}: ${err.message})`,
                 { cause: err },
               )

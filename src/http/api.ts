@@ -10,7 +10,7 @@ import type { CoreInspection } from '../coordinator/core/core.js';
 import type { CoreEvent } from '../coordinator/core/types.js';
 import type { MetricsSource } from '../coordinator/observability/metrics.js';
 import { parseDuration } from '../common/duration.js';
-import { ErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode, remoteCode } from '../protocol/error-codes.js';
 import type {
   ClientReply,
   ClientRequest,
@@ -51,7 +51,7 @@ const STATUS_OF_CODE: Partial<Record<string, number>> = {
   [ErrorCode.StoreFailed]: 503,
   [ErrorCode.InternalError]: 503,
   [ErrorCode.NotLeader]: 503,
-  [ErrorCode.ReadFailed]: 500,
+  [ErrorCode.StoreReadFailed]: 500,
 };
 
 function statusOf(code: string | null): number {
@@ -62,7 +62,8 @@ function statusOf(code: string | null): number {
 function expect<T extends ClientReply['type']>(reply: ClientReply, type: T): ReplyOf<T> {
   if (reply.type === type) return reply as ReplyOf<T>;
   if (reply.type === 'ERROR') {
-    const code = reply.code ?? 'ERROR';
+    // Every ERROR of our own core has a code; one without would be a bug.
+    const code = remoteCode(reply.code) ?? ErrorCode.InternalError;
     throw new HttpError(statusOf(reply.code), code, reply.message);
   }
   throw new HttpError(500, ErrorCode.InternalError, `expected ${type}, got ${reply.type}`);

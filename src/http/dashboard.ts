@@ -6,6 +6,7 @@
  * The HTTP server hands it every
  * request it does not answer itself.
  */
+import { ErrorCode } from '../protocol/error-codes.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CoreEvent } from '../coordinator/core/types.js';
 import type { HttpAuth } from './http-auth.js';
@@ -85,7 +86,11 @@ export class Dashboard {
     if (this.#inFlight >= MAX_API_IN_FLIGHT) {
       sendError(
         res,
-        new HttpError(503, 'LIMIT_EXCEEDED', `${MAX_API_IN_FLIGHT} API requests are in progress`),
+        new HttpError(
+          503,
+          ErrorCode.LimitExceeded,
+          `${MAX_API_IN_FLIGHT} API requests are in progress`,
+        ),
       );
       return;
     }
@@ -95,7 +100,7 @@ export class Dashboard {
     } catch (err) {
       sendError(
         res,
-        err instanceof HttpError ? err : new HttpError(500, 'INTERNAL_ERROR', String(err)),
+        err instanceof HttpError ? err : new HttpError(500, ErrorCode.InternalError, String(err)),
       );
     } finally {
       this.#inFlight--;

@@ -4,6 +4,7 @@
  * port, formatting (IPv6 literals in brackets), and the lists that clients
  * and workers walk to find the leader.
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 
 export interface HostPort {
@@ -14,7 +15,7 @@ export interface HostPort {
 /** A malformed address or address list (a usage error where it came from a flag). */
 export class AddressError extends DtpError {
   constructor(message: string) {
-    super('BAD_ADDRESS', message);
+    super(LocalErrorCode.BadAddress, message);
   }
 }
 

@@ -9,6 +9,7 @@
  *     ...
  *     await coordinator.close();
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { DtpError } from '../protocol/errors.js';
 import {
@@ -49,7 +50,7 @@ const INTEGER_RANGES = {
 } as const satisfies Partial<Record<keyof CoordinatorOptions, readonly [number, number]>>;
 
 function invalid(message: string): DtpError {
-  return new DtpError('INVALID_OPTIONS', `startCoordinator: ${message}`);
+  return new DtpError(LocalErrorCode.InvalidOptions, `startCoordinator: ${message}`);
 }
 
 function describe(value: unknown): string {

@@ -8,6 +8,7 @@
  *     ...
  *     await worker.drain(30_000); // or worker.close()
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { randomBytes } from 'node:crypto';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { DtpError } from '../protocol/errors.js';
@@ -44,7 +45,7 @@ export function randomWorkerId(): string {
 }
 
 function invalid(message: string): DtpError {
-  return new DtpError('INVALID_OPTIONS', `startWorker: ${message}`);
+  return new DtpError(LocalErrorCode.InvalidOptions, `startWorker: ${message}`);
 }
 
 /** Type checks a JavaScript caller could get wrong; ranges are checked by the worker. */

@@ -16,6 +16,7 @@
  * within the last grace period) threads exist, and idle threads beyond
  * `capacity` are terminated as soon as they are free.
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import { MAX_CAPACITY } from '../protocol/limits.js';
 import {
@@ -87,15 +88,21 @@ export class TaskPool {
   constructor(options: TaskPoolOptions) {
     const { capacity } = options;
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY) {
-      throw new DtpError('INVALID_OPTIONS', `capacity must be an integer in 1..${MAX_CAPACITY}`);
+      throw new DtpError(
+        LocalErrorCode.InvalidOptions,
+        `capacity must be an integer in 1..${MAX_CAPACITY}`,
+      );
     }
     const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
     if (!Number.isInteger(cancelGraceMs) || cancelGraceMs < 0 || cancelGraceMs > 2 ** 31 - 1) {
-      throw new DtpError('INVALID_OPTIONS', 'cancelGraceMs must be an integer >= 0');
+      throw new DtpError(LocalErrorCode.InvalidOptions, 'cancelGraceMs must be an integer >= 0');
     }
     const queueLimit = options.queueLimit ?? 0;
     if (!Number.isInteger(queueLimit) || queueLimit < 0 || queueLimit > MAX_CAPACITY) {
-      throw new DtpError('INVALID_OPTIONS', `queueLimit must be an integer in 0..${MAX_CAPACITY}`);
+      throw new DtpError(
+        LocalErrorCode.InvalidOptions,
+        `queueLimit must be an integer in 0..${MAX_CAPACITY}`,
+      );
     }
     this.capacity = capacity;
     this.cancelGraceMs = cancelGraceMs;

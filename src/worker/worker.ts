@@ -70,7 +70,7 @@ import { DialError, dial } from '../net/tcp.js';
 import type { ClientTls } from '../net/tls.js';
 import type { Logger } from '../observability/logger.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import { ErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import {
   isCoordinatorToWorker,
   type ErrorMessage,
@@ -148,11 +148,16 @@ export interface WorkerOptions {
 export const MIN_DEFAULT_COORDINATOR_TIMEOUT_MS = 1_000;
 
 /** ERROR codes that stop the worker instead of a reconnect. */
-const REFUSAL_CODES: ReadonlySet<string> = new Set([
+const REFUSAL_CODES = [
   ErrorCode.WorkerReplaced,
   ErrorCode.Unauthenticated,
   ErrorCode.TlsRequired,
-]);
+] as const;
+type RefusalCode = (typeof REFUSAL_CODES)[number];
+
+function isRefusal(code: string | null | undefined): code is RefusalCode {
+  return REFUSAL_CODES.some((refusal) => refusal === code);
+}
 
 /** What {@link Worker.events} emits; tests wait on these instead of sleeping. */
 export interface WorkerEvents {
@@ -205,7 +210,7 @@ interface RunningTask {
 /** Every message a coordinator may send a worker; the type makes it complete. */
 
 function invalid(message: string): DtpError {
-  return new DtpError('INVALID_OPTIONS', message);
+  return new DtpError(LocalErrorCode.InvalidOptions, message);
 }
 
 function isIntegerIn(value: number, min: number, max: number): boolean {
@@ -477,7 +482,7 @@ export class Worker {
   }
 
   /** The coordinator refused us: a configuration problem, so stop for good. */
-  #refuse(code: string, message: string): void {
+  #refuse(code: RefusalCode | DialError['code'], message: string): void {
     if (this.#isClosed()) return;
     const err = new DtpError(code, message);
     this.#log.error({ code, message }, 'refused by the coordinator: stopping (no reconnect)');
@@ -649,7 +654,7 @@ export class Worker {
   }
 
   #onError(connection: FramedConnection, msg: ErrorMessage): void {
-    if (msg.code != null && REFUSAL_CODES.has(msg.code)) {
+    if (isRefusal(msg.code)) {
       this.#refuse(msg.code, msg.message);
       return;
     }

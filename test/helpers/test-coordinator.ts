@@ -13,7 +13,8 @@ import {
   DEFAULT_COORDINATOR_OPTIONS,
   type CoordinatorOptions,
 } from '../../src/coordinator/options.js';
-import { createLogger, silentLogger, type Logger } from '../../src/observability/logger.js';
+import { createLogger, type Logger } from '../../src/observability/logger.js';
+import { silentLogger } from './logger.js';
 import { startWorker, type StartWorkerOptions } from '../../src/worker/start-worker.js';
 import { Worker } from '../../src/worker/worker.js';
 

@@ -145,7 +145,7 @@ export function purgeFailed(s: CoreState, read: PurgeRead, message: string): voi
   s.replyError(
     read.request.connId,
     read.request.requestId,
-    ErrorCode.ReadFailed,
+    ErrorCode.StoreReadFailed,
     `Purge failed: ${message}`,
   );
 }

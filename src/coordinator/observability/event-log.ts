@@ -155,11 +155,6 @@ export function formatEvent(event: CoreEvent): Line {
   return format(event);
 }
 
-/** Whether an event's line can only ever be `info` (exported for tests). */
-export function isInfoOnly(event: CoreEvent): boolean {
-  return INFO_ONLY[event.type];
-}
-
 export function logEvent(log: Logger, event: CoreEvent): void {
   // The per-job lines cost nothing beyond this check when info is off.
   if (INFO_ONLY[event.type] && !log.isLevelEnabled('info')) return;

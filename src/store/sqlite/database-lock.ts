@@ -18,6 +18,7 @@
  * Like SQLite itself, this relies on working file locks: keep the database
  * on a local file system, not a network share.
  */
+import { LocalErrorCode } from '../../protocol/error-codes.js';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
@@ -27,7 +28,7 @@ import { DtpError, describeError } from '../../protocol/errors.js';
 /** Another coordinator holds the database (or the lock cannot be taken). */
 export class DatabaseLockedError extends DtpError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('DATABASE_LOCKED', message, options);
+    super(LocalErrorCode.DatabaseLocked, message, options);
   }
 }
 
