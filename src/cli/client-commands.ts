@@ -8,6 +8,7 @@
  * flags (`submit sha256 --text abc`), or any task type with a JSON payload
  * (`submit resize --payload '{"width":80}'`, `--payload-file f`, `-` = stdin).
  */
+import { MAX_PORT, MAX_TIMER_MS } from '../common/bounds.js';
 import type { DtpClient, SubmitResult } from '../client/client.js';
 import {
   DEFAULT_SUBMIT_RETRY_BASE_DELAY_MS,
@@ -97,7 +98,7 @@ export const GLOBAL_FLAGS: readonly FlagSpec[] = [
     name: 'port',
     type: 'int',
     min: 1,
-    max: 65_535,
+    max: MAX_PORT,
     default: 7071,
     help: 'coordinator client port',
   },
@@ -454,7 +455,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         name: 'timeout-millis',
         type: 'int',
         min: 0,
-        max: 2_147_483_647,
+        max: MAX_TIMER_MS,
         default: 900_000,
         help: 'give up after this long, exit 1',
       },

@@ -4,6 +4,7 @@
  * port, formatting (IPv6 literals in brackets), and the lists that clients
  * and workers walk to find the leader.
  */
+import { MAX_PORT } from '../common/bounds.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 
@@ -18,8 +19,6 @@ export class AddressError extends DtpError {
     super(LocalErrorCode.BadAddress, message);
   }
 }
-
-const MAX_PORT = 65_535;
 
 /** `host:port`, with an IPv6 literal in brackets (`[::1]:7071`). */
 export function formatHostPort(address: HostPort): string {

@@ -17,8 +17,9 @@
  * `capacity` are terminated as soon as they are free.
  */
 import { LocalErrorCode } from '../protocol/error-codes.js';
+import { tableProblem, type BoundsTable } from '../common/bounds.js';
 import { DtpError } from '../protocol/errors.js';
-import { MAX_CAPACITY } from '../protocol/limits.js';
+import { DEFAULT_CANCEL_GRACE_MS, WORKER_BOUNDS } from './options.js';
 import {
   PoolTask,
   PoolThread,
@@ -30,8 +31,7 @@ import type { AbortReason, RunTaskInput, TaskThreadData } from './thread-message
 
 export type { StopOutcome, TaskLogSink, TaskOutcome } from './pool-thread.js';
 
-/** Default time a stopped handler gets to settle before its thread is terminated, in ms. */
-export const DEFAULT_CANCEL_GRACE_MS = 1_000;
+export { DEFAULT_CANCEL_GRACE_MS };
 
 export interface TaskPoolOptions {
   /** Most tasks (and live threads) at once, 1..1024. */
@@ -40,9 +40,19 @@ export interface TaskPoolOptions {
   modules?: TaskThreadData['modules'];
   /** Time a stopped handler gets before its thread is terminated, in ms (default 1000). */
   cancelGraceMs?: number;
-  /** Tasks that may wait for a thread beyond `capacity` (default 0: none). */
+  /** Tasks that may wait for a thread beyond `capacity`, at most 4 x capacity (default 0: none). */
   queueLimit?: number;
 }
+
+/**
+ * The pool's bounds are the worker's: its queue holds the worker's prefetch,
+ * so the queue limit has the very bound of `prefetch`.
+ */
+export const TASK_POOL_BOUNDS: BoundsTable<TaskPoolOptions> = {
+  capacity: WORKER_BOUNDS.capacity,
+  cancelGraceMs: WORKER_BOUNDS.cancelGraceMs,
+  queueLimit: WORKER_BOUNDS.prefetch,
+};
 
 /** One attempt to run (see {@link RunTaskInput}). */
 export type TaskRun = Omit<RunTaskInput, 'type'>;
@@ -86,24 +96,11 @@ export class TaskPool {
   #closing: Promise<void> | null = null;
 
   constructor(options: TaskPoolOptions) {
+    const problem = tableProblem(options, TASK_POOL_BOUNDS, (key) => key);
+    if (problem !== null) throw new DtpError(LocalErrorCode.InvalidOptions, problem);
     const { capacity } = options;
-    if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY) {
-      throw new DtpError(
-        LocalErrorCode.InvalidOptions,
-        `capacity must be an integer in 1..${MAX_CAPACITY}`,
-      );
-    }
     const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
-    if (!Number.isInteger(cancelGraceMs) || cancelGraceMs < 0 || cancelGraceMs > 2 ** 31 - 1) {
-      throw new DtpError(LocalErrorCode.InvalidOptions, 'cancelGraceMs must be an integer >= 0');
-    }
     const queueLimit = options.queueLimit ?? 0;
-    if (!Number.isInteger(queueLimit) || queueLimit < 0 || queueLimit > MAX_CAPACITY) {
-      throw new DtpError(
-        LocalErrorCode.InvalidOptions,
-        `queueLimit must be an integer in 0..${MAX_CAPACITY}`,
-      );
-    }
     this.capacity = capacity;
     this.cancelGraceMs = cancelGraceMs;
     this.#queueLimit = queueLimit;

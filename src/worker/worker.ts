@@ -64,13 +64,12 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
-import { AddressError, formatHostPort, parseAddressList, type HostPort } from '../net/address.js';
+import { formatHostPort, parseAddressList, type HostPort } from '../net/address.js';
 import { LeaderRing } from '../net/leader-ring.js';
 import { DialError, dial } from '../net/tcp.js';
-import type { ClientTls } from '../net/tls.js';
 import type { Logger } from '../observability/logger.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import {
   isCoordinatorToWorker,
   type ErrorMessage,
@@ -81,71 +80,23 @@ import {
   type WorkerRegistered,
 } from '../protocol/messages.js';
 import { parseFeatures, type Feature } from '../protocol/features.js';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT } from '../protocol/limits.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
-import { NO_TASK_MODULES, type LoadedTaskModules } from './task-modules.js';
 import {
   DEFAULT_CANCEL_GRACE_MS,
-  TaskPool,
-  type StopOutcome,
-  type TaskHandle,
-  type TaskOutcome,
-} from './task-pool.js';
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_PREFETCH_PER_SLOT,
+  MIN_DEFAULT_COORDINATOR_TIMEOUT_MS,
+  validateWorkerOptions,
+  type WorkerOptions,
+} from './options.js';
+import { NO_TASK_MODULES, type LoadedTaskModules } from './task-modules.js';
+import { TaskPool, type StopOutcome, type TaskHandle, type TaskOutcome } from './task-pool.js';
 import type { AbortReason } from './thread-messages.js';
 
-export interface WorkerOptions {
-  coordinatorHost: string;
-  coordinatorPort: number;
-  /** Non-blank; sent in every message. */
-  workerId: string;
-  /** Tasks run at once, 1..1024. */
-  capacity: number;
-  /**
-   * Attempts taken beyond `capacity` and queued here until a slot is free,
-   * 0..4 x capacity (default: 2 x capacity; 0 turns it off). Asked of the
-   * coordinator at registration; one that offers `prefetch` uses it only
-   * while this worker's attempts are short, one that does not never does.
-   */
-  prefetch?: number;
-  /** Time between heartbeats while registered, in ms. */
-  heartbeatIntervalMs: number;
-  /** Wait between a lost or failed connection and the next dial, in ms (>= 1). */
-  reconnectDelayMs: number;
-  /** Lines get `workerId=…` added. */
-  logger: Logger;
-  /**
-   * Users' task modules, loaded and checked by `loadTaskModules()` (see
-   * task-modules.ts); default: the built-in tasks only.
-   */
-  tasks?: LoadedTaskModules;
-  /**
-   * After a cancel or a deadline, time a handler gets to settle before its
-   * thread is terminated, in ms (default 1000).
-   */
-  cancelGraceMs?: number;
-  /**
-   * Give up a dial, or a registration that gets no reply, after this long, in
-   * ms (default 5000).
-   */
-  connectTimeoutMs?: number;
-  /** TLS with these settings (`{}` = system CAs); absent or null = plain TCP. */
-  tls?: ClientTls | null;
-  /** The worker token sent in WORKER_REGISTER; absent or null = none. Never logged. */
-  authToken?: string | null;
-  /**
-   * A coordinator that confirmed `heartbeatAck` and sends nothing for this
-   * long is treated as gone, in ms (default 3 x `heartbeatIntervalMs`, and
-   * never below {@link MIN_DEFAULT_COORDINATOR_TIMEOUT_MS}: an ack leaves
-   * only after a commit, so a sub-second window would drop a coordinator that
-   * is merely busy, and orphan every running task with it).
-   */
-  coordinatorTimeoutMs?: number;
-}
-
-/** Floor of the default coordinator timeout, in ms (an explicit value may be lower). */
-export const MIN_DEFAULT_COORDINATOR_TIMEOUT_MS = 1_000;
+export type { WorkerOptions } from './options.js';
+export { DEFAULT_PREFETCH_PER_SLOT, MIN_DEFAULT_COORDINATOR_TIMEOUT_MS, validateWorkerOptions };
 
 /** ERROR codes that stop the worker instead of a reconnect. */
 const REFUSAL_CODES = [
@@ -192,10 +143,6 @@ const TRANSITIONS: { readonly [M in WorkerMode]: readonly WorkerMode[] } = {
   closed: [],
 };
 
-const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
-/** Default `prefetch`, per unit of capacity. */
-export const DEFAULT_PREFETCH_PER_SLOT = 2;
-
 interface RunningTask {
   readonly jobId: string;
   readonly attemptId: string;
@@ -205,51 +152,6 @@ interface RunningTask {
   readonly connection: FramedConnection;
   /** Fires at the attempt's deadline (when the coordinator told it); cleared when the task leaves. */
   deadlineTimer: NodeJS.Timeout | null;
-}
-
-/** Every message a coordinator may send a worker; the type makes it complete. */
-
-function invalid(message: string): DtpError {
-  return new DtpError(LocalErrorCode.InvalidOptions, message);
-}
-
-function isIntegerIn(value: number, min: number, max: number): boolean {
-  return Number.isInteger(value) && value >= min && value <= max;
-}
-
-/** Throws a DtpError `INVALID_OPTIONS` naming the first bad option. */
-export function validateWorkerOptions(options: WorkerOptions): void {
-  if (options.workerId.trim() === '') throw invalid('workerId must not be blank');
-  if (options.coordinatorHost === '') throw invalid('coordinatorHost must not be empty');
-  if (!isIntegerIn(options.coordinatorPort, 1, 65_535))
-    throw invalid('coordinatorPort must be an integer in 1..65535');
-  try {
-    parseAddressList(options.coordinatorHost, options.coordinatorPort);
-  } catch (err) {
-    if (!(err instanceof AddressError)) throw err;
-    throw invalid(`coordinatorHost: ${err.message}`);
-  }
-  if (!isIntegerIn(options.capacity, 1, MAX_CAPACITY))
-    throw invalid(`capacity must be an integer in 1..${MAX_CAPACITY}`);
-  const maxPrefetch = MAX_PREFETCH_PER_SLOT * options.capacity;
-  if (options.prefetch !== undefined && !isIntegerIn(options.prefetch, 0, maxPrefetch))
-    throw invalid(`prefetch must be an integer in 0..${MAX_PREFETCH_PER_SLOT} x capacity`);
-  if (!isIntegerIn(options.heartbeatIntervalMs, 1, 2 ** 31 - 1))
-    throw invalid('heartbeatIntervalMs must be a positive integer');
-  if (!isIntegerIn(options.reconnectDelayMs, 1, 2 ** 31 - 1))
-    throw invalid('reconnectDelayMs must be a positive integer');
-  const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-  if (!isIntegerIn(connectTimeoutMs, 1, 2 ** 31 - 1))
-    throw invalid('connectTimeoutMs must be a positive integer');
-  const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
-  if (!isIntegerIn(cancelGraceMs, 0, 2 ** 31 - 1))
-    throw invalid('cancelGraceMs must be an integer >= 0');
-  if (
-    options.coordinatorTimeoutMs !== undefined &&
-    !isIntegerIn(options.coordinatorTimeoutMs, 1, 2 ** 31 - 1)
-  ) {
-    throw invalid('coordinatorTimeoutMs must be a positive integer');
-  }
 }
 
 export class Worker {

@@ -10,6 +10,8 @@
  * connections); each can be changed with a flag.
  */
 import { EventEmitter } from 'node:events';
+import { MAX_TIMER_MS, type BoundsTable } from '../../common/bounds.js';
+import { DAY_MS } from '../../common/duration.js';
 import type { AdmissionLimits } from '../../net/admission.js';
 import type { ConnectionOptions } from '../../net/framed-connection.js';
 import { InboundBudget } from '../../net/inbound-budget.js';
@@ -68,6 +70,18 @@ export const DEFAULT_NET_LIMITS: NetLimits = {
   clientIdleTimeoutMs: 600_000,
   maxInboundBytes: 256 * 1024 * 1024,
   maxUnsentReplyBytes: 1024 * 1024,
+};
+
+/** Bounds of every net limit (the coordinator's flags and options share them). */
+export const NET_LIMIT_BOUNDS: BoundsTable<NetLimits> = {
+  maxConnections: { min: 1, max: 1_000_000 },
+  maxConnectionsPerAddress: { min: 1, max: 1_000_000 },
+  maxPendingConnections: { min: 1, max: 1_000_000 },
+  handshakeTimeoutMs: { min: 1, max: DAY_MS, nullMeans: 'the heartbeat timeout, at least 1000' },
+  frameTimeoutMs: { min: 1, max: DAY_MS },
+  clientIdleTimeoutMs: { min: 0, max: MAX_TIMER_MS },
+  maxInboundBytes: { min: 1024 * 1024, max: Number.MAX_SAFE_INTEGER },
+  maxUnsentReplyBytes: { min: 1024, max: Number.MAX_SAFE_INTEGER },
 };
 
 /** The handshake deadline when none is configured: the heartbeat timeout, at least 1 s. */
