@@ -31,7 +31,8 @@
  * measured phase starts after all of them have ended.
  */
 import { randomBytes } from 'node:crypto';
-import { MAX_PORT, MAX_TIMER_MS, tableProblem, type BoundsTable } from '../common/bounds.js';
+import { MAX_TIMER_MS, tableProblem, type BoundsTable } from '../common/bounds.js';
+import { MAX_PORT } from '../protocol/limits.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { buildBenchReport } from '../client/bench-stats.js';
 import type { BenchCounts, BenchReport, LatencySummary } from '../client/bench-stats.js';

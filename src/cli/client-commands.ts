@@ -8,7 +8,8 @@
  * flags (`submit sha256 --text abc`), or any task type with a JSON payload
  * (`submit resize --payload '{"width":80}'`, `--payload-file f`, `-` = stdin).
  */
-import { MAX_PORT, MAX_TIMER_MS } from '../common/bounds.js';
+import { MAX_TIMER_MS } from '../common/bounds.js';
+import { MAX_PORT } from '../protocol/limits.js';
 import type { DtpClient, SubmitResult } from '../client/client.js';
 import {
   DEFAULT_SUBMIT_RETRY_BASE_DELAY_MS,
@@ -20,7 +21,7 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { parseDuration } from '../common/duration.js';
+import { parseDuration } from '../protocol/duration.js';
 import { JOB_STATES, PRIORITIES, TERMINAL_STATES } from '../protocol/messages.js';
 import type { JobSnapshot, JsonObject } from '../protocol/messages.js';
 import {

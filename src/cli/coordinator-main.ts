@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Coordinator } from '../coordinator/coordinator.js';
+import { startHttpPort } from '../http/http-server.js';
 import { relationProblem } from '../common/bounds.js';
 import {
   COORDINATOR_BOUNDS,
@@ -223,7 +224,7 @@ try {
   process.stderr.write(`${PROGRAM}: ${err.message}\nRun \`${PROGRAM} --help\` for usage.\n`);
   process.exit(2);
 }
-const starting = Coordinator.start(options);
+const starting = Coordinator.start(options, { httpPort: startHttpPort });
 // Handlers go in before start-up finishes, so an early SIGTERM still stops cleanly.
 stopOnSignals(options.logger, async () => (await starting).close());
 // SIGHUP: re-read the TLS certificate and the token files.

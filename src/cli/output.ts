@@ -12,7 +12,7 @@
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { RemoteError, SubmitRejectedError, WaitTimeoutError } from '../client/errors.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import { formatDurationMs } from '../common/duration.js';
+import { formatDurationMs } from '../protocol/duration.js';
 import type {
   AttemptOutcome,
   AttemptSnapshot,

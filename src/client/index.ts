@@ -65,4 +65,4 @@ export type {
   TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
-export { formatDurationMs, parseDuration } from '../common/duration.js';
+export { formatDurationMs, parseDuration } from '../protocol/duration.js';

@@ -13,8 +13,6 @@
  * uses the same bound object, so one cannot accept what the other refuses.
  */
 
-/** The largest TCP port. */
-export const MAX_PORT = 65_535;
 /** The longest delay a Node.js timer takes, in ms (2^31 - 1; a longer one fires at once). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 

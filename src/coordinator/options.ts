@@ -6,19 +6,19 @@
  * `startCoordinator` and `Coordinator.start` check the same table.
  */
 import {
-  MAX_PORT,
   describeValue,
   relationProblem,
   tableProblem,
   type BoundsTable,
   type Relation,
 } from '../common/bounds.js';
-import { DAY_MS, MAX_DURATION_MS } from '../common/duration.js';
+import { DAY_MS, MAX_DURATION_MS } from '../protocol/duration.js';
 import type { Logger } from '../observability/logger.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import {
   MAX_ATTEMPTS_LIMIT,
+  MAX_PORT,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';

@@ -6,14 +6,11 @@
  * through its store reads, never here. Only the overview's gauges come from
  * `inspect()`, the read-only view the metrics use too.
  */
-import type { CoreInspection } from '../coordinator/core/core.js';
-import type { CoreEvent } from '../coordinator/core/types.js';
-import type { MetricsSource } from '../coordinator/observability/metrics.js';
-import { parseDuration } from '../common/duration.js';
+import type { CoordinatorView, CoreInspection } from '../coordinator/view.js';
+import { parseDuration } from '../protocol/duration.js';
 import { ErrorCode, remoteCode } from '../protocol/error-codes.js';
 import type {
   ClientReply,
-  ClientRequest,
   JobSnapshot,
   JobState,
   WorkerSnapshot,
@@ -22,14 +19,8 @@ import type { ActivityLog, ActivitySeries } from './activity.js';
 import { onlyFields, terminalState, type QueryParams } from './params.js';
 import { HttpError, HttpErrorCode, badRequest } from './responses.js';
 
-/** What the API needs of a coordinator (structural: no import of the coordinator). */
-export interface DashboardSource extends MetricsSource {
-  readonly events: MetricsSource['events'] & {
-    off(name: 'event', listener: (event: CoreEvent) => void): unknown;
-  };
-  /** One client request through the core; resolves with its reply (never rejects). */
-  request(msg: ClientRequest): Promise<ClientReply>;
-}
+/** What the API needs of a coordinator: its view (the coordinator implements it). */
+export type DashboardSource = CoordinatorView;
 
 export interface ApiContext {
   source: DashboardSource;

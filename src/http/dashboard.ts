@@ -8,7 +8,7 @@
  */
 import { ErrorCode } from '../protocol/error-codes.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { CoreEvent } from '../coordinator/core/types.js';
+import type { CoreEvent } from '../coordinator/view.js';
 import type { HttpAuth } from './http-auth.js';
 import { ActivityLog, activityKind } from './activity.js';
 import {

@@ -1,8 +1,9 @@
 /**
  * The coordinator's HTTP port for operators (`--http-port`, alias
- * `--metrics-port`):
+ * `--metrics-port`), started by the coordinator through
+ * {@link startHttpPort} (its `HttpPortFactory`):
  *
- * - `GET /metrics`: Prometheus text format, from {@link CoordinatorMetrics};
+ * - `GET /metrics`: Prometheus text format, the coordinator's own metrics;
  * - `GET /healthz`: 200 while the coordinator serves, 503 while it stands by
  *   or once it has stopped working, with a JSON body (health.ts);
  * - another method on those paths: 405;
@@ -18,72 +19,63 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import type { DashboardSource } from './api.js';
-import { Dashboard } from './dashboard.js';
+import type {
+  CoordinatorView,
+  HttpPort,
+  HttpPortFactory,
+  HttpPortSettings,
+  MetricsText,
+} from '../coordinator/view.js';
 import type { NetEvent } from '../net/net-events.js';
-import { describeTlsError, type ServerTls } from '../net/tls.js';
+import { describeTlsError } from '../net/tls.js';
 import { describeError } from '../protocol/errors.js';
+import { Dashboard } from './dashboard.js';
 import { healthOf } from './health.js';
-import type { HttpAuth } from './http-auth.js';
-import { CoordinatorMetrics } from '../coordinator/observability/metrics.js';
-import {
-  registerNetMetrics,
-  type NetMetricsSource,
-} from '../coordinator/observability/net-metrics.js';
+import { HttpAuth } from './http-auth.js';
 
 /** Scrapers, probes and a few open dashboards (each holds a live stream); more are refused. */
 const MAX_CONNECTIONS = 128;
 /** A request that has not arrived whole by then is dropped. */
 const REQUEST_TIMEOUT_MS = 10_000;
 
-export interface MetricsServerOptions {
-  /** 0 = any free port. */
-  port: number;
-  host: string;
-  maxActiveJobs: number;
-  /** HTTPS with this certificate (default: plain HTTP). */
-  tls?: ServerTls | null;
-  /** Token and session checks (default: everything open). */
-  auth?: HttpAuth | null;
-  /** TLS handshakes are reported here. */
-  onEvent?: (event: NetEvent) => void;
-  /** Folder of the built dashboard (default dist/ui). */
-  uiDir?: string;
-}
+/** Starts the HTTP port of `view` (the coordinator's {@link HttpPortFactory}). */
+export const startHttpPort: HttpPortFactory = (view, settings) => HttpServer.start(view, settings);
 
-export class MetricsServer {
-  readonly metrics: CoordinatorMetrics;
+export class HttpServer implements HttpPort {
   readonly #server: Server;
-  readonly #source: DashboardSource;
+  readonly #view: CoordinatorView;
+  readonly #metrics: MetricsText;
   readonly #dashboard: Dashboard;
   #stopReloads: (() => void) | null = null;
   #port = 0;
   #closing: Promise<void> | null = null;
 
-  private constructor(
-    source: DashboardSource,
-    metrics: CoordinatorMetrics,
-    options: MetricsServerOptions,
-  ) {
-    this.#source = source;
-    this.metrics = metrics;
-    this.#dashboard = new Dashboard(source, {
-      maxActiveJobs: options.maxActiveJobs,
-      auth: options.auth ?? null,
-      ...(options.uiDir !== undefined && { uiDir: options.uiDir }),
+  private constructor(view: CoordinatorView, settings: HttpPortSettings) {
+    this.#view = view;
+    this.#metrics = settings.metrics;
+    // Token and session checks, with the coordinator's client tokens.
+    const auth = new HttpAuth(settings.tokens, {
+      secureCookie: settings.tls !== null,
+      onRefused: (remote, reason) =>
+        settings.report({ type: 'auth.refused', port: 'http', remote, reason }),
     });
-    this.#server = this.#createServer(options);
+    this.#dashboard = new Dashboard(view, {
+      maxActiveJobs: settings.maxActiveJobs,
+      auth,
+      ...(settings.uiDir !== undefined && { uiDir: settings.uiDir }),
+    });
+    this.#server = this.#createServer(settings);
     this.#server.maxConnections = MAX_CONNECTIONS;
     this.#server.requestTimeout = REQUEST_TIMEOUT_MS;
   }
 
-  #createServer(options: MetricsServerOptions): Server {
+  #createServer(settings: HttpPortSettings): Server {
     const handler = (req: IncomingMessage, res: ServerResponse): void => this.#handle(req, res);
-    const tls = options.tls ?? null;
+    const tls = settings.tls;
     if (tls === null) return createServer(handler);
     const server = createHttpsServer(tls.secureContextOptions, handler);
     this.#stopReloads = tls.onReload((context) => server.setSecureContext(context));
-    const report = options.onEvent ?? (() => undefined);
+    const report = (event: NetEvent): void => settings.report(event);
     const remoteOf = (socket: TLSSocket): string =>
       `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
     server.on('secureConnection', (socket: TLSSocket) =>
@@ -96,19 +88,12 @@ export class MetricsServer {
     return server;
   }
 
-  /** Creates the metrics for `source` and listens; rejects if the port cannot be bound. */
-  static async start(
-    source: DashboardSource & Partial<NetMetricsSource>,
-    options: MetricsServerOptions,
-  ): Promise<MetricsServer> {
-    const metrics = new CoordinatorMetrics(source, { maxActiveJobs: options.maxActiveJobs });
-    if (source.connectionCounts !== undefined && source.guard !== undefined) {
-      registerNetMetrics(metrics.registry, source as NetMetricsSource);
-    }
-    const self = new MetricsServer(source, metrics, options);
+  /** Listens; rejects if the port cannot be bound. */
+  static async start(view: CoordinatorView, settings: HttpPortSettings): Promise<HttpServer> {
+    const self = new HttpServer(view, settings);
     await new Promise<void>((resolve, reject) => {
       self.#server.once('error', reject);
-      self.#server.listen(options.port, options.host, () => {
+      self.#server.listen(settings.port, settings.host, () => {
         self.#server.off('error', reject);
         self.#port = (self.#server.address() as AddressInfo).port;
         resolve();
@@ -130,7 +115,7 @@ export class MetricsServer {
       res.setHeader('Allow', 'GET');
       reply(res, 405, 'method not allowed\n');
     } else if (path === '/healthz') {
-      const health = healthOf(this.#source);
+      const health = healthOf(this.#view);
       reply(res, health.statusCode, `${JSON.stringify(health.body)}\n`, 'application/json');
     } else if (!this.#dashboard.authorizes(req)) {
       res.setHeader('WWW-Authenticate', 'Bearer realm="dtp"');
@@ -140,8 +125,8 @@ export class MetricsServer {
         'Unauthenticated: send Authorization: Bearer <token>, or POST it to /api/session\n',
       );
     } else {
-      this.metrics.text().then(
-        (text) => reply(res, 200, text, this.metrics.contentType),
+      this.#metrics.text().then(
+        (text) => reply(res, 200, text, this.#metrics.contentType),
         (err: unknown) => reply(res, 500, `metrics failed: ${describeError(err)}\n`),
       );
     }

@@ -18,7 +18,7 @@
  */
 import { ErrorCode } from '../protocol/error-codes.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { CoreEvent } from '../coordinator/core/types.js';
+import type { CoreEvent } from '../coordinator/view.js';
 import type { JobState } from '../protocol/messages.js';
 import { HttpError } from './responses.js';
 

@@ -4,7 +4,7 @@
  * port, formatting (IPv6 literals in brackets), and the lists that clients
  * and workers walk to find the leader.
  */
-import { MAX_PORT } from '../common/bounds.js';
+import { MAX_PORT } from '../protocol/limits.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 

@@ -1,7 +1,9 @@
 /**
  * Running a coordinator from code: `startCoordinator(options)` fills in the
  * documented defaults (docs/OPERATIONS.md), checks every option, and starts a {@link Coordinator}
- * (store opened and recovered, both ports listening).
+ * (store opened and recovered, both ports listening) with its HTTP port
+ * (src/http/) when `metricsPort` is set. This is where the two are put
+ * together: the coordinator never imports the HTTP side.
  *
  *     import { startCoordinator } from 'dtp/coordinator';
  *     const coordinator = await startCoordinator({ databasePath: 'jobs.db' });
@@ -15,6 +17,7 @@ import {
   coordinatorOptionsProblem,
   type CoordinatorOptions,
 } from '../coordinator/options.js';
+import { startHttpPort } from '../http/http-server.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
@@ -47,5 +50,5 @@ export async function startCoordinator(
   };
   const problem = coordinatorOptionsProblem(full);
   if (problem !== null) throw invalid(problem);
-  return Coordinator.start(full, deps);
+  return Coordinator.start(full, { httpPort: startHttpPort, ...deps });
 }

@@ -5,13 +5,13 @@
  * the very bound of `prefetch`, so no prefetch a worker accepts is refused
  * further down).
  */
-import { MAX_PORT, MAX_TIMER_MS, tableProblem, type BoundsTable } from '../common/bounds.js';
+import { MAX_TIMER_MS, tableProblem, type BoundsTable } from '../common/bounds.js';
 import { AddressError, parseAddressList } from '../net/address.js';
 import type { ClientTls } from '../net/tls.js';
 import type { Logger } from '../observability/logger.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT } from '../protocol/limits.js';
+import { MAX_CAPACITY, MAX_PORT, MAX_PREFETCH_PER_SLOT } from '../protocol/limits.js';
 import type { LoadedTaskModules } from './task-modules.js';
 
 export interface WorkerOptions {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { describe, it } from 'node:test';
-import { formatDurationMs, parseDuration } from '../../src/common/duration.js';
+import { formatDurationMs, parseDuration } from '../../src/protocol/duration.js';
 import { ActivityLog, BUCKETS, BUCKET_MS } from '../../src/http/activity.js';
 import { jobChange } from '../../src/http/live.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

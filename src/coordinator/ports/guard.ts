@@ -11,7 +11,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { MAX_TIMER_MS, type BoundsTable } from '../../common/bounds.js';
-import { DAY_MS } from '../../common/duration.js';
+import { DAY_MS } from '../../protocol/duration.js';
 import type { AdmissionLimits } from '../../net/admission.js';
 import type { ConnectionOptions } from '../../net/framed-connection.js';
 import { InboundBudget } from '../../net/inbound-budget.js';
@@ -22,7 +22,6 @@ import { LogThrottle } from '../../observability/log-throttle.js';
 import type { Logger } from '../../observability/logger.js';
 import { describeError } from '../../protocol/errors.js';
 import { AccessControl } from './access.js';
-import { HttpAuth } from '../../http/http-auth.js';
 
 /** TLS and tokens; all off by default. */
 export interface SecurityOptions {
@@ -137,18 +136,6 @@ export class Guard {
       handshakeTimeoutMs: this.limits.handshakeTimeoutMs,
     };
     return { name: port, limits, tls: this.tls, onEvent: (event) => this.report(event) };
-  }
-
-  /**
-   * The HTTP port's token and session checks (one per HTTP server; the
-   * dashboard's server uses the same function).
-   */
-  httpAuth(): HttpAuth {
-    return new HttpAuth(this.access, {
-      secureCookie: this.tls !== null,
-      onRefused: (remote, reason) =>
-        this.report({ type: 'auth.refused', port: 'http', remote, reason }),
-    });
   }
 
   /** How each FramedConnection is set up. */
