@@ -9,12 +9,7 @@
 import type { CoordinatorView, CoreInspection } from '../coordinator/view.js';
 import { parseDuration } from '../protocol/duration.js';
 import { ErrorCode, remoteCode } from '../protocol/error-codes.js';
-import type {
-  ClientReply,
-  JobSnapshot,
-  JobState,
-  WorkerSnapshot,
-} from '../protocol/messages.js';
+import type { ClientReply, JobSnapshot, JobState, WorkerSnapshot } from '../protocol/messages.js';
 import type { ActivityLog, ActivitySeries } from './activity.js';
 import { onlyFields, terminalState, type QueryParams } from './params.js';
 import { HttpError, HttpErrorCode, badRequest } from './responses.js';
