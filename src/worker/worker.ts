@@ -44,7 +44,7 @@
  * lost connection: dropped and redialled, its tasks orphaned.
  *
  * With several coordinators (`coordinatorHost` = `h1[:p1],h2[:p2],…`, one of
- * which leads) the worker walks them with a {@link LeaderRing}: a standby
+ * which leads) the worker walks them with a {@link LeaderFollower}: a standby
  * answers the registration with NOT_LEADER and, when it knows, the leader's
  * address, which is dialled next at once; a failed dial moves on to the next
  * address; it pauses `reconnectDelayMs` only after a whole round failed or a
@@ -64,8 +64,8 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
-import { formatHostPort, parseAddressList, type HostPort } from '../net/address.js';
-import { LeaderRing } from '../net/leader-ring.js';
+import { parseAddressList, type HostPort } from '../net/address.js';
+import { LeaderFollower, type TryOutcome } from '../net/leader-follower.js';
 import { DialError, dial } from '../net/tcp.js';
 import type { Logger } from '../observability/logger.js';
 import { DtpError, describeError } from '../protocol/errors.js';
@@ -179,11 +179,9 @@ export class Worker {
   /** The last dial failed; further failures are logged at debug level only. */
   #unreachable = false;
   /** The coordinators to try, and which one leads as far as we know. */
-  readonly #ring: LeaderRing;
-  /** The address of the current (or last) dial. */
-  #dialed: HostPort;
-  /** The current connection ended with NOT_LEADER (the ring knows already). */
-  #notLeaderSeen = false;
+  readonly #follower: LeaderFollower;
+  /** The current connection was answered NOT_LEADER, naming this leader (or null). */
+  #notLeader: { leader: string | null } | null = null;
   #loop: Promise<void> = Promise.resolve();
   #closing: Promise<void> | null = null;
   #draining: Promise<void> | null = null;
@@ -213,8 +211,10 @@ export class Worker {
         this.#drop(connection, `coordinator silent for ${silentMs} ms (no heartbeat ack)`);
       }
     });
-    this.#ring = new LeaderRing(parseAddressList(options.coordinatorHost, options.coordinatorPort));
-    this.#dialed = { host: options.coordinatorHost, port: options.coordinatorPort };
+    this.#follower = new LeaderFollower(
+      parseAddressList(options.coordinatorHost, options.coordinatorPort),
+      options.coordinatorPort,
+    );
   }
 
   /** Validates the options and starts connecting in the background. */
@@ -331,20 +331,29 @@ export class Worker {
     this.#mode = next;
   }
 
+  /** True once no more dials are made (closed, or draining). */
+  #stopsDialling(): boolean {
+    return this.#isClosed() || this.#draining !== null;
+  }
+
+  /**
+   * Dials the coordinators until one registers this worker, serves until
+   * that session ends, and starts over: with several coordinators straight
+   * on to the next one (or the leader a standby named) until a whole round
+   * failed, then after `reconnectDelayMs` (leader-follower.ts).
+   */
   async #runLoop(): Promise<void> {
-    while (!this.#isClosed() && this.#draining === null) {
-      try {
-        await this.#connectAndServe();
-      } catch (err) {
-        // A bug, not a network condition: log it and keep the worker alive.
-        this.#log.error({ err: describeError(err) }, 'connection loop failed');
-        if (this.#connection !== null) void this.#connection.destroy('connection loop failed');
-        if (!this.#isClosed() && this.#mode !== 'disconnected') this.#setMode('disconnected');
-      }
-      if (this.#isClosed() || this.#draining !== null) return;
-      // With several coordinators: straight on to the next one (or the leader
-      // a standby named) until a whole round failed.
-      if (this.#ring.shouldPause()) await this.#wait(this.#options.reconnectDelayMs);
+    const delayMs = this.#options.reconnectDelayMs;
+    const follow = {
+      pause: { firstMs: delayMs, longestMs: delayMs },
+      signal: this.#abort.signal,
+      retry: () => !this.#stopsDialling(),
+    };
+    while (!this.#stopsDialling()) {
+      await this.#follower.follow((address) => this.#session(address), follow);
+      // A registered session ended: a pause before the next round.
+      if (this.#stopsDialling()) return;
+      if (this.#follower.shouldPause()) await this.#wait(delayMs);
     }
   }
 
@@ -356,26 +365,33 @@ export class Worker {
     }
   }
 
-  async #connectAndServe(): Promise<void> {
-    this.#setMode('connecting');
-    const socket = await this.#dial();
-    if (socket === null) return;
-    if (this.#isClosed()) {
-      socket.destroy();
-      return;
+  /** One try at `address`: dial, register, serve until the connection ends; what it came to. */
+  async #session(address: HostPort): Promise<TryOutcome<void>> {
+    try {
+      this.#setMode('connecting');
+      const socket = await this.#dial(address);
+      if (socket === null) return { kind: 'failed', error: null };
+      if (this.#isClosed()) {
+        socket.destroy();
+        return { kind: 'failed', error: null };
+      }
+      return await this.#serve(socket);
+    } catch (err) {
+      // A bug, not a network condition: log it and keep the worker alive.
+      this.#log.error({ err: describeError(err) }, 'connection loop failed');
+      if (this.#connection !== null) void this.#connection.destroy('connection loop failed');
+      if (!this.#isClosed() && this.#mode !== 'disconnected') this.#setMode('disconnected');
+      return { kind: 'failed', error: err };
     }
-    await this.#serve(socket);
   }
 
   /** One dial; null (mode back to disconnected) when it fails. */
-  async #dial(): Promise<Socket | null> {
-    const { host, port } = (this.#dialed = this.#ring.next());
+  async #dial({ host, port }: HostPort): Promise<Socket | null> {
     const timeoutMs = this.#connectTimeoutMs();
     try {
       return await dial(host, port, timeoutMs, this.#abort.signal, this.#options.tls ?? null);
     } catch (err) {
       if (this.#isClosed()) return null;
-      this.#ring.failed();
       this.#setMode('disconnected');
       if (err instanceof DialError && err.refused) this.#refuse(err.code, err.message);
       else this.#onDialFailed(describeError(err));
@@ -410,24 +426,36 @@ export class Worker {
   }
 
   #coordinator(): string {
-    return formatHostPort(this.#dialed);
+    return this.#follower.address;
   }
 
-  /** Registers on a fresh socket; resolves when that connection has ended. */
-  #serve(socket: Socket): Promise<void> {
+  /**
+   * Registers on a fresh socket; resolves when that connection has ended,
+   * with what it came to: served (it registered us), a NOT_LEADER, or a
+   * failure before registration.
+   */
+  #serve(socket: Socket): Promise<TryOutcome<void>> {
     return new Promise((resolve) => {
       const connection: FramedConnection = new FramedConnection(socket, {
         onMessage: (msg) => this.#onMessage(connection, msg),
         onProtocolError: (err) =>
           this.#drop(connection, `protocol error from coordinator (${err.code}): ${err.message}`),
         onClose: (reason) => {
+          const registered = this.#mode === 'registered';
+          const notLeader = this.#notLeader;
           this.#onClosed(connection, describeCloseReason(reason));
-          resolve();
+          if (notLeader !== null) {
+            resolve({ kind: 'notLeader', leader: notLeader.leader, error: reason });
+          } else if (registered) {
+            resolve({ kind: 'served', value: undefined });
+          } else {
+            resolve({ kind: 'failed', error: reason });
+          }
         },
       });
       this.#connection = connection;
       this.#unreachable = false;
-      this.#notLeaderSeen = false;
+      this.#notLeader = null;
       this.#setMode('registering');
       this.#log.info({ coordinator: this.#coordinator() }, 'connected');
       this.events.emit('connected');
@@ -458,8 +486,6 @@ export class Worker {
 
   #onClosed(connection: FramedConnection, reason: string): void {
     if (connection !== this.#connection) return;
-    // Closed before it registered us (and not a NOT_LEADER): try the next one.
-    if (this.#mode === 'registering' && !this.#notLeaderSeen) this.#ring.failed();
     this.#connection = null;
     this.#heartbeat.stop();
     this.#watchdog.stop();
@@ -528,7 +554,7 @@ export class Worker {
       this.#log.warn({ registeredAs: msg.workerId }, 'coordinator echoed another workerId');
     }
     this.#setMode('registered');
-    this.#ring.succeeded();
+    this.#follower.served();
     this.#features = parseFeatures(msg.features);
     // The coordinator sends nothing while it has no work: silence is normal now.
     connection.setIdleTimeout(0, () => undefined);
@@ -562,8 +588,7 @@ export class Worker {
     }
     if (msg.code === ErrorCode.NotLeader) {
       // A standby (or a leader that just stepped down): on to the leader it names.
-      this.#ring.notLeader(msg.leader ?? null, this.#options.coordinatorPort);
-      this.#notLeaderSeen = true;
+      this.#notLeader = { leader: msg.leader ?? null };
       this.#log.info(
         { coordinator: this.#coordinator(), leader: msg.leader ?? 'unknown' },
         'not the leader; trying the next coordinator',
