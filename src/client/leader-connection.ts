@@ -20,7 +20,7 @@
  * With a single address nothing changes from a plain connection, except
  * that a NOT_LEADER naming a leader is followed there.
  */
-import { formatHostPort, parseAddressList, type HostPort } from '../net/address.js';
+import { parseAddressList, type HostPort } from '../net/address.js';
 import { GrowingPause, LeaderFollower, type TryOutcome } from '../net/leader-follower.js';
 import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import type { ClientReply, ClientRequest } from '../protocol/messages.js';
