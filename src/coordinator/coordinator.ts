@@ -174,9 +174,12 @@ export class Coordinator implements CoordinatorView {
     try {
       prepared = await this.#terms.prepareSole();
       await this.#bind();
-      const begun = await this.#begin(prepared, null, startedMs);
+      const begun = await this.#begin(prepared, startedMs);
       await this.#serve(begun);
-      this.#checkIntegrity(begun.term);
+      void begun.term.checkIntegrity()?.then((problems) => {
+        this.#integrityProblems = problems;
+        this.events.emit('integrity', problems);
+      });
     } catch (err) {
       await this.close();
       // Opened but never served: its store was not closed with the rest.
@@ -213,21 +216,9 @@ export class Coordinator implements CoordinatorView {
   /** Builds a term from a prepared store (committing its recovery); not serving yet. */
   async #begin(
     prepared: PreparedTerm,
-    election: LeaderElection | null,
     startedMs: number,
   ): Promise<{ term: Term; recovered: CoreEvent[] }> {
-    const leadership =
-      election === null
-        ? null
-        : {
-            lease: {
-              leadsNow: () => election.leadsNow(),
-              check: () => election.check(),
-              fenced: () => election.lost('fenced'),
-            },
-            leaderClientAddress: this.#advertised(this.#ports.clientPort),
-          };
-    const begun = await this.#terms.begin(prepared, leadership);
+    const begun = await this.#terms.begin(prepared, this.#election);
     this.#recoveryMs = Math.round(performance.now() - startedMs);
     return begun;
   }
@@ -278,7 +269,7 @@ export class Coordinator implements CoordinatorView {
     try {
       prepared = await this.#terms.prepareElected(epoch);
       if (!this.#startsUnder(epoch)) return;
-      const { term, recovered } = await this.#begin(prepared, election, startedMs);
+      const { term, recovered } = await this.#begin(prepared, startedMs);
       if (!this.#startsUnder(epoch)) return;
       prepared = null;
       this.#install(term);
@@ -604,28 +595,5 @@ export class Coordinator implements CoordinatorView {
       },
       elected ? 'coordinator started (standby until it leads)' : 'coordinator started',
     );
-  }
-
-  /**
-   * Looks for damage in the database in the background. A damaged page is
-   * not a reason to stop: requests that read it get an error, everything
-   * else carries on, and the operator is told (log, metric, health).
-   */
-  #checkIntegrity(term: Term): void {
-    const check = term.checkIntegrity();
-    if (check === undefined) return;
-    void check.then((problems) => {
-      this.#integrityProblems = problems;
-      const database = term.description;
-      if (problems.length === 0) {
-        this.#log.info({ database }, 'database integrity check passed');
-      } else {
-        this.#log.error(
-          { database, problems: problems.slice(0, 3).join('; ') },
-          'database is damaged: requests that read damaged pages will fail; restore from a backup',
-        );
-      }
-      this.events.emit('integrity', problems);
-    });
   }
 }

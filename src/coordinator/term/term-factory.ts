@@ -46,12 +46,6 @@ export interface PreparedTerm {
   readonly epoch: number | null;
 }
 
-/** How a term serves under leadership: its lease, and who it says leads. */
-export interface TermLeadership {
-  readonly lease: TermLease;
-  readonly leaderClientAddress: string;
-}
-
 export class TermFactory {
   readonly #options: CoordinatorOptions;
   readonly #deps: TermDeps;
@@ -95,7 +89,7 @@ export class TermFactory {
    */
   async begin(
     prepared: PreparedTerm,
-    leadership: TermLeadership | null,
+    election: LeaderElection | null,
   ): Promise<{ term: Term; recovered: CoreEvent[] }> {
     const now = this.#deps.now ?? Date.now;
     const ids = new TimeOrderedIds(now);
@@ -118,11 +112,8 @@ export class TermFactory {
       handle: prepared.handle,
       core,
       epoch,
-      lease: leadership?.lease ?? null,
-      leaderFields:
-        leadership === null || epoch === null
-          ? null
-          : { leader: leadership.leaderClientAddress, epoch },
+      lease: election === null ? null : leaseOf(election),
+      leaderFields: election === null || epoch === null ? null : leaderFields(election, epoch),
       sweepIntervalMs: this.#options.sweepIntervalMs,
       outlets: this.#outlets,
       log: this.#log,
@@ -153,6 +144,21 @@ export class TermFactory {
       this.#log,
     );
   }
+}
+
+/** What WORKER_LIST says of leadership while this coordinator leads under `epoch`. */
+function leaderFields(election: LeaderElection, epoch: number): { leader?: string; epoch: number } {
+  const leader = election.leadership.self.clientAddress;
+  return leader === null ? { epoch } : { leader, epoch };
+}
+
+/** What a term needs of the election it serves under. */
+function leaseOf(election: LeaderElection): TermLease {
+  return {
+    leadsNow: () => election.leadsNow(),
+    check: () => election.check(),
+    fenced: () => election.lost('fenced'),
+  };
 }
 
 function coreConfig(options: CoordinatorOptions): CoreConfig {

@@ -76,7 +76,7 @@ export interface TermParts {
   readonly epoch: number | null;
   readonly lease: TermLease | null;
   /** What a WORKER_LIST says of leadership; null without leadership. */
-  readonly leaderFields: { readonly leader: string; readonly epoch: number } | null;
+  readonly leaderFields: { readonly leader?: string; readonly epoch: number } | null;
   readonly sweepIntervalMs: number;
   readonly outlets: TermOutlets;
   readonly log: Logger;
@@ -247,9 +247,29 @@ export class Term {
     return this.#store.close();
   }
 
-  /** The store's own check for damaged pages, when it has one. */
-  checkIntegrity(): Promise<string[]> | undefined {
-    return this.#store.store.checkIntegrity?.();
+  /**
+   * Looks for damage in the database in the background, when the store can;
+   * resolves with the problems found (empty = sound), which are logged. A
+   * damaged page is not a reason to stop: requests that read it get an
+   * error, everything else carries on, and the operator is told (log,
+   * metric, health).
+   */
+  checkIntegrity(): Promise<readonly string[]> | null {
+    const store = this.#store.store;
+    const check = store.checkIntegrity?.();
+    if (check === undefined) return null;
+    return check.then((problems) => {
+      const database = store.description;
+      if (problems.length === 0) {
+        this.#log.info({ database }, 'database integrity check passed');
+      } else {
+        this.#log.error(
+          { database, problems: problems.slice(0, 3).join('; ') },
+          'database is damaged: requests that read damaged pages will fail; restore from a backup',
+        );
+      }
+      return problems;
+    });
   }
 
   /** Live or stopping: what was produced may still leave. */
