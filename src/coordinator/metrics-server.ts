@@ -70,9 +70,10 @@ export const HTTP_LIMITS: HttpLimits = {
   keepAliveTimeoutMs: 5_000,
 };
 
-/** Node checks the two timeouts this often; a quarter of the header timeout, at most 1 s. */
+/** Node checks the two timeouts this often: a quarter of the shorter, at most 1 s. */
 function checkingIntervalMs(limits: HttpLimits): number {
-  return Math.max(10, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4)));
+  const shorter = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs);
+  return Math.max(10, Math.min(1_000, Math.floor(shorter / 4)));
 }
 
 export interface MetricsServerOptions {
@@ -141,7 +142,8 @@ export class MetricsServer {
     // In the constructor's options, not set afterwards: Node arms its checks
     // of the two timeouts there (set later, a stalled body was held 60-90 s).
     const http: ServerOptions = {
-      headersTimeout: limits.headersTimeoutMs,
+      // Node requires the header deadline within the request deadline.
+      headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
       requestTimeout: limits.requestTimeoutMs,
       keepAliveTimeout: limits.keepAliveTimeoutMs,
       connectionsCheckingInterval: checkingIntervalMs(limits),
