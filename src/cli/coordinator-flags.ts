@@ -151,8 +151,8 @@ export const HTTP_HOST_FLAGS: readonly FlagSpec[] = [
     type: 'list',
     placeholder: 'names',
     help:
-      'HTTP port: also answer these Host names, comma-separated (.domain = it and its subdomains, ' +
-      '* = any); localhost, IP literals, --bind-host and --advertise-host always are',
+      'HTTP port: Host names to answer beside localhost, IP literals, --bind-host and ' +
+      '--advertise-host; a,b (.domain = it and its subdomains, * = any)',
   },
 ];
 
