@@ -213,8 +213,7 @@ export class MetricsServer {
       if (target.path !== '/healthz' && this.#refused(target, req, res)) return;
       this.#route(target, req, res);
     } catch (err) {
-      if (res.headersSent) res.destroy();
-      else reply(res, 500, `internal error: ${describeError(err)}\n`);
+      failed(res, err);
     }
   }
 
@@ -245,10 +244,10 @@ export class MetricsServer {
         'Unauthenticated: send Authorization: Bearer <token>, or POST it to /api/session\n',
       );
     } else {
-      this.metrics.text().then(
-        (text) => reply(res, 200, text, this.metrics.contentType),
-        (err: unknown) => reply(res, 500, `metrics failed: ${describeError(err)}\n`),
-      );
+      this.metrics
+        .text()
+        .then((text) => reply(res, 200, text, this.metrics.contentType))
+        .catch((err: unknown) => failed(res, err));
     }
   }
 
@@ -262,6 +261,16 @@ export class MetricsServer {
     });
     return this.#closing;
   }
+}
+
+/** Answers 500, or closes the connection once an answer has started or cannot be written. */
+function failed(res: ServerResponse, err: unknown): void {
+  try {
+    if (!res.headersSent) return reply(res, 500, `internal error: ${describeError(err)}\n`);
+  } catch {
+    // fall through: the connection goes
+  }
+  res.destroy();
 }
 
 function reply(

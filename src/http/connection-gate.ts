@@ -72,6 +72,7 @@ export class HttpConnectionGate {
    */
   admit(raw: Socket, tls: boolean): void {
     raw.on('error', () => undefined);
+    if (raw.destroyed) return;
     const address = raw.remoteAddress ?? '?';
     const remote = `${address}:${raw.remotePort ?? '?'}`;
     const refused = this.#makeRoom(address);
