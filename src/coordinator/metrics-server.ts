@@ -133,7 +133,8 @@ export class MetricsServer {
     this.#server = this.#createServer(options, limits);
     const tls = options.tls != null;
     this.#server.on('connection', (socket: Socket) => this.#gate.admit(socket, tls));
-    // An accept that fails (out of file descriptors) must not end the process.
+    // A server error after listening must not end the process (none is known
+    // to come from a peer: libuv sheds accepts itself when out of descriptors).
     this.#server.on('error', () => undefined);
   }
 
