@@ -3,7 +3,8 @@
  * memory (guard.ts), and how they become options.
  */
 import { DEFAULT_NET_LIMITS, type NetLimits, type SecurityOptions } from '../coordinator/guard.js';
-import { UsageError } from './flags.js';
+import { allowedHostEntry } from '../http/host-check.js';
+import { UsageError, splitList } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 
 const INT32_MAX = 2_147_483_647;
@@ -141,4 +142,28 @@ export function netLimitsFrom(values: FlagValues): NetLimits {
     maxInboundBytes: values.int('max-inbound-bytes'),
     maxUnsentReplyBytes: values.int('max-unsent-reply-bytes'),
   };
+}
+
+/** Which Host names the HTTP port answers beside its own (src/http/host-check.ts). */
+export const HTTP_HOST_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'http-allowed-hosts',
+    type: 'list',
+    placeholder: 'names',
+    help:
+      'HTTP port: Host names to answer beside localhost, IP literals, --bind-host and ' +
+      '--advertise-host; a,b (.domain = it and its subdomains, * = any)',
+  },
+];
+
+export function httpAllowedHostsFrom(values: FlagValues): string[] {
+  return values.strings('http-allowed-hosts').flatMap((given) =>
+    splitList(given).map((entry) => {
+      const normalised = allowedHostEntry(entry);
+      if (normalised !== null) return normalised;
+      throw new UsageError(
+        `--http-allowed-hosts: ${JSON.stringify(entry)} is not a host name (give name, .domain or *, without a port)`,
+      );
+    }),
+  );
 }

@@ -69,7 +69,7 @@ import { logEvent } from './event-log.js';
 import { Guard } from './guard.js';
 import { LeaderElection } from './leader-election.js';
 import { LocalClient, LOCAL_CONN_ID } from './local-client.js';
-import { MetricsServer } from './metrics-server.js';
+import { MetricsServer, type HttpLimits } from './metrics-server.js';
 import { notLeaderError } from './not-leader.js';
 import type { CoordinatorOptions } from './options.js';
 import { EMPTY_INSPECTION, type RoleStatus } from './role.js';
@@ -96,6 +96,8 @@ export interface CoordinatorDeps {
   now?: () => number;
   /** Folder of the built dashboard (default dist/ui). */
   uiDir?: string;
+  /** Bounds on the HTTP port's connections (default HTTP_LIMITS in metrics-server.ts). */
+  httpLimits?: Partial<HttpLimits>;
 }
 
 /** Opens the store the options name: SQLite, or memory for `:memory:`. */
@@ -379,11 +381,15 @@ export class Coordinator {
     }
   }
 
+  /** The host others should use to reach us. */
+  #advertisedHost(): string {
+    const { advertiseHost, bindHost } = this.#options;
+    return advertiseHost ?? (isWildcardHost(bindHost) ? hostname() : bindHost);
+  }
+
   /** `host:port` others should use for a port of ours. */
   #advertised(port: number): string {
-    const { advertiseHost, bindHost } = this.#options;
-    const host = advertiseHost ?? (isWildcardHost(bindHost) ? hostname() : bindHost);
-    return formatHostPort({ host, port });
+    return formatHostPort({ host: this.#advertisedHost(), port });
   }
 
   /** The leader's address for a port kind, when known. */
@@ -432,7 +438,10 @@ export class Coordinator {
         tls: guard.tls,
         auth: guard.httpAuth(),
         onEvent: (event) => guard.report(event),
+        allowedHosts: options.httpAllowedHosts ?? [],
+        ownNames: [host, this.#advertisedHost()],
         ...(this.#deps.uiDir !== undefined && { uiDir: this.#deps.uiDir }),
+        ...(this.#deps.httpLimits !== undefined && { limits: this.#deps.httpLimits }),
       });
     }
     // The sweep waits for the check phase, after this turn's socket reads:
