@@ -8,7 +8,8 @@ import {
   type NetLimits,
   type SecurityOptions,
 } from '../coordinator/ports/guard.js';
-import { UsageError, boundedFlag } from './flags.js';
+import { allowedHostEntry } from '../http/host-check.js';
+import { UsageError, boundedFlag, splitList } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 
 /** A coordinator's TLS and token flags. */
@@ -111,4 +112,28 @@ export function netLimitsFrom(values: FlagValues): NetLimits {
     maxInboundBytes: values.int('max-inbound-bytes'),
     maxUnsentReplyBytes: values.int('max-unsent-reply-bytes'),
   };
+}
+
+/** Which Host names the HTTP port answers beside its own (src/http/host-check.ts). */
+export const HTTP_HOST_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'http-allowed-hosts',
+    type: 'list',
+    placeholder: 'names',
+    help:
+      'HTTP port: Host names to answer beside localhost, IP literals, --bind-host and ' +
+      '--advertise-host; a,b (.domain = it and its subdomains, * = any)',
+  },
+];
+
+export function httpAllowedHostsFrom(values: FlagValues): string[] {
+  return values.strings('http-allowed-hosts').flatMap((given) =>
+    splitList(given).map((entry) => {
+      const normalised = allowedHostEntry(entry);
+      if (normalised !== null) return normalised;
+      throw new UsageError(
+        `--http-allowed-hosts: ${JSON.stringify(entry)} is not a host name (give name, .domain or *, without a port)`,
+      );
+    }),
+  );
 }

@@ -18,7 +18,9 @@ import { describeError } from '../protocol/errors.js';
 import { UsageError, boundedFlag, type FlagSpec, type FlagValues } from './flags.js';
 import {
   COORDINATOR_SECURITY_FLAGS,
+  HTTP_HOST_FLAGS,
   LIMIT_FLAGS,
+  httpAllowedHostsFrom,
   netLimitsFrom,
   securityOptionsFrom,
 } from './coordinator-flags.js';
@@ -134,6 +136,7 @@ const FLAGS: readonly FlagSpec[] = [
     defaultLabel: 'off',
     help: 'the same as --http-port (older name)',
   }),
+  ...HTTP_HOST_FLAGS,
   ...COORDINATOR_SECURITY_FLAGS,
   ...LIMIT_FLAGS,
   boundedFlag('retain-terminal-millis', B.retainTerminalMs, {
@@ -201,6 +204,7 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     agingStepMs: values.int('aging-step-millis'),
     durability: values.enum('durability', DURABILITIES),
     metricsPort: httpPortOf(values),
+    httpAllowedHosts: httpAllowedHostsFrom(values),
     security: securityOptionsFrom(values),
     netLimits: netLimitsFrom(values),
     retainTerminalMs: values.optionalInt('retain-terminal-millis') ?? null,

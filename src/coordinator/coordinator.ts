@@ -65,7 +65,7 @@ import type { Guard } from './ports/guard.js';
 import { Ports, type Entrance, type PortKind } from './ports/ports.js';
 import { TermFactory, type PreparedTerm, type TermDeps } from './term/term-factory.js';
 import type { Failure, Term, TermOutlets } from './term/term.js';
-import type { CoordinatorView, HttpPort, HttpPortFactory } from './view.js';
+import type { CoordinatorView, HttpLimits, HttpPort, HttpPortFactory } from './view.js';
 
 export interface CoordinatorEvents {
   /** Every core event, after its batch was committed. */
@@ -89,6 +89,8 @@ export interface CoordinatorDeps extends TermDeps {
   httpPort?: HttpPortFactory;
   /** Folder of the built dashboard (default dist/ui). */
   uiDir?: string;
+  /** Bounds on the HTTP port's connections (default HTTP_LIMITS in src/http/http-server.ts). */
+  httpLimits?: Partial<HttpLimits>;
 }
 
 type Phase =
@@ -541,15 +543,22 @@ export class Coordinator implements CoordinatorView {
       tokens: guard.access,
       metrics,
       report: (event) => guard.report(event),
+      allowedHosts: this.#options.httpAllowedHosts ?? [],
+      ownNames: [host, this.#advertisedHost()],
       ...(this.#deps.uiDir !== undefined && { uiDir: this.#deps.uiDir }),
+      ...(this.#deps.httpLimits !== undefined && { limits: this.#deps.httpLimits }),
     });
+  }
+
+  /** The host others should use to reach us. */
+  #advertisedHost(): string {
+    const { advertiseHost, bindHost } = this.#options;
+    return advertiseHost ?? (isWildcardHost(bindHost) ? hostname() : bindHost);
   }
 
   /** `host:port` others should use for a port of ours. */
   #advertised(port: number): string {
-    const { advertiseHost, bindHost } = this.#options;
-    const host = advertiseHost ?? (isWildcardHost(bindHost) ? hostname() : bindHost);
-    return formatHostPort({ host, port });
+    return formatHostPort({ host: this.#advertisedHost(), port });
   }
 
   /** The leader's address for a port kind, when known. */

@@ -74,6 +74,12 @@ export interface CoordinatorOptions {
    * `/healthz`, the dashboard and its API; null = off (default off).
    */
   metricsPort: number | null;
+  /**
+   * Host names the HTTP port answers beside localhost, IP literals, the bind
+   * host and the advertised host (`--http-allowed-hosts`): `name`, `.domain`
+   * (the domain and its subdomains) or `*` (any). Default none.
+   */
+  httpAllowedHosts?: readonly string[];
   /** TLS and tokens (default: none; see guard.ts). */
   security?: SecurityOptions;
   /** Bounds on connections and memory (default: DEFAULT_NET_LIMITS in guard.ts). */

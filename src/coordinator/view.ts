@@ -52,6 +52,20 @@ export interface MetricsText {
   text(): Promise<string>;
 }
 
+/** Bounds on the HTTP port's connections (defaults: HTTP_LIMITS in src/http/http-server.ts). */
+export interface HttpLimits {
+  /** Open connections: scrapers, probes, dashboards (each page holds a live stream and a few more). */
+  maxConnections: number;
+  /** Open connections from one address (a reverse proxy in front counts as one). */
+  maxConnectionsPerAddress: number;
+  /** Time from connecting (or from the start of a request) to its whole header, in ms. */
+  headersTimeoutMs: number;
+  /** Time from the start of a request to its whole body, in ms. */
+  requestTimeoutMs: number;
+  /** Time a keep-alive connection waits for its next request, in ms. */
+  keepAliveTimeoutMs: number;
+}
+
 /** How the coordinator wants its HTTP port. */
 export interface HttpPortSettings {
   /** 0 = any free port. */
@@ -64,6 +78,12 @@ export interface HttpPortSettings {
   metrics: MetricsText;
   /** TLS handshakes and refused tokens are reported here. */
   report(event: NetEvent): void;
+  /** Host names answered beside the built-in ones (src/http/host-check.ts). */
+  allowedHosts: readonly string[];
+  /** Names this coordinator goes by: bind host and advertised host. */
+  ownNames: readonly string[];
+  /** Bounds on connections (default: HTTP_LIMITS). */
+  limits?: Partial<HttpLimits>;
   /** Folder of the built dashboard (default dist/ui). */
   uiDir?: string;
 }

@@ -2,13 +2,13 @@
  * The dashboard side of the HTTP port: the page shell and its assets (`/`,
  * `/assets/*`), the JSON API (`/api/*`, see api.ts) and its live stream
  * (`/api/events`, see live.ts), and the authorization rule for everything
- * but `/healthz` and the shell (tokens and sessions: coordinator/http-auth.ts).
+ * but `/healthz` and the shell (tokens and sessions: http-auth.ts).
  * The HTTP server hands it every
  * request it does not answer itself.
  */
-import { ErrorCode } from '../protocol/error-codes.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CoreEvent } from '../coordinator/view.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import type { HttpAuth } from './http-auth.js';
 import { ActivityLog, activityKind } from './activity.js';
 import {
@@ -23,7 +23,8 @@ import {
   type DashboardSource,
 } from './api.js';
 import { LiveStreams } from './live.js';
-import { QueryParams, onlyFields, readJsonBody } from './params.js';
+import { QueryParams, jsonBody, onlyFields, readBody } from './params.js';
+import type { RequestTarget } from './request-target.js';
 import { HttpError, HttpErrorCode, sendError, sendJson } from './responses.js';
 import { StaticFiles } from './static-files.js';
 
@@ -40,6 +41,14 @@ export interface DashboardOptions {
 }
 
 type Method = 'GET' | 'POST' | 'DELETE';
+
+/** What a route gets: the request, its target, and its body as JSON (read on demand). */
+interface Call {
+  req: IncomingMessage;
+  res: ServerResponse;
+  target: RequestTarget;
+  json: () => Record<string, unknown>;
+}
 
 export class Dashboard {
   readonly #ctx: ApiContext;
@@ -73,43 +82,39 @@ export class Dashboard {
   }
 
   /** Answers the request if the path is the dashboard's; false otherwise. */
-  handle(path: string, req: IncomingMessage, res: ServerResponse): boolean {
-    if (path === '/api' || path.startsWith('/api/')) {
-      void this.#api(path, req, res);
+  handle(target: RequestTarget, req: IncomingMessage, res: ServerResponse): boolean {
+    if (isApiPath(target.path)) {
+      void this.#api(target, req, res);
       return true;
     }
     if (req.method !== 'GET') return false;
-    return this.#static.serve(path, req, res);
+    return this.#static.serve(target.path, req, res);
   }
 
-  async #api(path: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (this.#inFlight >= MAX_API_IN_FLIGHT) {
-      sendError(
-        res,
-        new HttpError(
-          503,
-          ErrorCode.LimitExceeded,
-          `${MAX_API_IN_FLIGHT} API requests are in progress`,
-        ),
-      );
-      return;
-    }
-    this.#inFlight++;
+  /** Never rejects: every failure becomes an error answer (or, once answering, a close). */
+  async #api(target: RequestTarget, req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
-      await this.#route(path, req, res);
+      // The body is in before the request counts as in progress (see readBody).
+      const body = await readBody(req);
+      if (this.#inFlight >= MAX_API_IN_FLIGHT) {
+        const message = `${MAX_API_IN_FLIGHT} API requests are in progress`;
+        throw new HttpError(503, ErrorCode.LimitExceeded, message);
+      }
+      this.#inFlight++;
+      try {
+        await this.#route({ req, res, target, json: () => jsonBody(req, body) });
+      } finally {
+        this.#inFlight--;
+      }
     } catch (err) {
-      sendError(
-        res,
-        err instanceof HttpError ? err : new HttpError(500, ErrorCode.InternalError, String(err)),
-      );
-    } finally {
-      this.#inFlight--;
+      sendErrorSafely(res, err);
     }
   }
 
-  async #route(path: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    if (path === '/api/session') return this.#session(req, res);
+  async #route(call: Call): Promise<void> {
+    const { req, res, target } = call;
+    const path = target.path;
+    if (path === '/api/session') return this.#session(call);
     if (!this.authorizes(req)) {
       throw new HttpError(
         401,
@@ -118,7 +123,7 @@ export class Dashboard {
       );
     }
     const query = (allowed: readonly string[]): QueryParams =>
-      new QueryParams(url.searchParams, allowed);
+      new QueryParams(target.query, allowed);
     const ctx = this.#ctx;
     if (path === '/api/overview') {
       allow(req, 'GET');
@@ -146,21 +151,18 @@ export class Dashboard {
     if (path === '/api/purge') {
       allow(req, 'POST');
       query([]);
-      return sendJson(res, 200, await purge(ctx, await readJsonBody(req)));
+      return sendJson(res, 200, await purge(ctx, call.json()));
     }
-    return this.#jobRoute(path, req, res, query);
+    return this.#jobRoute(call, query);
   }
 
-  async #jobRoute(
-    path: string,
-    req: IncomingMessage,
-    res: ServerResponse,
-    query: (allowed: readonly string[]) => QueryParams,
-  ): Promise<void> {
+  async #jobRoute(call: Call, query: (allowed: readonly string[]) => QueryParams): Promise<void> {
+    const { req, res } = call;
+    const path = call.target.path;
     const match = /^\/api\/jobs\/([^/]+)(?:\/(cancel|rerun))?$/.exec(path);
     if (match === null)
       throw new HttpError(404, HttpErrorCode.NotFound, `no such API path: ${path.slice(0, 100)}`);
-    const jobId = decodeURIComponent(match[1] as string);
+    const jobId = decodePathSegment(match[1] as string);
     query([]);
     switch (match[2]) {
       case undefined:
@@ -168,17 +170,17 @@ export class Dashboard {
         return sendJson(res, 200, await jobDetails(this.#ctx, jobId));
       case 'cancel':
         allow(req, 'POST');
-        onlyFields(await readJsonBody(req), []);
+        onlyFields(call.json(), []);
         return sendJson(res, 200, await cancelJob(this.#ctx, jobId));
       default:
         allow(req, 'POST');
-        onlyFields(await readJsonBody(req), []);
+        onlyFields(call.json(), []);
         return sendJson(res, 201, await rerunJob(this.#ctx, jobId));
     }
   }
 
   /** GET: does the page need a token, and has it a session; POST: log in; DELETE: log out. */
-  async #session(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  #session({ req, res, json }: Call): void {
     allow(req, 'GET', 'POST', 'DELETE');
     const auth = this.#auth;
     if (req.method === 'GET') {
@@ -194,7 +196,7 @@ export class Dashboard {
     }
     // The token comes in a JSON body (a cross-site form cannot send one), or
     // as a bearer header with an empty JSON body.
-    const body = await readJsonBody(req);
+    const body = json();
     onlyFields(body, ['token']);
     if (body.token !== undefined && (typeof body.token !== 'string' || body.token === ''))
       throw new HttpError(400, HttpErrorCode.BadRequest, 'token must be a non-empty string');
@@ -213,6 +215,30 @@ export class Dashboard {
   close(): void {
     this.#live.close();
     this.#ctx.source.events.off('event', this.#onEvent);
+  }
+}
+
+function isApiPath(path: string): boolean {
+  return path === '/api' || path.startsWith('/api/');
+}
+
+/** A percent-escaped path segment; a malformed escape is the request's fault (400). */
+function decodePathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new HttpError(400, HttpErrorCode.BadRequest, 'malformed percent escape in the path');
+  }
+}
+
+/** {@link sendError} for anything thrown; a failure to answer closes the connection. */
+function sendErrorSafely(res: ServerResponse, err: unknown): void {
+  const error =
+    err instanceof HttpError ? err : new HttpError(500, ErrorCode.InternalError, String(err));
+  try {
+    sendError(res, error);
+  } catch {
+    res.destroy();
   }
 }
 

@@ -76,19 +76,11 @@ export function terminalState(name: string, text: string): TerminalState {
 }
 
 /**
- * The JSON object body of a POST. `Content-Type: application/json` is
- * required: a cross-site form cannot send it, so a session cookie alone
- * cannot be used to act from another site.
+ * Reads a request's body, at most {@link MAX_BODY_BYTES} (413 beyond). Read
+ * before the request takes a place among those in progress, so a body that
+ * stalls holds only its own connection, until the port's request timeout.
  */
-export async function readJsonBody(req: IncomingMessage): Promise<Record<string, unknown>> {
-  const type = req.headers['content-type'] ?? '';
-  if (!/^application\/json\b/i.test(type)) {
-    throw new HttpError(
-      415,
-      HttpErrorCode.UnsupportedMediaType,
-      'send the body as application/json',
-    );
-  }
+export async function readBody(req: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let bytes = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
@@ -102,7 +94,24 @@ export async function readJsonBody(req: IncomingMessage): Promise<Record<string,
     }
     chunks.push(chunk);
   }
-  const text = Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
+}
+
+/**
+ * The JSON object body of a POST, from the bytes {@link readBody} read.
+ * `Content-Type: application/json` is required: a cross-site form cannot
+ * send it, so a session cookie alone cannot be used to act from another site.
+ */
+export function jsonBody(req: IncomingMessage, body: Buffer): Record<string, unknown> {
+  const type = req.headers['content-type'] ?? '';
+  if (!/^application\/json\b/i.test(type)) {
+    throw new HttpError(
+      415,
+      HttpErrorCode.UnsupportedMediaType,
+      'send the body as application/json',
+    );
+  }
+  const text = body.toString('utf8');
   let value: unknown;
   try {
     value = text.trim() === '' ? {} : JSON.parse(text);

@@ -1,7 +1,7 @@
 /**
  * How the HTTP API answers: JSON bodies, and errors as
  * `{"error": {"code", "message"}}` with a status that says whose fault it
- * was (400 bad parameters, 401 no token, 404 no such thing, 409 not in a
+ * was (400 bad parameters, 401 no token, 403 not this host or not this origin, 404 no such thing, 409 not in a
  * state that allows it, 415 not JSON, 429/503 try later).
  */
 import type { ServerResponse } from 'node:http';

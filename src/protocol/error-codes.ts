@@ -135,6 +135,10 @@ export const HttpErrorCode = {
   UnsupportedMediaType: 'UNSUPPORTED_MEDIA_TYPE',
   PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
   SubmitRejected: LocalErrorCode.SubmitRejected,
+  /** The Host header names no name of this coordinator (DNS rebinding). */
+  HostNotAllowed: 'HOST_NOT_ALLOWED',
+  /** A request that acts came from a page of another origin. */
+  CrossOrigin: 'CROSS_ORIGIN',
 } as const;
 export type HttpErrorCode = (typeof HttpErrorCode)[keyof typeof HttpErrorCode];
 

@@ -15,7 +15,7 @@ import type { Page } from 'playwright-core';
 import type { Worker } from '../../src/worker/worker.js';
 import { browserSkipReason, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { ScriptProcess } from '../helpers/processes.js';
-import { RawClient } from '../helpers/raw-peers.js';
+import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import {
   startCoordinator,
   startRealWorker,
@@ -83,6 +83,45 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
       /start empty after a restart/,
     );
     assert.equal(await page.locator('[data-testid=chart-throughput] svg').count(), 1);
+  });
+
+  it('charts the failure rate of a bucket with 6 completed and 3 failed jobs as 33.3 %', async () => {
+    // All nine end in one 10-second bucket: start with at least 4 s of it left.
+    await until(() => Date.now() % 10_000 < 6_000, { timeoutMs: 11_000, intervalMs: 50 });
+    const worker = await ScriptedWorker.register(tc.coordinator.workerPort, 'rate-worker', 9);
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 9; i++)
+        ids.push(await client.submit('SHA256', { text: `rate-${i}` }, { maxAttempts: 1 }));
+      for (let i = 0; i < 9; i++) {
+        const assign = await worker.assignments.next();
+        if (i < 3) worker.fail(assign, 'planned failure');
+        else worker.succeed(assign, 'ok');
+      }
+      for (const id of ids) await client.wait(id);
+    } finally {
+      await worker.close();
+    }
+    const overview = (await (await fetch(`${base}api/overview`)).json()) as {
+      activity: { buckets: { completed: number; failed: number }[] };
+    };
+    assert.ok(
+      overview.activity.buckets.some((b) => b.completed === 6 && b.failed === 3),
+      'the API has the bucket',
+    );
+    await page.goto(base);
+    const dot = '[data-testid=chart-failures] g[data-series="failed %"] circle';
+    await page.waitForSelector(dot);
+    assert.equal(Number(await page.getAttribute(dot, 'data-value')).toFixed(1), '33.3');
+    const legend = '[data-testid=chart-failures] .legend [data-series="failed %"]';
+    assert.match((await page.textContent(legend)) ?? '', /33\.3 %/);
+    // Drawn where the axis says 33.3 % is: between the ticks 0 and 50 (the axis top).
+    const chart = '[data-testid=chart-failures] svg';
+    const labels = await page.locator(`${chart} > g > text.axis`).allTextContents();
+    assert.deepEqual(labels, ['0', '25', '50']);
+    const [y0, , yTop] = (await attributes(`${chart} > g > line.grid`, 'y1')).map(Number);
+    const cy = Number(await page.getAttribute(dot, 'cy'));
+    assert.ok(Math.abs(cy - (y0! + ((yTop! - y0!) * 100) / 3 / 50)) < 0.5, `${cy} ${y0} ${yTop}`);
   });
 
   it('shows a job submitted from the CLI and its completion without a reload', async () => {

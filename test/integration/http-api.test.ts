@@ -155,6 +155,8 @@ describe('HTTP API: GET /api/jobs', () => {
       await api.fails('GET', '/api/jobs?colour=red', 400),
       /unknown query parameter "colour"/,
     );
+    // A job id whose escape is no UTF-8: the request's fault, not a 500.
+    assert.match(await api.fails('GET', '/api/jobs/%E0%A4', 400), /percent escape/);
   });
 });
 

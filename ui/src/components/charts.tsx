@@ -1,6 +1,9 @@
 /**
  * Charts drawn as inline SVG (no chart library): a time series of one or
- * more lines over the last hour, and a horizontal bar.
+ * more lines over the last hour, and a horizontal bar. A value with no
+ * value on either side (one bucket in which jobs ended, between buckets in
+ * which none did) is drawn as a dot: a line needs two points. The legend
+ * shows each series' latest value.
  */
 
 export interface Series {
@@ -9,6 +12,8 @@ export interface Series {
   values: (number | null)[];
   colour: string;
   dashed?: boolean;
+  /** How the legend shows the latest value (default: up to one decimal). */
+  format?: (value: number) => string;
 }
 
 export interface LineChartProps {
@@ -54,6 +59,27 @@ function pathOf(
   return d;
 }
 
+/** Indexes of values whose neighbours are both missing. */
+function isolated(values: (number | null)[]): number[] {
+  const out: number[] = [];
+  values.forEach((value, i) => {
+    if (value !== null && (values[i - 1] ?? null) === null && (values[i + 1] ?? null) === null) {
+      out.push(i);
+    }
+  });
+  return out;
+}
+
+function latestOf(values: (number | null)[]): number | null {
+  for (let i = values.length - 1; i >= 0; i--) {
+    const value = values[i];
+    if (value !== null && value !== undefined) return value;
+  }
+  return null;
+}
+
+const oneDecimal = (value: number): string => String(Math.round(value * 10) / 10);
+
 function minutesAgoLabel(i: number, count: number, bucketMillis: number): string {
   const minutes = Math.round(((count - 1 - i) * bucketMillis) / 60_000);
   return minutes === 0 ? 'now' : `-${minutes} min`;
@@ -77,11 +103,15 @@ export function LineChart(props: LineChartProps) {
       <figcaption>
         {props.title}
         <span class="legend">
-          {props.series.map((s) => (
-            <span key={s.name}>
-              <i style={{ background: s.colour }} /> {s.name}
-            </span>
-          ))}
+          {props.series.map((s) => {
+            const latest = latestOf(s.values);
+            return (
+              <span key={s.name} data-series={s.name} data-latest={latest ?? ''}>
+                <i style={{ background: s.colour }} /> {s.name}
+                {latest !== null && <b>{(s.format ?? oneDecimal)(latest)}</b>}
+              </span>
+            );
+          })}
         </span>
       </figcaption>
       <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={props.title}>
@@ -105,14 +135,25 @@ export function LineChart(props: LineChartProps) {
           </text>
         ))}
         {props.series.map((s) => (
-          <path
-            key={s.name}
-            d={pathOf(s.values, x, y)}
-            fill="none"
-            stroke={s.colour}
-            stroke-width="1.6"
-            stroke-dasharray={s.dashed === true ? '5 3' : undefined}
-          />
+          <g key={s.name} data-series={s.name}>
+            <path
+              d={pathOf(s.values, x, y)}
+              fill="none"
+              stroke={s.colour}
+              stroke-width="1.6"
+              stroke-dasharray={s.dashed === true ? '5 3' : undefined}
+            />
+            {isolated(s.values).map((i) => (
+              <circle
+                key={i}
+                cx={x(i).toFixed(1)}
+                cy={y(s.values[i] as number).toFixed(1)}
+                r="2.5"
+                fill={s.colour}
+                data-value={s.values[i]}
+              />
+            ))}
+          </g>
         ))}
       </svg>
       <div class="unit">{props.unit}</div>

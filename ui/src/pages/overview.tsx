@@ -26,8 +26,8 @@ const MIN_BUCKETS = 6;
 /**
  * The buckets to draw: the last hour, or, when the coordinator started less
  * than an hour ago, only the time since then (earlier buckets have no data,
- * and drawing them would squeeze the rest into a corner). The bucket still
- * filling is left out: its rate would read as a drop.
+ * and drawing them would squeeze the rest into a corner). The last one is
+ * the bucket still filling.
  */
 function counted(series: ActivitySeries): ActivitySeries {
   const firstCounted = Math.floor((series.sinceMillis - series.startMillis) / series.bucketMillis);
@@ -35,13 +35,23 @@ function counted(series: ActivitySeries): ActivitySeries {
   return {
     ...series,
     startMillis: series.startMillis + from * series.bucketMillis,
-    buckets: series.buckets.slice(from, -1),
+    buckets: series.buckets.slice(from),
   };
 }
 
-function perSecond(series: ActivitySeries, kind: keyof ActivityCounts): number[] {
-  return series.buckets.map((b) => b[kind] / (series.bucketMillis / 1_000));
+/**
+ * Events per second in each bucket; none for the bucket still filling (its
+ * rate would read as a drop). A failure rate is a ratio: it has no such bias,
+ * so {@link failureRate} shows that bucket too.
+ */
+function perSecond(series: ActivitySeries, kind: keyof ActivityCounts): (number | null)[] {
+  const last = series.buckets.length - 1;
+  return series.buckets.map((b, i) =>
+    i === last ? null : b[kind] / (series.bucketMillis / 1_000),
+  );
 }
+
+const rateLabel = (perS: number): string => `${Math.round(perS * 10) / 10}/s`;
 
 /** Failed / (completed + failed) per bucket, in %; null where nothing ended. */
 function failureRate(series: ActivitySeries): (number | null)[] {
@@ -130,12 +140,14 @@ export function OverviewPage() {
             {
               name: 'submitted',
               values: perSecond(activity, 'submitted'),
+              format: rateLabel,
               colour: COLOURS.submitted,
               dashed: true,
             },
             {
               name: 'completed',
               values: perSecond(activity, 'completed'),
+              format: rateLabel,
               colour: COLOURS.completed,
             },
           ]}
@@ -148,8 +160,18 @@ export function OverviewPage() {
           bucketMillis={activity.bucketMillis}
           yFloor={10}
           series={[
-            { name: 'failed %', values: failureRate(activity), colour: COLOURS.failed },
-            { name: 'retries/s', values: perSecond(activity, 'retried'), colour: COLOURS.retried },
+            {
+              name: 'failed %',
+              values: failureRate(activity),
+              colour: COLOURS.failed,
+              format: (v) => `${Math.round(v * 10) / 10} %`,
+            },
+            {
+              name: 'retries/s',
+              values: perSecond(activity, 'retried'),
+              colour: COLOURS.retried,
+              format: rateLabel,
+            },
           ]}
         />
       </section>
