@@ -82,7 +82,7 @@ const TS_ENTRY = `
 import { register } from 'tsx/esm/api';
 
 register();
-const { default: tasks } = await import('./greeting.js');
+const { default: tasks } = await import('./greeting.ts');
 export default tasks;
 `;
 
