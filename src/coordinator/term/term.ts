@@ -171,6 +171,8 @@ export class Term {
     if (this.#state.kind !== 'live') return;
     try {
       for (const effect of this.#core.handle(input)) {
+        // What acts now runs here (a read; a wake-up time for the clock would
+        // too); everything else waits for the commit of its batch.
         if (effect.kind === 'read') {
           this.#read(effect.readId, effect.read);
           continue;
