@@ -1,10 +1,14 @@
 /**
- * A cheap check, without a container engine, that the Dockerfile's build
- * stage copies every file `npm run build` reads (the tsconfig and Vite config
- * files its scripts name). scripts/verify-image.sh builds the image for real.
+ * Cheap checks of how the package and the image are built, without npm's
+ * registry or a container engine: the Dockerfile's build stage copies every
+ * file `npm run build` reads (scripts/verify-image.sh builds the image for
+ * real), and `npm pack` works in a fresh clone (its prepack script installs
+ * the development dependencies the build needs when they are missing).
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
@@ -48,5 +52,36 @@ describe('Dockerfile build stage', () => {
         `${file} is read by npm run build but not copied (COPY ${copies.join(' ')})`,
       );
     }
+  });
+});
+
+describe('prepack', () => {
+  /** The npm commands the prepack script runs in `dir`, with a stand-in npm that records them. */
+  function prepackCommands(withNodeModules: boolean): string[] {
+    const dir = mkdtempSync(join(tmpdir(), 'dtp-prepack-'));
+    try {
+      mkdirSync(join(dir, 'bin'));
+      writeFileSync(join(dir, 'bin', 'npm'), `#!/bin/sh\necho "$*" >> "${dir}/npm.log"\n`);
+      chmodSync(join(dir, 'bin', 'npm'), 0o755);
+      if (withNodeModules) mkdirSync(join(dir, 'node_modules'));
+      const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+        scripts: Record<string, string>;
+      };
+      const script = pkg.scripts.prepack ?? '';
+      const env = { ...process.env, PATH: `${join(dir, 'bin')}:${process.env.PATH ?? ''}` };
+      const r = spawnSync('sh', ['-c', script], { cwd: dir, env, encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      return readFileSync(join(dir, 'npm.log'), 'utf8').trim().split('\n');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('installs the dependencies first in a fresh clone, then builds', () => {
+    assert.deepEqual(prepackCommands(false), ['ci --no-audit --no-fund', 'run build:package']);
+  });
+
+  it('only builds where the dependencies are installed', () => {
+    assert.deepEqual(prepackCommands(true), ['run build:package']);
   });
 });
