@@ -299,8 +299,11 @@ podman tag "$image" "localhost/$dtp_ref"
 
 # The compose file as it is but for its published ports: everything is
 # reached from inside the compose network, and the host's ports may be taken.
-grep -v "^[[:space:]]*ports:" "$compose_file" >"$work/docker-compose.postgres.yml"
-compose() { podman-compose -p "$ha_project" -f "$work/docker-compose.postgres.yml" "$@" </dev/null; }
+# The folder's name is the project's (podman-compose has no variable for it).
+ha_dir="$work/$ha_project"
+mkdir "$ha_dir"
+grep -v "^[[:space:]]*ports:" "$compose_file" >"$ha_dir/docker-compose.postgres.yml"
+compose() { (cd "$ha_dir" && podman-compose -f docker-compose.postgres.yml "$@" </dev/null); }
 # `run --no-deps`: podman-compose's `run` otherwise builds the image of every
 # dependency again. It prints its own lines on stdout too: keep the client's.
 ha_client() {
@@ -352,4 +355,11 @@ final="$(ha_client wait "$job" --timeout-millis 120000 --json)"
 state="$(field state <<<"$final")"
 say "job ended $state after $(field attempts <<<"$final") attempts"
 [[ "$state" == COMPLETED ]] || die "expected the job COMPLETED after the failover: $final"
+# The podman form of the command at the top of the compose file, as
+# docs/OPERATIONS.md shows it.
+doc_line="podman-compose -f docker-compose.postgres.yml run --rm --no-deps client-cli submit sha256 --text hi"
+(cd "$ha_dir" && $doc_line </dev/null >"$work/doc-line.log" 2>&1) ||
+  { cat "$work/doc-line.log" >&2; die "$doc_line failed"; }
+grep -q "Job submitted" "$work/doc-line.log" || { cat "$work/doc-line.log" >&2; die "$doc_line did not submit"; }
+say "$doc_line: submitted"
 say "both stories passed (verify-image took $((SECONDS - started)) s)"
