@@ -234,15 +234,7 @@ client() {
     -e DTP_HOST=localhost "$name-coordinator" /app/scripts/docker-entrypoint.sh client "$@"
 }
 # Reads one field of the JSON document on stdin (dotted path).
-field() {
-  node -e '
-    let text = "";
-    process.stdin.on("data", (d) => (text += d)).on("end", () => {
-      let v = JSON.parse(text);
-      for (const k of process.argv[1].split(".")) v = v == null ? undefined : v[k];
-      console.log(v == null ? "" : typeof v === "object" ? JSON.stringify(v) : v);
-    });' "$1"
-}
+field() { node "$root/scripts/json-field.mjs" "$1"; }
 # Retries "$@" every 0.5 s until it succeeds, for at most $1 seconds.
 retry() {
   local deadline=$((SECONDS + $1))
