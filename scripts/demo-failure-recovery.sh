@@ -55,15 +55,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Reads one field of the JSON document on stdin (dotted path).
-field() {
-  node -e '
-    let text = "";
-    process.stdin.on("data", (d) => (text += d)).on("end", () => {
-      let v = JSON.parse(text);
-      for (const k of process.argv[1].split(".")) v = v == null ? undefined : v[k];
-      console.log(v == null ? "" : typeof v === "object" ? JSON.stringify(v) : v);
-    });' "$1"
-}
+field() { node "$root/scripts/json-field.mjs" "$1"; }
 
 # Polls a command until it prints a non-empty line, for at most $1 seconds.
 poll() {

@@ -83,6 +83,8 @@ case "$role" in
     # exec: node takes over this PID (PID 1 in a container), so SIGTERM from
     # `docker stop` reaches its handlers: a worker drains, a coordinator
     # commits and closes.
+    # Usage and errors name the program as it was started: `docker-entrypoint.sh worker`.
+    export DTP_PROGRAM_NAME="${0##*/} $role"
     exec node "$entry" "$@"
     ;;
   healthcheck)

@@ -26,8 +26,9 @@ import {
   parseServerFlags,
   stopOnSignals,
 } from './lifecycle.js';
+import { takeProgramName } from './program-name.js';
 
-const PROGRAM = 'worker.sh';
+const PROGRAM = takeProgramName('worker.sh');
 const SUMMARY = 'Runs a dtp worker: registers with a coordinator and runs the tasks it assigns.';
 const INT32_MAX = 2_147_483_647;
 const D = DEFAULT_WORKER_OPTIONS;
