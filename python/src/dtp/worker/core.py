@@ -581,11 +581,11 @@ class Worker:
             )
         self._tasks[attempt_id] = running
         self._idle.clear()
-        handle.started.add_done_callback(lambda f: self._on_started(running, f.result()))
+        handle.task.on_started = lambda pid: self._on_started(running, pid)
         handle.outcome.add_done_callback(lambda f: self._on_ended(running, f.result()))
 
-    def _on_started(self, running: _Running, pid: int | None) -> None:
-        if pid is None or self._tasks.get(running.attempt_id) is not running:
+    def _on_started(self, running: _Running, pid: int) -> None:
+        if self._tasks.get(running.attempt_id) is not running:
             return
         log.info(
             "task started",

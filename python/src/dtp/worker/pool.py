@@ -57,6 +57,8 @@ class PoolTask:
     def __init__(self, request_id: int, run: Message, on_log: LogSink) -> None:
         loop = asyncio.get_running_loop()
         self.on_settled: Callable[[], None] = lambda: None
+        self.on_started: Callable[[int], None] = lambda pid: None
+        """Told synchronously (before any line the handler logs is passed on)."""
         self.request_id = request_id
         self.run = run
         self.on_log = on_log
@@ -71,6 +73,7 @@ class PoolTask:
     def mark_started(self, pid: int) -> None:
         if not self.started.done():
             self.started.set_result(pid)
+            self.on_started(pid)
 
     def settle(self, outcome: Outcome) -> bool:
         if self.outcome.done():
