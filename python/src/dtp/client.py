@@ -382,7 +382,8 @@ class Client:
         pause = FIRST_POLL_SECONDS
         while True:
             started = time.monotonic()
-            slice_ms = int(min(WAIT_SLICE_MS, max(0.0, math.ceil((deadline - started) * 1000))))
+            left_ms = (deadline - started) * 1000
+            slice_ms = WAIT_SLICE_MS if left_ms > WAIT_SLICE_MS else max(0, math.ceil(left_ms))
             try:
                 job = self._wait_job(job_id, slice_ms) if push else self.status(job_id)
             except TransportError as err:
@@ -569,7 +570,8 @@ class Client:
                 self._ring.failed()
                 failure = err
             left = deadline - time.monotonic()
-            if not self._ring.several or left <= 0:
+            named = isinstance(failure, NotLeaderError) and failure.leader is not None
+            if (not self._ring.several and not named) or left <= 0:
                 if not self._ring.several:
                     raise failure
                 raise TransportError(
