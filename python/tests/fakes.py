@@ -116,9 +116,16 @@ class V1ClientPort:
 
     def _job(self, job_id: str, state: str, created: int) -> dict[str, Any]:
         return {
-            "jobId": job_id, "taskType": "SHA256", "state": state, "attempts": 1,
-            "maxAttempts": 3, "workerId": None, "result": "done" if state == "COMPLETED" else None,
-            "error": None, "createdAtMillis": created, "updatedAtMillis": created,
+            "jobId": job_id,
+            "taskType": "SHA256",
+            "state": state,
+            "attempts": 1,
+            "maxAttempts": 3,
+            "workerId": None,
+            "result": "done" if state == "COMPLETED" else None,
+            "error": None,
+            "createdAtMillis": created,
+            "updatedAtMillis": created,
             "priority": "NORMAL",
         }
 
@@ -133,7 +140,9 @@ class V1ClientPort:
                 return
             kind = message["type"]
             if kind not in V1_REQUESTS:
-                conn.send({"type": "ERROR", "message": f"Malformed request: Undecodable message {kind}"})
+                conn.send(
+                    {"type": "ERROR", "message": f"Malformed request: Undecodable message {kind}"}
+                )
                 return
             conn.send(self._answer(message))
 

@@ -211,7 +211,12 @@ class Cluster:
         heartbeat_ms: int = 200,
     ) -> Proc:
         argv = [sys.executable, "-m", "dtp.worker", "--id", worker_id, "--capacity", str(capacity)]
-        argv += ["--heartbeat-interval-millis", str(heartbeat_ms), "--reconnect-delay-millis", "100"]
+        argv += [
+            "--heartbeat-interval-millis",
+            str(heartbeat_ms),
+            "--reconnect-delay-millis",
+            "100",
+        ]
         if coordinator is not None:
             argv += ["--coordinator-host", HOST, "--coordinator-port", str(coordinator.worker_port)]
         if tasks is not None:
@@ -245,7 +250,9 @@ class Cluster:
         argv = [node(), str(CLI / "client-main.js"), *args, "--json"]
         argv += ["--host", HOST, "--port", str(coordinator.client_port)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("DTP_")}
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, check=False)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, env=env, check=False
+        )
         try:
             return json.loads(done.stdout)
         except ValueError:

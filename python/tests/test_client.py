@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dtp
 import pytest
+
+import dtp
 from support import HOST, Cluster
 
 TASKS = Path(__file__).parent / "fixtures" / "py_tasks.py"
@@ -16,14 +17,26 @@ def test_submit_options_status_wait_and_errors(cluster: Cluster) -> None:
     c = cluster.coordinator("--max-attempts", "3")
     with c.client() as client:
         # Nobody serves it yet: the job waits, and the handle says so.
-        queued = client.submit("py.upper", {"text": "later"}, priority="HIGH",
-                               idempotency_key="key-1", max_attempts=5, timeout_millis=30_000)
+        queued = client.submit(
+            "py.upper",
+            {"text": "later"},
+            priority="HIGH",
+            idempotency_key="key-1",
+            max_attempts=5,
+            timeout_millis=30_000,
+        )
         assert queued.serving_workers == 0
         snap = queued.snapshot
         assert (snap["state"], snap["priority"], snap["maxAttempts"]) == ("QUEUED", "HIGH", 5)
         assert snap["timeoutMillis"] == 30_000 and snap["idempotencyKey"] == "key-1"
-        again = client.submit("py.upper", {"text": "later"}, priority="HIGH",
-                              idempotency_key="key-1", max_attempts=5, timeout_millis=30_000)
+        again = client.submit(
+            "py.upper",
+            {"text": "later"},
+            priority="HIGH",
+            idempotency_key="key-1",
+            max_attempts=5,
+            timeout_millis=30_000,
+        )
         assert again.job_id == queued.job_id
         with pytest.raises(dtp.RemoteError) as conflict:
             client.submit("py.upper", {"text": "other"}, idempotency_key="key-1")
@@ -109,8 +122,9 @@ def test_client_tokens(cluster: Cluster) -> None:
     assert no_token.value.code == "UNAUTHENTICATED"
 
 
-def test_default_address_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch,
-                                                    cluster: Cluster) -> None:
+def test_default_address_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, cluster: Cluster
+) -> None:
     c = cluster.coordinator()
     monkeypatch.setenv("DTP_HOST", HOST)
     monkeypatch.setenv("DTP_PORT", str(c.client_port))

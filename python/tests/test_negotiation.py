@@ -7,8 +7,9 @@ import json
 import signal
 from pathlib import Path
 
-import dtp
 import pytest
+
+import dtp
 from fakes import FakeServer, V1ClientPort, not_leader_port
 from support import HOST, Cluster, until
 
@@ -16,17 +17,33 @@ TASKS = Path(__file__).parent / "fixtures" / "py_tasks.py"
 V1_WORKER_MESSAGES = {"WORKER_REGISTER", "HEARTBEAT", "TASK_RESULT"}
 
 
-def assign(job: str, task_type: str, payload: dict[str, object], **extra: object) -> dict[str, object]:
-    return {"type": "TASK_ASSIGN", "jobId": job, "attemptId": f"{job}-a1", "attemptNumber": 1,
-            "taskType": task_type, "payload": payload, **extra}
+def assign(
+    job: str, task_type: str, payload: dict[str, object], **extra: object
+) -> dict[str, object]:
+    return {
+        "type": "TASK_ASSIGN",
+        "jobId": job,
+        "attemptId": f"{job}-a1",
+        "attemptNumber": 1,
+        "taskType": task_type,
+        "payload": payload,
+        **extra,
+    }
 
 
 def test_the_worker_uses_no_extension_a_v1_coordinator_did_not_offer(cluster: Cluster) -> None:
     fake = FakeServer()
     try:
         worker = cluster.py_worker(
-            None, "py-v1", "--coordinator-host", f"{HOST}:{fake.port}",
-            "--coordinator-timeout-millis", "200", tasks=TASKS, capacity=1, wait=False,
+            None,
+            "py-v1",
+            "--coordinator-host",
+            f"{HOST}:{fake.port}",
+            "--coordinator-timeout-millis",
+            "200",
+            tasks=TASKS,
+            capacity=1,
+            wait=False,
         )
         conn = fake.next_connection()
         register = conn.recv()
@@ -41,9 +58,15 @@ def test_the_worker_uses_no_extension_a_v1_coordinator_did_not_offer(cluster: Cl
         # Without `retryable`, a NonRetryableError is reported without the field.
         conn.send(assign("j1", "py.nonretryable", {}, timeoutMillis=1, maxAttempts=9))
         result = conn.recv()
-        assert result == {"type": "TASK_RESULT", "workerId": "py-v1", "jobId": "j1",
-                          "attemptId": "j1-a1", "success": False, "result": None,
-                          "error": "not today"}
+        assert result == {
+            "type": "TASK_RESULT",
+            "workerId": "py-v1",
+            "jobId": "j1",
+            "attemptId": "j1-a1",
+            "success": False,
+            "result": None,
+            "error": "not today",
+        }
 
         # Without `assignLimits` the deadline and the attempt limit are not acted on.
         conn.send(assign("j2", "py.sleep", {"seconds": 0.3}, timeoutMillis=20, maxAttempts=9))
@@ -52,7 +75,10 @@ def test_the_worker_uses_no_extension_a_v1_coordinator_did_not_offer(cluster: Cl
         refused = conn.recv()
         assert refused is not None
         assert (refused["jobId"], refused["success"], refused["error"]) == (
-            "j3", False, "worker at capacity")
+            "j3",
+            False,
+            "worker at capacity",
+        )
         slept = conn.recv()
         assert slept is not None and (slept["jobId"], slept["success"]) == ("j2", True), slept
 
@@ -65,9 +91,14 @@ def test_the_worker_uses_no_extension_a_v1_coordinator_did_not_offer(cluster: Cl
         # Silence is not judged without `heartbeatAck`: heartbeats go on well past
         # the coordinator timeout (200 ms) while the fake says nothing.
         beats = len([m for m in conn.received if m["type"] == "HEARTBEAT"])
-        until(lambda: conn.recv(timeout=5, skip=()) and
-              len([m for m in conn.received if m["type"] == "HEARTBEAT"]) >= beats + 6,
-              10, "six more heartbeats")
+        until(
+            lambda: (
+                conn.recv(timeout=5, skip=())
+                and len([m for m in conn.received if m["type"] == "HEARTBEAT"]) >= beats + 6
+            ),
+            10,
+            "six more heartbeats",
+        )
         assert not conn.closed
 
         # Draining without `drain`: no WORKER_DRAINING; a late assignment is refused.
@@ -77,7 +108,10 @@ def test_the_worker_uses_no_extension_a_v1_coordinator_did_not_offer(cluster: Cl
         worker.wait_for(r"coordinator does not offer drain")
         conn.send(assign("j6", "py.upper", {"text": "late"}))
         late = conn.recv()
-        assert late is not None and (late["jobId"], late["error"]) == ("j6", "worker is shutting down")
+        assert late is not None and (late["jobId"], late["error"]) == (
+            "j6",
+            "worker is shutting down",
+        )
         finished = conn.recv()
         assert finished is not None and (finished["jobId"], finished["success"]) == ("j5", True)
         assert worker.wait_exit() == 0
@@ -104,8 +138,11 @@ def test_the_client_probes_and_falls_back_on_a_v1_coordinator() -> None:
         probes = [c for c in v1.server.all if any(m["type"] == "WAIT_JOB" for m in c.received)]
         assert len(probes) == 1 and len(probes[0].received) == 1  # its own connection
         working = [c for c in v1.server.all if c not in probes]
-        assert working and all(m["type"] in {"SUBMIT_JOB", "GET_JOB_STATUS", "LIST_JOBS"}
-                               for c in working for m in c.received)
+        assert working and all(
+            m["type"] in {"SUBMIT_JOB", "GET_JOB_STATUS", "LIST_JOBS"}
+            for c in working
+            for m in c.received
+        )
         with pytest.raises(dtp.AuthError) as raised:
             dtp.Client(f"{HOST}:{v1.server.port}", token="secret").status("job-1")
         assert raised.value.code == "AUTH_UNSUPPORTED"

@@ -47,7 +47,13 @@ def encode_json(value: Any) -> str:
 
 def encode_frame(message: Mapping[str, Any], max_bytes: int = MAX_FRAME_BYTES) -> bytes:
     """The frame of ``message``; raises ``FrameTooLargeError`` past ``max_bytes``."""
-    body = encode_json(message).encode("utf-8")
+    text = encode_json(message)
+    try:
+        body = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (a JSON peer may send one, escaped) has no UTF-8 form:
+        # escape everything outside ASCII instead, which JSON readers decode back.
+        body = json.dumps(message, separators=(",", ":"), allow_nan=False).encode("ascii")
     if len(body) > max_bytes:
         raise FrameTooLargeError(
             f"a {message.get('type', 'message')} of {len(body)} bytes does not fit in a frame "
