@@ -16,7 +16,7 @@ beside up to ``capacity`` live ones, so at most ``capacity`` + (attempts
 stopped within the last grace) processes exist; a process beyond
 ``capacity`` is ended as soon as it is free.
 
-Process states: ``idle`` -> ``busy`` -> ``idle`` ...; ``busy`` -> ``stopping``
+Process states: ``starting`` (until it was sent INIT) -> ``idle`` -> ``busy`` -> ``idle`` ...; ``busy`` -> ``stopping``
 (ABORT sent, grace running) -> ``idle`` or ``killed``; any -> ``exited``.
 """
 
@@ -449,15 +449,18 @@ class TaskPool:
             os.close(to_child_r)
             os.close(from_child_w)
         process = TaskProcess(self, proc)
+        process.state = "starting"  # no attempt goes to it before its INIT
         self._processes.append(process)
         writer, _ = await loop.connect_write_pipe(
             asyncio.Protocol, os.fdopen(to_child_w, "wb", buffering=0)
         )
         process.attach(writer)
+        process.send(self._init)
         await loop.connect_read_pipe(
             lambda: _Reader(process), os.fdopen(from_child_r, "rb", buffering=0)
         )
-        process.send(self._init)
+        if process.state == "starting":
+            process.state = "idle"
         return process
 
     async def close(self) -> None:
