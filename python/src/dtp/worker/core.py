@@ -585,7 +585,7 @@ class Worker:
         handle.outcome.add_done_callback(lambda f: self._on_ended(running, f.result()))
 
     def _on_started(self, running: _Running, pid: int) -> None:
-        if self._tasks.get(running.attempt_id) is not running:
+        if self._tasks.get(running.attempt_id) is not running or not log.isEnabledFor(logging.INFO):
             return
         log.info(
             "task started",
@@ -612,17 +612,17 @@ class Worker:
         if outcome.cancelled:
             self._notify_if_idle()
             return
-        duration_ms = round((time.monotonic() - running.started_at) * 1000)
-        log.info(
-            "task finished",
-            extra=_fields(
-                jobId=running.job_id,
-                attemptId=running.attempt_id,
-                success=outcome.success,
-                durationMs=duration_ms,
-                error=None if outcome.success else outcome.error,
-            ),
-        )
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "task finished",
+                extra=_fields(
+                    jobId=running.job_id,
+                    attemptId=running.attempt_id,
+                    success=outcome.success,
+                    durationMs=round((time.monotonic() - running.started_at) * 1000),
+                    error=None if outcome.success else outcome.error,
+                ),
+            )
         session = self._session
         if session is running.session and session is not None and session.registered:
             self._send_result(session, running.job_id, running.attempt_id, outcome)

@@ -16,8 +16,9 @@ beside up to ``capacity`` live ones, so at most ``capacity`` + (attempts
 stopped within the last grace) processes exist; a process beyond
 ``capacity`` is ended as soon as it is free.
 
-Process states: ``starting`` (until it was sent INIT) -> ``idle`` -> ``busy`` -> ``idle`` ...; ``busy`` -> ``stopping``
-(ABORT sent, grace running) -> ``idle`` or ``killed``; any -> ``exited``.
+Process states: ``starting`` (until it was sent INIT) -> ``idle`` -> ``busy`` ->
+``idle`` ...; ``busy`` -> ``stopping`` (ABORT sent, grace running) -> ``idle`` or
+``killed``; any -> ``exited``.
 """
 
 from __future__ import annotations
