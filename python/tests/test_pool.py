@@ -37,7 +37,9 @@ def test_a_queued_attempt_runs_on_the_process_that_replaces_a_killed_one() -> No
                 assert await busy.started is not None
                 assert await busy.stop("cancel") == "terminated"
                 outcome = await asyncio.wait_for(queued.outcome, 30)
-                outcomes.append(outcome.result if outcome.success else f"failed: {outcome.error}")
+                outcomes.append(
+                    str(outcome.result) if outcome.success else f"failed: {outcome.error}"
+                )
             assert pool.process_count == 1
         finally:
             await pool.close()
@@ -82,7 +84,7 @@ def test_an_attempt_never_reaches_a_process_before_its_init() -> None:
                     await asyncio.sleep(0)
                 nxt = pool.run(attempt(100 + turns, "py.upper", {"text": "ok"}), lambda *_: None)
                 outcome = await asyncio.wait_for(nxt.outcome, 15)
-                results.append(outcome.result if outcome.success else str(outcome.error))
+                results.append(str(outcome.result) if outcome.success else str(outcome.error))
         finally:
             await pool.close()
         return results
