@@ -172,22 +172,22 @@ class V1ClientPort:
             return {"type": "WORKER_LIST", "workers": []}
 
 
-def not_leader_port(leader: str, close_after: bool) -> FakeServer:
-    """A standby: every frame gets ``ERROR NOT_LEADER`` naming ``leader``."""
+def not_leader_port(leader: str, close_after: bool, name_leader: bool = True) -> FakeServer:
+    """A standby: every frame gets ``ERROR NOT_LEADER`` naming ``leader`` (or no one)."""
 
     def serve(conn: FakeConn) -> None:
         while True:
             message = conn.recv(timeout=30, skip=())
             if message is None:
                 return
-            conn.send(
-                {
-                    "type": "ERROR",
-                    "code": "NOT_LEADER",
-                    "message": f"NOT_LEADER: this coordinator is a standby (the leader is at {leader})",
-                    "leader": leader,
-                }
-            )
+            answer: Message = {
+                "type": "ERROR",
+                "code": "NOT_LEADER",
+                "message": "NOT_LEADER: this coordinator is a standby",
+            }
+            if name_leader:
+                answer["leader"] = leader
+            conn.send(answer)
             if close_after:
                 return
 

@@ -170,3 +170,22 @@ def test_worker_and_client_follow_not_leader_to_the_leader(cluster: Cluster) -> 
     finally:
         worker_standby.stop()
         client_standby.stop()
+
+
+def test_with_several_addresses_a_standby_that_names_no_leader_is_passed_over(
+    cluster: Cluster,
+) -> None:
+    c = cluster.coordinator()
+    standby = not_leader_port("", close_after=True, name_leader=False)
+    try:
+        worker = cluster.py_worker(
+            c,
+            "py-ring",
+            "--coordinator-host",
+            f"{HOST}:{standby.port},{HOST}:{c.worker_port}",
+            tasks=TASKS,
+        )
+        assert "leader=unknown" in worker.output
+        assert [m["type"] for m in standby.all[0].received] == ["WORKER_REGISTER"]
+    finally:
+        standby.stop()

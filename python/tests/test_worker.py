@@ -155,6 +155,9 @@ def test_deadline_stops_the_handler(cluster: Cluster) -> None:
             rf"task stopped: its process was killed jobId={job.job_id} .*reason=deadline"
         )
         until(lambda: not alive(pid), 10, "the process to be gone")
+        # The handler held a CPU for longer than the heartbeat timeout (1.5 s):
+        # heartbeats went on all the same.
+        assert "worker lost" not in c.proc.output
         coop = client.submit("py.cooperative", {}, timeout_millis=1500, max_attempts=1)
         coop.wait(timeout=30)
         # The coordinator revokes the lease at the same deadline (counted from assignment,
