@@ -313,3 +313,13 @@ def test_a_silent_coordinator_is_dropped(cluster: Cluster) -> None:
         c.proc.signal(signal.SIGCONT)
     mark = len(worker.output)
     worker.wait_for(r"registered coordinator=", 30, after=mark)
+
+
+def test_a_worker_whose_id_is_taken_over_exits_1(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    first = cluster.py_worker(c, "py-same-id", tasks=TASKS)
+    mark = len(c.proc.output)
+    cluster.py_worker(c, "py-same-id", tasks=TASKS, wait=False)
+    c.wait_registered("py-same-id", after=mark)
+    assert first.wait_exit() == 1
+    assert "refused by the coordinator (WORKER_REPLACED)" in first.output
