@@ -35,9 +35,10 @@ mkdir "$tmp/src"
 echo "# python: $("$py" --version) in a fresh venv ($tmp)"
 "$py" -m venv "$tmp/venv"
 bin="$tmp/venv/bin"
-# --retries 0: an index that cannot be reached is given up at once (pip's
-# default retries would spend minutes on it before trying the next index).
-if ! "$bin/pip" install --quiet --retries 0 --disable-pip-version-check --no-input \
+# PIP_RETRIES=0 (also for the pip that sets up the build environment): an
+# index that cannot be reached is given up at once; pip's default retries
+# would spend minutes on it before trying the next index.
+if ! PIP_RETRIES=0 "$bin/pip" install --quiet --disable-pip-version-check --no-input \
   "$tmp/src[dev]" >"$tmp/pip.log" 2>&1; then
   echo "# python: pip could not install python/[dev]; the Python checks are skipped:"
   grep -v -e Retrying -e 'is ignored' "$tmp/pip.log" | tail -n 5 | sed 's/^/#   /'
