@@ -552,7 +552,7 @@ class Client:
     def _connection(self, deadline: float) -> Connection:
         if self._closed:
             raise ClientClosedError()
-        if self._conn is not None and self._conn.is_open:
+        if self._conn is not None and self._conn.still_open():
             return self._conn
         pause = _FIRST_PAUSE
         while True:

@@ -9,6 +9,7 @@ that is not a client reply) is never reused: the request in flight fails with
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 from collections.abc import Mapping
@@ -119,6 +120,31 @@ class Connection:
     @property
     def is_open(self) -> bool:
         return self._broken is None
+
+    def still_open(self) -> bool:
+        """False when the coordinator has closed this connection since its last reply.
+
+        Between requests nothing may arrive; so a readable socket means the
+        coordinator closed it (or broke the protocol). Seen before a request is
+        sent, that is known to be harmless: a fresh connection can take it.
+        """
+        if self._broken is not None:
+            return False
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+            if not readable:
+                return True
+            self._sock.setblocking(False)
+            data = self._sock.recv(1)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return True  # TLS records that carry no data (a session ticket)
+        except (OSError, ValueError) as err:
+            self._fail(f"connection to {self.address} lost: {describe_os_error(err)}")
+            return False
+        self._fail(
+            "closed by the coordinator" if not data else "unsolicited data from the coordinator"
+        )
+        return False
 
     def request(self, message: Mapping[str, Any], timeout: float | None) -> Message:
         """Sends one request and reads its reply (any reply type); ``timeout`` in seconds."""
