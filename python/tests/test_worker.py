@@ -117,8 +117,8 @@ def test_cancel_kills_a_busy_handler_within_the_grace(cluster: Cluster) -> None:
         line = worker.wait_for(rf"task stopped: its process was killed jobId={job.job_id} .*")
         stop_ms = int(re.search(r"stopMs=(\d+)", line.group(0)).group(1))  # type: ignore[union-attr]
         # The process is killed when the grace runs out, not before, and soon after.
-        assert grace_ms <= stop_ms < grace_ms + 1000, line.group(0)
-        assert stopped_after < (grace_ms + 2000) / 1000
+        assert grace_ms <= stop_ms < grace_ms + 2500, line.group(0)
+        assert stopped_after < (grace_ms + 4000) / 1000
         with pytest.raises(dtp.JobCancelledError):
             job.result(timeout=10)
         # A fresh process takes the slot: the next attempt runs.
