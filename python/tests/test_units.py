@@ -133,3 +133,26 @@ def test_tokens_and_not_understood_answers() -> None:
     assert is_not_understood({"message": "x", "code": "UNSUPPORTED_REQUEST"})
     assert not is_not_understood({"message": "Unknown job: x", "code": "UNKNOWN_JOB"})
     assert not is_not_understood({"message": "Malformed request", "code": "NOT_LEADER"})
+
+
+def test_a_model_class_as_schema_is_validated_through_model_validate() -> None:
+    from dtp.tasks import _schema_callable
+
+    class Model:  # the shape of a pydantic (v2) model class
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        @classmethod
+        def model_validate(cls, data: object) -> Model:
+            if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+                raise ValueError("name: field required")
+            return cls(data["name"])
+
+    check = _schema_callable(Model)
+    assert check is not None
+    model = check({"name": "ada"})
+    assert isinstance(model, Model)
+    assert model.name == "ada"
+    with pytest.raises(ValueError, match="field required"):
+        check({})
+    assert _schema_callable(None) is None

@@ -17,8 +17,8 @@ exception fails the attempt and the job is retried while attempts remain.
 ``schema=`` is a callable run on the payload before the handler: it raises
 when the payload is invalid (the job then fails at once with ``Invalid
 payload: ...``), and what it returns, unless None, is what the handler gets.
-``jsonschema``'s ``validate`` and a pydantic model's ``model_validate`` fit;
-a pydantic model class may be given as it is.
+``lambda p: jsonschema.validate(p, SCHEMA)`` fits; so does a pydantic model
+class (its ``model_validate``, or v1 ``parse_obj``, is what is called).
 
 Results follow the rules of the TypeScript SDK: a ``str`` travels as it is;
 any other JSON value (None, bool, int, float, list, dict with string keys)
