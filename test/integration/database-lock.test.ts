@@ -2,13 +2,15 @@
  * One coordinator per SQLite file: a second one on the same file fails at
  * start, naming the lock and its holder, and changes nothing in the live
  * database (a single-attempt job that runs stays RUNNING and completes); the
- * lock goes away with its holder, even after SIGKILL.
+ * lock goes away with its holder, even after SIGKILL. The lock is the
+ * file's own: a symbolic link, a hard link or a new name of a held file
+ * meets it, and a hard-linked file is refused even when nobody holds it.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, linkSync, renameSync, symlinkSync, unlinkSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { DatabaseLock, DatabaseLockedError } from '../../src/coordinator/database-lock.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
@@ -82,5 +84,55 @@ describe('database lock', () => {
     const lock = DatabaseLock.acquire(databasePath);
     lock.release();
     lock.release();
+  });
+
+  it('is met under a symbolic link, a hard link and a new name, on the file itself', (t) => {
+    if (!DatabaseLock.inodeLockAvailable) return t.skip('no inode lock on this platform');
+    const databasePath = database();
+    const lock = DatabaseLock.acquire(databasePath);
+    cleanups.push(() => lock.release());
+    assert.equal(lock.inodeLocked, true);
+    const symlink = join(dirname(databasePath), 'symlink.db');
+    symlinkSync(databasePath, symlink);
+    assert.throws(
+      () => DatabaseLock.acquire(symlink),
+      /in use by another coordinator .*held by pid/,
+    );
+    const hardLink = join(dirname(databasePath), 'hard.db');
+    linkSync(databasePath, hardLink);
+    assert.throws(
+      () => DatabaseLock.acquire(hardLink),
+      /hard\.db is in use by another coordinator .*locked under another name \(a hard link\)/,
+    );
+    const renamed = join(dirname(databasePath), 'renamed.db');
+    unlinkSync(hardLink);
+    renameSync(databasePath, renamed);
+    assert.throws(
+      () => DatabaseLock.acquire(renamed),
+      /renamed\.db is in use by another coordinator .*locked under another name \(renamed\)/,
+    );
+  });
+
+  it('without the inode lock, still meets a symbolic link and refuses a hard-linked file', () => {
+    const databasePath = database();
+    const lock = DatabaseLock.acquire(databasePath, { inodeLock: false });
+    cleanups.push(() => lock.release());
+    const symlink = join(dirname(databasePath), 'symlink.db');
+    symlinkSync(databasePath, symlink);
+    assert.throws(
+      () => DatabaseLock.acquire(symlink, { inodeLock: false }),
+      (err: unknown) => {
+        assert.ok(err instanceof DatabaseLockedError);
+        assert.ok(err.message.includes(`lock file ${databasePath}.lock`), err.message);
+        return true;
+      },
+    );
+    linkSync(databasePath, join(dirname(databasePath), 'hard.db'));
+    lock.release();
+    // Nobody holds it now, and it is still refused: two names, two logs.
+    assert.throws(
+      () => DatabaseLock.acquire(databasePath, { inodeLock: false }),
+      /has 2 hard links/,
+    );
   });
 });
