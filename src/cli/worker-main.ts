@@ -5,7 +5,7 @@
  */
 import { formatHostPort, parseAddressList } from '../net/address.js';
 import { describeError } from '../protocol/errors.js';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT } from '../protocol/limits.js';
+import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../protocol/limits.js';
 import {
   DEFAULT_WORKER_OPTIONS,
   randomWorkerId,
@@ -67,7 +67,7 @@ const FLAGS: readonly FlagSpec[] = [
     name: 'prefetch',
     type: 'int',
     min: 0,
-    max: MAX_PREFETCH_PER_SLOT * MAX_CAPACITY,
+    max: maxPrefetch(MAX_CAPACITY),
     defaultLabel: `${DEFAULT_PREFETCH_PER_SLOT} x capacity`,
     help: `attempts taken beyond capacity and queued here, used by the coordinator only while attempts are short; 0..${MAX_PREFETCH_PER_SLOT} x capacity, 0 turns it off`,
   },
@@ -133,9 +133,9 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
   }
   const capacity = values.int('capacity');
   const prefetch = values.optionalInt('prefetch');
-  if (prefetch !== undefined && prefetch > MAX_PREFETCH_PER_SLOT * capacity) {
+  if (prefetch !== undefined && prefetch > maxPrefetch(capacity)) {
     throw new UsageError(
-      `--prefetch must be at most ${MAX_PREFETCH_PER_SLOT} x --capacity (${MAX_PREFETCH_PER_SLOT * capacity}), got ${prefetch}`,
+      `--prefetch must be at most ${MAX_PREFETCH_PER_SLOT} x --capacity (${maxPrefetch(capacity)}), got ${prefetch}`,
     );
   }
   return {

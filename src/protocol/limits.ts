@@ -7,6 +7,13 @@
 export const MAX_CAPACITY = 1024;
 /** Most attempts a worker may queue beyond its capacity (`prefetch`), per unit of capacity. */
 export const MAX_PREFETCH_PER_SLOT = 4;
+/**
+ * Largest `prefetch` of a worker with this capacity: the one bound that the
+ * worker's options, its task pool's queue, the CLI and the coordinator check.
+ */
+export function maxPrefetch(capacity: number): number {
+  return MAX_PREFETCH_PER_SLOT * capacity;
+}
 /** Upper bound on a job's maxAttempts (retry delays are overflow-safe up to here). */
 export const MAX_ATTEMPTS_LIMIT = 1000;
 /** Longest idempotency key, in characters. */

@@ -17,7 +17,7 @@
  * `capacity` are terminated as soon as they are free.
  */
 import { DtpError } from '../protocol/errors.js';
-import { MAX_CAPACITY } from '../protocol/limits.js';
+import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../protocol/limits.js';
 import {
   PoolTask,
   PoolThread,
@@ -39,7 +39,10 @@ export interface TaskPoolOptions {
   modules?: TaskThreadData['modules'];
   /** Time a stopped handler gets before its thread is terminated, in ms (default 1000). */
   cancelGraceMs?: number;
-  /** Tasks that may wait for a thread beyond `capacity` (default 0: none). */
+  /**
+   * Tasks that may wait for a thread beyond `capacity`, 0..4 x capacity (the
+   * worker's `prefetch` bound; default 0: none).
+   */
   queueLimit?: number;
 }
 
@@ -94,8 +97,11 @@ export class TaskPool {
       throw new DtpError('INVALID_OPTIONS', 'cancelGraceMs must be an integer >= 0');
     }
     const queueLimit = options.queueLimit ?? 0;
-    if (!Number.isInteger(queueLimit) || queueLimit < 0 || queueLimit > MAX_CAPACITY) {
-      throw new DtpError('INVALID_OPTIONS', `queueLimit must be an integer in 0..${MAX_CAPACITY}`);
+    if (!Number.isInteger(queueLimit) || queueLimit < 0 || queueLimit > maxPrefetch(capacity)) {
+      throw new DtpError(
+        'INVALID_OPTIONS',
+        `queueLimit must be an integer in 0..${MAX_PREFETCH_PER_SLOT} x capacity`,
+      );
     }
     this.capacity = capacity;
     this.cancelGraceMs = cancelGraceMs;

@@ -81,7 +81,7 @@ import {
   type WorkerRegistered,
 } from '../protocol/messages.js';
 import { parseFeatures, type Feature } from '../protocol/features.js';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT } from '../protocol/limits.js';
+import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../protocol/limits.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
@@ -226,8 +226,10 @@ export function validateWorkerOptions(options: WorkerOptions): void {
   }
   if (!isIntegerIn(options.capacity, 1, MAX_CAPACITY))
     throw invalid(`capacity must be an integer in 1..${MAX_CAPACITY}`);
-  const maxPrefetch = MAX_PREFETCH_PER_SLOT * options.capacity;
-  if (options.prefetch !== undefined && !isIntegerIn(options.prefetch, 0, maxPrefetch))
+  if (
+    options.prefetch !== undefined &&
+    !isIntegerIn(options.prefetch, 0, maxPrefetch(options.capacity))
+  )
     throw invalid(`prefetch must be an integer in 0..${MAX_PREFETCH_PER_SLOT} x capacity`);
   if (!isIntegerIn(options.heartbeatIntervalMs, 1, 2 ** 31 - 1))
     throw invalid('heartbeatIntervalMs must be a positive integer');

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
+import { MAX_CAPACITY, maxPrefetch } from '../../src/protocol/limits.js';
 import type { JsonObject } from '../../src/protocol/messages.js';
 import {
   TaskPool,
@@ -14,6 +15,7 @@ import {
   type TaskPoolOptions,
   type TaskRun,
 } from '../../src/worker/task-pool.js';
+import { DEFAULT_PREFETCH_PER_SLOT } from '../../src/worker/worker.js';
 import { until } from '../helpers/until.js';
 
 /** A task module as a data: URL, so the test needs no fixture file. */
@@ -356,5 +358,17 @@ describe('TaskPool', () => {
     assert.throws(() => new TaskPool({ capacity: 1, queueLimit: -1 }), {
       code: 'INVALID_OPTIONS',
     });
+  });
+
+  it("takes a queue of up to 4 x capacity, the worker's prefetch bound, at every capacity", async () => {
+    for (const capacity of [1, 600, MAX_CAPACITY]) {
+      for (const queueLimit of [DEFAULT_PREFETCH_PER_SLOT * capacity, maxPrefetch(capacity)]) {
+        await createPool({ capacity, queueLimit }).close();
+      }
+      assert.throws(() => new TaskPool({ capacity, queueLimit: maxPrefetch(capacity) + 1 }), {
+        code: 'INVALID_OPTIONS',
+        message: /queueLimit must be an integer in 0\.\.4 x capacity/,
+      });
+    }
   });
 });

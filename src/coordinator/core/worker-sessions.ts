@@ -11,6 +11,7 @@ import { ErrorCode } from '../../protocol/error-codes.js';
 import {
   MAX_CAPACITY,
   MAX_PREFETCH_PER_SLOT,
+  maxPrefetch,
   MAX_ERROR_CHARS,
   MAX_RESULT_BYTES,
   MAX_TASK_TYPES_PER_WORKER,
@@ -146,8 +147,8 @@ function registrationProblem(msg: WorkerRegister): string | null {
     return `WORKER_REGISTER: capacity must be 1..${MAX_CAPACITY}, got ${msg.capacity}`;
   }
   const prefetch = msg.prefetch ?? 0;
-  if (prefetch < 0 || prefetch > MAX_PREFETCH_PER_SLOT * msg.capacity) {
-    return `WORKER_REGISTER: prefetch must be 0..${MAX_PREFETCH_PER_SLOT * msg.capacity} (${MAX_PREFETCH_PER_SLOT} x capacity), got ${prefetch}`;
+  if (prefetch < 0 || prefetch > maxPrefetch(msg.capacity)) {
+    return `WORKER_REGISTER: prefetch must be 0..${maxPrefetch(msg.capacity)} (${MAX_PREFETCH_PER_SLOT} x capacity), got ${prefetch}`;
   }
   return taskTypesProblem(msg.taskTypes);
 }
