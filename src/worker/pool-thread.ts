@@ -3,7 +3,9 @@
  *
  * Thread states: `idle` (no task) -> `busy` (one task) -> `idle` ... ; a busy
  * thread whose task is stopped (cancel, deadline) -> `stopping`: its task's
- * signal has fired and the thread gets `graceMs` to settle the handler; then
+ * signal has fired (through the shared stop flag, which a computing handler
+ * sees the next time it looks at its signal, and the ABORT_TASK message, which
+ * fires it once the handler yields) and the thread gets `graceMs` to settle the handler; then
  * -> `idle` if it did (the thread is reused), else -> `terminating`. From any
  * state -> `terminating` (crash, pool close) -> `exited`. A stopping or
  * terminating thread never takes another task.
@@ -17,6 +19,8 @@ import { Worker } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
 import type { ResultFormat } from '../protocol/messages.js';
 import {
+  STOP_FLAG_BYTES,
+  StopFlag,
   isThreadResponse,
   type AbortReason,
   type RunTaskInput,
@@ -98,6 +102,7 @@ export class PoolThread {
   /** Resolves once the thread has exited, for whatever reason. */
   readonly exited: Promise<void>;
   readonly #worker: Worker;
+  readonly #stopFlag: StopFlag;
   readonly #events: PoolThreadEvents;
   #task: PoolTask | null = null;
   #stopping: Stopping | null = null;
@@ -106,9 +111,12 @@ export class PoolThread {
   #crash: string | null = null;
   #resolveExited!: () => void;
 
-  constructor(entry: URL, data: TaskThreadData, events: PoolThreadEvents) {
+  constructor(entry: URL, modules: TaskThreadData['modules'], events: PoolThreadEvents) {
     this.#events = events;
     this.exited = new Promise((resolve) => (this.#resolveExited = resolve));
+    const stopFlag = new SharedArrayBuffer(STOP_FLAG_BYTES);
+    this.#stopFlag = new StopFlag(stopFlag);
+    const data: TaskThreadData = { modules, stopFlag };
     this.#worker = new Worker(entry, { workerData: data });
     this.#worker.on('message', (value: unknown) => this.#onMessage(value));
     this.#worker.on('messageerror', () => this.#fail('task thread sent an unreadable message'));
@@ -145,6 +153,8 @@ export class PoolThread {
         void this.terminate().then(() => resolve('terminated'));
       }, graceMs);
       this.#stopping = { timer, resolve };
+      // Seen at once by a handler that is computing; the message only once it yields.
+      this.#stopFlag.raise(task.requestId, reason);
       this.#post({ requestId: task.requestId, input: { type: 'ABORT_TASK', reason } });
     });
   }

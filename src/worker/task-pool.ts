@@ -76,7 +76,7 @@ function endedHandle(error: string): TaskHandle {
 export class TaskPool {
   readonly capacity: number;
   readonly cancelGraceMs: number;
-  readonly #data: TaskThreadData;
+  readonly #modules: TaskThreadData['modules'];
   /** Every thread that has not exited yet, stopping and terminating ones included. */
   readonly #threads = new Set<PoolThread>();
   readonly #idle: PoolThread[] = [];
@@ -106,7 +106,7 @@ export class TaskPool {
     this.capacity = capacity;
     this.cancelGraceMs = cancelGraceMs;
     this.#queueLimit = queueLimit;
-    this.#data = { modules: [...(options.modules ?? [])] };
+    this.#modules = [...(options.modules ?? [])];
   }
 
   /** Threads that have not exited yet (idle, busy, stopping or terminating). */
@@ -190,7 +190,7 @@ export class TaskPool {
   }
 
   #spawn(): PoolThread {
-    const thread = new PoolThread(THREAD_ENTRY, this.#data, {
+    const thread = new PoolThread(THREAD_ENTRY, this.#modules, {
       onIdle: (t) => this.#onIdle(t),
       onExit: (t) => this.#onExit(t),
     });

@@ -9,7 +9,12 @@
  * `TASK_STARTED` once the payload is valid and the handler begins, any
  * number of `TASK_LOG`, then exactly one `TASK_SUCCEEDED` or `TASK_FAILED`.
  * `ABORT_TASK` fires the attempt's `ctx.signal`; the handler decides what to
- * do with it (the main thread terminates this thread if it ignores it). Any
+ * do with it (the main thread terminates this thread if it ignores it).
+ * A handler that computes without yielding never sees that message, so the
+ * signal also reads the thread's shared stop flag whenever its `aborted` or
+ * `throwIfAborted()` is used: a loop that calls `ctx.signal.throwIfAborted()`
+ * now and then stops within one step of the cancel (the built-in
+ * PRIME_COUNT does). Any
  * failure inside the task, including an invalid payload or a module that did
  * not load here, becomes `TASK_FAILED`; only a real crash (an uncaught error
  * outside a handler's promise, `process.exit`) ends the thread.
@@ -23,6 +28,7 @@ import { UnknownTaskTypeError } from '../tasks/registry.js';
 import { importHandlers, type Handler } from './task-modules.js';
 import { encodeResult } from './task-values.js';
 import {
+  StopFlag,
   isTaskThreadData,
   isThreadRequest,
   type AbortReason,
@@ -36,6 +42,7 @@ if (parentPort === null) throw new Error('task-thread.js must run inside a worke
 if (!isTaskThreadData(workerData)) throw new Error('task thread started without valid workerData');
 
 const port = parentPort;
+const stopFlag = new StopFlag(workerData.stopFlag);
 /** Longest log message a handler can send, in characters (longer ones are cut). */
 const MAX_LOG_MESSAGE_CHARS = 4_096;
 /** Largest `fields` object of one log line, as JSON characters. */
@@ -161,11 +168,44 @@ async function attempt(
   }
 }
 
+/** The platform's own `aborted` getter, to read a signal whose `aborted` is replaced below. */
+const abortedGetter: unknown = Reflect.getOwnPropertyDescriptor(
+  AbortSignal.prototype,
+  'aborted',
+)?.get;
+
+/**
+ * The attempt's signal, with `aborted` and `throwIfAborted()` that first look
+ * at the stop flag and abort the controller if the main thread raised it (so
+ * its listeners fire then, inside the handler's own call).
+ */
+function watchedSignal(requestId: number, controller: AbortController): AbortSignal {
+  const signal = controller.signal;
+  if (typeof abortedGetter !== 'function') return signal;
+  const aborted = (): boolean => Reflect.apply(abortedGetter, signal, []) === true;
+  const poll = (): boolean => {
+    if (!aborted()) {
+      const reason = stopFlag.raised(requestId);
+      if (reason !== null) controller.abort(abortError(reason));
+    }
+    return aborted();
+  };
+  Object.defineProperties(signal, {
+    aborted: { get: poll },
+    throwIfAborted: {
+      value: (): void => {
+        if (poll()) throw signal.reason;
+      },
+    },
+  });
+  return signal;
+}
+
 async function run(requestId: number, input: RunTaskInput): Promise<void> {
   const controller = new AbortController();
   running.set(requestId, controller);
   try {
-    reply(requestId, await attempt(requestId, input, controller.signal));
+    reply(requestId, await attempt(requestId, input, watchedSignal(requestId, controller)));
   } finally {
     running.delete(requestId);
   }

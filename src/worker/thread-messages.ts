@@ -18,6 +18,12 @@
  * A thread runs at most one attempt at a time. A handler that ignores its
  * aborted signal is not waited for: the main thread terminates the thread
  * after the cancel grace, the only way to stop code that never yields.
+ *
+ * Beside the messages, each thread shares a small stop flag with the main
+ * thread ({@link StopFlag}): a message cannot reach a thread whose event
+ * loop is held by a computing handler, a shared memory word can. The main
+ * thread raises it before it posts ABORT_TASK; the thread reads it whenever
+ * the attempt's signal is looked at.
  */
 import type { JsonObject, ResultFormat } from '../protocol/messages.js';
 
@@ -65,9 +71,41 @@ export interface ThreadResponse {
   output: ThreadOutput;
 }
 
-/** What a task thread receives as `workerData`: the task modules to import. */
+/** What a task thread receives as `workerData`: the task modules to import, and its stop flag. */
 export interface TaskThreadData {
   modules: { specifier: string; url: string }[];
+  /** {@link STOP_FLAG_BYTES} of shared memory: see {@link StopFlag}. */
+  stopFlag: SharedArrayBuffer;
+}
+
+/** Size of a thread's stop flag. */
+export const STOP_FLAG_BYTES = 8;
+const REASON_CODES: { readonly [R in AbortReason]: number } = { cancel: 1, deadline: 2 };
+
+/**
+ * A thread's stop flag: word 0 holds the request id of the attempt to stop
+ * (as an int32), word 1 why. Written by the main thread, read by the task
+ * thread; a stale id (an earlier attempt's) never matches the running one.
+ */
+export class StopFlag {
+  readonly #words: Int32Array;
+
+  constructor(buffer: SharedArrayBuffer) {
+    this.#words = new Int32Array(buffer, 0, 2);
+  }
+
+  /** Main thread: asks the attempt `requestId` to stop. */
+  raise(requestId: number, reason: AbortReason): void {
+    Atomics.store(this.#words, 1, REASON_CODES[reason]);
+    // The id last: a thread that sees it sees the reason too.
+    Atomics.store(this.#words, 0, requestId | 0);
+  }
+
+  /** Task thread: why `requestId` was asked to stop, or null if it was not. */
+  raised(requestId: number): AbortReason | null {
+    if (Atomics.load(this.#words, 0) !== (requestId | 0)) return null;
+    return Atomics.load(this.#words, 1) === REASON_CODES.deadline ? 'deadline' : 'cancel';
+  }
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -133,6 +171,8 @@ export function isThreadResponse(value: unknown): value is ThreadResponse {
 export function isTaskThreadData(value: unknown): value is TaskThreadData {
   return (
     isRecord(value) &&
+    value.stopFlag instanceof SharedArrayBuffer &&
+    value.stopFlag.byteLength >= STOP_FLAG_BYTES &&
     Array.isArray(value.modules) &&
     value.modules.every(
       (m: unknown) => isRecord(m) && typeof m.specifier === 'string' && typeof m.url === 'string',

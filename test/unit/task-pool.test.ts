@@ -43,6 +43,14 @@ export default {
     ctx.signal.addEventListener('abort', () => setTimeout(() => resolve('too late'), 20));
   }),
   spin: () => { for (;;) {} },
+  crunch: (payload, ctx) => { for (;;) { ctx.signal.throwIfAborted(); } },
+  crunchUntilAborted: (payload, ctx) => {
+    let heard = false;
+    ctx.signal.addEventListener('abort', () => { heard = true; });
+    for (let i = 0; !ctx.signal.aborted; i++) {}
+    if (!heard) throw new Error('no abort event');
+    throw ctx.signal.reason;
+  },
 };
 `);
 
@@ -62,6 +70,12 @@ function failed(error: string, retryable = true): TaskOutcome {
 /** How a stopped task ends, whether it ran or only waited for a thread. */
 function stopped(reason: 'cancel' | 'deadline'): TaskOutcome {
   return { success: false, error: `task stopped (${reason})`, cancelled: true, retryable: true };
+}
+
+/** CPU time this process (every thread) used since `start`, in ms. */
+function cpuMsSince(start: NodeJS.CpuUsage): number {
+  const { user, system } = process.cpuUsage(start);
+  return (user + system) / 1_000;
 }
 
 async function errorOf(outcome: Promise<TaskOutcome>): Promise<string> {
@@ -161,9 +175,9 @@ describe('TaskPool', () => {
     assert.equal(pool.threadCount, 1);
   });
 
-  it('terminates a CPU-bound PRIME_COUNT 50,000,000 after the grace when stopped', async () => {
-    const pool = createPool({ capacity: 1, cancelGraceMs: 50 });
-    const handle = run(pool, 'PRIME_COUNT', { limit: PRIME_LIMIT_MAX });
+  it('terminates a handler that ignores its signal after the grace when stopped', async () => {
+    const pool = createPool({ capacity: 1, cancelGraceMs: 50, modules: [MISBEHAVING] });
+    const handle = run(pool, 'spin');
     assert.equal(await handle.started, true);
     const stoppedAtMs = performance.now();
     assert.equal(await handle.stop('cancel'), 'terminated');
@@ -172,6 +186,42 @@ describe('TaskPool', () => {
     assert.deepEqual(await handle.outcome, stopped('cancel'));
     assert.equal(pool.threadCount, 0, 'the terminated thread has exited');
     assert.equal(pool.runningCount, 0);
+  });
+
+  it('stops a computing PRIME_COUNT 50,000,000 at once, its CPU with it, and keeps the thread', async () => {
+    const pool = createPool({ capacity: 1, cancelGraceMs: 60_000 });
+    // What the whole count costs here, to compare the stop with.
+    const wholeCpu = process.cpuUsage();
+    assert.equal(
+      (await run(pool, 'PRIME_COUNT', { limit: PRIME_LIMIT_MAX }).outcome).success,
+      true,
+    );
+    const wholeMs = cpuMsSince(wholeCpu);
+    for (const reason of ['cancel', 'deadline'] as const) {
+      const handle = run(pool, 'PRIME_COUNT', { limit: PRIME_LIMIT_MAX });
+      assert.equal(await handle.started, true);
+      const stopCpu = process.cpuUsage();
+      // The grace is a minute: only the handler itself can end it this soon.
+      assert.equal(await handle.stop(reason), 'cooperative');
+      const stopMs = cpuMsSince(stopCpu);
+      assert.ok(
+        stopMs < wholeMs / 4,
+        `${stopMs.toFixed(0)} ms of CPU from the ${reason} to the stop (the whole count: ${wholeMs.toFixed(0)} ms)`,
+      );
+      assert.deepEqual(await handle.outcome, stopped(reason));
+    }
+    assert.equal(pool.threadCount, 1, 'the thread is reused');
+    assert.deepEqual(await run(pool, 'PRIME_COUNT', { limit: 100 }).outcome, succeeded('25'));
+  });
+
+  it("stops a user's computing loop that looks at its signal, and keeps the thread", async () => {
+    const pool = createPool({ capacity: 1, cancelGraceMs: 60_000, modules: [MISBEHAVING] });
+    for (const taskType of ['crunch', 'crunchUntilAborted']) {
+      const handle = run(pool, taskType);
+      assert.equal(await handle.started, true);
+      assert.equal(await handle.stop('cancel'), 'cooperative', taskType);
+    }
+    assert.equal(pool.threadCount, 1);
   });
 
   it('keeps the thread when a stopped handler honours its signal within the grace', async () => {
