@@ -12,6 +12,7 @@ import {
   startWorker,
   type StartWorkerOptions,
 } from '../worker/start-worker.js';
+import { TASK_MEMORY_MB } from '../worker/memory-budget.js';
 import { TaskModuleError } from '../worker/task-modules.js';
 import { DEFAULT_PREFETCH_PER_SLOT, type Worker } from '../worker/worker.js';
 import type { Logger } from '../observability/logger.js';
@@ -110,6 +111,14 @@ const FLAGS: readonly FlagSpec[] = [
     help: 'after a cancel or deadline, time a task gets to stop before its thread is terminated',
   },
   {
+    name: 'task-memory-mb',
+    type: 'int',
+    min: TASK_MEMORY_MB.min,
+    max: TASK_MEMORY_MB.max,
+    default: D.taskMemoryMb,
+    help: "each task thread's memory budget in MiB: its JavaScript heap stops there, and a thread whose heap and Buffers go over it is terminated, failing its attempt",
+  },
+  {
     name: 'coordinator-timeout-millis',
     type: 'int',
     min: 1,
@@ -147,6 +156,7 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
     reconnectDelayMs: values.int('reconnect-delay-millis'),
     cancelGraceMs: values.int('cancel-grace-millis'),
+    taskMemoryMb: values.int('task-memory-mb'),
     tasks: values.strings('tasks'),
     ...optional('coordinatorTimeoutMs', values.optionalInt('coordinator-timeout-millis')),
     tls: clientTlsFrom(values),

@@ -30,5 +30,10 @@ export const MAX_TASK_TIMEOUT_MS = 86_400_000;
 export const MAX_RESULT_BYTES = 512 * 1024;
 /** Longer attempt errors are cut to this many characters. */
 export const MAX_ERROR_CHARS = 8 * 1024;
+
+/** An attempt's error cut to {@link MAX_ERROR_CHARS}, marked `... (truncated)` when it was. */
+export function clipError(text: string): string {
+  return text.length <= MAX_ERROR_CHARS ? text : `${text.slice(0, MAX_ERROR_CHARS)}... (truncated)`;
+}
 /** Most task types one worker may declare. */
 export const MAX_TASK_TYPES_PER_WORKER = 1024;

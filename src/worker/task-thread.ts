@@ -21,14 +21,16 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
+import { clipError } from '../protocol/limits.js';
 import type { JsonObject } from '../protocol/messages.js';
 import type { TaskContext, TaskLogger } from '../sdk/task.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 import { UnknownTaskTypeError } from '../tasks/registry.js';
+import { SAMPLE_INTERVAL_MS } from './memory-budget.js';
 import { importHandlers, type Handler } from './task-modules.js';
 import { encodeResult } from './task-values.js';
 import {
-  StopFlag,
+  SharedWords,
   isTaskThreadData,
   isThreadRequest,
   type AbortReason,
@@ -42,7 +44,7 @@ if (parentPort === null) throw new Error('task-thread.js must run inside a worke
 if (!isTaskThreadData(workerData)) throw new Error('task thread started without valid workerData');
 
 const port = parentPort;
-const stopFlag = new StopFlag(workerData.stopFlag);
+const shared = new SharedWords(workerData.shared);
 /** Longest log message a handler can send, in characters (longer ones are cut). */
 const MAX_LOG_MESSAGE_CHARS = 4_096;
 /** Largest `fields` object of one log line, as JSON characters. */
@@ -143,7 +145,7 @@ function isRetryable(err: unknown): boolean {
 
 function describeFailure(err: unknown): string {
   const text = describeError(err);
-  if (text !== '') return text;
+  if (text !== '') return clipError(text);
   return err instanceof Error ? `${err.name} without a message` : 'task failed without a message';
 }
 
@@ -185,7 +187,7 @@ function watchedSignal(requestId: number, controller: AbortController): AbortSig
   const aborted = (): boolean => Reflect.apply(abortedGetter, signal, []) === true;
   const poll = (): boolean => {
     if (!aborted()) {
-      const reason = stopFlag.raised(requestId);
+      const reason = shared.stopRaised(requestId);
       if (reason !== null) controller.abort(abortError(reason));
     }
     return aborted();
@@ -201,12 +203,25 @@ function watchedSignal(requestId: number, controller: AbortController): AbortSig
   return signal;
 }
 
+/** Heap + external memory (Buffers, ArrayBuffers) of this thread's isolate, in MiB. */
+function sampleMemory(): void {
+  const { heapUsed, external } = process.memoryUsage();
+  shared.recordMemory((heapUsed + external) / 2 ** 20);
+}
+
 async function run(requestId: number, input: RunTaskInput): Promise<void> {
   const controller = new AbortController();
   running.set(requestId, controller);
+  // Samples while the task runs and its event loop turns (see memory-budget.ts).
+  sampleMemory();
+  const sampler = setInterval(sampleMemory, SAMPLE_INTERVAL_MS);
   try {
-    reply(requestId, await attempt(requestId, input, watchedSignal(requestId, controller)));
+    const output = await attempt(requestId, input, watchedSignal(requestId, controller));
+    // The last sample tells the pool what the idle thread would keep.
+    sampleMemory();
+    reply(requestId, output);
   } finally {
+    clearInterval(sampler);
     running.delete(requestId);
   }
 }

@@ -81,6 +81,14 @@ export class ScriptProcess {
     return (ticks * 1_000) / clockTicksPerSecond();
   }
 
+  /** Resident memory of the process now, in MiB, from `/proc/<pid>/status` (Linux). */
+  rssMb(): number {
+    const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    const kib = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
+    if (kib === undefined) throw new Error(`no VmRSS for pid ${this.pid}`);
+    return Number(kib) / 1024;
+  }
+
   get running(): boolean {
     return this.child.exitCode === null && this.child.signalCode === null;
   }

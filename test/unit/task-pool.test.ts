@@ -13,9 +13,9 @@ import {
   type TaskHandle,
   type TaskOutcome,
   type TaskPoolOptions,
-  type TaskRun,
 } from '../../src/worker/task-pool.js';
 import { DEFAULT_PREFETCH_PER_SLOT } from '../../src/worker/worker.js';
+import { attempt, errorOf } from '../helpers/pool-tasks.js';
 import { until } from '../helpers/until.js';
 
 /** A task module as a data: URL, so the test needs no fixture file. */
@@ -76,27 +76,6 @@ function stopped(reason: 'cancel' | 'deadline'): TaskOutcome {
 function cpuMsSince(start: NodeJS.CpuUsage): number {
   const { user, system } = process.cpuUsage(start);
   return (user + system) / 1_000;
-}
-
-async function errorOf(outcome: Promise<TaskOutcome>): Promise<string> {
-  const ended = await outcome;
-  assert.equal(ended.success, false, `expected a failure, got ${JSON.stringify(ended)}`);
-  return ended.success ? '' : ended.error;
-}
-
-let attempts = 0;
-function attempt(taskType: string, payload: JsonObject, more: Partial<TaskRun> = {}): TaskRun {
-  attempts++;
-  return {
-    taskType,
-    payload,
-    jobId: `job-${attempts}`,
-    attemptId: `attempt-${attempts}`,
-    attemptNumber: 1,
-    maxAttempts: null,
-    deadlineAtMs: null,
-    ...more,
-  };
 }
 
 describe('TaskPool', () => {
@@ -257,14 +236,14 @@ describe('TaskPool', () => {
   it('encodes non-string results as JSON and gives the handler its context', async () => {
     const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
     const more = { attemptNumber: 2, maxAttempts: 5, deadlineAtMs: 123 };
-    const outcome = await run(pool, 'object', { x: [1] }, more).outcome;
+    const ids = { jobId: 'job-context', attemptId: 'attempt-context' };
+    const outcome = await run(pool, 'object', { x: [1] }, { ...more, ...ids }).outcome;
     assert.equal(outcome.success && outcome.resultFormat, 'json');
     const value = JSON.parse(outcome.success ? outcome.result : 'null') as Record<string, unknown>;
     assert.deepEqual(value, {
       got: { x: [1] },
       attempt: 2,
-      jobId: `job-${attempts}`,
-      attemptId: `attempt-${attempts}`,
+      ...ids,
       maxAttempts: 5,
       deadlineAtMs: 123,
     });

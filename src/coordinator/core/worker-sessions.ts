@@ -12,7 +12,7 @@ import {
   MAX_CAPACITY,
   MAX_PREFETCH_PER_SLOT,
   maxPrefetch,
-  MAX_ERROR_CHARS,
+  clipError,
   MAX_RESULT_BYTES,
   MAX_TASK_TYPES_PER_WORKER,
   MAX_WORKER_ID_LENGTH,
@@ -202,15 +202,11 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
       `result too large (${resultBytes} bytes; limit ${MAX_RESULT_BYTES})`,
     );
   } else {
-    const error = truncate(msg.error ?? 'task failed without an error message');
+    const error = clipError(msg.error ?? 'task failed without an error message');
     // `retryable: false` (we offer the extension) ends the job at once.
     failAttempt(s, job, msg.retryable === false ? 'non_retryable' : 'task_failure', error);
   }
   schedule(s);
-}
-
-function truncate(text: string): string {
-  return text.length <= MAX_ERROR_CHARS ? text : `${text.slice(0, MAX_ERROR_CHARS)}... (truncated)`;
 }
 
 /**
