@@ -12,7 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, linkSync, mkdirSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/index.js';
@@ -67,10 +67,10 @@ describe('a second coordinator on another name of a live database', () => {
     await next.proc.stop();
   }
 
-  /** A live coordinator on `dir/coord.db` holding one queued job, and `alias` made by `makeAlias`. */
+  /** A live coordinator on `dir/coord.db` holding one queued job, and `alias.db` made by `ln`. */
   async function liveWithAlias(
     name: string,
-    makeAlias: (target: string, alias: string) => void,
+    lnArgs: string[],
   ): Promise<{ live: string; alias: string; jobId: string; kill: () => Promise<void> }> {
     const dir = join(temp.dir, name);
     mkdirSync(dir);
@@ -78,7 +78,8 @@ describe('a second coordinator on another name of a live database', () => {
     const alias = join(dir, 'alias.db');
     const first = await startCoordinatorProcess(['--database', live, '--http-port', '0']);
     cleanups.push(() => first.proc.stop());
-    makeAlias(live, alias);
+    // As docs/SECURITY.md shows it: `ln -s coord.db alias.db`, `ln coord.db alias.db`.
+    execFileSync('ln', lnArgs, { cwd: dir });
     const client = await DtpClient.connect({ host: HOST, port: first.clientPort });
     cleanups.push(() => client.close());
     const { jobId } = await client.submit({ taskType: 'SLEEP', payload: { durationMillis: 1 } });
@@ -96,13 +97,13 @@ describe('a second coordinator on another name of a live database', () => {
   }
 
   it('exits 1 on a symbolic link, and starts there once the first was killed', async () => {
-    const { alias, jobId, kill } = await liveWithAlias('symlink', symlinkSync);
+    const { alias, jobId, kill } = await liveWithAlias('symlink', ['-s', 'coord.db', 'alias.db']);
     await kill();
     await findsJob(alias, jobId);
   });
 
   it('exits 1 on a hard link, even once the first was killed, until one name is left', async () => {
-    const { live, alias, jobId, kill } = await liveWithAlias('hardlink', linkSync);
+    const { live, alias, jobId, kill } = await liveWithAlias('hardlink', ['coord.db', 'alias.db']);
     await kill();
     // The killed coordinator's last writes are in coord.db-wal, which a
     // coordinator on alias.db would never read.
