@@ -32,7 +32,17 @@
  * Like SQLite itself, this relies on working file locks: keep the database
  * on a local file system, not a network share.
  */
-import { closeSync, constants, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  openSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  type Stats,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
@@ -98,6 +108,18 @@ function loadInodeLocker(): InodeLocker | null {
 
 const INODE_LOCKER = loadInodeLocker();
 
+/**
+ * Database files (`dev:inode`) locked by this process. A second lock in the
+ * same process is refused before the file is opened: the descriptor it would
+ * open and close would drop the `fcntl` locks the live coordinator's SQLite
+ * connections hold on that file.
+ */
+const HELD_HERE = new Map<string, string>();
+
+function fileKey(dev: number, inode: number): string {
+  return `${dev}:${inode}`;
+}
+
 /** Options for tests. */
 export interface DatabaseLockOptions {
   /** Lock the file's inode where the platform allows it (default true). */
@@ -132,6 +154,15 @@ export class DatabaseLock {
    * StoreError when the file cannot be opened or created.
    */
   static acquire(databasePath: string, options: DatabaseLockOptions = {}): DatabaseLock {
+    const existing = statOrNull(databasePath);
+    const heldAs =
+      existing === null ? undefined : HELD_HERE.get(fileKey(existing.dev, existing.ino));
+    if (heldAs !== undefined) {
+      throw inUse(
+        databasePath,
+        `lock file ${heldAs}.lock, held by pid ${process.pid} (this process)`,
+      );
+    }
     const file = openDatabaseFile(databasePath);
     try {
       const locker = options.inodeLock === false ? null : INODE_LOCKER;
@@ -139,6 +170,7 @@ export class DatabaseLock {
       const db = lockRealName(databasePath, file.realPath);
       const lock = new DatabaseLock(file, locker !== null, db);
       lock.#writeHolder(file);
+      HELD_HERE.set(fileKey(file.dev, file.inode), file.realPath);
       return lock;
     } catch (err) {
       closeSync(file.fd);
@@ -158,6 +190,7 @@ export class DatabaseLock {
     if (db === null || file === null) return;
     this.#db = null;
     this.#file = null;
+    HELD_HERE.delete(fileKey(file.dev, file.inode));
     rmSync(this.holderPath, { force: true });
     db.close();
     closeSync(file.fd); // drops the inode lock
@@ -227,8 +260,7 @@ function lockRealName(databasePath: string, realPath: string): Database {
   const lockPath = `${realPath}.lock`;
   let db: Database;
   try {
-    // Created here first: SQLite would only say "unable to open database file".
-    closeSync(openSync(lockPath, constants.O_RDWR | constants.O_CREAT, 0o644));
+    ensureLockFile(lockPath);
     db = new BetterSqlite3(lockPath);
   } catch (err) {
     throw new DatabaseLockedError(`cannot open lock file ${lockPath}: ${fsReason(err)}`, {
@@ -258,8 +290,34 @@ function lockRealName(databasePath: string, realPath: string): Database {
   return db;
 }
 
+/**
+ * Creates the lock file, or checks the one there, so that a failure has a
+ * clear reason (SQLite would only say "unable to open database file"). An
+ * existing one is never opened here: closing a descriptor of a file drops
+ * every `fcntl` lock this process holds on it, a live coordinator's too.
+ */
+function ensureLockFile(lockPath: string): void {
+  try {
+    // A new file: nobody holds a lock on it yet.
+    closeSync(openSync(lockPath, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL, 0o644));
+    return;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  if (statSync(lockPath).isDirectory()) throw new Error('is a directory');
+  accessSync(lockPath, constants.R_OK | constants.W_OK);
+}
+
 /** SQLite's "another connection holds the lock" (as opposed to an I/O failure). */
 function isBusy(err: unknown): boolean {
   const code = err instanceof Error ? (err as { code?: unknown }).code : undefined;
   return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED';
+}
+
+function statOrNull(path: string): Stats | null {
+  try {
+    return statSync(path);
+  } catch {
+    return null; // missing or unreadable: opening it says why
+  }
 }

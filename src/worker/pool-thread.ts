@@ -155,7 +155,7 @@ export class PoolThread {
   /**
    * The thread's last memory sample, in MiB, and whether a new one was seen
    * within `staleAfterMs` before `nowMs` (a thread that holds its event loop
-   * takes none).
+   * takes none); `nowMs` is `performance.now()`.
    */
   memorySample(nowMs: number, staleAfterMs: number): { usedMb: number; fresh: boolean } {
     const { usedMb, samples } = this.#shared.memory();
@@ -184,6 +184,8 @@ export class PoolThread {
   run(task: PoolTask): void {
     assert(this.available, 'a pool thread runs one task at a time');
     this.#task = task;
+    // The task's first sample is yet to come: not stale before it could be.
+    this.#sampleSeenAtMs = performance.now();
     this.#post({ requestId: task.requestId, input: task.input });
   }
 

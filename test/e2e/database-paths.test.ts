@@ -157,7 +157,7 @@ describe('a database path that cannot be used', () => {
         mkdirSync(join(temp.dir, 'locked', 'x.db.lock'));
         return join(temp.dir, 'locked', 'x.db');
       },
-      /cannot open lock file .*x\.db\.lock: illegal operation on a directory/,
+      /cannot open lock file .*x\.db\.lock: is a directory/,
     ],
   ];
   for (const [what, path, reason] of cases) {

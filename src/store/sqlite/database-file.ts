@@ -79,6 +79,7 @@ export interface DatabaseFile {
   readonly realPath: string;
   /** How many names (hard links) the file has. */
   readonly links: number;
+  readonly dev: number;
   readonly inode: number;
 }
 
@@ -104,7 +105,8 @@ export function openDatabaseFile(path: string): DatabaseFile {
   }
   try {
     const stats = fstatSync(fd);
-    return { fd, realPath: realpathSync(path), links: stats.nlink, inode: stats.ino };
+    const realPath = realpathSync(path);
+    return { fd, realPath, links: stats.nlink, dev: stats.dev, inode: stats.ino };
   } catch (err) {
     closeSync(fd);
     throw fail(fsReason(err), err);
