@@ -25,6 +25,12 @@
  * two names of one file mean two logs, and committed transactions in one
  * are invisible through the other.
  *
+ * Within one process a second lock on a held file (any name) is refused
+ * before the file is even opened: closing a descriptor of a file drops every
+ * `fcntl` lock the process holds on it, so a refused attempt that opened and
+ * closed the live database would take the live coordinator's SQLite locks
+ * away (another process could then take the database).
+ *
  * Who holds the database is written to `<real path>.lock-holder` (pid, host,
  * start time, inode) once both are taken, so a coordinator refused under the
  * same real name can name the holder. That file is information only.
