@@ -5,13 +5,14 @@
  */
 import { formatHostPort, parseAddressList } from '../net/address.js';
 import { describeError } from '../protocol/errors.js';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT } from '../protocol/limits.js';
+import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../protocol/limits.js';
 import {
   DEFAULT_WORKER_OPTIONS,
   randomWorkerId,
   startWorker,
   type StartWorkerOptions,
 } from '../worker/start-worker.js';
+import { TASK_MEMORY_MB } from '../worker/memory-budget.js';
 import { TaskModuleError } from '../worker/task-modules.js';
 import { DEFAULT_PREFETCH_PER_SLOT, type Worker } from '../worker/worker.js';
 import type { Logger } from '../observability/logger.js';
@@ -68,7 +69,7 @@ const FLAGS: readonly FlagSpec[] = [
     name: 'prefetch',
     type: 'int',
     min: 0,
-    max: MAX_PREFETCH_PER_SLOT * MAX_CAPACITY,
+    max: maxPrefetch(MAX_CAPACITY),
     defaultLabel: `${DEFAULT_PREFETCH_PER_SLOT} x capacity`,
     help: `attempts taken beyond capacity and queued here, used by the coordinator only while attempts are short; 0..${MAX_PREFETCH_PER_SLOT} x capacity, 0 turns it off`,
   },
@@ -111,6 +112,14 @@ const FLAGS: readonly FlagSpec[] = [
     help: 'after a cancel or deadline, time a task gets to stop before its thread is terminated',
   },
   {
+    name: 'task-memory-mb',
+    type: 'int',
+    min: TASK_MEMORY_MB.min,
+    max: TASK_MEMORY_MB.max,
+    default: D.taskMemoryMb,
+    help: "each task thread's memory budget in MiB: its JavaScript heap stops there, and a thread whose heap and Buffers go over it is terminated, failing its attempt",
+  },
+  {
     name: 'coordinator-timeout-millis',
     type: 'int',
     min: 1,
@@ -134,9 +143,9 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
   }
   const capacity = values.int('capacity');
   const prefetch = values.optionalInt('prefetch');
-  if (prefetch !== undefined && prefetch > MAX_PREFETCH_PER_SLOT * capacity) {
+  if (prefetch !== undefined && prefetch > maxPrefetch(capacity)) {
     throw new UsageError(
-      `--prefetch must be at most ${MAX_PREFETCH_PER_SLOT} x --capacity (${MAX_PREFETCH_PER_SLOT * capacity}), got ${prefetch}`,
+      `--prefetch must be at most ${MAX_PREFETCH_PER_SLOT} x --capacity (${maxPrefetch(capacity)}), got ${prefetch}`,
     );
   }
   return {
@@ -148,6 +157,7 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
     reconnectDelayMs: values.int('reconnect-delay-millis'),
     cancelGraceMs: values.int('cancel-grace-millis'),
+    taskMemoryMb: values.int('task-memory-mb'),
     tasks: values.strings('tasks'),
     ...optional('coordinatorTimeoutMs', values.optionalInt('coordinator-timeout-millis')),
     tls: clientTlsFrom(values),

@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { DtpError } from '../protocol/errors.js';
+import { TASK_MEMORY_MB } from './memory-budget.js';
 import { loadTaskModules } from './task-modules.js';
 import { DEFAULT_CANCEL_GRACE_MS } from './task-pool.js';
 import { Worker, validateWorkerOptions, type WorkerOptions } from './worker.js';
@@ -23,6 +24,7 @@ export const DEFAULT_WORKER_OPTIONS = {
   heartbeatIntervalMs: 2_000,
   reconnectDelayMs: 2_000,
   cancelGraceMs: DEFAULT_CANCEL_GRACE_MS,
+  taskMemoryMb: TASK_MEMORY_MB.default,
 } as const satisfies Partial<WorkerOptions>;
 
 /** What {@link startWorker} accepts: every worker option, each with a default. */
@@ -55,6 +57,7 @@ function checkTypes(options: StartWorkerOptions): void {
     'heartbeatIntervalMs',
     'reconnectDelayMs',
     'cancelGraceMs',
+    'taskMemoryMb',
     'connectTimeoutMs',
     'prefetch',
   ] as const;

@@ -81,10 +81,11 @@ import {
   type WorkerRegistered,
 } from '../protocol/messages.js';
 import { parseFeatures, type Feature } from '../protocol/features.js';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT } from '../protocol/limits.js';
+import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, clipError, maxPrefetch } from '../protocol/limits.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
+import { TASK_MEMORY_MB } from './memory-budget.js';
 import { NO_TASK_MODULES, type LoadedTaskModules } from './task-modules.js';
 import {
   DEFAULT_CANCEL_GRACE_MS,
@@ -125,6 +126,12 @@ export interface WorkerOptions {
    * thread is terminated, in ms (default 1000).
    */
   cancelGraceMs?: number;
+  /**
+   * Memory budget of each task thread, in MiB, 32..1048576 (default 512): its
+   * JavaScript heap is capped there, and a thread whose heap and Buffers go
+   * over it is terminated, failing its attempt (see memory-budget.ts).
+   */
+  taskMemoryMb?: number;
   /**
    * Give up a dial, or a registration that gets no reply, after this long, in
    * ms (default 5000).
@@ -226,8 +233,10 @@ export function validateWorkerOptions(options: WorkerOptions): void {
   }
   if (!isIntegerIn(options.capacity, 1, MAX_CAPACITY))
     throw invalid(`capacity must be an integer in 1..${MAX_CAPACITY}`);
-  const maxPrefetch = MAX_PREFETCH_PER_SLOT * options.capacity;
-  if (options.prefetch !== undefined && !isIntegerIn(options.prefetch, 0, maxPrefetch))
+  if (
+    options.prefetch !== undefined &&
+    !isIntegerIn(options.prefetch, 0, maxPrefetch(options.capacity))
+  )
     throw invalid(`prefetch must be an integer in 0..${MAX_PREFETCH_PER_SLOT} x capacity`);
   if (!isIntegerIn(options.heartbeatIntervalMs, 1, 2 ** 31 - 1))
     throw invalid('heartbeatIntervalMs must be a positive integer');
@@ -236,6 +245,11 @@ export function validateWorkerOptions(options: WorkerOptions): void {
   const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   if (!isIntegerIn(connectTimeoutMs, 1, 2 ** 31 - 1))
     throw invalid('connectTimeoutMs must be a positive integer');
+  const taskMemoryMb = options.taskMemoryMb ?? TASK_MEMORY_MB.default;
+  if (!isIntegerIn(taskMemoryMb, TASK_MEMORY_MB.min, TASK_MEMORY_MB.max))
+    throw invalid(
+      `taskMemoryMb must be an integer in ${TASK_MEMORY_MB.min}..${TASK_MEMORY_MB.max}`,
+    );
   const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
   if (!isIntegerIn(cancelGraceMs, 0, 2 ** 31 - 1))
     throw invalid('cancelGraceMs must be an integer >= 0');
@@ -295,6 +309,7 @@ export class Worker {
       modules: this.#tasksLoaded.modules.map(({ specifier, url }) => ({ specifier, url })),
       cancelGraceMs: options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS,
       queueLimit: this.prefetch,
+      taskMemoryMb: options.taskMemoryMb ?? TASK_MEMORY_MB.default,
     });
     this.#heartbeat = new Heartbeat(options.heartbeatIntervalMs, () => this.#sendHeartbeat());
     const silenceMs =
@@ -794,7 +809,7 @@ export class Worker {
       attemptId: ids.attemptId,
       success: outcome.success,
       result: outcome.success ? outcome.result : null,
-      error: outcome.success ? null : outcome.error,
+      error: outcome.success ? null : clipError(outcome.error),
     };
     // Optional fields: left out unless they say something (and, for
     // `retryable`, unless the coordinator offered to act on it).
