@@ -14,13 +14,25 @@ RUN apt-get update \
 
 WORKDIR /app
 
+# Behind a proxy that re-signs TLS, npm must trust that proxy's certificate
+# authority: hand the file in as a build secret and name it with this build
+# argument (unset, nothing changes):
+#   docker build --secret id=extra_ca,src=/path/to/ca.pem \
+#     --build-arg NODE_EXTRA_CA_CERTS=/run/secrets/extra_ca -t dtp .
+ARG NODE_EXTRA_CA_CERTS=
+# When no prebuilt better-sqlite3 binary can be downloaded, node-gyp compiles
+# it against the headers of this image's own Node.js instead of downloading
+# them.
+ENV npm_config_nodedir=/usr/local
+
 # Dependencies first: this layer is reused as long as the lock file is unchanged.
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+RUN --mount=type=secret,id=extra_ca npm ci --no-audit --no-fund
 
 COPY tsconfig.json ./
 COPY src ./src
 COPY scripts ./scripts
+COPY ui ./ui
 RUN npm run build \
     && npm prune --omit=dev --no-audit --no-fund
 

@@ -17,7 +17,8 @@ function restrictImports(...patterns) {
  * string handed to an error, compared with a `.code`, or set as a `code`
  * field anywhere else is a second copy.
  */
-const CODE = '/^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$/';
+// Node's own codes (ERR_*) and SQLite's (SQLITE_*) are not ours.
+const CODE = '/^(?!ERR_|SQLITE_)[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$/';
 const NO_CODE_LITERALS = [
   `NewExpression[callee.name=/Error$/] > Literal[value=${CODE}]`,
   `CallExpression[callee.type='Super'] > Literal[value=${CODE}]`,

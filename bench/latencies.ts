@@ -3,7 +3,10 @@
  * death to its job running elsewhere (its connection closes: SIGKILL; or it
  * goes silent: SIGSTOP, found by the heartbeat timeout), and the time from a
  * cancel to the cancelled task's slot running the next job. The job's state
- * is polled every 2 ms, so figures are that precise. And, in-process, the
+ * is polled every 2 ms, so figures are that precise. A cancel of computing
+ * tasks: four PRIME_COUNT 50,000,000 running on a 4-slot worker, cancelled;
+ * the time until the worker logged all four stopped, and the CPU time the
+ * worker process used meanwhile (from /proc, in 10 ms ticks). And, in-process, the
  * hop every attempt makes through a task thread when the thread was idle:
  * the part of a job's idle latency that running task code off the worker's
  * main thread costs.
@@ -28,6 +31,10 @@ export interface LatencyRun {
   stopReassignMs: number;
   /** CANCEL_JOB of a running SLEEP sent -> the next job RUNNING on the freed slot. */
   cancelToNextMs: number;
+  /** Four CANCEL_JOB of running PRIME_COUNT 50,000,000 sent -> the worker logged all four stopped. */
+  cancelComputingMs: number;
+  /** CPU time of the worker process over that time. */
+  cancelComputingCpuMs: number;
   /** Median of TaskPool.run(SHA256) -> its outcome, on a warm thread idle for 10 ms before each. */
   threadRoundTripMs: number;
 }
@@ -121,6 +128,43 @@ async function cancelToNext(dir: string): Promise<number> {
   }
 }
 
+const PRIME_LIMIT_MAX = 50_000_000;
+
+function lines(output: string, pattern: RegExp): number {
+  return output.split('\n').filter((line) => pattern.test(line)).length;
+}
+
+/** Cancels four computing PRIME_COUNT on one 4-slot worker: time to stopped, and the CPU used meanwhile. */
+async function cancelComputing(dir: string): Promise<{ ms: number; cpuMs: number }> {
+  const cluster = await startCluster(['--database', freshDb(dir, 'cancel-cpu')], 1, 4);
+  const client = await DtpClient.connect({ host: HOST, port: cluster.clientPort });
+  const worker = cluster.workers[0] as ScriptProcess;
+  try {
+    const jobIds: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const payload = { limit: PRIME_LIMIT_MAX };
+      jobIds.push((await client.submit({ taskType: 'PRIME_COUNT', payload })).jobId);
+    }
+    await until(() => lines(worker.output, /task started/) === 4, {
+      timeoutMs: 30_000,
+      intervalMs: POLL_MS,
+      what: 'four counts running',
+    });
+    const startedMs = performance.now();
+    const startCpuMs = worker.cpuMs();
+    await Promise.all(jobIds.map((jobId) => client.cancel(jobId)));
+    await until(() => lines(worker.output, /task stopped/) === 4, {
+      timeoutMs: 30_000,
+      intervalMs: POLL_MS,
+      what: 'four counts stopped',
+    });
+    return { ms: performance.now() - startedMs, cpuMs: worker.cpuMs() - startCpuMs };
+  } finally {
+    await client.close();
+    await cluster.stop();
+  }
+}
+
 /** Runs `count` SHA256 attempts one by one through a pool of one thread, each after 10 ms idle. */
 async function threadRoundTrip(count: number): Promise<number> {
   const pool = new TaskPool({ capacity: 1 });
@@ -153,6 +197,10 @@ export async function latencies(dir: string, roundTrips = 300): Promise<LatencyR
     killReassignMs: await reassignAfter('SIGKILL', dir),
     stopReassignMs: await reassignAfter('SIGSTOP', dir),
     cancelToNextMs: await cancelToNext(dir),
+    ...(await cancelComputing(dir).then(({ ms, cpuMs }) => ({
+      cancelComputingMs: ms,
+      cancelComputingCpuMs: cpuMs,
+    }))),
     threadRoundTripMs: await threadRoundTrip(roundTrips),
   };
 }

@@ -177,6 +177,14 @@ async function latencyTable(dir: string): Promise<string[]> {
       m((r) => r.cancelToNextMs),
     ]),
     row([
+      'cancel of four running PRIME_COUNT 50,000,000 (4-slot worker) → all four stopped',
+      m((r) => r.cancelComputingMs),
+    ]),
+    row([
+      "… the worker process's CPU time meanwhile (10 ms ticks)",
+      m((r) => r.cancelComputingCpuMs),
+    ]),
+    row([
       'an attempt through an idle task thread and back (SHA256, median)',
       median(runs.map((r) => r.threadRoundTripMs)).toFixed(2),
     ]),

@@ -15,5 +15,7 @@ if [[ ! -f "$entry" ]]; then
   }
 fi
 
+# Usage and errors name the program by the name it was started by.
+export DTP_PROGRAM_NAME="${0##*/}"
 # exec: node takes over this PID, so a signal sent to the script reaches it.
 exec node "$entry" "$@"

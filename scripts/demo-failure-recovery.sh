@@ -5,23 +5,32 @@
 # and the job completes on attempt 2. Everything started here is stopped on
 # exit, including on Ctrl-C or failure. Exits 0 only if the story happened.
 #
-# Uses ports 7070 (workers) and 7071 (clients) on 127.0.0.1; logs and the
-# database go to a fresh demo-logs/ folder in the current directory.
+# Uses ports 7070 (workers) and 7071 (clients) on 127.0.0.1 (DTP_DEMO_WORKER_PORT
+# and DTP_DEMO_CLIENT_PORT choose others); logs and the database go to a fresh
+# demo-logs/ folder in the current directory.
 #
-#   demo-failure-recovery.sh [--tokens]
+#   demo-failure-recovery.sh [--tokens] [--python]
 #
 # --tokens (or DTP_DEMO_TOKENS=1): the same story with authentication on: a
 # client token and a worker token are generated into demo-logs/ (readable by
 # the owner only), the coordinator requires them, and the workers and every
 # client command use them.
+# --python (or DTP_DEMO_PYTHON=1): the three workers are Python workers
+# (python -m dtp.worker from python/src, with python3 or DTP_PYTHON). The job
+# sleeps 20000 ms unless DTP_DEMO_SLEEP_MILLIS says otherwise.
 set -euo pipefail
 
-usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
 
 tokens="${DTP_DEMO_TOKENS:-0}"
+python="${DTP_DEMO_PYTHON:-0}"
+worker_port="${DTP_DEMO_WORKER_PORT:-7070}"
+client_port="${DTP_DEMO_CLIENT_PORT:-7071}"
+sleep_ms="${DTP_DEMO_SLEEP_MILLIS:-20000}"
 for arg in "$@"; do
   case "$arg" in
     --tokens) tokens=1 ;;
+    --python) python=1 ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; echo "demo-failure-recovery.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
@@ -55,15 +64,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Reads one field of the JSON document on stdin (dotted path).
-field() {
-  node -e '
-    let text = "";
-    process.stdin.on("data", (d) => (text += d)).on("end", () => {
-      let v = JSON.parse(text);
-      for (const k of process.argv[1].split(".")) v = v == null ? undefined : v[k];
-      console.log(v == null ? "" : typeof v === "object" ? JSON.stringify(v) : v);
-    });' "$1"
-}
+field() { node "$root/scripts/json-field.mjs" "$1"; }
 
 # Polls a command until it prints a non-empty line, for at most $1 seconds.
 poll() {
@@ -87,9 +88,19 @@ mkdir -p "$logs"
 # The client CLI, with the demo's client token when there is one.
 client() {
   if [[ "$tokens" == 1 ]]; then
-    DTP_TOKEN_FILE="$logs/client.token" "$root/scripts/client.sh" "$@"
+    DTP_PORT="$client_port" DTP_TOKEN_FILE="$logs/client.token" "$root/scripts/client.sh" "$@"
   else
-    "$root/scripts/client.sh" "$@"
+    DTP_PORT="$client_port" "$root/scripts/client.sh" "$@"
+  fi
+}
+
+# One worker: the TypeScript one, or with --python the Python one. Run in the
+# background, the exec makes $! the worker's own pid (the one SIGKILL is for).
+worker() {
+  if [[ "$python" == 1 ]]; then
+    PYTHONPATH="$root/python/src${PYTHONPATH:+:$PYTHONPATH}" exec "${DTP_PYTHON:-python3}" -m dtp.worker "$@"
+  else
+    exec "$root/scripts/worker.sh" "$@"
   fi
 }
 
@@ -108,6 +119,7 @@ fi
 
 say "Starting the coordinator (log: demo-logs/coordinator.log)"
 "$root/scripts/coordinator.sh" --bind-host 127.0.0.1 --database "$logs/coordinator.db" \
+  --worker-port "$worker_port" --client-port "$client_port" \
   --heartbeat-timeout-millis 2000 --sweep-interval-millis 100 \
   --retry-base-delay-millis 500 --retry-max-delay-millis 2000 \
   ${coordinator_auth[@]+"${coordinator_auth[@]}"} \
@@ -116,9 +128,12 @@ pids+=($!)
 coordinator_pid=$!
 poll 30 client workers --host 127.0.0.1 >/dev/null || die "the coordinator did not start (see demo-logs/coordinator.log)"
 
+if [[ "$python" == 1 ]]; then
+  say "The workers are Python workers ($("${DTP_PYTHON:-python3}" --version 2>&1))"
+fi
 declare -A worker_pid
 for n in 1 2 3; do
-  "$root/scripts/worker.sh" --coordinator-host 127.0.0.1 --id "worker-$n" --capacity 1 \
+  worker --coordinator-host 127.0.0.1 --coordinator-port "$worker_port" --id "worker-$n" --capacity 1 \
     --heartbeat-interval-millis 500 --reconnect-delay-millis 500 \
     ${worker_auth[@]+"${worker_auth[@]}"} \
     >"$logs/worker-$n.log" 2>&1 &
@@ -135,8 +150,8 @@ three_workers() {
 poll 30 three_workers >/dev/null || die "the three workers did not register"
 client workers --host 127.0.0.1
 
-say "Submitting a 20-second sleep job"
-job_id=$(client submit sleep --milliseconds 20000 --json --host 127.0.0.1 | field jobId)
+say "Submitting a $((sleep_ms / 1000))-second sleep job"
+job_id=$(client submit sleep --milliseconds "$sleep_ms" --json --host 127.0.0.1 | field jobId)
 [[ -n "$job_id" ]] || die "submission failed"
 client status "$job_id" --host 127.0.0.1
 
@@ -175,7 +190,7 @@ final=$(client status "$job_id" --json --host 127.0.0.1)
 state=$(field state <<<"$final")
 attempts=$(field attempts <<<"$final")
 result=$(field result <<<"$final")
-[[ "$state" == COMPLETED && "$attempts" == 2 && "$result" == "slept 20000 ms" ]] ||
+[[ "$state" == COMPLETED && "$attempts" == 2 && "$result" == "slept $sleep_ms ms" ]] ||
   die "expected COMPLETED on attempt 2, got $state on attempt $attempts"
 [[ "$rescuer" != "$victim" ]] || die "the job finished on the killed worker"
 kill -0 "$coordinator_pid" 2>/dev/null || die "the coordinator died"

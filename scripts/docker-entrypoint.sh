@@ -80,9 +80,15 @@ case "$role" in
       echo "docker-entrypoint.sh: $entry is missing; run npm run build" >&2
       exit 1
     fi
+    if [ "$role" = worker ]; then
+      # As scripts/worker.sh does: freed Buffers go back to the system.
+      export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-131072}"
+    fi
     # exec: node takes over this PID (PID 1 in a container), so SIGTERM from
     # `docker stop` reaches its handlers: a worker drains, a coordinator
     # commits and closes.
+    # Usage and errors name the program as it was started: `docker-entrypoint.sh worker`.
+    export DTP_PROGRAM_NAME="${0##*/} $role"
     exec node "$entry" "$@"
     ;;
   healthcheck)

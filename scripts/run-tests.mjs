@@ -2,10 +2,12 @@
 // Runs the compiled test files with node:test, by explicit path (Node 21+
 // would treat directory arguments as globs, Node 20 would not).
 //
-//   node scripts/run-tests.mjs [unit|integration|e2e|sim|package ...]
+//   node scripts/run-tests.mjs [unit|integration|e2e|sim|package|python ...]
 //
 // With no argument every suite runs. Suites run one after another; files of
 // one suite run with the concurrency given by DTP_TEST_CONCURRENCY (default 2).
+// The python suite is scripts/python-checks.sh (the Python package: ruff,
+// mypy, pytest against real coordinators).
 //
 // The PostgreSQL tests use the server named by DTP_TEST_PG_URL. Without it,
 // a private cluster is started for the run (scripts/pg-cluster.sh, when
@@ -16,7 +18,7 @@ import { readdirSync, statSync, existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const ALL = ['unit', 'sim', 'integration', 'e2e', 'package'];
+const ALL = ['unit', 'sim', 'integration', 'e2e', 'package', 'python'];
 const suites = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ALL;
 const root = join(import.meta.dirname, '..', 'dist', 'test');
 
@@ -61,6 +63,14 @@ for (const suite of suites) {
   if (!ALL.includes(suite)) {
     console.error(`unknown suite ${suite}; expected one of ${ALL.join(', ')}`);
     process.exit(2);
+  }
+  if (suite === 'python') {
+    console.log('\n# suite python: scripts/python-checks.sh');
+    const res = spawnSync('bash', [join(import.meta.dirname, 'python-checks.sh')], {
+      stdio: 'inherit',
+    });
+    if (res.status !== 0) failed = true;
+    continue;
   }
   const files = findTests(join(root, suite));
   if (files.length === 0) continue;

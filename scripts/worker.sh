@@ -15,5 +15,13 @@ if [[ ! -f "$entry" ]]; then
   }
 fi
 
+# Usage and errors name the program by the name it was started by.
+export DTP_PROGRAM_NAME="${0##*/}"
+
+# glibc: allocations of 128 KiB and more always come from mmap, so what a
+# task thread frees (large Buffers, a terminated thread's memory) goes back
+# to the system at once instead of staying in the allocator's arenas
+# (docs/SECURITY.md, "Task memory"). A value already set is kept.
+export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-131072}"
 # exec: node takes over this PID, so a signal sent to the script reaches it.
 exec node "$entry" "$@"

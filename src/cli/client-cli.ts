@@ -15,9 +15,17 @@ import { readFile } from 'node:fs/promises';
 import { DtpClient } from '../client/client.js';
 import type { ConnectionSecurity } from '../client/connection.js';
 import type { Command } from 'commander';
-import { COMMANDS, GLOBAL_FLAGS, SUBMIT_COMMAND, TASKS, runShortcut } from './client-commands.js';
+import {
+  COMMANDS,
+  GLOBAL_FLAGS,
+  SUBMIT_COMMAND,
+  TASKS,
+  runShortcut,
+  suggestShortcut,
+} from './client-commands.js';
 import type { CommandContext, CommandOutput, CommandSpec } from './client-commands.js';
 import { addFlags, createProgram, parseCommandLine, readFlags } from './command-line.js';
+import type { ParseOutcome } from './command-line.js';
 import { FlagValues, UsageError, envVarName, parseBoolean } from './flags.js';
 import { clientTlsFrom, tokenFrom } from './security-flags.js';
 import type { FlagSpec } from './flags.js';
@@ -36,12 +44,14 @@ export interface CliIo {
   readInput?: (path: string) => Promise<string>;
   /** Opens the client (default {@link DtpClient.connect}). */
   connect?: Connect;
+  /** The name the program was started by, for usage and errors (default `client.sh`). */
+  program?: string;
 }
 
 /** Opens a client to host:port with the TLS and token settings of the command line. */
 type Connect = (host: string, port: number, security: ConnectionSecurity) => Promise<DtpClient>;
 
-const PROGRAM = 'client.sh';
+const DEFAULT_PROGRAM = 'client.sh';
 const V1_NOTE =
   'the coordinator does not understand WAIT_JOB (a v1 coordinator); polling the job state';
 const EXIT_NOTE =
@@ -74,14 +84,11 @@ function declareCommand(
 
 /** The whole program; `selected` receives the command the line names. */
 function buildProgram(
+  name: string,
   writeHelp: (text: string) => void,
   selected: (s: Selection) => void,
 ): Command {
-  const program = createProgram(
-    PROGRAM,
-    'The dtp client: submit jobs and look at them.',
-    writeHelp,
-  );
+  const program = createProgram(name, 'The dtp client: submit jobs and look at them.', writeHelp);
   addFlags(program, GLOBAL_FLAGS, true).addHelpText('after', `\n${EXIT_NOTE}\n`);
   for (const spec of COMMANDS) {
     const command = declareCommand(program, spec, (cmd, args) =>
@@ -129,6 +136,25 @@ function wantsJson(argv: readonly string[], env: NodeJS.ProcessEnv): boolean {
 
 type Outcome = { kind: 'help'; text: string } | ({ kind: 'done' } & CommandOutput);
 
+/**
+ * Parses the command line; when it fails on `submit <task>` and the task is a
+ * near miss of a shortcut (`submit sha265 --text hi`: --text is unknown
+ * because sha265 is taken for a task type of its own), says which shortcut
+ * it resembles.
+ */
+function parseWithHint(program: Command, argv: readonly string[]): ParseOutcome {
+  try {
+    return parseCommandLine(program, argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    // commander has set the command's operands before it reports an unknown option.
+    const task = program.commands.find((c) => c.name() === SUBMIT_COMMAND.name)?.args[0];
+    const hint = task === undefined ? '' : suggestShortcut(task);
+    if (hint === '' || TASKS.some((t) => t.name === task)) throw err;
+    throw new UsageError(`${err.message}: ${JSON.stringify(task)} is not a shortcut${hint}`);
+  }
+}
+
 async function dispatch(
   argv: readonly string[],
   io: CliIo,
@@ -139,11 +165,12 @@ async function dispatch(
   let help = '';
   let selection: Selection | null = null;
   const program = buildProgram(
+    io.program ?? DEFAULT_PROGRAM,
     (text) => (help += text),
     (s) => (selection = s),
   );
   usage.text = program.helpInformation();
-  if (parseCommandLine(program, argv) === 'help') return { kind: 'help', text: help };
+  if (parseWithHint(program, argv) === 'help') return { kind: 'help', text: help };
   const chosen = selection as Selection | null;
   if (chosen === null) throw new UsageError('missing command', { showUsage: true });
   // Only the global flags fall back to the environment.
@@ -181,10 +208,10 @@ function readInputDefault(path: string): Promise<string> {
   return path === '-' ? readStdin() : readFile(path, 'utf8');
 }
 
-function humanFailure(err: unknown, usage: string): string {
+function humanFailure(err: unknown, usage: string, program: string): string {
   if (!(err instanceof UsageError)) return formatErrorText(err);
   if (err.showUsage) return `${usage}\n${formatErrorText(err)}`;
-  return `${formatErrorText(err)}Run \`${PROGRAM} --help\` for usage.\n`;
+  return `${formatErrorText(err)}Run \`${program} --help\` for usage.\n`;
 }
 
 /** Runs one command line; resolves with the exit code. */
@@ -217,7 +244,7 @@ export async function runClientCli(argv: readonly string[], io: CliIo): Promise<
     return outcome.exitCode ?? EXIT_CODES.ok;
   } catch (err) {
     if (json) io.stdout(toJsonLine(errorDocument(err)));
-    else io.stderr(humanFailure(err, usage.text));
+    else io.stderr(humanFailure(err, usage.text, io.program ?? DEFAULT_PROGRAM));
     return exitCodeFor(err);
   } finally {
     if (connecting !== null) {

@@ -31,8 +31,9 @@ import {
   parseServerFlags,
   stopOnSignals,
 } from './lifecycle.js';
+import { takeProgramName } from './program-name.js';
 
-const PROGRAM = 'coordinator.sh';
+const PROGRAM = takeProgramName('coordinator.sh');
 const SUMMARY =
   'Runs a dtp coordinator: accepts jobs on the client port, schedules them onto workers ' +
   'connected to the worker port, and keeps them in SQLite, or in PostgreSQL shared by ' +

@@ -31,8 +31,9 @@ import {
   parseServerFlags,
   stopOnSignals,
 } from './lifecycle.js';
+import { takeProgramName } from './program-name.js';
 
-const PROGRAM = 'worker.sh';
+const PROGRAM = takeProgramName('worker.sh');
 const SUMMARY = 'Runs a dtp worker: registers with a coordinator and runs the tasks it assigns.';
 const D = DEFAULT_WORKER_OPTIONS;
 const B = WORKER_BOUNDS;
@@ -87,6 +88,10 @@ const FLAGS: readonly FlagSpec[] = [
     default: D.cancelGraceMs,
     help: 'after a cancel or deadline, time a task gets to stop before its thread is terminated',
   }),
+  boundedFlag('task-memory-mb', B.taskMemoryMb, {
+    default: D.taskMemoryMb,
+    help: "each task thread's memory budget in MiB: its JavaScript heap stops there, and a thread whose heap and Buffers go over it is terminated, failing its attempt",
+  }),
   boundedFlag('coordinator-timeout-millis', B.coordinatorTimeoutMs, {
     defaultLabel: '3 x heartbeat interval, at least 1000',
     help: 'a coordinator that confirmed heartbeat acks and is silent this long is dropped and redialled',
@@ -109,6 +114,7 @@ const FLAG_OF: { readonly [K in Exclude<keyof CheckedWorkerOptions, 'connectTime
     heartbeatIntervalMs: 'heartbeat-interval-millis',
     reconnectDelayMs: 'reconnect-delay-millis',
     cancelGraceMs: 'cancel-grace-millis',
+    taskMemoryMb: 'task-memory-mb',
     coordinatorTimeoutMs: 'coordinator-timeout-millis',
   };
 
@@ -122,10 +128,13 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
     reconnectDelayMs: values.int('reconnect-delay-millis'),
     cancelGraceMs: values.int('cancel-grace-millis'),
+    taskMemoryMb: values.int('task-memory-mb'),
     ...optional('coordinatorTimeoutMs', values.optionalInt('coordinator-timeout-millis')),
   };
-  const problem = workerOptionsProblem(checked, (key) =>
-    key === 'connectTimeoutMs' ? key : `--${FLAG_OF[key]}`,
+  const problem = workerOptionsProblem(
+    checked,
+    (key) => (key === 'connectTimeoutMs' ? key : `--${FLAG_OF[key]}`),
+    'atMost',
   );
   if (problem !== null) throw new UsageError(problem);
   return {

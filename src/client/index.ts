@@ -1,3 +1,7 @@
+// The declarations speak Node.js's own types (AbortSignal, Buffer, TLS
+// options); the package depends on @types/node, and this directive, kept in
+// the emitted .d.ts, brings it in for users whatever their `types` setting.
+/// <reference types="node" preserve="true" />
 /**
  * The public surface of the dtp client library (package entry `dtp/client`).
  * It loads no coordinator or worker code and no native module.

@@ -63,6 +63,13 @@ function inRange(value: unknown, bound: IntegerBound): boolean {
 }
 
 /**
+ * How a refusal of a relative bound is phrased: `range` for code
+ * (`prefetch must be an integer in 0..4 x capacity (8), got 9`), `atMost`
+ * for the command line (`--prefetch must be at most 4 x --capacity (8), got 9`).
+ */
+export type Phrasing = 'range' | 'atMost';
+
+/**
  * Why `value` breaks `bound`, naming it `name`, or null when it keeps it.
  * `other` reads the option a relative bound refers to.
  */
@@ -71,21 +78,34 @@ export function boundProblem<K extends string>(
   value: unknown,
   bound: IntegerBound<K>,
   other: (key: K) => { name: string; value: unknown },
+  phrasing: Phrasing = 'range',
 ): string | null {
   if (value === undefined && bound.optional === true) return null;
   if (value === null && bound.nullMeans !== undefined) return null;
-  if (!inRange(value, bound)) {
-    const allowed = bound.nullMeans === undefined ? '' : `null (${bound.nullMeans}) or `;
-    return `${name} must be ${allowed}an integer in ${describeRange(bound)}, got ${describeValue(value)}`;
-  }
+  const relative = relativeProblem(name, value, bound, other, phrasing);
+  if (relative !== null) return relative;
+  if (inRange(value, bound)) return null;
+  const allowed = bound.nullMeans === undefined ? '' : `null (${bound.nullMeans}) or `;
+  return `${name} must be ${allowed}an integer in ${describeRange(bound)}, got ${describeValue(value)}`;
+}
+
+/** An integer above a relative bound (checked first: it is the tighter one). */
+function relativeProblem<K extends string>(
+  name: string,
+  value: unknown,
+  bound: IntegerBound<K>,
+  other: (key: K) => { name: string; value: unknown },
+  phrasing: Phrasing,
+): string | null {
   const relative = bound.perUnitOf;
-  if (relative === undefined) return null;
+  if (relative === undefined || typeof value !== 'number' || !Number.isInteger(value)) return null;
   const unit = other(relative.of);
-  if (typeof unit.value !== 'number') return null;
+  if (typeof unit.value !== 'number' || value < bound.min) return null;
   const limit = relative.times * unit.value;
-  return (value as number) <= limit
-    ? null
-    : `${name} must be at most ${relative.times} x ${unit.name} (${limit}), got ${describeValue(value)}`;
+  if (value <= limit) return null;
+  return phrasing === 'atMost'
+    ? `${name} must be at most ${relative.times} x ${unit.name} (${limit}), got ${value}`
+    : `${name} must be an integer in ${bound.min}..${relative.times} x ${unit.name} (${limit}), got ${value}`;
 }
 
 /** The first option of `options` that breaks its bound in `table`, named by `name`; null if none. */
@@ -93,13 +113,17 @@ export function tableProblem<O extends object>(
   options: O,
   table: BoundsTable<O>,
   name: (key: keyof O & string) => string,
+  phrasing: Phrasing = 'range',
 ): string | null {
   const read = (key: NumericKeys<O>): unknown => (options as Record<string, unknown>)[key];
   for (const key of Object.keys(table) as NumericKeys<O>[]) {
-    const problem = boundProblem(name(key), read(key), table[key], (of) => ({
-      name: name(of),
-      value: read(of),
-    }));
+    const problem = boundProblem(
+      name(key),
+      read(key),
+      table[key],
+      (of) => ({ name: name(of), value: read(of) }),
+      phrasing,
+    );
     if (problem !== null) return problem;
   }
   return null;

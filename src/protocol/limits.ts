@@ -9,6 +9,13 @@ export const MAX_PORT = 65_535;
 export const MAX_CAPACITY = 1024;
 /** Most attempts a worker may queue beyond its capacity (`prefetch`), per unit of capacity. */
 export const MAX_PREFETCH_PER_SLOT = 4;
+/**
+ * Largest `prefetch` of a worker with this capacity: the one bound that the
+ * worker's options, its task pool's queue, the CLI and the coordinator check.
+ */
+export function maxPrefetch(capacity: number): number {
+  return MAX_PREFETCH_PER_SLOT * capacity;
+}
 /** Upper bound on a job's maxAttempts (retry delays are overflow-safe up to here). */
 export const MAX_ATTEMPTS_LIMIT = 1000;
 /** Longest idempotency key, in characters. */
@@ -25,5 +32,10 @@ export const MAX_TASK_TIMEOUT_MS = 86_400_000;
 export const MAX_RESULT_BYTES = 512 * 1024;
 /** Longer attempt errors are cut to this many characters. */
 export const MAX_ERROR_CHARS = 8 * 1024;
+
+/** An attempt's error cut to {@link MAX_ERROR_CHARS}, marked `... (truncated)` when it was. */
+export function clipError(text: string): string {
+  return text.length <= MAX_ERROR_CHARS ? text : `${text.slice(0, MAX_ERROR_CHARS)}... (truncated)`;
+}
 /** Most task types one worker may declare. */
 export const MAX_TASK_TYPES_PER_WORKER = 1024;

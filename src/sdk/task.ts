@@ -48,6 +48,11 @@ export interface TaskContext {
   /**
    * Aborted when the attempt is cancelled or its deadline passes. A handler
    * that ignores it is terminated anyway after the worker's cancel grace.
+   * Its `aborted` and `throwIfAborted()` see a cancel at once even while the
+   * handler computes without yielding (they read a flag the worker shares
+   * with the thread), so a CPU-bound loop that calls `throwIfAborted()` now
+   * and then stops within one step and keeps its thread; `abort` listeners
+   * fire then, or once the handler yields.
    */
   readonly signal: AbortSignal;
   /** Epoch ms at which the attempt's deadline passes (null when unknown). */

@@ -1,3 +1,7 @@
+// The declarations speak Node.js's own types (AbortSignal, Buffer, TLS
+// options); the package depends on @types/node, and this directive, kept in
+// the emitted .d.ts, brings it in for users whatever their `types` setting.
+/// <reference types="node" preserve="true" />
 /**
  * `dtp/worker`: the task SDK (what task modules import) and running a worker
  * from code.

@@ -5,13 +5,14 @@
  * the very bound of `prefetch`, so no prefetch a worker accepts is refused
  * further down).
  */
-import { MAX_TIMER_MS, tableProblem, type BoundsTable } from '../common/bounds.js';
+import { MAX_TIMER_MS, tableProblem, type BoundsTable, type Phrasing } from '../common/bounds.js';
 import { AddressError, parseAddressList } from '../net/address.js';
 import type { ClientTls } from '../net/tls.js';
 import type { Logger } from '../observability/logger.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
-import { MAX_CAPACITY, MAX_PORT, MAX_PREFETCH_PER_SLOT } from '../protocol/limits.js';
+import { MAX_CAPACITY, MAX_PORT, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../protocol/limits.js';
+import { TASK_MEMORY_MB } from './memory-budget.js';
 import type { LoadedTaskModules } from './task-modules.js';
 
 export interface WorkerOptions {
@@ -44,6 +45,12 @@ export interface WorkerOptions {
    * thread is terminated, in ms (default 1000).
    */
   cancelGraceMs?: number;
+  /**
+   * Memory budget of each task thread, in MiB, 32..1048576 (default 512): its
+   * JavaScript heap is capped there, and a thread whose heap and Buffers go
+   * over it is terminated, failing its attempt (see memory-budget.ts).
+   */
+  taskMemoryMb?: number;
   /**
    * Give up a dial, or a registration that gets no reply, after this long, in
    * ms (default 5000).
@@ -78,13 +85,14 @@ export const WORKER_BOUNDS = {
   capacity: { min: 1, max: MAX_CAPACITY },
   prefetch: {
     min: 0,
-    max: MAX_PREFETCH_PER_SLOT * MAX_CAPACITY,
+    max: maxPrefetch(MAX_CAPACITY),
     perUnitOf: { of: 'capacity', times: MAX_PREFETCH_PER_SLOT },
     optional: true,
   },
   heartbeatIntervalMs: { min: 1, max: MAX_TIMER_MS },
   reconnectDelayMs: { min: 1, max: MAX_TIMER_MS },
   cancelGraceMs: { min: 0, max: MAX_TIMER_MS, optional: true },
+  taskMemoryMb: { min: TASK_MEMORY_MB.min, max: TASK_MEMORY_MB.max, optional: true },
   connectTimeoutMs: { min: 1, max: MAX_TIMER_MS, optional: true },
   coordinatorTimeoutMs: { min: 1, max: MAX_TIMER_MS, optional: true },
 } as const satisfies BoundsTable<WorkerOptions>;
@@ -103,10 +111,11 @@ export type CheckedWorkerOptions = Pick<
 export function workerOptionsProblem(
   options: CheckedWorkerOptions,
   name: (key: keyof CheckedWorkerOptions) => string = (key) => key,
+  phrasing: Phrasing = 'range',
 ): string | null {
   if (options.workerId.trim() === '') return `${name('workerId')} must not be blank`;
   if (options.coordinatorHost === '') return `${name('coordinatorHost')} must not be empty`;
-  const bounds = tableProblem(options, WORKER_BOUNDS, name);
+  const bounds = tableProblem(options, WORKER_BOUNDS, name, phrasing);
   if (bounds !== null) return bounds;
   try {
     parseAddressList(options.coordinatorHost, options.coordinatorPort);

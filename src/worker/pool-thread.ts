@@ -3,7 +3,9 @@
  *
  * Thread states: `idle` (no task) -> `busy` (one task) -> `idle` ... ; a busy
  * thread whose task is stopped (cancel, deadline) -> `stopping`: its task's
- * signal has fired and the thread gets `graceMs` to settle the handler; then
+ * signal has fired (through the shared stop flag, which a computing handler
+ * sees the next time it looks at its signal, and the ABORT_TASK message, which
+ * fires it once the handler yields) and the thread gets `graceMs` to settle the handler; then
  * -> `idle` if it did (the thread is reused), else -> `terminating`. From any
  * state -> `terminating` (crash, pool close) -> `exited`. A stopping or
  * terminating thread never takes another task.
@@ -16,7 +18,10 @@ import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
 import type { ResultFormat } from '../protocol/messages.js';
+import { heapExhausted } from './memory-budget.js';
 import {
+  SHARED_BYTES,
+  SharedWords,
   isThreadResponse,
   type AbortReason,
   type RunTaskInput,
@@ -98,6 +103,10 @@ export class PoolThread {
   /** Resolves once the thread has exited, for whatever reason. */
   readonly exited: Promise<void>;
   readonly #worker: Worker;
+  readonly #shared: SharedWords;
+  /** Memory samples counted at the previous {@link memorySample}, and when that count last changed. */
+  #samplesSeen = -1;
+  #sampleSeenAtMs = 0;
   readonly #events: PoolThreadEvents;
   #task: PoolTask | null = null;
   #stopping: Stopping | null = null;
@@ -106,18 +115,65 @@ export class PoolThread {
   #crash: string | null = null;
   #resolveExited!: () => void;
 
-  constructor(entry: URL, data: TaskThreadData, events: PoolThreadEvents) {
+  /**
+   * Starts a thread that imports `modules`, its JavaScript heap limited to
+   * `taskMemoryMb` MiB (see memory-budget.ts).
+   */
+  constructor(
+    entry: URL,
+    modules: TaskThreadData['modules'],
+    taskMemoryMb: number,
+    events: PoolThreadEvents,
+  ) {
     this.#events = events;
     this.exited = new Promise((resolve) => (this.#resolveExited = resolve));
-    this.#worker = new Worker(entry, { workerData: data });
+    const shared = new SharedArrayBuffer(SHARED_BYTES);
+    this.#shared = new SharedWords(shared);
+    const data: TaskThreadData = { modules, shared };
+    this.#worker = new Worker(entry, {
+      workerData: data,
+      resourceLimits: { maxOldGenerationSizeMb: taskMemoryMb },
+    });
     this.#worker.on('message', (value: unknown) => this.#onMessage(value));
     this.#worker.on('messageerror', () => this.#fail('task thread sent an unreadable message'));
     this.#worker.on('error', (err) => {
       // The thread is already dying; 'exit' follows and settles its task.
       this.#terminating = true;
-      this.#crash ??= `task thread crashed: ${describeError(err)}`;
+      const outOfMemory = (err as { code?: unknown }).code === 'ERR_WORKER_OUT_OF_MEMORY';
+      this.#crash ??= outOfMemory
+        ? heapExhausted(taskMemoryMb)
+        : `task thread crashed: ${describeError(err)}`;
     });
     this.#worker.on('exit', (code) => this.#onExit(code));
+  }
+
+  /** True while a task (running or stopped, in its grace) holds the thread. */
+  get busy(): boolean {
+    return this.#task !== null && !this.#terminating;
+  }
+
+  /**
+   * The thread's last memory sample, in MiB, and whether a new one was seen
+   * within `staleAfterMs` before `nowMs` (a thread that holds its event loop
+   * takes none); `nowMs` is `performance.now()`.
+   */
+  memorySample(nowMs: number, staleAfterMs: number): { usedMb: number; fresh: boolean } {
+    const { usedMb, samples } = this.#shared.memory();
+    if (samples !== this.#samplesSeen) {
+      this.#samplesSeen = samples;
+      this.#sampleSeenAtMs = nowMs;
+    }
+    return { usedMb, fresh: nowMs - this.#sampleSeenAtMs < staleAfterMs };
+  }
+
+  /** The thread's last memory sample (heap + Buffers), in MiB. */
+  get memoryMb(): number {
+    return this.#shared.memory().usedMb;
+  }
+
+  /** Terminates the thread for its memory; its task (if any) fails with `error`. */
+  terminateForMemory(error: string): void {
+    this.#fail(error);
   }
 
   /** False while the thread is running or stopping a task, or is going away. */
@@ -128,6 +184,8 @@ export class PoolThread {
   run(task: PoolTask): void {
     assert(this.available, 'a pool thread runs one task at a time');
     this.#task = task;
+    // The task's first sample is yet to come: not stale before it could be.
+    this.#sampleSeenAtMs = performance.now();
     this.#post({ requestId: task.requestId, input: task.input });
   }
 
@@ -145,6 +203,8 @@ export class PoolThread {
         void this.terminate().then(() => resolve('terminated'));
       }, graceMs);
       this.#stopping = { timer, resolve };
+      // Seen at once by a handler that is computing; the message only once it yields.
+      this.#shared.raiseStop(task.requestId, reason);
       this.#post({ requestId: task.requestId, input: { type: 'ABORT_TASK', reason } });
     });
   }

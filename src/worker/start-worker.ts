@@ -12,6 +12,7 @@ import { LocalErrorCode } from '../protocol/error-codes.js';
 import { randomBytes } from 'node:crypto';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { DtpError } from '../protocol/errors.js';
+import { TASK_MEMORY_MB } from './memory-budget.js';
 import {
   DEFAULT_CANCEL_GRACE_MS,
   WORKER_BOUNDS,
@@ -29,6 +30,7 @@ export const DEFAULT_WORKER_OPTIONS = {
   heartbeatIntervalMs: 2_000,
   reconnectDelayMs: 2_000,
   cancelGraceMs: DEFAULT_CANCEL_GRACE_MS,
+  taskMemoryMb: TASK_MEMORY_MB.default,
 } as const satisfies Partial<WorkerOptions>;
 
 /** What {@link startWorker} accepts: every worker option, each with a default. */

@@ -11,6 +11,12 @@
  * - A thread that crashes (uncaught error, `process.exit`) fails its task with
  *   a message saying so; the pool carries on.
  *
+ * - Each thread has a memory budget, `taskMemoryMb` (memory-budget.ts): its
+ *   JavaScript heap is capped by V8, its heap plus Buffers are sampled, and
+ *   the worker's resident memory is watched for threads that cannot sample.
+ *   A thread over budget is terminated and its task fails saying so; a thread
+ *   that keeps much memory after its task is replaced instead of reused.
+ *
  * Between a stop and the end of its grace, the stopping thread still exists
  * next to up to `capacity` live ones; so at most `capacity` + (tasks stopped
  * within the last grace period) threads exist, and idle threads beyond
@@ -20,6 +26,14 @@ import { LocalErrorCode } from '../protocol/error-codes.js';
 import { tableProblem, type BoundsTable } from '../common/bounds.js';
 import { DtpError } from '../protocol/errors.js';
 import { DEFAULT_CANCEL_GRACE_MS, WORKER_BOUNDS } from './options.js';
+import {
+  CHECK_INTERVAL_MS,
+  RETAINED_LIMIT_MB,
+  STALE_AFTER_MS,
+  TASK_MEMORY_MB,
+  overBudget,
+  rssBudgetMb,
+} from './memory-budget.js';
 import {
   PoolTask,
   PoolThread,
@@ -40,7 +54,12 @@ export interface TaskPoolOptions {
   modules?: TaskThreadData['modules'];
   /** Time a stopped handler gets before its thread is terminated, in ms (default 1000). */
   cancelGraceMs?: number;
-  /** Tasks that may wait for a thread beyond `capacity`, at most 4 x capacity (default 0: none). */
+  /** Memory budget of each task thread, in MiB, 32..1048576 (default 512; see memory-budget.ts). */
+  taskMemoryMb?: number;
+  /**
+   * Tasks that may wait for a thread beyond `capacity`, 0..4 x capacity (the
+   * worker's `prefetch` bound; default 0: none).
+   */
   queueLimit?: number;
 }
 
@@ -51,6 +70,7 @@ export interface TaskPoolOptions {
 export const TASK_POOL_BOUNDS: BoundsTable<TaskPoolOptions> = {
   capacity: WORKER_BOUNDS.capacity,
   cancelGraceMs: WORKER_BOUNDS.cancelGraceMs,
+  taskMemoryMb: WORKER_BOUNDS.taskMemoryMb,
   queueLimit: WORKER_BOUNDS.prefetch,
 };
 
@@ -84,7 +104,11 @@ function endedHandle(error: string): TaskHandle {
 export class TaskPool {
   readonly capacity: number;
   readonly cancelGraceMs: number;
-  readonly #data: TaskThreadData;
+  readonly taskMemoryMb: number;
+  /** The worker process's resident-memory budget, in MiB. */
+  readonly rssBudgetMb: number;
+  #memoryTimer: NodeJS.Timeout | null = null;
+  readonly #modules: TaskThreadData['modules'];
   /** Every thread that has not exited yet, stopping and terminating ones included. */
   readonly #threads = new Set<PoolThread>();
   readonly #idle: PoolThread[] = [];
@@ -101,10 +125,13 @@ export class TaskPool {
     const { capacity } = options;
     const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
     const queueLimit = options.queueLimit ?? 0;
+    const taskMemoryMb = options.taskMemoryMb ?? TASK_MEMORY_MB.default;
     this.capacity = capacity;
     this.cancelGraceMs = cancelGraceMs;
+    this.taskMemoryMb = taskMemoryMb;
+    this.rssBudgetMb = rssBudgetMb(process.memoryUsage.rss() / 2 ** 20, capacity, taskMemoryMb);
     this.#queueLimit = queueLimit;
-    this.#data = { modules: [...(options.modules ?? [])] };
+    this.#modules = [...(options.modules ?? [])];
   }
 
   /** Threads that have not exited yet (idle, busy, stopping or terminating). */
@@ -149,6 +176,8 @@ export class TaskPool {
   /** Cancels every task and terminates every thread. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
+      if (this.#memoryTimer !== null) clearInterval(this.#memoryTimer);
+      this.#memoryTimer = null;
       for (const task of [...this.#queued.splice(0), ...this.#running.keys()]) {
         task.settle({
           success: false,
@@ -188,7 +217,7 @@ export class TaskPool {
   }
 
   #spawn(): PoolThread {
-    const thread = new PoolThread(THREAD_ENTRY, this.#data, {
+    const thread = new PoolThread(THREAD_ENTRY, this.#modules, this.taskMemoryMb, {
       onIdle: (t) => this.#onIdle(t),
       onExit: (t) => this.#onExit(t),
     });
@@ -199,11 +228,35 @@ export class TaskPool {
   #start(task: PoolTask, thread: PoolThread): void {
     this.#running.set(task, thread);
     thread.run(task);
+    this.#memoryTimer ??= setInterval(() => this.#checkMemory(), CHECK_INTERVAL_MS).unref();
+  }
+
+  /** Terminates the threads over their memory budget (see memory-budget.ts). */
+  #checkMemory(): void {
+    const busy = [...this.#threads].filter((thread) => thread.busy);
+    if (busy.length === 0) {
+      if (this.#memoryTimer !== null) clearInterval(this.#memoryTimer);
+      this.#memoryTimer = null;
+      return;
+    }
+    const nowMs = performance.now();
+    const samples = busy.map((thread) => ({
+      thread,
+      ...thread.memorySample(nowMs, STALE_AFTER_MS),
+    }));
+    const verdicts = overBudget(samples, {
+      taskMemoryMb: this.taskMemoryMb,
+      rssMb: process.memoryUsage.rss() / 2 ** 20,
+      rssBudgetMb: this.rssBudgetMb,
+    });
+    for (const { thread, error } of verdicts) thread.terminateForMemory(error);
   }
 
   #onIdle(thread: PoolThread): void {
-    // A thread freed by a stop can make more threads than slots: let it go.
-    if (this.#closing !== null || this.#threads.size > this.capacity) {
+    // A thread freed by a stop can make more threads than slots, and an idle
+    // thread never collects what its task left: let either go.
+    const retained = thread.memoryMb > RETAINED_LIMIT_MB;
+    if (this.#closing !== null || this.#threads.size > this.capacity || retained) {
       void thread.terminate();
       this.#startQueued();
       return;

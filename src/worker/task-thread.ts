@@ -9,20 +9,29 @@
  * `TASK_STARTED` once the payload is valid and the handler begins, any
  * number of `TASK_LOG`, then exactly one `TASK_SUCCEEDED` or `TASK_FAILED`.
  * `ABORT_TASK` fires the attempt's `ctx.signal`; the handler decides what to
- * do with it (the main thread terminates this thread if it ignores it). Any
+ * do with it (the main thread terminates this thread if it ignores it).
+ * A handler that computes without yielding never sees that message, so the
+ * signal also reads the thread's shared stop flag whenever its `aborted` or
+ * `throwIfAborted()` is used: a loop that calls `ctx.signal.throwIfAborted()`
+ * now and then stops within one step of the cancel (the built-in
+ * PRIME_COUNT does). Any
  * failure inside the task, including an invalid payload or a module that did
  * not load here, becomes `TASK_FAILED`; only a real crash (an uncaught error
  * outside a handler's promise, `process.exit`) ends the thread.
  */
+import { getHeapStatistics } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
+import { clipError } from '../protocol/limits.js';
 import type { JsonObject } from '../protocol/messages.js';
 import type { TaskContext, TaskLogger } from '../sdk/task.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 import { UnknownTaskTypeError } from '../tasks/registry.js';
+import { SAMPLE_INTERVAL_MS } from './memory-budget.js';
 import { importHandlers, type Handler } from './task-modules.js';
 import { encodeResult } from './task-values.js';
 import {
+  SharedWords,
   isTaskThreadData,
   isThreadRequest,
   type AbortReason,
@@ -36,6 +45,7 @@ if (parentPort === null) throw new Error('task-thread.js must run inside a worke
 if (!isTaskThreadData(workerData)) throw new Error('task thread started without valid workerData');
 
 const port = parentPort;
+const shared = new SharedWords(workerData.shared);
 /** Longest log message a handler can send, in characters (longer ones are cut). */
 const MAX_LOG_MESSAGE_CHARS = 4_096;
 /** Largest `fields` object of one log line, as JSON characters. */
@@ -136,7 +146,7 @@ function isRetryable(err: unknown): boolean {
 
 function describeFailure(err: unknown): string {
   const text = describeError(err);
-  if (text !== '') return text;
+  if (text !== '') return clipError(text);
   return err instanceof Error ? `${err.name} without a message` : 'task failed without a message';
 }
 
@@ -161,12 +171,61 @@ async function attempt(
   }
 }
 
+/** The platform's own `aborted` getter, to read a signal whose `aborted` is replaced below. */
+const abortedGetter: unknown = Reflect.getOwnPropertyDescriptor(
+  AbortSignal.prototype,
+  'aborted',
+)?.get;
+
+/**
+ * The attempt's signal, with `aborted` and `throwIfAborted()` that first look
+ * at the stop flag and abort the controller if the main thread raised it (so
+ * its listeners fire then, inside the handler's own call).
+ */
+function watchedSignal(requestId: number, controller: AbortController): AbortSignal {
+  const signal = controller.signal;
+  if (typeof abortedGetter !== 'function') return signal;
+  const aborted = (): boolean => Reflect.apply(abortedGetter, signal, []) === true;
+  const poll = (): boolean => {
+    if (!aborted()) {
+      const reason = shared.stopRaised(requestId);
+      if (reason !== null) controller.abort(abortError(reason));
+    }
+    return aborted();
+  };
+  Object.defineProperties(signal, {
+    aborted: { get: poll },
+    throwIfAborted: {
+      value: (): void => {
+        if (poll()) throw signal.reason;
+      },
+    },
+  });
+  return signal;
+}
+
+/**
+ * Heap + external memory (Buffers, ArrayBuffers) of this thread's isolate, in
+ * MiB (V8's statistics: a microsecond, no system call).
+ */
+function sampleMemory(): void {
+  const stats = getHeapStatistics();
+  shared.recordMemory((stats.used_heap_size + stats.external_memory) / 2 ** 20);
+}
+
 async function run(requestId: number, input: RunTaskInput): Promise<void> {
   const controller = new AbortController();
   running.set(requestId, controller);
+  // Samples while the task runs and its event loop turns (see memory-budget.ts).
+  sampleMemory();
+  const sampler = setInterval(sampleMemory, SAMPLE_INTERVAL_MS);
   try {
-    reply(requestId, await attempt(requestId, input, controller.signal));
+    const output = await attempt(requestId, input, watchedSignal(requestId, controller));
+    // The last sample tells the pool what the idle thread would keep.
+    sampleMemory();
+    reply(requestId, output);
   } finally {
+    clearInterval(sampler);
     running.delete(requestId);
   }
 }

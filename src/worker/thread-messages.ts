@@ -18,6 +18,13 @@
  * A thread runs at most one attempt at a time. A handler that ignores its
  * aborted signal is not waited for: the main thread terminates the thread
  * after the cancel grace, the only way to stop code that never yields.
+ *
+ * Beside the messages, each thread shares a few words of memory with the
+ * main thread ({@link SharedWords}): a message cannot reach a thread whose
+ * event loop is held by a computing handler, a shared word can. The main
+ * thread raises a stop there before it posts ABORT_TASK, and the thread reads
+ * it whenever the attempt's signal is looked at; the thread writes its memory
+ * samples there for the pool's memory budget.
  */
 import type { JsonObject, ResultFormat } from '../protocol/messages.js';
 
@@ -65,9 +72,65 @@ export interface ThreadResponse {
   output: ThreadOutput;
 }
 
-/** What a task thread receives as `workerData`: the task modules to import. */
+/** What a task thread receives as `workerData`: the task modules to import, and its shared words. */
 export interface TaskThreadData {
   modules: { specifier: string; url: string }[];
+  /** {@link SHARED_BYTES} of shared memory: see {@link SharedWords}. */
+  shared: SharedArrayBuffer;
+}
+
+/** Size of a thread's shared words. */
+export const SHARED_BYTES = 16;
+const STOP_REQUEST = 0;
+const STOP_REASON = 1;
+const MEMORY_MB = 2;
+const MEMORY_SAMPLES = 3;
+const REASON_CODES: { readonly [R in AbortReason]: number } = { cancel: 1, deadline: 2 };
+
+/**
+ * Four int32 words one task thread shares with the main thread, read and
+ * written with Atomics:
+ *
+ *   0  stop request  request id (as int32) of the attempt to stop (main writes)
+ *   1  stop reason   why (main writes)
+ *   2  memory        the thread's heap + external memory at its last sample, in MiB (thread writes)
+ *   3  samples       how many samples it has taken, wrapping (thread writes)
+ *
+ * A stale stop request (an earlier attempt's id) never matches the running one.
+ */
+export class SharedWords {
+  readonly #words: Int32Array;
+
+  constructor(buffer: SharedArrayBuffer) {
+    this.#words = new Int32Array(buffer, 0, SHARED_BYTES / 4);
+  }
+
+  /** Main thread: asks the attempt `requestId` to stop. */
+  raiseStop(requestId: number, reason: AbortReason): void {
+    Atomics.store(this.#words, STOP_REASON, REASON_CODES[reason]);
+    // The id last: a thread that sees it sees the reason too.
+    Atomics.store(this.#words, STOP_REQUEST, requestId | 0);
+  }
+
+  /** Task thread: why `requestId` was asked to stop, or null if it was not. */
+  stopRaised(requestId: number): AbortReason | null {
+    if (Atomics.load(this.#words, STOP_REQUEST) !== (requestId | 0)) return null;
+    return Atomics.load(this.#words, STOP_REASON) === REASON_CODES.deadline ? 'deadline' : 'cancel';
+  }
+
+  /** Task thread: records a memory sample, in MiB. */
+  recordMemory(usedMb: number): void {
+    Atomics.store(this.#words, MEMORY_MB, Math.min(Math.ceil(usedMb), 2 ** 31 - 1));
+    Atomics.add(this.#words, MEMORY_SAMPLES, 1);
+  }
+
+  /** Main thread: the last memory sample and the sample count. */
+  memory(): { usedMb: number; samples: number } {
+    return {
+      usedMb: Atomics.load(this.#words, MEMORY_MB),
+      samples: Atomics.load(this.#words, MEMORY_SAMPLES),
+    };
+  }
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -133,6 +196,8 @@ export function isThreadResponse(value: unknown): value is ThreadResponse {
 export function isTaskThreadData(value: unknown): value is TaskThreadData {
   return (
     isRecord(value) &&
+    value.shared instanceof SharedArrayBuffer &&
+    value.shared.byteLength >= SHARED_BYTES &&
     Array.isArray(value.modules) &&
     value.modules.every(
       (m: unknown) => isRecord(m) && typeof m.specifier === 'string' && typeof m.url === 'string',

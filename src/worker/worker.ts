@@ -80,9 +80,11 @@ import {
   type WorkerRegistered,
 } from '../protocol/messages.js';
 import { parseFeatures, type Feature } from '../protocol/features.js';
+import { clipError } from '../protocol/limits.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
+import { TASK_MEMORY_MB } from './memory-budget.js';
 import {
   DEFAULT_CANCEL_GRACE_MS,
   DEFAULT_CONNECT_TIMEOUT_MS,
@@ -200,6 +202,7 @@ export class Worker {
       modules: this.#tasksLoaded.modules.map(({ specifier, url }) => ({ specifier, url })),
       cancelGraceMs: options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS,
       queueLimit: this.prefetch,
+      taskMemoryMb: options.taskMemoryMb ?? TASK_MEMORY_MB.default,
     });
     this.#heartbeat = new Heartbeat(options.heartbeatIntervalMs, () => this.#sendHeartbeat());
     const silenceMs =
@@ -726,7 +729,7 @@ export class Worker {
       attemptId: ids.attemptId,
       success: outcome.success,
       result: outcome.success ? outcome.result : null,
-      error: outcome.success ? null : outcome.error,
+      error: outcome.success ? null : clipError(outcome.error),
     };
     // Optional fields: left out unless they say something (and, for
     // `retryable`, unless the coordinator offered to act on it).

@@ -6,6 +6,19 @@ import { after, describe, it } from 'node:test';
 import { ScriptProcess } from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
 
+/** A port that was free a moment ago (the kernel's choice). */
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 async function portIsFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = createServer();
@@ -34,6 +47,34 @@ describe('the failure-recovery demo', () => {
     assert.match(afterKill, /Result: {3}slept 20000 ms/);
     assert.match(afterKill, /job assigned jobId=\S+ workerId=worker-\d attempt=2\/3/);
     for (const port of [7070, 7071])
+      assert.ok(await portIsFree(port), `port ${port} still in use after the demo`);
+  });
+
+  it('tells the same story with Python workers (--python), on ports of its choice', async () => {
+    const dir = join(temp.dir, 'python');
+    mkdirSync(dir);
+    const [workerPort, clientPort] = [await freePort(), await freePort()];
+    const demo = ScriptProcess.start('demo-failure-recovery.sh', ['--python'], {
+      cwd: dir,
+      env: {
+        DTP_DEMO_WORKER_PORT: String(workerPort),
+        DTP_DEMO_CLIENT_PORT: String(clientPort),
+        DTP_DEMO_SLEEP_MILLIS: '3000',
+      },
+    });
+    const code = await demo.exited;
+    const out = demo.output;
+    assert.equal(code, 0, out);
+    assert.match(out, /==> The workers are Python workers \(Python 3\./);
+    const victim = /==> Job is RUNNING on: (worker-\d)/.exec(out)?.[1];
+    assert.ok(victim, out);
+    const afterKill = out.slice(out.indexOf('==> Killing'));
+    assert.match(afterKill, /State: {4}COMPLETED/);
+    assert.match(afterKill, /Attempt: {2}2\/3/);
+    assert.match(afterKill, /Result: {3}slept 3000 ms/);
+    const log = readFileSync(join(dir, 'demo-logs', `${victim}.log`), 'utf8');
+    assert.match(log, /INFO dtp.worker: registered coordinator=127\.0\.0\.1:\d+ .*features=/);
+    for (const port of [workerPort, clientPort])
       assert.ok(await portIsFree(port), `port ${port} still in use after the demo`);
   });
 

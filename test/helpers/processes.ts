@@ -2,12 +2,27 @@
  * Real processes for end-to-end tests: the project's scripts started as
  * separate processes, their output captured, stopped by PID (never by name).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { until } from './until.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..', '..');
+
+let ticksPerSecond: number | null = null;
+
+/** Clock ticks per second of the times in /proc/<pid>/stat. */
+function clockTicksPerSecond(): number {
+  if (ticksPerSecond === null) {
+    try {
+      ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) || 100;
+    } catch {
+      ticksPerSecond = 100;
+    }
+  }
+  return ticksPerSecond;
+}
 
 export class ScriptProcess {
   readonly name: string;
@@ -51,6 +66,27 @@ export class ScriptProcess {
 
   get output(): string {
     return this.#output;
+  }
+
+  /**
+   * User + system CPU time the process (all its threads) has used so far, in
+   * ms, from `/proc/<pid>/stat` (Linux; in steps of one clock tick, 10 ms).
+   */
+  cpuMs(): number {
+    const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
+    // After the command name (in parentheses) come field 3 onwards: utime
+    // and stime are fields 14 and 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return (ticks * 1_000) / clockTicksPerSecond();
+  }
+
+  /** Resident memory of the process now, in MiB, from `/proc/<pid>/status` (Linux). */
+  rssMb(): number {
+    const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    const kib = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
+    if (kib === undefined) throw new Error(`no VmRSS for pid ${this.pid}`);
+    return Number(kib) / 1024;
   }
 
   get running(): boolean {

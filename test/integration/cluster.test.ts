@@ -81,7 +81,7 @@ describe('coordinator with real workers', () => {
     const reply = await client.cancel(jobId);
     assert.ok(reply.cancelled);
     assert.ok(performance.now() - t0 < 1_000, 'cancel reply took over a second');
-    const [cancelledJob] = await cancelledOnWorker; // the thread has exited
+    const [cancelledJob] = await cancelledOnWorker; // the handler has stopped
     assert.equal(cancelledJob, jobId);
     assert.equal(worker.runningCount, 0);
     const ws = await client.workers();

@@ -184,7 +184,7 @@ describe('Worker', () => {
       session.results().map((r) => r.attemptId),
       [next],
     );
-    assert.equal(logged(logs, 'task stopped: its thread was terminated')[0]?.attemptId, lease);
+    assert.equal(logged(logs, 'task stopped: the handler stopped')[0]?.attemptId, lease);
   });
 
   it('ignores TASK_CANCEL and still sends the result when the ids do not both match', async () => {

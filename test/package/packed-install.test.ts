@@ -1,6 +1,8 @@
 /**
  * The package as a user gets it: `npm pack` (which builds it), the tarball
- * installed into an empty folder, and a custom task run end to end through
+ * installed into an empty folder by the commands of README's "Write your own
+ * task", that section run as it is written (its files, its commands, its
+ * TypeScript compiled with `tsc --strict` and run), and a custom task run end to end through
  * the installed commands (`dtp-coordinator`, `dtp-worker --tasks`, `dtp
  * submit`/`wait`) and the installed library (the client entry point without
  * better-sqlite3, `dtp/worker` in a task module, `dtp/coordinator` and
@@ -8,25 +10,87 @@
  * by the TypeScript compiler.
  */
 import assert from 'node:assert/strict';
-import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ROOT, ScriptProcess, startCoordinatorProcess } from '../helpers/processes.js';
+import { codeBlocks, readmeSection, shellLines, type CodeBlock } from '../helpers/readme.js';
 import { tempDir } from '../helpers/test-coordinator.js';
+import { until } from '../helpers/until.js';
 
 const HOST = '127.0.0.1';
 const INSTALL_TIMEOUT_MS = 600_000;
+
+/** This process's environment without DTP_* variables, plus `extra`. */
+function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('DTP_')) env[k] = v;
+  return { ...env, ...extra };
+}
 
 function run(
   command: string,
   args: string[],
   cwd: string,
   timeout = 120_000,
+  extraEnv: NodeJS.ProcessEnv = {},
 ): SpawnSyncReturns<string> {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('DTP_')) env[k] = v;
-  return spawnSync(command, args, { cwd, env, encoding: 'utf8', timeout });
+  return spawnSync(command, args, { cwd, env: cleanEnv(extraEnv), encoding: 'utf8', timeout });
+}
+
+/** A README command line run by bash in `cwd`. */
+function shell(line: string, cwd: string, env: NodeJS.ProcessEnv = {}): SpawnSyncReturns<string> {
+  return run('bash', ['-e', '-c', line], cwd, INSTALL_TIMEOUT_MS, env);
+}
+
+/**
+ * A README command that keeps running (a server), in a process group of its
+ * own: `npx` starts the program as its child, and both are stopped together.
+ */
+class Background {
+  readonly child: ChildProcess;
+  output = '';
+  readonly exited: Promise<unknown>;
+
+  constructor(line: string, cwd: string, env: NodeJS.ProcessEnv) {
+    this.child = spawn('bash', ['-c', line], {
+      cwd,
+      env: cleanEnv(env),
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child.stdout?.on('data', (d: Buffer) => (this.output += d.toString('utf8')));
+    this.child.stderr?.on('data', (d: Buffer) => (this.output += d.toString('utf8')));
+    this.exited = once(this.child, 'exit');
+  }
+
+  async waitFor(pattern: RegExp): Promise<RegExpMatchArray> {
+    try {
+      return await until(() => this.output.match(pattern), { timeoutMs: 60_000 });
+    } catch (err) {
+      throw new Error(`${String(pattern)} not seen; output:\n${this.output}`, { cause: err });
+    }
+  }
+
+  #signal(signal: NodeJS.Signals): void {
+    const group = this.child.pid;
+    try {
+      if (group !== undefined) process.kill(-group, signal);
+    } catch {
+      // The group is gone already.
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.#signal('SIGTERM');
+    const timer = setTimeout(() => this.#signal('SIGKILL'), 10_000);
+    await this.exited;
+    clearTimeout(timer);
+    this.#signal('SIGKILL');
+  }
 }
 
 function ok(result: SpawnSyncReturns<string>, what: string): string {
@@ -148,11 +212,18 @@ export async function check(): Promise<JobSnapshot['state']> {
 }
 `;
 
+/** README's "Write your own task" and "The client library", their code blocks in order. */
+const OWN_TASK = codeBlocks(readmeSection(ROOT, 'Write your own task'));
+const LIBRARY = codeBlocks(readmeSection(ROOT, 'The client library'));
+const README_TARBALL = '/path/to/dtp-0.1.0.tgz';
+
 describe('the packed package, installed into an empty folder', () => {
   const temp = tempDir('dtp-package-');
-  const app = join(temp.dir, 'app');
+  const app = join(temp.dir, 'my-tasks');
   const procs: ScriptProcess[] = [];
+  const servers: Background[] = [];
   let tarball = '';
+  let installOutput = '';
 
   before(() => {
     const packed = ok(
@@ -160,24 +231,14 @@ describe('the packed package, installed into an empty folder', () => {
       'npm pack',
     );
     tarball = join(temp.dir, packed.trim().split('\n').pop() ?? '');
-    ok(run('mkdir', ['-p', app], temp.dir), 'mkdir');
-    const manifest = {
-      name: 'app',
-      private: true,
-      type: 'module',
-      allowScripts: { 'better-sqlite3': true },
-    };
-    writeFileSync(join(app, 'package.json'), JSON.stringify(manifest));
-    const install = [
-      'install',
-      tarball,
-      'zod@^4',
-      'tsx@^4',
-      '--prefer-offline',
-      '--no-audit',
-      '--no-fund',
-    ];
-    ok(run('npm', install, app, INSTALL_TIMEOUT_MS), 'npm install of the tarball');
+    // README's first block, as written (but for the tarball's path): the folder, its
+    // package.json, better-sqlite3's install script approved, dtp and zod installed.
+    const setup = OWN_TASK[0];
+    assert.ok(setup?.lang === 'sh' && setup.text.includes(README_TARBALL), 'the install block');
+    const install = shell(setup.text.replace(README_TARBALL, tarball), temp.dir);
+    installOutput = ok(install, "README's install commands") + install.stderr;
+    const extra = ['install', 'tsx@^4', '--prefer-offline', '--no-audit', '--no-fund'];
+    ok(run('npm', extra, app, INSTALL_TIMEOUT_MS), 'npm install tsx');
     writeFileSync(join(app, 'tasks.mjs'), TASKS_MODULE);
     writeFileSync(join(app, 'client.mjs'), CLIENT_PROGRAM);
     writeFileSync(join(app, 'embedded.mjs'), EMBEDDED_PROGRAM);
@@ -186,8 +247,59 @@ describe('the packed package, installed into an empty folder', () => {
     writeFileSync(join(app, 'greeting-entry.mjs'), TS_ENTRY);
   });
   after(async () => {
-    await Promise.all(procs.map((p) => p.stop()));
+    await Promise.all([...procs.map((p) => p.stop()), ...servers.map((s) => s.stop())]);
     temp.remove();
+  });
+
+  it('runs README\'s "Write your own task" as written, TypeScript included', async () => {
+    assert.doesNotMatch(installOutput, /allowScripts/, 'no warning about install scripts');
+    const ports = { worker: 0, client: 0 };
+    const clientEnv = () => ({ DTP_HOST: HOST, DTP_PORT: String(ports.client) });
+    let jobId = '';
+    const write = (block: CodeBlock): void => {
+      // The snippets connect to the default client port; the test's coordinator has its own.
+      writeFileSync(
+        join(app, block.file ?? ''),
+        block.text.replace('port: 7071', `port: ${ports.client}`),
+      );
+    };
+    const runLine = async (line: string): Promise<void> => {
+      if (line.startsWith('npx dtp-coordinator ')) {
+        // Flags fall back to DTP_* variables: ephemeral ports on the loopback.
+        const env = { DTP_BIND_HOST: HOST, DTP_WORKER_PORT: '0', DTP_CLIENT_PORT: '0' };
+        const c = new Background(line, app, env);
+        servers.push(c);
+        const m = await c.waitFor(/workerPort"?[=:](\d+)[ ,]"?clientPort"?[=:](\d+)/);
+        [ports.worker, ports.client] = [Number(m[1]), Number(m[2])];
+        return;
+      }
+      if (line.startsWith('npx dtp-worker ')) {
+        const env = { DTP_COORDINATOR_HOST: HOST, DTP_COORDINATOR_PORT: String(ports.worker) };
+        servers.push(new Background(line, app, env));
+        await servers[0]?.waitFor(/worker registered/);
+        return;
+      }
+      const out = ok(shell(line.replace('<job-id>', jobId), app, clientEnv()), line);
+      if (line.startsWith('npx dtp submit ')) jobId = /ID:\s+(\S+)/.exec(out)?.[1] ?? '';
+      if (line.startsWith('npx dtp wait ')) assert.match(out, /Result:\s+\{"slug":"hello-world"\}/);
+      if (line === 'node client.js') assert.equal(out, "{ slug: 'hi-there' }\n");
+      if (line.startsWith('node build/client.js')) assert.equal(out, 'hi-there\n');
+    };
+    for (const block of OWN_TASK.slice(1)) {
+      if (block.file !== null) write(block);
+      else if (block.lang === 'sh') for (const line of shellLines(block)) await runLine(line);
+    }
+    assert.ok(jobId !== '', 'submit printed the job id');
+    assert.ok(existsSync(join(app, 'build', 'client.js')), 'tsc compiled client.ts');
+
+    // "The client library": its TypeScript compiles against the same module and runs.
+    const report = LIBRARY.find((b) => b.file === 'report.ts');
+    assert.ok(report !== undefined, 'the client library example');
+    write(report);
+    const tsc =
+      'npx tsc --strict --module nodenext --target es2022 --allowJs --outDir build report.ts';
+    ok(shell(tsc, app), 'tsc report.ts');
+    assert.equal(ok(shell('node build/report.js', app), 'report.js'), 'notes\n');
   });
 
   it('ships the built code, declarations and commands, and no tests', () => {

@@ -38,11 +38,11 @@ describe('bounds tables', () => {
     assert.equal(workerOptionsProblem({ ...worker, prefetch: 8 }), null);
     assert.equal(
       workerOptionsProblem({ ...worker, prefetch: 9 }),
-      'prefetch must be at most 4 x capacity (8), got 9',
+      'prefetch must be an integer in 0..4 x capacity (8), got 9',
     );
     const flag = (key: string) => `--${key}`;
     assert.equal(
-      tableProblem({ ...worker, prefetch: 9 }, WORKER_BOUNDS, flag),
+      tableProblem({ ...worker, prefetch: 9 }, WORKER_BOUNDS, flag, 'atMost'),
       '--prefetch must be at most 4 x --capacity (8), got 9',
     );
   });

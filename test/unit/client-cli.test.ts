@@ -56,7 +56,12 @@ interface Run {
 
 async function run(
   argv: readonly string[],
-  options: { env?: NodeJS.ProcessEnv; client?: RecordingClient; input?: string } = {},
+  options: {
+    env?: NodeJS.ProcessEnv;
+    client?: RecordingClient;
+    input?: string;
+    program?: string;
+  } = {},
 ): Promise<Run> {
   const client = options.client ?? new RecordingClient();
   let stdout = '';
@@ -75,6 +80,7 @@ async function run(
       client.connectedTo = `${host}:${port}`;
       return Promise.resolve(client as unknown as DtpClient);
     },
+    ...(options.program !== undefined && { program: options.program }),
   };
   const code = await runClientCli(argv, io);
   return { code, stdout, stderr, client };
@@ -99,6 +105,24 @@ describe('client CLI', () => {
     assert.equal(jsonError(json).code, 'USAGE');
   });
 
+  it('names itself as it was started in usage and errors', async () => {
+    const help = await run(['--help'], { program: 'dtp' });
+    assert.match(help.stdout, /^Usage: dtp \[options\] \[command\]/);
+    const wrong = await run(['stauts'], { program: 'dtp' });
+    assert.equal(wrong.code, 2);
+    assert.match(wrong.stderr, /Run `dtp --help` for usage\.\n$/);
+    assert.doesNotMatch(wrong.stderr, /client\.sh/);
+    const none = await run([], { program: 'dtp' });
+    assert.match(none.stderr, /^Usage: dtp /);
+  });
+
+  it('keeps an unknown option without a hint when the task is no near miss', async () => {
+    const r = await run(['submit', 'text.slugify', '--text', 'hi', '--json']);
+    assert.equal(jsonError(r).message, "unknown option '--text'");
+    const shortcut = await run(['submit', 'sha256', '--txt', 'hi', '--json']);
+    assert.doesNotMatch(jsonError(shortcut).message, /is not a shortcut/);
+  });
+
   it('gives per-command help, also for a task shortcut', async () => {
     const wait = await run(['wait', '--help']);
     assert.equal(wait.code, 0);
@@ -115,6 +139,12 @@ describe('client CLI', () => {
       [['submit', 'sha256', '--txt', 'x'], /Did you mean --text\?/],
       [['submit', 'teleport', '--distance', '3'], /unknown option '--distance'/],
       [['submit', 'sha265'], /did you mean sha256\?/],
+      // A shortcut's flag after a near miss of the shortcut: the near miss is named.
+      [
+        ['submit', 'sha265', '--text', 'hi'],
+        /^unknown option '--text': "sha265" is not a shortcut \(did you mean sha256\?\)$/,
+      ],
+      [['--host', 'h', 'submit', 'slepe', '--milliseconds', '5'], /did you mean sleep\?/],
       [['submit', 'sleep'], /missing --milliseconds/],
       [['submit', 'sleep', '--milliseconds', 'soon'], /--milliseconds must be an integer/],
       [['status'], /missing required argument 'job-id'/],

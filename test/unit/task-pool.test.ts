@@ -7,16 +7,17 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT } from '../../src/protocol/limits.js';
+import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../../src/protocol/limits.js';
 import type { JsonObject } from '../../src/protocol/messages.js';
-import { DEFAULT_PREFETCH_PER_SLOT, workerOptionsProblem } from '../../src/worker/options.js';
+import { workerOptionsProblem } from '../../src/worker/options.js';
 import {
   TaskPool,
   type TaskHandle,
   type TaskOutcome,
   type TaskPoolOptions,
-  type TaskRun,
 } from '../../src/worker/task-pool.js';
+import { DEFAULT_PREFETCH_PER_SLOT } from '../../src/worker/worker.js';
+import { attempt, errorOf } from '../helpers/pool-tasks.js';
 import { until } from '../helpers/until.js';
 
 /** A task module as a data: URL, so the test needs no fixture file. */
@@ -44,6 +45,14 @@ export default {
     ctx.signal.addEventListener('abort', () => setTimeout(() => resolve('too late'), 20));
   }),
   spin: () => { for (;;) {} },
+  crunch: (payload, ctx) => { for (;;) { ctx.signal.throwIfAborted(); } },
+  crunchUntilAborted: (payload, ctx) => {
+    let heard = false;
+    ctx.signal.addEventListener('abort', () => { heard = true; });
+    for (let i = 0; !ctx.signal.aborted; i++) {}
+    if (!heard) throw new Error('no abort event');
+    throw ctx.signal.reason;
+  },
 };
 `);
 
@@ -65,25 +74,10 @@ function stopped(reason: 'cancel' | 'deadline'): TaskOutcome {
   return { success: false, error: `task stopped (${reason})`, cancelled: true, retryable: true };
 }
 
-async function errorOf(outcome: Promise<TaskOutcome>): Promise<string> {
-  const ended = await outcome;
-  assert.equal(ended.success, false, `expected a failure, got ${JSON.stringify(ended)}`);
-  return ended.success ? '' : ended.error;
-}
-
-let attempts = 0;
-function attempt(taskType: string, payload: JsonObject, more: Partial<TaskRun> = {}): TaskRun {
-  attempts++;
-  return {
-    taskType,
-    payload,
-    jobId: `job-${attempts}`,
-    attemptId: `attempt-${attempts}`,
-    attemptNumber: 1,
-    maxAttempts: null,
-    deadlineAtMs: null,
-    ...more,
-  };
+/** CPU time this process (every thread) used since `start`, in ms. */
+function cpuMsSince(start: NodeJS.CpuUsage): number {
+  const { user, system } = process.cpuUsage(start);
+  return (user + system) / 1_000;
 }
 
 describe('TaskPool', () => {
@@ -162,9 +156,9 @@ describe('TaskPool', () => {
     assert.equal(pool.threadCount, 1);
   });
 
-  it('terminates a CPU-bound PRIME_COUNT 50,000,000 after the grace when stopped', async () => {
-    const pool = createPool({ capacity: 1, cancelGraceMs: 50 });
-    const handle = run(pool, 'PRIME_COUNT', { limit: PRIME_LIMIT_MAX });
+  it('terminates a handler that ignores its signal after the grace when stopped', async () => {
+    const pool = createPool({ capacity: 1, cancelGraceMs: 50, modules: [MISBEHAVING] });
+    const handle = run(pool, 'spin');
     assert.equal(await handle.started, true);
     const stoppedAtMs = performance.now();
     assert.equal(await handle.stop('cancel'), 'terminated');
@@ -173,6 +167,42 @@ describe('TaskPool', () => {
     assert.deepEqual(await handle.outcome, stopped('cancel'));
     assert.equal(pool.threadCount, 0, 'the terminated thread has exited');
     assert.equal(pool.runningCount, 0);
+  });
+
+  it('stops a computing PRIME_COUNT 50,000,000 at once, its CPU with it, and keeps the thread', async () => {
+    const pool = createPool({ capacity: 1, cancelGraceMs: 60_000 });
+    // What the whole count costs here, to compare the stop with.
+    const wholeCpu = process.cpuUsage();
+    assert.equal(
+      (await run(pool, 'PRIME_COUNT', { limit: PRIME_LIMIT_MAX }).outcome).success,
+      true,
+    );
+    const wholeMs = cpuMsSince(wholeCpu);
+    for (const reason of ['cancel', 'deadline'] as const) {
+      const handle = run(pool, 'PRIME_COUNT', { limit: PRIME_LIMIT_MAX });
+      assert.equal(await handle.started, true);
+      const stopCpu = process.cpuUsage();
+      // The grace is a minute: only the handler itself can end it this soon.
+      assert.equal(await handle.stop(reason), 'cooperative');
+      const stopMs = cpuMsSince(stopCpu);
+      assert.ok(
+        stopMs < wholeMs / 4,
+        `${stopMs.toFixed(0)} ms of CPU from the ${reason} to the stop (the whole count: ${wholeMs.toFixed(0)} ms)`,
+      );
+      assert.deepEqual(await handle.outcome, stopped(reason));
+    }
+    assert.equal(pool.threadCount, 1, 'the thread is reused');
+    assert.deepEqual(await run(pool, 'PRIME_COUNT', { limit: 100 }).outcome, succeeded('25'));
+  });
+
+  it("stops a user's computing loop that looks at its signal, and keeps the thread", async () => {
+    const pool = createPool({ capacity: 1, cancelGraceMs: 60_000, modules: [MISBEHAVING] });
+    for (const taskType of ['crunch', 'crunchUntilAborted']) {
+      const handle = run(pool, taskType);
+      assert.equal(await handle.started, true);
+      assert.equal(await handle.stop('cancel'), 'cooperative', taskType);
+    }
+    assert.equal(pool.threadCount, 1);
   });
 
   it('keeps the thread when a stopped handler honours its signal within the grace', async () => {
@@ -208,14 +238,14 @@ describe('TaskPool', () => {
   it('encodes non-string results as JSON and gives the handler its context', async () => {
     const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
     const more = { attemptNumber: 2, maxAttempts: 5, deadlineAtMs: 123 };
-    const outcome = await run(pool, 'object', { x: [1] }, more).outcome;
+    const ids = { jobId: 'job-context', attemptId: 'attempt-context' };
+    const outcome = await run(pool, 'object', { x: [1] }, { ...more, ...ids }).outcome;
     assert.equal(outcome.success && outcome.resultFormat, 'json');
     const value = JSON.parse(outcome.success ? outcome.result : 'null') as Record<string, unknown>;
     assert.deepEqual(value, {
       got: { x: [1] },
       attempt: 2,
-      jobId: `job-${attempts}`,
-      attemptId: `attempt-${attempts}`,
+      ...ids,
       maxAttempts: 5,
       deadlineAtMs: 123,
     });
@@ -373,7 +403,7 @@ describe('TaskPool', () => {
     assert.equal(workerOptionsProblem(anyWorker(600)), null);
     assert.throws(() => new TaskPool({ capacity: 2, queueLimit: 9 }), {
       code: 'INVALID_OPTIONS',
-      message: 'queueLimit must be at most 4 x capacity (8), got 9',
+      message: 'queueLimit must be an integer in 0..4 x capacity (8), got 9',
     });
   });
 
@@ -387,5 +417,17 @@ describe('TaskPool', () => {
     assert.throws(() => new TaskPool({ capacity: 1, queueLimit: -1 }), {
       code: 'INVALID_OPTIONS',
     });
+  });
+
+  it("takes a queue of up to 4 x capacity, the worker's prefetch bound, at every capacity", async () => {
+    for (const capacity of [1, 600, MAX_CAPACITY]) {
+      for (const queueLimit of [DEFAULT_PREFETCH_PER_SLOT * capacity, maxPrefetch(capacity)]) {
+        await createPool({ capacity, queueLimit }).close();
+      }
+      assert.throws(() => new TaskPool({ capacity, queueLimit: maxPrefetch(capacity) + 1 }), {
+        code: 'INVALID_OPTIONS',
+        message: /queueLimit must be an integer in 0\.\.4 x capacity/,
+      });
+    }
   });
 });

@@ -11,7 +11,8 @@ import { ErrorCode } from '../../protocol/error-codes.js';
 import {
   MAX_CAPACITY,
   MAX_PREFETCH_PER_SLOT,
-  MAX_ERROR_CHARS,
+  maxPrefetch,
+  clipError,
   MAX_RESULT_BYTES,
   MAX_TASK_TYPES_PER_WORKER,
   MAX_WORKER_ID_LENGTH,
@@ -146,8 +147,8 @@ function registrationProblem(msg: WorkerRegister): string | null {
     return `WORKER_REGISTER: capacity must be 1..${MAX_CAPACITY}, got ${msg.capacity}`;
   }
   const prefetch = msg.prefetch ?? 0;
-  if (prefetch < 0 || prefetch > MAX_PREFETCH_PER_SLOT * msg.capacity) {
-    return `WORKER_REGISTER: prefetch must be 0..${MAX_PREFETCH_PER_SLOT * msg.capacity} (${MAX_PREFETCH_PER_SLOT} x capacity), got ${prefetch}`;
+  if (prefetch < 0 || prefetch > maxPrefetch(msg.capacity)) {
+    return `WORKER_REGISTER: prefetch must be 0..${maxPrefetch(msg.capacity)} (${MAX_PREFETCH_PER_SLOT} x capacity), got ${prefetch}`;
   }
   return taskTypesProblem(msg.taskTypes);
 }
@@ -201,15 +202,11 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
       `result too large (${resultBytes} bytes; limit ${MAX_RESULT_BYTES})`,
     );
   } else {
-    const error = truncate(msg.error ?? 'task failed without an error message');
+    const error = clipError(msg.error ?? 'task failed without an error message');
     // `retryable: false` (we offer the extension) ends the job at once.
     failAttempt(s, job, msg.retryable === false ? 'non_retryable' : 'task_failure', error);
   }
   schedule(s);
-}
-
-function truncate(text: string): string {
-  return text.length <= MAX_ERROR_CHARS ? text : `${text.slice(0, MAX_ERROR_CHARS)}... (truncated)`;
 }
 
 /**

@@ -2,11 +2,11 @@
  * Opening a SQLite database file the way every dtp connection does: WAL
  * journal, the durability's `synchronous` level, a busy timeout.
  */
-import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { describeError } from '../../protocol/errors.js';
 import { StoreError } from '../store.js';
+import { ensureDirectory } from './database-file.js';
 
 export function openDatabase(
   path: string,
@@ -14,7 +14,7 @@ export function openDatabase(
   options: { readOnly?: boolean } = {},
 ): Database {
   try {
-    mkdirSync(dirname(path), { recursive: true });
+    ensureDirectory(dirname(path));
     const db = new BetterSqlite3(path);
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);

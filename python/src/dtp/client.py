@@ -1,0 +1,626 @@
+"""The synchronous client of the client port.
+
+    with dtp.Client("localhost:7071") as client:
+        job = client.submit("text.shout", {"text": "hi"}, priority="HIGH")
+        print(job.result(timeout=30))          # the handler's value
+        for snapshot in client.list(state="FAILED"):
+            print(snapshot["jobId"], snapshot["error"])
+
+One request is on the wire at a time (a lock makes a client safe to share
+between threads; use one client per thread to run requests side by side). The
+connection is made at the first request and made again after it broke.
+
+Extensions are used only where the coordinator understands them, found out as
+the TypeScript client does: before its first ``WAIT_JOB`` the client probes,
+on a connection of its own, with a ``WAIT_JOB`` for a job that cannot exist;
+only a not-understood answer (a close, or an ``ERROR`` saying ``Malformed
+request``, ``Undecodable`` or ``Unsupported request``) means "unsupported",
+and then waiting polls ``GET_JOB_STATUS``. The answer is remembered per
+coordinator address for the life of the process. Listing needs no probe: a v1
+coordinator ignores ``limit``, ``state``, ``taskType`` and ``cursor``, which
+shows in its reply, and the client then pages that reply itself.
+
+With several coordinators (``"h1:7071,h2:7071"``) the client follows the
+leader: a ``NOT_LEADER`` answer is followed to the leader it names (the
+request was not processed, so any request is sent again), and a connection
+that broke with a request in flight is dialled again and the request resent
+when that is safe: reads, waits, cancels, and submissions with an idempotency
+key.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import os
+import random
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import (
+    Any,
+    Callable,
+)
+
+from .addresses import HostPort, LeaderRing, parse_address_list
+from .connection import Connection
+from .errors import (
+    ClientClosedError,
+    DtpError,
+    InvalidPayloadError,
+    JobCancelledError,
+    JobFailedError,
+    NotLeaderError,
+    RemoteError,
+    SubmitRejectedError,
+    TransportError,
+    UnexpectedReplyError,
+    WaitTimeoutError,
+)
+from .framing import Message
+from .protocol import (
+    JOB_STATES,
+    MAX_ATTEMPTS_LIMIT,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
+    MAX_TASK_TIMEOUT_MS,
+    MIN_TASK_TIMEOUT_MS,
+    NOT_LEADER,
+    PRIORITIES,
+    TERMINAL_STATES,
+    JobSnapshot,
+    is_not_understood,
+)
+from .security import client_tls
+
+DEFAULT_CLIENT_PORT = 7071
+WAIT_SLICE_MS = 60_000
+"""Longest hold asked of the coordinator by one ``WAIT_JOB``; longer waits send several."""
+FIRST_POLL_SECONDS = 0.05
+LONGEST_POLL_SECONDS = 0.5
+_FIRST_PAUSE = 0.05
+_LONGEST_PAUSE = 1.0
+_LOCAL_CURSOR = "dtp-local:"
+
+# ------------------------------------------------ what coordinators understand
+
+_features_lock = threading.Lock()
+_wait_job_by_address: dict[str, bool] = {}
+
+
+def _remembered(address: str) -> bool | None:
+    with _features_lock:
+        return _wait_job_by_address.get(address)
+
+
+def _remember(address: str, wait_job: bool) -> None:
+    with _features_lock:
+        _wait_job_by_address[address] = wait_job
+
+
+# ---------------------------------------------------------- submit options
+
+
+def _check_priority(value: Any) -> Any:
+    if value not in PRIORITIES:
+        raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {value!r}")
+    return value
+
+
+def _int_in(name: str, low: int, high: int) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
+        return value
+
+    return check
+
+
+def _check_key(value: Any) -> Any:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise ValueError(
+            f"idempotency_key must be a string of 1..{MAX_IDEMPOTENCY_KEY_LENGTH} characters"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class _Option:
+    field: str
+    check: Callable[[Any], Any]
+    nullable: bool
+    """Written as null when not given (a v1 field), else left out (an extension)."""
+
+
+_SUBMIT_OPTIONS: dict[str, _Option] = {
+    "priority": _Option("priority", _check_priority, nullable=True),
+    "idempotency_key": _Option("idempotencyKey", _check_key, nullable=True),
+    "max_attempts": _Option(
+        "maxAttempts", _int_in("max_attempts", 1, MAX_ATTEMPTS_LIMIT), nullable=True
+    ),
+    "timeout_millis": _Option(
+        "timeoutMillis",
+        _int_in("timeout_millis", MIN_TASK_TIMEOUT_MS, MAX_TASK_TIMEOUT_MS),
+        nullable=False,
+    ),
+}
+"""Per-job options of ``submit``, by their Python name. A new wire option is one line here."""
+
+
+def _submit_message(
+    task_type: str, payload: Mapping[str, Any], options: Mapping[str, Any]
+) -> Message:
+    message: Message = {"type": "SUBMIT_JOB", "taskType": task_type, "payload": dict(payload)}
+    for name, option in _SUBMIT_OPTIONS.items():
+        value = options.get(name)
+        if value is not None:
+            message[option.field] = option.check(value)
+        elif option.nullable:
+            message[option.field] = None
+    return message
+
+
+def settled_value(job: JobSnapshot) -> Any:
+    """The value of a terminal job, or ``JobFailedError`` / ``JobCancelledError``."""
+    state = job.get("state")
+    if state == "COMPLETED":
+        result = job.get("result")
+        if job.get("resultFormat") == "json" and isinstance(result, str):
+            return json.loads(result)
+        return result
+    if state == "FAILED":
+        raise JobFailedError(job)
+    if state == "CANCELLED":
+        raise JobCancelledError(job)
+    raise ValueError(f"job {job.get('jobId')} is not terminal ({state})")
+
+
+class JobHandle:
+    """A submitted job: its id, its first snapshot, and ways to follow it."""
+
+    def __init__(self, client: Client, snapshot: JobSnapshot, serving_workers: int | None) -> None:
+        self._client = client
+        self.job_id: str = snapshot["jobId"]
+        self.snapshot = snapshot
+        self.serving_workers = serving_workers
+        """Live workers that declared the job's type when it was accepted (None: not said)."""
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Waits for the end; the handler's value, or ``JobFailedError`` / ``JobCancelledError``."""
+        return settled_value(self.wait(timeout))
+
+    def wait(self, timeout: float | None = None) -> JobSnapshot:
+        """Waits for the end; the final snapshot whatever the state (``WaitTimeoutError`` first)."""
+        return self._client.wait(self.job_id, timeout)
+
+    def status(self) -> JobSnapshot:
+        return self._client.status(self.job_id)
+
+    def cancel(self) -> dict[str, Any]:
+        return self._client.cancel(self.job_id)
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.job_id!r}, state={self.snapshot.get('state')!r})"
+
+
+def _default_address() -> str:
+    host = os.environ.get("DTP_HOST", "").strip() or "localhost"
+    port = os.environ.get("DTP_PORT", "").strip()
+    return f"{host}:{port}" if port and "," not in host and ":" not in host else host
+
+
+def _is_safe_to_repeat(message: Mapping[str, Any]) -> bool:
+    if message["type"] == "AUTH":
+        return False
+    if message["type"] != "SUBMIT_JOB":
+        return True
+    return bool(message.get("idempotencyKey"))
+
+
+class Client:
+    """A client of one coordinator (or of several sharing a database, one leading).
+
+    ``address`` is ``"host:port"`` or ``"h1[:p1],h2[:p2]"`` (default: ``DTP_HOST`` and
+    ``DTP_PORT`` from the environment, else ``localhost:7071``). ``token`` is sent in
+    ``AUTH`` first on every connection. TLS: ``tls=True`` verifies the coordinator
+    against the system CAs, ``tls_ca`` against that CA file; ``tls_cert``/``tls_key``
+    present a client certificate; ``ssl_context`` replaces all of them. Times are
+    in seconds.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        token: str | None = None,
+        tls: bool = False,
+        tls_ca: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        connect_timeout: float = 5.0,
+        request_timeout: float = 60.0,
+        follow_timeout: float = 30.0,
+    ) -> None:
+        addresses = parse_address_list(
+            address if address is not None else _default_address(), DEFAULT_CLIENT_PORT
+        )
+        self._ring = LeaderRing(addresses)
+        self._dialed: HostPort = addresses[0]
+        self._port = DEFAULT_CLIENT_PORT
+        if ssl_context is None and (tls or tls_ca or tls_cert or tls_key):
+            ssl_context = client_tls(tls_ca, tls_cert, tls_key)
+        self._tls = ssl_context
+        if token is not None and not token.strip():
+            raise ValueError("token must not be blank")
+        self._token = token
+        self._connect_timeout = connect_timeout
+        self._request_timeout = request_timeout
+        self._follow_timeout = follow_timeout
+        self._lock = threading.RLock()
+        self._conn: Connection | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the connection; later requests raise ``ClientClosedError``. Idempotent."""
+        with self._lock:
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the coordinator dialled last (the leader, once one answered)."""
+        return str(self._dialed)
+
+    # -------------------------------------------------------------- requests
+
+    def submit(self, task_type: str, payload: Mapping[str, Any], **options: Any) -> JobHandle:
+        """Submits a job and returns its handle.
+
+        Options: ``priority`` (``"HIGH"``, ``"NORMAL"``, ``"LOW"``), ``idempotency_key``,
+        ``max_attempts`` (1..1000), ``timeout_millis`` (the job's deadline per attempt),
+        ``schema`` (a callable that raises on an invalid payload: ``InvalidPayloadError``,
+        nothing sent), ``retries`` (resend a submission that admission control refused, or
+        one with a key whose connection broke; default 0).
+
+        Raises ``SubmitRejectedError``, ``RemoteError`` (``INVALID_TASK_TYPE``,
+        ``INVALID_PAYLOAD``, ``IDEMPOTENCY_CONFLICT``), ``TransportError``.
+        """
+        if not isinstance(task_type, str) or not task_type:
+            raise TypeError("task_type must be a non-empty string")
+        if not isinstance(payload, Mapping):
+            raise TypeError(f"payload must be a JSON object (a dict), got {type(payload).__name__}")
+        schema = options.pop("schema", None)
+        retries = options.pop("retries", 0)
+        unknown = sorted(set(options) - set(_SUBMIT_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"unknown submit option {unknown[0]!r}; known: {', '.join(_SUBMIT_OPTIONS)}, "
+                "schema, retries"
+            )
+        if schema is not None:
+            try:
+                schema(payload)
+            except Exception as err:  # the schema's own way of saying "invalid"
+                raise InvalidPayloadError(str(err) or type(err).__name__) from err
+        message = _submit_message(task_type, payload, options)
+        if not isinstance(retries, int) or retries < 0:
+            raise ValueError("retries must be a non-negative integer")
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._submit_once(message)
+            except (SubmitRejectedError, TransportError) as err:
+                resend = (
+                    err.retryable
+                    if isinstance(err, SubmitRejectedError)
+                    else message.get("idempotencyKey") is not None
+                )
+                if attempt > retries or not resend:
+                    raise
+                ceiling = min(5.0, 0.2 * 2 ** (attempt - 1))
+                time.sleep(random.uniform(0, ceiling))
+
+    def _submit_once(self, message: Message) -> JobHandle:
+        reply = self._request(message)
+        if reply["type"] == "SUBMIT_REJECTED":
+            raise SubmitRejectedError(reply)
+        submitted = _expect("SUBMIT_JOB", reply, "JOB_SUBMITTED")
+        job = submitted.get("job")
+        snapshot = job if isinstance(job, dict) else self.status(str(submitted["jobId"]))
+        serving = submitted.get("servingWorkers")
+        return JobHandle(self, snapshot, serving if isinstance(serving, int) else None)
+
+    def status(self, job_id: str) -> JobSnapshot:
+        """The job's snapshot; ``RemoteError`` ``UNKNOWN_JOB`` when there is none."""
+        reply = self._request({"type": "GET_JOB_STATUS", "jobId": job_id})
+        job: JobSnapshot = _expect("GET_JOB_STATUS", reply, "JOB_STATUS")["job"]
+        return job
+
+    def attempts(self, job_id: str) -> builtins.list[dict[str, Any]]:
+        """Every attempt of the job, oldest first (empty from a coordinator without history)."""
+        reply = self._request({"type": "GET_JOB_STATUS", "jobId": job_id, "attempts": True})
+        attempts = _expect("GET_JOB_STATUS", reply, "JOB_STATUS").get("attempts")
+        return list(attempts) if isinstance(attempts, list) else []
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancels a job: ``{"cancelled": bool, "job": snapshot}`` (False: it had ended)."""
+        reply = _expect(
+            "CANCEL_JOB", self._request({"type": "CANCEL_JOB", "jobId": job_id}), "JOB_CANCEL"
+        )
+        return {"cancelled": reply.get("cancelled") is True, "job": reply.get("job")}
+
+    def workers(self) -> builtins.list[dict[str, Any]]:
+        """The live workers, sorted by id."""
+        reply = _expect("LIST_WORKERS", self._request({"type": "LIST_WORKERS"}), "WORKER_LIST")
+        return list(reply.get("workers") or [])
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobSnapshot:
+        """The job's snapshot as soon as it is terminal; ``WaitTimeoutError`` after ``timeout``
+        seconds (default: no limit). Held by the coordinator (``WAIT_JOB``) where it can be,
+        polled otherwise. Survives its coordinator going away for up to ``follow_timeout``."""
+        if timeout is not None and (not math.isfinite(timeout) or timeout < 0):
+            raise ValueError("timeout must be a non-negative number of seconds")
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        push = self._wait_job_supported()
+        poll = FIRST_POLL_SECONDS
+        lost_since: float | None = None
+        pause = FIRST_POLL_SECONDS
+        while True:
+            started = time.monotonic()
+            left_ms = (deadline - started) * 1000
+            slice_ms = WAIT_SLICE_MS if left_ms > WAIT_SLICE_MS else max(0, math.ceil(left_ms))
+            try:
+                job = self._wait_job(job_id, slice_ms) if push else self.status(job_id)
+            except TransportError as err:
+                if err.code == "TLS_FAILED" or self._closed:
+                    raise
+                now = time.monotonic()
+                lost_since = started if lost_since is None else lost_since
+                if now - lost_since >= self._follow_timeout or now >= deadline:
+                    raise
+                time.sleep(min(pause, deadline - now))
+                pause = min(LONGEST_POLL_SECONDS, pause * 2)
+                continue
+            lost_since = None
+            pause = FIRST_POLL_SECONDS
+            if job is None:
+                push = False
+                continue
+            if job.get("state") in TERMINAL_STATES:
+                return job
+            now = time.monotonic()
+            if now >= deadline:
+                raise WaitTimeoutError(job, timeout)
+            if not push or now - started < slice_ms / 2000:
+                time.sleep(min(poll, max(0.0, deadline - now)))
+                poll = min(LONGEST_POLL_SECONDS, poll * 2)
+
+    def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """Waits for any job and returns its value (``JobFailedError`` / ``JobCancelledError``)."""
+        return settled_value(self.wait(job_id, timeout))
+
+    def list(
+        self,
+        state: str | None = None,
+        *,
+        task_type: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[JobSnapshot]:
+        """Every job matching, newest first, fetched page by page as the iteration goes."""
+        cursor: str | None = None
+        while True:
+            jobs, cursor = self.list_page(
+                state=state, task_type=task_type, limit=page_size, cursor=cursor
+            )
+            yield from jobs
+            if cursor is None or not jobs:
+                return
+
+    def list_page(
+        self,
+        state: str | None = None,
+        *,
+        task_type: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> tuple[builtins.list[JobSnapshot], str | None]:
+        """One page, newest first, and the cursor of the next (None on the last page)."""
+        if state is not None and state not in JOB_STATES:
+            raise ValueError(f"state must be one of {', '.join(JOB_STATES)}, got {state!r}")
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise ValueError("limit must be a positive integer")
+        local = cursor is not None and cursor.startswith(_LOCAL_CURSOR)
+        message: Message = {
+            "type": "LIST_JOBS",
+            "limit": limit,
+            "state": state,
+            "cursor": None if local else cursor,
+        }
+        if task_type is not None:
+            message["taskType"] = task_type
+        reply = _expect("LIST_JOBS", self._request(message), "JOB_LIST")
+        jobs: list[JobSnapshot] = list(reply.get("jobs") or [])
+        ignored = (
+            (limit is not None and len(jobs) > limit)
+            or (state is not None and any(j.get("state") != state for j in jobs))
+            or (task_type is not None and any(j.get("taskType") != task_type for j in jobs))
+        )
+        if local or ignored:
+            return _page_locally(jobs, state, task_type, limit, cursor)
+        next_cursor = reply.get("nextCursor")
+        return jobs, next_cursor if isinstance(next_cursor, str) else None
+
+    # -------------------------------------------------------------- plumbing
+
+    def _wait_job_supported(self) -> bool:
+        with self._lock:
+            self._connection(time.monotonic() + self._follow_timeout)
+            address = self.address
+        known = _remembered(address)
+        if known is not None:
+            return known
+        answer = self._probe(self._dialed)
+        if answer is None:
+            return True
+        _remember(address, answer)
+        return answer
+
+    def _probe(self, address: HostPort) -> bool | None:
+        """WAIT_JOB for a job that cannot exist, on a connection of its own; None: no answer."""
+        try:
+            conn = Connection.open(
+                address.host, address.port, self._connect_timeout, self._tls, self._token
+            )
+        except DtpError:
+            return None
+        try:
+            reply = conn.request(
+                {"type": "WAIT_JOB", "jobId": f"dtp-probe-{uuid.uuid4()}", "timeoutMillis": 0},
+                self._connect_timeout,
+            )
+        except TransportError as err:
+            # Closed before any reply: not understood. No reply in time: inconclusive.
+            return None if "no reply" in err.message else False
+        finally:
+            conn.close()
+        return not (reply["type"] == "ERROR" and is_not_understood(reply))
+
+    def _wait_job(self, job_id: str, timeout_ms: int) -> JobSnapshot | None:
+        message = {"type": "WAIT_JOB", "jobId": job_id, "timeoutMillis": timeout_ms}
+        reply = self._request(message, timeout_ms / 1000 + self._request_timeout)
+        if reply["type"] == "ERROR" and is_not_understood(reply):
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()  # a v1 coordinator closes it after such an answer
+                    self._conn = None
+            _remember(self.address, False)
+            return None
+        job: JobSnapshot = _expect("WAIT_JOB", reply, "JOB_STATUS")["job"]
+        return job
+
+    def _request(self, message: Message, timeout: float | None = None) -> Message:
+        with self._lock:
+            if self._closed:
+                raise ClientClosedError()
+            deadline = time.monotonic() + self._follow_timeout
+            pause = _FIRST_PAUSE
+            while True:
+                conn = self._connection(deadline)
+                try:
+                    reply = conn.request(message, timeout or self._request_timeout)
+                except TransportError:
+                    self._conn = None
+                    if (
+                        self._ring.several
+                        and not self._closed
+                        and _is_safe_to_repeat(message)
+                        and time.monotonic() < deadline
+                    ):
+                        continue
+                    raise
+                if reply["type"] != "ERROR" or reply.get("code") != NOT_LEADER:
+                    self._ring.succeeded()
+                    return reply
+                leader = reply.get("leader")
+                self._ring.not_leader(leader if isinstance(leader, str) else None, self._port)
+                conn.close()
+                self._conn = None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return reply
+                if self._ring.should_pause():
+                    time.sleep(min(pause, left))
+                    pause = min(pause * 2, _LONGEST_PAUSE)
+
+    def _connection(self, deadline: float) -> Connection:
+        if self._closed:
+            raise ClientClosedError()
+        if self._conn is not None and self._conn.still_open():
+            return self._conn
+        pause = _FIRST_PAUSE
+        while True:
+            address = self._ring.next()
+            self._dialed = address
+            try:
+                self._conn = Connection.open(
+                    address.host, address.port, self._connect_timeout, self._tls, self._token
+                )
+                return self._conn
+            except NotLeaderError as err:
+                self._ring.not_leader(err.leader, self._port)
+                failure: DtpError = err
+            except TransportError as err:
+                self._ring.failed()
+                failure = err
+            left = deadline - time.monotonic()
+            named = isinstance(failure, NotLeaderError) and failure.leader is not None
+            if (not self._ring.several and not named) or left <= 0:
+                if not self._ring.several:
+                    raise failure
+                raise TransportError(
+                    "CONNECT_FAILED",
+                    f"no coordinator of {self._ring.describe()} answered "
+                    f"(last: {address}: {failure.message})",
+                ) from failure
+            if self._ring.should_pause():
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, _LONGEST_PAUSE)
+
+
+def _expect(request: str, reply: Message, kind: str) -> Message:
+    if reply["type"] == kind:
+        return reply
+    if reply["type"] == "ERROR":
+        raise RemoteError(reply)
+    raise UnexpectedReplyError(request, str(reply["type"]))
+
+
+def _page_locally(
+    every: list[JobSnapshot],
+    state: str | None,
+    task_type: str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> tuple[list[JobSnapshot], str | None]:
+    """The page asked for, cut from every job of a v1 reply (newest first)."""
+    matching = [
+        j
+        for j in every
+        if (state is None or j.get("state") == state)
+        and (task_type is None or j.get("taskType") == task_type)
+    ]
+    start = 0
+    if cursor is not None and cursor.startswith(_LOCAL_CURSOR):
+        created_text, _, job_id = cursor[len(_LOCAL_CURSOR) :].partition(":")
+        ids = [j.get("jobId") for j in matching]
+        if job_id in ids:
+            start = ids.index(job_id) + 1
+        else:
+            created = int(created_text) if created_text.isdigit() else 0
+            older = [
+                i for i, j in enumerate(matching) if int(j.get("createdAtMillis", 0)) < created
+            ]
+            start = older[0] if older else len(matching)
+    end = len(matching) if limit is None else min(len(matching), start + limit)
+    page = matching[start:end]
+    if end < len(matching) and page:
+        last = page[-1]
+        return page, f"{_LOCAL_CURSOR}{last.get('createdAtMillis')}:{last.get('jobId')}"
+    return page, None

@@ -1,0 +1,820 @@
+"""The worker: one connection to the coordinator (made again for as long as the
+worker runs), heartbeats on it, and the attempts it is assigned run in a pool
+of task processes (pool.py), never in this process.
+
+Everything here runs on one asyncio event loop, which runs no task code and
+never blocks; heartbeats are timed by a thread of their own, so nothing a
+handler does (in its own process) can delay them.
+
+Modes: ``disconnected`` -> ``connecting`` -> ``registering`` (WORKER_REGISTER
+sent) -> ``registered`` (heartbeating, TASK_ASSIGN and TASK_CANCEL accepted) ->
+``disconnected`` ...; any -> ``closed`` (final).
+
+Negotiation, as docs/PROTOCOL.md says: an extension is used only when the
+coordinator listed it in ``WORKER_REGISTERED.features`` (absent = none, a v1
+coordinator). ``WORKER_DRAINING`` needs ``drain``, ``TASK_RESULT.retryable``
+needs ``retryable``, ``TASK_ASSIGN``'s deadline and attempt limit need
+``assignLimits``, attempts beyond the capacity need ``prefetch``, judging the
+coordinator by its silence needs ``heartbeatAck``. ``taskTypes``,
+``heartbeatAck: true``, ``prefetch`` (when not 0) and ``resultFormat`` are
+optional fields that a v1 peer ignores.
+
+A refusal (``ERROR`` UNAUTHENTICATED, TLS_REQUIRED or WORKER_REPLACED, or a
+TLS handshake that failed on a certificate or a peer without TLS) stops the
+worker with exit code 1; every other end of a connection is followed by a
+new dial. With several coordinators the worker follows the leader through
+``NOT_LEADER`` (addresses.LeaderRing) and pauses only after a whole round
+failed: ``reconnect_delay``, doubled for each further round that failed, up
+to 16 times that (and at most 30 s), with a little jitter.
+
+Attempts of a lost connection are orphans: their leases are revoked (or soon
+will be). One that finishes before the worker registers again is reported
+once it has, as a late result the coordinator logs and rejects; one still
+running then is abandoned (its process killed), so the new session starts
+with every slot free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..addresses import HostPort, LeaderRing, parse_address_list
+from ..framing import (
+    HEADER_BYTES,
+    FrameTooLargeError,
+    Message,
+    ProtocolError,
+    check_length,
+    decode_payload,
+    encode_frame,
+    read_length,
+)
+from ..protocol import (
+    BUILTIN_TASK_TYPES,
+    NOT_LEADER,
+    REFUSAL_CODES,
+    expect_type,
+    get_int,
+    get_object,
+    get_opt_int,
+    get_opt_str,
+    get_str,
+    parse_features,
+)
+from ..security import describe_os_error, describe_tls_error, is_tls_refusal, server_hostname
+from .pool import Outcome, TaskHandle, TaskPool
+
+log = logging.getLogger("dtp.worker")
+
+COORDINATOR_MESSAGES = ("WORKER_REGISTERED", "TASK_ASSIGN", "TASK_CANCEL", "ERROR", "HEARTBEAT_ACK")
+MIN_DEFAULT_COORDINATOR_TIMEOUT_MS = 1000
+LONGEST_PAUSE_MS = 30_000
+
+
+@dataclass
+class WorkerOptions:
+    worker_id: str
+    task_types: list[str]
+    coordinator_host: str = "localhost"
+    coordinator_port: int = 7070
+    capacity: int = 4
+    prefetch: int | None = None
+    heartbeat_interval_ms: int = 2000
+    reconnect_delay_ms: int = 2000
+    cancel_grace_ms: int = 1000
+    drain_timeout_ms: int = 30_000
+    coordinator_timeout_ms: int | None = None
+    connect_timeout_ms: int = 5000
+    tls: ssl.SSLContext | None = None
+    auth_token: str | None = None
+
+    @property
+    def effective_prefetch(self) -> int:
+        return 2 * self.capacity if self.prefetch is None else self.prefetch
+
+    @property
+    def silence_ms(self) -> int:
+        if self.coordinator_timeout_ms is not None:
+            return self.coordinator_timeout_ms
+        return max(3 * self.heartbeat_interval_ms, MIN_DEFAULT_COORDINATOR_TIMEOUT_MS)
+
+
+def _fields(**values: Any) -> dict[str, Any]:
+    return {"fields": values}
+
+
+class _Heartbeat(threading.Thread):
+    """Asks the loop to send a HEARTBEAT every interval, until stopped."""
+
+    def __init__(self, interval: float, loop: asyncio.AbstractEventLoop, beat: Any) -> None:
+        super().__init__(name="dtp-heartbeat", daemon=True)
+        self._interval = interval
+        self._loop = loop
+        self._beat = beat
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        next_at = time.monotonic() + self._interval
+        while not self._stopped.wait(max(0.0, next_at - time.monotonic())):
+            next_at += self._interval
+            now = time.monotonic()
+            if next_at < now:  # we were paused (SIGSTOP, a slow machine): no burst of beats
+                next_at = now + self._interval
+            try:
+                self._loop.call_soon_threadsafe(self._beat)
+            except RuntimeError:
+                return  # the loop is closed
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+class _Watchdog:
+    """Drops a coordinator that confirmed heartbeatAck and then said nothing for ``timeout``.
+
+    A timer that fires more than half a period late means this process was
+    stalled itself (frozen, or starved): what the coordinator sent meanwhile
+    is unread, so the silence is counted afresh instead of judged.
+    """
+
+    def __init__(self, timeout: float, on_silent: Any) -> None:
+        self.timeout = timeout
+        self._on_silent = on_silent
+        self._timer: asyncio.TimerHandle | None = None
+        self._heard = 0.0
+        self._due = 0.0
+
+    def start(self) -> None:
+        self.stop()
+        self._heard = time.monotonic()
+        self._arm(self.timeout)
+
+    def heard(self) -> None:
+        self._heard = time.monotonic()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self, delay: float) -> None:
+        delay = max(0.001, delay)
+        self._due = time.monotonic() + delay
+        self._timer = asyncio.get_running_loop().call_later(delay, self._check)
+
+    def _check(self) -> None:
+        self._timer = None
+        now = time.monotonic()
+        if now - self._due > self.timeout / 2:
+            self._heard = now
+            self._arm(self.timeout)
+            return
+        silent = now - self._heard
+        if silent >= self.timeout:
+            self._on_silent(silent)
+            return
+        self._arm(self.timeout - silent)
+
+
+class _Session:
+    """One connection to a coordinator."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: HostPort
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.address = address
+        self.features: frozenset[str] = frozenset()
+        self.registered = False
+        self.not_leader = False
+        self.closed = False
+
+    def send(self, message: Mapping[str, Any]) -> bool:
+        """Queues a frame; False once the connection is closing. Raises ``FrameTooLargeError``."""
+        if self.closed or self.writer.is_closing():
+            return False
+        self.writer.write(encode_frame(message))
+        return True
+
+    def drop(self) -> None:
+        """Ends the connection at once (unsent frames are dropped)."""
+        self.closed = True
+        transport = self.writer.transport
+        transport.abort()
+
+
+@dataclass
+class _Running:
+    job_id: str
+    attempt_id: str
+    attempt_number: int
+    task_type: str
+    handle: TaskHandle
+    session: _Session
+    started_at: float = field(default_factory=time.monotonic)
+    deadline: asyncio.TimerHandle | None = None
+
+
+@dataclass
+class _Late:
+    job_id: str
+    attempt_id: str
+    outcome: Outcome
+
+
+class Refused(Exception):
+    """The coordinator refused this worker; no reconnect can fix it."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Worker:
+    def __init__(self, options: WorkerOptions, pool: TaskPool) -> None:
+        self.options = options
+        self.worker_id = options.worker_id
+        self._pool = pool
+        self._ring = LeaderRing(
+            parse_address_list(options.coordinator_host, options.coordinator_port)
+        )
+        self._mode = "disconnected"
+        self._session: _Session | None = None
+        self._tasks: dict[str, _Running] = {}
+        self._late: list[_Late] = []
+        self._heartbeat: _Heartbeat | None = None
+        self._watchdog = _Watchdog(options.silence_ms / 1000, self._on_silent)
+        self._draining = False
+        self._closing = False
+        self._refusal: Refused | None = None
+        self._unreachable = False
+        self._failed_rounds = 0
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._done = asyncio.Event()
+        self._jobs: set[asyncio.Future[None]] = set()
+
+    def _background(self, job: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(job)
+        self._jobs.add(task)
+        task.add_done_callback(self._jobs.discard)
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def refusal(self) -> Refused | None:
+        return self._refusal
+
+    # --------------------------------------------------------------- running
+
+    async def run(self) -> int:
+        """Serves until closed; the exit code: 0, or 1 after a refusal."""
+        self._loop_task = asyncio.ensure_future(self._connect_loop())
+        try:
+            await self._loop_task
+        except asyncio.CancelledError:
+            pass
+        await self._done.wait()
+        return 1 if self._refusal is not None else 0
+
+    async def _connect_loop(self) -> None:
+        while not self._closing and not self._draining:
+            ended_session = await self._connect_and_serve()
+            if self._closing or self._draining:
+                break
+            if ended_session:
+                self._failed_rounds = 0
+            if self._ring.should_pause():
+                await self._pause()
+        if not self._closing:
+            await self.close()
+
+    async def _pause(self) -> None:
+        base = self.options.reconnect_delay_ms
+        cap = max(base, min(LONGEST_PAUSE_MS, 16 * base))
+        delay_ms = min(cap, base * 2 ** min(self._failed_rounds, 10))
+        self._failed_rounds += 1
+        delay = delay_ms * random.uniform(0.9, 1.1) / 1000
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _connect_and_serve(self) -> bool:
+        """One dial and, if it worked, one session; True when a registered session ended."""
+        address = self._ring.next()
+        self._mode = "connecting"
+        timeout = self.options.connect_timeout_ms / 1000
+        tls = self.options.tls
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    address.host,
+                    address.port,
+                    ssl=tls,
+                    server_hostname=server_hostname(address.host) if tls else None,
+                    ssl_handshake_timeout=timeout if tls else None,
+                ),
+                timeout,
+            )
+        except (OSError, asyncio.TimeoutError, ssl.SSLError) as err:
+            self._mode = "disconnected"
+            self._ring.failed()
+            if tls is not None and is_tls_refusal(err):
+                self._refuse("TLS_FAILED", f"{address}: {describe_tls_error(err)}")
+            else:
+                self._dial_failed(address, err)
+            return False
+        sock = writer.get_extra_info("socket")
+        if isinstance(sock, socket.socket):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        session = _Session(reader, writer, address)
+        self._session = session
+        self._unreachable = False
+        self._mode = "registering"
+        log.info("connected", extra=_fields(coordinator=str(address)))
+        register: Message = {
+            "type": "WORKER_REGISTER",
+            "workerId": self.worker_id,
+            "capacity": self.options.capacity,
+            "taskTypes": self.options.task_types,
+            "heartbeatAck": True,
+        }
+        if self.options.effective_prefetch:
+            register["prefetch"] = self.options.effective_prefetch
+        if self.options.auth_token is not None:
+            register["authToken"] = self.options.auth_token
+        session.send(register)
+        reason = await self._serve(session)
+        was_registered = session.registered
+        self._on_closed(session, reason)
+        return was_registered
+
+    async def _serve(self, session: _Session) -> str:
+        """Reads and handles frames until the connection ends; the reason it ended."""
+        registration_timeout = self.options.connect_timeout_ms / 1000
+        try:
+            while True:
+                if session.registered:
+                    message = await self._read(session)
+                else:
+                    try:
+                        message = await asyncio.wait_for(self._read(session), registration_timeout)
+                    except asyncio.TimeoutError:
+                        session.drop()
+                        return f"no reply to WORKER_REGISTER within {registration_timeout:g} s"
+                if message is None:
+                    return "closed by the coordinator"
+                self._watchdog.heard()
+                try:
+                    self._on_message(session, message)
+                except ProtocolError as err:
+                    session.drop()
+                    return f"protocol error from coordinator ({err.code}): {err}"
+                if session.closed:
+                    return session_reason(session)
+        except ProtocolError as err:
+            session.drop()
+            return f"protocol error from coordinator ({err.code}): {err}"
+        except (OSError, ssl.SSLError) as err:
+            session.drop()
+            return f"connection failed: {describe_os_error(err)}"
+        except asyncio.IncompleteReadError:
+            session.drop()
+            return "closed by the coordinator in the middle of a frame"
+
+    async def _read(self, session: _Session) -> Message | None:
+        try:
+            header = await session.reader.readexactly(HEADER_BYTES)
+        except asyncio.IncompleteReadError:
+            return None  # end of stream between frames (or inside the prefix): a close
+        length = read_length(header)
+        check_length(length)
+        return decode_payload(await session.reader.readexactly(length))
+
+    def _dial_failed(self, address: HostPort, err: BaseException) -> None:
+        reason = "timed out" if isinstance(err, asyncio.TimeoutError) else describe_os_error(err)
+        if self._unreachable:
+            log.debug(
+                "connect attempt failed", extra=_fields(coordinator=str(address), reason=reason)
+            )
+            return
+        self._unreachable = True
+        log.warning(
+            "coordinator unreachable; reconnecting until it is back",
+            extra=_fields(
+                coordinator=str(address), reason=reason, delayMs=self.options.reconnect_delay_ms
+            ),
+        )
+
+    def _on_closed(self, session: _Session, reason: str) -> None:
+        if session is not self._session:
+            return
+        if not session.registered and not session.not_leader and self._refusal is None:
+            self._ring.failed()
+        session.closed = True
+        if not session.writer.is_closing():
+            session.writer.close()
+        self._session = None
+        self._stop_heartbeat()
+        self._watchdog.stop()
+        if self._closing:
+            return
+        self._mode = "disconnected"
+        log.warning("connection lost", extra=_fields(reason=reason, orphanedTasks=len(self._tasks)))
+        if not self._draining:
+            log.info("reconnecting", extra=_fields(delayMs=self.options.reconnect_delay_ms))
+        self._notify_if_idle()
+
+    # -------------------------------------------------------------- messages
+
+    def _on_message(self, session: _Session, message: Message) -> None:
+        kind = expect_type(message, COORDINATOR_MESSAGES)
+        if kind == "WORKER_REGISTERED":
+            self._on_registered(session, message)
+        elif kind == "TASK_ASSIGN":
+            if not session.registered:
+                raise ProtocolError("PROTOCOL_UNEXPECTED", "TASK_ASSIGN before WORKER_REGISTERED")
+            self._on_assign(session, message)
+        elif kind == "TASK_CANCEL":
+            if not session.registered:
+                raise ProtocolError("PROTOCOL_UNEXPECTED", "TASK_CANCEL before WORKER_REGISTERED")
+            self._on_cancel(message)
+        elif kind == "ERROR":
+            self._on_error(session, message)
+        # HEARTBEAT_ACK: heard, and that is all it says
+
+    def _on_registered(self, session: _Session, message: Message) -> None:
+        if session.registered:
+            raise ProtocolError("PROTOCOL_UNEXPECTED", "a second WORKER_REGISTERED")
+        echoed = get_str(message, "workerId")
+        if echoed != self.worker_id:
+            log.warning("coordinator echoed another workerId", extra=_fields(registeredAs=echoed))
+        session.features = parse_features(message.get("features"))
+        session.registered = True
+        self._mode = "registered"
+        self._ring.succeeded()
+        self._failed_rounds = 0
+        self._start_heartbeat()
+        if "heartbeatAck" in session.features:
+            self._watchdog.start()
+        features = ",".join(sorted(session.features)) or "none (v1 coordinator)"
+        log.info(
+            "registered",
+            extra=_fields(
+                coordinator=str(session.address),
+                capacity=self.options.capacity,
+                features=features,
+                customTaskTypes=len(self.options.task_types) - len(BUILTIN_TASK_TYPES),
+            ),
+        )
+        self._abandon(only_orphans=True)
+        late, self._late = self._late, []
+        for entry in late:
+            log.info(
+                "late result reported (its lease is probably revoked)",
+                extra=_fields(jobId=entry.job_id, attemptId=entry.attempt_id),
+            )
+            self._send_result(session, entry.job_id, entry.attempt_id, entry.outcome)
+
+    def _on_error(self, session: _Session, message: Message) -> None:
+        code = get_opt_str(message, "code")
+        text = get_str(message, "message")
+        if code in REFUSAL_CODES:
+            assert code is not None
+            self._refuse(code, text)
+            return
+        if code == NOT_LEADER:
+            leader = get_opt_str(message, "leader")
+            self._ring.not_leader(leader, self.options.coordinator_port)
+            session.not_leader = True
+            log.info(
+                "not the leader; trying the next coordinator",
+                extra=_fields(coordinator=str(session.address), leader=leader or "unknown"),
+            )
+            session.drop()
+            return
+        what = "error from coordinator" if session.registered else "registration refused"
+        log.error(what, extra=_fields(message=text, code=code))
+        session.drop()
+
+    def _refuse(self, code: str, message: str) -> None:
+        if self._refusal is not None or self._closing:
+            return
+        self._refusal = Refused(code, message)
+        log.error(
+            "refused by the coordinator: stopping (no reconnect)",
+            extra=_fields(code=code, message=message),
+        )
+        self._background(self.close())
+
+    def _on_assign(self, session: _Session, message: Message) -> None:
+        job_id = get_str(message, "jobId")
+        attempt_id = get_str(message, "attemptId")
+        attempt_number = get_int(message, "attemptNumber")
+        task_type = get_str(message, "taskType")
+        payload = get_object(message, "payload")
+        timeout_ms = get_opt_int(message, "timeoutMillis")
+        max_attempts = get_opt_int(message, "maxAttempts")
+        if attempt_id in self._tasks:
+            log.warning(
+                "duplicate assignment ignored", extra=_fields(jobId=job_id, attemptId=attempt_id)
+            )
+            return
+        window = self.options.capacity + (
+            self.options.effective_prefetch if "prefetch" in session.features else 0
+        )
+        refusal = (
+            "worker is shutting down"
+            if self._draining
+            else "worker at capacity"
+            if len(self._tasks) >= window
+            else None
+        )
+        if refusal is not None:
+            log.warning(
+                f"task refused: {refusal}",
+                extra=_fields(jobId=job_id, attemptId=attempt_id, capacity=self.options.capacity),
+            )
+            self._send_result(
+                session, job_id, attempt_id, Outcome(success=False, error=refusal, retryable=True)
+            )
+            return
+        limits = "assignLimits" in session.features
+        timeout_ms = timeout_ms if limits else None
+        deadline_at_ms = None if timeout_ms is None else int(time.time() * 1000) + timeout_ms
+        task_fields = {"job_id": job_id, "attempt_id": attempt_id}
+
+        def on_log(level: int, name: str, text: str) -> None:
+            logging.getLogger(name).log(level, text, extra=task_fields)
+
+        handle = self._pool.run(
+            {
+                "taskType": task_type,
+                "payload": payload,
+                "jobId": job_id,
+                "attemptId": attempt_id,
+                "attemptNumber": attempt_number,
+                "maxAttempts": max_attempts if limits else None,
+                "deadlineAtMs": deadline_at_ms,
+            },
+            on_log,
+        )
+        running = _Running(job_id, attempt_id, attempt_number, task_type, handle, session)
+        if timeout_ms is not None:
+            running.deadline = asyncio.get_running_loop().call_later(
+                timeout_ms / 1000, self._on_deadline, running, timeout_ms
+            )
+        self._tasks[attempt_id] = running
+        self._idle.clear()
+        handle.task.on_started = lambda pid: self._on_started(running, pid)
+        handle.outcome.add_done_callback(lambda f: self._on_ended(running, f.result()))
+
+    def _on_started(self, running: _Running, pid: int) -> None:
+        if self._tasks.get(running.attempt_id) is not running or not log.isEnabledFor(logging.INFO):
+            return
+        log.info(
+            "task started",
+            extra=_fields(
+                jobId=running.job_id,
+                attemptId=running.attempt_id,
+                attempt=running.attempt_number,
+                taskType=running.task_type,
+                pid=pid,
+            ),
+        )
+
+    def _forget(self, running: _Running) -> None:
+        if self._tasks.get(running.attempt_id) is running:
+            del self._tasks[running.attempt_id]
+        if running.deadline is not None:
+            running.deadline.cancel()
+            running.deadline = None
+
+    def _on_ended(self, running: _Running, outcome: Outcome) -> None:
+        if self._tasks.get(running.attempt_id) is not running:
+            return  # stopped or abandoned: never reported
+        self._forget(running)
+        if outcome.cancelled:
+            self._notify_if_idle()
+            return
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "task finished",
+                extra=_fields(
+                    jobId=running.job_id,
+                    attemptId=running.attempt_id,
+                    success=outcome.success,
+                    durationMs=round((time.monotonic() - running.started_at) * 1000),
+                    error=None if outcome.success else outcome.error,
+                ),
+            )
+        session = self._session
+        if session is running.session and session is not None and session.registered:
+            self._send_result(session, running.job_id, running.attempt_id, outcome)
+        elif not self._closing:
+            self._late.append(_Late(running.job_id, running.attempt_id, outcome))
+        self._notify_if_idle()
+
+    def _send_result(
+        self, session: _Session, job_id: str, attempt_id: str, outcome: Outcome
+    ) -> None:
+        message: Message = {
+            "type": "TASK_RESULT",
+            "workerId": self.worker_id,
+            "jobId": job_id,
+            "attemptId": attempt_id,
+            "success": outcome.success,
+            "result": outcome.result if outcome.success else None,
+            "error": None if outcome.success else outcome.error,
+        }
+        if outcome.success and outcome.result_format == "json":
+            message["resultFormat"] = "json"
+        if not outcome.success and not outcome.retryable and "retryable" in session.features:
+            message["retryable"] = False
+        try:
+            session.send(message)
+        except FrameTooLargeError as err:
+            session.send(
+                {
+                    "type": "TASK_RESULT",
+                    "workerId": self.worker_id,
+                    "jobId": job_id,
+                    "attemptId": attempt_id,
+                    "success": False,
+                    "result": None,
+                    "error": f"result could not be sent: {err}",
+                }
+            )
+
+    def _on_cancel(self, message: Message) -> None:
+        job_id = get_str(message, "jobId")
+        attempt_id = get_str(message, "attemptId")
+        log.info("cancel received", extra=_fields(jobId=job_id, attemptId=attempt_id))
+        running = self._tasks.get(attempt_id)
+        if running is None or running.job_id != job_id:
+            log.info(
+                "cancel ignored: no such running task",
+                extra=_fields(jobId=job_id, attemptId=attempt_id),
+            )
+            return
+        self._stop(running, "cancel")
+
+    def _on_deadline(self, running: _Running, timeout_ms: int) -> None:
+        running.deadline = None
+        if self._tasks.get(running.attempt_id) is not running:
+            return
+        log.warning(
+            "deadline passed: stopping the task",
+            extra=_fields(jobId=running.job_id, attemptId=running.attempt_id, timeoutMs=timeout_ms),
+        )
+        self._stop(running, "deadline")
+
+    def _stop(self, running: _Running, reason: str) -> None:
+        self._forget(running)
+        self._notify_if_idle()
+        stopped_at = time.monotonic()
+        pid = running.handle.started.result() if running.handle.started.done() else None
+
+        def done(f: asyncio.Future[str]) -> None:
+            how = f.result()
+            what = "the handler stopped" if how == "cooperative" else "its process was killed"
+            log.info(
+                f"task stopped: {what}",
+                extra=_fields(
+                    jobId=running.job_id,
+                    attemptId=running.attempt_id,
+                    reason=reason,
+                    stopMs=round((time.monotonic() - stopped_at) * 1000),
+                    pid=pid,
+                ),
+            )
+
+        running.handle.stop(reason).add_done_callback(done)
+
+    def _abandon(self, only_orphans: bool = False) -> None:
+        for running in list(self._tasks.values()):
+            if only_orphans and running.session is self._session:
+                continue
+            self._forget(running)
+            log.info(
+                "task abandoned", extra=_fields(jobId=running.job_id, attemptId=running.attempt_id)
+            )
+            running.handle.stop("cancel")
+        if not only_orphans:
+            self._late = []
+        self._notify_if_idle()
+
+    # ------------------------------------------------------------ heartbeats
+
+    def _start_heartbeat(self) -> None:
+        self._stop_heartbeat()
+        self._heartbeat = _Heartbeat(
+            self.options.heartbeat_interval_ms / 1000, asyncio.get_running_loop(), self._beat
+        )
+        self._heartbeat.start()
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+
+    def _beat(self) -> None:
+        session = self._session
+        if session is not None and session.registered:
+            session.send({"type": "HEARTBEAT", "workerId": self.worker_id})
+
+    def _on_silent(self, silent: float) -> None:
+        session = self._session
+        if session is not None:
+            log.warning(
+                "coordinator silent: dropping the connection",
+                extra=_fields(silentMs=round(silent * 1000)),
+            )
+            session.drop()
+
+    # ---------------------------------------------------------- stopping
+
+    def _notify_if_idle(self) -> None:
+        if not self._tasks or self._session is None or not self._session.registered:
+            self._idle.set()
+
+    def drain(self) -> None:
+        """Takes no new task, lets running ones finish (for the drain timeout), then closes."""
+        if self._draining or self._closing:
+            return
+        self._draining = True
+        self._background(self._drain())
+
+    async def _drain(self) -> None:
+        session = self._session
+        timeout = self.options.drain_timeout_ms / 1000
+        if session is not None and session.registered:
+            if "drain" in session.features:
+                session.send({"type": "WORKER_DRAINING", "workerId": self.worker_id})
+            else:
+                log.info("coordinator does not offer drain: refusing new tasks instead")
+        log.info(
+            "draining: no new tasks",
+            extra=_fields(runningTasks=len(self._tasks), timeoutMs=self.options.drain_timeout_ms),
+        )
+        self._wake.set()
+        self._notify_if_idle()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            log.info("drained: every task finished")
+        except asyncio.TimeoutError:
+            log.warning(
+                "drain timed out; releasing what is left", extra=_fields(leftTasks=len(self._tasks))
+            )
+        await self.close()
+
+    async def close(self) -> None:
+        """Stops everything: running attempts are abandoned, processes killed. Idempotent."""
+        if self._closing:
+            await self._done.wait()
+            return
+        self._closing = True
+        self._mode = "closed"
+        self._wake.set()
+        self._stop_heartbeat()
+        self._watchdog.stop()
+        session = self._session
+        self._abandon()
+        if session is not None:
+            session.closed = True
+            session.writer.close()
+            try:
+                await asyncio.wait_for(session.writer.wait_closed(), 2)
+            except (OSError, asyncio.TimeoutError, ssl.SSLError):
+                pass
+        current = asyncio.current_task()
+        if (
+            self._loop_task is not None
+            and self._loop_task is not current
+            and not self._loop_task.done()
+        ):
+            self._loop_task.cancel()
+        await self._pool.close()
+        log.info("worker closed")
+        self._done.set()
+
+
+def session_reason(session: _Session) -> str:
+    if session.not_leader:
+        return "coordinator is not the leader"
+    return "connection dropped"

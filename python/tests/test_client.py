@@ -1,0 +1,133 @@
+"""dtp.Client against a real coordinator: every submit option, waiting,
+results and their errors, cancel, paging, tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import dtp
+from support import HOST, Cluster
+
+TASKS = Path(__file__).parent / "fixtures" / "py_tasks.py"
+
+
+def test_submit_options_status_wait_and_errors(cluster: Cluster) -> None:
+    c = cluster.coordinator("--max-attempts", "3")
+    with c.client() as client:
+        # Nobody serves it yet: the job waits, and the handle says so.
+        queued = client.submit(
+            "py.upper",
+            {"text": "later"},
+            priority="HIGH",
+            idempotency_key="key-1",
+            max_attempts=5,
+            timeout_millis=30_000,
+        )
+        assert queued.serving_workers == 0
+        snap = queued.snapshot
+        assert (snap["state"], snap["priority"], snap["maxAttempts"]) == ("QUEUED", "HIGH", 5)
+        assert snap["timeoutMillis"] == 30_000 and snap["idempotencyKey"] == "key-1"
+        again = client.submit(
+            "py.upper",
+            {"text": "later"},
+            priority="HIGH",
+            idempotency_key="key-1",
+            max_attempts=5,
+            timeout_millis=30_000,
+        )
+        assert again.job_id == queued.job_id
+        with pytest.raises(dtp.RemoteError) as conflict:
+            client.submit("py.upper", {"text": "other"}, idempotency_key="key-1")
+        assert conflict.value.code == "IDEMPOTENCY_CONFLICT"
+        with pytest.raises(dtp.WaitTimeoutError) as timed_out:
+            queued.wait(timeout=0.2)
+        assert timed_out.value.job["state"] == "QUEUED"
+        assert isinstance(timed_out.value, TimeoutError)
+
+        cluster.py_worker(c, "py-client", tasks=TASKS, capacity=2)
+        assert queued.result(timeout=30) == "LATER"
+        assert client.status(queued.job_id)["state"] == "COMPLETED"
+        assert client.wait(queued.job_id)["result"] == "LATER"
+        assert client.result(queued.job_id) == "LATER"
+
+        with pytest.raises(dtp.RemoteError) as unknown:
+            client.status("no-such-job")
+        assert unknown.value.code == "UNKNOWN_JOB"
+        with pytest.raises(dtp.RemoteError) as bad_type:
+            client.submit("no spaces allowed", {})
+        assert bad_type.value.code == "INVALID_TASK_TYPE"
+        with pytest.raises(dtp.RemoteError) as bad_payload:
+            client.submit("SHA256", {"text": 5})
+        assert bad_payload.value.code == "INVALID_PAYLOAD"
+        with pytest.raises(TypeError, match="unknown submit option 'delay'"):
+            client.submit("py.upper", {"text": "x"}, delay=5)
+        with pytest.raises(ValueError, match="priority"):
+            client.submit("py.upper", {"text": "x"}, priority="URGENT")
+        with pytest.raises(ValueError, match="max_attempts"):
+            client.submit("py.upper", {"text": "x"}, max_attempts=0)
+
+        def schema(payload: object) -> None:
+            raise ValueError("text is required")
+
+        with pytest.raises(dtp.InvalidPayloadError, match="Invalid payload: text is required"):
+            client.submit("py.upper", {}, schema=schema)
+
+        failed = client.submit("py.nonretryable", {})
+        with pytest.raises(dtp.JobFailedError) as raised:
+            failed.result(timeout=30)
+        assert raised.value.job["state"] == "FAILED" and raised.value.code == "JOB_FAILED"
+
+        busy = client.submit("py.cooperative", {})
+        cancel = busy.cancel()
+        assert cancel["cancelled"] is True and cancel["job"]["state"] == "CANCELLED"
+        assert client.cancel(busy.job_id)["cancelled"] is False
+        with pytest.raises(dtp.JobCancelledError):
+            busy.result(timeout=10)
+        assert [a["outcome"] for a in client.attempts(failed.job_id)] == ["FAILED"]
+    with pytest.raises(dtp.ClientClosedError):
+        client.status(queued.job_id)
+
+
+def test_list_pages_through_every_job(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    cluster.py_worker(c, "py-list", tasks=TASKS, capacity=2)
+    with c.client() as client:
+        ids = [client.submit("py.upper", {"text": str(n)}).job_id for n in range(7)]
+        failed = client.submit("py.nonretryable", {}).job_id
+        for job_id in [*ids, failed]:
+            client.wait(job_id, timeout=30)
+        listed = [j["jobId"] for j in client.list(page_size=3)]
+        assert listed == [failed, *reversed(ids)]  # newest first, across three pages
+        assert [j["jobId"] for j in client.list(state="FAILED")] == [failed]
+        assert len(list(client.list(task_type="py.upper", page_size=2))) == 7
+        page, cursor = client.list_page(limit=5)
+        assert len(page) == 5 and cursor is not None
+        rest, end = client.list_page(limit=5, cursor=cursor)
+        assert len(rest) == 3 and end is None
+
+
+def test_client_tokens(cluster: Cluster) -> None:
+    tokens = cluster.write("client.tokens", "client-secret\n")
+    c = cluster.coordinator("--client-token-file", str(tokens))
+    with dtp.Client(c.client_address, token="client-secret") as client:
+        assert client.workers() == []
+    with pytest.raises(dtp.AuthError) as refused:
+        dtp.Client(c.client_address, token="wrong").workers()
+    assert refused.value.code == "UNAUTHENTICATED"
+    assert "wrong" not in c.proc.output
+    with pytest.raises(dtp.RemoteError) as no_token:  # no AUTH first: refused and closed
+        dtp.Client(c.client_address).workers()
+    assert no_token.value.code == "UNAUTHENTICATED"
+
+
+def test_default_address_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, cluster: Cluster
+) -> None:
+    c = cluster.coordinator()
+    monkeypatch.setenv("DTP_HOST", HOST)
+    monkeypatch.setenv("DTP_PORT", str(c.client_port))
+    with dtp.Client() as client:
+        assert client.address == c.client_address
+        assert client.workers() == []

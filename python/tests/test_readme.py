@@ -1,0 +1,69 @@
+"""README's "Workers in Python", run as written: the commands from an empty
+folder (a venv, pip install of this package), its task module, a worker and
+the one-line client, against a coordinator of this checkout."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+from support import HOST, ROOT, Cluster
+
+
+def section() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## Workers in Python")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+def test_the_readme_example_runs_as_written(cluster: Cluster) -> None:
+    readme = section()
+    setup, run = blocks(readme, "sh")
+    (module,) = blocks(readme, "python")
+    c = cluster.coordinator()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DTP_", "VIRTUAL_ENV"))}
+    # pip would spend minutes retrying an index it cannot reach; the command stays as written.
+    env.update(PIP_RETRIES="0", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    script = setup.replace("/path/to/dtp", str(ROOT))
+    done = subprocess.run(
+        ["bash", "-euc", script],
+        cwd=cluster.dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder = cluster.dir / "py-tasks"
+    (folder / "tasks.py").write_text(module, encoding="utf-8")
+
+    worker_line, client_line = [line for line in run.splitlines() if line.strip()]
+    activate = f". {folder}/.venv/bin/activate && "
+    worker_command = worker_line.split("&")[0].strip()
+    assert worker_command == "python -m dtp.worker --tasks tasks.py"
+    cluster.dir = folder
+    cluster.start(
+        "readme-worker",
+        ["bash", "-c", activate + "exec " + worker_command],
+        env={"DTP_COORDINATOR_HOST": HOST, "DTP_COORDINATOR_PORT": str(c.worker_port)},
+    )
+    c.proc.wait_for(r"worker registered workerId=worker-[0-9a-f]{8} .*text\.shout", 60)
+    client = subprocess.run(
+        ["bash", "-c", activate + client_line],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**env, "DTP_HOST": HOST, "DTP_PORT": str(c.client_port)},
+    )
+    assert client.returncode == 0, client.stderr
+    printed = re.search(r"The last line prints `([^`]+)`", readme)
+    assert printed is not None
+    assert client.stdout.strip() == printed.group(1)
