@@ -28,7 +28,7 @@ function database(): string {
   return join(dir, 'sub', 'coordinator.db');
 }
 
-const MODULE_URL = new URL('../../src/coordinator/database-lock.js', import.meta.url).href;
+const MODULE_URL = new URL('../../src/store/sqlite/database-lock.js', import.meta.url).href;
 
 /** A child process's script that takes the lock of `databasePath` and keeps it. */
 function holderScript(databasePath: string): string {
