@@ -22,6 +22,7 @@
 import type { Admission } from '../net/admission.js';
 import type { FramedConnection } from '../net/framed-connection.js';
 import type { NetEvent } from '../net/net-events.js';
+import { notAuthFirstReason } from '../net/port-kind.js';
 import { encodeMessage } from '../protocol/codec.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import type { ClientReply, Message } from '../protocol/messages.js';
@@ -93,7 +94,11 @@ export class ClientSession {
     this.#report = options.report ?? (() => undefined);
     this.#state = this.#checkToken === null ? 'open' : 'authenticating';
     if (this.#state === 'open') this.#admission?.establish();
-    else this.#admission?.setOnExpired(() => this.#refuse('no AUTH in time', 'handshake_timeout'));
+    else {
+      this.#admission?.setOnExpired(() =>
+        this.#refuse('no AUTH in time', undefined, 'handshake_timeout'),
+      );
+    }
     if (this.#idleTimeoutMs > 0) this.#armIdle(this.#idleTimeoutMs);
     void conn.closed().then(() => this.#dispose());
   }
@@ -118,7 +123,8 @@ export class ClientSession {
       this.deliver(this.nextRequest(), { type: 'AUTH_OK' });
       return true;
     }
-    this.#refuse(msg.type === 'AUTH' ? 'token refused' : `first frame was ${msg.type}, not AUTH`);
+    if (msg.type === 'AUTH') this.#refuse('token refused', 'Unauthenticated: token refused');
+    else this.#refuse(notAuthFirstReason(msg.type));
     return true;
   }
 
@@ -129,7 +135,16 @@ export class ClientSession {
     return true;
   }
 
-  #refuse(reason: string, limit?: 'handshake_timeout'): void {
+  /**
+   * Refuses the connection (ERROR UNAUTHENTICATED, then close). The message
+   * tells a client that sent no AUTH what to do, and one whose token was
+   * refused just that.
+   */
+  #refuse(
+    reason: string,
+    message = `Unauthenticated: send AUTH with a valid token first (${reason})`,
+    limit?: 'handshake_timeout',
+  ): void {
     this.#state = 'refused';
     this.conn.pause();
     if (limit !== undefined) {
@@ -139,7 +154,7 @@ export class ClientSession {
     this.deliver(this.nextRequest(), {
       type: 'ERROR',
       code: ErrorCode.Unauthenticated,
-      message: `Unauthenticated: send AUTH with a valid token first (${reason})`,
+      message,
     });
     void this.conn.close(`unauthenticated: ${reason}`);
   }

@@ -15,12 +15,18 @@
  * the words the protocol guarantees; ours by their codes.
  */
 import { ErrorCode } from '../protocol/error-codes.js';
+import { isNotUnderstood } from '../protocol/features.js';
 import type { ErrorMessage } from '../protocol/messages.js';
 
 /** The coordinator's default worker port. */
 export const DEFAULT_WORKER_PORT = 7070;
 /** The coordinator's default client port. */
 export const DEFAULT_CLIENT_PORT = 7071;
+
+/** Said by a worker port to a client request (after the protocol's own words). */
+export const WORKER_PORT_HINT = 'this is the worker port; clients connect to the client port';
+/** Said by a client port to a worker's message. */
+export const CLIENT_PORT_HINT = 'this is the client port; workers connect to the worker port';
 
 /** The code of the local error a worker or client stops with. */
 export const WRONG_PORT_CODE = 'WRONG_PORT';
@@ -62,9 +68,12 @@ export function isClientPortAnswer(reply: ErrorReply): boolean {
 /** True when `reply` (the first to a client request) came from a worker port. */
 export function isWorkerPortAnswer(reply: ErrorReply): boolean {
   if (reply.code === ErrorCode.NotRegistered) return true;
+  // A client port's answers may name WORKER_REGISTER too: the reference lists
+  // every type it knows when it cannot decode a frame.
   return (
     hasNoCode(reply) &&
     reply.message.includes('WORKER_REGISTER') &&
+    !isNotUnderstood(reply) &&
     !reply.message.includes('Unknown job')
   );
 }
