@@ -93,7 +93,7 @@ export class ClientSession {
     this.#idleTimeoutMs = options.idleTimeoutMs ?? 0;
     this.#report = options.report ?? (() => undefined);
     this.#state = this.#checkToken === null ? 'open' : 'authenticating';
-    if (this.#state === 'open') this.#admission?.establish();
+    if (this.#state === 'open') this.#opened();
     else {
       this.#admission?.setOnExpired(() =>
         this.#refuse('no AUTH in time', undefined, 'handshake_timeout'),
@@ -119,13 +119,19 @@ export class ClientSession {
     const checkToken = this.#checkToken as (token: string) => boolean;
     if (msg.type === 'AUTH' && checkToken(msg.token)) {
       this.#state = 'open';
-      this.#admission?.establish();
+      this.#opened();
       this.deliver(this.nextRequest(), { type: 'AUTH_OK' });
       return true;
     }
     if (msg.type === 'AUTH') this.#refuse('token refused', 'Unauthenticated: token refused');
     else this.#refuse(notAuthFirstReason(msg.type));
     return true;
+  }
+
+  /** Got through: off the pending count, and frames up to 1 MiB from the client pool. */
+  #opened(): void {
+    this.#admission?.establish();
+    this.conn.setInboundClass('client');
   }
 
   /** A malformed frame before AUTH: refused like any other wrong first frame. Returns true if so. */

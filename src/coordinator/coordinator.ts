@@ -607,7 +607,7 @@ export class Coordinator {
         },
         onClose: (reason) => this.#onWorkerClosed(conn, describeCloseReason(reason)),
       },
-      this.#guard.connectionOptions(),
+      this.#guard.connectionOptions('worker'),
     );
     if (this.#failure !== null || this.#stopping) {
       void conn.destroy('coordinator is not accepting workers');
@@ -626,11 +626,7 @@ export class Coordinator {
     });
   }
 
-  #reportLimit(
-    conn: FramedConnection,
-    port: 'worker' | 'client',
-    limit: 'frame_timeout' | 'inbound_memory',
-  ): void {
+  #reportLimit(conn: FramedConnection, port: 'worker' | 'client', limit: 'frame_timeout'): void {
     this.#guard.report({ type: 'connection.limited', port, limit, remote: conn.remote });
   }
 
@@ -699,7 +695,7 @@ export class Coordinator {
           this.#dispatch({ kind: 'clientClosed', connId: conn.id });
         },
       },
-      this.#guard.connectionOptions(),
+      this.#guard.connectionOptions('client'),
     );
     const { access, limits } = this.#guard;
     const session = new ClientSession(conn, {
@@ -871,6 +867,7 @@ export class Coordinator {
         if (effect.msg.type === 'WORKER_REGISTERED') {
           this.#workerAdmissions.get(effect.connId)?.establish();
           this.#workerAdmissions.delete(effect.connId);
+          conn?.setInboundClass('worker');
         }
         conn?.send(effect.msg);
         return;
