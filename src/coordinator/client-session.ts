@@ -75,6 +75,8 @@ export class ClientSession {
   readonly #idleTimeoutMs: number;
   readonly #report: (event: NetEvent) => void;
   #pausedFor: PauseReason | null = null;
+  /** A drain listener is waiting to re-check the flow. */
+  #drainArmed = false;
   /** Request ids of unanswered LIST_JOBS. */
   readonly #lists = new Set<number>();
   /** Request ids of unanswered WAIT_JOBs. */
@@ -273,6 +275,10 @@ export class ClientSession {
   }
 
   #pause(reason: PauseReason): void {
+    // Paused for unsent bytes: bytes in the socket are waited for here, each
+    // time (a drain may come while replies still wait for their commit);
+    // staged replies re-check the flow themselves when they are sent.
+    if (reason === 'unsent' && this.conn.outboundBytes > 0) this.#armDrain();
     if (this.#pausedFor === reason) return;
     const wasUnsent = this.#pausedFor === 'unsent';
     this.#pausedFor = reason;
@@ -285,7 +291,15 @@ export class ClientSession {
       remote: this.conn.remote,
       bytes: this.unsentBytes,
     });
-    this.conn.onceDrained(() => this.#checkFlow());
+  }
+
+  #armDrain(): void {
+    if (this.#drainArmed) return;
+    this.#drainArmed = true;
+    this.conn.onceDrained(() => {
+      this.#drainArmed = false;
+      this.#checkFlow();
+    });
   }
 
   #armIdle(delayMs: number): void {

@@ -134,6 +134,10 @@ export class FramedConnection {
   /** The declared length the last refused hold asked for. */
   #wantedBytes = 0;
   #frameTimer: NodeJS.Timeout | null = null;
+  /** Frames written to the socket whose write has not completed yet. */
+  #unflushed = 0;
+  /** Told when #unflushed reaches 0 (see onceDrained). */
+  #drainWaiters: (() => void)[] = [];
   /** Paused by the owner: frames are held, not delivered. */
   #paused = false;
   /** Complete payloads read while paused, delivered in order on resume. */
@@ -237,15 +241,29 @@ export class FramedConnection {
         this.#socket.uncork();
       });
     }
-    this.#socket.write(frame);
+    this.#unflushed++;
+    this.#socket.write(frame, this.#onFlushed);
     return true;
   }
 
-  /** Calls `onDrained` once every queued outbound byte has been handed to the kernel. */
+  /**
+   * Calls `onDrained` once every frame queued so far has been handed to the
+   * kernel (at once, in a microtask, when none is waiting). Counted per
+   * write, not from the socket's 'drain' event, which comes only after a
+   * write that found the buffer full.
+   */
   onceDrained(onDrained: () => void): void {
-    if (this.#socket.writableLength === 0) queueMicrotask(onDrained);
-    else this.#socket.once('drain', onDrained);
+    if (this.#unflushed === 0) queueMicrotask(onDrained);
+    else this.#drainWaiters.push(onDrained);
   }
+
+  /** One queued frame reached the kernel (or the socket went away). */
+  readonly #onFlushed = (): void => {
+    if (--this.#unflushed > 0 || this.#drainWaiters.length === 0) return;
+    const waiters = this.#drainWaiters;
+    this.#drainWaiters = [];
+    for (const waiter of waiters) waiter();
+  };
 
   /** True while paused by the owner. */
   get paused(): boolean {
@@ -303,7 +321,9 @@ export class FramedConnection {
   #onData(chunk: Buffer): void {
     if (!this.#reading) return;
     if (this.#stalled !== null) {
-      // A read already under way when reading paused: kept with the rest.
+      // A read that came anyway (the socket was resumed to see a close): kept
+      // with the rest, and reading paused again.
+      this.#socket.pause();
       this.#stalled = Buffer.concat([this.#stalled, chunk]);
       return;
     }
