@@ -97,9 +97,10 @@ export class ClientSession {
     this.#state = this.#checkToken === null ? 'open' : 'authenticating';
     if (this.#state === 'open') this.#opened();
     else {
-      this.#admission?.setOnExpired(() =>
-        this.#refuse('no AUTH in time', undefined, 'handshake_timeout'),
-      );
+      this.#admission?.setOnExpired((cause) => {
+        if (cause === 'deadline') this.#refuse('no AUTH in time', undefined, 'handshake_timeout');
+        else this.#dropForNewcomer();
+      });
     }
     if (this.#idleTimeoutMs > 0) this.#armIdle(this.#idleTimeoutMs);
     void conn.closed().then(() => this.#dispose());
@@ -165,6 +166,24 @@ export class ClientSession {
       message,
     });
     void this.conn.close(`unauthenticated: ${reason}`);
+  }
+
+  /**
+   * Still authenticating when the pending pool was full and this was the
+   * oldest of its address: told LIMIT_EXCEEDED (not a refusal of its token:
+   * a client dials again) and closed.
+   */
+  #dropForNewcomer(): void {
+    this.#state = 'refused';
+    this.conn.pause();
+    this.deliver(this.nextRequest(), {
+      type: 'ERROR',
+      code: ErrorCode.LimitExceeded,
+      message:
+        'Limit exceeded: too many connections are still registering or authenticating, ' +
+        'and this one had waited longest; try again',
+    });
+    void this.conn.close('dropped while authenticating to make room for a newer connection');
   }
 
   /** Numbers the next request (and pauses reading when too many are open). */

@@ -617,11 +617,14 @@ export class Coordinator {
     this.#workerAdmissions.set(conn.id, admission);
     // Absolute: a peer trickling bytes does not extend it.
     const timeoutMs = this.#guard.limits.handshakeTimeoutMs;
-    admission.setOnExpired(() => {
+    admission.setOnExpired((cause) => {
       this.#dispatch({
         kind: 'workerViolation',
         connId: conn.id,
-        reason: `no WORKER_REGISTER within ${timeoutMs} ms`,
+        reason:
+          cause === 'deadline'
+            ? `no WORKER_REGISTER within ${timeoutMs} ms`
+            : 'dropped before WORKER_REGISTER to make room for a newer connection',
       });
     });
   }

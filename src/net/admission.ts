@@ -54,6 +54,9 @@ export const UNLIMITED: AdmissionLimits = {
   handshakeTimeoutMs: 0,
 };
 
+/** Why a pending admission has to go: its deadline passed, or it made room for a newcomer. */
+export type ExpiryCause = 'deadline' | 'evicted';
+
 /** What happens to a pending admission that runs out of time or is evicted. */
 export interface AdmissionHooks {
   /** Reports that the deadline passed while pending (then the action runs). */
@@ -71,7 +74,7 @@ export class Admission {
   readonly #hooks: AdmissionHooks;
   #state: 'pending' | 'established' | 'released' = 'pending';
   #timer: NodeJS.Timeout | null = null;
-  #onExpired: () => void = () => undefined;
+  #onExpired: (cause: ExpiryCause) => void = () => undefined;
 
   /** @internal created by {@link AdmissionGate.admit} */
   constructor(
@@ -90,7 +93,7 @@ export class Admission {
         this.#timer = null;
         if (this.#state !== 'pending') return;
         this.#hooks.onDeadline();
-        this.#onExpired();
+        this.#onExpired('deadline');
       }, timeoutMs);
       this.#timer.unref();
     }
@@ -104,7 +107,7 @@ export class Admission {
    * Sets what happens when this pending connection has to go (deadline or
    * eviction): typically a last ERROR and a close, or a destroy.
    */
-  setOnExpired(onExpired: () => void): void {
+  setOnExpired(onExpired: (cause: ExpiryCause) => void): void {
     this.#onExpired = onExpired;
   }
 
@@ -130,7 +133,7 @@ export class Admission {
     if (this.#state !== 'pending') return;
     this.#hooks.onEvicted();
     this.release();
-    this.#onExpired();
+    this.#onExpired('evicted');
   }
 
   #clearTimer(): void {

@@ -9,6 +9,11 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/client.js';
 import { TransportError } from '../../src/client/errors.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { rawConnection } from '../helpers/raw-peers.js';
+import { startCoordinator, tempDir } from '../helpers/test-coordinator.js';
+import { until } from '../helpers/until.js';
 import { FramedConnection } from '../../src/net/framed-connection.js';
 import { TcpServer } from '../../src/net/tcp.js';
 import { encodeMessage } from '../../src/protocol/codec.js';
@@ -111,4 +116,36 @@ describe('client retries a refused connection', () => {
       },
     );
   }
+});
+
+describe('a coordinator whose pending pool is full of idle connections from one address', () => {
+  it(
+    'lets a client from that address in, telling the oldest idle one LIMIT_EXCEEDED',
+    { timeout: 20_000 },
+    async () => {
+      const temp = tempDir();
+      cleanups.push(temp.remove);
+      const tokens = join(temp.dir, 'tokens');
+      writeFileSync(tokens, 'pool-token-0123456789\n', { mode: 0o600 });
+      const tc = await startCoordinator({
+        security: { clientTokenFile: tokens },
+        netLimits: { maxPendingConnections: 2, handshakeTimeoutMs: 60_000 },
+      });
+      cleanups.push(() => tc.close());
+      const port = tc.coordinator.clientPort;
+      const idle = [await rawConnection(port), await rawConnection(port)];
+      for (const { conn } of idle) cleanups.push(() => conn.destroy());
+      await until(() => tc.coordinator.connectionCounts().client.pending === 2, {
+        what: 'both pending',
+      });
+      // Refused while the idle ones are young, then in by taking the oldest one's place.
+      const client = await DtpClient.connect({ host: HOST, port, token: 'pool-token-0123456789' });
+      cleanups.push(() => client.close());
+      assert.deepEqual(await client.workers(), []);
+      const told = await idle[0]?.inbox.next(5_000);
+      assert.equal(told?.type, 'ERROR');
+      assert.equal(told?.type === 'ERROR' ? told.code : null, ErrorCode.LimitExceeded);
+      assert.match(told?.type === 'ERROR' ? told.message : '', /had waited longest; try again/);
+    },
+  );
 });
