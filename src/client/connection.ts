@@ -79,11 +79,11 @@ export function isLimitRefusal(err: unknown): boolean {
 }
 
 const FIRST_REFUSAL_PAUSE_MS = 25;
-const LONGEST_REFUSAL_PAUSE_MS = 1_000;
+const LONGEST_REFUSAL_PAUSE_MS = 250;
 
 /**
  * Back-off between tries after a refusal at a bound: pauses from 25 ms
- * doubling to 1 s, each between half and all of its step (so many refused
+ * doubling to 250 ms, each between half and all of its step (so many refused
  * clients do not come back in step), until `budgetMs` from its creation.
  */
 export class RefusalBackoff {
