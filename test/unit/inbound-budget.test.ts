@@ -6,7 +6,17 @@
 import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, it } from 'node:test';
-import { InboundBudget, type InboundAccount } from '../../src/net/inbound-budget.js';
+import {
+  InboundBudget,
+  PENDING_MAX_FRAME_BYTES,
+  type InboundAccount,
+} from '../../src/net/inbound-budget.js';
+import { encodeMessage } from '../../src/protocol/codec.js';
+import {
+  MAX_CAPACITY,
+  MAX_TASK_TYPES_PER_WORKER,
+  MAX_WORKER_ID_LENGTH,
+} from '../../src/protocol/limits.js';
 
 const MIB = 1024 * 1024;
 
@@ -107,5 +117,22 @@ describe('InboundBudget', () => {
     conn.close();
     full.close();
     assert.equal(budget.usage('client').usedBytes, 0);
+  });
+
+  it('lets the largest legal WORKER_REGISTER through the cap before registration', () => {
+    const frame = encodeMessage({
+      type: 'WORKER_REGISTER',
+      workerId: 'w'.repeat(MAX_WORKER_ID_LENGTH),
+      capacity: MAX_CAPACITY,
+      taskTypes: Array.from(
+        { length: MAX_TASK_TYPES_PER_WORKER },
+        (_, i) => `T${String(i).padStart(4, '0')}${'x'.repeat(59)}`,
+      ),
+      heartbeatAck: true,
+      prefetch: 4 * MAX_CAPACITY,
+      authToken: 't'.repeat(1_024),
+    });
+    assert.ok(frame.length < 80_000, `${frame.length} bytes`);
+    assert.ok(frame.length - 4 <= PENDING_MAX_FRAME_BYTES);
   });
 });
