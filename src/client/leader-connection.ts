@@ -17,6 +17,9 @@
  *   client pauses (growing from 50 ms to 1 s) and tries again, until
  *   `followTimeoutMs` has passed since the request was made.
  *
+ * - A refusal at a bound (`LIMIT_EXCEEDED`, nothing processed) is tried
+ *   again after a back-off, for up to the connect timeout.
+ *
  * With a single address nothing changes from a plain connection, except
  * that a NOT_LEADER naming a leader is followed there.
  */
@@ -25,7 +28,12 @@ import { formatHostPort, parseAddressList, type HostPort } from '../net/address.
 import { LeaderRing } from '../net/leader-ring.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import type { ClientReply, ClientRequest } from '../protocol/messages.js';
-import { ClientConnection, type ConnectionSecurity } from './connection.js';
+import {
+  ClientConnection,
+  RefusalBackoff,
+  isLimitRefusal,
+  type ConnectionSecurity,
+} from './connection.js';
 import { ClientClosedError, NotLeaderError, TransportError } from './errors.js';
 
 /** How long one request may spend finding a leader, by default, in ms. */
@@ -114,6 +122,7 @@ export class LeaderConnection {
   async requestOn(msg: ClientRequest): Promise<{ reply: ClientReply; conn: ClientConnection }> {
     const deadlineMs = performance.now() + this.#followTimeoutMs;
     let pauseMs = FIRST_PAUSE_MS;
+    let refusals: RefusalBackoff | null = null;
     for (;;) {
       const conn =
         this.#current?.isOpen === true ? this.#current : await this.#connection(deadlineMs);
@@ -121,6 +130,14 @@ export class LeaderConnection {
       try {
         reply = await conn.request(msg);
       } catch (err) {
+        // Refused at a bound before anything was read (a connection without
+        // AUTH learns it from its first reply): nothing was processed, so
+        // any request may go again, for up to the connect timeout.
+        if (isLimitRefusal(err) && !this.#closed) {
+          refusals ??= new RefusalBackoff(this.#connectTimeoutMs);
+          if (await refusals.pause()) continue;
+          throw refusals.giveUp(err as TransportError);
+        }
         if (!this.#mayResend(err, msg, deadlineMs)) throw err;
         continue;
       }

@@ -39,6 +39,7 @@ import { formatHostPort, isWildcardHost } from '../net/address.js';
 import type { Admission } from '../net/admission.js';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
 import type { NetEvent } from '../net/net-events.js';
+import { CLIENT_PORT_HINT, WORKER_PORT_HINT } from '../net/port-kind.js';
 import { TcpServer } from '../net/tcp.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { ProtocolErrorCode, describeError, type ProtocolError } from '../protocol/errors.js';
@@ -615,7 +616,7 @@ export class Coordinator {
         },
         onClose: (reason) => this.#onWorkerClosed(conn, describeCloseReason(reason)),
       },
-      this.#guard.connectionOptions(),
+      this.#guard.connectionOptions('worker'),
     );
     if (this.#failure !== null || this.#stopping) {
       void conn.destroy('coordinator is not accepting workers');
@@ -625,20 +626,19 @@ export class Coordinator {
     this.#workerAdmissions.set(conn.id, admission);
     // Absolute: a peer trickling bytes does not extend it.
     const timeoutMs = this.#guard.limits.handshakeTimeoutMs;
-    admission.setOnExpired(() => {
+    admission.setOnExpired((cause) => {
       this.#dispatch({
         kind: 'workerViolation',
         connId: conn.id,
-        reason: `no WORKER_REGISTER within ${timeoutMs} ms`,
+        reason:
+          cause === 'deadline'
+            ? `no WORKER_REGISTER within ${timeoutMs} ms`
+            : 'dropped before WORKER_REGISTER to make room for a newer connection',
       });
     });
   }
 
-  #reportLimit(
-    conn: FramedConnection,
-    port: 'worker' | 'client',
-    limit: 'frame_timeout' | 'inbound_memory',
-  ): void {
+  #reportLimit(conn: FramedConnection, port: 'worker' | 'client', limit: 'frame_timeout'): void {
     this.#guard.report({ type: 'connection.limited', port, limit, remote: conn.remote });
   }
 
@@ -656,10 +656,11 @@ export class Coordinator {
       return;
     }
     if (!isWorkerToCoordinator(msg)) {
+      const hint = isClientRequest(msg) ? ` (a client request: ${WORKER_PORT_HINT})` : '';
       this.#dispatch({
         kind: 'workerViolation',
         connId: conn.id,
-        reason: `unexpected ${msg.type}`,
+        reason: `unexpected ${msg.type}${hint}`,
       });
       return;
     }
@@ -667,7 +668,13 @@ export class Coordinator {
       // The token is checked here and goes no further: the core never sees it.
       const { authToken, ...register } = msg;
       if (!this.#guard.access.allowsWorker(authToken)) {
-        this.#refuseWorker(conn, authToken == null ? 'no authToken' : 'token refused');
+        if (authToken == null) {
+          this.#refuseWorker(
+            conn,
+            'no authToken',
+            'Unauthenticated: this coordinator needs a worker token (WORKER_REGISTER carried no authToken)',
+          );
+        } else this.#refuseWorker(conn, 'token refused', 'Unauthenticated: worker token refused');
         return;
       }
       this.#dispatch({ kind: 'workerMessage', connId: conn.id, msg: register });
@@ -677,14 +684,10 @@ export class Coordinator {
   }
 
   /** A registration without a valid token: ERROR UNAUTHENTICATED, then close. */
-  #refuseWorker(conn: FramedConnection, reason: string): void {
+  #refuseWorker(conn: FramedConnection, reason: string, message: string): void {
     this.#guard.report({ type: 'auth.refused', port: 'worker', remote: conn.remote, reason });
     conn.pause();
-    conn.send({
-      type: 'ERROR',
-      code: ErrorCode.Unauthenticated,
-      message: `Unauthenticated: WORKER_REGISTER needs a valid authToken (${reason})`,
-    });
+    conn.send({ type: 'ERROR', code: ErrorCode.Unauthenticated, message });
     void conn.close(`unauthenticated worker: ${reason}`);
   }
 
@@ -704,7 +707,7 @@ export class Coordinator {
           this.#dispatch({ kind: 'clientClosed', connId: conn.id });
         },
       },
-      this.#guard.connectionOptions(),
+      this.#guard.connectionOptions('client'),
     );
     const { access, limits } = this.#guard;
     const session = new ClientSession(conn, {
@@ -754,7 +757,9 @@ export class Coordinator {
       this.#replyLater(connId, requestId, {
         type: 'ERROR',
         code: ErrorCode.UnsupportedRequest,
-        message: `Unsupported request: ${msg.type} is not a client request`,
+        message: `Unsupported request: ${msg.type} is not a client request${
+          isWorkerToCoordinator(msg) ? ` (${CLIENT_PORT_HINT})` : ''
+        }`,
       });
     } else {
       this.#dispatch({ kind: 'clientRequest', connId, requestId, msg });
@@ -874,6 +879,7 @@ export class Coordinator {
         if (effect.msg.type === 'WORKER_REGISTERED') {
           this.#workerAdmissions.get(effect.connId)?.establish();
           this.#workerAdmissions.delete(effect.connId);
+          conn?.setInboundClass('worker');
         }
         conn?.send(effect.msg);
         return;
