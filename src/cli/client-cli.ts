@@ -14,6 +14,8 @@
 import { readFile } from 'node:fs/promises';
 import { DtpClient } from '../client/client.js';
 import type { ConnectionSecurity } from '../client/connection.js';
+import { RemoteError } from '../client/errors.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import type { Command } from 'commander';
 import {
   COMMANDS,
@@ -161,6 +163,7 @@ async function dispatch(
   json: boolean,
   connect: Connect,
   usage: { text: string },
+  seen: { token: boolean },
 ): Promise<Outcome> {
   let help = '';
   let selection: Selection | null = null;
@@ -179,10 +182,11 @@ async function dispatch(
     ...chosen.commands.map(({ command, flags }) => readFlags(command, flags, null)),
   ];
   const values = FlagValues.merge(levels);
-  const security = (): ConnectionSecurity => ({
-    tls: clientTlsFrom(values),
-    token: tokenFrom(values, io.env),
-  });
+  const security = (): ConnectionSecurity => {
+    const token = tokenFrom(values, io.env);
+    seen.token = token !== null;
+    return { tls: clientTlsFrom(values), token };
+  };
   const output = await chosen.run({
     values,
     args: chosen.args,
@@ -206,6 +210,15 @@ async function readStdin(): Promise<string> {
 
 function readInputDefault(path: string): Promise<string> {
   return path === '-' ? readStdin() : readFile(path, 'utf8');
+}
+
+/** A coordinator that wants a token, told by a client that gave none: say how to give one. */
+function withTokenHint(err: unknown): unknown {
+  if (!(err instanceof RemoteError) || err.code !== ErrorCode.Unauthenticated) return err;
+  return new RemoteError({
+    code: err.code,
+    message: `${err.message}; this coordinator needs a client token: give it with --token-file <file> or DTP_TOKEN`,
+  });
 }
 
 function humanFailure(err: unknown, usage: string, program: string): string {
@@ -234,15 +247,17 @@ export async function runClientCli(argv: readonly string[], io: CliIo): Promise<
   let connecting: Promise<DtpClient> | null = null;
   const connect: Connect = (host, port, security) => (connecting ??= open(host, port, security));
   const usage = { text: '' };
+  const seen = { token: false };
   try {
-    const outcome = await dispatch(argv, io, json, connect, usage);
+    const outcome = await dispatch(argv, io, json, connect, usage, seen);
     if (outcome.kind === 'help') {
       io.stdout(outcome.text);
       return EXIT_CODES.ok;
     }
     io.stdout(json ? toJsonLine(outcome.json) : outcome.human);
     return outcome.exitCode ?? EXIT_CODES.ok;
-  } catch (err) {
+  } catch (caught) {
+    const err = seen.token ? caught : withTokenHint(caught);
     if (json) io.stdout(toJsonLine(errorDocument(err)));
     else io.stderr(humanFailure(err, usage.text, io.program ?? DEFAULT_PROGRAM));
     return exitCodeFor(err);

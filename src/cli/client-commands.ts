@@ -10,7 +10,8 @@
  */
 import { MAX_TIMER_MS } from '../common/bounds.js';
 import { MAX_PORT } from '../protocol/limits.js';
-import type { DtpClient, SubmitResult } from '../client/client.js';
+import { checkSubmitSize } from '../client/client.js';
+import type { DtpClient, SubmitRequest, SubmitResult } from '../client/client.js';
 import {
   DEFAULT_SUBMIT_RETRY_BASE_DELAY_MS,
   DEFAULT_SUBMIT_RETRY_MAX_DELAY_MS,
@@ -299,23 +300,23 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
   if (key !== undefined && key.trim() === '') {
     throw new UsageError('--idempotency-key must not be empty');
   }
+  const request: SubmitRequest = {
+    taskType,
+    payload,
+    maxAttempts: values.optionalInt('max-attempts') ?? null,
+    idempotencyKey: key ?? null,
+    priority: values.optionalEnum('priority', PRIORITIES) ?? null,
+    timeoutMillis: values.optionalInt('task-timeout-millis') ?? null,
+  };
+  // Too large for a frame is bad input: say so before connecting at all.
+  checkSubmitSize(request);
   const client = await ctx.client();
-  const result = await client.submit(
-    {
-      taskType,
-      payload,
-      maxAttempts: values.optionalInt('max-attempts') ?? null,
-      idempotencyKey: key ?? null,
-      priority: values.optionalEnum('priority', PRIORITIES) ?? null,
-      timeoutMillis: values.optionalInt('task-timeout-millis') ?? null,
-    },
-    {
-      retries: values.int('submit-retries'),
-      baseDelayMs: values.int('submit-retry-base-millis'),
-      maxDelayMs: values.int('submit-retry-max-millis'),
-      onRetry: (event) => ctx.note(describeRetry(event)),
-    },
-  );
+  const result = await client.submit(request, {
+    retries: values.int('submit-retries'),
+    baseDelayMs: values.int('submit-retry-base-millis'),
+    maxDelayMs: values.int('submit-retry-max-millis'),
+    onRetry: (event) => ctx.note(describeRetry(event)),
+  });
   const warning = servingWarning(result);
   if (warning !== null) ctx.note(`Warning: ${warning}\n`);
   const human = values.bool('quiet')

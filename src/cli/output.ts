@@ -10,7 +10,12 @@
  *       State:    COMPLETED
  */
 import { LocalErrorCode } from '../protocol/error-codes.js';
-import { RemoteError, SubmitRejectedError, WaitTimeoutError } from '../client/errors.js';
+import {
+  RemoteError,
+  RequestTooLargeError,
+  SubmitRejectedError,
+  WaitTimeoutError,
+} from '../client/errors.js';
 import { DtpError, describeError } from '../protocol/errors.js';
 import { formatDurationMs } from '../protocol/duration.js';
 import type {
@@ -270,9 +275,12 @@ export function formatErrorText(err: unknown): string {
   return `Error: ${describeError(err)}\n`;
 }
 
-/** Exit code of a failure: 2 usage, 3 rejected, else 1. */
+/**
+ * Exit code of a failure: 2 usage (a bad flag, or input that cannot be sent
+ * at all, like a payload over a frame), 3 rejected, else 1.
+ */
 export function exitCodeFor(err: unknown): ExitCode {
-  if (err instanceof UsageError) return EXIT_CODES.usage;
+  if (err instanceof UsageError || err instanceof RequestTooLargeError) return EXIT_CODES.usage;
   if (err instanceof SubmitRejectedError) return EXIT_CODES.rejected;
   return EXIT_CODES.failure;
 }

@@ -22,6 +22,7 @@ import type { Worker } from '../worker/worker.js';
 import type { Logger } from '../observability/logger.js';
 import { UsageError, boundedFlag } from './flags.js';
 import { DIALLER_SECURITY_FLAGS, clientTlsFrom, tokenFrom } from './security-flags.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   FORCE_EXIT_AFTER_MS,
@@ -188,7 +189,13 @@ options.logger.info(
 // A refusal (id taken over, token or certificate refused) is a configuration
 // error: say so and exit 1 instead of reconnecting forever.
 worker.events.once('refused', (err) => {
-  process.stderr.write(`${PROGRAM}: refused by the coordinator (${err.code}): ${err.message}\n`);
+  const hint =
+    err.code === ErrorCode.Unauthenticated && options.authToken == null
+      ? '; give the worker a worker token with --token-file <file> or DTP_TOKEN'
+      : '';
+  process.stderr.write(
+    `${PROGRAM}: refused by the coordinator (${err.code}): ${err.message}${hint}\n`,
+  );
   void worker.close().finally(() => process.exit(1));
 });
 const drainTimeoutMs = values.int('drain-timeout-millis');

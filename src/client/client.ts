@@ -35,13 +35,14 @@ import type {
   JsonObject,
   JsonValue,
   Priority,
+  SubmitJob,
   TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import { checkPayload } from '../sdk/payload-schema.js';
 import type { ClientTls } from '../net/tls.js';
-import { ClientConnection, type ConnectionSecurity } from './connection.js';
+import { ClientConnection, requestFrame, type ConnectionSecurity } from './connection.js';
 import { DEFAULT_FOLLOW_TIMEOUT_MS, LeaderConnection } from './leader-connection.js';
 import {
   ClientClosedError,
@@ -211,6 +212,28 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
     priority: options.priority ?? null,
     timeoutMillis: options.timeoutMillis ?? null,
   };
+}
+
+/** The SUBMIT_JOB message of a submission. */
+export function submitMessage(request: SubmitRequest): SubmitJob {
+  return {
+    type: 'SUBMIT_JOB',
+    taskType: request.taskType,
+    payload: request.payload,
+    maxAttempts: request.maxAttempts ?? null,
+    idempotencyKey: request.idempotencyKey ?? null,
+    priority: request.priority ?? null,
+    timeoutMillis: request.timeoutMillis ?? null,
+  };
+}
+
+/**
+ * Throws {@link RequestTooLargeError} when the submission would not fit in
+ * one frame; nothing is sent. (Every request is checked this way before it
+ * is sent; this lets a caller check before it even connects.)
+ */
+export function checkSubmitSize(request: SubmitRequest): void {
+  requestFrame(submitMessage(request));
 }
 
 /**
@@ -476,15 +499,7 @@ export class DtpClient<T extends object = AnyTasks> {
   }
 
   async #submitOnce(request: SubmitRequest): Promise<JobHandle> {
-    const reply = await this.#request({
-      type: 'SUBMIT_JOB',
-      taskType: request.taskType,
-      payload: request.payload,
-      maxAttempts: request.maxAttempts ?? null,
-      idempotencyKey: request.idempotencyKey ?? null,
-      priority: request.priority ?? null,
-      timeoutMillis: request.timeoutMillis ?? null,
-    });
+    const reply = await this.#request(submitMessage(request));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
     const snapshot = job ?? (await this.status(jobId));

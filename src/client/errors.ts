@@ -18,6 +18,11 @@
  * - {@link ClientClosedError}: the client was closed by its owner.
  * - {@link InvalidPayloadError}: the payload failed the task's schema here;
  *   nothing was sent (`INVALID_PAYLOAD`, the code the coordinator uses too).
+ * - {@link RequestTooLargeError}: the request would not fit in one frame
+ *   (`PAYLOAD_TOO_LARGE`); nothing was encoded or sent, and the connection
+ *   stays usable.
+ * - {@link WrongPortError}: the address is a coordinator's worker port, not
+ *   its client port (`WRONG_PORT`); retrying cannot help.
  * - {@link JobFailedError} / {@link JobCancelledError}: what `result()` of a
  *   job that ended FAILED / CANCELLED rejects with.
  */
@@ -28,6 +33,8 @@ import {
   type UnknownRemoteCode,
 } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
+import { MAX_FRAME_BYTES } from '../protocol/framing.js';
+import { WRONG_PORT_CODE, clientOnWorkerPortMessage } from '../net/port-kind.js';
 import type { ErrorMessage, JobSnapshot, SubmitRejected } from '../protocol/messages.js';
 import type { PayloadIssue } from '../sdk/payload-schema.js';
 
@@ -98,11 +105,16 @@ export class SubmitRejectedError extends DtpError {
 export type TransportErrorCode =
   | typeof LocalErrorCode.ConnectFailed
   | typeof LocalErrorCode.ConnectionLost
-  | typeof LocalErrorCode.TlsFailed;
+  | typeof LocalErrorCode.TlsFailed
+  | typeof ErrorCode.LimitExceeded;
 
 /**
  * The connection could not be made or broke. For `CONNECTION_LOST` the fate of
  * the requests in flight is unknown: they may or may not have taken effect.
+ * `LIMIT_EXCEEDED`: the coordinator refused the connection at a bound (too
+ * many connections, or too many still authenticating); nothing sent on it
+ * was processed, and trying again later may succeed (the client already
+ * retried for its connect timeout).
  */
 export class TransportError extends DtpError {
   declare readonly code: TransportErrorCode;
@@ -164,6 +176,50 @@ export class InvalidPayloadError extends DtpError {
   constructor(message: string, issues: readonly PayloadIssue[]) {
     super(ErrorCode.InvalidPayload, message);
     this.issues = issues;
+  }
+}
+
+/** `1 MiB` for 1,048,576; otherwise the bytes with thousands separators. */
+function describeBytes(bytes: number): string {
+  const mib = 1024 * 1024;
+  if (bytes % mib === 0) return `${bytes / mib} MiB`;
+  return `${bytes.toLocaleString('en-US')} bytes`;
+}
+
+/**
+ * A request too large for one frame (the protocol's 1 MiB): refused before
+ * anything was encoded or sent, so the connection is untouched and later
+ * requests work. For a submission the payload is what makes it large, hence
+ * the wording.
+ */
+export class RequestTooLargeError extends DtpError {
+  /** UTF-8 bytes of the request's JSON. */
+  readonly bytes: number;
+  /** The largest frame, in bytes. */
+  readonly limitBytes: number;
+
+  constructor(requestType: string, bytes: number, limitBytes: number = MAX_FRAME_BYTES) {
+    const what = requestType === 'SUBMIT_JOB' ? 'payload' : `${requestType} request`;
+    super(
+      LocalErrorCode.PayloadTooLarge,
+      `${what} too large (${bytes.toLocaleString('en-US')} bytes; the limit is ${describeBytes(limitBytes)})`,
+    );
+    this.bytes = bytes;
+    this.limitBytes = limitBytes;
+  }
+}
+
+/**
+ * The address answered like a coordinator's worker port (a client request
+ * got "the first message must be WORKER_REGISTER"): a configuration error.
+ */
+export class WrongPortError extends DtpError {
+  /** The port that was dialled. */
+  readonly port: number;
+
+  constructor(port: number) {
+    super(WRONG_PORT_CODE, clientOnWorkerPortMessage(port));
+    this.port = port;
   }
 }
 

@@ -8,6 +8,7 @@
  */
 export {
   DtpClient,
+  checkSubmitSize,
   connect,
   DEFAULT_CONNECT_TIMEOUT_MS,
   FIRST_POLL_INTERVAL_MS,
@@ -41,10 +42,12 @@ export {
   JobCancelledError,
   JobFailedError,
   RemoteError,
+  RequestTooLargeError,
   SubmitRejectedError,
   TransportError,
   UnexpectedReplyError,
   WaitTimeoutError,
+  WrongPortError,
   remoteErrorCode,
 } from './errors.js';
 export type { TransportErrorCode } from './errors.js';

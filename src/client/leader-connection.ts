@@ -17,6 +17,9 @@
  *   client pauses (growing from 50 ms to 1 s) and tries again, until
  *   `followTimeoutMs` has passed since the request was made.
  *
+ * - A refusal at a bound (`LIMIT_EXCEEDED`, nothing processed) is tried
+ *   again after a back-off, for up to the connect timeout.
+ *
  * With a single address nothing changes from a plain connection, except
  * that a NOT_LEADER naming a leader is followed there.
  */
@@ -24,7 +27,12 @@ import { parseAddressList, type HostPort } from '../net/address.js';
 import { GrowingPause, LeaderFollower, type TryOutcome } from '../net/leader-follower.js';
 import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import type { ClientReply, ClientRequest } from '../protocol/messages.js';
-import { ClientConnection, type ConnectionSecurity } from './connection.js';
+import {
+  ClientConnection,
+  RefusalBackoff,
+  isLimitRefusal,
+  type ConnectionSecurity,
+} from './connection.js';
 import { ClientClosedError, NotLeaderError, TransportError } from './errors.js';
 
 /** How long one request may spend finding a leader, by default, in ms. */
@@ -107,6 +115,7 @@ export class LeaderConnection {
   async requestOn(msg: ClientRequest): Promise<{ reply: ClientReply; conn: ClientConnection }> {
     const deadlineMs = performance.now() + this.#followTimeoutMs;
     const pause = new GrowingPause(PAUSE);
+    let refusals: RefusalBackoff | null = null;
     for (;;) {
       const conn =
         this.#current?.isOpen === true ? this.#current : await this.#connection(deadlineMs);
@@ -114,6 +123,14 @@ export class LeaderConnection {
       try {
         reply = await conn.request(msg);
       } catch (err) {
+        // Refused at a bound before anything was read (a connection without
+        // AUTH learns it from its first reply): nothing was processed, so
+        // any request may go again, for up to the connect timeout.
+        if (isLimitRefusal(err) && !this.#closed) {
+          refusals ??= new RefusalBackoff(this.#connectTimeoutMs);
+          if (await refusals.pause()) continue;
+          throw refusals.giveUp(err as TransportError);
+        }
         if (!this.#mayResend(err, msg, deadlineMs)) throw err;
         continue;
       }

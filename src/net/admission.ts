@@ -15,13 +15,25 @@
  * least two), that address's oldest pending connection is dropped to make
  * room. A flood from one address therefore cannot keep a real worker or
  * client from another address out: it gets a pending slot at once and is
- * through in milliseconds.
+ * through in milliseconds. When the newcomer's own address is the one
+ * holding the most (a flood from the client's own host), its oldest pending
+ * connection is dropped instead, once that one has been pending for
+ * {@link MIN_EVICTABLE_PENDING_MS}: peers that authenticate promptly get
+ * through, idle ones make room for them, and a flood that churns faster than
+ * that gets the newcomer refused (clients retry such a refusal with
+ * back-off) rather than pushing out connections still in their handshake.
  *
  * States of an {@link Admission}: `pending` -> `established` (`establish()`)
  * -> `released` (`release()`, when the socket closes); or `pending` ->
  * `released` (closed, expired, or evicted). The deadline runs only while
  * pending.
  */
+
+/**
+ * A pending connection younger than this is never dropped for a newcomer from
+ * its own address: time for a TLS handshake and an AUTH round trip.
+ */
+export const MIN_EVICTABLE_PENDING_MS = 100;
 
 /** Bounds of one port. `Infinity` / 0 where noted = no bound. */
 export interface AdmissionLimits {
@@ -42,6 +54,9 @@ export const UNLIMITED: AdmissionLimits = {
   handshakeTimeoutMs: 0,
 };
 
+/** Why a pending admission has to go: its deadline passed, or it made room for a newcomer. */
+export type ExpiryCause = 'deadline' | 'evicted';
+
 /** What happens to a pending admission that runs out of time or is evicted. */
 export interface AdmissionHooks {
   /** Reports that the deadline passed while pending (then the action runs). */
@@ -53,23 +68,32 @@ export interface AdmissionHooks {
 /** One admitted connection's place in the counts. */
 export class Admission {
   readonly address: string;
+  /** When it was admitted, on the gate's clock (ms). */
+  readonly admittedAtMs: number;
   readonly #gate: AdmissionGate;
   readonly #hooks: AdmissionHooks;
   #state: 'pending' | 'established' | 'released' = 'pending';
   #timer: NodeJS.Timeout | null = null;
-  #onExpired: () => void = () => undefined;
+  #onExpired: (cause: ExpiryCause) => void = () => undefined;
 
   /** @internal created by {@link AdmissionGate.admit} */
-  constructor(gate: AdmissionGate, address: string, timeoutMs: number, hooks: AdmissionHooks) {
+  constructor(
+    gate: AdmissionGate,
+    address: string,
+    timeoutMs: number,
+    hooks: AdmissionHooks,
+    admittedAtMs: number,
+  ) {
     this.#gate = gate;
     this.address = address;
+    this.admittedAtMs = admittedAtMs;
     this.#hooks = hooks;
     if (timeoutMs > 0) {
       this.#timer = setTimeout(() => {
         this.#timer = null;
         if (this.#state !== 'pending') return;
         this.#hooks.onDeadline();
-        this.#onExpired();
+        this.#onExpired('deadline');
       }, timeoutMs);
       this.#timer.unref();
     }
@@ -83,7 +107,7 @@ export class Admission {
    * Sets what happens when this pending connection has to go (deadline or
    * eviction): typically a last ERROR and a close, or a destroy.
    */
-  setOnExpired(onExpired: () => void): void {
+  setOnExpired(onExpired: (cause: ExpiryCause) => void): void {
     this.#onExpired = onExpired;
   }
 
@@ -109,7 +133,7 @@ export class Admission {
     if (this.#state !== 'pending') return;
     this.#hooks.onEvicted();
     this.release();
-    this.#onExpired();
+    this.#onExpired('evicted');
   }
 
   #clearTimer(): void {
@@ -128,11 +152,14 @@ export class AdmissionGate {
   readonly #perAddress = new Map<string, number>();
   /** Pending admissions by address, oldest first (a Set keeps insertion order). */
   readonly #pendingByAddress = new Map<string, Set<Admission>>();
+  readonly #nowMs: () => number;
   #open = 0;
   #pending = 0;
 
-  constructor(limits: AdmissionLimits = UNLIMITED) {
+  /** `nowMs` is the clock of the eviction rule (tests inject one). */
+  constructor(limits: AdmissionLimits = UNLIMITED, nowMs: () => number = () => performance.now()) {
     this.limits = limits;
+    this.#nowMs = nowMs;
   }
 
   get openCount(): number {
@@ -152,7 +179,8 @@ export class AdmissionGate {
       return 'pending';
     }
     if (this.#open >= this.limits.maxConnections) return 'max_connections';
-    const admission = new Admission(this, address, this.limits.handshakeTimeoutMs, hooks);
+    const { handshakeTimeoutMs } = this.limits;
+    const admission = new Admission(this, address, handshakeTimeoutMs, hooks, this.#nowMs());
     this.#open++;
     this.#pending++;
     this.#perAddress.set(address, fromAddress + 1);
@@ -163,21 +191,31 @@ export class AdmissionGate {
   }
 
   /**
-   * Frees a pending slot for a newcomer from `address` by dropping the oldest
-   * pending connection of the address holding the most, if that address
-   * holds at least two more than the newcomer's. Bounded by the number of
-   * addresses with pending connections (at most `maxPending`).
+   * Frees a pending slot for a newcomer from `address` (see the module
+   * comment): the oldest pending connection of the address holding the most,
+   * if that address holds at least two more than the newcomer's; else the
+   * newcomer's own oldest, if its address holds (about) the most and that one
+   * is old enough. Bounded by the number of addresses with pending
+   * connections (at most `maxPending`).
    */
   #evictForNewcomer(address: string): boolean {
-    const mine = this.#pendingByAddress.get(address)?.size ?? 0;
+    const own = this.#pendingByAddress.get(address);
+    const mine = own?.size ?? 0;
     let greediest: Set<Admission> | null = null;
     for (const pending of this.#pendingByAddress.values()) {
       if (greediest === null || pending.size > greediest.size) greediest = pending;
     }
-    if (greediest === null || greediest.size < mine + 2) return false;
-    const oldest = greediest.values().next().value;
-    if (oldest === undefined) return false;
-    oldest.evict();
+    if (greediest === null) return false;
+    let victim: Admission | undefined;
+    if (greediest.size >= mine + 2) {
+      victim = greediest.values().next().value;
+    } else if (own !== undefined && mine + 1 >= greediest.size) {
+      const oldest = own.values().next().value;
+      const ageMs = oldest === undefined ? 0 : this.#nowMs() - oldest.admittedAtMs;
+      if (ageMs >= MIN_EVICTABLE_PENDING_MS) victim = oldest;
+    }
+    if (victim === undefined) return false;
+    victim.evict();
     return true;
   }
 

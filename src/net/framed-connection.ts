@@ -13,15 +13,22 @@
  * runs exactly once with the reason.
  *
  * Memory per connection is bounded: at most one partial frame inbound (the
- * decoder's cap, growing only with the bytes that arrive, and charged to a
- * shared {@link InboundBudget} when one is given) and `maxOutboundBytes` of
- * unsent frames outbound. A peer that does not read its replies is cut off
- * (`overflow`) instead of growing the process.
+ * decoder's cap, growing only with the bytes that arrive) and
+ * `maxOutboundBytes` of unsent frames outbound. A peer that does not read its
+ * replies is cut off (`overflow`) instead of growing the process.
+ *
+ * With a shared {@link InboundBudget}, a frame spread over several reads is
+ * held only once the budget has reserved its declared length for this
+ * connection's class and address; until then the connection waits, reading
+ * paused, with the rest of its last read kept (back-pressure on that peer
+ * alone: other connections go on). Before it authenticates (class `pending`)
+ * a connection may send frames of at most {@link PENDING_MAX_FRAME_BYTES};
+ * its owner moves it to its class with {@link FramedConnection.setInboundClass}.
  *
  * Time is bounded too: a frame whose first byte has arrived must be complete
  * within `frameTimeoutMs` (a peer trickling a byte now and then cannot hold a
- * half-sent frame forever). A breach of either inbound bound stops reading and
- * goes to `onLimit` (default: destroy).
+ * half-sent frame forever; the clock runs while it waits for the budget). A
+ * breach stops reading and goes to `onLimit` (default: destroy).
  *
  * {@link FramedConnection.pause} is real backpressure: from that moment no
  * message is delivered, not even the rest of a chunk already read (those
@@ -30,9 +37,14 @@
 import type { Socket } from 'node:net';
 import { decodeMessage, encodeMessage } from '../protocol/codec.js';
 import { ProtocolError, ProtocolErrorCode, describeError } from '../protocol/errors.js';
-import { FrameDecoder } from '../protocol/framing.js';
+import { FrameDecoder, MAX_FRAME_BYTES, type PushResult } from '../protocol/framing.js';
 import type { Message } from '../protocol/messages.js';
-import type { InboundBudget } from './inbound-budget.js';
+import {
+  PENDING_MAX_FRAME_BYTES,
+  type InboundAccount,
+  type InboundBudget,
+  type InboundClass,
+} from './inbound-budget.js';
 
 /** Why a connection ended. */
 export type CloseReason =
@@ -43,8 +55,8 @@ export type CloseReason =
   | { kind: 'overflow'; bytes: number }
   | { kind: 'limit'; limit: InboundLimit; message: string };
 
-/** Inbound bounds a connection enforces itself. */
-export type InboundLimit = 'frame_timeout' | 'inbound_memory';
+/** Inbound bounds a connection enforces itself by closing. */
+export type InboundLimit = 'frame_timeout';
 
 /** A breach of an inbound bound, as reported to `onLimit`. */
 export interface LimitBreach {
@@ -75,8 +87,13 @@ export interface ConnectionOptions {
   maxOutboundBytes?: number;
   /** Time a started frame has to arrive whole, in ms (default 0 = no limit). */
   frameTimeoutMs?: number;
-  /** Shared bound on bytes held in partial frames (default: none). */
-  inboundBudget?: InboundBudget;
+  /** Shared bound on bytes held in partial frames, and this connection's class in it (default: none). */
+  inbound?: {
+    budget: InboundBudget;
+    inboundClass: InboundClass;
+    /** Told each time the connection starts waiting for room (metrics, logs). */
+    onWait?: (remote: string) => void;
+  };
 }
 
 export const DEFAULT_MAX_OUTBOUND_BYTES = 16 * 1024 * 1024;
@@ -110,10 +127,17 @@ export class FramedConnection {
   readonly #handlers: ConnectionHandlers;
   readonly #maxOutboundBytes: number;
   readonly #frameTimeoutMs: number;
-  readonly #budget: InboundBudget | null;
-  /** Bytes of the decoder's partial frame charged to the budget. */
-  #chargedBytes = 0;
+  readonly #account: InboundAccount | null;
+  readonly #onInboundWait: (remote: string) => void;
+  /** The unread rest of a read, kept while waiting for the budget (null when not waiting). */
+  #stalled: Buffer | null = null;
+  /** The declared length the last refused hold asked for. */
+  #wantedBytes = 0;
   #frameTimer: NodeJS.Timeout | null = null;
+  /** Frames written to the socket whose write has not completed yet. */
+  #unflushed = 0;
+  /** Told when #unflushed reaches 0 (see onceDrained). */
+  #drainWaiters: (() => void)[] = [];
   /** Paused by the owner: frames are held, not delivered. */
   #paused = false;
   /** Complete payloads read while paused, delivered in order on resume. */
@@ -133,7 +157,11 @@ export class FramedConnection {
     this.#handlers = handlers;
     this.#maxOutboundBytes = options.maxOutboundBytes ?? DEFAULT_MAX_OUTBOUND_BYTES;
     this.#frameTimeoutMs = options.frameTimeoutMs ?? 0;
-    this.#budget = options.inboundBudget ?? null;
+    const inbound = options.inbound;
+    this.#account =
+      inbound?.budget.account(socket.remoteAddress ?? '?', inbound.inboundClass) ?? null;
+    this.#onInboundWait = inbound?.onWait ?? (() => undefined);
+    if (inbound !== undefined) this.#capFrames(inbound.inboundClass);
     this.remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
     this.#closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     socket.setNoDelay(true);
@@ -148,6 +176,30 @@ export class FramedConnection {
       this.#end({ kind: 'eof' }, 'none');
       this.#resolveClosed();
     });
+  }
+
+  /**
+   * The connection authenticated or registered (or was found to be the other
+   * kind): its budget class changes, and with it the largest frame it may send.
+   */
+  setInboundClass(inboundClass: InboundClass): void {
+    if (this.#account === null) return;
+    this.#account.reclassify(inboundClass);
+    this.#capFrames(inboundClass);
+  }
+
+  #capFrames(inboundClass: InboundClass): void {
+    if (inboundClass === 'pending') {
+      this.#decoder.setMaxFrameBytes(
+        PENDING_MAX_FRAME_BYTES,
+        `at most ${PENDING_MAX_FRAME_BYTES} bytes before authentication or registration`,
+      );
+    } else this.#decoder.setMaxFrameBytes(MAX_FRAME_BYTES);
+  }
+
+  /** True while reading waits for room in the inbound budget. */
+  get waitingForBudget(): boolean {
+    return this.#stalled !== null;
   }
 
   /** True until the connection is closing or closed. */
@@ -189,15 +241,29 @@ export class FramedConnection {
         this.#socket.uncork();
       });
     }
-    this.#socket.write(frame);
+    this.#unflushed++;
+    this.#socket.write(frame, this.#onFlushed);
     return true;
   }
 
-  /** Calls `onDrained` once every queued outbound byte has been handed to the kernel. */
+  /**
+   * Calls `onDrained` once every frame queued so far has been handed to the
+   * kernel (at once, in a microtask, when none is waiting). Counted per
+   * write, not from the socket's 'drain' event, which comes only after a
+   * write that found the buffer full.
+   */
   onceDrained(onDrained: () => void): void {
-    if (this.#socket.writableLength === 0) queueMicrotask(onDrained);
-    else this.#socket.once('drain', onDrained);
+    if (this.#unflushed === 0) queueMicrotask(onDrained);
+    else this.#drainWaiters.push(onDrained);
   }
+
+  /** One queued frame reached the kernel (or the socket went away). */
+  readonly #onFlushed = (): void => {
+    if (--this.#unflushed > 0 || this.#drainWaiters.length === 0) return;
+    const waiters = this.#drainWaiters;
+    this.#drainWaiters = [];
+    for (const waiter of waiters) waiter();
+  };
 
   /** True while paused by the owner. */
   get paused(): boolean {
@@ -222,7 +288,7 @@ export class FramedConnection {
     this.#paused = false;
     this.#deliver();
     if (this.#paused || !this.#reading) return;
-    this.#socket.resume();
+    if (this.#stalled === null) this.#socket.resume();
     if (this.#decoder.inFrame) this.#startFrameTimer();
   }
 
@@ -254,17 +320,56 @@ export class FramedConnection {
 
   #onData(chunk: Buffer): void {
     if (!this.#reading) return;
-    let payloads: Buffer[];
+    if (this.#stalled !== null) {
+      // A read that came anyway (the socket was resumed to see a close): kept
+      // with the rest, and reading paused again.
+      this.#socket.pause();
+      this.#stalled = Buffer.concat([this.#stalled, chunk]);
+      return;
+    }
+    this.#feed(chunk);
+  }
+
+  /** Decodes a read within the budget; a refused hold makes the connection wait. */
+  #feed(chunk: Buffer): void {
+    let result: PushResult;
     try {
-      payloads = this.#decoder.push(chunk);
+      result = this.#decoder.pushWithin(chunk, this.#mayHold);
     } catch (err) {
       this.#protocolError(err);
       return;
     }
-    if (!this.#chargeBudget()) return;
-    this.#trackFrameTime(payloads.length > 0);
-    for (const payload of payloads) this.#held.push(payload);
+    if (result.rest !== null) this.#waitForBudget(result.rest);
+    else if (this.#decoder.allocatedBytes === 0 && this.#decoder.awaitingBytes === 0) {
+      this.#account?.release();
+    }
+    this.#trackFrameTime(result.frames.length > 0);
+    for (const payload of result.frames) this.#held.push(payload);
     this.#deliver();
+  }
+
+  /** Asked by the decoder before it holds a partial payload: reserve its declared length. */
+  readonly #mayHold = (declaredBytes: number): boolean => {
+    if (this.#account === null || this.#account.reserve(declaredBytes)) return true;
+    this.#wantedBytes = declaredBytes;
+    return false;
+  };
+
+  /** No room for the next frame: stop reading this peer until the budget grants it. */
+  #waitForBudget(rest: Buffer): void {
+    const account = this.#account as InboundAccount;
+    this.#stalled = rest;
+    this.#socket.pause();
+    account.wait(this.#wantedBytes, () => this.#onBudgetGranted());
+    this.#onInboundWait(this.remote);
+  }
+
+  #onBudgetGranted(): void {
+    const rest = this.#stalled;
+    this.#stalled = null;
+    if (rest === null || !this.#reading) return;
+    if (rest.length > 0) this.#feed(rest);
+    if (this.#stalled === null && !this.#paused && this.#reading) this.#socket.resume();
   }
 
   /**
@@ -291,22 +396,6 @@ export class FramedConnection {
       this.#delivering = false;
       this.#held = this.#reading ? this.#held.slice(next) : [];
     }
-  }
-
-  /** Charges the decoder's partial frame to the shared budget; false on a breach. */
-  #chargeBudget(): boolean {
-    if (this.#budget === null) return true;
-    const bytes = this.#decoder.allocatedBytes;
-    if (this.#budget.update(this.#chargedBytes, bytes)) {
-      this.#chargedBytes = bytes;
-      return true;
-    }
-    const { usedBytes, limitBytes } = this.#budget;
-    this.#limit({
-      limit: 'inbound_memory',
-      message: `inbound memory limit: partial frames of all connections hold ${usedBytes} of ${limitBytes} bytes`,
-    });
-    return false;
   }
 
   /** Starts the frame deadline when a frame begins; clears it between frames. */
@@ -345,10 +434,10 @@ export class FramedConnection {
     else this.#end({ kind: 'limit', ...breach }, 'destroy');
   }
 
+  /** Gives back the reservation and any wait; reading has stopped for good. */
   #releaseBudget(): void {
-    if (this.#budget === null || this.#chargedBytes === 0) return;
-    this.#budget.update(this.#chargedBytes, 0);
-    this.#chargedBytes = 0;
+    this.#stalled = null;
+    this.#account?.close();
   }
 
   /** Reports a violation; true when the owner chose to keep reading. */
@@ -385,7 +474,7 @@ export class FramedConnection {
       this.#held = [];
       this.#clearFrameTimer();
     }
-    if (how === 'none' || how === 'destroy') this.#releaseBudget();
+    if (how !== 'half') this.#releaseBudget();
     if (how === 'destroy') {
       this.#socket.destroy();
     } else if ((how === 'end' || how === 'half') && first && !this.#socket.destroyed) {

@@ -15,7 +15,7 @@ export type ConnectionLimit =
   | 'handshake_timeout'
   /** A started frame not finished in time. */
   | 'frame_timeout'
-  /** Partial frames of all connections would exceed the inbound budget. */
+  /** The next frame's reservation does not fit the inbound budget: reading paused until it does (not closed). */
   | 'inbound_memory'
   /** A client connection with nothing in flight stayed silent too long. */
   | 'idle_timeout'

@@ -115,6 +115,10 @@ export const LocalErrorCode = {
   DatabaseLocked: 'DATABASE_LOCKED',
   /** A task module cannot be loaded or breaks the rules. */
   TaskModuleInvalid: 'TASK_MODULE_INVALID',
+  /** A worker dialled a client port, or a client a worker port. */
+  WrongPort: 'WRONG_PORT',
+  /** A request (its payload) would not fit in a frame; nothing was sent. */
+  PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
   // Tasks and tools
   /** A task reported failure on purpose. */
   TaskFailed: 'TASK_FAILED',
@@ -133,7 +137,7 @@ export const HttpErrorCode = {
   MethodNotAllowed: 'METHOD_NOT_ALLOWED',
   Conflict: 'CONFLICT',
   UnsupportedMediaType: 'UNSUPPORTED_MEDIA_TYPE',
-  PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
+  PayloadTooLarge: LocalErrorCode.PayloadTooLarge,
   SubmitRejected: LocalErrorCode.SubmitRejected,
   /** The Host header names no name of this coordinator (DNS rebinding). */
   HostNotAllowed: 'HOST_NOT_ALLOWED',

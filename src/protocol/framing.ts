@@ -11,9 +11,17 @@
  * allocated. Whole frames that arrive inside one chunk are returned as views
  * of that chunk without copying.
  *
- * Decoder states: `header` (collecting 0..3 prefix bytes), `payload` (a length
- * was accepted and its bytes are being collected), `failed` (a violation was
- * seen; every later call throws again).
+ * A caller that budgets memory uses {@link FrameDecoder.pushWithin}: before
+ * a payload that the current chunk does not complete starts to be held, the
+ * decoder asks whether it may hold that many bytes; when told no, it stops
+ * there and hands back the unread rest of the chunk (a frame whole within
+ * one chunk is never asked about: it costs no copy).
+ *
+ * Decoder states: `header` (collecting 0..3 prefix bytes), `awaiting` (a
+ * length was accepted but holding its payload was refused; the rest is
+ * pushed again later), `payload` (a length was accepted and its bytes are
+ * being collected), `failed` (a violation was seen; every later call throws
+ * again).
  */
 import { ProtocolError, ProtocolErrorCode } from './errors.js';
 
@@ -32,8 +40,36 @@ const VIEW_PAYLOAD_BYTES = 16_384;
 /** How a stream ended, as far as framing can tell. */
 export type StreamEnd = 'clean' | 'truncated';
 
+/**
+ * Asked before a payload of `declaredBytes` that the current chunk does not
+ * complete starts to be held; false = not now.
+ */
+export type HoldCheck = (declaredBytes: number) => boolean;
+
+/** What {@link FrameDecoder.pushWithin} returns. */
+export interface PushResult {
+  /** Payloads completed, in order. */
+  frames: Buffer[];
+  /**
+   * Null when the whole chunk was read. Otherwise a hold check said no: these
+   * are the unread bytes (a view of the chunk, possibly empty), to be pushed
+   * again once holding may go ahead.
+   */
+  rest: Buffer | null;
+}
+
+const ALWAYS: HoldCheck = () => true;
+
+function assertFrameCap(maxFrameBytes: number): void {
+  if (!Number.isInteger(maxFrameBytes) || maxFrameBytes < 1 || maxFrameBytes > MAX_FRAME_BYTES) {
+    throw new RangeError(`maxFrameBytes must be 1..${MAX_FRAME_BYTES}, got ${maxFrameBytes}`);
+  }
+}
+
 export class FrameDecoder {
-  readonly #maxFrameBytes: number;
+  #maxFrameBytes: number;
+  /** Said after a refused length while the cap is lowered (why it is). */
+  #capReason = '';
   readonly #header = Buffer.alloc(FRAME_HEADER_BYTES);
   #headerFill = 0;
   /** Bytes received of the partial payload (its capacity may be less than its length). */
@@ -41,14 +77,27 @@ export class FrameDecoder {
   #payloadFill = 0;
   /** Declared length of the partial payload. */
   #payloadLength = 0;
+  /** Declared length of a payload whose holding was refused (state `awaiting`); 0 otherwise. */
+  #awaitingLength = 0;
+  /** Set when a hold check just said no; the push stops there. */
+  #refused = false;
   #failure: ProtocolError | null = null;
 
   /** @param maxFrameBytes largest accepted payload (default and ceiling: 1 MiB). */
   constructor(maxFrameBytes: number = MAX_FRAME_BYTES) {
-    if (!Number.isInteger(maxFrameBytes) || maxFrameBytes < 1 || maxFrameBytes > MAX_FRAME_BYTES) {
-      throw new RangeError(`maxFrameBytes must be 1..${MAX_FRAME_BYTES}, got ${maxFrameBytes}`);
-    }
+    assertFrameCap(maxFrameBytes);
     this.#maxFrameBytes = maxFrameBytes;
+  }
+
+  /**
+   * Changes the largest accepted payload for lengths read from now on (a
+   * frame already started keeps its length). `reason`, when given, is added
+   * to the refusal of a longer frame.
+   */
+  setMaxFrameBytes(maxFrameBytes: number, reason = ''): void {
+    assertFrameCap(maxFrameBytes);
+    this.#maxFrameBytes = maxFrameBytes;
+    this.#capReason = reason;
   }
 
   /**
@@ -57,6 +106,16 @@ export class FrameDecoder {
    * declared length outside 1..max; the decoder is unusable afterwards.
    */
   push(chunk: Uint8Array): Buffer[] {
+    return this.pushWithin(chunk, ALWAYS).frames;
+  }
+
+  /**
+   * {@link push}, asking `mayHold` before a payload this chunk does not
+   * complete starts to be held; when it says no, the push stops at that
+   * payload's first byte and returns the rest (see {@link PushResult}). The
+   * next push (of that rest, then of what follows) asks again.
+   */
+  pushWithin(chunk: Uint8Array, mayHold: HoldCheck): PushResult {
     if (this.#failure) throw this.#failure;
     const frames: Buffer[] = [];
     const buf = Buffer.isBuffer(chunk)
@@ -64,13 +123,19 @@ export class FrameDecoder {
       : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     let pos = 0;
     while (pos < buf.length) {
-      if (this.#payload === null) {
-        pos = this.#readHeader(buf, pos, frames);
-      } else {
+      if (this.#payload !== null) {
         pos = this.#readPayload(buf, pos, frames);
+      } else if (this.#awaitingLength > 0) {
+        pos = this.#startPayload(buf, pos, frames, this.#awaitingLength, mayHold);
+      } else {
+        pos = this.#readHeader(buf, pos, frames, mayHold);
+      }
+      if (this.#refused) {
+        this.#refused = false;
+        return { frames, rest: buf.subarray(pos) };
       }
     }
-    return frames;
+    return { frames, rest: null };
   }
 
   /**
@@ -78,7 +143,7 @@ export class FrameDecoder {
    * inside the 4-byte prefix), `truncated` inside a payload.
    */
   end(): StreamEnd {
-    return this.#payload === null ? 'clean' : 'truncated';
+    return this.#payload === null && this.#awaitingLength === 0 ? 'clean' : 'truncated';
   }
 
   /** Bytes held between calls (a partial header and a partial payload). */
@@ -91,12 +156,17 @@ export class FrameDecoder {
     return this.#payload?.length ?? 0;
   }
 
-  /** True while a frame has started (some header or payload bytes) and is not complete. */
-  get inFrame(): boolean {
-    return this.#headerFill > 0 || this.#payload !== null;
+  /** Declared length of a payload whose holding was refused and is awaited (0 if none). */
+  get awaitingBytes(): number {
+    return this.#awaitingLength;
   }
 
-  #readHeader(buf: Buffer, pos: number, frames: Buffer[]): number {
+  /** True while a frame has started (some header or payload bytes) and is not complete. */
+  get inFrame(): boolean {
+    return this.#headerFill > 0 || this.#payload !== null || this.#awaitingLength > 0;
+  }
+
+  #readHeader(buf: Buffer, pos: number, frames: Buffer[], mayHold: HoldCheck): number {
     let length: number;
     if (this.#headerFill === 0 && buf.length - pos >= FRAME_HEADER_BYTES) {
       length = buf.readInt32BE(pos);
@@ -111,11 +181,29 @@ export class FrameDecoder {
       length = this.#header.readInt32BE(0);
     }
     this.#checkLength(length);
+    return this.#startPayload(buf, pos, frames, length, mayHold);
+  }
+
+  /** The payload of an accepted length begins at `pos`: whole, held, or (refused) awaited. */
+  #startPayload(
+    buf: Buffer,
+    pos: number,
+    frames: Buffer[],
+    length: number,
+    mayHold: HoldCheck,
+  ): number {
     if (buf.length - pos >= length) {
       // The whole payload is in this chunk: hand out a view, no copy.
+      this.#awaitingLength = 0;
       frames.push(buf.subarray(pos, pos + length));
       return pos + length;
     }
+    if (!mayHold(length)) {
+      this.#awaitingLength = length;
+      this.#refused = true;
+      return pos;
+    }
+    this.#awaitingLength = 0;
     this.#payloadLength = length;
     const rest = buf.length - pos;
     if (rest >= VIEW_PAYLOAD_BYTES) {
@@ -161,9 +249,10 @@ export class FrameDecoder {
 
   #checkLength(length: number): void {
     if (length >= 1 && length <= this.#maxFrameBytes) return;
+    const why = length >= 1 && this.#capReason !== '' ? ` (${this.#capReason})` : '';
     this.#failure = new ProtocolError(
       ProtocolErrorCode.FrameLength,
-      `declared frame length ${length} is outside 1..${this.#maxFrameBytes}`,
+      `declared frame length ${length} is outside 1..${this.#maxFrameBytes}${why}`,
     );
     throw this.#failure;
   }

@@ -34,9 +34,10 @@
  * and the worker dials again after `reconnectDelayMs` — except a refusal:
  * `ERROR` WORKER_REPLACED (another live registration took this id over),
  * UNAUTHENTICATED (token or client certificate refused) or TLS_REQUIRED, and
- * a TLS handshake that failed on a certificate. Those are configuration
- * problems no retry fixes: the worker emits `refused` and closes ("reconnect
- * forever" is for lost connections, not for refusals).
+ * a TLS handshake that failed on a certificate, and a registration answered
+ * the way a client port answers it (WRONG_PORT, see port-kind.ts). Those are
+ * configuration problems no retry fixes: the worker emits `refused` and
+ * closes ("reconnect forever" is for lost connections, not for refusals).
  *
  * Liveness of the coordinator: WORKER_REGISTER asks for `heartbeatAck`; when
  * the coordinator confirms it in `features`, a coordinator silent for
@@ -66,6 +67,11 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
 import { parseAddressList, type HostPort } from '../net/address.js';
 import { LeaderFollower, type TryOutcome } from '../net/leader-follower.js';
+import {
+  WRONG_PORT_CODE,
+  isClientPortAnswer,
+  workerOnClientPortMessage,
+} from '../net/port-kind.js';
 import { DialError, dial } from '../net/tcp.js';
 import type { Logger } from '../observability/logger.js';
 import { DtpError, describeError } from '../protocol/errors.js';
@@ -403,7 +409,7 @@ export class Worker {
   }
 
   /** The coordinator refused us: a configuration problem, so stop for good. */
-  #refuse(code: RefusalCode | DialError['code'], message: string): void {
+  #refuse(code: RefusalCode | DialError['code'] | typeof WRONG_PORT_CODE, message: string): void {
     if (this.#isClosed()) return;
     const err = new DtpError(code, message);
     this.#log.error({ code, message }, 'refused by the coordinator: stopping (no reconnect)');
@@ -585,6 +591,11 @@ export class Worker {
   }
 
   #onError(connection: FramedConnection, msg: ErrorMessage): void {
+    if (this.#mode === 'registering' && isClientPortAnswer(msg)) {
+      // Registering with a client port is a configuration error, not a lost connection.
+      this.#refuse(WRONG_PORT_CODE, workerOnClientPortMessage(this.#follower.current.port));
+      return;
+    }
     if (isRefusal(msg.code)) {
       this.#refuse(msg.code, msg.message);
       return;

@@ -6,7 +6,12 @@
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
-import { AdmissionGate, normalizeAddress, type Admission } from '../../src/net/admission.js';
+import {
+  AdmissionGate,
+  MIN_EVICTABLE_PENDING_MS,
+  normalizeAddress,
+  type Admission,
+} from '../../src/net/admission.js';
 import type { NetEvent } from '../../src/net/net-events.js';
 import { TcpServer, dial } from '../../src/net/tcp.js';
 import { FrameDecoder } from '../../src/protocol/framing.js';
@@ -115,6 +120,54 @@ describe('AdmissionGate', () => {
     // Two addresses with two and two: nobody holds two more than a third newcomer... except 66.
     (worker as Admission).establish();
     assert.equal(gate.pendingCount, 3);
+  });
+
+  it('makes room for a newcomer from the flooding address itself once its oldest has waited', () => {
+    let nowMs = 0;
+    const gate = new AdmissionGate(
+      { maxConnections: 100, maxConnectionsPerAddress: 100, maxPending: 3, handshakeTimeoutMs: 0 },
+      () => nowMs,
+    );
+    const dropped: string[] = [];
+    const admit = (address: string, name: string): Admission | string => {
+      const a = gate.admit(address, { ...NO_HOOKS, onEvicted: () => dropped.push(name) });
+      return a;
+    };
+    for (const name of ['idle-1', 'idle-2', 'idle-3']) admit('127.0.0.1', name);
+    nowMs = MIN_EVICTABLE_PENDING_MS - 1;
+    // Still within the handshake allowance: nobody is pushed out.
+    assert.equal(admit('127.0.0.1', 'early'), 'pending');
+    nowMs = MIN_EVICTABLE_PENDING_MS;
+    const client = admit('127.0.0.1', 'client');
+    assert.notEqual(typeof client, 'string');
+    assert.deepEqual(dropped, ['idle-1']);
+    assert.equal(gate.pendingCount, 3);
+    // The newest are kept: the next newcomer takes the next oldest, never the client first.
+    assert.notEqual(typeof admit('127.0.0.1', 'next'), 'string');
+    assert.notEqual(typeof admit('127.0.0.1', 'next-2'), 'string');
+    assert.deepEqual(dropped, ['idle-1', 'idle-2', 'idle-3']);
+    assert.equal(admit('127.0.0.1', 'too-soon'), 'pending', 'the client is not old enough yet');
+    assert.equal((client as Admission).pending, true);
+  });
+
+  it("drops the newcomer's own oldest when two addresses hold the same share", () => {
+    let nowMs = 0;
+    const gate = new AdmissionGate(
+      { maxConnections: 100, maxConnectionsPerAddress: 100, maxPending: 4, handshakeTimeoutMs: 0 },
+      () => nowMs,
+    );
+    const dropped: string[] = [];
+    for (const [address, name] of [
+      ['10.0.0.1', 'a1'],
+      ['10.0.0.2', 'b1'],
+      ['10.0.0.1', 'a2'],
+      ['10.0.0.2', 'b2'],
+    ] as const) {
+      gate.admit(address, { ...NO_HOOKS, onEvicted: () => dropped.push(name) });
+    }
+    nowMs = 1_000;
+    assert.notEqual(typeof gate.admit('10.0.0.2', NO_HOOKS), 'string');
+    assert.deepEqual(dropped, ['b1']);
   });
 
   it('refuses a newcomer when every address holds its fair share of pending slots', () => {

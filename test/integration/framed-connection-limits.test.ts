@@ -17,6 +17,7 @@ import {
 import { InboundBudget } from '../../src/net/inbound-budget.js';
 import { dial } from '../../src/net/tcp.js';
 import { encodeMessage } from '../../src/protocol/codec.js';
+import type { ProtocolError } from '../../src/protocol/errors.js';
 import type { Message } from '../../src/protocol/messages.js';
 import { until } from '../helpers/until.js';
 
@@ -30,10 +31,13 @@ class Recorder implements ConnectionHandlers {
   readonly messages: Message[] = [];
   readonly breaches: LimitBreach[] = [];
   readonly closes: CloseReason[] = [];
+  readonly errors: ProtocolError[] = [];
   onMessage(msg: Message): void {
     this.messages.push(msg);
   }
-  onProtocolError(): void {}
+  onProtocolError(err: ProtocolError): void {
+    this.errors.push(err);
+  }
   onClose(reason: CloseReason): void {
     this.closes.push(reason);
   }
@@ -47,7 +51,7 @@ async function serve(options: ConnectionOptions, withOnLimit = false) {
     const handlers: ConnectionHandlers = withOnLimit
       ? {
           onMessage: (m) => rec.onMessage(m),
-          onProtocolError: () => undefined,
+          onProtocolError: (e) => rec.onProtocolError(e),
           onClose: (r) => rec.onClose(r),
           onLimit: (b) => {
             rec.breaches.push(b);
@@ -147,28 +151,65 @@ describe('FramedConnection bounds', () => {
     assert.equal(rec.closes[0]?.kind, 'local');
   });
 
-  it('cuts off the connection whose partial frame would cross the shared budget', async () => {
-    const budget = new InboundBudget(1_000_000);
-    const { port, conns } = await serve({ inboundBudget: budget });
+  it('makes the connection whose frame does not fit the budget wait, then serves it', async () => {
+    // Client class: 3/8 of 8 MB; one address may hold 1 MB, so the second 900 KB frame waits.
+    const budget = new InboundBudget(8_000_000);
+    const waits: string[] = [];
+    const { port, conns } = await serve({
+      inbound: { budget, inboundClass: 'client', onWait: (remote) => waits.push(remote) },
+    });
     const big = encodeMessage({ type: 'HEARTBEAT', workerId: 'x'.repeat(900_000) });
     const first = await client(port);
     first.write(big.subarray(0, 500_000));
-    await until(() => budget.usedBytes >= 500_000, { what: 'the first charge' });
+    await until(() => budget.usedBytes >= 900_000, { what: 'the first reservation' });
     const second = await client(port);
-    second.write(big.subarray(0, 500_000));
-    await until(() => conns[1]?.rec.closes.length === 1, { what: 'the second to be cut off' });
-    assert.equal(conns[1]?.rec.closes[0]?.kind, 'limit');
-    assert.match(JSON.stringify(conns[1]?.rec.closes[0]), /inbound_memory/);
-    assert.equal(conns[0]?.conn.isOpen, true);
-    // The first finishes its frame; its charge is released when complete.
+    second.write(big);
+    await until(() => conns[1]?.conn.waitingForBudget === true, { what: 'the second to wait' });
+    assert.equal(waits.length, 1);
+    assert.deepEqual(conns[1]?.rec.closes, [], 'waiting, not cut off');
+    assert.deepEqual(conns[1]?.rec.messages, []);
+    // The first finishes its frame: its room goes to the second, which completes.
     first.write(big.subarray(500_000));
-    await until(() => conns[0]?.rec.messages.length === 1);
-    assert.equal(budget.usedBytes, 0);
+    await until(() => conns[1]?.rec.messages.length === 1, { what: 'the second frame' });
+    assert.equal(conns[0]?.rec.messages.length, 1);
+    assert.equal(conns[1]?.conn.isOpen, true);
+    await until(() => budget.usedBytes === 0, { what: 'every reservation released' });
   });
 
-  it('releases the charge of a partial frame when its connection closes', async () => {
-    const budget = new InboundBudget(10_000_000);
-    const { port, conns } = await serve({ inboundBudget: budget });
+  it('costs a frame that arrives whole nothing, however full the budget is', async () => {
+    const budget = new InboundBudget(8_000_000);
+    const { port, conns } = await serve({ inbound: { budget, inboundClass: 'client' } });
+    const big = encodeMessage({ type: 'HEARTBEAT', workerId: 'x'.repeat(900_000) });
+    const holder = await client(port);
+    holder.write(big.subarray(0, 100_000));
+    await until(() => budget.usedBytes > 0);
+    const small = await client(port);
+    for (let i = 0; i < 5; i++) small.write(encodeMessage(heartbeat(`h${i}`)));
+    await until(() => conns[1]?.rec.messages.length === 5, { what: 'the small frames' });
+    assert.equal(conns[1]?.conn.waitingForBudget, false);
+  });
+
+  it('refuses a frame over 128 KiB before the connection is through, and takes it after', async () => {
+    const budget = new InboundBudget(64_000_000);
+    const { port, conns } = await serve({ inbound: { budget, inboundClass: 'pending' } });
+    const big = encodeMessage(heartbeat('y'.repeat(200_000)));
+    const early = await client(port);
+    early.write(big);
+    await until(() => conns[0]?.rec.errors.length === 1, { what: 'the early one to be refused' });
+    assert.match(
+      conns[0]?.rec.errors[0]?.message ?? '',
+      /^declared frame length 200\d{3} is outside 1\.\.131072 \(at most 131072 bytes before authentication or registration\)$/,
+    );
+    const later = await client(port);
+    await until(() => conns[1] !== undefined);
+    conns[1]?.conn.setInboundClass('client');
+    later.write(big);
+    await until(() => conns[1]?.rec.messages.length === 1, { what: 'the frame once through' });
+  });
+
+  it('releases the reservation of a partial frame when its connection closes', async () => {
+    const budget = new InboundBudget(80_000_000);
+    const { port, conns } = await serve({ inbound: { budget, inboundClass: 'client' } });
     const socket = await client(port);
     socket.write(encodeMessage(heartbeat('y'.repeat(500_000))).subarray(0, 100_000));
     await until(() => budget.usedBytes > 0);

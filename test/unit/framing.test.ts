@@ -16,6 +16,7 @@ import {
 /** Fixed seeds keep property runs reproducible; a failure report prints its own seed. */
 const SEED_ROUND_TRIP = 0x5eed_0001;
 const SEED_GARBAGE = 0x5eed_0002;
+const SEED_HOLD = 0x5eed_0003;
 
 function bytes(text: string): Buffer {
   return Buffer.from(text, 'utf8');
@@ -376,6 +377,83 @@ describe('FrameDecoder properties', () => {
         },
       ),
       { seed: SEED_GARBAGE, numRuns: 400 },
+    );
+  });
+
+  it('decodes exactly the payloads when hold checks refuse at random and the rest is pushed again', () => {
+    fc.assert(
+      fc.property(
+        fc.array(payloadArb, { minLength: 1, maxLength: 12 }),
+        fc.array(fc.nat(), { maxLength: 40 }),
+        fc.array(fc.boolean(), { minLength: 1, maxLength: 30 }),
+        (payloads, offsets, answers) => {
+          const stream = Buffer.concat(payloads.map((p) => encodeFrame(p)));
+          const decoder = new FrameDecoder();
+          let asked = 0;
+          const asks: number[] = [];
+          const mayHold = (declaredBytes: number): boolean => {
+            asks.push(declaredBytes);
+            return answers[asked++ % answers.length] === true || asked % 7 === 0;
+          };
+          const out: Buffer[] = [];
+          for (const chunk of cut(stream, offsets)) {
+            let next: Buffer | null = chunk;
+            for (let tries = 0; next !== null && tries < 1_000; tries++) {
+              const { frames, rest } = decoder.pushWithin(next, mayHold);
+              for (const p of frames) out.push(Buffer.from(p));
+              // A refused hold holds nothing: only a partial header at most.
+              if (rest !== null) assert.equal(decoder.allocatedBytes, 0);
+              next = rest === null || rest.length === 0 ? null : rest;
+            }
+            assert.equal(next, null, 'the rest went in eventually');
+          }
+          assert.equal(out.length, payloads.length);
+          out.forEach((p, i) => assert.ok(p.equals(payloads[i] as Uint8Array), `payload ${i}`));
+          for (const n of asks)
+            assert.ok(
+              payloads.some((p) => p.length === n),
+              `asked ${n}`,
+            );
+          assert.equal(decoder.awaitingBytes, 0);
+          assert.equal(decoder.end(), 'clean');
+        },
+      ),
+      { seed: SEED_HOLD, numRuns: 300 },
+    );
+  });
+});
+
+describe('FrameDecoder hold checks', () => {
+  it('asks nothing for a frame that arrives whole, and refuses to start one it may not hold', () => {
+    const decoder = new FrameDecoder();
+    const asked: number[] = [];
+    const no = (n: number): boolean => (asked.push(n), false);
+    const whole = encodeFrame(bytes('whole'));
+    const big = encodeFrame(patterned(50_000, 3));
+    const { frames, rest } = decoder.pushWithin(Buffer.concat([whole, big.subarray(0, 1_000)]), no);
+    assert.deepEqual(frames.map(String), ['whole']);
+    assert.deepEqual(asked, [50_000]);
+    assert.ok(rest !== null);
+    assert.equal(rest.length, 1_000 - FRAME_HEADER_BYTES, 'the rest starts at the payload');
+    assert.equal(decoder.awaitingBytes, 50_000);
+    assert.equal(decoder.inFrame, true);
+    assert.equal(decoder.end(), 'truncated');
+    // Once the rest and the remainder are there together, no hold is needed at all.
+    const again = decoder.pushWithin(Buffer.concat([rest, big.subarray(1_000)]), no);
+    assert.equal(again.rest, null);
+    assert.ok(again.frames[0]?.equals(patterned(50_000, 3)));
+    assert.deepEqual(asked, [50_000]);
+  });
+
+  it('applies a lowered cap to the next length read, with its reason', () => {
+    const decoder = new FrameDecoder();
+    decoder.setMaxFrameBytes(1_000, 'too early');
+    assert.deepEqual(decoder.push(encodeFrame(patterned(1_000, 1))).length, 1);
+    assert.throws(
+      () => decoder.push(header(1_001)),
+      (err: unknown) =>
+        err instanceof ProtocolError &&
+        err.message === 'declared frame length 1001 is outside 1..1000 (too early)',
     );
   });
 });

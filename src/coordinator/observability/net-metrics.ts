@@ -32,7 +32,7 @@ export function registerNetMetrics(registry: Registry, source: NetMetricsSource)
   });
   const limited = new Counter<'port' | 'limit'>({
     name: 'dtp_connection_limits_total',
-    help: 'Connections closed (or, for unsent_replies, paused) by a bound, by port and bound',
+    help: 'Connections closed (or, for unsent_replies and inbound_memory, paused) by a bound, by port and bound',
     labelNames: ['port', 'limit'],
     registers,
   });
@@ -87,7 +87,7 @@ export function registerNetMetrics(registry: Registry, source: NetMetricsSource)
   });
   new Gauge({
     name: 'dtp_inbound_partial_frame_bytes',
-    help: 'Bytes held in partly received frames over all connections (bounded by --max-inbound-bytes)',
+    help: 'Bytes reserved for partly received frames over all connections (bounded by --max-inbound-bytes)',
     registers,
     collect() {
       this.set(source.guard.inboundBudget.usedBytes);

@@ -22,6 +22,7 @@
 import type { Admission } from '../../net/admission.js';
 import type { FramedConnection } from '../../net/framed-connection.js';
 import type { NetEvent } from '../../net/net-events.js';
+import { notAuthFirstReason } from '../../net/port-kind.js';
 import { encodeMessage } from '../../protocol/codec.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { ClientReply, Message } from '../../protocol/messages.js';
@@ -74,6 +75,8 @@ export class ClientSession {
   readonly #idleTimeoutMs: number;
   readonly #report: (event: NetEvent) => void;
   #pausedFor: PauseReason | null = null;
+  /** A drain listener is waiting to re-check the flow. */
+  #drainArmed = false;
   /** Request ids of unanswered LIST_JOBS. */
   readonly #lists = new Set<number>();
   /** Request ids of unanswered WAIT_JOBs. */
@@ -92,8 +95,13 @@ export class ClientSession {
     this.#idleTimeoutMs = options.idleTimeoutMs ?? 0;
     this.#report = options.report ?? (() => undefined);
     this.#state = this.#checkToken === null ? 'open' : 'authenticating';
-    if (this.#state === 'open') this.#admission?.establish();
-    else this.#admission?.setOnExpired(() => this.#refuse('no AUTH in time', 'handshake_timeout'));
+    if (this.#state === 'open') this.#opened();
+    else {
+      this.#admission?.setOnExpired((cause) => {
+        if (cause === 'deadline') this.#refuse('no AUTH in time', undefined, 'handshake_timeout');
+        else this.#dropForNewcomer();
+      });
+    }
     if (this.#idleTimeoutMs > 0) this.#armIdle(this.#idleTimeoutMs);
     void conn.closed().then(() => this.#dispose());
   }
@@ -114,12 +122,19 @@ export class ClientSession {
     const checkToken = this.#checkToken as (token: string) => boolean;
     if (msg.type === 'AUTH' && checkToken(msg.token)) {
       this.#state = 'open';
-      this.#admission?.establish();
+      this.#opened();
       this.deliver(this.nextRequest(), { type: 'AUTH_OK' });
       return true;
     }
-    this.#refuse(msg.type === 'AUTH' ? 'token refused' : `first frame was ${msg.type}, not AUTH`);
+    if (msg.type === 'AUTH') this.#refuse('token refused', 'Unauthenticated: token refused');
+    else this.#refuse(notAuthFirstReason(msg.type));
     return true;
+  }
+
+  /** Got through: off the pending count, and frames up to 1 MiB from the client pool. */
+  #opened(): void {
+    this.#admission?.establish();
+    this.conn.setInboundClass('client');
   }
 
   /** A malformed frame before AUTH: refused like any other wrong first frame. Returns true if so. */
@@ -129,7 +144,16 @@ export class ClientSession {
     return true;
   }
 
-  #refuse(reason: string, limit?: 'handshake_timeout'): void {
+  /**
+   * Refuses the connection (ERROR UNAUTHENTICATED, then close). The message
+   * tells a client that sent no AUTH what to do, and one whose token was
+   * refused just that.
+   */
+  #refuse(
+    reason: string,
+    message = `Unauthenticated: send AUTH with a valid token first (${reason})`,
+    limit?: 'handshake_timeout',
+  ): void {
     this.#state = 'refused';
     this.conn.pause();
     if (limit !== undefined) {
@@ -139,9 +163,27 @@ export class ClientSession {
     this.deliver(this.nextRequest(), {
       type: 'ERROR',
       code: ErrorCode.Unauthenticated,
-      message: `Unauthenticated: send AUTH with a valid token first (${reason})`,
+      message,
     });
     void this.conn.close(`unauthenticated: ${reason}`);
+  }
+
+  /**
+   * Still authenticating when the pending pool was full and this was the
+   * oldest of its address: told LIMIT_EXCEEDED (not a refusal of its token:
+   * a client dials again) and closed.
+   */
+  #dropForNewcomer(): void {
+    this.#state = 'refused';
+    this.conn.pause();
+    this.deliver(this.nextRequest(), {
+      type: 'ERROR',
+      code: ErrorCode.LimitExceeded,
+      message:
+        'Limit exceeded: too many connections are still registering or authenticating, ' +
+        'and this one had waited longest; try again',
+    });
+    void this.conn.close('dropped while authenticating to make room for a newer connection');
   }
 
   /** Numbers the next request (and pauses reading when too many are open). */
@@ -252,6 +294,10 @@ export class ClientSession {
   }
 
   #pause(reason: PauseReason): void {
+    // Paused for unsent bytes: bytes in the socket are waited for here, each
+    // time (a drain may come while replies still wait for their commit);
+    // staged replies re-check the flow themselves when they are sent.
+    if (reason === 'unsent' && this.conn.outboundBytes > 0) this.#armDrain();
     if (this.#pausedFor === reason) return;
     const wasUnsent = this.#pausedFor === 'unsent';
     this.#pausedFor = reason;
@@ -264,7 +310,15 @@ export class ClientSession {
       remote: this.conn.remote,
       bytes: this.unsentBytes,
     });
-    this.conn.onceDrained(() => this.#checkFlow());
+  }
+
+  #armDrain(): void {
+    if (this.#drainArmed) return;
+    this.#drainArmed = true;
+    this.conn.onceDrained(() => {
+      this.#drainArmed = false;
+      this.#checkFlow();
+    });
   }
 
   #armIdle(delayMs: number): void {

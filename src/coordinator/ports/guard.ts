@@ -15,7 +15,7 @@ import { DAY_MS } from '../../protocol/duration.js';
 import type { AdmissionLimits } from '../../net/admission.js';
 import type { ConnectionOptions } from '../../net/framed-connection.js';
 import { InboundBudget } from '../../net/inbound-budget.js';
-import type { NetEvent, PortName } from '../../net/net-events.js';
+import type { ConnectionLimit, NetEvent, PortName } from '../../net/net-events.js';
 import type { TcpServerOptions } from '../../net/tcp.js';
 import { ServerTls, type ServerTlsFiles } from '../../net/tls.js';
 import { LogThrottle } from '../../observability/log-throttle.js';
@@ -88,6 +88,12 @@ export function defaultHandshakeTimeoutMs(heartbeatTimeoutMs: number): number {
   return Math.max(heartbeatTimeoutMs, 1_000);
 }
 
+/** Bounds that pause a connection instead of closing it, as logged. */
+const PAUSE_MESSAGES: Partial<Record<ConnectionLimit, string>> = {
+  unsent_replies: 'connection paused: too many unsent replies',
+  inbound_memory: 'connection paused: its next frame waits for room in the inbound budget',
+};
+
 export interface GuardEvents {
   net: [NetEvent];
 }
@@ -138,9 +144,20 @@ export class Guard {
     return { name: port, limits, tls: this.tls, onEvent: (event) => this.report(event) };
   }
 
-  /** How each FramedConnection is set up. */
-  connectionOptions(): ConnectionOptions {
-    return { frameTimeoutMs: this.limits.frameTimeoutMs, inboundBudget: this.inboundBudget };
+  /**
+   * How each FramedConnection of a port is set up: it starts in the budget's
+   * `pending` class (small frames only) until its owner says it got through.
+   */
+  connectionOptions(port: 'worker' | 'client'): ConnectionOptions {
+    return {
+      frameTimeoutMs: this.limits.frameTimeoutMs,
+      inbound: {
+        budget: this.inboundBudget,
+        inboundClass: 'pending',
+        onWait: (remote) =>
+          this.report({ type: 'connection.limited', port, limit: 'inbound_memory', remote }),
+      },
+    };
   }
 
   /** Counts and logs one event (the log is thinned during floods). */
@@ -158,9 +175,7 @@ export class Guard {
         this.#throttle.warn(
           `limited:${event.port}:${event.limit}`,
           { port: event.port, limit: event.limit, remote: event.remote },
-          event.limit === 'unsent_replies'
-            ? 'connection paused: too many unsent replies'
-            : 'connection closed: limit reached',
+          PAUSE_MESSAGES[event.limit] ?? 'connection closed: limit reached',
         );
         return;
       case 'tls.handshake':

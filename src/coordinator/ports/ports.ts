@@ -22,6 +22,7 @@
 import type { Socket } from 'node:net';
 import type { Admission } from '../../net/admission.js';
 import { FramedConnection, describeCloseReason } from '../../net/framed-connection.js';
+import { CLIENT_PORT_HINT, WORKER_PORT_HINT } from '../../net/port-kind.js';
 import { TcpServer } from '../../net/tcp.js';
 import type { Logger } from '../../observability/logger.js';
 import { ErrorCode, ProtocolErrorCode } from '../../protocol/error-codes.js';
@@ -151,11 +152,13 @@ export class Ports {
 
   /** A frame to a worker; WORKER_REGISTERED ends its admission's handshake. */
   send(connId: number, msg: CoordinatorToWorker): void {
+    const conn = this.#workers.get(connId);
     if (msg.type === 'WORKER_REGISTERED') {
       this.#workerAdmissions.get(connId)?.establish();
       this.#workerAdmissions.delete(connId);
+      conn?.setInboundClass('worker');
     }
-    this.#workers.get(connId)?.send(msg);
+    conn?.send(msg);
   }
 
   reply(connId: number, requestId: number, msg: ClientReply): void {
@@ -252,7 +255,7 @@ export class Ports {
           });
         },
       },
-      this.guard.connectionOptions(),
+      this.guard.connectionOptions('worker'),
     );
     if (!host.acceptsWorkers()) {
       void conn.destroy('coordinator is not accepting workers');
@@ -262,11 +265,14 @@ export class Ports {
     this.#workerAdmissions.set(conn.id, admission);
     // Absolute: a peer trickling bytes does not extend it.
     const timeoutMs = this.guard.limits.handshakeTimeoutMs;
-    admission.setOnExpired(() => {
+    admission.setOnExpired((cause) => {
       host.dispatch({
         kind: 'workerViolation',
         connId: conn.id,
-        reason: `no WORKER_REGISTER within ${timeoutMs} ms`,
+        reason:
+          cause === 'deadline'
+            ? `no WORKER_REGISTER within ${timeoutMs} ms`
+            : 'dropped before WORKER_REGISTER to make room for a newer connection',
       });
     });
   }
@@ -286,7 +292,7 @@ export class Ports {
           this.#host.clientClosed(conn.id);
         },
       },
-      this.guard.connectionOptions(),
+      this.guard.connectionOptions('client'),
     );
     const { access, limits } = this.guard;
     const session = new ClientSession(conn, {
@@ -299,11 +305,7 @@ export class Ports {
     this.#clients.set(conn.id, session);
   }
 
-  #reportLimit(
-    conn: FramedConnection,
-    port: PortKind,
-    limit: 'frame_timeout' | 'inbound_memory',
-  ): void {
+  #reportLimit(conn: FramedConnection, port: PortKind, limit: 'frame_timeout'): void {
     this.guard.report({ type: 'connection.limited', port, limit, remote: conn.remote });
   }
 
@@ -329,7 +331,9 @@ export class Ports {
       entrance.term.replyLater(connId, requestId, {
         type: 'ERROR',
         code: ErrorCode.UnsupportedRequest,
-        message: `Unsupported request: ${msg.type} is not a client request`,
+        message: `Unsupported request: ${msg.type} is not a client request${
+          isWorkerToCoordinator(msg) ? ` (${CLIENT_PORT_HINT})` : ''
+        }`,
       });
     } else {
       this.#host.dispatch({ kind: 'clientRequest', connId, requestId, msg });
@@ -410,14 +414,25 @@ export class Ports {
     }
     const host = this.#host;
     if (!isWorkerToCoordinator(msg)) {
-      host.dispatch({ kind: 'workerViolation', connId: conn.id, reason: `unexpected ${msg.type}` });
+      const hint = isClientRequest(msg) ? ` (a client request: ${WORKER_PORT_HINT})` : '';
+      host.dispatch({
+        kind: 'workerViolation',
+        connId: conn.id,
+        reason: `unexpected ${msg.type}${hint}`,
+      });
       return;
     }
     if (msg.type === 'WORKER_REGISTER' && this.#workerAdmissions.get(conn.id)?.pending === true) {
       // The token is checked here and goes no further: the core never sees it.
       const { authToken, ...register } = msg;
       if (!this.guard.access.allowsWorker(authToken)) {
-        this.#refuseWorker(conn, authToken == null ? 'no authToken' : 'token refused');
+        if (authToken == null) {
+          this.#refuseWorker(
+            conn,
+            'no authToken',
+            'Unauthenticated: this coordinator needs a worker token (WORKER_REGISTER carried no authToken)',
+          );
+        } else this.#refuseWorker(conn, 'token refused', 'Unauthenticated: worker token refused');
         return;
       }
       host.dispatch({ kind: 'workerMessage', connId: conn.id, msg: register });
@@ -427,14 +442,10 @@ export class Ports {
   }
 
   /** A registration without a valid token: ERROR UNAUTHENTICATED, then close. */
-  #refuseWorker(conn: FramedConnection, reason: string): void {
+  #refuseWorker(conn: FramedConnection, reason: string, message: string): void {
     this.guard.report({ type: 'auth.refused', port: 'worker', remote: conn.remote, reason });
     conn.pause();
-    conn.send({
-      type: 'ERROR',
-      code: ErrorCode.Unauthenticated,
-      message: `Unauthenticated: WORKER_REGISTER needs a valid authToken (${reason})`,
-    });
+    conn.send({ type: 'ERROR', code: ErrorCode.Unauthenticated, message });
     void conn.close(`unauthenticated worker: ${reason}`);
   }
 }
