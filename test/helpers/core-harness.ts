@@ -150,7 +150,8 @@ export class CoreHarness {
     this.core = this.#build();
   }
 
-  #build(): CoordinatorCore {
+  #build(epoch?: number): CoordinatorCore {
+    const stored = this.store.recoverNow();
     const core = new CoordinatorCore(
       this.config,
       {
@@ -158,7 +159,7 @@ export class CoreHarness {
         newId: () => `id-${this.#nextId++}`,
         validator: createBuiltinRegistry(),
       },
-      this.store.recoverNow(),
+      epoch === undefined ? stored : { ...stored, epoch },
     );
     this.core = core;
     this.last = this.#settle(core.takeRecoveryEffects());
@@ -169,11 +170,12 @@ export class CoreHarness {
   /**
    * Simulates a coordinator restart: a new core recovers from what the store
    * has committed (the harness commits after every input, so that is
-   * everything). Returns the recovery's effects.
+   * everything). Returns the recovery's effects. With `epoch`, the new core
+   * recovers as a leadership term of a shared store would (a failover).
    */
-  restart(): Effect[] {
+  restart(epoch?: number): Effect[] {
     this.#connByWorker.clear();
-    this.core = this.#build();
+    this.core = this.#build(epoch);
     return this.last;
   }
 
