@@ -12,6 +12,7 @@ import type {
   ClientReply,
   ClientRequest,
   CoordinatorToWorker,
+  HeldAttempt,
   JobSnapshot,
   JsonObject,
   Priority,
@@ -259,7 +260,7 @@ export class CoreHarness {
     workerId: string,
     capacity = 1,
     taskTypes: string[] | null = null,
-    extensions: { heartbeatAck?: boolean; prefetch?: number } = {},
+    extensions: { heartbeatAck?: boolean; prefetch?: number; heldAttempts?: HeldAttempt[] } = {},
   ): number {
     const connId = this.newConn();
     this.#connByWorker.set(workerId, connId);

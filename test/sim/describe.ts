@@ -23,6 +23,8 @@ export function describeInput(input: HandledKind): string {
     }
     case 'workerViolation':
       return `c${input.connId} violation (${input.reason})`;
+    case 'workerEnding':
+      return `c${input.connId} end read`;
     case 'workerClosed':
       return `c${input.connId} closed (${input.reason})`;
     case 'clientRequest':

@@ -132,6 +132,8 @@ export class TimingChecks {
       case 'worker.suspected':
       case 'worker.lost':
       case 'worker.draining':
+      case 'worker.leasesKept':
+      case 'worker.leasesReclaimed':
       case 'jobs.purged':
       case 'coordinator.stalled':
         return;

@@ -38,6 +38,12 @@ export interface TrackerCounts {
   deduplicated: number;
   rejected: number;
   recovered: number;
+  /** Attempts kept for a worker whose session ended right after a stall of the core. */
+  keptLeases: number;
+  /** Attempts a new session took back (`heldAttempts`). */
+  reclaimedLeases: number;
+  /** Connections whose end the core was told of before their last frames. */
+  endingConnections: number;
 }
 
 export class JobTracker {
@@ -59,6 +65,9 @@ export class JobTracker {
     deduplicated: 0,
     rejected: 0,
     recovered: 0,
+    keptLeases: 0,
+    reclaimedLeases: 0,
+    endingConnections: 0,
   };
   /** Durable facts of the batch being built. */
   #building = stagedFacts();
@@ -125,6 +134,7 @@ export class JobTracker {
   onHandled(h: HandledInput): void {
     const judge = this.#judge;
     const input = h.input;
+    if (input.kind === 'workerEnding') this.counts.endingConnections++;
     if (input.kind === 'workerMessage' && h.linkClosedByCore) {
       // Only a log line (result.stale) may come of it.
       judge.check(
@@ -337,6 +347,12 @@ export class JobTracker {
         return;
       case 'result.stale':
         this.counts.staleResults++;
+        return;
+      case 'worker.leasesKept':
+        this.counts.keptLeases += event.jobs;
+        return;
+      case 'worker.leasesReclaimed':
+        this.counts.reclaimedLeases += event.jobs;
         return;
       case 'worker.registered':
       case 'worker.rejected':

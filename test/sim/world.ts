@@ -594,8 +594,18 @@ export class World {
   }
 
   #takeWorker(link: WorkerLink): PickedInput {
-    const item = link.toCoordinator.shift() as WorkerLink['toCoordinator'][number];
     const connId = link.connId;
+    // The shell reads a connection's end in the turn it arrives, together with
+    // the frames before it, and says so before it delivers them: sometimes
+    // the end is read at once, sometimes only after some of those frames.
+    if (!link.endTold && link.toCoordinator.length > 1 && this.#rng.chance(0.5)) {
+      const ends = link.toCoordinator.some((i) => i.kind === 'end' || i.kind === 'violation');
+      if (ends) {
+        link.endTold = true;
+        return { input: { kind: 'workerEnding', connId }, link, currentAtSend: false };
+      }
+    }
+    const item = link.toCoordinator.shift() as WorkerLink['toCoordinator'][number];
     switch (item.kind) {
       case 'frame':
         return {

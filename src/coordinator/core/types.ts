@@ -25,6 +25,12 @@ export type CoreInput =
   | { kind: 'workerMessage'; connId: number; msg: WorkerToCoordinator }
   /** A worker connection broke the protocol (already unreadable). */
   | { kind: 'workerViolation'; connId: number; reason: string }
+  /**
+   * The end of a worker connection has been read, and the frames read before
+   * it are about to be delivered: nothing more is assigned there. A
+   * `workerClosed` for it follows those frames.
+   */
+  | { kind: 'workerEnding'; connId: number }
   /** A worker connection ended. */
   | { kind: 'workerClosed'; connId: number; reason: string }
   /** A client request; `requestId` orders replies on its connection. */
@@ -97,6 +103,10 @@ export type CoreEvent =
       runningJobs: number;
     }
   | { type: 'worker.draining'; workerId: string; runningJobs: number }
+  /** Its session ended while we had just stalled: its attempts stay leased to it for a while. */
+  | { type: 'worker.leasesKept'; workerId: string; jobs: number; untilMs: number; reason: string }
+  /** A new session of the worker took kept or replaced attempts back (`heldAttempts`). */
+  | { type: 'worker.leasesReclaimed'; workerId: string; connId: number; jobs: number }
   | {
       type: 'job.submitted';
       jobId: string;
