@@ -599,7 +599,7 @@ export class World {
     // the frames before it, and says so before it delivers them: sometimes
     // the end is read at once, sometimes only after some of those frames.
     if (!link.endTold && link.toCoordinator.length > 1 && this.#rng.chance(0.5)) {
-      const ends = link.toCoordinator.some((i) => i.kind === 'end' || i.kind === 'violation');
+      const ends = link.toCoordinator.some((i) => i.kind === 'end');
       if (ends) {
         link.endTold = true;
         return { input: { kind: 'workerEnding', connId }, link, currentAtSend: false };
