@@ -13,10 +13,11 @@
  *
  * So each input waits until its connection has been polled once more: inputs
  * are queued as they are read, and at every check phase (setImmediate) the
- * ones queued before the previous check phase are delivered. A connection
- * whose end is queued by then is announced with `workerEnding` before its
- * first delivered frame; its frames still count (a result sent just before
- * the close is accepted). Per connection the order is kept; across
+ * ones queued before the previous check phase are delivered. A connection's
+ * end is announced to the core (`workerEnding`) the moment it is read, so
+ * before the frames still queued ahead of it; they still count (a result
+ * sent just before the close is accepted), but from then on nothing is
+ * assigned there, whatever else the core handles meanwhile. Per connection the order is kept; across
  * connections it is the order of arrival. A tick waits the same way and goes
  * after the frames of its generation, so after a stall of our own the
  * heartbeats and results that queued up meanwhile are seen before anyone is
@@ -61,8 +62,16 @@ export class WorkerInbox {
 
   push(input: WorkerInput): void {
     this.#newer.inputs.push(input);
-    if (input.kind === 'workerClosed') this.#ending.add(input.connId);
+    if (input.kind === 'workerClosed') this.#endRead(input.connId);
     this.#schedule();
+  }
+
+  /** An end was read: the core hears of it at once (what it reads meanwhile must not go there). */
+  #endRead(connId: number): void {
+    this.#ending.add(connId);
+    if (this.#announced.has(connId)) return;
+    this.#announced.add(connId);
+    this.#deliver({ kind: 'workerEnding', connId });
   }
 
   /** The sweep's period came: a tick, after the frames read in the same turn. */

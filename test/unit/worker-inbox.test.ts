@@ -28,13 +28,14 @@ const heartbeat = (connId: number): CoreInput & { kind: 'workerMessage' } => ({
 });
 
 describe('WorkerInbox', () => {
-  it('announces an end read one turn after the frames before it, before those frames', async () => {
+  it('announces an end read one turn after the frames before it, at once, before those frames', async () => {
     const { inbox: box, seen } = inbox();
     box.push(heartbeat(1));
     box.push(heartbeat(2));
     await nextCheckPhase();
     assert.deepEqual(seen, [], 'held for one more poll');
     box.push({ kind: 'workerClosed', connId: 1, reason: 'connection closed' });
+    assert.deepEqual(seen, ['1:workerEnding'], 'the end is announced as soon as it is read');
     await nextCheckPhase();
     assert.deepEqual(seen, ['1:workerEnding', '1:HEARTBEAT', '2:HEARTBEAT']);
     await nextCheckPhase();
