@@ -17,6 +17,7 @@ import { ROUTING_CASES, routingAssignmentsPerSecond } from './routing.js';
 import { measureRecovery, writeHistory, type RecoveryRun } from './recovery.js';
 import { HEARTBEAT_TIMEOUT_MS, latencies, type LatencyRun } from './latencies.js';
 import { connectCosts, stormMemory, type StormMemory } from './security.js';
+import { waitAttack, waitAttackTable } from './attack-waits.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
@@ -200,6 +201,7 @@ async function security(dir: string): Promise<string[]> {
   lines.push(row(['1,500 half-sent 1 MiB frames held', m((r) => r.halfFramesMiB)]));
   lines.push(row(['after they closed and 300 garbage connections', m((r) => r.afterGarbageMiB)]));
   lines.push(row(['after three more rounds of both', m((r) => r.afterThreeMoreMiB)]));
+  lines.push('', ...waitAttackTable(await waitAttack(SMOKE ? 0.01 : 1)));
   return lines;
 }
 

@@ -714,6 +714,7 @@ export class Coordinator {
       maxUnsentReplyBytes: limits.maxUnsentReplyBytes,
       idleTimeoutMs: limits.clientIdleTimeoutMs,
       report: (event) => this.#guard.report(event),
+      onBlockedByWait: () => this.#dispatch({ kind: 'releaseWaits', connId: conn.id }),
     });
     this.#clients.set(conn.id, session);
   }
@@ -820,6 +821,8 @@ export class Coordinator {
         // Known now, sent after the commit: the session counts what it owes.
         if (effect.kind === 'reply') {
           this.#clients.get(effect.connId)?.staged(effect.requestId, effect.msg);
+        } else if (effect.kind === 'armWait') {
+          this.#clients.get(effect.connId)?.held(effect.requestId);
         }
         this.#pending.push(effect);
       }
@@ -1017,5 +1020,6 @@ function coreConfig(options: CoordinatorOptions): CoreConfig {
     sweepIntervalMs: options.sweepIntervalMs,
     retainTerminalMs: options.retainTerminalMs,
     maxWaitsPerConnection: options.maxWaitsPerConnection,
+    maxWaits: options.maxWaits,
   };
 }

@@ -288,6 +288,13 @@ export class CoordinatorMetrics {
     gauge('dtp_free_slots', 'Task slots free for an assignment now', function () {
       this.set(snapshot().freeSlots);
     });
+    gauge(
+      'dtp_pending_waits',
+      'WAIT_JOB requests held until their job ends or they time out',
+      function () {
+        this.set(snapshot().pendingWaits);
+      },
+    );
     const source = this.#source;
     gauge(
       'dtp_store_integrity_problems',

@@ -38,6 +38,7 @@ export const TEST_CONFIG: CoreConfig = {
   sweepIntervalMs: 3_600_000,
   retainTerminalMs: null,
   maxWaitsPerConnection: 10_000,
+  maxWaits: 100_000,
 };
 
 /** The clock's value when a harness starts, in epoch ms. */

@@ -33,6 +33,8 @@ export function describeInput(input: HandledKind): string {
       return `c${input.connId} client closed`;
     case 'waitExpired':
       return `c${input.connId}#${input.requestId} wait expired`;
+    case 'releaseWaits':
+      return `c${input.connId} waits released`;
     case 'tick':
       return 'tick';
     case 'recovery':

@@ -85,6 +85,7 @@ export class Invariants implements WorldObserver {
       invalid,
       linkWorker: (connId) => world.workerLinks.get(connId)?.registeredAs ?? null,
       waitsOn: (connId) => this.#timing.waitsOn(connId),
+      waitsInAll: () => this.#timing.waitsInAll,
     });
     this.#sessions = new SessionChecks(judge, config, () => world.clock.nowMs);
   }

@@ -116,6 +116,7 @@ function drawProfile(rng: Random): Profile {
     sweepIntervalMs: rng.int(20, 500),
     retainTerminalMs: null,
     maxWaitsPerConnection: rng.chance(0.2) ? rng.int(1, 3) : 10_000,
+    maxWaits: rng.chance(0.2) ? rng.int(1, 6) : 100_000,
   };
   // Longer than any clock jump of a step: a leader loses its lease only in a failover.
   const ttlMs = rng.int(60_000, 120_000);

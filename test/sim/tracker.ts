@@ -85,6 +85,7 @@ export class JobTracker {
   readonly #invalid: WeakSet<object>;
   readonly #linkWorker: (connId: number) => string | null;
   readonly #waitsOn: (connId: number) => number;
+  readonly #waitsInAll: () => number;
 
   constructor(options: {
     judge: Judge;
@@ -96,6 +97,8 @@ export class JobTracker {
     linkWorker: (connId: number) => string | null;
     /** Pending WAIT_JOBs of a client connection (before the input). */
     waitsOn?: (connId: number) => number;
+    /** Pending WAIT_JOBs of all connections (before the input). */
+    waitsInAll?: () => number;
   }) {
     this.#judge = options.judge;
     this.#config = options.config;
@@ -103,6 +106,7 @@ export class JobTracker {
     this.#invalid = options.invalid;
     this.#linkWorker = options.linkWorker;
     this.#waitsOn = options.waitsOn ?? (() => 0);
+    this.#waitsInAll = options.waitsInAll ?? (() => 0);
   }
 
   leaseCurrent(jobId: string, attemptId: string): boolean {
@@ -254,6 +258,7 @@ export class JobTracker {
       terminal: jobId === null ? undefined : this.terminalState(jobId),
       known: jobId !== null && this.attempts.has(jobId),
       waitsOnConnection: input.kind === 'clientRequest' ? this.#waitsOn(input.connId) : 0,
+      waitsInAll: this.#waitsInAll(),
     };
   }
 

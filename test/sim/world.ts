@@ -109,6 +109,7 @@ type Source =
   | { kind: 'client'; link: ClientLink }
   | { kind: 'tick' }
   | { kind: 'wait'; key: string; timer: WaitTimer }
+  | { kind: 'release'; connId: number }
   | { kind: 'read'; readId: number; read: StoreRead };
 
 /** A flushed batch waiting for its commit, with the effects produced with it. */
@@ -543,6 +544,13 @@ export class World {
     for (const [key, timer] of this.#waitTimers) {
       if (now >= timer.dueAtMs) sources.push({ kind: 'wait', key, timer });
     }
+    // Now and then the shell finds a client connection stuck behind one of
+    // its waits (replies in request order) and has them answered early.
+    if (this.#waitTimers.size > 0 && this.#rng.chance(0.01)) {
+      const timer = this.#rng.pick([...this.#waitTimers.values()]);
+      if (this.clientLinks.has(timer.connId))
+        sources.push({ kind: 'release', connId: timer.connId });
+    }
     for (const [readId, read] of this.#reads) sources.push({ kind: 'read', readId, read });
     return sources;
   }
@@ -568,6 +576,12 @@ export class World {
             connId: source.timer.connId,
             requestId: source.timer.requestId,
           },
+          link: null,
+          currentAtSend: false,
+        };
+      case 'release':
+        return {
+          input: { kind: 'releaseWaits', connId: source.connId },
           link: null,
           currentAtSend: false,
         };

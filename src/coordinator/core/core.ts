@@ -21,6 +21,7 @@ import {
   jobRead,
   listDone,
   listKeyDone,
+  releaseWaits,
 } from './client-requests.js';
 import { toRecord } from './job.js';
 import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
@@ -82,6 +83,9 @@ export class CoordinatorCore {
         break;
       case 'waitExpired':
         expireWait(s, input.connId, input.requestId);
+        break;
+      case 'releaseWaits':
+        releaseWaits(s, input.connId);
         break;
       case 'tick':
         sweep(s);

@@ -39,6 +39,11 @@ export type CoreInput =
   | { kind: 'clientClosed'; connId: number }
   /** The timer armed by an `armWait` effect fired. */
   | { kind: 'waitExpired'; connId: number; requestId: number }
+  /**
+   * Reading from a client connection stopped behind one of its pending
+   * waits: answer all of them now, with their jobs as they are.
+   */
+  | { kind: 'releaseWaits'; connId: number }
   /** Periodic sweep: heartbeats, deadlines, retries, retention, scheduling. */
   | { kind: 'tick' }
   /** The answer to a `read` effect. */
@@ -179,6 +184,8 @@ export interface CoreConfig {
   retainTerminalMs: number | null;
   /** Pending WAIT_JOBs one connection may hold. */
   maxWaitsPerConnection: number;
+  /** Pending WAIT_JOBs all connections together may hold. */
+  maxWaits: number;
 }
 
 /**
