@@ -188,11 +188,6 @@ export class ClientSession {
     this.#checkFlow();
   }
 
-  /** Waits the core holds for this connection. */
-  get heldWaits(): number {
-    return this.#held.size;
-  }
-
   /** Requests received and not yet answered. */
   get inFlight(): number {
     return this.#nextRequestId - this.#nextReplyId;
