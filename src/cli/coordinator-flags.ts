@@ -4,6 +4,11 @@
  */
 import { DEFAULT_NET_LIMITS, type NetLimits, type SecurityOptions } from '../coordinator/guard.js';
 import { allowedHostEntry } from '../http/host-check.js';
+import {
+  DEFAULT_COORDINATOR_OPTIONS,
+  WAIT_CAP_RANGES,
+  type CoordinatorOptions,
+} from '../coordinator/options.js';
 import { UsageError, splitList } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 
@@ -166,4 +171,35 @@ export function httpAllowedHostsFrom(values: FlagValues): string[] {
       );
     }),
   );
+}
+
+const W = WAIT_CAP_RANGES;
+
+/** The caps on pending WAIT_JOB requests (bounds from options.ts, shared with startCoordinator). */
+export const WAIT_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'max-waits-per-connection',
+    type: 'int',
+    min: W.maxWaitsPerConnection[0],
+    max: W.maxWaitsPerConnection[1],
+    default: DEFAULT_COORDINATOR_OPTIONS.maxWaitsPerConnection,
+    help: 'pending WAIT_JOB requests one client connection may hold; more get ERROR TOO_MANY_WAITS',
+  },
+  {
+    name: 'max-waits',
+    type: 'int',
+    min: W.maxWaits[0],
+    max: W.maxWaits[1],
+    default: DEFAULT_COORDINATOR_OPTIONS.maxWaits,
+    help: 'pending WAIT_JOB requests all client connections together may hold; more get ERROR TOO_MANY_WAITS',
+  },
+];
+
+export function waitCapsFrom(
+  values: FlagValues,
+): Pick<CoordinatorOptions, 'maxWaitsPerConnection' | 'maxWaits'> {
+  return {
+    maxWaitsPerConnection: values.int('max-waits-per-connection'),
+    maxWaits: values.int('max-waits'),
+  };
 }

@@ -21,6 +21,8 @@ import {
   httpAllowedHostsFrom,
   netLimitsFrom,
   securityOptionsFrom,
+  WAIT_FLAGS,
+  waitCapsFrom,
 } from './coordinator-flags.js';
 import {
   LOG_FLAGS,
@@ -202,14 +204,7 @@ const FLAGS: readonly FlagSpec[] = [
     defaultLabel: 'off: kept forever',
     help: 'delete terminal jobs (and their attempts) older than this, in the background',
   },
-  {
-    name: 'max-waits-per-connection',
-    type: 'int',
-    min: 1,
-    max: 10_000_000,
-    default: D.maxWaitsPerConnection,
-    help: 'pending WAIT_JOB requests one client connection may hold',
-  },
+  ...WAIT_FLAGS,
 ];
 
 /** `--http-port`, or its older name `--metrics-port`; both at once must agree. */
@@ -271,7 +266,7 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     security: securityOptionsFrom(values),
     netLimits: netLimitsFrom(values),
     retainTerminalMs: values.optionalInt('retain-terminal-millis') ?? null,
-    maxWaitsPerConnection: values.int('max-waits-per-connection'),
+    ...waitCapsFrom(values),
     logger,
   };
 }

@@ -76,6 +76,7 @@ import type { CoordinatorOptions } from './options.js';
 import { EMPTY_INSPECTION, type RoleStatus } from './role.js';
 import { TimeOrderedIds } from './time-ordered-id.js';
 import { WaitTimers } from './wait-timers.js';
+import { WorkerInbox } from './worker-inbox.js';
 
 export interface CoordinatorEvents {
   /** Every core event, after its batch was committed. */
@@ -132,6 +133,8 @@ export class Coordinator {
   /** Requests from inside the process (the HTTP API), through the core like any client's. */
   readonly #local: LocalClient;
   readonly #waitTimers: WaitTimers;
+  /** Worker inputs of this turn, handed over after its reads (ends first). */
+  readonly #workerInbox: WorkerInbox;
   /** Sockets accepted before recovery finished; served once it has. */
   #early: { socket: Socket; port: 'worker' | 'client'; admission: Admission }[] = [];
   #ports: [number, number] = [0, 0];
@@ -172,6 +175,7 @@ export class Coordinator {
     this.#waitTimers = new WaitTimers((connId, requestId) =>
       this.#dispatch({ kind: 'waitExpired', connId, requestId }),
     );
+    this.#workerInbox = new WorkerInbox((input) => this.#dispatch(input));
     this.#local = new LocalClient((requestId, msg) =>
       this.#dispatch({ kind: 'clientRequest', connId: LOCAL_CONN_ID, requestId, msg }),
     );
@@ -358,6 +362,7 @@ export class Coordinator {
     this.#pending = [];
     this.#failure = null;
     this.#waitTimers.clearAll();
+    this.#workerInbox.clear();
     const why = `leadership ended: ${reason}`;
     for (const conn of this.#workerConns.values()) void conn.destroy(why);
     for (const session of this.#clients.values()) void session.conn.destroy(why);
@@ -445,13 +450,10 @@ export class Coordinator {
         ...(this.#deps.httpLimits !== undefined && { limits: this.#deps.httpLimits }),
       });
     }
-    // The sweep waits for the check phase, after this turn's socket reads:
-    // after a stall of our own, the heartbeats and results that queued up
-    // meanwhile are seen before anyone is judged.
-    this.#sweepTimer = setInterval(
-      () => setImmediate(() => this.#dispatch({ kind: 'tick' })),
-      options.sweepIntervalMs,
-    );
+    // The tick goes through the worker inbox, after the frames read in its
+    // turn: after a stall of our own, the heartbeats and results that queued
+    // up meanwhile are seen before anyone is judged.
+    this.#sweepTimer = setInterval(() => this.#workerInbox.tick(), options.sweepIntervalMs);
     this.#admitHeld();
     const replicated = this.#election !== null;
     // The start-up line names the ports that scripts read, so it is written
@@ -609,10 +611,18 @@ export class Coordinator {
       {
         onMessage: (msg) => this.#onWorkerMessage(conn, msg),
         onProtocolError: (err) =>
-          this.#dispatch({ kind: 'workerViolation', connId: conn.id, reason: err.message }),
+          this.#workerInbox.push({
+            kind: 'workerViolation',
+            connId: conn.id,
+            reason: err.message,
+          }),
         onLimit: (breach) => {
           this.#reportLimit(conn, 'worker', breach.limit);
-          this.#dispatch({ kind: 'workerViolation', connId: conn.id, reason: breach.message });
+          this.#workerInbox.push({
+            kind: 'workerViolation',
+            connId: conn.id,
+            reason: breach.message,
+          });
         },
         onClose: (reason) => this.#onWorkerClosed(conn, describeCloseReason(reason)),
       },
@@ -627,7 +637,7 @@ export class Coordinator {
     // Absolute: a peer trickling bytes does not extend it.
     const timeoutMs = this.#guard.limits.handshakeTimeoutMs;
     admission.setOnExpired((cause) => {
-      this.#dispatch({
+      this.#workerInbox.push({
         kind: 'workerViolation',
         connId: conn.id,
         reason:
@@ -645,7 +655,7 @@ export class Coordinator {
   #onWorkerClosed(conn: FramedConnection, reason: string): void {
     this.#workerConns.delete(conn.id);
     this.#workerAdmissions.delete(conn.id);
-    this.#dispatch({ kind: 'workerClosed', connId: conn.id, reason });
+    this.#workerInbox.push({ kind: 'workerClosed', connId: conn.id, reason });
   }
 
   #onWorkerMessage(conn: FramedConnection, msg: Message): void {
@@ -657,7 +667,7 @@ export class Coordinator {
     }
     if (!isWorkerToCoordinator(msg)) {
       const hint = isClientRequest(msg) ? ` (a client request: ${WORKER_PORT_HINT})` : '';
-      this.#dispatch({
+      this.#workerInbox.push({
         kind: 'workerViolation',
         connId: conn.id,
         reason: `unexpected ${msg.type}${hint}`,
@@ -677,10 +687,10 @@ export class Coordinator {
         } else this.#refuseWorker(conn, 'token refused', 'Unauthenticated: worker token refused');
         return;
       }
-      this.#dispatch({ kind: 'workerMessage', connId: conn.id, msg: register });
+      this.#workerInbox.push({ kind: 'workerMessage', connId: conn.id, msg: register });
       return;
     }
-    this.#dispatch({ kind: 'workerMessage', connId: conn.id, msg });
+    this.#workerInbox.push({ kind: 'workerMessage', connId: conn.id, msg });
   }
 
   /** A registration without a valid token: ERROR UNAUTHENTICATED, then close. */
@@ -716,6 +726,7 @@ export class Coordinator {
       maxUnsentReplyBytes: limits.maxUnsentReplyBytes,
       idleTimeoutMs: limits.clientIdleTimeoutMs,
       report: (event) => this.#guard.report(event),
+      onBlockedByWait: () => this.#dispatch({ kind: 'releaseWaits', connId: conn.id }),
     });
     this.#clients.set(conn.id, session);
   }
@@ -824,6 +835,8 @@ export class Coordinator {
         // Known now, sent after the commit: the session counts what it owes.
         if (effect.kind === 'reply') {
           this.#clients.get(effect.connId)?.staged(effect.requestId, effect.msg);
+        } else if (effect.kind === 'armWait') {
+          this.#clients.get(effect.connId)?.held(effect.requestId);
         }
         this.#pending.push(effect);
       }
@@ -972,6 +985,7 @@ export class Coordinator {
   async #shutdown(): Promise<void> {
     // From here on inputs are ignored: RUNNING jobs stay RUNNING in the store
     // and are recovered at the next start, exactly as after a crash.
+    this.#workerInbox.flushAll();
     this.#flush();
     this.#stopping = true;
     if (this.#sweepTimer !== null) clearInterval(this.#sweepTimer);
@@ -1021,5 +1035,6 @@ function coreConfig(options: CoordinatorOptions): CoreConfig {
     sweepIntervalMs: options.sweepIntervalMs,
     retainTerminalMs: options.retainTerminalMs,
     maxWaitsPerConnection: options.maxWaitsPerConnection,
+    maxWaits: options.maxWaits,
   };
 }

@@ -64,6 +64,8 @@ export interface CoordinatorOptions {
   retainTerminalMs: number | null;
   /** Pending WAIT_JOBs one client connection may hold (default 10000). */
   maxWaitsPerConnection: number;
+  /** Pending WAIT_JOBs all client connections together may hold (default 100000). */
+  maxWaits: number;
   logger: Logger;
 }
 
@@ -87,4 +89,14 @@ export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   metricsPort: null,
   retainTerminalMs: null,
   maxWaitsPerConnection: 10_000,
+  maxWaits: 100_000,
 };
+
+/**
+ * Inclusive bounds of the caps on pending WAIT_JOBs, for the flags and for
+ * {@link DEFAULT_COORDINATOR_OPTIONS}'s checks alike.
+ */
+export const WAIT_CAP_RANGES = {
+  maxWaitsPerConnection: [1, 10_000_000],
+  maxWaits: [1, 100_000_000],
+} as const satisfies Partial<Record<keyof CoordinatorOptions, readonly [number, number]>>;

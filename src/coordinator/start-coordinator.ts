@@ -17,7 +17,12 @@ import {
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
 import { Coordinator, type CoordinatorDeps } from './coordinator.js';
-import { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES, type CoordinatorOptions } from './options.js';
+import {
+  DEFAULT_COORDINATOR_OPTIONS,
+  DURABILITIES,
+  WAIT_CAP_RANGES,
+  type CoordinatorOptions,
+} from './options.js';
 
 /** What {@link startCoordinator} accepts: every coordinator option, each with a default. */
 export type StartCoordinatorOptions = Partial<Omit<CoordinatorOptions, 'logger'>> & {
@@ -42,6 +47,7 @@ const INTEGER_RANGES = {
   agingStepMs: [1, 365 * DAY_MS],
   leaseTtlMs: [100, DAY_MS],
   leaseRenewIntervalMs: [10, DAY_MS],
+  ...WAIT_CAP_RANGES,
 } as const satisfies Partial<Record<keyof CoordinatorOptions, readonly [number, number]>>;
 
 function invalid(message: string): DtpError {
