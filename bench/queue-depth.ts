@@ -77,6 +77,7 @@ export function newCore(maxActiveJobs: number): {
       sweepIntervalMs: 500,
       retainTerminalMs: null,
       maxWaitsPerConnection: 10_000,
+      maxWaits: 100_000,
     },
     { now: () => clock, newId: () => `id-${++ids}`, validator: createBuiltinRegistry() },
     store.recoverNow(),

@@ -19,6 +19,7 @@ import { HEARTBEAT_TIMEOUT_MS, latencies, type LatencyRun } from './latencies.js
 import { connectCosts, stormMemory, type StormMemory } from './security.js';
 import { httpAttackTable, httpAttacks } from './attack-http.js';
 import { attackBudgetTables } from './attack-budgets.js';
+import { waitAttack, waitAttackTable } from './attack-waits.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
@@ -212,6 +213,7 @@ async function security(dir: string): Promise<string[]> {
   lines.push(row(['after three more rounds of both', m((r) => r.afterThreeMoreMiB)]));
   lines.push('', ...httpAttackTable(await httpAttacks(SMOKE ? 0.05 : 1)));
   lines.push(...(await attackBudgetTables(dir, SMOKE ? 0.01 : 1)));
+  lines.push('', ...waitAttackTable(await waitAttack(SMOKE ? 0.01 : 1)));
   return lines;
 }
 

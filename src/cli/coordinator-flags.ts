@@ -9,6 +9,11 @@ import {
   type SecurityOptions,
 } from '../coordinator/ports/guard.js';
 import { allowedHostEntry } from '../http/host-check.js';
+import {
+  COORDINATOR_BOUNDS,
+  DEFAULT_COORDINATOR_OPTIONS,
+  type CoordinatorOptions,
+} from '../coordinator/options.js';
 import { UsageError, boundedFlag, splitList } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 
@@ -136,4 +141,27 @@ export function httpAllowedHostsFrom(values: FlagValues): string[] {
       );
     }),
   );
+}
+
+const B = COORDINATOR_BOUNDS;
+
+/** The caps on pending WAIT_JOB requests (bounds from options.ts, shared with startCoordinator). */
+export const WAIT_FLAGS: readonly FlagSpec[] = [
+  boundedFlag('max-waits-per-connection', B.maxWaitsPerConnection, {
+    default: DEFAULT_COORDINATOR_OPTIONS.maxWaitsPerConnection,
+    help: 'pending WAIT_JOB requests one client connection may hold; more get ERROR TOO_MANY_WAITS',
+  }),
+  boundedFlag('max-waits', B.maxWaits, {
+    default: DEFAULT_COORDINATOR_OPTIONS.maxWaits,
+    help: 'pending WAIT_JOB requests all client connections together may hold; more get ERROR TOO_MANY_WAITS',
+  }),
+];
+
+export function waitCapsFrom(
+  values: FlagValues,
+): Pick<CoordinatorOptions, 'maxWaitsPerConnection' | 'maxWaits'> {
+  return {
+    maxWaitsPerConnection: values.int('max-waits-per-connection'),
+    maxWaits: values.int('max-waits'),
+  };
 }

@@ -23,6 +23,8 @@ import {
   httpAllowedHostsFrom,
   netLimitsFrom,
   securityOptionsFrom,
+  WAIT_FLAGS,
+  waitCapsFrom,
 } from './coordinator-flags.js';
 import {
   LOG_FLAGS,
@@ -144,10 +146,7 @@ const FLAGS: readonly FlagSpec[] = [
     defaultLabel: 'off: kept forever',
     help: 'delete terminal jobs (and their attempts) older than this, in the background',
   }),
-  boundedFlag('max-waits-per-connection', B.maxWaitsPerConnection, {
-    default: D.maxWaitsPerConnection,
-    help: 'pending WAIT_JOB requests one client connection may hold',
-  }),
+  ...WAIT_FLAGS,
 ];
 
 /** `--http-port`, or its older name `--metrics-port`; both at once must agree. */
@@ -209,7 +208,7 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     security: securityOptionsFrom(values),
     netLimits: netLimitsFrom(values),
     retainTerminalMs: values.optionalInt('retain-terminal-millis') ?? null,
-    maxWaitsPerConnection: values.int('max-waits-per-connection'),
+    ...waitCapsFrom(values),
   };
   const problem = relationProblem(
     options,

@@ -39,6 +39,7 @@ import type {
   TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import { checkPayload } from '../sdk/payload-schema.js';
 import type { ClientTls } from '../net/tls.js';
@@ -361,7 +362,9 @@ export class DtpClient<T extends object = AnyTasks> {
    * FAILED, CANCELLED); fails with {@link WaitTimeoutError} (carrying the last
    * snapshot) after `timeoutMs` (default: no limit), or with the signal's
    * reason once it aborts. Held by the coordinator (WAIT_JOB) when it can,
-   * polled otherwise. A wait survives its coordinator going away (a restart,
+   * polled otherwise (also while the coordinator holds as many waits as it
+   * will: `TOO_MANY_WAITS` makes it look once and hold again after a pause
+   * of 50 ms growing to 500 ms). A wait survives its coordinator going away (a restart,
    * a failover): waiting is safe to repeat, so the client reconnects and asks
    * again, for up to `followTimeoutMs` without a connection.
    */
@@ -524,6 +527,10 @@ export class DtpClient<T extends object = AnyTasks> {
       void conn.destroy('the coordinator did not understand WAIT_JOB');
       this.#learned(V1_FEATURES);
       return null;
+    }
+    if (reply.type === 'ERROR' && reply.code === ErrorCode.TooManyWaits) {
+      // The coordinator holds as many waits as it will: look now, hold one again later.
+      return this.status(jobId);
     }
     return expectReply('WAIT_JOB', reply, 'JOB_STATUS').job;
   }

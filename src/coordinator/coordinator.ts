@@ -135,6 +135,7 @@ export class Coordinator implements CoordinatorView {
         entrance: () => this.#entrance(),
         leaderAddress: (port) => this.#leaderAddress(port),
         dispatch: (input) => this.#dispatch(input),
+        workerInput: (input) => this.#termOf()?.workerInput(input),
         clientClosed: (connId) => this.#termOf()?.clientClosed(connId),
       },
       {
@@ -422,6 +423,7 @@ export class Coordinator implements CoordinatorView {
       send: (connId, msg) => ports().send(connId, msg),
       reply: (connId, requestId, msg) => ports().reply(connId, requestId, msg),
       staged: (connId, requestId, msg) => ports().staged(connId, requestId, msg),
+      held: (connId, requestId) => ports().held(connId, requestId),
       close: (connId, reason) => ports().close(connId, reason),
       hasClient: (connId) => ports().hasClient(connId),
       publish: (event) => this.#publish(event),

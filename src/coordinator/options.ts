@@ -88,6 +88,8 @@ export interface CoordinatorOptions {
   retainTerminalMs: number | null;
   /** Pending WAIT_JOBs one client connection may hold (default 10000). */
   maxWaitsPerConnection: number;
+  /** Pending WAIT_JOBs all client connections together may hold (default 100000). */
+  maxWaits: number;
   logger: Logger;
 }
 
@@ -111,6 +113,7 @@ export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   metricsPort: null,
   retainTerminalMs: null,
   maxWaitsPerConnection: 10_000,
+  maxWaits: 100_000,
 };
 
 /** Largest `maxActiveJobs`. */
@@ -133,6 +136,7 @@ export const COORDINATOR_BOUNDS: BoundsTable<CoordinatorOptions> = {
   metricsPort: { min: 0, max: MAX_PORT, nullMeans: 'off' },
   retainTerminalMs: { min: 1, max: MAX_DURATION_MS, nullMeans: 'kept forever' },
   maxWaitsPerConnection: { min: 1, max: 10_000_000 },
+  maxWaits: { min: 1, max: 100_000_000 },
 };
 
 /** Rules between coordinator options. */

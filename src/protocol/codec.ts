@@ -20,6 +20,7 @@ import {
   PRIORITIES,
   RESULT_FORMATS,
   type AttemptSnapshot,
+  type HeldAttempt,
   type JobSnapshot,
   type JsonObject,
   type Message,
@@ -236,6 +237,11 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   idempotencyKey: optional(stringCodec),
 });
 
+const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
+  jobId: stringCodec,
+  attemptId: stringCodec,
+});
+
 export const workerSnapshotCodec: Codec<WorkerSnapshot> = recordCodec<WorkerSnapshot>({
   workerId: stringCodec,
   capacity: intCodec,
@@ -257,6 +263,7 @@ const SCHEMAS: Schemas = {
     authToken: optional(stringCodec),
     heartbeatAck: optional(boolCodec),
     prefetch: optional(intCodec),
+    heldAttempts: optional(arrayOf(heldAttemptCodec)),
   },
   WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },

@@ -20,6 +20,7 @@ export const FEATURES = [
   'retryable',
   'assignLimits',
   'prefetch',
+  'reattach',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

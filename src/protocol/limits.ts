@@ -37,5 +37,12 @@ export const MAX_ERROR_CHARS = 8 * 1024;
 export function clipError(text: string): string {
   return text.length <= MAX_ERROR_CHARS ? text : `${text.slice(0, MAX_ERROR_CHARS)}... (truncated)`;
 }
+/**
+ * Most attempts a worker may list in `WORKER_REGISTER.heldAttempts`: as many
+ * as one session may hold (capacity plus prefetch) at the largest capacity.
+ */
+export const MAX_HELD_ATTEMPTS = (1 + MAX_PREFETCH_PER_SLOT) * MAX_CAPACITY;
+/** Longest job or attempt id accepted in `WORKER_REGISTER.heldAttempts`. */
+export const MAX_HELD_ID_LENGTH = 200;
 /** Most task types one worker may declare. */
 export const MAX_TASK_TYPES_PER_WORKER = 1024;

@@ -134,6 +134,19 @@ export interface WorkerRegister {
    * a slot is free (0..capacity); absent or 0 = none.
    */
   prefetch?: number | null;
+  /**
+   * Extension: attempts this worker still holds from an earlier connection
+   * (running, queued, or finished with the result not sent yet); absent =
+   * not said. A coordinator that offers `reattach` gives the ones whose lease
+   * is still current to this session and cancels the others.
+   */
+  heldAttempts?: HeldAttempt[] | null;
+}
+
+/** One attempt a re-registering worker still holds. */
+export interface HeldAttempt {
+  jobId: string;
+  attemptId: string;
 }
 export interface WorkerRegistered {
   type: 'WORKER_REGISTERED';

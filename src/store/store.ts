@@ -122,6 +122,13 @@ export interface RecoveredState {
   activeAttempts: AttemptRecord[];
   /** Highest seq ever stored (0 when empty). */
   maxSeq: number;
+  /**
+   * The epoch (fencing token) of the leadership term this recovery starts,
+   * with a store shared by several coordinators (PostgreSQL); absent with
+   * one coordinator (SQLite). Every term takes the next epoch, so the
+   * attempts it finds running were started under an earlier one.
+   */
+  epoch?: number;
 }
 
 export interface Store {

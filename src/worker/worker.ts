@@ -51,14 +51,19 @@
  * address; it pauses `reconnectDelayMs` only after a whole round failed or a
  * registered session ended. A worker re-registers with whichever leads.
  *
- * Tasks of a lost connection are orphans: the coordinator has revoked (or is
- * about to revoke) their leases, so the work will be redone elsewhere. An
- * orphan that finishes before the worker registers again has its result
- * reported once the new session starts, as a late result the coordinator
- * logs and rejects as stale — so a worker that was frozen (SIGSTOP, a long
- * pause) leaves a trace instead of silently dropping finished work. Orphans
- * still running when the worker registers again are abandoned (their threads
- * terminated), so the new session starts with every slot free.
+ * Tasks of a lost connection are orphans. They keep running, and the next
+ * WORKER_REGISTER lists them (`heldAttempts`, with the ones that finished and
+ * were not reported yet). A coordinator that offers `reattach` gives the
+ * ones whose lease is still current (the connection died only because the
+ * coordinator was frozen, or it had not noticed yet) to the new session and
+ * cancels the others with TASK_CANCEL; so they run on. Against any other
+ * coordinator the orphans still running when the worker registers again are
+ * abandoned (their threads terminated), so the new session starts with every
+ * slot free. Either way an orphan that finished before the new session has
+ * its result reported once that session starts: counted if its lease is
+ * still current, otherwise logged and rejected by the coordinator as stale —
+ * so a worker that was frozen (SIGSTOP, a long pause) leaves a trace instead
+ * of silently dropping finished work.
  */
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
@@ -79,6 +84,7 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import {
   isCoordinatorToWorker,
   type ErrorMessage,
+  type HeldAttempt,
   type Message,
   type TaskAssign,
   type TaskCancel,
@@ -156,8 +162,11 @@ interface RunningTask {
   readonly attemptId: string;
   readonly handle: TaskHandle;
   readonly startedAtMs: number;
-  /** The connection that assigned it; the result goes back only there. */
-  readonly connection: FramedConnection;
+  /**
+   * The session's connection: the one that assigned it, or the one of a later
+   * session that took it back (`reattach`). The result goes back only there.
+   */
+  connection: FramedConnection;
   /** Fires at the attempt's deadline (when the coordinator told it); cleared when the task leaves. */
   deadlineTimer: NodeJS.Timeout | null;
 }
@@ -480,6 +489,7 @@ export class Worker {
         heartbeatAck: true,
         ...(prefetch === 0 ? {} : { prefetch }),
         ...(authToken === null ? {} : { authToken }),
+        heldAttempts: this.#heldAttempts(),
       });
       // A coordinator that accepts but never answers must not hold us forever.
       const timeoutMs = this.#connectTimeoutMs();
@@ -487,6 +497,12 @@ export class Worker {
         this.#drop(connection, `no reply to WORKER_REGISTER within ${timeoutMs} ms`),
       );
     });
+  }
+
+  /** Orphans still running or queued, and finished ones not reported yet. */
+  #heldAttempts(): HeldAttempt[] {
+    const held = [...this.#tasks.values(), ...this.#lateResults];
+    return held.map(({ jobId, attemptId }) => ({ jobId, attemptId }));
   }
 
   #drop(connection: FramedConnection, reason: string): void {
@@ -576,16 +592,36 @@ export class Worker {
       { capacity: this.capacity, features, customTaskTypes: customTypes },
       'registered',
     );
-    this.#abandonTasks(true);
+    if (this.#features.has('reattach')) this.#adoptOrphans(connection);
+    else this.#abandonTasks(true);
     this.#reportLateResults(connection);
     this.events.emit('registered');
+  }
+
+  /**
+   * The coordinator takes back the orphans whose lease is still current and
+   * cancels the others: every orphan now belongs to this session.
+   */
+  #adoptOrphans(connection: FramedConnection): void {
+    let adopted = 0;
+    for (const task of this.#tasks.values()) {
+      if (task.connection === connection) continue;
+      task.connection = connection;
+      adopted++;
+    }
+    if (adopted > 0) {
+      this.#log.info({ tasks: adopted }, 'running tasks carried over to the new session');
+    }
   }
 
   #reportLateResults(connection: FramedConnection): void {
     const late = this.#lateResults;
     this.#lateResults = [];
     for (const { jobId, attemptId, outcome } of late) {
-      this.#log.info({ jobId, attemptId }, 'late result reported (its lease is probably revoked)');
+      const hope = this.#features.has('reattach')
+        ? 'counted if its lease is still current'
+        : 'its lease is probably revoked';
+      this.#log.info({ jobId, attemptId }, `late result reported (${hope})`);
       this.#sendResult(connection, { jobId, attemptId }, outcome);
     }
   }

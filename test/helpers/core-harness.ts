@@ -12,6 +12,7 @@ import type {
   ClientReply,
   ClientRequest,
   CoordinatorToWorker,
+  HeldAttempt,
   JobSnapshot,
   JsonObject,
   Priority,
@@ -37,6 +38,7 @@ export const TEST_CONFIG: CoreConfig = {
   sweepIntervalMs: 3_600_000,
   retainTerminalMs: null,
   maxWaitsPerConnection: 10_000,
+  maxWaits: 100_000,
 };
 
 /** The clock's value when a harness starts, in epoch ms. */
@@ -150,7 +152,8 @@ export class CoreHarness {
     this.core = this.#build();
   }
 
-  #build(): CoordinatorCore {
+  #build(epoch?: number): CoordinatorCore {
+    const stored = this.store.recoverNow();
     const core = new CoordinatorCore(
       this.config,
       {
@@ -158,7 +161,7 @@ export class CoreHarness {
         newId: () => `id-${this.#nextId++}`,
         validator: createBuiltinRegistry(),
       },
-      this.store.recoverNow(),
+      epoch === undefined ? stored : { ...stored, epoch },
     );
     this.core = core;
     this.last = this.#settle(core.takeRecoveryEffects());
@@ -169,11 +172,12 @@ export class CoreHarness {
   /**
    * Simulates a coordinator restart: a new core recovers from what the store
    * has committed (the harness commits after every input, so that is
-   * everything). Returns the recovery's effects.
+   * everything). Returns the recovery's effects. With `epoch`, the new core
+   * recovers as a leadership term of a shared store would (a failover).
    */
-  restart(): Effect[] {
+  restart(epoch?: number): Effect[] {
     this.#connByWorker.clear();
-    this.core = this.#build();
+    this.core = this.#build(epoch);
     return this.last;
   }
 
@@ -257,7 +261,7 @@ export class CoreHarness {
     workerId: string,
     capacity = 1,
     taskTypes: string[] | null = null,
-    extensions: { heartbeatAck?: boolean; prefetch?: number } = {},
+    extensions: { heartbeatAck?: boolean; prefetch?: number; heldAttempts?: HeldAttempt[] } = {},
   ): number {
     const connId = this.newConn();
     this.#connByWorker.set(workerId, connId);

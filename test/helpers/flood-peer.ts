@@ -13,29 +13,38 @@
  * - `trickle`: send one byte every `intervalMs` (a 1 MiB frame that never ends);
  * - `half-frame`: declare a 1 MiB frame, send `bytes` of it, then stall;
  * - `garbage`: send `bytes` random bytes (optionally starting with a length
- *   prefix of `declaredLength`) and close.
+ *   prefix of `declaredLength`) and close;
+ * - `waits` (client port): send `waits` WAIT_JOB requests for `jobIds` in
+ *   turn, each with `waitTimeoutMs`, in one write, then hold the connection
+ *   (the replies are read and counted in `received` bytes).
+ * `written` counts connections whose writes the kernel has taken.
  */
 import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
+import { encodeMessage } from '../../src/protocol/codec.js';
 
 export interface FloodPlan {
   port: number;
   host: string;
   /** Source address, e.g. 127.0.0.2, so the flood comes from its own address. */
   localAddress?: string;
-  mode: 'idle' | 'trickle' | 'half-frame' | 'garbage';
+  mode: 'idle' | 'trickle' | 'half-frame' | 'garbage' | 'waits';
   count: number;
   /** Bytes per connection for `half-frame` and `garbage`. */
   bytes?: number;
   /** `garbage` only: start with a length prefix declaring this many bytes. */
   declaredLength?: number;
   intervalMs?: number;
+  /** `waits` only: requests per connection, the jobs they name, and their timeout. */
+  waits?: number;
+  jobIds?: string[];
+  waitTimeoutMs?: number;
   /** Give up after this long, in ms. */
   holdMs: number;
 }
 
 function run(plan: FloodPlan): void {
-  const stats = { opened: 0, closed: 0, refused: 0, errors: 0 };
+  const stats = { opened: 0, closed: 0, refused: 0, errors: 0, written: 0, received: 0 };
   const sockets = new Set<Socket>();
   const report = (): void => void process.stdout.write(`${JSON.stringify(stats)}\n`);
   const ticker = setInterval(report, 100);
@@ -58,24 +67,27 @@ function run(plan: FloodPlan): void {
     const socket = connect({ port: plan.port, host: plan.host, localAddress: plan.localAddress });
     sockets.add(socket);
     let got = 0;
-    socket.on('data', (d: Buffer) => (got += d.length));
+    socket.on('data', (d: Buffer) => {
+      got += d.length;
+      stats.received += d.length;
+    });
     socket.on('error', () => stats.errors++);
     socket.on('close', () => {
       sockets.delete(socket);
       stats.closed++;
       // Refused at accept: an ERROR frame arrives, or a reset, right away.
-      if (got > 0 && plan.mode !== 'garbage') stats.refused++;
+      if (got > 0 && plan.mode !== 'garbage' && plan.mode !== 'waits') stats.refused++;
       if (stats.closed === plan.count) finish();
     });
     socket.once('connect', () => {
       stats.opened++;
-      act(socket, plan);
+      act(socket, plan, () => stats.written++);
     });
   };
   openNext();
 }
 
-function act(socket: Socket, plan: FloodPlan): void {
+function act(socket: Socket, plan: FloodPlan, onWritten: () => void): void {
   switch (plan.mode) {
     case 'idle':
       return;
@@ -104,7 +116,24 @@ function act(socket: Socket, plan: FloodPlan): void {
       socket.end(body);
       return;
     }
+    case 'waits':
+      socket.write(waitFrames(plan), () => onWritten());
+      return;
   }
+}
+
+/** `plan.waits` WAIT_JOB frames, the jobs in turn, in one buffer (built once per plan). */
+let cachedWaits: Buffer | null = null;
+function waitFrames(plan: FloodPlan): Buffer {
+  if (cachedWaits !== null) return cachedWaits;
+  const jobIds = plan.jobIds ?? ['no-such-job'];
+  const frames: Buffer[] = [];
+  for (let i = 0; i < (plan.waits ?? 1); i++) {
+    const jobId = jobIds[i % jobIds.length] as string;
+    frames.push(encodeMessage({ type: 'WAIT_JOB', jobId, timeoutMillis: plan.waitTimeoutMs ?? 0 }));
+  }
+  cachedWaits = Buffer.concat(frames);
+  return cachedWaits;
 }
 
 const arg = process.argv[2];

@@ -13,6 +13,10 @@ export interface FloodStats {
   closed: number;
   refused: number;
   errors: number;
+  /** Connections whose writes the kernel took (modes that write once). */
+  written?: number;
+  /** Bytes the peers received. */
+  received?: number;
 }
 
 export class Flood {

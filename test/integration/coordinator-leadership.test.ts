@@ -150,6 +150,40 @@ describe('coordinators sharing PostgreSQL', { skip }, () => {
     assert.equal(await c2.submit('SHA256', { text: 'before' }, { idempotencyKey: 'k1' }), done);
   });
 
+  it('says in the history that the leader changed, with both epochs, for an attempt the failover interrupted', async () => {
+    const { nodes } = await cluster(2);
+    const [first, second] = nodes as [TestCoordinator, TestCoordinator];
+    const worker = await rawConnection(first.coordinator.workerPort);
+    peers.push({ close: () => worker.conn.destroy() });
+    worker.conn.send({ type: 'WORKER_REGISTER', workerId: 'w1', capacity: 2, taskTypes: null });
+    assert.equal((await worker.inbox.next()).type, 'WORKER_REGISTERED');
+    const c1 = await client(first.coordinator);
+    const requeued = await c1.submit('SLEEP', { durationMillis: 60_000 });
+    const failed = await c1.submit('SLEEP', { durationMillis: 60_000 }, { maxAttempts: 1 });
+    for (let k = 0; k < 2; k++) assert.equal((await worker.inbox.next()).type, 'TASK_ASSIGN');
+    await first.close();
+    await until(() => second.coordinator.status().role === 'leader', {
+      timeoutMs: 3_000,
+      what: 'the standby to take over',
+    });
+    assert.equal(second.coordinator.status().epoch, 2);
+    const c2 = await client(second.coordinator);
+    const again = await c2.request({ type: 'GET_JOB_STATUS', jobId: requeued, attempts: true });
+    assert.ok(again.type === 'JOB_STATUS', JSON.stringify(again));
+    assert.equal(again.job.state, 'QUEUED');
+    const interrupted =
+      'leader changed (epoch 1 → 2) during attempt 1; outcome unknown (worker w1)';
+    assert.equal(again.job.error, interrupted);
+    assert.deepEqual(
+      again.attempts?.map((a) => [a.outcome, a.error]),
+      [['INTERRUPTED', interrupted]],
+    );
+    assert.equal(
+      (await c2.status(failed)).error,
+      'leader changed (epoch 1 → 2) during final attempt; outcome unknown (worker w1; all 1 attempts used)',
+    );
+  });
+
   it('stops at once when its epoch is superseded: drops connections, writes nothing more, stands by', async () => {
     const { url, nodes } = await cluster(1);
     const leader = (nodes[0] as TestCoordinator).coordinator;

@@ -95,6 +95,55 @@ describe('worker: coordinator liveness', () => {
   });
 });
 
+describe('worker: orphans of a lost connection', () => {
+  /** A session that runs one `polite` task, then loses its connection; returns the lease. */
+  async function orphanOne(fake: FakeCoordinator, w: Worker, ms: number): Promise<string> {
+    const first = await fake.acceptNext(['heartbeatAck', 'reattach']);
+    await once(w.events, 'registered');
+    const started = once(w.events, 'started');
+    const attemptId = first.assign('job-orphan', 'polite', { ms });
+    await started;
+    const disconnected = once(w.events, 'disconnected');
+    await first.connection.destroy('dropped by test');
+    await disconnected;
+    return attemptId;
+  }
+
+  it('lists them when it registers again, and a reattach coordinator gets their results', async () => {
+    const { fake, w } = await setUp();
+    const attemptId = await orphanOne(fake, w, 300);
+    const [second, register] = await fake.nextRegistration();
+    assert.deepEqual(register.heldAttempts, [{ jobId: 'job-orphan', attemptId }]);
+    second.send({ type: 'WORKER_REGISTERED', workerId: 'w-live', features: ['reattach'] });
+    const result = await second.resultFor(attemptId);
+    assert.deepEqual([result.success, result.result], [true, 'finished']);
+  });
+
+  it('keeps them running for a reattach coordinator, which may still cancel them', async () => {
+    const { fake, w } = await setUp();
+    let abandoned = 0;
+    w.events.on('abandoned', () => abandoned++);
+    const attemptId = await orphanOne(fake, w, 60_000);
+    const second = await fake.acceptNext(['heartbeatAck', 'reattach']);
+    await once(w.events, 'registered');
+    assert.deepEqual([w.runningCount, abandoned], [1, 0], 'carried over, not abandoned');
+    const cancelled = once(w.events, 'cancelled');
+    second.send({ type: 'TASK_CANCEL', jobId: 'job-orphan', attemptId });
+    await cancelled;
+    assert.equal(w.runningCount, 0);
+    assert.deepEqual(second.results(), []);
+  });
+
+  it('abandons them when the coordinator does not offer reattach', async () => {
+    const { fake, w } = await setUp();
+    await orphanOne(fake, w, 60_000);
+    const abandoned = once(w.events, 'abandoned');
+    await fake.acceptNext(['heartbeatAck']);
+    await abandoned;
+    assert.equal(w.runningCount, 0);
+  });
+});
+
 describe('worker: refusals', () => {
   for (const code of ['WORKER_REPLACED', 'UNAUTHENTICATED', 'TLS_REQUIRED']) {
     it(`stops for good on ERROR ${code} instead of registering again`, async () => {

@@ -61,6 +61,7 @@ describe('Worker', () => {
       taskTypes: ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'],
       heartbeatAck: true,
       prefetch: 6, // 2 x capacity unless told otherwise
+      heldAttempts: [], // a new process holds nothing
     });
     assert.equal(worker.connected, true);
     assert.equal(worker.registered, false);

@@ -23,6 +23,8 @@ export function describeInput(input: HandledKind): string {
     }
     case 'workerViolation':
       return `c${input.connId} violation (${input.reason})`;
+    case 'workerEnding':
+      return `c${input.connId} end read`;
     case 'workerClosed':
       return `c${input.connId} closed (${input.reason})`;
     case 'clientRequest':
@@ -31,6 +33,8 @@ export function describeInput(input: HandledKind): string {
       return `c${input.connId} client closed`;
     case 'waitExpired':
       return `c${input.connId}#${input.requestId} wait expired`;
+    case 'releaseWaits':
+      return `c${input.connId} waits released`;
     case 'tick':
       return 'tick';
     case 'recovery':

@@ -14,9 +14,11 @@
  *   terminal, committed keys never remapped;
  * - the core's memory agrees with the rows for every active job;
  *   `activeCount` is the number of non-terminal jobs; each RUNNING job holds
- *   exactly the model's current lease, on a live session whose `running`
- *   set holds it; each session's running count equals its RUNNING jobs and
- *   stays within capacity; free slots add up.
+ *   exactly the model's current lease, either on a live session whose
+ *   `running` set holds it or kept for its worker (never both); each
+ *   session's running count equals its RUNNING jobs and stays within
+ *   capacity; free slots add up;
+ * - after a tick, no kept lease is past its grace period.
  */
 import type { CoreConfig, Effect } from '../../src/coordinator/core/types.js';
 import {
@@ -83,6 +85,7 @@ export class Invariants implements WorldObserver {
       invalid,
       linkWorker: (connId) => world.workerLinks.get(connId)?.registeredAs ?? null,
       waitsOn: (connId) => this.#timing.waitsOn(connId),
+      waitsInAll: () => this.#timing.waitsInAll,
     });
     this.#sessions = new SessionChecks(judge, config, () => world.clock.nowMs);
   }
@@ -97,6 +100,19 @@ export class Invariants implements WorldObserver {
     this.tracker.onHandled(handled);
     this.#timing.onHandled(handled);
     this.#sessions.onHandled(handled);
+    if (handled.input.kind === 'tick') this.#checkKeptAfterTick();
+  }
+
+  /** A tick revokes every kept lease whose grace period has ended. */
+  #checkKeptAfterTick(): void {
+    const now = this.#world.clock.nowMs;
+    for (const kept of this.#world.core.inspect().keptLeases) {
+      this.#judge.check(
+        kept.untilMs >= now,
+        () =>
+          `after a tick at ${now}, ${kept.jobIds.length} lease(s) of ${kept.workerId} are still kept until ${kept.untilMs}`,
+      );
+    }
   }
 
   onFlushed(batchId: number | null): void {
@@ -264,6 +280,11 @@ export class Invariants implements WorldObserver {
     const sessions = new Map(view.workers.map((w) => [w.workerId, w]));
     judge.check(sessions.size === view.workers.length, () => `two sessions share a worker id`);
     const runningOn = new Map<string, number>();
+    const keptFor = new Map<string, string>();
+    for (const kept of view.keptLeases) {
+      for (const jobId of kept.jobIds) keptFor.set(jobId, kept.workerId);
+    }
+    let keptRunning = 0;
     for (const job of activeJobs) {
       const row = rows.get(job.jobId);
       const field = row === undefined ? 'jobId' : differingField(row, job);
@@ -285,17 +306,25 @@ export class Invariants implements WorldObserver {
         () =>
           `RUNNING job ${job.jobId} holds ${job.attemptId} on ${job.workerId}; current lease is ${lease?.attemptId} on ${lease?.workerId}`,
       );
-      const session = sessions.get(job.workerId as string);
+      const workerId = job.workerId as string;
+      const inSession = sessions.get(workerId)?.running.includes(job.jobId) === true;
+      const isKept = keptFor.get(job.jobId) === workerId;
       judge.check(
-        session?.running.includes(job.jobId) === true,
-        () => `RUNNING job ${job.jobId} is not in the running set of worker ${job.workerId}`,
+        inSession !== isKept,
+        () =>
+          `RUNNING job ${job.jobId} is ${inSession ? 'both kept and' : 'neither kept nor'} in the running set of worker ${workerId}`,
       );
-      runningOn.set(job.workerId as string, (runningOn.get(job.workerId as string) ?? 0) + 1);
+      if (isKept) keptRunning++;
+      else runningOn.set(workerId, (runningOn.get(workerId) ?? 0) + 1);
     }
-    const leased = [...runningOn.values()].reduce((a, b) => a + b, 0);
+    const leased = [...runningOn.values()].reduce((a, b) => a + b, 0) + keptRunning;
     judge.check(
       this.tracker.leases.size === leased,
       () => `${this.tracker.leases.size} current leases but ${leased} RUNNING jobs`,
+    );
+    judge.check(
+      keptRunning === keptFor.size,
+      () => `${keptFor.size} leases kept, ${keptRunning} of them on RUNNING jobs`,
     );
     this.#checkSessions(view.workers, runningOn, view.freeSlots);
     this.#sessions.checkAgainst(view.workers);
@@ -327,7 +356,7 @@ export class Invariants implements WorldObserver {
         () => `session ${w.workerId} is on connection ${w.connId}, which is closed or not its own`,
       );
       const window = w.capacity + (w.prefetching ? w.prefetch : 0);
-      if (!w.draining) free += Math.max(0, window - w.running.length);
+      if (!w.draining && !w.ending) free += Math.max(0, window - w.running.length);
     }
     judge.check(freeSlots === free, () => `freeSlots is ${freeSlots}, sessions have ${free}`);
   }

@@ -93,6 +93,8 @@ export class WorkerLink {
   registeredAs: string | null = null;
   /** The core closed this connection (its later frames must change nothing). */
   closedByCore = false;
+  /** The shell told the core it has read this connection's end (`workerEnding`). */
+  endTold = false;
   /** When the shell half-closed it (reading on until the worker closes too); null if not. */
   halfClosedAtMs: number | null = null;
   /** Leases released to this connection: a TASK_CANCEL must name one of them. */

@@ -45,8 +45,9 @@ export interface Before {
   known: boolean;
   terminal: JobState | undefined;
   keyOwner: KeyOwner | undefined;
-  /** WAIT_JOBs pending on the request's connection. */
+  /** WAIT_JOBs pending on the request's connection, and on all connections. */
   waitsOnConnection: number;
+  waitsInAll: number;
 }
 
 type ClientRequestInput = Extract<CoreInput, { kind: 'clientRequest' }>;
@@ -276,6 +277,14 @@ function checkKnownOrUnknown(
   );
 }
 
+/** A new wait would pass a cap: the connection's or the coordinator's. */
+function atWaitCap(ctx: RequestContext, before: Before): boolean {
+  return (
+    before.waitsOnConnection >= ctx.config.maxWaitsPerConnection ||
+    before.waitsInAll >= ctx.config.maxWaits
+  );
+}
+
 function checkWait(ctx: RequestContext, msg: WaitJob, answer: Effect, before: Before): void {
   const judge = ctx.judge;
   const timeoutMs = Math.min(Math.max(msg.timeoutMillis ?? DEFAULT_WAIT_MS, 0), MAX_WAIT_MS);
@@ -285,11 +294,9 @@ function checkWait(ctx: RequestContext, msg: WaitJob, answer: Effect, before: Be
     answer.msg.code === 'TOO_MANY_WAITS'
   ) {
     judge.check(
-      before.known &&
-        before.terminal === undefined &&
-        before.waitsOnConnection >= ctx.config.maxWaitsPerConnection,
+      before.known && before.terminal === undefined && atWaitCap(ctx, before),
       () =>
-        `WAIT_JOB ${msg.jobId} refused with ${before.waitsOnConnection} waits of ${ctx.config.maxWaitsPerConnection} pending`,
+        `WAIT_JOB ${msg.jobId} refused with ${before.waitsOnConnection} waits of ${ctx.config.maxWaitsPerConnection} pending on its connection, ${before.waitsInAll} of ${ctx.config.maxWaits} in all`,
     );
     return;
   }
@@ -298,7 +305,8 @@ function checkWait(ctx: RequestContext, msg: WaitJob, answer: Effect, before: Be
       before.known &&
         before.terminal === undefined &&
         timeoutMs > 0 &&
-        answer.timeoutMs === timeoutMs,
+        answer.timeoutMs === timeoutMs &&
+        !atWaitCap(ctx, before),
       () =>
         `WAIT_JOB ${msg.jobId} armed ${answer.timeoutMs} ms (terminal: ${before.terminal}, wanted ${timeoutMs})`,
     );

@@ -28,6 +28,9 @@ interface Totals {
   failovers: number;
   fencedCommits: number;
   prefetchedSteps: number;
+  keptLeases: number;
+  reclaimedLeases: number;
+  endingConnections: number;
   faults: number;
   faultKinds: Map<string, number>;
 }
@@ -55,6 +58,9 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.failovers += report.failovers;
   totals.fencedCommits += report.fencedCommits;
   totals.prefetchedSteps += report.prefetchedSteps;
+  totals.keptLeases += report.keptLeases;
+  totals.reclaimedLeases += report.reclaimedLeases;
+  totals.endingConnections += report.endingConnections;
   totals.faults += report.faultTotal;
   for (const [kind, n] of Object.entries(report.faults)) {
     totals.faultKinds.set(kind, (totals.faultKinds.get(kind) ?? 0) + n);
@@ -74,6 +80,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
       `prefetch:        ${totals.prefetchedSteps} steps ended with a worker holding more leases than its capacity`,
+      `stalls:          ${totals.keptLeases} attempts kept for their worker after a stall, ${totals.reclaimedLeases} taken back by a new session; ${totals.endingConnections} connection ends read before their last frames`,
       `faults injected: ${totals.faults} (${kinds})`,
       `failures:        ${failures}`,
       `time:            ${(elapsedMs / 1000).toFixed(1)} s`,
@@ -104,6 +111,9 @@ function runMany(start: number, count: number, steps: number): number {
     failovers: 0,
     fencedCommits: 0,
     prefetchedSteps: 0,
+    keptLeases: 0,
+    reclaimedLeases: 0,
+    endingConnections: 0,
     faults: 0,
     faultKinds: new Map(),
   };

@@ -9,8 +9,14 @@
  *   counts as nobody's silence;
  * - a draining session gets no new assignments; a registration is valid and
  *   replaces a live session of the same worker only after losing it;
+ * - once the end of a connection has been read (`workerEnding`), nothing is
+ *   assigned to its session and no registration read from it is accepted;
+ * - leases are kept for a worker without a session only when its session
+ *   ended right after a stall of the coordinator (the tick that reports the
+ *   stall has not run yet, or ran at most a stall threshold ago), and never
+ *   for a draining one;
  * - after every step the core's sessions are exactly the model's (same
- *   workers, connections and draining flags).
+ *   workers, connections, draining and ending flags).
  */
 import type { CoreConfig } from '../../src/coordinator/core/types.js';
 import type { CoreInspection } from '../../src/coordinator/core/core.js';
@@ -22,6 +28,7 @@ interface SessionModel {
   connId: number;
   lastHeartbeatMs: number;
   draining: boolean;
+  ending: boolean;
 }
 
 export class SessionChecks {
@@ -32,6 +39,10 @@ export class SessionChecks {
   readonly #now: () => number;
   /** When the core last handled a tick (or started, for the first one). */
   #lastTickMs: number | null = null;
+  /** When a tick last reported a stall. */
+  #stallSeenAtMs: number | null = null;
+  /** Connections whose end the core was told it has read. */
+  readonly #endingConns = new Set<number>();
 
   constructor(judge: Judge, config: CoreConfig, now: () => number) {
     this.#judge = judge;
@@ -44,6 +55,9 @@ export class SessionChecks {
     const input = h.input;
     if (input.kind === 'recovery') this.#lastTickMs = now;
     if (input.kind === 'tick') this.beforeTick(h);
+    const stalled = this.#recentlyStalled(now);
+    if (input.kind === 'workerEnding') this.#ending(input.connId);
+    if (input.kind === 'workerClosed') this.#endingConns.delete(input.connId);
     if (input.kind === 'workerMessage' && !h.linkClosedByCore && h.linkWorkerId !== null) {
       const session = this.#sessions.get(h.linkWorkerId);
       if (session !== undefined && session.connId === input.connId) {
@@ -51,6 +65,8 @@ export class SessionChecks {
         if (input.msg.type === 'WORKER_DRAINING') session.draining = true;
       }
     }
+    /** Sessions lost by this input, and whether they were draining. */
+    const lostDraining = new Map<string, boolean>();
     for (const effect of h.effects) {
       if (effect.kind !== 'event') continue;
       const event = effect.event;
@@ -60,24 +76,33 @@ export class SessionChecks {
           previous === undefined &&
             event.workerId.trim().length > 0 &&
             event.capacity >= 1 &&
-            event.capacity <= 1024,
+            event.capacity <= 1024 &&
+            !this.#endingConns.has(event.connId),
           () =>
-            `worker ${JSON.stringify(event.workerId)} (capacity ${event.capacity}) registered on ${event.connId}; live session before: ${previous?.connId ?? 'none'}`,
+            `worker ${JSON.stringify(event.workerId)} (capacity ${event.capacity}) registered on ${event.connId} (end read: ${this.#endingConns.has(event.connId)}); live session before: ${previous?.connId ?? 'none'}`,
         );
         this.#sessions.set(event.workerId, {
           workerId: event.workerId,
           connId: event.connId,
           lastHeartbeatMs: now,
           draining: false,
+          ending: false,
         });
       } else if (event.type === 'worker.lost') {
+        lostDraining.set(event.workerId, this.#sessions.get(event.workerId)?.draining === true);
         this.#lost(event.workerId, event.cause, event.reason, now);
+      } else if (event.type === 'worker.leasesKept') {
+        this.#judge.check(
+          stalled && lostDraining.get(event.workerId) === false,
+          () =>
+            `leases of ${event.workerId} kept (${event.reason}) at ${now}, but the coordinator had not just stalled (last tick ${this.#lastTickMs}, last stall ${this.#stallSeenAtMs})`,
+        );
       } else if (event.type === 'job.assigned') {
         const session = this.#sessions.get(event.workerId);
         this.#judge.check(
-          session !== undefined && !session.draining,
+          session !== undefined && !session.draining && !session.ending,
           () =>
-            `job ${event.jobId} assigned to ${session === undefined ? 'unknown' : 'draining'} worker ${event.workerId}`,
+            `job ${event.jobId} assigned to ${session === undefined ? 'unknown' : session.draining ? 'draining' : 'ending'} worker ${event.workerId}`,
         );
       }
     }
@@ -99,15 +124,32 @@ export class SessionChecks {
         `tick after ${gapMs} ms reported stalls ${JSON.stringify(reported)}, expected ${stalledMs}`,
     );
     this.#lastTickMs = now;
+    if (stalledMs > 0) this.#stallSeenAtMs = now;
     for (const session of this.#sessions.values()) {
       session.lastHeartbeatMs = Math.min(now, session.lastHeartbeatMs + stalledMs);
+    }
+  }
+
+  /** The coordinator's loop just stalled: its tick has not noticed yet, or did so lately. */
+  #recentlyStalled(now: number): boolean {
+    const threshold = Math.max(4 * this.#config.sweepIntervalMs, 1_000);
+    if (this.#lastTickMs !== null && now - this.#lastTickMs > threshold) return true;
+    return this.#stallSeenAtMs !== null && now - this.#stallSeenAtMs <= threshold;
+  }
+
+  #ending(connId: number): void {
+    this.#endingConns.add(connId);
+    for (const session of this.#sessions.values()) {
+      if (session.connId === connId) session.ending = true;
     }
   }
 
   /** Every connection died with the process. */
   onCrash(): void {
     this.#sessions.clear();
+    this.#endingConns.clear();
     this.#lastTickMs = null;
+    this.#stallSeenAtMs = null;
   }
 
   /** The core's sessions are the model's. */
@@ -120,9 +162,12 @@ export class SessionChecks {
     for (const w of workers) {
       const model = this.#sessions.get(w.workerId);
       judge.check(
-        model !== undefined && model.connId === w.connId && model.draining === w.draining,
+        model !== undefined &&
+          model.connId === w.connId &&
+          model.draining === w.draining &&
+          model.ending === w.ending,
         () =>
-          `session ${w.workerId} on ${w.connId} (draining ${w.draining}) is not the model's ${JSON.stringify(model)}`,
+          `session ${w.workerId} on ${w.connId} (draining ${w.draining}, ending ${w.ending}) is not the model's ${JSON.stringify(model)}`,
       );
     }
   }

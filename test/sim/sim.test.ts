@@ -79,6 +79,7 @@ const CONFIG: CoreConfig = {
   sweepIntervalMs: 100,
   retainTerminalMs: null,
   maxWaitsPerConnection: 10_000,
+  maxWaits: 100_000,
 };
 
 function trackerForTest(): JobTracker {

@@ -51,6 +51,11 @@ export interface SimulationReport {
   fencedCommits: number;
   /** Steps that ended with a worker holding more leases than its capacity (prefetch). */
   prefetchedSteps: number;
+  /** Attempts kept for a worker after a stall of the core, and taken back by a new session. */
+  keptLeases: number;
+  reclaimedLeases: number;
+  /** Connections whose end was read before their last frames were handled. */
+  endingConnections: number;
   jobsCreated: number;
   jobsAcked: number;
   completed: number;
@@ -111,6 +116,7 @@ function drawProfile(rng: Random): Profile {
     sweepIntervalMs: rng.int(20, 500),
     retainTerminalMs: null,
     maxWaitsPerConnection: rng.chance(0.2) ? rng.int(1, 3) : 10_000,
+    maxWaits: rng.chance(0.2) ? rng.int(1, 6) : 100_000,
   };
   // Longer than any clock jump of a step: a leader loses its lease only in a failover.
   const ttlMs = rng.int(60_000, 120_000);
@@ -226,7 +232,17 @@ export class Simulation {
   }
 
   #mainStep(): void {
-    this.#advanceClock();
+    const deltaMs = this.#advanceClock();
+    // Time the coordinator did not run: workers that watch it judge it gone
+    // and redial (their tasks go on), and it reads their ends when it wakes.
+    if (deltaMs > Math.max(4 * this.#profile.sweepIntervalMs, 1_000)) {
+      for (const worker of this.#workers) {
+        if (this.#rng.chance(0.3)) {
+          this.#faults.count('redialAfterStall');
+          worker.redial();
+        }
+      }
+    }
     this.#log(() => `step ${this.#judge.step} t=+${this.#clock.nowMs - EPOCH_MS}ms`);
     this.#world.tickLeases();
     if (this.#world.hasFrozen && this.#rng.chance(0.3)) this.#world.wakeFrozen();
@@ -299,7 +315,7 @@ export class Simulation {
     }
   }
 
-  #advanceClock(): void {
+  #advanceClock(): number {
     const { config, sweepIntervalMs, heartbeatIntervalMs } = this.#profile;
     const rng = this.#rng;
     const kind = rng.weighted(CLOCK_WEIGHTS);
@@ -323,6 +339,7 @@ export class Simulation {
     }
     if (kind !== 'small' && kind !== 'medium') this.#faults.count(`clock:${kind}`);
     this.#clock.advance(deltaMs);
+    return deltaMs;
   }
 
   #injectFault(): void {
@@ -397,6 +414,9 @@ export class Simulation {
       failovers: stats.failovers,
       fencedCommits: this.#world.election.fenced,
       prefetchedSteps: this.#invariants.prefetchedChecks,
+      keptLeases: counts.keptLeases,
+      reclaimedLeases: counts.reclaimedLeases,
+      endingConnections: counts.endingConnections,
       jobsCreated: counts.created,
       jobsAcked: this.#invariants.ackedIds.length,
       completed: counts.completed,

@@ -7,8 +7,9 @@
  * - a RETRY_WAIT job is requeued only once its back-off has elapsed, and
  *   after any tick no job whose back-off has elapsed is still waiting;
  * - every pending WAIT_JOB on a job is answered by the very input that makes
- *   the job terminal (not later, by its timer), and a wait whose timer fires
- *   is answered then.
+ *   the job terminal (not later, by its timer), a wait whose timer fires
+ *   is answered then, and `releaseWaits` answers every pending wait of its
+ *   connection.
  */
 import type { CoreConfig } from '../../src/coordinator/core/types.js';
 import type { JobRecord } from '../../src/store/store.js';
@@ -54,12 +55,21 @@ export class TimingChecks {
     if (expiringPending) {
       judge.check(!this.#waits.has(expiring), () => `expired wait ${expiring} was not answered`);
     }
+    if (input.kind === 'releaseWaits') {
+      const left = this.waitsOn(input.connId);
+      judge.check(left === 0, () => `releaseWaits on ${input.connId} left ${left} waits pending`);
+    }
     for (const [key, jobId] of this.#waits) {
       if (finished.has(jobId)) {
         throw judge.violation(`wait ${key} on job ${jobId} was not answered when the job finished`);
       }
     }
     if (input.kind === 'tick') this.#afterTick(now);
+  }
+
+  /** WAIT_JOBs pending on all client connections. */
+  get waitsInAll(): number {
+    return this.#waits.size;
   }
 
   /** WAIT_JOBs pending on a client connection. */
@@ -132,6 +142,8 @@ export class TimingChecks {
       case 'worker.suspected':
       case 'worker.lost':
       case 'worker.draining':
+      case 'worker.leasesKept':
+      case 'worker.leasesReclaimed':
       case 'jobs.purged':
       case 'coordinator.stalled':
         return;

@@ -38,6 +38,12 @@ export interface TrackerCounts {
   deduplicated: number;
   rejected: number;
   recovered: number;
+  /** Attempts kept for a worker whose session ended right after a stall of the core. */
+  keptLeases: number;
+  /** Attempts a new session took back (`heldAttempts`). */
+  reclaimedLeases: number;
+  /** Connections whose end the core was told of before their last frames. */
+  endingConnections: number;
 }
 
 export class JobTracker {
@@ -59,6 +65,9 @@ export class JobTracker {
     deduplicated: 0,
     rejected: 0,
     recovered: 0,
+    keptLeases: 0,
+    reclaimedLeases: 0,
+    endingConnections: 0,
   };
   /** Durable facts of the batch being built. */
   #building = stagedFacts();
@@ -76,6 +85,7 @@ export class JobTracker {
   readonly #invalid: WeakSet<object>;
   readonly #linkWorker: (connId: number) => string | null;
   readonly #waitsOn: (connId: number) => number;
+  readonly #waitsInAll: () => number;
 
   constructor(options: {
     judge: Judge;
@@ -87,6 +97,8 @@ export class JobTracker {
     linkWorker: (connId: number) => string | null;
     /** Pending WAIT_JOBs of a client connection (before the input). */
     waitsOn?: (connId: number) => number;
+    /** Pending WAIT_JOBs of all connections (before the input). */
+    waitsInAll?: () => number;
   }) {
     this.#judge = options.judge;
     this.#config = options.config;
@@ -94,6 +106,7 @@ export class JobTracker {
     this.#invalid = options.invalid;
     this.#linkWorker = options.linkWorker;
     this.#waitsOn = options.waitsOn ?? (() => 0);
+    this.#waitsInAll = options.waitsInAll ?? (() => 0);
   }
 
   leaseCurrent(jobId: string, attemptId: string): boolean {
@@ -125,6 +138,7 @@ export class JobTracker {
   onHandled(h: HandledInput): void {
     const judge = this.#judge;
     const input = h.input;
+    if (input.kind === 'workerEnding') this.counts.endingConnections++;
     if (input.kind === 'workerMessage' && h.linkClosedByCore) {
       // Only a log line (result.stale) may come of it.
       judge.check(
@@ -244,6 +258,7 @@ export class JobTracker {
       terminal: jobId === null ? undefined : this.terminalState(jobId),
       known: jobId !== null && this.attempts.has(jobId),
       waitsOnConnection: input.kind === 'clientRequest' ? this.#waitsOn(input.connId) : 0,
+      waitsInAll: this.#waitsInAll(),
     };
   }
 
@@ -337,6 +352,12 @@ export class JobTracker {
         return;
       case 'result.stale':
         this.counts.staleResults++;
+        return;
+      case 'worker.leasesKept':
+        this.counts.keptLeases += event.jobs;
+        return;
+      case 'worker.leasesReclaimed':
+        this.counts.reclaimedLeases += event.jobs;
         return;
       case 'worker.registered':
       case 'worker.rejected':

@@ -10,8 +10,9 @@
  * re-registering under its id on a new connection while the old one is still
  * open, a stray connection with a bad first frame, garbage on the wire,
  * draining. Some workers keep running their tasks across a lost connection
- * and report them on the next one (late results); others drop them, as the
- * real worker does.
+ * and report them on the next one (late results); of those, some list them
+ * when they register again (`heldAttempts`, as the real worker does with a
+ * coordinator that offers `reattach`); the others drop them.
  *
  * Worker modes: down (process dead until `restartAtMs`) -> up; while up it is
  * disconnected (`link` null, dialling at `reconnectAtMs`), registering, or
@@ -19,6 +20,7 @@
  */
 import type {
   CoordinatorToWorker,
+  HeldAttempt,
   JsonObject,
   TaskResult,
   WorkerToCoordinator,
@@ -97,6 +99,8 @@ export class SimWorker implements WorkerPeer {
   readonly #rng: Random;
   readonly #taskTypes: string[] | null;
   readonly #keepsTasks: boolean;
+  /** Lists what it still holds when it registers (only a worker that keeps its tasks). */
+  readonly #listsHeld: boolean;
   #link: WorkerLink | null = null;
   #registered = false;
   #up = true;
@@ -117,6 +121,7 @@ export class SimWorker implements WorkerPeer {
     this.#quick = rng.chance(0.3);
     this.#taskTypes = taskTypes;
     this.#keepsTasks = rng.chance(0.4);
+    this.#listsHeld = this.#keepsTasks && rng.chance(0.6);
   }
 
   get #now(): number {
@@ -243,6 +248,19 @@ export class SimWorker implements WorkerPeer {
     this.#restartAtMs = this.#now + this.#rng.int(0, 2 * this.#env.heartbeatTimeoutMs);
   }
 
+  /**
+   * Drops its connection and dials again later, as a worker does that judged
+   * its coordinator gone (silent too long): what it wrote still arrives,
+   * then the end. Its tasks go on or are dropped as it always does.
+   */
+  redial(): void {
+    const link = this.#link;
+    if (!this.#up || this.#hung || link === null) return;
+    this.#env.log(() => `  ${this.workerId} drops connection ${link.connId} and will dial again`);
+    this.#env.world.workerHangUp(link, link.toCoordinator.length, 'worker dropped the connection');
+    this.#dropLink();
+  }
+
   /** Stops heartbeating, reading and reporting for a while; the socket stays open. */
   hang(durationMs: number): void {
     if (this.#up) this.#hungUntilMs = Math.max(this.#hungUntilMs, this.#now + durationMs);
@@ -338,16 +356,29 @@ export class SimWorker implements WorkerPeer {
 
   #connect(): void {
     const world = this.#env.world;
-    this.#link = world.openWorkerLink(this);
+    const link = world.openWorkerLink(this);
+    this.#link = link;
     this.#registered = false;
-    this.#env.log(() => `  ${this.workerId} dials: connection ${this.#link?.connId}`);
-    world.writeWorker(this.#link, {
+    this.#env.log(() => `  ${this.workerId} dials: connection ${link.connId}`);
+    const held = this.#listsHeld ? this.#held() : null;
+    // A listed attempt may be cancelled on this connection.
+    for (const h of held ?? []) link.leases.add(h.attemptId);
+    world.writeWorker(link, {
       type: 'WORKER_REGISTER',
       workerId: this.workerId,
       capacity: this.#capacity,
       taskTypes: this.#taskTypes,
       ...(this.#prefetch === 0 ? {} : { prefetch: this.#prefetch }),
+      ...(held === null ? {} : { heldAttempts: held }),
     });
+  }
+
+  /** Attempts it still runs or has a result for, once each. */
+  #held(): HeldAttempt[] {
+    const held = new Map<string, HeldAttempt>();
+    for (const task of this.#tasks.values()) held.set(task.attemptId, task);
+    for (const { msg } of this.#outbox) held.set(msg.attemptId, msg);
+    return [...held.values()].map(({ jobId, attemptId }) => ({ jobId, attemptId }));
   }
 
   #pickPrefetch(): number {

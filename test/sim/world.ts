@@ -109,6 +109,7 @@ type Source =
   | { kind: 'client'; link: ClientLink }
   | { kind: 'tick' }
   | { kind: 'wait'; key: string; timer: WaitTimer }
+  | { kind: 'release'; connId: number }
   | { kind: 'read'; readId: number; read: StoreRead };
 
 /** A flushed batch waiting for its commit, with the effects produced with it. */
@@ -543,6 +544,13 @@ export class World {
     for (const [key, timer] of this.#waitTimers) {
       if (now >= timer.dueAtMs) sources.push({ kind: 'wait', key, timer });
     }
+    // Now and then the shell finds a client connection stuck behind one of
+    // its waits (replies in request order) and has them answered early.
+    if (this.#waitTimers.size > 0 && this.#rng.chance(0.01)) {
+      const timer = this.#rng.pick([...this.#waitTimers.values()]);
+      if (this.clientLinks.has(timer.connId))
+        sources.push({ kind: 'release', connId: timer.connId });
+    }
     for (const [readId, read] of this.#reads) sources.push({ kind: 'read', readId, read });
     return sources;
   }
@@ -571,6 +579,12 @@ export class World {
           link: null,
           currentAtSend: false,
         };
+      case 'release':
+        return {
+          input: { kind: 'releaseWaits', connId: source.connId },
+          link: null,
+          currentAtSend: false,
+        };
       case 'read':
         this.#reads.delete(source.readId);
         return {
@@ -594,8 +608,18 @@ export class World {
   }
 
   #takeWorker(link: WorkerLink): PickedInput {
-    const item = link.toCoordinator.shift() as WorkerLink['toCoordinator'][number];
     const connId = link.connId;
+    // The shell reads a connection's end in the turn it arrives, together with
+    // the frames before it, and says so before it delivers them: sometimes
+    // the end is read at once, sometimes only after some of those frames.
+    if (!link.endTold && link.toCoordinator.length > 1 && this.#rng.chance(0.5)) {
+      const ends = link.toCoordinator.some((i) => i.kind === 'end');
+      if (ends) {
+        link.endTold = true;
+        return { input: { kind: 'workerEnding', connId }, link, currentAtSend: false };
+      }
+    }
+    const item = link.toCoordinator.shift() as WorkerLink['toCoordinator'][number];
     switch (item.kind) {
       case 'frame':
         return {

@@ -83,6 +83,7 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     authToken: 'secret',
     heartbeatAck: true,
     prefetch: 8,
+    heldAttempts: [{ jobId: 'job-1', attemptId: 'attempt-1' }],
   },
   WORKER_REGISTERED: {
     type: 'WORKER_REGISTERED',
@@ -180,7 +181,15 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
  * JOB_SUBMITTED.job, LIST_JOBS limit/state/cursor, JOB_LIST.nextCursor, WAIT_JOB.
  */
 const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
-  WORKER_REGISTER: ['workerId', 'capacity', 'taskTypes', 'authToken', 'heartbeatAck', 'prefetch'],
+  WORKER_REGISTER: [
+    'workerId',
+    'capacity',
+    'taskTypes',
+    'authToken',
+    'heartbeatAck',
+    'prefetch',
+    'heldAttempts',
+  ],
   WORKER_REGISTERED: ['workerId', 'features'],
   HEARTBEAT: ['workerId'],
   HEARTBEAT_ACK: ['workerId'],
@@ -261,7 +270,7 @@ const OPTIONAL_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
 
 /** Extension fields (beyond version 1): absent after decoding when null, and never emitted as null. */
 const EXTENSION_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
-  WORKER_REGISTER: ['authToken', 'heartbeatAck', 'prefetch'],
+  WORKER_REGISTER: ['authToken', 'heartbeatAck', 'prefetch', 'heldAttempts'],
   WORKER_REGISTERED: ['features'],
   TASK_ASSIGN: ['timeoutMillis', 'maxAttempts'],
   TASK_RESULT: ['retryable', 'resultFormat'],

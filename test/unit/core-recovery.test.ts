@@ -13,13 +13,14 @@ import { CoreHarness, eventsOf, expectReply, messagesOf } from '../helpers/core-
 interface Backend {
   name: string;
   create(config?: Partial<CoreConfig>): CoreHarness;
-  restart(h: CoreHarness): Effect[];
+  /** With `epoch`: as a new leadership term of a shared store. */
+  restart(h: CoreHarness, epoch?: number): Effect[];
 }
 
 const memoryBackend: Backend = {
   name: 'MemoryStore',
   create: (config = {}) => new CoreHarness({ config }),
-  restart: (h) => h.restart(),
+  restart: (h, epoch) => h.restart(epoch),
 };
 
 for (const backend of [memoryBackend]) {
@@ -104,6 +105,34 @@ for (const backend of [memoryBackend]) {
       assert.equal(h.core.activeCount, 0);
       backend.restart(h);
       assert.equal(h.status(jobId).state, 'FAILED', 'the failure was made durable');
+    });
+
+    it('names the epochs when a new leader of a shared store interrupted the attempt', () => {
+      const h = backend.create();
+      h.register('w1', 2);
+      const requeued = h.submit();
+      const failed = h.submit({ maxAttempts: 1 });
+      backend.restart(h, 2);
+      assert.equal(
+        h.record(requeued).error,
+        'leader changed (epoch 1 → 2) during attempt 1; outcome unknown (worker w1)',
+      );
+      assert.equal(
+        h.status(failed).error,
+        'leader changed (epoch 1 → 2) during final attempt; outcome unknown (worker w1; all 1 attempts used)',
+      );
+      const history = h.core.activeJobs().find((j) => j.jobId === requeued);
+      assert.equal(history?.state, 'QUEUED');
+      const attempts = h.store.committedAttempts(requeued);
+      assert.deepEqual(
+        attempts.map((a) => [a.outcome, a.error]),
+        [
+          [
+            'INTERRUPTED',
+            'leader changed (epoch 1 → 2) during attempt 1; outcome unknown (worker w1)',
+          ],
+        ],
+      );
     });
 
     it('gives a recovered job a fresh deadline when it is assigned after downtime', () => {

@@ -24,7 +24,15 @@ function listWorkers(
 const REGISTERED_W1 = {
   type: 'WORKER_REGISTERED',
   workerId: 'w1',
-  features: ['drain', 'taskTypes', 'retryable', 'assignLimits', 'heartbeatAck', 'prefetch'],
+  features: [
+    'drain',
+    'taskTypes',
+    'retryable',
+    'assignLimits',
+    'heartbeatAck',
+    'prefetch',
+    'reattach',
+  ],
 } as const;
 
 describe('core: worker registration', () => {

@@ -17,6 +17,10 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
     { type: 'worker.lost', workerId: 'w', cause: 'heartbeat_timeout', reason: 'r', runningJobs: 1 },
   ],
   'worker.draining': [{ type: 'worker.draining', workerId: 'w', runningJobs: 0 }],
+  'worker.leasesKept': [
+    { type: 'worker.leasesKept', workerId: 'w', jobs: 1, untilMs: 1, reason: 'connection closed' },
+  ],
+  'worker.leasesReclaimed': [{ type: 'worker.leasesReclaimed', workerId: 'w', connId: 2, jobs: 1 }],
   'job.submitted': [
     {
       type: 'job.submitted',

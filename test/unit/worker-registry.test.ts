@@ -27,6 +27,7 @@ function session(workerId: string, capacity: number, taskTypes: string[] | null)
     lastHeartbeatMs: 0,
     suspected: false,
     draining: false,
+    ending: false,
     heartbeatAck: false,
   };
 }

@@ -197,17 +197,30 @@ function wait(
     s.reply(connId, requestId, { type: 'JOB_STATUS', job: coreJobSnapshot(job) });
     return;
   }
-  if (s.waits.countFor(connId) >= s.config.maxWaitsPerConnection) {
-    s.replyError(
-      connId,
-      requestId,
-      ErrorCode.TooManyWaits,
-      `Too many pending WAIT_JOB requests on this connection (limit ${s.config.maxWaitsPerConnection})`,
-    );
+  const refusal = waitRefusal(s, connId);
+  if (refusal !== null) {
+    s.replyError(connId, requestId, ErrorCode.TooManyWaits, refusal);
     return;
   }
-  s.waits.add({ jobId, connId, requestId });
+  // The job's own id string: the request's copy would cost a string per wait.
+  s.waits.add({ jobId: job.jobId, connId, requestId });
   s.armWait(connId, requestId, timeoutMs);
+}
+
+/**
+ * Why one more pending wait is refused, or null: a connection holds at most
+ * `maxWaitsPerConnection`, the coordinator at most `maxWaits` in all. Only
+ * the request is refused; the client may poll instead (ours does).
+ */
+function waitRefusal(s: CoreState, connId: number): string | null {
+  const { maxWaitsPerConnection, maxWaits } = s.config;
+  if (s.waits.countFor(connId) >= maxWaitsPerConnection) {
+    return `Too many pending WAIT_JOB requests on this connection (limit ${maxWaitsPerConnection}); ask again later or poll GET_JOB_STATUS`;
+  }
+  if (s.waits.size >= maxWaits) {
+    return `Too many pending WAIT_JOB requests on this coordinator (limit ${maxWaits}); ask again later or poll GET_JOB_STATUS`;
+  }
+  return null;
 }
 
 /** A WAIT_JOB timed out: answer with the job as it is now. */
@@ -217,6 +230,20 @@ export function expireWait(s: CoreState, connId: number, requestId: number): voi
   const job = s.jobs.get(wait.jobId);
   if (job === undefined) throw new Error(`waited-for job ${wait.jobId} vanished`);
   s.reply(connId, requestId, { type: 'JOB_STATUS', job: coreJobSnapshot(job) });
+}
+
+/**
+ * Reading from a client connection stopped behind one of its pending waits
+ * (replies leave in request order, so nothing after that wait can): every
+ * wait of the connection is answered now with its job as it is, as if its
+ * timeout had passed, and the connection flows again.
+ */
+export function releaseWaits(s: CoreState, connId: number): void {
+  for (const wait of s.waits.takeConnection(connId)) {
+    const job = s.jobs.get(wait.jobId);
+    if (job === undefined) throw new Error(`waited-for job ${wait.jobId} vanished`);
+    s.reply(connId, wait.requestId, { type: 'JOB_STATUS', job: coreJobSnapshot(job) });
+  }
 }
 
 /** A client connection ended: forget its pending waits. */

@@ -21,15 +21,23 @@ import {
   jobRead,
   listDone,
   listKeyDone,
+  releaseWaits,
 } from './client-requests.js';
 import { toRecord } from './job.js';
 import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
 import { recover } from './recovery.js';
 import { purgeDone, purgeFailed, retentionTick } from './retention.js';
+import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed } from './submission.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
-import { handleWorkerMessage, sweepHeartbeats, workerGone } from './worker-sessions.js';
+import {
+  handleWorkerMessage,
+  sweepHeartbeats,
+  sweepKeptLeases,
+  workerEnding,
+  workerGone,
+} from './worker-sessions.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { StoreReadResult } from '../../store/store.js';
 
@@ -61,6 +69,9 @@ export class CoordinatorCore {
       case 'workerViolation':
         workerGone(s, input.connId, 'protocol_violation', `protocol violation: ${input.reason}`);
         break;
+      case 'workerEnding':
+        workerEnding(s, input.connId);
+        break;
       case 'workerClosed':
         workerGone(s, input.connId, 'connection_closed', input.reason);
         break;
@@ -72,6 +83,9 @@ export class CoordinatorCore {
         break;
       case 'waitExpired':
         expireWait(s, input.connId, input.requestId);
+        break;
+      case 'releaseWaits':
+        releaseWaits(s, input.connId);
         break;
       case 'tick':
         sweep(s);
@@ -129,10 +143,12 @@ export class CoordinatorCore {
         prefetching: w.prefetching,
         running: [...w.running],
         draining: w.draining,
+        ending: w.ending,
         taskTypes: w.taskTypes === null ? null : [...w.taskTypes],
       })),
       servedTaskTypes: s.workers.servedTaskTypes(),
       freeSlots: s.workers.freeSlots,
+      keptLeases: s.kept.views(),
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
     };
@@ -148,11 +164,14 @@ function sweep(s: CoreState): void {
   // A gap between ticks far beyond the sweep period means the coordinator
   // itself was not running (paused, starved): that time is nobody's silence.
   const gapMs = s.nowMs - s.lastTickMs;
-  const stallThresholdMs = Math.max(4 * s.config.sweepIntervalMs, 1_000);
-  const stalledMs = gapMs > stallThresholdMs ? gapMs - s.config.sweepIntervalMs : 0;
+  const stalledMs = gapMs > s.stallThresholdMs ? gapMs - s.config.sweepIntervalMs : 0;
   s.lastTickMs = s.nowMs;
-  if (stalledMs > 0) s.emit({ type: 'coordinator.stalled', stalledMs });
+  if (stalledMs > 0) {
+    s.stallSeenAtMs = s.nowMs;
+    s.emit({ type: 'coordinator.stalled', stalledMs });
+  }
   sweepHeartbeats(s, stalledMs);
+  sweepKeptLeases(s, stalledMs);
   expireDeadlines(s);
   requeueDue(s);
   retentionTick(s);
@@ -227,12 +246,16 @@ export interface CoreInspection {
     prefetching: boolean;
     running: string[];
     draining: boolean;
+    /** Its connection's end has been read: it is assigned nothing more. */
+    ending: boolean;
     /** Declared task types; null = the five built-ins. */
     taskTypes: string[] | null;
   }[];
   /** Task types some live, non-draining worker declared. */
   servedTaskTypes: string[];
   freeSlots: number;
+  /** Leases kept for workers without a session (after a stall of our own). */
+  keptLeases: KeptLeasesView[];
   pendingWaits: number;
   pendingReads: number;
 }

@@ -84,6 +84,7 @@ function endAttempt(
   const { workerId, attemptId, startedAtMs } = job.lease;
   const session = s.workers.get(workerId);
   if (session !== undefined) s.workers.release(session, job.jobId);
+  s.kept.release(workerId, job.jobId);
   const attempt: AttemptRecord = {
     jobId: job.jobId,
     attemptNumber: job.attempts,

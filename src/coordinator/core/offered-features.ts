@@ -13,4 +13,5 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'assignLimits',
   'heartbeatAck',
   'prefetch',
+  'reattach',
 ];

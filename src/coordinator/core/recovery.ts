@@ -6,8 +6,10 @@
  * - RUNNING jobs were interrupted: the attempt counts, and is recorded in the
  *   history as INTERRUPTED. With attempts left the job is requeued;
  *   otherwise it fails with "coordinator restarted during final attempt;
- *   outcome unknown". Persisted deadlines are a dead process's clock and are
- *   never trusted: the next assignment sets a fresh one.
+ *   outcome unknown". With a shared store (PostgreSQL) a new term is a new
+ *   leader, and the text names the epochs instead: "leader changed (epoch
+ *   1 → 2) during attempt 1". Persisted deadlines are a dead process's clock
+ *   and are never trusted: the next assignment sets a fresh one.
  * Terminal jobs stay in the store only.
  */
 import type { RecoveredState } from '../../store/store.js';
@@ -23,14 +25,25 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     list.push(attempt);
     attemptsByJob.set(attempt.jobId, list);
   }
+  const interruption = interruptionOf(stored.epoch);
   for (const row of stored.activeJobs) {
     const job = fromRecord(row, attemptsByJob.get(row.jobId) ?? []);
     s.jobs.adopt(job);
-    recoverJob(s, job);
+    recoverJob(s, job, interruption);
   }
 }
 
-function recoverJob(s: CoreState, job: CoreJob): void {
+/**
+ * What ended the attempts found running: a restart of the one coordinator,
+ * or (a shared store) the lease passing from the previous epoch to this one.
+ */
+function interruptionOf(epoch: number | undefined): string {
+  return epoch === undefined || epoch < 2
+    ? 'coordinator restarted'
+    : `leader changed (epoch ${epoch - 1} → ${epoch})`;
+}
+
+function recoverJob(s: CoreState, job: CoreJob, interruption: string): void {
   switch (job.state) {
     case 'QUEUED':
       s.ready.push(job);
@@ -42,7 +55,7 @@ function recoverJob(s: CoreState, job: CoreJob): void {
     case 'RUNNING':
       if (!isRunning(job))
         throw new Error(`store returned RUNNING job ${job.jobId} without a lease`);
-      recoverRunning(s, job);
+      recoverRunning(s, job, interruption);
       return;
     case 'COMPLETED':
     case 'FAILED':
@@ -51,12 +64,12 @@ function recoverJob(s: CoreState, job: CoreJob): void {
   }
 }
 
-function recoverRunning(s: CoreState, job: RunningJob): void {
+function recoverRunning(s: CoreState, job: RunningJob, interruption: string): void {
   const workerId = job.lease.workerId;
-  const interrupted = `coordinator restarted during attempt ${job.attempts}; outcome unknown (worker ${workerId})`;
+  const interrupted = `${interruption} during attempt ${job.attempts}; outcome unknown (worker ${workerId})`;
   interruptAttempt(s, job, interrupted);
   if (job.attempts >= job.maxAttempts) {
-    job.error = `coordinator restarted during final attempt; outcome unknown (worker ${workerId}; all ${job.maxAttempts} attempts used)`;
+    job.error = `${interruption} during final attempt; outcome unknown (worker ${workerId}; all ${job.maxAttempts} attempts used)`;
     finishJob(s, job, 'FAILED');
     s.emit({ type: 'job.recovered', jobId: job.jobId, from: 'RUNNING', to: 'FAILED' });
     return;

@@ -7,6 +7,7 @@ import type { ClientReply, CoordinatorToWorker } from '../../protocol/messages.j
 import type { StoreRead } from '../../store/store.js';
 import { BinaryHeap } from './binary-heap.js';
 import { JobTable } from './job-table.js';
+import { KeptLeases } from './kept-leases.js';
 import type { PendingRead } from './pending-reads.js';
 import { PendingReads } from './pending-reads.js';
 import { ReadyQueue } from './ready-queue.js';
@@ -35,6 +36,14 @@ export class CoreState {
   readonly workers = new WorkerRegistry();
   /** Worker connections the core has closed; their late frames are ignored. */
   readonly closingConns = new Set<number>();
+  /**
+   * Worker connections whose end the shell has read (their last frames are
+   * still being delivered): nothing is assigned there, and a registration
+   * read from one is ignored.
+   */
+  readonly endingConns = new Set<number>();
+  /** Leases kept for workers whose session ended because we ourselves stalled. */
+  readonly kept = new KeptLeases();
   /** Pending WAIT_JOB requests. */
   readonly waits = new WaitTable();
   /** Reads of history the shell is running for us. */
@@ -45,6 +54,8 @@ export class CoreState {
   nowMs = 0;
   /** Time of the previous tick (stall detection). */
   lastTickMs: number;
+  /** When a tick last found that our own loop had stalled; null = never. */
+  stallSeenAtMs: number | null = null;
   #effects: Effect[] = [];
 
   constructor(config: CoreConfig, deps: CoreDeps, nextSeq: number) {
@@ -54,6 +65,26 @@ export class CoreState {
     this.ready = new ReadyQueue(config.agingStepMs);
     this.nowMs = deps.now();
     this.lastTickMs = this.nowMs;
+  }
+
+  /**
+   * A gap between ticks longer than this means the coordinator itself did
+   * not run (paused, starved), not that the clock moved on normally.
+   */
+  get stallThresholdMs(): number {
+    return Math.max(4 * this.config.sweepIntervalMs, 1_000);
+  }
+
+  /**
+   * True while the coordinator is just out of a stall of its own loop: the
+   * tick that would notice it has not run yet, or ran less than a threshold
+   * ago. What ended then may have ended because of the stall (a worker that
+   * judged us gone), not because anything was wrong with the worker.
+   */
+  get recentlyStalled(): boolean {
+    const threshold = this.stallThresholdMs;
+    if (this.nowMs - this.lastTickMs > threshold) return true;
+    return this.stallSeenAtMs !== null && this.nowMs - this.stallSeenAtMs <= threshold;
   }
 
   /** Starts handling one input at the current time. */

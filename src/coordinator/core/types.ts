@@ -25,6 +25,12 @@ export type CoreInput =
   | { kind: 'workerMessage'; connId: number; msg: WorkerToCoordinator }
   /** A worker connection broke the protocol (already unreadable). */
   | { kind: 'workerViolation'; connId: number; reason: string }
+  /**
+   * The end of a worker connection has been read, and the frames read before
+   * it are about to be delivered: nothing more is assigned there. A
+   * `workerClosed` for it follows those frames.
+   */
+  | { kind: 'workerEnding'; connId: number }
   /** A worker connection ended. */
   | { kind: 'workerClosed'; connId: number; reason: string }
   /** A client request; `requestId` orders replies on its connection. */
@@ -33,6 +39,11 @@ export type CoreInput =
   | { kind: 'clientClosed'; connId: number }
   /** The timer armed by an `armWait` effect fired. */
   | { kind: 'waitExpired'; connId: number; requestId: number }
+  /**
+   * Reading from a client connection stopped behind one of its pending
+   * waits: answer all of them now, with their jobs as they are.
+   */
+  | { kind: 'releaseWaits'; connId: number }
   /** Periodic sweep: heartbeats, deadlines, retries, retention, scheduling. */
   | { kind: 'tick' }
   /** The answer to a `read` effect. */
@@ -97,6 +108,10 @@ export type CoreEvent =
       runningJobs: number;
     }
   | { type: 'worker.draining'; workerId: string; runningJobs: number }
+  /** Its session ended while we had just stalled: its attempts stay leased to it for a while. */
+  | { type: 'worker.leasesKept'; workerId: string; jobs: number; untilMs: number; reason: string }
+  /** A new session of the worker took kept or replaced attempts back (`heldAttempts`). */
+  | { type: 'worker.leasesReclaimed'; workerId: string; connId: number; jobs: number }
   | {
       type: 'job.submitted';
       jobId: string;
@@ -169,6 +184,8 @@ export interface CoreConfig {
   retainTerminalMs: number | null;
   /** Pending WAIT_JOBs one connection may hold. */
   maxWaitsPerConnection: number;
+  /** Pending WAIT_JOBs all connections together may hold. */
+  maxWaits: number;
 }
 
 /**

@@ -1,7 +1,12 @@
 /**
  * Pending WAIT_JOB requests, findable by job (to answer them when it ends)
  * and by connection (to forget them when the client leaves). One owner for
- * the three indexes, so they cannot drift apart.
+ * the indexes, so they cannot drift apart.
+ *
+ * Lean on purpose: a client may hold many waits (up to the caps of
+ * `maxWaitsPerConnection` and `maxWaits`), so each costs one small object
+ * and one entry in each index, without keys built from strings, and the
+ * caller hands in the job's own id string rather than the request's copy.
  */
 
 export interface PendingWait {
@@ -10,24 +15,26 @@ export interface PendingWait {
   readonly requestId: number;
 }
 
-function keyOf(connId: number, requestId: number): string {
-  return `${connId}/${requestId}`;
-}
-
 export class WaitTable {
-  readonly #waits = new Map<string, PendingWait>();
-  readonly #byJob = new Map<string, Set<string>>();
-  readonly #byConn = new Map<number, Set<string>>();
+  readonly #byConn = new Map<number, Map<number, PendingWait>>();
+  readonly #byJob = new Map<string, Set<PendingWait>>();
+  #size = 0;
 
   get size(): number {
-    return this.#waits.size;
+    return this.#size;
   }
 
+  /** Adds a wait; a request already waiting is replaced (request ids are unique per connection). */
   add(wait: PendingWait): void {
-    const key = keyOf(wait.connId, wait.requestId);
-    this.#waits.set(key, wait);
-    addTo(this.#byJob, wait.jobId, key);
-    addTo(this.#byConn, wait.connId, key);
+    this.take(wait.connId, wait.requestId);
+    let ofConn = this.#byConn.get(wait.connId);
+    if (ofConn === undefined)
+      this.#byConn.set(wait.connId, (ofConn = new Map<number, PendingWait>()));
+    ofConn.set(wait.requestId, wait);
+    let ofJob = this.#byJob.get(wait.jobId);
+    if (ofJob === undefined) this.#byJob.set(wait.jobId, (ofJob = new Set<PendingWait>()));
+    ofJob.add(wait);
+    this.#size++;
   }
 
   /** Pending waits of one connection. */
@@ -37,37 +44,52 @@ export class WaitTable {
 
   /** Removes and returns one request's wait, if it is still pending. */
   take(connId: number, requestId: number): PendingWait | undefined {
-    return this.#remove(keyOf(connId, requestId));
+    const ofConn = this.#byConn.get(connId);
+    const wait = ofConn?.get(requestId);
+    if (ofConn === undefined || wait === undefined) return undefined;
+    ofConn.delete(requestId);
+    if (ofConn.size === 0) this.#byConn.delete(connId);
+    this.#unlinkJob(wait);
+    this.#size--;
+    return wait;
   }
 
   /** Removes and returns every wait on a job. */
   takeForJob(jobId: string): PendingWait[] {
-    return [...(this.#byJob.get(jobId) ?? [])].flatMap((key) => this.#remove(key) ?? []);
+    const ofJob = this.#byJob.get(jobId);
+    if (ofJob === undefined) return [];
+    this.#byJob.delete(jobId);
+    const waits = [...ofJob];
+    for (const wait of waits) {
+      const ofConn = this.#byConn.get(wait.connId);
+      ofConn?.delete(wait.requestId);
+      if (ofConn?.size === 0) this.#byConn.delete(wait.connId);
+    }
+    this.#size -= waits.length;
+    return waits;
+  }
+
+  /** Removes and returns every wait of a connection, in the order they came. */
+  takeConnection(connId: number): PendingWait[] {
+    const ofConn = this.#byConn.get(connId);
+    if (ofConn === undefined) return [];
+    const waits = [...ofConn.values()];
+    this.dropConnection(connId);
+    return waits;
   }
 
   /** Forgets every wait of a connection. */
   dropConnection(connId: number): void {
-    for (const key of [...(this.#byConn.get(connId) ?? [])]) this.#remove(key);
+    const ofConn = this.#byConn.get(connId);
+    if (ofConn === undefined) return;
+    this.#byConn.delete(connId);
+    for (const wait of ofConn.values()) this.#unlinkJob(wait);
+    this.#size -= ofConn.size;
   }
 
-  #remove(key: string): PendingWait | undefined {
-    const wait = this.#waits.get(key);
-    if (wait === undefined) return undefined;
-    this.#waits.delete(key);
-    removeFrom(this.#byJob, wait.jobId, key);
-    removeFrom(this.#byConn, wait.connId, key);
-    return wait;
+  #unlinkJob(wait: PendingWait): void {
+    const ofJob = this.#byJob.get(wait.jobId);
+    ofJob?.delete(wait);
+    if (ofJob?.size === 0) this.#byJob.delete(wait.jobId);
   }
-}
-
-function addTo<K>(index: Map<K, Set<string>>, k: K, key: string): void {
-  let keys = index.get(k);
-  if (keys === undefined) index.set(k, (keys = new Set()));
-  keys.add(key);
-}
-
-function removeFrom<K>(index: Map<K, Set<string>>, k: K, key: string): void {
-  const keys = index.get(k);
-  keys?.delete(key);
-  if (keys?.size === 0) index.delete(k);
 }

@@ -57,6 +57,8 @@ export interface WorkerSession {
   suspected: boolean;
   /** Extension: the worker asked for no new assignments. */
   draining: boolean;
+  /** Its connection's end has been read (its last frames are being handled): nothing new goes there. */
+  ending: boolean;
   /** Extension: the worker asked for a HEARTBEAT_ACK per HEARTBEAT. */
   readonly heartbeatAck: boolean;
 }
@@ -72,12 +74,15 @@ const SLOT_ESTIMATE_WEIGHT = 0.2;
 const windowOf = (session: WorkerSession): number =>
   session.capacity + (session.prefetching ? session.prefetch : 0);
 
+/** Takes no new assignments: it is draining, or its connection is ending. */
+const closedToWork = (session: WorkerSession): boolean => session.draining || session.ending;
+
 const freeOf = (session: WorkerSession): number =>
-  session.draining ? 0 : Math.max(0, windowOf(session) - session.running.size);
+  closedToWork(session) ? 0 : Math.max(0, windowOf(session) - session.running.size);
 
 /** Slots with nothing to run: an attempt sent there starts at once. */
 const idleOf = (session: WorkerSession): number =>
-  session.draining ? 0 : Math.max(0, session.capacity - session.running.size);
+  closedToWork(session) ? 0 : Math.max(0, session.capacity - session.running.size);
 
 /** Most idle slots first, then most free places (prefetch included); ties: lowest worker id. */
 const moreFree = (a: WorkerSession, b: WorkerSession): boolean => {
@@ -170,6 +175,20 @@ export class WorkerRegistry {
     this.#changeFree(session, () => session.running.add(jobId));
   }
 
+  /**
+   * Takes back a lease the worker held on an earlier session (it listed it
+   * when it registered again). Bounded by the most any session of it may
+   * hold, capacity plus prefetch, whether or not prefetch is open now;
+   * returns false (nothing changed) when that is reached.
+   */
+  adopt(session: WorkerSession, jobId: string): boolean {
+    if (session.running.size >= session.capacity + session.prefetch) return false;
+    if (session.running.has(jobId))
+      throw new Error(`job ${jobId} already runs on ${session.workerId}`);
+    this.#changeFree(session, () => session.running.add(jobId));
+    return true;
+  }
+
   /** Releases a lease's slot; false if the job was not running there. */
   release(session: WorkerSession, jobId: string): boolean {
     if (!session.running.has(jobId)) return false;
@@ -214,6 +233,12 @@ export class WorkerRegistry {
     if (session.draining) return;
     this.#changeFree(session, () => (session.draining = true));
     (this.#classOf.get(session) as SessionClass).serving--;
+  }
+
+  /** Its connection's end has been read: no more assignments (it keeps its leases until it is lost). */
+  markEnding(session: WorkerSession): void {
+    if (session.ending) return;
+    this.#changeFree(session, () => (session.ending = true));
   }
 
   /**

@@ -6,10 +6,25 @@
  * WORKER_DRAINING extension are legal, each naming the session's own worker
  * id; anything else loses the worker. A lost worker's running attempts are
  * retried or failed, and its connection closed.
+ *
+ * Two exceptions keep an attempt's lease across the end of its session:
+ * - a session that ends while the coordinator is just out of a stall of its
+ *   own (the worker judged it gone and redialled) keeps its leases for the
+ *   worker for a grace period (kept-leases.ts): its results still count;
+ * - a registration that lists what the worker still holds (`heldAttempts`,
+ *   feature `reattach`) takes those leases back, from the session it
+ *   replaces or from the kept ones; every other lease of that worker is
+ *   revoked at once, and a listed attempt whose lease is not current gets a
+ *   TASK_CANCEL.
+ *
+ * Once the shell has read a connection's end (`workerEnding`), nothing is
+ * assigned there any more, and a registration read from it is ignored.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import {
   MAX_CAPACITY,
+  MAX_HELD_ATTEMPTS,
+  MAX_HELD_ID_LENGTH,
   MAX_PREFETCH_PER_SLOT,
   maxPrefetch,
   clipError,
@@ -19,8 +34,13 @@ import {
 } from '../../protocol/limits.js';
 import { isValidTaskType } from '../../protocol/task-types.js';
 import { COORDINATOR_FEATURES } from './offered-features.js';
-import type { TaskResult, WorkerRegister, WorkerToCoordinator } from '../../protocol/messages.js';
-import { isRunning } from './job.js';
+import type {
+  HeldAttempt,
+  TaskResult,
+  WorkerRegister,
+  WorkerToCoordinator,
+} from '../../protocol/messages.js';
+import { isRunning, type RunningJob } from './job.js';
 import { isCurrentLease } from './lease.js';
 import { completeJob, failAttempt, requeueDue, schedule } from './job-lifecycle.js';
 import type { CoreState } from './state.js';
@@ -44,15 +64,19 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
     return;
   }
   const session = s.workers.byConnection(connId);
+  if (session === undefined && s.endingConns.has(connId)) {
+    // Its end is read already: a session there could never be used.
+    if (msg.type === 'WORKER_REGISTER') {
+      s.emit({ type: 'worker.rejected', connId, reason: 'connection ended before it registered' });
+    }
+    return;
+  }
   if (session === undefined) return handleFirstMessage(s, connId, msg);
   if (msg.type !== 'WORKER_REGISTER' && msg.workerId !== session.workerId) {
     const claimed = JSON.stringify(msg.workerId.slice(0, 80));
-    return loseWorker(
-      s,
-      session,
-      'protocol_violation',
-      `protocol violation: ${msg.type} names worker ${claimed}, not this session's`,
-    );
+    const reason = `protocol violation: ${msg.type} names worker ${claimed}, not this session's`;
+    loseWorker(s, session, 'protocol_violation', reason);
+    return;
   }
   switch (msg.type) {
     case 'HEARTBEAT':
@@ -74,12 +98,13 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
       });
       return;
     case 'WORKER_REGISTER':
-      return loseWorker(
+      loseWorker(
         s,
         session,
         'protocol_violation',
         'protocol violation: WORKER_REGISTER after registration',
       );
+      return;
   }
 }
 
@@ -95,18 +120,9 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
   }
   const problem = registrationProblem(msg);
   if (problem !== null) return refuse(s, connId, ErrorCode.InvalidRegistration, problem);
+  const held = msg.heldAttempts ?? null;
   const previous = s.workers.get(msg.workerId);
-  if (previous !== undefined) {
-    // Told before it is closed, so that worker stops instead of registering
-    // again and knocking this one out in turn. A worker that reconnects after
-    // its own connection died never reads this: it went to the dead one.
-    s.send(previous.connId, {
-      type: 'ERROR',
-      code: ErrorCode.WorkerReplaced,
-      message: `Worker replaced: a newer registration took over the id ${JSON.stringify(msg.workerId.slice(0, 80))}`,
-    });
-    loseWorker(s, previous, 'replaced', 'worker re-registered');
-  }
+  const fromPrevious = previous === undefined ? [] : replace(s, previous, held);
   const session: WorkerSession = {
     workerId: msg.workerId,
     connId,
@@ -120,6 +136,7 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     lastHeartbeatMs: s.nowMs,
     suspected: false,
     draining: false,
+    ending: false,
     heartbeatAck: msg.heartbeatAck === true,
   };
   s.workers.add(session);
@@ -135,7 +152,87 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     connId,
     taskTypes: session.taskTypes === null ? null : [...session.taskTypes],
   });
+  if (held !== null) reclaim(s, session, held, fromPrevious);
   schedule(s);
+}
+
+/**
+ * A registration takes over the id of a live session. Returns the jobs of
+ * that session the new registration listed as held (their leases stay, for
+ * {@link reclaim}); the others are revoked, or, right after a stall of our
+ * own and without a list, kept for the worker.
+ */
+function replace(s: CoreState, previous: WorkerSession, held: HeldAttempt[] | null): string[] {
+  // Told before it is closed, so that worker stops instead of registering
+  // again and knocking this one out in turn. A worker that reconnects after
+  // its own connection died never reads this: it went to the dead one.
+  s.send(previous.connId, {
+    type: 'ERROR',
+    code: ErrorCode.WorkerReplaced,
+    message: `Worker replaced: a newer registration took over the id ${JSON.stringify(previous.workerId.slice(0, 80))}`,
+  });
+  const reason = 'worker re-registered';
+  if (held !== null) {
+    const listed = new Map(held.map((h) => [h.jobId, h.attemptId]));
+    return loseWorker(s, previous, 'replaced', reason, (job) => {
+      return listed.get(job.jobId) === job.lease.attemptId;
+    });
+  }
+  if (keepsLeases(s, previous)) loseKeeping(s, previous, 'replaced', reason);
+  else loseWorker(s, previous, 'replaced', reason);
+  return [];
+}
+
+/**
+ * A registration listed what the worker still holds: the listed attempts
+ * whose lease is current and names it (kept, or taken from the session it
+ * replaced) join the new session; every other lease still naming the worker
+ * is revoked (it does not have that attempt); a listed attempt whose lease
+ * is not current is cancelled on the worker.
+ */
+function reclaim(
+  s: CoreState,
+  session: WorkerSession,
+  held: readonly HeldAttempt[],
+  fromPrevious: readonly string[],
+): void {
+  const kept = s.kept.take(session.workerId);
+  const candidates = new Set([...fromPrevious, ...(kept?.jobIds ?? [])]);
+  const reason = kept?.reason ?? `worker ${session.workerId} lost (worker re-registered)`;
+  const listed = new Map<string, string>();
+  let reclaimed = 0;
+  for (const { jobId, attemptId } of held) {
+    listed.set(jobId, attemptId);
+    const job = s.jobs.active(jobId);
+    const current = job !== undefined && isCurrentLease(job, attemptId);
+    if (current && candidates.has(jobId) && s.workers.adopt(session, jobId)) {
+      candidates.delete(jobId);
+      reclaimed++;
+    } else if (!current) {
+      s.send(session.connId, { type: 'TASK_CANCEL', jobId, attemptId });
+    }
+  }
+  for (const jobId of candidates) {
+    const job = s.jobs.active(jobId);
+    if (job === undefined || !isRunning(job) || job.lease.workerId !== session.workerId) {
+      throw new Error(`kept job ${jobId} is not leased to ${session.workerId}`);
+    }
+    const attemptId = job.lease.attemptId;
+    failAttempt(s, job, 'worker_lost', reason);
+    // Listed but beyond what one session may hold: the worker must stop it.
+    if (listed.get(jobId) === attemptId) {
+      s.send(session.connId, { type: 'TASK_CANCEL', jobId, attemptId });
+    }
+  }
+  if (reclaimed > 0) {
+    s.emit({
+      type: 'worker.leasesReclaimed',
+      workerId: session.workerId,
+      connId: session.connId,
+      jobs: reclaimed,
+    });
+  }
+  requeueDue(s);
 }
 
 function registrationProblem(msg: WorkerRegister): string | null {
@@ -150,7 +247,20 @@ function registrationProblem(msg: WorkerRegister): string | null {
   if (prefetch < 0 || prefetch > maxPrefetch(msg.capacity)) {
     return `WORKER_REGISTER: prefetch must be 0..${maxPrefetch(msg.capacity)} (${MAX_PREFETCH_PER_SLOT} x capacity), got ${prefetch}`;
   }
-  return taskTypesProblem(msg.taskTypes);
+  return taskTypesProblem(msg.taskTypes) ?? heldAttemptsProblem(msg.heldAttempts ?? null);
+}
+
+function heldAttemptsProblem(held: readonly HeldAttempt[] | null): string | null {
+  if (held === null) return null;
+  if (held.length > MAX_HELD_ATTEMPTS) {
+    return `WORKER_REGISTER: heldAttempts may list at most ${MAX_HELD_ATTEMPTS} attempts, got ${held.length}`;
+  }
+  const long = held.find(
+    (h) => h.jobId.length > MAX_HELD_ID_LENGTH || h.attemptId.length > MAX_HELD_ID_LENGTH,
+  );
+  return long === undefined
+    ? null
+    : `WORKER_REGISTER: heldAttempts ids must be at most ${MAX_HELD_ID_LENGTH} characters`;
 }
 
 /** A declared list must hold at most the limit of valid task type names. */
@@ -211,21 +321,30 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
 
 /**
  * Ends a session: every attempt it held is retried or failed with
- * `worker <id> lost (<reason>)`, and its connection is closed.
+ * `worker <id> lost (<reason>)`, and its connection is closed. Attempts that
+ * `keep` selects are not: they stay leased to the worker, in no session, and
+ * are returned for the caller to place (kept, or taken back at once).
  */
 export function loseWorker(
   s: CoreState,
   session: WorkerSession,
   cause: WorkerLossCause,
   lostBecause: string,
-): void {
+  keep: (job: RunningJob) => boolean = () => false,
+): string[] {
   const runningJobs = session.running.size;
   const attemptCause = session.draining ? 'released' : 'worker_lost';
   const reason = session.draining ? `${lostBecause} while draining` : lostBecause;
+  const kept: string[] = [];
   for (const jobId of [...session.running]) {
     const job = s.jobs.active(jobId);
     if (job === undefined || !isRunning(job) || job.lease.workerId !== session.workerId) {
       throw new Error(`worker ${session.workerId} holds job ${jobId} that is not running there`);
+    }
+    if (keep(job)) {
+      s.workers.release(session, jobId);
+      kept.push(jobId);
+      continue;
     }
     failAttempt(s, job, attemptCause, `worker ${session.workerId} lost (${reason})`);
   }
@@ -240,6 +359,37 @@ export function loseWorker(
   });
   requeueDue(s); // its attempts are due at once
   schedule(s);
+  return kept;
+}
+
+/**
+ * Whether a session that ends now keeps its leases for the worker: only
+ * right after a stall of our own (the worker may simply have judged us gone),
+ * and not for a worker that was draining (its leaving was planned).
+ */
+function keepsLeases(s: CoreState, session: WorkerSession): boolean {
+  return s.recentlyStalled && !session.draining && session.running.size > 0;
+}
+
+/** Ends a session but keeps its leases for the worker's next session, for a heartbeat timeout. */
+function loseKeeping(
+  s: CoreState,
+  session: WorkerSession,
+  cause: WorkerLossCause,
+  reason: string,
+): void {
+  const jobIds = loseWorker(s, session, cause, reason, () => true);
+  const untilMs = s.nowMs + s.config.heartbeatTimeoutMs;
+  const { workerId } = session;
+  s.kept.keep(workerId, jobIds, s.nowMs, untilMs, `worker ${workerId} lost (${reason})`);
+  s.emit({ type: 'worker.leasesKept', workerId, jobs: jobIds.length, untilMs, reason });
+}
+
+/** The shell has read a worker connection's end; its last frames follow. */
+export function workerEnding(s: CoreState, connId: number): void {
+  s.endingConns.add(connId);
+  const session = s.workers.byConnection(connId);
+  if (session !== undefined) s.workers.markEnding(session);
 }
 
 /** A worker connection ended or broke the protocol. */
@@ -250,7 +400,9 @@ export function workerGone(
   reason: string,
 ): void {
   const session = s.workers.byConnection(connId);
-  if (session !== undefined) loseWorker(s, session, cause, reason);
+  if (session !== undefined && cause === 'connection_closed' && keepsLeases(s, session)) {
+    loseKeeping(s, session, cause, reason);
+  } else if (session !== undefined) loseWorker(s, session, cause, reason);
   else if (cause === 'protocol_violation' && !s.closingConns.has(connId)) {
     refuse(
       s,
@@ -259,7 +411,10 @@ export function workerGone(
       `${reason}; the first message must be WORKER_REGISTER`,
     );
   }
-  if (cause === 'connection_closed') s.closingConns.delete(connId);
+  if (cause === 'connection_closed') {
+    s.closingConns.delete(connId);
+    s.endingConns.delete(connId);
+  }
 }
 
 /**
@@ -284,4 +439,22 @@ export function sweepHeartbeats(s: CoreState, stalledMs: number): void {
     }
     s.workers.closeIdlePrefetch(session, s.nowMs);
   }
+}
+
+/**
+ * Revokes the kept leases whose grace period ended (the worker did not come
+ * back for them). A stall of our own extends every grace period by its length.
+ */
+export function sweepKeptLeases(s: CoreState, stalledMs: number): void {
+  if (stalledMs > 0) s.kept.extend(stalledMs, s.nowMs);
+  for (const { workerId, jobIds, reason } of s.kept.takeExpired(s.nowMs)) {
+    for (const jobId of jobIds) {
+      const job = s.jobs.active(jobId);
+      if (job === undefined || !isRunning(job) || job.lease.workerId !== workerId) {
+        throw new Error(`kept job ${jobId} is not leased to ${workerId}`);
+      }
+      failAttempt(s, job, 'worker_lost', reason);
+    }
+  }
+  requeueDue(s);
 }

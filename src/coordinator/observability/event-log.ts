@@ -32,6 +32,16 @@ const LINES: Formatters = {
     'worker lost',
     { workerId: e.workerId, cause: e.cause, reason: e.reason, runningJobs: e.runningJobs },
   ],
+  'worker.leasesKept': (e) => [
+    'warn',
+    "worker's attempts kept for its return: its connection ended just after this coordinator stalled",
+    { workerId: e.workerId, jobs: e.jobs, untilMs: e.untilMs, reason: e.reason },
+  ],
+  'worker.leasesReclaimed': (e) => [
+    'info',
+    'worker took back the attempts it still held',
+    { workerId: e.workerId, connId: e.connId, jobs: e.jobs },
+  ],
   'jobs.purged': (e) => ['info', 'terminal jobs purged', { deleted: e.deleted, reason: e.reason }],
   'coordinator.stalled': (e) => [
     'warn',
@@ -132,6 +142,8 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'worker.rejected': false,
   'worker.suspected': false,
   'worker.lost': false,
+  'worker.leasesKept': false,
+  'worker.leasesReclaimed': true,
   'jobs.purged': true,
   'coordinator.stalled': false,
   'worker.draining': true,

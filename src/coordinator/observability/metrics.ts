@@ -85,6 +85,8 @@ const ON_EVENT: EventCounters = {
   'worker.suspected': () => undefined,
   'worker.lost': (m, e) => m.workersLost.inc({ reason: e.cause }),
   'worker.draining': () => undefined,
+  'worker.leasesKept': () => undefined,
+  'worker.leasesReclaimed': () => undefined,
   'job.submitted': (m) => m.submissions.inc({ outcome: 'accepted' }),
   'job.deduplicated': (m) => m.deduplicated.inc(),
   'job.rejected': (m) => m.submissions.inc({ outcome: 'rejected' }),
@@ -286,6 +288,13 @@ export class CoordinatorMetrics {
     gauge('dtp_free_slots', 'Task slots free for an assignment now', function () {
       this.set(snapshot().freeSlots);
     });
+    gauge(
+      'dtp_pending_waits',
+      'WAIT_JOB requests held until their job ends or they time out',
+      function () {
+        this.set(snapshot().pendingWaits);
+      },
+    );
     const source = this.#source;
     gauge(
       'dtp_store_integrity_problems',

@@ -7,12 +7,18 @@
  * - authentication: with client tokens, the first frame must be a valid
  *   `AUTH` (answered `AUTH_OK`); anything else gets `ERROR` UNAUTHENTICATED
  *   and the connection closes, and nothing before that reaches the core;
- * - flow: beyond {@link MAX_IN_FLIGHT} unanswered requests other than waits (or
- *   {@link MAX_LISTS_IN_FLIGHT} unanswered LIST_JOBS), or beyond
- *   `maxUnsentReplyBytes` of replies produced but not yet taken by the peer,
- *   reading stops (at once, mid-chunk) until it drains, so a client that
- *   pipelines heavy requests without reading cannot make the coordinator
- *   work for it or hold its replies in memory;
+ * - flow: beyond {@link MAX_IN_FLIGHT} unanswered requests other than the
+ *   waits the core holds (or {@link MAX_LISTS_IN_FLIGHT} unanswered
+ *   LIST_JOBS), or beyond `maxUnsentReplyBytes` of replies produced but not
+ *   yet taken by the peer, reading stops (at once, mid-chunk) until it
+ *   drains, so a client that pipelines heavy requests without reading cannot
+ *   make the coordinator work for it or hold its replies in memory. When
+ *   reading stops behind a held wait (replies leave in request order, so
+ *   nothing after it could drain), `onBlockedByWait` asks the core to answer
+ *   the connection's waits now: a paused connection would not even see its
+ *   peer close, and would keep its waits until they time out;
+ * - fairness: at most {@link MAX_REQUESTS_PER_TURN} requests are read from
+ *   one connection per turn of the event loop;
  * - idleness: with nothing in flight and no request for `idleTimeoutMs`, the
  *   connection is closed (the client library simply dials again).
  *
@@ -40,7 +46,15 @@ export const MAX_IN_FLIGHT = 1_024;
  */
 export const MAX_LISTS_IN_FLIGHT = 2;
 
-type PauseReason = 'inFlight' | 'lists' | 'unsent';
+/**
+ * Requests read from one connection in one turn of the event loop before it
+ * waits for the next turn: a connection that pipelines thousands of requests
+ * (waits above all, which are not in flight once held) cannot make one turn
+ * long for everybody else.
+ */
+export const MAX_REQUESTS_PER_TURN = 128;
+
+type PauseReason = 'inFlight' | 'lists' | 'unsent' | 'turn';
 
 export interface ClientSessionOptions {
   /** Checks an AUTH token; null = no tokens, every connection is open at once. */
@@ -53,6 +67,8 @@ export interface ClientSessionOptions {
   idleTimeoutMs?: number;
   /** Where bounds that bite and refused tokens are reported. */
   report?: (event: NetEvent) => void;
+  /** Reading paused behind a held wait: the core should answer this connection's waits. */
+  onBlockedByWait?: () => void;
 }
 
 interface StagedReply {
@@ -77,10 +93,15 @@ export class ClientSession {
   #pausedFor: PauseReason | null = null;
   /** A drain listener is waiting to re-check the flow. */
   #drainArmed = false;
+  /** Requests read in this turn of the event loop (reset at its end). */
+  #readThisTurn = 0;
   /** Request ids of unanswered LIST_JOBS. */
   readonly #lists = new Set<number>();
-  /** Request ids of unanswered WAIT_JOBs. */
-  readonly #waits = new Set<number>();
+  /** Request ids of the WAIT_JOBs the core holds (answered later, not in flight). */
+  readonly #held = new Set<number>();
+  readonly #onBlockedByWait: () => void;
+  /** `onBlockedByWait` was called for the current head of the queue. */
+  #releaseAskedFor: number | null = null;
   #idleTimer: NodeJS.Timeout | null = null;
   #lastActivityMs = Date.now();
 
@@ -94,6 +115,7 @@ export class ClientSession {
     this.#maxUnsentBytes = options.maxUnsentReplyBytes ?? Infinity;
     this.#idleTimeoutMs = options.idleTimeoutMs ?? 0;
     this.#report = options.report ?? (() => undefined);
+    this.#onBlockedByWait = options.onBlockedByWait ?? (() => undefined);
     this.#state = this.#checkToken === null ? 'open' : 'authenticating';
     if (this.#state === 'open') this.#opened();
     else {
@@ -191,9 +213,21 @@ export class ClientSession {
     const requestId = this.#nextRequestId++;
     this.#lastActivityMs = Date.now();
     if (msg?.type === 'LIST_JOBS') this.#lists.add(requestId);
-    else if (msg?.type === 'WAIT_JOB') this.#waits.add(requestId);
+    if (this.#readThisTurn++ === 0) {
+      setImmediate(() => {
+        this.#readThisTurn = 0;
+        this.#checkFlow();
+      });
+    }
     this.#checkFlow();
     return requestId;
+  }
+
+  /** The core holds this request's wait (its reply comes when the job ends or the wait times out). */
+  held(requestId: number): void {
+    if (requestId < this.#nextReplyId || this.#ready.has(requestId)) return;
+    this.#held.add(requestId);
+    this.#checkFlow();
   }
 
   /** Requests received and not yet answered. */
@@ -225,10 +259,11 @@ export class ClientSession {
     const was = this.#pausedFor;
     if (unsent > this.#maxUnsentBytes) return 'unsent';
     if (was === 'unsent' && unsent > this.#maxUnsentBytes / 2) return 'unsent';
-    const working = this.inFlight - this.#waits.size;
+    const working = this.inFlight - this.#held.size;
     if (working >= MAX_IN_FLIGHT) return 'inFlight';
     if (was === 'inFlight' && working >= MAX_IN_FLIGHT / 2) return 'inFlight';
     if (this.#lists.size >= MAX_LISTS_IN_FLIGHT) return 'lists';
+    if (this.#readThisTurn >= MAX_REQUESTS_PER_TURN) return 'turn';
     return null;
   }
 
@@ -258,7 +293,7 @@ export class ClientSession {
       this.#ready.delete(this.#nextReplyId);
       this.#send(this.#nextReplyId, next);
       this.#lists.delete(this.#nextReplyId);
-      this.#waits.delete(this.#nextReplyId);
+      this.#held.delete(this.#nextReplyId);
       this.#nextReplyId++;
     }
     if (this.inFlight === 0) this.#lastActivityMs = Date.now();
@@ -298,6 +333,8 @@ export class ClientSession {
     // time (a drain may come while replies still wait for their commit);
     // staged replies re-check the flow themselves when they are sent.
     if (reason === 'unsent' && this.conn.outboundBytes > 0) this.#armDrain();
+    // A turn's pause ends by itself; the others wait for replies that may be behind a held wait.
+    if (reason !== 'turn') this.#askReleaseIfBlocked();
     if (this.#pausedFor === reason) return;
     const wasUnsent = this.#pausedFor === 'unsent';
     this.#pausedFor = reason;
@@ -318,6 +355,17 @@ export class ClientSession {
     this.conn.onceDrained(() => {
       this.#drainArmed = false;
       this.#checkFlow();
+    });
+  }
+
+  /** Paused behind a held wait: nothing can drain until it is answered, so ask for that (once per head). */
+  #askReleaseIfBlocked(): void {
+    const head = this.#nextReplyId;
+    if (!this.#held.has(head) || this.#releaseAskedFor === head) return;
+    this.#releaseAskedFor = head;
+    // Not from inside the core's turn that produced this reply: after it.
+    queueMicrotask(() => {
+      if (this.conn.isOpen) this.#onBlockedByWait();
     });
   }
 
@@ -349,6 +397,6 @@ export class ClientSession {
     this.#staged.clear();
     this.#stagedBytes = 0;
     this.#lists.clear();
-    this.#waits.clear();
+    this.#held.clear();
   }
 }

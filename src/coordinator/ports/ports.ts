@@ -38,6 +38,7 @@ import {
 import type { CoreInput } from '../core/types.js';
 import { notLeaderError } from '../leadership/not-leader.js';
 import type { Failure, Term } from '../term/term.js';
+import type { WorkerInput } from '../term/worker-inbox.js';
 import { ClientSession } from './client-session.js';
 import { Guard, type NetLimits, type SecurityOptions } from './guard.js';
 import { LOCAL_CONN_ID, LocalClient } from './local-client.js';
@@ -62,6 +63,8 @@ export interface PortsHost {
   leaderAddress(port: PortKind): string | null;
   /** An input for the current term, if one takes inputs. */
   dispatch(input: CoreInput): void;
+  /** A worker connection's input for the current term (through its inbox). */
+  workerInput(input: WorkerInput): void;
   /** A client connection ended. */
   clientClosed(connId: number): void;
 }
@@ -170,6 +173,10 @@ export class Ports {
     this.#clients.get(connId)?.staged(requestId, msg);
   }
 
+  held(connId: number, requestId: number): void {
+    this.#clients.get(connId)?.held(requestId);
+  }
+
   close(connId: number, reason: string): void {
     // A worker connection keeps delivering until the worker closes too, so a
     // late result on its way is still judged (and rejected as stale).
@@ -240,15 +247,15 @@ export class Ports {
       {
         onMessage: (msg) => this.#onWorkerMessage(conn, msg),
         onProtocolError: (err) =>
-          host.dispatch({ kind: 'workerViolation', connId: conn.id, reason: err.message }),
+          host.workerInput({ kind: 'workerViolation', connId: conn.id, reason: err.message }),
         onLimit: (breach) => {
           this.#reportLimit(conn, 'worker', breach.limit);
-          host.dispatch({ kind: 'workerViolation', connId: conn.id, reason: breach.message });
+          host.workerInput({ kind: 'workerViolation', connId: conn.id, reason: breach.message });
         },
         onClose: (reason) => {
           this.#workers.delete(conn.id);
           this.#workerAdmissions.delete(conn.id);
-          host.dispatch({
+          host.workerInput({
             kind: 'workerClosed',
             connId: conn.id,
             reason: describeCloseReason(reason),
@@ -266,7 +273,7 @@ export class Ports {
     // Absolute: a peer trickling bytes does not extend it.
     const timeoutMs = this.guard.limits.handshakeTimeoutMs;
     admission.setOnExpired((cause) => {
-      host.dispatch({
+      host.workerInput({
         kind: 'workerViolation',
         connId: conn.id,
         reason:
@@ -301,6 +308,7 @@ export class Ports {
       maxUnsentReplyBytes: limits.maxUnsentReplyBytes,
       idleTimeoutMs: limits.clientIdleTimeoutMs,
       report: (event) => this.guard.report(event),
+      onBlockedByWait: () => this.#host.dispatch({ kind: 'releaseWaits', connId: conn.id }),
     });
     this.#clients.set(conn.id, session);
   }
@@ -415,7 +423,7 @@ export class Ports {
     const host = this.#host;
     if (!isWorkerToCoordinator(msg)) {
       const hint = isClientRequest(msg) ? ` (a client request: ${WORKER_PORT_HINT})` : '';
-      host.dispatch({
+      host.workerInput({
         kind: 'workerViolation',
         connId: conn.id,
         reason: `unexpected ${msg.type}${hint}`,
@@ -435,10 +443,10 @@ export class Ports {
         } else this.#refuseWorker(conn, 'token refused', 'Unauthenticated: worker token refused');
         return;
       }
-      host.dispatch({ kind: 'workerMessage', connId: conn.id, msg: register });
+      host.workerInput({ kind: 'workerMessage', connId: conn.id, msg: register });
       return;
     }
-    host.dispatch({ kind: 'workerMessage', connId: conn.id, msg });
+    host.workerInput({ kind: 'workerMessage', connId: conn.id, msg });
   }
 
   /** A registration without a valid token: ERROR UNAUTHENTICATED, then close. */

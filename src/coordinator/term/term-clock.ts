@@ -1,6 +1,7 @@
 /**
  * Every timed input of one term, in one place: the sweep tick and the
- * deadline of each pending WAIT_JOB. The core owns no timer; it says what
+ * deadline of each pending WAIT_JOB (one timer for all of them,
+ * wait-timers.ts). The core owns no timer; it says what
  * time it needs (an `armWait` effect) and this arms it; the firing comes back
  * as an input, handled like any other. A timer for a new kind of input (a
  * delayed job falling due, a schedule tick) belongs here: the core states
@@ -12,35 +13,33 @@
 import type { CoreInput } from '../core/types.js';
 import { WaitTimers } from './wait-timers.js';
 
-/** The inputs a clock produces. */
-export type TimedInput = Extract<CoreInput, { kind: 'tick' | 'waitExpired' }>;
+/** What a clock's timers fire. */
+export interface ClockInputs {
+  /** The sweep's period came (the term hands the tick on after this turn's frames). */
+  sweep(): void;
+  /** A WAIT_JOB's timeout passed. */
+  waitExpired(input: Extract<CoreInput, { kind: 'waitExpired' }>): void;
+}
 
 export class TermClock {
   readonly #sweepIntervalMs: number;
-  readonly #input: (input: TimedInput) => void;
+  readonly #inputs: ClockInputs;
   readonly #waits: WaitTimers;
   #sweep: NodeJS.Timeout | null = null;
   #stopped = false;
 
-  constructor(sweepIntervalMs: number, input: (input: TimedInput) => void) {
+  constructor(sweepIntervalMs: number, inputs: ClockInputs) {
     this.#sweepIntervalMs = sweepIntervalMs;
-    this.#input = input;
+    this.#inputs = inputs;
     this.#waits = new WaitTimers((connId, requestId) =>
-      this.#input({ kind: 'waitExpired', connId, requestId }),
+      this.#inputs.waitExpired({ kind: 'waitExpired', connId, requestId }),
     );
   }
 
-  /**
-   * Starts the sweep. Each tick waits for the check phase, after this turn's
-   * socket reads: after a stall of our own, the heartbeats and results that
-   * queued up meanwhile are seen before anyone is judged.
-   */
+  /** Starts the sweep. */
   startSweep(): void {
     if (this.#stopped || this.#sweep !== null) return;
-    this.#sweep = setInterval(
-      () => setImmediate(() => this.#input({ kind: 'tick' })),
-      this.#sweepIntervalMs,
-    );
+    this.#sweep = setInterval(() => this.#inputs.sweep(), this.#sweepIntervalMs);
   }
 
   /** Feeds `waitExpired` for this request after `timeoutMs`. */

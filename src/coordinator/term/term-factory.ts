@@ -173,5 +173,6 @@ function coreConfig(options: CoordinatorOptions): CoreConfig {
     sweepIntervalMs: options.sweepIntervalMs,
     retainTerminalMs: options.retainTerminalMs,
     maxWaitsPerConnection: options.maxWaitsPerConnection,
+    maxWaits: options.maxWaits,
   };
 }

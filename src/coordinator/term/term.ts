@@ -32,6 +32,7 @@ import type { CoordinatorCore, CoreInspection } from '../core/core.js';
 import type { CoreEvent, CoreInput, Effect } from '../core/types.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { TermClock } from './term-clock.js';
+import { WorkerInbox, type WorkerInput } from './worker-inbox.js';
 
 /** Why the coordinator stopped working: what every request is answered with. */
 export interface Failure {
@@ -57,6 +58,8 @@ export interface TermOutlets {
   reply(connId: number, requestId: number, msg: ClientReply): void;
   /** A reply the core produced that leaves after its commit: the session counts it now. */
   staged(connId: number, requestId: number, msg: ClientReply): void;
+  /** A WAIT_JOB the core holds (it is answered later): the session counts it now. */
+  held(connId: number, requestId: number): void;
   /** Close a connection after what was sent before. */
   close(connId: number, reason: string): void;
   /** True while something can still receive replies on `connId`. */
@@ -108,6 +111,8 @@ export class Term {
   readonly #log: Logger;
   readonly #pipeline: CommitPipeline<QueuedEffect>;
   readonly #clock: TermClock;
+  /** Worker inputs of this turn, handed over after its reads (ends first). */
+  readonly #inbox: WorkerInbox;
   #state: TermState = { kind: 'live' };
   #pending: QueuedEffect[] = [];
   #flushScheduled = false;
@@ -120,7 +125,14 @@ export class Term {
     this.#leaderFields = parts.leaderFields;
     this.#outlets = parts.outlets;
     this.#log = parts.log;
-    this.#clock = new TermClock(parts.sweepIntervalMs, (input) => this.dispatch(input));
+    this.#inbox = new WorkerInbox((input) => this.dispatch(input));
+    // The tick goes through the worker inbox, after the frames read in its
+    // turn: after a stall of our own, the heartbeats and results that queued
+    // up meanwhile are seen before anyone is judged.
+    this.#clock = new TermClock(parts.sweepIntervalMs, {
+      sweep: () => this.#inbox.tick(),
+      waitExpired: (input) => this.dispatch(input),
+    });
     const store = parts.handle.store;
     this.#pipeline = new CommitPipeline<QueuedEffect>({
       commit: (batch) => store.commit(batch),
@@ -180,6 +192,8 @@ export class Term {
         // Known now, sent after the commit: the session counts what it owes.
         if (effect.kind === 'reply') {
           this.#outlets.staged(effect.connId, effect.requestId, effect.msg);
+        } else if (effect.kind === 'armWait') {
+          this.#outlets.held(effect.connId, effect.requestId);
         }
         this.#pending.push(effect);
       }
@@ -188,6 +202,11 @@ export class Term {
       return;
     }
     this.#scheduleFlush();
+  }
+
+  /** A worker connection's input: handed to the core one poll later, ends first (worker-inbox.ts). */
+  workerInput(input: WorkerInput): void {
+    this.#inbox.push(input);
   }
 
   /** Queues a reply the shell produced itself, in order with the core's replies. */
@@ -213,6 +232,7 @@ export class Term {
    */
   stop(): void {
     if (this.#state.kind !== 'live') return;
+    this.#inbox.flushAll(); // nothing more will be read
     this.#flush();
     this.#setState({ kind: 'stopping' });
     this.#clock.stop();
@@ -238,6 +258,7 @@ export class Term {
     if (this.#state.kind === 'ended') return;
     this.#setState({ kind: 'ended' });
     this.#clock.stop();
+    this.#inbox.clear();
     this.#pending = [];
     this.#store.close().catch((err: unknown) => {
       this.#log.warn({ err: describeError(err) }, 'closing the store of an ended term failed');

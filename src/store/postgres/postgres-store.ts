@@ -136,6 +136,7 @@ export class PostgresStore implements Store {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
           maxSeq: max.rows[0]?.m ?? 0,
+          epoch: this.#epoch,
         };
       } finally {
         await client.query('COMMIT');
