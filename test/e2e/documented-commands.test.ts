@@ -123,6 +123,28 @@ const CHECKS: readonly Check[] = [
   },
 ];
 
+/**
+ * Test traffic goes to the loopback only: a line that would still name another
+ * address or host (`--host 10.0.0.5`) is refused before it runs. A document
+ * names other machines with a host under `.example`, which the test replaces.
+ */
+function refuseOtherHosts(command: DocCommand, line: string): void {
+  // The test's own PostgreSQL server is wherever DTP_TEST_PG_URL says.
+  const dialled = line.replace(/postgres:\/\/\S+/g, '');
+  const addresses = dialled.match(/\b\d{1,3}(\.\d{1,3}){3}\b/g) ?? [];
+  const hosts = [...dialled.matchAll(/--(?:coordinator-host|host|advertise-host)[= ](\S+)/g)]
+    .flatMap((m) => (m[1] ?? '').split(','))
+    .map((h) => h.replace(/:\d+$/, ''));
+  const loopback = ['127.0.0.1', 'localhost'];
+  const other = [...new Set([...addresses, ...hosts])].filter((h) => !loopback.includes(h));
+  if (other.length > 0) {
+    const where = `${command.doc}:${command.line}`;
+    throw new Error(
+      `${where} names ${other.join(', ')}: the test dials only the loopback; name another machine with a host under .example`,
+    );
+  }
+}
+
 function match(ran: LineResult, pattern: RegExp): void {
   assert.match(ran.stdout, pattern, `${String(pattern)} not in:\n${ran.stdout}\n${ran.stderr}`);
 }
@@ -133,8 +155,9 @@ class DocSession {
   readonly #remove: () => void;
   readonly #session: Session;
   readonly #procs: ShellProcess[] = [];
-  readonly #ran: { command: DocCommand; line: string }[] = [];
-  #prelude: string[] = [];
+  readonly #ran: DocCommand[] = [];
+  /** Lines that change the shell's state (`umask`), run again before each later line. */
+  readonly #prelude: string[] = [];
   #coordinator: RunningCoordinator | null = null;
   /** Ids of the jobs submitted, in order. */
   readonly jobs: string[] = [];
@@ -180,12 +203,13 @@ class DocSession {
     line = line.replace(/<token>/g, () => this.#token());
     const left = /<[a-z][\w-]*>/.exec(line);
     if (left !== null) throw new Error(`no value for ${left[0]} in \`${command.text}\``);
+    refuseOtherHosts(command, line);
     return [...this.#prelude, line].join('; ');
   }
 
   async run(command: DocCommand): Promise<void> {
     const line = this.asRun(command);
-    this.#ran.push({ command, line });
+    this.#ran.push(command);
     const checks = CHECKS.filter((c) => c.shown.test(command.text));
     const kind = kindOf(command.text);
     let ran: LineResult;
@@ -216,9 +240,9 @@ class DocSession {
 
   /** Runs a line that ran before again, with `<job-id>` standing for `jobId`. */
   async runAgain(shown: RegExp, jobId: string | undefined): Promise<LineResult> {
-    const before = this.#ran.find((r) => shown.test(r.command.text));
+    const before = this.#ran.find((c) => shown.test(c.text));
     assert.ok(before !== undefined, `no command like ${String(shown)} ran before`);
-    return runLine(this.asRun(before.command, jobId), { cwd: this.dir, env: this.#clientEnv() });
+    return runLine(this.asRun(before, jobId), { cwd: this.dir, env: this.#clientEnv() });
   }
 
   /** A backup in /backups: a whole database holding the session's jobs; removed afterwards. */
