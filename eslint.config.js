@@ -51,6 +51,8 @@ export default tseslint.config(
       'node_modules/**',
       'data/**',
       'demo-logs/**',
+      // python/README.md's development environment, in the checkout.
+      '.venv/**',
       'eslint.config.js',
       // Build configuration (type-checked by ui/tsconfig.json).
       'ui/vite.config.ts',

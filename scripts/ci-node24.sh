@@ -24,9 +24,10 @@ echo "node24: $(node --version) at $(command -v node)" >&2
 
 # A copy without installed or built files, so the checkout keeps its Node 20 build.
 mkdir "$work/project"
-tar -C "$root" --exclude=./node_modules --exclude=./dist --exclude=./data --exclude=./demo-logs \
+tar -C "$root" --exclude=./node_modules --exclude=./dist --exclude=./data --exclude=./demo-logs --exclude=./.venv \
   --exclude=./.git -cf - . | tar -C "$work/project" -xf -
 cd "$work/project"
-npm ci --no-audit --no-fund
-npm run build
+# README's first command in "Running it yourself", as written: in a checkout
+# without node_modules it installs them (npm ci), then it compiles.
+scripts/build.sh
 node scripts/run-tests.mjs "${suites[@]}"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Checks of the Python package (python/): a fresh virtual environment in a
-# temporary folder, `pip install` of a copy of python/ with its dev extras,
-# then ruff (lint and format), mypy --strict and pytest. The tests start real
+# Checks of the Python package (python/): python/README.md's "Develop"
+# commands, run as written, in a temporary folder laid out like a checkout (a
+# copy of python/ beside links to dist/ and README.md, which its tests use):
+# a fresh virtual environment with the package and its dev extras, then ruff,
+# mypy --strict and pytest; ruff's format check besides. The tests start real
 # coordinators and TypeScript workers from dist/, so build first
 # (`npm run build`). Nothing is written into the work tree.
 #
@@ -27,19 +29,26 @@ fi
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/dtp-python-checks.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
-mkdir "$tmp/src"
+checkout="$tmp/checkout"
+mkdir -p "$checkout/python"
 (cd "$root/python" && tar --exclude=__pycache__ --exclude='*.egg-info' --exclude=build \
   --exclude=.mypy_cache --exclude=.pytest_cache --exclude=.ruff_cache -cf - .) |
-  (cd "$tmp/src" && tar -xf -)
+  (cd "$checkout/python" && tar -xf -)
+ln -s "$root/dist" "$checkout/dist"
+ln -s "$root/README.md" "$checkout/README.md"
+cd "$checkout"
 
-echo "# python: $("$py" --version) in a fresh venv ($tmp)"
-"$py" -m venv "$tmp/venv"
-bin="$tmp/venv/bin"
+# python/README.md's "Develop" commands (test/helpers/doc-coverage.ts holds them too).
+setup='python3 -m venv .venv && .venv/bin/pip install -e "./python[dev]"'
+checks='cd python && ../.venv/bin/ruff check . && ../.venv/bin/mypy && ../.venv/bin/pytest'
+[[ "$py" == python3 ]] || setup="${setup/python3/$py}"
+
+echo "# python: $("$py" --version) in a fresh venv ($checkout/.venv)"
 # PIP_RETRIES=0 (also for the pip that sets up the build environment): an
 # index that cannot be reached is given up at once; pip's default retries
 # would spend minutes on it before trying the next index.
-if ! PIP_RETRIES=0 "$bin/pip" install --quiet --disable-pip-version-check --no-input \
-  "$tmp/src[dev]" >"$tmp/pip.log" 2>&1; then
+if ! PIP_RETRIES=0 PIP_QUIET=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
+  bash -c "$setup" >"$tmp/pip.log" 2>&1; then
   echo "# python: pip could not install python/[dev]; the Python checks are skipped:"
   grep -v -e Retrying -e 'is ignored' "$tmp/pip.log" | tail -n 5 | sed 's/^/#   /'
   exit 0
@@ -47,9 +56,10 @@ fi
 echo "# python: installed in $((SECONDS - started)) s"
 
 export PYTHONDONTWRITEBYTECODE=1
-cd "$root/python"
-"$bin/ruff" check --no-cache .
-"$bin/ruff" format --no-cache --check .
-"$bin/mypy" --cache-dir "$tmp/mypy-cache"
-"$bin/pytest" -p no:cacheprovider -q "$@"
+.venv/bin/ruff format --no-cache --check python
+# pytest reads extra arguments from PYTEST_ADDOPTS (shell-quoted); its cache
+# and mypy's stay in the temporary folder.
+args=""
+(($# == 0)) || args="$(printf '%q ' "$@")"
+PYTEST_ADDOPTS="-p no:cacheprovider -q $args" bash -c "$checks"
 echo "# python: checks done in $((SECONDS - started)) s"

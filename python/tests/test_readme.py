@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 from support import HOST, ROOT, Cluster
 
@@ -67,3 +69,27 @@ def test_the_readme_example_runs_as_written(cluster: Cluster) -> None:
     printed = re.search(r"The last line prints `([^`]+)`", readme)
     assert printed is not None
     assert client.stdout.strip() == printed.group(1)
+
+
+def test_the_package_readme_worker_line_runs_as_written(cluster: Cluster) -> None:
+    """python/README.md's "Run a worker" line, its example host name standing for
+    this machine's loopback (the port comes from DTP_COORDINATOR_PORT), with the
+    task module of README.md's "Workers in Python"."""
+    text = (ROOT / "python" / "README.md").read_text(encoding="utf-8")
+    start = text.index("## Run a worker")
+    (block,) = blocks(text[start : text.index("\n## ", start + 1)], "sh")
+    (line,) = [line for line in block.splitlines() if line.strip()]
+    assert "coordinator.example" in line
+    (module,) = blocks(section(), "python")
+    (cluster.dir / "tasks.py").write_text(module, encoding="utf-8")
+    c = cluster.coordinator()
+    # `python` is the interpreter running these tests, where the package is installed.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    cluster.start(
+        "package-readme-worker",
+        ["bash", "-c", "exec " + line.replace("coordinator.example", HOST)],
+        env={"PATH": path, "DTP_COORDINATOR_PORT": str(c.worker_port)},
+    )
+    c.proc.wait_for(r"worker registered workerId=worker-[0-9a-f]{8} capacity=4 .*text\.shout", 60)
+    with c.client() as client:
+        assert client.submit("text.shout", {"text": "hi"}).result(timeout=30) == {"text": "HI!"}

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { ScriptProcess } from '../helpers/processes.js';
+import { ROOT, ScriptProcess, ShellProcess } from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
 
 /** A port that was free a moment ago (the kernel's choice). */
@@ -34,10 +34,14 @@ describe('the failure-recovery demo', () => {
   it('kills the worker running the job and ends with the job completed on attempt 2', async () => {
     for (const port of [7070, 7071])
       assert.ok(await portIsFree(port), `the demo needs port ${port} free`);
-    const demo = ScriptProcess.start('demo-failure-recovery.sh', [], { cwd: temp.dir });
+    // As README.md shows it, in the checkout (where it leaves demo-logs/).
+    const logs = join(ROOT, 'demo-logs');
+    const hadLogs = existsSync(logs);
+    const demo = ShellProcess.start('npm run demo', { cwd: ROOT });
     const code = await demo.exited;
     const out = demo.output;
     assert.equal(code, 0, out);
+    if (!hadLogs) rmSync(logs, { recursive: true, force: true });
     const victim = /==> Job is RUNNING on: (worker-\d)/.exec(out)?.[1];
     assert.ok(victim, out);
     assert.match(out, new RegExp(`==> Killing ${victim} with SIGKILL \\(pid \\d+\\)`));

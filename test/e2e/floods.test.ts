@@ -108,9 +108,11 @@ describe('connection floods', () => {
     ]);
     stops.push(() => worker.stop());
     await c.proc.waitForOutput(/worker registered workerId=flood-survivor/, 30_000);
-    // Every trickler is gone by its deadline (or was refused at once).
+    // Every trickler is gone by its deadline, or made room for a newer
+    // connection once the pending slots were full (which of the two depends
+    // on how fast the flood connects), or was refused at once.
     await f.until((s) => s.closed >= 3_000, 'every trickler to be closed', 60_000);
-    await c.proc.waitForOutput(/limit=handshake_timeout/);
+    await c.proc.waitForOutput(/limit=(handshake_timeout|pending_evicted)/);
     assert.ok(worker.running, 'the real worker is still there');
   });
 

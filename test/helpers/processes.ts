@@ -49,12 +49,10 @@ export class ScriptProcess {
     args: string[],
     options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
   ): ScriptProcess {
-    const env: NodeJS.ProcessEnv = {};
-    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('DTP_')) env[k] = v;
     const command = isAbsolute(script) ? script : join(ROOT, 'scripts', script);
     const child = spawn(command, args, {
       cwd: options.cwd ?? ROOT,
-      env: { ...env, ...options.env },
+      env: cleanEnv(options.env),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     return new ScriptProcess(script, child);
@@ -130,6 +128,129 @@ export class ScriptProcess {
     this.signal('SIGKILL');
     await this.exited;
   }
+}
+
+/** This process's environment without its DTP_* variables, plus `extra`. */
+export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('DTP_')) env[k] = v;
+  return { ...env, ...extra };
+}
+
+/**
+ * A command line run by bash in a process group of its own, as a document
+ * shows it (a server, or `npx`, which starts the program as its child): the
+ * whole group is signalled together, by the group's PID.
+ */
+export class ShellProcess {
+  readonly line: string;
+  readonly child: ChildProcess;
+  #output = '';
+  readonly exited: Promise<number | null>;
+  /** Resolves once its output streams are closed too. */
+  readonly closed: Promise<unknown>;
+
+  private constructor(line: string, child: ChildProcess) {
+    this.line = line;
+    this.child = child;
+    this.closed = once(child, 'close').catch(() => undefined);
+    child.stdout?.on('data', (d: Buffer) => (this.#output += d.toString('utf8')));
+    child.stderr?.on('data', (d: Buffer) => (this.#output += d.toString('utf8')));
+    this.exited = once(child, 'exit').then(([code, signal]) =>
+      signal === null ? (code as number) : null,
+    );
+  }
+
+  /** Starts `bash -c line` in `cwd`; DTP_* variables of this process are not passed on. */
+  static start(line: string, options: { cwd: string; env?: NodeJS.ProcessEnv }): ShellProcess {
+    const child = spawn('bash', ['-c', line], {
+      cwd: options.cwd,
+      env: cleanEnv(options.env),
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    return new ShellProcess(line, child);
+  }
+
+  get output(): string {
+    return this.#output;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Waits until the output matches; returns the match. Fails at once if the shell ends first. */
+  async waitForOutput(pattern: RegExp, timeoutMs = 60_000): Promise<RegExpMatchArray> {
+    const seen = await until(() => this.#output.match(pattern) ?? (this.running ? null : 'ended'), {
+      timeoutMs,
+      intervalMs: 20,
+      what: `\`${this.line}\` to print ${String(pattern)}`,
+    }).catch((err: unknown) => {
+      throw new Error(
+        `${err instanceof Error ? err.message : String(err)}; output:\n${this.#output}`,
+        { cause: err },
+      );
+    });
+    if (seen !== 'ended') return seen;
+    await this.closed;
+    const late = this.#output.match(pattern);
+    if (late !== null) return late;
+    const code = String(await this.exited);
+    throw new Error(
+      `\`${this.line}\` ended (${code}) before printing ${String(pattern)}; output:\n${this.#output}`,
+    );
+  }
+
+  #signalGroup(signal: NodeJS.Signals): void {
+    try {
+      if (this.child.pid !== undefined) process.kill(-this.child.pid, signal);
+    } catch {
+      // The group is gone already.
+    }
+  }
+
+  /** SIGTERM to the group, SIGKILL after `graceMs`; then SIGKILL to what is left of it. */
+  async stop(graceMs = 10_000): Promise<number | null> {
+    if (this.running) {
+      this.#signalGroup('SIGTERM');
+      const timer = setTimeout(() => this.#signalGroup('SIGKILL'), graceMs);
+      await this.exited;
+      clearTimeout(timer);
+    }
+    this.#signalGroup('SIGKILL');
+    return this.exited;
+  }
+}
+
+/** What a command line run to its end printed, and how it ended. */
+export interface LineResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `bash -e -c line` in `cwd` to its end (asynchronously, so the output of
+ * servers this process started keeps being read meanwhile); killed after
+ * `timeoutMs`. DTP_* variables of this process are not passed on.
+ */
+export async function runLine(
+  line: string,
+  options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number },
+): Promise<LineResult> {
+  const child = spawn('bash', ['-e', '-c', line], {
+    cwd: options.cwd,
+    env: cleanEnv(options.env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    timeout: options.timeoutMs ?? 120_000,
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
+  const [code] = (await once(child, 'close')) as [number | null];
+  return { status: code, stdout, stderr };
 }
 
 /** How to launch a coordinator: `scripts/<script> <...prefix> <flags>` in `cwd`. */

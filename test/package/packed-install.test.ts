@@ -10,25 +10,22 @@
  * by the TypeScript compiler.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
-import { once } from 'node:events';
-import { existsSync, writeFileSync } from 'node:fs';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { ROOT, ScriptProcess, startCoordinatorProcess } from '../helpers/processes.js';
+import {
+  cleanEnv,
+  ROOT,
+  ScriptProcess,
+  ShellProcess,
+  startCoordinatorProcess,
+} from '../helpers/processes.js';
 import { codeBlocks, readmeSection, shellLines, type CodeBlock } from '../helpers/readme.js';
 import { tempDir } from '../helpers/test-coordinator.js';
-import { until } from '../helpers/until.js';
 
 const HOST = '127.0.0.1';
 const INSTALL_TIMEOUT_MS = 600_000;
-
-/** This process's environment without DTP_* variables, plus `extra`. */
-function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('DTP_')) env[k] = v;
-  return { ...env, ...extra };
-}
 
 function run(
   command: string,
@@ -43,54 +40,6 @@ function run(
 /** A README command line run by bash in `cwd`. */
 function shell(line: string, cwd: string, env: NodeJS.ProcessEnv = {}): SpawnSyncReturns<string> {
   return run('bash', ['-e', '-c', line], cwd, INSTALL_TIMEOUT_MS, env);
-}
-
-/**
- * A README command that keeps running (a server), in a process group of its
- * own: `npx` starts the program as its child, and both are stopped together.
- */
-class Background {
-  readonly child: ChildProcess;
-  output = '';
-  readonly exited: Promise<unknown>;
-
-  constructor(line: string, cwd: string, env: NodeJS.ProcessEnv) {
-    this.child = spawn('bash', ['-c', line], {
-      cwd,
-      env: cleanEnv(env),
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    this.child.stdout?.on('data', (d: Buffer) => (this.output += d.toString('utf8')));
-    this.child.stderr?.on('data', (d: Buffer) => (this.output += d.toString('utf8')));
-    this.exited = once(this.child, 'exit');
-  }
-
-  async waitFor(pattern: RegExp): Promise<RegExpMatchArray> {
-    try {
-      return await until(() => this.output.match(pattern), { timeoutMs: 60_000 });
-    } catch (err) {
-      throw new Error(`${String(pattern)} not seen; output:\n${this.output}`, { cause: err });
-    }
-  }
-
-  #signal(signal: NodeJS.Signals): void {
-    const group = this.child.pid;
-    try {
-      if (group !== undefined) process.kill(-group, signal);
-    } catch {
-      // The group is gone already.
-    }
-  }
-
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.#signal('SIGTERM');
-    const timer = setTimeout(() => this.#signal('SIGKILL'), 10_000);
-    await this.exited;
-    clearTimeout(timer);
-    this.#signal('SIGKILL');
-  }
 }
 
 function ok(result: SpawnSyncReturns<string>, what: string): string {
@@ -221,7 +170,7 @@ describe('the packed package, installed into an empty folder', () => {
   const temp = tempDir('dtp-package-');
   const app = join(temp.dir, 'my-tasks');
   const procs: ScriptProcess[] = [];
-  const servers: Background[] = [];
+  const servers: ShellProcess[] = [];
   let tarball = '';
   let installOutput = '';
 
@@ -253,6 +202,20 @@ describe('the packed package, installed into an empty folder', () => {
 
   it('runs README\'s "Write your own task" as written, TypeScript included', async () => {
     assert.doesNotMatch(installOutput, /allowScripts/, 'no warning about install scripts');
+    // README's way to approve the install script afterwards: the approval is recorded again.
+    ok(shell('npm pkg delete allowScripts', app), 'npm pkg delete allowScripts');
+    ok(shell('npm install-scripts approve better-sqlite3', app), 'npm install-scripts approve');
+    const { allowScripts } = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as {
+      allowScripts?: Record<string, unknown>;
+    };
+    const approved = Object.entries(allowScripts ?? {}).filter(([k]) =>
+      k.includes('better-sqlite3'),
+    );
+    assert.deepEqual(
+      approved.map(([, v]) => v),
+      [true],
+      `allowScripts after the approval: ${JSON.stringify(allowScripts)}`,
+    );
     const ports = { worker: 0, client: 0 };
     const clientEnv = () => ({ DTP_HOST: HOST, DTP_PORT: String(ports.client) });
     let jobId = '';
@@ -267,16 +230,16 @@ describe('the packed package, installed into an empty folder', () => {
       if (line.startsWith('npx dtp-coordinator ')) {
         // Flags fall back to DTP_* variables: ephemeral ports on the loopback.
         const env = { DTP_BIND_HOST: HOST, DTP_WORKER_PORT: '0', DTP_CLIENT_PORT: '0' };
-        const c = new Background(line, app, env);
+        const c = ShellProcess.start(line, { cwd: app, env });
         servers.push(c);
-        const m = await c.waitFor(/workerPort"?[=:](\d+)[ ,]"?clientPort"?[=:](\d+)/);
+        const m = await c.waitForOutput(/workerPort"?[=:](\d+)[ ,]"?clientPort"?[=:](\d+)/);
         [ports.worker, ports.client] = [Number(m[1]), Number(m[2])];
         return;
       }
       if (line.startsWith('npx dtp-worker ')) {
         const env = { DTP_COORDINATOR_HOST: HOST, DTP_COORDINATOR_PORT: String(ports.worker) };
-        servers.push(new Background(line, app, env));
-        await servers[0]?.waitFor(/worker registered/);
+        servers.push(ShellProcess.start(line, { cwd: app, env }));
+        await servers[0]?.waitForOutput(/worker registered/);
         return;
       }
       const out = ok(shell(line.replace('<job-id>', jobId), app, clientEnv()), line);
