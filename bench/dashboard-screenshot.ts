@@ -10,6 +10,7 @@
  * 30) and the load stops right after it;
  * everything talks to 127.0.0.1 only.
  */
+import { startHttpPort } from '../src/http/http-server.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,7 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DtpClient } from '../src/client/client.js';
 import { Coordinator } from '../src/coordinator/coordinator.js';
 import { DEFAULT_COORDINATOR_OPTIONS } from '../src/coordinator/options.js';
-import { silentLogger } from '../src/observability/logger.js';
+import { silentLogger } from '../test/helpers/logger.js';
 import { Worker } from '../src/worker/worker.js';
 import { launchBrowser } from '../test/helpers/browser.js';
 
@@ -25,16 +26,19 @@ const out = process.argv[2] ?? 'docs/dashboard.png';
 const minutes = Math.min(30, Math.max(1, Number(process.argv[3] ?? 4)));
 
 const dir = mkdtempSync(join(tmpdir(), 'dtp-shot-'));
-const coordinator = await Coordinator.start({
-  ...DEFAULT_COORDINATOR_OPTIONS,
-  workerPort: 0,
-  clientPort: 0,
-  metricsPort: 0,
-  bindHost: '127.0.0.1',
-  databasePath: join(dir, 'coordinator.db'),
-  retryBaseDelayMs: 500,
-  logger: silentLogger(),
-});
+const coordinator = await Coordinator.start(
+  {
+    ...DEFAULT_COORDINATOR_OPTIONS,
+    workerPort: 0,
+    clientPort: 0,
+    metricsPort: 0,
+    bindHost: '127.0.0.1',
+    databasePath: join(dir, 'coordinator.db'),
+    retryBaseDelayMs: 500,
+    logger: silentLogger(),
+  },
+  { httpPort: startHttpPort },
+);
 const workers = ['worker-a', 'worker-b', 'worker-c'].map((workerId) =>
   Worker.start({
     coordinatorHost: '127.0.0.1',

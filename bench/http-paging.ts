@@ -10,13 +10,14 @@
  *
  * Talks to 127.0.0.1 only; the database lives in a temporary folder.
  */
+import { startHttpPort } from '../src/http/http-server.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Coordinator } from '../src/coordinator/coordinator.js';
 import { DEFAULT_COORDINATOR_OPTIONS } from '../src/coordinator/options.js';
-import { silentLogger } from '../src/observability/logger.js';
+import { silentLogger } from '../test/helpers/logger.js';
 import { median } from './harness.js';
 import { writeHistory } from './recovery.js';
 
@@ -27,16 +28,19 @@ const writeStarted = performance.now();
 await writeHistory(path, jobs);
 process.stdout.write(`wrote ${jobs} jobs in ${Math.round(performance.now() - writeStarted)} ms\n`);
 
-const coordinator = await Coordinator.start({
-  ...DEFAULT_COORDINATOR_OPTIONS,
-  workerPort: 0,
-  clientPort: 0,
-  metricsPort: 0,
-  bindHost: '127.0.0.1',
-  databasePath: path,
-  maxActiveJobs: 1_000_000,
-  logger: silentLogger(),
-});
+const coordinator = await Coordinator.start(
+  {
+    ...DEFAULT_COORDINATOR_OPTIONS,
+    workerPort: 0,
+    clientPort: 0,
+    metricsPort: 0,
+    bindHost: '127.0.0.1',
+    databasePath: path,
+    maxActiveJobs: 1_000_000,
+    logger: silentLogger(),
+  },
+  { httpPort: startHttpPort },
+);
 const base = `http://127.0.0.1:${coordinator.httpPort}`;
 
 async function timeMs(query: string): Promise<number> {

@@ -31,6 +31,9 @@
  * measured phase starts after all of them have ended.
  */
 import { randomBytes } from 'node:crypto';
+import { MAX_TIMER_MS, tableProblem, type BoundsTable } from '../common/bounds.js';
+import { MAX_PORT } from '../protocol/limits.js';
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { buildBenchReport } from '../client/bench-stats.js';
 import type { BenchCounts, BenchReport, LatencySummary } from '../client/bench-stats.js';
 import type { ConnectionSecurity } from '../client/connection.js';
@@ -40,7 +43,7 @@ import { RemoteError, SubmitRejectedError, WaitTimeoutError } from '../client/er
 import { DtpError } from '../protocol/errors.js';
 import type { JobState, JsonObject } from '../protocol/messages.js';
 import { BUILTIN_TASKS, builtinPayload } from '../protocol/task-types.js';
-import type { FlagSpec, FlagValues } from './flags.js';
+import { boundedFlag, type FlagSpec, type FlagValues } from './flags.js';
 import { formatTable } from './output.js';
 
 /** Tasks the bench can submit, by CLI name. */
@@ -58,57 +61,45 @@ export const DEFAULT_SUBMIT_TIMEOUT_MS = 60_000;
 /** Least time between two progress-bar redraws, in ms (at most ~10 per second). */
 export const PROGRESS_INTERVAL_MS = 100;
 
+/**
+ * Inclusive bounds of the bench's own numeric settings (the flags take theirs
+ * from here). A task's payload values are the coordinator's to judge: the
+ * bench sends them as given, so a bad one shows as failed jobs.
+ */
+export const BENCH_BOUNDS: BoundsTable<Omit<BenchPlan, 'sleepMillis' | 'primeLimit'>> = {
+  port: { min: 1, max: MAX_PORT },
+  jobs: { min: 1, max: MAX_BENCH_JOBS },
+  concurrency: { min: 1, max: MAX_BENCH_CONCURRENCY },
+  warmup: { min: 0, max: MAX_BENCH_JOBS },
+  inFlight: { min: 1, max: MAX_BENCH_IN_FLIGHT, optional: true },
+  waitTimeoutMs: { min: 0, max: MAX_TIMER_MS },
+  submitTimeoutMs: { min: 1, max: MAX_TIMER_MS, optional: true },
+};
+
 export const BENCH_FLAGS: readonly FlagSpec[] = [
-  { name: 'jobs', type: 'int', min: 1, max: MAX_BENCH_JOBS, default: 200, help: 'measured jobs' },
-  {
-    name: 'concurrency',
-    type: 'int',
-    min: 1,
-    max: MAX_BENCH_CONCURRENCY,
+  boundedFlag('jobs', BENCH_BOUNDS.jobs, { default: 200, help: 'measured jobs' }),
+  boundedFlag('concurrency', BENCH_BOUNDS.concurrency, {
     default: 4,
     help: 'connections, each with one job in flight',
-  },
-  {
-    name: 'warmup',
-    type: 'int',
-    min: 0,
-    max: MAX_BENCH_JOBS,
-    default: 25,
-    help: 'unmeasured jobs run first',
-  },
-  {
-    name: 'in-flight',
-    type: 'int',
-    min: 1,
-    max: MAX_BENCH_IN_FLIGHT,
+  }),
+  boundedFlag('warmup', BENCH_BOUNDS.warmup, { default: 25, help: 'unmeasured jobs run first' }),
+  boundedFlag('in-flight', BENCH_BOUNDS.inFlight, {
     default: 1,
     help: 'jobs outstanding per connection (> 1: submits and waits on separate connections)',
-  },
+  }),
   { name: 'task', type: 'enum', values: BENCH_TASKS, default: 'sha256', help: 'task to submit' },
-  {
-    name: 'sleep-millis',
-    type: 'int',
-    min: BUILTIN_TASKS.SLEEP.field.min,
-    max: BUILTIN_TASKS.SLEEP.field.max,
+  boundedFlag('sleep-millis', BUILTIN_TASKS.SLEEP.field, {
     default: 1_000,
     help: 'duration of each sleep task',
-  },
-  {
-    name: 'prime-limit',
-    type: 'int',
-    min: BUILTIN_TASKS.PRIME_COUNT.field.min,
-    max: BUILTIN_TASKS.PRIME_COUNT.field.max,
+  }),
+  boundedFlag('prime-limit', BUILTIN_TASKS.PRIME_COUNT.field, {
     default: 100_000,
     help: 'limit of each prime-count task',
-  },
-  {
-    name: 'wait-timeout-millis',
-    type: 'int',
-    min: 0,
-    max: 2_147_483_647,
+  }),
+  boundedFlag('wait-timeout-millis', BENCH_BOUNDS.waitTimeoutMs, {
     default: 600_000,
     help: 'a job not terminal this long after its ack counts as failed',
-  },
+  }),
 ];
 
 /** One bench run. */
@@ -209,19 +200,9 @@ class Tally {
   }
 }
 
-function assertIntIn(name: string, value: number, min: number, max: number): void {
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw new RangeError(`${name} must be an integer in ${min}..${max}, got ${value}`);
-  }
-}
-
 function validatePlan(plan: BenchPlan): void {
-  assertIntIn('jobs', plan.jobs, 1, MAX_BENCH_JOBS);
-  assertIntIn('concurrency', plan.concurrency, 1, MAX_BENCH_CONCURRENCY);
-  assertIntIn('warmup', plan.warmup, 0, MAX_BENCH_JOBS);
-  assertIntIn('inFlight', plan.inFlight ?? 1, 1, MAX_BENCH_IN_FLIGHT);
-  assertIntIn('waitTimeoutMs', plan.waitTimeoutMs, 0, 2_147_483_647);
-  assertIntIn('submitTimeoutMs', plan.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS, 1, 2 ** 31 - 1);
+  const problem = tableProblem(plan, BENCH_BOUNDS, (key) => key);
+  if (problem !== null) throw new RangeError(problem);
 }
 
 /** The submission of job `label`; sha256 texts are unique per run and job. */
@@ -251,7 +232,9 @@ async function withSubmitTimeout<T>(promise: Promise<T>, timeoutMs: number): Pro
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      reject(new DtpError('SUBMIT_TIMEOUT', `no reply to SUBMIT_JOB within ${timeoutMs} ms`));
+      reject(
+        new DtpError(LocalErrorCode.SubmitTimeout, `no reply to SUBMIT_JOB within ${timeoutMs} ms`),
+      );
     }, timeoutMs);
   });
   try {

@@ -8,6 +8,8 @@
  * flags (`submit sha256 --text abc`), or any task type with a JSON payload
  * (`submit resize --payload '{"width":80}'`, `--payload-file f`, `-` = stdin).
  */
+import { MAX_TIMER_MS } from '../common/bounds.js';
+import { MAX_PORT } from '../protocol/limits.js';
 import { checkSubmitSize } from '../client/client.js';
 import type { DtpClient, SubmitRequest, SubmitResult } from '../client/client.js';
 import {
@@ -20,7 +22,7 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { parseDuration } from '../client/duration.js';
+import { parseDuration } from '../protocol/duration.js';
 import { JOB_STATES, PRIORITIES, TERMINAL_STATES } from '../protocol/messages.js';
 import type { JobSnapshot, JsonObject } from '../protocol/messages.js';
 import {
@@ -98,7 +100,7 @@ export const GLOBAL_FLAGS: readonly FlagSpec[] = [
     name: 'port',
     type: 'int',
     min: 1,
-    max: 65_535,
+    max: MAX_PORT,
     default: 7071,
     help: 'coordinator client port',
   },
@@ -455,7 +457,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         name: 'timeout-millis',
         type: 'int',
         min: 0,
-        max: 2_147_483_647,
+        max: MAX_TIMER_MS,
         default: 900_000,
         help: 'give up after this long, exit 1',
       },

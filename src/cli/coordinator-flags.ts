@@ -2,18 +2,20 @@
  * The coordinator's flags for TLS, tokens and the bounds on connections and
  * memory (guard.ts), and how they become options.
  */
-import { DEFAULT_NET_LIMITS, type NetLimits, type SecurityOptions } from '../coordinator/guard.js';
+import {
+  DEFAULT_NET_LIMITS,
+  NET_LIMIT_BOUNDS,
+  type NetLimits,
+  type SecurityOptions,
+} from '../coordinator/ports/guard.js';
 import { allowedHostEntry } from '../http/host-check.js';
 import {
+  COORDINATOR_BOUNDS,
   DEFAULT_COORDINATOR_OPTIONS,
-  WAIT_CAP_RANGES,
   type CoordinatorOptions,
 } from '../coordinator/options.js';
-import { UsageError, splitList } from './flags.js';
+import { UsageError, boundedFlag, splitList } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
-
-const INT32_MAX = 2_147_483_647;
-const DAY_MS = 86_400_000;
 
 /** A coordinator's TLS and token flags. */
 export const COORDINATOR_SECURITY_FLAGS: readonly FlagSpec[] = [
@@ -70,70 +72,38 @@ const L = DEFAULT_NET_LIMITS;
 
 /** A coordinator's bounds on connections and memory. */
 export const LIMIT_FLAGS: readonly FlagSpec[] = [
-  {
-    name: 'max-connections',
-    type: 'int',
-    min: 1,
-    max: 1_000_000,
+  boundedFlag('max-connections', NET_LIMIT_BOUNDS.maxConnections, {
     default: L.maxConnections,
     help: 'open connections per port (worker port and client port each)',
-  },
-  {
-    name: 'max-connections-per-address',
-    type: 'int',
-    min: 1,
-    max: 1_000_000,
+  }),
+  boundedFlag('max-connections-per-address', NET_LIMIT_BOUNDS.maxConnectionsPerAddress, {
     default: L.maxConnectionsPerAddress,
     help: 'open connections per port from one remote address',
-  },
-  {
-    name: 'max-pending-connections',
-    type: 'int',
-    min: 1,
-    max: 1_000_000,
+  }),
+  boundedFlag('max-pending-connections', NET_LIMIT_BOUNDS.maxPendingConnections, {
     default: L.maxPendingConnections,
     help: 'connections per port still in TLS, AUTH or registration (the rest is kept for others)',
-  },
-  {
-    name: 'handshake-timeout-millis',
-    type: 'int',
-    min: 1,
-    max: DAY_MS,
+  }),
+  boundedFlag('handshake-timeout-millis', NET_LIMIT_BOUNDS.handshakeTimeoutMs, {
     defaultLabel: 'the heartbeat timeout, at least 1000',
     help: 'absolute time to finish TLS and AUTH / WORKER_REGISTER after connecting',
-  },
-  {
-    name: 'frame-timeout-millis',
-    type: 'int',
-    min: 1,
-    max: DAY_MS,
+  }),
+  boundedFlag('frame-timeout-millis', NET_LIMIT_BOUNDS.frameTimeoutMs, {
     default: L.frameTimeoutMs,
     help: 'time a peer has to finish a frame it started',
-  },
-  {
-    name: 'client-idle-timeout-millis',
-    type: 'int',
-    min: 0,
-    max: INT32_MAX,
+  }),
+  boundedFlag('client-idle-timeout-millis', NET_LIMIT_BOUNDS.clientIdleTimeoutMs, {
     default: L.clientIdleTimeoutMs,
     help: 'close a client connection with nothing in flight after this much silence; 0 = never',
-  },
-  {
-    name: 'max-inbound-bytes',
-    type: 'int',
-    min: 1_048_576,
-    max: Number.MAX_SAFE_INTEGER,
+  }),
+  boundedFlag('max-inbound-bytes', NET_LIMIT_BOUNDS.maxInboundBytes, {
     default: L.maxInboundBytes,
     help: 'bytes all connections together may hold in partly received frames',
-  },
-  {
-    name: 'max-unsent-reply-bytes',
-    type: 'int',
-    min: 1_024,
-    max: Number.MAX_SAFE_INTEGER,
+  }),
+  boundedFlag('max-unsent-reply-bytes', NET_LIMIT_BOUNDS.maxUnsentReplyBytes, {
     default: L.maxUnsentReplyBytes,
     help: "a client's unsent replies beyond which its requests are not read until it catches up",
-  },
+  }),
 ];
 
 export function netLimitsFrom(values: FlagValues): NetLimits {
@@ -173,26 +143,18 @@ export function httpAllowedHostsFrom(values: FlagValues): string[] {
   );
 }
 
-const W = WAIT_CAP_RANGES;
+const B = COORDINATOR_BOUNDS;
 
 /** The caps on pending WAIT_JOB requests (bounds from options.ts, shared with startCoordinator). */
 export const WAIT_FLAGS: readonly FlagSpec[] = [
-  {
-    name: 'max-waits-per-connection',
-    type: 'int',
-    min: W.maxWaitsPerConnection[0],
-    max: W.maxWaitsPerConnection[1],
+  boundedFlag('max-waits-per-connection', B.maxWaitsPerConnection, {
     default: DEFAULT_COORDINATOR_OPTIONS.maxWaitsPerConnection,
     help: 'pending WAIT_JOB requests one client connection may hold; more get ERROR TOO_MANY_WAITS',
-  },
-  {
-    name: 'max-waits',
-    type: 'int',
-    min: W.maxWaits[0],
-    max: W.maxWaits[1],
+  }),
+  boundedFlag('max-waits', B.maxWaits, {
     default: DEFAULT_COORDINATOR_OPTIONS.maxWaits,
     help: 'pending WAIT_JOB requests all client connections together may hold; more get ERROR TOO_MANY_WAITS',
-  },
+  }),
 ];
 
 export function waitCapsFrom(

@@ -5,15 +5,17 @@
  */
 import { readFileSync } from 'node:fs';
 import { Coordinator } from '../coordinator/coordinator.js';
-import { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES } from '../coordinator/options.js';
-import type { CoordinatorOptions } from '../coordinator/options.js';
+import { startHttpPort } from '../http/http-server.js';
+import { relationProblem } from '../common/bounds.js';
 import {
-  MAX_ATTEMPTS_LIMIT,
-  MAX_TASK_TIMEOUT_MS,
-  MIN_TASK_TIMEOUT_MS,
-} from '../protocol/limits.js';
+  COORDINATOR_BOUNDS,
+  COORDINATOR_RELATIONS,
+  DEFAULT_COORDINATOR_OPTIONS,
+  DURABILITIES,
+  type CoordinatorOptions,
+} from '../coordinator/options.js';
 import { describeError } from '../protocol/errors.js';
-import { UsageError, type FlagSpec, type FlagValues } from './flags.js';
+import { UsageError, boundedFlag, type FlagSpec, type FlagValues } from './flags.js';
 import {
   COORDINATOR_SECURITY_FLAGS,
   HTTP_HOST_FLAGS,
@@ -40,25 +42,17 @@ const SUMMARY =
   'several coordinators of which one leads.';
 
 const D = DEFAULT_COORDINATOR_OPTIONS;
-const DAY_MS = 86_400_000;
+const B = COORDINATOR_BOUNDS;
 
 const FLAGS: readonly FlagSpec[] = [
-  {
-    name: 'worker-port',
-    type: 'int',
-    min: 0,
-    max: 65_535,
+  boundedFlag('worker-port', B.workerPort, {
     default: D.workerPort,
     help: 'port for workers; 0 = any free port',
-  },
-  {
-    name: 'client-port',
-    type: 'int',
-    min: 0,
-    max: 65_535,
+  }),
+  boundedFlag('client-port', B.clientPort, {
     default: D.clientPort,
     help: 'port for clients; 0 = any free port',
-  },
+  }),
   {
     name: 'bind-host',
     type: 'string',
@@ -89,86 +83,46 @@ const FLAGS: readonly FlagSpec[] = [
     defaultLabel: '--bind-host unless a wildcard, else the host name',
     help: 'the host others should use to reach this coordinator (what a standby names as leader)',
   },
-  {
-    name: 'lease-ttl-millis',
-    type: 'int',
-    min: 100,
-    max: DAY_MS,
+  boundedFlag('lease-ttl-millis', B.leaseTtlMs, {
     default: D.leaseTtlMs,
     help: 'PostgreSQL: the leader lease lasts this long after each renewal',
-  },
-  {
-    name: 'lease-renew-interval-millis',
-    type: 'int',
-    min: 10,
-    max: DAY_MS,
+  }),
+  boundedFlag('lease-renew-interval-millis', B.leaseRenewIntervalMs, {
     default: D.leaseRenewIntervalMs,
     help: 'PostgreSQL: the leader renews, and a standby tries to take over, this often (at most half the ttl)',
-  },
-  {
-    name: 'heartbeat-timeout-millis',
-    type: 'int',
-    min: 1,
-    max: DAY_MS,
+  }),
+  boundedFlag('heartbeat-timeout-millis', B.heartbeatTimeoutMs, {
     default: D.heartbeatTimeoutMs,
     help: 'a worker silent this long is lost',
-  },
-  {
-    name: 'sweep-interval-millis',
-    type: 'int',
-    min: 1,
-    max: DAY_MS,
+  }),
+  boundedFlag('sweep-interval-millis', B.sweepIntervalMs, {
     default: D.sweepIntervalMs,
     help: 'period of the liveness/deadline/retry sweep',
-  },
-  {
-    name: 'task-timeout-millis',
-    type: 'int',
-    min: MIN_TASK_TIMEOUT_MS,
-    max: MAX_TASK_TIMEOUT_MS,
+  }),
+  boundedFlag('task-timeout-millis', B.taskTimeoutMs, {
     default: D.taskTimeoutMs,
     help: 'execution deadline of one attempt',
-  },
-  {
-    name: 'max-attempts',
-    type: 'int',
-    min: 1,
-    max: MAX_ATTEMPTS_LIMIT,
+  }),
+  boundedFlag('max-attempts', B.maxAttempts, {
     default: D.maxAttempts,
     help: 'attempts per job unless the submission says otherwise',
-  },
-  {
-    name: 'retry-base-delay-millis',
-    type: 'int',
-    min: 0,
-    max: DAY_MS,
+  }),
+  boundedFlag('retry-base-delay-millis', B.retryBaseDelayMs, {
     default: D.retryBaseDelayMs,
     help: 'retry back-off: delay after attempt 1',
-  },
-  {
-    name: 'retry-max-delay-millis',
-    type: 'int',
-    min: 0,
-    max: DAY_MS,
+  }),
+  boundedFlag('retry-max-delay-millis', B.retryMaxDelayMs, {
     default: D.retryMaxDelayMs,
     help: 'retry back-off: longest delay',
-  },
-  {
-    name: 'max-active-jobs',
-    type: 'int',
-    min: 1,
-    max: 100_000_000,
+  }),
+  boundedFlag('max-active-jobs', B.maxActiveJobs, {
     default: D.maxActiveJobs,
     help: 'non-terminal jobs allowed; more submissions are rejected',
-  },
-  {
-    name: 'aging-step-millis',
-    type: 'int',
-    min: 1,
-    max: DAY_MS * 365,
+  }),
+  boundedFlag('aging-step-millis', B.agingStepMs, {
     default: D.agingStepMs,
     help: 'a queued job gains one priority level per this much age',
-  },
+  }),
   {
     name: 'durability',
     type: 'enum',
@@ -177,33 +131,21 @@ const FLAGS: readonly FlagSpec[] = [
     help: 'normal: survives a crash; full: fsync per commit',
   },
   ...LOG_FLAGS,
-  {
-    name: 'http-port',
-    type: 'int',
-    min: 0,
-    max: 65_535,
+  boundedFlag('http-port', B.metricsPort, {
     defaultLabel: 'off',
     help: 'HTTP port: the dashboard at /, its API under /api/, /metrics and /healthz',
-  },
-  {
-    name: 'metrics-port',
-    type: 'int',
-    min: 0,
-    max: 65_535,
+  }),
+  boundedFlag('metrics-port', B.metricsPort, {
     defaultLabel: 'off',
     help: 'the same as --http-port (older name)',
-  },
+  }),
   ...HTTP_HOST_FLAGS,
   ...COORDINATOR_SECURITY_FLAGS,
   ...LIMIT_FLAGS,
-  {
-    name: 'retain-terminal-millis',
-    type: 'int',
-    min: 1,
-    max: 100 * 365 * DAY_MS,
+  boundedFlag('retain-terminal-millis', B.retainTerminalMs, {
     defaultLabel: 'off: kept forever',
     help: 'delete terminal jobs (and their attempts) older than this, in the background',
-  },
+  }),
   ...WAIT_FLAGS,
 ];
 
@@ -234,24 +176,24 @@ function databaseOf(values: FlagValues): string {
   return first;
 }
 
+/** The flag of each option a relation between options names (a refusal names the flags). */
+const FLAG_OF: Partial<Record<keyof CoordinatorOptions, string>> = {
+  leaseTtlMs: 'lease-ttl-millis',
+  leaseRenewIntervalMs: 'lease-renew-interval-millis',
+  retryBaseDelayMs: 'retry-base-delay-millis',
+  retryMaxDelayMs: 'retry-max-delay-millis',
+};
+
 function buildOptions(values: FlagValues): CoordinatorOptions {
-  const leaseTtlMs = values.int('lease-ttl-millis');
-  const leaseRenewIntervalMs = values.int('lease-renew-interval-millis');
-  if (leaseRenewIntervalMs * 2 > leaseTtlMs) {
-    throw new UsageError(
-      `--lease-renew-interval-millis (${leaseRenewIntervalMs}) must be at most half of --lease-ttl-millis (${leaseTtlMs})`,
-    );
-  }
   const databasePath = databaseOf(values);
-  const logger = loggerFrom(values, 'coordinator');
-  return {
+  const options: Omit<CoordinatorOptions, 'logger'> = {
     workerPort: values.int('worker-port'),
     clientPort: values.int('client-port'),
     bindHost: values.string('bind-host'),
     databasePath,
     advertiseHost: values.optionalString('advertise-host') ?? null,
-    leaseTtlMs,
-    leaseRenewIntervalMs,
+    leaseTtlMs: values.int('lease-ttl-millis'),
+    leaseRenewIntervalMs: values.int('lease-renew-interval-millis'),
     heartbeatTimeoutMs: values.int('heartbeat-timeout-millis'),
     sweepIntervalMs: values.int('sweep-interval-millis'),
     taskTimeoutMs: values.int('task-timeout-millis'),
@@ -267,8 +209,14 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     netLimits: netLimitsFrom(values),
     retainTerminalMs: values.optionalInt('retain-terminal-millis') ?? null,
     ...waitCapsFrom(values),
-    logger,
   };
+  const problem = relationProblem(
+    options,
+    COORDINATOR_RELATIONS,
+    (key) => `--${FLAG_OF[key] ?? key}`,
+  );
+  if (problem !== null) throw new UsageError(problem);
+  return { ...options, logger: loggerFrom(values, 'coordinator') };
 }
 
 const values = parseServerFlags(process.argv.slice(2), PROGRAM, SUMMARY, FLAGS);
@@ -280,7 +228,7 @@ try {
   process.stderr.write(`${PROGRAM}: ${err.message}\nRun \`${PROGRAM} --help\` for usage.\n`);
   process.exit(2);
 }
-const starting = Coordinator.start(options);
+const starting = Coordinator.start(options, { httpPort: startHttpPort });
 // Handlers go in before start-up finishes, so an early SIGTERM still stops cleanly.
 stopOnSignals(options.logger, async () => (await starting).close());
 // SIGHUP: re-read the TLS certificate and the token files.

@@ -11,6 +11,8 @@
  * settings. A repeatable flag collects every occurrence; from the environment
  * it is a comma-separated list. Every problem is a {@link UsageError} (exit 2).
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
+import type { IntegerBound } from '../common/bounds.js';
 import { DtpError } from '../protocol/errors.js';
 
 /** Bad command line: unknown command or flag, missing or malformed value. Exit code 2. */
@@ -19,7 +21,7 @@ export class UsageError extends DtpError {
   readonly showUsage: boolean;
 
   constructor(message: string, options: { showUsage?: boolean } = {}) {
-    super('USAGE', message);
+    super(LocalErrorCode.Usage, message);
     this.showUsage = options.showUsage ?? false;
   }
 }
@@ -64,6 +66,15 @@ export interface BooleanFlag extends FlagBase {
   readonly type: 'boolean';
 }
 export type FlagSpec = IntFlag | StringFlag | ListFlag | EnumFlag | BooleanFlag;
+
+/** An `int` flag whose range is the bound of an options table (a flag never re-types a bound). */
+export function boundedFlag(
+  name: string,
+  bound: IntegerBound,
+  rest: Omit<IntFlag, 'name' | 'type' | 'min' | 'max'>,
+): IntFlag {
+  return { name, type: 'int', min: bound.min, max: bound.max, ...rest };
+}
 
 type FlagValue = string | number | boolean | readonly string[];
 

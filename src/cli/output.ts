@@ -9,6 +9,7 @@
  *       Type:     SHA256
  *       State:    COMPLETED
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import {
   RemoteError,
   RequestTooLargeError,
@@ -16,7 +17,7 @@ import {
   WaitTimeoutError,
 } from '../client/errors.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import { formatDurationMs } from '../client/duration.js';
+import { formatDurationMs } from '../protocol/duration.js';
 import type {
   AttemptOutcome,
   AttemptSnapshot,
@@ -232,7 +233,7 @@ export function formatWorkerTable(workers: readonly WorkerSnapshot[]): string {
 
 /** The stable code of any thrown value (`INTERNAL` for bugs). */
 export function errorCode(err: unknown): string {
-  return err instanceof DtpError ? err.code : 'INTERNAL';
+  return err instanceof DtpError ? err.code : LocalErrorCode.Internal;
 }
 
 export interface ErrorDocument {

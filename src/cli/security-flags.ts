@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { readClientTls, type ClientTls } from '../net/tls.js';
 import { describeError } from '../protocol/errors.js';
-import { parseTokens } from '../coordinator/access.js';
+import { parseTokens } from '../coordinator/ports/access.js';
 import { UsageError } from './flags.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 

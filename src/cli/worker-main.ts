@@ -3,20 +3,24 @@
  * foreground, reconnecting forever while its coordinator is away, until
  * SIGINT/SIGTERM.
  */
+import { MAX_TIMER_MS } from '../common/bounds.js';
 import { formatHostPort, parseAddressList } from '../net/address.js';
-import { describeError } from '../protocol/errors.js';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../protocol/limits.js';
 import {
   DEFAULT_WORKER_OPTIONS,
   randomWorkerId,
   startWorker,
   type StartWorkerOptions,
 } from '../worker/start-worker.js';
-import { TASK_MEMORY_MB } from '../worker/memory-budget.js';
+import {
+  DEFAULT_PREFETCH_PER_SLOT,
+  WORKER_BOUNDS,
+  workerOptionsProblem,
+  type CheckedWorkerOptions,
+} from '../worker/options.js';
 import { TaskModuleError } from '../worker/task-modules.js';
-import { DEFAULT_PREFETCH_PER_SLOT, type Worker } from '../worker/worker.js';
+import type { Worker } from '../worker/worker.js';
 import type { Logger } from '../observability/logger.js';
-import { UsageError } from './flags.js';
+import { UsageError, boundedFlag } from './flags.js';
 import { DIALLER_SECURITY_FLAGS, clientTlsFrom, tokenFrom } from './security-flags.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import type { FlagSpec, FlagValues } from './flags.js';
@@ -32,8 +36,8 @@ import { takeProgramName } from './program-name.js';
 
 const PROGRAM = takeProgramName('worker.sh');
 const SUMMARY = 'Runs a dtp worker: registers with a coordinator and runs the tasks it assigns.';
-const INT32_MAX = 2_147_483_647;
 const D = DEFAULT_WORKER_OPTIONS;
+const B = WORKER_BOUNDS;
 
 const FLAGS: readonly FlagSpec[] = [
   {
@@ -43,14 +47,10 @@ const FLAGS: readonly FlagSpec[] = [
     placeholder: 'h1[:p1],h2[:p2],…',
     help: "coordinator's host, or several coordinators sharing PostgreSQL (the worker finds the leader)",
   },
-  {
-    name: 'coordinator-port',
-    type: 'int',
-    min: 1,
-    max: 65_535,
+  boundedFlag('coordinator-port', B.coordinatorPort, {
     default: D.coordinatorPort,
     help: "coordinator's worker port",
-  },
+  }),
   {
     name: 'id',
     type: 'string',
@@ -58,43 +58,24 @@ const FLAGS: readonly FlagSpec[] = [
     placeholder: 'id',
     help: 'worker id, unique among live workers',
   },
-  {
-    name: 'capacity',
-    type: 'int',
-    min: 1,
-    max: MAX_CAPACITY,
-    default: D.capacity,
-    help: 'tasks run at once',
-  },
-  {
-    name: 'prefetch',
-    type: 'int',
-    min: 0,
-    max: maxPrefetch(MAX_CAPACITY),
+  boundedFlag('capacity', B.capacity, { default: D.capacity, help: 'tasks run at once' }),
+  boundedFlag('prefetch', B.prefetch, {
     defaultLabel: `${DEFAULT_PREFETCH_PER_SLOT} x capacity`,
-    help: `attempts taken beyond capacity and queued here, used by the coordinator only while attempts are short; 0..${MAX_PREFETCH_PER_SLOT} x capacity, 0 turns it off`,
-  },
-  {
-    name: 'heartbeat-interval-millis',
-    type: 'int',
-    min: 1,
-    max: INT32_MAX,
+    help: `attempts taken beyond capacity and queued here, used by the coordinator only while attempts are short; 0..${B.prefetch.perUnitOf.times} x capacity, 0 turns it off`,
+  }),
+  boundedFlag('heartbeat-interval-millis', B.heartbeatIntervalMs, {
     default: D.heartbeatIntervalMs,
     help: 'time between heartbeats',
-  },
-  {
-    name: 'reconnect-delay-millis',
-    type: 'int',
-    min: 1,
-    max: INT32_MAX,
+  }),
+  boundedFlag('reconnect-delay-millis', B.reconnectDelayMs, {
     default: D.reconnectDelayMs,
     help: 'wait before dialling again after a lost connection',
-  },
+  }),
   {
     name: 'drain-timeout-millis',
     type: 'int',
     min: 0,
-    max: INT32_MAX,
+    max: MAX_TIMER_MS,
     default: 30_000,
     help: 'on SIGINT/SIGTERM, time running tasks get to finish before they are released',
   },
@@ -104,63 +85,62 @@ const FLAGS: readonly FlagSpec[] = [
     placeholder: 'module',
     help: 'task module to load beside the built-ins: a file path or a package name',
   },
-  {
-    name: 'cancel-grace-millis',
-    type: 'int',
-    min: 0,
-    max: INT32_MAX,
+  boundedFlag('cancel-grace-millis', B.cancelGraceMs, {
     default: D.cancelGraceMs,
     help: 'after a cancel or deadline, time a task gets to stop before its thread is terminated',
-  },
-  {
-    name: 'task-memory-mb',
-    type: 'int',
-    min: TASK_MEMORY_MB.min,
-    max: TASK_MEMORY_MB.max,
+  }),
+  boundedFlag('task-memory-mb', B.taskMemoryMb, {
     default: D.taskMemoryMb,
     help: "each task thread's memory budget in MiB: its JavaScript heap stops there, and a thread whose heap and Buffers go over it is terminated, failing its attempt",
-  },
-  {
-    name: 'coordinator-timeout-millis',
-    type: 'int',
-    min: 1,
-    max: INT32_MAX,
+  }),
+  boundedFlag('coordinator-timeout-millis', B.coordinatorTimeoutMs, {
     defaultLabel: '3 x heartbeat interval, at least 1000',
     help: 'a coordinator that confirmed heartbeat acks and is silent this long is dropped and redialled',
-  },
+  }),
   ...DIALLER_SECURITY_FLAGS,
   ...LOG_FLAGS,
 ];
 
+/**
+ * The flag that sets each checked worker option, so that a refusal names the
+ * flag; `connectTimeoutMs` has none (it keeps its default here).
+ */
+const FLAG_OF: { readonly [K in Exclude<keyof CheckedWorkerOptions, 'connectTimeoutMs'>]: string } =
+  {
+    coordinatorHost: 'coordinator-host',
+    coordinatorPort: 'coordinator-port',
+    workerId: 'id',
+    capacity: 'capacity',
+    prefetch: 'prefetch',
+    heartbeatIntervalMs: 'heartbeat-interval-millis',
+    reconnectDelayMs: 'reconnect-delay-millis',
+    cancelGraceMs: 'cancel-grace-millis',
+    taskMemoryMb: 'task-memory-mb',
+    coordinatorTimeoutMs: 'coordinator-timeout-millis',
+  };
+
 function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger } {
-  const workerId = values.optionalString('id') ?? randomWorkerId();
-  if (workerId.trim() === '') throw new UsageError('--id must not be blank');
-  const coordinatorHost = values.string('coordinator-host');
-  const coordinatorPort = values.int('coordinator-port');
-  try {
-    parseAddressList(coordinatorHost, coordinatorPort);
-  } catch (err) {
-    throw new UsageError(`--coordinator-host: ${describeError(err)}`);
-  }
-  const capacity = values.int('capacity');
-  const prefetch = values.optionalInt('prefetch');
-  if (prefetch !== undefined && prefetch > maxPrefetch(capacity)) {
-    throw new UsageError(
-      `--prefetch must be at most ${MAX_PREFETCH_PER_SLOT} x --capacity (${maxPrefetch(capacity)}), got ${prefetch}`,
-    );
-  }
-  return {
-    coordinatorHost,
-    coordinatorPort,
-    workerId,
-    capacity,
-    ...optional('prefetch', prefetch),
+  const checked: CheckedWorkerOptions = {
+    coordinatorHost: values.string('coordinator-host'),
+    coordinatorPort: values.int('coordinator-port'),
+    workerId: values.optionalString('id') ?? randomWorkerId(),
+    capacity: values.int('capacity'),
+    ...optional('prefetch', values.optionalInt('prefetch')),
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
     reconnectDelayMs: values.int('reconnect-delay-millis'),
     cancelGraceMs: values.int('cancel-grace-millis'),
     taskMemoryMb: values.int('task-memory-mb'),
-    tasks: values.strings('tasks'),
     ...optional('coordinatorTimeoutMs', values.optionalInt('coordinator-timeout-millis')),
+  };
+  const problem = workerOptionsProblem(
+    checked,
+    (key) => (key === 'connectTimeoutMs' ? key : `--${FLAG_OF[key]}`),
+    'atMost',
+  );
+  if (problem !== null) throw new UsageError(problem);
+  return {
+    ...checked,
+    tasks: values.strings('tasks'),
     tls: clientTlsFrom(values),
     authToken: tokenFrom(values, process.env),
     logger: loggerFrom(values, 'worker'),

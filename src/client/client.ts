@@ -18,6 +18,7 @@
  * GET_JOB_STATUS otherwise; `listPage` pages a v1 reply itself
  * (list-paging.ts).
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { setTimeout as sleepMs } from 'node:timers/promises';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import {
@@ -389,7 +390,7 @@ export class DtpClient<T extends object = AnyTasks> {
           ? await unlessAborted(this.#waitJob(jobId, sliceMs), signal)
           : await unlessAborted(this.status(jobId), signal);
       } catch (err) {
-        if (!(err instanceof TransportError) || err.code === 'TLS_FAILED') throw err;
+        if (!(err instanceof TransportError) || err.code === LocalErrorCode.TlsFailed) throw err;
         if (this.#closing !== null) throw err;
         lostSinceMs ??= startedMs;
         const nowMs = performance.now();

@@ -30,7 +30,7 @@ import { isWorkerPortAnswer } from '../net/port-kind.js';
 import { DialError, dial } from '../net/tcp.js';
 import type { ClientTls } from '../net/tls.js';
 import { messageToJson } from '../protocol/codec.js';
-import { ErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import type { ProtocolError } from '../protocol/errors.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import { MAX_FRAME_BYTES, encodeTextFrame } from '../protocol/framing.js';
@@ -75,7 +75,7 @@ export function requestFrame(msg: ClientRequest): Buffer {
 
 /** True for a refusal of the connection at a bound: nothing was processed, a later try may pass. */
 export function isLimitRefusal(err: unknown): boolean {
-  return err instanceof TransportError && err.code === 'LIMIT_EXCEEDED';
+  return err instanceof TransportError && err.code === ErrorCode.LimitExceeded;
 }
 
 const FIRST_REFUSAL_PAUSE_MS = 25;
@@ -114,7 +114,7 @@ export class RefusalBackoff {
   giveUp(err: TransportError): TransportError {
     if (this.#tries === 1) return err;
     return new TransportError(
-      'LIMIT_EXCEEDED',
+      ErrorCode.LimitExceeded,
       `${err.message} (refused ${this.#tries} times in a row)`,
       { cause: err.cause },
     );
@@ -175,7 +175,11 @@ export class ClientConnection {
     } catch (err) {
       const refused = err instanceof DialError && err.refused;
       const message = err instanceof DialError ? err.message : `cannot connect: ${String(err)}`;
-      throw new TransportError(refused ? 'TLS_FAILED' : 'CONNECT_FAILED', message, { cause: err });
+      throw new TransportError(
+        refused ? LocalErrorCode.TlsFailed : LocalErrorCode.ConnectFailed,
+        message,
+        { cause: err },
+      );
     }
     const conn = new ClientConnection(socket, port);
     if (security.token != null) {
@@ -198,23 +202,23 @@ export class ClientConnection {
       if (!(err instanceof TransportError) || isLimitRefusal(err)) throw err;
       // A close right after AUTH is how a peer that does not know it answers.
       throw new AuthError(
-        'AUTH_UNSUPPORTED',
+        LocalErrorCode.AuthUnsupported,
         `coordinator does not support authentication (${err.message})`,
       );
     }
     if (reply.type === 'AUTH_OK') return;
     if (reply.type !== 'ERROR') {
       throw new AuthError(
-        'AUTH_UNSUPPORTED',
+        LocalErrorCode.AuthUnsupported,
         `coordinator does not support authentication (it answered ${reply.type})`,
       );
     }
     if (reply.code === ErrorCode.Unauthenticated)
-      throw new AuthError('UNAUTHENTICATED', reply.message);
+      throw new AuthError(ErrorCode.Unauthenticated, reply.message);
     if (reply.code === ErrorCode.NotLeader) throw new NotLeaderError(reply);
     if (isNotUnderstood(reply)) {
       throw new AuthError(
-        'AUTH_UNSUPPORTED',
+        LocalErrorCode.AuthUnsupported,
         `coordinator does not support authentication: ${reply.message}`,
       );
     }
@@ -252,7 +256,7 @@ export class ClientConnection {
     // Queued for the socket first: only a request that left is waited for
     // (its reply cannot arrive before this returns).
     if (!this.#conn.sendFrame(frame)) {
-      const lost = new TransportError('CONNECTION_LOST', 'connection is closed');
+      const lost = new TransportError(LocalErrorCode.ConnectionLost, 'connection is closed');
       this.#fail(lost);
       return Promise.reject(lost);
     }
@@ -269,7 +273,7 @@ export class ClientConnection {
 
   /** Drops the socket at once, as if the connection broke. Idempotent. */
   destroy(message: string): Promise<void> {
-    this.#fail(new TransportError('CONNECTION_LOST', message));
+    this.#fail(new TransportError(LocalErrorCode.ConnectionLost, message));
     return this.#conn.destroy(message);
   }
 
@@ -296,7 +300,7 @@ export class ClientConnection {
   #refusalOf(msg: ErrorMessage): Error | null {
     if (msg.code === ErrorCode.LimitExceeded) {
       return new TransportError(
-        'LIMIT_EXCEEDED',
+        ErrorCode.LimitExceeded,
         `coordinator refused the connection: ${msg.message}`,
       );
     }
@@ -306,7 +310,7 @@ export class ClientConnection {
 
   #onProtocolError(err: ProtocolError): void {
     const failure = new TransportError(
-      'CONNECTION_LOST',
+      LocalErrorCode.ConnectionLost,
       `coordinator broke the protocol: ${err.message}`,
       { cause: err },
     );
@@ -315,7 +319,7 @@ export class ClientConnection {
   }
 
   #onClose(reason: CloseReason): void {
-    this.#fail(new TransportError('CONNECTION_LOST', describeCloseReason(reason)));
+    this.#fail(new TransportError(LocalErrorCode.ConnectionLost, describeCloseReason(reason)));
   }
 
   /** Records the first failure and rejects everything pending with it. */

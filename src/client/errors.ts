@@ -26,6 +26,12 @@
  * - {@link JobFailedError} / {@link JobCancelledError}: what `result()` of a
  *   job that ended FAILED / CANCELLED rejects with.
  */
+import {
+  ErrorCode,
+  LocalErrorCode,
+  remoteCode,
+  type UnknownRemoteCode,
+} from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import { MAX_FRAME_BYTES } from '../protocol/framing.js';
 import { WRONG_PORT_CODE, clientOnWorkerPortMessage } from '../net/port-kind.js';
@@ -36,21 +42,31 @@ import type { PayloadIssue } from '../sdk/payload-schema.js';
  * Codes inferred from the message of an `ERROR` reply that carries no `code`
  * (a reference peer never sends one). Checked in order; first match wins.
  */
-const INFERRED_CODES: readonly { readonly code: string; readonly test: (m: string) => boolean }[] =
-  [
-    { code: 'UNKNOWN_JOB', test: (m) => m.includes('Unknown job') },
-    { code: 'INVALID_PAYLOAD', test: (m) => m.startsWith('Invalid payload') },
-    { code: 'IDEMPOTENCY_CONFLICT', test: (m) => m.includes('Idempotency key') },
-  ];
+const INFERRED_CODES: readonly {
+  readonly code: ErrorCode;
+  readonly test: (m: string) => boolean;
+}[] = [
+  { code: ErrorCode.UnknownJob, test: (m) => m.includes('Unknown job') },
+  { code: ErrorCode.InvalidPayload, test: (m) => m.startsWith('Invalid payload') },
+  { code: ErrorCode.IdempotencyConflict, test: (m) => m.includes('Idempotency key') },
+];
+
+/** What {@link RemoteError.code} may be: the code sent (known here or not), inferred, or REMOTE_ERROR. */
+export type RemoteErrorCode = ErrorCode | UnknownRemoteCode | typeof LocalErrorCode.RemoteError;
 
 /** The stable code of an `ERROR` reply: its own `code`, else inferred from the message. */
-export function remoteErrorCode(reply: Pick<ErrorMessage, 'message' | 'code'>): string {
-  if (reply.code !== null && reply.code.trim() !== '') return reply.code;
-  return INFERRED_CODES.find((entry) => entry.test(reply.message))?.code ?? 'REMOTE_ERROR';
+export function remoteErrorCode(reply: Pick<ErrorMessage, 'message' | 'code'>): RemoteErrorCode {
+  const sent = remoteCode(reply.code);
+  if (sent !== null) return sent;
+  return (
+    INFERRED_CODES.find((entry) => entry.test(reply.message))?.code ?? LocalErrorCode.RemoteError
+  );
 }
 
 /** The coordinator answered `ERROR`: do not resend the request as it is. */
 export class RemoteError extends DtpError {
+  declare readonly code: RemoteErrorCode;
+
   constructor(reply: Pick<ErrorMessage, 'message' | 'code'>) {
     super(remoteErrorCode(reply), reply.message);
   }
@@ -78,7 +94,7 @@ export class SubmitRejectedError extends DtpError {
   readonly retryable: boolean;
 
   constructor(reply: Omit<SubmitRejected, 'type'>) {
-    super('SUBMIT_REJECTED', reply.reason);
+    super(LocalErrorCode.SubmitRejected, reply.reason);
     this.reason = reply.reason;
     this.activeCount = reply.activeCount;
     this.limit = reply.limit;
@@ -87,7 +103,10 @@ export class SubmitRejectedError extends DtpError {
 }
 
 export type TransportErrorCode =
-  'CONNECT_FAILED' | 'CONNECTION_LOST' | 'TLS_FAILED' | 'LIMIT_EXCEEDED';
+  | typeof LocalErrorCode.ConnectFailed
+  | typeof LocalErrorCode.ConnectionLost
+  | typeof LocalErrorCode.TlsFailed
+  | typeof ErrorCode.LimitExceeded;
 
 /**
  * The connection could not be made or broke. For `CONNECTION_LOST` the fate of
@@ -111,7 +130,10 @@ export class TransportError extends DtpError {
  * (`AUTH_UNSUPPORTED`). Retrying with the same settings cannot help.
  */
 export class AuthError extends DtpError {
-  constructor(code: 'UNAUTHENTICATED' | 'AUTH_UNSUPPORTED', message: string) {
+  constructor(
+    code: typeof ErrorCode.Unauthenticated | typeof LocalErrorCode.AuthUnsupported,
+    message: string,
+  ) {
     super(code, message);
   }
 }
@@ -124,7 +146,7 @@ export class WaitTimeoutError extends DtpError {
 
   constructor(job: JobSnapshot, timeoutMs: number) {
     super(
-      'WAIT_TIMEOUT',
+      LocalErrorCode.WaitTimeout,
       `Timed out after ${timeoutMs} ms waiting for job ${job.jobId} (state ${job.state})`,
     );
     this.job = job;
@@ -135,14 +157,14 @@ export class WaitTimeoutError extends DtpError {
 /** The coordinator sent a well-formed reply that does not answer the request. */
 export class UnexpectedReplyError extends DtpError {
   constructor(requestType: string, replyType: string) {
-    super('UNEXPECTED_REPLY', `Unexpected reply ${replyType} to ${requestType}`);
+    super(LocalErrorCode.UnexpectedReply, `Unexpected reply ${replyType} to ${requestType}`);
   }
 }
 
 /** The client was closed by its owner; the request was not (or no longer) sent. */
 export class ClientClosedError extends DtpError {
   constructor() {
-    super('CLIENT_CLOSED', 'The client is closed');
+    super(LocalErrorCode.ClientClosed, 'The client is closed');
   }
 }
 
@@ -152,7 +174,7 @@ export class InvalidPayloadError extends DtpError {
   readonly issues: readonly PayloadIssue[];
 
   constructor(message: string, issues: readonly PayloadIssue[]) {
-    super('INVALID_PAYLOAD', message);
+    super(ErrorCode.InvalidPayload, message);
     this.issues = issues;
   }
 }
@@ -179,7 +201,7 @@ export class RequestTooLargeError extends DtpError {
   constructor(requestType: string, bytes: number, limitBytes: number = MAX_FRAME_BYTES) {
     const what = requestType === 'SUBMIT_JOB' ? 'payload' : `${requestType} request`;
     super(
-      'PAYLOAD_TOO_LARGE',
+      LocalErrorCode.PayloadTooLarge,
       `${what} too large (${bytes.toLocaleString('en-US')} bytes; the limit is ${describeBytes(limitBytes)})`,
     );
     this.bytes = bytes;
@@ -209,7 +231,7 @@ export class JobFailedError extends DtpError {
   readonly jobError: string | null;
 
   constructor(job: JobSnapshot) {
-    super('JOB_FAILED', `Job ${job.jobId} failed: ${job.error ?? 'no error recorded'}`);
+    super(LocalErrorCode.JobFailed, `Job ${job.jobId} failed: ${job.error ?? 'no error recorded'}`);
     this.job = job;
     this.jobError = job.error;
   }
@@ -221,7 +243,7 @@ export class JobCancelledError extends DtpError {
   readonly job: JobSnapshot;
 
   constructor(job: JobSnapshot) {
-    super('JOB_CANCELLED', `Job ${job.jobId} was cancelled`);
+    super(LocalErrorCode.JobCancelled, `Job ${job.jobId} was cancelled`);
     this.job = job;
   }
 }

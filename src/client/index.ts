@@ -72,4 +72,4 @@ export type {
   TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
-export { formatDurationMs, parseDuration } from './duration.js';
+export { formatDurationMs, parseDuration } from '../protocol/duration.js';

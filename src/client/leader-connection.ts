@@ -1,6 +1,6 @@
 /**
  * The client's way to its coordinator when several share one database and
- * one of them leads (`host` = `h1[:p1],h2[:p2],…`): a {@link LeaderRing}
+ * one of them leads (`host` = `h1[:p1],h2[:p2],…`): a {@link LeaderFollower}
  * picks the address to dial, and each request is resent where that is safe.
  *
  * - `ERROR` NOT_LEADER: the request was not processed. The connection is
@@ -23,10 +23,9 @@
  * With a single address nothing changes from a plain connection, except
  * that a NOT_LEADER naming a leader is followed there.
  */
-import { setTimeout as sleepMs } from 'node:timers/promises';
-import { formatHostPort, parseAddressList, type HostPort } from '../net/address.js';
-import { LeaderRing } from '../net/leader-ring.js';
-import { ErrorCode } from '../protocol/error-codes.js';
+import { parseAddressList, type HostPort } from '../net/address.js';
+import { GrowingPause, LeaderFollower, type TryOutcome } from '../net/leader-follower.js';
+import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import type { ClientReply, ClientRequest } from '../protocol/messages.js';
 import {
   ClientConnection,
@@ -38,8 +37,8 @@ import { ClientClosedError, NotLeaderError, TransportError } from './errors.js';
 
 /** How long one request may spend finding a leader, by default, in ms. */
 export const DEFAULT_FOLLOW_TIMEOUT_MS = 30_000;
-const FIRST_PAUSE_MS = 50;
-const LONGEST_PAUSE_MS = 1_000;
+/** Pauses between rounds while every coordinator stands by (a takeover is under way). */
+const PAUSE = { firstMs: 50, longestMs: 1_000 } as const;
 
 export interface LeaderConnectionOptions {
   /** `host`, `host:port`, or `h1[:p1],h2[:p2],…`. */
@@ -66,22 +65,16 @@ function isNotLeader(reply: ClientReply): reply is Extract<ClientReply, { type: 
 }
 
 export class LeaderConnection {
-  readonly #ring: LeaderRing;
-  readonly #several: boolean;
-  readonly #port: number;
+  readonly #follower: LeaderFollower;
   readonly #connectTimeoutMs: number;
   readonly #followTimeoutMs: number;
   readonly #security: ConnectionSecurity;
   #current: ClientConnection | null = null;
-  #dialed: HostPort;
   #dialing: Promise<ClientConnection> | null = null;
   #closed = false;
 
   private constructor(options: LeaderConnectionOptions, addresses: HostPort[]) {
-    this.#ring = new LeaderRing(addresses);
-    this.#dialed = addresses[0] as HostPort;
-    this.#several = addresses.length > 1;
-    this.#port = options.port;
+    this.#follower = new LeaderFollower(addresses, options.port);
     this.#connectTimeoutMs = options.connectTimeoutMs;
     this.#followTimeoutMs = options.followTimeoutMs ?? DEFAULT_FOLLOW_TIMEOUT_MS;
     this.#security = options.security ?? {};
@@ -96,17 +89,17 @@ export class LeaderConnection {
 
   /** Every configured address, for messages. */
   get addresses(): string {
-    return this.#ring.describe();
+    return this.#follower.describe();
   }
 
   /** The address dialled last (the leader, once one answered). */
   get current(): HostPort {
-    return this.#dialed;
+    return this.#follower.current;
   }
 
   /** {@link current} as `host:port`. */
   get address(): string {
-    return formatHostPort(this.#dialed);
+    return this.#follower.address;
   }
 
   /**
@@ -121,7 +114,7 @@ export class LeaderConnection {
   /** {@link request}, also naming the connection that answered. */
   async requestOn(msg: ClientRequest): Promise<{ reply: ClientReply; conn: ClientConnection }> {
     const deadlineMs = performance.now() + this.#followTimeoutMs;
-    let pauseMs = FIRST_PAUSE_MS;
+    const pause = new GrowingPause(PAUSE);
     let refusals: RefusalBackoff | null = null;
     for (;;) {
       const conn =
@@ -142,18 +135,15 @@ export class LeaderConnection {
         continue;
       }
       if (!isNotLeader(reply) || this.#closed) {
-        this.#ring.succeeded();
+        this.#follower.served();
         return { reply, conn };
       }
-      this.#ring.notLeader(reply.leader ?? null, this.#port);
+      this.#follower.notLeader(reply.leader ?? null);
       this.#drop(conn);
       const leftMs = deadlineMs - performance.now();
       if (leftMs <= 0) return { reply, conn };
       // Every coordinator stands by (a takeover is under way): do not spin.
-      if (this.#ring.shouldPause()) {
-        await sleepMs(Math.min(pauseMs, leftMs));
-        pauseMs = Math.min(pauseMs * 2, LONGEST_PAUSE_MS);
-      }
+      if (this.#follower.shouldPause()) await pause.wait(leftMs);
     }
   }
 
@@ -167,10 +157,10 @@ export class LeaderConnection {
 
   #mayResend(err: unknown, msg: ClientRequest, deadlineMs: number): boolean {
     return (
-      this.#several &&
+      this.#follower.several &&
       !this.#closed &&
       err instanceof TransportError &&
-      err.code === 'CONNECTION_LOST' &&
+      err.code === LocalErrorCode.ConnectionLost &&
       isSafeToRepeat(msg) &&
       performance.now() < deadlineMs
     );
@@ -192,43 +182,43 @@ export class LeaderConnection {
   }
 
   async #dial(deadlineMs: number): Promise<ClientConnection> {
-    let pauseMs = FIRST_PAUSE_MS;
-    for (;;) {
-      const address = this.#ring.next();
-      this.#dialed = address;
-      try {
-        const conn = await ClientConnection.open(
-          address.host,
-          address.port,
-          this.#connectTimeoutMs,
-          this.#security,
-        );
-        if (this.#closed) {
-          await conn.close();
-          throw new ClientClosedError();
-        }
-        this.#current = conn;
-        return conn;
-      } catch (err) {
-        // A standby answers AUTH with NOT_LEADER: follow it like any request.
-        if (err instanceof NotLeaderError) this.#ring.notLeader(err.leader, this.#port);
-        else if (err instanceof TransportError) this.#ring.failed();
-        else throw err;
-        const leftMs = deadlineMs - performance.now();
-        if (!this.#several || leftMs <= 0) {
-          throw this.#several
-            ? new TransportError(
-                'CONNECT_FAILED',
-                `no coordinator of ${this.addresses} answered (last: ${formatHostPort(address)}: ${err.message})`,
-                { cause: err },
-              )
-            : err;
-        }
-        if (this.#ring.shouldPause()) {
-          await sleepMs(Math.min(pauseMs, leftMs));
-          pauseMs = Math.min(pauseMs * 2, LONGEST_PAUSE_MS);
-        }
-      }
+    const follower = this.#follower;
+    const outcome = await follower.follow((address) => this.#open(address), {
+      pause: PAUSE,
+      deadlineMs,
+      retry: () => follower.several,
+    });
+    if (outcome.kind === 'served') return outcome.value;
+    const err = outcome.error as Error;
+    if (!follower.several) throw err;
+    throw new TransportError(
+      LocalErrorCode.ConnectFailed,
+      `no coordinator of ${this.addresses} answered (last: ${follower.address}: ${err.message})`,
+      { cause: err },
+    );
+  }
+
+  /** One dial; a standby answers AUTH with NOT_LEADER, followed like any request's. */
+  async #open(address: HostPort): Promise<TryOutcome<ClientConnection>> {
+    let conn: ClientConnection;
+    try {
+      conn = await ClientConnection.open(
+        address.host,
+        address.port,
+        this.#connectTimeoutMs,
+        this.#security,
+      );
+    } catch (err) {
+      if (err instanceof NotLeaderError)
+        return { kind: 'notLeader', leader: err.leader, error: err };
+      if (err instanceof TransportError) return { kind: 'failed', error: err };
+      throw err;
     }
+    if (this.#closed) {
+      await conn.close();
+      throw new ClientClosedError();
+    }
+    this.#current = conn;
+    return { kind: 'served', value: conn };
   }
 }

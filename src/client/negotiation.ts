@@ -24,6 +24,7 @@
  * Paging needs no probe: a v1 coordinator ignores `limit`, `state` and
  * `cursor`, which shows in its reply (see list-paging.ts).
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { randomUUID } from 'node:crypto';
 import { isNotUnderstood } from '../protocol/features.js';
 import type { ClientConnection } from './connection.js';
@@ -64,7 +65,8 @@ export async function probeWaitJob(
     return EXTENDED_FEATURES;
   } catch (err) {
     // Closed before any reply: not understood. Anything else: inconclusive.
-    if (err instanceof TransportError && err.code === 'CONNECTION_LOST') return V1_FEATURES;
+    if (err instanceof TransportError && err.code === LocalErrorCode.ConnectionLost)
+      return V1_FEATURES;
     return null;
   } finally {
     clearTimeout(timer);

@@ -8,10 +8,14 @@
  */
 export { Coordinator } from './coordinator.js';
 export type { CoordinatorDeps, CoordinatorEvents } from './coordinator.js';
-export { DEFAULT_COORDINATOR_OPTIONS, DURABILITIES } from './options.js';
+export {
+  DEFAULT_COORDINATOR_OPTIONS,
+  DURABILITIES,
+  validateCoordinatorOptions,
+} from './options.js';
 export type { CoordinatorOptions, Durability } from './options.js';
-export { startCoordinator, validateCoordinatorOptions } from './start-coordinator.js';
-export type { StartCoordinatorOptions } from './start-coordinator.js';
+export { startCoordinator } from '../server/start-coordinator.js';
+export type { StartCoordinatorOptions } from '../server/start-coordinator.js';
 export { COORDINATOR_FEATURES } from './core/offered-features.js';
 export type { CoreEvent } from './core/types.js';
 export { DtpError } from '../protocol/errors.js';

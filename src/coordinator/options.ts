@@ -1,9 +1,33 @@
 /**
- * Coordinator settings, with the documented defaults (docs/OPERATIONS.md). The CLI maps flags
- * (`--heartbeat-timeout-millis`) onto these fields (`heartbeatTimeoutMs`).
+ * Coordinator settings, with the documented defaults (docs/OPERATIONS.md)
+ * and the one table of their bounds. The CLI maps flags
+ * (`--heartbeat-timeout-millis`) onto these fields (`heartbeatTimeoutMs`)
+ * and takes each flag's range from {@link COORDINATOR_BOUNDS};
+ * `startCoordinator` and `Coordinator.start` check the same table.
  */
+import {
+  describeValue,
+  relationProblem,
+  tableProblem,
+  type BoundsTable,
+  type Relation,
+} from '../common/bounds.js';
+import { DAY_MS, MAX_DURATION_MS } from '../protocol/duration.js';
 import type { Logger } from '../observability/logger.js';
-import type { NetLimits, SecurityOptions } from './guard.js';
+import { LocalErrorCode } from '../protocol/error-codes.js';
+import { DtpError } from '../protocol/errors.js';
+import {
+  MAX_ATTEMPTS_LIMIT,
+  MAX_PORT,
+  MAX_TASK_TIMEOUT_MS,
+  MIN_TASK_TIMEOUT_MS,
+} from '../protocol/limits.js';
+import {
+  DEFAULT_NET_LIMITS,
+  NET_LIMIT_BOUNDS,
+  type NetLimits,
+  type SecurityOptions,
+} from './ports/guard.js';
 
 /** How hard each commit is pushed to disk. */
 export type Durability = 'normal' | 'full';
@@ -92,11 +116,66 @@ export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   maxWaits: 100_000,
 };
 
+/** Largest `maxActiveJobs`. */
+export const MAX_ACTIVE_JOBS_LIMIT = 100_000_000;
+
+/** Inclusive bounds of every numeric option (ports: 0 = any free port). */
+export const COORDINATOR_BOUNDS: BoundsTable<CoordinatorOptions> = {
+  workerPort: { min: 0, max: MAX_PORT },
+  clientPort: { min: 0, max: MAX_PORT },
+  heartbeatTimeoutMs: { min: 1, max: DAY_MS },
+  sweepIntervalMs: { min: 1, max: DAY_MS },
+  taskTimeoutMs: { min: MIN_TASK_TIMEOUT_MS, max: MAX_TASK_TIMEOUT_MS },
+  maxAttempts: { min: 1, max: MAX_ATTEMPTS_LIMIT },
+  retryBaseDelayMs: { min: 0, max: DAY_MS },
+  retryMaxDelayMs: { min: 0, max: DAY_MS },
+  maxActiveJobs: { min: 1, max: MAX_ACTIVE_JOBS_LIMIT },
+  agingStepMs: { min: 1, max: 365 * DAY_MS },
+  leaseTtlMs: { min: 100, max: DAY_MS },
+  leaseRenewIntervalMs: { min: 10, max: DAY_MS },
+  metricsPort: { min: 0, max: MAX_PORT, nullMeans: 'off' },
+  retainTerminalMs: { min: 1, max: MAX_DURATION_MS, nullMeans: 'kept forever' },
+  maxWaitsPerConnection: { min: 1, max: 10_000_000 },
+  maxWaits: { min: 1, max: 100_000_000 },
+};
+
+/** Rules between coordinator options. */
+export const COORDINATOR_RELATIONS: readonly Relation<Omit<CoordinatorOptions, 'logger'>>[] = [
+  {
+    holds: (o) => o.leaseRenewIntervalMs * 2 <= o.leaseTtlMs,
+    refusal: (name, o) =>
+      `${name('leaseRenewIntervalMs')} (${o.leaseRenewIntervalMs}) must be at most half of ${name('leaseTtlMs')} (${o.leaseTtlMs})`,
+  },
+  {
+    holds: (o) => o.retryMaxDelayMs >= o.retryBaseDelayMs,
+    refusal: (name) => `${name('retryMaxDelayMs')} must be at least ${name('retryBaseDelayMs')}`,
+  },
+];
+
 /**
- * Inclusive bounds of the caps on pending WAIT_JOBs, for the flags and for
- * {@link DEFAULT_COORDINATOR_OPTIONS}'s checks alike.
+ * The first problem of a full set of coordinator options (options named as
+ * in code), or null. Used by `startCoordinator` and `Coordinator.start`.
  */
-export const WAIT_CAP_RANGES = {
-  maxWaitsPerConnection: [1, 10_000_000],
-  maxWaits: [1, 100_000_000],
-} as const satisfies Partial<Record<keyof CoordinatorOptions, readonly [number, number]>>;
+export function coordinatorOptionsProblem(options: CoordinatorOptions): string | null {
+  const byName = (key: string): string => key;
+  const bounds = tableProblem(options, COORDINATOR_BOUNDS, byName);
+  if (bounds !== null) return bounds;
+  for (const key of ['bindHost', 'databasePath'] as const) {
+    const value: unknown = options[key];
+    if (typeof value !== 'string' || value === '')
+      return `${key} must be a non-empty string, got ${describeValue(value)}`;
+  }
+  if (!DURABILITIES.includes(options.durability)) {
+    return `durability must be one of ${DURABILITIES.join(', ')}, got ${describeValue(options.durability)}`;
+  }
+  const netLimits: NetLimits = { ...DEFAULT_NET_LIMITS, ...options.netLimits };
+  const limits = tableProblem(netLimits, NET_LIMIT_BOUNDS, (key) => `netLimits.${key}`);
+  if (limits !== null) return limits;
+  return relationProblem(options, COORDINATOR_RELATIONS, byName);
+}
+
+/** Throws a DtpError `INVALID_OPTIONS` naming the first bad option. */
+export function validateCoordinatorOptions(options: CoordinatorOptions): void {
+  const problem = coordinatorOptionsProblem(options);
+  if (problem !== null) throw new DtpError(LocalErrorCode.InvalidOptions, problem);
+}

@@ -5,7 +5,7 @@
  * store is not scanned to rebuild them. Recording is O(1) per event and the
  * memory is fixed ({@link BUCKETS} buckets).
  */
-import type { CoreEvent } from '../coordinator/core/types.js';
+import type { CoreEvent } from '../coordinator/view.js';
 
 /** One bucket covers this much time, in ms. */
 export const BUCKET_MS = 10_000;

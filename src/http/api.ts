@@ -6,30 +6,16 @@
  * through its store reads, never here. Only the overview's gauges come from
  * `inspect()`, the read-only view the metrics use too.
  */
-import type { CoreInspection } from '../coordinator/core/core.js';
-import type { CoreEvent } from '../coordinator/core/types.js';
-import type { MetricsSource } from '../coordinator/metrics.js';
-import { parseDuration } from '../client/duration.js';
-import { ErrorCode } from '../protocol/error-codes.js';
-import type {
-  ClientReply,
-  ClientRequest,
-  JobSnapshot,
-  JobState,
-  WorkerSnapshot,
-} from '../protocol/messages.js';
+import type { CoordinatorView, CoreInspection } from '../coordinator/view.js';
+import { parseDuration } from '../protocol/duration.js';
+import { ErrorCode, remoteCode } from '../protocol/error-codes.js';
+import type { ClientReply, JobSnapshot, JobState, WorkerSnapshot } from '../protocol/messages.js';
 import type { ActivityLog, ActivitySeries } from './activity.js';
 import { onlyFields, terminalState, type QueryParams } from './params.js';
 import { HttpError, HttpErrorCode, badRequest } from './responses.js';
 
-/** What the API needs of a coordinator (structural: no import of the coordinator). */
-export interface DashboardSource extends MetricsSource {
-  readonly events: MetricsSource['events'] & {
-    off(name: 'event', listener: (event: CoreEvent) => void): unknown;
-  };
-  /** One client request through the core; resolves with its reply (never rejects). */
-  request(msg: ClientRequest): Promise<ClientReply>;
-}
+/** What the API needs of a coordinator: its view (the coordinator implements it). */
+export type DashboardSource = CoordinatorView;
 
 export interface ApiContext {
   source: DashboardSource;
@@ -51,7 +37,7 @@ const STATUS_OF_CODE: Partial<Record<string, number>> = {
   [ErrorCode.StoreFailed]: 503,
   [ErrorCode.InternalError]: 503,
   [ErrorCode.NotLeader]: 503,
-  [ErrorCode.ReadFailed]: 500,
+  [ErrorCode.StoreReadFailed]: 500,
 };
 
 function statusOf(code: string | null): number {
@@ -62,7 +48,8 @@ function statusOf(code: string | null): number {
 function expect<T extends ClientReply['type']>(reply: ClientReply, type: T): ReplyOf<T> {
   if (reply.type === type) return reply as ReplyOf<T>;
   if (reply.type === 'ERROR') {
-    const code = reply.code ?? 'ERROR';
+    // Every ERROR of our own core has a code; one without would be a bug.
+    const code = remoteCode(reply.code) ?? ErrorCode.InternalError;
     throw new HttpError(statusOf(reply.code), code, reply.message);
   }
   throw new HttpError(500, ErrorCode.InternalError, `expected ${type}, got ${reply.type}`);

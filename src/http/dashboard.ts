@@ -2,13 +2,14 @@
  * The dashboard side of the HTTP port: the page shell and its assets (`/`,
  * `/assets/*`), the JSON API (`/api/*`, see api.ts) and its live stream
  * (`/api/events`, see live.ts), and the authorization rule for everything
- * but `/healthz` and the shell (tokens and sessions: coordinator/http-auth.ts).
+ * but `/healthz` and the shell (tokens and sessions: http-auth.ts).
  * The HTTP server hands it every
  * request it does not answer itself.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { CoreEvent } from '../coordinator/core/types.js';
-import type { HttpAuth } from '../coordinator/http-auth.js';
+import type { CoreEvent } from '../coordinator/view.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import type { HttpAuth } from './http-auth.js';
 import { ActivityLog, activityKind } from './activity.js';
 import {
   cancelJob,
@@ -97,7 +98,7 @@ export class Dashboard {
       const body = await readBody(req);
       if (this.#inFlight >= MAX_API_IN_FLIGHT) {
         const message = `${MAX_API_IN_FLIGHT} API requests are in progress`;
-        throw new HttpError(503, 'LIMIT_EXCEEDED', message);
+        throw new HttpError(503, ErrorCode.LimitExceeded, message);
       }
       this.#inFlight++;
       try {
@@ -232,7 +233,8 @@ function decodePathSegment(segment: string): string {
 
 /** {@link sendError} for anything thrown; a failure to answer closes the connection. */
 function sendErrorSafely(res: ServerResponse, err: unknown): void {
-  const error = err instanceof HttpError ? err : new HttpError(500, 'INTERNAL_ERROR', String(err));
+  const error =
+    err instanceof HttpError ? err : new HttpError(500, ErrorCode.InternalError, String(err));
   try {
     sendError(res, error);
   } catch {

@@ -16,8 +16,9 @@
  * falls behind by more than {@link MAX_BUFFERED_BYTES} is closed (the page
  * reconnects and reloads); at most {@link MAX_STREAMS} are open at once.
  */
+import { ErrorCode } from '../protocol/error-codes.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { CoreEvent } from '../coordinator/core/types.js';
+import type { CoreEvent } from '../coordinator/view.js';
 import type { JobState } from '../protocol/messages.js';
 import { HttpError } from './responses.js';
 
@@ -90,7 +91,11 @@ export class LiveStreams {
   /** Starts a stream on this response (the request was authorized already). */
   open(req: IncomingMessage, res: ServerResponse): void {
     if (this.#streams.size >= MAX_STREAMS) {
-      throw new HttpError(503, 'LIMIT_EXCEEDED', `at most ${MAX_STREAMS} live streams are open`);
+      throw new HttpError(
+        503,
+        ErrorCode.LimitExceeded,
+        `at most ${MAX_STREAMS} live streams are open`,
+      );
     }
     res.writeHead(200, {
       'Content-Type': 'text/event-stream; charset=utf-8',

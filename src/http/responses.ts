@@ -5,30 +5,26 @@
  * state that allows it, 415 not JSON, 429/503 try later).
  */
 import type { ServerResponse } from 'node:http';
+import {
+  HttpErrorCode,
+  type DtpErrorCode,
+  type UnknownRemoteCode,
+} from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 
-/** HTTP-level error codes (the core's own codes pass through as they are). */
-export const HttpErrorCode = {
-  BadRequest: 'BAD_REQUEST',
-  Unauthenticated: 'UNAUTHENTICATED',
-  NotFound: 'NOT_FOUND',
-  MethodNotAllowed: 'METHOD_NOT_ALLOWED',
-  Conflict: 'CONFLICT',
-  UnsupportedMediaType: 'UNSUPPORTED_MEDIA_TYPE',
-  PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
-  SubmitRejected: 'SUBMIT_REJECTED',
-  /** The Host header names no name of this coordinator (DNS rebinding). */
-  HostNotAllowed: 'HOST_NOT_ALLOWED',
-  /** A request that acts came from a page of another origin. */
-  CrossOrigin: 'CROSS_ORIGIN',
-} as const;
+export { HttpErrorCode };
 
 /** An answer other than 2xx, thrown by a handler and turned into a response once. */
 export class HttpError extends DtpError {
   readonly status: number;
   readonly extra: Record<string, unknown>;
 
-  constructor(status: number, code: string, message: string, extra: Record<string, unknown> = {}) {
+  constructor(
+    status: number,
+    code: DtpErrorCode | UnknownRemoteCode,
+    message: string,
+    extra: Record<string, unknown> = {},
+  ) {
     super(code, message);
     this.status = status;
     this.extra = extra;

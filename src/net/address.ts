@@ -4,6 +4,8 @@
  * port, formatting (IPv6 literals in brackets), and the lists that clients
  * and workers walk to find the leader.
  */
+import { MAX_PORT } from '../protocol/limits.js';
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 
 export interface HostPort {
@@ -14,11 +16,9 @@ export interface HostPort {
 /** A malformed address or address list (a usage error where it came from a flag). */
 export class AddressError extends DtpError {
   constructor(message: string) {
-    super('BAD_ADDRESS', message);
+    super(LocalErrorCode.BadAddress, message);
   }
 }
-
-const MAX_PORT = 65_535;
 
 /** `host:port`, with an IPv6 literal in brackets (`[::1]:7071`). */
 export function formatHostPort(address: HostPort): string {

@@ -14,7 +14,7 @@
  * The reference coordinator sends no codes, so its answers are recognised by
  * the words the protocol guarantees; ours by their codes.
  */
-import { ErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import type { ErrorMessage } from '../protocol/messages.js';
 
@@ -29,7 +29,7 @@ export const WORKER_PORT_HINT = 'this is the worker port; clients connect to the
 export const CLIENT_PORT_HINT = 'this is the client port; workers connect to the worker port';
 
 /** The code of the local error a worker or client stops with. */
-export const WRONG_PORT_CODE = 'WRONG_PORT';
+export const WRONG_PORT_CODE = LocalErrorCode.WrongPort;
 
 /** What a worker that dialled `port` is told when it turns out to be a client port. */
 export function workerOnClientPortMessage(port: number): string {

@@ -16,7 +16,7 @@ import { once } from 'node:events';
 import { connect as tlsConnect, createServer as createTlsServer } from 'node:tls';
 import type { Server as TlsServer, TLSSocket } from 'node:tls';
 import { encodeMessage } from '../protocol/codec.js';
-import { ErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError, describeError } from '../protocol/errors.js';
 import { AdmissionGate, UNLIMITED, type Admission, type AdmissionLimits } from './admission.js';
 import type { NetEventSink, PortName } from './net-events.js';
@@ -85,11 +85,11 @@ export class TcpServer {
       await once(this.#server, 'listening');
     } catch (err) {
       const message = `cannot listen on ${host}:${port}: ${describeError(err)}`;
-      throw new DtpError('LISTEN_FAILED', message, { cause: err });
+      throw new DtpError(LocalErrorCode.ListenFailed, message, { cause: err });
     }
     const address = this.#server.address();
     if (address === null || typeof address === 'string')
-      throw new DtpError('LISTEN_FAILED', 'no TCP address');
+      throw new DtpError(LocalErrorCode.ListenFailed, 'no TCP address');
     return address.port;
   }
 
@@ -249,8 +249,15 @@ export class DialError extends DtpError {
    */
   readonly refused: boolean;
 
-  constructor(message: string, options?: { cause?: unknown; code?: string; refused?: boolean }) {
-    super(options?.code ?? 'CONNECT_FAILED', message, options);
+  constructor(
+    message: string,
+    options?: {
+      cause?: unknown;
+      code?: typeof LocalErrorCode.ConnectFailed | typeof LocalErrorCode.TlsFailed;
+      refused?: boolean;
+    },
+  ) {
+    super(options?.code ?? LocalErrorCode.ConnectFailed, message, options);
     this.refused = options?.refused ?? false;
   }
 }
@@ -334,7 +341,7 @@ async function dialTls(
     if (reachedTcp && isTlsRefusal(err)) {
       throw new DialError(`cannot connect to ${host}:${port}: ${describeTlsError(err)}`, {
         cause: err,
-        code: 'TLS_FAILED',
+        code: LocalErrorCode.TlsFailed,
         refused: true,
       });
     }

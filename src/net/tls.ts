@@ -13,6 +13,7 @@
  * certificate, a peer that does not speak TLS) from a transient network one,
  * so a worker can exit instead of dialling forever.
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createSecureContext, type SecureContextOptions } from 'node:tls';
@@ -33,7 +34,7 @@ export interface ServerTlsFiles {
 /** A TLS file that cannot be read or used. Exit-worthy at start; logged on reload. */
 export class TlsConfigError extends DtpError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('TLS_CONFIG', message, options);
+    super(LocalErrorCode.TlsConfig, message, options);
   }
 }
 

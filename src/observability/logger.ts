@@ -49,8 +49,3 @@ export function createLogger(options: LoggerOptions): Logger {
   }
   return pino({ name: options.name, level }, prettyTransport({ destination: options.destination }));
 }
-
-/** A logger that drops everything (tests, simulations). */
-export function silentLogger(): Logger {
-  return pino({ level: 'silent' });
-}

@@ -9,6 +9,7 @@
  * advance, so it probes on a connection of its own and downgrades only on an
  * answer that means "not understood" ({@link isNotUnderstood}).
  */
+import { ErrorCode } from './error-codes.js';
 import type { ErrorMessage } from './messages.js';
 
 /** Feature names, as they appear in `WORKER_REGISTERED.features`. */
@@ -39,7 +40,8 @@ export function parseFeatures(list: readonly string[] | null | undefined): Reado
  * everything else decides on `ERROR.code`.
  */
 export function isNotUnderstood(reply: Pick<ErrorMessage, 'message' | 'code'>): boolean {
-  if (reply.code === 'UNSUPPORTED_REQUEST' || reply.code === 'MALFORMED_REQUEST') return true;
+  if (reply.code === ErrorCode.UnsupportedRequest || reply.code === ErrorCode.MalformedRequest)
+    return true;
   if (reply.code !== null && reply.code !== undefined) return false;
   const text = reply.message;
   return (

@@ -3,6 +3,8 @@
  * and benchmarks import these; none re-types a number.
  */
 
+/** The largest TCP port. */
+export const MAX_PORT = 65_535;
 /** Largest worker capacity (`WORKER_REGISTER.capacity` is 1..this). */
 export const MAX_CAPACITY = 1024;
 /** Most attempts a worker may queue beyond its capacity (`prefetch`), per unit of capacity. */

@@ -125,11 +125,6 @@ export const BUILTIN_TASK_LIST: readonly BuiltinTaskSpec[] = BUILTIN_TASK_TYPES.
 /** The CLI's shortcuts for the built-ins, in protocol order. */
 export const TASK_SHORTCUTS: readonly string[] = BUILTIN_TASK_LIST.map((task) => task.shortcut);
 
-/** The built-in a CLI shortcut names (exact, lower-case), or undefined. */
-export function builtinTaskByShortcut(shortcut: string): BuiltinTaskSpec | undefined {
-  return BUILTIN_TASK_LIST.find((task) => task.shortcut === shortcut);
-}
-
 /** The payload of a built-in task whose one field has `value`. */
 export function builtinPayload(
   task: BuiltinTaskSpec,

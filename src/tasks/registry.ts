@@ -7,7 +7,7 @@
  * `createBuiltinRegistry()` (builtin/index.ts); more task types can be registered, which is
  * how user-defined tasks plug in.
  */
-import { ErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import type { JsonObject } from '../protocol/messages.js';
 
@@ -59,7 +59,7 @@ export class UnknownTaskTypeError extends DtpError {
 /** A task reported failure on purpose (its message becomes the attempt's error). */
 export class TaskFailedError extends DtpError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('TASK_FAILED', message, options);
+    super(LocalErrorCode.TaskFailed, message, options);
   }
 }
 

@@ -8,13 +8,19 @@
  *     ...
  *     await worker.drain(30_000); // or worker.close()
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import { randomBytes } from 'node:crypto';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { DtpError } from '../protocol/errors.js';
 import { TASK_MEMORY_MB } from './memory-budget.js';
+import {
+  DEFAULT_CANCEL_GRACE_MS,
+  WORKER_BOUNDS,
+  workerOptionsProblem,
+  type WorkerOptions,
+} from './options.js';
 import { loadTaskModules } from './task-modules.js';
-import { DEFAULT_CANCEL_GRACE_MS } from './task-pool.js';
-import { Worker, validateWorkerOptions, type WorkerOptions } from './worker.js';
+import { Worker } from './worker.js';
 
 /** Documented defaults of `worker.sh`, shared by the CLI and {@link startWorker}. */
 export const DEFAULT_WORKER_OPTIONS = {
@@ -46,22 +52,12 @@ export function randomWorkerId(): string {
 }
 
 function invalid(message: string): DtpError {
-  return new DtpError('INVALID_OPTIONS', `startWorker: ${message}`);
+  return new DtpError(LocalErrorCode.InvalidOptions, `startWorker: ${message}`);
 }
 
-/** Type checks a JavaScript caller could get wrong; ranges are checked by the worker. */
+/** Type checks a JavaScript caller could get wrong; ranges are checked with the bounds table. */
 function checkTypes(options: StartWorkerOptions): void {
-  const numbers = [
-    'coordinatorPort',
-    'capacity',
-    'heartbeatIntervalMs',
-    'reconnectDelayMs',
-    'cancelGraceMs',
-    'taskMemoryMb',
-    'connectTimeoutMs',
-    'prefetch',
-  ] as const;
-  for (const key of numbers) {
+  for (const key of Object.keys(WORKER_BOUNDS) as (keyof typeof WORKER_BOUNDS)[]) {
     const value: unknown = options[key];
     if (value !== undefined && typeof value !== 'number')
       throw invalid(`${key} must be a number, got ${typeof value}`);
@@ -91,12 +87,8 @@ export async function startWorker(options: StartWorkerOptions = {}): Promise<Wor
     workerId: rest.workerId ?? randomWorkerId(),
     logger: logger ?? createLogger({ name: 'worker' }),
   };
-  try {
-    validateWorkerOptions(workerOptions);
-  } catch (err) {
-    if (err instanceof DtpError) throw invalid(err.message);
-    throw err;
-  }
+  const problem = workerOptionsProblem(workerOptions);
+  if (problem !== null) throw invalid(problem);
   workerOptions.tasks = await loadTaskModules(tasks, cwd);
   return Worker.start(workerOptions);
 }

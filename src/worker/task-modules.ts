@@ -10,6 +10,7 @@
  * {@link TaskModuleError} naming the module and the problem. Task threads
  * import the same modules again ({@link importHandlers}) and run them.
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { DtpError, describeError } from '../protocol/errors.js';
 import { MAX_TASK_TYPES_PER_WORKER } from '../protocol/limits.js';
@@ -24,7 +25,7 @@ export class TaskModuleError extends DtpError {
   readonly module: string;
 
   constructor(module: string, problem: string, options?: { cause?: unknown }) {
-    super('TASK_MODULE_INVALID', `task module ${module}: ${problem}`, options);
+    super(LocalErrorCode.TaskModuleInvalid, `task module ${module}: ${problem}`, options);
     this.module = module;
   }
 }

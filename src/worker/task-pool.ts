@@ -22,8 +22,10 @@
  * within the last grace period) threads exist, and idle threads beyond
  * `capacity` are terminated as soon as they are free.
  */
+import { LocalErrorCode } from '../protocol/error-codes.js';
+import { tableProblem, type BoundsTable } from '../common/bounds.js';
 import { DtpError } from '../protocol/errors.js';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../protocol/limits.js';
+import { DEFAULT_CANCEL_GRACE_MS, WORKER_BOUNDS } from './options.js';
 import {
   CHECK_INTERVAL_MS,
   RETAINED_LIMIT_MB,
@@ -43,8 +45,7 @@ import type { AbortReason, RunTaskInput, TaskThreadData } from './thread-message
 
 export type { StopOutcome, TaskLogSink, TaskOutcome } from './pool-thread.js';
 
-/** Default time a stopped handler gets to settle before its thread is terminated, in ms. */
-export const DEFAULT_CANCEL_GRACE_MS = 1_000;
+export { DEFAULT_CANCEL_GRACE_MS };
 
 export interface TaskPoolOptions {
   /** Most tasks (and live threads) at once, 1..1024. */
@@ -61,6 +62,17 @@ export interface TaskPoolOptions {
    */
   queueLimit?: number;
 }
+
+/**
+ * The pool's bounds are the worker's: its queue holds the worker's prefetch,
+ * so the queue limit has the very bound of `prefetch`.
+ */
+export const TASK_POOL_BOUNDS: BoundsTable<TaskPoolOptions> = {
+  capacity: WORKER_BOUNDS.capacity,
+  cancelGraceMs: WORKER_BOUNDS.cancelGraceMs,
+  taskMemoryMb: WORKER_BOUNDS.taskMemoryMb,
+  queueLimit: WORKER_BOUNDS.prefetch,
+};
 
 /** One attempt to run (see {@link RunTaskInput}). */
 export type TaskRun = Omit<RunTaskInput, 'type'>;
@@ -108,26 +120,12 @@ export class TaskPool {
   #closing: Promise<void> | null = null;
 
   constructor(options: TaskPoolOptions) {
+    const problem = tableProblem(options, TASK_POOL_BOUNDS, (key) => key);
+    if (problem !== null) throw new DtpError(LocalErrorCode.InvalidOptions, problem);
     const { capacity } = options;
-    if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY) {
-      throw new DtpError('INVALID_OPTIONS', `capacity must be an integer in 1..${MAX_CAPACITY}`);
-    }
     const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
-    if (!Number.isInteger(cancelGraceMs) || cancelGraceMs < 0 || cancelGraceMs > 2 ** 31 - 1) {
-      throw new DtpError('INVALID_OPTIONS', 'cancelGraceMs must be an integer >= 0');
-    }
     const queueLimit = options.queueLimit ?? 0;
-    if (!Number.isInteger(queueLimit) || queueLimit < 0 || queueLimit > maxPrefetch(capacity)) {
-      throw new DtpError(
-        'INVALID_OPTIONS',
-        `queueLimit must be an integer in 0..${MAX_PREFETCH_PER_SLOT} x capacity`,
-      );
-    }
     const taskMemoryMb = options.taskMemoryMb ?? TASK_MEMORY_MB.default;
-    const { min, max } = TASK_MEMORY_MB;
-    if (!Number.isInteger(taskMemoryMb) || taskMemoryMb < min || taskMemoryMb > max) {
-      throw new DtpError('INVALID_OPTIONS', `taskMemoryMb must be an integer in ${min}..${max}`);
-    }
     this.capacity = capacity;
     this.cancelGraceMs = cancelGraceMs;
     this.taskMemoryMb = taskMemoryMb;

@@ -45,7 +45,7 @@
  * lost connection: dropped and redialled, its tasks orphaned.
  *
  * With several coordinators (`coordinatorHost` = `h1[:p1],h2[:p2],…`, one of
- * which leads) the worker walks them with a {@link LeaderRing}: a standby
+ * which leads) the worker walks them with a {@link LeaderFollower}: a standby
  * answers the registration with NOT_LEADER and, when it knows, the leader's
  * address, which is dialled next at once; a failed dial moves on to the next
  * address; it pauses `reconnectDelayMs` only after a whole round failed or a
@@ -70,15 +70,14 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
-import { AddressError, formatHostPort, parseAddressList, type HostPort } from '../net/address.js';
-import { LeaderRing } from '../net/leader-ring.js';
+import { parseAddressList, type HostPort } from '../net/address.js';
+import { LeaderFollower, type TryOutcome } from '../net/leader-follower.js';
 import {
   WRONG_PORT_CODE,
   isClientPortAnswer,
   workerOnClientPortMessage,
 } from '../net/port-kind.js';
 import { DialError, dial } from '../net/tcp.js';
-import type { ClientTls } from '../net/tls.js';
 import type { Logger } from '../observability/logger.js';
 import { DtpError, describeError } from '../protocol/errors.js';
 import { ErrorCode } from '../protocol/error-codes.js';
@@ -93,85 +92,37 @@ import {
   type WorkerRegistered,
 } from '../protocol/messages.js';
 import { parseFeatures, type Feature } from '../protocol/features.js';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, clipError, maxPrefetch } from '../protocol/limits.js';
+import { clipError } from '../protocol/limits.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
 import { TASK_MEMORY_MB } from './memory-budget.js';
-import { NO_TASK_MODULES, type LoadedTaskModules } from './task-modules.js';
 import {
   DEFAULT_CANCEL_GRACE_MS,
-  TaskPool,
-  type StopOutcome,
-  type TaskHandle,
-  type TaskOutcome,
-} from './task-pool.js';
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_PREFETCH_PER_SLOT,
+  MIN_DEFAULT_COORDINATOR_TIMEOUT_MS,
+  validateWorkerOptions,
+  type WorkerOptions,
+} from './options.js';
+import { NO_TASK_MODULES, type LoadedTaskModules } from './task-modules.js';
+import { TaskPool, type StopOutcome, type TaskHandle, type TaskOutcome } from './task-pool.js';
 import type { AbortReason } from './thread-messages.js';
 
-export interface WorkerOptions {
-  coordinatorHost: string;
-  coordinatorPort: number;
-  /** Non-blank; sent in every message. */
-  workerId: string;
-  /** Tasks run at once, 1..1024. */
-  capacity: number;
-  /**
-   * Attempts taken beyond `capacity` and queued here until a slot is free,
-   * 0..4 x capacity (default: 2 x capacity; 0 turns it off). Asked of the
-   * coordinator at registration; one that offers `prefetch` uses it only
-   * while this worker's attempts are short, one that does not never does.
-   */
-  prefetch?: number;
-  /** Time between heartbeats while registered, in ms. */
-  heartbeatIntervalMs: number;
-  /** Wait between a lost or failed connection and the next dial, in ms (>= 1). */
-  reconnectDelayMs: number;
-  /** Lines get `workerId=…` added. */
-  logger: Logger;
-  /**
-   * Users' task modules, loaded and checked by `loadTaskModules()` (see
-   * task-modules.ts); default: the built-in tasks only.
-   */
-  tasks?: LoadedTaskModules;
-  /**
-   * After a cancel or a deadline, time a handler gets to settle before its
-   * thread is terminated, in ms (default 1000).
-   */
-  cancelGraceMs?: number;
-  /**
-   * Memory budget of each task thread, in MiB, 32..1048576 (default 512): its
-   * JavaScript heap is capped there, and a thread whose heap and Buffers go
-   * over it is terminated, failing its attempt (see memory-budget.ts).
-   */
-  taskMemoryMb?: number;
-  /**
-   * Give up a dial, or a registration that gets no reply, after this long, in
-   * ms (default 5000).
-   */
-  connectTimeoutMs?: number;
-  /** TLS with these settings (`{}` = system CAs); absent or null = plain TCP. */
-  tls?: ClientTls | null;
-  /** The worker token sent in WORKER_REGISTER; absent or null = none. Never logged. */
-  authToken?: string | null;
-  /**
-   * A coordinator that confirmed `heartbeatAck` and sends nothing for this
-   * long is treated as gone, in ms (default 3 x `heartbeatIntervalMs`, and
-   * never below {@link MIN_DEFAULT_COORDINATOR_TIMEOUT_MS}: an ack leaves
-   * only after a commit, so a sub-second window would drop a coordinator that
-   * is merely busy, and orphan every running task with it).
-   */
-  coordinatorTimeoutMs?: number;
-}
-
-/** Floor of the default coordinator timeout, in ms (an explicit value may be lower). */
-export const MIN_DEFAULT_COORDINATOR_TIMEOUT_MS = 1_000;
+export type { WorkerOptions } from './options.js';
+export { DEFAULT_PREFETCH_PER_SLOT, MIN_DEFAULT_COORDINATOR_TIMEOUT_MS, validateWorkerOptions };
 
 /** ERROR codes that stop the worker instead of a reconnect. */
-const REFUSAL_CODES: ReadonlySet<string> = new Set([
+const REFUSAL_CODES = [
   ErrorCode.WorkerReplaced,
   ErrorCode.Unauthenticated,
   ErrorCode.TlsRequired,
-]);
+] as const;
+type RefusalCode = (typeof REFUSAL_CODES)[number];
+
+function isRefusal(code: string | null | undefined): code is RefusalCode {
+  return REFUSAL_CODES.some((refusal) => refusal === code);
+}
 
 /** What {@link Worker.events} emits; tests wait on these instead of sleeping. */
 export interface WorkerEvents {
@@ -206,10 +157,6 @@ const TRANSITIONS: { readonly [M in WorkerMode]: readonly WorkerMode[] } = {
   closed: [],
 };
 
-const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
-/** Default `prefetch`, per unit of capacity. */
-export const DEFAULT_PREFETCH_PER_SLOT = 2;
-
 interface RunningTask {
   readonly jobId: string;
   readonly attemptId: string;
@@ -222,58 +169,6 @@ interface RunningTask {
   connection: FramedConnection;
   /** Fires at the attempt's deadline (when the coordinator told it); cleared when the task leaves. */
   deadlineTimer: NodeJS.Timeout | null;
-}
-
-/** Every message a coordinator may send a worker; the type makes it complete. */
-
-function invalid(message: string): DtpError {
-  return new DtpError('INVALID_OPTIONS', message);
-}
-
-function isIntegerIn(value: number, min: number, max: number): boolean {
-  return Number.isInteger(value) && value >= min && value <= max;
-}
-
-/** Throws a DtpError `INVALID_OPTIONS` naming the first bad option. */
-export function validateWorkerOptions(options: WorkerOptions): void {
-  if (options.workerId.trim() === '') throw invalid('workerId must not be blank');
-  if (options.coordinatorHost === '') throw invalid('coordinatorHost must not be empty');
-  if (!isIntegerIn(options.coordinatorPort, 1, 65_535))
-    throw invalid('coordinatorPort must be an integer in 1..65535');
-  try {
-    parseAddressList(options.coordinatorHost, options.coordinatorPort);
-  } catch (err) {
-    if (!(err instanceof AddressError)) throw err;
-    throw invalid(`coordinatorHost: ${err.message}`);
-  }
-  if (!isIntegerIn(options.capacity, 1, MAX_CAPACITY))
-    throw invalid(`capacity must be an integer in 1..${MAX_CAPACITY}`);
-  if (
-    options.prefetch !== undefined &&
-    !isIntegerIn(options.prefetch, 0, maxPrefetch(options.capacity))
-  )
-    throw invalid(`prefetch must be an integer in 0..${MAX_PREFETCH_PER_SLOT} x capacity`);
-  if (!isIntegerIn(options.heartbeatIntervalMs, 1, 2 ** 31 - 1))
-    throw invalid('heartbeatIntervalMs must be a positive integer');
-  if (!isIntegerIn(options.reconnectDelayMs, 1, 2 ** 31 - 1))
-    throw invalid('reconnectDelayMs must be a positive integer');
-  const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-  if (!isIntegerIn(connectTimeoutMs, 1, 2 ** 31 - 1))
-    throw invalid('connectTimeoutMs must be a positive integer');
-  const taskMemoryMb = options.taskMemoryMb ?? TASK_MEMORY_MB.default;
-  if (!isIntegerIn(taskMemoryMb, TASK_MEMORY_MB.min, TASK_MEMORY_MB.max))
-    throw invalid(
-      `taskMemoryMb must be an integer in ${TASK_MEMORY_MB.min}..${TASK_MEMORY_MB.max}`,
-    );
-  const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
-  if (!isIntegerIn(cancelGraceMs, 0, 2 ** 31 - 1))
-    throw invalid('cancelGraceMs must be an integer >= 0');
-  if (
-    options.coordinatorTimeoutMs !== undefined &&
-    !isIntegerIn(options.coordinatorTimeoutMs, 1, 2 ** 31 - 1)
-  ) {
-    throw invalid('coordinatorTimeoutMs must be a positive integer');
-  }
 }
 
 export class Worker {
@@ -301,11 +196,9 @@ export class Worker {
   /** The last dial failed; further failures are logged at debug level only. */
   #unreachable = false;
   /** The coordinators to try, and which one leads as far as we know. */
-  readonly #ring: LeaderRing;
-  /** The address of the current (or last) dial. */
-  #dialed: HostPort;
-  /** The current connection ended with NOT_LEADER (the ring knows already). */
-  #notLeaderSeen = false;
+  readonly #follower: LeaderFollower;
+  /** The current connection was answered NOT_LEADER, naming this leader (or null). */
+  #notLeader: { leader: string | null } | null = null;
   #loop: Promise<void> = Promise.resolve();
   #closing: Promise<void> | null = null;
   #draining: Promise<void> | null = null;
@@ -336,8 +229,10 @@ export class Worker {
         this.#drop(connection, `coordinator silent for ${silentMs} ms (no heartbeat ack)`);
       }
     });
-    this.#ring = new LeaderRing(parseAddressList(options.coordinatorHost, options.coordinatorPort));
-    this.#dialed = { host: options.coordinatorHost, port: options.coordinatorPort };
+    this.#follower = new LeaderFollower(
+      parseAddressList(options.coordinatorHost, options.coordinatorPort),
+      options.coordinatorPort,
+    );
   }
 
   /** Validates the options and starts connecting in the background. */
@@ -454,20 +349,29 @@ export class Worker {
     this.#mode = next;
   }
 
+  /** True once no more dials are made (closed, or draining). */
+  #stopsDialling(): boolean {
+    return this.#isClosed() || this.#draining !== null;
+  }
+
+  /**
+   * Dials the coordinators until one registers this worker, serves until
+   * that session ends, and starts over: with several coordinators straight
+   * on to the next one (or the leader a standby named) until a whole round
+   * failed, then after `reconnectDelayMs` (leader-follower.ts).
+   */
   async #runLoop(): Promise<void> {
-    while (!this.#isClosed() && this.#draining === null) {
-      try {
-        await this.#connectAndServe();
-      } catch (err) {
-        // A bug, not a network condition: log it and keep the worker alive.
-        this.#log.error({ err: describeError(err) }, 'connection loop failed');
-        if (this.#connection !== null) void this.#connection.destroy('connection loop failed');
-        if (!this.#isClosed() && this.#mode !== 'disconnected') this.#setMode('disconnected');
-      }
-      if (this.#isClosed() || this.#draining !== null) return;
-      // With several coordinators: straight on to the next one (or the leader
-      // a standby named) until a whole round failed.
-      if (this.#ring.shouldPause()) await this.#wait(this.#options.reconnectDelayMs);
+    const delayMs = this.#options.reconnectDelayMs;
+    const follow = {
+      pause: { firstMs: delayMs, longestMs: delayMs },
+      signal: this.#abort.signal,
+      retry: () => !this.#stopsDialling(),
+    };
+    while (!this.#stopsDialling()) {
+      await this.#follower.follow((address) => this.#session(address), follow);
+      // A registered session ended: a pause before the next round.
+      if (this.#stopsDialling()) return;
+      if (this.#follower.shouldPause()) await this.#wait(delayMs);
     }
   }
 
@@ -479,26 +383,33 @@ export class Worker {
     }
   }
 
-  async #connectAndServe(): Promise<void> {
-    this.#setMode('connecting');
-    const socket = await this.#dial();
-    if (socket === null) return;
-    if (this.#isClosed()) {
-      socket.destroy();
-      return;
+  /** One try at `address`: dial, register, serve until the connection ends; what it came to. */
+  async #session(address: HostPort): Promise<TryOutcome<void>> {
+    try {
+      this.#setMode('connecting');
+      const socket = await this.#dial(address);
+      if (socket === null) return { kind: 'failed', error: null };
+      if (this.#isClosed()) {
+        socket.destroy();
+        return { kind: 'failed', error: null };
+      }
+      return await this.#serve(socket);
+    } catch (err) {
+      // A bug, not a network condition: log it and keep the worker alive.
+      this.#log.error({ err: describeError(err) }, 'connection loop failed');
+      if (this.#connection !== null) void this.#connection.destroy('connection loop failed');
+      if (!this.#isClosed() && this.#mode !== 'disconnected') this.#setMode('disconnected');
+      return { kind: 'failed', error: err };
     }
-    await this.#serve(socket);
   }
 
   /** One dial; null (mode back to disconnected) when it fails. */
-  async #dial(): Promise<Socket | null> {
-    const { host, port } = (this.#dialed = this.#ring.next());
+  async #dial({ host, port }: HostPort): Promise<Socket | null> {
     const timeoutMs = this.#connectTimeoutMs();
     try {
       return await dial(host, port, timeoutMs, this.#abort.signal, this.#options.tls ?? null);
     } catch (err) {
       if (this.#isClosed()) return null;
-      this.#ring.failed();
       this.#setMode('disconnected');
       if (err instanceof DialError && err.refused) this.#refuse(err.code, err.message);
       else this.#onDialFailed(describeError(err));
@@ -507,7 +418,7 @@ export class Worker {
   }
 
   /** The coordinator refused us: a configuration problem, so stop for good. */
-  #refuse(code: string, message: string): void {
+  #refuse(code: RefusalCode | DialError['code'] | typeof WRONG_PORT_CODE, message: string): void {
     if (this.#isClosed()) return;
     const err = new DtpError(code, message);
     this.#log.error({ code, message }, 'refused by the coordinator: stopping (no reconnect)');
@@ -533,24 +444,36 @@ export class Worker {
   }
 
   #coordinator(): string {
-    return formatHostPort(this.#dialed);
+    return this.#follower.address;
   }
 
-  /** Registers on a fresh socket; resolves when that connection has ended. */
-  #serve(socket: Socket): Promise<void> {
+  /**
+   * Registers on a fresh socket; resolves when that connection has ended,
+   * with what it came to: served (it registered us), a NOT_LEADER, or a
+   * failure before registration.
+   */
+  #serve(socket: Socket): Promise<TryOutcome<void>> {
     return new Promise((resolve) => {
       const connection: FramedConnection = new FramedConnection(socket, {
         onMessage: (msg) => this.#onMessage(connection, msg),
         onProtocolError: (err) =>
           this.#drop(connection, `protocol error from coordinator (${err.code}): ${err.message}`),
         onClose: (reason) => {
+          const registered = this.#mode === 'registered';
+          const notLeader = this.#notLeader;
           this.#onClosed(connection, describeCloseReason(reason));
-          resolve();
+          if (notLeader !== null) {
+            resolve({ kind: 'notLeader', leader: notLeader.leader, error: reason });
+          } else if (registered) {
+            resolve({ kind: 'served', value: undefined });
+          } else {
+            resolve({ kind: 'failed', error: reason });
+          }
         },
       });
       this.#connection = connection;
       this.#unreachable = false;
-      this.#notLeaderSeen = false;
+      this.#notLeader = null;
       this.#setMode('registering');
       this.#log.info({ coordinator: this.#coordinator() }, 'connected');
       this.events.emit('connected');
@@ -588,8 +511,6 @@ export class Worker {
 
   #onClosed(connection: FramedConnection, reason: string): void {
     if (connection !== this.#connection) return;
-    // Closed before it registered us (and not a NOT_LEADER): try the next one.
-    if (this.#mode === 'registering' && !this.#notLeaderSeen) this.#ring.failed();
     this.#connection = null;
     this.#heartbeat.stop();
     this.#watchdog.stop();
@@ -658,7 +579,7 @@ export class Worker {
       this.#log.warn({ registeredAs: msg.workerId }, 'coordinator echoed another workerId');
     }
     this.#setMode('registered');
-    this.#ring.succeeded();
+    this.#follower.served();
     this.#features = parseFeatures(msg.features);
     // The coordinator sends nothing while it has no work: silence is normal now.
     connection.setIdleTimeout(0, () => undefined);
@@ -708,17 +629,16 @@ export class Worker {
   #onError(connection: FramedConnection, msg: ErrorMessage): void {
     if (this.#mode === 'registering' && isClientPortAnswer(msg)) {
       // Registering with a client port is a configuration error, not a lost connection.
-      this.#refuse(WRONG_PORT_CODE, workerOnClientPortMessage(this.#dialed.port));
+      this.#refuse(WRONG_PORT_CODE, workerOnClientPortMessage(this.#follower.current.port));
       return;
     }
-    if (msg.code != null && REFUSAL_CODES.has(msg.code)) {
+    if (isRefusal(msg.code)) {
       this.#refuse(msg.code, msg.message);
       return;
     }
     if (msg.code === ErrorCode.NotLeader) {
       // A standby (or a leader that just stepped down): on to the leader it names.
-      this.#ring.notLeader(msg.leader ?? null, this.#options.coordinatorPort);
-      this.#notLeaderSeen = true;
+      this.#notLeader = { leader: msg.leader ?? null };
       this.#log.info(
         { coordinator: this.#coordinator(), leader: msg.leader ?? 'unknown' },
         'not the leader; trying the next coordinator',

@@ -8,12 +8,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Coordinator, type CoordinatorDeps } from '../../src/coordinator/coordinator.js';
+import { startHttpPort } from '../../src/http/http-server.js';
 import type { CoreEvent } from '../../src/coordinator/core/types.js';
 import {
   DEFAULT_COORDINATOR_OPTIONS,
   type CoordinatorOptions,
 } from '../../src/coordinator/options.js';
-import { createLogger, silentLogger, type Logger } from '../../src/observability/logger.js';
+import { createLogger, type Logger } from '../../src/observability/logger.js';
+import { silentLogger } from './logger.js';
 import { startWorker, type StartWorkerOptions } from '../../src/worker/start-worker.js';
 import { Worker } from '../../src/worker/worker.js';
 
@@ -67,7 +69,7 @@ export async function startCoordinator(
     logger: testLogger('coordinator'),
     ...overrides,
   };
-  const coordinator = await Coordinator.start(options, deps);
+  const coordinator = await Coordinator.start(options, { httpPort: startHttpPort, ...deps });
   const events: CoreEvent[] = [];
   coordinator.events.on('event', (event) => events.push(event));
   const waitForEvent: TestCoordinator['waitForEvent'] = (type, predicate, timeoutMs = 5_000) => {

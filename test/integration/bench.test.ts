@@ -4,7 +4,7 @@ import { runBench } from '../../src/cli/bench.js';
 import type { BenchPlan, BenchProgress, BenchRunReport } from '../../src/cli/bench.js';
 import { DtpClient } from '../../src/client/client.js';
 import { TransportError } from '../../src/client/errors.js';
-import { silentLogger } from '../../src/observability/logger.js';
+import { silentLogger } from '../helpers/logger.js';
 import { Worker } from '../../src/worker/worker.js';
 import { startCoordinator } from '../helpers/test-coordinator.js';
 import type { TestCoordinator } from '../helpers/test-coordinator.js';

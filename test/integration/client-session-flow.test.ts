@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
 import { afterEach, describe, it } from 'node:test';
-import { ClientSession } from '../../src/coordinator/client-session.js';
+import { ClientSession } from '../../src/coordinator/ports/client-session.js';
 import { FramedConnection } from '../../src/net/framed-connection.js';
 import { dial } from '../../src/net/tcp.js';
 import type { ClientReply } from '../../src/protocol/messages.js';

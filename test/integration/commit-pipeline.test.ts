@@ -101,6 +101,32 @@ describe('commit pipeline', () => {
     assert.ok(later.type === 'ERROR' && later.code === 'STORE_FAILED');
   });
 
+  it('releases nothing of a batch still committing once the core has thrown (INTERNAL_ERROR)', async () => {
+    const store = new GatedStore();
+    let broken = false;
+    const now = (): number => {
+      if (broken) throw new Error('the clock broke');
+      return Date.now();
+    };
+    tc = await startCoordinator({}, { store, now });
+    const fatal = new Promise<Error>((resolve) => tc?.coordinator.events.once('fatal', resolve));
+    const c = await RawClient.connect(tc.coordinator.clientPort);
+    peers.push(c);
+    store.gated = true;
+    const first = c.request({ ...SUBMIT, payload: { text: 'committing when the core throws' } });
+    await until(() => store.waiting.length === 1, { timeoutMs: 5_000 });
+    broken = true; // the next input (a sweep tick at the latest) throws inside the core
+    assert.match((await fatal).message, /the clock broke/);
+    const reply = await first;
+    assert.ok(reply.type === 'ERROR' && reply.code === 'INTERNAL_ERROR', JSON.stringify(reply));
+    store.releaseOne();
+    await until(() => store.committedJobs().length === 1, { timeoutMs: 5_000 });
+    const later = await c.request({ type: 'LIST_WORKERS' });
+    assert.ok(later.type === 'ERROR' && later.code === 'INTERNAL_ERROR', JSON.stringify(later));
+    assert.equal(c.inbox.size, 0, 'the committed batch released nothing');
+    assert.equal(tc.coordinator.failure?.code, 'INTERNAL_ERROR');
+  });
+
   it('answers a malformed frame after a fail-stop with an error and closes', async () => {
     const store = new GatedStore();
     const c = await start(store);

@@ -13,7 +13,7 @@ import { existsSync, linkSync, renameSync, symlinkSync, unlinkSync } from 'node:
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
-import { DatabaseLock, DatabaseLockedError } from '../../src/coordinator/database-lock.js';
+import { DatabaseLock, DatabaseLockedError } from '../../src/store/sqlite/database-lock.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import { startCoordinator, tempDir } from '../helpers/test-coordinator.js';
 
@@ -28,7 +28,7 @@ function database(): string {
   return join(dir, 'sub', 'coordinator.db');
 }
 
-const MODULE_URL = new URL('../../src/coordinator/database-lock.js', import.meta.url).href;
+const MODULE_URL = new URL('../../src/store/sqlite/database-lock.js', import.meta.url).href;
 
 /** A child process's script that takes the lock of `databasePath` and keeps it. */
 function holderScript(databasePath: string): string {

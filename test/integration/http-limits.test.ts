@@ -17,7 +17,7 @@ import { request as httpsRequest } from 'node:https';
 import { readFileSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
 import { MAX_API_IN_FLIGHT } from '../../src/http/dashboard.js';
-import { HTTP_LIMITS, type HttpLimits } from '../../src/coordinator/metrics-server.js';
+import { HTTP_LIMITS, type HttpLimits } from '../../src/http/http-server.js';
 import { testCerts } from '../helpers/certs.js';
 import { HttpFlood } from '../helpers/http-flood.js';
 import { healthz, openSocket, rawHttp } from '../helpers/raw-http.js';

@@ -71,6 +71,14 @@ describe('Worker', () => {
     assert.equal(logged(logs, 'registered')[0]?.workerId, 'worker-under-test');
   });
 
+  it('registers with a capacity above 512 and its default prefetch of 2 x capacity', async () => {
+    const fake = await startFake();
+    startWorker(fake.port, { capacity: 600 });
+    const [, register] = await fake.nextRegistration();
+    assert.equal(register.capacity, 600);
+    assert.equal(register.prefetch, 1_200);
+  });
+
   it('sends heartbeats at roughly the interval when registered', async () => {
     const fake = await startFake();
     startWorker(fake.port);

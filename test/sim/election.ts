@@ -8,7 +8,7 @@
  * epoch; at most one term (one incarnation of a core) ever writes under an
  * epoch; a term the lease has moved past never gets a commit through.
  */
-import { Leadership, type LeadershipAction } from '../../src/coordinator/leadership.js';
+import { Leadership, type LeadershipAction } from '../../src/coordinator/leadership/leadership.js';
 import { LeaseLostError, MemoryLease, type LeaseHolder } from '../../src/store/lease.js';
 import type { MemoryStore } from '../../src/store/memory-store.js';
 import type { WriteBatch } from '../../src/store/store.js';

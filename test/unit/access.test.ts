@@ -14,7 +14,7 @@ import {
   TokenFile,
   TokenFileError,
   parseTokens,
-} from '../../src/coordinator/access.js';
+} from '../../src/coordinator/ports/access.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'dtp-access-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { CoreEvent } from '../../src/coordinator/core/types.js';
-import { formatEvent, isInfoOnly } from '../../src/coordinator/event-log.js';
+import { formatEvent } from '../../src/coordinator/observability/event-log.js';
+import { isInfoOnly } from '../helpers/event-log.js';
 
 /** One sample of every event type (both levels of worker.lost); the type makes it complete. */
 const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } = {

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { Guard } from '../../src/coordinator/guard.js';
+import { Guard } from '../../src/coordinator/ports/guard.js';
 import { LogThrottle } from '../../src/observability/log-throttle.js';
 import { createLogger } from '../../src/observability/logger.js';
 

@@ -6,15 +6,15 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { describe, it } from 'node:test';
-import { formatDurationMs, parseDuration } from '../../src/client/duration.js';
+import { formatDurationMs, parseDuration } from '../../src/protocol/duration.js';
 import { ActivityLog, BUCKETS, BUCKET_MS } from '../../src/http/activity.js';
 import { jobChange } from '../../src/http/live.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
-import { AccessControl } from '../../src/coordinator/access.js';
-import { DEFAULT_SESSION_TTL_MS, HttpAuth, MAX_SESSIONS } from '../../src/coordinator/http-auth.js';
+import { AccessControl } from '../../src/coordinator/ports/access.js';
+import { DEFAULT_SESSION_TTL_MS, HttpAuth, MAX_SESSIONS } from '../../src/http/http-auth.js';
 
 function request(headers: Record<string, string>): IncomingMessage {
   return {

@@ -7,6 +7,7 @@ import {
   parseHostPort,
 } from '../../src/net/address.js';
 import { isSafeToRepeat } from '../../src/client/leader-connection.js';
+import { LeaderFollower, type TryOutcome } from '../../src/net/leader-follower.js';
 import { LeaderRing } from '../../src/net/leader-ring.js';
 
 describe('addresses', () => {
@@ -71,6 +72,46 @@ describe('LeaderRing', () => {
     assert.deepEqual(ring.next(), b);
     ring.notLeader('host:99999', 9);
     assert.deepEqual(ring.next(), a);
+  });
+});
+
+describe('LeaderFollower', () => {
+  const addresses = parseAddressList('a:1,b:2,c:3', 7);
+  const fast = { pause: { firstMs: 1, longestMs: 2 } };
+
+  /** Runs follow() with `answers` in turn; returns the addresses tried and the outcome. */
+  async function follow(answers: TryOutcome<string>[], options = {}) {
+    const follower = new LeaderFollower(addresses, 7);
+    const tried: string[] = [];
+    const outcome = await follower.follow(
+      (address) => {
+        tried.push(formatHostPort(address));
+        return Promise.resolve(answers.shift() ?? { kind: 'served', value: 'ok' });
+      },
+      { ...fast, ...options },
+    );
+    return { tried, outcome, follower };
+  }
+
+  it('moves on after each miss, follows a named leader at once, and stops where one serves', async () => {
+    const failed = { kind: 'failed', error: null } as const;
+    const { tried, outcome, follower } = await follow([
+      failed,
+      { kind: 'notLeader', leader: 'c:3', error: null },
+      failed,
+      failed,
+    ]);
+    assert.deepEqual(tried, ['a:1', 'b:2', 'c:3', 'c:3', 'a:1']);
+    assert.deepEqual(outcome, { kind: 'served', value: 'ok' });
+    assert.equal(follower.address, 'a:1');
+  });
+
+  it('gives up when retry says so or the deadline passed, with the last miss', async () => {
+    const miss = { kind: 'failed', error: 'e' } as const;
+    const once = await follow([miss], { retry: () => false });
+    assert.deepEqual([once.tried, once.outcome], [['a:1'], miss]);
+    const late = await follow([miss, miss], { deadlineMs: performance.now() - 1 });
+    assert.deepEqual([late.tried, late.outcome], [['a:1'], miss]);
   });
 });
 

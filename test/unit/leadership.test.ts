@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Leadership, type LeadershipAction } from '../../src/coordinator/leadership.js';
+import { Leadership, type LeadershipAction } from '../../src/coordinator/leadership/leadership.js';
 import { MemoryLease, type LeaseHolder } from '../../src/store/lease.js';
 
 const TTL = 1_000;

@@ -6,8 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
-import { MAX_CAPACITY, maxPrefetch } from '../../src/protocol/limits.js';
+import fc from 'fast-check';
+import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../../src/protocol/limits.js';
 import type { JsonObject } from '../../src/protocol/messages.js';
+import { workerOptionsProblem } from '../../src/worker/options.js';
 import {
   TaskPool,
   type TaskHandle,
@@ -375,6 +377,34 @@ describe('TaskPool', () => {
       assert.equal(((await handle.outcome) as { cancelled: boolean }).cancelled, true);
     }
     assert.equal(await waiting.started, false);
+  });
+
+  it('accepts as its queue limit every prefetch a worker accepts, and names its own option', () => {
+    const anyWorker = (capacity: number, prefetch?: number) => ({
+      coordinatorHost: '127.0.0.1',
+      workerId: 'w',
+      coordinatorPort: 7070,
+      capacity,
+      heartbeatIntervalMs: 1_000,
+      reconnectDelayMs: 1_000,
+      ...(prefetch === undefined ? {} : { prefetch }),
+    });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: MAX_CAPACITY }),
+        fc.option(fc.nat({ max: MAX_PREFETCH_PER_SLOT * MAX_CAPACITY }), { nil: undefined }),
+        (capacity, prefetch) => {
+          if (workerOptionsProblem(anyWorker(capacity, prefetch)) !== null) return;
+          const queueLimit = prefetch ?? DEFAULT_PREFETCH_PER_SLOT * capacity;
+          assert.doesNotThrow(() => new TaskPool({ capacity, queueLimit }));
+        },
+      ),
+    );
+    assert.equal(workerOptionsProblem(anyWorker(600)), null);
+    assert.throws(() => new TaskPool({ capacity: 2, queueLimit: 9 }), {
+      code: 'INVALID_OPTIONS',
+      message: 'queueLimit must be an integer in 0..4 x capacity (8), got 9',
+    });
   });
 
   it('rejects a capacity outside 1..1024 and a negative grace', () => {

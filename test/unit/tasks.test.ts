@@ -20,8 +20,8 @@ import {
   BUILTIN_TASK_LIST,
   TASK_SHORTCUTS,
   builtinPayload,
-  builtinTaskByShortcut,
 } from '../../src/protocol/task-types.js';
+import { builtinTaskByShortcut } from '../helpers/tasks.js';
 import { countPrimesBelow } from '../../src/tasks/builtin/prime-count.js';
 import { countWords, isWhitespaceCode } from '../../src/tasks/builtin/word-count.js';
 import {

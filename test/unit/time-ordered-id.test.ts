@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { TimeOrderedIds } from '../../src/coordinator/time-ordered-id.js';
+import { TimeOrderedIds } from '../../src/coordinator/term/time-ordered-id.js';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { WaitTimers } from '../../src/coordinator/wait-timers.js';
+import { WaitTimers } from '../../src/coordinator/term/wait-timers.js';
 import { until } from '../helpers/until.js';
 
 describe('WaitTimers', () => {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { CoreInput } from '../../src/coordinator/core/types.js';
-import { WorkerInbox } from '../../src/coordinator/worker-inbox.js';
+import { WorkerInbox } from '../../src/coordinator/term/worker-inbox.js';
 
 const nextCheckPhase = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 

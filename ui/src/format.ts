@@ -1,5 +1,5 @@
 /** Small renderings of times, durations and JSON for the page. */
-import { formatDurationMs } from '../../src/client/duration.js';
+import { formatDurationMs } from '../../src/protocol/duration.js';
 
 export { formatDurationMs };
 

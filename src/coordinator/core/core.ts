@@ -218,7 +218,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       s.replyError(
         read.connId,
         read.requestId,
-        ErrorCode.ReadFailed,
+        ErrorCode.StoreReadFailed,
         `Could not read history: ${message}`,
       );
       return;

@@ -11,7 +11,7 @@
  * every exit from RUNNING drops it. `transition()` applies both together.
  */
 import { JOB_STATES, isTerminalState, type JobState } from '../../protocol/messages.js';
-import type { CoreJob, Lease, RunningJob } from './job.js';
+import type { CoreJob, Lease } from './job.js';
 
 export { JOB_STATES, isTerminalState, type JobState };
 
@@ -56,12 +56,4 @@ export function transition(job: CoreJob, move: Move, nowMs: number): void {
   job.updatedAtMs = nowMs;
   if (move.to === 'RUNNING') job.startedAtMs = move.lease.startedAtMs;
   if (isTerminalState(move.to)) job.finishedAtMs = nowMs;
-}
-
-/** The job as a RUNNING job, or an error naming what it is instead (a bug in the caller). */
-export function assertRunning(job: CoreJob): RunningJob {
-  if (job.state !== 'RUNNING' || job.lease === null) {
-    throw new Error(`job ${job.jobId} is ${job.state}, not RUNNING with a lease`);
-  }
-  return job as RunningJob;
 }

@@ -12,12 +12,7 @@
  * Idempotency keys of deleted jobs are forgotten with them.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
-import {
-  TERMINAL_STATES,
-  isTerminalState,
-  type PurgeJobs,
-  type TerminalState,
-} from '../../protocol/messages.js';
+import { isTerminalState, type PurgeJobs } from '../../protocol/messages.js';
 import type { PendingRead } from './pending-reads.js';
 import type { CoreState } from './state.js';
 
@@ -27,36 +22,6 @@ export const PURGE_STEP_ROWS = 500;
 export const RETENTION_REST_MS = 10_000;
 
 type PurgeRead = Extract<PendingRead, { kind: 'purge' }>;
-
-/**
- * Retention's own state. At most one background step is out at a time. A
- * full step is followed at once by another on the same state; a short one
- * moves to the next state; a round of three short steps rests.
- */
-export class RetentionCursor {
-  #index = 0;
-  #shortInRow = 0;
-  nextStepAtMs = 0;
-  running = false;
-
-  /** The terminal state the next background step deletes. */
-  get state(): TerminalState {
-    return TERMINAL_STATES[this.#index % TERMINAL_STATES.length] as TerminalState;
-  }
-
-  /** Records a step's outcome; returns true when the next step should wait. */
-  stepEnded(full: boolean): boolean {
-    if (full) {
-      this.#shortInRow = 0;
-      return false;
-    }
-    this.#index++;
-    this.#shortInRow++;
-    if (this.#shortInRow < TERMINAL_STATES.length) return false;
-    this.#shortInRow = 0;
-    return true;
-  }
-}
 
 function step(s: CoreState, read: PurgeRead): void {
   s.read(
@@ -145,7 +110,7 @@ export function purgeFailed(s: CoreState, read: PurgeRead, message: string): voi
   s.replyError(
     read.request.connId,
     read.request.requestId,
-    ErrorCode.ReadFailed,
+    ErrorCode.StoreReadFailed,
     `Purge failed: ${message}`,
   );
 }

@@ -11,7 +11,7 @@ import { KeptLeases } from './kept-leases.js';
 import type { PendingRead } from './pending-reads.js';
 import { PendingReads } from './pending-reads.js';
 import { ReadyQueue } from './ready-queue.js';
-import { RetentionCursor } from './retention.js';
+import { RetentionCursor } from './retention-cursor.js';
 import type { CoreConfig, CoreDeps, CoreEvent, Effect } from './types.js';
 import { WaitTable } from './wait-table.js';
 import { WorkerRegistry } from './worker-registry.js';

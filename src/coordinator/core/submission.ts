@@ -126,7 +126,7 @@ export function keyLookupFailed(s: CoreState, key: string, message: string): voi
     s.replyError(
       held.connId,
       held.requestId,
-      ErrorCode.ReadFailed,
+      ErrorCode.StoreReadFailed,
       `Could not check idempotency key: ${message}`,
     );
   }

@@ -9,9 +9,6 @@ import { requireIntegerField } from '../validation.js';
 
 const FIELD = BUILTIN_TASKS.FAIL.field;
 
-/** Largest accepted `failUntilAttempt`. */
-export const FAIL_MAX_ATTEMPT = FIELD.max;
-
 function readFailUntilAttempt(payload: JsonObject): number {
   return requireIntegerField(payload, FIELD.name, FIELD);
 }

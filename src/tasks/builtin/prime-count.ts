@@ -12,10 +12,8 @@ import { BUILTIN_TASKS } from '../../protocol/task-types.js';
 import type { TaskContext, TaskDefinition } from '../registry.js';
 import { requireIntegerField } from '../validation.js';
 
-/** Smallest and largest accepted `limit`. */
+/** The `limit` field and its bounds. */
 const FIELD = BUILTIN_TASKS.PRIME_COUNT.field;
-export const PRIME_COUNT_MIN_LIMIT = FIELD.min;
-export const PRIME_COUNT_MAX_LIMIT = FIELD.max;
 
 function readLimit(payload: JsonObject): number {
   return requireIntegerField(payload, FIELD.name, FIELD);

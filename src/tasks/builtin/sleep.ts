@@ -10,9 +10,6 @@ import { requireIntegerField } from '../validation.js';
 
 const FIELD = BUILTIN_TASKS.SLEEP.field;
 
-/** Longest accepted sleep: ten minutes, in ms. */
-export const SLEEP_MAX_MILLIS = FIELD.max;
-
 function readDurationMs(payload: JsonObject): number {
   return requireIntegerField(payload, FIELD.name, FIELD);
 }

@@ -19,16 +19,16 @@ import {
   collectDefaultMetrics,
   type CollectFunction,
 } from 'prom-client';
-import { JOB_STATES, isTerminalState, type JobState } from '../protocol/messages.js';
-import type { CoreInspection } from './core/core.js';
+import { JOB_STATES, isTerminalState, type JobState } from '../../protocol/messages.js';
+import type { CoreInspection } from '../core/core.js';
 import { registerLeadershipGauges } from './leadership-metrics.js';
-import type { RoleStatus } from './role.js';
+import type { RoleStatus } from '../leadership/role.js';
 import {
   ATTEMPT_FAILURE_CAUSES,
   WORKER_LOSS_CAUSES,
   type AttemptFailureCause,
   type CoreEvent,
-} from './core/types.js';
+} from '../core/types.js';
 
 /**
  * What the metrics need from a coordinator. Structural, so this module does

@@ -18,7 +18,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { AccessControl } from './access.js';
+import type { ClientTokens } from '../coordinator/view.js';
 
 /** Sessions kept at once; a new one beyond this ends the oldest. */
 export const MAX_SESSIONS = 1_024;
@@ -70,7 +70,7 @@ function remoteOf(req: IncomingMessage): string {
 
 /** The HTTP port's gate: bearer tokens and session cookies. Reusable by any HTTP handler. */
 export class HttpAuth {
-  readonly #access: AccessControl;
+  readonly #access: ClientTokens;
   readonly #secureCookie: boolean;
   readonly #ttlMs: number;
   readonly #now: () => number;
@@ -78,7 +78,7 @@ export class HttpAuth {
   /** By SHA-256 of the session id (hex), oldest first. */
   readonly #sessions = new Map<string, Session>();
 
-  constructor(access: AccessControl, options: HttpAuthOptions) {
+  constructor(access: ClientTokens, options: HttpAuthOptions) {
     this.#access = access;
     this.#secureCookie = options.secureCookie;
     this.#ttlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS;

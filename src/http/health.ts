@@ -9,12 +9,9 @@
  * - 503 `{"status":"failed","code":…,"message":…}`: it stopped working (a
  *   failed commit or an internal error).
  */
-import type { RoleStatus } from './role.js';
+import type { CoordinatorView } from '../coordinator/view.js';
 
-export interface HealthSource {
-  readonly failure: { code: string; message: string } | null;
-  status(): RoleStatus;
-}
+export type HealthSource = Pick<CoordinatorView, 'failure' | 'status'>;
 
 export interface HealthAnswer {
   statusCode: 200 | 503;

@@ -10,17 +10,18 @@
  * connections); each can be changed with a flag.
  */
 import { EventEmitter } from 'node:events';
-import type { AdmissionLimits } from '../net/admission.js';
-import type { ConnectionOptions } from '../net/framed-connection.js';
-import { InboundBudget } from '../net/inbound-budget.js';
-import type { ConnectionLimit, NetEvent, PortName } from '../net/net-events.js';
-import type { TcpServerOptions } from '../net/tcp.js';
-import { ServerTls, type ServerTlsFiles } from '../net/tls.js';
-import { LogThrottle } from '../observability/log-throttle.js';
-import type { Logger } from '../observability/logger.js';
-import { describeError } from '../protocol/errors.js';
+import { MAX_TIMER_MS, type BoundsTable } from '../../common/bounds.js';
+import { DAY_MS } from '../../protocol/duration.js';
+import type { AdmissionLimits } from '../../net/admission.js';
+import type { ConnectionOptions } from '../../net/framed-connection.js';
+import { InboundBudget } from '../../net/inbound-budget.js';
+import type { ConnectionLimit, NetEvent, PortName } from '../../net/net-events.js';
+import type { TcpServerOptions } from '../../net/tcp.js';
+import { ServerTls, type ServerTlsFiles } from '../../net/tls.js';
+import { LogThrottle } from '../../observability/log-throttle.js';
+import type { Logger } from '../../observability/logger.js';
+import { describeError } from '../../protocol/errors.js';
 import { AccessControl } from './access.js';
-import { HttpAuth } from './http-auth.js';
 
 /** TLS and tokens; all off by default. */
 export interface SecurityOptions {
@@ -68,6 +69,18 @@ export const DEFAULT_NET_LIMITS: NetLimits = {
   clientIdleTimeoutMs: 600_000,
   maxInboundBytes: 256 * 1024 * 1024,
   maxUnsentReplyBytes: 1024 * 1024,
+};
+
+/** Bounds of every net limit (the coordinator's flags and options share them). */
+export const NET_LIMIT_BOUNDS: BoundsTable<NetLimits> = {
+  maxConnections: { min: 1, max: 1_000_000 },
+  maxConnectionsPerAddress: { min: 1, max: 1_000_000 },
+  maxPendingConnections: { min: 1, max: 1_000_000 },
+  handshakeTimeoutMs: { min: 1, max: DAY_MS, nullMeans: 'the heartbeat timeout, at least 1000' },
+  frameTimeoutMs: { min: 1, max: DAY_MS },
+  clientIdleTimeoutMs: { min: 0, max: MAX_TIMER_MS },
+  maxInboundBytes: { min: 1024 * 1024, max: Number.MAX_SAFE_INTEGER },
+  maxUnsentReplyBytes: { min: 1024, max: Number.MAX_SAFE_INTEGER },
 };
 
 /** The handshake deadline when none is configured: the heartbeat timeout, at least 1 s. */
@@ -129,18 +142,6 @@ export class Guard {
       handshakeTimeoutMs: this.limits.handshakeTimeoutMs,
     };
     return { name: port, limits, tls: this.tls, onEvent: (event) => this.report(event) };
-  }
-
-  /**
-   * The HTTP port's token and session checks (one per HTTP server; the
-   * dashboard's server uses the same function).
-   */
-  httpAuth(): HttpAuth {
-    return new HttpAuth(this.access, {
-      secureCookie: this.tls !== null,
-      onRefused: (remote, reason) =>
-        this.report({ type: 'auth.refused', port: 'http', remote, reason }),
-    });
   }
 
   /**

@@ -10,8 +10,8 @@
  * HTTP request never waits for another). At most `maxInFlight` requests are
  * open at once; beyond that {@link LocalClient.request} refuses at once.
  */
-import { ErrorCode } from '../protocol/error-codes.js';
-import type { ClientReply, ClientRequest } from '../protocol/messages.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import type { ClientReply, ClientRequest } from '../../protocol/messages.js';
 
 /** Socket connection ids count up from 1; this one is never used by a socket. */
 export const LOCAL_CONN_ID = 0;

@@ -22,7 +22,7 @@
  * is a standby like any other, eligible to lead again under a new epoch.
  * At most one lease operation is in flight at a time.
  */
-import type { AcquireResult, LeaseHolder } from '../store/lease.js';
+import type { AcquireResult, LeaseHolder } from '../../store/lease.js';
 
 export interface LeadershipConfig {
   /** How long a lease lasts after each renewal, in ms (database clock). */

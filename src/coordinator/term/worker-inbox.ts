@@ -23,7 +23,7 @@
  * heartbeats and results that queued up meanwhile are seen before anyone is
  * judged.
  */
-import type { CoreInput } from './core/types.js';
+import type { CoreInput } from '../core/types.js';
 
 export type WorkerInput = Extract<
   CoreInput,

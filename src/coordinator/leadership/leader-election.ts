@@ -7,9 +7,9 @@
  * leader that wakes up from SIGSTOP sees at once that its lease is stale.
  */
 import { performance } from 'node:perf_hooks';
-import { describeError } from '../protocol/errors.js';
-import type { LeaseBackend, LeaseHolder } from '../store/lease.js';
-import type { Logger } from '../observability/logger.js';
+import { describeError } from '../../protocol/errors.js';
+import type { LeaseBackend, LeaseHolder } from '../../store/lease.js';
+import type { Logger } from '../../observability/logger.js';
 import {
   Leadership,
   type LeadershipAction,

@@ -1,8 +1,10 @@
 /**
  * The coordinator's HTTP port for operators (`--http-port`, alias
- * `--metrics-port`):
+ * `--metrics-port`), started by the coordinator through
+ * {@link startHttpPort} (its `HttpPortFactory`; the HTTP side sees the
+ * coordinator through coordinator/view.ts only):
  *
- * - `GET /metrics`: Prometheus text format, from {@link CoordinatorMetrics};
+ * - `GET /metrics`: Prometheus text format, the coordinator's own metrics;
  * - `GET /healthz`: 200 while the coordinator serves, 503 while it stands by
  *   or once it has stopped working, with a JSON body (health.ts);
  * - another method on those paths: 405;
@@ -34,33 +36,26 @@ import {
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import type { DashboardSource } from '../http/api.js';
-import { HttpConnectionGate } from '../http/connection-gate.js';
-import { Dashboard } from '../http/dashboard.js';
-import { HostPolicy } from '../http/host-check.js';
-import { parseRequestTarget, type RequestTarget } from '../http/request-target.js';
-import { sendError } from '../http/responses.js';
+import type {
+  CoordinatorView,
+  HttpLimits,
+  HttpPort,
+  HttpPortFactory,
+  HttpPortSettings,
+  MetricsText,
+} from '../coordinator/view.js';
 import type { NetEvent } from '../net/net-events.js';
-import { describeTlsError, type ServerTls } from '../net/tls.js';
+import { describeTlsError } from '../net/tls.js';
 import { describeError } from '../protocol/errors.js';
+import { HttpConnectionGate } from './connection-gate.js';
+import { Dashboard } from './dashboard.js';
 import { healthOf } from './health.js';
-import type { HttpAuth } from './http-auth.js';
-import { CoordinatorMetrics } from './metrics.js';
-import { registerNetMetrics, type NetMetricsSource } from './net-metrics.js';
+import { HostPolicy } from './host-check.js';
+import { HttpAuth } from './http-auth.js';
+import { parseRequestTarget, type RequestTarget } from './request-target.js';
+import { sendError } from './responses.js';
 
-/** Bounds on the HTTP port's connections (see the module comment). */
-export interface HttpLimits {
-  /** Open connections: scrapers, probes, dashboards (each page holds a live stream and a few more). */
-  maxConnections: number;
-  /** Open connections from one address (a reverse proxy in front counts as one). */
-  maxConnectionsPerAddress: number;
-  /** Time from connecting (or from the start of a request) to its whole header, in ms. */
-  headersTimeoutMs: number;
-  /** Time from the start of a request to its whole body, in ms. */
-  requestTimeoutMs: number;
-  /** Time a keep-alive connection waits for its next request, in ms. */
-  keepAliveTimeoutMs: number;
-}
+export type { HttpLimits };
 
 export const HTTP_LIMITS: HttpLimits = {
   maxConnections: 256,
@@ -76,31 +71,13 @@ function checkingIntervalMs(limits: HttpLimits): number {
   return Math.max(10, Math.min(1_000, Math.floor(shorter / 4)));
 }
 
-export interface MetricsServerOptions {
-  /** 0 = any free port. */
-  port: number;
-  host: string;
-  maxActiveJobs: number;
-  /** HTTPS with this certificate (default: plain HTTP). */
-  tls?: ServerTls | null;
-  /** Token and session checks (default: everything open). */
-  auth?: HttpAuth | null;
-  /** TLS handshakes are reported here. */
-  onEvent?: (event: NetEvent) => void;
-  /** Folder of the built dashboard (default dist/ui). */
-  uiDir?: string;
-  /** Host names answered beside the built-in ones (see host-check.ts; default none). */
-  allowedHosts?: readonly string[];
-  /** Names this coordinator goes by: bind host and advertised host (default none). */
-  ownNames?: readonly string[];
-  /** Bounds on connections (default {@link HTTP_LIMITS}). */
-  limits?: Partial<HttpLimits>;
-}
+/** Starts the HTTP port of `view` (the coordinator's {@link HttpPortFactory}). */
+export const startHttpPort: HttpPortFactory = (view, settings) => HttpServer.start(view, settings);
 
-export class MetricsServer {
-  readonly metrics: CoordinatorMetrics;
+export class HttpServer implements HttpPort {
   readonly #server: Server;
-  readonly #source: DashboardSource;
+  readonly #view: CoordinatorView;
+  readonly #metrics: MetricsText;
   readonly #dashboard: Dashboard;
   readonly #hosts: HostPolicy;
   readonly #gate: HttpConnectionGate;
@@ -108,37 +85,38 @@ export class MetricsServer {
   #port = 0;
   #closing: Promise<void> | null = null;
 
-  private constructor(
-    source: DashboardSource,
-    metrics: CoordinatorMetrics,
-    options: MetricsServerOptions,
-  ) {
-    this.#source = source;
-    this.metrics = metrics;
-    this.#dashboard = new Dashboard(source, {
-      maxActiveJobs: options.maxActiveJobs,
-      auth: options.auth ?? null,
-      ...(options.uiDir !== undefined && { uiDir: options.uiDir }),
+  private constructor(view: CoordinatorView, settings: HttpPortSettings) {
+    this.#view = view;
+    this.#metrics = settings.metrics;
+    const report = (event: NetEvent): void => settings.report(event);
+    // Token and session checks, with the coordinator's client tokens.
+    const auth = new HttpAuth(settings.tokens, {
+      secureCookie: settings.tls !== null,
+      onRefused: (remote, reason) => report({ type: 'auth.refused', port: 'http', remote, reason }),
+    });
+    this.#dashboard = new Dashboard(view, {
+      maxActiveJobs: settings.maxActiveJobs,
+      auth,
+      ...(settings.uiDir !== undefined && { uiDir: settings.uiDir }),
     });
     this.#hosts = new HostPolicy({
-      allowedHosts: options.allowedHosts ?? [],
-      ownNames: options.ownNames ?? [],
+      allowedHosts: settings.allowedHosts,
+      ownNames: settings.ownNames,
     });
-    const limits = { ...HTTP_LIMITS, ...options.limits };
-    const report = options.onEvent ?? (() => undefined);
+    const limits = { ...HTTP_LIMITS, ...settings.limits };
     this.#gate = new HttpConnectionGate(
       { maxConnections: limits.maxConnections, maxPerAddress: limits.maxConnectionsPerAddress },
       report,
     );
-    this.#server = this.#createServer(options, limits);
-    const tls = options.tls != null;
+    this.#server = this.#createServer(settings, limits);
+    const tls = settings.tls !== null;
     this.#server.on('connection', (socket: Socket) => this.#gate.admit(socket, tls));
     // A server error after listening must not end the process (none is known
     // to come from a peer: libuv sheds accepts itself when out of descriptors).
     this.#server.on('error', () => undefined);
   }
 
-  #createServer(options: MetricsServerOptions, limits: HttpLimits): Server {
+  #createServer(settings: HttpPortSettings, limits: HttpLimits): Server {
     const handler = (req: IncomingMessage, res: ServerResponse): void => this.#handle(req, res);
     // In the constructor's options, not set afterwards: Node arms its checks
     // of the two timeouts there (set later, a stalled body was held 60-90 s).
@@ -149,14 +127,14 @@ export class MetricsServer {
       keepAliveTimeout: limits.keepAliveTimeoutMs,
       connectionsCheckingInterval: checkingIntervalMs(limits),
     };
-    const tls = options.tls ?? null;
+    const tls = settings.tls;
     if (tls === null) return createServer(http, handler);
     const server = createHttpsServer(
       { ...tls.secureContextOptions, ...http, handshakeTimeout: limits.headersTimeoutMs },
       handler,
     );
     this.#stopReloads = tls.onReload((context) => server.setSecureContext(context));
-    const report = options.onEvent ?? (() => undefined);
+    const report = (event: NetEvent): void => settings.report(event);
     const remoteOf = (socket: TLSSocket): string =>
       `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
     server.on('secureConnection', (socket: TLSSocket) => {
@@ -170,19 +148,12 @@ export class MetricsServer {
     return server;
   }
 
-  /** Creates the metrics for `source` and listens; rejects if the port cannot be bound. */
-  static async start(
-    source: DashboardSource & Partial<NetMetricsSource>,
-    options: MetricsServerOptions,
-  ): Promise<MetricsServer> {
-    const metrics = new CoordinatorMetrics(source, { maxActiveJobs: options.maxActiveJobs });
-    if (source.connectionCounts !== undefined && source.guard !== undefined) {
-      registerNetMetrics(metrics.registry, source as NetMetricsSource);
-    }
-    const self = new MetricsServer(source, metrics, options);
+  /** Listens; rejects if the port cannot be bound. */
+  static async start(view: CoordinatorView, settings: HttpPortSettings): Promise<HttpServer> {
+    const self = new HttpServer(view, settings);
     await new Promise<void>((resolve, reject) => {
       self.#server.once('error', reject);
-      self.#server.listen(options.port, options.host, () => {
+      self.#server.listen(settings.port, settings.host, () => {
         self.#server.off('error', reject);
         self.#port = (self.#server.address() as AddressInfo).port;
         resolve();
@@ -235,7 +206,7 @@ export class MetricsServer {
       res.setHeader('Allow', 'GET');
       reply(res, 405, 'method not allowed\n');
     } else if (path === '/healthz') {
-      const health = healthOf(this.#source);
+      const health = healthOf(this.#view);
       reply(res, health.statusCode, `${JSON.stringify(health.body)}\n`, 'application/json');
     } else if (!this.#dashboard.authorizes(req)) {
       res.setHeader('WWW-Authenticate', 'Bearer realm="dtp"');
@@ -245,9 +216,9 @@ export class MetricsServer {
         'Unauthenticated: send Authorization: Bearer <token>, or POST it to /api/session\n',
       );
     } else {
-      this.metrics
+      this.#metrics
         .text()
-        .then((text) => reply(res, 200, text, this.metrics.contentType))
+        .then((text) => reply(res, 200, text, this.#metrics.contentType))
         .catch((err: unknown) => failed(res, err));
     }
   }

@@ -3,8 +3,8 @@
  * a message containing `NOT_LEADER`, and the leader's `host:port` of the same
  * port kind when known.
  */
-import { ErrorCode } from '../protocol/error-codes.js';
-import type { ErrorMessage } from '../protocol/messages.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import type { ErrorMessage } from '../../protocol/messages.js';
 
 /** The refusal for one port kind; `leader` null = unknown (the field stays out). */
 export function notLeaderError(port: 'worker' | 'client', leader: string | null): ErrorMessage {

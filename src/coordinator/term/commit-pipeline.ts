@@ -11,32 +11,32 @@
  * its replies may report state those batches carry.
  */
 import { performance } from 'node:perf_hooks';
-import type { WriteBatch } from '../store/store.js';
-import type { Effect } from './core/types.js';
+import type { WriteBatch } from '../../store/store.js';
 
-interface Entry {
-  readonly effects: Effect[];
+interface Entry<E> {
+  readonly effects: E[];
   done: boolean;
 }
 
-export interface CommitPipelineHooks {
+/** What a pipeline of effects of type `E` is wired to. */
+export interface CommitPipelineHooks<E> {
   /** Hands a batch to the store. */
   commit(batch: WriteBatch): Promise<void>;
   /** Effects whose batch is durable, in production order. */
-  release(effects: Effect[]): void;
+  release(effects: E[]): void;
   /** A batch is durable (after its effects were released); `durationMs` from hand-off. */
   committed(batchId: number, durationMs: number): void;
   /** A commit failed: the effects of that batch and every later one are dropped, unreleased. */
   failed(err: unknown): void;
 }
 
-export class CommitPipeline {
-  readonly #hooks: CommitPipelineHooks;
-  readonly #queue: Entry[] = [];
+export class CommitPipeline<E> {
+  readonly #hooks: CommitPipelineHooks<E>;
+  readonly #queue: Entry<E>[] = [];
   #idleWaiters: (() => void)[] = [];
   #failed = false;
 
-  constructor(hooks: CommitPipelineHooks) {
+  constructor(hooks: CommitPipelineHooks<E>) {
     this.#hooks = hooks;
   }
 
@@ -46,9 +46,9 @@ export class CommitPipeline {
   }
 
   /** Queues `effects` behind `batch` (null: no writes) and hands the batch to the store. */
-  push(batch: WriteBatch | null, effects: Effect[]): void {
+  push(batch: WriteBatch | null, effects: E[]): void {
     if (this.#failed) return;
-    const entry: Entry = { effects, done: batch === null };
+    const entry: Entry<E> = { effects, done: batch === null };
     this.#queue.push(entry);
     if (batch !== null) {
       const started = performance.now();
@@ -72,7 +72,7 @@ export class CommitPipeline {
 
   #drain(): void {
     while (this.#queue[0]?.done === true) {
-      const entry = this.#queue.shift() as Entry;
+      const entry = this.#queue.shift() as Entry<E>;
       this.#hooks.release(entry.effects);
     }
     if (this.#queue.length === 0) this.#wakeIdle();

@@ -52,13 +52,14 @@ import {
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
-import { DtpError, describeError } from '../protocol/errors.js';
-import { fsReason, openDatabaseFile, type DatabaseFile } from '../store/sqlite/database-file.js';
+import { LocalErrorCode } from '../../protocol/error-codes.js';
+import { DtpError, describeError } from '../../protocol/errors.js';
+import { fsReason, openDatabaseFile, type DatabaseFile } from './database-file.js';
 
 /** Another coordinator holds the database (or the lock cannot be taken). */
 export class DatabaseLockedError extends DtpError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('DATABASE_LOCKED', message, options);
+    super(LocalErrorCode.DatabaseLocked, message, options);
   }
 }
 

@@ -6,6 +6,9 @@
 
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
+/** One day, in ms. */
+export const DAY_MS = UNIT_MS.d;
+
 /** The longest duration accepted: 100 years, in ms (far inside a safe integer). */
 export const MAX_DURATION_MS = 100 * 365 * UNIT_MS.d;
 
@@ -26,7 +29,7 @@ export function parseDuration(text: string): { ms: number } | { error: string } 
 export function formatDurationMs(ms: number): string {
   if (ms < 1_000) return `${Math.round(ms)} ms`;
   if (ms < 60_000) return `${(ms / 1_000).toFixed(ms < 10_000 ? 2 : 1)} s`;
-  if (ms < 3_600_000) return `${(ms / 60_000).toFixed(1)} min`;
-  if (ms < 86_400_000) return `${(ms / 3_600_000).toFixed(1)} h`;
-  return `${(ms / 86_400_000).toFixed(1)} d`;
+  if (ms < UNIT_MS.h) return `${(ms / UNIT_MS.m).toFixed(1)} min`;
+  if (ms < UNIT_MS.d) return `${(ms / UNIT_MS.h).toFixed(1)} h`;
+  return `${(ms / UNIT_MS.d).toFixed(1)} d`;
 }

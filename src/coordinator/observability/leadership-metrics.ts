@@ -3,7 +3,7 @@
  * of the lease it knows of, read when scraped.
  */
 import { Gauge, type Registry } from 'prom-client';
-import type { RoleStatus } from './role.js';
+import type { RoleStatus } from '../leadership/role.js';
 
 const ROLES: readonly RoleStatus['role'][] = ['leader', 'standby'];
 

@@ -2,7 +2,7 @@
  * What a coordinator tells operators about its place among several: its
  * role, the epoch of the lease it knows of, and where the leader is.
  */
-import type { CoreInspection } from './core/core.js';
+import type { CoreInspection } from '../core/core.js';
 
 export interface RoleStatus {
   /** `leader` serves (a lone SQLite coordinator always does); `standby` waits for the lease. */

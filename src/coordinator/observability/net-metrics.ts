@@ -10,7 +10,7 @@ import {
   REFUSAL_LIMITS,
   type NetEvent,
   type PortName,
-} from '../net/net-events.js';
+} from '../../net/net-events.js';
 
 /** What the net metrics read; structural, so this module does not import the coordinator. */
 export interface NetMetricsSource {

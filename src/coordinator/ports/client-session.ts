@@ -25,13 +25,13 @@
  * States: `authenticating` (tokens required, no AUTH yet) -> `open` ->
  * `refused` (AUTH failed; closing). Without tokens it starts `open`.
  */
-import type { Admission } from '../net/admission.js';
-import type { FramedConnection } from '../net/framed-connection.js';
-import type { NetEvent } from '../net/net-events.js';
-import { notAuthFirstReason } from '../net/port-kind.js';
-import { encodeMessage } from '../protocol/codec.js';
-import { ErrorCode } from '../protocol/error-codes.js';
-import type { ClientReply, Message } from '../protocol/messages.js';
+import type { Admission } from '../../net/admission.js';
+import type { FramedConnection } from '../../net/framed-connection.js';
+import type { NetEvent } from '../../net/net-events.js';
+import { notAuthFirstReason } from '../../net/port-kind.js';
+import { encodeMessage } from '../../protocol/codec.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import type { ClientReply, Message } from '../../protocol/messages.js';
 
 /**
  * Unanswered requests per connection, pending WAIT_JOBs not counted, before

@@ -13,14 +13,15 @@
  * `reload()` (SIGHUP) reads the files again; a file that cannot be read or
  * holds no token keeps the tokens it had, and the problem is reported.
  */
+import { LocalErrorCode } from '../../protocol/error-codes.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { DtpError, describeError } from '../protocol/errors.js';
+import { DtpError, describeError } from '../../protocol/errors.js';
 
 /** A token file that cannot be used. Exit-worthy at start; reported on reload. */
 export class TokenFileError extends DtpError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('TOKEN_FILE', message, options);
+    super(LocalErrorCode.TokenFile, message, options);
   }
 }
 

@@ -4,8 +4,8 @@
  *
  * The table below has an entry for every event type; the compiler checks it.
  */
-import type { Logger } from '../observability/logger.js';
-import type { CoreEvent } from './core/types.js';
+import type { Logger } from '../../observability/logger.js';
+import type { CoreEvent } from '../core/types.js';
 
 type Level = 'info' | 'warn';
 type Line = [Level, string, Record<string, unknown>];
@@ -165,11 +165,6 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
 export function formatEvent(event: CoreEvent): Line {
   const format = LINES[event.type] as (e: CoreEvent) => Line;
   return format(event);
-}
-
-/** Whether an event's line can only ever be `info` (exported for tests). */
-export function isInfoOnly(event: CoreEvent): boolean {
-  return INFO_ONLY[event.type];
 }
 
 export function logEvent(log: Logger, event: CoreEvent): void {

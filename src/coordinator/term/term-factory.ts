@@ -1,0 +1,178 @@
+/**
+ * Where terms come from. The coordinator decides when a term starts and
+ * ends; this knows how: which store its database names (store selection is
+ * in src/store/open-store.ts), how to read what recovery needs, how to build
+ * the core from it and commit the recovery, and, on a shared database, how
+ * to run for leadership.
+ *
+ * A term starts in two steps so that the coordinator can bind its ports in
+ * between: {@link TermFactory.prepareSole} (or `prepareElected`) opens the
+ * store and reads, writing nothing; {@link TermFactory.begin} builds the core
+ * and commits the recovery's writes. A coordinator that cannot bind never
+ * writes.
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Logger } from '../../observability/logger.js';
+import {
+  handleOf,
+  openFencedStore,
+  openLease,
+  openSoleStore,
+  type StoreHandle,
+} from '../../store/open-store.js';
+import type { RecoveredState, Store } from '../../store/store.js';
+import { createBuiltinRegistry } from '../../tasks/builtin/index.js';
+import { CoordinatorCore } from '../core/core.js';
+import type { CoreConfig, CoreEvent, PayloadValidator } from '../core/types.js';
+import { LeaderElection, type ElectionHooks } from '../leadership/leader-election.js';
+import type { CoordinatorOptions } from '../options.js';
+import { Term, type TermLease, type TermOutlets } from './term.js';
+import { TimeOrderedIds } from './time-ordered-id.js';
+
+/** Extra wiring for tests and embedding (all optional). */
+export interface TermDeps {
+  /** The store to use instead of the one `databasePath` names (one term, never elected). */
+  store?: Store;
+  validator?: PayloadValidator;
+  /** Epoch milliseconds (default Date.now). */
+  now?: () => number;
+}
+
+/** A store opened for a term, and what it recovered; nothing written yet. */
+export interface PreparedTerm {
+  readonly handle: StoreHandle;
+  readonly stored: RecoveredState;
+  readonly epoch: number | null;
+}
+
+export class TermFactory {
+  readonly #options: CoordinatorOptions;
+  readonly #deps: TermDeps;
+  readonly #outlets: TermOutlets;
+  readonly #log: Logger;
+
+  constructor(options: CoordinatorOptions, deps: TermDeps, outlets: TermOutlets) {
+    this.#options = options;
+    this.#deps = deps;
+    this.#outlets = outlets;
+    this.#log = options.logger;
+  }
+
+  /** Opens the one store of a coordinator that leads alone (locking a SQLite file) and reads it. */
+  async prepareSole(): Promise<PreparedTerm> {
+    const { databasePath, durability } = this.#options;
+    const injected = this.#deps.store;
+    const handle =
+      injected === undefined ? await openSoleStore(databasePath, durability) : handleOf(injected);
+    return this.#read(handle, null);
+  }
+
+  /** Opens the shared store fenced by `epoch` and reads it. */
+  async prepareElected(epoch: number): Promise<PreparedTerm> {
+    return this.#read(await openFencedStore(this.#options.databasePath, epoch), epoch);
+  }
+
+  async #read(handle: StoreHandle, epoch: number | null): Promise<PreparedTerm> {
+    try {
+      return { handle, stored: await handle.store.recover(), epoch };
+    } catch (err) {
+      await handle.close();
+      throw err;
+    }
+  }
+
+  /**
+   * Builds the core from what the store recovered, commits the recovery's
+   * writes, and makes the term (not serving yet). Resolves with the
+   * recovery's events, to be published once the term serves.
+   */
+  async begin(
+    prepared: PreparedTerm,
+    election: LeaderElection | null,
+  ): Promise<{ term: Term; recovered: CoreEvent[] }> {
+    const now = this.#deps.now ?? Date.now;
+    const ids = new TimeOrderedIds(now);
+    const core = new CoordinatorCore(
+      coreConfig(this.#options),
+      { now, newId: () => ids.next(), validator: this.#deps.validator ?? createBuiltinRegistry() },
+      prepared.stored,
+    );
+    const recovered: CoreEvent[] = [];
+    for (const effect of core.takeRecoveryEffects()) {
+      if (effect.kind === 'event') recovered.push(effect.event);
+    }
+    const batch = core.takeBatch();
+    if (batch !== null) {
+      await prepared.handle.store.commit(batch);
+      core.handle({ kind: 'committed', batchId: batch.batchId });
+    }
+    const epoch = prepared.epoch;
+    const term = new Term({
+      handle: prepared.handle,
+      core,
+      epoch,
+      lease: election === null ? null : leaseOf(election),
+      leaderFields: election === null || epoch === null ? null : leaderFields(election, epoch),
+      sweepIntervalMs: this.#options.sweepIntervalMs,
+      outlets: this.#outlets,
+      log: this.#log,
+    });
+    return { term, recovered };
+  }
+
+  /**
+   * Runs for leadership of the shared database, naming this coordinator by
+   * the addresses others should use; `hooks` hear when a term may start and
+   * when it must end.
+   */
+  elect(
+    addresses: { workerAddress: string; clientAddress: string },
+    hooks: ElectionHooks,
+  ): LeaderElection {
+    const options = this.#options;
+    const me = {
+      nodeId: `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`,
+      ...addresses,
+    };
+    const lease = openLease(options.databasePath, Math.max(options.leaseRenewIntervalMs, 1_000));
+    return new LeaderElection(
+      { ttlMs: options.leaseTtlMs, renewIntervalMs: options.leaseRenewIntervalMs },
+      me,
+      lease,
+      hooks,
+      this.#log,
+    );
+  }
+}
+
+/** What WORKER_LIST says of leadership while this coordinator leads under `epoch`. */
+function leaderFields(election: LeaderElection, epoch: number): { leader?: string; epoch: number } {
+  const leader = election.leadership.self.clientAddress;
+  return leader === null ? { epoch } : { leader, epoch };
+}
+
+/** What a term needs of the election it serves under. */
+function leaseOf(election: LeaderElection): TermLease {
+  return {
+    leadsNow: () => election.leadsNow(),
+    check: () => election.check(),
+    fenced: () => election.lost('fenced'),
+  };
+}
+
+function coreConfig(options: CoordinatorOptions): CoreConfig {
+  return {
+    heartbeatTimeoutMs: options.heartbeatTimeoutMs,
+    taskTimeoutMs: options.taskTimeoutMs,
+    defaultMaxAttempts: options.maxAttempts,
+    retryBaseDelayMs: options.retryBaseDelayMs,
+    retryMaxDelayMs: options.retryMaxDelayMs,
+    maxActiveJobs: options.maxActiveJobs,
+    agingStepMs: options.agingStepMs,
+    sweepIntervalMs: options.sweepIntervalMs,
+    retainTerminalMs: options.retainTerminalMs,
+    maxWaitsPerConnection: options.maxWaitsPerConnection,
+    maxWaits: options.maxWaits,
+  };
+}
