@@ -47,6 +47,8 @@ const LABEL_WIDTH = 12;
 const ANSI = { reset: '\x1b[0m', green: '\x1b[32m', red: '\x1b[31m', yellow: '\x1b[33m' };
 
 const STATE_COLOURS: Record<JobState, string | null> = {
+  SCHEDULED: null,
+  WAITING: null,
   QUEUED: null,
   RUNNING: ANSI.yellow,
   RETRY_WAIT: ANSI.yellow,

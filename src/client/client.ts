@@ -27,6 +27,7 @@ import {
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
 import { isTerminalState } from '../protocol/messages.js';
+import { KNOWN_STATES } from '../protocol/job-view.js';
 import type {
   AttemptSnapshot,
   ClientReply,
@@ -225,6 +226,7 @@ export function submitMessage(request: SubmitRequest): SubmitJob {
     idempotencyKey: request.idempotencyKey ?? null,
     priority: request.priority ?? null,
     timeoutMillis: request.timeoutMillis ?? null,
+    knownStates: [...KNOWN_STATES],
   };
 }
 
@@ -339,6 +341,7 @@ export class DtpClient<T extends object = AnyTasks> {
       type: 'GET_JOB_STATUS',
       jobId,
       ...(withAttempts && { attempts: true }),
+      knownStates: [...KNOWN_STATES],
     });
     const status = expectReply('GET_JOB_STATUS', reply, 'JOB_STATUS');
     if (!withAttempts) return status.job;
@@ -429,7 +432,11 @@ export class DtpClient<T extends object = AnyTasks> {
 
   /** Cancels a job; `cancelled` is false when it was already terminal. */
   async cancel(jobId: string): Promise<CancelResult> {
-    const reply = await this.#request({ type: 'CANCEL_JOB', jobId });
+    const reply = await this.#request({
+      type: 'CANCEL_JOB',
+      jobId,
+      knownStates: [...KNOWN_STATES],
+    });
     const { cancelled, job } = expectReply('CANCEL_JOB', reply, 'JOB_CANCEL');
     return { cancelled, job };
   }
@@ -442,6 +449,7 @@ export class DtpClient<T extends object = AnyTasks> {
       limit: query.limit ?? null,
       state: query.state ?? null,
       cursor: local ? null : (query.cursor ?? null),
+      knownStates: [...KNOWN_STATES],
     });
     const { jobs, nextCursor } = expectReply('LIST_JOBS', reply, 'JOB_LIST');
     if (queryIgnored(query, jobs)) this.#learned(V1_FEATURES);
@@ -520,6 +528,7 @@ export class DtpClient<T extends object = AnyTasks> {
       type: 'WAIT_JOB',
       jobId,
       timeoutMillis: timeoutMs,
+      knownStates: [...KNOWN_STATES],
     });
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       // A v1 coordinator closes the connection after such an answer: do not

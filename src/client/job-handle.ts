@@ -47,6 +47,8 @@ export function settledValue<R = JsonValue>(job: JobSnapshot): R {
       throw new JobFailedError(job);
     case 'CANCELLED':
       throw new JobCancelledError(job);
+    case 'SCHEDULED':
+    case 'WAITING':
     case 'QUEUED':
     case 'RUNNING':
     case 'RETRY_WAIT':

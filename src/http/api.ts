@@ -9,6 +9,7 @@
 import type { CoordinatorView, CoreInspection } from '../coordinator/view.js';
 import { parseDuration } from '../protocol/duration.js';
 import { ErrorCode, remoteCode } from '../protocol/error-codes.js';
+import { KNOWN_STATES } from '../protocol/job-view.js';
 import type { ClientReply, JobSnapshot, JobState, WorkerSnapshot } from '../protocol/messages.js';
 import type { ActivityLog, ActivitySeries } from './activity.js';
 import { onlyFields, terminalState, type QueryParams } from './params.js';
@@ -135,6 +136,7 @@ export async function listJobs(ctx: ApiContext, query: QueryParams): Promise<Job
     state: filters.state,
     cursor,
     taskType: filters.taskType,
+    knownStates: [...KNOWN_STATES],
   });
   const { jobs, nextCursor } = expect(reply, 'JOB_LIST');
   return { jobs, nextCursor };
@@ -155,6 +157,7 @@ async function searchJobs(
       cursor: null,
       taskType: filters.taskType,
       idempotencyKey: text,
+      knownStates: [...KNOWN_STATES],
     }),
   ]);
   const found: JobSnapshot[] = [];

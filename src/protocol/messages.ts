@@ -18,7 +18,11 @@
  * out when it is null, so a v1 peer never sees it unless it carries a value.
  */
 
-/** The six job states. */
+/**
+ * The job states. The first six are version 1's; `SCHEDULED` (waiting for
+ * its time) and `WAITING` (waiting for other jobs) are extensions, shown only
+ * to clients that list them in `knownStates` (see job-view.ts).
+ */
 export const JOB_STATES = [
   'QUEUED',
   'RUNNING',
@@ -26,8 +30,21 @@ export const JOB_STATES = [
   'COMPLETED',
   'FAILED',
   'CANCELLED',
+  'SCHEDULED',
+  'WAITING',
 ] as const;
 export type JobState = (typeof JOB_STATES)[number];
+
+/** The states of wire protocol v1: every client understands these. */
+export const V1_JOB_STATES = [
+  'QUEUED',
+  'RUNNING',
+  'RETRY_WAIT',
+  'COMPLETED',
+  'FAILED',
+  'CANCELLED',
+] as const satisfies readonly JobState[];
+export type V1JobState = (typeof V1_JOB_STATES)[number];
 
 /** Base priorities, highest first. */
 export const PRIORITIES = ['HIGH', 'NORMAL', 'LOW'] as const;
@@ -222,6 +239,11 @@ export interface SubmitJob {
   priority: Priority | null;
   /** Extension: per-attempt execution deadline, 1..86400000 ms; null = the coordinator's. */
   timeoutMillis?: number | null;
+  /**
+   * Extension: the job states beyond v1's six that this client understands
+   * (job-view.ts); a state it does not list is shown as its v1 equivalent.
+   */
+  knownStates?: string[] | null;
 }
 export interface JobSubmitted {
   type: 'JOB_SUBMITTED';
@@ -245,6 +267,11 @@ export interface GetJobStatus {
   attempts?: boolean | null;
   /** Extension: also return the submitted payload (`JOB_STATUS.payload`). */
   payload?: boolean | null;
+  /**
+   * Extension: the job states beyond v1's six that this client understands
+   * (job-view.ts); a state it does not list is shown as its v1 equivalent.
+   */
+  knownStates?: string[] | null;
 }
 export interface JobStatus {
   type: 'JOB_STATUS';
@@ -274,6 +301,11 @@ export interface ListJobs {
    * zero or one job, `nextCursor` null; the other filters still apply).
    */
   idempotencyKey?: string | null;
+  /**
+   * Extension: the job states beyond v1's six that this client understands
+   * (job-view.ts); a state it does not list is shown as its v1 equivalent.
+   */
+  knownStates?: string[] | null;
 }
 export interface JobList {
   type: 'JOB_LIST';
@@ -296,6 +328,11 @@ export interface WorkerList {
 export interface CancelJob {
   type: 'CANCEL_JOB';
   jobId: string;
+  /**
+   * Extension: the job states beyond v1's six that this client understands
+   * (job-view.ts); a state it does not list is shown as its v1 equivalent.
+   */
+  knownStates?: string[] | null;
 }
 export interface JobCancel {
   type: 'JOB_CANCEL';
@@ -308,6 +345,11 @@ export interface WaitJob {
   jobId: string;
   /** null: the server default. */
   timeoutMillis: number | null;
+  /**
+   * Extension: the job states beyond v1's six that this client understands
+   * (job-view.ts); a state it does not list is shown as its v1 equivalent.
+   */
+  knownStates?: string[] | null;
 }
 
 /** Extension: the first frame on a client connection when the coordinator has client tokens. */

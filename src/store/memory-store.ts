@@ -165,7 +165,7 @@ export class MemoryStore implements Store {
   #list(query: ListQuery): JobRecord[] {
     return [...this.#jobs.values()]
       .filter((job) => query.beforeSeq === null || job.seq < query.beforeSeq)
-      .filter((job) => query.state === null || job.state === query.state)
+      .filter((job) => query.states === null || query.states.includes(job.state))
       .filter((job) => query.taskType === null || job.taskType === query.taskType)
       .sort((a, b) => b.seq - a.seq)
       .slice(0, query.limit)

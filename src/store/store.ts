@@ -83,8 +83,8 @@ export interface WriteBatch {
 export interface ListQuery {
   /** Only rows with seq below this (the cursor); null = from the newest. */
   beforeSeq: number | null;
-  /** Only rows in this state; null = all. */
-  state: JobState | null;
+  /** Only rows in one of these states; null = all. */
+  states: readonly JobState[] | null;
   /** Only rows of this task type; null = all. */
   taskType: string | null;
   /** At most this many rows. */

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Page } from 'playwright-core';
+import type { Page, Request } from 'playwright-core';
 import type { Worker } from '../../src/worker/worker.js';
 import { browserSkipReason, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { ScriptProcess } from '../helpers/processes.js';
@@ -222,6 +222,52 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
     await page.fill('[data-testid=job-filters] input[name=search]', ids[7] as string);
     await page.click('[data-testid=job-filters] button[type=submit]');
     await until(async () => (await rowIds()).join() === ids[7], { timeoutMs: 5_000 });
+  });
+
+  it('shows the answer to the newest filter even when an older answer arrives after it', async () => {
+    const marker = await client.submit('LATE_UI', { n: 1 });
+    await client.submit('NOISE_UI', { n: 2 }); // newer: the unfiltered page shows it first
+    // Hold back the first, unfiltered, list request until the filtered one was answered.
+    let releaseFirst: () => void = () => undefined;
+    const firstHeld = new Promise<void>((resolve) => {
+      releaseFirst = resolve;
+    });
+    let filteredAnswered: () => void = () => undefined;
+    const filteredDone = new Promise<void>((resolve) => {
+      filteredAnswered = resolve;
+    });
+    let held: Request | null = null;
+    await page.route('**/api/jobs?*', async (route) => {
+      const url = new URL(route.request().url());
+      if (!url.searchParams.has('type') && held === null) {
+        held = route.request();
+        await firstHeld;
+        await route.continue();
+        return;
+      }
+      const response = await route.fetch();
+      await route.fulfill({ response });
+      if (url.searchParams.get('type') === 'LATE_UI') filteredAnswered();
+    });
+    try {
+      await page.goto(`${base}#/jobs`);
+      const late = await until(() => held, { timeoutMs: 5_000 });
+      await page.fill('[data-testid=job-filters] input[name=type]', 'LATE_UI');
+      await page.click('[data-testid=job-filters] button[type=submit]');
+      await filteredDone;
+      releaseFirst();
+      await page.waitForSelector(row(marker));
+      // The late unfiltered answer lists jobs of other types: once the page has
+      // read it and rendered (two frames), it must not have replaced the rows.
+      await (await late.response())?.finished();
+      await page.evaluate(
+        'new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))',
+      );
+      assert.deepEqual(await attributes('[data-testid=job-row]', 'data-job-id'), [marker]);
+    } finally {
+      releaseFirst();
+      await page.unroute('**/api/jobs?*');
+    }
   });
 
   it('shows two attempts on the job page after the first worker was killed', async () => {

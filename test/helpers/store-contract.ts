@@ -67,13 +67,18 @@ async function getJob(store: Store, jobId: string, withAttempts = false) {
 
 async function list(
   store: Store,
-  query: Partial<{ beforeSeq: number; state: JobRecord['state']; taskType: string; limit: number }>,
+  query: Partial<{
+    beforeSeq: number;
+    states: JobRecord['state'][];
+    taskType: string;
+    limit: number;
+  }>,
 ) {
   const result = await store.read({
     op: 'list',
     query: {
       beforeSeq: query.beforeSeq ?? null,
-      state: query.state ?? null,
+      states: query.states ?? null,
       taskType: query.taskType ?? null,
       limit: query.limit ?? 100,
     },
@@ -222,7 +227,7 @@ export function describeStoreContract(backend: StoreBackend): void {
         .filter((r) => r.state === 'QUEUED')
         .map((r) => r.seq)
         .reverse();
-      assert.deepEqual(seqs(await list(store, { state: 'QUEUED' })), queued);
+      assert.deepEqual(seqs(await list(store, { states: ['QUEUED'] })), queued);
       const resize = rows
         .filter((r) => r.taskType === 'resize')
         .map((r) => r.seq)
@@ -232,7 +237,15 @@ export function describeStoreContract(backend: StoreBackend): void {
         .filter((r) => r.taskType === 'SHA256' && r.state === 'QUEUED')
         .map((r) => r.seq)
         .reverse();
-      assert.deepEqual(seqs(await list(store, { taskType: 'SHA256', state: 'QUEUED' })), both);
+      assert.deepEqual(seqs(await list(store, { taskType: 'SHA256', states: ['QUEUED'] })), both);
+      const either = rows
+        .filter((r) => r.state === 'QUEUED' || r.state === 'COMPLETED')
+        .map((r) => r.seq)
+        .reverse();
+      assert.deepEqual(
+        seqs(await list(store, { states: ['QUEUED', 'COMPLETED'], limit: 100 })),
+        either,
+      );
     });
 
     it('purges only terminal jobs of one state finished before the bound, with their attempts and keys', async () => {

@@ -29,6 +29,19 @@ export function useLiveValue<K extends 'overview' | 'workers'>(
   return { value, error };
 }
 
+/**
+ * Orders the answers of overlapping requests: `begin()` marks a new request and
+ * returns a check that stays true only while no newer one was begun, so an
+ * answer that arrives after a newer request's is dropped instead of shown.
+ */
+export function useLatestRequest(): () => () => boolean {
+  const latest = useRef(0);
+  return () => {
+    const seq = ++latest.current;
+    return () => seq === latest.current;
+  };
+}
+
 /** Subscribes to a live event for the component's lifetime. */
 export function useLive<K extends LiveEventName>(
   name: K,

@@ -9,6 +9,7 @@
  * request order per connection; the shell sees to that).
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { StateView } from '../../protocol/job-view.js';
 import { MAX_FRAME_BYTES } from '../../protocol/framing.js';
 import {
   isTerminalState,
@@ -265,7 +266,12 @@ function listJobs(s: CoreState, connId: number, requestId: number, msg: ListJobs
   if (beforeSeq === undefined) return invalid('malformed cursor');
   if (msg.limit !== null && msg.limit < 1) return invalid('limit must be at least 1');
   const limit = Math.min(msg.limit ?? MAX_LIST_LIMIT, MAX_LIST_LIMIT);
-  const query: ListQuery = { beforeSeq, state: msg.state, taskType: msg.taskType ?? null, limit };
+  const view = StateView.of(msg.knownStates);
+  if (msg.state !== null && !view.knows(msg.state)) {
+    return invalid(`state ${msg.state} is not in this request's knownStates`);
+  }
+  const states = msg.state === null ? null : view.matchedBy(msg.state);
+  const query: ListQuery = { beforeSeq, states, taskType: msg.taskType ?? null, limit };
   const key = msg.idempotencyKey ?? null;
   if (key !== null) return listByKey(s, connId, requestId, query, key);
   // Every overlay row can hide one stored row, so ask for that many more.
@@ -320,7 +326,7 @@ export function listKeyDone(
 
 function matches(row: Readonly<JobRecord>, query: ListQuery): boolean {
   if (query.beforeSeq !== null && row.seq >= query.beforeSeq) return false;
-  if (query.state !== null && row.state !== query.state) return false;
+  if (query.states !== null && !query.states.includes(row.state)) return false;
   return query.taskType === null || row.taskType === query.taskType;
 }
 

@@ -1,6 +1,8 @@
 /**
  * The job state machine. This file is the only place a job's `state` changes.
  *
+ *   SCHEDULED   -> QUEUED (its run-at time came), CANCELLED
+ *   WAITING     -> QUEUED, SCHEDULED (its parents completed), CANCELLED
  *   QUEUED      -> RUNNING (assigned), CANCELLED
  *   RUNNING     -> COMPLETED, FAILED, RETRY_WAIT, CANCELLED,
  *                  QUEUED (only when recovering from a coordinator restart)
@@ -16,6 +18,8 @@ import type { CoreJob, Lease } from './job.js';
 export { JOB_STATES, isTerminalState, type JobState };
 
 const LEGAL: Readonly<Record<JobState, readonly JobState[]>> = {
+  SCHEDULED: ['QUEUED', 'CANCELLED'],
+  WAITING: ['QUEUED', 'SCHEDULED', 'CANCELLED'],
   QUEUED: ['RUNNING', 'CANCELLED'],
   RUNNING: ['COMPLETED', 'FAILED', 'RETRY_WAIT', 'QUEUED', 'CANCELLED'],
   RETRY_WAIT: ['QUEUED', 'CANCELLED'],

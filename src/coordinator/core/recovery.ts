@@ -57,6 +57,10 @@ function recoverJob(s: CoreState, job: CoreJob, interruption: string): void {
         throw new Error(`store returned RUNNING job ${job.jobId} without a lease`);
       recoverRunning(s, job, interruption);
       return;
+    case 'SCHEDULED':
+    case 'WAITING':
+      // Nothing makes these states yet; the features that do recover them.
+      throw new Error(`store returned ${job.state} job ${job.jobId}, which this build cannot run`);
     case 'COMPLETED':
     case 'FAILED':
     case 'CANCELLED':

@@ -31,6 +31,7 @@ import type { NetEvent } from '../../net/net-events.js';
 import { notAuthFirstReason } from '../../net/port-kind.js';
 import { encodeMessage } from '../../protocol/codec.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { StateView } from '../../protocol/job-view.js';
 import type { ClientReply, Message } from '../../protocol/messages.js';
 
 /**
@@ -97,6 +98,11 @@ export class ClientSession {
   #readThisTurn = 0;
   /** Request ids of unanswered LIST_JOBS. */
   readonly #lists = new Set<number>();
+  /**
+   * The state views of unanswered requests whose client does not know every
+   * job state (job-view.ts); a request absent here is shown everything.
+   */
+  readonly #views = new Map<number, StateView>();
   /** Request ids of the WAIT_JOBs the core holds (answered later, not in flight). */
   readonly #held = new Set<number>();
   readonly #onBlockedByWait: () => void;
@@ -213,6 +219,8 @@ export class ClientSession {
     const requestId = this.#nextRequestId++;
     this.#lastActivityMs = Date.now();
     if (msg?.type === 'LIST_JOBS') this.#lists.add(requestId);
+    const view = msg === undefined ? StateView.ALL : viewOf(msg);
+    if (!view.showsAll) this.#views.set(requestId, view);
     if (this.#readThisTurn++ === 0) {
       setImmediate(() => {
         this.#readThisTurn = 0;
@@ -247,7 +255,7 @@ export class ClientSession {
    */
   staged(requestId: number, msg: ClientReply): void {
     if (!this.conn.isOpen || this.#staged.has(requestId)) return;
-    const frame = encodeMessage(msg);
+    const frame = encodeMessage(this.#shown(requestId, msg));
     this.#staged.set(requestId, { msg, frame });
     this.#stagedBytes += frame.length;
     this.#checkFlow();
@@ -294,6 +302,7 @@ export class ClientSession {
       this.#send(this.#nextReplyId, next);
       this.#lists.delete(this.#nextReplyId);
       this.#held.delete(this.#nextReplyId);
+      this.#views.delete(this.#nextReplyId);
       this.#nextReplyId++;
     }
     if (this.inFlight === 0) this.#lastActivityMs = Date.now();
@@ -311,7 +320,13 @@ export class ClientSession {
         return;
       }
     }
-    this.conn.send(reply);
+    this.conn.send(this.#shown(requestId, reply));
+  }
+
+  /** The reply as the requesting client is shown it (its known job states). */
+  #shown(requestId: number, reply: ClientReply): ClientReply {
+    const view = this.#views.get(requestId);
+    return view === undefined ? reply : view.reply(reply);
   }
 
   /** Pauses or resumes reading as the in-flight counts and unsent bytes say. */
@@ -399,4 +414,15 @@ export class ClientSession {
     this.#lists.clear();
     this.#held.clear();
   }
+}
+
+/** The job states a request's client understands (requests without snapshots: all). */
+function viewOf(msg: Message): StateView {
+  const carriesSnapshots =
+    msg.type === 'SUBMIT_JOB' ||
+    msg.type === 'GET_JOB_STATUS' ||
+    msg.type === 'LIST_JOBS' ||
+    msg.type === 'CANCEL_JOB' ||
+    msg.type === 'WAIT_JOB';
+  return carriesSnapshots ? StateView.of(msg.knownStates) : StateView.ALL;
 }

@@ -324,9 +324,10 @@ async function listJobs(client: pg.ClientBase, query: ListQuery): Promise<JobRec
     values.push(query.beforeSeq);
     where.push(`seq < $${values.length}`);
   }
-  if (query.state !== null) {
-    values.push(query.state);
-    where.push(`state = $${values.length}`);
+  if (query.states !== null) {
+    values.push(...query.states);
+    const first = values.length - query.states.length + 1;
+    where.push(`state IN (${query.states.map((_, i) => `$${first + i}`).join(', ')})`);
   }
   if (query.taskType !== null) {
     values.push(query.taskType);

@@ -211,9 +211,9 @@ export class SqliteStore implements Store {
       where.push('seq < ?');
       params.push(query.beforeSeq);
     }
-    if (query.state !== null) {
-      where.push('state = ?');
-      params.push(query.state);
+    if (query.states !== null) {
+      where.push(`state IN (${query.states.map(() => '?').join(', ')})`);
+      params.push(...query.states);
     }
     if (query.taskType !== null) {
       where.push('task_type = ?');

@@ -12,7 +12,7 @@ import { OutcomeBadge, StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
 import { AttemptTimeline } from '../components/timeline.js';
 import { formatDurationMs, formatTime, prettyJson } from '../format.js';
-import { useLive, useNow } from '../hooks.js';
+import { useLatestRequest, useLive, useNow } from '../hooks.js';
 import { jobHref, navigate } from '../router.js';
 
 type Action = 'cancel' | 'rerun';
@@ -195,13 +195,17 @@ function Body({ details, onChanged }: { details: JobDetails; onChanged: () => vo
 export function JobPage({ jobId }: { jobId: string }) {
   const [details, setDetails] = useState<JobDetails | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const begin = useLatestRequest();
   const load = (): void => {
+    const current = begin();
     api.job(jobId).then(
       (d) => {
+        if (!current()) return;
         setDetails(d);
         setError(null);
       },
       (err: unknown) =>
+        current() &&
         setError(
           err instanceof ApiError && err.status === 404
             ? `No job ${jobId} (it may have been purged).`

@@ -3,7 +3,7 @@
  * idempotency key, cursor paging (newest first), live refresh of what is on
  * screen, and purge of old terminal jobs behind a confirmation.
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import {
   JOB_STATES,
   TERMINAL_STATES,
@@ -14,7 +14,7 @@ import { api, type JobPage } from '../api.js';
 import { StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
 import { formatTime, shortId } from '../format.js';
-import { useLive, useThrottled } from '../hooks.js';
+import { useLatestRequest, useLive, useThrottled } from '../hooks.js';
 import { jobHref, jobsHref, navigate } from '../router.js';
 
 export const PAGE_SIZE = 25;
@@ -38,7 +38,14 @@ function FilterBar({ filters }: { filters: Filters }) {
   const [state, setState] = useState(filters.state ?? '');
   const [type, setType] = useState(filters.type ?? '');
   const [search, setSearch] = useState(filters.search ?? '');
+  // Follow the route when it changes (Clear, back, a link), but not on the
+  // first render: the fields start from it already, and a reset then could
+  // wipe what was typed between the first paint and the effect.
+  const shownKey = useRef(`${filters.state}|${filters.type}|${filters.search}`);
   useEffect(() => {
+    const key = `${filters.state}|${filters.type}|${filters.search}`;
+    if (shownKey.current === key) return;
+    shownKey.current = key;
     setState(filters.state ?? '');
     setType(filters.type ?? '');
     setSearch(filters.search ?? '');
@@ -212,15 +219,21 @@ export function JobsPage({ params }: { params: URLSearchParams }) {
   const [notice, setNotice] = useState<string | null>(null);
   const cursor = cursors.at(-1);
 
+  const begin = useLatestRequest();
   const load = (): void => {
+    const current = begin();
     api
       .jobs({ ...filters, cursor, limit: filters.search === undefined ? PAGE_SIZE : undefined })
       .then(
         (p) => {
+          if (!current()) return;
           setPage(p);
           setError(null);
         },
-        (err: unknown) => setError(err instanceof Error ? err.message : String(err)),
+        (err: unknown) => {
+          if (!current()) return;
+          setError(err instanceof Error ? err.message : String(err));
+        },
       );
   };
   const reload = useThrottled(load, 300);
