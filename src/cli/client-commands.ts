@@ -9,7 +9,7 @@
  * (`submit resize --payload '{"width":80}'`, `--payload-file f`, `-` = stdin).
  */
 import { MAX_TIMER_MS } from '../common/bounds.js';
-import { MAX_PORT } from '../protocol/limits.js';
+import { MAX_PARENTS, MAX_PORT } from '../protocol/limits.js';
 import { checkSubmitSize } from '../client/client.js';
 import type { DtpClient, SubmitRequest, SubmitResult } from '../client/client.js';
 import {
@@ -23,7 +23,12 @@ import {
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
 import { parseDuration } from '../protocol/duration.js';
-import { JOB_STATES, PRIORITIES, TERMINAL_STATES } from '../protocol/messages.js';
+import {
+  JOB_STATES,
+  PARENT_FAILURE_POLICIES,
+  PRIORITIES,
+  TERMINAL_STATES,
+} from '../protocol/messages.js';
 import type { JobSnapshot, JsonObject } from '../protocol/messages.js';
 import {
   BUILTIN_TASK_LIST,
@@ -31,7 +36,7 @@ import {
   type PayloadFieldSpec,
 } from '../protocol/task-types.js';
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
-import { UsageError } from './flags.js';
+import { UsageError, splitList } from './flags.js';
 import { DIALLER_SECURITY_FLAGS } from './security-flags.js';
 import type { ConnectionSecurity } from '../client/connection.js';
 import type { FlagSpec, FlagValues } from './flags.js';
@@ -137,6 +142,19 @@ export const SUBMIT_FLAGS: readonly FlagSpec[] = [
     max: MAX_TASK_TIMEOUT_MS,
     defaultLabel: "the coordinator's",
     help: "this job's execution deadline per attempt",
+  },
+  {
+    name: 'depends-on',
+    type: 'string',
+    placeholder: 'id[,id...]',
+    help: `WAITING until these jobs (at most ${MAX_PARENTS}) COMPLETED`,
+  },
+  {
+    name: 'on-parent-failure',
+    type: 'enum',
+    values: PARENT_FAILURE_POLICIES,
+    defaultLabel: 'cancel',
+    help: 'what a parent that FAILED or was CANCELLED does to the job',
   },
   {
     name: 'submit-retries',
@@ -286,6 +304,24 @@ function servingWarning(result: SubmitResult): string | null {
   );
 }
 
+/** `--depends-on` and `--on-parent-failure`, checked before anything is sent. */
+function parentsOf(
+  values: CommandContext['values'],
+): Pick<SubmitRequest, 'dependsOn' | 'onParentFailure'> {
+  const given = values.optionalString('depends-on');
+  const policy = values.optionalEnum('on-parent-failure', PARENT_FAILURE_POLICIES) ?? null;
+  if (given === undefined) {
+    if (policy !== null) throw new UsageError('--on-parent-failure needs --depends-on');
+    return {};
+  }
+  const dependsOn = splitList(given);
+  if (dependsOn.length === 0) throw new UsageError('--depends-on must name at least one job id');
+  if (new Set(dependsOn).size > MAX_PARENTS) {
+    throw new UsageError(`--depends-on names ${dependsOn.length} jobs; at most ${MAX_PARENTS}`);
+  }
+  return { dependsOn, onParentFailure: policy };
+}
+
 /** `submit`: `task` is the shortcut used, or null for `submit <TYPE> --payload`. */
 async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<CommandOutput> {
   const { values } = ctx;
@@ -307,6 +343,7 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     idempotencyKey: key ?? null,
     priority: values.optionalEnum('priority', PRIORITIES) ?? null,
     timeoutMillis: values.optionalInt('task-timeout-millis') ?? null,
+    ...parentsOf(values),
   };
   // Too large for a frame is bad input: say so before connecting at all.
   checkSubmitSize(request);

@@ -23,10 +23,11 @@ import { setTimeout as sleepMs } from 'node:timers/promises';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import {
   MAX_ATTEMPTS_LIMIT,
+  MAX_PARENTS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { isTerminalState } from '../protocol/messages.js';
+import { PARENT_FAILURE_POLICIES, isTerminalState } from '../protocol/messages.js';
 import { KNOWN_STATES } from '../protocol/job-view.js';
 import type {
   AttemptSnapshot,
@@ -35,6 +36,7 @@ import type {
   JobSnapshot,
   JsonObject,
   JsonValue,
+  ParentFailurePolicy,
   Priority,
   SubmitJob,
   TerminalState,
@@ -124,6 +126,10 @@ export interface JobOptions {
   idempotencyKey?: string;
   /** This job's execution deadline per attempt, 1..86400000 ms (default: the coordinator's). */
   timeoutMillis?: number;
+  /** Ids of existing jobs this one waits for (1..1000): WAITING until all COMPLETED. */
+  dependsOn?: readonly string[];
+  /** What a parent ending FAILED or CANCELLED does to this job (default `cancel`). */
+  onParentFailure?: ParentFailurePolicy;
 }
 
 /** Options of {@link DtpClient.submit}: the job's, the retry policy's, and a schema. */
@@ -144,6 +150,10 @@ export interface SubmitRequest {
   priority?: Priority | null;
   /** Per-attempt execution deadline, 1..86400000 ms; absent or null: the coordinator's. */
   timeoutMillis?: number | null;
+  /** Ids of existing jobs this one waits for (1..1000); absent, null or empty: none. */
+  dependsOn?: readonly string[] | null;
+  /** Absent or null: `cancel`. */
+  onParentFailure?: ParentFailurePolicy | null;
 }
 
 /** Same as {@link JobHandle}: what a submission returns. */
@@ -213,7 +223,28 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
     idempotencyKey: options.idempotencyKey ?? null,
     priority: options.priority ?? null,
     timeoutMillis: options.timeoutMillis ?? null,
+    dependsOn: checkedParents(options.dependsOn),
+    onParentFailure: checkedPolicy(options.onParentFailure),
   };
+}
+
+function checkedParents(dependsOn: readonly string[] | null | undefined): string[] | null {
+  if (dependsOn === undefined || dependsOn === null) return null;
+  if (!Array.isArray(dependsOn) || dependsOn.some((id) => typeof id !== 'string' || id === '')) {
+    throw new TypeError('dependsOn must be an array of job ids');
+  }
+  if (dependsOn.length > MAX_PARENTS) {
+    throw new RangeError(`dependsOn names ${dependsOn.length} jobs; at most ${MAX_PARENTS}`);
+  }
+  return dependsOn.length === 0 ? null : Array.from(dependsOn, String);
+}
+
+function checkedPolicy(policy: ParentFailurePolicy | null | undefined): ParentFailurePolicy | null {
+  if (policy === undefined || policy === null) return null;
+  if (!PARENT_FAILURE_POLICIES.includes(policy)) {
+    throw new RangeError(`onParentFailure must be cancel or run, got ${String(policy)}`);
+  }
+  return policy;
 }
 
 /** The SUBMIT_JOB message of a submission. */
@@ -227,6 +258,14 @@ export function submitMessage(request: SubmitRequest): SubmitJob {
     priority: request.priority ?? null,
     timeoutMillis: request.timeoutMillis ?? null,
     knownStates: [...KNOWN_STATES],
+    ...(request.dependsOn === undefined ||
+    request.dependsOn === null ||
+    request.dependsOn.length === 0
+      ? {}
+      : { dependsOn: [...request.dependsOn] }),
+    ...(request.onParentFailure === undefined || request.onParentFailure === null
+      ? {}
+      : { onParentFailure: request.onParentFailure }),
   };
 }
 

@@ -17,6 +17,7 @@ import { encodeTextFrame } from './framing.js';
 import {
   ATTEMPT_OUTCOMES,
   JOB_STATES,
+  PARENT_FAILURE_POLICIES,
   PRIORITIES,
   RESULT_FORMATS,
   type AttemptSnapshot,
@@ -26,6 +27,7 @@ import {
   type Message,
   type MessageOf,
   type MessageType,
+  type ParentResult,
   type WorkerSnapshot,
 } from './messages.js';
 
@@ -235,6 +237,16 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   resultFormat: optional(resultFormatCodec),
   timeoutMillis: optional(intCodec),
   idempotencyKey: optional(stringCodec),
+  dependsOn: optional(arrayOf(stringCodec)),
+});
+
+export const parentResultCodec: Codec<ParentResult> = recordCodec<ParentResult>({
+  jobId: stringCodec,
+  taskType: stringCodec,
+  state: jobStateCodec,
+  result: nullable(stringCodec),
+  resultFormat: optional(resultFormatCodec),
+  omitted: optional(boolCodec),
 });
 
 const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
@@ -264,6 +276,7 @@ const SCHEMAS: Schemas = {
     heartbeatAck: optional(boolCodec),
     prefetch: optional(intCodec),
     heldAttempts: optional(arrayOf(heldAttemptCodec)),
+    parents: optional(boolCodec),
   },
   WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },
@@ -276,6 +289,7 @@ const SCHEMAS: Schemas = {
     payload: objectCodec,
     timeoutMillis: optional(intCodec),
     maxAttempts: optional(intCodec),
+    parents: optional(arrayOf(parentResultCodec)),
   },
   TASK_CANCEL: { jobId: stringCodec, attemptId: stringCodec },
   TASK_RESULT: {
@@ -298,6 +312,8 @@ const SCHEMAS: Schemas = {
     priority: nullable(priorityCodec),
     timeoutMillis: optional(intCodec),
     knownStates: optional(arrayOf(stringCodec)),
+    dependsOn: optional(arrayOf(stringCodec)),
+    onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
   },
   JOB_SUBMITTED: {
     jobId: stringCodec,

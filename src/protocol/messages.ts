@@ -86,6 +86,25 @@ export interface JobSnapshot {
   timeoutMillis?: number | null;
   /** Extension: the idempotency key it was submitted with. */
   idempotencyKey?: string | null;
+  /** Extension: the jobs this one waits for (their ids, in the order given); absent = none. */
+  dependsOn?: string[] | null;
+}
+
+/** What a dependent does when a parent ends FAILED or CANCELLED: `cancel` (the default) or `run`. */
+export const PARENT_FAILURE_POLICIES = ['cancel', 'run'] as const;
+export type ParentFailurePolicy = (typeof PARENT_FAILURE_POLICIES)[number];
+
+/** Extension (`parents`): one parent of an assigned job, as its handler reads it. */
+export interface ParentResult {
+  jobId: string;
+  taskType: string;
+  /** The parent's final state (COMPLETED, or FAILED/CANCELLED for a dependent that runs anyway). */
+  state: JobState;
+  /** Its result text; null when it did not complete, or when `omitted`. */
+  result: string | null;
+  resultFormat?: ResultFormat | null;
+  /** True when the result was left out to keep the assignment within its bound. */
+  omitted?: boolean | null;
 }
 
 /** `text` (the default) or `json`: see {@link JobSnapshot.resultFormat}. */
@@ -158,6 +177,8 @@ export interface WorkerRegister {
    * is still current to this session and cancels the others.
    */
   heldAttempts?: HeldAttempt[] | null;
+  /** Extension: send the parents' results with each assignment (`TASK_ASSIGN.parents`). */
+  parents?: boolean | null;
 }
 
 /** One attempt a re-registering worker still holds. */
@@ -193,6 +214,8 @@ export interface TaskAssign {
   timeoutMillis?: number | null;
   /** Extension (`assignLimits`): the job's attempt limit. */
   maxAttempts?: number | null;
+  /** Extension (`parents`, to a worker that asked): the job's parents, in `dependsOn` order. */
+  parents?: ParentResult[] | null;
 }
 export interface TaskCancel {
   type: 'TASK_CANCEL';
@@ -244,6 +267,10 @@ export interface SubmitJob {
    * (job-view.ts); a state it does not list is shown as its v1 equivalent.
    */
   knownStates?: string[] | null;
+  /** Extension: ids of existing jobs this one waits for (1..1000); absent = none. */
+  dependsOn?: string[] | null;
+  /** Extension: what a parent's failure does to this job; absent = `cancel`. */
+  onParentFailure?: ParentFailurePolicy | null;
 }
 export interface JobSubmitted {
   type: 'JOB_SUBMITTED';

@@ -69,7 +69,11 @@ export class MemoryStore implements Store {
       .map((attempt) => ({ ...attempt }));
     let maxSeq = 0;
     for (const job of this.#jobs.values()) maxSeq = Math.max(maxSeq, job.seq);
-    return { activeJobs, activeAttempts, maxSeq };
+    const parentJobs = [...this.#neededParents()]
+      .map((jobId) => this.#jobs.get(jobId))
+      .filter((job): job is JobRecord => job !== undefined && isTerminalState(job.state))
+      .map((job) => ({ ...job }));
+    return { activeJobs, activeAttempts, maxSeq, parentJobs };
   }
 
   /** Applies a batch at once (throws {@link StoreError} when commits fail). */
@@ -113,6 +117,14 @@ export class MemoryStore implements Store {
         return { op: 'list', jobs: this.#list(read.query) };
       case 'purge':
         return { op: 'purge', deleted: this.#purge(read.query) };
+      case 'jobs':
+        return {
+          op: 'jobs',
+          jobs: read.jobIds
+            .map((jobId) => this.#jobs.get(jobId))
+            .filter((job): job is JobRecord => job !== undefined)
+            .map((job) => ({ ...job })),
+        };
     }
   }
 
@@ -172,13 +184,25 @@ export class MemoryStore implements Store {
       .map((job) => ({ ...job }));
   }
 
+  /** Ids of the jobs some non-terminal job depends on. */
+  #neededParents(): Set<string> {
+    const needed = new Set<string>();
+    for (const job of this.#jobs.values()) {
+      if (isTerminalState(job.state)) continue;
+      for (const parentId of job.dependsOn ?? []) needed.add(parentId);
+    }
+    return needed;
+  }
+
   #purge(query: PurgeQuery): number {
+    const needed = this.#neededParents();
     const doomed = [...this.#jobs.values()]
       .filter(
         (job) =>
           job.state === query.state &&
           job.finishedAtMs !== null &&
-          job.finishedAtMs < query.finishedBeforeMs,
+          job.finishedAtMs < query.finishedBeforeMs &&
+          !needed.has(job.jobId),
       )
       .sort((a, b) => a.seq - b.seq)
       .slice(0, query.limit);

@@ -18,6 +18,7 @@ import { DtpError } from '../protocol/errors.js';
 import type {
   AttemptOutcome,
   JobState,
+  ParentFailurePolicy,
   Priority,
   ResultFormat,
   TerminalState,
@@ -55,6 +56,10 @@ export interface JobRecord {
   startedAtMs: number | null;
   /** When the job became terminal; null while it is not. */
   finishedAtMs: number | null;
+  /** The jobs this one waits for, in the order given; null = none. Fixed at submission. */
+  dependsOn: string[] | null;
+  /** What a parent's failure does to it; null = none given (`cancel`). Fixed at submission. */
+  onParentFailure: ParentFailurePolicy | null;
 }
 
 /** One attempt of a job (job history). */
@@ -91,7 +96,11 @@ export interface ListQuery {
   limit: number;
 }
 
-/** Deletes terminal jobs (and their attempts) of one state that finished before a time. */
+/**
+ * Deletes terminal jobs (and their attempts) of one state that finished
+ * before a time. A job that a non-terminal job depends on is kept: its
+ * dependent still needs its result.
+ */
 export interface PurgeQuery {
   state: TerminalState;
   /** Only jobs whose finishedAtMs is strictly below this. */
@@ -105,14 +114,17 @@ export type StoreRead =
   | { op: 'job'; jobId: string; withAttempts: boolean }
   | { op: 'jobByKey'; key: string }
   | { op: 'list'; query: ListQuery }
-  | { op: 'purge'; query: PurgeQuery };
+  | { op: 'purge'; query: PurgeQuery }
+  /** Several jobs by id (parents named by a submission); unknown ids are left out. */
+  | { op: 'jobs'; jobIds: readonly string[] };
 
 /** The answer to a {@link StoreRead}, tagged with the same `op`. */
 export type StoreReadResult =
   | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null }
   | { op: 'jobByKey'; job: JobRecord | null }
   | { op: 'list'; jobs: JobRecord[] }
-  | { op: 'purge'; deleted: number };
+  | { op: 'purge'; deleted: number }
+  | { op: 'jobs'; jobs: JobRecord[] };
 
 /** What restart recovery starts from. */
 export interface RecoveredState {
@@ -122,6 +134,11 @@ export interface RecoveredState {
   activeAttempts: AttemptRecord[];
   /** Highest seq ever stored (0 when empty). */
   maxSeq: number;
+  /**
+   * The terminal jobs that active jobs depend on (their results go to the
+   * dependents' handlers); absent = none.
+   */
+  parentJobs?: JobRecord[];
   /**
    * The epoch (fencing token) of the leadership term this recovery starts,
    * with a store shared by several coordinators (PostgreSQL); absent with

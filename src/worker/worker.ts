@@ -487,6 +487,7 @@ export class Worker {
         capacity,
         taskTypes,
         heartbeatAck: true,
+        parents: true,
         ...(prefetch === 0 ? {} : { prefetch }),
         ...(authToken === null ? {} : { authToken }),
         heldAttempts: this.#heldAttempts(),
@@ -703,6 +704,7 @@ export class Worker {
         attemptNumber,
         maxAttempts: limits ? (msg.maxAttempts ?? null) : null,
         deadlineAtMs: timeoutMs === null ? null : Date.now() + timeoutMs,
+        parents: this.#features.has('parents') ? (msg.parents ?? null) : null,
       },
       (level, message, fields) => taskLog[level](fields, message),
     );

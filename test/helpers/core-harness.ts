@@ -15,6 +15,7 @@ import type {
   HeldAttempt,
   JobSnapshot,
   JsonObject,
+  ParentFailurePolicy,
   Priority,
   ResultFormat,
   TaskAssign,
@@ -110,6 +111,8 @@ export interface SubmitOptions {
   idempotencyKey?: string | null;
   priority?: Priority | null;
   timeoutMillis?: number;
+  dependsOn?: string[];
+  onParentFailure?: ParentFailurePolicy;
 }
 
 export interface ResultOptions {
@@ -261,7 +264,12 @@ export class CoreHarness {
     workerId: string,
     capacity = 1,
     taskTypes: string[] | null = null,
-    extensions: { heartbeatAck?: boolean; prefetch?: number; heldAttempts?: HeldAttempt[] } = {},
+    extensions: {
+      heartbeatAck?: boolean;
+      prefetch?: number;
+      heldAttempts?: HeldAttempt[];
+      parents?: boolean;
+    } = {},
   ): number {
     const connId = this.newConn();
     this.#connByWorker.set(workerId, connId);
@@ -314,6 +322,10 @@ export class CoreHarness {
       idempotencyKey: options.idempotencyKey ?? null,
       priority: options.priority ?? null,
       timeoutMillis: options.timeoutMillis ?? null,
+      ...(options.dependsOn === undefined ? {} : { dependsOn: options.dependsOn }),
+      ...(options.onParentFailure === undefined
+        ? {}
+        : { onParentFailure: options.onParentFailure }),
     });
   }
 

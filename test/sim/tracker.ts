@@ -339,9 +339,10 @@ export class JobTracker {
       case 'job.recovered':
         return this.#applyRecovered(event, h);
       case 'job.requeued':
+      case 'job.released':
         judge.check(
           !this.leases.has(event.jobId) && this.terminalState(event.jobId) === undefined,
-          () => `job ${event.jobId} requeued while leased or terminal`,
+          () => `job ${event.jobId} ${event.type} while leased or terminal`,
         );
         return;
       case 'job.deduplicated':

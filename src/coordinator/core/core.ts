@@ -29,7 +29,7 @@ import { recover } from './recovery.js';
 import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
-import { keyLookedUp, keyLookupFailed } from './submission.js';
+import { keyLookedUp, keyLookupFailed, parentsLookedUp } from './submission.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
 import {
   handleWorkerMessage,
@@ -195,6 +195,9 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
       return keyLookedUp(s, read.key, result.job);
+    case 'parents':
+      if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
+      return parentsLookedUp(s, read.held, read.asked, result.jobs);
     case 'listKey':
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
@@ -224,6 +227,14 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return;
     case 'key':
       return keyLookupFailed(s, read.key, message);
+    case 'parents':
+      s.replyError(
+        read.held.connId,
+        read.held.requestId,
+        ErrorCode.StoreReadFailed,
+        `Could not look up the parent jobs: ${message}`,
+      );
+      return;
     case 'purge':
       return purgeFailed(s, read, message);
   }

@@ -11,6 +11,7 @@ import type {
   AttemptSnapshot,
   JobSnapshot,
   JobState,
+  ParentFailurePolicy,
   Priority,
   ResultFormat,
 } from '../../protocol/messages.js';
@@ -49,6 +50,9 @@ export interface CoreJob {
   finishedAtMs: number | null;
   /** Every attempt so far, oldest first (the history `status --attempts` shows). */
   readonly history: AttemptRecord[];
+  /** The jobs it waits for (see dependencies.ts); null = none. */
+  readonly dependsOn: string[] | null;
+  readonly onParentFailure: ParentFailurePolicy | null;
 }
 
 export type RunningJob = CoreJob & { readonly state: 'RUNNING'; readonly lease: Lease };
@@ -85,6 +89,8 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     updatedAtMs: job.updatedAtMs,
     startedAtMs: job.startedAtMs,
     finishedAtMs: job.finishedAtMs,
+    dependsOn: job.dependsOn,
+    onParentFailure: job.onParentFailure,
   };
 }
 
@@ -122,6 +128,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     updatedAtMs: row.updatedAtMs,
     startedAtMs: row.startedAtMs,
     finishedAtMs: row.finishedAtMs,
+    dependsOn: row.dependsOn,
+    onParentFailure: row.onParentFailure,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
   };
 }
@@ -190,6 +198,7 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
     snapshot.resultFormat = job.resultFormat;
   }
   if (job.idempotencyKey !== null) snapshot.idempotencyKey = job.idempotencyKey;
+  if (job.dependsOn !== null) snapshot.dependsOn = [...job.dependsOn];
   return snapshot;
 }
 

@@ -8,13 +8,16 @@
  * the listing's read is still out, after the read took its snapshot; such
  * rows are kept here (`seen`) so the merge still uses them.
  */
-import type { SubmitJob, TerminalState } from '../../protocol/messages.js';
+import type { ParentFailurePolicy, SubmitJob, TerminalState } from '../../protocol/messages.js';
 import type { JobRecord, ListQuery } from '../../store/store.js';
 
 export interface NormalizedSubmission {
   readonly maxAttempts: number;
   readonly priority: 'HIGH' | 'NORMAL' | 'LOW';
   readonly timeoutMs: number;
+  /** Parents, duplicates removed, in the order given; null = none. */
+  readonly dependsOn: string[] | null;
+  readonly onParentFailure: ParentFailurePolicy | null;
 }
 
 /** A submission held while the store is asked about its idempotency key. */
@@ -47,6 +50,8 @@ export type PendingRead =
       seen: Map<string, JobRecord>;
     }
   | { kind: 'key'; key: string }
+  /** A submission's parents that memory does not hold: the store is asked for them. */
+  | { kind: 'parents'; held: HeldSubmission; asked: readonly string[] }
   /** LIST_JOBS with an idempotency key: the store is asked for the key's job. */
   | { kind: 'listKey'; connId: number; requestId: number; query: ListQuery; key: string }
   | {

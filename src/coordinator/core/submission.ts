@@ -17,6 +17,8 @@ import { describeError } from '../../protocol/errors.js';
 import {
   MAX_ATTEMPTS_LIMIT,
   MAX_IDEMPOTENCY_KEY_LENGTH,
+  MAX_JOB_ID_LENGTH,
+  MAX_PARENTS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../../protocol/limits.js';
@@ -29,7 +31,9 @@ import {
 } from '../../protocol/task-types.js';
 import type { JobRecord } from '../../store/store.js';
 import { coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
-import { schedule } from './job-lifecycle.js';
+import { finishedParentOf, parentFailureError, type FinishedParent } from './dependencies.js';
+import { isTerminalState } from './job-state.js';
+import { cancelJob, releaseWaiting, schedule } from './job-lifecycle.js';
 import type { HeldSubmission, NormalizedSubmission } from './pending-reads.js';
 import type { CoreState } from './state.js';
 
@@ -48,7 +52,27 @@ function normalize(s: CoreState, msg: SubmitJob): NormalizedSubmission | string 
   if (timeoutMs < MIN_TASK_TIMEOUT_MS || timeoutMs > MAX_TASK_TIMEOUT_MS) {
     return `timeoutMillis must be ${MIN_TASK_TIMEOUT_MS}..${MAX_TASK_TIMEOUT_MS}, got ${timeoutMs}`;
   }
-  return { maxAttempts, priority: msg.priority ?? 'NORMAL', timeoutMs };
+  const dependsOn = normalizeParents(msg.dependsOn ?? null);
+  if (typeof dependsOn === 'string') return dependsOn;
+  return {
+    maxAttempts,
+    priority: msg.priority ?? 'NORMAL',
+    timeoutMs,
+    dependsOn,
+    onParentFailure: dependsOn === null ? null : (msg.onParentFailure ?? null),
+  };
+}
+
+/** The parents without duplicates, in the order given; null for none; or what is wrong. */
+function normalizeParents(given: readonly string[] | null): string[] | null | string {
+  if (given === null || given.length === 0) return null;
+  const unique = [...new Set(given)];
+  if (unique.length > MAX_PARENTS) {
+    return `dependsOn names ${unique.length} jobs; at most ${MAX_PARENTS} parents per job`;
+  }
+  const bad = unique.find((id) => id.length === 0 || id.length > MAX_JOB_ID_LENGTH);
+  if (bad !== undefined) return `dependsOn: ${JSON.stringify(bad.slice(0, 80))} is not a job id`;
+  return unique;
 }
 
 function errorCodeOf(err: unknown): ErrorCode {
@@ -58,12 +82,13 @@ function errorCodeOf(err: unknown): ErrorCode {
 
 type Submitted = Pick<
   JobRecord,
-  'taskType' | 'maxAttempts' | 'priority' | 'timeoutMs' | 'payloadJson'
+  'taskType' | 'maxAttempts' | 'priority' | 'timeoutMs' | 'payloadJson' | 'dependsOn'
 >;
 
 function sameSubmission(job: Submitted, msg: SubmitJob, wanted: NormalizedSubmission): boolean {
   if (job.taskType !== msg.taskType || job.maxAttempts !== wanted.maxAttempts) return false;
   if (job.priority !== wanted.priority || job.timeoutMs !== wanted.timeoutMs) return false;
+  if (!isDeepStrictEqual(job.dependsOn, wanted.dependsOn)) return false;
   // Compare with the payload as it would be stored: the JSON round trip turns
   // -0 into 0 (deep-strict equality tells them apart), so the resubmission of
   // an identical request must go through it too.
@@ -154,9 +179,76 @@ function answerKnownKey(s: CoreState, held: HeldSubmission, existing: JobRecord)
   });
 }
 
-/** Admission control, then the new job. */
-function admit(s: CoreState, held: HeldSubmission): void {
+/** What a submission's parents are now: still open, or ended (with their outcome). */
+interface ParentsFound {
+  open: string[];
+  finished: FinishedParent[];
+  /** Named but held neither in memory nor in `stored`. */
+  missing: string[];
+}
+
+function findParents(
+  parentIds: readonly string[],
+  s: CoreState,
+  stored: ReadonlyMap<string, JobRecord>,
+): ParentsFound {
+  const found: ParentsFound = { open: [], finished: [], missing: [] };
+  for (const parentId of parentIds) {
+    const job = s.jobs.get(parentId);
+    const row = job === undefined ? stored.get(parentId) : undefined;
+    if (job !== undefined && !isTerminalState(job.state)) found.open.push(parentId);
+    else if (job !== undefined) found.finished.push(finishedParentOf(job));
+    else if (row !== undefined) found.finished.push(finishedParentOf(row));
+    else found.missing.push(parentId);
+  }
+  return found;
+}
+
+/** The store answered for a submission's parents: create the job, or say which parent is unknown. */
+export function parentsLookedUp(
+  s: CoreState,
+  held: HeldSubmission,
+  asked: readonly string[],
+  rows: readonly JobRecord[],
+): void {
+  const stored = new Map(rows.map((row) => [row.jobId, row]));
+  const found = findParents(held.wanted.dependsOn ?? [], s, stored);
+  const askedSet = new Set(asked);
+  const unknown = found.missing.find((id) => askedSet.has(id));
+  if (unknown !== undefined) return replyUnknownParent(s, held, unknown);
+  // A parent held in memory when the store was asked may have left it since
+  // (its end committed): ask again for those, once.
+  if (found.missing.length > 0) {
+    s.read({ op: 'jobs', jobIds: found.missing }, { kind: 'parents', held, asked: found.missing });
+    return;
+  }
+  admit(s, held, found);
+}
+
+function replyUnknownParent(s: CoreState, held: HeldSubmission, parentId: string): void {
+  s.replyError(
+    held.connId,
+    held.requestId,
+    ErrorCode.UnknownJob,
+    `Unknown job: ${parentId.slice(0, 200)} (named in dependsOn)`,
+  );
+}
+
+/** Admission control, then the new job (its parents looked up first when it has any). */
+function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void {
   const { connId, requestId } = held;
+  const parentIds = held.wanted.dependsOn;
+  if (parentIds !== null && parents === undefined) {
+    const found = findParents(parentIds, s, new Map());
+    if (found.missing.length > 0) {
+      s.read(
+        { op: 'jobs', jobIds: found.missing },
+        { kind: 'parents', held, asked: found.missing },
+      );
+      return;
+    }
+    parents = found;
+  }
   const activeCount = s.jobs.activeCount;
   const limit = s.config.maxActiveJobs;
   if (activeCount >= limit) {
@@ -170,7 +262,7 @@ function admit(s: CoreState, held: HeldSubmission): void {
     });
     return;
   }
-  const job = createJob(s, held);
+  const job = createJob(s, held, parents);
   s.reply(connId, requestId, {
     type: 'JOB_SUBMITTED',
     jobId: job.jobId,
@@ -180,8 +272,9 @@ function admit(s: CoreState, held: HeldSubmission): void {
   schedule(s);
 }
 
-function createJob(s: CoreState, held: HeldSubmission): CoreJob {
+function createJob(s: CoreState, held: HeldSubmission, parents?: ParentsFound): CoreJob {
   const { msg, wanted } = held;
+  const waits = parents !== undefined;
   const job: CoreJob = {
     seq: s.jobs.takeSeq(),
     jobId: s.deps.newId(),
@@ -192,7 +285,7 @@ function createJob(s: CoreState, held: HeldSubmission): CoreJob {
     timeoutMs: wanted.timeoutMs,
     idempotencyKey: msg.idempotencyKey,
     createdAtMs: s.nowMs,
-    state: 'QUEUED',
+    state: waits ? 'WAITING' : 'QUEUED',
     lease: null,
     attempts: 0,
     retryAtMs: null,
@@ -203,9 +296,11 @@ function createJob(s: CoreState, held: HeldSubmission): CoreJob {
     startedAtMs: null,
     finishedAtMs: null,
     history: [],
+    dependsOn: wanted.dependsOn,
+    onParentFailure: wanted.onParentFailure,
   };
   s.jobs.insert(job);
-  s.ready.push(job);
+  if (!waits) s.ready.push(job);
   s.emit({
     type: 'job.submitted',
     jobId: job.jobId,
@@ -214,5 +309,21 @@ function createJob(s: CoreState, held: HeldSubmission): CoreJob {
     maxAttempts: job.maxAttempts,
     idempotencyKey: job.idempotencyKey,
   });
+  if (parents !== undefined) attachParents(s, job, parents);
   return job;
+}
+
+/**
+ * A new WAITING job joins the graph: it stays WAITING while a parent is
+ * open, is QUEUED at once when every parent completed, and is cancelled at
+ * once when a parent had already failed (unless it runs anyway).
+ */
+function attachParents(s: CoreState, job: CoreJob, parents: ParentsFound): void {
+  const blocker = s.graph.attach(job, parents.open, parents.finished);
+  if (blocker !== undefined) {
+    job.error = parentFailureError(blocker);
+    cancelJob(s, job);
+  } else if (parents.open.length === 0) {
+    releaseWaiting(s, job);
+  }
 }

@@ -55,11 +55,13 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   attempt_id AS "attemptId", deadline_at_ms AS "deadlineAtMs", retry_at_ms AS "retryAtMs",
   result, result_format AS "resultFormat", error, created_at_ms AS "createdAtMs",
   updated_at_ms AS "updatedAtMs", started_at_ms AS "startedAtMs",
-  finished_at_ms AS "finishedAtMs" FROM dtp.jobs`;
+  finished_at_ms AS "finishedAtMs", depends_on AS "dependsOn",
+  on_parent_failure AS "onParentFailure" FROM dtp.jobs`;
 const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attemptNumber",
   a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
   a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;
-const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT')";
+const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'WAITING')";
+const TERMINAL = "state IN ('COMPLETED', 'FAILED', 'CANCELLED')";
 
 interface Pending<T> {
   resolve(value: T): void;
@@ -132,10 +134,16 @@ export class PostgresStore implements Store {
           `${ATTEMPT_SELECT} JOIN dtp.jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
         );
         const max = await client.query<{ m: number | null }>('SELECT max(seq) AS m FROM dtp.jobs');
+        const parents = await client.query<JobRecord>(
+          `${JOB_SELECT} WHERE ${TERMINAL} AND job_id IN
+             (SELECT d.parent_id FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
+               WHERE c.${ACTIVE})`,
+        );
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
           maxSeq: max.rows[0]?.m ?? 0,
+          parentJobs: parents.rows,
           epoch: this.#epoch,
         };
       } finally {
@@ -182,6 +190,15 @@ export class PostgresStore implements Store {
         return new Promise<number>((resolve, reject) => {
           this.#enqueue({ kind: 'purge', query: read.query, pending: { resolve, reject } });
         }).then((deleted) => ({ op: 'purge', deleted }));
+      case 'jobs':
+        return this.#withReader(async (client) => {
+          const rows = await client.query<JobRecord>({
+            name: 'dtp_jobs_by_id',
+            text: `${JOB_SELECT} WHERE job_id = ANY($1::text[])`,
+            values: [read.jobIds],
+          });
+          return { op: 'jobs', jobs: rows.rows };
+        });
     }
   }
 

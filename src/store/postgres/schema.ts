@@ -29,6 +29,9 @@ const JOB_FIELDS = `seq bigint, "jobId" text, "taskType" text, "payloadJson" tex
   "retryAtMs" bigint, result text, "resultFormat" text, error text, "createdAtMs" bigint,
   "updatedAtMs" bigint, "startedAtMs" bigint, "finishedAtMs" bigint`;
 
+/** JOB_FIELDS with the columns migration 3 added. */
+const JOB_FIELDS_V3 = `${JOB_FIELDS}, "dependsOn" jsonb, "onParentFailure" text`;
+
 const ATTEMPT_FIELDS = `"jobId" text, "attemptNumber" integer, "attemptId" text, "workerId" text,
   "startedAtMs" bigint, "finishedAtMs" bigint, outcome text, error text`;
 
@@ -159,6 +162,92 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE dtp.jobs DROP CONSTRAINT jobs_idempotency_key_key;
    CREATE UNIQUE INDEX jobs_key ON dtp.jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
    DROP INDEX dtp.jobs_active;`,
+  // 3: dependencies between jobs (as SQLite's migration 4): the job row keeps
+  // its parents in order and its parent-failure policy; job_dependencies is
+  // the reverse index that recovery and purge ask. commit_batch writes both;
+  // purge keeps a parent while a non-terminal dependent needs its result.
+  `ALTER TABLE dtp.jobs ADD COLUMN depends_on jsonb;
+   ALTER TABLE dtp.jobs ADD COLUMN on_parent_failure text
+     CHECK (on_parent_failure IN ('cancel', 'run'));
+   CREATE TABLE dtp.job_dependencies (
+     parent_id text NOT NULL,
+     job_id    text NOT NULL,
+     PRIMARY KEY (parent_id, job_id)
+   );
+   CREATE INDEX job_dependencies_job ON dtp.job_dependencies (job_id);
+   CREATE OR REPLACE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json, p_attempts json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   DECLARE
+     r record;
+   BEGIN
+     ${FENCE}
+     IF p_inserts IS NOT NULL THEN
+       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
+           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
+           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
+           started_at_ms, finished_at_ms, depends_on, on_parent_failure)
+         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
+           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
+           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
+           "startedAtMs", "finishedAtMs", "dependsOn", "onParentFailure"
+         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V3});
+       INSERT INTO dtp.job_dependencies (parent_id, job_id)
+         SELECT p.parent_id, r."jobId"
+         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V3})
+         CROSS JOIN LATERAL jsonb_array_elements_text(r."dependsOn") AS p(parent_id)
+         WHERE r."dependsOn" IS NOT NULL
+       ON CONFLICT DO NOTHING;
+     END IF;
+     IF p_updates IS NOT NULL THEN
+       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${JOB_FIELDS}) LOOP
+         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
+             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
+             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
+             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
+             finished_at_ms = r."finishedAtMs"
+           WHERE seq = r.seq;
+         IF NOT FOUND THEN
+           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
+         END IF;
+       END LOOP;
+     END IF;
+     IF p_attempts IS NOT NULL THEN
+       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
+           finished_at_ms, outcome, error)
+         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
+           "finishedAtMs", outcome, error
+         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
+       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
+         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
+         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
+         error = excluded.error;
+     END IF;
+   END
+   $fn$;
+   CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
+   RETURNS integer LANGUAGE plpgsql AS $fn$
+   DECLARE
+     deleted integer;
+   BEGIN
+     ${FENCE}
+     WITH doomed AS (
+       DELETE FROM dtp.jobs WHERE seq IN (
+         SELECT j.seq FROM dtp.jobs j WHERE j.state = p_state AND j.finished_at_ms < p_before_ms
+           AND NOT EXISTS (SELECT 1 FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
+                            WHERE d.parent_id = j.job_id
+                              AND c.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
+         ORDER BY j.finished_at_ms LIMIT p_limit)
+       RETURNING job_id
+     ), gone AS (
+       DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id
+     ), unlinked AS (
+       DELETE FROM dtp.job_dependencies l USING doomed d
+        WHERE l.job_id = d.job_id OR l.parent_id = d.job_id
+     )
+     SELECT count(*) INTO deleted FROM doomed;
+     RETURN deleted;
+   END
+   $fn$;`,
 ];
 
 /** Number of the newest schema this code knows. */

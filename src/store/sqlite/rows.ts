@@ -3,7 +3,13 @@
  * thread and the main thread's reader. Jobs travel to the writer as arrays
  * of column values (cheaper to clone and to bind than objects).
  */
-import type { AttemptOutcome, JobState, Priority, ResultFormat } from '../../protocol/messages.js';
+import type {
+  AttemptOutcome,
+  JobState,
+  ParentFailurePolicy,
+  Priority,
+  ResultFormat,
+} from '../../protocol/messages.js';
 import type { AttemptRecord, JobRecord } from '../store.js';
 
 export const JOB_COLUMNS = [
@@ -28,6 +34,8 @@ export const JOB_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'depends_on',
+  'on_parent_failure',
 ] as const;
 
 /** The columns an update may change, in the order {@link jobUpdateValues} gives them. */
@@ -82,7 +90,14 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    job.dependsOn === null ? null : JSON.stringify(job.dependsOn),
+    job.onParentFailure,
   ];
+}
+
+/** The rows of the dependency table a new job adds: `[parentId, jobId]` each. */
+export function dependencyValues(job: Readonly<JobRecord>): SqlValue[][] {
+  return (job.dependsOn ?? []).map((parentId) => [parentId, job.jobId]);
 }
 
 /** The mutable columns, then the seq (the WHERE of the update). */
@@ -139,6 +154,8 @@ export interface JobRow {
   updated_at_ms: number;
   started_at_ms: number | null;
   finished_at_ms: number | null;
+  depends_on: string | null;
+  on_parent_failure: string | null;
 }
 
 export interface AttemptRow {
@@ -175,6 +192,8 @@ export function jobFromRow(row: JobRow): JobRecord {
     updatedAtMs: row.updated_at_ms,
     startedAtMs: row.started_at_ms,
     finishedAtMs: row.finished_at_ms,
+    dependsOn: row.depends_on === null ? null : (JSON.parse(row.depends_on) as string[]),
+    onParentFailure: row.on_parent_failure as ParentFailurePolicy | null,
   };
 }
 

@@ -88,6 +88,19 @@ const MIGRATIONS: readonly string[] = [
      error           TEXT,
      PRIMARY KEY (job_id, attempt_number)
    ) STRICT, WITHOUT ROWID;`,
+  // 4: dependencies between jobs. The job row keeps its parents in the order
+  // given (JSON text, for its snapshot) and what a parent's failure does to
+  // it; job_dependencies is the reverse index (parent -> dependents) that
+  // recovery and purge ask: a parent is not purged while a dependent that
+  // still needs its result is not terminal.
+  `ALTER TABLE jobs ADD COLUMN depends_on TEXT;
+   ALTER TABLE jobs ADD COLUMN on_parent_failure TEXT CHECK (on_parent_failure IN ('cancel', 'run'));
+   CREATE TABLE job_dependencies (
+     parent_id TEXT NOT NULL,
+     job_id    TEXT NOT NULL,
+     PRIMARY KEY (parent_id, job_id)
+   ) STRICT, WITHOUT ROWID;
+   CREATE INDEX job_dependencies_job ON job_dependencies (job_id);`,
 ];
 
 /** Number of the newest schema this code knows. */

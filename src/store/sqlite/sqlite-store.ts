@@ -43,6 +43,7 @@ import {
   attemptValues,
   columnList,
   jobFromRow,
+  dependencyValues,
   jobInsertValues,
   jobUpdateValues,
   type AttemptRow,
@@ -63,7 +64,8 @@ export interface SqliteStoreOptions {
   onCommit?: (durationMs: number) => void;
 }
 
-const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT')";
+const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'WAITING')";
+const TERMINAL = "state IN ('COMPLETED', 'FAILED', 'CANCELLED')";
 
 export class SqliteStore implements Store {
   readonly description: string;
@@ -72,6 +74,7 @@ export class SqliteStore implements Store {
   readonly #byId: Statement<[string], JobRow>;
   readonly #byKey: Statement<[string], JobRow>;
   readonly #attemptsOf: Statement<[string], AttemptRow>;
+  readonly #byIds: Statement<[string], JobRow>;
   readonly #lists = new Map<string, Statement<(string | number)[], JobRow>>();
   #closing: Promise<void> | null = null;
   /** Integrity checks running on threads of their own. */
@@ -87,6 +90,9 @@ export class SqliteStore implements Store {
     this.#byId = reader.prepare(`SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE job_id = ?`);
     this.#byKey = reader.prepare(
       `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE idempotency_key = ?`,
+    );
+    this.#byIds = reader.prepare(
+      `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE job_id IN (SELECT value FROM json_each(?))`,
     );
     this.#attemptsOf = reader.prepare(
       `SELECT ${columnList(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? ORDER BY attempt_number`,
@@ -140,7 +146,15 @@ export class SqliteStore implements Store {
       const max = this.#reader
         .prepare<[], { m: number | null }>('SELECT max(seq) AS m FROM jobs')
         .get();
-      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0 };
+      const parentJobs = this.#reader
+        .prepare<[], JobRow>(
+          `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE ${TERMINAL} AND job_id IN
+             (SELECT d.parent_id FROM job_dependencies d JOIN jobs c ON c.job_id = d.job_id
+               WHERE c.${ACTIVE})`,
+        )
+        .all()
+        .map(jobFromRow);
+      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0, parentJobs };
     });
   }
 
@@ -148,12 +162,15 @@ export class SqliteStore implements Store {
     if (this.#closing !== null) return Promise.reject(new StoreError('store is closed'));
     const inserts: SqlValue[][] = [];
     const updates: SqlValue[][] = [];
+    const dependencies: SqlValue[][] = [];
     for (const { job, isNew } of batch.jobs) {
-      if (isNew) inserts.push(jobInsertValues(job));
-      else updates.push(jobUpdateValues(job));
+      if (isNew) {
+        inserts.push(jobInsertValues(job));
+        if (job.dependsOn !== null) dependencies.push(...dependencyValues(job));
+      } else updates.push(jobUpdateValues(job));
     }
     const attempts = batch.attempts.map(attemptValues);
-    return this.#link.commit({ batchId: batch.batchId, inserts, updates, attempts });
+    return this.#link.commit({ batchId: batch.batchId, inserts, updates, attempts, dependencies });
   }
 
   read(read: StoreRead): Promise<StoreReadResult> {
@@ -176,6 +193,11 @@ export class SqliteStore implements Store {
         return this.#readNow(() => ({ op: 'list', jobs: this.#list(read.query) }));
       case 'purge':
         return this.#purge(read.query).then((deleted) => ({ op: 'purge', deleted }));
+      case 'jobs':
+        return this.#readNow(() => ({
+          op: 'jobs',
+          jobs: this.#byIds.all(JSON.stringify(read.jobIds)).map(jobFromRow),
+        }));
     }
   }
 
