@@ -192,10 +192,10 @@ const MIGRATIONS: readonly string[] = [
            "startedAtMs", "finishedAtMs", "dependsOn", "onParentFailure"
          FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V3});
        INSERT INTO dtp.job_dependencies (parent_id, job_id)
-         SELECT p.parent_id, r."jobId"
-         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V3})
-         CROSS JOIN LATERAL jsonb_array_elements_text(r."dependsOn") AS p(parent_id)
-         WHERE r."dependsOn" IS NOT NULL
+         SELECT p.parent_id, n."jobId"
+         FROM json_to_recordset(p_inserts) AS n(${JOB_FIELDS_V3})
+         CROSS JOIN LATERAL jsonb_array_elements_text(n."dependsOn") AS p(parent_id)
+         WHERE n."dependsOn" IS NOT NULL
        ON CONFLICT DO NOTHING;
      END IF;
      IF p_updates IS NOT NULL THEN
