@@ -38,6 +38,8 @@ import type {
   JsonValue,
   ParentFailurePolicy,
   Priority,
+  FlowJob,
+  SubmitFlow,
   SubmitJob,
   TerminalState,
   WorkerSnapshot,
@@ -50,6 +52,7 @@ import { ClientConnection, requestFrame, type ConnectionSecurity } from './conne
 import { DEFAULT_FOLLOW_TIMEOUT_MS, LeaderConnection } from './leader-connection.js';
 import {
   ClientClosedError,
+  FeatureUnsupportedError,
   InvalidPayloadError,
   RemoteError,
   SubmitRejectedError,
@@ -154,6 +157,26 @@ export interface SubmitRequest {
   dependsOn?: readonly string[] | null;
   /** Absent or null: `cancel`. */
   onParentFailure?: ParentFailurePolicy | null;
+}
+
+/** One job of a flow ({@link DtpClient.submitFlow}). */
+export interface FlowJobSpec {
+  /** Its name within the flow (unique there); the result maps it to the job id. */
+  ref: string;
+  /** The task type, exactly as the worker declares it (built-ins upper-case). */
+  taskType: string;
+  payload: JsonObject;
+  /** Refs of other jobs of the flow (forward refs are fine) or ids of existing jobs. */
+  dependsOn?: readonly string[];
+  maxAttempts?: number;
+  priority?: Priority;
+  timeoutMillis?: number;
+  onParentFailure?: ParentFailurePolicy;
+}
+
+/** What {@link DtpClient.submitFlow} resolves with: each ref's job id. */
+export interface FlowSubmission {
+  jobs: Record<string, string>;
 }
 
 /** Same as {@link JobHandle}: what a submission returns. */
@@ -269,6 +292,39 @@ export function submitMessage(request: SubmitRequest): SubmitJob {
   };
 }
 
+/** The SUBMIT_FLOW message of a flow (its shape checked here; the rest by the coordinator). */
+export function flowMessage(flow: { jobs: readonly FlowJobSpec[] }): SubmitFlow {
+  if (typeof flow !== 'object' || flow === null || !Array.isArray(flow.jobs)) {
+    throw new TypeError('a flow is { jobs: [...] }');
+  }
+  const jobs = flow.jobs.map((job: FlowJobSpec, index): FlowJob => {
+    if (typeof job.ref !== 'string' || job.ref === '') {
+      throw new TypeError(`jobs[${index}].ref must be a non-empty string`);
+    }
+    const request = requestOf(job.taskType, job.payload, {
+      ...(job.maxAttempts === undefined ? {} : { maxAttempts: job.maxAttempts }),
+      ...(job.priority === undefined ? {} : { priority: job.priority }),
+      ...(job.timeoutMillis === undefined ? {} : { timeoutMillis: job.timeoutMillis }),
+      ...(job.dependsOn === undefined ? {} : { dependsOn: job.dependsOn }),
+      ...(job.onParentFailure === undefined ? {} : { onParentFailure: job.onParentFailure }),
+    });
+    return {
+      ref: job.ref,
+      taskType: request.taskType,
+      payload: request.payload,
+      dependsOn:
+        request.dependsOn === undefined || request.dependsOn === null
+          ? null
+          : [...request.dependsOn],
+      maxAttempts: request.maxAttempts ?? null,
+      priority: request.priority ?? null,
+      timeoutMillis: request.timeoutMillis ?? null,
+      onParentFailure: request.onParentFailure ?? null,
+    };
+  });
+  return { type: 'SUBMIT_FLOW', jobs };
+}
+
 /**
  * Throws {@link RequestTooLargeError} when the submission would not fit in
  * one frame; nothing is sent. (Every request is checked this way before it
@@ -365,6 +421,27 @@ export class DtpClient<T extends object = AnyTasks> {
       ...options,
       hasIdempotencyKey: key !== null && key !== '',
     });
+  }
+
+  /**
+   * Submits a flow: up to 10,000 jobs whose `dependsOn` name each other by
+   * ref (or existing jobs by id), created in one commit or not at all.
+   * Rejects with {@link RemoteError} (`FLOW_CYCLE`, `INVALID_FLOW`,
+   * `UNKNOWN_JOB`, `INVALID_PAYLOAD`, ...: nothing was created),
+   * {@link SubmitRejectedError} when admission control cannot take the whole
+   * flow, {@link FeatureUnsupportedError} from a coordinator without flows.
+   * Never resent after a lost connection (it has no idempotency key).
+   */
+  async submitFlow(flow: { jobs: readonly FlowJobSpec[] }): Promise<FlowSubmission> {
+    const msg = flowMessage(flow);
+    const { reply, conn } = await this.#conn.requestOn(msg);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      void conn.destroy('the coordinator did not understand SUBMIT_FLOW');
+      throw new FeatureUnsupportedError('flows', reply.message);
+    }
+    if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
+    const submitted = expectReply('SUBMIT_FLOW', reply, 'FLOW_SUBMITTED');
+    return { jobs: Object.fromEntries(submitted.jobs.map(({ ref, jobId }) => [ref, jobId])) };
   }
 
   /** The job's current snapshot; {@link RemoteError} `UNKNOWN_JOB` if there is none. */

@@ -154,6 +154,16 @@ export class WaitTimeoutError extends DtpError {
   }
 }
 
+/** The coordinator is of a version that does not know what this call needs (e.g. flows). */
+export class FeatureUnsupportedError extends DtpError {
+  constructor(what: string, detail: string) {
+    super(
+      LocalErrorCode.FeatureUnsupported,
+      `this coordinator does not support ${what} (${detail})`,
+    );
+  }
+}
+
 /** The coordinator sent a well-formed reply that does not answer the request. */
 export class UnexpectedReplyError extends DtpError {
   constructor(requestType: string, replyType: string) {

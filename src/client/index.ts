@@ -17,6 +17,8 @@ export {
 } from './client.js';
 export type {
   ConnectOptions,
+  FlowJobSpec,
+  FlowSubmission,
   JobOptions,
   JobWithAttempts,
   ListJobsOptions,
@@ -38,6 +40,7 @@ export type { CoordinatorFeatures } from './negotiation.js';
 export type { AnyTasks, BuiltinPayloads, TaskName, TaskPayload, TaskResult } from './typing.js';
 export {
   ClientClosedError,
+  FeatureUnsupportedError,
   InvalidPayloadError,
   JobCancelledError,
   JobFailedError,

@@ -54,6 +54,8 @@ export interface LeaderConnectionOptions {
 
 /** True when a request may be sent again after its connection broke in flight. */
 export function isSafeToRepeat(msg: ClientRequest): boolean {
+  // A flow has no idempotency key: sent twice, it would be created twice.
+  if (msg.type === 'SUBMIT_FLOW') return false;
   if (msg.type !== 'SUBMIT_JOB') return msg.type !== 'AUTH';
   return (
     msg.idempotencyKey !== null && msg.idempotencyKey !== undefined && msg.idempotencyKey !== ''

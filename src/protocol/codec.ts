@@ -21,6 +21,8 @@ import {
   PRIORITIES,
   RESULT_FORMATS,
   type AttemptSnapshot,
+  type FlowJob,
+  type FlowRef,
   type HeldAttempt,
   type JobSnapshot,
   type JsonObject,
@@ -249,6 +251,20 @@ export const parentResultCodec: Codec<ParentResult> = recordCodec<ParentResult>(
   omitted: optional(boolCodec),
 });
 
+const flowJobCodec: Codec<FlowJob> = recordCodec<FlowJob>({
+  ref: stringCodec,
+  taskType: stringCodec,
+  payload: objectCodec,
+  dependsOn: optional(arrayOf(stringCodec)),
+  maxAttempts: optional(intCodec),
+  priority: optional(priorityCodec),
+  idempotencyKey: optional(stringCodec),
+  timeoutMillis: optional(intCodec),
+  onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
+});
+
+const flowRefCodec: Codec<FlowRef> = recordCodec<FlowRef>({ ref: stringCodec, jobId: stringCodec });
+
 const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
   jobId: stringCodec,
   attemptId: stringCodec,
@@ -364,6 +380,8 @@ const SCHEMAS: Schemas = {
   AUTH_OK: {},
   PURGE_JOBS: { state: jobStateCodec, olderThanMillis: intCodec },
   JOBS_PURGED: { deleted: intCodec },
+  SUBMIT_FLOW: { jobs: arrayOf(flowJobCodec) },
+  FLOW_SUBMITTED: { jobs: arrayOf(flowRefCodec) },
 };
 
 // ignoreBOM keeps a leading U+FEFF in the text, so JSON.parse refuses it: a

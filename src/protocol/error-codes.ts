@@ -27,6 +27,10 @@ export const ErrorCode = {
   InvalidRequest: 'INVALID_REQUEST',
   UnsupportedRequest: 'UNSUPPORTED_REQUEST',
   MalformedRequest: 'MALFORMED_REQUEST',
+  /** A flow (SUBMIT_FLOW) whose jobs' dependencies form a cycle. */
+  FlowCycle: 'FLOW_CYCLE',
+  /** A flow that is empty, too large, or names a ref twice. */
+  InvalidFlow: 'INVALID_FLOW',
   /** Too many pending WAIT_JOBs on one connection. */
   TooManyWaits: 'TOO_MANY_WAITS',
   /** A read of history failed (that request only; the coordinator keeps working). */
@@ -84,6 +88,8 @@ export const LocalErrorCode = {
   TlsFailed: 'TLS_FAILED',
   /** The coordinator does not know `AUTH`. */
   AuthUnsupported: 'AUTH_UNSUPPORTED',
+  /** The coordinator does not know a request this call needs (an older version). */
+  FeatureUnsupported: 'FEATURE_UNSUPPORTED',
   /** Admission control refused a submission (a `SUBMIT_REJECTED` reply). */
   SubmitRejected: 'SUBMIT_REJECTED',
   /** A wait ended before the job was terminal. */

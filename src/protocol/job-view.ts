@@ -109,6 +109,7 @@ export class StateView {
       case 'SUBMIT_REJECTED':
       case 'WORKER_LIST':
       case 'JOBS_PURGED':
+      case 'FLOW_SUBMITTED':
       case 'AUTH_OK':
       case 'ERROR':
         return reply;

@@ -56,3 +56,5 @@ export const MAX_PARENTS = 1000;
 export const MAX_ASSIGNED_PARENT_RESULT_BYTES = 256 * 1024;
 /** Longest job id a request may name as a parent (ours are UUIDs). */
 export const MAX_JOB_ID_LENGTH = 200;
+/** Most jobs one flow (`SUBMIT_FLOW`) may hold. */
+export const MAX_FLOW_JOBS = 10_000;

@@ -8,7 +8,7 @@
  * Client port:  SUBMIT_JOB, JOB_SUBMITTED, SUBMIT_REJECTED, GET_JOB_STATUS,
  *               JOB_STATUS, LIST_JOBS, JOB_LIST, LIST_WORKERS, WORKER_LIST,
  *               CANCEL_JOB, JOB_CANCEL, ERROR; extensions WAIT_JOB, AUTH,
- *               AUTH_OK, PURGE_JOBS, JOBS_PURGED.
+ *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, SUBMIT_FLOW, FLOW_SUBMITTED.
  *
  * Optional v1 fields are always present after decoding, as `null` when the
  * peer left them out or sent an explicit `null` (the two mean the same thing).
@@ -401,11 +401,49 @@ export interface JobsPurged {
   deleted: number;
 }
 
+/** One job of a flow (`SUBMIT_FLOW`): a SUBMIT_JOB's fields, a ref, and parents by ref or id. */
+export interface FlowJob {
+  /** The job's name within the flow (unique there). */
+  ref: string;
+  taskType: string;
+  payload: JsonObject;
+  /** Refs of other jobs of the flow (forward refs allowed) or ids of existing jobs. */
+  dependsOn?: string[] | null;
+  maxAttempts?: number | null;
+  priority?: Priority | null;
+  idempotencyKey?: string | null;
+  timeoutMillis?: number | null;
+  onParentFailure?: ParentFailurePolicy | null;
+}
+/** Extension: many jobs with dependencies among them, created in one commit or not at all. */
+export interface SubmitFlow {
+  type: 'SUBMIT_FLOW';
+  jobs: FlowJob[];
+}
+/** One created job of a flow. */
+export interface FlowRef {
+  ref: string;
+  jobId: string;
+}
+export interface FlowSubmitted {
+  type: 'FLOW_SUBMITTED';
+  /** Every job of the flow, in the order the request listed them. */
+  jobs: FlowRef[];
+}
+
 export type WorkerToCoordinator = WorkerRegister | Heartbeat | TaskResult | WorkerDraining;
 export type CoordinatorToWorker =
   WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck;
 export type ClientRequest =
-  SubmitJob | GetJobStatus | ListJobs | ListWorkers | CancelJob | WaitJob | Auth | PurgeJobs;
+  | SubmitJob
+  | GetJobStatus
+  | ListJobs
+  | ListWorkers
+  | CancelJob
+  | WaitJob
+  | Auth
+  | PurgeJobs
+  | SubmitFlow;
 export type ClientReply =
   | JobSubmitted
   | SubmitRejected
@@ -415,7 +453,8 @@ export type ClientReply =
   | JobCancel
   | ErrorMessage
   | AuthOk
-  | JobsPurged;
+  | JobsPurged
+  | FlowSubmitted;
 
 export type Message = WorkerToCoordinator | CoordinatorToWorker | ClientRequest | ClientReply;
 export type MessageType = Message['type'];
@@ -431,6 +470,7 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   WAIT_JOB: true,
   AUTH: true,
   PURGE_JOBS: true,
+  SUBMIT_FLOW: true,
 };
 const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOB_SUBMITTED: true,
@@ -442,6 +482,7 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   ERROR: true,
   AUTH_OK: true,
   JOBS_PURGED: true,
+  FLOW_SUBMITTED: true,
 };
 const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]: true } = {
   WORKER_REGISTER: true,

@@ -66,6 +66,8 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return 'AUTH';
     case 'PURGE_JOBS':
       return `PURGE_JOBS ${msg.state} older=${msg.olderThanMillis} ms`;
+    case 'SUBMIT_FLOW':
+      return `SUBMIT_FLOW ${msg.jobs.length} jobs`;
   }
 }
 

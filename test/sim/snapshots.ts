@@ -46,6 +46,7 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'ERROR':
       case 'AUTH_OK':
       case 'JOBS_PURGED':
+      case 'FLOW_SUBMITTED':
         break;
     }
   }

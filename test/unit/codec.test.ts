@@ -84,6 +84,7 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     heartbeatAck: true,
     prefetch: 8,
     heldAttempts: [{ jobId: 'job-1', attemptId: 'attempt-1' }],
+    parents: true,
   },
   WORKER_REGISTERED: {
     type: 'WORKER_REGISTERED',
@@ -101,6 +102,16 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     payload: { durationMillis: 10, nested: { list: [1, 'two', null, true] } },
     timeoutMillis: 60_000,
     maxAttempts: 3,
+    parents: [
+      {
+        jobId: 'job-0',
+        taskType: 'WORD_COUNT',
+        state: 'COMPLETED',
+        result: '{"words":2}',
+        resultFormat: 'json',
+        omitted: false,
+      },
+    ],
   },
   TASK_CANCEL: {
     type: 'TASK_CANCEL',
@@ -133,6 +144,8 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     idempotencyKey: 'key-1',
     priority: 'HIGH',
     timeoutMillis: 5_000,
+    dependsOn: ['job-0'],
+    onParentFailure: 'run',
     knownStates: ['SCHEDULED', 'WAITING'],
   },
   JOB_SUBMITTED: { type: 'JOB_SUBMITTED', jobId: 'job-1', job: JOB, servingWorkers: 2 },
@@ -181,6 +194,23 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
   AUTH_OK: { type: 'AUTH_OK' },
   PURGE_JOBS: { type: 'PURGE_JOBS', state: 'COMPLETED', olderThanMillis: 3_600_000 },
   JOBS_PURGED: { type: 'JOBS_PURGED', deleted: 12 },
+  SUBMIT_FLOW: {
+    type: 'SUBMIT_FLOW',
+    jobs: [
+      {
+        ref: 'a',
+        taskType: 'SHA256',
+        payload: { text: 'abc' },
+        dependsOn: ['b', 'job-0'],
+        maxAttempts: 2,
+        priority: 'LOW',
+        idempotencyKey: 'k',
+        timeoutMillis: 1_000,
+        onParentFailure: 'cancel',
+      },
+    ],
+  },
+  FLOW_SUBMITTED: { type: 'FLOW_SUBMITTED', jobs: [{ ref: 'a', jobId: 'job-1' }] },
 };
 
 /**
@@ -197,6 +227,7 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'heartbeatAck',
     'prefetch',
     'heldAttempts',
+    'parents',
   ],
   WORKER_REGISTERED: ['workerId', 'features'],
   HEARTBEAT: ['workerId'],
@@ -209,6 +240,7 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'payload',
     'timeoutMillis',
     'maxAttempts',
+    'parents',
   ],
   TASK_CANCEL: ['jobId', 'attemptId'],
   TASK_RESULT: [
@@ -231,6 +263,8 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'priority',
     'timeoutMillis',
     'knownStates',
+    'dependsOn',
+    'onParentFailure',
   ],
   JOB_SUBMITTED: ['jobId', 'job', 'servingWorkers'],
   SUBMIT_REJECTED: ['reason', 'activeCount', 'limit', 'retryable'],
@@ -247,6 +281,8 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
   AUTH_OK: [],
   PURGE_JOBS: ['state', 'olderThanMillis'],
   JOBS_PURGED: ['deleted'],
+  SUBMIT_FLOW: ['jobs'],
+  FLOW_SUBMITTED: ['jobs'],
 };
 const JOB_FIELDS = [
   'jobId',

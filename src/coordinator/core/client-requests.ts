@@ -35,6 +35,7 @@ import type { PendingRead } from './pending-reads.js';
 import { purgeOnRequest } from './retention.js';
 import type { CoreState } from './state.js';
 import { submit } from './submission.js';
+import { submitFlow } from './flow-submission.js';
 
 /** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
 export const MAX_LIST_LIMIT = 10_000;
@@ -72,6 +73,8 @@ export function handleClientRequest(
       return s.reply(connId, requestId, { type: 'AUTH_OK' });
     case 'PURGE_JOBS':
       return purgeOnRequest(s, connId, requestId, msg);
+    case 'SUBMIT_FLOW':
+      return submitFlow(s, connId, requestId, msg);
   }
 }
 

@@ -30,6 +30,7 @@ import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed, parentsLookedUp } from './submission.js';
+import { flowParentsLookedUp } from './flow-submission.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
 import {
   handleWorkerMessage,
@@ -198,6 +199,9 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
     case 'parents':
       if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
       return parentsLookedUp(s, read.held, read.asked, result.jobs);
+    case 'flowParents':
+      if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
+      return flowParentsLookedUp(s, read.plan, read.asked, result.jobs);
     case 'listKey':
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
@@ -228,9 +232,10 @@ function readFailed(s: CoreState, readId: number, message: string): void {
     case 'key':
       return keyLookupFailed(s, read.key, message);
     case 'parents':
+    case 'flowParents':
       s.replyError(
-        read.held.connId,
-        read.held.requestId,
+        read.kind === 'parents' ? read.held.connId : read.plan.connId,
+        read.kind === 'parents' ? read.held.requestId : read.plan.requestId,
         ErrorCode.StoreReadFailed,
         `Could not look up the parent jobs: ${message}`,
       );

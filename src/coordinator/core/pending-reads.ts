@@ -28,6 +28,23 @@ export interface HeldSubmission {
   readonly wanted: NormalizedSubmission;
 }
 
+/** A checked flow: its jobs in creation order (parents first). */
+export interface FlowPlan {
+  readonly connId: number;
+  readonly requestId: number;
+  /** The refs in the order the request listed them (the reply's order). */
+  readonly refs: readonly string[];
+  readonly ordered: readonly PlannedJob[];
+  /** Parents that are not refs of the flow: existing jobs. */
+  readonly external: readonly string[];
+}
+
+export interface PlannedJob {
+  readonly ref: string;
+  readonly msg: SubmitJob;
+  readonly wanted: NormalizedSubmission;
+}
+
 export type PendingRead =
   | {
       kind: 'status';
@@ -52,6 +69,8 @@ export type PendingRead =
   | { kind: 'key'; key: string }
   /** A submission's parents that memory does not hold: the store is asked for them. */
   | { kind: 'parents'; held: HeldSubmission; asked: readonly string[] }
+  /** A flow's parents that are existing jobs memory does not hold. */
+  | { kind: 'flowParents'; plan: FlowPlan; asked: readonly string[] }
   /** LIST_JOBS with an idempotency key: the store is asked for the key's job. */
   | { kind: 'listKey'; connId: number; requestId: number; query: ListQuery; key: string }
   | {

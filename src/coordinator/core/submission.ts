@@ -95,31 +95,47 @@ function sameSubmission(job: Submitted, msg: SubmitJob, wanted: NormalizedSubmis
   return isDeepStrictEqual(JSON.parse(job.payloadJson), JSON.parse(JSON.stringify(msg.payload)));
 }
 
-/** Handles one SUBMIT_JOB. */
-export function submit(s: CoreState, connId: number, requestId: number, msg: SubmitJob): void {
+/** What is wrong with a submission (its code and message). */
+export interface Refusal {
+  code: ErrorCode;
+  message: string;
+}
+
+/** Validates one submission (task type, settings, a built-in's payload): its settings, or a refusal. */
+export function checkSubmission(s: CoreState, msg: SubmitJob): NormalizedSubmission | Refusal {
   if (!isValidTaskType(msg.taskType)) {
-    s.replyError(
-      connId,
-      requestId,
-      ErrorCode.InvalidTaskType,
-      `Invalid task type: ${JSON.stringify(msg.taskType.slice(0, 80))}; expected a built-in ` +
+    return {
+      code: ErrorCode.InvalidTaskType,
+      message:
+        `Invalid task type: ${JSON.stringify(msg.taskType.slice(0, 80))}; expected a built-in ` +
         `(${BUILTIN_TASK_TYPES.join(', ')}) or a name matching ${String(CUSTOM_TASK_TYPE_PATTERN)} ` +
         'that is not a built-in name or CLI shortcut in any case',
-    );
-    return;
+    };
   }
   const wanted = normalize(s, msg);
   if (typeof wanted === 'string') {
-    s.replyError(connId, requestId, ErrorCode.InvalidRequest, `Invalid request: ${wanted}`);
-    return;
+    return { code: ErrorCode.InvalidRequest, message: `Invalid request: ${wanted}` };
   }
   if (isBuiltinTaskType(msg.taskType)) {
     try {
       s.deps.validator.validate(msg.taskType, msg.payload);
     } catch (err) {
-      s.replyError(connId, requestId, errorCodeOf(err), describeError(err));
-      return;
+      return { code: errorCodeOf(err), message: describeError(err) };
     }
+  }
+  return wanted;
+}
+
+export function isRefusal(value: NormalizedSubmission | Refusal): value is Refusal {
+  return 'code' in value;
+}
+
+/** Handles one SUBMIT_JOB. */
+export function submit(s: CoreState, connId: number, requestId: number, msg: SubmitJob): void {
+  const wanted = checkSubmission(s, msg);
+  if (isRefusal(wanted)) {
+    s.replyError(connId, requestId, wanted.code, wanted.message);
+    return;
   }
   const held: HeldSubmission = { connId, requestId, msg, wanted };
   const key = msg.idempotencyKey;
@@ -180,14 +196,14 @@ function answerKnownKey(s: CoreState, held: HeldSubmission, existing: JobRecord)
 }
 
 /** What a submission's parents are now: still open, or ended (with their outcome). */
-interface ParentsFound {
+export interface ParentsFound {
   open: string[];
   finished: FinishedParent[];
   /** Named but held neither in memory nor in `stored`. */
   missing: string[];
 }
 
-function findParents(
+export function findParents(
   parentIds: readonly string[],
   s: CoreState,
   stored: ReadonlyMap<string, JobRecord>,
@@ -272,7 +288,7 @@ function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void
   schedule(s);
 }
 
-function createJob(s: CoreState, held: HeldSubmission, parents?: ParentsFound): CoreJob {
+export function createJob(s: CoreState, held: HeldSubmission, parents?: ParentsFound): CoreJob {
   const { msg, wanted } = held;
   const waits = parents !== undefined;
   const job: CoreJob = {
