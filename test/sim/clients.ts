@@ -51,6 +51,7 @@ const REQUEST_WEIGHTS = {
   list: 6,
   listWorkers: 2,
   unknownJob: 2,
+  dependent: 8,
 } as const;
 
 const TASK_WEIGHTS = { SHA256: 3, SLEEP: 3, FAIL: 3, WORD_COUNT: 1, PRIME_COUNT: 1 } as const;
@@ -155,11 +156,31 @@ export class SimClient implements ClientPeer {
         return this.#list();
       case 'listWorkers':
         return { type: 'LIST_WORKERS' };
+      case 'dependent':
+        return this.#dependentSubmission();
       case 'unknownJob':
         return rng.chance(0.5)
           ? { type: 'GET_JOB_STATUS', jobId: `no-such-job-${rng.int(0, 9)}` }
           : { type: 'CANCEL_JOB', jobId: `no-such-job-${rng.int(0, 9)}` };
     }
+  }
+
+  /** A job that depends on 1..3 acknowledged jobs (now and then an unknown one). */
+  #dependentSubmission(): SubmitJob {
+    const rng = this.#rng;
+    const parents = Array.from({ length: rng.int(1, 3) }, () => this.#someJobId());
+    const taskType = rng.weighted(TASK_WEIGHTS);
+    const policy = rng.pick<'cancel' | 'run' | null>([null, 'cancel', 'run']);
+    return {
+      type: 'SUBMIT_JOB',
+      taskType,
+      payload: this.#payload(taskType),
+      maxAttempts: rng.int(1, 4),
+      idempotencyKey: null,
+      priority: null,
+      dependsOn: parents,
+      ...(policy === null ? {} : { onParentFailure: policy }),
+    };
   }
 
   #someJobId(): string {
@@ -269,7 +290,15 @@ export class SimClient implements ClientPeer {
     const state = rng.chance(0.3) ? rng.pick<JobState>(JOB_STATES) : null;
     const cursorRoll = rng.float();
     const cursor = cursorRoll < 0.3 ? this.#cursor : cursorRoll < 0.33 ? 'not-a-cursor' : null;
-    const msg: ClientRequest = { type: 'LIST_JOBS', limit, state, cursor };
+    // A state beyond v1 is a filter only for a client that says it knows it.
+    const beyondV1 = state === 'SCHEDULED' || state === 'WAITING';
+    const msg: ClientRequest = {
+      type: 'LIST_JOBS',
+      limit,
+      state,
+      cursor,
+      ...(beyondV1 || rng.chance(0.5) ? { knownStates: ['SCHEDULED', 'WAITING'] } : {}),
+    };
     if (limit === 0 || cursor === 'not-a-cursor') this.#env.invalid.add(msg);
     return msg;
   }
