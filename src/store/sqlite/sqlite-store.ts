@@ -148,9 +148,14 @@ export class SqliteStore implements Store {
         .get();
       const parentJobs = this.#reader
         .prepare<[], JobRow>(
-          `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE ${TERMINAL} AND job_id IN
-             (SELECT d.parent_id FROM job_dependencies d JOIN jobs c ON c.job_id = d.job_id
-               WHERE c.${ACTIVE})`,
+          // Driven from the active jobs (already read) through the index of
+          // dependencies (CROSS JOIN fixes SQLite's join order): no other
+          // part of the jobs table is read, so a damaged page of old
+          // history does not stop a restart.
+          `SELECT DISTINCT ${columnList(JOB_COLUMNS, 'p.')} FROM jobs c
+             CROSS JOIN job_dependencies d CROSS JOIN jobs p
+            WHERE c.${ACTIVE} AND d.job_id = c.job_id AND p.job_id = d.parent_id
+              AND p.${TERMINAL}`,
         )
         .all()
         .map(jobFromRow);
