@@ -46,6 +46,7 @@ export {
   SubmitRejectedError,
   TransportError,
   UnexpectedReplyError,
+  UnsupportedFeatureError,
   WaitTimeoutError,
   WrongPortError,
   remoteErrorCode,
@@ -73,3 +74,5 @@ export type {
   WorkerSnapshot,
 } from '../protocol/messages.js';
 export { formatDurationMs, parseDuration } from '../protocol/duration.js';
+export { Schedules } from './schedules.js';
+export type { ScheduleOptions, ScheduleWithJobs } from './schedules.js';

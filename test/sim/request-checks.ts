@@ -75,9 +75,16 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'WAIT_JOB':
     case 'LIST_JOBS':
     case 'PURGE_JOBS':
+    case 'GET_SCHEDULE':
       return read;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SET_SCHEDULE':
+    case 'LIST_SCHEDULES':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
       return false;
   }
 }
@@ -140,6 +147,13 @@ function answerNow(
     }
     case 'AUTH':
     case 'PURGE_JOBS':
+    case 'SET_SCHEDULE':
+    case 'LIST_SCHEDULES':
+    case 'GET_SCHEDULE':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
       return; // the simulation's clients never send these
   }
 }
@@ -222,6 +236,9 @@ function checkSubmit(
     case 'WORKER_LIST':
     case 'AUTH_OK':
     case 'JOBS_PURGED':
+    case 'SCHEDULE_INFO':
+    case 'SCHEDULE_LIST':
+    case 'SCHEDULE_DELETED':
       throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
   }
 }
@@ -424,6 +441,13 @@ export function checkDeferredAnswer(
       return;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SET_SCHEDULE':
+    case 'LIST_SCHEDULES':
+    case 'GET_SCHEDULE':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
       throw judge.violation(`${msg.type} was answered late`);
   }
 }

@@ -75,6 +75,7 @@ const CONFIG: CoreConfig = {
   retryBaseDelayMs: 10,
   retryMaxDelayMs: 100,
   maxActiveJobs: 10,
+  maxScheduledJobs: 1_000_000,
   agingStepMs: 0,
   sweepIntervalMs: 100,
   retainTerminalMs: null,

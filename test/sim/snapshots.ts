@@ -46,6 +46,9 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'ERROR':
       case 'AUTH_OK':
       case 'JOBS_PURGED':
+      case 'SCHEDULE_INFO':
+      case 'SCHEDULE_LIST':
+      case 'SCHEDULE_DELETED':
         break;
     }
   }

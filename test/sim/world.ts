@@ -24,6 +24,7 @@
  * its store tries to finish its commits: every one must be refused, none of
  * its effects ever leaves, and its lease machine must step down.
  */
+import { createCronEvaluator } from '../../src/coordinator/cron.js';
 import { CoordinatorCore } from '../../src/coordinator/core/core.js';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
 import type { ClientRequest, WorkerToCoordinator } from '../../src/protocol/messages.js';
@@ -42,6 +43,9 @@ import {
 } from './network.js';
 import { describeEffect, describeInput } from './describe.js';
 import type { Random } from './random.js';
+
+/** The cron evaluator the coordinator uses (the simulation uses the real library). */
+const CRON = createCronEvaluator();
 
 /**
  * How long the shell keeps reading a worker connection it closed, waiting for
@@ -505,6 +509,7 @@ export class World {
           now: () => this.clock.nowMs,
           newId: () => this.ids.next(),
           validator: this.#validator,
+          cron: CRON,
         },
         this.store.recoverNow(),
       );
@@ -740,6 +745,7 @@ export class World {
         break;
       case 'read':
       case 'event':
+      case 'wakeAt':
         break;
     }
     this.#obs.onReleased(effect);

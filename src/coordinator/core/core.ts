@@ -23,9 +23,11 @@ import {
   listKeyDone,
   releaseWaits,
 } from './client-requests.js';
+import { nextDueAtMs, promoteDue } from './delayed-jobs.js';
 import { toRecord } from './job.js';
 import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
 import { recover } from './recovery.js';
+import { fireDueTicks, scheduleJobsRead } from './schedule-requests.js';
 import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
@@ -62,6 +64,9 @@ export class CoordinatorCore {
   handle(input: CoreInput): Effect[] {
     const s = this.#s;
     s.begin();
+    // Whatever the input, nothing is assigned before its time and nothing
+    // due waits: due delayed jobs join the queue before the input is handled.
+    if (promoteDue(s) + fireDueTicks(s) > 0) schedule(s);
     switch (input.kind) {
       case 'workerMessage':
         handleWorkerMessage(s, input.connId, input.msg);
@@ -90,6 +95,10 @@ export class CoordinatorCore {
       case 'tick':
         sweep(s);
         break;
+      case 'wake':
+        // The timer that fired is gone: the next wake-up is always stated.
+        s.wakeArmedAtMs = undefined;
+        break;
       case 'readDone':
         readDone(s, input.readId, input.result);
         break;
@@ -100,6 +109,7 @@ export class CoordinatorCore {
         s.reads.noteCommitted(s.jobs.committed(input.batchId));
         break;
     }
+    stateWakeUp(s);
     return s.takeEffects();
   }
 
@@ -108,9 +118,14 @@ export class CoordinatorCore {
     return this.#s.jobs.takeBatch();
   }
 
-  /** Non-terminal jobs right now (admission control's count). */
+  /** Non-terminal jobs right now, SCHEDULED ones included. */
   get activeCount(): number {
     return this.#s.jobs.activeCount;
+  }
+
+  /** SCHEDULED jobs right now. */
+  get scheduledCount(): number {
+    return this.#s.scheduledCount;
   }
 
   get maxActiveJobs(): number {
@@ -151,6 +166,8 @@ export class CoordinatorCore {
       keptLeases: s.kept.views(),
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
+      scheduledCount: s.scheduledCount,
+      wakeArmedAtMs: s.wakeArmedAtMs ?? null,
     };
   }
 
@@ -158,6 +175,14 @@ export class CoordinatorCore {
   activeJobs(): JobRecord[] {
     return [...this.#s.jobs.activeJobs()].map(toRecord);
   }
+}
+
+/** Tells the shell the earliest instant the core needs an input, when that changed. */
+function stateWakeUp(s: CoreState): void {
+  const due = nextDueAtMs(s);
+  const tick = s.schedules.nextTickAtMs();
+  const atMs = due === null ? tick : tick === null ? due : Math.min(due, tick);
+  if (atMs !== s.wakeArmedAtMs) s.wakeAt(atMs);
 }
 
 function sweep(s: CoreState): void {
@@ -203,6 +228,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'purge')
         throw new Error(`read ${readId}: expected a purge, got ${result.op}`);
       return purgeDone(s, read, result.deleted);
+    case 'scheduleJobs':
+      if (result.op !== 'scheduleJobs')
+        throw new Error(`read ${readId}: expected a schedule's jobs, got ${result.op}`);
+      return scheduleJobsRead(s, read, result.jobs);
   }
 }
 
@@ -215,6 +244,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
     case 'wait':
     case 'list':
     case 'listKey':
+    case 'scheduleJobs':
       s.replyError(
         read.connId,
         read.requestId,
@@ -258,4 +288,8 @@ export interface CoreInspection {
   keptLeases: KeptLeasesView[];
   pendingWaits: number;
   pendingReads: number;
+  /** SCHEDULED jobs held. */
+  scheduledCount: number;
+  /** The wake-up last asked of the shell; null = none. */
+  wakeArmedAtMs: number | null;
 }
