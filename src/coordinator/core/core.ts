@@ -96,8 +96,8 @@ export class CoordinatorCore {
         sweep(s);
         break;
       case 'wake':
-        // The timer that fired is gone: the next wake-up is always stated.
-        s.wakeArmedAtMs = undefined;
+        // The timer that fired is gone: the next wake-up is stated again.
+        if (s.wakeArmedAtMs !== null) s.wakeArmedAtMs = undefined;
         break;
       case 'readDone':
         readDone(s, input.readId, input.result);

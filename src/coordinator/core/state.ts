@@ -58,7 +58,7 @@ export class CoreState {
    * armed; undefined = unknown (a wake-up just fired): the next one is
    * always stated.
    */
-  wakeArmedAtMs: number | null | undefined = undefined;
+  wakeArmedAtMs: number | null | undefined = null;
   readonly workers = new WorkerRegistry();
   /** Worker connections the core has closed; their late frames are ignored. */
   readonly closingConns = new Set<number>();
