@@ -112,6 +112,8 @@ export interface SubmitOptions {
   idempotencyKey?: string | null;
   priority?: Priority | null;
   timeoutMillis?: number;
+  /** A delayed job's due time. */
+  runAtMillis?: number;
 }
 
 export interface ResultOptions {
@@ -317,6 +319,7 @@ export class CoreHarness {
       idempotencyKey: options.idempotencyKey ?? null,
       priority: options.priority ?? null,
       timeoutMillis: options.timeoutMillis ?? null,
+      ...(options.runAtMillis !== undefined && { runAtMillis: options.runAtMillis }),
     });
   }
 
