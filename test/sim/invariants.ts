@@ -288,7 +288,21 @@ export class Invariants implements WorldObserver {
       for (const jobId of kept.jobIds) keptFor.set(jobId, kept.workerId);
     }
     let keptRunning = 0;
+    const scheduled = activeJobs.filter((job) => job.state === 'SCHEDULED').length;
+    judge.check(
+      view.scheduledCount === scheduled,
+      () => `scheduledCount ${view.scheduledCount}, ${scheduled} SCHEDULED jobs in memory`,
+    );
     for (const job of activeJobs) {
+      // No attempt starts before the job's time, on the coordinator's clock.
+      judge.check(
+        job.runAtMs === null || job.startedAtMs === null || job.startedAtMs >= job.runAtMs,
+        () => `job ${job.jobId} started at ${job.startedAtMs}, before its time ${job.runAtMs}`,
+      );
+      judge.check(
+        job.state !== 'SCHEDULED' || job.runAtMs !== null,
+        () => `SCHEDULED job ${job.jobId} has no runAtMs`,
+      );
       const row = rows.get(job.jobId);
       const field = row === undefined ? 'jobId' : differingField(row, job);
       judge.check(

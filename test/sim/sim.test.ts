@@ -99,6 +99,8 @@ function handled(input: HandledInput['input'], effects: Effect[], active = [0, 0
     effects,
     activeBefore: active[0] as number,
     activeAfter: active[1] as number,
+    scheduledAfter: 0,
+    nowMs: 0,
     linkWorkerId: 'w1',
     linkClosedByCore: false,
     currentAtSend: false,

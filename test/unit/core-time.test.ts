@@ -91,6 +91,7 @@ describe('core: delayed jobs', () => {
     const late = h.submit({ runAtMillis: START_MS + 2_000 });
     const early = h.submit({ runAtMillis: START_MS + 1_000 });
     h.clock = START_MS + 10_000;
+    h.handle({ kind: 'wake' });
     h.register('w1', 1);
     h.result(early);
     assert.deepEqual(
@@ -148,6 +149,7 @@ describe('core: delayed jobs', () => {
     h.clock = START_MS + 60_000;
     h.restart();
     h.register('w1', 1);
+    h.handle({ kind: 'wake' }); // what the term feeds when it starts serving
     assert.deepEqual(
       messagesOf(h.last, 'TASK_ASSIGN').map((m) => m.jobId),
       [jobId],

@@ -64,9 +64,6 @@ export class CoordinatorCore {
   handle(input: CoreInput): Effect[] {
     const s = this.#s;
     s.begin();
-    // Whatever the input, nothing is assigned before its time and nothing
-    // due waits: due delayed jobs join the queue before the input is handled.
-    if (promoteDue(s) + fireDueTicks(s) > 0) schedule(s);
     switch (input.kind) {
       case 'workerMessage':
         handleWorkerMessage(s, input.connId, input.msg);
@@ -93,11 +90,14 @@ export class CoordinatorCore {
         releaseWaits(s, input.connId);
         break;
       case 'tick':
+        doDue(s);
         sweep(s);
         break;
       case 'wake':
         // The timer that fired is gone: the next wake-up is stated again.
         if (s.wakeArmedAtMs !== null) s.wakeArmedAtMs = undefined;
+        doDue(s);
+        schedule(s);
         break;
       case 'readDone':
         readDone(s, input.readId, input.result);
@@ -175,6 +175,17 @@ export class CoordinatorCore {
   activeJobs(): JobRecord[] {
     return [...this.#s.jobs.activeJobs()].map(toRecord);
   }
+}
+
+/**
+ * What fell due by now: delayed jobs become QUEUED (due-time order) and due
+ * schedule ticks make their jobs. Only the timed inputs do it (the wake-up
+ * and, as a backstop, the sweep), so every other input changes only what it
+ * is about.
+ */
+function doDue(s: CoreState): void {
+  promoteDue(s);
+  fireDueTicks(s);
 }
 
 /** Tells the shell the earliest instant the core needs an input, when that changed. */
