@@ -321,8 +321,9 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     idempotencyKey: key ?? null,
     priority: values.optionalEnum('priority', PRIORITIES) ?? null,
     timeoutMillis: values.optionalInt('task-timeout-millis') ?? null,
-    runAtMillis: runAtFlag(values),
   };
+  const runAtMillis = runAtFlag(values);
+  if (runAtMillis !== null) request.runAtMillis = runAtMillis;
   // Too large for a frame is bad input: say so before connecting at all.
   checkSubmitSize(request);
   const client = await ctx.client();
