@@ -16,6 +16,7 @@ export {
   WAIT_SLICE_MS,
 } from './client.js';
 export type {
+  BatchJob,
   ConnectOptions,
   JobOptions,
   JobWithAttempts,
@@ -46,6 +47,7 @@ export {
   SubmitRejectedError,
   TransportError,
   UnexpectedReplyError,
+  UnsupportedRequestError,
   WaitTimeoutError,
   WrongPortError,
   remoteErrorCode,

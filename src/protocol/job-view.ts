@@ -107,6 +107,7 @@ export class StateView {
         return jobs.every((job, i) => job === reply.jobs[i]) ? reply : { ...reply, jobs };
       }
       case 'SUBMIT_REJECTED':
+      case 'JOBS_SUBMITTED':
       case 'WORKER_LIST':
       case 'JOBS_PURGED':
       case 'AUTH_OK':

@@ -17,6 +17,7 @@ import type {
   ClientRequest,
   ListJobs,
   SubmitJob,
+  SubmitJobs,
   WaitJob,
 } from '../../src/protocol/messages.js';
 import type { JobState } from '../../src/protocol/messages.js';
@@ -70,6 +71,8 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
   switch (msg.type) {
     case 'SUBMIT_JOB':
       return msg.idempotencyKey !== null;
+    case 'SUBMIT_JOBS':
+      return read;
     case 'GET_JOB_STATUS':
     case 'CANCEL_JOB':
     case 'WAIT_JOB':
@@ -118,6 +121,8 @@ function answerNow(
   switch (msg.type) {
     case 'SUBMIT_JOB':
       return checkSubmit(ctx, msg, reply as ClientReply, h, before);
+    case 'SUBMIT_JOBS':
+      return checkBatch(judge, msg, reply as ClientReply, h);
     case 'CANCEL_JOB':
       return checkCancel(judge, msg, reply as ClientReply, h, before);
     case 'GET_JOB_STATUS':
@@ -142,6 +147,23 @@ function answerNow(
     case 'PURGE_JOBS':
       return; // the simulation's clients never send these
   }
+}
+
+/** A batch is answered with one id per job, or with nothing created at all. */
+function checkBatch(judge: Judge, msg: SubmitJobs, reply: ClientReply, h: HandledInput): void {
+  const created = h.effects.filter((e) => e.kind === 'event' && e.event.type === 'job.submitted');
+  if (reply.type === 'JOBS_SUBMITTED') {
+    judge.check(
+      reply.jobIds.length === msg.jobs.length && created.length <= msg.jobs.length,
+      () =>
+        `SUBMIT_JOBS of ${msg.jobs.length} got ${reply.jobIds.length} ids, created ${created.length}`,
+    );
+    return;
+  }
+  judge.check(
+    (reply.type === 'ERROR' || reply.type === 'SUBMIT_REJECTED') && created.length === 0,
+    () => `a refused SUBMIT_JOBS (${reply.type}) created ${created.length} jobs`,
+  );
 }
 
 /** The core's notion of "the same submission" (effective maxAttempts and priority). */
@@ -222,6 +244,7 @@ function checkSubmit(
     case 'WORKER_LIST':
     case 'AUTH_OK':
     case 'JOBS_PURGED':
+    case 'JOBS_SUBMITTED':
       throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
   }
 }
@@ -377,6 +400,12 @@ export function checkDeferredAnswer(
   if (reply.type === 'ERROR' && reply.code === 'STORE_READ_FAILED') return;
   const what = `deferred ${msg.type} answered ${JSON.stringify(reply).slice(0, 300)}`;
   switch (msg.type) {
+    case 'SUBMIT_JOBS':
+      judge.check(
+        reply.type !== 'JOBS_SUBMITTED' || reply.jobIds.length === msg.jobs.length,
+        () => what,
+      );
+      return;
     case 'SUBMIT_JOB': {
       const owner = after.keyOwner(msg.idempotencyKey ?? '');
       if (reply.type === 'SUBMIT_REJECTED') return;
