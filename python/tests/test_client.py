@@ -152,5 +152,5 @@ def test_submit_many_creates_a_batch_whole_or_not_at_all(cluster: Cluster) -> No
             client.submit_many([jobs[0], {"task_type": "no such task", "payload": {}}])
         assert refused.value.index == 1 and "index 1" in refused.value.message
         assert len(list(client.list())) == before  # nothing of the batch was created
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="takes 1"):
             client.submit_many([])
