@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { DtpClient, TransportError } from '../../src/client/index.js';
 import type { JobSnapshot } from '../../src/protocol/messages.js';
-import { ScriptProcess, startCoordinatorProcess } from '../helpers/processes.js';
+import { startCoordinatorProcess, type ScriptProcess } from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
 
 const HOST = '127.0.0.1';
@@ -49,7 +49,7 @@ describe('SUBMIT_JOBS and a coordinator killed with SIGKILL', () => {
     const acked: string[] = [];
     for (let kill = 0; kill < KILLS; kill++) {
       let stop = false;
-      let killed: Promise<void> | null = null;
+      const killed: Promise<void>[] = [];
       const produce = async (p: number): Promise<void> => {
         const client = await DtpClient.connect({ host: HOST, port: clientPort });
         try {
@@ -63,7 +63,7 @@ describe('SUBMIT_JOBS and a coordinator killed with SIGKILL', () => {
             // Right after a reply (the other producer's batch may be in flight).
             if (p === 0 && n === 2) {
               stop = true;
-              killed = coordinator.proc.kill();
+              killed.push(coordinator.proc.kill());
             }
           }
         } catch (err) {
@@ -73,7 +73,7 @@ describe('SUBMIT_JOBS and a coordinator killed with SIGKILL', () => {
         }
       };
       await Promise.all(Array.from({ length: PRODUCERS }, (_, p) => produce(p)));
-      await killed;
+      await Promise.all(killed);
       coordinator = await startCoordinatorProcess(['--database', db], { workerPort, clientPort });
       procs.push(coordinator.proc);
     }

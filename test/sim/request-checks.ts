@@ -122,7 +122,7 @@ function answerNow(
     case 'SUBMIT_JOB':
       return checkSubmit(ctx, msg, reply as ClientReply, h, before);
     case 'SUBMIT_JOBS':
-      return checkBatch(judge, msg, reply as ClientReply, h);
+      return checkBatch(ctx, msg, reply as ClientReply, h);
     case 'CANCEL_JOB':
       return checkCancel(judge, msg, reply as ClientReply, h, before);
     case 'GET_JOB_STATUS':
@@ -150,8 +150,25 @@ function answerNow(
 }
 
 /** A batch is answered with one id per job, or with nothing created at all. */
-function checkBatch(judge: Judge, msg: SubmitJobs, reply: ClientReply, h: HandledInput): void {
+function checkBatch(
+  ctx: RequestContext,
+  msg: SubmitJobs,
+  reply: ClientReply,
+  h: HandledInput,
+): void {
+  const { judge } = ctx;
   const created = h.effects.filter((e) => e.kind === 'event' && e.event.type === 'job.submitted');
+  judge.check(
+    !ctx.invalid.has(msg) || (reply.type === 'ERROR' && typeof reply.index === 'number'),
+    () => `an invalid batch got ${JSON.stringify(reply).slice(0, 200)}`,
+  );
+  judge.check(
+    reply.type !== 'ERROR' ||
+      ctx.invalid.has(msg) ||
+      reply.code === 'IDEMPOTENCY_CONFLICT' ||
+      reply.code === 'STORE_READ_FAILED',
+    () => `a valid batch got ERROR ${JSON.stringify(reply).slice(0, 200)}`,
+  );
   if (reply.type === 'JOBS_SUBMITTED') {
     judge.check(
       reply.jobIds.length === msg.jobs.length && created.length <= msg.jobs.length,
@@ -402,7 +419,14 @@ export function checkDeferredAnswer(
   switch (msg.type) {
     case 'SUBMIT_JOBS':
       judge.check(
-        reply.type !== 'JOBS_SUBMITTED' || reply.jobIds.length === msg.jobs.length,
+        reply.type === 'JOBS_SUBMITTED'
+          ? reply.jobIds.length === msg.jobs.length &&
+              reply.jobIds.every((id, i) => {
+                const key = msg.jobs[i]?.idempotencyKey;
+                return typeof key !== 'string' || after.keyOwner(key)?.jobId === id;
+              })
+          : reply.type === 'SUBMIT_REJECTED' ||
+              (reply.type === 'ERROR' && reply.code === 'IDEMPOTENCY_CONFLICT'),
         () => what,
       );
       return;

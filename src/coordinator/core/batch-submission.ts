@@ -57,9 +57,16 @@ export function submitBatch(
     waiting: 0,
     failed: false,
   };
-  const unknown = jobs
-    .map((job) => job.msg.idempotencyKey)
-    .filter((key): key is string => key !== null && s.jobs.byKey(key) === undefined);
+  const unknown: string[] = [];
+  for (const { msg: element } of jobs) {
+    const key = element.idempotencyKey;
+    if (key === null) continue;
+    const known = s.jobs.byKey(key);
+    // Kept as found: a job that ends and leaves memory while the batch waits
+    // for its other keys still answers for its key.
+    if (known !== undefined) batch.stored.set(key, toRecord(known));
+    else unknown.push(key);
+  }
   if (unknown.length === 0) return settle(s, batch);
   batch.waiting = unknown.length;
   for (const key of unknown) s.read({ op: 'jobByKey', key }, { kind: 'batchKey', batch, key });
