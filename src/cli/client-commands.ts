@@ -31,6 +31,7 @@ import {
   type PayloadFieldSpec,
 } from '../protocol/task-types.js';
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
+import { parseJobLines, submitInBatches } from './submit-many.js';
 import { UsageError } from './flags.js';
 import { DIALLER_SECURITY_FLAGS } from './security-flags.js';
 import type { ConnectionSecurity } from '../client/connection.js';
@@ -44,6 +45,7 @@ import {
   formatWorkerTable,
 } from './output.js';
 import type { ExitCode } from './output.js';
+import { MAX_BATCH_JOBS } from '../protocol/messages.js';
 
 /** A command's result: the `--json` document, the human text, and the exit code (default 0). */
 export interface CommandOutput {
@@ -475,6 +477,39 @@ async function runWorkers(ctx: CommandContext): Promise<CommandOutput> {
 
 const JOB_ID_ARG: readonly ArgSpec[] = [{ name: 'job-id', help: 'the id submit printed' }];
 
+async function runSubmitMany(ctx: CommandContext): Promise<CommandOutput> {
+  const file = ctx.values.string('file');
+  let text: string;
+  try {
+    text = await ctx.readInput(file);
+  } catch (err) {
+    throw new UsageError(`cannot read --file ${file}: ${(err as Error).message}`);
+  }
+  const jobs = parseJobLines(text);
+  const jobIds = await submitInBatches(await ctx.client(), jobs, (ids) =>
+    ctx.note(`created before the refusal:\n${ids.join('\n')}`),
+  );
+  return { json: { jobIds }, human: jobIds.map((id) => `${id}\n`).join('') };
+}
+
+const SUBMIT_MANY_COMMAND: CommandSpec = {
+  name: 'submit-many',
+  summary: `submit jobs from a file of JSON lines, ${MAX_BATCH_JOBS.toLocaleString('en')} per atomic batch`,
+  args: [],
+  flags: [
+    {
+      name: 'file',
+      type: 'string',
+      required: true,
+      placeholder: 'jobs.ndjson|-',
+      help:
+        'one job a line: {"taskType": …, "payload": {…}} and optionally maxAttempts, priority, ' +
+        'idempotencyKey, timeoutMillis; - = standard input',
+    },
+  ],
+  run: runSubmitMany,
+};
+
 /** `submit <TYPE>`; the shortcuts (TASKS) become its subcommands. */
 export const SUBMIT_COMMAND: CommandSpec = {
   name: 'submit',
@@ -580,6 +615,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     run: runPurge,
   },
+  SUBMIT_MANY_COMMAND,
   {
     name: 'bench',
     summary: 'load generator: submits jobs and measures latency (never retries rejections)',

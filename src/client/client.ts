@@ -27,7 +27,7 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { isTerminalState } from '../protocol/messages.js';
+import { MAX_BATCH_JOBS, isTerminalState } from '../protocol/messages.js';
 import { KNOWN_STATES } from '../protocol/job-view.js';
 import type {
   AttemptSnapshot,
@@ -39,10 +39,12 @@ import type {
   Priority,
   ScheduleRequest,
   SubmitJob,
+  SubmitJobs,
   TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
 import { ErrorCode } from '../protocol/error-codes.js';
+import { submitElementToJson } from '../protocol/codec.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import { checkPayload } from '../sdk/payload-schema.js';
 import type { ClientTls } from '../net/tls.js';
@@ -56,6 +58,7 @@ import {
   TransportError,
   UnexpectedReplyError,
   UnsupportedFeatureError,
+  UnsupportedRequestError,
   WaitTimeoutError,
 } from './errors.js';
 import { Schedules } from './schedules.js';
@@ -269,6 +272,23 @@ export function submitMessage(request: SubmitRequest): SubmitJob {
   };
 }
 
+/** One job of {@link DtpClient.submitMany}: a submission with its options. */
+export interface BatchJob extends JobOptions {
+  taskType: string;
+  payload: JsonObject;
+}
+
+/** The SUBMIT_JOBS message of a batch (the elements carry only the fields they set). */
+export function submitJobsMessage(jobs: readonly (SubmitRequest | BatchJob)[]): SubmitJobs {
+  return {
+    type: 'SUBMIT_JOBS',
+    jobs: jobs.map((job) => {
+      const { type: _type, knownStates: _known, ...element } = submitMessage(job);
+      return submitElementToJson(element);
+    }),
+  };
+}
+
 /**
  * Throws {@link RequestTooLargeError} when the submission would not fit in
  * one frame; nothing is sent. (Every request is checked this way before it
@@ -372,6 +392,35 @@ export class DtpClient<T extends object = AnyTasks> {
       ...options,
       hasIdempotencyKey: key !== null && key !== '',
     });
+  }
+
+  /**
+   * Submits 1..1,000 jobs as one batch (SUBMIT_JOBS): all of them are created,
+   * in one commit, or none is. Resolves with their ids in the order given (a
+   * job whose idempotency key is known gets its original id). Rejects with
+   * {@link RemoteError} (its `index` names the job at fault) when the
+   * coordinator refuses the batch, {@link SubmitRejectedError} when it does
+   * not fit under admission control, {@link InvalidPayloadError} when a
+   * payload fails its schema and {@link RequestTooLargeError} when the batch
+   * does not fit in one frame (nothing is sent then), and
+   * {@link UnsupportedRequestError} when the coordinator predates batches
+   * (nothing was created; no job is submitted one by one instead). More than
+   * 1,000 jobs is a `RangeError`: split them, each part is its own batch.
+   */
+  async submitMany(jobs: readonly BatchJob[]): Promise<string[]> {
+    if (jobs.length === 0 || jobs.length > MAX_BATCH_JOBS) {
+      throw new RangeError(`submitMany takes 1..${MAX_BATCH_JOBS} jobs, got ${jobs.length}`);
+    }
+    const requests = jobs.map((job) => requestOf(job.taskType, job.payload, job));
+    for (const request of requests) await this.#validate(request, undefined);
+    const message = submitJobsMessage(requests);
+    requestFrame(message);
+    const reply = await this.#request(message);
+    if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      throw new UnsupportedRequestError(message.type, 'bulk submission', reply.message);
+    }
+    return expectReply('SUBMIT_JOBS', reply, 'JOBS_SUBMITTED').jobIds;
   }
 
   /** The job's current snapshot; {@link RemoteError} `UNKNOWN_JOB` if there is none. */

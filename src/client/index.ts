@@ -16,6 +16,7 @@ export {
   WAIT_SLICE_MS,
 } from './client.js';
 export type {
+  BatchJob,
   ConnectOptions,
   JobOptions,
   JobWithAttempts,
@@ -47,6 +48,7 @@ export {
   TransportError,
   UnexpectedReplyError,
   UnsupportedFeatureError,
+  UnsupportedRequestError,
   WaitTimeoutError,
   WrongPortError,
   remoteErrorCode,

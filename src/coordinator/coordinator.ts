@@ -53,7 +53,7 @@ import { LeaseLostError } from '../store/lease.js';
 import { describeDatabase, isSharedDatabase } from '../store/open-store.js';
 import type { CoreInspection } from './core/core.js';
 import { COORDINATOR_FEATURES } from './core/offered-features.js';
-import type { CoreEvent, CoreInput } from './core/types.js';
+import type { CoreEvent } from './core/types.js';
 import type { LeaderElection } from './leadership/leader-election.js';
 import { notLeaderError } from './leadership/not-leader.js';
 import { EMPTY_INSPECTION, type RoleStatus } from './leadership/role.js';
@@ -134,7 +134,7 @@ export class Coordinator implements CoordinatorView {
         acceptsWorkers: () => this.#phase.kind !== 'failed' && this.#phase.kind !== 'stopping',
         entrance: () => this.#entrance(),
         leaderAddress: (port) => this.#leaderAddress(port),
-        dispatch: (input) => this.#dispatch(input),
+        clientInput: (input) => this.#termOf()?.clientInput(input),
         workerInput: (input) => this.#termOf()?.workerInput(input),
         clientClosed: (connId) => this.#termOf()?.clientClosed(connId),
       },
@@ -410,10 +410,6 @@ export class Coordinator implements CoordinatorView {
     if (term === null) return { kind: this.#election === null ? 'closed' : 'notLeader' };
     const failure = term.failure;
     return failure === null ? { kind: 'term', term } : { kind: 'failed', failure };
-  }
-
-  #dispatch(input: CoreInput): void {
-    this.#termOf()?.dispatch(input);
   }
 
   /** Where a term's effects go. */

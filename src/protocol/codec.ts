@@ -31,6 +31,7 @@ import {
   type ScheduleDefinition,
   type ScheduleJob,
   type ScheduleSnapshot,
+  type SubmitJobsElement,
   type WorkerSnapshot,
 } from './messages.js';
 
@@ -288,6 +289,30 @@ const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
   attemptId: stringCodec,
 });
 
+/** The fields of a SUBMIT_JOB but `knownStates`: also those of one job of a SUBMIT_JOBS. */
+const SUBMIT_ELEMENT_FIELDS: Fields<SubmitJobsElement> = {
+  taskType: stringCodec,
+  payload: objectCodec,
+  maxAttempts: nullable(intCodec),
+  idempotencyKey: nullable(stringCodec),
+  priority: nullable(priorityCodec),
+  timeoutMillis: optional(intCodec),
+  runAtMillis: optional(intCodec),
+};
+
+/**
+ * Validates one job of a SUBMIT_JOBS (`path` names it in the error, e.g.
+ * `jobs[3]`). Throws {@link ProtocolError} as {@link decodeMessage} does.
+ */
+export function decodeSubmitElement(raw: JsonObject, path: string): SubmitJobsElement {
+  return decodeFields(SUBMIT_ELEMENT_FIELDS, raw, `${path}.`);
+}
+
+/** The JSON value of one job of a SUBMIT_JOBS (the fields of its schema only). */
+export function submitElementToJson(element: SubmitJobsElement): JsonObject {
+  return encodeFields(SUBMIT_ELEMENT_FIELDS, element) as JsonObject;
+}
+
 export const workerSnapshotCodec: Codec<WorkerSnapshot> = recordCodec<WorkerSnapshot>({
   workerId: stringCodec,
   capacity: intCodec,
@@ -335,17 +360,15 @@ const SCHEMAS: Schemas = {
     resultFormat: optional(resultFormatCodec),
   },
   WORKER_DRAINING: { workerId: stringCodec },
-  ERROR: { message: stringCodec, code: nullable(stringCodec), leader: optional(stringCodec) },
-  SUBMIT_JOB: {
-    taskType: stringCodec,
-    payload: objectCodec,
-    maxAttempts: nullable(intCodec),
-    idempotencyKey: nullable(stringCodec),
-    priority: nullable(priorityCodec),
-    timeoutMillis: optional(intCodec),
-    knownStates: optional(arrayOf(stringCodec)),
-    runAtMillis: optional(intCodec),
+  ERROR: {
+    message: stringCodec,
+    code: nullable(stringCodec),
+    leader: optional(stringCodec),
+    index: optional(intCodec),
   },
+  SUBMIT_JOB: { ...SUBMIT_ELEMENT_FIELDS, knownStates: optional(arrayOf(stringCodec)) },
+  SUBMIT_JOBS: { jobs: arrayOf(objectCodec) },
+  JOBS_SUBMITTED: { jobIds: arrayOf(stringCodec) },
   JOB_SUBMITTED: {
     jobId: stringCodec,
     job: nullable(jobSnapshotCodec),

@@ -125,6 +125,8 @@ export const LocalErrorCode = {
   WrongPort: 'WRONG_PORT',
   /** A request (its payload) would not fit in a frame; nothing was sent. */
   PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
+  /** The coordinator does not understand a request of an extension (e.g. SUBMIT_JOBS). */
+  Unsupported: 'UNSUPPORTED',
   // Tasks and tools
   /** A task reported failure on purpose. */
   TaskFailed: 'TASK_FAILED',

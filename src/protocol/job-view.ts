@@ -116,6 +116,7 @@ export class StateView {
         return { ...reply, recentJobs: shown };
       }
       case 'SUBMIT_REJECTED':
+      case 'JOBS_SUBMITTED':
       case 'WORKER_LIST':
       case 'JOBS_PURGED':
       case 'SCHEDULE_LIST':

@@ -8,10 +8,11 @@
  * Client port:  SUBMIT_JOB, JOB_SUBMITTED, SUBMIT_REJECTED, GET_JOB_STATUS,
  *               JOB_STATUS, LIST_JOBS, JOB_LIST, LIST_WORKERS, WORKER_LIST,
  *               CANCEL_JOB, JOB_CANCEL, ERROR; extensions WAIT_JOB, AUTH,
- *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, and the schedule requests
- *               SET_SCHEDULE, LIST_SCHEDULES, GET_SCHEDULE, PAUSE_SCHEDULE,
- *               RESUME_SCHEDULE, DELETE_SCHEDULE, TRIGGER_SCHEDULE with their
- *               replies SCHEDULE_INFO, SCHEDULE_LIST, SCHEDULE_DELETED.
+ *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, SUBMIT_JOBS, JOBS_SUBMITTED,
+ *               and the schedule requests SET_SCHEDULE, LIST_SCHEDULES,
+ *               GET_SCHEDULE, PAUSE_SCHEDULE, RESUME_SCHEDULE, DELETE_SCHEDULE,
+ *               TRIGGER_SCHEDULE with their replies SCHEDULE_INFO,
+ *               SCHEDULE_LIST, SCHEDULE_DELETED.
  *
  * Optional v1 fields are always present after decoding, as `null` when the
  * peer left them out or sent an explicit `null` (the two mean the same thing).
@@ -231,6 +232,8 @@ export interface ErrorMessage {
   code: string | null;
   /** Extension (with `NOT_LEADER`): the leader's `host:port` of the same port kind, when known. */
   leader?: string | null;
+  /** Extension (a refused SUBMIT_JOBS): the 0-based index of the job at fault. */
+  index?: number | null;
 }
 
 // ---- client port ----------------------------------------------------------
@@ -258,6 +261,24 @@ export interface SubmitJob {
    */
   runAtMillis?: number | null;
 }
+/** Extension: one job of a SUBMIT_JOBS batch, the fields of a SUBMIT_JOB without `type`. */
+export type SubmitJobsElement = Omit<SubmitJob, 'type' | 'knownStates'>;
+/**
+ * Extension: up to {@link MAX_BATCH_JOBS} jobs created in one commit, or none.
+ * The elements stay raw JSON objects here and are validated one by one by the
+ * coordinator, so that a bad one is answered with its index.
+ */
+export interface SubmitJobs {
+  type: 'SUBMIT_JOBS';
+  jobs: JsonObject[];
+}
+/** Extension: the ids of a SUBMIT_JOBS batch, in the order given. */
+export interface JobsSubmitted {
+  type: 'JOBS_SUBMITTED';
+  jobIds: string[];
+}
+/** Most jobs in one SUBMIT_JOBS. */
+export const MAX_BATCH_JOBS = 1_000;
 export interface JobSubmitted {
   type: 'JOB_SUBMITTED';
   jobId: string;
@@ -498,6 +519,7 @@ export type CoordinatorToWorker =
   WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck;
 export type ClientRequest =
   | SubmitJob
+  | SubmitJobs
   | GetJobStatus
   | ListJobs
   | ListWorkers
@@ -517,6 +539,7 @@ export type ScheduleRequest =
   | TriggerSchedule;
 export type ClientReply =
   | JobSubmitted
+  | JobsSubmitted
   | SubmitRejected
   | JobStatus
   | JobList
@@ -536,6 +559,7 @@ export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 /** Direction tables: the compiler checks that each lists exactly its union. */
 const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   SUBMIT_JOB: true,
+  SUBMIT_JOBS: true,
   GET_JOB_STATUS: true,
   LIST_JOBS: true,
   LIST_WORKERS: true,
@@ -553,6 +577,7 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
 };
 const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOB_SUBMITTED: true,
+  JOBS_SUBMITTED: true,
   SUBMIT_REJECTED: true,
   JOB_STATUS: true,
   JOB_LIST: true,

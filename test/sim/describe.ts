@@ -55,6 +55,8 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
   switch (msg.type) {
     case 'SUBMIT_JOB':
       return `SUBMIT_JOB ${msg.taskType} ${JSON.stringify(msg.payload)} key=${msg.idempotencyKey} max=${msg.maxAttempts} ${msg.priority ?? ''}`;
+    case 'SUBMIT_JOBS':
+      return `SUBMIT_JOBS ${msg.jobs.length} jobs ${JSON.stringify(msg.jobs)}`;
     case 'GET_JOB_STATUS':
     case 'CANCEL_JOB':
       return `${msg.type} ${short(msg.jobId)}`;

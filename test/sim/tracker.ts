@@ -23,6 +23,7 @@ import type { ClientRequest } from '../../src/protocol/messages.js';
 import { collectSnapshots, snapshotProblem, type SnapshotSeen } from './snapshots.js';
 import type { Judge } from './violation.js';
 import type { HandledInput } from './world.js';
+import { batchParts } from './clients.js';
 
 export interface Lease {
   attemptId: string;
@@ -549,10 +550,20 @@ export class JobTracker {
     const input = h.input;
     if (input.kind === 'clientRequest' && input.msg.type === 'SUBMIT_JOB') return input.msg;
     for (const effect of h.effects) {
-      if (effect.kind !== 'reply' || effect.msg.type !== 'JOB_SUBMITTED') continue;
-      if (effect.msg.jobId !== jobId) continue;
-      const msg = this.#deferred.get(`${effect.connId}/${effect.requestId}`);
-      if (msg?.type === 'SUBMIT_JOB') return msg;
+      if (effect.kind !== 'reply') continue;
+      const reply = effect.msg;
+      const request =
+        input.kind === 'clientRequest' &&
+        input.connId === effect.connId &&
+        input.requestId === effect.requestId
+          ? input.msg
+          : this.#deferred.get(`${effect.connId}/${effect.requestId}`);
+      if (reply.type === 'JOB_SUBMITTED' && reply.jobId === jobId && request?.type === 'SUBMIT_JOB')
+        return request;
+      if (reply.type === 'JOBS_SUBMITTED' && request?.type === 'SUBMIT_JOBS') {
+        const part = batchParts(request)[reply.jobIds.indexOf(jobId)];
+        if (part !== undefined) return part;
+      }
     }
     throw this.#judge.violation(`job ${jobId} created on a ${input.kind} input by no submission`);
   }

@@ -124,7 +124,16 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     message: 'NOT_LEADER: the leader is elsewhere',
     code: 'NOT_LEADER',
     leader: 'host-2:7071',
+    index: 3,
   },
+  SUBMIT_JOBS: {
+    type: 'SUBMIT_JOBS',
+    jobs: [
+      { taskType: 'SHA256', payload: { text: 'abc' } },
+      { taskType: 'x', payload: {} },
+    ],
+  },
+  JOBS_SUBMITTED: { type: 'JOBS_SUBMITTED', jobIds: ['job-1', 'job-2'] },
   SUBMIT_JOB: {
     type: 'SUBMIT_JOB',
     taskType: 'WORD_COUNT',
@@ -289,7 +298,9 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'resultFormat',
   ],
   WORKER_DRAINING: ['workerId'],
-  ERROR: ['message', 'code', 'leader'],
+  ERROR: ['message', 'code', 'leader', 'index'],
+  SUBMIT_JOBS: ['jobs'],
+  JOBS_SUBMITTED: ['jobIds'],
   SUBMIT_JOB: [
     'taskType',
     'payload',

@@ -36,6 +36,7 @@ import type { PendingRead } from './pending-reads.js';
 import { purgeOnRequest } from './retention.js';
 import type { CoreState } from './state.js';
 import { submit } from './submission.js';
+import { submitBatch } from './batch-submission.js';
 
 /** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
 export const MAX_LIST_LIMIT = 10_000;
@@ -54,6 +55,8 @@ export function handleClientRequest(
   switch (msg.type) {
     case 'SUBMIT_JOB':
       return submit(s, connId, requestId, msg);
+    case 'SUBMIT_JOBS':
+      return submitBatch(s, connId, requestId, msg);
     case 'GET_JOB_STATUS':
       return status(s, connId, requestId, msg.jobId, {
         withAttempts: msg.attempts === true,

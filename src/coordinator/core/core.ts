@@ -32,6 +32,7 @@ import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed } from './submission.js';
+import { batchKeyLookedUp, batchKeyLookupFailed } from './batch-submission.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
 import {
   handleWorkerMessage,
@@ -231,6 +232,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
       return keyLookedUp(s, read.key, result.job);
+    case 'batchKey':
+      if (result.op !== 'jobByKey')
+        throw new Error(`read ${readId}: expected a key, got ${result.op}`);
+      return batchKeyLookedUp(s, read.batch, read.key, result.job);
     case 'listKey':
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
@@ -265,6 +270,8 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return;
     case 'key':
       return keyLookupFailed(s, read.key, message);
+    case 'batchKey':
+      return batchKeyLookupFailed(s, read.batch, message);
     case 'purge':
       return purgeFailed(s, read, message);
   }

@@ -32,7 +32,7 @@ import type { CoordinatorCore, CoreInspection } from '../core/core.js';
 import type { CoreEvent, CoreInput, Effect } from '../core/types.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { TermClock } from './term-clock.js';
-import { WorkerInbox, type WorkerInput } from './worker-inbox.js';
+import { WorkerInbox, type ClientInput, type WorkerInput } from './worker-inbox.js';
 
 /** Why the coordinator stopped working: what every request is answered with. */
 export interface Failure {
@@ -219,6 +219,11 @@ export class Term {
     this.#inbox.push(input);
   }
 
+  /** A client's input: one poll later too, in order of arrival with the workers' (worker-inbox.ts). */
+  clientInput(input: ClientInput): void {
+    this.#inbox.push(input);
+  }
+
   /** Queues a reply the shell produced itself, in order with the core's replies. */
   replyLater(connId: number, requestId: number, msg: ClientReply): void {
     this.#queue({ kind: 'reply', connId, requestId, msg });
@@ -232,7 +237,7 @@ export class Term {
   /** A client connection ended: its waits' timers go, and the core drops its waits. */
   clientClosed(connId: number): void {
     this.#clock.dropConnection(connId);
-    this.dispatch({ kind: 'clientClosed', connId });
+    this.#inbox.push({ kind: 'clientClosed', connId });
   }
 
   /**
