@@ -286,7 +286,6 @@ function checkSubmit(
     case 'SCHEDULE_INFO':
     case 'SCHEDULE_LIST':
     case 'SCHEDULE_DELETED':
-
     case 'JOBS_SUBMITTED':
       throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
   }
