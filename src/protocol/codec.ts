@@ -16,11 +16,14 @@ import { ProtocolError, ProtocolErrorCode } from './errors.js';
 import { encodeTextFrame } from './framing.js';
 import {
   ATTEMPT_OUTCOMES,
+  JOB_EVENT_KINDS,
   JOB_STATES,
   PRIORITIES,
   RESULT_FORMATS,
   type AttemptSnapshot,
   type HeldAttempt,
+  type JobEventFilter,
+  type JobProgress,
   type JobSnapshot,
   type JsonObject,
   type Message,
@@ -66,6 +69,15 @@ export const intCodec: Codec<number> = {
   decode(value, path) {
     if (typeof value !== 'number' || !Number.isSafeInteger(value))
       throw badField(path, 'an integer', value);
+    return value;
+  },
+  encode: identity,
+};
+
+/** Any finite JSON number (fractions). */
+export const numberCodec: Codec<number> = {
+  decode(value, path) {
+    if (typeof value !== 'number' || !Number.isFinite(value)) throw badField(path, 'a number', value);
     return value;
   },
   encode: identity,
@@ -218,6 +230,45 @@ export const attemptSnapshotCodec: Codec<AttemptSnapshot> = recordCodec<AttemptS
   error: nullable(stringCodec),
 });
 
+export const jobProgressCodec: Codec<JobProgress> = recordCodec<JobProgress>({
+  fraction: numberCodec,
+  message: nullable(stringCodec),
+  atMillis: intCodec,
+});
+
+/**
+ * A subscription filter: unlike the rest of the protocol, an unknown field
+ * here is refused (a filter the coordinator does not understand would
+ * silently match more than asked for).
+ */
+export const jobEventFilterCodec: Codec<JobEventFilter> = {
+  decode(value, path) {
+    const fields: Fields<JobEventFilter> = {
+      jobId: optional(stringCodec),
+      taskType: optional(stringCodec),
+      queue: optional(stringCodec),
+    };
+    if (!isPlainObject(value)) throw badField(path, 'an object', value);
+    for (const key of Object.keys(value)) {
+      if (!Object.prototype.hasOwnProperty.call(fields, key)) {
+        throw new ProtocolError(
+          ProtocolErrorCode.BadValue,
+          `field ${path}.${key.slice(0, 40)} is not a known filter (jobId, taskType, queue)`,
+        );
+      }
+    }
+    return decodeFields(fields, value, `${path}.`);
+  },
+  encode: (value) => {
+    const out: Record<string, unknown> = {};
+    for (const key of ['jobId', 'taskType', 'queue'] as const) {
+      const v = value[key];
+      if (v !== null && v !== undefined) out[key] = v;
+    }
+    return out;
+  },
+};
+
 export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   jobId: stringCodec,
   taskType: stringCodec,
@@ -235,6 +286,7 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   resultFormat: optional(resultFormatCodec),
   timeoutMillis: optional(intCodec),
   idempotencyKey: optional(stringCodec),
+  progress: optional(jobProgressCodec),
 });
 
 const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
@@ -289,6 +341,13 @@ const SCHEMAS: Schemas = {
     resultFormat: optional(resultFormatCodec),
   },
   WORKER_DRAINING: { workerId: stringCodec },
+  TASK_PROGRESS: {
+    workerId: stringCodec,
+    jobId: stringCodec,
+    attemptId: stringCodec,
+    fraction: numberCodec,
+    message: nullable(stringCodec),
+  },
   ERROR: { message: stringCodec, code: nullable(stringCodec), leader: optional(stringCodec) },
   SUBMIT_JOB: {
     taskType: stringCodec,
@@ -348,6 +407,10 @@ const SCHEMAS: Schemas = {
   AUTH_OK: {},
   PURGE_JOBS: { state: jobStateCodec, olderThanMillis: intCodec },
   JOBS_PURGED: { deleted: intCodec },
+  SUBSCRIBE_JOBS: { filter: jobEventFilterCodec, knownStates: optional(arrayOf(stringCodec)) },
+  SUBSCRIBED: {},
+  JOB_EVENT: { event: enumCodec(JOB_EVENT_KINDS), atMillis: intCodec, job: jobSnapshotCodec },
+  EVENTS_MISSED: { missed: intCodec },
 };
 
 // ignoreBOM keeps a leading U+FEFF in the text, so JSON.parse refuses it: a

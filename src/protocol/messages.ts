@@ -10,6 +10,9 @@
  *               CANCEL_JOB, JOB_CANCEL, ERROR; extensions WAIT_JOB, AUTH,
  *               AUTH_OK, PURGE_JOBS, JOBS_PURGED.
  *
+ * Extensions on both ports: TASK_PROGRESS (worker); SUBSCRIBE_JOBS,
+ * SUBSCRIBED, JOB_EVENT, EVENTS_MISSED (client).
+ *
  * Optional v1 fields are always present after decoding, as `null` when the
  * peer left them out or sent an explicit `null` (the two mean the same thing).
  * Extension fields (beyond version 1) are declared optional (`?:`):
@@ -86,6 +89,17 @@ export interface JobSnapshot {
   timeoutMillis?: number | null;
   /** Extension: the idempotency key it was submitted with. */
   idempotencyKey?: string | null;
+  /** Extension: the latest progress its handler reported (kept once it ends). */
+  progress?: JobProgress | null;
+}
+
+/** Progress a handler reported with `ctx.progress(fraction, message?)`. */
+export interface JobProgress {
+  /** 0..1. */
+  fraction: number;
+  message: string | null;
+  /** When the coordinator received it. */
+  atMillis: number;
 }
 
 /** `text` (the default) or `json`: see {@link JobSnapshot.resultFormat}. */
@@ -211,6 +225,20 @@ export interface TaskResult {
   retryable?: boolean | null;
   /** Extension: `json` when `result` is the JSON text of a non-string value. */
   resultFormat?: ResultFormat | null;
+}
+/**
+ * Extension (`progress`): the handler of a running attempt reported
+ * progress. Ignored unless `attemptId` is the job's current lease.
+ */
+export interface TaskProgress {
+  type: 'TASK_PROGRESS';
+  workerId: string;
+  jobId: string;
+  attemptId: string;
+  /** 0..1. */
+  fraction: number;
+  /** At most 1 KiB of UTF-8 (limits.ts MAX_PROGRESS_MESSAGE_BYTES). */
+  message: string | null;
 }
 /** Extension: the worker takes no new assignments from now on. */
 export interface WorkerDraining {
@@ -374,11 +402,58 @@ export interface JobsPurged {
   deleted: number;
 }
 
-export type WorkerToCoordinator = WorkerRegister | Heartbeat | TaskResult | WorkerDraining;
+/** Which jobs a subscription follows: every field given must match (none = every job). */
+export interface JobEventFilter {
+  jobId?: string | null;
+  taskType?: string | null;
+  queue?: string | null;
+}
+/**
+ * Extension: from now on, push a JOB_EVENT on this connection for every
+ * change of a matching job (answered SUBSCRIBED, then the pushes).
+ */
+export interface SubscribeJobs {
+  type: 'SUBSCRIBE_JOBS';
+  filter: JobEventFilter;
+  /** As on GET_JOB_STATUS: the job states beyond v1's six this client understands. */
+  knownStates?: string[] | null;
+}
+export interface Subscribed {
+  type: 'SUBSCRIBED';
+}
+/** The two kinds of change a JOB_EVENT reports. */
+export const JOB_EVENT_KINDS = ['state', 'progress'] as const;
+export type JobEventKind = (typeof JOB_EVENT_KINDS)[number];
+/** Extension (pushed after SUBSCRIBED): a matching job changed; `job` is it after the change. */
+export interface JobEvent {
+  type: 'JOB_EVENT';
+  event: JobEventKind;
+  atMillis: number;
+  job: JobSnapshot;
+}
+/**
+ * Extension (pushed): the subscriber fell behind by more than its buffer and
+ * `missed` events were dropped; pushes resume after this message.
+ */
+export interface EventsMissed {
+  type: 'EVENTS_MISSED';
+  missed: number;
+}
+
+export type WorkerToCoordinator =
+  WorkerRegister | Heartbeat | TaskResult | WorkerDraining | TaskProgress;
 export type CoordinatorToWorker =
   WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck;
 export type ClientRequest =
-  SubmitJob | GetJobStatus | ListJobs | ListWorkers | CancelJob | WaitJob | Auth | PurgeJobs;
+  | SubmitJob
+  | GetJobStatus
+  | ListJobs
+  | ListWorkers
+  | CancelJob
+  | WaitJob
+  | Auth
+  | PurgeJobs
+  | SubscribeJobs;
 export type ClientReply =
   | JobSubmitted
   | SubmitRejected
@@ -388,7 +463,10 @@ export type ClientReply =
   | JobCancel
   | ErrorMessage
   | AuthOk
-  | JobsPurged;
+  | JobsPurged
+  | Subscribed
+  | JobEvent
+  | EventsMissed;
 
 export type Message = WorkerToCoordinator | CoordinatorToWorker | ClientRequest | ClientReply;
 export type MessageType = Message['type'];
@@ -404,6 +482,7 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   WAIT_JOB: true,
   AUTH: true,
   PURGE_JOBS: true,
+  SUBSCRIBE_JOBS: true,
 };
 const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOB_SUBMITTED: true,
@@ -415,12 +494,16 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   ERROR: true,
   AUTH_OK: true,
   JOBS_PURGED: true,
+  SUBSCRIBED: true,
+  JOB_EVENT: true,
+  EVENTS_MISSED: true,
 };
 const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]: true } = {
   WORKER_REGISTER: true,
   HEARTBEAT: true,
   TASK_RESULT: true,
   WORKER_DRAINING: true,
+  TASK_PROGRESS: true,
 };
 const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]: true } = {
   WORKER_REGISTERED: true,

@@ -16,6 +16,7 @@
 import { ErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import type {
+  JobProgress,
   AttemptOutcome,
   JobState,
   Priority,
@@ -55,6 +56,12 @@ export interface JobRecord {
   startedAtMs: number | null;
   /** When the job became terminal; null while it is not. */
   finishedAtMs: number | null;
+  /**
+   * The latest progress its handler reported; absent = none. Not written on
+   * every report: it reaches the store with the job's next write (the
+   * attempt's end, usually).
+   */
+  progress?: JobProgress | null;
 }
 
 /** One attempt of a job (job history). */

@@ -78,6 +78,7 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
       return read;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SUBSCRIBE_JOBS':
       return false;
   }
 }

@@ -181,6 +181,27 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
   AUTH_OK: { type: 'AUTH_OK' },
   PURGE_JOBS: { type: 'PURGE_JOBS', state: 'COMPLETED', olderThanMillis: 3_600_000 },
   JOBS_PURGED: { type: 'JOBS_PURGED', deleted: 12 },
+  TASK_PROGRESS: {
+    type: 'TASK_PROGRESS',
+    workerId: 'worker-1',
+    jobId: 'job-1',
+    attemptId: 'a-1',
+    fraction: 0.25,
+    message: 'a quarter',
+  },
+  SUBSCRIBE_JOBS: {
+    type: 'SUBSCRIBE_JOBS',
+    filter: { jobId: 'job-1', taskType: 'SHA256', queue: 'default' },
+    knownStates: ['SCHEDULED'],
+  },
+  SUBSCRIBED: { type: 'SUBSCRIBED' },
+  JOB_EVENT: {
+    type: 'JOB_EVENT',
+    event: 'progress',
+    atMillis: 1_700_000_000_200,
+    job: { ...JOB, progress: { fraction: 0.5, message: null, atMillis: 1_700_000_000_200 } },
+  },
+  EVENTS_MISSED: { type: 'EVENTS_MISSED', missed: 3 },
 };
 
 /**
@@ -247,6 +268,11 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
   AUTH_OK: [],
   PURGE_JOBS: ['state', 'olderThanMillis'],
   JOBS_PURGED: ['deleted'],
+  TASK_PROGRESS: ['workerId', 'jobId', 'attemptId', 'fraction', 'message'],
+  SUBSCRIBE_JOBS: ['filter', 'knownStates'],
+  SUBSCRIBED: [],
+  JOB_EVENT: ['event', 'atMillis', 'job'],
+  EVENTS_MISSED: ['missed'],
 };
 const JOB_FIELDS = [
   'jobId',

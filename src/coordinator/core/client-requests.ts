@@ -35,6 +35,7 @@ import type { PendingRead } from './pending-reads.js';
 import { purgeOnRequest } from './retention.js';
 import type { CoreState } from './state.js';
 import { submit } from './submission.js';
+import { subscribe } from './subscriptions.js';
 
 /** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
 export const MAX_LIST_LIMIT = 10_000;
@@ -72,6 +73,8 @@ export function handleClientRequest(
       return s.reply(connId, requestId, { type: 'AUTH_OK' });
     case 'PURGE_JOBS':
       return purgeOnRequest(s, connId, requestId, msg);
+    case 'SUBSCRIBE_JOBS':
+      return subscribe(s, connId, requestId, msg);
   }
 }
 
@@ -250,6 +253,7 @@ export function releaseWaits(s: CoreState, connId: number): void {
 /** A client connection ended: forget its pending waits. */
 export function clientClosed(s: CoreState, connId: number): void {
   s.waits.dropConnection(connId);
+  s.subscriptions.dropConnection(connId);
 }
 
 /** Parses a cursor (the seq of the last job of the previous page). */

@@ -100,6 +100,7 @@ export class CoordinatorCore {
         s.reads.noteCommitted(s.jobs.committed(input.batchId));
         break;
     }
+    s.subscriptions.publish(s);
     return s.takeEffects();
   }
 
@@ -151,6 +152,7 @@ export class CoordinatorCore {
       keptLeases: s.kept.views(),
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
+      subscriptions: s.subscriptions.size,
     };
   }
 
@@ -258,4 +260,6 @@ export interface CoreInspection {
   keptLeases: KeptLeasesView[];
   pendingWaits: number;
   pendingReads: number;
+  /** SUBSCRIBE_JOBS subscriptions open. */
+  subscriptions: number;
 }

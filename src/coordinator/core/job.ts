@@ -9,6 +9,7 @@
  */
 import type {
   AttemptSnapshot,
+  JobProgress,
   JobSnapshot,
   JobState,
   Priority,
@@ -47,6 +48,8 @@ export interface CoreJob {
   updatedAtMs: number;
   startedAtMs: number | null;
   finishedAtMs: number | null;
+  /** The latest progress of the current (or last) attempt; null = none reported. */
+  progress: JobProgress | null;
   /** Every attempt so far, oldest first (the history `status --attempts` shows). */
   readonly history: AttemptRecord[];
 }
@@ -85,6 +88,7 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     updatedAtMs: job.updatedAtMs,
     startedAtMs: job.startedAtMs,
     finishedAtMs: job.finishedAtMs,
+    progress: job.progress,
   };
 }
 
@@ -122,6 +126,7 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     updatedAtMs: row.updatedAtMs,
     startedAtMs: row.startedAtMs,
     finishedAtMs: row.finishedAtMs,
+    progress: row.progress ?? null,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
   };
 }
@@ -190,6 +195,7 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
     snapshot.resultFormat = job.resultFormat;
   }
   if (job.idempotencyKey !== null) snapshot.idempotencyKey = job.idempotencyKey;
+  if (job.progress !== null && job.progress !== undefined) snapshot.progress = job.progress;
   return snapshot;
 }
 

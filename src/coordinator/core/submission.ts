@@ -202,6 +202,7 @@ function createJob(s: CoreState, held: HeldSubmission): CoreJob {
     updatedAtMs: s.nowMs,
     startedAtMs: null,
     finishedAtMs: null,
+    progress: null,
     history: [],
   };
   s.jobs.insert(job);

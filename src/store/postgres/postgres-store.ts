@@ -55,7 +55,7 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   attempt_id AS "attemptId", deadline_at_ms AS "deadlineAtMs", retry_at_ms AS "retryAtMs",
   result, result_format AS "resultFormat", error, created_at_ms AS "createdAtMs",
   updated_at_ms AS "updatedAtMs", started_at_ms AS "startedAtMs",
-  finished_at_ms AS "finishedAtMs" FROM dtp.jobs`;
+  finished_at_ms AS "finishedAtMs", progress FROM dtp.jobs`;
 const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attemptNumber",
   a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
   a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;

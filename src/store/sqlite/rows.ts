@@ -3,7 +3,13 @@
  * thread and the main thread's reader. Jobs travel to the writer as arrays
  * of column values (cheaper to clone and to bind than objects).
  */
-import type { AttemptOutcome, JobState, Priority, ResultFormat } from '../../protocol/messages.js';
+import type {
+  AttemptOutcome,
+  JobProgress,
+  JobState,
+  Priority,
+  ResultFormat,
+} from '../../protocol/messages.js';
 import type { AttemptRecord, JobRecord } from '../store.js';
 
 export const JOB_COLUMNS = [
@@ -28,6 +34,7 @@ export const JOB_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'progress',
 ] as const;
 
 /** The columns an update may change, in the order {@link jobUpdateValues} gives them. */
@@ -44,6 +51,7 @@ export const JOB_MUTABLE_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'progress',
 ] as const;
 
 export const ATTEMPT_COLUMNS = [
@@ -82,6 +90,7 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    progressText(job),
   ];
 }
 
@@ -100,6 +109,7 @@ export function jobUpdateValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    progressText(job),
     job.seq,
   ];
 }
@@ -139,6 +149,8 @@ export interface JobRow {
   updated_at_ms: number;
   started_at_ms: number | null;
   finished_at_ms: number | null;
+  /** JSON of a JobProgress; null = none (and in rows of older schemas). */
+  progress: string | null;
 }
 
 export interface AttemptRow {
@@ -175,7 +187,12 @@ export function jobFromRow(row: JobRow): JobRecord {
     updatedAtMs: row.updated_at_ms,
     startedAtMs: row.started_at_ms,
     finishedAtMs: row.finished_at_ms,
+    progress: row.progress === null ? null : (JSON.parse(row.progress) as JobProgress),
   };
+}
+
+function progressText(job: Readonly<JobRecord>): string | null {
+  return job.progress === null || job.progress === undefined ? null : JSON.stringify(job.progress);
 }
 
 export function attemptFromRow(row: AttemptRow): AttemptRecord {

@@ -88,6 +88,8 @@ const MIGRATIONS: readonly string[] = [
      error           TEXT,
      PRIMARY KEY (job_id, attempt_number)
    ) STRICT, WITHOUT ROWID;`,
+  // The latest progress a handler reported (JSON), kept with the job.
+  `ALTER TABLE jobs ADD COLUMN progress TEXT;`,
 ];
 
 /** Number of the newest schema this code knows. */
