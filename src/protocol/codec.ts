@@ -77,7 +77,8 @@ export const intCodec: Codec<number> = {
 /** Any finite JSON number (fractions). */
 export const numberCodec: Codec<number> = {
   decode(value, path) {
-    if (typeof value !== 'number' || !Number.isFinite(value)) throw badField(path, 'a number', value);
+    if (typeof value !== 'number' || !Number.isFinite(value))
+      throw badField(path, 'a number', value);
     return value;
   },
   encode: identity,

@@ -49,7 +49,7 @@ const pushes = (effects: readonly Effect[], connId = CLIENT_CONN) =>
     .map((e) => e.msg);
 
 describe('core: progress', () => {
-  it('keeps the current lease\'s progress on the job and shows it in status', () => {
+  it("keeps the current lease's progress on the job and shows it in status", () => {
     const h = new CoreHarness();
     h.register('w1');
     const jobId = h.submit();

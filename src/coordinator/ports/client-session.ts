@@ -302,7 +302,12 @@ export class ClientSession {
       if (!this.conn.isOpen || this.#missed === 0) return;
       const missed = this.#missed;
       this.#missed = 0;
-      this.#report({ type: 'events.dropped', port: 'client', remote: this.conn.remote, count: missed });
+      this.#report({
+        type: 'events.dropped',
+        port: 'client',
+        remote: this.conn.remote,
+        count: missed,
+      });
       this.conn.send({ type: 'EVENTS_MISSED', missed });
     });
   }
