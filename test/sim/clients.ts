@@ -14,7 +14,8 @@ import type {
   Priority,
   SubmitJob,
 } from '../../src/protocol/messages.js';
-import { JOB_STATES } from '../../src/protocol/messages.js';
+import { KNOWN_STATES } from '../../src/protocol/job-view.js';
+import { JOB_STATES, V1_JOB_STATES } from '../../src/protocol/messages.js';
 import type { ClientLink, ClientPeer, SimClock } from './network.js';
 import type { Random } from './random.js';
 import type { Judge } from './violation.js';
@@ -51,6 +52,7 @@ const REQUEST_WEIGHTS = {
   list: 6,
   listWorkers: 2,
   unknownJob: 2,
+  subscribe: 1,
 } as const;
 
 const TASK_WEIGHTS = { SHA256: 3, SLEEP: 3, FAIL: 3, WORD_COUNT: 1, PRIME_COUNT: 1 } as const;
@@ -155,6 +157,17 @@ export class SimClient implements ClientPeer {
         return this.#list();
       case 'listWorkers':
         return { type: 'LIST_WORKERS' };
+      case 'subscribe':
+        return {
+          type: 'SUBSCRIBE_JOBS',
+          filter: rng.pick([
+            {},
+            { jobId: this.#someJobId() },
+            { taskType: 'SLEEP' },
+            { queue: 'default' },
+            { queue: 'elsewhere' },
+          ]),
+        };
       case 'unknownJob':
         return rng.chance(0.5)
           ? { type: 'GET_JOB_STATUS', jobId: `no-such-job-${rng.int(0, 9)}` }
@@ -269,8 +282,13 @@ export class SimClient implements ClientPeer {
     const state = rng.chance(0.3) ? rng.pick<JobState>(JOB_STATES) : null;
     const cursorRoll = rng.float();
     const cursor = cursorRoll < 0.3 ? this.#cursor : cursorRoll < 0.33 ? 'not-a-cursor' : null;
+    const knows = rng.chance(0.5);
     const msg: ClientRequest = { type: 'LIST_JOBS', limit, state, cursor };
-    if (limit === 0 || cursor === 'not-a-cursor') this.#env.invalid.add(msg);
+    if (knows) msg.knownStates = [...KNOWN_STATES];
+    // A filter on a state beyond v1's that the request does not list is refused.
+    const unlisted =
+      state !== null && !knows && !(V1_JOB_STATES as readonly string[]).includes(state);
+    if (limit === 0 || cursor === 'not-a-cursor' || unlisted) this.#env.invalid.add(msg);
     return msg;
   }
 }

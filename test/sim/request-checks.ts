@@ -139,6 +139,14 @@ function answerNow(
       );
       return;
     }
+    case 'SUBSCRIBE_JOBS': {
+      const r = reply as ClientReply;
+      judge.check(
+        r.type === 'SUBSCRIBED' || (r.type === 'ERROR' && r.code === 'LIMIT_EXCEEDED'),
+        () => `SUBSCRIBE_JOBS answered with ${JSON.stringify(r).slice(0, 200)}`,
+      );
+      return;
+    }
     case 'AUTH':
     case 'PURGE_JOBS':
       return; // the simulation's clients never send these
@@ -223,6 +231,9 @@ function checkSubmit(
     case 'WORKER_LIST':
     case 'AUTH_OK':
     case 'JOBS_PURGED':
+    case 'SUBSCRIBED':
+    case 'JOB_EVENT':
+    case 'EVENTS_MISSED':
       throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
   }
 }
@@ -425,6 +436,7 @@ export function checkDeferredAnswer(
       return;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SUBSCRIBE_JOBS':
       throw judge.violation(`${msg.type} was answered late`);
   }
 }

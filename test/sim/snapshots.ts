@@ -46,6 +46,9 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'ERROR':
       case 'AUTH_OK':
       case 'JOBS_PURGED':
+      case 'SUBSCRIBED':
+      case 'JOB_EVENT':
+      case 'EVENTS_MISSED':
         break;
     }
   }
