@@ -17,6 +17,9 @@ export {
 } from './client.js';
 export type {
   ConnectOptions,
+  EventFilter,
+  EventStreamOptions,
+  WatchEvent,
   JobOptions,
   JobWithAttempts,
   ListJobsOptions,
@@ -36,7 +39,9 @@ export {
 } from './negotiation.js';
 export type { CoordinatorFeatures } from './negotiation.js';
 export type { AnyTasks, BuiltinPayloads, TaskName, TaskPayload, TaskResult } from './typing.js';
+export type { EventGap } from './subscription.js';
 export {
+  EventsUnsupportedError,
   ClientClosedError,
   InvalidPayloadError,
   JobCancelledError,

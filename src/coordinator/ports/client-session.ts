@@ -287,7 +287,15 @@ export class ClientSession {
     if (!this.conn.isOpen || this.#state !== 'open') return;
     const view = this.#subscriptionView ?? StateView.ALL;
     if (this.#missed > 0 || this.conn.outboundBytes > this.#maxPushBytes) {
-      this.#missed++;
+      // The first drop of a streak is reported at once, the rest when it ends.
+      if (this.#missed++ === 0) {
+        this.#report({
+          type: 'events.dropped',
+          port: 'client',
+          remote: this.conn.remote,
+          count: 1,
+        });
+      }
       this.#armMissed();
       return;
     }
@@ -302,12 +310,10 @@ export class ClientSession {
       if (!this.conn.isOpen || this.#missed === 0) return;
       const missed = this.#missed;
       this.#missed = 0;
-      this.#report({
-        type: 'events.dropped',
-        port: 'client',
-        remote: this.conn.remote,
-        count: missed,
-      });
+      if (missed > 1) {
+        const remote = this.conn.remote;
+        this.#report({ type: 'events.dropped', port: 'client', remote, count: missed - 1 });
+      }
       this.conn.send({ type: 'EVENTS_MISSED', missed });
     });
   }
