@@ -20,6 +20,8 @@ import {
   JOB_STATES,
   PRIORITIES,
   RESULT_FORMATS,
+  SCHEDULE_CATCH_UPS,
+  SCHEDULE_OVERLAPS,
   type AttemptSnapshot,
   type HeldAttempt,
   type JobEventFilter,
@@ -29,6 +31,9 @@ import {
   type Message,
   type MessageOf,
   type MessageType,
+  type ScheduleDefinition,
+  type ScheduleJob,
+  type ScheduleSnapshot,
   type WorkerSnapshot,
 } from './messages.js';
 
@@ -288,6 +293,47 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   timeoutMillis: optional(intCodec),
   idempotencyKey: optional(stringCodec),
   progress: optional(jobProgressCodec),
+  runAtMillis: optional(intCodec),
+  scheduleName: optional(stringCodec),
+});
+
+const scheduleSnapshotCodec: Codec<ScheduleSnapshot> = recordCodec<ScheduleSnapshot>({
+  name: stringCodec,
+  taskType: stringCodec,
+  cron: nullable(stringCodec),
+  everyMillis: nullable(intCodec),
+  timezone: nullable(stringCodec),
+  payload: objectCodec,
+  paused: boolCodec,
+  overlap: enumCodec(SCHEDULE_OVERLAPS),
+  catchUp: enumCodec(SCHEDULE_CATCH_UPS),
+  nextRunAtMillis: nullable(intCodec),
+  lastRunAtMillis: nullable(intCodec),
+  lastJobId: nullable(stringCodec),
+  maxAttempts: nullable(intCodec),
+  priority: nullable(priorityCodec),
+  timeoutMillis: nullable(intCodec),
+});
+
+const scheduleDefinitionCodec: Codec<ScheduleDefinition> = recordCodec<ScheduleDefinition>({
+  name: stringCodec,
+  taskType: stringCodec,
+  cron: nullable(stringCodec),
+  everyMillis: nullable(intCodec),
+  timezone: nullable(stringCodec),
+  payload: objectCodec,
+  maxAttempts: nullable(intCodec),
+  priority: nullable(priorityCodec),
+  timeoutMillis: nullable(intCodec),
+  overlap: nullable(enumCodec(SCHEDULE_OVERLAPS)),
+  catchUp: nullable(enumCodec(SCHEDULE_CATCH_UPS)),
+  paused: nullable(boolCodec),
+});
+
+const scheduleJobCodec: Codec<ScheduleJob> = recordCodec<ScheduleJob>({
+  jobId: stringCodec,
+  state: jobStateCodec,
+  runAtMillis: nullable(intCodec),
 });
 
 const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
@@ -358,6 +404,7 @@ const SCHEMAS: Schemas = {
     priority: nullable(priorityCodec),
     timeoutMillis: optional(intCodec),
     knownStates: optional(arrayOf(stringCodec)),
+    runAtMillis: optional(intCodec),
   },
   JOB_SUBMITTED: {
     jobId: stringCodec,
@@ -412,6 +459,19 @@ const SCHEMAS: Schemas = {
   SUBSCRIBED: {},
   JOB_EVENT: { event: enumCodec(JOB_EVENT_KINDS), atMillis: intCodec, job: jobSnapshotCodec },
   EVENTS_MISSED: { missed: intCodec },
+  SET_SCHEDULE: { schedule: scheduleDefinitionCodec },
+  LIST_SCHEDULES: {},
+  GET_SCHEDULE: { name: stringCodec, knownStates: optional(arrayOf(stringCodec)) },
+  PAUSE_SCHEDULE: { name: stringCodec },
+  RESUME_SCHEDULE: { name: stringCodec },
+  DELETE_SCHEDULE: { name: stringCodec },
+  TRIGGER_SCHEDULE: { name: stringCodec, knownStates: optional(arrayOf(stringCodec)) },
+  SCHEDULE_INFO: {
+    schedule: scheduleSnapshotCodec,
+    recentJobs: optional(arrayOf(scheduleJobCodec)),
+  },
+  SCHEDULE_LIST: { schedules: arrayOf(scheduleSnapshotCodec) },
+  SCHEDULE_DELETED: { name: stringCodec },
 };
 
 // ignoreBOM keeps a leading U+FEFF in the text, so JSON.parse refuses it: a

@@ -61,3 +61,7 @@ export const MAX_FILTER_VALUE_LENGTH = 256;
  * dropped (and counted in EVENTS_MISSED once it reads again).
  */
 export const MAX_SUBSCRIBER_BUFFER_BYTES = 256 * 1024;
+/** Furthest ahead a delayed job may be due, in ms (366 days: `runAtMillis`, `--delay`, `--run-at`). */
+export const MAX_DELAY_MS = 366 * 86_400_000;
+/** Default bound on SCHEDULED jobs (`--max-scheduled-jobs`). */
+export const DEFAULT_MAX_SCHEDULED_JOBS = 1_000_000;

@@ -21,6 +21,8 @@ import type {
   JobState,
   Priority,
   ResultFormat,
+  ScheduleCatchUp,
+  ScheduleOverlap,
   TerminalState,
 } from '../protocol/messages.js';
 
@@ -62,6 +64,36 @@ export interface JobRecord {
    * attempt's end, usually).
    */
   progress?: JobProgress | null;
+  /** When a delayed job is (or was) due; null for a job that was not delayed. */
+  runAtMs: number | null;
+  /** The schedule whose tick made this job; null otherwise. */
+  scheduleName: string | null;
+}
+
+/** One recurring schedule, exactly as persisted. */
+export interface ScheduleRecord {
+  name: string;
+  taskType: string;
+  /** A cron expression (5 or 6 fields), or null for a fixed interval. */
+  cron: string | null;
+  /** The fixed interval in ms, or null for cron. */
+  everyMs: number | null;
+  /** IANA time zone of `cron`; null for a fixed interval. */
+  timezone: string | null;
+  payloadJson: string;
+  maxAttempts: number | null;
+  priority: Priority | null;
+  timeoutMs: number | null;
+  overlap: ScheduleOverlap;
+  catchUp: ScheduleCatchUp;
+  paused: boolean;
+  /** The next tick (coordinator clock); null while paused. */
+  nextRunAtMs: number | null;
+  /** The tick of the last job it made; null before the first. */
+  lastRunAtMs: number | null;
+  lastJobId: string | null;
+  createdAtMs: number;
+  updatedAtMs: number;
 }
 
 /** One attempt of a job (job history). */
@@ -85,6 +117,10 @@ export interface WriteBatch {
   readonly jobs: readonly { readonly job: Readonly<JobRecord>; readonly isNew: boolean }[];
   /** New attempts and new versions of existing ones (keyed by attemptId). */
   readonly attempts: readonly Readonly<AttemptRecord>[];
+  /** New schedules and new versions of existing ones (keyed by name); absent = none. */
+  readonly schedules?: readonly Readonly<ScheduleRecord>[];
+  /** Names of schedules to delete (after `schedules` are written); absent = none. */
+  readonly deletedSchedules?: readonly string[];
 }
 
 export interface ListQuery {
@@ -112,14 +148,17 @@ export type StoreRead =
   | { op: 'job'; jobId: string; withAttempts: boolean }
   | { op: 'jobByKey'; key: string }
   | { op: 'list'; query: ListQuery }
-  | { op: 'purge'; query: PurgeQuery };
+  | { op: 'purge'; query: PurgeQuery }
+  /** The newest jobs a schedule made (by seq, newest first). */
+  | { op: 'scheduleJobs'; scheduleName: string; limit: number };
 
 /** The answer to a {@link StoreRead}, tagged with the same `op`. */
 export type StoreReadResult =
   | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null }
   | { op: 'jobByKey'; job: JobRecord | null }
   | { op: 'list'; jobs: JobRecord[] }
-  | { op: 'purge'; deleted: number };
+  | { op: 'purge'; deleted: number }
+  | { op: 'scheduleJobs'; jobs: JobRecord[] };
 
 /** What restart recovery starts from. */
 export interface RecoveredState {
@@ -129,6 +168,8 @@ export interface RecoveredState {
   activeAttempts: AttemptRecord[];
   /** Highest seq ever stored (0 when empty). */
   maxSeq: number;
+  /** Every schedule (absent from a store without any: none). */
+  schedules?: ScheduleRecord[];
   /**
    * The epoch (fencing token) of the leadership term this recovery starts,
    * with a store shared by several coordinators (PostgreSQL); absent with

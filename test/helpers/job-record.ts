@@ -29,6 +29,8 @@ export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobR
     startedAtMs: null,
     finishedAtMs: null,
     progress: null,
+    runAtMs: null,
+    scheduleName: null,
     ...overrides,
   };
 }

@@ -14,8 +14,8 @@ import type {
   Priority,
   SubmitJob,
 } from '../../src/protocol/messages.js';
-import { KNOWN_STATES } from '../../src/protocol/job-view.js';
-import { JOB_STATES, V1_JOB_STATES } from '../../src/protocol/messages.js';
+import { KNOWN_STATES, StateView } from '../../src/protocol/job-view.js';
+import { JOB_STATES } from '../../src/protocol/messages.js';
 import type { ClientLink, ClientPeer, SimClock } from './network.js';
 import type { Random } from './random.js';
 import type { Judge } from './violation.js';
@@ -220,6 +220,8 @@ export class SimClient implements ClientPeer {
       maxAttempts,
       idempotencyKey: keyed ? `key-${this.name}-${this.#keySeq++}` : null,
       priority,
+      // Some jobs are delayed, a few into the past (which means now).
+      ...(rng.chance(0.2) && { runAtMillis: this.#env.clock.nowMs + rng.int(-500, 3_000) }),
     };
     if (keyed) {
       this.#env.keyed.push(msg);
@@ -282,13 +284,18 @@ export class SimClient implements ClientPeer {
     const state = rng.chance(0.3) ? rng.pick<JobState>(JOB_STATES) : null;
     const cursorRoll = rng.float();
     const cursor = cursorRoll < 0.3 ? this.#cursor : cursorRoll < 0.33 ? 'not-a-cursor' : null;
-    const knows = rng.chance(0.5);
-    const msg: ClientRequest = { type: 'LIST_JOBS', limit, state, cursor };
-    if (knows) msg.knownStates = [...KNOWN_STATES];
-    // A filter on a state beyond v1's that the request does not list is refused.
-    const unlisted =
-      state !== null && !knows && !(V1_JOB_STATES as readonly string[]).includes(state);
-    if (limit === 0 || cursor === 'not-a-cursor' || unlisted) this.#env.invalid.add(msg);
+    // Half the lists come from a client that knows every state; a filter on a
+    // state the request did not list is refused.
+    const knownStates = rng.chance(0.5) ? [...KNOWN_STATES] : undefined;
+    const msg: ClientRequest = {
+      type: 'LIST_JOBS',
+      limit,
+      state,
+      cursor,
+      ...(knownStates !== undefined && { knownStates }),
+    };
+    const unknownState = state !== null && !StateView.of(knownStates).knows(state);
+    if (limit === 0 || cursor === 'not-a-cursor' || unknownState) this.#env.invalid.add(msg);
     return msg;
   }
 }

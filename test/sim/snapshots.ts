@@ -49,6 +49,9 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'SUBSCRIBED':
       case 'JOB_EVENT':
       case 'EVENTS_MISSED':
+      case 'SCHEDULE_INFO':
+      case 'SCHEDULE_LIST':
+      case 'SCHEDULE_DELETED':
         break;
     }
   }

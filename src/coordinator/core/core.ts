@@ -23,9 +23,11 @@ import {
   listKeyDone,
   releaseWaits,
 } from './client-requests.js';
+import { nextDueAtMs, promoteDue } from './delayed-jobs.js';
 import { toRecord } from './job.js';
 import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
 import { recover } from './recovery.js';
+import { fireDueTicks, scheduleJobsRead } from './schedule-requests.js';
 import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
@@ -88,7 +90,14 @@ export class CoordinatorCore {
         releaseWaits(s, input.connId);
         break;
       case 'tick':
+        doDue(s);
         sweep(s);
+        break;
+      case 'wake':
+        // The timer that fired is gone: the next wake-up is stated again.
+        if (s.wakeArmedAtMs !== null) s.wakeArmedAtMs = undefined;
+        doDue(s);
+        schedule(s);
         break;
       case 'readDone':
         readDone(s, input.readId, input.result);
@@ -100,6 +109,7 @@ export class CoordinatorCore {
         s.reads.noteCommitted(s.jobs.committed(input.batchId));
         break;
     }
+    stateWakeUp(s);
     s.subscriptions.publish(s);
     return s.takeEffects();
   }
@@ -109,9 +119,14 @@ export class CoordinatorCore {
     return this.#s.jobs.takeBatch();
   }
 
-  /** Non-terminal jobs right now (admission control's count). */
+  /** Non-terminal jobs right now, SCHEDULED ones included. */
   get activeCount(): number {
     return this.#s.jobs.activeCount;
+  }
+
+  /** SCHEDULED jobs right now. */
+  get scheduledCount(): number {
+    return this.#s.scheduledCount;
   }
 
   get maxActiveJobs(): number {
@@ -153,6 +168,8 @@ export class CoordinatorCore {
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
       subscriptions: s.subscriptions.size,
+      scheduledCount: s.scheduledCount,
+      wakeArmedAtMs: s.wakeArmedAtMs ?? null,
     };
   }
 
@@ -160,6 +177,25 @@ export class CoordinatorCore {
   activeJobs(): JobRecord[] {
     return [...this.#s.jobs.activeJobs()].map(toRecord);
   }
+}
+
+/**
+ * What fell due by now: delayed jobs become QUEUED (due-time order) and due
+ * schedule ticks make their jobs. Only the timed inputs do it (the wake-up
+ * and, as a backstop, the sweep), so every other input changes only what it
+ * is about.
+ */
+function doDue(s: CoreState): void {
+  promoteDue(s);
+  fireDueTicks(s);
+}
+
+/** Tells the shell the earliest instant the core needs an input, when that changed. */
+function stateWakeUp(s: CoreState): void {
+  const due = nextDueAtMs(s);
+  const tick = s.schedules.nextTickAtMs();
+  const atMs = due === null ? tick : tick === null ? due : Math.min(due, tick);
+  if (atMs !== s.wakeArmedAtMs) s.wakeAt(atMs);
 }
 
 function sweep(s: CoreState): void {
@@ -205,6 +241,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'purge')
         throw new Error(`read ${readId}: expected a purge, got ${result.op}`);
       return purgeDone(s, read, result.deleted);
+    case 'scheduleJobs':
+      if (result.op !== 'scheduleJobs')
+        throw new Error(`read ${readId}: expected a schedule's jobs, got ${result.op}`);
+      return scheduleJobsRead(s, read, result.jobs);
   }
 }
 
@@ -217,6 +257,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
     case 'wait':
     case 'list':
     case 'listKey':
+    case 'scheduleJobs':
       s.replyError(
         read.connId,
         read.requestId,
@@ -262,4 +303,8 @@ export interface CoreInspection {
   pendingReads: number;
   /** SUBSCRIBE_JOBS subscriptions open. */
   subscriptions: number;
+  /** SCHEDULED jobs held. */
+  scheduledCount: number;
+  /** The wake-up last asked of the shell; null = none. */
+  wakeArmedAtMs: number | null;
 }

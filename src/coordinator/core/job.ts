@@ -50,6 +50,10 @@ export interface CoreJob {
   finishedAtMs: number | null;
   /** The latest progress of the current (or last) attempt; null = none reported. */
   progress: JobProgress | null;
+  /** When a delayed job is (or was) due; null for a job that was not delayed. */
+  runAtMs: number | null;
+  /** The schedule whose tick made this job; null otherwise. */
+  readonly scheduleName: string | null;
   /** Every attempt so far, oldest first (the history `status --attempts` shows). */
   readonly history: AttemptRecord[];
 }
@@ -89,6 +93,8 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     startedAtMs: job.startedAtMs,
     finishedAtMs: job.finishedAtMs,
     progress: job.progress,
+    runAtMs: job.runAtMs,
+    scheduleName: job.scheduleName,
   };
 }
 
@@ -127,6 +133,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     startedAtMs: row.startedAtMs,
     finishedAtMs: row.finishedAtMs,
     progress: row.progress ?? null,
+    runAtMs: row.runAtMs,
+    scheduleName: row.scheduleName,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
   };
 }
@@ -196,6 +204,8 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
   }
   if (job.idempotencyKey !== null) snapshot.idempotencyKey = job.idempotencyKey;
   if (job.progress !== null && job.progress !== undefined) snapshot.progress = job.progress;
+  if (job.runAtMs !== null) snapshot.runAtMillis = job.runAtMs;
+  if (job.scheduleName !== null) snapshot.scheduleName = job.scheduleName;
   return snapshot;
 }
 

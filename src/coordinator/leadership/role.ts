@@ -27,4 +27,6 @@ export const EMPTY_INSPECTION: CoreInspection = Object.freeze({
   keptLeases: [],
   pendingWaits: 0,
   pendingReads: 0,
+  scheduledCount: 0,
+  wakeArmedAtMs: null,
 });

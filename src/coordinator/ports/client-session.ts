@@ -483,6 +483,8 @@ function viewOf(msg: Message): StateView {
     msg.type === 'LIST_JOBS' ||
     msg.type === 'CANCEL_JOB' ||
     msg.type === 'WAIT_JOB' ||
-    msg.type === 'SUBSCRIBE_JOBS';
+    msg.type === 'SUBSCRIBE_JOBS' ||
+    msg.type === 'GET_SCHEDULE' ||
+    msg.type === 'TRIGGER_SCHEDULE';
   return carriesSnapshots ? StateView.of(msg.knownStates) : StateView.ALL;
 }

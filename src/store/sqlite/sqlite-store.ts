@@ -39,14 +39,18 @@ import { openDatabase } from './open.js';
 import {
   ATTEMPT_COLUMNS,
   JOB_COLUMNS,
+  SCHEDULE_COLUMNS,
   attemptFromRow,
   attemptValues,
   columnList,
   jobFromRow,
   jobInsertValues,
   jobUpdateValues,
+  scheduleFromRow,
+  scheduleValues,
   type AttemptRow,
   type JobRow,
+  type ScheduleRow,
   type SqlValue,
 } from './rows.js';
 import { migrate } from './schema.js';
@@ -63,7 +67,7 @@ export interface SqliteStoreOptions {
   onCommit?: (durationMs: number) => void;
 }
 
-const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT')";
+const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED')";
 
 export class SqliteStore implements Store {
   readonly description: string;
@@ -140,7 +144,13 @@ export class SqliteStore implements Store {
       const max = this.#reader
         .prepare<[], { m: number | null }>('SELECT max(seq) AS m FROM jobs')
         .get();
-      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0 };
+      const schedules = this.#reader
+        .prepare<[], ScheduleRow>(
+          `SELECT ${columnList(SCHEDULE_COLUMNS)} FROM schedules ORDER BY name`,
+        )
+        .all()
+        .map(scheduleFromRow);
+      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0, schedules };
     });
   }
 
@@ -153,7 +163,16 @@ export class SqliteStore implements Store {
       else updates.push(jobUpdateValues(job));
     }
     const attempts = batch.attempts.map(attemptValues);
-    return this.#link.commit({ batchId: batch.batchId, inserts, updates, attempts });
+    const schedules = (batch.schedules ?? []).map(scheduleValues);
+    const deletedSchedules = [...(batch.deletedSchedules ?? [])];
+    return this.#link.commit({
+      batchId: batch.batchId,
+      inserts,
+      updates,
+      attempts,
+      schedules,
+      deletedSchedules,
+    });
   }
 
   read(read: StoreRead): Promise<StoreReadResult> {
@@ -176,6 +195,17 @@ export class SqliteStore implements Store {
         return this.#readNow(() => ({ op: 'list', jobs: this.#list(read.query) }));
       case 'purge':
         return this.#purge(read.query).then((deleted) => ({ op: 'purge', deleted }));
+      case 'scheduleJobs':
+        return this.#readNow(() => ({
+          op: 'scheduleJobs',
+          jobs: this.#reader
+            .prepare<[string, number], JobRow>(
+              `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE schedule_name = ?
+                 ORDER BY seq DESC LIMIT ?`,
+            )
+            .all(read.scheduleName, read.limit)
+            .map(jobFromRow),
+        }));
     }
   }
 

@@ -10,6 +10,7 @@ import {
   ATTEMPT_COLUMNS,
   JOB_COLUMNS,
   JOB_MUTABLE_COLUMNS,
+  SCHEDULE_COLUMNS,
   columnList,
   type SqlValue,
 } from './rows.js';
@@ -20,12 +21,18 @@ export interface EncodedBatch {
   inserts: SqlValue[][];
   updates: SqlValue[][];
   attempts: SqlValue[][];
+  /** Schedules to write (insert or replace), as column arrays. */
+  schedules: SqlValue[][];
+  /** Names of schedules to delete. */
+  deletedSchedules: string[];
 }
 
 export class SqliteWriter {
   readonly #insert: Statement<SqlValue[]>;
   readonly #update: Statement<SqlValue[]>;
   readonly #attempt: Statement<SqlValue[]>;
+  readonly #schedule: Statement<SqlValue[]>;
+  readonly #deleteSchedule: Statement<[string]>;
   readonly #purgeSelect: Statement<[string, number, number], { seq: number; job_id: string }>;
   readonly #purgeAttempts: Statement<[string]>;
   readonly #purgeJob: Statement<[number]>;
@@ -43,6 +50,10 @@ export class SqliteWriter {
     this.#attempt = db.prepare(
       `INSERT OR REPLACE INTO attempts (${columnList(ATTEMPT_COLUMNS)}) VALUES (${placeholders(ATTEMPT_COLUMNS.length)})`,
     );
+    this.#schedule = db.prepare(
+      `INSERT OR REPLACE INTO schedules (${columnList(SCHEDULE_COLUMNS)}) VALUES (${placeholders(SCHEDULE_COLUMNS.length)})`,
+    );
+    this.#deleteSchedule = db.prepare('DELETE FROM schedules WHERE name = ?');
     this.#purgeSelect = db.prepare(
       'SELECT seq, job_id FROM jobs WHERE state = ? AND finished_at_ms < ? ORDER BY seq LIMIT ?',
     );
@@ -80,5 +91,7 @@ export class SqliteWriter {
       }
     }
     for (const values of batch.attempts) this.#attempt.run(...values);
+    for (const values of batch.schedules) this.#schedule.run(...values);
+    for (const name of batch.deletedSchedules) this.#deleteSchedule.run(name);
   }
 }
