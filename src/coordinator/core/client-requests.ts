@@ -9,6 +9,11 @@
  * request order per connection; the shell sees to that).
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
+import {
+  MAX_FILTER_VALUE_LENGTH,
+  MAX_SUBSCRIPTIONS,
+  MAX_SUBSCRIPTIONS_PER_CONNECTION,
+} from '../../protocol/limits.js';
 import { StateView } from '../../protocol/job-view.js';
 import { MAX_FRAME_BYTES } from '../../protocol/framing.js';
 import {
@@ -19,6 +24,7 @@ import {
   type JobStatus,
   type JsonObject,
   type ListJobs,
+  type SubscribeJobs,
   type WorkerSnapshot,
 } from '../../protocol/messages.js';
 import type { AttemptRecord, JobRecord, ListQuery } from '../../store/store.js';
@@ -36,7 +42,6 @@ import type { PendingRead } from './pending-reads.js';
 import { purgeOnRequest } from './retention.js';
 import type { CoreState } from './state.js';
 import { submit } from './submission.js';
-import { subscribe } from './subscriptions.js';
 
 /** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
 export const MAX_LIST_LIMIT = 10_000;
@@ -407,4 +412,41 @@ export function jobRead(
       s.reply(connId, requestId, { type: 'JOB_STATUS', job });
       return;
   }
+}
+
+/** SUBSCRIBE_JOBS: checks the filter and the bounds, then answers SUBSCRIBED. */
+function subscribe(s: CoreState, connId: number, requestId: number, msg: SubscribeJobs): void {
+  const { jobId = null, taskType = null, queue = null } = msg.filter;
+  for (const [name, value] of [
+    ['jobId', jobId],
+    ['taskType', taskType],
+    ['queue', queue],
+  ] as const) {
+    if (value !== null && (value.length === 0 || value.length > MAX_FILTER_VALUE_LENGTH)) {
+      return s.replyError(
+        connId,
+        requestId,
+        ErrorCode.InvalidRequest,
+        `Invalid request: filter.${name} must be 1..${MAX_FILTER_VALUE_LENGTH} characters`,
+      );
+    }
+  }
+  if (s.subscriptions.countFor(connId) >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
+    return s.replyError(
+      connId,
+      requestId,
+      ErrorCode.LimitExceeded,
+      `Limit exceeded: at most ${MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions per connection`,
+    );
+  }
+  if (s.subscriptions.size >= MAX_SUBSCRIPTIONS) {
+    return s.replyError(
+      connId,
+      requestId,
+      ErrorCode.LimitExceeded,
+      `Limit exceeded: at most ${MAX_SUBSCRIPTIONS} subscriptions are open`,
+    );
+  }
+  s.subscriptions.add({ connId, jobId, taskType, queue });
+  s.reply(connId, requestId, { type: 'SUBSCRIBED' });
 }

@@ -110,7 +110,7 @@ export class CoordinatorCore {
         break;
     }
     stateWakeUp(s);
-    s.subscriptions.publish(s);
+    s.subscriptions.publish(s.nowMs, (connId, msg) => s.push(connId, msg));
     return s.takeEffects();
   }
 

@@ -9,19 +9,12 @@
  * With no subscription nothing is noted, so the feature costs one size check
  * per write when unused.
  *
- * Bounds: {@link MAX_SUBSCRIPTIONS_PER_CONNECTION} per connection and
- * {@link MAX_SUBSCRIPTIONS} in all. What a subscriber has not read yet is
+ * Bounds (checked by `subscribe` in client-requests.ts): 16 per connection
+ * and 1,024 in all (limits.ts). What a subscriber has not read yet is
  * bounded by the shell (client-session.ts), which drops and counts beyond it.
  */
-import { ErrorCode } from '../../protocol/error-codes.js';
-import {
-  MAX_FILTER_VALUE_LENGTH,
-  MAX_SUBSCRIPTIONS,
-  MAX_SUBSCRIPTIONS_PER_CONNECTION,
-} from '../../protocol/limits.js';
-import type { JobEventKind, SubscribeJobs } from '../../protocol/messages.js';
+import type { JobEvent, JobEventKind } from '../../protocol/messages.js';
 import { coreJobSnapshot, type CoreJob } from './job.js';
-import type { CoreState } from './state.js';
 
 /** The queue of a job: `default` until jobs carry a queue of their own. */
 export function queueOf(job: CoreJob): string {
@@ -105,57 +98,15 @@ export class SubscriptionTable {
   }
 
   /** Snapshots for everyone who follows the changed jobs, then forgets them. */
-  publish(s: CoreState): void {
+  publish(nowMs: number, push: (connId: number, msg: JobEvent) => void): void {
     if (this.changed.size === 0) return;
     for (const { job, event } of this.changed.values()) {
       let snapshot = null;
       for (const connId of this.matching(job)) {
         snapshot ??= coreJobSnapshot(job);
-        s.push(connId, { type: 'JOB_EVENT', event, atMillis: s.nowMs, job: snapshot });
+        push(connId, { type: 'JOB_EVENT', event, atMillis: nowMs, job: snapshot });
       }
     }
     this.changed.clear();
   }
-}
-
-/** SUBSCRIBE_JOBS: checks the filter and the bounds, then answers SUBSCRIBED. */
-export function subscribe(
-  s: CoreState,
-  connId: number,
-  requestId: number,
-  msg: SubscribeJobs,
-): void {
-  const { jobId = null, taskType = null, queue = null } = msg.filter;
-  for (const [name, value] of [
-    ['jobId', jobId],
-    ['taskType', taskType],
-    ['queue', queue],
-  ] as const) {
-    if (value !== null && (value.length === 0 || value.length > MAX_FILTER_VALUE_LENGTH)) {
-      return s.replyError(
-        connId,
-        requestId,
-        ErrorCode.InvalidRequest,
-        `Invalid request: filter.${name} must be 1..${MAX_FILTER_VALUE_LENGTH} characters`,
-      );
-    }
-  }
-  if (s.subscriptions.countFor(connId) >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
-    return s.replyError(
-      connId,
-      requestId,
-      ErrorCode.LimitExceeded,
-      `Limit exceeded: at most ${MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions per connection`,
-    );
-  }
-  if (s.subscriptions.size >= MAX_SUBSCRIPTIONS) {
-    return s.replyError(
-      connId,
-      requestId,
-      ErrorCode.LimitExceeded,
-      `Limit exceeded: at most ${MAX_SUBSCRIPTIONS} subscriptions are open`,
-    );
-  }
-  s.subscriptions.add({ connId, jobId, taskType, queue });
-  s.reply(connId, requestId, { type: 'SUBSCRIBED' });
 }
