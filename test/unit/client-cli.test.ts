@@ -185,6 +185,7 @@ describe('client CLI', () => {
       idempotencyKey: null,
       priority: null,
       timeoutMillis: null,
+      runAtMillis: null,
     });
     assert.doesNotThrow(() => JSON.parse(submitted.stdout), 'DTP_JSON=1 gives JSON');
     const listed = await run(['list'], { env });
