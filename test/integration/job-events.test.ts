@@ -138,19 +138,17 @@ describe('job events for clients', { timeout: 60_000 }, () => {
     let missed = 0;
     let after = 0;
     let nudged = false;
-    await until(
-      async () => {
-        const msg = await raw.inbox.next(5_000);
-        if (msg.type === 'EVENTS_MISSED') missed += msg.missed;
-        else if (missed > 0 && msg.type === 'JOB_EVENT') after++;
-        if (missed > 0 && after === 0 && !nudged) {
-          nudged = true; // one more change, so that an event follows the notice
-          await client.submit({ taskType: 'reverse', payload: { text: 'y' } });
-        }
-        return missed > 0 && after > 0;
-      },
-      { what: 'EVENTS_MISSED then events', timeoutMs: 20_000 },
-    );
+    const deadline = Date.now() + 30_000;
+    while (!(missed > 0 && after > 0)) {
+      assert.ok(Date.now() < deadline, `EVENTS_MISSED ${missed}, events after it ${after}`);
+      const msg = await raw.inbox.next(10_000);
+      if (msg.type === 'EVENTS_MISSED') missed += msg.missed;
+      else if (missed > 0 && msg.type === 'JOB_EVENT') after++;
+      if (missed > 0 && after === 0 && !nudged) {
+        nudged = true; // one more change, so that an event follows the notice
+        await client.submit({ taskType: 'reverse', payload: { text: 'y' } });
+      }
+    }
     tc.coordinator.events.off('net', onNet);
     await raw.close();
   });
