@@ -178,6 +178,16 @@ export class UnexpectedReplyError extends DtpError {
   }
 }
 
+/** The coordinator does not understand SUBSCRIBE_JOBS (an older or v1 coordinator). */
+export class EventsUnsupportedError extends DtpError {
+  constructor() {
+    super(
+      LocalErrorCode.EventsUnsupported,
+      'This coordinator does not support job events (watch, events)',
+    );
+  }
+}
+
 /** The client was closed by its owner; the request was not (or no longer) sent. */
 export class ClientClosedError extends DtpError {
   constructor() {

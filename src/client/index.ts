@@ -18,6 +18,9 @@ export {
 export type {
   BatchJob,
   ConnectOptions,
+  EventFilter,
+  EventStreamOptions,
+  WatchEvent,
   JobOptions,
   JobWithAttempts,
   ListJobsOptions,
@@ -37,7 +40,9 @@ export {
 } from './negotiation.js';
 export type { CoordinatorFeatures } from './negotiation.js';
 export type { AnyTasks, BuiltinPayloads, TaskName, TaskPayload, TaskResult } from './typing.js';
+export type { EventGap } from './subscription.js';
 export {
+  EventsUnsupportedError,
   ClientClosedError,
   InvalidPayloadError,
   JobCancelledError,

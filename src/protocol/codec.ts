@@ -16,6 +16,7 @@ import { ProtocolError, ProtocolErrorCode } from './errors.js';
 import { encodeTextFrame } from './framing.js';
 import {
   ATTEMPT_OUTCOMES,
+  JOB_EVENT_KINDS,
   JOB_STATES,
   PRIORITIES,
   RESULT_FORMATS,
@@ -23,6 +24,8 @@ import {
   SCHEDULE_OVERLAPS,
   type AttemptSnapshot,
   type HeldAttempt,
+  type JobEventFilter,
+  type JobProgress,
   type JobSnapshot,
   type JsonObject,
   type Message,
@@ -72,6 +75,16 @@ export const intCodec: Codec<number> = {
   decode(value, path) {
     if (typeof value !== 'number' || !Number.isSafeInteger(value))
       throw badField(path, 'an integer', value);
+    return value;
+  },
+  encode: identity,
+};
+
+/** Any finite JSON number (fractions). */
+export const numberCodec: Codec<number> = {
+  decode(value, path) {
+    if (typeof value !== 'number' || !Number.isFinite(value))
+      throw badField(path, 'a number', value);
     return value;
   },
   encode: identity,
@@ -224,6 +237,45 @@ export const attemptSnapshotCodec: Codec<AttemptSnapshot> = recordCodec<AttemptS
   error: nullable(stringCodec),
 });
 
+export const jobProgressCodec: Codec<JobProgress> = recordCodec<JobProgress>({
+  fraction: numberCodec,
+  message: nullable(stringCodec),
+  atMillis: intCodec,
+});
+
+/**
+ * A subscription filter: unlike the rest of the protocol, an unknown field
+ * here is refused (a filter the coordinator does not understand would
+ * silently match more than asked for).
+ */
+export const jobEventFilterCodec: Codec<JobEventFilter> = {
+  decode(value, path) {
+    const fields: Fields<JobEventFilter> = {
+      jobId: optional(stringCodec),
+      taskType: optional(stringCodec),
+      queue: optional(stringCodec),
+    };
+    if (!isPlainObject(value)) throw badField(path, 'an object', value);
+    for (const key of Object.keys(value)) {
+      if (!Object.prototype.hasOwnProperty.call(fields, key)) {
+        throw new ProtocolError(
+          ProtocolErrorCode.BadValue,
+          `field ${path}.${key.slice(0, 40)} is not a known filter (jobId, taskType, queue)`,
+        );
+      }
+    }
+    return decodeFields(fields, value, `${path}.`);
+  },
+  encode: (value) => {
+    const out: Record<string, unknown> = {};
+    for (const key of ['jobId', 'taskType', 'queue'] as const) {
+      const v = value[key];
+      if (v !== null && v !== undefined) out[key] = v;
+    }
+    return out;
+  },
+};
+
 export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   jobId: stringCodec,
   taskType: stringCodec,
@@ -241,6 +293,7 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   resultFormat: optional(resultFormatCodec),
   timeoutMillis: optional(intCodec),
   idempotencyKey: optional(stringCodec),
+  progress: optional(jobProgressCodec),
   runAtMillis: optional(intCodec),
   scheduleName: optional(stringCodec),
 });
@@ -360,6 +413,13 @@ const SCHEMAS: Schemas = {
     resultFormat: optional(resultFormatCodec),
   },
   WORKER_DRAINING: { workerId: stringCodec },
+  TASK_PROGRESS: {
+    workerId: stringCodec,
+    jobId: stringCodec,
+    attemptId: stringCodec,
+    fraction: numberCodec,
+    message: nullable(stringCodec),
+  },
   ERROR: {
     message: stringCodec,
     code: nullable(stringCodec),
@@ -418,6 +478,10 @@ const SCHEMAS: Schemas = {
   AUTH_OK: {},
   PURGE_JOBS: { state: jobStateCodec, olderThanMillis: intCodec },
   JOBS_PURGED: { deleted: intCodec },
+  SUBSCRIBE_JOBS: { filter: jobEventFilterCodec, knownStates: optional(arrayOf(stringCodec)) },
+  SUBSCRIBED: {},
+  JOB_EVENT: { event: enumCodec(JOB_EVENT_KINDS), atMillis: intCodec, job: jobSnapshotCodec },
+  EVENTS_MISSED: { missed: intCodec },
   SET_SCHEDULE: { schedule: scheduleDefinitionCodec },
   LIST_SCHEDULES: {},
   GET_SCHEDULE: { name: stringCodec, knownStates: optional(arrayOf(stringCodec)) },

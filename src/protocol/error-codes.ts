@@ -88,6 +88,8 @@ export const LocalErrorCode = {
   TlsFailed: 'TLS_FAILED',
   /** The coordinator does not know `AUTH`. */
   AuthUnsupported: 'AUTH_UNSUPPORTED',
+  /** The coordinator does not know `SUBSCRIBE_JOBS` (job events, `watch`). */
+  EventsUnsupported: 'EVENTS_UNSUPPORTED',
   /** Admission control refused a submission (a `SUBMIT_REJECTED` reply). */
   SubmitRejected: 'SUBMIT_REJECTED',
   /** A wait ended before the job was terminal. */

@@ -21,6 +21,8 @@ export const FEATURES = [
   'assignLimits',
   'prefetch',
   'reattach',
+  /** The worker may send TASK_PROGRESS. */
+  'progress',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

@@ -101,6 +101,7 @@ export class StateView {
       }
       case 'JOB_STATUS':
       case 'JOB_CANCEL':
+      case 'JOB_EVENT':
         return this.#withJob(reply);
       case 'JOB_LIST': {
         const jobs = reply.jobs.map((job) => this.snapshot(job));
@@ -123,6 +124,8 @@ export class StateView {
       case 'SCHEDULE_DELETED':
       case 'AUTH_OK':
       case 'ERROR':
+      case 'SUBSCRIBED':
+      case 'EVENTS_MISSED':
         return reply;
     }
   }

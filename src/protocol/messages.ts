@@ -14,6 +14,9 @@
  *               TRIGGER_SCHEDULE with their replies SCHEDULE_INFO,
  *               SCHEDULE_LIST, SCHEDULE_DELETED.
  *
+ * Extensions on both ports: TASK_PROGRESS (worker); SUBSCRIBE_JOBS,
+ * SUBSCRIBED, JOB_EVENT, EVENTS_MISSED (client).
+ *
  * Optional v1 fields are always present after decoding, as `null` when the
  * peer left them out or sent an explicit `null` (the two mean the same thing).
  * Extension fields (beyond version 1) are declared optional (`?:`):
@@ -94,6 +97,17 @@ export interface JobSnapshot {
   runAtMillis?: number | null;
   /** Extension: the schedule whose tick made this job; absent otherwise. */
   scheduleName?: string | null;
+  /** Extension: the latest progress its handler reported (kept once it ends). */
+  progress?: JobProgress | null;
+}
+
+/** Progress a handler reported with `ctx.progress(fraction, message?)`. */
+export interface JobProgress {
+  /** 0..1. */
+  fraction: number;
+  message: string | null;
+  /** When the coordinator received it. */
+  atMillis: number;
 }
 
 /** `text` (the default) or `json`: see {@link JobSnapshot.resultFormat}. */
@@ -219,6 +233,20 @@ export interface TaskResult {
   retryable?: boolean | null;
   /** Extension: `json` when `result` is the JSON text of a non-string value. */
   resultFormat?: ResultFormat | null;
+}
+/**
+ * Extension (`progress`): the handler of a running attempt reported
+ * progress. Ignored unless `attemptId` is the job's current lease.
+ */
+export interface TaskProgress {
+  type: 'TASK_PROGRESS';
+  workerId: string;
+  jobId: string;
+  attemptId: string;
+  /** 0..1. */
+  fraction: number;
+  /** At most 1 KiB of UTF-8 (limits.ts MAX_PROGRESS_MESSAGE_BYTES). */
+  message: string | null;
 }
 /** Extension: the worker takes no new assignments from now on. */
 export interface WorkerDraining {
@@ -408,6 +436,44 @@ export interface JobsPurged {
   deleted: number;
 }
 
+/** Which jobs a subscription follows: every field given must match (none = every job). */
+export interface JobEventFilter {
+  jobId?: string | null;
+  taskType?: string | null;
+  queue?: string | null;
+}
+/**
+ * Extension: from now on, push a JOB_EVENT on this connection for every
+ * change of a matching job (answered SUBSCRIBED, then the pushes).
+ */
+export interface SubscribeJobs {
+  type: 'SUBSCRIBE_JOBS';
+  filter: JobEventFilter;
+  /** As on GET_JOB_STATUS: the job states beyond v1's six this client understands. */
+  knownStates?: string[] | null;
+}
+export interface Subscribed {
+  type: 'SUBSCRIBED';
+}
+/** The two kinds of change a JOB_EVENT reports. */
+export const JOB_EVENT_KINDS = ['state', 'progress'] as const;
+export type JobEventKind = (typeof JOB_EVENT_KINDS)[number];
+/** Extension (pushed after SUBSCRIBED): a matching job changed; `job` is it after the change. */
+export interface JobEvent {
+  type: 'JOB_EVENT';
+  event: JobEventKind;
+  atMillis: number;
+  job: JobSnapshot;
+}
+/**
+ * Extension (pushed): the subscriber fell behind by more than its buffer and
+ * `missed` events were dropped; pushes resume after this message.
+ */
+export interface EventsMissed {
+  type: 'EVENTS_MISSED';
+  missed: number;
+}
+
 /** How a schedule's tick treats a previous job of it that is not terminal yet. */
 export const SCHEDULE_OVERLAPS = ['allow', 'skip'] as const;
 export type ScheduleOverlap = (typeof SCHEDULE_OVERLAPS)[number];
@@ -514,7 +580,8 @@ export interface ScheduleDeleted {
   name: string;
 }
 
-export type WorkerToCoordinator = WorkerRegister | Heartbeat | TaskResult | WorkerDraining;
+export type WorkerToCoordinator =
+  WorkerRegister | Heartbeat | TaskResult | WorkerDraining | TaskProgress;
 export type CoordinatorToWorker =
   WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck;
 export type ClientRequest =
@@ -527,6 +594,7 @@ export type ClientRequest =
   | WaitJob
   | Auth
   | PurgeJobs
+  | SubscribeJobs
   | ScheduleRequest;
 /** The schedule requests (extensions). */
 export type ScheduleRequest =
@@ -548,6 +616,9 @@ export type ClientReply =
   | ErrorMessage
   | AuthOk
   | JobsPurged
+  | Subscribed
+  | JobEvent
+  | EventsMissed
   | ScheduleInfo
   | ScheduleList
   | ScheduleDeleted;
@@ -567,6 +638,7 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   WAIT_JOB: true,
   AUTH: true,
   PURGE_JOBS: true,
+  SUBSCRIBE_JOBS: true,
   SET_SCHEDULE: true,
   LIST_SCHEDULES: true,
   GET_SCHEDULE: true,
@@ -586,6 +658,9 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   ERROR: true,
   AUTH_OK: true,
   JOBS_PURGED: true,
+  SUBSCRIBED: true,
+  JOB_EVENT: true,
+  EVENTS_MISSED: true,
   SCHEDULE_INFO: true,
   SCHEDULE_LIST: true,
   SCHEDULE_DELETED: true,
@@ -595,6 +670,7 @@ const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]
   HEARTBEAT: true,
   TASK_RESULT: true,
   WORKER_DRAINING: true,
+  TASK_PROGRESS: true,
 };
 const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]: true } = {
   WORKER_REGISTERED: true,

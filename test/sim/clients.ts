@@ -55,6 +55,7 @@ const REQUEST_WEIGHTS = {
   list: 6,
   listWorkers: 2,
   unknownJob: 2,
+  subscribe: 1,
 } as const;
 
 const TASK_WEIGHTS = { SHA256: 3, SLEEP: 3, FAIL: 3, WORD_COUNT: 1, PRIME_COUNT: 1 } as const;
@@ -165,6 +166,17 @@ export class SimClient implements ClientPeer {
         return this.#list();
       case 'listWorkers':
         return { type: 'LIST_WORKERS' };
+      case 'subscribe':
+        return {
+          type: 'SUBSCRIBE_JOBS',
+          filter: rng.pick([
+            {},
+            { jobId: this.#someJobId() },
+            { taskType: 'SLEEP' },
+            { queue: 'default' },
+            { queue: 'elsewhere' },
+          ]),
+        };
       case 'unknownJob':
         return rng.chance(0.5)
           ? { type: 'GET_JOB_STATUS', jobId: `no-such-job-${rng.int(0, 9)}` }

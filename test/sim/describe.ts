@@ -70,6 +70,8 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return 'AUTH';
     case 'PURGE_JOBS':
       return `PURGE_JOBS ${msg.state} older=${msg.olderThanMillis} ms`;
+    case 'SUBSCRIBE_JOBS':
+      return `SUBSCRIBE_JOBS ${JSON.stringify(msg.filter)}`;
     case 'SET_SCHEDULE':
       return `SET_SCHEDULE ${msg.schedule.name}`;
     case 'LIST_SCHEDULES':
@@ -107,6 +109,8 @@ export function describeEffect(effect: Effect): string {
               : '';
       return `=> c${effect.connId}#${effect.requestId} ${msg.type}${detail}`;
     }
+    case 'push':
+      return `push c${effect.connId} ${effect.msg.event} ${short(effect.msg.job.jobId)} ${effect.msg.job.state}`;
     case 'armWait':
       return `arm wait c${effect.connId}#${effect.requestId} ${effect.timeoutMs} ms`;
     case 'read':

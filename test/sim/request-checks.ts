@@ -83,6 +83,7 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
       return read;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SUBSCRIBE_JOBS':
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
     case 'PAUSE_SCHEDULE':
@@ -148,6 +149,14 @@ function answerNow(
         ids.every((id, i) => i === 0 || (ids[i - 1] as string) < id) &&
           r.workers.every((w) => w.activeTasks <= w.capacity),
         () => `WORKER_LIST not sorted or over capacity: ${JSON.stringify(r.workers)}`,
+      );
+      return;
+    }
+    case 'SUBSCRIBE_JOBS': {
+      const r = reply as ClientReply;
+      judge.check(
+        r.type === 'SUBSCRIBED' || (r.type === 'ERROR' && r.code === 'LIMIT_EXCEEDED'),
+        () => `SUBSCRIBE_JOBS answered with ${JSON.stringify(r).slice(0, 200)}`,
       );
       return;
     }
@@ -283,6 +292,9 @@ function checkSubmit(
     case 'WORKER_LIST':
     case 'AUTH_OK':
     case 'JOBS_PURGED':
+    case 'SUBSCRIBED':
+    case 'JOB_EVENT':
+    case 'EVENTS_MISSED':
     case 'SCHEDULE_INFO':
     case 'SCHEDULE_LIST':
     case 'SCHEDULE_DELETED':
@@ -505,6 +517,7 @@ export function checkDeferredAnswer(
       return;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SUBSCRIBE_JOBS':
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
     case 'GET_SCHEDULE':

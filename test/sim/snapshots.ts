@@ -47,6 +47,9 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'ERROR':
       case 'AUTH_OK':
       case 'JOBS_PURGED':
+      case 'SUBSCRIBED':
+      case 'JOB_EVENT':
+      case 'EVENTS_MISSED':
       case 'SCHEDULE_INFO':
       case 'SCHEDULE_LIST':
       case 'SCHEDULE_DELETED':

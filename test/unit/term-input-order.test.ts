@@ -36,6 +36,7 @@ function recordingTerm(): { term: Term; seen: string[] } {
     held: noop,
     close: noop,
     hasClient: () => true,
+    push: noop,
     publish: noop,
     committed: noop,
     fail: noop,

@@ -111,6 +111,7 @@ export class CoordinatorCore {
         break;
     }
     stateWakeUp(s);
+    s.subscriptions.publish(s.nowMs, (connId, msg) => s.push(connId, msg));
     return s.takeEffects();
   }
 
@@ -167,6 +168,7 @@ export class CoordinatorCore {
       keptLeases: s.kept.views(),
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
+      subscriptions: s.subscriptions.size,
       scheduledCount: s.scheduledCount,
       wakeArmedAtMs: s.wakeArmedAtMs ?? null,
     };
@@ -306,6 +308,8 @@ export interface CoreInspection {
   keptLeases: KeptLeasesView[];
   pendingWaits: number;
   pendingReads: number;
+  /** SUBSCRIBE_JOBS subscriptions open. */
+  subscriptions: number;
   /** SCHEDULED jobs held. */
   scheduledCount: number;
   /** The wake-up last asked of the shell; null = none. */

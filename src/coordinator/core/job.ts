@@ -9,6 +9,7 @@
  */
 import type {
   AttemptSnapshot,
+  JobProgress,
   JobSnapshot,
   JobState,
   Priority,
@@ -47,6 +48,8 @@ export interface CoreJob {
   updatedAtMs: number;
   startedAtMs: number | null;
   finishedAtMs: number | null;
+  /** The latest progress of the current (or last) attempt; null = none reported. */
+  progress: JobProgress | null;
   /** When a delayed job is (or was) due; null for a job that was not delayed. */
   runAtMs: number | null;
   /** The schedule whose tick made this job; null otherwise. */
@@ -89,6 +92,7 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     updatedAtMs: job.updatedAtMs,
     startedAtMs: job.startedAtMs,
     finishedAtMs: job.finishedAtMs,
+    progress: job.progress,
     runAtMs: job.runAtMs,
     scheduleName: job.scheduleName,
   };
@@ -128,6 +132,7 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     updatedAtMs: row.updatedAtMs,
     startedAtMs: row.startedAtMs,
     finishedAtMs: row.finishedAtMs,
+    progress: row.progress ?? null,
     runAtMs: row.runAtMs,
     scheduleName: row.scheduleName,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
@@ -198,6 +203,7 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
     snapshot.resultFormat = job.resultFormat;
   }
   if (job.idempotencyKey !== null) snapshot.idempotencyKey = job.idempotencyKey;
+  if (job.progress !== null && job.progress !== undefined) snapshot.progress = job.progress;
   if (job.runAtMs !== null) snapshot.runAtMillis = job.runAtMs;
   if (job.scheduleName !== null) snapshot.scheduleName = job.scheduleName;
   return snapshot;

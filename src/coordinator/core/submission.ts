@@ -284,6 +284,7 @@ export function createJob(s: CoreState, spec: NewJob): CoreJob {
     updatedAtMs: s.nowMs,
     startedAtMs: null,
     finishedAtMs: null,
+    progress: null,
     history: [],
   };
   s.jobs.insert(job);

@@ -33,6 +33,7 @@ import {
   type ClientReply,
   type CoordinatorToWorker,
   type ErrorMessage,
+  type JobEvent,
   type Message,
 } from '../../protocol/messages.js';
 import { notLeaderError } from '../leadership/not-leader.js';
@@ -170,6 +171,10 @@ export class Ports {
 
   staged(connId: number, requestId: number, msg: ClientReply): void {
     this.#clients.get(connId)?.staged(requestId, msg);
+  }
+
+  push(connId: number, msg: JobEvent): void {
+    this.#clients.get(connId)?.push(msg);
   }
 
   held(connId: number, requestId: number): void {

@@ -23,7 +23,7 @@
 import assert from 'node:assert/strict';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { describeError } from '../../protocol/errors.js';
-import type { ClientReply, CoordinatorToWorker } from '../../protocol/messages.js';
+import type { ClientReply, CoordinatorToWorker, JobEvent } from '../../protocol/messages.js';
 import type { Logger } from '../../observability/logger.js';
 import { LeaseLostError } from '../../store/lease.js';
 import type { StoreHandle } from '../../store/open-store.js';
@@ -60,6 +60,8 @@ export interface TermOutlets {
   staged(connId: number, requestId: number, msg: ClientReply): void;
   /** A WAIT_JOB the core holds (it is answered later): the session counts it now. */
   held(connId: number, requestId: number): void;
+  /** A job event for a subscriber (dropped when the connection is gone). */
+  push(connId: number, msg: JobEvent): void;
   /** Close a connection after what was sent before. */
   close(connId: number, reason: string): void;
   /** True while something can still receive replies on `connId`. */
@@ -379,6 +381,9 @@ export class Term {
         this.#outlets.reply(effect.connId, effect.requestId, msg);
         return;
       }
+      case 'push':
+        this.#outlets.push(effect.connId, effect.msg);
+        return;
       case 'armWait':
         if (this.#outlets.hasClient(effect.connId)) {
           this.#clock.armWait(effect.connId, effect.requestId, effect.timeoutMs);

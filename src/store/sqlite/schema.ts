@@ -114,6 +114,8 @@ const MIGRATIONS: readonly string[] = [
      created_at_ms   INTEGER NOT NULL,
      updated_at_ms   INTEGER NOT NULL
    ) STRICT, WITHOUT ROWID;`,
+  // 5: the latest progress a handler reported (JSON), kept with the job.
+  `ALTER TABLE jobs ADD COLUMN progress TEXT;`,
 ];
 
 /** Number of the newest schema this code knows. */
