@@ -41,6 +41,8 @@ export async function writeHistory(path: string, rows: number): Promise<void> {
       finishedAtMs: queued ? null : now + seq,
       dependsOn: null,
       onParentFailure: null,
+      runAtMs: null,
+      scheduleName: null,
     };
     jobs.push({ job, isNew: true });
     if (jobs.length === 10_000) {

@@ -11,6 +11,7 @@
  * client command does. Exit codes: 0 ok, 1 runtime failure or error reply,
  * 2 usage, 3 rejected, 4 `wait --exit-status` saw FAILED or CANCELLED.
  */
+import { SCHEDULE_COMMAND } from './schedule-command.js';
 import { readFile } from 'node:fs/promises';
 import { DtpClient } from '../client/client.js';
 import type { ConnectionSecurity } from '../client/connection.js';
@@ -75,11 +76,14 @@ function declareCommand(
   select: (command: Command, args: string[]) => void,
 ): Command {
   const command = parent.command(spec.name).description(spec.summary);
-  for (const arg of spec.args) command.argument(`<${arg.name}>`, arg.help);
+  for (const arg of spec.args) {
+    command.argument(arg.optional === true ? `[${arg.name}]` : `<${arg.name}>`, arg.help);
+  }
   addFlags(command, spec.flags, false);
   command.action((...params: unknown[]) => {
     // commander passes the arguments, then the options and the command itself.
-    select(command, params.slice(0, spec.args.length) as string[]);
+    const args = params.slice(0, spec.args.length).filter((a) => typeof a === 'string');
+    select(command, args);
   });
   return command;
 }
@@ -92,7 +96,7 @@ function buildProgram(
 ): Command {
   const program = createProgram(name, 'The dtp client: submit jobs and look at them.', writeHelp);
   addFlags(program, GLOBAL_FLAGS, true).addHelpText('after', `\n${EXIT_NOTE}\n`);
-  for (const spec of COMMANDS) {
+  for (const spec of [...COMMANDS, SCHEDULE_COMMAND]) {
     const command = declareCommand(program, spec, (cmd, args) =>
       selected({
         spec,
@@ -198,6 +202,8 @@ async function dispatch(
     },
     progress: io.interactive && !json ? (text) => io.stderr(text) : null,
     readInput: io.readInput ?? readInputDefault,
+    emit: (doc, human) => io.stdout(json ? toJsonLine(doc) : human),
+    warn: (text) => io.stderr(text),
   });
   return { kind: 'done', ...output };
 }
@@ -254,7 +260,7 @@ export async function runClientCli(argv: readonly string[], io: CliIo): Promise<
       io.stdout(outcome.text);
       return EXIT_CODES.ok;
     }
-    io.stdout(json ? toJsonLine(outcome.json) : outcome.human);
+    if (outcome.streamed !== true) io.stdout(json ? toJsonLine(outcome.json) : outcome.human);
     return outcome.exitCode ?? EXIT_CODES.ok;
   } catch (caught) {
     const err = seen.token ? caught : withTokenHint(caught);

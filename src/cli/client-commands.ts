@@ -9,9 +9,16 @@
  * (`submit resize --payload '{"width":80}'`, `--payload-file f`, `-` = stdin).
  */
 import { MAX_TIMER_MS } from '../common/bounds.js';
-import { MAX_FLOW_JOBS, MAX_PARENTS, MAX_PORT } from '../protocol/limits.js';
+import { MAX_DELAY_MS, MAX_FLOW_JOBS, MAX_PARENTS, MAX_PORT } from '../protocol/limits.js';
 import { checkSubmitSize, flowMessage } from '../client/client.js';
-import type { DtpClient, FlowJobSpec, SubmitRequest, SubmitResult } from '../client/client.js';
+import type {
+  DtpClient,
+  FlowJobSpec,
+  SubmitRequest,
+  SubmitResult,
+  WatchEvent,
+} from '../client/client.js';
+import type { EventGap } from '../client/subscription.js';
 import { requestFrame } from '../client/connection.js';
 import {
   DEFAULT_SUBMIT_RETRY_BASE_DELAY_MS,
@@ -37,6 +44,7 @@ import {
   type PayloadFieldSpec,
 } from '../protocol/task-types.js';
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
+import { parseJobLines, submitInBatches } from './submit-many.js';
 import { UsageError, splitList } from './flags.js';
 import { DIALLER_SECURITY_FLAGS } from './security-flags.js';
 import type { ConnectionSecurity } from '../client/connection.js';
@@ -50,12 +58,15 @@ import {
   formatWorkerTable,
 } from './output.js';
 import type { ExitCode } from './output.js';
+import { MAX_BATCH_JOBS } from '../protocol/messages.js';
 
 /** A command's result: the `--json` document, the human text, and the exit code (default 0). */
 export interface CommandOutput {
   json: unknown;
   human: string;
   exitCode?: ExitCode;
+  /** The command printed its output itself, as it went ({@link CommandContext.emit}). */
+  streamed?: boolean;
 }
 
 export interface CommandContext {
@@ -73,12 +84,18 @@ export interface CommandContext {
   progress: ((text: string) => void) | null;
   /** The text of a file; `-` = standard input. */
   readInput(path: string): Promise<string>;
+  /** Prints one item of a streaming command now: `doc` as a JSON line under `--json`, else `human`. */
+  emit(doc: unknown, human: string): void;
+  /** A warning on stderr, also under `--json` (stdout stays machine-readable). */
+  warn(text: string): void;
 }
 
 /** A positional argument: `<name>` in the usage line. */
 export interface ArgSpec {
   readonly name: string;
   readonly help: string;
+  /** `[name]` in the usage line: may be left out. */
+  readonly optional?: true;
 }
 
 export interface CommandSpec {
@@ -181,6 +198,18 @@ export const SUBMIT_FLAGS: readonly FlagSpec[] = [
     default: DEFAULT_SUBMIT_RETRY_MAX_DELAY_MS,
     help: 'back-off ceiling of every retry',
   },
+  {
+    name: 'delay',
+    type: 'string',
+    placeholder: 'duration',
+    help: 'run no earlier than this from now: 500ms, 30s, 5m, 2h, 1d (a bare number is ms; at most 366d)',
+  },
+  {
+    name: 'run-at',
+    type: 'string',
+    placeholder: 'time',
+    help: 'run no earlier than this time: ISO 8601 with an offset, or epoch ms (past = now)',
+  },
   { name: 'quiet', type: 'boolean', help: 'print only the job id (human output)' },
 ];
 
@@ -261,7 +290,7 @@ function describeRetry(event: RetryEvent): string {
 }
 
 /** The JSON object of `--payload` / `--payload-file` for a task type without a shortcut. */
-async function payloadOf(ctx: CommandContext, taskType: string): Promise<JsonObject> {
+export async function payloadOf(ctx: CommandContext, taskType: string): Promise<JsonObject> {
   const inline = ctx.values.optionalString('payload');
   const file = ctx.values.optionalString('payload-file');
   if (inline !== undefined && file !== undefined) {
@@ -346,6 +375,8 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     timeoutMillis: values.optionalInt('task-timeout-millis') ?? null,
     ...parentsOf(values),
   };
+  const runAtMillis = runAtFlag(values);
+  if (runAtMillis !== null) request.runAtMillis = runAtMillis;
   // Too large for a frame is bad input: say so before connecting at all.
   checkSubmitSize(request);
   const client = await ctx.client();
@@ -364,6 +395,48 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     json: { jobId: result.jobId, job: result.snapshot, ...(warning !== null && { warning }) },
     human,
   };
+}
+
+/** `--delay`/`--run-at` as a due time (epoch ms), or null; bad input is exit 2. */
+function runAtFlag(values: FlagValues): number | null {
+  const delay = values.optionalString('delay');
+  const runAt = values.optionalString('run-at');
+  if (delay !== undefined && runAt !== undefined) {
+    throw new UsageError('--delay and --run-at cannot be used together');
+  }
+  const nowMs = Date.now();
+  if (delay !== undefined) {
+    const ms = waveDurationMs(delay, '--delay');
+    if (ms > MAX_DELAY_MS) throw new UsageError('--delay must be at most 366d');
+    return nowMs + ms;
+  }
+  if (runAt === undefined) return null;
+  const atMs = timeMs(runAt, '--run-at');
+  if (atMs > nowMs + MAX_DELAY_MS) throw new UsageError('--run-at must be at most 366 days ahead');
+  return atMs;
+}
+
+/** A duration of this wave's flags: `<n>ms|s|m|h|d`, or a bare integer (ms). */
+export function waveDurationMs(text: string, flag: string): number {
+  const trimmed = text.trim();
+  if (/^[0-9]{1,15}$/.test(trimmed)) return Number(trimmed);
+  const parsed = parseDuration(trimmed);
+  if ('error' in parsed) throw new UsageError(`${flag}: ${parsed.error}`);
+  return parsed.ms;
+}
+
+/** A time: ISO 8601 with an offset (`…Z`, `…+01:00`) or epoch milliseconds. */
+function timeMs(text: string, flag: string): number {
+  const trimmed = text.trim();
+  if (/^[0-9]{1,15}$/.test(trimmed)) return Number(trimmed);
+  const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/i;
+  const ms = iso.test(trimmed) ? Date.parse(trimmed) : Number.NaN;
+  if (!Number.isFinite(ms)) {
+    throw new UsageError(
+      `${flag}: expected ISO 8601 with an offset (2026-12-24T18:00:00+01:00) or epoch ms, got ${JSON.stringify(trimmed.slice(0, 40))}`,
+    );
+  }
+  return ms;
 }
 
 function jobId(ctx: CommandContext): string {
@@ -404,7 +477,7 @@ async function runPurge(ctx: CommandContext): Promise<CommandOutput> {
 }
 
 /** Per-job fields of a flow file this build does not carry yet: refused rather than dropped. */
-const FLOW_FIELDS_NOT_HERE = ['queue', 'groupKey', 'runAtMillis', 'idempotencyKey'] as const;
+const FLOW_FIELDS_NOT_HERE = ['queue', 'groupKey', 'idempotencyKey'] as const;
 
 /**
  * `submit-flow <file|->`: the flow document checked here first (shape,
@@ -528,6 +601,61 @@ async function runWait(ctx: CommandContext): Promise<CommandOutput> {
   };
 }
 
+/** One line of `watch` / `events` for a person. */
+function eventLine(item: WatchEvent): string {
+  const job = item.job;
+  const at = new Date(item.atMillis).toISOString();
+  const progress =
+    job.progress == null
+      ? ''
+      : ` ${Math.round(job.progress.fraction * 100)}%${job.progress.message === null ? '' : ` ${job.progress.message}`}`;
+  return `${at} ${item.event} ${job.jobId} ${job.taskType} ${job.state} attempt ${job.attempts}/${job.maxAttempts}${progress}\n`;
+}
+
+/** What a gap in the events means for the reader, on stderr. */
+function gapNote(gap: EventGap): string {
+  return gap.reason === 'missed'
+    ? `Warning: ${gap.missed ?? 'some'} events were missed (this reader fell behind)\n`
+    : 'Warning: reconnected to the coordinator; changes made while disconnected were not seen\n';
+}
+
+/** The JSON line of a watch or events item: exactly the contract's three fields. */
+function eventDoc(item: WatchEvent): unknown {
+  return { event: item.event, atMillis: item.atMillis, job: item.job };
+}
+
+async function runWatch(ctx: CommandContext): Promise<CommandOutput> {
+  const id = jobId(ctx);
+  const client = await ctx.client();
+  let last: JobSnapshot | null = null;
+  for await (const item of client.watch(id, { onGap: (gap) => ctx.warn(gapNote(gap)) })) {
+    last = item.job;
+    const human =
+      item.event === 'current' ? formatJobBlock(item.job, { color: ctx.color }) : eventLine(item);
+    ctx.emit(eventDoc(item), human);
+  }
+  return {
+    json: null,
+    human: '',
+    streamed: true,
+    exitCode: last === null ? EXIT_CODES.ok : waitExitCode(last, ctx.values.bool('exit-status')),
+  };
+}
+
+async function runEvents(ctx: CommandContext): Promise<CommandOutput> {
+  const client = await ctx.client();
+  const queue = ctx.values.optionalString('queue');
+  const taskType = ctx.values.optionalString('type');
+  const filter = {
+    ...(queue !== undefined && { queue }),
+    ...(taskType !== undefined && { taskType }),
+  };
+  for await (const item of client.events(filter, { onGap: (gap) => ctx.warn(gapNote(gap)) })) {
+    ctx.emit(eventDoc(item), eventLine(item));
+  }
+  return { json: null, human: '', streamed: true };
+}
+
 async function runCancel(ctx: CommandContext): Promise<CommandOutput> {
   const id = jobId(ctx);
   const { cancelled, job } = await (await ctx.client()).cancel(id);
@@ -563,6 +691,39 @@ async function runWorkers(ctx: CommandContext): Promise<CommandOutput> {
 }
 
 const JOB_ID_ARG: readonly ArgSpec[] = [{ name: 'job-id', help: 'the id submit printed' }];
+
+async function runSubmitMany(ctx: CommandContext): Promise<CommandOutput> {
+  const file = ctx.values.string('file');
+  let text: string;
+  try {
+    text = await ctx.readInput(file);
+  } catch (err) {
+    throw new UsageError(`cannot read --file ${file}: ${(err as Error).message}`);
+  }
+  const jobs = parseJobLines(text);
+  const jobIds = await submitInBatches(await ctx.client(), jobs, (ids) =>
+    ctx.note(`created before the refusal:\n${ids.join('\n')}`),
+  );
+  return { json: { jobIds }, human: jobIds.map((id) => `${id}\n`).join('') };
+}
+
+const SUBMIT_MANY_COMMAND: CommandSpec = {
+  name: 'submit-many',
+  summary: `submit jobs from a file of JSON lines, ${MAX_BATCH_JOBS.toLocaleString('en')} per atomic batch`,
+  args: [],
+  flags: [
+    {
+      name: 'file',
+      type: 'string',
+      required: true,
+      placeholder: 'jobs.ndjson|-',
+      help:
+        'one job a line: {"taskType": …, "payload": {…}} and optionally maxAttempts, priority, ' +
+        'idempotencyKey, timeoutMillis; - = standard input',
+    },
+  ],
+  run: runSubmitMany,
+};
 
 /** `submit <TYPE>`; the shortcuts (TASKS) become its subcommands. */
 export const SUBMIT_COMMAND: CommandSpec = {
@@ -615,6 +776,34 @@ export const COMMANDS: readonly CommandSpec[] = [
       },
     ],
     run: runWait,
+  },
+  {
+    name: 'watch',
+    summary: 'show a job now, then each change (state, attempt, progress) until it is terminal',
+    args: JOB_ID_ARG,
+    flags: [
+      {
+        name: 'exit-status',
+        type: 'boolean',
+        help: 'exit 4 when the job ended FAILED or CANCELLED',
+      },
+    ],
+    run: runWatch,
+  },
+  {
+    name: 'events',
+    summary: "stream every matching job's changes (a new job is a state event) until interrupted",
+    args: [],
+    flags: [
+      { name: 'queue', type: 'string', placeholder: 'queue', help: 'only jobs of this queue' },
+      {
+        name: 'type',
+        type: 'string',
+        placeholder: 'task-type',
+        help: 'only jobs of this task type, as stored (e.g. WORD_COUNT)',
+      },
+    ],
+    run: runEvents,
   },
   {
     name: 'cancel',
@@ -676,6 +865,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     run: runPurge,
   },
+  SUBMIT_MANY_COMMAND,
   {
     name: 'bench',
     summary: 'load generator: submits jobs and measures latency (never retries rejections)',

@@ -24,15 +24,17 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import {
   MAX_ATTEMPTS_LIMIT,
   MAX_PARENTS,
+  MAX_DELAY_MS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { PARENT_FAILURE_POLICIES, isTerminalState } from '../protocol/messages.js';
+import { MAX_BATCH_JOBS, PARENT_FAILURE_POLICIES, isTerminalState } from '../protocol/messages.js';
 import { KNOWN_STATES } from '../protocol/job-view.js';
 import type {
   AttemptSnapshot,
   ClientReply,
   ClientRequest,
+  JobEventKind,
   JobSnapshot,
   JsonObject,
   JsonValue,
@@ -40,16 +42,24 @@ import type {
   Priority,
   FlowJob,
   SubmitFlow,
+  ScheduleRequest,
   SubmitJob,
+  SubmitJobs,
   TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
 import { ErrorCode } from '../protocol/error-codes.js';
+import { submitElementToJson } from '../protocol/codec.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import { checkPayload } from '../sdk/payload-schema.js';
 import type { ClientTls } from '../net/tls.js';
 import { ClientConnection, requestFrame, type ConnectionSecurity } from './connection.js';
-import { DEFAULT_FOLLOW_TIMEOUT_MS, LeaderConnection } from './leader-connection.js';
+import {
+  DEFAULT_FOLLOW_TIMEOUT_MS,
+  LeaderConnection,
+  type LeaderConnectionOptions,
+} from './leader-connection.js';
+import { Subscription, type EventGap } from './subscription.js';
 import {
   ClientClosedError,
   FeatureUnsupportedError,
@@ -58,13 +68,22 @@ import {
   SubmitRejectedError,
   TransportError,
   UnexpectedReplyError,
+  UnsupportedFeatureError,
+  UnsupportedRequestError,
   WaitTimeoutError,
 } from './errors.js';
+import { Schedules } from './schedules.js';
 import { JobHandle, settledValue } from './job-handle.js';
 import type { CancelResult, WaitOptions } from './job-handle.js';
 import { isLocalCursor, pageLocally, queryIgnored } from './list-paging.js';
 import type { JobPage, ListQuery } from './list-paging.js';
-import { DEFAULT_FEATURE_CACHE, V1_FEATURES, probeWaitJob } from './negotiation.js';
+import {
+  DEFAULT_FEATURE_CACHE,
+  TIME_SUPPORT,
+  V1_FEATURES,
+  probeTime,
+  probeWaitJob,
+} from './negotiation.js';
 import type { CoordinatorFeatures, FeatureCache } from './negotiation.js';
 import { submitWithRetry } from './submit-retry.js';
 import type { SubmitRetryOptions } from './submit-retry.js';
@@ -133,6 +152,10 @@ export interface JobOptions {
   dependsOn?: readonly string[];
   /** What a parent ending FAILED or CANCELLED does to this job (default `cancel`). */
   onParentFailure?: ParentFailurePolicy;
+  /** Run no earlier than this many ms from now (0..366 days; not with `runAt`): a SCHEDULED job. */
+  delayMs?: number;
+  /** Run no earlier than this time (a Date or epoch ms; at most 366 days ahead; past = now; not with `delayMs`). */
+  runAt?: Date | number;
 }
 
 /** Options of {@link DtpClient.submit}: the job's, the retry policy's, and a schema. */
@@ -153,6 +176,8 @@ export interface SubmitRequest {
   priority?: Priority | null;
   /** Per-attempt execution deadline, 1..86400000 ms; absent or null: the coordinator's. */
   timeoutMillis?: number | null;
+  /** A delayed job's due time (epoch ms); absent or null: not delayed. */
+  runAtMillis?: number | null;
   /** Ids of existing jobs this one waits for (1..1000); absent, null or empty: none. */
   dependsOn?: readonly string[] | null;
   /** Absent or null: `cancel`. */
@@ -172,6 +197,8 @@ export interface FlowJobSpec {
   priority?: Priority;
   timeoutMillis?: number;
   onParentFailure?: ParentFailurePolicy;
+  /** A delayed job: not run before this time (epoch ms, at most 366 days ahead), nor before its parents. */
+  runAtMillis?: number;
 }
 
 /** What {@link DtpClient.submitFlow} resolves with: each ref's job id. */
@@ -248,6 +275,7 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
     timeoutMillis: options.timeoutMillis ?? null,
     dependsOn: checkedParents(options.dependsOn),
     onParentFailure: checkedPolicy(options.onParentFailure),
+    runAtMillis: runAtOf(options),
   };
 }
 
@@ -270,6 +298,27 @@ function checkedPolicy(policy: ParentFailurePolicy | null | undefined): ParentFa
   return policy;
 }
 
+/** The due time of `delayMs`/`runAt` (epoch ms), null when neither is given. */
+export function runAtOf(
+  options: Pick<JobOptions, 'delayMs' | 'runAt'>,
+  nowMs = Date.now(),
+): number | null {
+  const { delayMs, runAt } = options;
+  if (delayMs !== undefined && runAt !== undefined) {
+    throw new TypeError('give delayMs or runAt, not both');
+  }
+  if (delayMs !== undefined) {
+    assertIntIn('delayMs', delayMs, 0, MAX_DELAY_MS);
+    return nowMs + delayMs;
+  }
+  if (runAt === undefined) return null;
+  const atMs = runAt instanceof Date ? runAt.getTime() : runAt;
+  if (!Number.isSafeInteger(atMs) || atMs < 0)
+    throw new RangeError(`runAt is not a valid time: ${String(runAt)}`);
+  if (atMs > nowMs + MAX_DELAY_MS) throw new RangeError('runAt must be at most 366 days ahead');
+  return atMs;
+}
+
 /** The SUBMIT_JOB message of a submission. */
 export function submitMessage(request: SubmitRequest): SubmitJob {
   return {
@@ -289,6 +338,24 @@ export function submitMessage(request: SubmitRequest): SubmitJob {
     ...(request.onParentFailure === undefined || request.onParentFailure === null
       ? {}
       : { onParentFailure: request.onParentFailure }),
+    runAtMillis: request.runAtMillis ?? null,
+  };
+}
+
+/** One job of {@link DtpClient.submitMany}: a submission with its options. */
+export interface BatchJob extends JobOptions {
+  taskType: string;
+  payload: JsonObject;
+}
+
+/** The SUBMIT_JOBS message of a batch (the elements carry only the fields they set). */
+export function submitJobsMessage(jobs: readonly (SubmitRequest | BatchJob)[]): SubmitJobs {
+  return {
+    type: 'SUBMIT_JOBS',
+    jobs: jobs.map((job) => {
+      const { type: _type, knownStates: _known, ...element } = submitMessage(job);
+      return submitElementToJson(element);
+    }),
   };
 }
 
@@ -320,6 +387,7 @@ export function flowMessage(flow: { jobs: readonly FlowJobSpec[] }): SubmitFlow 
       priority: request.priority ?? null,
       timeoutMillis: request.timeoutMillis ?? null,
       onParentFailure: request.onParentFailure ?? null,
+      runAtMillis: runAtOf(job.runAtMillis === undefined ? {} : { runAt: job.runAtMillis }),
     };
   });
   return { type: 'SUBMIT_FLOW', jobs };
@@ -352,8 +420,35 @@ export interface WorkerList {
   epoch: number | null;
 }
 
+/** One item of {@link DtpClient.watch} and {@link DtpClient.events}. */
+export interface WatchEvent {
+  /** `current`: the job as it was when watching began; `state`: a new state or attempt; `progress`: new progress. */
+  event: 'current' | JobEventKind;
+  atMillis: number;
+  job: JobSnapshot;
+}
+
+export interface EventStreamOptions {
+  /** Ends the iteration when aborted. */
+  signal?: AbortSignal;
+  /**
+   * Told of each stretch of events this subscriber did not see (it fell
+   * behind, or its connection ended and was dialled again). `watch` also
+   * reads the job again then and reports what changed as a `state` event.
+   */
+  onGap?: (gap: EventGap) => void;
+}
+
+/** Which jobs {@link DtpClient.events} reports: every field given must match. */
+export interface EventFilter {
+  jobId?: string;
+  taskType?: string;
+  queue?: string;
+}
+
 export class DtpClient<T extends object = AnyTasks> {
   readonly #conn: LeaderConnection;
+  readonly #connOptions: LeaderConnectionOptions;
   readonly #connectTimeoutMs: number;
   readonly #followTimeoutMs: number;
   readonly #schemas: Readonly<Record<string, StandardSchemaV1>>;
@@ -362,29 +457,119 @@ export class DtpClient<T extends object = AnyTasks> {
   readonly #onFeatures: ConnectOptions['onFeatures'];
   #featuresTold = false;
   #closing: Promise<void> | null = null;
+  /** Open event subscriptions (closed with the client). */
+  readonly #subscriptions = new Set<Subscription>();
+  /** Recurring schedules: set, list, get, pause, resume, delete, trigger. */
+  readonly schedules: Schedules;
 
   private constructor(options: ConnectOptions, conn: LeaderConnection) {
     this.#conn = conn;
+    this.#connOptions = connectionOptions(options);
     this.#connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.#followTimeoutMs = options.followTimeoutMs ?? DEFAULT_FOLLOW_TIMEOUT_MS;
     this.#schemas = options.schemas ?? {};
     this.#featureCache = options.featureCache ?? DEFAULT_FEATURE_CACHE;
     this.#security = securityOf(options);
     this.#onFeatures = options.onFeatures;
+    this.schedules = new Schedules(
+      (msg) => this.scheduleRequest(msg),
+      (_jobId, job, serving) => new JobHandle(this, job, serving),
+      (jobId) => this.status(jobId),
+    );
   }
 
   /** Connects; fails with a {@link TransportError} `CONNECT_FAILED`. */
   static async connect<T extends object = AnyTasks>(
     options: ConnectOptions,
   ): Promise<DtpClient<T>> {
-    const conn = await LeaderConnection.open({
-      host: options.host,
-      port: options.port,
-      connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-      followTimeoutMs: options.followTimeoutMs,
-      security: securityOf(options),
-    });
+    const conn = await LeaderConnection.open(connectionOptions(options));
     return new DtpClient<T>(options, conn);
+  }
+
+  /**
+   * Every change of the jobs that match `filter` (a new job, a new state or
+   * attempt, new progress), pushed by the coordinator as it happens, until
+   * the iteration is ended (`break`, `options.signal`) or the client closes.
+   * It uses a connection of its own and dials again after a restart or
+   * failover (see {@link EventStreamOptions.onGap}). Throws
+   * {@link EventsUnsupportedError} on a coordinator without job events, and
+   * a {@link RemoteError} for a filter it refuses.
+   */
+  async *events(
+    filter: EventFilter = {},
+    options: EventStreamOptions = {},
+  ): AsyncGenerator<WatchEvent> {
+    const sub = await this.#subscribe(filter, options.signal);
+    try {
+      for await (const item of sub) {
+        if ('reason' in item) {
+          options.onGap?.(item);
+          continue;
+        }
+        yield { event: item.event, atMillis: item.atMillis, job: item.job };
+      }
+    } finally {
+      await sub.close();
+    }
+  }
+
+  /**
+   * The job as it is now (`current`), then each change of it as it happens,
+   * ending once it is terminal (at once for a job that already is). After a
+   * gap (see {@link EventStreamOptions.onGap}) the job is read again and a
+   * change is reported as a `state` event. Throws as {@link events} does, and
+   * {@link RemoteError} `UNKNOWN_JOB` for an unknown job.
+   */
+  async *watch(jobId: string, options: EventStreamOptions = {}): AsyncGenerator<WatchEvent> {
+    const sub = await this.#subscribe({ jobId }, options.signal);
+    try {
+      let last = await this.status(jobId);
+      yield { event: 'current', atMillis: Date.now(), job: last };
+      if (isTerminalState(last.state)) return;
+      for await (const item of sub) {
+        let next: WatchEvent;
+        if ('reason' in item) {
+          options.onGap?.(item);
+          const now = await this.status(jobId);
+          if (sameJobView(now, last)) continue;
+          next = { event: 'state', atMillis: Date.now(), job: now };
+        } else {
+          if (item.job.updatedAtMillis < last.updatedAtMillis || sameJobView(item.job, last))
+            continue;
+          next = { event: item.event, atMillis: item.atMillis, job: item.job };
+        }
+        last = next.job;
+        yield next;
+        if (isTerminalState(last.state)) return;
+      }
+    } finally {
+      await sub.close();
+    }
+  }
+
+  async #subscribe(filter: EventFilter, signal: AbortSignal | undefined): Promise<Subscription> {
+    if (this.#closing !== null) throw new ClientClosedError();
+    signal?.throwIfAborted();
+    const sub = await Subscription.open(this.#connOptions, {
+      jobId: filter.jobId ?? null,
+      taskType: filter.taskType ?? null,
+      queue: filter.queue ?? null,
+    });
+    const stop = (): void => void sub.close();
+    signal?.addEventListener('abort', stop, { once: true });
+    this.#subscriptions.add(sub);
+    void this.#closedSubscription(sub, signal, stop);
+    return sub;
+  }
+
+  async #closedSubscription(
+    sub: Subscription,
+    signal: AbortSignal | undefined,
+    stop: () => void,
+  ): Promise<void> {
+    await sub.ended;
+    signal?.removeEventListener('abort', stop);
+    this.#subscriptions.delete(sub);
   }
 
   /** `host:port` of the coordinator (with several: the one dialled last). */
@@ -442,6 +627,40 @@ export class DtpClient<T extends object = AnyTasks> {
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const submitted = expectReply('SUBMIT_FLOW', reply, 'FLOW_SUBMITTED');
     return { jobs: Object.fromEntries(submitted.jobs.map(({ ref, jobId }) => [ref, jobId])) };
+  }
+
+  /**
+   * Submits 1..1,000 jobs as one batch (SUBMIT_JOBS): all of them are created,
+   * in one commit, or none is. Resolves with their ids in the order given (a
+   * job whose idempotency key is known gets its original id). Rejects with
+   * {@link RemoteError} (its `index` names the job at fault) when the
+   * coordinator refuses the batch, {@link SubmitRejectedError} when it does
+   * not fit under admission control, {@link InvalidPayloadError} when a
+   * payload fails its schema and {@link RequestTooLargeError} when the batch
+   * does not fit in one frame (nothing is sent then), and
+   * {@link UnsupportedRequestError} when the coordinator predates batches
+   * (nothing was created; no job is submitted one by one instead). More than
+   * 1,000 jobs is a `RangeError`: split them, each part is its own batch.
+   */
+  async submitMany(jobs: readonly BatchJob[]): Promise<string[]> {
+    if (jobs.length === 0 || jobs.length > MAX_BATCH_JOBS) {
+      throw new RangeError(`submitMany takes 1..${MAX_BATCH_JOBS} jobs, got ${jobs.length}`);
+    }
+    if (jobs.some((job) => job.dependsOn !== undefined || job.onParentFailure !== undefined)) {
+      throw new TypeError(
+        'submitMany takes no dependsOn: submit jobs with parents with submitFlow',
+      );
+    }
+    const requests = jobs.map((job) => requestOf(job.taskType, job.payload, job));
+    for (const request of requests) await this.#validate(request, undefined);
+    const message = submitJobsMessage(requests);
+    requestFrame(message);
+    const reply = await this.#request(message);
+    if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      throw new UnsupportedRequestError(message.type, 'bulk submission', reply.message);
+    }
+    return expectReply('SUBMIT_JOBS', reply, 'JOBS_SUBMITTED').jobIds;
   }
 
   /** The job's current snapshot; {@link RemoteError} `UNKNOWN_JOB` if there is none. */
@@ -614,7 +833,10 @@ export class DtpClient<T extends object = AnyTasks> {
 
   /** Fails pending requests with {@link ClientClosedError} and closes. Idempotent. */
   close(): Promise<void> {
-    this.#closing ??= this.#conn.close();
+    this.#closing ??= Promise.all([
+      this.#conn.close(),
+      ...[...this.#subscriptions].map((sub) => sub.close()),
+    ]).then(() => undefined);
     return this.#closing;
   }
 
@@ -626,6 +848,8 @@ export class DtpClient<T extends object = AnyTasks> {
   }
 
   async #submitOnce(request: SubmitRequest): Promise<JobHandle> {
+    // A coordinator that does not know delayed jobs would run this one at once.
+    if (request.runAtMillis != null) await this.#requireTime('delayed jobs');
     const reply = await this.#request(submitMessage(request));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
@@ -660,6 +884,31 @@ export class DtpClient<T extends object = AnyTasks> {
     return expectReply('WAIT_JOB', reply, 'JOB_STATUS').job;
   }
 
+  /**
+   * Fails with {@link UnsupportedFeatureError} unless the coordinator is
+   * known to understand delayed jobs and schedules (probed once per address,
+   * on a connection of its own; an inconclusive probe lets the request go).
+   */
+  async #requireTime(what: string): Promise<void> {
+    let known = TIME_SUPPORT.get(this.address);
+    if (known === undefined) {
+      const found = await this.#probeWith((conn) => probeTime(conn, this.#connectTimeoutMs));
+      if (found !== null) TIME_SUPPORT.set(this.address, found);
+      known = found ?? true;
+    }
+    if (!known) throw new UnsupportedFeatureError(`this coordinator does not support ${what}`);
+  }
+
+  /** Sends a schedule request; a coordinator without schedules fails it plainly. */
+  async scheduleRequest(msg: ScheduleRequest): Promise<ClientReply> {
+    await this.#requireTime('schedules');
+    const reply = await this.#request(msg);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      throw new UnsupportedFeatureError('this coordinator does not support schedules');
+    }
+    return reply;
+  }
+
   /** Records what a reply showed about the coordinator. */
   #learned(features: CoordinatorFeatures): void {
     const before = this.#featureCache.get(this.address);
@@ -676,7 +925,12 @@ export class DtpClient<T extends object = AnyTasks> {
   }
 
   /** The capability probe, on a connection of its own; null when inconclusive. */
-  async #probe(): Promise<CoordinatorFeatures | null> {
+  #probe(): Promise<CoordinatorFeatures | null> {
+    return this.#probeWith((conn) => probeWaitJob(conn, this.#connectTimeoutMs));
+  }
+
+  /** Runs a probe on a connection of its own; null when it cannot connect. */
+  async #probeWith<R>(probe: (conn: ClientConnection) => Promise<R | null>): Promise<R | null> {
     let conn: ClientConnection;
     try {
       const { host, port } = this.#conn.current;
@@ -685,7 +939,7 @@ export class DtpClient<T extends object = AnyTasks> {
       return null;
     }
     try {
-      return await probeWaitJob(conn, this.#connectTimeoutMs);
+      return await probe(conn);
     } finally {
       await conn.close();
     }
@@ -711,4 +965,25 @@ export function connect<T extends object = AnyTasks>(
   options: ConnectOptions,
 ): Promise<DtpClient<T>> {
   return DtpClient.connect<T>(options);
+}
+
+function connectionOptions(options: ConnectOptions): LeaderConnectionOptions {
+  return {
+    host: options.host,
+    port: options.port,
+    connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    followTimeoutMs: options.followTimeoutMs,
+    security: securityOf(options),
+  };
+}
+
+/** True when a watcher would see nothing new between the two (state, attempts, progress). */
+function sameJobView(a: JobSnapshot, b: JobSnapshot): boolean {
+  return (
+    a.state === b.state &&
+    a.attempts === b.attempts &&
+    a.progress?.fraction === b.progress?.fraction &&
+    a.progress?.message === b.progress?.message &&
+    a.progress?.atMillis === b.progress?.atMillis
+  );
 }

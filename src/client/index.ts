@@ -16,9 +16,13 @@ export {
   WAIT_SLICE_MS,
 } from './client.js';
 export type {
+  BatchJob,
   ConnectOptions,
   FlowJobSpec,
   FlowSubmission,
+  EventFilter,
+  EventStreamOptions,
+  WatchEvent,
   JobOptions,
   JobWithAttempts,
   ListJobsOptions,
@@ -38,7 +42,9 @@ export {
 } from './negotiation.js';
 export type { CoordinatorFeatures } from './negotiation.js';
 export type { AnyTasks, BuiltinPayloads, TaskName, TaskPayload, TaskResult } from './typing.js';
+export type { EventGap } from './subscription.js';
 export {
+  EventsUnsupportedError,
   ClientClosedError,
   FeatureUnsupportedError,
   InvalidPayloadError,
@@ -49,6 +55,8 @@ export {
   SubmitRejectedError,
   TransportError,
   UnexpectedReplyError,
+  UnsupportedFeatureError,
+  UnsupportedRequestError,
   WaitTimeoutError,
   WrongPortError,
   remoteErrorCode,
@@ -76,3 +84,5 @@ export type {
   WorkerSnapshot,
 } from '../protocol/messages.js';
 export { formatDurationMs, parseDuration } from '../protocol/duration.js';
+export { Schedules } from './schedules.js';
+export type { ScheduleOptions, ScheduleWithJobs } from './schedules.js';

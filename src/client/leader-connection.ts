@@ -56,6 +56,10 @@ export interface LeaderConnectionOptions {
 export function isSafeToRepeat(msg: ClientRequest): boolean {
   // A flow has no idempotency key: sent twice, it would be created twice.
   if (msg.type === 'SUBMIT_FLOW') return false;
+  if (msg.type === 'SUBMIT_JOBS') {
+    // A batch may be sent again only when every job of it has a key.
+    return msg.jobs.every((job) => typeof job.idempotencyKey === 'string' && job.idempotencyKey);
+  }
   if (msg.type !== 'SUBMIT_JOB') return msg.type !== 'AUTH';
   return (
     msg.idempotencyKey !== null && msg.idempotencyKey !== undefined && msg.idempotencyKey !== ''

@@ -16,20 +16,29 @@ import { ProtocolError, ProtocolErrorCode } from './errors.js';
 import { encodeTextFrame } from './framing.js';
 import {
   ATTEMPT_OUTCOMES,
+  JOB_EVENT_KINDS,
   JOB_STATES,
   PARENT_FAILURE_POLICIES,
   PRIORITIES,
   RESULT_FORMATS,
+  SCHEDULE_CATCH_UPS,
+  SCHEDULE_OVERLAPS,
   type AttemptSnapshot,
   type FlowJob,
   type FlowRef,
   type HeldAttempt,
+  type JobEventFilter,
+  type JobProgress,
   type JobSnapshot,
   type JsonObject,
   type Message,
   type MessageOf,
   type MessageType,
   type ParentResult,
+  type ScheduleDefinition,
+  type ScheduleJob,
+  type ScheduleSnapshot,
+  type SubmitJobsElement,
   type WorkerSnapshot,
 } from './messages.js';
 
@@ -70,6 +79,16 @@ export const intCodec: Codec<number> = {
   decode(value, path) {
     if (typeof value !== 'number' || !Number.isSafeInteger(value))
       throw badField(path, 'an integer', value);
+    return value;
+  },
+  encode: identity,
+};
+
+/** Any finite JSON number (fractions). */
+export const numberCodec: Codec<number> = {
+  decode(value, path) {
+    if (typeof value !== 'number' || !Number.isFinite(value))
+      throw badField(path, 'a number', value);
     return value;
   },
   encode: identity,
@@ -222,6 +241,45 @@ export const attemptSnapshotCodec: Codec<AttemptSnapshot> = recordCodec<AttemptS
   error: nullable(stringCodec),
 });
 
+export const jobProgressCodec: Codec<JobProgress> = recordCodec<JobProgress>({
+  fraction: numberCodec,
+  message: nullable(stringCodec),
+  atMillis: intCodec,
+});
+
+/**
+ * A subscription filter: unlike the rest of the protocol, an unknown field
+ * here is refused (a filter the coordinator does not understand would
+ * silently match more than asked for).
+ */
+export const jobEventFilterCodec: Codec<JobEventFilter> = {
+  decode(value, path) {
+    const fields: Fields<JobEventFilter> = {
+      jobId: optional(stringCodec),
+      taskType: optional(stringCodec),
+      queue: optional(stringCodec),
+    };
+    if (!isPlainObject(value)) throw badField(path, 'an object', value);
+    for (const key of Object.keys(value)) {
+      if (!Object.prototype.hasOwnProperty.call(fields, key)) {
+        throw new ProtocolError(
+          ProtocolErrorCode.BadValue,
+          `field ${path}.${key.slice(0, 40)} is not a known filter (jobId, taskType, queue)`,
+        );
+      }
+    }
+    return decodeFields(fields, value, `${path}.`);
+  },
+  encode: (value) => {
+    const out: Record<string, unknown> = {};
+    for (const key of ['jobId', 'taskType', 'queue'] as const) {
+      const v = value[key];
+      if (v !== null && v !== undefined) out[key] = v;
+    }
+    return out;
+  },
+};
+
 export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   jobId: stringCodec,
   taskType: stringCodec,
@@ -240,6 +298,48 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   timeoutMillis: optional(intCodec),
   idempotencyKey: optional(stringCodec),
   dependsOn: optional(arrayOf(stringCodec)),
+  progress: optional(jobProgressCodec),
+  runAtMillis: optional(intCodec),
+  scheduleName: optional(stringCodec),
+});
+
+const scheduleSnapshotCodec: Codec<ScheduleSnapshot> = recordCodec<ScheduleSnapshot>({
+  name: stringCodec,
+  taskType: stringCodec,
+  cron: nullable(stringCodec),
+  everyMillis: nullable(intCodec),
+  timezone: nullable(stringCodec),
+  payload: objectCodec,
+  paused: boolCodec,
+  overlap: enumCodec(SCHEDULE_OVERLAPS),
+  catchUp: enumCodec(SCHEDULE_CATCH_UPS),
+  nextRunAtMillis: nullable(intCodec),
+  lastRunAtMillis: nullable(intCodec),
+  lastJobId: nullable(stringCodec),
+  maxAttempts: nullable(intCodec),
+  priority: nullable(priorityCodec),
+  timeoutMillis: nullable(intCodec),
+});
+
+const scheduleDefinitionCodec: Codec<ScheduleDefinition> = recordCodec<ScheduleDefinition>({
+  name: stringCodec,
+  taskType: stringCodec,
+  cron: nullable(stringCodec),
+  everyMillis: nullable(intCodec),
+  timezone: nullable(stringCodec),
+  payload: objectCodec,
+  maxAttempts: nullable(intCodec),
+  priority: nullable(priorityCodec),
+  timeoutMillis: nullable(intCodec),
+  overlap: nullable(enumCodec(SCHEDULE_OVERLAPS)),
+  catchUp: nullable(enumCodec(SCHEDULE_CATCH_UPS)),
+  paused: nullable(boolCodec),
+});
+
+const scheduleJobCodec: Codec<ScheduleJob> = recordCodec<ScheduleJob>({
+  jobId: stringCodec,
+  state: jobStateCodec,
+  runAtMillis: nullable(intCodec),
 });
 
 export const parentResultCodec: Codec<ParentResult> = recordCodec<ParentResult>({
@@ -261,6 +361,7 @@ const flowJobCodec: Codec<FlowJob> = recordCodec<FlowJob>({
   idempotencyKey: optional(stringCodec),
   timeoutMillis: optional(intCodec),
   onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
+  runAtMillis: optional(intCodec),
 });
 
 const flowRefCodec: Codec<FlowRef> = recordCodec<FlowRef>({ ref: stringCodec, jobId: stringCodec });
@@ -269,6 +370,32 @@ const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
   jobId: stringCodec,
   attemptId: stringCodec,
 });
+
+/** The fields of a SUBMIT_JOB but `knownStates`: also those of one job of a SUBMIT_JOBS. */
+const SUBMIT_ELEMENT_FIELDS: Fields<SubmitJobsElement> = {
+  taskType: stringCodec,
+  payload: objectCodec,
+  maxAttempts: nullable(intCodec),
+  idempotencyKey: nullable(stringCodec),
+  priority: nullable(priorityCodec),
+  timeoutMillis: optional(intCodec),
+  runAtMillis: optional(intCodec),
+  dependsOn: optional(arrayOf(stringCodec)),
+  onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
+};
+
+/**
+ * Validates one job of a SUBMIT_JOBS (`path` names it in the error, e.g.
+ * `jobs[3]`). Throws {@link ProtocolError} as {@link decodeMessage} does.
+ */
+export function decodeSubmitElement(raw: JsonObject, path: string): SubmitJobsElement {
+  return decodeFields(SUBMIT_ELEMENT_FIELDS, raw, `${path}.`);
+}
+
+/** The JSON value of one job of a SUBMIT_JOBS (the fields of its schema only). */
+export function submitElementToJson(element: SubmitJobsElement): JsonObject {
+  return encodeFields(SUBMIT_ELEMENT_FIELDS, element) as JsonObject;
+}
 
 export const workerSnapshotCodec: Codec<WorkerSnapshot> = recordCodec<WorkerSnapshot>({
   workerId: stringCodec,
@@ -319,18 +446,22 @@ const SCHEMAS: Schemas = {
     resultFormat: optional(resultFormatCodec),
   },
   WORKER_DRAINING: { workerId: stringCodec },
-  ERROR: { message: stringCodec, code: nullable(stringCodec), leader: optional(stringCodec) },
-  SUBMIT_JOB: {
-    taskType: stringCodec,
-    payload: objectCodec,
-    maxAttempts: nullable(intCodec),
-    idempotencyKey: nullable(stringCodec),
-    priority: nullable(priorityCodec),
-    timeoutMillis: optional(intCodec),
-    knownStates: optional(arrayOf(stringCodec)),
-    dependsOn: optional(arrayOf(stringCodec)),
-    onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
+  TASK_PROGRESS: {
+    workerId: stringCodec,
+    jobId: stringCodec,
+    attemptId: stringCodec,
+    fraction: numberCodec,
+    message: nullable(stringCodec),
   },
+  ERROR: {
+    message: stringCodec,
+    code: nullable(stringCodec),
+    leader: optional(stringCodec),
+    index: optional(intCodec),
+  },
+  SUBMIT_JOB: { ...SUBMIT_ELEMENT_FIELDS, knownStates: optional(arrayOf(stringCodec)) },
+  SUBMIT_JOBS: { jobs: arrayOf(objectCodec) },
+  JOBS_SUBMITTED: { jobIds: arrayOf(stringCodec) },
   JOB_SUBMITTED: {
     jobId: stringCodec,
     job: nullable(jobSnapshotCodec),
@@ -382,6 +513,23 @@ const SCHEMAS: Schemas = {
   JOBS_PURGED: { deleted: intCodec },
   SUBMIT_FLOW: { jobs: arrayOf(flowJobCodec) },
   FLOW_SUBMITTED: { jobs: arrayOf(flowRefCodec) },
+  SUBSCRIBE_JOBS: { filter: jobEventFilterCodec, knownStates: optional(arrayOf(stringCodec)) },
+  SUBSCRIBED: {},
+  JOB_EVENT: { event: enumCodec(JOB_EVENT_KINDS), atMillis: intCodec, job: jobSnapshotCodec },
+  EVENTS_MISSED: { missed: intCodec },
+  SET_SCHEDULE: { schedule: scheduleDefinitionCodec },
+  LIST_SCHEDULES: {},
+  GET_SCHEDULE: { name: stringCodec, knownStates: optional(arrayOf(stringCodec)) },
+  PAUSE_SCHEDULE: { name: stringCodec },
+  RESUME_SCHEDULE: { name: stringCodec },
+  DELETE_SCHEDULE: { name: stringCodec },
+  TRIGGER_SCHEDULE: { name: stringCodec, knownStates: optional(arrayOf(stringCodec)) },
+  SCHEDULE_INFO: {
+    schedule: scheduleSnapshotCodec,
+    recentJobs: optional(arrayOf(scheduleJobCodec)),
+  },
+  SCHEDULE_LIST: { schedules: arrayOf(scheduleSnapshotCodec) },
+  SCHEDULE_DELETED: { name: stringCodec },
 };
 
 // ignoreBOM keeps a leading U+FEFF in the text, so JSON.parse refuses it: a

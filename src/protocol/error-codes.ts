@@ -33,6 +33,10 @@ export const ErrorCode = {
   InvalidFlow: 'INVALID_FLOW',
   /** Too many pending WAIT_JOBs on one connection. */
   TooManyWaits: 'TOO_MANY_WAITS',
+  /** No schedule has this name. */
+  UnknownSchedule: 'UNKNOWN_SCHEDULE',
+  /** A schedule definition the coordinator refuses (cron, time zone, interval, name). */
+  InvalidSchedule: 'INVALID_SCHEDULE',
   /** A read of history failed (that request only; the coordinator keeps working). */
   StoreReadFailed: 'STORE_READ_FAILED',
   // Worker registration
@@ -90,6 +94,8 @@ export const LocalErrorCode = {
   AuthUnsupported: 'AUTH_UNSUPPORTED',
   /** The coordinator does not know a request this call needs (an older version). */
   FeatureUnsupported: 'FEATURE_UNSUPPORTED',
+  /** The coordinator does not know `SUBSCRIBE_JOBS` (job events, `watch`). */
+  EventsUnsupported: 'EVENTS_UNSUPPORTED',
   /** Admission control refused a submission (a `SUBMIT_REJECTED` reply). */
   SubmitRejected: 'SUBMIT_REJECTED',
   /** A wait ended before the job was terminal. */
@@ -98,6 +104,8 @@ export const LocalErrorCode = {
   UnexpectedReply: 'UNEXPECTED_REPLY',
   /** The client was closed by its owner. */
   ClientClosed: 'CLIENT_CLOSED',
+  /** The coordinator does not understand a feature the caller asked for (nothing was sent). */
+  UnsupportedFeature: 'UNSUPPORTED_FEATURE',
   /** `result()` of a job that ended FAILED. */
   JobFailed: 'JOB_FAILED',
   /** `result()` of a job that ended CANCELLED. */
@@ -125,6 +133,8 @@ export const LocalErrorCode = {
   WrongPort: 'WRONG_PORT',
   /** A request (its payload) would not fit in a frame; nothing was sent. */
   PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
+  /** The coordinator does not understand a request of an extension (e.g. SUBMIT_JOBS). */
+  Unsupported: 'UNSUPPORTED',
   // Tasks and tools
   /** A task reported failure on purpose. */
   TaskFailed: 'TASK_FAILED',

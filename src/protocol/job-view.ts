@@ -101,17 +101,32 @@ export class StateView {
       }
       case 'JOB_STATUS':
       case 'JOB_CANCEL':
+      case 'JOB_EVENT':
         return this.#withJob(reply);
       case 'JOB_LIST': {
         const jobs = reply.jobs.map((job) => this.snapshot(job));
         return jobs.every((job, i) => job === reply.jobs[i]) ? reply : { ...reply, jobs };
       }
+      case 'SCHEDULE_INFO': {
+        const recent = reply.recentJobs;
+        if (recent == null) return reply;
+        const shown = recent.map((job) => {
+          const state = this.show(job.state);
+          return state === job.state ? job : { ...job, state };
+        });
+        return { ...reply, recentJobs: shown };
+      }
       case 'SUBMIT_REJECTED':
+      case 'JOBS_SUBMITTED':
       case 'WORKER_LIST':
       case 'JOBS_PURGED':
       case 'FLOW_SUBMITTED':
+      case 'SCHEDULE_LIST':
+      case 'SCHEDULE_DELETED':
       case 'AUTH_OK':
       case 'ERROR':
+      case 'SUBSCRIBED':
+      case 'EVENTS_MISSED':
         return reply;
     }
   }

@@ -8,7 +8,14 @@
  * Client port:  SUBMIT_JOB, JOB_SUBMITTED, SUBMIT_REJECTED, GET_JOB_STATUS,
  *               JOB_STATUS, LIST_JOBS, JOB_LIST, LIST_WORKERS, WORKER_LIST,
  *               CANCEL_JOB, JOB_CANCEL, ERROR; extensions WAIT_JOB, AUTH,
- *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, SUBMIT_FLOW, FLOW_SUBMITTED.
+ *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, SUBMIT_JOBS, JOBS_SUBMITTED,
+ *               and the schedule requests SET_SCHEDULE, LIST_SCHEDULES,
+ *               GET_SCHEDULE, PAUSE_SCHEDULE, RESUME_SCHEDULE, DELETE_SCHEDULE,
+ *               TRIGGER_SCHEDULE with their replies SCHEDULE_INFO,
+ *               SCHEDULE_LIST, SCHEDULE_DELETED; SUBMIT_FLOW, FLOW_SUBMITTED.
+ *
+ * Extensions on both ports: TASK_PROGRESS (worker); SUBSCRIBE_JOBS,
+ * SUBSCRIBED, JOB_EVENT, EVENTS_MISSED (client).
  *
  * Optional v1 fields are always present after decoding, as `null` when the
  * peer left them out or sent an explicit `null` (the two mean the same thing).
@@ -88,6 +95,21 @@ export interface JobSnapshot {
   idempotencyKey?: string | null;
   /** Extension: the jobs this one waits for (their ids, in the order given); absent = none. */
   dependsOn?: string[] | null;
+  /** Extension: when a delayed job becomes due (epoch ms); absent for a job that was not delayed. */
+  runAtMillis?: number | null;
+  /** Extension: the schedule whose tick made this job; absent otherwise. */
+  scheduleName?: string | null;
+  /** Extension: the latest progress its handler reported (kept once it ends). */
+  progress?: JobProgress | null;
+}
+
+/** Progress a handler reported with `ctx.progress(fraction, message?)`. */
+export interface JobProgress {
+  /** 0..1. */
+  fraction: number;
+  message: string | null;
+  /** When the coordinator received it. */
+  atMillis: number;
 }
 
 /** What a dependent does when a parent ends FAILED or CANCELLED: `cancel` (the default) or `run`. */
@@ -235,6 +257,20 @@ export interface TaskResult {
   /** Extension: `json` when `result` is the JSON text of a non-string value. */
   resultFormat?: ResultFormat | null;
 }
+/**
+ * Extension (`progress`): the handler of a running attempt reported
+ * progress. Ignored unless `attemptId` is the job's current lease.
+ */
+export interface TaskProgress {
+  type: 'TASK_PROGRESS';
+  workerId: string;
+  jobId: string;
+  attemptId: string;
+  /** 0..1. */
+  fraction: number;
+  /** At most 1 KiB of UTF-8 (limits.ts MAX_PROGRESS_MESSAGE_BYTES). */
+  message: string | null;
+}
 /** Extension: the worker takes no new assignments from now on. */
 export interface WorkerDraining {
   type: 'WORKER_DRAINING';
@@ -247,6 +283,8 @@ export interface ErrorMessage {
   code: string | null;
   /** Extension (with `NOT_LEADER`): the leader's `host:port` of the same port kind, when known. */
   leader?: string | null;
+  /** Extension (a refused SUBMIT_JOBS): the 0-based index of the job at fault. */
+  index?: number | null;
 }
 
 // ---- client port ----------------------------------------------------------
@@ -271,7 +309,31 @@ export interface SubmitJob {
   dependsOn?: string[] | null;
   /** Extension: what a parent's failure does to this job; absent = `cancel`. */
   onParentFailure?: ParentFailurePolicy | null;
+  /**
+   * Extension: a delayed job, due at this time (epoch ms, coordinator clock;
+   * at most 366 days ahead; a past time means now). Sent only to a
+   * coordinator known to understand it (client/negotiation.ts).
+   */
+  runAtMillis?: number | null;
 }
+/** Extension: one job of a SUBMIT_JOBS batch, the fields of a SUBMIT_JOB without `type`. */
+export type SubmitJobsElement = Omit<SubmitJob, 'type' | 'knownStates'>;
+/**
+ * Extension: up to {@link MAX_BATCH_JOBS} jobs created in one commit, or none.
+ * The elements stay raw JSON objects here and are validated one by one by the
+ * coordinator, so that a bad one is answered with its index.
+ */
+export interface SubmitJobs {
+  type: 'SUBMIT_JOBS';
+  jobs: JsonObject[];
+}
+/** Extension: the ids of a SUBMIT_JOBS batch, in the order given. */
+export interface JobsSubmitted {
+  type: 'JOBS_SUBMITTED';
+  jobIds: string[];
+}
+/** Most jobs in one SUBMIT_JOBS. */
+export const MAX_BATCH_JOBS = 1_000;
 export interface JobSubmitted {
   type: 'JOB_SUBMITTED';
   jobId: string;
@@ -414,6 +476,8 @@ export interface FlowJob {
   idempotencyKey?: string | null;
   timeoutMillis?: number | null;
   onParentFailure?: ParentFailurePolicy | null;
+  /** A delayed job's due time (epoch ms), as SUBMIT_JOB's; after its parents, if any. */
+  runAtMillis?: number | null;
 }
 /** Extension: many jobs with dependencies among them, created in one commit or not at all. */
 export interface SubmitFlow {
@@ -431,11 +495,157 @@ export interface FlowSubmitted {
   jobs: FlowRef[];
 }
 
-export type WorkerToCoordinator = WorkerRegister | Heartbeat | TaskResult | WorkerDraining;
+/** Which jobs a subscription follows: every field given must match (none = every job). */
+export interface JobEventFilter {
+  jobId?: string | null;
+  taskType?: string | null;
+  queue?: string | null;
+}
+/**
+ * Extension: from now on, push a JOB_EVENT on this connection for every
+ * change of a matching job (answered SUBSCRIBED, then the pushes).
+ */
+export interface SubscribeJobs {
+  type: 'SUBSCRIBE_JOBS';
+  filter: JobEventFilter;
+  /** As on GET_JOB_STATUS: the job states beyond v1's six this client understands. */
+  knownStates?: string[] | null;
+}
+export interface Subscribed {
+  type: 'SUBSCRIBED';
+}
+/** The two kinds of change a JOB_EVENT reports. */
+export const JOB_EVENT_KINDS = ['state', 'progress'] as const;
+export type JobEventKind = (typeof JOB_EVENT_KINDS)[number];
+/** Extension (pushed after SUBSCRIBED): a matching job changed; `job` is it after the change. */
+export interface JobEvent {
+  type: 'JOB_EVENT';
+  event: JobEventKind;
+  atMillis: number;
+  job: JobSnapshot;
+}
+/**
+ * Extension (pushed): the subscriber fell behind by more than its buffer and
+ * `missed` events were dropped; pushes resume after this message.
+ */
+export interface EventsMissed {
+  type: 'EVENTS_MISSED';
+  missed: number;
+}
+
+/** How a schedule's tick treats a previous job of it that is not terminal yet. */
+export const SCHEDULE_OVERLAPS = ['allow', 'skip'] as const;
+export type ScheduleOverlap = (typeof SCHEDULE_OVERLAPS)[number];
+/** What a schedule does with ticks missed while no coordinator led. */
+export const SCHEDULE_CATCH_UPS = ['latest', 'none'] as const;
+export type ScheduleCatchUp = (typeof SCHEDULE_CATCH_UPS)[number];
+
+/** Extension: what `SET_SCHEDULE` defines (exactly one of `cron` and `everyMillis`). */
+export interface ScheduleDefinition {
+  /** Matches `^[A-Za-z][A-Za-z0-9_.-]{0,63}$`. */
+  name: string;
+  taskType: string;
+  /** 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first). */
+  cron: string | null;
+  /** A fixed interval, at least 1000 ms; the first tick one interval after the set. */
+  everyMillis: number | null;
+  /** IANA name for `cron` (null = UTC); must be null with `everyMillis`. */
+  timezone: string | null;
+  payload: JsonObject;
+  maxAttempts: number | null;
+  priority: Priority | null;
+  timeoutMillis: number | null;
+  /** null = `allow`. */
+  overlap: ScheduleOverlap | null;
+  /** null = `latest`. */
+  catchUp: ScheduleCatchUp | null;
+  /** null = false. */
+  paused: boolean | null;
+}
+
+/** Extension: a schedule as clients see it. */
+export interface ScheduleSnapshot {
+  name: string;
+  taskType: string;
+  cron: string | null;
+  everyMillis: number | null;
+  timezone: string | null;
+  payload: JsonObject;
+  paused: boolean;
+  overlap: ScheduleOverlap;
+  catchUp: ScheduleCatchUp;
+  /** The next tick; null while paused. */
+  nextRunAtMillis: number | null;
+  lastRunAtMillis: number | null;
+  lastJobId: string | null;
+  maxAttempts: number | null;
+  priority: Priority | null;
+  timeoutMillis: number | null;
+}
+
+/** Extension: one recent job of a schedule (`SCHEDULE_INFO.recentJobs`). */
+export interface ScheduleJob {
+  jobId: string;
+  state: JobState;
+  runAtMillis: number | null;
+}
+
+/** Extension: creates a schedule or replaces its definition (idempotent). */
+export interface SetSchedule {
+  type: 'SET_SCHEDULE';
+  schedule: ScheduleDefinition;
+}
+/** Extension: every schedule, by name. */
+export interface ListSchedules {
+  type: 'LIST_SCHEDULES';
+}
+/** Extension: one schedule and its recent jobs. */
+export interface GetSchedule {
+  type: 'GET_SCHEDULE';
+  name: string;
+  knownStates?: string[] | null;
+}
+export interface PauseSchedule {
+  type: 'PAUSE_SCHEDULE';
+  name: string;
+}
+export interface ResumeSchedule {
+  type: 'RESUME_SCHEDULE';
+  name: string;
+}
+export interface DeleteSchedule {
+  type: 'DELETE_SCHEDULE';
+  name: string;
+}
+/** Extension: one job of the schedule now, outside its cadence (answered with JOB_SUBMITTED). */
+export interface TriggerSchedule {
+  type: 'TRIGGER_SCHEDULE';
+  name: string;
+  knownStates?: string[] | null;
+}
+/** Extension: a schedule (the answer to SET/GET/PAUSE/RESUME_SCHEDULE). */
+export interface ScheduleInfo {
+  type: 'SCHEDULE_INFO';
+  schedule: ScheduleSnapshot;
+  /** GET_SCHEDULE only: its newest jobs first. */
+  recentJobs?: ScheduleJob[] | null;
+}
+export interface ScheduleList {
+  type: 'SCHEDULE_LIST';
+  schedules: ScheduleSnapshot[];
+}
+export interface ScheduleDeleted {
+  type: 'SCHEDULE_DELETED';
+  name: string;
+}
+
+export type WorkerToCoordinator =
+  WorkerRegister | Heartbeat | TaskResult | WorkerDraining | TaskProgress;
 export type CoordinatorToWorker =
   WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck;
 export type ClientRequest =
   | SubmitJob
+  | SubmitJobs
   | GetJobStatus
   | ListJobs
   | ListWorkers
@@ -443,9 +653,21 @@ export type ClientRequest =
   | WaitJob
   | Auth
   | PurgeJobs
+  | SubscribeJobs
+  | ScheduleRequest
   | SubmitFlow;
+/** The schedule requests (extensions). */
+export type ScheduleRequest =
+  | SetSchedule
+  | ListSchedules
+  | GetSchedule
+  | PauseSchedule
+  | ResumeSchedule
+  | DeleteSchedule
+  | TriggerSchedule;
 export type ClientReply =
   | JobSubmitted
+  | JobsSubmitted
   | SubmitRejected
   | JobStatus
   | JobList
@@ -454,6 +676,12 @@ export type ClientReply =
   | ErrorMessage
   | AuthOk
   | JobsPurged
+  | Subscribed
+  | JobEvent
+  | EventsMissed
+  | ScheduleInfo
+  | ScheduleList
+  | ScheduleDeleted
   | FlowSubmitted;
 
 export type Message = WorkerToCoordinator | CoordinatorToWorker | ClientRequest | ClientReply;
@@ -463,6 +691,7 @@ export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 /** Direction tables: the compiler checks that each lists exactly its union. */
 const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   SUBMIT_JOB: true,
+  SUBMIT_JOBS: true,
   GET_JOB_STATUS: true,
   LIST_JOBS: true,
   LIST_WORKERS: true,
@@ -471,9 +700,18 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   AUTH: true,
   PURGE_JOBS: true,
   SUBMIT_FLOW: true,
+  SUBSCRIBE_JOBS: true,
+  SET_SCHEDULE: true,
+  LIST_SCHEDULES: true,
+  GET_SCHEDULE: true,
+  PAUSE_SCHEDULE: true,
+  RESUME_SCHEDULE: true,
+  DELETE_SCHEDULE: true,
+  TRIGGER_SCHEDULE: true,
 };
 const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOB_SUBMITTED: true,
+  JOBS_SUBMITTED: true,
   SUBMIT_REJECTED: true,
   JOB_STATUS: true,
   JOB_LIST: true,
@@ -483,12 +721,19 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   AUTH_OK: true,
   JOBS_PURGED: true,
   FLOW_SUBMITTED: true,
+  SUBSCRIBED: true,
+  JOB_EVENT: true,
+  EVENTS_MISSED: true,
+  SCHEDULE_INFO: true,
+  SCHEDULE_LIST: true,
+  SCHEDULE_DELETED: true,
 };
 const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]: true } = {
   WORKER_REGISTER: true,
   HEARTBEAT: true,
   TASK_RESULT: true,
   WORKER_DRAINING: true,
+  TASK_PROGRESS: true,
 };
 const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]: true } = {
   WORKER_REGISTERED: true,

@@ -59,6 +59,14 @@ export interface TaskContext {
   readonly deadlineAtMs: number | null;
   readonly log: TaskLogger;
   /**
+   * Reports how far the attempt is: `fraction` from 0 to 1, and an optional
+   * message of at most 1 KiB (anything else throws a RangeError). Call it as
+   * often as you like: the worker sends a few reports a second at most, and
+   * always the latest; the job's snapshot shows it as `progress`, and keeps
+   * the last one once the job ends.
+   */
+  progress(fraction: number, message?: string | null): void;
+  /**
    * The job's parents (`submit --depends-on`, `dependsOn` of a flow), in the
    * order they were named; empty for a job without parents.
    */

@@ -17,6 +17,7 @@ import {
   type ListQuery,
   type PurgeQuery,
   type RecoveredState,
+  type ScheduleRecord,
   type Store,
   type StoreRead,
   type StoreReadResult,
@@ -28,6 +29,7 @@ export class MemoryStore implements Store {
   readonly #jobs = new Map<string, JobRecord>();
   readonly #byKey = new Map<string, string>();
   readonly #attempts = new Map<string, AttemptRecord>();
+  readonly #schedules = new Map<string, ScheduleRecord>();
   #failure: string | null = null;
   #readFailure: string | null = null;
   /** Number of batches committed. */
@@ -73,7 +75,15 @@ export class MemoryStore implements Store {
       .map((jobId) => this.#jobs.get(jobId))
       .filter((job): job is JobRecord => job !== undefined && isTerminalState(job.state))
       .map((job) => ({ ...job }));
-    return { activeJobs, activeAttempts, maxSeq, parentJobs };
+    const schedules = this.committedSchedules();
+    return { activeJobs, activeAttempts, maxSeq, parentJobs, schedules };
+  }
+
+  /** Committed schedules (copies), by name. */
+  committedSchedules(): ScheduleRecord[] {
+    return [...this.#schedules.values()]
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      .map((schedule) => ({ ...schedule }));
   }
 
   /** Applies a batch at once (throws {@link StoreError} when commits fail). */
@@ -94,6 +104,9 @@ export class MemoryStore implements Store {
       if (job.idempotencyKey !== null) this.#byKey.set(job.idempotencyKey, job.jobId);
     }
     for (const attempt of batch.attempts) this.#attempts.set(attempt.attemptId, { ...attempt });
+    for (const schedule of batch.schedules ?? [])
+      this.#schedules.set(schedule.name, { ...schedule });
+    for (const name of batch.deletedSchedules ?? []) this.#schedules.delete(name);
     this.commits++;
   }
 
@@ -123,6 +136,15 @@ export class MemoryStore implements Store {
           jobs: read.jobIds
             .map((jobId) => this.#jobs.get(jobId))
             .filter((job): job is JobRecord => job !== undefined)
+            .map((job) => ({ ...job })),
+        };
+      case 'scheduleJobs':
+        return {
+          op: 'scheduleJobs',
+          jobs: [...this.#jobs.values()]
+            .filter((job) => job.scheduleName === read.scheduleName)
+            .sort((a, b) => b.seq - a.seq)
+            .slice(0, read.limit)
             .map((job) => ({ ...job })),
         };
     }

@@ -16,11 +16,14 @@
 import { ErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import type {
+  JobProgress,
   AttemptOutcome,
   JobState,
   ParentFailurePolicy,
   Priority,
   ResultFormat,
+  ScheduleCatchUp,
+  ScheduleOverlap,
   TerminalState,
 } from '../protocol/messages.js';
 
@@ -60,6 +63,42 @@ export interface JobRecord {
   dependsOn: string[] | null;
   /** What a parent's failure does to it; null = none given (`cancel`). Fixed at submission. */
   onParentFailure: ParentFailurePolicy | null;
+  /**
+   * The latest progress its handler reported; absent = none. Not written on
+   * every report: it reaches the store with the job's next write (the
+   * attempt's end, usually).
+   */
+  progress?: JobProgress | null;
+  /** When a delayed job is (or was) due; null for a job that was not delayed. */
+  runAtMs: number | null;
+  /** The schedule whose tick made this job; null otherwise. */
+  scheduleName: string | null;
+}
+
+/** One recurring schedule, exactly as persisted. */
+export interface ScheduleRecord {
+  name: string;
+  taskType: string;
+  /** A cron expression (5 or 6 fields), or null for a fixed interval. */
+  cron: string | null;
+  /** The fixed interval in ms, or null for cron. */
+  everyMs: number | null;
+  /** IANA time zone of `cron`; null for a fixed interval. */
+  timezone: string | null;
+  payloadJson: string;
+  maxAttempts: number | null;
+  priority: Priority | null;
+  timeoutMs: number | null;
+  overlap: ScheduleOverlap;
+  catchUp: ScheduleCatchUp;
+  paused: boolean;
+  /** The next tick (coordinator clock); null while paused. */
+  nextRunAtMs: number | null;
+  /** The tick of the last job it made; null before the first. */
+  lastRunAtMs: number | null;
+  lastJobId: string | null;
+  createdAtMs: number;
+  updatedAtMs: number;
 }
 
 /** One attempt of a job (job history). */
@@ -83,6 +122,10 @@ export interface WriteBatch {
   readonly jobs: readonly { readonly job: Readonly<JobRecord>; readonly isNew: boolean }[];
   /** New attempts and new versions of existing ones (keyed by attemptId). */
   readonly attempts: readonly Readonly<AttemptRecord>[];
+  /** New schedules and new versions of existing ones (keyed by name); absent = none. */
+  readonly schedules?: readonly Readonly<ScheduleRecord>[];
+  /** Names of schedules to delete (after `schedules` are written); absent = none. */
+  readonly deletedSchedules?: readonly string[];
 }
 
 export interface ListQuery {
@@ -116,7 +159,9 @@ export type StoreRead =
   | { op: 'list'; query: ListQuery }
   | { op: 'purge'; query: PurgeQuery }
   /** Several jobs by id (parents named by a submission); unknown ids are left out. */
-  | { op: 'jobs'; jobIds: readonly string[] };
+  | { op: 'jobs'; jobIds: readonly string[] }
+  /** The newest jobs a schedule made (by seq, newest first). */
+  | { op: 'scheduleJobs'; scheduleName: string; limit: number };
 
 /** The answer to a {@link StoreRead}, tagged with the same `op`. */
 export type StoreReadResult =
@@ -124,7 +169,8 @@ export type StoreReadResult =
   | { op: 'jobByKey'; job: JobRecord | null }
   | { op: 'list'; jobs: JobRecord[] }
   | { op: 'purge'; deleted: number }
-  | { op: 'jobs'; jobs: JobRecord[] };
+  | { op: 'jobs'; jobs: JobRecord[] }
+  | { op: 'scheduleJobs'; jobs: JobRecord[] };
 
 /** What restart recovery starts from. */
 export interface RecoveredState {
@@ -134,6 +180,8 @@ export interface RecoveredState {
   activeAttempts: AttemptRecord[];
   /** Highest seq ever stored (0 when empty). */
   maxSeq: number;
+  /** Every schedule (absent from a store without any: none). */
+  schedules?: ScheduleRecord[];
   /**
    * The terminal jobs that active jobs depend on (their results go to the
    * dependents' handlers); absent = none.

@@ -5,6 +5,7 @@
  * once: it runs the reads the core asked for (feeding their answers back),
  * commits the batch and reports it committed. Every effect is kept in `log`.
  */
+import { createCronEvaluator } from '../../src/coordinator/cron.js';
 import assert from 'node:assert/strict';
 import { CoordinatorCore } from '../../src/coordinator/core/core.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect } from '../../src/coordinator/core/types.js';
@@ -33,6 +34,7 @@ export const TEST_CONFIG: CoreConfig = {
   retryBaseDelayMs: 100,
   retryMaxDelayMs: 10_000,
   maxActiveJobs: 10_000,
+  maxScheduledJobs: 1_000_000,
   agingStepMs: 3_600_000,
   // Tests jump the clock freely; a sweep period this long keeps those jumps
   // from looking like stalls of the coordinator (tests of stalls set it).
@@ -113,6 +115,8 @@ export interface SubmitOptions {
   timeoutMillis?: number;
   dependsOn?: string[];
   onParentFailure?: ParentFailurePolicy;
+  /** A delayed job's due time. */
+  runAtMillis?: number;
 }
 
 export interface ResultOptions {
@@ -163,6 +167,7 @@ export class CoreHarness {
         now: () => this.clock,
         newId: () => `id-${this.#nextId++}`,
         validator: createBuiltinRegistry(),
+        cron: createCronEvaluator(),
       },
       epoch === undefined ? stored : { ...stored, epoch },
     );
@@ -326,6 +331,7 @@ export class CoreHarness {
       ...(options.onParentFailure === undefined
         ? {}
         : { onParentFailure: options.onParentFailure }),
+      ...(options.runAtMillis !== undefined && { runAtMillis: options.runAtMillis }),
     });
   }
 

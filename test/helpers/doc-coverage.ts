@@ -53,7 +53,12 @@ export const SESSIONS: readonly Session[] = [
       { doc: README, heading: 'Running it yourself' },
       { doc: OPERATIONS, heading: 'Backups' },
     ],
-    files: { 'job.json': '{"width": 80}\n' },
+    files: {
+      'job.json': '{"width": 80}\n',
+      'jobs.ndjson':
+        '{"taskType": "SHA256", "payload": {"text": "a"}}\n' +
+        '{"taskType": "WORD_COUNT", "payload": {"text": "b c"}, "priority": "HIGH"}\n',
+    },
   },
   {
     name: 'README "The dashboard" and the job queries of HTTP.md',
@@ -78,6 +83,10 @@ export const SESSIONS: readonly Session[] = [
         ],
       }),
     },
+  },
+  {
+    name: 'README "Later and on a schedule"',
+    sections: [{ doc: README, heading: 'Later and on a schedule' }],
   },
   {
     name: 'OPERATIONS "Running"',

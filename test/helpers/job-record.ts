@@ -30,6 +30,9 @@ export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobR
     finishedAtMs: null,
     dependsOn: null,
     onParentFailure: null,
+    progress: null,
+    runAtMs: null,
+    scheduleName: null,
     ...overrides,
   };
 }

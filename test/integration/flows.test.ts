@@ -4,7 +4,7 @@
  * results reach the handler as `ctx.parents`; a failed parent cancels its
  * dependents; a flow runs in dependency order; a WAITING job survives a
  * restart of the coordinator on its SQLite file; a coordinator without
- * flows is reported as such.
+ * flows is reported as such; a flow's job may be delayed.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -115,6 +115,30 @@ describe('dependencies and flows, end to end', { timeout: 120_000 }, () => {
         jobs: [{ ref: 'x', taskType: 'SHA256', payload: { text: 'x' }, dependsOn: ['x'] }],
       }),
       (err: unknown) => err instanceof RemoteError && err.code === 'FLOW_CYCLE',
+    );
+  });
+
+  it('holds a delayed job of a flow until its runAtMillis, after its parent', async () => {
+    const { tc, client } = await cluster();
+    await worker(tc, 'w1');
+    const runAtMillis = Date.now() + 600;
+    const { jobs } = await client.submitFlow({
+      jobs: [
+        { ref: 'late', taskType: 'SHA256', payload: { text: 'l' }, dependsOn: ['a'], runAtMillis },
+        { ref: 'a', taskType: 'SHA256', payload: { text: 'a' } },
+      ],
+    });
+    const late = await client.status(jobs.late as string);
+    assert.equal(late.runAtMillis, runAtMillis);
+    assert.ok(late.state === 'WAITING' || late.state === 'SCHEDULED', late.state);
+    const done = await client.wait(jobs.late as string, 20_000);
+    assert.equal(done.state, 'COMPLETED');
+    assert.ok((done.startedAtMillis ?? 0) >= runAtMillis, 'not started before its time');
+    await assert.rejects(
+      client.submitFlow({
+        jobs: [{ ref: 'x', taskType: 'SHA256', payload: { text: 'x' }, runAtMillis: -1 }],
+      }),
+      RangeError,
     );
   });
 

@@ -13,7 +13,10 @@ import type {
   JsonObject,
   Priority,
   SubmitJob,
+  SubmitJobs,
 } from '../../src/protocol/messages.js';
+import { submitElementToJson } from '../../src/protocol/codec.js';
+import { KNOWN_STATES, StateView } from '../../src/protocol/job-view.js';
 import { JOB_STATES } from '../../src/protocol/messages.js';
 import type { ClientLink, ClientPeer, SimClock } from './network.js';
 import type { Random } from './random.js';
@@ -45,6 +48,7 @@ const REQUEST_WEIGHTS = {
   resubmit: 6,
   conflict: 3,
   invalidSubmit: 3,
+  batch: 4,
   cancel: 8,
   status: 14,
   wait: 10,
@@ -52,6 +56,7 @@ const REQUEST_WEIGHTS = {
   listWorkers: 2,
   unknownJob: 2,
   dependent: 8,
+  subscribe: 1,
 } as const;
 
 const TASK_WEIGHTS = { SHA256: 3, SLEEP: 3, FAIL: 3, WORD_COUNT: 1, PRIME_COUNT: 1 } as const;
@@ -112,6 +117,10 @@ export class SimClient implements ClientPeer {
     if (request?.type === 'SUBMIT_JOB' && msg.type === 'JOB_SUBMITTED') {
       this.#env.onAck(msg.jobId, request);
     }
+    if (request?.type === 'SUBMIT_JOBS' && msg.type === 'JOBS_SUBMITTED') {
+      const parts = batchParts(request);
+      msg.jobIds.forEach((jobId, i) => this.#env.onAck(jobId, parts[i] as SubmitJob));
+    }
     if (request?.type === 'LIST_JOBS' && msg.type === 'JOB_LIST') this.#cursor = msg.nextCursor;
   }
 
@@ -146,6 +155,8 @@ export class SimClient implements ClientPeer {
           : this.#newSubmission();
       case 'invalidSubmit':
         return this.#invalidSubmission();
+      case 'batch':
+        return this.#batch();
       case 'cancel':
         return { type: 'CANCEL_JOB', jobId: this.#someJobId() };
       case 'status':
@@ -158,6 +169,17 @@ export class SimClient implements ClientPeer {
         return { type: 'LIST_WORKERS' };
       case 'dependent':
         return this.#dependentSubmission();
+      case 'subscribe':
+        return {
+          type: 'SUBSCRIBE_JOBS',
+          filter: rng.pick([
+            {},
+            { jobId: this.#someJobId() },
+            { taskType: 'SLEEP' },
+            { queue: 'default' },
+            { queue: 'elsewhere' },
+          ]),
+        };
       case 'unknownJob':
         return rng.chance(0.5)
           ? { type: 'GET_JOB_STATUS', jobId: `no-such-job-${rng.int(0, 9)}` }
@@ -228,6 +250,8 @@ export class SimClient implements ClientPeer {
       maxAttempts,
       idempotencyKey: keyed ? `key-${this.name}-${this.#keySeq++}` : null,
       priority,
+      // Some jobs are delayed, a few into the past (which means now).
+      ...(rng.chance(0.2) && { runAtMillis: this.#env.clock.nowMs + rng.int(-500, 3_000) }),
     };
     if (keyed) {
       this.#env.keyed.push(msg);
@@ -283,6 +307,33 @@ export class SimClient implements ClientPeer {
     return msg;
   }
 
+  /** 1..5 jobs: new ones, exact resubmissions, conflicts, sometimes one invalid. */
+  #batch(): SubmitJobs {
+    const rng = this.#rng;
+    const keyed = this.#env.keyed;
+    const parts = Array.from({ length: rng.int(1, 5) }, (): SubmitJob => {
+      const roll = rng.float();
+      if (roll < 0.15 && keyed.length > 0) return rng.pick(keyed);
+      if (roll < 0.2 && keyed.length > 0) return this.#conflicting(rng.pick(keyed));
+      return this.#newSubmission();
+    });
+    let invalid = false;
+    if (rng.chance(0.1)) {
+      parts[rng.int(0, parts.length - 1)] = this.#invalidSubmission();
+      invalid = true;
+    }
+    const keys = parts.map((p) => p.idempotencyKey).filter((k) => k !== null);
+    if (new Set(keys).size !== keys.length) invalid = true; // one key twice in a batch
+    const msg: SubmitJobs = {
+      type: 'SUBMIT_JOBS',
+      jobs: parts.map(({ type: _type, knownStates: _known, ...element }) =>
+        submitElementToJson(element),
+      ),
+    };
+    if (invalid) this.#env.invalid.add(msg);
+    return msg;
+  }
+
   #list(): ClientRequest {
     const rng = this.#rng;
     const roll = rng.float();
@@ -290,16 +341,31 @@ export class SimClient implements ClientPeer {
     const state = rng.chance(0.3) ? rng.pick<JobState>(JOB_STATES) : null;
     const cursorRoll = rng.float();
     const cursor = cursorRoll < 0.3 ? this.#cursor : cursorRoll < 0.33 ? 'not-a-cursor' : null;
-    // A state beyond v1 is a filter only for a client that says it knows it.
-    const beyondV1 = state === 'SCHEDULED' || state === 'WAITING';
+    // Half the lists come from a client that knows every state; a filter on a
+    // state the request did not list is refused.
+    const knownStates = rng.chance(0.5) ? [...KNOWN_STATES] : undefined;
     const msg: ClientRequest = {
       type: 'LIST_JOBS',
       limit,
       state,
       cursor,
-      ...(beyondV1 || rng.chance(0.5) ? { knownStates: ['SCHEDULED', 'WAITING'] } : {}),
+      ...(knownStates !== undefined && { knownStates }),
     };
-    if (limit === 0 || cursor === 'not-a-cursor') this.#env.invalid.add(msg);
+    const unknownState = state !== null && !StateView.of(knownStates).knows(state);
+    if (limit === 0 || cursor === 'not-a-cursor' || unknownState) this.#env.invalid.add(msg);
     return msg;
   }
+}
+
+/** The jobs of a batch as the SUBMIT_JOBs they stand for. */
+export function batchParts(msg: SubmitJobs): SubmitJob[] {
+  return msg.jobs.map((job) => ({
+    type: 'SUBMIT_JOB',
+    taskType: job.taskType as string,
+    payload: job.payload as JsonObject,
+    maxAttempts: (job.maxAttempts as number | null | undefined) ?? null,
+    idempotencyKey: (job.idempotencyKey as string | null | undefined) ?? null,
+    priority: (job.priority as Priority | null | undefined) ?? null,
+    ...(typeof job.timeoutMillis === 'number' && { timeoutMillis: job.timeoutMillis }),
+  }));
 }

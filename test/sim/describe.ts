@@ -37,6 +37,8 @@ export function describeInput(input: HandledKind): string {
       return `c${input.connId} waits released`;
     case 'tick':
       return 'tick';
+    case 'wake':
+      return 'wake';
     case 'recovery':
       return 'recovery';
     case 'readDone':
@@ -53,6 +55,8 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
   switch (msg.type) {
     case 'SUBMIT_JOB':
       return `SUBMIT_JOB ${msg.taskType} ${JSON.stringify(msg.payload)} key=${msg.idempotencyKey} max=${msg.maxAttempts} ${msg.priority ?? ''}`;
+    case 'SUBMIT_JOBS':
+      return `SUBMIT_JOBS ${msg.jobs.length} jobs ${JSON.stringify(msg.jobs)}`;
     case 'GET_JOB_STATUS':
     case 'CANCEL_JOB':
       return `${msg.type} ${short(msg.jobId)}`;
@@ -68,6 +72,18 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return `PURGE_JOBS ${msg.state} older=${msg.olderThanMillis} ms`;
     case 'SUBMIT_FLOW':
       return `SUBMIT_FLOW ${msg.jobs.length} jobs`;
+    case 'SUBSCRIBE_JOBS':
+      return `SUBSCRIBE_JOBS ${JSON.stringify(msg.filter)}`;
+    case 'SET_SCHEDULE':
+      return `SET_SCHEDULE ${msg.schedule.name}`;
+    case 'LIST_SCHEDULES':
+      return 'LIST_SCHEDULES';
+    case 'GET_SCHEDULE':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
+      return `${msg.type} ${msg.name}`;
   }
 }
 
@@ -95,10 +111,14 @@ export function describeEffect(effect: Effect): string {
               : '';
       return `=> c${effect.connId}#${effect.requestId} ${msg.type}${detail}`;
     }
+    case 'push':
+      return `push c${effect.connId} ${effect.msg.event} ${short(effect.msg.job.jobId)} ${effect.msg.job.state}`;
     case 'armWait':
       return `arm wait c${effect.connId}#${effect.requestId} ${effect.timeoutMs} ms`;
     case 'read':
       return `read ${effect.readId}: ${JSON.stringify(effect.read)}`;
+    case 'wakeAt':
+      return `wake at ${effect.atMs}`;
     case 'event': {
       const e = effect.event;
       const job = 'jobId' in e ? ` ${short(e.jobId)}` : '';

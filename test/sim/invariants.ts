@@ -20,7 +20,7 @@
  *   capacity; free slots add up;
  * - after a tick, no kept lease is past its grace period.
  */
-import type { CoreConfig, Effect } from '../../src/coordinator/core/types.js';
+import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
 import {
   JOB_STATES,
   isTerminalState,
@@ -207,7 +207,7 @@ export class Invariants implements WorldObserver {
         const field = differingField(terminal.row, row);
         if (field !== undefined) {
           throw judge.violation(
-            `terminal job ${row.jobId} changed: ${field} was ${String(terminal.row[field])}, now ${String(row[field])}`,
+            `terminal job ${row.jobId} changed: ${field} was ${JSON.stringify(terminal.row[field])}, now ${JSON.stringify(row[field])}`,
           );
         }
       } else if (isTerminalState(row.state) && tracker.terminalState(row.jobId) !== row.state) {
@@ -242,7 +242,10 @@ export class Invariants implements WorldObserver {
       const row = rows.get(jobId);
       if (row === undefined) throw judge.violation(`acknowledged job ${jobId} is not in the store`);
       const requestId = this.#checkerRequestId++;
-      let effects = core.handle({
+      // A wake-up time is not part of the answer (the simulation arms none yet).
+      const answer = (input: CoreInput): Effect[] =>
+        core.handle(input).filter((e) => e.kind !== 'wakeAt');
+      let effects = answer({
         kind: 'clientRequest',
         connId: CHECKER_CONN_ID,
         requestId,
@@ -252,7 +255,7 @@ export class Invariants implements WorldObserver {
       const read = effects.length === 1 && effects[0]?.kind === 'read' ? effects[0] : undefined;
       if (read !== undefined) {
         const result = this.#world.store.readNow(read.read);
-        effects = core.handle({ kind: 'readDone', readId: read.readId, result });
+        effects = answer({ kind: 'readDone', readId: read.readId, result });
       }
       const reply: ClientReply | undefined =
         effects.length === 1 && effects[0]?.kind === 'reply' ? effects[0].msg : undefined;
@@ -285,13 +288,27 @@ export class Invariants implements WorldObserver {
       for (const jobId of kept.jobIds) keptFor.set(jobId, kept.workerId);
     }
     let keptRunning = 0;
+    const scheduled = activeJobs.filter((job) => job.state === 'SCHEDULED').length;
+    judge.check(
+      view.scheduledCount === scheduled,
+      () => `scheduledCount ${view.scheduledCount}, ${scheduled} SCHEDULED jobs in memory`,
+    );
     for (const job of activeJobs) {
+      // No attempt starts before the job's time, on the coordinator's clock.
+      judge.check(
+        job.runAtMs === null || job.startedAtMs === null || job.startedAtMs >= job.runAtMs,
+        () => `job ${job.jobId} started at ${job.startedAtMs}, before its time ${job.runAtMs}`,
+      );
+      judge.check(
+        job.state !== 'SCHEDULED' || job.runAtMs !== null,
+        () => `SCHEDULED job ${job.jobId} has no runAtMs`,
+      );
       const row = rows.get(job.jobId);
       const field = row === undefined ? 'jobId' : differingField(row, job);
       judge.check(
         field === undefined,
         () =>
-          `job ${job.jobId} field ${field} is ${String(job[field as keyof JobRecord])} in memory, ${String(row?.[field as keyof JobRecord])} committed`,
+          `job ${job.jobId} field ${field} is ${JSON.stringify(job[field as keyof JobRecord])} in memory, ${JSON.stringify(row?.[field as keyof JobRecord])} committed`,
       );
       const lease = this.tracker.leases.get(job.jobId);
       if (job.state !== 'RUNNING') {

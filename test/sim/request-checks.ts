@@ -9,6 +9,7 @@
  * before a known key is answered, a cancel reports truthfully, lists honour
  * their limit, filter and order.
  */
+import { StateView } from '../../src/protocol/job-view.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
 import type {
@@ -17,6 +18,7 @@ import type {
   ClientRequest,
   ListJobs,
   SubmitJob,
+  SubmitJobs,
   WaitJob,
 } from '../../src/protocol/messages.js';
 import type { JobState } from '../../src/protocol/messages.js';
@@ -71,15 +73,24 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'SUBMIT_JOB':
       return msg.idempotencyKey !== null || read;
     case 'SUBMIT_FLOW':
+    case 'SUBMIT_JOBS':
       return read;
     case 'GET_JOB_STATUS':
     case 'CANCEL_JOB':
     case 'WAIT_JOB':
     case 'LIST_JOBS':
     case 'PURGE_JOBS':
+    case 'GET_SCHEDULE':
       return read;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SUBSCRIBE_JOBS':
+    case 'SET_SCHEDULE':
+    case 'LIST_SCHEDULES':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
       return false;
   }
 }
@@ -123,6 +134,8 @@ function answerNow(
       return;
     case 'SUBMIT_JOB':
       return checkSubmit(ctx, msg, reply as ClientReply, h, before);
+    case 'SUBMIT_JOBS':
+      return checkBatch(ctx, msg, reply as ClientReply, h);
     case 'CANCEL_JOB':
       return checkCancel(judge, msg, reply as ClientReply, h, before);
     case 'GET_JOB_STATUS':
@@ -143,10 +156,59 @@ function answerNow(
       );
       return;
     }
+    case 'SUBSCRIBE_JOBS': {
+      const r = reply as ClientReply;
+      judge.check(
+        r.type === 'SUBSCRIBED' || (r.type === 'ERROR' && r.code === 'LIMIT_EXCEEDED'),
+        () => `SUBSCRIBE_JOBS answered with ${JSON.stringify(r).slice(0, 200)}`,
+      );
+      return;
+    }
     case 'AUTH':
     case 'PURGE_JOBS':
+    case 'SET_SCHEDULE':
+    case 'LIST_SCHEDULES':
+    case 'GET_SCHEDULE':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
       return; // the simulation's clients never send these
   }
+}
+
+/** A batch is answered with one id per job, or with nothing created at all. */
+function checkBatch(
+  ctx: RequestContext,
+  msg: SubmitJobs,
+  reply: ClientReply,
+  h: HandledInput,
+): void {
+  const { judge } = ctx;
+  const created = h.effects.filter((e) => e.kind === 'event' && e.event.type === 'job.submitted');
+  judge.check(
+    !ctx.invalid.has(msg) || (reply.type === 'ERROR' && typeof reply.index === 'number'),
+    () => `an invalid batch got ${JSON.stringify(reply).slice(0, 200)}`,
+  );
+  judge.check(
+    reply.type !== 'ERROR' ||
+      ctx.invalid.has(msg) ||
+      reply.code === 'IDEMPOTENCY_CONFLICT' ||
+      reply.code === 'STORE_READ_FAILED',
+    () => `a valid batch got ERROR ${JSON.stringify(reply).slice(0, 200)}`,
+  );
+  if (reply.type === 'JOBS_SUBMITTED') {
+    judge.check(
+      reply.jobIds.length === msg.jobs.length && created.length <= msg.jobs.length,
+      () =>
+        `SUBMIT_JOBS of ${msg.jobs.length} got ${reply.jobIds.length} ids, created ${created.length}`,
+    );
+    return;
+  }
+  judge.check(
+    (reply.type === 'ERROR' || reply.type === 'SUBMIT_REJECTED') && created.length === 0,
+    () => `a refused SUBMIT_JOBS (${reply.type}) created ${created.length} jobs`,
+  );
 }
 
 /** The core's notion of "the same submission" (effective maxAttempts and priority). */
@@ -194,19 +256,30 @@ function checkSubmit(
     );
     return;
   }
+  // A delayed job counts against the SCHEDULED bound, any other against the
+  // active jobs that are not SCHEDULED: both as they were when it was
+  // admitted (due jobs were promoted first; nothing else moves them here).
+  // (A job with parents is WAITING, an active job, even when also delayed.)
+  const delayed =
+    msg.runAtMillis != null && msg.runAtMillis > h.nowMs && (msg.dependsOn ?? []).length === 0;
+  const made = createdId === null ? 0 : 1;
+  const counted = delayed ? h.scheduledAfter - made : h.activeAfter - h.scheduledAfter - made;
+  const limit = delayed ? config.maxScheduledJobs : config.maxActiveJobs;
   switch (reply.type) {
     case 'JOB_SUBMITTED':
       judge.check(
-        createdId === reply.jobId && h.activeBefore < config.maxActiveJobs,
+        createdId === reply.jobId && counted < limit,
         () =>
-          `JOB_SUBMITTED ${reply.jobId} without creating it (created ${createdId}, active ${h.activeBefore})`,
+          `JOB_SUBMITTED ${reply.jobId} without creating it (created ${createdId}, counted ${counted} of ${limit})`,
       );
       judge.check(
         reply.job === null ||
           (reply.job.attempts === 0 &&
-            (reply.job.state === 'QUEUED' ||
+            (reply.job.state === (delayed ? 'SCHEDULED' : 'QUEUED') ||
               ((msg.dependsOn ?? null) !== null &&
-                (reply.job.state === 'WAITING' || reply.job.state === 'CANCELLED')))),
+                (reply.job.state === 'WAITING' ||
+                  reply.job.state === 'SCHEDULED' ||
+                  reply.job.state === 'CANCELLED')))),
         () =>
           `new job ${reply.jobId} reported as ${reply.job?.state} with ${reply.job?.attempts} attempts`,
       );
@@ -214,12 +287,11 @@ function checkSubmit(
     case 'SUBMIT_REJECTED':
       judge.check(
         createdId === null &&
-          h.activeBefore >= config.maxActiveJobs &&
-          reply.activeCount === h.activeBefore &&
-          reply.limit === config.maxActiveJobs &&
+          counted >= limit &&
+          reply.activeCount === counted &&
+          reply.limit === limit &&
           reply.retryable,
-        () =>
-          `SUBMIT_REJECTED ${JSON.stringify(reply)} with ${h.activeBefore} active of ${config.maxActiveJobs}`,
+        () => `SUBMIT_REJECTED ${JSON.stringify(reply)} with ${counted} counted of ${limit}`,
       );
       return;
     case 'ERROR':
@@ -235,6 +307,13 @@ function checkSubmit(
     case 'AUTH_OK':
     case 'JOBS_PURGED':
     case 'FLOW_SUBMITTED':
+    case 'SUBSCRIBED':
+    case 'JOB_EVENT':
+    case 'EVENTS_MISSED':
+    case 'SCHEDULE_INFO':
+    case 'SCHEDULE_LIST':
+    case 'SCHEDULE_DELETED':
+    case 'JOBS_SUBMITTED':
       throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
   }
 }
@@ -353,13 +432,11 @@ function checkList(ctx: RequestContext, msg: ListJobs, reply: ClientReply): void
   const limit = Math.min(msg.limit ?? MAX_LIST_LIMIT, MAX_LIST_LIMIT);
   const jobs = reply.jobs;
   judge.check(jobs.length <= limit, () => `JOB_LIST of ${jobs.length} jobs for limit ${limit}`);
-  // A v1 client's QUEUED also matches the states it is shown as QUEUED (the
-  // core answers with the real states; the shell maps them).
-  const v1Queued = msg.state === 'QUEUED' && (msg.knownStates ?? null) === null;
-  const matches = (state: string): boolean =>
-    state === msg.state || (v1Queued && (state === 'WAITING' || state === 'SCHEDULED'));
   judge.check(
-    msg.state === null || jobs.every((j) => matches(j.state)),
+    // The core answers with real states; the client session shows each as the
+    // request's view does (a v1 filter QUEUED also matches SCHEDULED jobs).
+    msg.state === null ||
+      jobs.every((j) => StateView.of(msg.knownStates).show(j.state) === msg.state),
     () => `JOB_LIST for state ${msg.state} holds other states`,
   );
   judge.check(
@@ -395,6 +472,19 @@ export function checkDeferredAnswer(
   if (reply.type === 'ERROR' && reply.code === 'STORE_READ_FAILED') return;
   const what = `deferred ${msg.type} answered ${JSON.stringify(reply).slice(0, 300)}`;
   switch (msg.type) {
+    case 'SUBMIT_JOBS':
+      judge.check(
+        reply.type === 'JOBS_SUBMITTED'
+          ? reply.jobIds.length === msg.jobs.length &&
+              reply.jobIds.every((id, i) => {
+                const key = msg.jobs[i]?.idempotencyKey;
+                return typeof key !== 'string' || after.keyOwner(key)?.jobId === id;
+              })
+          : reply.type === 'SUBMIT_REJECTED' ||
+              (reply.type === 'ERROR' && reply.code === 'IDEMPOTENCY_CONFLICT'),
+        () => what,
+      );
+      return;
     case 'SUBMIT_JOB': {
       const owner = after.keyOwner(msg.idempotencyKey ?? '');
       if (reply.type === 'SUBMIT_REJECTED') return;
@@ -453,6 +543,14 @@ export function checkDeferredAnswer(
       return;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SUBSCRIBE_JOBS':
+    case 'SET_SCHEDULE':
+    case 'LIST_SCHEDULES':
+    case 'GET_SCHEDULE':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
       throw judge.violation(`${msg.type} was answered late`);
   }
 }

@@ -42,11 +42,18 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
         for (const job of msg.jobs) add(job, where);
         break;
       case 'SUBMIT_REJECTED':
+      case 'JOBS_SUBMITTED':
       case 'WORKER_LIST':
       case 'ERROR':
       case 'AUTH_OK':
       case 'JOBS_PURGED':
       case 'FLOW_SUBMITTED':
+      case 'SUBSCRIBED':
+      case 'JOB_EVENT':
+      case 'EVENTS_MISSED':
+      case 'SCHEDULE_INFO':
+      case 'SCHEDULE_LIST':
+      case 'SCHEDULE_DELETED':
         break;
     }
   }

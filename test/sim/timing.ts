@@ -98,6 +98,8 @@ export class TimingChecks {
   #onEvent(event: HandledEvent, now: number, finished: Set<string>): void {
     const judge = this.#judge;
     switch (event.type) {
+      case 'job.progress':
+        return;
       case 'job.assigned':
         this.#grantedAtMs.set(event.jobId, now);
         this.#retryAtMs.delete(event.jobId);
@@ -115,6 +117,12 @@ export class TimingChecks {
       case 'job.retryScheduled':
         this.#grantedAtMs.delete(event.jobId);
         this.#retryAtMs.set(event.jobId, now + event.delayMs);
+        return;
+      case 'job.due':
+        judge.check(event.lateMs >= 0, () => `job ${event.jobId} fell due before its time`);
+        return;
+      case 'schedule.fired':
+      case 'schedule.skipped':
         return;
       case 'job.requeued': {
         const due = this.#retryAtMs.get(event.jobId);

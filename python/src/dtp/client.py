@@ -39,7 +39,7 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import (
     Any,
@@ -59,11 +59,13 @@ from .errors import (
     SubmitRejectedError,
     TransportError,
     UnexpectedReplyError,
+    UnsupportedRequestError,
     WaitTimeoutError,
 )
 from .framing import Message
 from .protocol import (
     JOB_STATES,
+    KNOWN_STATES,
     MAX_ATTEMPTS_LIMIT,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TASK_TIMEOUT_MS,
@@ -150,10 +152,19 @@ _SUBMIT_OPTIONS: dict[str, _Option] = {
 """Per-job options of ``submit``, by their Python name. A new wire option is one line here."""
 
 
+MAX_BATCH_JOBS = 1000
+"""Most jobs in one ``submit_many`` (one SUBMIT_JOBS)."""
+
+
 def _submit_message(
     task_type: str, payload: Mapping[str, Any], options: Mapping[str, Any]
 ) -> Message:
-    message: Message = {"type": "SUBMIT_JOB", "taskType": task_type, "payload": dict(payload)}
+    message: Message = {
+        "type": "SUBMIT_JOB",
+        "taskType": task_type,
+        "payload": dict(payload),
+        "knownStates": list(KNOWN_STATES),
+    }
     for name, option in _SUBMIT_OPTIONS.items():
         value = options.get(name)
         if value is not None:
@@ -215,6 +226,12 @@ def _default_address() -> str:
 def _is_safe_to_repeat(message: Mapping[str, Any]) -> bool:
     if message["type"] == "AUTH":
         return False
+    if message["type"] == "SUBMIT_JOBS":
+        # A batch is safe to send again only when every job of it has a key.
+        jobs = message.get("jobs")
+        return isinstance(jobs, list) and all(
+            isinstance(job, Mapping) and bool(job.get("idempotencyKey")) for job in jobs
+        )
     if message["type"] != "SUBMIT_JOB":
         return True
     return bool(message.get("idempotencyKey"))
@@ -335,6 +352,47 @@ class Client:
                 ceiling = min(5.0, 0.2 * 2 ** (attempt - 1))
                 time.sleep(random.uniform(0, ceiling))
 
+    def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> builtins.list[str]:
+        """Submits 1..1000 jobs as one batch and returns their ids in the order given.
+
+        Each job is a dict with ``task_type``, ``payload`` and the per-job options of
+        ``submit`` (``priority``, ``idempotency_key``, ``max_attempts``,
+        ``timeout_millis``). All jobs are created, in one commit, or none is: an invalid
+        job raises ``RemoteError`` whose ``index`` names it, a batch that does not fit
+        under admission control raises ``SubmitRejectedError``, a known idempotency key
+        gives its original id. A coordinator that predates batches raises
+        ``UnsupportedRequestError`` (nothing is submitted one by one instead). More than
+        1000 jobs is a ``ValueError``: split them, each part is its own batch.
+        """
+        elements: builtins.list[Message] = []
+        for index, job in enumerate(jobs):
+            if not isinstance(job, Mapping):
+                raise TypeError(f"job {index} must be a dict")
+            options = dict(job)
+            task_type = options.pop("task_type", None)
+            payload = options.pop("payload", None)
+            if not isinstance(task_type, str) or not task_type:
+                raise TypeError(f"job {index}: task_type must be a non-empty string")
+            if not isinstance(payload, Mapping):
+                raise TypeError(f"job {index}: payload must be a JSON object (a dict)")
+            unknown = sorted(set(options) - set(_SUBMIT_OPTIONS))
+            if unknown:
+                raise TypeError(f"job {index}: unknown option {unknown[0]!r}")
+            element = _submit_message(task_type, payload, options)
+            del element["type"]
+            elements.append(element)
+        if not 1 <= len(elements) <= MAX_BATCH_JOBS:
+            raise ValueError(f"submit_many takes 1..{MAX_BATCH_JOBS} jobs, got {len(elements)}")
+        reply = self._request({"type": "SUBMIT_JOBS", "jobs": elements})
+        if reply["type"] == "SUBMIT_REJECTED":
+            raise SubmitRejectedError(reply)
+        if reply["type"] == "ERROR" and is_not_understood(reply):
+            raise UnsupportedRequestError("bulk submission", str(reply.get("message", "")))
+        ids = _expect("SUBMIT_JOBS", reply, "JOBS_SUBMITTED").get("jobIds")
+        if not isinstance(ids, builtins.list):
+            raise UnexpectedReplyError("SUBMIT_JOBS", "JOBS_SUBMITTED without jobIds")
+        return [str(job_id) for job_id in ids]
+
     def _submit_once(self, message: Message) -> JobHandle:
         reply = self._request(message)
         if reply["type"] == "SUBMIT_REJECTED":
@@ -347,20 +405,33 @@ class Client:
 
     def status(self, job_id: str) -> JobSnapshot:
         """The job's snapshot; ``RemoteError`` ``UNKNOWN_JOB`` when there is none."""
-        reply = self._request({"type": "GET_JOB_STATUS", "jobId": job_id})
+        reply = self._request(
+            {"type": "GET_JOB_STATUS", "jobId": job_id, "knownStates": list(KNOWN_STATES)}
+        )
         job: JobSnapshot = _expect("GET_JOB_STATUS", reply, "JOB_STATUS")["job"]
         return job
 
     def attempts(self, job_id: str) -> builtins.list[dict[str, Any]]:
         """Every attempt of the job, oldest first (empty from a coordinator without history)."""
-        reply = self._request({"type": "GET_JOB_STATUS", "jobId": job_id, "attempts": True})
+        reply = self._request(
+            {
+                "type": "GET_JOB_STATUS",
+                "jobId": job_id,
+                "attempts": True,
+                "knownStates": list(KNOWN_STATES),
+            }
+        )
         attempts = _expect("GET_JOB_STATUS", reply, "JOB_STATUS").get("attempts")
         return list(attempts) if isinstance(attempts, list) else []
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancels a job: ``{"cancelled": bool, "job": snapshot}`` (False: it had ended)."""
         reply = _expect(
-            "CANCEL_JOB", self._request({"type": "CANCEL_JOB", "jobId": job_id}), "JOB_CANCEL"
+            "CANCEL_JOB",
+            self._request(
+                {"type": "CANCEL_JOB", "jobId": job_id, "knownStates": list(KNOWN_STATES)}
+            ),
+            "JOB_CANCEL",
         )
         return {"cancelled": reply.get("cancelled") is True, "job": reply.get("job")}
 
@@ -452,6 +523,7 @@ class Client:
             "limit": limit,
             "state": state,
             "cursor": None if local else cursor,
+            "knownStates": list(KNOWN_STATES),
         }
         if task_type is not None:
             message["taskType"] = task_type
@@ -503,7 +575,12 @@ class Client:
         return not (reply["type"] == "ERROR" and is_not_understood(reply))
 
     def _wait_job(self, job_id: str, timeout_ms: int) -> JobSnapshot | None:
-        message = {"type": "WAIT_JOB", "jobId": job_id, "timeoutMillis": timeout_ms}
+        message = {
+            "type": "WAIT_JOB",
+            "jobId": job_id,
+            "timeoutMillis": timeout_ms,
+            "knownStates": list(KNOWN_STATES),
+        }
         reply = self._request(message, timeout_ms / 1000 + self._request_timeout)
         if reply["type"] == "ERROR" and is_not_understood(reply):
             with self._lock:

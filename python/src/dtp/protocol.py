@@ -28,11 +28,13 @@ MAX_RESULT_BYTES = 512 * 1024
 MAX_ERROR_CHARS = 8 * 1024
 MAX_TASK_TYPES_PER_WORKER = 1024
 MAX_SAFE_INTEGER = 2**53 - 1
+MAX_PROGRESS_MESSAGE_BYTES = 1024
+PROGRESS_MESSAGES_PER_SECOND = 4
 
 # ---------------------------------------------------------------- features
 
 FEATURES: frozenset[str] = frozenset(
-    {"drain", "heartbeatAck", "taskTypes", "retryable", "assignLimits", "prefetch"}
+    {"drain", "heartbeatAck", "taskTypes", "retryable", "assignLimits", "prefetch", "progress"}
 )
 
 
@@ -120,7 +122,20 @@ JobSnapshot = dict[str, Any]
 """A job snapshot as the coordinator sends it (wire field names)."""
 
 TERMINAL_STATES: frozenset[str] = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
-JOB_STATES = ("QUEUED", "RUNNING", "RETRY_WAIT", "COMPLETED", "FAILED", "CANCELLED")
+JOB_STATES = (
+    "QUEUED",
+    "RUNNING",
+    "RETRY_WAIT",
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "SCHEDULED",
+    "WAITING",
+)
+KNOWN_STATES = ("SCHEDULED", "WAITING")
+"""The job states beyond version 1's six that this client understands: sent as
+``knownStates`` on every request whose reply carries job snapshots (a
+coordinator shows any other state as its v1 equivalent)."""
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
 
 

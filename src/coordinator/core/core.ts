@@ -23,14 +23,17 @@ import {
   listKeyDone,
   releaseWaits,
 } from './client-requests.js';
+import { nextDueAtMs, promoteDue } from './delayed-jobs.js';
 import { toRecord } from './job.js';
 import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
 import { recover } from './recovery.js';
+import { fireDueTicks, scheduleJobsRead } from './schedule-requests.js';
 import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed, parentsLookedUp } from './submission.js';
 import { flowParentsLookedUp } from './flow-submission.js';
+import { batchKeyLookedUp, batchKeyLookupFailed } from './batch-submission.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
 import {
   handleWorkerMessage,
@@ -89,7 +92,14 @@ export class CoordinatorCore {
         releaseWaits(s, input.connId);
         break;
       case 'tick':
+        doDue(s);
         sweep(s);
+        break;
+      case 'wake':
+        // The timer that fired is gone: the next wake-up is stated again.
+        if (s.wakeArmedAtMs !== null) s.wakeArmedAtMs = undefined;
+        doDue(s);
+        schedule(s);
         break;
       case 'readDone':
         readDone(s, input.readId, input.result);
@@ -101,6 +111,8 @@ export class CoordinatorCore {
         s.reads.noteCommitted(s.jobs.committed(input.batchId));
         break;
     }
+    stateWakeUp(s);
+    s.subscriptions.publish(s.nowMs, (connId, msg) => s.push(connId, msg));
     return s.takeEffects();
   }
 
@@ -109,9 +121,14 @@ export class CoordinatorCore {
     return this.#s.jobs.takeBatch();
   }
 
-  /** Non-terminal jobs right now (admission control's count). */
+  /** Non-terminal jobs right now, SCHEDULED ones included. */
   get activeCount(): number {
     return this.#s.jobs.activeCount;
+  }
+
+  /** SCHEDULED jobs right now. */
+  get scheduledCount(): number {
+    return this.#s.scheduledCount;
   }
 
   get maxActiveJobs(): number {
@@ -152,6 +169,9 @@ export class CoordinatorCore {
       keptLeases: s.kept.views(),
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
+      subscriptions: s.subscriptions.size,
+      scheduledCount: s.scheduledCount,
+      wakeArmedAtMs: s.wakeArmedAtMs ?? null,
     };
   }
 
@@ -159,6 +179,25 @@ export class CoordinatorCore {
   activeJobs(): JobRecord[] {
     return [...this.#s.jobs.activeJobs()].map(toRecord);
   }
+}
+
+/**
+ * What fell due by now: delayed jobs become QUEUED (due-time order) and due
+ * schedule ticks make their jobs. Only the timed inputs do it (the wake-up
+ * and, as a backstop, the sweep), so every other input changes only what it
+ * is about.
+ */
+function doDue(s: CoreState): void {
+  promoteDue(s);
+  fireDueTicks(s);
+}
+
+/** Tells the shell the earliest instant the core needs an input, when that changed. */
+function stateWakeUp(s: CoreState): void {
+  const due = nextDueAtMs(s);
+  const tick = s.schedules.nextTickAtMs();
+  const atMs = due === null ? tick : tick === null ? due : Math.min(due, tick);
+  if (atMs !== s.wakeArmedAtMs) s.wakeAt(atMs);
 }
 
 function sweep(s: CoreState): void {
@@ -202,6 +241,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
     case 'flowParents':
       if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
       return flowParentsLookedUp(s, read.plan, read.asked, result.jobs);
+    case 'batchKey':
+      if (result.op !== 'jobByKey')
+        throw new Error(`read ${readId}: expected a key, got ${result.op}`);
+      return batchKeyLookedUp(s, read.batch, read.key, result.job);
     case 'listKey':
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
@@ -210,6 +253,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'purge')
         throw new Error(`read ${readId}: expected a purge, got ${result.op}`);
       return purgeDone(s, read, result.deleted);
+    case 'scheduleJobs':
+      if (result.op !== 'scheduleJobs')
+        throw new Error(`read ${readId}: expected a schedule's jobs, got ${result.op}`);
+      return scheduleJobsRead(s, read, result.jobs);
   }
 }
 
@@ -222,6 +269,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
     case 'wait':
     case 'list':
     case 'listKey':
+    case 'scheduleJobs':
       s.replyError(
         read.connId,
         read.requestId,
@@ -240,6 +288,8 @@ function readFailed(s: CoreState, readId: number, message: string): void {
         `Could not look up the parent jobs: ${message}`,
       );
       return;
+    case 'batchKey':
+      return batchKeyLookupFailed(s, read.batch, message);
     case 'purge':
       return purgeFailed(s, read, message);
   }
@@ -274,4 +324,10 @@ export interface CoreInspection {
   keptLeases: KeptLeasesView[];
   pendingWaits: number;
   pendingReads: number;
+  /** SUBSCRIBE_JOBS subscriptions open. */
+  subscriptions: number;
+  /** SCHEDULED jobs held. */
+  scheduledCount: number;
+  /** The wake-up last asked of the shell; null = none. */
+  wakeArmedAtMs: number | null;
 }

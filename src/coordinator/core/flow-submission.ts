@@ -18,7 +18,15 @@ import type { JobRecord } from '../../store/store.js';
 import { schedule } from './job-lifecycle.js';
 import type { FlowPlan, NormalizedSubmission, PlannedJob } from './pending-reads.js';
 import type { CoreState } from './state.js';
-import { checkSubmission, createJob, findParents, isRefusal, type Refusal } from './submission.js';
+import {
+  checkSubmission,
+  createJob,
+  dueAt,
+  findParents,
+  isProblem,
+  newJobOf,
+  type SubmissionProblem,
+} from './submission.js';
 
 /** Handles one SUBMIT_FLOW. */
 export function submitFlow(s: CoreState, connId: number, requestId: number, msg: SubmitFlow): void {
@@ -72,7 +80,9 @@ function lookUpExternal(
 
 function createFlow(s: CoreState, plan: FlowPlan, stored: ReadonlyMap<string, JobRecord>): void {
   const { connId, requestId } = plan;
-  const activeCount = s.jobs.activeCount;
+  // Every job of a flow counts as active (delayed ones too: a flow is
+  // admitted as a whole); SCHEDULED jobs count only once they are due.
+  const activeCount = s.jobs.activeCount - s.scheduledCount;
   const limit = s.config.maxActiveJobs;
   if (activeCount + plan.ordered.length > limit) {
     s.emit({ type: 'job.rejected', activeCount, limit });
@@ -88,10 +98,9 @@ function createFlow(s: CoreState, plan: FlowPlan, stored: ReadonlyMap<string, Jo
   const idOf = new Map<string, string>();
   for (const job of plan.ordered) {
     const dependsOn = job.wanted.dependsOn?.map((name) => idOf.get(name) ?? name) ?? null;
-    const msg: SubmitJob = { ...job.msg, dependsOn };
     const wanted: NormalizedSubmission = { ...job.wanted, dependsOn };
     const parents = dependsOn === null ? undefined : findParents(dependsOn, s, stored);
-    const created = createJob(s, { connId, requestId, msg, wanted }, parents);
+    const created = createJob(s, newJobOf(job.msg, wanted, dueAt(s, wanted)), parents);
     idOf.set(job.ref, created.jobId);
   }
   s.reply(connId, requestId, {
@@ -107,7 +116,7 @@ function planFlow(
   connId: number,
   requestId: number,
   jobs: readonly FlowJob[],
-): FlowPlan | Refusal {
+): FlowPlan | SubmissionProblem {
   if (jobs.length === 0) return invalid('a flow needs at least one job');
   if (jobs.length > MAX_FLOW_JOBS) {
     return invalid(`a flow has at most ${MAX_FLOW_JOBS} jobs, got ${jobs.length}`);
@@ -129,7 +138,7 @@ function planFlow(
   return { connId, requestId, refs: jobs.map((job) => job.ref), ordered, external: [...external] };
 }
 
-function planJob(s: CoreState, index: number, job: FlowJob): PlannedJob | Refusal {
+function planJob(s: CoreState, index: number, job: FlowJob): PlannedJob | SubmissionProblem {
   const where = `jobs[${index}]`;
   if (job.ref.length === 0 || job.ref.length > MAX_JOB_ID_LENGTH) {
     return invalid(`${where}: ref must be 1..${MAX_JOB_ID_LENGTH} characters`);
@@ -150,9 +159,10 @@ function planJob(s: CoreState, index: number, job: FlowJob): PlannedJob | Refusa
     timeoutMillis: job.timeoutMillis ?? null,
     dependsOn: job.dependsOn ?? null,
     onParentFailure: job.onParentFailure ?? null,
+    runAtMillis: job.runAtMillis ?? null,
   };
   const wanted = checkSubmission(s, msg);
-  if (isRefusal(wanted)) {
+  if (isProblem(wanted)) {
     return {
       code: wanted.code,
       message: `${where} (ref ${JSON.stringify(job.ref)}): ${wanted.message}`,
@@ -165,7 +175,7 @@ function planJob(s: CoreState, index: number, job: FlowJob): PlannedJob | Refusa
  * The flow's jobs with every parent before its dependents (Kahn's order,
  * stable in request order), or a FLOW_CYCLE refusal naming a ref on a cycle.
  */
-function parentsFirst(byRef: ReadonlyMap<string, PlannedJob>): PlannedJob[] | Refusal {
+function parentsFirst(byRef: ReadonlyMap<string, PlannedJob>): PlannedJob[] | SubmissionProblem {
   const waitingOn = new Map<string, number>();
   const children = new Map<string, string[]>();
   for (const job of byRef.values()) {
@@ -196,6 +206,6 @@ function parentsFirst(byRef: ReadonlyMap<string, PlannedJob>): PlannedJob[] | Re
   };
 }
 
-function invalid(detail: string): Refusal {
+function invalid(detail: string): SubmissionProblem {
   return { code: ErrorCode.InvalidFlow, message: `Invalid flow: ${detail}; nothing was created` };
 }

@@ -22,6 +22,7 @@ import {
 } from './dependencies.js';
 import { isTerminalState, transition } from './job-state.js';
 import { grantLease, isCurrentLease } from './lease.js';
+import { holdScheduled, releaseScheduled } from './delayed-jobs.js';
 import { retryDelayMs } from './retry-policy.js';
 import type { CoreState } from './state.js';
 import type { AttemptFailureCause } from './types.js';
@@ -160,11 +161,20 @@ function settleOne(s: CoreState, dependent: CoreJob, parent: FinishedParent): vo
   releaseWaiting(s, dependent);
 }
 
-/** A WAITING job whose parents all let it go on: queued now. */
+/**
+ * A WAITING job whose parents all let it go on: queued now, or SCHEDULED
+ * when it was also delayed and its time has not come.
+ */
 export function releaseWaiting(s: CoreState, job: CoreJob): void {
-  transition(job, { to: 'QUEUED' }, s.nowMs);
-  s.jobs.save(job);
-  s.ready.push(job);
+  if (job.runAtMs !== null && job.runAtMs > s.nowMs) {
+    transition(job, { to: 'SCHEDULED' }, s.nowMs);
+    s.jobs.save(job);
+    holdScheduled(s, job);
+  } else {
+    transition(job, { to: 'QUEUED' }, s.nowMs);
+    s.jobs.save(job);
+    s.ready.push(job);
+  }
   s.emit({ type: 'job.released', jobId: job.jobId });
 }
 
@@ -325,6 +335,7 @@ export function cancelJob(s: CoreState, job: CoreJob): boolean {
     sendCancel(s, job);
     endAttempt(s, job, 'CANCELLED', 'cancelled');
   }
+  if (from === 'SCHEDULED') releaseScheduled(s);
   finishJob(s, job, 'CANCELLED');
   s.emit({ type: 'job.cancelled', jobId: job.jobId, from });
   return true;

@@ -14,7 +14,7 @@
  * Idempotency keys of active and retiring jobs are indexed here; older keys
  * are looked up in the store (see submission.ts).
  */
-import type { AttemptRecord, JobRecord, WriteBatch } from '../../store/store.js';
+import type { AttemptRecord, JobRecord, ScheduleRecord, WriteBatch } from '../../store/store.js';
 import { toRecord, type CoreJob } from './job.js';
 
 interface InFlight {
@@ -28,6 +28,8 @@ export class JobTable {
   readonly #keys = new Map<string, CoreJob>();
   #dirty = new Map<string, { job: CoreJob; isNew: boolean }>();
   #dirtyAttempts: AttemptRecord[] = [];
+  /** Schedules written (their row) or deleted (null) since the last batch. */
+  #dirtySchedules = new Map<string, ScheduleRecord | null>();
   readonly #inFlight = new Map<string, InFlight>();
   /** Job ids per batch id: what leaves `retiring` and `inFlight` when it commits. */
   readonly #retiringByBatch = new Map<number, string[]>();
@@ -35,8 +37,12 @@ export class JobTable {
   #nextBatchId = 1;
   #nextSeq: number;
 
-  constructor(nextSeq: number) {
+  /** Told of every job inserted or saved (job events for subscribers). */
+  readonly #onWrite: (job: CoreJob) => void;
+
+  constructor(nextSeq: number, onWrite: (job: CoreJob) => void = () => undefined) {
     this.#nextSeq = nextSeq;
+    this.#onWrite = onWrite;
   }
 
   /** Non-terminal jobs (admission control's count). */
@@ -73,6 +79,7 @@ export class JobTable {
   insert(job: CoreJob): void {
     this.#addActive(job);
     this.#dirty.set(job.jobId, { job, isNew: true });
+    this.#onWrite(job);
   }
 
   /** A job found in the store at recovery: active, nothing to write. */
@@ -83,6 +90,7 @@ export class JobTable {
   /** The job changed: its new version goes out with the next batch. */
   save(job: CoreJob): void {
     if (!this.#dirty.has(job.jobId)) this.#dirty.set(job.jobId, { job, isNew: false });
+    this.#onWrite(job);
   }
 
   /** An attempt ended: its row goes out with the next batch. */
@@ -98,9 +106,19 @@ export class JobTable {
     this.save(job);
   }
 
+  /** A schedule changed: its row goes out with the next batch (with the jobs it made). */
+  saveSchedule(schedule: ScheduleRecord): void {
+    this.#dirtySchedules.set(schedule.name, { ...schedule });
+  }
+
+  /** A schedule was deleted: that goes out with the next batch. */
+  deleteSchedule(name: string): void {
+    this.#dirtySchedules.set(name, null);
+  }
+
   /** True when something is waiting to be written. */
   get hasWrites(): boolean {
-    return this.#dirty.size > 0 || this.#dirtyAttempts.length > 0;
+    return this.#dirty.size > 0 || this.#dirtyAttempts.length > 0 || this.#dirtySchedules.size > 0;
   }
 
   /** Everything dirty as one batch (null when nothing is), now in flight. */
@@ -117,9 +135,22 @@ export class JobTable {
     }
     if (ids.length > 0) this.#inFlightByBatch.set(batchId, ids);
     const attempts = this.#dirtyAttempts;
+    const schedules: ScheduleRecord[] = [];
+    const deletedSchedules: string[] = [];
+    for (const [name, row] of this.#dirtySchedules) {
+      if (row === null) deletedSchedules.push(name);
+      else schedules.push(row);
+    }
     this.#dirty = new Map();
     this.#dirtyAttempts = [];
-    return { batchId, jobs, attempts };
+    this.#dirtySchedules = new Map();
+    return {
+      batchId,
+      jobs,
+      attempts,
+      ...(schedules.length > 0 && { schedules }),
+      ...(deletedSchedules.length > 0 && { deletedSchedules }),
+    };
   }
 
   /**

@@ -9,6 +9,7 @@
  */
 import type {
   AttemptSnapshot,
+  JobProgress,
   JobSnapshot,
   JobState,
   ParentFailurePolicy,
@@ -48,6 +49,12 @@ export interface CoreJob {
   updatedAtMs: number;
   startedAtMs: number | null;
   finishedAtMs: number | null;
+  /** The latest progress of the current (or last) attempt; null = none reported. */
+  progress: JobProgress | null;
+  /** When a delayed job is (or was) due; null for a job that was not delayed. */
+  runAtMs: number | null;
+  /** The schedule whose tick made this job; null otherwise. */
+  readonly scheduleName: string | null;
   /** Every attempt so far, oldest first (the history `status --attempts` shows). */
   readonly history: AttemptRecord[];
   /** The jobs it waits for (see dependencies.ts); null = none. */
@@ -91,6 +98,9 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     finishedAtMs: job.finishedAtMs,
     dependsOn: job.dependsOn,
     onParentFailure: job.onParentFailure,
+    progress: job.progress,
+    runAtMs: job.runAtMs,
+    scheduleName: job.scheduleName,
   };
 }
 
@@ -130,6 +140,9 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     finishedAtMs: row.finishedAtMs,
     dependsOn: row.dependsOn,
     onParentFailure: row.onParentFailure,
+    progress: row.progress ?? null,
+    runAtMs: row.runAtMs,
+    scheduleName: row.scheduleName,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
   };
 }
@@ -199,6 +212,9 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
   }
   if (job.idempotencyKey !== null) snapshot.idempotencyKey = job.idempotencyKey;
   if (job.dependsOn !== null) snapshot.dependsOn = [...job.dependsOn];
+  if (job.progress !== null && job.progress !== undefined) snapshot.progress = job.progress;
+  if (job.runAtMs !== null) snapshot.runAtMillis = job.runAtMs;
+  if (job.scheduleName !== null) snapshot.scheduleName = job.scheduleName;
   return snapshot;
 }
 

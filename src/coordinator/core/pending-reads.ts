@@ -8,7 +8,12 @@
  * the listing's read is still out, after the read took its snapshot; such
  * rows are kept here (`seen`) so the merge still uses them.
  */
-import type { ParentFailurePolicy, SubmitJob, TerminalState } from '../../protocol/messages.js';
+import type {
+  ParentFailurePolicy,
+  SubmitJob,
+  SubmitJobsElement,
+  TerminalState,
+} from '../../protocol/messages.js';
 import type { JobRecord, ListQuery } from '../../store/store.js';
 
 export interface NormalizedSubmission {
@@ -18,6 +23,8 @@ export interface NormalizedSubmission {
   /** Parents, duplicates removed, in the order given; null = none. */
   readonly dependsOn: string[] | null;
   readonly onParentFailure: ParentFailurePolicy | null;
+  /** The requested due time of a delayed job (not yet clamped to now); null = not delayed. */
+  readonly runAtMs: number | null;
 }
 
 /** A submission held while the store is asked about its idempotency key. */
@@ -43,6 +50,22 @@ export interface PlannedJob {
   readonly ref: string;
   readonly msg: SubmitJob;
   readonly wanted: NormalizedSubmission;
+}
+
+/** A SUBMIT_JOBS whose keys the store is being asked about (batch-submission.ts). */
+export interface HeldBatch {
+  readonly connId: number;
+  readonly requestId: number;
+  readonly jobs: readonly {
+    readonly msg: SubmitJobsElement;
+    readonly wanted: NormalizedSubmission;
+  }[];
+  /** What the store said of each key looked up so far. */
+  readonly stored: Map<string, JobRecord | null>;
+  /** Lookups still out. */
+  waiting: number;
+  /** A lookup failed: the batch was answered with an error. */
+  failed: boolean;
 }
 
 export type PendingRead =
@@ -71,6 +94,11 @@ export type PendingRead =
   | { kind: 'parents'; held: HeldSubmission; asked: readonly string[] }
   /** A flow's parents that are existing jobs memory does not hold. */
   | { kind: 'flowParents'; plan: FlowPlan; asked: readonly string[] }
+  /** GET_SCHEDULE: the schedule's newest jobs from the store. */
+  | { kind: 'scheduleJobs'; connId: number; requestId: number; name: string }
+
+  /** One key of a SUBMIT_JOBS: the batch is settled when its last lookup is answered. */
+  | { kind: 'batchKey'; batch: HeldBatch; key: string }
   /** LIST_JOBS with an idempotency key: the store is asked for the key's job. */
   | { kind: 'listKey'; connId: number; requestId: number; query: ListQuery; key: string }
   | {

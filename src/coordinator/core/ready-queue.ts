@@ -1,11 +1,12 @@
 /**
  * The QUEUED jobs, in scheduling order: highest effective priority first, then
- * submission order (seq).
+ * the time each became ready (submission, or a delayed job's due time; see
+ * {@link readySinceMs}), then submission order (seq).
  *
  * A job's effective level is min(HIGH, base + floor(age / agingStep)), age
  * counted from its original submission. Jobs are kept in one heap per
- * (task type, base priority), ordered by seq. Within such a heap the job with
- * the lowest seq is also the oldest, so it has the highest effective level:
+ * (task type, base priority), ordered by ready-since and seq. Within such a
+ * heap the first job is also the oldest, so it has the highest effective level:
  * the best job overall is always one of the heap heads. Picking it costs
  * O(runnable task types x 3) plus O(log n) to remove it, never a sort or a
  * scan; task types that no free worker serves are not looked at, so their
@@ -21,15 +22,30 @@ import { BinaryHeap } from './binary-heap.js';
 const BASE_LEVEL: Readonly<Record<Priority, number>> = { LOW: 0, NORMAL: 1, HIGH: 2 };
 const MAX_LEVEL = 2;
 
+/**
+ * When a job became ready to run: its submission, or for a delayed job its
+ * due time (a job that waited a month for its time has not been waiting for
+ * a worker all along). Age for aging counts from here, and the queue's order
+ * follows it, so overdue delayed jobs run in due-time order.
+ */
+export function readySinceMs(job: Readonly<CoreJob>): number {
+  return job.runAtMs ?? job.createdAtMs;
+}
+
 /** Effective level (0 = LOW .. 2 = HIGH) of a job at `nowMs`. */
 export function effectiveLevel(job: Readonly<CoreJob>, nowMs: number, agingStepMs: number): number {
   const base = BASE_LEVEL[job.priority];
   if (base >= MAX_LEVEL || agingStepMs <= 0) return base;
-  const age = Math.max(0, nowMs - job.createdAtMs);
+  const age = Math.max(0, nowMs - readySinceMs(job));
   return Math.min(MAX_LEVEL, base + Math.floor(age / agingStepMs));
 }
 
-const bySeq = (a: CoreJob, b: CoreJob): boolean => a.seq < b.seq;
+/** Ready-since, then submission order: the head of a heap is its oldest, so its highest level. */
+const byReadySince = (a: CoreJob, b: CoreJob): boolean => {
+  const ra = readySinceMs(a);
+  const rb = readySinceMs(b);
+  return ra !== rb ? ra < rb : a.seq < b.seq;
+};
 
 /** The task types some worker can take a job of now (see WorkerRegistry). */
 export interface RunnableTypes {
@@ -63,7 +79,7 @@ export class ReadyQueue {
   push(job: CoreJob): void {
     let lane = this.#lanes.get(job.taskType);
     if (lane === undefined) {
-      const heaps = [new BinaryHeap(bySeq), new BinaryHeap(bySeq), new BinaryHeap(bySeq)];
+      const heaps = [0, 1, 2].map(() => new BinaryHeap(byReadySince));
       lane = { taskType: job.taskType, heaps };
       this.#lanes.set(job.taskType, lane);
     }
@@ -87,7 +103,7 @@ export class ReadyQueue {
         if (
           best === undefined ||
           level > best.level ||
-          (level === best.level && job.seq < best.job.seq)
+          (level === best.level && byReadySince(job, best.job))
         ) {
           best = { lane, heap, job, level };
         }

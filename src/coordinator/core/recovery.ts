@@ -3,6 +3,8 @@
  *
  * - QUEUED jobs are queued again in their original order and priority.
  * - RETRY_WAIT jobs keep their absolute eligibility time.
+ * - SCHEDULED jobs keep their due time; overdue ones become QUEUED with the
+ *   first input, in due-time order (delayed-jobs.ts).
  * - RUNNING jobs were interrupted: the attempt counts, and is recorded in the
  *   history as INTERRUPTED. With attempts left the job is requeued;
  *   otherwise it fails with "coordinator restarted during final attempt;
@@ -23,6 +25,7 @@ import {
   type FinishedParent,
 } from './dependencies.js';
 import { fromRecord, isRunning, type CoreJob, type RunningJob } from './job.js';
+import { holdScheduled } from './delayed-jobs.js';
 import { cancelJob, finishJob, interruptAttempt, releaseWaiting } from './job-lifecycle.js';
 import { isTerminalState, transition } from './job-state.js';
 import type { CoreState } from './state.js';
@@ -34,6 +37,8 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     list.push(attempt);
     attemptsByJob.set(attempt.jobId, list);
   }
+  // Schedules resume where the store says: a tick whose time passed is due now.
+  for (const schedule of stored.schedules ?? []) s.schedules.put({ ...schedule });
   const interruption = interruptionOf(stored.epoch);
   const jobs = stored.activeJobs.map((row) => {
     const job = fromRecord(row, attemptsByJob.get(row.jobId) ?? []);
@@ -115,14 +120,18 @@ function recoverJob(s: CoreState, job: CoreJob, interruption: string): void {
         throw new Error(`store returned RUNNING job ${job.jobId} without a lease`);
       recoverRunning(s, job, interruption);
       return;
+    case 'SCHEDULED':
+      // Overdue ones (their time passed while no coordinator ran) are
+      // promoted by the first input, in due-time order.
+      if (job.runAtMs === null)
+        throw new Error(`store returned SCHEDULED job ${job.jobId} without runAtMs`);
+      holdScheduled(s, job);
+      return;
     case 'WAITING':
       // Its parents are in the graph already; one whose parents all ended
-      // (none is written so, but tolerate it) is queued now.
+      // (none is written so, but tolerate it) is released now.
       if (s.graph.openParents(job.jobId) === 0) releaseWaiting(s, job);
       return;
-    case 'SCHEDULED':
-      // Nothing makes this state yet; the feature that does recovers it.
-      throw new Error(`store returned ${job.state} job ${job.jobId}, which this build cannot run`);
     case 'COMPLETED':
     case 'FAILED':
     case 'CANCELLED':

@@ -3,7 +3,7 @@
  * (this folder) touches it, and only while handling one input.
  */
 import type { ErrorCode } from '../../protocol/error-codes.js';
-import type { ClientReply, CoordinatorToWorker } from '../../protocol/messages.js';
+import type { ClientReply, CoordinatorToWorker, JobEvent } from '../../protocol/messages.js';
 import type { StoreRead } from '../../store/store.js';
 import { BinaryHeap } from './binary-heap.js';
 import { DependencyGraph } from './dependencies.js';
@@ -14,7 +14,9 @@ import type { PendingRead } from './pending-reads.js';
 import { PendingReads } from './pending-reads.js';
 import { ReadyQueue } from './ready-queue.js';
 import { RetentionCursor } from './retention-cursor.js';
+import { ScheduleTable } from './schedule-table.js';
 import type { CoreConfig, CoreDeps, CoreEvent, Effect } from './types.js';
+import { SubscriptionTable } from './subscriptions.js';
 import { WaitTable } from './wait-table.js';
 import { WorkerRegistry } from './worker-registry.js';
 
@@ -28,6 +30,17 @@ export interface DueEntry {
 
 const byDueTime = (a: DueEntry, b: DueEntry): boolean => a.atMs < b.atMs;
 
+/** One delayed job in the heap of SCHEDULED jobs (delayed-jobs.ts). */
+export interface DueJob {
+  readonly atMs: number;
+  readonly seq: number;
+  readonly jobId: string;
+}
+
+/** Due time, then submission order: overdue jobs leave in the order they fell due. */
+const byDueThenSeq = (a: DueJob, b: DueJob): boolean =>
+  a.atMs !== b.atMs ? a.atMs < b.atMs : a.seq < b.seq;
+
 export class CoreState {
   readonly config: CoreConfig;
   readonly deps: CoreDeps;
@@ -35,6 +48,20 @@ export class CoreState {
   readonly ready: ReadyQueue;
   readonly deadlines = new BinaryHeap<DueEntry>(byDueTime);
   readonly retries = new BinaryHeap<DueEntry>(byDueTime);
+  /** SCHEDULED jobs by due time (delayed-jobs.ts); lazily cleaned. */
+  readonly scheduled = new BinaryHeap<DueJob>(byDueThenSeq);
+  /** Recurring schedules (schedules.ts). */
+  readonly schedules = new ScheduleTable();
+  /** When this core was built: ticks due before it were missed while no coordinator led. */
+  readonly startedAtMs: number;
+  /** SCHEDULED jobs right now (the heap may hold stale entries too). */
+  scheduledCount = 0;
+  /**
+   * The wake-up time last asked of the shell (`wakeAt`); null = none is
+   * armed; undefined = unknown (a wake-up just fired): the next one is
+   * always stated.
+   */
+  wakeArmedAtMs: number | null | undefined = null;
   readonly workers = new WorkerRegistry();
   /** Worker connections the core has closed; their late frames are ignored. */
   readonly closingConns = new Set<number>();
@@ -50,6 +77,8 @@ export class CoreState {
   readonly waits = new WaitTable();
   /** Reads of history the shell is running for us. */
   readonly reads = new PendingReads();
+  /** SUBSCRIBE_JOBS subscriptions and the job changes they are told about. */
+  readonly subscriptions = new SubscriptionTable();
   /** Background deletion of old terminal jobs. */
   readonly retention = new RetentionCursor();
   /** Jobs waiting for other jobs, and what their parents left them. */
@@ -69,10 +98,11 @@ export class CoreState {
   constructor(config: CoreConfig, deps: CoreDeps, nextSeq: number) {
     this.config = config;
     this.deps = deps;
-    this.jobs = new JobTable(nextSeq);
+    this.jobs = new JobTable(nextSeq, (job) => this.subscriptions.noteWrite(job));
     this.ready = new ReadyQueue(config.agingStepMs);
     this.nowMs = deps.now();
     this.lastTickMs = this.nowMs;
+    this.startedAtMs = this.nowMs;
   }
 
   /**
@@ -123,6 +153,17 @@ export class CoreState {
 
   replyError(connId: number, requestId: number, code: ErrorCode, message: string): void {
     this.reply(connId, requestId, { type: 'ERROR', message, code });
+  }
+
+  /** A pushed event for a subscriber (leaves after this input's commit, outside request order). */
+  push(connId: number, msg: JobEvent): void {
+    this.#effects.push({ kind: 'push', connId, msg });
+  }
+
+  /** Asks the shell for a `wake` input at `atMs` (null: none needed); replaces the last one. */
+  wakeAt(atMs: number | null): void {
+    this.wakeArmedAtMs = atMs;
+    this.#effects.push({ kind: 'wakeAt', atMs });
   }
 
   armWait(connId: number, requestId: number, timeoutMs: number): void {

@@ -16,13 +16,14 @@ import { ErrorCode, isErrorCode } from '../../protocol/error-codes.js';
 import { describeError } from '../../protocol/errors.js';
 import {
   MAX_ATTEMPTS_LIMIT,
+  MAX_DELAY_MS,
   MAX_IDEMPOTENCY_KEY_LENGTH,
   MAX_JOB_ID_LENGTH,
   MAX_PARENTS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../../protocol/limits.js';
-import type { JsonObject, SubmitJob } from '../../protocol/messages.js';
+import type { JsonObject, SubmitJob, SubmitJobsElement } from '../../protocol/messages.js';
 import {
   BUILTIN_TASK_TYPES,
   CUSTOM_TASK_TYPE_PATTERN,
@@ -32,13 +33,14 @@ import {
 import type { JobRecord } from '../../store/store.js';
 import { coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
 import { finishedParentOf, parentFailureError, type FinishedParent } from './dependencies.js';
+import { holdScheduled } from './delayed-jobs.js';
 import { isTerminalState } from './job-state.js';
 import { cancelJob, releaseWaiting, schedule } from './job-lifecycle.js';
 import type { HeldSubmission, NormalizedSubmission } from './pending-reads.js';
 import type { CoreState } from './state.js';
 
 /** The submission's effective settings, or what is wrong with it. */
-function normalize(s: CoreState, msg: SubmitJob): NormalizedSubmission | string {
+function normalize(s: CoreState, msg: SubmitJobsElement): NormalizedSubmission | string {
   const maxAttempts =
     msg.maxAttempts === null || msg.maxAttempts <= 0
       ? s.config.defaultMaxAttempts
@@ -52,12 +54,17 @@ function normalize(s: CoreState, msg: SubmitJob): NormalizedSubmission | string 
   if (timeoutMs < MIN_TASK_TIMEOUT_MS || timeoutMs > MAX_TASK_TIMEOUT_MS) {
     return `timeoutMillis must be ${MIN_TASK_TIMEOUT_MS}..${MAX_TASK_TIMEOUT_MS}, got ${timeoutMs}`;
   }
+  const runAtMs = msg.runAtMillis ?? null;
+  if (runAtMs !== null && (runAtMs < 0 || runAtMs > s.nowMs + MAX_DELAY_MS)) {
+    return `runAtMillis must be an epoch time at most ${MAX_DELAY_MS / 86_400_000} days ahead, got ${runAtMs}`;
+  }
   const dependsOn = normalizeParents(msg.dependsOn ?? null);
   if (typeof dependsOn === 'string') return dependsOn;
   return {
     maxAttempts,
     priority: msg.priority ?? 'NORMAL',
     timeoutMs,
+    runAtMs,
     dependsOn,
     onParentFailure: dependsOn === null ? null : (msg.onParentFailure ?? null),
   };
@@ -85,7 +92,11 @@ type Submitted = Pick<
   'taskType' | 'maxAttempts' | 'priority' | 'timeoutMs' | 'payloadJson' | 'dependsOn'
 >;
 
-function sameSubmission(job: Submitted, msg: SubmitJob, wanted: NormalizedSubmission): boolean {
+export function sameSubmission(
+  job: Submitted,
+  msg: SubmitJobsElement,
+  wanted: NormalizedSubmission,
+): boolean {
   if (job.taskType !== msg.taskType || job.maxAttempts !== wanted.maxAttempts) return false;
   if (job.priority !== wanted.priority || job.timeoutMs !== wanted.timeoutMs) return false;
   if (!isDeepStrictEqual(job.dependsOn, wanted.dependsOn)) return false;
@@ -95,14 +106,17 @@ function sameSubmission(job: Submitted, msg: SubmitJob, wanted: NormalizedSubmis
   return isDeepStrictEqual(JSON.parse(job.payloadJson), JSON.parse(JSON.stringify(msg.payload)));
 }
 
-/** What is wrong with a submission (its code and message). */
-export interface Refusal {
-  code: ErrorCode;
-  message: string;
+/** What is wrong with a submission, as its ERROR says it. */
+export interface SubmissionProblem {
+  readonly code: ErrorCode;
+  readonly message: string;
 }
 
-/** Validates one submission (task type, settings, a built-in's payload): its settings, or a refusal. */
-export function checkSubmission(s: CoreState, msg: SubmitJob): NormalizedSubmission | Refusal {
+/** The submission's effective settings, or why it is refused (nothing is created then). */
+export function checkSubmission(
+  s: CoreState,
+  msg: SubmitJobsElement,
+): NormalizedSubmission | SubmissionProblem {
   if (!isValidTaskType(msg.taskType)) {
     return {
       code: ErrorCode.InvalidTaskType,
@@ -126,14 +140,14 @@ export function checkSubmission(s: CoreState, msg: SubmitJob): NormalizedSubmiss
   return wanted;
 }
 
-export function isRefusal(value: NormalizedSubmission | Refusal): value is Refusal {
-  return 'code' in value;
-}
+export const isProblem = (
+  checked: NormalizedSubmission | SubmissionProblem,
+): checked is SubmissionProblem => 'code' in checked;
 
 /** Handles one SUBMIT_JOB. */
 export function submit(s: CoreState, connId: number, requestId: number, msg: SubmitJob): void {
   const wanted = checkSubmission(s, msg);
-  if (isRefusal(wanted)) {
+  if (isProblem(wanted)) {
     s.replyError(connId, requestId, wanted.code, wanted.message);
     return;
   }
@@ -195,6 +209,23 @@ function answerKnownKey(s: CoreState, held: HeldSubmission, existing: JobRecord)
   });
 }
 
+/** The admission limit a new job would exceed, or null when it is admitted. */
+function refusalOf(
+  s: CoreState,
+  delayed: boolean,
+): { activeCount: number; limit: number; what: string } | null {
+  if (delayed) {
+    const limit = s.config.maxScheduledJobs;
+    return s.scheduledCount >= limit
+      ? { activeCount: s.scheduledCount, limit, what: 'scheduled jobs' }
+      : null;
+  }
+  // SCHEDULED jobs count toward the active limit only once they are due.
+  const activeCount = s.jobs.activeCount - s.scheduledCount;
+  const limit = s.config.maxActiveJobs;
+  return activeCount >= limit ? { activeCount, limit, what: 'active jobs' } : null;
+}
+
 /** What a submission's parents are now: still open, or ended (with their outcome). */
 export interface ParentsFound {
   open: string[];
@@ -252,7 +283,7 @@ function replyUnknownParent(s: CoreState, held: HeldSubmission, parentId: string
 
 /** Admission control, then the new job (its parents looked up first when it has any). */
 function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void {
-  const { connId, requestId } = held;
+  const { connId, requestId, msg, wanted } = held;
   const parentIds = held.wanted.dependsOn;
   if (parentIds !== null && parents === undefined) {
     const found = findParents(parentIds, s, new Map());
@@ -265,20 +296,24 @@ function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void
     }
     parents = found;
   }
-  const activeCount = s.jobs.activeCount;
-  const limit = s.config.maxActiveJobs;
-  if (activeCount >= limit) {
+  const runAtMs = dueAt(s, wanted);
+  // A job with parents is WAITING (an active job) until they end, even when
+  // it is also delayed: it is admitted as active.
+  const delayed = runAtMs !== null && runAtMs > s.nowMs && wanted.dependsOn === null;
+  const refusal = refusalOf(s, delayed);
+  if (refusal !== null) {
+    const { activeCount, limit, what } = refusal;
     s.emit({ type: 'job.rejected', activeCount, limit });
     s.reply(connId, requestId, {
       type: 'SUBMIT_REJECTED',
-      reason: `too many active jobs (${activeCount} of ${limit}); retry later`,
+      reason: `too many ${what} (${activeCount} of ${limit}); retry later`,
       activeCount,
       limit,
       retryable: true,
     });
     return;
   }
-  const job = createJob(s, held, parents);
+  const job = createJob(s, newJobOf(msg, wanted, runAtMs), parents);
   s.reply(connId, requestId, {
     type: 'JOB_SUBMITTED',
     jobId: job.jobId,
@@ -288,20 +323,60 @@ function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void
   schedule(s);
 }
 
-export function createJob(s: CoreState, held: HeldSubmission, parents?: ParentsFound): CoreJob {
-  const { msg, wanted } = held;
-  const waits = parents !== undefined;
-  const job: CoreJob = {
-    seq: s.jobs.takeSeq(),
-    jobId: s.deps.newId(),
+/** A submission's due time: null when not delayed; a time in the past means now. */
+export function dueAt(s: CoreState, wanted: NormalizedSubmission): number | null {
+  return wanted.runAtMs === null ? null : Math.max(wanted.runAtMs, s.nowMs);
+}
+
+/** The new job a checked submission makes. */
+export function newJobOf(
+  msg: SubmitJobsElement,
+  wanted: NormalizedSubmission,
+  runAtMs: number | null,
+): NewJob {
+  return {
     taskType: msg.taskType,
     payloadJson: JSON.stringify(msg.payload satisfies JsonObject),
     priority: wanted.priority,
     maxAttempts: wanted.maxAttempts,
     timeoutMs: wanted.timeoutMs,
     idempotencyKey: msg.idempotencyKey,
+    runAtMs,
+    scheduleName: null,
+    dependsOn: wanted.dependsOn,
+    onParentFailure: wanted.onParentFailure,
+  };
+}
+
+/** What a new job is made of (a submission's or a schedule tick's). */
+export type NewJob = Pick<
+  CoreJob,
+  | 'taskType'
+  | 'payloadJson'
+  | 'priority'
+  | 'maxAttempts'
+  | 'timeoutMs'
+  | 'idempotencyKey'
+  | 'runAtMs'
+  | 'scheduleName'
+  | 'dependsOn'
+  | 'onParentFailure'
+>;
+
+/**
+ * Creates a job (admission already passed): WAITING when it has parents (its
+ * `parents` as looked up; settled at once when they have all ended),
+ * SCHEDULED when its due time is ahead, QUEUED otherwise. The caller runs
+ * `schedule(s)`.
+ */
+export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): CoreJob {
+  const delayed = spec.runAtMs !== null && spec.runAtMs > s.nowMs;
+  const job: CoreJob = {
+    ...spec,
+    seq: s.jobs.takeSeq(),
+    jobId: s.deps.newId(),
     createdAtMs: s.nowMs,
-    state: waits ? 'WAITING' : 'QUEUED',
+    state: parents !== undefined ? 'WAITING' : delayed ? 'SCHEDULED' : 'QUEUED',
     lease: null,
     attempts: 0,
     retryAtMs: null,
@@ -311,12 +386,12 @@ export function createJob(s: CoreState, held: HeldSubmission, parents?: ParentsF
     updatedAtMs: s.nowMs,
     startedAtMs: null,
     finishedAtMs: null,
+    progress: null,
     history: [],
-    dependsOn: wanted.dependsOn,
-    onParentFailure: wanted.onParentFailure,
   };
   s.jobs.insert(job);
-  if (!waits) s.ready.push(job);
+  if (parents === undefined && delayed) holdScheduled(s, job);
+  else if (parents === undefined) s.ready.push(job);
   s.emit({
     type: 'job.submitted',
     jobId: job.jobId,
@@ -331,7 +406,8 @@ export function createJob(s: CoreState, held: HeldSubmission, parents?: ParentsF
 
 /**
  * A new WAITING job joins the graph: it stays WAITING while a parent is
- * open, is QUEUED at once when every parent completed, and is cancelled at
+ * open, is released at once (QUEUED, or SCHEDULED when delayed) when every
+ * parent completed, and is cancelled at
  * once when a parent had already failed (unless it runs anyway).
  */
 function attachParents(s: CoreState, job: CoreJob, parents: ParentsFound): void {

@@ -69,6 +69,17 @@ const LINES: Formatters = {
     'duplicate submission answered with the existing job',
     { jobId: e.jobId, idempotencyKey: e.idempotencyKey },
   ],
+  'job.due': (e) => ['info', 'delayed job due', { jobId: e.jobId, lateMs: e.lateMs }],
+  'schedule.fired': (e) => [
+    'info',
+    'schedule tick made a job',
+    { schedule: e.name, jobId: e.jobId, tickMs: e.tickMs, lagMs: e.lagMs },
+  ],
+  'schedule.skipped': (e) => [
+    'info',
+    'schedule tick made no job',
+    { schedule: e.name, tickMs: e.tickMs, reason: e.reason },
+  ],
   'job.rejected': (e) => [
     'info',
     'submission rejected',
@@ -119,6 +130,11 @@ const LINES: Formatters = {
     'job recovered after restart',
     { jobId: e.jobId, from: e.from, to: e.to },
   ],
+  'job.progress': (e) => [
+    'info',
+    e.accepted ? 'progress reported' : 'progress ignored',
+    { jobId: e.jobId, reason: e.reason ?? undefined },
+  ],
   'result.stale': (e) => [
     'warn',
     'stale result rejected',
@@ -150,6 +166,9 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'worker.draining': true,
   'job.submitted': true,
   'job.deduplicated': true,
+  'job.due': true,
+  'schedule.fired': true,
+  'schedule.skipped': true,
   'job.rejected': true,
   'job.assigned': true,
   'job.retryScheduled': false,
@@ -161,6 +180,7 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'job.deadlineExceeded': false,
   'job.recovered': true,
   'result.stale': false,
+  'job.progress': true,
 };
 
 /** The level and text of an event's line (exported for tests). */
@@ -172,6 +192,8 @@ export function formatEvent(event: CoreEvent): Line {
 export function logEvent(log: Logger, event: CoreEvent): void {
   // The per-job lines cost nothing beyond this check when info is off.
   if (INFO_ONLY[event.type] && !log.isLevelEnabled('info')) return;
+  // Progress comes several times a second per job: only the ignored ones are worth a line.
+  if (event.type === 'job.progress' && event.accepted) return;
   const [level, message, fields] = formatEvent(event);
   log[level](fields, message);
 }

@@ -89,6 +89,9 @@ const ON_EVENT: EventCounters = {
   'worker.leasesReclaimed': () => undefined,
   'job.submitted': (m) => m.submissions.inc({ outcome: 'accepted' }),
   'job.deduplicated': (m) => m.deduplicated.inc(),
+  'job.due': () => undefined,
+  'schedule.fired': () => undefined,
+  'schedule.skipped': () => undefined,
   'job.rejected': (m) => m.submissions.inc({ outcome: 'rejected' }),
   'job.assigned': (m, e) => {
     m.assignments.inc();
@@ -116,6 +119,7 @@ const ON_EVENT: EventCounters = {
     m.failed.inc({ cause: 'restart' });
   },
   'result.stale': (m) => m.staleResults.inc(),
+  'job.progress': (m, e) => m.progress.inc({ outcome: e.accepted ? 'accepted' : 'ignored' }),
   'jobs.purged': (m, e) => m.purged.inc({ reason: e.reason }, e.deleted),
   'coordinator.stalled': (m) => m.stalls.inc(),
 };
@@ -142,6 +146,7 @@ export class CoordinatorMetrics {
   readonly commitTime: Histogram;
   readonly purged: Counter<'reason'>;
   readonly stalls: Counter;
+  readonly progress: Counter<'outcome'>;
 
   constructor(source: MetricsSource, options: CoordinatorMetricsOptions) {
     this.#source = source;
@@ -206,6 +211,11 @@ export class CoordinatorMetrics {
       'dtp_coordinator_stalls_total',
       'Times the coordinator found its own loop had not run for several sweep periods',
     );
+    this.progress = counter(
+      'dtp_progress_reports_total',
+      'TASK_PROGRESS reports: accepted, or ignored (stale lease, value out of range)',
+      ['outcome'],
+    );
     this.#zeroLabels();
     this.#registerGauges(options.maxActiveJobs);
     registerLeadershipGauges(this.registry, source);
@@ -237,6 +247,7 @@ export class CoordinatorMetrics {
     for (const state of TERMINAL_STATES) this.finished.inc({ state }, 0);
     for (const reason of WORKER_LOSS_CAUSES) this.workersLost.inc({ reason }, 0);
     for (const reason of ['retention', 'request']) this.purged.inc({ reason }, 0);
+    for (const outcome of ['accepted', 'ignored']) this.progress.inc({ outcome }, 0);
   }
 
   #registerGauges(maxActiveJobs: number): void {
@@ -296,6 +307,9 @@ export class CoordinatorMetrics {
         this.set(snapshot().pendingWaits);
       },
     );
+    gauge('dtp_event_subscriptions', 'SUBSCRIBE_JOBS subscriptions open', function () {
+      this.set(snapshot().subscriptions);
+    });
     const source = this.#source;
     gauge(
       'dtp_store_integrity_problems',

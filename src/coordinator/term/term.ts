@@ -23,7 +23,7 @@
 import assert from 'node:assert/strict';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { describeError } from '../../protocol/errors.js';
-import type { ClientReply, CoordinatorToWorker } from '../../protocol/messages.js';
+import type { ClientReply, CoordinatorToWorker, JobEvent } from '../../protocol/messages.js';
 import type { Logger } from '../../observability/logger.js';
 import { LeaseLostError } from '../../store/lease.js';
 import type { StoreHandle } from '../../store/open-store.js';
@@ -32,7 +32,7 @@ import type { CoordinatorCore, CoreInspection } from '../core/core.js';
 import type { CoreEvent, CoreInput, Effect } from '../core/types.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { TermClock } from './term-clock.js';
-import { WorkerInbox, type WorkerInput } from './worker-inbox.js';
+import { WorkerInbox, type ClientInput, type WorkerInput } from './worker-inbox.js';
 
 /** Why the coordinator stopped working: what every request is answered with. */
 export interface Failure {
@@ -60,6 +60,8 @@ export interface TermOutlets {
   staged(connId: number, requestId: number, msg: ClientReply): void;
   /** A WAIT_JOB the core holds (it is answered later): the session counts it now. */
   held(connId: number, requestId: number): void;
+  /** A job event for a subscriber (dropped when the connection is gone). */
+  push(connId: number, msg: JobEvent): void;
   /** Close a connection after what was sent before. */
   close(connId: number, reason: string): void;
   /** True while something can still receive replies on `connId`. */
@@ -85,8 +87,8 @@ export interface TermParts {
   readonly log: Logger;
 }
 
-/** The effects that wait for a commit ('read' runs at once, never queues). */
-type QueuedEffect = Exclude<Effect, { kind: 'read' }>;
+/** The effects that wait for a commit ('read' and 'wakeAt' act at once, never queue). */
+type QueuedEffect = Exclude<Effect, { kind: 'read' | 'wakeAt' }>;
 
 type TermState =
   | { readonly kind: 'live' }
@@ -132,6 +134,7 @@ export class Term {
     this.#clock = new TermClock(parts.sweepIntervalMs, {
       sweep: () => this.#inbox.tick(),
       waitExpired: (input) => this.dispatch(input),
+      wake: () => this.dispatch({ kind: 'wake' }),
     });
     const store = parts.handle.store;
     this.#pipeline = new CommitPipeline<QueuedEffect>({
@@ -173,9 +176,14 @@ export class Term {
     return this.#core.inspect();
   }
 
-  /** Starts the timed inputs: the term serves from now on. */
+  /**
+   * Starts the timed inputs: the term serves from now on. The first `wake`
+   * lets the core state its wake-up (and start what fell due while no
+   * coordinator ran).
+   */
   serve(): void {
     this.#clock.startSweep();
+    this.dispatch({ kind: 'wake' });
   }
 
   /** Hands one input to the core and queues its effects behind the current batch. */
@@ -183,10 +191,14 @@ export class Term {
     if (this.#state.kind !== 'live') return;
     try {
       for (const effect of this.#core.handle(input)) {
-        // What acts now runs here (a read; a wake-up time for the clock would
-        // too); everything else waits for the commit of its batch.
+        // What acts now runs here (a read; the wake-up time for the clock);
+        // everything else waits for the commit of its batch.
         if (effect.kind === 'read') {
           this.#read(effect.readId, effect.read);
+          continue;
+        }
+        if (effect.kind === 'wakeAt') {
+          this.#clock.wakeAt(effect.atMs);
           continue;
         }
         // Known now, sent after the commit: the session counts what it owes.
@@ -209,6 +221,11 @@ export class Term {
     this.#inbox.push(input);
   }
 
+  /** A client's input: one poll later too, in order of arrival with the workers' (worker-inbox.ts). */
+  clientInput(input: ClientInput): void {
+    this.#inbox.push(input);
+  }
+
   /** Queues a reply the shell produced itself, in order with the core's replies. */
   replyLater(connId: number, requestId: number, msg: ClientReply): void {
     this.#queue({ kind: 'reply', connId, requestId, msg });
@@ -222,7 +239,7 @@ export class Term {
   /** A client connection ended: its waits' timers go, and the core drops its waits. */
   clientClosed(connId: number): void {
     this.#clock.dropConnection(connId);
-    this.dispatch({ kind: 'clientClosed', connId });
+    this.#inbox.push({ kind: 'clientClosed', connId });
   }
 
   /**
@@ -364,6 +381,9 @@ export class Term {
         this.#outlets.reply(effect.connId, effect.requestId, msg);
         return;
       }
+      case 'push':
+        this.#outlets.push(effect.connId, effect.msg);
+        return;
       case 'armWait':
         if (this.#outlets.hasClient(effect.connId)) {
           this.#clock.armWait(effect.connId, effect.requestId, effect.timeoutMs);

@@ -29,6 +29,7 @@ import {
   type ListQuery,
   type PurgeQuery,
   type RecoveredState,
+  type ScheduleRecord,
   type Store,
   type StoreRead,
   type StoreReadResult,
@@ -55,12 +56,18 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   attempt_id AS "attemptId", deadline_at_ms AS "deadlineAtMs", retry_at_ms AS "retryAtMs",
   result, result_format AS "resultFormat", error, created_at_ms AS "createdAtMs",
   updated_at_ms AS "updatedAtMs", started_at_ms AS "startedAtMs",
-  finished_at_ms AS "finishedAtMs", depends_on AS "dependsOn",
+  finished_at_ms AS "finishedAtMs", run_at_ms AS "runAtMs",
+  schedule_name AS "scheduleName", progress, depends_on AS "dependsOn",
   on_parent_failure AS "onParentFailure" FROM dtp.jobs`;
+const SCHEDULE_SELECT = `SELECT name, task_type AS "taskType", cron, every_ms AS "everyMs",
+  timezone, payload AS "payloadJson", max_attempts AS "maxAttempts", priority,
+  timeout_ms AS "timeoutMs", overlap, catch_up AS "catchUp", paused,
+  next_run_at_ms AS "nextRunAtMs", last_run_at_ms AS "lastRunAtMs", last_job_id AS "lastJobId",
+  created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs" FROM dtp.schedules`;
 const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attemptNumber",
   a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
   a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;
-const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'WAITING')";
+const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED', 'WAITING')";
 const TERMINAL = "state IN ('COMPLETED', 'FAILED', 'CANCELLED')";
 
 interface Pending<T> {
@@ -139,11 +146,13 @@ export class PostgresStore implements Store {
              (SELECT d.parent_id FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
                WHERE c.${ACTIVE})`,
         );
+        const schedules = await client.query<ScheduleRecord>(`${SCHEDULE_SELECT} ORDER BY name`);
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
           maxSeq: max.rows[0]?.m ?? 0,
           parentJobs: parents.rows,
+          schedules: schedules.rows,
           epoch: this.#epoch,
         };
       } finally {
@@ -198,6 +207,15 @@ export class PostgresStore implements Store {
             values: [read.jobIds],
           });
           return { op: 'jobs', jobs: rows.rows };
+        });
+      case 'scheduleJobs':
+        return this.#withReader(async (client) => {
+          const rows = await client.query<JobRecord>({
+            name: 'dtp_schedule_jobs',
+            text: `${JOB_SELECT} WHERE schedule_name = $1 ORDER BY seq DESC LIMIT $2`,
+            values: [read.scheduleName, read.limit],
+          });
+          return { op: 'scheduleJobs', jobs: rows.rows };
         });
     }
   }
@@ -259,15 +277,18 @@ export class PostgresStore implements Store {
   async #commitGroup(group: Extract<WriteOp, { kind: 'commit' }>[]): Promise<void> {
     const started = performance.now();
     try {
-      const { inserts, updates, attempts } = mergeBatches(group.map((op) => op.batch));
+      const merged = mergeBatches(group.map((op) => op.batch));
+      const { inserts, updates, attempts, schedules, deletedSchedules } = merged;
       await this.#writer.query({
         name: 'dtp_commit_batch',
-        text: 'SELECT dtp.commit_batch($1, $2, $3, $4)',
+        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6)',
         values: [
           this.#epoch,
           inserts.length === 0 ? null : JSON.stringify(inserts),
           updates.length === 0 ? null : JSON.stringify(updates),
           attempts.length === 0 ? null : JSON.stringify(attempts),
+          schedules.length === 0 ? null : JSON.stringify(schedules),
+          deletedSchedules.length === 0 ? null : JSON.stringify(deletedSchedules),
         ],
       });
     } catch (err) {
@@ -367,9 +388,13 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
   inserts: Readonly<JobRecord>[];
   updates: Readonly<JobRecord>[];
   attempts: Readonly<AttemptRecord>[];
+  schedules: Readonly<ScheduleRecord>[];
+  deletedSchedules: string[];
 } {
   const jobs = new Map<string, { job: Readonly<JobRecord>; isNew: boolean }>();
   const attempts = new Map<string, Readonly<AttemptRecord>>();
+  /** The last word on each schedule: its row, or null once deleted. */
+  const schedules = new Map<string, Readonly<ScheduleRecord> | null>();
   for (const batch of batches) {
     for (const entry of batch.jobs) {
       const seen = jobs.get(entry.job.jobId);
@@ -381,11 +406,25 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
     for (const attempt of batch.attempts) {
       attempts.set(`${attempt.jobId}\u0000${attempt.attemptNumber}`, attempt);
     }
+    for (const schedule of batch.schedules ?? []) schedules.set(schedule.name, schedule);
+    for (const name of batch.deletedSchedules ?? []) schedules.set(name, null);
   }
   const inserts: Readonly<JobRecord>[] = [];
   const updates: Readonly<JobRecord>[] = [];
   for (const { job, isNew } of jobs.values()) (isNew ? inserts : updates).push(job);
-  return { inserts, updates, attempts: [...attempts.values()] };
+  const written: Readonly<ScheduleRecord>[] = [];
+  const deletedSchedules: string[] = [];
+  for (const [name, row] of schedules) {
+    if (row === null) deletedSchedules.push(name);
+    else written.push(row);
+  }
+  return {
+    inserts,
+    updates,
+    attempts: [...attempts.values()],
+    schedules: written,
+    deletedSchedules,
+  };
 }
 
 function storeError(what: string, err: unknown): StoreError {

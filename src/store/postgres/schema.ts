@@ -29,8 +29,14 @@ const JOB_FIELDS = `seq bigint, "jobId" text, "taskType" text, "payloadJson" tex
   "retryAtMs" bigint, result text, "resultFormat" text, error text, "createdAtMs" bigint,
   "updatedAtMs" bigint, "startedAtMs" bigint, "finishedAtMs" bigint`;
 
-/** JOB_FIELDS with the columns migration 3 added. */
-const JOB_FIELDS_V3 = `${JOB_FIELDS}, "dependsOn" jsonb, "onParentFailure" text`;
+/** The job fields of schema 3 onwards (the time columns added). */
+const JOB_FIELDS_V3 = `${JOB_FIELDS}, "runAtMs" bigint, "scheduleName" text`;
+
+/** The schedule columns as JSON keys of a ScheduleRecord (commit_batch input, schema 3). */
+const SCHEDULE_FIELDS = `name text, "taskType" text, cron text, "everyMs" bigint, timezone text,
+  "payloadJson" text, "maxAttempts" integer, priority text, "timeoutMs" bigint, overlap text,
+  "catchUp" text, paused boolean, "nextRunAtMs" bigint, "lastRunAtMs" bigint, "lastJobId" text,
+  "createdAtMs" bigint, "updatedAtMs" bigint`;
 
 const ATTEMPT_FIELDS = `"jobId" text, "attemptNumber" integer, "attemptId" text, "workerId" text,
   "startedAtMs" bigint, "finishedAtMs" bigint, outcome text, error text`;
@@ -40,6 +46,168 @@ const FENCE = `
   IF NOT FOUND THEN
     RAISE EXCEPTION 'lease epoch % is no longer current', p_epoch USING ERRCODE = '${FENCED_SQLSTATE}';
   END IF;`;
+
+/** A job column added after the first schema: its name, its JobRecord key, its SQL type. */
+interface ExtraColumn {
+  column: string;
+  key: string;
+  type: string;
+  /** False for a column fixed at the job's insert (updates leave it alone). */
+  updated?: boolean;
+}
+
+/** Job columns of migration 4. */
+const PROGRESS_COLUMNS: ExtraColumn[] = [{ column: 'progress', key: 'progress', type: 'json' }];
+
+/** Job columns of migration 5 (fixed at submission). */
+const DEPENDENCY_COLUMNS: ExtraColumn[] = [
+  { column: 'depends_on', key: 'dependsOn', type: 'jsonb', updated: false },
+  { column: 'on_parent_failure', key: 'onParentFailure', type: 'text', updated: false },
+];
+
+/**
+ * The fenced write function over the first schema's job columns plus
+ * `extra` (a later migration that adds a job column replaces the function
+ * with its columns added to the list).
+ */
+function commitBatchFunction(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraColumn[]): string {
+  const fields = JOB_FIELDS + extra.map((c) => `, "${c.key}" ${c.type}`).join('');
+  return `${verb} FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json, p_attempts json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   DECLARE
+     r record;
+   BEGIN
+     ${FENCE}
+     IF p_inserts IS NOT NULL THEN
+       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
+           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
+           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
+           started_at_ms, finished_at_ms${extra.map((c) => `, ${c.column}`).join('')})
+         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
+           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
+           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
+           "startedAtMs", "finishedAtMs"${extra.map((c) => `, "${c.key}"`).join('')}
+         FROM json_to_recordset(p_inserts) AS r(${fields});
+     END IF;
+     -- One primary-key update per job: a join of the JSON rows with the table
+     -- would be planned once (the plan is cached) and could stay a scan of
+     -- the whole table as it grows.
+     IF p_updates IS NOT NULL THEN
+       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${fields}) LOOP
+         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
+             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
+             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
+             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
+             finished_at_ms = r."finishedAtMs"${extra.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+           WHERE seq = r.seq;
+         IF NOT FOUND THEN
+           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
+         END IF;
+       END LOOP;
+     END IF;
+     IF p_attempts IS NOT NULL THEN
+       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
+           finished_at_ms, outcome, error)
+         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
+           "finishedAtMs", outcome, error
+         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
+       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
+         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
+         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
+         error = excluded.error;
+     END IF;
+   END
+   $fn$;`;
+}
+
+/**
+ * The fenced write function of schema 3 (jobs, attempts and schedules) over
+ * its job columns plus `extra` (a later migration that adds a job column
+ * replaces it with its columns in the list); with `dependencies` (schema 5),
+ * a new job's `dependsOn` also goes into job_dependencies.
+ */
+function scheduleCommitBatch(
+  verb: 'CREATE' | 'CREATE OR REPLACE',
+  extra: ExtraColumn[],
+  dependencies = false,
+): string {
+  const fields = JOB_FIELDS_V3 + extra.map((c) => `, "${c.key}" ${c.type}`).join('');
+  const updated = extra.filter((c) => c.updated !== false);
+  const dependencyRows = dependencies
+    ? `
+       INSERT INTO dtp.job_dependencies (parent_id, job_id)
+         SELECT p.parent_id, n."jobId"
+         FROM json_to_recordset(p_inserts) AS n(${fields})
+         CROSS JOIN LATERAL jsonb_array_elements_text(n."dependsOn") AS p(parent_id)
+         WHERE n."dependsOn" IS NOT NULL
+       ON CONFLICT DO NOTHING;`
+    : '';
+  return `${verb} FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   DECLARE
+     r record;
+   BEGIN
+     ${FENCE}
+     IF p_inserts IS NOT NULL THEN
+       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
+           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
+           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
+           started_at_ms, finished_at_ms, run_at_ms, schedule_name${extra.map((c) => `, ${c.column}`).join('')})
+         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
+           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
+           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
+           "startedAtMs", "finishedAtMs", "runAtMs", "scheduleName"${extra.map((c) => `, "${c.key}"`).join('')}
+         FROM json_to_recordset(p_inserts) AS r(${fields});${dependencyRows}
+     END IF;
+     IF p_updates IS NOT NULL THEN
+       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${fields}) LOOP
+         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
+             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
+             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
+             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
+             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${updated.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+           WHERE seq = r.seq;
+         IF NOT FOUND THEN
+           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
+         END IF;
+       END LOOP;
+     END IF;
+     IF p_attempts IS NOT NULL THEN
+       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
+           finished_at_ms, outcome, error)
+         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
+           "finishedAtMs", outcome, error
+         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
+       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
+         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
+         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
+         error = excluded.error;
+     END IF;
+     IF p_deleted_schedules IS NOT NULL THEN
+       DELETE FROM dtp.schedules
+         WHERE name IN (SELECT json_array_elements_text(p_deleted_schedules));
+     END IF;
+     IF p_schedules IS NOT NULL THEN
+       INSERT INTO dtp.schedules (name, task_type, cron, every_ms, timezone, payload,
+           max_attempts, priority, timeout_ms, overlap, catch_up, paused, next_run_at_ms,
+           last_run_at_ms, last_job_id, created_at_ms, updated_at_ms)
+         SELECT name, "taskType", cron, "everyMs", timezone, "payloadJson", "maxAttempts",
+           priority, "timeoutMs", overlap, "catchUp", paused, "nextRunAtMs", "lastRunAtMs",
+           "lastJobId", "createdAtMs", "updatedAtMs"
+         FROM json_to_recordset(p_schedules) AS r(${SCHEDULE_FIELDS})
+       ON CONFLICT (name) DO UPDATE SET task_type = excluded.task_type, cron = excluded.cron,
+         every_ms = excluded.every_ms, timezone = excluded.timezone, payload = excluded.payload,
+         max_attempts = excluded.max_attempts, priority = excluded.priority,
+         timeout_ms = excluded.timeout_ms, overlap = excluded.overlap,
+         catch_up = excluded.catch_up, paused = excluded.paused,
+         next_run_at_ms = excluded.next_run_at_ms, last_run_at_ms = excluded.last_run_at_ms,
+         last_job_id = excluded.last_job_id, created_at_ms = excluded.created_at_ms,
+         updated_at_ms = excluded.updated_at_ms;
+     END IF;
+   END
+   $fn$;`;
+}
 
 const MIGRATIONS: readonly string[] = [
   // 1: jobs, attempts, the lease, and the fenced write functions.
@@ -91,52 +259,7 @@ const MIGRATIONS: readonly string[] = [
      acquired_at     timestamptz
    );
    INSERT INTO dtp.leader_lease (id, epoch, expires_at) VALUES (1, 0, '-infinity');
-   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json, p_attempts json)
-   RETURNS void LANGUAGE plpgsql AS $fn$
-   DECLARE
-     r record;
-   BEGIN
-     ${FENCE}
-     IF p_inserts IS NOT NULL THEN
-       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
-           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
-           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
-           started_at_ms, finished_at_ms)
-         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
-           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
-           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
-           "startedAtMs", "finishedAtMs"
-         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS});
-     END IF;
-     -- One primary-key update per job: a join of the JSON rows with the table
-     -- would be planned once (the plan is cached) and could stay a scan of
-     -- the whole table as it grows.
-     IF p_updates IS NOT NULL THEN
-       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${JOB_FIELDS}) LOOP
-         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
-             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
-             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
-             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs"
-           WHERE seq = r.seq;
-         IF NOT FOUND THEN
-           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
-         END IF;
-       END LOOP;
-     END IF;
-     IF p_attempts IS NOT NULL THEN
-       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
-           finished_at_ms, outcome, error)
-         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
-           "finishedAtMs", outcome, error
-         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
-       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
-         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
-         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
-         error = excluded.error;
-     END IF;
-   END
-   $fn$;
+   ${commitBatchFunction('CREATE', [])}
    CREATE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
    RETURNS integer LANGUAGE plpgsql AS $fn$
    DECLARE
@@ -162,10 +285,42 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE dtp.jobs DROP CONSTRAINT jobs_idempotency_key_key;
    CREATE UNIQUE INDEX jobs_key ON dtp.jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
    DROP INDEX dtp.jobs_active;`,
-  // 3: dependencies between jobs (as SQLite's migration 4): the job row keeps
+  // 3: time. A delayed job's due time and the schedule that made a job; the
+  // SCHEDULED jobs indexed by due time (partial: only they pay for it); a
+  // schedule's jobs by seq; the schedules; and commit_batch with both (the
+  // tick's job and its schedule's advance are written in one transaction).
+  `ALTER TABLE dtp.jobs ADD COLUMN run_at_ms bigint;
+   ALTER TABLE dtp.jobs ADD COLUMN schedule_name text;
+   CREATE INDEX jobs_scheduled_run_at ON dtp.jobs (run_at_ms, seq) WHERE state = 'SCHEDULED';
+   CREATE INDEX jobs_schedule_seq ON dtp.jobs (schedule_name, seq) WHERE schedule_name IS NOT NULL;
+   CREATE TABLE dtp.schedules (
+     name            text    PRIMARY KEY,
+     task_type       text    NOT NULL,
+     cron            text,
+     every_ms        bigint,
+     timezone        text,
+     payload         text    NOT NULL,
+     max_attempts    integer,
+     priority        text,
+     timeout_ms      bigint,
+     overlap         text    NOT NULL CHECK (overlap IN ('allow', 'skip')),
+     catch_up        text    NOT NULL CHECK (catch_up IN ('latest', 'none')),
+     paused          boolean NOT NULL,
+     next_run_at_ms  bigint,
+     last_run_at_ms  bigint,
+     last_job_id     text,
+     created_at_ms   bigint  NOT NULL,
+     updated_at_ms   bigint  NOT NULL
+   );
+   ${scheduleCommitBatch('CREATE', [])}`,
+  // 4: the latest progress a handler reported, kept with the job.
+  `ALTER TABLE dtp.jobs ADD COLUMN progress jsonb;
+   ${scheduleCommitBatch('CREATE OR REPLACE', PROGRESS_COLUMNS)}`,
+  // 5: dependencies between jobs (as SQLite's migration 6): the job row keeps
   // its parents in order and its parent-failure policy; job_dependencies is
-  // the reverse index that recovery and purge ask. commit_batch writes both;
-  // purge keeps a parent while a non-terminal dependent needs its result.
+  // the reverse index that recovery and purge ask. commit_batch (with every
+  // column of the steps before) writes both; purge keeps a parent while a
+  // non-terminal dependent needs its result.
   `ALTER TABLE dtp.jobs ADD COLUMN depends_on jsonb;
    ALTER TABLE dtp.jobs ADD COLUMN on_parent_failure text
      CHECK (on_parent_failure IN ('cancel', 'run'));
@@ -175,55 +330,7 @@ const MIGRATIONS: readonly string[] = [
      PRIMARY KEY (parent_id, job_id)
    );
    CREATE INDEX job_dependencies_job ON dtp.job_dependencies (job_id);
-   CREATE OR REPLACE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json, p_attempts json)
-   RETURNS void LANGUAGE plpgsql AS $fn$
-   DECLARE
-     r record;
-   BEGIN
-     ${FENCE}
-     IF p_inserts IS NOT NULL THEN
-       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
-           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
-           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
-           started_at_ms, finished_at_ms, depends_on, on_parent_failure)
-         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
-           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
-           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
-           "startedAtMs", "finishedAtMs", "dependsOn", "onParentFailure"
-         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V3});
-       INSERT INTO dtp.job_dependencies (parent_id, job_id)
-         SELECT p.parent_id, n."jobId"
-         FROM json_to_recordset(p_inserts) AS n(${JOB_FIELDS_V3})
-         CROSS JOIN LATERAL jsonb_array_elements_text(n."dependsOn") AS p(parent_id)
-         WHERE n."dependsOn" IS NOT NULL
-       ON CONFLICT DO NOTHING;
-     END IF;
-     IF p_updates IS NOT NULL THEN
-       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${JOB_FIELDS}) LOOP
-         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
-             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
-             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
-             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs"
-           WHERE seq = r.seq;
-         IF NOT FOUND THEN
-           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
-         END IF;
-       END LOOP;
-     END IF;
-     IF p_attempts IS NOT NULL THEN
-       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
-           finished_at_ms, outcome, error)
-         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
-           "finishedAtMs", outcome, error
-         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
-       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
-         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
-         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
-         error = excluded.error;
-     END IF;
-   END
-   $fn$;
+   ${scheduleCommitBatch('CREATE OR REPLACE', [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS], true)}
    CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
    RETURNS integer LANGUAGE plpgsql AS $fn$
    DECLARE

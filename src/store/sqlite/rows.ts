@@ -5,12 +5,15 @@
  */
 import type {
   AttemptOutcome,
+  JobProgress,
   JobState,
   ParentFailurePolicy,
   Priority,
   ResultFormat,
+  ScheduleCatchUp,
+  ScheduleOverlap,
 } from '../../protocol/messages.js';
-import type { AttemptRecord, JobRecord } from '../store.js';
+import type { AttemptRecord, JobRecord, ScheduleRecord } from '../store.js';
 
 export const JOB_COLUMNS = [
   'seq',
@@ -36,6 +39,9 @@ export const JOB_COLUMNS = [
   'finished_at_ms',
   'depends_on',
   'on_parent_failure',
+  'progress',
+  'run_at_ms',
+  'schedule_name',
 ] as const;
 
 /** The columns an update may change, in the order {@link jobUpdateValues} gives them. */
@@ -52,6 +58,8 @@ export const JOB_MUTABLE_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'progress',
+  'run_at_ms',
 ] as const;
 
 export const ATTEMPT_COLUMNS = [
@@ -92,6 +100,9 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     job.finishedAtMs,
     job.dependsOn === null ? null : JSON.stringify(job.dependsOn),
     job.onParentFailure,
+    progressText(job),
+    job.runAtMs,
+    job.scheduleName,
   ];
 }
 
@@ -115,6 +126,8 @@ export function jobUpdateValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    progressText(job),
+    job.runAtMs,
     job.seq,
   ];
 }
@@ -156,6 +169,10 @@ export interface JobRow {
   finished_at_ms: number | null;
   depends_on: string | null;
   on_parent_failure: string | null;
+  /** JSON of a JobProgress; null = none (and in rows of older schemas). */
+  progress: string | null;
+  run_at_ms: number | null;
+  schedule_name: string | null;
 }
 
 export interface AttemptRow {
@@ -194,7 +211,14 @@ export function jobFromRow(row: JobRow): JobRecord {
     finishedAtMs: row.finished_at_ms,
     dependsOn: row.depends_on === null ? null : (JSON.parse(row.depends_on) as string[]),
     onParentFailure: row.on_parent_failure as ParentFailurePolicy | null,
+    progress: row.progress === null ? null : (JSON.parse(row.progress) as JobProgress),
+    runAtMs: row.run_at_ms,
+    scheduleName: row.schedule_name,
   };
+}
+
+function progressText(job: Readonly<JobRecord>): string | null {
+  return job.progress === null || job.progress === undefined ? null : JSON.stringify(job.progress);
 }
 
 export function attemptFromRow(row: AttemptRow): AttemptRecord {
@@ -213,4 +237,88 @@ export function attemptFromRow(row: AttemptRow): AttemptRecord {
 /** The SQL text of the column list. */
 export function columnList(columns: readonly string[], prefix = ''): string {
   return columns.map((c) => prefix + c).join(', ');
+}
+
+export const SCHEDULE_COLUMNS = [
+  'name',
+  'task_type',
+  'cron',
+  'every_ms',
+  'timezone',
+  'payload',
+  'max_attempts',
+  'priority',
+  'timeout_ms',
+  'overlap',
+  'catch_up',
+  'paused',
+  'next_run_at_ms',
+  'last_run_at_ms',
+  'last_job_id',
+  'created_at_ms',
+  'updated_at_ms',
+] as const;
+
+export interface ScheduleRow {
+  name: string;
+  task_type: string;
+  cron: string | null;
+  every_ms: number | null;
+  timezone: string | null;
+  payload: string;
+  max_attempts: number | null;
+  priority: string | null;
+  timeout_ms: number | null;
+  overlap: string;
+  catch_up: string;
+  paused: number;
+  next_run_at_ms: number | null;
+  last_run_at_ms: number | null;
+  last_job_id: string | null;
+  created_at_ms: number;
+  updated_at_ms: number;
+}
+
+export function scheduleValues(schedule: Readonly<ScheduleRecord>): SqlValue[] {
+  return [
+    schedule.name,
+    schedule.taskType,
+    schedule.cron,
+    schedule.everyMs,
+    schedule.timezone,
+    schedule.payloadJson,
+    schedule.maxAttempts,
+    schedule.priority,
+    schedule.timeoutMs,
+    schedule.overlap,
+    schedule.catchUp,
+    schedule.paused ? 1 : 0,
+    schedule.nextRunAtMs,
+    schedule.lastRunAtMs,
+    schedule.lastJobId,
+    schedule.createdAtMs,
+    schedule.updatedAtMs,
+  ];
+}
+
+export function scheduleFromRow(row: ScheduleRow): ScheduleRecord {
+  return {
+    name: row.name,
+    taskType: row.task_type,
+    cron: row.cron,
+    everyMs: row.every_ms,
+    timezone: row.timezone,
+    payloadJson: row.payload,
+    maxAttempts: row.max_attempts,
+    priority: row.priority as Priority | null,
+    timeoutMs: row.timeout_ms,
+    overlap: row.overlap as ScheduleOverlap,
+    catchUp: row.catch_up as ScheduleCatchUp,
+    paused: row.paused !== 0,
+    nextRunAtMs: row.next_run_at_ms,
+    lastRunAtMs: row.last_run_at_ms,
+    lastJobId: row.last_job_id,
+    createdAtMs: row.created_at_ms,
+    updatedAtMs: row.updated_at_ms,
+  };
 }

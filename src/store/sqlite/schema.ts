@@ -88,7 +88,35 @@ const MIGRATIONS: readonly string[] = [
      error           TEXT,
      PRIMARY KEY (job_id, attempt_number)
    ) STRICT, WITHOUT ROWID;`,
-  // 4: dependencies between jobs. The job row keeps its parents in the order
+  // 4: time. A delayed job's due time and the schedule that made a job; the
+  // SCHEDULED jobs indexed by due time (a partial index: only they pay for
+  // it); a schedule's jobs by seq; and the schedules themselves.
+  `ALTER TABLE jobs ADD COLUMN run_at_ms INTEGER;
+   ALTER TABLE jobs ADD COLUMN schedule_name TEXT;
+   CREATE INDEX jobs_scheduled_run_at ON jobs (run_at_ms, seq) WHERE state = 'SCHEDULED';
+   CREATE INDEX jobs_schedule_seq ON jobs (schedule_name, seq) WHERE schedule_name IS NOT NULL;
+   CREATE TABLE schedules (
+     name            TEXT    PRIMARY KEY,
+     task_type       TEXT    NOT NULL,
+     cron            TEXT,
+     every_ms        INTEGER,
+     timezone        TEXT,
+     payload         TEXT    NOT NULL,
+     max_attempts    INTEGER,
+     priority        TEXT,
+     timeout_ms      INTEGER,
+     overlap         TEXT    NOT NULL CHECK (overlap IN ('allow', 'skip')),
+     catch_up        TEXT    NOT NULL CHECK (catch_up IN ('latest', 'none')),
+     paused          INTEGER NOT NULL,
+     next_run_at_ms  INTEGER,
+     last_run_at_ms  INTEGER,
+     last_job_id     TEXT,
+     created_at_ms   INTEGER NOT NULL,
+     updated_at_ms   INTEGER NOT NULL
+   ) STRICT, WITHOUT ROWID;`,
+  // 5: the latest progress a handler reported (JSON), kept with the job.
+  `ALTER TABLE jobs ADD COLUMN progress TEXT;`,
+  // 6: dependencies between jobs. The job row keeps its parents in the order
   // given (JSON text, for its snapshot) and what a parent's failure does to
   // it; job_dependencies is the reverse index (parent -> dependents) that
   // recovery and purge ask: a parent is not purged while a dependent that

@@ -39,6 +39,7 @@ import { openDatabase } from './open.js';
 import {
   ATTEMPT_COLUMNS,
   JOB_COLUMNS,
+  SCHEDULE_COLUMNS,
   attemptFromRow,
   attemptValues,
   columnList,
@@ -46,8 +47,11 @@ import {
   dependencyValues,
   jobInsertValues,
   jobUpdateValues,
+  scheduleFromRow,
+  scheduleValues,
   type AttemptRow,
   type JobRow,
+  type ScheduleRow,
   type SqlValue,
 } from './rows.js';
 import { migrate } from './schema.js';
@@ -64,7 +68,7 @@ export interface SqliteStoreOptions {
   onCommit?: (durationMs: number) => void;
 }
 
-const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'WAITING')";
+const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED', 'WAITING')";
 const TERMINAL = "state IN ('COMPLETED', 'FAILED', 'CANCELLED')";
 
 export class SqliteStore implements Store {
@@ -159,7 +163,13 @@ export class SqliteStore implements Store {
         )
         .all()
         .map(jobFromRow);
-      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0, parentJobs };
+      const schedules = this.#reader
+        .prepare<[], ScheduleRow>(
+          `SELECT ${columnList(SCHEDULE_COLUMNS)} FROM schedules ORDER BY name`,
+        )
+        .all()
+        .map(scheduleFromRow);
+      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0, parentJobs, schedules };
     });
   }
 
@@ -175,7 +185,17 @@ export class SqliteStore implements Store {
       } else updates.push(jobUpdateValues(job));
     }
     const attempts = batch.attempts.map(attemptValues);
-    return this.#link.commit({ batchId: batch.batchId, inserts, updates, attempts, dependencies });
+    const schedules = (batch.schedules ?? []).map(scheduleValues);
+    const deletedSchedules = [...(batch.deletedSchedules ?? [])];
+    return this.#link.commit({
+      batchId: batch.batchId,
+      inserts,
+      updates,
+      attempts,
+      dependencies,
+      schedules,
+      deletedSchedules,
+    });
   }
 
   read(read: StoreRead): Promise<StoreReadResult> {
@@ -202,6 +222,17 @@ export class SqliteStore implements Store {
         return this.#readNow(() => ({
           op: 'jobs',
           jobs: this.#byIds.all(JSON.stringify(read.jobIds)).map(jobFromRow),
+        }));
+      case 'scheduleJobs':
+        return this.#readNow(() => ({
+          op: 'scheduleJobs',
+          jobs: this.#reader
+            .prepare<[string, number], JobRow>(
+              `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE schedule_name = ?
+                 ORDER BY seq DESC LIMIT ?`,
+            )
+            .all(read.scheduleName, read.limit)
+            .map(jobFromRow),
         }));
     }
   }

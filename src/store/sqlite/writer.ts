@@ -10,6 +10,7 @@ import {
   ATTEMPT_COLUMNS,
   JOB_COLUMNS,
   JOB_MUTABLE_COLUMNS,
+  SCHEDULE_COLUMNS,
   columnList,
   type SqlValue,
 } from './rows.js';
@@ -22,12 +23,18 @@ export interface EncodedBatch {
   attempts: SqlValue[][];
   /** Rows of the dependency table: `[parentId, jobId]`. */
   dependencies: SqlValue[][];
+  /** Schedules to write (insert or replace), as column arrays. */
+  schedules: SqlValue[][];
+  /** Names of schedules to delete. */
+  deletedSchedules: string[];
 }
 
 export class SqliteWriter {
   readonly #insert: Statement<SqlValue[]>;
   readonly #update: Statement<SqlValue[]>;
   readonly #attempt: Statement<SqlValue[]>;
+  readonly #schedule: Statement<SqlValue[]>;
+  readonly #deleteSchedule: Statement<[string]>;
   readonly #purgeSelect: Statement<[string, number, number], { seq: number; job_id: string }>;
   readonly #purgeAttempts: Statement<[string]>;
   readonly #purgeJob: Statement<[number]>;
@@ -50,6 +57,10 @@ export class SqliteWriter {
     this.#dependency = db.prepare(
       'INSERT OR IGNORE INTO job_dependencies (parent_id, job_id) VALUES (?, ?)',
     );
+    this.#schedule = db.prepare(
+      `INSERT OR REPLACE INTO schedules (${columnList(SCHEDULE_COLUMNS)}) VALUES (${placeholders(SCHEDULE_COLUMNS.length)})`,
+    );
+    this.#deleteSchedule = db.prepare('DELETE FROM schedules WHERE name = ?');
     // A parent that a non-terminal job depends on is kept: that job still
     // needs its result (see PurgeQuery).
     this.#purgeSelect = db.prepare(
@@ -98,5 +109,7 @@ export class SqliteWriter {
       }
     }
     for (const values of batch.attempts) this.#attempt.run(...values);
+    for (const values of batch.schedules) this.#schedule.run(...values);
+    for (const name of batch.deletedSchedules) this.#deleteSchedule.run(name);
   }
 }
