@@ -35,7 +35,12 @@ import {
 import { DtpError } from '../protocol/errors.js';
 import { MAX_FRAME_BYTES } from '../protocol/framing.js';
 import { WRONG_PORT_CODE, clientOnWorkerPortMessage } from '../net/port-kind.js';
-import type { ErrorMessage, JobSnapshot, MessageType, SubmitRejected } from '../protocol/messages.js';
+import type {
+  ErrorMessage,
+  JobSnapshot,
+  MessageType,
+  SubmitRejected,
+} from '../protocol/messages.js';
 import type { PayloadIssue } from '../sdk/payload-schema.js';
 
 /**
