@@ -622,7 +622,7 @@ export class DtpClient<T extends object = AnyTasks> {
     const { reply, conn } = await this.#conn.requestOn(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       void conn.destroy('the coordinator did not understand SUBMIT_FLOW');
-      throw new FeatureUnsupportedError('flows', reply.message);
+      throw new FeatureUnsupportedError('flows', reply.message, msg.type);
     }
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const submitted = expectReply('SUBMIT_FLOW', reply, 'FLOW_SUBMITTED');

@@ -35,7 +35,12 @@ import {
 import { DtpError } from '../protocol/errors.js';
 import { MAX_FRAME_BYTES } from '../protocol/framing.js';
 import { WRONG_PORT_CODE, clientOnWorkerPortMessage } from '../net/port-kind.js';
-import type { ErrorMessage, JobSnapshot, SubmitRejected } from '../protocol/messages.js';
+import type {
+  ErrorMessage,
+  JobSnapshot,
+  MessageType,
+  SubmitRejected,
+} from '../protocol/messages.js';
 import type { PayloadIssue } from '../sdk/payload-schema.js';
 
 /**
@@ -72,20 +77,6 @@ export class RemoteError extends DtpError {
   constructor(reply: Pick<ErrorMessage, 'message' | 'code' | 'index'>) {
     super(remoteErrorCode(reply), reply.message);
     this.index = reply.index ?? null;
-  }
-}
-
-/**
- * The coordinator does not understand a request of an extension (it predates
- * it): nothing was done, and the client does not fall back on its own.
- */
-export class UnsupportedRequestError extends DtpError {
-  /** The request that was not understood. */
-  readonly requestType: string;
-
-  constructor(requestType: string, what: string, answer: string) {
-    super(LocalErrorCode.Unsupported, `this coordinator does not support ${what} (${answer})`);
-    this.requestType = requestType;
   }
 }
 
@@ -171,30 +162,10 @@ export class WaitTimeoutError extends DtpError {
   }
 }
 
-/** The coordinator is of a version that does not know what this call needs (e.g. flows). */
-export class FeatureUnsupportedError extends DtpError {
-  constructor(what: string, detail: string) {
-    super(
-      LocalErrorCode.FeatureUnsupported,
-      `this coordinator does not support ${what} (${detail})`,
-    );
-  }
-}
-
 /** The coordinator sent a well-formed reply that does not answer the request. */
 export class UnexpectedReplyError extends DtpError {
   constructor(requestType: string, replyType: string) {
     super(LocalErrorCode.UnexpectedReply, `Unexpected reply ${replyType} to ${requestType}`);
-  }
-}
-
-/** The coordinator does not understand SUBSCRIBE_JOBS (an older or v1 coordinator). */
-export class EventsUnsupportedError extends DtpError {
-  constructor() {
-    super(
-      LocalErrorCode.EventsUnsupported,
-      'This coordinator does not support job events (watch, events)',
-    );
   }
 }
 
@@ -205,10 +176,41 @@ export class ClientClosedError extends DtpError {
   }
 }
 
-/** The coordinator does not support what was asked (delayed jobs, schedules); nothing was sent. */
+/**
+ * The coordinator does not support what was asked (delayed jobs, schedules,
+ * bulk submission, job events: it predates them, or is a v1 coordinator);
+ * nothing was sent, or the request was answered "not understood" and nothing
+ * was created. One class and one code for every such feature.
+ */
 export class UnsupportedFeatureError extends DtpError {
-  constructor(message: string) {
+  /** The request that was not understood, when one was sent. */
+  readonly requestType: string | null;
+
+  constructor(message: string, requestType: string | null = null) {
     super(LocalErrorCode.UnsupportedFeature, message);
+    this.requestType = requestType;
+  }
+}
+
+/** The coordinator does not understand SUBSCRIBE_JOBS (job events, `watch`, `events`). */
+export class EventsUnsupportedError extends UnsupportedFeatureError {
+  constructor() {
+    const request: MessageType = 'SUBSCRIBE_JOBS';
+    super('This coordinator does not support job events (watch, events)', request);
+  }
+}
+
+/** The coordinator does not understand an extension request (e.g. SUBMIT_JOBS); nothing was created. */
+export class UnsupportedRequestError extends UnsupportedFeatureError {
+  constructor(requestType: string, what: string, answer: string) {
+    super(`this coordinator does not support ${what} (${answer})`, requestType);
+  }
+}
+
+/** The coordinator is of a version that does not know what this call needs (e.g. flows). */
+export class FeatureUnsupportedError extends UnsupportedFeatureError {
+  constructor(what: string, detail: string, requestType: string | null = null) {
+    super(`this coordinator does not support ${what} (${detail})`, requestType);
   }
 }
 

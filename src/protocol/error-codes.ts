@@ -92,10 +92,6 @@ export const LocalErrorCode = {
   TlsFailed: 'TLS_FAILED',
   /** The coordinator does not know `AUTH`. */
   AuthUnsupported: 'AUTH_UNSUPPORTED',
-  /** The coordinator does not know a request this call needs (an older version). */
-  FeatureUnsupported: 'FEATURE_UNSUPPORTED',
-  /** The coordinator does not know `SUBSCRIBE_JOBS` (job events, `watch`). */
-  EventsUnsupported: 'EVENTS_UNSUPPORTED',
   /** Admission control refused a submission (a `SUBMIT_REJECTED` reply). */
   SubmitRejected: 'SUBMIT_REJECTED',
   /** A wait ended before the job was terminal. */
@@ -104,7 +100,7 @@ export const LocalErrorCode = {
   UnexpectedReply: 'UNEXPECTED_REPLY',
   /** The client was closed by its owner. */
   ClientClosed: 'CLIENT_CLOSED',
-  /** The coordinator does not understand a feature the caller asked for (nothing was sent). */
+  /** The coordinator does not support a feature the caller asked for (delayed jobs, schedules, bulk, events). */
   UnsupportedFeature: 'UNSUPPORTED_FEATURE',
   /** `result()` of a job that ended FAILED. */
   JobFailed: 'JOB_FAILED',
@@ -133,8 +129,6 @@ export const LocalErrorCode = {
   WrongPort: 'WRONG_PORT',
   /** A request (its payload) would not fit in a frame; nothing was sent. */
   PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
-  /** The coordinator does not understand a request of an extension (e.g. SUBMIT_JOBS). */
-  Unsupported: 'UNSUPPORTED',
   // Tasks and tools
   /** A task reported failure on purpose. */
   TaskFailed: 'TASK_FAILED',
