@@ -41,6 +41,20 @@ const SCHEDULE_FIELDS = `name text, "taskType" text, cron text, "everyMs" bigint
 const ATTEMPT_FIELDS = `"jobId" text, "attemptNumber" integer, "attemptId" text, "workerId" text,
   "startedAtMs" bigint, "finishedAtMs" bigint, outcome text, error text`;
 
+/** The part of every commit_batch that writes attempts (each migration step's version). */
+const ATTEMPTS_UPSERT = `     IF p_attempts IS NOT NULL THEN
+       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
+           finished_at_ms, outcome, error)
+         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
+           "finishedAtMs", outcome, error
+         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
+       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
+         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
+         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
+         error = excluded.error;
+     END IF;
+`;
+
 const FENCE = `
   PERFORM 1 FROM dtp.leader_lease WHERE id = 1 AND epoch = p_epoch FOR SHARE;
   IF NOT FOUND THEN
@@ -105,18 +119,7 @@ function commitBatchFunction(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraC
          END IF;
        END LOOP;
      END IF;
-     IF p_attempts IS NOT NULL THEN
-       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
-           finished_at_ms, outcome, error)
-         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
-           "finishedAtMs", outcome, error
-         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
-       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
-         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
-         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
-         error = excluded.error;
-     END IF;
-   END
+${ATTEMPTS_UPSERT}   END
    $fn$;`;
 }
 
@@ -173,18 +176,7 @@ function scheduleCommitBatch(
          END IF;
        END LOOP;
      END IF;
-     IF p_attempts IS NOT NULL THEN
-       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
-           finished_at_ms, outcome, error)
-         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
-           "finishedAtMs", outcome, error
-         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
-       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
-         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
-         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
-         error = excluded.error;
-     END IF;
-     IF p_deleted_schedules IS NOT NULL THEN
+${ATTEMPTS_UPSERT}     IF p_deleted_schedules IS NOT NULL THEN
        DELETE FROM dtp.schedules
          WHERE name IN (SELECT json_array_elements_text(p_deleted_schedules));
      END IF;
