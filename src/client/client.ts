@@ -79,9 +79,10 @@ import { isLocalCursor, pageLocally, queryIgnored } from './list-paging.js';
 import type { JobPage, ListQuery } from './list-paging.js';
 import {
   DEFAULT_FEATURE_CACHE,
-  TIME_SUPPORT,
+  PROBED_SUPPORT,
   V1_FEATURES,
-  probeTime,
+  probeFeature,
+  type ProbedFeature,
   probeWaitJob,
 } from './negotiation.js';
 import type { CoordinatorFeatures, FeatureCache } from './negotiation.js';
@@ -849,7 +850,11 @@ export class DtpClient<T extends object = AnyTasks> {
 
   async #submitOnce(request: SubmitRequest): Promise<JobHandle> {
     // A coordinator that does not know delayed jobs would run this one at once.
-    if (request.runAtMillis != null) await this.#requireTime('delayed jobs');
+    if (request.runAtMillis != null) await this.#require('time', 'delayed jobs');
+    // Nor one that does not know dependencies: it would run this one before its parents.
+    if (request.dependsOn != null && request.dependsOn.length > 0) {
+      await this.#require('flows', 'dependencies between jobs');
+    }
     const reply = await this.#request(submitMessage(request));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
@@ -889,11 +894,14 @@ export class DtpClient<T extends object = AnyTasks> {
    * known to understand delayed jobs and schedules (probed once per address,
    * on a connection of its own; an inconclusive probe lets the request go).
    */
-  async #requireTime(what: string): Promise<void> {
-    let known = TIME_SUPPORT.get(this.address);
+  async #require(feature: ProbedFeature, what: string): Promise<void> {
+    const key = `${feature} ${this.address}`;
+    let known = PROBED_SUPPORT.get(key);
     if (known === undefined) {
-      const found = await this.#probeWith((conn) => probeTime(conn, this.#connectTimeoutMs));
-      if (found !== null) TIME_SUPPORT.set(this.address, found);
+      const found = await this.#probeWith((conn) =>
+        probeFeature(conn, feature, this.#connectTimeoutMs),
+      );
+      if (found !== null) PROBED_SUPPORT.set(key, found);
       known = found ?? true;
     }
     if (!known) throw new UnsupportedFeatureError(`this coordinator does not support ${what}`);
@@ -901,7 +909,7 @@ export class DtpClient<T extends object = AnyTasks> {
 
   /** Sends a schedule request; a coordinator without schedules fails it plainly. */
   async scheduleRequest(msg: ScheduleRequest): Promise<ClientReply> {
-    await this.#requireTime('schedules');
+    await this.#require('time', 'schedules');
     const reply = await this.#request(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       throw new UnsupportedFeatureError('this coordinator does not support schedules');

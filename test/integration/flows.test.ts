@@ -9,7 +9,12 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { DtpClient, FeatureUnsupportedError, RemoteError } from '../../src/client/index.js';
+import {
+  DtpClient,
+  FeatureUnsupportedError,
+  RemoteError,
+  UnsupportedFeatureError,
+} from '../../src/client/index.js';
 import type { Worker } from '../../src/worker/worker.js';
 import { StrictV1Coordinator } from '../helpers/strict-v1.js';
 import {
@@ -186,6 +191,19 @@ describe('dependencies and flows, end to end', { timeout: 120_000 }, () => {
       client.submitFlow({ jobs: [{ ref: 'a', taskType: 'SHA256', payload: { text: 'a' } }] }),
       (err: unknown) =>
         err instanceof FeatureUnsupportedError && /does not support flows/.test(err.message),
+    );
+    // A v1 coordinator would ignore dependsOn and run the job at once: nothing is sent.
+    const parent = await client.submit('SHA256', { text: 'parent' });
+    await assert.rejects(
+      client.submit('SHA256', { text: 'child' }, { dependsOn: [parent.jobId] }),
+      (err: unknown) =>
+        err instanceof UnsupportedFeatureError &&
+        /does not support dependencies between jobs/.test(err.message),
+    );
+    assert.deepEqual(
+      v1.typesSeen('client').filter((type) => type === 'SUBMIT_JOB'),
+      ['SUBMIT_JOB'],
+      'only the parent was submitted',
     );
   });
 });
