@@ -51,6 +51,8 @@ import type {
 import { ErrorCode } from '../protocol/error-codes.js';
 import { submitElementToJson } from '../protocol/codec.js';
 import { isNotUnderstood } from '../protocol/features.js';
+import { traceFields, type TraceContext } from '../protocol/trace-context.js';
+import { activeTraceContext } from '../observability/tracing.js';
 import { checkPayload } from '../sdk/payload-schema.js';
 import type { ClientTls } from '../net/tls.js';
 import { ClientConnection, requestFrame, type ConnectionSecurity } from './connection.js';
@@ -320,8 +322,11 @@ export function runAtOf(
   return atMs;
 }
 
-/** The SUBMIT_JOB message of a submission. */
-export function submitMessage(request: SubmitRequest): SubmitJob {
+/** The SUBMIT_JOB message of a submission (with the submitter's trace context, if any). */
+export function submitMessage(
+  request: SubmitRequest,
+  trace: TraceContext | null = null,
+): SubmitJob {
   return {
     type: 'SUBMIT_JOB',
     taskType: request.taskType,
@@ -340,6 +345,7 @@ export function submitMessage(request: SubmitRequest): SubmitJob {
       ? {}
       : { onParentFailure: request.onParentFailure }),
     runAtMillis: request.runAtMillis ?? null,
+    ...traceFields(trace),
   };
 }
 
@@ -350,18 +356,24 @@ export interface BatchJob extends JobOptions {
 }
 
 /** The SUBMIT_JOBS message of a batch (the elements carry only the fields they set). */
-export function submitJobsMessage(jobs: readonly (SubmitRequest | BatchJob)[]): SubmitJobs {
+export function submitJobsMessage(
+  jobs: readonly (SubmitRequest | BatchJob)[],
+  trace: TraceContext | null = null,
+): SubmitJobs {
   return {
     type: 'SUBMIT_JOBS',
     jobs: jobs.map((job) => {
-      const { type: _type, knownStates: _known, ...element } = submitMessage(job);
+      const { type: _type, knownStates: _known, ...element } = submitMessage(job, trace);
       return submitElementToJson(element);
     }),
   };
 }
 
 /** The SUBMIT_FLOW message of a flow (its shape checked here; the rest by the coordinator). */
-export function flowMessage(flow: { jobs: readonly FlowJobSpec[] }): SubmitFlow {
+export function flowMessage(
+  flow: { jobs: readonly FlowJobSpec[] },
+  trace: TraceContext | null = null,
+): SubmitFlow {
   if (typeof flow !== 'object' || flow === null || !Array.isArray(flow.jobs)) {
     throw new TypeError('a flow is { jobs: [...] }');
   }
@@ -389,6 +401,7 @@ export function flowMessage(flow: { jobs: readonly FlowJobSpec[] }): SubmitFlow 
       timeoutMillis: request.timeoutMillis ?? null,
       onParentFailure: request.onParentFailure ?? null,
       runAtMillis: runAtOf(job.runAtMillis === undefined ? {} : { runAt: job.runAtMillis }),
+      ...traceFields(trace),
     };
   });
   return { type: 'SUBMIT_FLOW', jobs };
@@ -602,8 +615,10 @@ export class DtpClient<T extends object = AnyTasks> {
     const options = (byName ? maybeOptions : (payloadOrOptions as SubmitOptions)) ?? {};
     const request = byName ? requestOf(taskOrRequest, payloadOrOptions, options) : taskOrRequest;
     await this.#validate(request, options.schema);
+    // The caller's span (if OpenTelemetry is set up here) becomes the job's trace context.
+    const trace = await activeTraceContext();
     const key = request.idempotencyKey ?? null;
-    return submitWithRetry(() => this.#submitOnce(request), {
+    return submitWithRetry(() => this.#submitOnce(request, trace), {
       ...options,
       hasIdempotencyKey: key !== null && key !== '',
     });
@@ -619,7 +634,7 @@ export class DtpClient<T extends object = AnyTasks> {
    * Never resent after a lost connection (it has no idempotency key).
    */
   async submitFlow(flow: { jobs: readonly FlowJobSpec[] }): Promise<FlowSubmission> {
-    const msg = flowMessage(flow);
+    const msg = flowMessage(flow, await activeTraceContext());
     const { reply, conn } = await this.#conn.requestOn(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       void conn.destroy('the coordinator did not understand SUBMIT_FLOW');
@@ -654,7 +669,7 @@ export class DtpClient<T extends object = AnyTasks> {
     }
     const requests = jobs.map((job) => requestOf(job.taskType, job.payload, job));
     for (const request of requests) await this.#validate(request, undefined);
-    const message = submitJobsMessage(requests);
+    const message = submitJobsMessage(requests, await activeTraceContext());
     requestFrame(message);
     const reply = await this.#request(message);
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
@@ -848,14 +863,14 @@ export class DtpClient<T extends object = AnyTasks> {
     if (!check.ok) throw new InvalidPayloadError(check.message, check.issues);
   }
 
-  async #submitOnce(request: SubmitRequest): Promise<JobHandle> {
+  async #submitOnce(request: SubmitRequest, trace: TraceContext | null): Promise<JobHandle> {
     // A coordinator that does not know delayed jobs would run this one at once.
     if (request.runAtMillis != null) await this.#require('time', 'delayed jobs');
     // Nor one that does not know dependencies: it would run this one before its parents.
     if (request.dependsOn != null && request.dependsOn.length > 0) {
       await this.#require('flows', 'dependencies between jobs');
     }
-    const reply = await this.#request(submitMessage(request));
+    const reply = await this.#request(submitMessage(request, trace));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
     const snapshot = job ?? (await this.status(jobId));

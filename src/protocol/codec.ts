@@ -362,6 +362,8 @@ const flowJobCodec: Codec<FlowJob> = recordCodec<FlowJob>({
   timeoutMillis: optional(intCodec),
   onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
   runAtMillis: optional(intCodec),
+  traceparent: optional(stringCodec),
+  tracestate: optional(stringCodec),
 });
 
 const flowRefCodec: Codec<FlowRef> = recordCodec<FlowRef>({ ref: stringCodec, jobId: stringCodec });
@@ -382,6 +384,8 @@ const SUBMIT_ELEMENT_FIELDS: Fields<SubmitJobsElement> = {
   runAtMillis: optional(intCodec),
   dependsOn: optional(arrayOf(stringCodec)),
   onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
+  traceparent: optional(stringCodec),
+  tracestate: optional(stringCodec),
 };
 
 /**
@@ -420,6 +424,8 @@ const SCHEMAS: Schemas = {
     prefetch: optional(intCodec),
     heldAttempts: optional(arrayOf(heldAttemptCodec)),
     parents: optional(boolCodec),
+
+    traceContext: optional(boolCodec),
   },
   WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },
@@ -433,6 +439,9 @@ const SCHEMAS: Schemas = {
     timeoutMillis: optional(intCodec),
     maxAttempts: optional(intCodec),
     parents: optional(arrayOf(parentResultCodec)),
+
+    traceparent: optional(stringCodec),
+    tracestate: optional(stringCodec),
   },
   TASK_CANCEL: { jobId: stringCodec, attemptId: stringCodec },
   TASK_RESULT: {

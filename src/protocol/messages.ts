@@ -200,7 +200,10 @@ export interface WorkerRegister {
    */
   heldAttempts?: HeldAttempt[] | null;
   /** Extension: send the parents' results with each assignment (`TASK_ASSIGN.parents`). */
-  parents?: boolean | null;
+  parents?:
+    | boolean
+    | null; /** Extension: send a job's trace context with its assignments (`TASK_ASSIGN.traceparent`). */
+  traceContext?: boolean | null;
 }
 
 /** One attempt a re-registering worker still holds. */
@@ -237,7 +240,11 @@ export interface TaskAssign {
   /** Extension (`assignLimits`): the job's attempt limit. */
   maxAttempts?: number | null;
   /** Extension (`parents`, to a worker that asked): the job's parents, in `dependsOn` order. */
-  parents?: ParentResult[] | null;
+  parents?:
+    | ParentResult[]
+    | null; /** Extension (to a worker that asked with `traceContext`): the job's recorded trace context. */
+  traceparent?: string | null;
+  tracestate?: string | null;
 }
 export interface TaskCancel {
   type: 'TASK_CANCEL';
@@ -314,7 +321,13 @@ export interface SubmitJob {
    * at most 366 days ahead; a past time means now). Sent only to a
    * coordinator known to understand it (client/negotiation.ts).
    */
-  runAtMillis?: number | null;
+  runAtMillis?: number | null; /**
+   * Extension: the submitter's W3C trace context (trace-context.ts), kept
+   * with the job and handed to the worker with each assignment; absent = none.
+   */
+  traceparent?: string | null;
+  /** Extension: the `tracestate` that goes with `traceparent` (at most 512 characters). */
+  tracestate?: string | null;
 }
 /** Extension: one job of a SUBMIT_JOBS batch, the fields of a SUBMIT_JOB without `type`. */
 export type SubmitJobsElement = Omit<SubmitJob, 'type' | 'knownStates'>;
@@ -477,7 +490,9 @@ export interface FlowJob {
   timeoutMillis?: number | null;
   onParentFailure?: ParentFailurePolicy | null;
   /** A delayed job's due time (epoch ms), as SUBMIT_JOB's; after its parents, if any. */
-  runAtMillis?: number | null;
+  runAtMillis?: number | null; /** The submitter's trace context, as SUBMIT_JOB's. */
+  traceparent?: string | null;
+  tracestate?: string | null;
 }
 /** Extension: many jobs with dependencies among them, created in one commit or not at all. */
 export interface SubmitFlow {

@@ -26,6 +26,7 @@ import type {
   ScheduleOverlap,
   TerminalState,
 } from '../protocol/messages.js';
+import type { TraceContext } from '../protocol/trace-context.js';
 
 /** One job, exactly as persisted. */
 export interface JobRecord {
@@ -73,6 +74,8 @@ export interface JobRecord {
   runAtMs: number | null;
   /** The schedule whose tick made this job; null otherwise. */
   scheduleName: string | null;
+  /** The submitter's W3C trace context; absent or null = none. Fixed at submission. */
+  traceContext?: TraceContext | null;
 }
 
 /** One recurring schedule, exactly as persisted. */

@@ -21,6 +21,7 @@
  */
 import { getHeapStatistics } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
+import { runInTraceContext } from '../observability/tracing.js';
 import { describeError } from '../protocol/errors.js';
 import { clipError, MAX_PROGRESS_MESSAGE_BYTES } from '../protocol/limits.js';
 import type { JsonObject, JsonValue, ParentResult } from '../protocol/messages.js';
@@ -201,7 +202,10 @@ async function attempt(
     if (signal.aborted)
       return { type: 'TASK_FAILED', error: 'stopped before it started', retryable: true };
     reply(requestId, { type: 'TASK_STARTED' });
-    const value: unknown = await handler.run(payload, contextFor(requestId, input, signal));
+    // The handler's own spans (if the task module set up OpenTelemetry) nest in the attempt's.
+    const value: unknown = await runInTraceContext(input.traceContext ?? null, () =>
+      handler.run(payload, contextFor(requestId, input, signal)),
+    );
     return { type: 'TASK_SUCCEEDED', ...encodeResult(value) };
   } catch (err) {
     return { type: 'TASK_FAILED', error: describeFailure(err), retryable: isRetryable(err) };

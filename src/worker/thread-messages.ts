@@ -28,6 +28,7 @@
  * samples there for the pool's memory budget.
  */
 import type { JsonObject, ParentResult, ResultFormat } from '../protocol/messages.js';
+import type { TraceContext } from '../protocol/trace-context.js';
 
 export interface RunTaskInput {
   type: 'RUN_TASK';
@@ -43,6 +44,8 @@ export interface RunTaskInput {
   deadlineAtMs: number | null;
   /** The job's parents as the coordinator sent them; null = none. */
   parents?: ParentResult[] | null;
+  /** The trace context the handler runs in (the attempt's span, or the job's); null = none. */
+  traceContext?: TraceContext | null;
 }
 
 /** Why an attempt's signal fired. */
@@ -155,7 +158,10 @@ function isThreadInput(value: unknown): value is ThreadInput {
         typeof value.attemptNumber === 'number' &&
         isNullableNumber(value.maxAttempts) &&
         isNullableNumber(value.deadlineAtMs) &&
-        (value.parents === undefined || value.parents === null || Array.isArray(value.parents))
+        (value.parents === undefined || value.parents === null || Array.isArray(value.parents)) &&
+        (value.traceContext === undefined ||
+          value.traceContext === null ||
+          (isRecord(value.traceContext) && typeof value.traceContext.traceparent === 'string'))
       );
     case 'ABORT_TASK':
       return ABORT_REASONS.includes(value.reason as AbortReason);

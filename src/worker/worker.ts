@@ -79,6 +79,7 @@ import {
 } from '../net/port-kind.js';
 import { DialError, dial } from '../net/tcp.js';
 import type { Logger } from '../observability/logger.js';
+import { loadOtel, startAttemptSpan, type AttemptSpan } from '../observability/tracing.js';
 import { DtpError, describeError } from '../protocol/errors.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import {
@@ -94,6 +95,7 @@ import {
 import { ProgressThrottle } from './progress-throttle.js';
 import { parseFeatures, type Feature } from '../protocol/features.js';
 import { clipError, PROGRESS_MESSAGES_PER_SECOND } from '../protocol/limits.js';
+import { traceContextOf } from '../protocol/trace-context.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
@@ -171,7 +173,8 @@ interface RunningTask {
   /** Fires at the attempt's deadline (when the coordinator told it); cleared when the task leaves. */
   deadlineTimer: NodeJS.Timeout | null;
   /** Its progress on the way out; null when the coordinator did not offer `progress`. */
-  readonly progress: ProgressThrottle | null;
+  readonly progress: ProgressThrottle | null; /** Its `dtp.attempt` span; null without OpenTelemetry. */
+  readonly span: AttemptSpan | null;
 }
 
 export class Worker {
@@ -207,6 +210,8 @@ export class Worker {
   #draining: Promise<void> | null = null;
   /** Told when no task is left (drain waits on this). */
   #idleWaiters: (() => void)[] = [];
+  /** The OpenTelemetry API when this process registered a tracer provider (or the like); else null. */
+  #otel: Awaited<ReturnType<typeof loadOtel>> = null;
 
   private constructor(options: WorkerOptions) {
     this.workerId = options.workerId;
@@ -370,6 +375,8 @@ export class Worker {
       signal: this.#abort.signal,
       retry: () => !this.#stopsDialling(),
     };
+    // OpenTelemetry only if this process set it up (tracing.ts); looked up once.
+    this.#otel = await loadOtel();
     while (!this.#stopsDialling()) {
       await this.#follower.follow((address) => this.#session(address), follow);
       // A registered session ended: a pause before the next round.
@@ -491,6 +498,7 @@ export class Worker {
         taskTypes,
         heartbeatAck: true,
         parents: true,
+        traceContext: true,
         ...(prefetch === 0 ? {} : { prefetch }),
         ...(authToken === null ? {} : { authToken }),
         heldAttempts: this.#heldAttempts(),
@@ -698,6 +706,9 @@ export class Worker {
     const limits = this.#features.has('assignLimits');
     const timeoutMs = limits ? (msg.timeoutMillis ?? null) : null;
     const taskLog = this.#log.child({ jobId, attemptId, taskType });
+    // The job's trace context only from a session that asked for it (the worker always does).
+    const jobTrace = traceContextOf(msg);
+    const span = startAttemptSpan(this.#otel, jobTrace, { jobId, taskType, attemptNumber });
     const handle = this.#pool.run(
       {
         taskType,
@@ -708,6 +719,7 @@ export class Worker {
         maxAttempts: limits ? (msg.maxAttempts ?? null) : null,
         deadlineAtMs: timeoutMs === null ? null : Date.now() + timeoutMs,
         parents: this.#features.has('parents') ? (msg.parents ?? null) : null,
+        traceContext: span?.context ?? jobTrace,
       },
       (level, message, fields) => taskLog[level](fields, message),
       (fraction, message) => task.progress?.report({ fraction, message }),
@@ -720,6 +732,7 @@ export class Worker {
       startedAtMs,
       connection,
       deadlineTimer: null,
+      span,
       // Only to a coordinator that offered it; otherwise progress stays here.
       progress: this.#features.has('progress')
         ? new ProgressThrottle(1_000 / PROGRESS_MESSAGES_PER_SECOND, (p) => {
@@ -754,6 +767,8 @@ export class Worker {
     if (task.deadlineTimer !== null) clearTimeout(task.deadlineTimer);
     task.deadlineTimer = null;
     task.progress?.dispose();
+    // Ended already with its outcome, unless the worker let it go (closing).
+    task.span?.end('CANCELLED', 'the worker let the attempt go');
   }
 
   #onTaskEnded(task: RunningTask, outcome: TaskOutcome): void {
@@ -761,6 +776,10 @@ export class Worker {
     if (this.#tasks.get(task.attemptId) !== task) return;
     // The last progress goes before the result.
     task.progress?.flush();
+    task.span?.end(
+      outcome.success ? 'SUCCEEDED' : outcome.cancelled ? 'CANCELLED' : 'FAILED',
+      outcome.success ? undefined : outcome.error,
+    );
     this.#forget(task);
     if (!outcome.success && outcome.cancelled) {
       this.#notifyIfIdle();
@@ -851,6 +870,7 @@ export class Worker {
 
   /** Preempts a task: its signal fires, its result is never reported, its thread is freed. */
   #stop(task: RunningTask, reason: AbortReason): void {
+    task.span?.end(reason === 'deadline' ? 'DEADLINE' : 'CANCELLED');
     this.#forget(task);
     this.#notifyIfIdle();
     const { jobId, attemptId } = task;

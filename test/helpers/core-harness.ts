@@ -274,6 +274,7 @@ export class CoreHarness {
       prefetch?: number;
       heldAttempts?: HeldAttempt[];
       parents?: boolean;
+      traceContext?: boolean;
     } = {},
   ): number {
     const connId = this.newConn();

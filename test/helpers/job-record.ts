@@ -33,6 +33,7 @@ export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobR
     progress: null,
     runAtMs: null,
     scheduleName: null,
+    traceContext: null,
     ...overrides,
   };
 }

@@ -123,7 +123,15 @@ export function describeStoreContract(backend: StoreBackend): void {
 
     it('round-trips every field of a job when it is inserted and then updated', async () => {
       const store = await fresh();
-      const job = jobRecord(1, { idempotencyKey: 'k1', priority: 'HIGH', timeoutMs: 1_234 });
+      const job = jobRecord(1, {
+        idempotencyKey: 'k1',
+        priority: 'HIGH',
+        timeoutMs: 1_234,
+        traceContext: {
+          traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+          tracestate: 'vendor=opaque',
+        },
+      });
       await store.commit(batchOf([{ job, isNew: true }]));
       assert.deepEqual((await getJob(store, 'job-1')).job, job);
       const done: JobRecord = {

@@ -61,6 +61,7 @@ describe('Worker', () => {
       taskTypes: ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'],
       heartbeatAck: true,
       parents: true, // the parents' results with each assignment, when offered
+      traceContext: true, // each job's trace context with its assignments
       prefetch: 6, // 2 x capacity unless told otherwise
       heldAttempts: [], // a new process holds nothing
     });

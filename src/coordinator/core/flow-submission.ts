@@ -160,6 +160,8 @@ function planJob(s: CoreState, index: number, job: FlowJob): PlannedJob | Submis
     dependsOn: job.dependsOn ?? null,
     onParentFailure: job.onParentFailure ?? null,
     runAtMillis: job.runAtMillis ?? null,
+    traceparent: job.traceparent ?? null,
+    tracestate: job.tracestate ?? null,
   };
   const wanted = checkSubmission(s, msg);
   if (isProblem(wanted)) {

@@ -6,6 +6,7 @@
  * except a first attempt that succeeded: the job's COMPLETED row stands for it.
  */
 import type { AttemptOutcome, JsonObject, ResultFormat } from '../../protocol/messages.js';
+import { traceFields } from '../../protocol/trace-context.js';
 import type { AttemptRecord } from '../../store/store.js';
 import {
   attemptImpliedByRow,
@@ -66,6 +67,7 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
     timeoutMillis: job.timeoutMs,
     maxAttempts: job.maxAttempts,
     ...(session.parents && job.dependsOn !== null ? { parents: s.graph.parentsFor(job) } : {}),
+    ...(session.traceContext === true ? traceFields(job.traceContext) : {}),
   });
   s.emit({
     type: 'job.assigned',

@@ -16,6 +16,7 @@ import type {
   Priority,
   ResultFormat,
 } from '../../protocol/messages.js';
+import type { TraceContext } from '../../protocol/trace-context.js';
 import type { AttemptRecord, JobRecord } from '../../store/store.js';
 
 /** The current attempt of a RUNNING job. */
@@ -60,6 +61,8 @@ export interface CoreJob {
   /** The jobs it waits for (see dependencies.ts); null = none. */
   readonly dependsOn: string[] | null;
   readonly onParentFailure: ParentFailurePolicy | null;
+  /** The submitter's trace context, handed to its attempts; absent or null = none. */
+  readonly traceContext?: TraceContext | null;
 }
 
 export type RunningJob = CoreJob & { readonly state: 'RUNNING'; readonly lease: Lease };
@@ -101,6 +104,7 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     progress: job.progress,
     runAtMs: job.runAtMs,
     scheduleName: job.scheduleName,
+    traceContext: job.traceContext ?? null,
   };
 }
 
@@ -143,6 +147,7 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     progress: row.progress ?? null,
     runAtMs: row.runAtMs,
     scheduleName: row.scheduleName,
+    traceContext: row.traceContext ?? null,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
   };
 }

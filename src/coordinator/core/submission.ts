@@ -24,6 +24,7 @@ import {
   MIN_TASK_TIMEOUT_MS,
 } from '../../protocol/limits.js';
 import type { JsonObject, SubmitJob, SubmitJobsElement } from '../../protocol/messages.js';
+import { traceContextOf, traceContextProblem } from '../../protocol/trace-context.js';
 import {
   BUILTIN_TASK_TYPES,
   CUSTOM_TASK_TYPE_PATTERN,
@@ -60,6 +61,8 @@ function normalize(s: CoreState, msg: SubmitJobsElement): NormalizedSubmission |
   }
   const dependsOn = normalizeParents(msg.dependsOn ?? null);
   if (typeof dependsOn === 'string') return dependsOn;
+  const traceProblem = traceContextProblem(msg);
+  if (traceProblem !== null) return traceProblem;
   return {
     maxAttempts,
     priority: msg.priority ?? 'NORMAL',
@@ -345,6 +348,7 @@ export function newJobOf(
     scheduleName: null,
     dependsOn: wanted.dependsOn,
     onParentFailure: wanted.onParentFailure,
+    traceContext: traceContextOf(msg),
   };
 }
 
@@ -361,6 +365,7 @@ export type NewJob = Pick<
   | 'scheduleName'
   | 'dependsOn'
   | 'onParentFailure'
+  | 'traceContext'
 >;
 
 /**

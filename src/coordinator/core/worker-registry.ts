@@ -63,6 +63,8 @@ export interface WorkerSession {
   readonly heartbeatAck: boolean;
   /** Extension: the worker asked for the parents' results with each assignment. */
   readonly parents: boolean;
+  /** Extension: the worker asked for each job's trace context with its assignments. */
+  readonly traceContext?: boolean;
 }
 
 /** Prefetch opens when a slot takes less than this per attempt, ms. */

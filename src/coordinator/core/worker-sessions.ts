@@ -143,6 +143,7 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     ending: false,
     heartbeatAck: msg.heartbeatAck === true,
     parents: msg.parents === true,
+    traceContext: msg.traceContext === true,
   };
   s.workers.add(session);
   s.send(connId, {

@@ -58,7 +58,7 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   updated_at_ms AS "updatedAtMs", started_at_ms AS "startedAtMs",
   finished_at_ms AS "finishedAtMs", run_at_ms AS "runAtMs",
   schedule_name AS "scheduleName", progress, depends_on AS "dependsOn",
-  on_parent_failure AS "onParentFailure" FROM dtp.jobs`;
+  on_parent_failure AS "onParentFailure", trace_context AS "traceContext" FROM dtp.jobs`;
 const SCHEDULE_SELECT = `SELECT name, task_type AS "taskType", cron, every_ms AS "everyMs",
   timezone, payload AS "payloadJson", max_attempts AS "maxAttempts", priority,
   timeout_ms AS "timeoutMs", overlap, catch_up AS "catchUp", paused,

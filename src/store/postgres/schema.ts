@@ -79,6 +79,11 @@ const DEPENDENCY_COLUMNS: ExtraColumn[] = [
   { column: 'on_parent_failure', key: 'onParentFailure', type: 'text', updated: false },
 ];
 
+/** Job columns of migration 6 (fixed at submission). */
+const TRACE_COLUMNS: ExtraColumn[] = [
+  { column: 'trace_context', key: 'traceContext', type: 'jsonb', updated: false },
+];
+
 /**
  * The fenced write function over the first schema's job columns plus
  * `extra` (a later migration that adds a job column replaces the function
@@ -347,6 +352,14 @@ const MIGRATIONS: readonly string[] = [
      RETURN deleted;
    END
    $fn$;`,
+  // 6: the submitter's W3C trace context, fixed at submission; commit_batch
+  // with every job column of the steps before and this one.
+  `ALTER TABLE dtp.jobs ADD COLUMN trace_context jsonb;
+   ${scheduleCommitBatch(
+     'CREATE OR REPLACE',
+     [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...TRACE_COLUMNS],
+     true,
+   )}`,
 ];
 
 /** Number of the newest schema this code knows. */

@@ -13,6 +13,7 @@ import type {
   ScheduleCatchUp,
   ScheduleOverlap,
 } from '../../protocol/messages.js';
+import type { TraceContext } from '../../protocol/trace-context.js';
 import type { AttemptRecord, JobRecord, ScheduleRecord } from '../store.js';
 
 export const JOB_COLUMNS = [
@@ -42,6 +43,7 @@ export const JOB_COLUMNS = [
   'progress',
   'run_at_ms',
   'schedule_name',
+  'trace_context',
 ] as const;
 
 /** The columns an update may change, in the order {@link jobUpdateValues} gives them. */
@@ -103,6 +105,9 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     progressText(job),
     job.runAtMs,
     job.scheduleName,
+    job.traceContext === null || job.traceContext === undefined
+      ? null
+      : JSON.stringify(job.traceContext),
   ];
 }
 
@@ -173,6 +178,8 @@ export interface JobRow {
   progress: string | null;
   run_at_ms: number | null;
   schedule_name: string | null;
+  /** JSON of a TraceContext; null = none (and in rows of older schemas). */
+  trace_context: string | null;
 }
 
 export interface AttemptRow {
@@ -214,6 +221,8 @@ export function jobFromRow(row: JobRow): JobRecord {
     progress: row.progress === null ? null : (JSON.parse(row.progress) as JobProgress),
     runAtMs: row.run_at_ms,
     scheduleName: row.schedule_name,
+    traceContext:
+      row.trace_context === null ? null : (JSON.parse(row.trace_context) as TraceContext),
   };
 }
 

@@ -129,6 +129,8 @@ const MIGRATIONS: readonly string[] = [
      PRIMARY KEY (parent_id, job_id)
    ) STRICT, WITHOUT ROWID;
    CREATE INDEX job_dependencies_job ON job_dependencies (job_id);`,
+  // 7: the submitter's W3C trace context (JSON), fixed at submission.
+  `ALTER TABLE jobs ADD COLUMN trace_context TEXT;`,
 ];
 
 /** Number of the newest schema this code knows. */
