@@ -3,7 +3,7 @@
  * benchmarks, prints a Markdown report (medians of several runs; the machine
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
- * routing, recovery, throughput, bulk, overload, latency, security. Every run is bounded in jobs and
+ * routing, recovery, throughput, bulk, overload, latency, security, subscribers. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,6 +22,7 @@ import { attackBudgetTables } from './attack-budgets.js';
 import { waitAttack, waitAttackTable } from './attack-waits.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 import { bulkRun, type BulkRun } from './bulk.js';
+import { subscriberRun, type SubscriberRun } from './subscribers.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
@@ -37,6 +38,7 @@ const ALL = [
   'overload',
   'latency',
   'security',
+  'subscribers',
 ] as const;
 type Name = (typeof ALL)[number];
 
@@ -235,6 +237,48 @@ async function bulkTable(dir: string): Promise<string[]> {
   return lines;
 }
 
+/** The `default` workload alone and beside 100 subscribers, interleaved, medians of 3. */
+async function subscribersTable(dir: string): Promise<string[]> {
+  const jobs = Math.max(200, Math.round(20_000 * SCALE));
+  const runs = new Map<number, SubscriberRun[]>([
+    [0, []],
+    [100, []],
+  ]);
+  for (let i = 0; i < REPEATS; i++) {
+    for (const [count, list] of runs) list.push(await subscriberRun(dir, count, jobs, i));
+  }
+  const lines = [
+    row(['subscribers', 'jobs/s', 'end-to-end p50, ms', 'events per subscriber', 'gaps']),
+    row(['---', '---', '---', '---', '---']),
+  ];
+  const medianOf = (list: SubscriberRun[], f: (r: SubscriberRun) => number): number =>
+    median(list.map(f));
+  for (const [count, list] of runs) {
+    lines.push(
+      row([
+        count,
+        Math.round(medianOf(list, (r) => r.jobsPerSec)).toLocaleString('en'),
+        medianOf(list, (r) => r.e2eP50Ms).toFixed(1),
+        count === 0
+          ? '—'
+          : Math.round(medianOf(list, (r) => r.eventsPerSubscriber)).toLocaleString('en'),
+        count === 0 ? '—' : medianOf(list, (r) => r.gaps),
+      ]),
+    );
+  }
+  const alone = medianOf(runs.get(0) ?? [], (r) => r.jobsPerSec);
+  const beside = medianOf(runs.get(100) ?? [], (r) => r.jobsPerSec);
+  const each = (runs.get(100) ?? []).map((r, i) => {
+    const base = (runs.get(0) ?? [])[i]?.jobsPerSec ?? 0;
+    return base === 0 ? 'n/a' : (r.jobsPerSec / base).toFixed(2);
+  });
+  lines.push(
+    '',
+    `Throughput with / without: ${(beside / alone).toFixed(2)} (pairs: ${each.join(', ')})`,
+  );
+  return lines;
+}
+
 /** A Markdown table as rows of cells (for the JSON report). */
 function cellsOf(lines: string[]): string[][] {
   return lines
@@ -260,6 +304,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return latencyTable(dir);
     case 'security':
       return security(dir);
+    case 'subscribers':
+      return subscribersTable(dir);
   }
 }
 

@@ -1,0 +1,90 @@
+/**
+ * What subscribers to job events cost: the `default` workload of the
+ * side-by-side harness (SHA256 jobs of a short text, 4 producer connections
+ * with one job in flight each, 3 workers × 4, completions pushed back by
+ * WAIT_JOB), run by `client.sh bench` as a process of its own, once alone
+ * and once beside 100 subscribers to every job's events (`client.events()`,
+ * each on its connection, all in this process, reading everything).
+ * Coordinator and workers are processes; each run gets a fresh database.
+ */
+import { setMaxListeners } from 'node:events';
+import { DtpClient } from '../src/client/index.js';
+import { until } from '../test/helpers/until.js';
+import { HOST, runBenchCli, startCluster } from './harness.js';
+
+export interface SubscriberRun {
+  subscribers: number;
+  jobsPerSec: number;
+  e2eP50Ms: number;
+  /** Events the median subscriber received. */
+  eventsPerSubscriber: number;
+  /** Stretches of events some subscriber missed (it fell behind). */
+  gaps: number;
+}
+
+/** Subscribers that count what they receive, until `stop()`. */
+async function startSubscribers(client: DtpClient, count: number) {
+  const abort = new AbortController();
+  // Every subscriber listens on the one signal that ends them all.
+  setMaxListeners(count + 10, abort.signal);
+  const seen = new Array<number>(count).fill(0);
+  let gaps = 0;
+  const loops = seen.map(async (_, i) => {
+    const options = { signal: abort.signal, onGap: () => gaps++ };
+    for await (const _event of client.events({}, options)) seen[i] = (seen[i] ?? 0) + 1;
+  });
+  // Every subscription is in place once each has seen a probe job's events.
+  await until(
+    async () => {
+      if (seen.every((n) => n > 0)) return true;
+      await client.submit('SHA256', { text: 'probe' });
+      return false;
+    },
+    { timeoutMs: 60_000, intervalMs: 200, what: `${count} subscriptions` },
+  );
+  const before = [...seen];
+  return {
+    gaps: () => gaps,
+    /** Events each received since it was ready. */
+    received: () => seen.map((n, i) => n - (before[i] ?? 0)),
+    stop: async () => {
+      abort.abort();
+      await Promise.allSettled(loops);
+    },
+  };
+}
+
+export async function subscriberRun(
+  dir: string,
+  subscribers: number,
+  jobs: number,
+  rep: number,
+): Promise<SubscriberRun> {
+  const cluster = await startCluster(
+    ['--database', `${dir}/subscribers-${subscribers}-${rep}.db`],
+    3,
+    4,
+  );
+  const client = await DtpClient.connect({ host: HOST, port: cluster.clientPort });
+  try {
+    const subs = subscribers === 0 ? null : await startSubscribers(client, subscribers);
+    const r = await runBenchCli(cluster.clientPort, [
+      ...['--task', 'sha256', '--jobs', String(jobs), '--warmup', String(Math.min(jobs, 500))],
+      ...['--concurrency', '4', '--in-flight', '1'],
+    ]);
+    const received = subs?.received() ?? [];
+    const gaps = subs?.gaps() ?? 0;
+    await subs?.stop();
+    const sorted = received.sort((a, b) => a - b);
+    return {
+      subscribers,
+      jobsPerSec: r.throughputJobsPerSec as number,
+      e2eP50Ms: (r.endToEndMillis as { p50: number }).p50,
+      eventsPerSubscriber: sorted[Math.floor(sorted.length / 2)] ?? 0,
+      gaps,
+    };
+  } finally {
+    await client.close();
+    await cluster.stop();
+  }
+}
