@@ -248,8 +248,15 @@ async function subscribersTable(dir: string): Promise<string[]> {
     for (const [count, list] of runs) list.push(await subscriberRun(dir, count, jobs, i));
   }
   const lines = [
-    row(['subscribers', 'jobs/s', 'end-to-end p50, ms', 'events per subscriber', 'gaps']),
-    row(['---', '---', '---', '---', '---']),
+    row([
+      'subscribers',
+      'jobs/s',
+      'end-to-end p50, ms',
+      'coordinator CPU per job, ms',
+      'events per subscriber',
+      'gaps',
+    ]),
+    row(['---', '---', '---', '---', '---', '---']),
   ];
   const medianOf = (list: SubscriberRun[], f: (r: SubscriberRun) => number): number =>
     median(list.map(f));
@@ -259,6 +266,7 @@ async function subscribersTable(dir: string): Promise<string[]> {
         count,
         Math.round(medianOf(list, (r) => r.jobsPerSec)).toLocaleString('en'),
         medianOf(list, (r) => r.e2eP50Ms).toFixed(1),
+        medianOf(list, (r) => r.coordinatorCpuMsPerJob).toFixed(3),
         count === 0
           ? '—'
           : Math.round(medianOf(list, (r) => r.eventsPerSubscriber)).toLocaleString('en'),

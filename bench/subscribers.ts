@@ -16,6 +16,8 @@ export interface SubscriberRun {
   subscribers: number;
   jobsPerSec: number;
   e2eP50Ms: number;
+  /** CPU time of the coordinator process per job of the bench run (its warm-up included), ms. */
+  coordinatorCpuMsPerJob: number;
   /** Events the median subscriber received. */
   eventsPerSubscriber: number;
   /** Stretches of events some subscriber missed (it fell behind). */
@@ -68,10 +70,12 @@ export async function subscriberRun(
   const client = await DtpClient.connect({ host: HOST, port: cluster.clientPort });
   try {
     const subs = subscribers === 0 ? null : await startSubscribers(client, subscribers);
+    const cpuBeforeMs = cluster.coordinator.cpuMs();
     const r = await runBenchCli(cluster.clientPort, [
       ...['--task', 'sha256', '--jobs', String(jobs), '--warmup', String(Math.min(jobs, 500))],
       ...['--concurrency', '4', '--in-flight', '1'],
     ]);
+    const cpuMs = cluster.coordinator.cpuMs() - cpuBeforeMs;
     const received = subs?.received() ?? [];
     const gaps = subs?.gaps() ?? 0;
     await subs?.stop();
@@ -80,6 +84,7 @@ export async function subscriberRun(
       subscribers,
       jobsPerSec: r.throughputJobsPerSec as number,
       e2eP50Ms: (r.endToEndMillis as { p50: number }).p50,
+      coordinatorCpuMsPerJob: cpuMs / (jobs + Math.min(jobs, 500)),
       eventsPerSubscriber: sorted[Math.floor(sorted.length / 2)] ?? 0,
       gaps,
     };

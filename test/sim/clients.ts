@@ -72,6 +72,8 @@ export class SimClient implements ClientPeer {
   readonly #pending = new Map<number, ClientRequest>();
   #cursor: string | null = null;
   #keySeq = 0;
+  /** Counts submissions; every other one carries a trace context (no draw from the rng). */
+  #traceSeq = 0;
 
   constructor(name: string, env: ClientEnv, rng: Random) {
     this.name = name;
@@ -252,12 +254,27 @@ export class SimClient implements ClientPeer {
       priority,
       // Some jobs are delayed, a few into the past (which means now).
       ...(rng.chance(0.2) && { runAtMillis: this.#env.clock.nowMs + rng.int(-500, 3_000) }),
+      ...this.#traceContext(),
     };
     if (keyed) {
       this.#env.keyed.push(msg);
       if (this.#env.keyed.length > MAX_KEYED) this.#env.keyed.shift();
     }
     return msg;
+  }
+
+  /** A distinct W3C trace context for every other submission, none for the rest. */
+  #traceContext(): { traceparent?: string; tracestate?: string } {
+    const seq = this.#traceSeq++;
+    if (seq % 2 === 1) return {};
+    const traceId = `${this.name}-${seq}`
+      .split('')
+      .map((c) => c.charCodeAt(0).toString(16).padStart(2, '0'))
+      .join('')
+      .padStart(32, 'a')
+      .slice(-32);
+    const traceparent = `00-${traceId}-${'1'.repeat(16)}-01`;
+    return seq % 4 === 0 ? { traceparent, tracestate: `sim=${seq}` } : { traceparent };
   }
 
   /** The same key with something else changed. */
@@ -367,5 +384,6 @@ export function batchParts(msg: SubmitJobs): SubmitJob[] {
     idempotencyKey: (job.idempotencyKey as string | null | undefined) ?? null,
     priority: (job.priority as Priority | null | undefined) ?? null,
     ...(typeof job.timeoutMillis === 'number' && { timeoutMillis: job.timeoutMillis }),
+    ...(typeof job.traceparent === 'string' && { traceparent: job.traceparent }),
   }));
 }

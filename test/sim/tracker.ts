@@ -60,6 +60,12 @@ export class JobTracker {
   /** Every job the live core knows (committed, or staged by it), with its attempts. */
   readonly attempts = new Map<string, number>();
   readonly maxAttempts = new Map<string, number>();
+  /**
+   * The `traceparent` each job was submitted with (null: none). Fixed at
+   * submission, so kept across crashes: a job that survives one must still
+   * carry it (every simulated worker asks for it).
+   */
+  readonly #traceOf = new Map<string, string | null>();
   /** The current lease of each RUNNING job, as the events tell it. */
   readonly leases = new Map<string, Lease>();
   /** Terminal states that are committed, with a copy of the row as committed then. */
@@ -467,6 +473,7 @@ export class JobTracker {
     }
     this.attempts.set(event.jobId, 0);
     this.maxAttempts.set(event.jobId, event.maxAttempts);
+    this.#traceOf.set(event.jobId, submission.traceparent ?? null);
     this.counts.created++;
     const parents = submission.dependsOn ?? null;
     if (parents !== null && parents.length > 0) {
@@ -559,6 +566,14 @@ export class JobTracker {
         this.#linkWorker(send.connId) === event.workerId,
       () =>
         `job ${jobId} assigned to ${event.workerId} without a matching TASK_ASSIGN on its connection`,
+    );
+    const traceparent =
+      send?.kind === 'send' && send.msg.type === 'TASK_ASSIGN' ? send.msg.traceparent : undefined;
+    const recorded = this.#traceOf.get(jobId);
+    judge.check(
+      recorded === undefined || (traceparent ?? null) === recorded,
+      () =>
+        `job ${jobId} was submitted with trace context ${recorded}, assigned with ${traceparent}`,
     );
     this.leases.set(jobId, { attemptId: event.attemptId, workerId: event.workerId });
     this.attempts.set(jobId, event.attempt);

@@ -369,6 +369,7 @@ export class SimWorker implements WorkerPeer {
       workerId: this.workerId,
       capacity: this.#capacity,
       taskTypes: this.#taskTypes,
+      traceContext: true,
       ...(this.#prefetch === 0 ? {} : { prefetch: this.#prefetch }),
       ...(held === null ? {} : { heldAttempts: held }),
     });

@@ -33,7 +33,7 @@ import { encodeMessage } from '../../protocol/codec.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { StateView } from '../../protocol/job-view.js';
 import { MAX_SUBSCRIBER_BUFFER_BYTES } from '../../protocol/limits.js';
-import type { ClientReply, JobEvent, Message } from '../../protocol/messages.js';
+import type { ClientReply, JobEvent, JobSnapshot, Message } from '../../protocol/messages.js';
 
 /**
  * Unanswered requests per connection, pending WAIT_JOBs not counted, before
@@ -73,6 +73,37 @@ export interface ClientSessionOptions {
   onBlockedByWait?: () => void;
   /** Unread bytes beyond which pushed job events are dropped (default MAX_SUBSCRIBER_BUFFER_BYTES). */
   maxPushBytes?: number;
+}
+
+/** The frame of the last job event pushed, and what it was made of. */
+interface PushedFrame {
+  readonly job: JobSnapshot;
+  readonly event: JobEvent['event'];
+  readonly atMillis: number;
+  readonly view: StateView;
+  readonly frame: Buffer;
+}
+let lastPushed: PushedFrame | null = null;
+
+/**
+ * The frame of a job event as `view` shows it. The core hands every
+ * subscriber of one change the same snapshot object, one after another, so
+ * the frame is encoded once for all of them (and not once per subscriber).
+ */
+function pushFrame(view: StateView, msg: JobEvent): Buffer {
+  const last = lastPushed;
+  if (
+    last !== null &&
+    last.job === msg.job &&
+    last.event === msg.event &&
+    last.atMillis === msg.atMillis &&
+    last.view === view
+  ) {
+    return last.frame;
+  }
+  const frame = encodeMessage(view.reply(msg));
+  lastPushed = { job: msg.job, event: msg.event, atMillis: msg.atMillis, view, frame };
+  return frame;
 }
 
 interface StagedReply {
@@ -299,7 +330,7 @@ export class ClientSession {
       this.#armMissed();
       return;
     }
-    this.conn.send(view.reply(msg));
+    this.conn.sendFrame(pushFrame(view, msg));
   }
 
   #armMissed(): void {
