@@ -34,7 +34,7 @@ describe('job events for clients', { timeout: 60_000 }, () => {
   let worker: { close(): Promise<void> };
 
   before(async () => {
-    tc = await startCoordinator();
+    tc = await startCoordinator({ metricsPort: 0 });
     client = await DtpClient.connect({ host: '127.0.0.1', port: tc.coordinator.clientPort });
     worker = await startTaskWorker(tc.coordinator.workerPort, 'w-events', { capacity: 2 });
     await tc.waitForEvent('worker.registered');
@@ -151,6 +151,13 @@ describe('job events for clients', { timeout: 60_000 }, () => {
     }
     tc.coordinator.events.off('net', onNet);
     await raw.close();
+    // And the metric counts what was dropped.
+    const metrics = await fetch(`http://127.0.0.1:${tc.coordinator.metricsPort}/metrics`);
+    const dropped = /^dtp_events_dropped_total (\d+)$/m.exec(await metrics.text())?.[1];
+    assert.equal(
+      Number(dropped),
+      drops.reduce((a, b) => a + b, 0),
+    );
   });
 });
 

@@ -3,6 +3,7 @@ import { afterEach, describe, it } from 'node:test';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import { startCoordinator, type TestCoordinator } from '../helpers/test-coordinator.js';
+import { until } from '../helpers/until.js';
 
 /** Samples of one scrape, keyed as printed: `name` or `name{a="b"}`. */
 type Samples = Map<string, number>;
@@ -191,6 +192,51 @@ describe('coordinator metrics', () => {
     const { samples } = await scrape(tc);
     assert.equal(value(samples, 'dtp_queued_jobs{task_type="resize",served="no"}'), 2);
     assert.equal(value(samples, 'dtp_queued_jobs{task_type="thumbnail",served="yes"}'), 1);
+  });
+
+  it('counts event subscriptions, and progress reports accepted and ignored', async () => {
+    tc = await startCoordinator({ metricsPort: 0 });
+    const c = await RawClient.connect(tc.coordinator.clientPort);
+    const sub = await RawClient.connect(tc.coordinator.clientPort);
+    const w = await ScriptedWorker.register(tc.coordinator.workerPort, 'metrics-progress', 1);
+    peers.push(c, sub, w);
+    sub.conn.send({ type: 'SUBSCRIBE_JOBS', filter: {} });
+    assert.equal((await sub.inbox.next(5_000)).type, 'SUBSCRIBED');
+    sub.conn.send({ type: 'SUBSCRIBE_JOBS', filter: { taskType: 'SHA256' } });
+    assert.equal((await sub.inbox.next(5_000)).type, 'SUBSCRIBED');
+    assert.equal(value((await scrape(tc)).samples, 'dtp_event_subscriptions'), 2);
+    const jobId = await c.submit('SHA256', { text: 'p' });
+    const assign = await w.assignments.next();
+    const progress = (attemptId: string, fraction: number) =>
+      w.conn.send({
+        type: 'TASK_PROGRESS',
+        workerId: 'metrics-progress',
+        jobId,
+        attemptId,
+        fraction,
+        message: null,
+      });
+    progress(assign.attemptId, 0.5);
+    progress('not-the-lease', 0.6);
+    progress(assign.attemptId, 1.5);
+    await until(
+      async () => {
+        const { samples } = await scrape(tc as TestCoordinator);
+        return (
+          value(samples, 'dtp_progress_reports_total{outcome="accepted"}') === 1 &&
+          value(samples, 'dtp_progress_reports_total{outcome="ignored"}') === 2
+        );
+      },
+      { what: 'one progress report accepted, two ignored' },
+    );
+    await sub.close();
+    await until(
+      async () =>
+        value((await scrape(tc as TestCoordinator)).samples, 'dtp_event_subscriptions') === 0,
+      {
+        what: 'the subscriptions gone with their connection',
+      },
+    );
   });
 
   it('reports 200 on /healthz while working and 503 with the reason after a store failure', async () => {

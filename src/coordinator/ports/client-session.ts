@@ -106,6 +106,23 @@ function pushFrame(view: StateView, msg: JobEvent): Buffer {
   return frame;
 }
 
+/**
+ * How long pushed job events wait to leave together: each subscriber's
+ * events of one window go out in one write, not one write per change (with
+ * many subscribers, the writes were most of what the events cost).
+ */
+export const PUSH_WINDOW_MS = 5;
+/** Sessions with pushed events waiting for the window to end; one timer for all. */
+const waitingPushes = new Set<ClientSession>();
+let pushTimer: NodeJS.Timeout | null = null;
+
+function flushWaitingPushes(): void {
+  pushTimer = null;
+  const sessions = [...waitingPushes];
+  waitingPushes.clear();
+  for (const session of sessions) session.flushPushes();
+}
+
 interface StagedReply {
   msg: ClientReply;
   frame: Buffer;
@@ -153,6 +170,9 @@ export class ClientSession {
   #missed = 0;
   #missedDrainArmed = false;
   readonly #maxPushBytes: number;
+  /** Event frames waiting for the end of the push window, and their bytes. */
+  #pushes: Buffer[] = [];
+  #pushBytes = 0;
 
   constructor(
     conn: FramedConnection,
@@ -317,7 +337,7 @@ export class ClientSession {
   push(msg: JobEvent): void {
     if (!this.conn.isOpen || this.#state !== 'open') return;
     const view = this.#subscriptionView ?? StateView.ALL;
-    if (this.#missed > 0 || this.conn.outboundBytes > this.#maxPushBytes) {
+    if (this.#missed > 0 || this.conn.outboundBytes + this.#pushBytes > this.#maxPushBytes) {
       // The first drop of a streak is reported at once, the rest when it ends.
       if (this.#missed++ === 0) {
         this.#report({
@@ -330,7 +350,22 @@ export class ClientSession {
       this.#armMissed();
       return;
     }
-    this.conn.sendFrame(pushFrame(view, msg));
+    const frame = pushFrame(view, msg);
+    this.#pushes.push(frame);
+    this.#pushBytes += frame.length;
+    waitingPushes.add(this);
+    pushTimer ??= setTimeout(flushWaitingPushes, PUSH_WINDOW_MS).unref();
+  }
+
+  /** Sends the events waiting for the end of the push window, in order, as one write. */
+  flushPushes(): void {
+    const frames = this.#pushes;
+    this.#pushes = [];
+    this.#pushBytes = 0;
+    waitingPushes.delete(this);
+    if (!this.conn.isOpen || frames.length === 0) return;
+    // One buffer: the stream's cost is per write, and frames are just bytes in a row.
+    this.conn.sendFrame(frames.length === 1 ? (frames[0] as Buffer) : Buffer.concat(frames));
   }
 
   #armMissed(): void {
@@ -339,6 +374,8 @@ export class ClientSession {
     this.conn.onceDrained(() => {
       this.#missedDrainArmed = false;
       if (!this.conn.isOpen || this.#missed === 0) return;
+      // The events before the drops go first, then the notice.
+      this.flushPushes();
       const missed = this.#missed;
       this.#missed = 0;
       if (missed > 1) {
@@ -497,6 +534,9 @@ export class ClientSession {
   }
 
   #dispose(): void {
+    this.#pushes = [];
+    this.#pushBytes = 0;
+    waitingPushes.delete(this);
     if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
     this.#idleTimer = null;
     this.#staged.clear();
