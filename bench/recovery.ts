@@ -39,6 +39,8 @@ export async function writeHistory(path: string, rows: number): Promise<void> {
       updatedAtMs: now + seq,
       startedAtMs: queued ? null : now + seq,
       finishedAtMs: queued ? null : now + seq,
+      queue: 'default',
+      groupKey: null,
     };
     jobs.push({ job, isNew: true });
     if (jobs.length === 10_000) {

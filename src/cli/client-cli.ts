@@ -75,11 +75,17 @@ function declareCommand(
   select: (command: Command, args: string[]) => void,
 ): Command {
   const command = parent.command(spec.name).description(spec.summary);
-  for (const arg of spec.args) command.argument(`<${arg.name}>`, arg.help);
+  for (const arg of spec.args) {
+    command.argument(arg.optional === true ? `[${arg.name}]` : `<${arg.name}>`, arg.help);
+  }
   addFlags(command, spec.flags, false);
   command.action((...params: unknown[]) => {
     // commander passes the arguments, then the options and the command itself.
-    select(command, params.slice(0, spec.args.length) as string[]);
+    const args = params.slice(0, spec.args.length) as (string | undefined)[];
+    select(
+      command,
+      args.filter((arg): arg is string => arg !== undefined),
+    );
   });
   return command;
 }

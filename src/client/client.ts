@@ -18,6 +18,8 @@
  * GET_JOB_STATUS otherwise; `listPage` pages a v1 reply itself
  * (list-paging.ts).
  */
+import { QueuesApi } from './queues.js';
+import { groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { setTimeout as sleepMs } from 'node:timers/promises';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
@@ -124,6 +126,10 @@ export interface JobOptions {
   idempotencyKey?: string;
   /** This job's execution deadline per attempt, 1..86400000 ms (default: the coordinator's). */
   timeoutMillis?: number;
+  /** The named queue (default `default`). */
+  queue?: string;
+  /** A group key within the queue (a tenant, a customer), 1..128 characters. */
+  groupKey?: string;
 }
 
 /** Options of {@link DtpClient.submit}: the job's, the retry policy's, and a schema. */
@@ -144,6 +150,10 @@ export interface SubmitRequest {
   priority?: Priority | null;
   /** Per-attempt execution deadline, 1..86400000 ms; absent or null: the coordinator's. */
   timeoutMillis?: number | null;
+  /** The named queue; absent or null: `default`. */
+  queue?: string | null;
+  /** A group key within the queue; absent or null: none. */
+  groupKey?: string | null;
 }
 
 /** Same as {@link JobHandle}: what a submission returns. */
@@ -206,6 +216,7 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
   if (options.timeoutMillis !== undefined) {
     assertIntIn('timeoutMillis', options.timeoutMillis, MIN_TASK_TIMEOUT_MS, MAX_TASK_TIMEOUT_MS);
   }
+  checkQueueOptions(options.queue, options.groupKey);
   return {
     taskType,
     payload,
@@ -213,7 +224,20 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
     idempotencyKey: options.idempotencyKey ?? null,
     priority: options.priority ?? null,
     timeoutMillis: options.timeoutMillis ?? null,
+    queue: options.queue ?? null,
+    groupKey: options.groupKey ?? null,
   };
+}
+
+/** A bad queue name or group key is a TypeError naming the option; nothing is sent. */
+function checkQueueOptions(
+  queue: string | null | undefined,
+  groupKey: string | null | undefined,
+): void {
+  const badQueue = typeof queue === 'string' ? queueNameProblem(queue) : null;
+  if (badQueue !== null) throw new TypeError(`queue ${badQueue}`);
+  const badGroup = typeof groupKey === 'string' ? groupKeyProblem(groupKey) : null;
+  if (badGroup !== null) throw new TypeError(`groupKey ${badGroup}`);
 }
 
 /** The SUBMIT_JOB message of a submission. */
@@ -227,6 +251,10 @@ export function submitMessage(request: SubmitRequest): SubmitJob {
     priority: request.priority ?? null,
     timeoutMillis: request.timeoutMillis ?? null,
     knownStates: [...KNOWN_STATES],
+    // Left out for the default queue: a v1 coordinator then sees a v1 request.
+    ...(request.queue !== undefined && request.queue !== null && { queue: request.queue }),
+    ...(request.groupKey !== undefined &&
+      request.groupKey !== null && { groupKey: request.groupKey }),
   };
 }
 
@@ -267,6 +295,8 @@ export class DtpClient<T extends object = AnyTasks> {
   readonly #onFeatures: ConnectOptions['onFeatures'];
   #featuresTold = false;
   #closing: Promise<void> | null = null;
+  /** The named queues: list, pause, resume, limits. */
+  readonly queues: QueuesApi;
 
   private constructor(options: ConnectOptions, conn: LeaderConnection) {
     this.#conn = conn;
@@ -276,6 +306,7 @@ export class DtpClient<T extends object = AnyTasks> {
     this.#featureCache = options.featureCache ?? DEFAULT_FEATURE_CACHE;
     this.#security = securityOf(options);
     this.#onFeatures = options.onFeatures;
+    this.queues = new QueuesApi((msg) => this.#request(msg));
   }
 
   /** Connects; fails with a {@link TransportError} `CONNECT_FAILED`. */
@@ -450,6 +481,7 @@ export class DtpClient<T extends object = AnyTasks> {
       state: query.state ?? null,
       cursor: local ? null : (query.cursor ?? null),
       knownStates: [...KNOWN_STATES],
+      ...(query.queue !== undefined && { queue: query.queue }),
     });
     const { jobs, nextCursor } = expectReply('LIST_JOBS', reply, 'JOB_LIST');
     if (queryIgnored(query, jobs)) this.#learned(V1_FEATURES);

@@ -161,6 +161,16 @@ export class UnexpectedReplyError extends DtpError {
   }
 }
 
+/** The coordinator does not understand a request this call needs (an older coordinator). */
+export class FeatureUnsupportedError extends DtpError {
+  readonly feature: string;
+
+  constructor(feature: string) {
+    super(LocalErrorCode.FeatureUnsupported, `this coordinator does not support ${feature}`);
+    this.feature = feature;
+  }
+}
+
 /** The client was closed by its owner; the request was not (or no longer) sent. */
 export class ClientClosedError extends DtpError {
   constructor() {

@@ -28,6 +28,8 @@ export type {
 export { JobHandle, settledValue } from './job-handle.js';
 export type { CancelResult, JobClient, WaitOptions } from './job-handle.js';
 export type { JobPage, ListQuery } from './list-paging.js';
+export { QueuesApi } from './queues.js';
+export type { QueueInfo, QueueLimits, RateLimit } from './queues.js';
 export {
   DEFAULT_FEATURE_CACHE,
   EXTENDED_FEATURES,
@@ -38,6 +40,7 @@ export type { CoordinatorFeatures } from './negotiation.js';
 export type { AnyTasks, BuiltinPayloads, TaskName, TaskPayload, TaskResult } from './typing.js';
 export {
   ClientClosedError,
+  FeatureUnsupportedError,
   InvalidPayloadError,
   JobCancelledError,
   JobFailedError,

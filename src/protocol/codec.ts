@@ -26,6 +26,9 @@ import {
   type Message,
   type MessageOf,
   type MessageType,
+  type QueueGroupInfo,
+  type QueueInfo,
+  type RateLimit,
   type WorkerSnapshot,
 } from './messages.js';
 
@@ -235,6 +238,42 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   resultFormat: optional(resultFormatCodec),
   timeoutMillis: optional(intCodec),
   idempotencyKey: optional(stringCodec),
+  queue: optional(stringCodec),
+  groupKey: optional(stringCodec),
+});
+
+const rateLimitCodec: Codec<RateLimit> = recordCodec<RateLimit>({
+  max: intCodec,
+  intervalMillis: intCodec,
+});
+
+/** An object of integers keyed by any string (counts by state). */
+const countsCodec: Codec<Record<string, number>> = {
+  decode(value, path) {
+    if (!isPlainObject(value)) throw badField(path, 'an object', value);
+    const out: Record<string, number> = {};
+    for (const [key, n] of Object.entries(value)) out[key] = intCodec.decode(n, `${path}.${key}`);
+    return out;
+  },
+  encode: identity,
+};
+
+const queueGroupInfoCodec: Codec<QueueGroupInfo> = recordCodec<QueueGroupInfo>({
+  groupKey: nullable(stringCodec),
+  queued: intCodec,
+  running: intCodec,
+});
+
+export const queueInfoCodec: Codec<QueueInfo> = recordCodec<QueueInfo>({
+  name: stringCodec,
+  paused: boolCodec,
+  concurrency: nullable(intCodec),
+  rateLimit: nullable(rateLimitCodec),
+  groupConcurrency: nullable(intCodec),
+  groupRateLimit: nullable(rateLimitCodec),
+  counts: countsCodec,
+  running: optional(intCodec),
+  groups: optional(arrayOf(queueGroupInfoCodec)),
 });
 
 const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
@@ -251,6 +290,7 @@ export const workerSnapshotCodec: Codec<WorkerSnapshot> = recordCodec<WorkerSnap
   draining: optional(boolCodec),
   runningJobs: optional(arrayOf(stringCodec)),
   queuedTasks: optional(intCodec),
+  queues: optional(arrayOf(stringCodec)),
 });
 
 type Schemas = { [K in MessageType]: Fields<Omit<MessageOf<K>, 'type'>> };
@@ -264,6 +304,7 @@ const SCHEMAS: Schemas = {
     heartbeatAck: optional(boolCodec),
     prefetch: optional(intCodec),
     heldAttempts: optional(arrayOf(heldAttemptCodec)),
+    queues: optional(arrayOf(stringCodec)),
   },
   WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },
@@ -298,6 +339,8 @@ const SCHEMAS: Schemas = {
     priority: nullable(priorityCodec),
     timeoutMillis: optional(intCodec),
     knownStates: optional(arrayOf(stringCodec)),
+    queue: optional(stringCodec),
+    groupKey: optional(stringCodec),
   },
   JOB_SUBMITTED: {
     jobId: stringCodec,
@@ -329,6 +372,7 @@ const SCHEMAS: Schemas = {
     taskType: optional(stringCodec),
     idempotencyKey: optional(stringCodec),
     knownStates: optional(arrayOf(stringCodec)),
+    queue: optional(stringCodec),
   },
   JOB_LIST: { jobs: arrayOf(jobSnapshotCodec), nextCursor: nullable(stringCodec) },
   LIST_WORKERS: {},
@@ -348,6 +392,18 @@ const SCHEMAS: Schemas = {
   AUTH_OK: {},
   PURGE_JOBS: { state: jobStateCodec, olderThanMillis: intCodec },
   JOBS_PURGED: { deleted: intCodec },
+  LIST_QUEUES: {},
+  QUEUE_LIST: { queues: arrayOf(queueInfoCodec) },
+  SET_QUEUE: {
+    name: stringCodec,
+    paused: optional(boolCodec),
+    concurrency: optional(intCodec),
+    rateLimit: optional(rateLimitCodec),
+    groupConcurrency: optional(intCodec),
+    groupRateLimit: optional(rateLimitCodec),
+    clear: optional(arrayOf(stringCodec)),
+  },
+  QUEUE_INFO: { queue: queueInfoCodec },
 };
 
 // ignoreBOM keeps a leading U+FEFF in the text, so JSON.parse refuses it: a

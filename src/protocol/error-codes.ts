@@ -98,6 +98,8 @@ export const LocalErrorCode = {
   JobCancelled: 'JOB_CANCELLED',
   /** An `ERROR` reply without a code that could not be classified, or with a code unknown here. */
   RemoteError: 'REMOTE_ERROR',
+  /** The coordinator does not know an extension request this call needs (a v1 coordinator). */
+  FeatureUnsupported: 'FEATURE_UNSUPPORTED',
   // Starting a program
   /** An option of `startCoordinator`, `startWorker` or a class is out of its bounds. */
   InvalidOptions: 'INVALID_OPTIONS',

@@ -21,6 +21,7 @@ export const FEATURES = [
   'assignLimits',
   'prefetch',
   'reattach',
+  'queues',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

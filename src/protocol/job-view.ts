@@ -111,6 +111,8 @@ export class StateView {
       case 'JOBS_PURGED':
       case 'AUTH_OK':
       case 'ERROR':
+      case 'QUEUE_LIST':
+      case 'QUEUE_INFO':
         return reply;
     }
   }

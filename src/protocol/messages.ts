@@ -86,6 +86,10 @@ export interface JobSnapshot {
   timeoutMillis?: number | null;
   /** Extension: the idempotency key it was submitted with. */
   idempotencyKey?: string | null;
+  /** Extension: the named queue it belongs to (`default` when none was given). */
+  queue?: string | null;
+  /** Extension: its group key within the queue (fairness and group limits); absent = none. */
+  groupKey?: string | null;
 }
 
 /** `text` (the default) or `json`: see {@link JobSnapshot.resultFormat}. */
@@ -132,6 +136,8 @@ export interface WorkerSnapshot {
   runningJobs?: string[] | null;
   /** Extension: leased attempts waiting on the worker for a slot (prefetch); absent = none asked. */
   queuedTasks?: number | null;
+  /** Extension: the named queues it takes from; absent = every queue. */
+  queues?: string[] | null;
 }
 
 // ---- worker port ----------------------------------------------------------
@@ -158,6 +164,11 @@ export interface WorkerRegister {
    * is still current to this session and cancels the others.
    */
   heldAttempts?: HeldAttempt[] | null;
+  /**
+   * Extension (feature `queues`): take attempts of these named queues only;
+   * absent = every queue. Sent only to a coordinator that offers `queues`.
+   */
+  queues?: string[] | null;
 }
 
 /** One attempt a re-registering worker still holds. */
@@ -244,6 +255,10 @@ export interface SubmitJob {
    * (job-view.ts); a state it does not list is shown as its v1 equivalent.
    */
   knownStates?: string[] | null;
+  /** Extension: the named queue (a name, see queue-names.ts); absent = `default`. */
+  queue?: string | null;
+  /** Extension: a group key (tenant, customer), 1..128 characters without control characters. */
+  groupKey?: string | null;
 }
 export interface JobSubmitted {
   type: 'JOB_SUBMITTED';
@@ -306,6 +321,8 @@ export interface ListJobs {
    * (job-view.ts); a state it does not list is shown as its v1 equivalent.
    */
   knownStates?: string[] | null;
+  /** Extension: only jobs of this named queue. */
+  queue?: string | null;
 }
 export interface JobList {
   type: 'JOB_LIST';
@@ -374,11 +391,88 @@ export interface JobsPurged {
   deleted: number;
 }
 
+/** A rate limit: at most `max` attempt starts in any window of `intervalMillis`. */
+export interface RateLimit {
+  max: number;
+  intervalMillis: number;
+}
+
+/** Extension: a named queue, its settings and its jobs by state (LIST_QUEUES, SET_QUEUE). */
+export interface QueueInfo {
+  name: string;
+  paused: boolean;
+  /** Null = no limit. */
+  concurrency: number | null;
+  rateLimit: RateLimit | null;
+  groupConcurrency: number | null;
+  groupRateLimit: RateLimit | null;
+  /** Stored jobs of the queue by state; a state with none is left out. */
+  counts: Record<string, number>;
+  /** Extension: attempts of the queue holding a lease now. */
+  running?: number | null;
+  /** Extension: the groups with the most QUEUED jobs, largest first (at most 10). */
+  groups?: QueueGroupInfo[] | null;
+}
+
+/** One group's backlog (QueueInfo.groups). */
+export interface QueueGroupInfo {
+  /** Null = the jobs without a group key. */
+  groupKey: string | null;
+  queued: number;
+  running: number;
+}
+
+/** The settings SET_QUEUE may change. */
+export const QUEUE_SETTING_FIELDS = [
+  'concurrency',
+  'rateLimit',
+  'groupConcurrency',
+  'groupRateLimit',
+] as const;
+export type QueueSettingField = (typeof QUEUE_SETTING_FIELDS)[number];
+
+/** Extension (feature `queues`): the named queues, sorted by name. */
+export interface ListQueues {
+  type: 'LIST_QUEUES';
+}
+export interface QueueList {
+  type: 'QUEUE_LIST';
+  queues: QueueInfo[];
+}
+/**
+ * Extension (feature `queues`): changes a queue's settings; a field left out
+ * keeps its value, a field named in `clear` is removed (no limit).
+ * Answered with QUEUE_INFO once the change is durable.
+ */
+export interface SetQueue {
+  type: 'SET_QUEUE';
+  name: string;
+  paused?: boolean | null;
+  concurrency?: number | null;
+  rateLimit?: RateLimit | null;
+  groupConcurrency?: number | null;
+  groupRateLimit?: RateLimit | null;
+  clear?: string[] | null;
+}
+export interface QueueInfoReply {
+  type: 'QUEUE_INFO';
+  queue: QueueInfo;
+}
+
 export type WorkerToCoordinator = WorkerRegister | Heartbeat | TaskResult | WorkerDraining;
 export type CoordinatorToWorker =
   WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck;
 export type ClientRequest =
-  SubmitJob | GetJobStatus | ListJobs | ListWorkers | CancelJob | WaitJob | Auth | PurgeJobs;
+  | SubmitJob
+  | GetJobStatus
+  | ListJobs
+  | ListWorkers
+  | CancelJob
+  | WaitJob
+  | Auth
+  | PurgeJobs
+  | ListQueues
+  | SetQueue;
 export type ClientReply =
   | JobSubmitted
   | SubmitRejected
@@ -388,7 +482,9 @@ export type ClientReply =
   | JobCancel
   | ErrorMessage
   | AuthOk
-  | JobsPurged;
+  | JobsPurged
+  | QueueList
+  | QueueInfoReply;
 
 export type Message = WorkerToCoordinator | CoordinatorToWorker | ClientRequest | ClientReply;
 export type MessageType = Message['type'];
@@ -404,6 +500,8 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   WAIT_JOB: true,
   AUTH: true,
   PURGE_JOBS: true,
+  LIST_QUEUES: true,
+  SET_QUEUE: true,
 };
 const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOB_SUBMITTED: true,
@@ -415,6 +513,8 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   ERROR: true,
   AUTH_OK: true,
   JOBS_PURGED: true,
+  QUEUE_LIST: true,
+  QUEUE_INFO: true,
 };
 const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]: true } = {
   WORKER_REGISTER: true,

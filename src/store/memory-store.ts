@@ -16,6 +16,8 @@ import {
   type JobRecord,
   type ListQuery,
   type PurgeQuery,
+  type QueueCount,
+  type QueueSettingsRecord,
   type RecoveredState,
   type Store,
   type StoreRead,
@@ -28,6 +30,7 @@ export class MemoryStore implements Store {
   readonly #jobs = new Map<string, JobRecord>();
   readonly #byKey = new Map<string, string>();
   readonly #attempts = new Map<string, AttemptRecord>();
+  readonly #queues = new Map<string, QueueSettingsRecord>();
   #failure: string | null = null;
   #readFailure: string | null = null;
   /** Number of batches committed. */
@@ -69,7 +72,10 @@ export class MemoryStore implements Store {
       .map((attempt) => ({ ...attempt }));
     let maxSeq = 0;
     for (const job of this.#jobs.values()) maxSeq = Math.max(maxSeq, job.seq);
-    return { activeJobs, activeAttempts, maxSeq };
+    const queueSettings = [...this.#queues.values()]
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      .map((q) => ({ ...q }));
+    return { activeJobs, activeAttempts, maxSeq, queueSettings };
   }
 
   /** Applies a batch at once (throws {@link StoreError} when commits fail). */
@@ -90,6 +96,7 @@ export class MemoryStore implements Store {
       if (job.idempotencyKey !== null) this.#byKey.set(job.idempotencyKey, job.jobId);
     }
     for (const attempt of batch.attempts) this.#attempts.set(attempt.attemptId, { ...attempt });
+    for (const q of batch.queues ?? []) this.#queues.set(q.name, { ...q });
     this.commits++;
   }
 
@@ -113,7 +120,26 @@ export class MemoryStore implements Store {
         return { op: 'list', jobs: this.#list(read.query) };
       case 'purge':
         return { op: 'purge', deleted: this.#purge(read.query) };
+      case 'queueCounts':
+        return { op: 'queueCounts', counts: this.#queueCounts(read.queue) };
     }
+  }
+
+  #queueCounts(queue: string | null): QueueCount[] {
+    const counts = new Map<string, QueueCount>();
+    for (const job of this.#jobs.values()) {
+      if (queue !== null && job.queue !== queue) continue;
+      const key = `${job.queue}\n${job.state}`;
+      const entry = counts.get(key) ?? { queue: job.queue, state: job.state, count: 0 };
+      entry.count++;
+      counts.set(key, entry);
+    }
+    return [...counts.values()];
+  }
+
+  /** Committed queue settings (copies), by name. */
+  committedQueues(): QueueSettingsRecord[] {
+    return [...this.#queues.values()].map((q) => ({ ...q }));
   }
 
   /** Makes every later commit fail (null: commits work again). */
@@ -167,6 +193,9 @@ export class MemoryStore implements Store {
       .filter((job) => query.beforeSeq === null || job.seq < query.beforeSeq)
       .filter((job) => query.states === null || query.states.includes(job.state))
       .filter((job) => query.taskType === null || job.taskType === query.taskType)
+      .filter(
+        (job) => query.queue === undefined || query.queue === null || job.queue === query.queue,
+      )
       .sort((a, b) => b.seq - a.seq)
       .slice(0, query.limit)
       .map((job) => ({ ...job }));

@@ -55,6 +55,23 @@ export interface JobRecord {
   startedAtMs: number | null;
   /** When the job became terminal; null while it is not. */
   finishedAtMs: number | null;
+  /** The named queue (immutable; `default` for jobs stored before queues existed). */
+  queue: string;
+  /** The group key within the queue (immutable); null = none. */
+  groupKey: string | null;
+}
+
+/** One queue's settings, exactly as persisted (a row exists once a setting was made). */
+export interface QueueSettingsRecord {
+  name: string;
+  paused: boolean;
+  concurrency: number | null;
+  rateMax: number | null;
+  rateIntervalMs: number | null;
+  groupConcurrency: number | null;
+  groupRateMax: number | null;
+  groupRateIntervalMs: number | null;
+  updatedAtMs: number;
 }
 
 /** One attempt of a job (job history). */
@@ -78,6 +95,8 @@ export interface WriteBatch {
   readonly jobs: readonly { readonly job: Readonly<JobRecord>; readonly isNew: boolean }[];
   /** New attempts and new versions of existing ones (keyed by attemptId). */
   readonly attempts: readonly Readonly<AttemptRecord>[];
+  /** New versions of queue settings (keyed by name); absent = none. */
+  readonly queues?: readonly Readonly<QueueSettingsRecord>[];
 }
 
 export interface ListQuery {
@@ -89,6 +108,8 @@ export interface ListQuery {
   taskType: string | null;
   /** At most this many rows. */
   limit: number;
+  /** Only rows of this named queue; null or absent = all. */
+  queue?: string | null;
 }
 
 /** Deletes terminal jobs (and their attempts) of one state that finished before a time. */
@@ -105,14 +126,24 @@ export type StoreRead =
   | { op: 'job'; jobId: string; withAttempts: boolean }
   | { op: 'jobByKey'; key: string }
   | { op: 'list'; query: ListQuery }
-  | { op: 'purge'; query: PurgeQuery };
+  | { op: 'purge'; query: PurgeQuery }
+  /** Stored jobs counted by queue and state (every queue, or one). */
+  | { op: 'queueCounts'; queue: string | null };
 
 /** The answer to a {@link StoreRead}, tagged with the same `op`. */
 export type StoreReadResult =
   | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null }
   | { op: 'jobByKey'; job: JobRecord | null }
   | { op: 'list'; jobs: JobRecord[] }
-  | { op: 'purge'; deleted: number };
+  | { op: 'purge'; deleted: number }
+  | { op: 'queueCounts'; counts: QueueCount[] };
+
+/** How many stored jobs of one queue are in one state. */
+export interface QueueCount {
+  queue: string;
+  state: JobState;
+  count: number;
+}
 
 /** What restart recovery starts from. */
 export interface RecoveredState {
@@ -122,6 +153,8 @@ export interface RecoveredState {
   activeAttempts: AttemptRecord[];
   /** Highest seq ever stored (0 when empty). */
   maxSeq: number;
+  /** Every queue's stored settings (absent: a store without queue settings). */
+  queueSettings?: QueueSettingsRecord[];
   /**
    * The epoch (fencing token) of the leadership term this recovery starts,
    * with a store shared by several coordinators (PostgreSQL); absent with

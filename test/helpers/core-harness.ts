@@ -110,6 +110,8 @@ export interface SubmitOptions {
   idempotencyKey?: string | null;
   priority?: Priority | null;
   timeoutMillis?: number;
+  queue?: string;
+  groupKey?: string;
 }
 
 export interface ResultOptions {
@@ -261,7 +263,12 @@ export class CoreHarness {
     workerId: string,
     capacity = 1,
     taskTypes: string[] | null = null,
-    extensions: { heartbeatAck?: boolean; prefetch?: number; heldAttempts?: HeldAttempt[] } = {},
+    extensions: {
+      heartbeatAck?: boolean;
+      prefetch?: number;
+      heldAttempts?: HeldAttempt[];
+      queues?: string[];
+    } = {},
   ): number {
     const connId = this.newConn();
     this.#connByWorker.set(workerId, connId);
@@ -314,6 +321,8 @@ export class CoreHarness {
       idempotencyKey: options.idempotencyKey ?? null,
       priority: options.priority ?? null,
       timeoutMillis: options.timeoutMillis ?? null,
+      ...(options.queue !== undefined && { queue: options.queue }),
+      ...(options.groupKey !== undefined && { groupKey: options.groupKey }),
     });
   }
 

@@ -66,6 +66,10 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return 'AUTH';
     case 'PURGE_JOBS':
       return `PURGE_JOBS ${msg.state} older=${msg.olderThanMillis} ms`;
+    case 'LIST_QUEUES':
+      return 'LIST_QUEUES';
+    case 'SET_QUEUE':
+      return `SET_QUEUE ${JSON.stringify(msg)}`;
   }
 }
 

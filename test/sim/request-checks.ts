@@ -75,6 +75,8 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'WAIT_JOB':
     case 'LIST_JOBS':
     case 'PURGE_JOBS':
+    case 'LIST_QUEUES':
+    case 'SET_QUEUE':
       return read;
     case 'LIST_WORKERS':
     case 'AUTH':
@@ -141,6 +143,9 @@ function answerNow(
     case 'AUTH':
     case 'PURGE_JOBS':
       return; // the simulation's clients never send these
+    case 'LIST_QUEUES':
+    case 'SET_QUEUE':
+      throw judge.violation(`${msg.type} was answered without reading the store`);
   }
 }
 
@@ -222,6 +227,8 @@ function checkSubmit(
     case 'WORKER_LIST':
     case 'AUTH_OK':
     case 'JOBS_PURGED':
+    case 'QUEUE_LIST':
+    case 'QUEUE_INFO':
       throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
   }
 }
@@ -421,6 +428,15 @@ export function checkDeferredAnswer(
       return checkList(ctx, msg, reply);
     case 'PURGE_JOBS':
       judge.check(reply.type === 'JOBS_PURGED' || reply.type === 'ERROR', () => what);
+      return;
+    case 'LIST_QUEUES':
+      judge.check(reply.type === 'QUEUE_LIST' || reply.type === 'ERROR', () => what);
+      return;
+    case 'SET_QUEUE':
+      judge.check(
+        (reply.type === 'QUEUE_INFO' && reply.queue.name === msg.name) || reply.type === 'ERROR',
+        () => what,
+      );
       return;
     case 'LIST_WORKERS':
     case 'AUTH':

@@ -46,6 +46,8 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'ERROR':
       case 'AUTH_OK':
       case 'JOBS_PURGED':
+      case 'QUEUE_LIST':
+      case 'QUEUE_INFO':
         break;
     }
   }

@@ -30,6 +30,7 @@ import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed } from './submission.js';
+import { queueCountsDone } from './queue-requests.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
 import {
   handleWorkerMessage,
@@ -203,6 +204,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'purge')
         throw new Error(`read ${readId}: expected a purge, got ${result.op}`);
       return purgeDone(s, read, result.deleted);
+    case 'queues':
+      if (result.op !== 'queueCounts')
+        throw new Error(`read ${readId}: expected queue counts, got ${result.op}`);
+      return queueCountsDone(s, read, result.counts);
   }
 }
 
@@ -215,6 +220,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
     case 'wait':
     case 'list':
     case 'listKey':
+    case 'queues':
       s.replyError(
         read.connId,
         read.requestId,

@@ -14,7 +14,12 @@
  * Idempotency keys of active and retiring jobs are indexed here; older keys
  * are looked up in the store (see submission.ts).
  */
-import type { AttemptRecord, JobRecord, WriteBatch } from '../../store/store.js';
+import type {
+  AttemptRecord,
+  JobRecord,
+  QueueSettingsRecord,
+  WriteBatch,
+} from '../../store/store.js';
 import { toRecord, type CoreJob } from './job.js';
 
 interface InFlight {
@@ -28,6 +33,7 @@ export class JobTable {
   readonly #keys = new Map<string, CoreJob>();
   #dirty = new Map<string, { job: CoreJob; isNew: boolean }>();
   #dirtyAttempts: AttemptRecord[] = [];
+  #dirtyQueues = new Map<string, QueueSettingsRecord>();
   readonly #inFlight = new Map<string, InFlight>();
   /** Job ids per batch id: what leaves `retiring` and `inFlight` when it commits. */
   readonly #retiringByBatch = new Map<number, string[]>();
@@ -90,6 +96,11 @@ export class JobTable {
     this.#dirtyAttempts.push(attempt);
   }
 
+  /** A queue's settings changed: the row goes out with the next batch. */
+  saveQueue(record: QueueSettingsRecord): void {
+    this.#dirtyQueues.set(record.name, record);
+  }
+
   /** The job became terminal: it stops counting as active and retires once committed. */
   retire(job: CoreJob): void {
     this.#active.delete(job.jobId);
@@ -100,7 +111,7 @@ export class JobTable {
 
   /** True when something is waiting to be written. */
   get hasWrites(): boolean {
-    return this.#dirty.size > 0 || this.#dirtyAttempts.length > 0;
+    return this.#dirty.size > 0 || this.#dirtyAttempts.length > 0 || this.#dirtyQueues.size > 0;
   }
 
   /** Everything dirty as one batch (null when nothing is), now in flight. */
@@ -117,9 +128,12 @@ export class JobTable {
     }
     if (ids.length > 0) this.#inFlightByBatch.set(batchId, ids);
     const attempts = this.#dirtyAttempts;
+    const queues = [...this.#dirtyQueues.values()];
     this.#dirty = new Map();
     this.#dirtyAttempts = [];
-    return { batchId, jobs, attempts };
+    if (queues.length === 0) return { batchId, jobs, attempts };
+    this.#dirtyQueues = new Map();
+    return { batchId, jobs, attempts, queues };
   }
 
   /**

@@ -14,6 +14,7 @@ import type {
   Priority,
   ResultFormat,
 } from '../../protocol/messages.js';
+import { DEFAULT_QUEUE } from '../../protocol/queue-names.js';
 import type { AttemptRecord, JobRecord } from '../../store/store.js';
 
 /** The current attempt of a RUNNING job. */
@@ -35,6 +36,10 @@ export interface CoreJob {
   readonly timeoutMs: number;
   readonly idempotencyKey: string | null;
   readonly createdAtMs: number;
+  /** The named queue it belongs to. */
+  readonly queue: string;
+  /** Its group key within the queue; null = none (those jobs form one group). */
+  readonly groupKey: string | null;
   /** Changed only by job-state.ts `transition()`. */
   state: JobState;
   /** Non-null exactly while RUNNING (asserted by `transition()`). */
@@ -85,6 +90,8 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     updatedAtMs: job.updatedAtMs,
     startedAtMs: job.startedAtMs,
     finishedAtMs: job.finishedAtMs,
+    queue: job.queue,
+    groupKey: job.groupKey,
   };
 }
 
@@ -112,6 +119,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     timeoutMs: row.timeoutMs,
     idempotencyKey: row.idempotencyKey,
     createdAtMs: row.createdAtMs,
+    queue: row.queue,
+    groupKey: row.groupKey,
     state: row.state,
     lease,
     attempts: row.attempts,
@@ -190,6 +199,9 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
     snapshot.resultFormat = job.resultFormat;
   }
   if (job.idempotencyKey !== null) snapshot.idempotencyKey = job.idempotencyKey;
+  // Absent = `default`, so a job of the default queue looks as it did in v1.
+  if (job.queue !== DEFAULT_QUEUE) snapshot.queue = job.queue;
+  if (job.groupKey !== null) snapshot.groupKey = job.groupKey;
   return snapshot;
 }
 

@@ -14,4 +14,5 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'heartbeatAck',
   'prefetch',
   'reattach',
+  'queues',
 ];

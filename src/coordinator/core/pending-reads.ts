@@ -15,6 +15,8 @@ export interface NormalizedSubmission {
   readonly maxAttempts: number;
   readonly priority: 'HIGH' | 'NORMAL' | 'LOW';
   readonly timeoutMs: number;
+  readonly queue: string;
+  readonly groupKey: string | null;
 }
 
 /** A submission held while the store is asked about its idempotency key. */
@@ -49,6 +51,8 @@ export type PendingRead =
   | { kind: 'key'; key: string }
   /** LIST_JOBS with an idempotency key: the store is asked for the key's job. */
   | { kind: 'listKey'; connId: number; requestId: number; query: ListQuery; key: string }
+  /** LIST_QUEUES (`queue` null) or SET_QUEUE (the queue it changed): counts from the store. */
+  | { kind: 'queues'; connId: number; requestId: number; queue: string | null }
   | {
       kind: 'purge';
       /** The client that asked, or null for background retention. */

@@ -16,6 +16,7 @@ import type { RecoveredState } from '../../store/store.js';
 import { fromRecord, isRunning, type CoreJob, type RunningJob } from './job.js';
 import { finishJob, interruptAttempt } from './job-lifecycle.js';
 import { transition } from './job-state.js';
+import { groupOf } from './ready-queue.js';
 import type { CoreState } from './state.js';
 
 export function recover(s: CoreState, stored: RecoveredState): void {
@@ -25,6 +26,7 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     list.push(attempt);
     attemptsByJob.set(attempt.jobId, list);
   }
+  for (const settings of stored.queueSettings ?? []) s.queues.load(settings, s.nowMs);
   const interruption = interruptionOf(stored.epoch);
   for (const row of stored.activeJobs) {
     const job = fromRecord(row, attemptsByJob.get(row.jobId) ?? []);
@@ -71,6 +73,8 @@ function recoverJob(s: CoreState, job: CoreJob, interruption: string): void {
 function recoverRunning(s: CoreState, job: RunningJob, interruption: string): void {
   const workerId = job.lease.workerId;
   const interrupted = `${interruption} during attempt ${job.attempts}; outcome unknown (worker ${workerId})`;
+  // Its lease counted until now (it ends here): not a start of this term.
+  s.queues.noteStart(job.queue, groupOf(job), s.nowMs, false);
   interruptAttempt(s, job, interrupted);
   if (job.attempts >= job.maxAttempts) {
     job.error = `${interruption} during final attempt; outcome unknown (worker ${workerId}; all ${job.maxAttempts} attempts used)`;

@@ -28,6 +28,7 @@ import {
   isValidTaskType,
 } from '../../protocol/task-types.js';
 import type { JobRecord } from '../../store/store.js';
+import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../../protocol/queue-names.js';
 import { coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
 import { schedule } from './job-lifecycle.js';
 import type { HeldSubmission, NormalizedSubmission } from './pending-reads.js';
@@ -48,7 +49,13 @@ function normalize(s: CoreState, msg: SubmitJob): NormalizedSubmission | string 
   if (timeoutMs < MIN_TASK_TIMEOUT_MS || timeoutMs > MAX_TASK_TIMEOUT_MS) {
     return `timeoutMillis must be ${MIN_TASK_TIMEOUT_MS}..${MAX_TASK_TIMEOUT_MS}, got ${timeoutMs}`;
   }
-  return { maxAttempts, priority: msg.priority ?? 'NORMAL', timeoutMs };
+  const queue = msg.queue ?? DEFAULT_QUEUE;
+  const badQueue = queueNameProblem(queue);
+  if (badQueue !== null) return `queue ${badQueue}`;
+  const groupKey = msg.groupKey ?? null;
+  const badGroup = groupKey === null ? null : groupKeyProblem(groupKey);
+  if (badGroup !== null) return `groupKey ${badGroup}`;
+  return { maxAttempts, priority: msg.priority ?? 'NORMAL', timeoutMs, queue, groupKey };
 }
 
 function errorCodeOf(err: unknown): ErrorCode {
@@ -58,12 +65,13 @@ function errorCodeOf(err: unknown): ErrorCode {
 
 type Submitted = Pick<
   JobRecord,
-  'taskType' | 'maxAttempts' | 'priority' | 'timeoutMs' | 'payloadJson'
+  'taskType' | 'maxAttempts' | 'priority' | 'timeoutMs' | 'payloadJson' | 'queue' | 'groupKey'
 >;
 
 function sameSubmission(job: Submitted, msg: SubmitJob, wanted: NormalizedSubmission): boolean {
   if (job.taskType !== msg.taskType || job.maxAttempts !== wanted.maxAttempts) return false;
   if (job.priority !== wanted.priority || job.timeoutMs !== wanted.timeoutMs) return false;
+  if (job.queue !== wanted.queue || job.groupKey !== wanted.groupKey) return false;
   // Compare with the payload as it would be stored: the JSON round trip turns
   // -0 into 0 (deep-strict equality tells them apart), so the resubmission of
   // an identical request must go through it too.
@@ -192,6 +200,8 @@ function createJob(s: CoreState, held: HeldSubmission): CoreJob {
     timeoutMs: wanted.timeoutMs,
     idempotencyKey: msg.idempotencyKey,
     createdAtMs: s.nowMs,
+    queue: wanted.queue,
+    groupKey: wanted.groupKey,
     state: 'QUEUED',
     lease: null,
     attempts: 0,

@@ -21,6 +21,7 @@
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { describeError } from '../../protocol/errors.js';
+import type { JobState } from '../../protocol/messages.js';
 import { LeaseLostError } from '../lease.js';
 import {
   StoreError,
@@ -28,6 +29,7 @@ import {
   type JobRecord,
   type ListQuery,
   type PurgeQuery,
+  type QueueSettingsRecord,
   type RecoveredState,
   type Store,
   type StoreRead,
@@ -55,7 +57,11 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   attempt_id AS "attemptId", deadline_at_ms AS "deadlineAtMs", retry_at_ms AS "retryAtMs",
   result, result_format AS "resultFormat", error, created_at_ms AS "createdAtMs",
   updated_at_ms AS "updatedAtMs", started_at_ms AS "startedAtMs",
-  finished_at_ms AS "finishedAtMs" FROM dtp.jobs`;
+  finished_at_ms AS "finishedAtMs", queue, group_key AS "groupKey" FROM dtp.jobs`;
+const QUEUE_SELECT = `SELECT name, paused, concurrency, rate_max AS "rateMax",
+  rate_interval_ms AS "rateIntervalMs", group_concurrency AS "groupConcurrency",
+  group_rate_max AS "groupRateMax", group_rate_interval_ms AS "groupRateIntervalMs",
+  updated_at_ms AS "updatedAtMs" FROM dtp.queue_settings`;
 const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attemptNumber",
   a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
   a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;
@@ -132,10 +138,12 @@ export class PostgresStore implements Store {
           `${ATTEMPT_SELECT} JOIN dtp.jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
         );
         const max = await client.query<{ m: number | null }>('SELECT max(seq) AS m FROM dtp.jobs');
+        const queues = await client.query<QueueSettingsRecord>(`${QUEUE_SELECT} ORDER BY name`);
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
           maxSeq: max.rows[0]?.m ?? 0,
+          queueSettings: queues.rows,
           epoch: this.#epoch,
         };
       } finally {
@@ -182,6 +190,16 @@ export class PostgresStore implements Store {
         return new Promise<number>((resolve, reject) => {
           this.#enqueue({ kind: 'purge', query: read.query, pending: { resolve, reject } });
         }).then((deleted) => ({ op: 'purge', deleted }));
+      case 'queueCounts':
+        return this.#withReader(async (client) => {
+          const where = read.queue === null ? '' : 'WHERE queue = $1';
+          const rows = await client.query<{ queue: string; state: JobState; count: string }>(
+            `SELECT queue, state, count(*) AS count FROM dtp.jobs ${where} GROUP BY queue, state`,
+            read.queue === null ? [] : [read.queue],
+          );
+          const counts = rows.rows.map((r) => ({ ...r, count: Number(r.count) }));
+          return { op: 'queueCounts', counts };
+        });
     }
   }
 
@@ -242,15 +260,16 @@ export class PostgresStore implements Store {
   async #commitGroup(group: Extract<WriteOp, { kind: 'commit' }>[]): Promise<void> {
     const started = performance.now();
     try {
-      const { inserts, updates, attempts } = mergeBatches(group.map((op) => op.batch));
+      const { inserts, updates, attempts, queues } = mergeBatches(group.map((op) => op.batch));
       await this.#writer.query({
-        name: 'dtp_commit_batch',
-        text: 'SELECT dtp.commit_batch($1, $2, $3, $4)',
+        name: 'dtp_commit_batch_q',
+        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5)',
         values: [
           this.#epoch,
           inserts.length === 0 ? null : JSON.stringify(inserts),
           updates.length === 0 ? null : JSON.stringify(updates),
           attempts.length === 0 ? null : JSON.stringify(attempts),
+          queues.length === 0 ? null : JSON.stringify(queues),
         ],
       });
     } catch (err) {
@@ -333,6 +352,10 @@ async function listJobs(client: pg.ClientBase, query: ListQuery): Promise<JobRec
     values.push(query.taskType);
     where.push(`task_type = $${values.length}`);
   }
+  if (query.queue !== undefined && query.queue !== null) {
+    values.push(query.queue);
+    where.push(`queue = $${values.length}`);
+  }
   values.push(query.limit);
   const filter = where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`;
   const rows = await client.query<JobRecord>(
@@ -350,10 +373,13 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
   inserts: Readonly<JobRecord>[];
   updates: Readonly<JobRecord>[];
   attempts: Readonly<AttemptRecord>[];
+  queues: Readonly<QueueSettingsRecord>[];
 } {
   const jobs = new Map<string, { job: Readonly<JobRecord>; isNew: boolean }>();
   const attempts = new Map<string, Readonly<AttemptRecord>>();
+  const queues = new Map<string, Readonly<QueueSettingsRecord>>();
   for (const batch of batches) {
+    for (const q of batch.queues ?? []) queues.set(q.name, q);
     for (const entry of batch.jobs) {
       const seen = jobs.get(entry.job.jobId);
       if (seen !== undefined && entry.isNew) {
@@ -368,7 +394,7 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
   const inserts: Readonly<JobRecord>[] = [];
   const updates: Readonly<JobRecord>[] = [];
   for (const { job, isNew } of jobs.values()) (isNew ? inserts : updates).push(job);
-  return { inserts, updates, attempts: [...attempts.values()] };
+  return { inserts, updates, attempts: [...attempts.values()], queues: [...queues.values()] };
 }
 
 function storeError(what: string, err: unknown): StoreError {

@@ -159,6 +159,62 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE dtp.jobs DROP CONSTRAINT jobs_idempotency_key_key;
    CREATE UNIQUE INDEX jobs_key ON dtp.jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
    DROP INDEX dtp.jobs_active;`,
+  // 3: named queues: each job's queue and group key (rows from before are
+  // in 'default', without a group), an index to list and count a queue, the
+  // queues' settings, and commit_batch with a fifth argument (settings rows)
+  // that inserts jobs with their queue; updates and attempts go through the
+  // four-argument version, unchanged.
+  `ALTER TABLE dtp.jobs ADD COLUMN queue text NOT NULL DEFAULT 'default';
+   ALTER TABLE dtp.jobs ADD COLUMN group_key text;
+   CREATE INDEX jobs_queue_state ON dtp.jobs (queue, state, seq);
+   CREATE TABLE dtp.queue_settings (
+     name                   text    PRIMARY KEY,
+     paused                 boolean NOT NULL,
+     concurrency            integer,
+     rate_max               integer,
+     rate_interval_ms       bigint,
+     group_concurrency      integer,
+     group_rate_max         integer,
+     group_rate_interval_ms bigint,
+     updated_at_ms          bigint  NOT NULL
+   );
+   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_queues json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   BEGIN
+     ${FENCE}
+     IF p_inserts IS NOT NULL THEN
+       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
+           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
+           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
+           started_at_ms, finished_at_ms, queue, group_key)
+         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
+           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
+           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
+           "startedAtMs", "finishedAtMs", queue, "groupKey"
+         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS}, queue text, "groupKey" text);
+     END IF;
+     IF p_updates IS NOT NULL OR p_attempts IS NOT NULL THEN
+       PERFORM dtp.commit_batch(p_epoch, NULL, p_updates, p_attempts);
+     END IF;
+     IF p_queues IS NOT NULL THEN
+       INSERT INTO dtp.queue_settings (name, paused, concurrency, rate_max, rate_interval_ms,
+           group_concurrency, group_rate_max, group_rate_interval_ms, updated_at_ms)
+         SELECT name, paused, concurrency, "rateMax", "rateIntervalMs", "groupConcurrency",
+           "groupRateMax", "groupRateIntervalMs", "updatedAtMs"
+         FROM json_to_recordset(p_queues) AS r(name text, paused boolean, concurrency integer,
+           "rateMax" integer, "rateIntervalMs" bigint, "groupConcurrency" integer,
+           "groupRateMax" integer, "groupRateIntervalMs" bigint, "updatedAtMs" bigint)
+       ON CONFLICT (name) DO UPDATE SET paused = excluded.paused,
+         concurrency = excluded.concurrency, rate_max = excluded.rate_max,
+         rate_interval_ms = excluded.rate_interval_ms,
+         group_concurrency = excluded.group_concurrency,
+         group_rate_max = excluded.group_rate_max,
+         group_rate_interval_ms = excluded.group_rate_interval_ms,
+         updated_at_ms = excluded.updated_at_ms;
+     END IF;
+   END
+   $fn$;`,
 ];
 
 /** Number of the newest schema this code knows. */

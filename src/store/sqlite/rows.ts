@@ -4,7 +4,7 @@
  * of column values (cheaper to clone and to bind than objects).
  */
 import type { AttemptOutcome, JobState, Priority, ResultFormat } from '../../protocol/messages.js';
-import type { AttemptRecord, JobRecord } from '../store.js';
+import type { AttemptRecord, JobRecord, QueueSettingsRecord } from '../store.js';
 
 export const JOB_COLUMNS = [
   'seq',
@@ -28,6 +28,8 @@ export const JOB_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'queue',
+  'group_key',
 ] as const;
 
 /** The columns an update may change, in the order {@link jobUpdateValues} gives them. */
@@ -82,6 +84,8 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    job.queue,
+    job.groupKey,
   ];
 }
 
@@ -139,6 +143,8 @@ export interface JobRow {
   updated_at_ms: number;
   started_at_ms: number | null;
   finished_at_ms: number | null;
+  queue: string;
+  group_key: string | null;
 }
 
 export interface AttemptRow {
@@ -175,6 +181,8 @@ export function jobFromRow(row: JobRow): JobRecord {
     updatedAtMs: row.updated_at_ms,
     startedAtMs: row.started_at_ms,
     finishedAtMs: row.finished_at_ms,
+    queue: row.queue,
+    groupKey: row.group_key,
   };
 }
 
@@ -188,6 +196,58 @@ export function attemptFromRow(row: AttemptRow): AttemptRecord {
     finishedAtMs: row.finished_at_ms,
     outcome: row.outcome as AttemptOutcome,
     error: row.error,
+  };
+}
+
+export const QUEUE_COLUMNS = [
+  'name',
+  'paused',
+  'concurrency',
+  'rate_max',
+  'rate_interval_ms',
+  'group_concurrency',
+  'group_rate_max',
+  'group_rate_interval_ms',
+  'updated_at_ms',
+] as const;
+
+export interface QueueRow {
+  name: string;
+  paused: number;
+  concurrency: number | null;
+  rate_max: number | null;
+  rate_interval_ms: number | null;
+  group_concurrency: number | null;
+  group_rate_max: number | null;
+  group_rate_interval_ms: number | null;
+  updated_at_ms: number;
+}
+
+export function queueValues(q: Readonly<QueueSettingsRecord>): SqlValue[] {
+  return [
+    q.name,
+    q.paused ? 1 : 0,
+    q.concurrency,
+    q.rateMax,
+    q.rateIntervalMs,
+    q.groupConcurrency,
+    q.groupRateMax,
+    q.groupRateIntervalMs,
+    q.updatedAtMs,
+  ];
+}
+
+export function queueFromRow(row: QueueRow): QueueSettingsRecord {
+  return {
+    name: row.name,
+    paused: row.paused !== 0,
+    concurrency: row.concurrency,
+    rateMax: row.rate_max,
+    rateIntervalMs: row.rate_interval_ms,
+    groupConcurrency: row.group_concurrency,
+    groupRateMax: row.group_rate_max,
+    groupRateIntervalMs: row.group_rate_interval_ms,
+    updatedAtMs: row.updated_at_ms,
   };
 }
 

@@ -88,6 +88,24 @@ const MIGRATIONS: readonly string[] = [
      error           TEXT,
      PRIMARY KEY (job_id, attempt_number)
    ) STRICT, WITHOUT ROWID;`,
+  // 4: named queues. Each job's queue and group key (fixed at submission;
+  // rows from before are in `default`, without a group), an index to list a
+  // queue and count it by state, and one row of settings per queue that has
+  // any (paused, limits).
+  `ALTER TABLE jobs ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';
+   ALTER TABLE jobs ADD COLUMN group_key TEXT;
+   CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);
+   CREATE TABLE queue_settings (
+     name                   TEXT    PRIMARY KEY,
+     paused                 INTEGER NOT NULL,
+     concurrency            INTEGER,
+     rate_max               INTEGER,
+     rate_interval_ms       INTEGER,
+     group_concurrency      INTEGER,
+     group_rate_max         INTEGER,
+     group_rate_interval_ms INTEGER,
+     updated_at_ms          INTEGER NOT NULL
+   ) STRICT, WITHOUT ROWID;`,
 ];
 
 /** Number of the newest schema this code knows. */

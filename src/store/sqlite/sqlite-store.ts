@@ -27,6 +27,7 @@ import { describeError } from '../../protocol/errors.js';
 import {
   StoreError,
   type JobRecord,
+  type QueueCount,
   type ListQuery,
   type PurgeQuery,
   type RecoveredState,
@@ -42,6 +43,10 @@ import {
   attemptFromRow,
   attemptValues,
   columnList,
+  queueFromRow,
+  queueValues,
+  QUEUE_COLUMNS,
+  type QueueRow,
   jobFromRow,
   jobInsertValues,
   jobUpdateValues,
@@ -50,6 +55,8 @@ import {
   type SqlValue,
 } from './rows.js';
 import { migrate } from './schema.js';
+import type { EncodedBatch } from './writer.js';
+import type { JobState } from '../../protocol/messages.js';
 import { InlineWriterLink, ThreadWriterLink, type WriterLink } from './writer-links.js';
 
 export interface SqliteStoreOptions {
@@ -140,7 +147,13 @@ export class SqliteStore implements Store {
       const max = this.#reader
         .prepare<[], { m: number | null }>('SELECT max(seq) AS m FROM jobs')
         .get();
-      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0 };
+      const queueSettings = this.#reader
+        .prepare<[], QueueRow>(
+          `SELECT ${columnList(QUEUE_COLUMNS)} FROM queue_settings ORDER BY name`,
+        )
+        .all()
+        .map(queueFromRow);
+      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0, queueSettings };
     });
   }
 
@@ -153,7 +166,11 @@ export class SqliteStore implements Store {
       else updates.push(jobUpdateValues(job));
     }
     const attempts = batch.attempts.map(attemptValues);
-    return this.#link.commit({ batchId: batch.batchId, inserts, updates, attempts });
+    const encoded: EncodedBatch = { batchId: batch.batchId, inserts, updates, attempts };
+    if (batch.queues !== undefined && batch.queues.length > 0) {
+      encoded.queues = batch.queues.map(queueValues);
+    }
+    return this.#link.commit(encoded);
   }
 
   read(read: StoreRead): Promise<StoreReadResult> {
@@ -176,7 +193,25 @@ export class SqliteStore implements Store {
         return this.#readNow(() => ({ op: 'list', jobs: this.#list(read.query) }));
       case 'purge':
         return this.#purge(read.query).then((deleted) => ({ op: 'purge', deleted }));
+      case 'queueCounts':
+        return this.#readNow(() => ({ op: 'queueCounts', counts: this.#queueCounts(read.queue) }));
     }
+  }
+
+  #queueCounts(queue: string | null): QueueCount[] {
+    const rows =
+      queue === null
+        ? this.#reader
+            .prepare<[], { queue: string; state: string; n: number }>(
+              'SELECT queue, state, count(*) AS n FROM jobs GROUP BY queue, state',
+            )
+            .all()
+        : this.#reader
+            .prepare<[string], { queue: string; state: string; n: number }>(
+              'SELECT queue, state, count(*) AS n FROM jobs WHERE queue = ? GROUP BY queue, state',
+            )
+            .all(queue);
+    return rows.map((r) => ({ queue: r.queue, state: r.state as JobState, count: r.n }));
   }
 
   checkIntegrity(): Promise<string[]> {
@@ -218,6 +253,10 @@ export class SqliteStore implements Store {
     if (query.taskType !== null) {
       where.push('task_type = ?');
       params.push(query.taskType);
+    }
+    if (query.queue !== undefined && query.queue !== null) {
+      where.push('queue = ?');
+      params.push(query.queue);
     }
     params.push(query.limit);
     const shape = where.join(' AND ');

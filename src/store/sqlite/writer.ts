@@ -10,6 +10,7 @@ import {
   ATTEMPT_COLUMNS,
   JOB_COLUMNS,
   JOB_MUTABLE_COLUMNS,
+  QUEUE_COLUMNS,
   columnList,
   type SqlValue,
 } from './rows.js';
@@ -20,12 +21,15 @@ export interface EncodedBatch {
   inserts: SqlValue[][];
   updates: SqlValue[][];
   attempts: SqlValue[][];
+  /** Queue settings rows (absent = none). */
+  queues?: SqlValue[][];
 }
 
 export class SqliteWriter {
   readonly #insert: Statement<SqlValue[]>;
   readonly #update: Statement<SqlValue[]>;
   readonly #attempt: Statement<SqlValue[]>;
+  readonly #queue: Statement<SqlValue[]>;
   readonly #purgeSelect: Statement<[string, number, number], { seq: number; job_id: string }>;
   readonly #purgeAttempts: Statement<[string]>;
   readonly #purgeJob: Statement<[number]>;
@@ -42,6 +46,9 @@ export class SqliteWriter {
     );
     this.#attempt = db.prepare(
       `INSERT OR REPLACE INTO attempts (${columnList(ATTEMPT_COLUMNS)}) VALUES (${placeholders(ATTEMPT_COLUMNS.length)})`,
+    );
+    this.#queue = db.prepare(
+      `INSERT OR REPLACE INTO queue_settings (${columnList(QUEUE_COLUMNS)}) VALUES (${placeholders(QUEUE_COLUMNS.length)})`,
     );
     this.#purgeSelect = db.prepare(
       'SELECT seq, job_id FROM jobs WHERE state = ? AND finished_at_ms < ? ORDER BY seq LIMIT ?',
@@ -80,5 +87,6 @@ export class SqliteWriter {
       }
     }
     for (const values of batch.attempts) this.#attempt.run(...values);
+    for (const values of batch.queues ?? []) this.#queue.run(...values);
   }
 }
