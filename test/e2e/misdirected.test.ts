@@ -110,7 +110,7 @@ describe('misdirected workers and clients through the scripts', () => {
     const big = file('big.json', JSON.stringify({ text: 'x'.repeat(5_242_898) }));
     const res = client(['submit', 'SHA256', '--payload-file', big], coordinator.clientPort);
     assert.equal(res.status, 2, res.stdout + res.stderr);
-    assert.equal(res.stderr, 'Error: payload too large (5,243,018 bytes; the limit is 1 MiB)\n');
+    assert.equal(res.stderr, 'Error: payload too large (5,243,056 bytes; the limit is 1 MiB)\n');
     assert.doesNotMatch(coordinator.proc.output, /SUBMIT_JOB|job submitted/);
   });
 });

@@ -358,6 +358,7 @@ describe('DtpClient', () => {
       limit: 2,
       state: 'QUEUED',
       cursor: 'c1',
+      knownStates: ['SCHEDULED', 'WAITING'],
     });
   });
 

@@ -14,6 +14,7 @@ import type {
   Priority,
   SubmitJob,
 } from '../../src/protocol/messages.js';
+import { KNOWN_STATES, StateView } from '../../src/protocol/job-view.js';
 import { JOB_STATES } from '../../src/protocol/messages.js';
 import type { ClientLink, ClientPeer, SimClock } from './network.js';
 import type { Random } from './random.js';
@@ -269,8 +270,18 @@ export class SimClient implements ClientPeer {
     const state = rng.chance(0.3) ? rng.pick<JobState>(JOB_STATES) : null;
     const cursorRoll = rng.float();
     const cursor = cursorRoll < 0.3 ? this.#cursor : cursorRoll < 0.33 ? 'not-a-cursor' : null;
-    const msg: ClientRequest = { type: 'LIST_JOBS', limit, state, cursor };
-    if (limit === 0 || cursor === 'not-a-cursor') this.#env.invalid.add(msg);
+    // Half the lists come from a client that knows every state; a filter on a
+    // state the request did not list is refused.
+    const knownStates = rng.chance(0.5) ? [...KNOWN_STATES] : undefined;
+    const msg: ClientRequest = {
+      type: 'LIST_JOBS',
+      limit,
+      state,
+      cursor,
+      ...(knownStates !== undefined && { knownStates }),
+    };
+    const unknownState = state !== null && !StateView.of(knownStates).knows(state);
+    if (limit === 0 || cursor === 'not-a-cursor' || unknownState) this.#env.invalid.add(msg);
     return msg;
   }
 }
