@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import type {
+  QueueSettingsRecord,
   AttemptRecord,
   JobRecord,
   Store,
@@ -153,6 +154,59 @@ export function describeStoreContract(backend: StoreBackend): void {
       };
       await store.commit(batchOf([{ job: running, isNew: true }]));
       assert.deepEqual((await getJob(store, 'job-2')).job, running);
+    });
+
+    it('keeps queue and group of jobs, lists and counts by queue, and recovers queue settings', async () => {
+      const store = await fresh();
+      const rows = [
+        jobRecord(1, { queue: 'emails', groupKey: 'tenant-1' }),
+        jobRecord(2, { queue: 'emails', state: 'COMPLETED', finishedAtMs: 5_000 }),
+        jobRecord(3),
+      ];
+      await store.commit(batchOf(rows.map((job) => ({ job, isNew: true }))));
+      const settings: QueueSettingsRecord = {
+        name: 'emails',
+        paused: true,
+        concurrency: 3,
+        rateMax: 10,
+        rateIntervalMs: 1_000,
+        groupConcurrency: null,
+        groupRateMax: 2,
+        groupRateIntervalMs: 86_400_000,
+        updatedAtMs: 7_000,
+      };
+      await store.commit({ ...batchOf([]), queues: [settings] });
+      const changed = { ...settings, paused: false, concurrency: null, updatedAtMs: 8_000 };
+      await store.commit({ ...batchOf([]), queues: [changed] });
+      const got = await store.read({ op: 'job', jobId: 'job-1', withAttempts: false });
+      assert.ok(got.op === 'job');
+      assert.equal(got.job?.queue, 'emails');
+      assert.equal(got.job?.groupKey, 'tenant-1');
+      const list = await store.read({
+        op: 'list',
+        query: { beforeSeq: null, states: null, taskType: null, limit: 10, queue: 'emails' },
+      });
+      assert.ok(list.op === 'list');
+      assert.deepEqual(
+        list.jobs.map((j) => j.seq),
+        [2, 1],
+      );
+      const counts = await store.read({ op: 'queueCounts', queue: null });
+      assert.ok(counts.op === 'queueCounts');
+      const sorted = [...counts.counts].sort((a, b) =>
+        `${a.queue}/${a.state}` < `${b.queue}/${b.state}` ? -1 : 1,
+      );
+      assert.deepEqual(sorted, [
+        { queue: 'default', state: 'QUEUED', count: 1 },
+        { queue: 'emails', state: 'COMPLETED', count: 1 },
+        { queue: 'emails', state: 'QUEUED', count: 1 },
+      ]);
+      const one = await store.read({ op: 'queueCounts', queue: 'default' });
+      assert.ok(one.op === 'queueCounts');
+      assert.deepEqual(one.counts, [{ queue: 'default', state: 'QUEUED', count: 1 }]);
+      const recovered = await store.recover();
+      assert.deepEqual(recovered.queueSettings, [changed]);
+      assert.equal(recovered.activeJobs.find((j) => j.seq === 1)?.groupKey, 'tenant-1');
     });
 
     it('answers null for a job or key it does not hold', async () => {
