@@ -12,10 +12,11 @@ import type {
   JobState,
   JsonObject,
   Priority,
+  SetQueue,
   SubmitJob,
 } from '../../src/protocol/messages.js';
 import { KNOWN_STATES, StateView } from '../../src/protocol/job-view.js';
-import { JOB_STATES } from '../../src/protocol/messages.js';
+import { JOB_STATES, QUEUE_SETTING_FIELDS } from '../../src/protocol/messages.js';
 import type { ClientLink, ClientPeer, SimClock } from './network.js';
 import type { Random } from './random.js';
 import type { Judge } from './violation.js';
@@ -52,7 +53,12 @@ const REQUEST_WEIGHTS = {
   list: 6,
   listWorkers: 2,
   unknownJob: 2,
+  setQueue: 3,
+  listQueues: 1,
 } as const;
+
+const QUEUES = ['default', 'q1', 'q2'] as const;
+const GROUPS = [null, 'g1', 'g2', 'g3'] as const;
 
 const TASK_WEIGHTS = { SHA256: 3, SLEEP: 3, FAIL: 3, WORD_COUNT: 1, PRIME_COUNT: 1 } as const;
 
@@ -67,6 +73,8 @@ export class SimClient implements ClientPeer {
   readonly #pending = new Map<number, ClientRequest>();
   #cursor: string | null = null;
   #keySeq = 0;
+  /** The connection on which the quiet phase's release was sent. */
+  #released: ClientLink | null = null;
 
   constructor(name: string, env: ClientEnv, rng: Random) {
     this.name = name;
@@ -87,7 +95,11 @@ export class SimClient implements ClientPeer {
       this.#link = this.#env.world.openClientLink(this);
       this.#env.log(() => `  ${this.name} connects: connection ${this.#link?.connId}`);
     }
-    if (this.#env.quiet() || !this.#rng.chance(this.#activity)) return;
+    if (this.#env.quiet()) {
+      this.#releaseQueues();
+      return;
+    }
+    if (!this.#rng.chance(this.#activity)) return;
     const count = this.#rng.int(1, 2);
     for (let i = 0; i < count; i++) this.#send(this.#randomRequest());
   }
@@ -156,10 +168,50 @@ export class SimClient implements ClientPeer {
         return this.#list();
       case 'listWorkers':
         return { type: 'LIST_WORKERS' };
+      case 'setQueue':
+        return this.#setQueue();
+      case 'listQueues':
+        return { type: 'LIST_QUEUES' };
       case 'unknownJob':
         return rng.chance(0.5)
           ? { type: 'GET_JOB_STATUS', jobId: `no-such-job-${rng.int(0, 9)}` }
           : { type: 'CANCEL_JOB', jobId: `no-such-job-${rng.int(0, 9)}` };
+    }
+  }
+
+  /** Random settings of a queue: pauses, limits, clears; now and then an invalid one. */
+  #setQueue(): SetQueue {
+    const rng = this.#rng;
+    const msg: SetQueue = { type: 'SET_QUEUE', name: rng.pick(QUEUES) };
+    if (rng.chance(0.4)) msg.paused = rng.chance(0.4);
+    if (rng.chance(0.3)) msg.concurrency = rng.int(1, 3);
+    if (rng.chance(0.3)) msg.rateLimit = { max: rng.int(1, 3), intervalMillis: rng.int(50, 2_000) };
+    if (rng.chance(0.2)) msg.groupConcurrency = rng.int(1, 2);
+    if (rng.chance(0.2)) {
+      msg.groupRateLimit = { max: rng.int(1, 2), intervalMillis: rng.int(50, 1_000) };
+    }
+    if (rng.chance(0.3)) {
+      msg.clear = QUEUE_SETTING_FIELDS.filter((f) => msg[f] === undefined && rng.chance(0.5));
+    }
+    if (rng.chance(0.05)) {
+      const bad = rng.pick<SetQueue>([
+        { ...msg, name: '9bad' },
+        { ...msg, concurrency: 0 },
+        { ...msg, rateLimit: { max: 0, intervalMillis: 10 } },
+        { ...msg, clear: ['nonsense'] },
+      ]);
+      this.#env.invalid.add(bad);
+      return bad;
+    }
+    return msg;
+  }
+
+  /** What the quiet phase sends once per connection: every queue resumed, every limit gone. */
+  #releaseQueues(): void {
+    if (this.#released === this.#link) return;
+    this.#released = this.#link;
+    for (const name of QUEUES) {
+      this.#send({ type: 'SET_QUEUE', name, paused: false, clear: [...QUEUE_SETTING_FIELDS] });
     }
   }
 
@@ -209,6 +261,10 @@ export class SimClient implements ClientPeer {
       idempotencyKey: keyed ? `key-${this.name}-${this.#keySeq++}` : null,
       priority,
     };
+    const queue = rng.pick(QUEUES);
+    const groupKey = rng.pick(GROUPS);
+    if (queue !== 'default' || rng.chance(0.2)) msg.queue = queue;
+    if (groupKey !== null) msg.groupKey = groupKey;
     if (keyed) {
       this.#env.keyed.push(msg);
       if (this.#env.keyed.length > MAX_KEYED) this.#env.keyed.shift();

@@ -144,8 +144,16 @@ function answerNow(
     case 'PURGE_JOBS':
       return; // the simulation's clients never send these
     case 'LIST_QUEUES':
-    case 'SET_QUEUE':
       throw judge.violation(`${msg.type} was answered without reading the store`);
+    case 'SET_QUEUE': {
+      // Only a refused change is answered at once (a valid one reads the counts first).
+      const r = reply as ClientReply;
+      judge.check(
+        r.type === 'ERROR' && r.code === 'INVALID_REQUEST' && ctx.invalid.has(msg),
+        () => `SET_QUEUE ${JSON.stringify(msg)} answered at once with ${JSON.stringify(r)}`,
+      );
+      return;
+    }
   }
 }
 
@@ -157,6 +165,8 @@ export function sameSubmission(a: SubmitJob, b: SubmitJob, config: CoreConfig): 
     a.taskType === b.taskType &&
     effective(a) === effective(b) &&
     (a.priority ?? 'NORMAL') === (b.priority ?? 'NORMAL') &&
+    (a.queue ?? 'default') === (b.queue ?? 'default') &&
+    (a.groupKey ?? null) === (b.groupKey ?? null) &&
     // As stored: the JSON round trip (e.g. -0 becomes 0).
     isDeepStrictEqual(JSON.parse(JSON.stringify(a.payload)), JSON.parse(JSON.stringify(b.payload)))
   );

@@ -28,6 +28,8 @@ interface Totals {
   failovers: number;
   fencedCommits: number;
   prefetchedSteps: number;
+  queueStarts: number;
+  limitedStarts: number;
   keptLeases: number;
   reclaimedLeases: number;
   endingConnections: number;
@@ -58,6 +60,8 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.failovers += report.failovers;
   totals.fencedCommits += report.fencedCommits;
   totals.prefetchedSteps += report.prefetchedSteps;
+  totals.queueStarts += report.queueStarts;
+  totals.limitedStarts += report.limitedStarts;
   totals.keptLeases += report.keptLeases;
   totals.reclaimedLeases += report.reclaimedLeases;
   totals.endingConnections += report.endingConnections;
@@ -80,6 +84,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
       `prefetch:        ${totals.prefetchedSteps} steps ended with a worker holding more leases than its capacity`,
+      `queues:          ${totals.queueStarts} starts checked, ${totals.limitedStarts} under a concurrency or rate limit`,
       `stalls:          ${totals.keptLeases} attempts kept for their worker after a stall, ${totals.reclaimedLeases} taken back by a new session; ${totals.endingConnections} connection ends read before their last frames`,
       `faults injected: ${totals.faults} (${kinds})`,
       `failures:        ${failures}`,
@@ -111,6 +116,8 @@ function runMany(start: number, count: number, steps: number): number {
     failovers: 0,
     fencedCommits: 0,
     prefetchedSteps: 0,
+    queueStarts: 0,
+    limitedStarts: 0,
     keptLeases: 0,
     reclaimedLeases: 0,
     endingConnections: 0,

@@ -51,6 +51,9 @@ export interface SimulationReport {
   fencedCommits: number;
   /** Steps that ended with a worker holding more leases than its capacity (prefetch). */
   prefetchedSteps: number;
+  /** Attempt starts checked against queue settings, and those of a queue with settings. */
+  queueStarts: number;
+  limitedStarts: number;
   /** Attempts kept for a worker after a stall of the core, and taken back by a new session. */
   keptLeases: number;
   reclaimedLeases: number;
@@ -414,6 +417,8 @@ export class Simulation {
       failovers: stats.failovers,
       fencedCommits: this.#world.election.fenced,
       prefetchedSteps: this.#invariants.prefetchedChecks,
+      queueStarts: this.#invariants.queues.starts,
+      limitedStarts: this.#invariants.queues.limitedStarts,
       keptLeases: counts.keptLeases,
       reclaimedLeases: counts.reclaimedLeases,
       endingConnections: counts.endingConnections,

@@ -31,6 +31,7 @@ import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed } from './submission.js';
 import { queueCountsDone } from './queue-requests.js';
+import type { QueueSettings } from './queue-table.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
 import {
   handleWorkerMessage,
@@ -152,6 +153,11 @@ export class CoordinatorCore {
       keptLeases: s.kept.views(),
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
+      queues: [...s.queues.values()].map((q) => ({
+        name: q.name,
+        settings: { ...q.settings },
+        leased: q.leased,
+      })),
     };
   }
 
@@ -264,4 +270,6 @@ export interface CoreInspection {
   keptLeases: KeptLeasesView[];
   pendingWaits: number;
   pendingReads: number;
+  /** Queues with state in the core (settings, leases): their settings and leased attempts. */
+  queues: { name: string; settings: QueueSettings; leased: number }[];
 }

@@ -26,4 +26,5 @@ export const EMPTY_INSPECTION: CoreInspection = Object.freeze({
   keptLeases: [],
   pendingWaits: 0,
   pendingReads: 0,
+  queues: [],
 });
