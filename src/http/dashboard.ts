@@ -6,6 +6,7 @@
  * The HTTP server hands it every
  * request it does not answer itself.
  */
+import { listQueues, pauseQueue, setQueueLimits } from './queues-api.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CoreEvent } from '../coordinator/view.js';
 import { ErrorCode } from '../protocol/error-codes.js';
@@ -153,7 +154,30 @@ export class Dashboard {
       query([]);
       return sendJson(res, 200, await purge(ctx, call.json()));
     }
+    if (path === '/api/queues' || path.startsWith('/api/queues/'))
+      return this.#queueRoute(call, query);
     return this.#jobRoute(call, query);
+  }
+
+  async #queueRoute(call: Call, query: (allowed: readonly string[]) => QueryParams): Promise<void> {
+    const { req, res } = call;
+    const path = call.target.path;
+    query([]);
+    const source = this.#ctx.source;
+    if (path === '/api/queues') {
+      allow(req, 'GET');
+      return sendJson(res, 200, await listQueues(source));
+    }
+    const match = /^\/api\/queues\/([^/]+)(?:\/(pause|resume))?$/.exec(path);
+    if (match === null)
+      throw new HttpError(404, HttpErrorCode.NotFound, `no such API path: ${path.slice(0, 100)}`);
+    const name = decodePathSegment(match[1] as string);
+    allow(req, 'POST');
+    if (match[2] === undefined) {
+      return sendJson(res, 200, await setQueueLimits(source, name, call.json()));
+    }
+    onlyFields(call.json(), []);
+    return sendJson(res, 200, await pauseQueue(source, name, match[2] === 'pause'));
   }
 
   async #jobRoute(call: Call, query: (allowed: readonly string[]) => QueryParams): Promise<void> {
