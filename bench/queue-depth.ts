@@ -4,6 +4,7 @@
  * job. We measure assignments per second at a shallow and a deep queue; if
  * scheduling scanned or sorted the queue, the deep one would collapse.
  */
+import { createCronEvaluator } from '../src/coordinator/cron.js';
 import { CoordinatorCore } from '../src/coordinator/core/core.js';
 import type { CoreInput, Effect } from '../src/coordinator/core/types.js';
 import type { TaskAssign } from '../src/protocol/messages.js';
@@ -73,13 +74,19 @@ export function newCore(maxActiveJobs: number): {
       retryBaseDelayMs: 100,
       retryMaxDelayMs: 1_000,
       maxActiveJobs,
+      maxScheduledJobs: 1_000_000,
       agingStepMs: 60_000,
       sweepIntervalMs: 500,
       retainTerminalMs: null,
       maxWaitsPerConnection: 10_000,
       maxWaits: 100_000,
     },
-    { now: () => clock, newId: () => `id-${++ids}`, validator: createBuiltinRegistry() },
+    {
+      now: () => clock,
+      newId: () => `id-${++ids}`,
+      validator: createBuiltinRegistry(),
+      cron: createCronEvaluator(),
+    },
     store.recoverNow(),
   );
   const handle = (input: CoreInput): Effect[] => {

@@ -71,6 +71,10 @@ poll() {
   local seconds=$1 out
   shift
   for _ in $(seq $((seconds * 10))); do
+    # Another program on our ports answers too: stop as soon as ours is gone.
+    if [[ -n "${coordinator_pid:-}" ]] && ! kill -0 "$coordinator_pid" 2>/dev/null; then
+      die "the coordinator stopped: $(tail -n 1 "$logs/coordinator.log")"
+    fi
     out=$("$@" 2>/dev/null || true)
     if [[ -n "$out" ]]; then
       printf '%s\n' "$out"

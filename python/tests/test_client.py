@@ -131,3 +131,16 @@ def test_default_address_comes_from_the_environment(
     with dtp.Client() as client:
         assert client.address == c.client_address
         assert client.workers() == []
+
+
+def test_delayed_job_is_shown_scheduled(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    submitted = cluster.cli(c, "submit", "sha256", "--text", "abc", "--delay", "1h")
+    job_id = submitted["jobId"]
+    with c.client() as client:
+        snap = client.status(job_id)
+        assert snap["state"] == "SCHEDULED" and snap["runAtMillis"] > snap["createdAtMillis"]
+        jobs, _ = client.list_page(state="SCHEDULED")
+        assert [j["jobId"] for j in jobs] == [job_id]
+        assert client.cancel(job_id)["cancelled"] is True
+        assert client.status(job_id)["state"] == "CANCELLED"

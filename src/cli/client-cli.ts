@@ -11,6 +11,7 @@
  * client command does. Exit codes: 0 ok, 1 runtime failure or error reply,
  * 2 usage, 3 rejected, 4 `wait --exit-status` saw FAILED or CANCELLED.
  */
+import { SCHEDULE_COMMAND } from './schedule-command.js';
 import { readFile } from 'node:fs/promises';
 import { DtpClient } from '../client/client.js';
 import type { ConnectionSecurity } from '../client/connection.js';
@@ -81,11 +82,8 @@ function declareCommand(
   addFlags(command, spec.flags, false);
   command.action((...params: unknown[]) => {
     // commander passes the arguments, then the options and the command itself.
-    const args = params.slice(0, spec.args.length) as (string | undefined)[];
-    select(
-      command,
-      args.filter((arg): arg is string => arg !== undefined),
-    );
+    const args = params.slice(0, spec.args.length).filter((a) => typeof a === 'string');
+    select(command, args);
   });
   return command;
 }
@@ -98,7 +96,7 @@ function buildProgram(
 ): Command {
   const program = createProgram(name, 'The dtp client: submit jobs and look at them.', writeHelp);
   addFlags(program, GLOBAL_FLAGS, true).addHelpText('after', `\n${EXIT_NOTE}\n`);
-  for (const spec of COMMANDS) {
+  for (const spec of [...COMMANDS, SCHEDULE_COMMAND]) {
     const command = declareCommand(program, spec, (cmd, args) =>
       selected({
         spec,

@@ -9,7 +9,7 @@
  * (`submit resize --payload '{"width":80}'`, `--payload-file f`, `-` = stdin).
  */
 import { MAX_TIMER_MS } from '../common/bounds.js';
-import { MAX_PORT } from '../protocol/limits.js';
+import { MAX_DELAY_MS, MAX_PORT } from '../protocol/limits.js';
 import { checkSubmitSize } from '../client/client.js';
 import type { DtpClient, SubmitRequest, SubmitResult } from '../client/client.js';
 import {
@@ -186,6 +186,18 @@ export const SUBMIT_FLAGS: readonly FlagSpec[] = [
     placeholder: 'key',
     help: 'group key within the queue (tenant, customer): fairness and group limits',
   },
+  {
+    name: 'delay',
+    type: 'string',
+    placeholder: 'duration',
+    help: 'run no earlier than this from now: 500ms, 30s, 5m, 2h, 1d (a bare number is ms; at most 366d)',
+  },
+  {
+    name: 'run-at',
+    type: 'string',
+    placeholder: 'time',
+    help: 'run no earlier than this time: ISO 8601 with an offset, or epoch ms (past = now)',
+  },
   { name: 'quiet', type: 'boolean', help: 'print only the job id (human output)' },
 ];
 
@@ -266,7 +278,7 @@ function describeRetry(event: RetryEvent): string {
 }
 
 /** The JSON object of `--payload` / `--payload-file` for a task type without a shortcut. */
-async function payloadOf(ctx: CommandContext, taskType: string): Promise<JsonObject> {
+export async function payloadOf(ctx: CommandContext, taskType: string): Promise<JsonObject> {
   const inline = ctx.values.optionalString('payload');
   const file = ctx.values.optionalString('payload-file');
   if (inline !== undefined && file !== undefined) {
@@ -336,6 +348,8 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
   const groupKey = groupFlag(values);
   if (queue !== undefined) request.queue = queue;
   if (groupKey !== undefined) request.groupKey = groupKey;
+  const runAtMillis = runAtFlag(values);
+  if (runAtMillis !== null) request.runAtMillis = runAtMillis;
   // Too large for a frame is bad input: say so before connecting at all.
   checkSubmitSize(request);
   const client = await ctx.client();
@@ -358,6 +372,48 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     },
     human,
   };
+}
+
+/** `--delay`/`--run-at` as a due time (epoch ms), or null; bad input is exit 2. */
+function runAtFlag(values: FlagValues): number | null {
+  const delay = values.optionalString('delay');
+  const runAt = values.optionalString('run-at');
+  if (delay !== undefined && runAt !== undefined) {
+    throw new UsageError('--delay and --run-at cannot be used together');
+  }
+  const nowMs = Date.now();
+  if (delay !== undefined) {
+    const ms = waveDurationMs(delay, '--delay');
+    if (ms > MAX_DELAY_MS) throw new UsageError('--delay must be at most 366d');
+    return nowMs + ms;
+  }
+  if (runAt === undefined) return null;
+  const atMs = timeMs(runAt, '--run-at');
+  if (atMs > nowMs + MAX_DELAY_MS) throw new UsageError('--run-at must be at most 366 days ahead');
+  return atMs;
+}
+
+/** A duration of this wave's flags: `<n>ms|s|m|h|d`, or a bare integer (ms). */
+export function waveDurationMs(text: string, flag: string): number {
+  const trimmed = text.trim();
+  if (/^[0-9]{1,15}$/.test(trimmed)) return Number(trimmed);
+  const parsed = parseDuration(trimmed);
+  if ('error' in parsed) throw new UsageError(`${flag}: ${parsed.error}`);
+  return parsed.ms;
+}
+
+/** A time: ISO 8601 with an offset (`…Z`, `…+01:00`) or epoch milliseconds. */
+function timeMs(text: string, flag: string): number {
+  const trimmed = text.trim();
+  if (/^[0-9]{1,15}$/.test(trimmed)) return Number(trimmed);
+  const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/i;
+  const ms = iso.test(trimmed) ? Date.parse(trimmed) : Number.NaN;
+  if (!Number.isFinite(ms)) {
+    throw new UsageError(
+      `${flag}: expected ISO 8601 with an offset (2026-12-24T18:00:00+01:00) or epoch ms, got ${JSON.stringify(trimmed.slice(0, 40))}`,
+    );
+  }
+  return ms;
 }
 
 function jobId(ctx: CommandContext): string {

@@ -119,6 +119,10 @@ const FLAGS: readonly FlagSpec[] = [
     default: D.maxActiveJobs,
     help: 'non-terminal jobs allowed; more submissions are rejected',
   }),
+  boundedFlag('max-scheduled-jobs', B.maxScheduledJobs, {
+    default: D.maxScheduledJobs,
+    help: 'delayed (SCHEDULED) jobs allowed; they count as active only once due',
+  }),
   boundedFlag('aging-step-millis', B.agingStepMs, {
     default: D.agingStepMs,
     help: 'a queued job gains one priority level per this much age',
@@ -201,6 +205,7 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     retryBaseDelayMs: values.int('retry-base-delay-millis'),
     retryMaxDelayMs: values.int('retry-max-delay-millis'),
     maxActiveJobs: values.int('max-active-jobs'),
+    maxScheduledJobs: values.int('max-scheduled-jobs'),
     agingStepMs: values.int('aging-step-millis'),
     durability: values.enum('durability', DURABILITIES),
     metricsPort: httpPortOf(values),

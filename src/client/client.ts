@@ -25,6 +25,7 @@ import { setTimeout as sleepMs } from 'node:timers/promises';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import {
   MAX_ATTEMPTS_LIMIT,
+  MAX_DELAY_MS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
@@ -38,6 +39,7 @@ import type {
   JsonObject,
   JsonValue,
   Priority,
+  ScheduleRequest,
   SubmitJob,
   TerminalState,
   WorkerSnapshot,
@@ -55,13 +57,21 @@ import {
   SubmitRejectedError,
   TransportError,
   UnexpectedReplyError,
+  UnsupportedFeatureError,
   WaitTimeoutError,
 } from './errors.js';
+import { Schedules } from './schedules.js';
 import { JobHandle, settledValue } from './job-handle.js';
 import type { CancelResult, WaitOptions } from './job-handle.js';
 import { isLocalCursor, pageLocally, queryIgnored } from './list-paging.js';
 import type { JobPage, ListQuery } from './list-paging.js';
-import { DEFAULT_FEATURE_CACHE, V1_FEATURES, probeWaitJob } from './negotiation.js';
+import {
+  DEFAULT_FEATURE_CACHE,
+  TIME_SUPPORT,
+  V1_FEATURES,
+  probeTime,
+  probeWaitJob,
+} from './negotiation.js';
 import type { CoordinatorFeatures, FeatureCache } from './negotiation.js';
 import { submitWithRetry } from './submit-retry.js';
 import type { SubmitRetryOptions } from './submit-retry.js';
@@ -130,6 +140,10 @@ export interface JobOptions {
   queue?: string;
   /** A group key within the queue (a tenant, a customer), 1..128 characters. */
   groupKey?: string;
+  /** Run no earlier than this many ms from now (0..366 days; not with `runAt`): a SCHEDULED job. */
+  delayMs?: number;
+  /** Run no earlier than this time (a Date or epoch ms; at most 366 days ahead; past = now; not with `delayMs`). */
+  runAt?: Date | number;
 }
 
 /** Options of {@link DtpClient.submit}: the job's, the retry policy's, and a schema. */
@@ -154,6 +168,8 @@ export interface SubmitRequest {
   queue?: string | null;
   /** A group key within the queue; absent or null: none. */
   groupKey?: string | null;
+  /** A delayed job's due time (epoch ms); absent or null: not delayed. */
+  runAtMillis?: number | null;
 }
 
 /** Same as {@link JobHandle}: what a submission returns. */
@@ -226,6 +242,7 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
     timeoutMillis: options.timeoutMillis ?? null,
     queue: options.queue ?? null,
     groupKey: options.groupKey ?? null,
+    runAtMillis: runAtOf(options),
   };
 }
 
@@ -240,6 +257,27 @@ function checkQueueOptions(
   if (badGroup !== null) throw new TypeError(`groupKey ${badGroup}`);
 }
 
+/** The due time of `delayMs`/`runAt` (epoch ms), null when neither is given. */
+export function runAtOf(
+  options: Pick<JobOptions, 'delayMs' | 'runAt'>,
+  nowMs = Date.now(),
+): number | null {
+  const { delayMs, runAt } = options;
+  if (delayMs !== undefined && runAt !== undefined) {
+    throw new TypeError('give delayMs or runAt, not both');
+  }
+  if (delayMs !== undefined) {
+    assertIntIn('delayMs', delayMs, 0, MAX_DELAY_MS);
+    return nowMs + delayMs;
+  }
+  if (runAt === undefined) return null;
+  const atMs = runAt instanceof Date ? runAt.getTime() : runAt;
+  if (!Number.isSafeInteger(atMs) || atMs < 0)
+    throw new RangeError(`runAt is not a valid time: ${String(runAt)}`);
+  if (atMs > nowMs + MAX_DELAY_MS) throw new RangeError('runAt must be at most 366 days ahead');
+  return atMs;
+}
+
 /** The SUBMIT_JOB message of a submission. */
 export function submitMessage(request: SubmitRequest): SubmitJob {
   return {
@@ -251,6 +289,7 @@ export function submitMessage(request: SubmitRequest): SubmitJob {
     priority: request.priority ?? null,
     timeoutMillis: request.timeoutMillis ?? null,
     knownStates: [...KNOWN_STATES],
+    runAtMillis: request.runAtMillis ?? null,
     // Left out for the default queue: a v1 coordinator then sees a v1 request.
     ...(request.queue !== undefined && request.queue !== null && { queue: request.queue }),
     ...(request.groupKey !== undefined &&
@@ -297,6 +336,8 @@ export class DtpClient<T extends object = AnyTasks> {
   #closing: Promise<void> | null = null;
   /** The named queues: list, pause, resume, limits. */
   readonly queues: QueuesApi;
+  /** Recurring schedules: set, list, get, pause, resume, delete, trigger. */
+  readonly schedules: Schedules;
 
   private constructor(options: ConnectOptions, conn: LeaderConnection) {
     this.#conn = conn;
@@ -307,6 +348,11 @@ export class DtpClient<T extends object = AnyTasks> {
     this.#security = securityOf(options);
     this.#onFeatures = options.onFeatures;
     this.queues = new QueuesApi((msg) => this.#request(msg));
+    this.schedules = new Schedules(
+      (msg) => this.scheduleRequest(msg),
+      (_jobId, job, serving) => new JobHandle(this, job, serving),
+      (jobId) => this.status(jobId),
+    );
   }
 
   /** Connects; fails with a {@link TransportError} `CONNECT_FAILED`. */
@@ -542,6 +588,8 @@ export class DtpClient<T extends object = AnyTasks> {
   }
 
   async #submitOnce(request: SubmitRequest): Promise<JobHandle> {
+    // A coordinator that does not know delayed jobs would run this one at once.
+    if (request.runAtMillis != null) await this.#requireTime('delayed jobs');
     const reply = await this.#request(submitMessage(request));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
@@ -576,6 +624,31 @@ export class DtpClient<T extends object = AnyTasks> {
     return expectReply('WAIT_JOB', reply, 'JOB_STATUS').job;
   }
 
+  /**
+   * Fails with {@link UnsupportedFeatureError} unless the coordinator is
+   * known to understand delayed jobs and schedules (probed once per address,
+   * on a connection of its own; an inconclusive probe lets the request go).
+   */
+  async #requireTime(what: string): Promise<void> {
+    let known = TIME_SUPPORT.get(this.address);
+    if (known === undefined) {
+      const found = await this.#probeWith((conn) => probeTime(conn, this.#connectTimeoutMs));
+      if (found !== null) TIME_SUPPORT.set(this.address, found);
+      known = found ?? true;
+    }
+    if (!known) throw new UnsupportedFeatureError(`this coordinator does not support ${what}`);
+  }
+
+  /** Sends a schedule request; a coordinator without schedules fails it plainly. */
+  async scheduleRequest(msg: ScheduleRequest): Promise<ClientReply> {
+    await this.#requireTime('schedules');
+    const reply = await this.#request(msg);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      throw new UnsupportedFeatureError('this coordinator does not support schedules');
+    }
+    return reply;
+  }
+
   /** Records what a reply showed about the coordinator. */
   #learned(features: CoordinatorFeatures): void {
     const before = this.#featureCache.get(this.address);
@@ -592,7 +665,12 @@ export class DtpClient<T extends object = AnyTasks> {
   }
 
   /** The capability probe, on a connection of its own; null when inconclusive. */
-  async #probe(): Promise<CoordinatorFeatures | null> {
+  #probe(): Promise<CoordinatorFeatures | null> {
+    return this.#probeWith((conn) => probeWaitJob(conn, this.#connectTimeoutMs));
+  }
+
+  /** Runs a probe on a connection of its own; null when it cannot connect. */
+  async #probeWith<R>(probe: (conn: ClientConnection) => Promise<R | null>): Promise<R | null> {
     let conn: ClientConnection;
     try {
       const { host, port } = this.#conn.current;
@@ -601,7 +679,7 @@ export class DtpClient<T extends object = AnyTasks> {
       return null;
     }
     try {
-      return await probeWaitJob(conn, this.#connectTimeoutMs);
+      return await probe(conn);
     } finally {
       await conn.close();
     }

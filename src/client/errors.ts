@@ -178,6 +178,13 @@ export class ClientClosedError extends DtpError {
   }
 }
 
+/** The coordinator does not support what was asked (delayed jobs, schedules); nothing was sent. */
+export class UnsupportedFeatureError extends DtpError {
+  constructor(message: string) {
+    super(LocalErrorCode.UnsupportedFeature, message);
+  }
+}
+
 /** The payload failed the task's schema on this side; nothing was sent. */
 export class InvalidPayloadError extends DtpError {
   /** Every problem found, with its field. */

@@ -49,6 +49,7 @@ export {
   SubmitRejectedError,
   TransportError,
   UnexpectedReplyError,
+  UnsupportedFeatureError,
   WaitTimeoutError,
   WrongPortError,
   remoteErrorCode,
@@ -76,3 +77,5 @@ export type {
   WorkerSnapshot,
 } from '../protocol/messages.js';
 export { formatDurationMs, parseDuration } from '../protocol/duration.js';
+export { Schedules } from './schedules.js';
+export type { ScheduleOptions, ScheduleWithJobs } from './schedules.js';

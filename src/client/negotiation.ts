@@ -120,3 +120,34 @@ export class FeatureCache {
 
 /** The process-wide cache used unless a client is given its own. */
 export const DEFAULT_FEATURE_CACHE = new FeatureCache();
+
+/**
+ * Whether the coordinator understands delayed jobs and schedules, probed on
+ * `conn` (which the caller owns) with `LIST_SCHEDULES`: a v1 coordinator (or
+ * a dtp coordinator from before them) does not understand it, and would
+ * ignore `SUBMIT_JOB.runAtMillis` and run a delayed job at once, so the
+ * client sends neither to it. True/false, or null when inconclusive.
+ */
+export async function probeTime(
+  conn: ClientConnection,
+  timeoutMs: number,
+): Promise<boolean | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), timeoutMs);
+  });
+  try {
+    const reply = await Promise.race([conn.request({ type: 'LIST_SCHEDULES' }), expired]);
+    if (reply === 'timeout') return null;
+    if (reply.type === 'SCHEDULE_LIST') return true;
+    return reply.type === 'ERROR' && isNotUnderstood(reply) ? false : null;
+  } catch (err) {
+    if (err instanceof TransportError && err.code === LocalErrorCode.ConnectionLost) return false;
+    return null;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Remembered answers of {@link probeTime} per coordinator address (the process's life). */
+export const TIME_SUPPORT = new Map<string, boolean>();

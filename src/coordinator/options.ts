@@ -17,6 +17,7 @@ import type { Logger } from '../observability/logger.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import {
+  DEFAULT_MAX_SCHEDULED_JOBS,
   MAX_ATTEMPTS_LIMIT,
   MAX_PORT,
   MAX_TASK_TIMEOUT_MS,
@@ -65,6 +66,8 @@ export interface CoordinatorOptions {
   retryMaxDelayMs: number;
   /** Non-terminal jobs allowed at once; more submissions are rejected (default 10000). */
   maxActiveJobs: number;
+  /** SCHEDULED (delayed) jobs allowed at once; they count toward maxActiveJobs only once due. */
+  maxScheduledJobs: number;
   /** A queued job's priority rises one level per this much age (default 60000 ms). */
   agingStepMs: number;
   /** `normal`: survives a process crash; `full`: fsync per commit, survives power loss (default normal). */
@@ -108,6 +111,7 @@ export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   retryBaseDelayMs: 1_000,
   retryMaxDelayMs: 30_000,
   maxActiveJobs: 10_000,
+  maxScheduledJobs: DEFAULT_MAX_SCHEDULED_JOBS,
   agingStepMs: 60_000,
   durability: 'normal',
   metricsPort: null,
@@ -130,6 +134,7 @@ export const COORDINATOR_BOUNDS: BoundsTable<CoordinatorOptions> = {
   retryBaseDelayMs: { min: 0, max: DAY_MS },
   retryMaxDelayMs: { min: 0, max: DAY_MS },
   maxActiveJobs: { min: 1, max: MAX_ACTIVE_JOBS_LIMIT },
+  maxScheduledJobs: { min: 1, max: MAX_ACTIVE_JOBS_LIMIT },
   agingStepMs: { min: 1, max: 365 * DAY_MS },
   leaseTtlMs: { min: 100, max: DAY_MS },
   leaseRenewIntervalMs: { min: 10, max: DAY_MS },

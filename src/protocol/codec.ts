@@ -19,6 +19,8 @@ import {
   JOB_STATES,
   PRIORITIES,
   RESULT_FORMATS,
+  SCHEDULE_CATCH_UPS,
+  SCHEDULE_OVERLAPS,
   type AttemptSnapshot,
   type HeldAttempt,
   type JobSnapshot,
@@ -29,6 +31,9 @@ import {
   type QueueGroupInfo,
   type QueueInfo,
   type RateLimit,
+  type ScheduleDefinition,
+  type ScheduleJob,
+  type ScheduleSnapshot,
   type WorkerSnapshot,
 } from './messages.js';
 
@@ -238,6 +243,8 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   resultFormat: optional(resultFormatCodec),
   timeoutMillis: optional(intCodec),
   idempotencyKey: optional(stringCodec),
+  runAtMillis: optional(intCodec),
+  scheduleName: optional(stringCodec),
   queue: optional(stringCodec),
   groupKey: optional(stringCodec),
 });
@@ -274,6 +281,45 @@ export const queueInfoCodec: Codec<QueueInfo> = recordCodec<QueueInfo>({
   counts: countsCodec,
   running: optional(intCodec),
   groups: optional(arrayOf(queueGroupInfoCodec)),
+});
+
+const scheduleSnapshotCodec: Codec<ScheduleSnapshot> = recordCodec<ScheduleSnapshot>({
+  name: stringCodec,
+  taskType: stringCodec,
+  cron: nullable(stringCodec),
+  everyMillis: nullable(intCodec),
+  timezone: nullable(stringCodec),
+  payload: objectCodec,
+  paused: boolCodec,
+  overlap: enumCodec(SCHEDULE_OVERLAPS),
+  catchUp: enumCodec(SCHEDULE_CATCH_UPS),
+  nextRunAtMillis: nullable(intCodec),
+  lastRunAtMillis: nullable(intCodec),
+  lastJobId: nullable(stringCodec),
+  maxAttempts: nullable(intCodec),
+  priority: nullable(priorityCodec),
+  timeoutMillis: nullable(intCodec),
+});
+
+const scheduleDefinitionCodec: Codec<ScheduleDefinition> = recordCodec<ScheduleDefinition>({
+  name: stringCodec,
+  taskType: stringCodec,
+  cron: nullable(stringCodec),
+  everyMillis: nullable(intCodec),
+  timezone: nullable(stringCodec),
+  payload: objectCodec,
+  maxAttempts: nullable(intCodec),
+  priority: nullable(priorityCodec),
+  timeoutMillis: nullable(intCodec),
+  overlap: nullable(enumCodec(SCHEDULE_OVERLAPS)),
+  catchUp: nullable(enumCodec(SCHEDULE_CATCH_UPS)),
+  paused: nullable(boolCodec),
+});
+
+const scheduleJobCodec: Codec<ScheduleJob> = recordCodec<ScheduleJob>({
+  jobId: stringCodec,
+  state: jobStateCodec,
+  runAtMillis: nullable(intCodec),
 });
 
 const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
@@ -341,6 +387,7 @@ const SCHEMAS: Schemas = {
     knownStates: optional(arrayOf(stringCodec)),
     queue: optional(stringCodec),
     groupKey: optional(stringCodec),
+    runAtMillis: optional(intCodec),
   },
   JOB_SUBMITTED: {
     jobId: stringCodec,
@@ -404,6 +451,19 @@ const SCHEMAS: Schemas = {
     clear: optional(arrayOf(stringCodec)),
   },
   QUEUE_INFO: { queue: queueInfoCodec },
+  SET_SCHEDULE: { schedule: scheduleDefinitionCodec },
+  LIST_SCHEDULES: {},
+  GET_SCHEDULE: { name: stringCodec, knownStates: optional(arrayOf(stringCodec)) },
+  PAUSE_SCHEDULE: { name: stringCodec },
+  RESUME_SCHEDULE: { name: stringCodec },
+  DELETE_SCHEDULE: { name: stringCodec },
+  TRIGGER_SCHEDULE: { name: stringCodec, knownStates: optional(arrayOf(stringCodec)) },
+  SCHEDULE_INFO: {
+    schedule: scheduleSnapshotCodec,
+    recentJobs: optional(arrayOf(scheduleJobCodec)),
+  },
+  SCHEDULE_LIST: { schedules: arrayOf(scheduleSnapshotCodec) },
+  SCHEDULE_DELETED: { name: stringCodec },
 };
 
 // ignoreBOM keeps a leading U+FEFF in the text, so JSON.parse refuses it: a

@@ -29,6 +29,10 @@ export const ErrorCode = {
   MalformedRequest: 'MALFORMED_REQUEST',
   /** Too many pending WAIT_JOBs on one connection. */
   TooManyWaits: 'TOO_MANY_WAITS',
+  /** No schedule has this name. */
+  UnknownSchedule: 'UNKNOWN_SCHEDULE',
+  /** A schedule definition the coordinator refuses (cron, time zone, interval, name). */
+  InvalidSchedule: 'INVALID_SCHEDULE',
   /** A read of history failed (that request only; the coordinator keeps working). */
   StoreReadFailed: 'STORE_READ_FAILED',
   // Worker registration
@@ -92,6 +96,8 @@ export const LocalErrorCode = {
   UnexpectedReply: 'UNEXPECTED_REPLY',
   /** The client was closed by its owner. */
   ClientClosed: 'CLIENT_CLOSED',
+  /** The coordinator does not understand a feature the caller asked for (nothing was sent). */
+  UnsupportedFeature: 'UNSUPPORTED_FEATURE',
   /** `result()` of a job that ended FAILED. */
   JobFailed: 'JOB_FAILED',
   /** `result()` of a job that ended CANCELLED. */

@@ -106,9 +106,20 @@ export class StateView {
         const jobs = reply.jobs.map((job) => this.snapshot(job));
         return jobs.every((job, i) => job === reply.jobs[i]) ? reply : { ...reply, jobs };
       }
+      case 'SCHEDULE_INFO': {
+        const recent = reply.recentJobs;
+        if (recent == null) return reply;
+        const shown = recent.map((job) => {
+          const state = this.show(job.state);
+          return state === job.state ? job : { ...job, state };
+        });
+        return { ...reply, recentJobs: shown };
+      }
       case 'SUBMIT_REJECTED':
       case 'WORKER_LIST':
       case 'JOBS_PURGED':
+      case 'SCHEDULE_LIST':
+      case 'SCHEDULE_DELETED':
       case 'AUTH_OK':
       case 'ERROR':
       case 'QUEUE_LIST':

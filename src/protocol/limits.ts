@@ -46,3 +46,7 @@ export const MAX_HELD_ATTEMPTS = (1 + MAX_PREFETCH_PER_SLOT) * MAX_CAPACITY;
 export const MAX_HELD_ID_LENGTH = 200;
 /** Most task types one worker may declare. */
 export const MAX_TASK_TYPES_PER_WORKER = 1024;
+/** Furthest ahead a delayed job may be due, in ms (366 days: `runAtMillis`, `--delay`, `--run-at`). */
+export const MAX_DELAY_MS = 366 * 86_400_000;
+/** Default bound on SCHEDULED jobs (`--max-scheduled-jobs`). */
+export const DEFAULT_MAX_SCHEDULED_JOBS = 1_000_000;

@@ -8,7 +8,10 @@
  * Client port:  SUBMIT_JOB, JOB_SUBMITTED, SUBMIT_REJECTED, GET_JOB_STATUS,
  *               JOB_STATUS, LIST_JOBS, JOB_LIST, LIST_WORKERS, WORKER_LIST,
  *               CANCEL_JOB, JOB_CANCEL, ERROR; extensions WAIT_JOB, AUTH,
- *               AUTH_OK, PURGE_JOBS, JOBS_PURGED.
+ *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, and the schedule requests
+ *               SET_SCHEDULE, LIST_SCHEDULES, GET_SCHEDULE, PAUSE_SCHEDULE,
+ *               RESUME_SCHEDULE, DELETE_SCHEDULE, TRIGGER_SCHEDULE with their
+ *               replies SCHEDULE_INFO, SCHEDULE_LIST, SCHEDULE_DELETED.
  *
  * Optional v1 fields are always present after decoding, as `null` when the
  * peer left them out or sent an explicit `null` (the two mean the same thing).
@@ -90,6 +93,10 @@ export interface JobSnapshot {
   queue?: string | null;
   /** Extension: its group key within the queue (fairness and group limits); absent = none. */
   groupKey?: string | null;
+  /** Extension: when a delayed job becomes due (epoch ms); absent for a job that was not delayed. */
+  runAtMillis?: number | null;
+  /** Extension: the schedule whose tick made this job; absent otherwise. */
+  scheduleName?: string | null;
 }
 
 /** `text` (the default) or `json`: see {@link JobSnapshot.resultFormat}. */
@@ -259,6 +266,12 @@ export interface SubmitJob {
   queue?: string | null;
   /** Extension: a group key (tenant, customer), 1..128 characters without control characters. */
   groupKey?: string | null;
+  /**
+   * Extension: a delayed job, due at this time (epoch ms, coordinator clock;
+   * at most 366 days ahead; a past time means now). Sent only to a
+   * coordinator known to understand it (client/negotiation.ts).
+   */
+  runAtMillis?: number | null;
 }
 export interface JobSubmitted {
   type: 'JOB_SUBMITTED';
@@ -459,6 +472,112 @@ export interface QueueInfoReply {
   queue: QueueInfo;
 }
 
+/** How a schedule's tick treats a previous job of it that is not terminal yet. */
+export const SCHEDULE_OVERLAPS = ['allow', 'skip'] as const;
+export type ScheduleOverlap = (typeof SCHEDULE_OVERLAPS)[number];
+/** What a schedule does with ticks missed while no coordinator led. */
+export const SCHEDULE_CATCH_UPS = ['latest', 'none'] as const;
+export type ScheduleCatchUp = (typeof SCHEDULE_CATCH_UPS)[number];
+
+/** Extension: what `SET_SCHEDULE` defines (exactly one of `cron` and `everyMillis`). */
+export interface ScheduleDefinition {
+  /** Matches `^[A-Za-z][A-Za-z0-9_.-]{0,63}$`. */
+  name: string;
+  taskType: string;
+  /** 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first). */
+  cron: string | null;
+  /** A fixed interval, at least 1000 ms; the first tick one interval after the set. */
+  everyMillis: number | null;
+  /** IANA name for `cron` (null = UTC); must be null with `everyMillis`. */
+  timezone: string | null;
+  payload: JsonObject;
+  maxAttempts: number | null;
+  priority: Priority | null;
+  timeoutMillis: number | null;
+  /** null = `allow`. */
+  overlap: ScheduleOverlap | null;
+  /** null = `latest`. */
+  catchUp: ScheduleCatchUp | null;
+  /** null = false. */
+  paused: boolean | null;
+}
+
+/** Extension: a schedule as clients see it. */
+export interface ScheduleSnapshot {
+  name: string;
+  taskType: string;
+  cron: string | null;
+  everyMillis: number | null;
+  timezone: string | null;
+  payload: JsonObject;
+  paused: boolean;
+  overlap: ScheduleOverlap;
+  catchUp: ScheduleCatchUp;
+  /** The next tick; null while paused. */
+  nextRunAtMillis: number | null;
+  lastRunAtMillis: number | null;
+  lastJobId: string | null;
+  maxAttempts: number | null;
+  priority: Priority | null;
+  timeoutMillis: number | null;
+}
+
+/** Extension: one recent job of a schedule (`SCHEDULE_INFO.recentJobs`). */
+export interface ScheduleJob {
+  jobId: string;
+  state: JobState;
+  runAtMillis: number | null;
+}
+
+/** Extension: creates a schedule or replaces its definition (idempotent). */
+export interface SetSchedule {
+  type: 'SET_SCHEDULE';
+  schedule: ScheduleDefinition;
+}
+/** Extension: every schedule, by name. */
+export interface ListSchedules {
+  type: 'LIST_SCHEDULES';
+}
+/** Extension: one schedule and its recent jobs. */
+export interface GetSchedule {
+  type: 'GET_SCHEDULE';
+  name: string;
+  knownStates?: string[] | null;
+}
+export interface PauseSchedule {
+  type: 'PAUSE_SCHEDULE';
+  name: string;
+}
+export interface ResumeSchedule {
+  type: 'RESUME_SCHEDULE';
+  name: string;
+}
+export interface DeleteSchedule {
+  type: 'DELETE_SCHEDULE';
+  name: string;
+}
+/** Extension: one job of the schedule now, outside its cadence (answered with JOB_SUBMITTED). */
+export interface TriggerSchedule {
+  type: 'TRIGGER_SCHEDULE';
+  name: string;
+  knownStates?: string[] | null;
+}
+/** Extension: a schedule (the answer to SET/GET/PAUSE/RESUME_SCHEDULE). */
+export interface ScheduleInfo {
+  type: 'SCHEDULE_INFO';
+  schedule: ScheduleSnapshot;
+  /** GET_SCHEDULE only: its newest jobs first. */
+  recentJobs?: ScheduleJob[] | null;
+}
+export interface ScheduleList {
+  type: 'SCHEDULE_LIST';
+  schedules: ScheduleSnapshot[];
+}
+export interface ScheduleDeleted {
+  type: 'SCHEDULE_DELETED';
+  name: string;
+}
+
 export type WorkerToCoordinator = WorkerRegister | Heartbeat | TaskResult | WorkerDraining;
 export type CoordinatorToWorker =
   WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck;
@@ -472,7 +591,17 @@ export type ClientRequest =
   | Auth
   | PurgeJobs
   | ListQueues
-  | SetQueue;
+  | SetQueue
+  | ScheduleRequest;
+/** The schedule requests (extensions). */
+export type ScheduleRequest =
+  | SetSchedule
+  | ListSchedules
+  | GetSchedule
+  | PauseSchedule
+  | ResumeSchedule
+  | DeleteSchedule
+  | TriggerSchedule;
 export type ClientReply =
   | JobSubmitted
   | SubmitRejected
@@ -484,7 +613,10 @@ export type ClientReply =
   | AuthOk
   | JobsPurged
   | QueueList
-  | QueueInfoReply;
+  | QueueInfoReply
+  | ScheduleInfo
+  | ScheduleList
+  | ScheduleDeleted;
 
 export type Message = WorkerToCoordinator | CoordinatorToWorker | ClientRequest | ClientReply;
 export type MessageType = Message['type'];
@@ -502,6 +634,13 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   PURGE_JOBS: true,
   LIST_QUEUES: true,
   SET_QUEUE: true,
+  SET_SCHEDULE: true,
+  LIST_SCHEDULES: true,
+  GET_SCHEDULE: true,
+  PAUSE_SCHEDULE: true,
+  RESUME_SCHEDULE: true,
+  DELETE_SCHEDULE: true,
+  TRIGGER_SCHEDULE: true,
 };
 const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOB_SUBMITTED: true,
@@ -515,6 +654,9 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOBS_PURGED: true,
   QUEUE_LIST: true,
   QUEUE_INFO: true,
+  SCHEDULE_INFO: true,
+  SCHEDULE_LIST: true,
+  SCHEDULE_DELETED: true,
 };
 const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]: true } = {
   WORKER_REGISTER: true,

@@ -19,6 +19,7 @@ import {
   type QueueCount,
   type QueueSettingsRecord,
   type RecoveredState,
+  type ScheduleRecord,
   type Store,
   type StoreRead,
   type StoreReadResult,
@@ -31,6 +32,7 @@ export class MemoryStore implements Store {
   readonly #byKey = new Map<string, string>();
   readonly #attempts = new Map<string, AttemptRecord>();
   readonly #queues = new Map<string, QueueSettingsRecord>();
+  readonly #schedules = new Map<string, ScheduleRecord>();
   #failure: string | null = null;
   #readFailure: string | null = null;
   /** Number of batches committed. */
@@ -75,7 +77,15 @@ export class MemoryStore implements Store {
     const queueSettings = [...this.#queues.values()]
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
       .map((q) => ({ ...q }));
-    return { activeJobs, activeAttempts, maxSeq, queueSettings };
+    const schedules = this.committedSchedules();
+    return { activeJobs, activeAttempts, maxSeq, schedules, queueSettings };
+  }
+
+  /** Committed schedules (copies), by name. */
+  committedSchedules(): ScheduleRecord[] {
+    return [...this.#schedules.values()]
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      .map((schedule) => ({ ...schedule }));
   }
 
   /** Applies a batch at once (throws {@link StoreError} when commits fail). */
@@ -96,6 +106,9 @@ export class MemoryStore implements Store {
       if (job.idempotencyKey !== null) this.#byKey.set(job.idempotencyKey, job.jobId);
     }
     for (const attempt of batch.attempts) this.#attempts.set(attempt.attemptId, { ...attempt });
+    for (const schedule of batch.schedules ?? [])
+      this.#schedules.set(schedule.name, { ...schedule });
+    for (const name of batch.deletedSchedules ?? []) this.#schedules.delete(name);
     for (const q of batch.queues ?? []) this.#queues.set(q.name, { ...q });
     this.commits++;
   }
@@ -120,6 +133,15 @@ export class MemoryStore implements Store {
         return { op: 'list', jobs: this.#list(read.query) };
       case 'purge':
         return { op: 'purge', deleted: this.#purge(read.query) };
+      case 'scheduleJobs':
+        return {
+          op: 'scheduleJobs',
+          jobs: [...this.#jobs.values()]
+            .filter((job) => job.scheduleName === read.scheduleName)
+            .sort((a, b) => b.seq - a.seq)
+            .slice(0, read.limit)
+            .map((job) => ({ ...job })),
+        };
       case 'queueCounts':
         return { op: 'queueCounts', counts: this.#queueCounts(read.queue) };
     }

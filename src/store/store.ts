@@ -20,6 +20,8 @@ import type {
   JobState,
   Priority,
   ResultFormat,
+  ScheduleCatchUp,
+  ScheduleOverlap,
   TerminalState,
 } from '../protocol/messages.js';
 
@@ -55,6 +57,10 @@ export interface JobRecord {
   startedAtMs: number | null;
   /** When the job became terminal; null while it is not. */
   finishedAtMs: number | null;
+  /** When a delayed job is (or was) due; null for a job that was not delayed. */
+  runAtMs: number | null;
+  /** The schedule whose tick made this job; null otherwise. */
+  scheduleName: string | null;
   /** The named queue (immutable; `default` for jobs stored before queues existed). */
   queue: string;
   /** The group key within the queue (immutable); null = none. */
@@ -71,6 +77,32 @@ export interface QueueSettingsRecord {
   groupConcurrency: number | null;
   groupRateMax: number | null;
   groupRateIntervalMs: number | null;
+  updatedAtMs: number;
+}
+
+/** One recurring schedule, exactly as persisted. */
+export interface ScheduleRecord {
+  name: string;
+  taskType: string;
+  /** A cron expression (5 or 6 fields), or null for a fixed interval. */
+  cron: string | null;
+  /** The fixed interval in ms, or null for cron. */
+  everyMs: number | null;
+  /** IANA time zone of `cron`; null for a fixed interval. */
+  timezone: string | null;
+  payloadJson: string;
+  maxAttempts: number | null;
+  priority: Priority | null;
+  timeoutMs: number | null;
+  overlap: ScheduleOverlap;
+  catchUp: ScheduleCatchUp;
+  paused: boolean;
+  /** The next tick (coordinator clock); null while paused. */
+  nextRunAtMs: number | null;
+  /** The tick of the last job it made; null before the first. */
+  lastRunAtMs: number | null;
+  lastJobId: string | null;
+  createdAtMs: number;
   updatedAtMs: number;
 }
 
@@ -95,6 +127,10 @@ export interface WriteBatch {
   readonly jobs: readonly { readonly job: Readonly<JobRecord>; readonly isNew: boolean }[];
   /** New attempts and new versions of existing ones (keyed by attemptId). */
   readonly attempts: readonly Readonly<AttemptRecord>[];
+  /** New schedules and new versions of existing ones (keyed by name); absent = none. */
+  readonly schedules?: readonly Readonly<ScheduleRecord>[];
+  /** Names of schedules to delete (after `schedules` are written); absent = none. */
+  readonly deletedSchedules?: readonly string[];
   /** New versions of queue settings (keyed by name); absent = none. */
   readonly queues?: readonly Readonly<QueueSettingsRecord>[];
 }
@@ -127,6 +163,8 @@ export type StoreRead =
   | { op: 'jobByKey'; key: string }
   | { op: 'list'; query: ListQuery }
   | { op: 'purge'; query: PurgeQuery }
+  /** The newest jobs a schedule made (by seq, newest first). */
+  | { op: 'scheduleJobs'; scheduleName: string; limit: number }
   /** Stored jobs counted by queue and state (every queue, or one). */
   | { op: 'queueCounts'; queue: string | null };
 
@@ -136,6 +174,7 @@ export type StoreReadResult =
   | { op: 'jobByKey'; job: JobRecord | null }
   | { op: 'list'; jobs: JobRecord[] }
   | { op: 'purge'; deleted: number }
+  | { op: 'scheduleJobs'; jobs: JobRecord[] }
   | { op: 'queueCounts'; counts: QueueCount[] };
 
 /** How many stored jobs of one queue are in one state. */
@@ -153,6 +192,8 @@ export interface RecoveredState {
   activeAttempts: AttemptRecord[];
   /** Highest seq ever stored (0 when empty). */
   maxSeq: number;
+  /** Every schedule (absent from a store without any: none). */
+  schedules?: ScheduleRecord[];
   /** Every queue's stored settings (absent: a store without queue settings). */
   queueSettings?: QueueSettingsRecord[];
   /**

@@ -82,6 +82,32 @@ describe('the failure-recovery demo', () => {
       assert.ok(await portIsFree(port), `port ${port} still in use after the demo`);
   });
 
+  it('stops at once, saying why, when its coordinator cannot start (a port is taken)', async () => {
+    const dir = join(temp.dir, 'taken');
+    mkdirSync(dir);
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const address = taken.address();
+    const workerPort = typeof address === 'object' && address !== null ? address.port : 0;
+    try {
+      const demo = ScriptProcess.start('demo-failure-recovery.sh', [], {
+        cwd: dir,
+        env: {
+          DTP_DEMO_WORKER_PORT: String(workerPort),
+          DTP_DEMO_CLIENT_PORT: String(await freePort()),
+        },
+      });
+      const code = await demo.exited;
+      assert.equal(code, 1, demo.output);
+      assert.match(
+        demo.output,
+        /demo failed: the coordinator stopped: .*cannot listen on .*EADDRINUSE/,
+      );
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+  });
+
   it('tells the same story with tokens required, and never logs a token', async () => {
     for (const port of [7070, 7071])
       assert.ok(await portIsFree(port), `the demo needs port ${port} free`);

@@ -95,6 +95,16 @@ const CHECKS: readonly Check[] = [
       assert.equal(again.status, 4, again.stdout + again.stderr);
     },
   },
+  { shown: /client\.sh list --state SCHEDULED$/, expect: (r) => match(r, /\bSCHEDULED\b/) },
+  {
+    shown: /client\.sh cancel <job-id> --json$/,
+    expect: (r) => assert.equal((JSON.parse(r.stdout) as { cancelled: boolean }).cancelled, true),
+  },
+  {
+    shown: /client\.sh schedule show heartbeat$/,
+    expect: (r) =>
+      match(r, /^heartbeat\s+SHA256\s+every 60000 ms.*\n\s+\S+\s+(QUEUED|RUNNING|COMPLETED)/),
+  },
   { shown: /client\.sh list --state RUNNING$/, expect: (r) => match(r, /^JOB ID\s+TYPE\s+STATE/) },
   {
     shown: /^scripts\/client\.sh workers$/,

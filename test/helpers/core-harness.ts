@@ -5,6 +5,7 @@
  * once: it runs the reads the core asked for (feeding their answers back),
  * commits the batch and reports it committed. Every effect is kept in `log`.
  */
+import { createCronEvaluator } from '../../src/coordinator/cron.js';
 import assert from 'node:assert/strict';
 import { CoordinatorCore } from '../../src/coordinator/core/core.js';
 import type { CoreConfig, CoreEvent, CoreInput, Effect } from '../../src/coordinator/core/types.js';
@@ -32,6 +33,7 @@ export const TEST_CONFIG: CoreConfig = {
   retryBaseDelayMs: 100,
   retryMaxDelayMs: 10_000,
   maxActiveJobs: 10_000,
+  maxScheduledJobs: 1_000_000,
   agingStepMs: 3_600_000,
   // Tests jump the clock freely; a sweep period this long keeps those jumps
   // from looking like stalls of the coordinator (tests of stalls set it).
@@ -110,6 +112,8 @@ export interface SubmitOptions {
   idempotencyKey?: string | null;
   priority?: Priority | null;
   timeoutMillis?: number;
+  /** A delayed job's due time. */
+  runAtMillis?: number;
   queue?: string;
   groupKey?: string;
 }
@@ -162,6 +166,7 @@ export class CoreHarness {
         now: () => this.clock,
         newId: () => `id-${this.#nextId++}`,
         validator: createBuiltinRegistry(),
+        cron: createCronEvaluator(),
       },
       epoch === undefined ? stored : { ...stored, epoch },
     );
@@ -321,6 +326,7 @@ export class CoreHarness {
       idempotencyKey: options.idempotencyKey ?? null,
       priority: options.priority ?? null,
       timeoutMillis: options.timeoutMillis ?? null,
+      ...(options.runAtMillis !== undefined && { runAtMillis: options.runAtMillis }),
       ...(options.queue !== undefined && { queue: options.queue }),
       ...(options.groupKey !== undefined && { groupKey: options.groupKey }),
     });

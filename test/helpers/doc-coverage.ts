@@ -64,6 +64,10 @@ export const SESSIONS: readonly Session[] = [
     ],
   },
   {
+    name: 'README "Later and on a schedule"',
+    sections: [{ doc: README, heading: 'Later and on a schedule' }],
+  },
+  {
     name: 'OPERATIONS "Running"',
     sections: [{ doc: OPERATIONS, heading: 'Running' }],
   },

@@ -9,6 +9,7 @@ import type {
   QueueSettingsRecord,
   AttemptRecord,
   JobRecord,
+  ScheduleRecord,
   Store,
   StoreReadResult,
   WriteBatch,
@@ -209,6 +210,35 @@ export function describeStoreContract(backend: StoreBackend): void {
       assert.equal(recovered.activeJobs.find((j) => j.seq === 1)?.groupKey, 'tenant-1');
     });
 
+    it('keeps delayed jobs and their schedule: recovers SCHEDULED rows and every schedule', async () => {
+      const store = await fresh();
+      const delayed = jobRecord(1, {
+        state: 'SCHEDULED',
+        runAtMs: 123_456,
+        scheduleName: 'nightly',
+      });
+      const schedule = scheduleRecord('nightly');
+      await store.commit({ ...batchOf([{ job: delayed, isNew: true }]), schedules: [schedule] });
+      assert.deepEqual((await getJob(store, 'job-1')).job, delayed);
+      const recovered = await store.recover();
+      assert.deepEqual(recovered.activeJobs, [delayed]);
+      assert.deepEqual(recovered.schedules, [schedule]);
+      const due: JobRecord = { ...delayed, state: 'QUEUED', updatedAtMs: 123_456 };
+      const advanced = {
+        ...schedule,
+        nextRunAtMs: 200_000,
+        lastJobId: 'job-1',
+        lastRunAtMs: 100_000,
+      };
+      await store.commit({ ...batchOf([{ job: due, isNew: false }]), schedules: [advanced] });
+      assert.deepEqual((await store.recover()).schedules, [advanced]);
+      const read = await store.read({ op: 'scheduleJobs', scheduleName: 'nightly', limit: 10 });
+      assert.deepEqual(expectOp(read, 'scheduleJobs').jobs, [due]);
+      await store.commit({ ...batchOf([]), deletedSchedules: ['nightly'] });
+      assert.deepEqual((await store.recover()).schedules, []);
+      assert.equal((await getJob(store, 'job-1')).job?.scheduleName, 'nightly');
+    });
+
     it('answers null for a job or key it does not hold', async () => {
       const store = await fresh();
       assert.deepEqual(await getJob(store, 'nope', true), { op: 'job', job: null, attempts: null });
@@ -379,4 +409,27 @@ export function describeStoreContract(backend: StoreBackend): void {
       });
     }
   });
+}
+
+/** A complete schedule row for the contract. */
+export function scheduleRecord(name: string): ScheduleRecord {
+  return {
+    name,
+    taskType: 'SHA256',
+    cron: '0 2 * * *',
+    everyMs: null,
+    timezone: 'Europe/Berlin',
+    payloadJson: '{"text":"report"}',
+    maxAttempts: 2,
+    priority: 'HIGH',
+    timeoutMs: 5_000,
+    overlap: 'skip',
+    catchUp: 'none',
+    paused: false,
+    nextRunAtMs: 100_000,
+    lastRunAtMs: null,
+    lastJobId: null,
+    createdAtMs: 1_000,
+    updatedAtMs: 1_000,
+  };
 }

@@ -104,14 +104,16 @@ describe('client port flow control', () => {
   });
 
   it('holds 20,000 pending waits over 16 connections without any bound biting', async () => {
+    // The shared client sits idle through this test, and its idle close must
+    // not count here: close it now (the after hook's close is then a no-op).
+    await c.close();
     const before = net.length;
-    // The shared client may have been closed as idle by now: a fresh one.
-    const c = await RawClient.connect(tc.coordinator.clientPort);
+    const own = await RawClient.connect(tc.coordinator.clientPort);
     // More jobs, so that every wait is on an active job of its own.
     const jobIds: string[] = [];
     for (let sent = 0; sent < 17_000; sent += 1_000) {
       for (let i = 0; i < 1_000; i++) {
-        c.conn.send({
+        own.conn.send({
           type: 'SUBMIT_JOB',
           taskType: 'SLEEP',
           payload: { durationMillis: 1 },
@@ -121,18 +123,21 @@ describe('client port flow control', () => {
         });
       }
       for (let i = 0; i < 1_000; i++) {
-        const reply = await c.inbox.next();
+        const reply = await own.inbox.next();
         assert.equal(reply.type, 'JOB_SUBMITTED');
         if (reply.type === 'JOB_SUBMITTED') jobIds.push(reply.jobId);
       }
     }
-    const listed = await c.request({
+    const listed = await own.request({
       type: 'LIST_JOBS',
       limit: 3_000,
       state: 'QUEUED',
       cursor: null,
     });
     if (listed.type === 'JOB_LIST') jobIds.push(...listed.jobs.map((j) => j.jobId));
+    // This connection has nothing in flight while the waits are set up, and an
+    // idle close of it is right: close it ourselves, and clean up on another.
+    await own.close();
     const waiters = await Promise.all(
       Array.from({ length: 16 }, () => RawClient.connect(tc.coordinator.clientPort)),
     );
@@ -150,9 +155,10 @@ describe('client port flow control', () => {
     );
     await Promise.all(waiters.map((w) => w.close()));
     await until(() => tc.coordinator.inspect().pendingWaits === 0, { what: 'the waits dropped' });
-    for (const jobId of jobIds) c.conn.send({ type: 'CANCEL_JOB', jobId });
-    for (let i = 0; i < jobIds.length; i++) await c.inbox.next();
-    await c.close();
+    const cleanup = await RawClient.connect(tc.coordinator.clientPort);
+    for (const jobId of jobIds) cleanup.conn.send({ type: 'CANCEL_JOB', jobId });
+    for (let i = 0; i < jobIds.length; i++) await cleanup.inbox.next();
+    await cleanup.close();
   });
 
   it('closes a connection with nothing in flight after the idle timeout, not one that waits', async () => {

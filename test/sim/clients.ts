@@ -260,6 +260,8 @@ export class SimClient implements ClientPeer {
       maxAttempts,
       idempotencyKey: keyed ? `key-${this.name}-${this.#keySeq++}` : null,
       priority,
+      // Some jobs are delayed, a few into the past (which means now).
+      ...(rng.chance(0.2) && { runAtMillis: this.#env.clock.nowMs + rng.int(-500, 3_000) }),
     };
     const queue = rng.pick(QUEUES);
     const groupKey = rng.pick(GROUPS);

@@ -37,6 +37,8 @@ export function describeInput(input: HandledKind): string {
       return `c${input.connId} waits released`;
     case 'tick':
       return 'tick';
+    case 'wake':
+      return 'wake';
     case 'recovery':
       return 'recovery';
     case 'readDone':
@@ -70,6 +72,16 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return 'LIST_QUEUES';
     case 'SET_QUEUE':
       return `SET_QUEUE ${JSON.stringify(msg)}`;
+    case 'SET_SCHEDULE':
+      return `SET_SCHEDULE ${msg.schedule.name}`;
+    case 'LIST_SCHEDULES':
+      return 'LIST_SCHEDULES';
+    case 'GET_SCHEDULE':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
+      return `${msg.type} ${msg.name}`;
   }
 }
 
@@ -101,6 +113,8 @@ export function describeEffect(effect: Effect): string {
       return `arm wait c${effect.connId}#${effect.requestId} ${effect.timeoutMs} ms`;
     case 'read':
       return `read ${effect.readId}: ${JSON.stringify(effect.read)}`;
+    case 'wakeAt':
+      return `wake at ${effect.atMs}`;
     case 'event': {
       const e = effect.event;
       const job = 'jobId' in e ? ` ${short(e.jobId)}` : '';

@@ -21,7 +21,7 @@
  * - after a tick, no kept lease is past its grace period.
  */
 import { QueueChecks } from './queue-checks.js';
-import type { CoreConfig, Effect } from '../../src/coordinator/core/types.js';
+import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
 import {
   JOB_STATES,
   isTerminalState,
@@ -247,7 +247,10 @@ export class Invariants implements WorldObserver {
       const row = rows.get(jobId);
       if (row === undefined) throw judge.violation(`acknowledged job ${jobId} is not in the store`);
       const requestId = this.#checkerRequestId++;
-      let effects = core.handle({
+      // A wake-up time is not part of the answer (the simulation arms none yet).
+      const answer = (input: CoreInput): Effect[] =>
+        core.handle(input).filter((e) => e.kind !== 'wakeAt');
+      let effects = answer({
         kind: 'clientRequest',
         connId: CHECKER_CONN_ID,
         requestId,
@@ -257,7 +260,7 @@ export class Invariants implements WorldObserver {
       const read = effects.length === 1 && effects[0]?.kind === 'read' ? effects[0] : undefined;
       if (read !== undefined) {
         const result = this.#world.store.readNow(read.read);
-        effects = core.handle({ kind: 'readDone', readId: read.readId, result });
+        effects = answer({ kind: 'readDone', readId: read.readId, result });
       }
       const reply: ClientReply | undefined =
         effects.length === 1 && effects[0]?.kind === 'reply' ? effects[0].msg : undefined;
@@ -290,7 +293,21 @@ export class Invariants implements WorldObserver {
       for (const jobId of kept.jobIds) keptFor.set(jobId, kept.workerId);
     }
     let keptRunning = 0;
+    const scheduled = activeJobs.filter((job) => job.state === 'SCHEDULED').length;
+    judge.check(
+      view.scheduledCount === scheduled,
+      () => `scheduledCount ${view.scheduledCount}, ${scheduled} SCHEDULED jobs in memory`,
+    );
     for (const job of activeJobs) {
+      // No attempt starts before the job's time, on the coordinator's clock.
+      judge.check(
+        job.runAtMs === null || job.startedAtMs === null || job.startedAtMs >= job.runAtMs,
+        () => `job ${job.jobId} started at ${job.startedAtMs}, before its time ${job.runAtMs}`,
+      );
+      judge.check(
+        job.state !== 'SCHEDULED' || job.runAtMs !== null,
+        () => `SCHEDULED job ${job.jobId} has no runAtMs`,
+      );
       const row = rows.get(job.jobId);
       const field = row === undefined ? 'jobId' : differingField(row, job);
       judge.check(

@@ -9,6 +9,7 @@
  * before a known key is answered, a cancel reports truthfully, lists honour
  * their limit, filter and order.
  */
+import { StateView } from '../../src/protocol/job-view.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
 import type {
@@ -77,9 +78,16 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'PURGE_JOBS':
     case 'LIST_QUEUES':
     case 'SET_QUEUE':
+    case 'GET_SCHEDULE':
       return read;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SET_SCHEDULE':
+    case 'LIST_SCHEDULES':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
       return false;
   }
 }
@@ -142,6 +150,13 @@ function answerNow(
     }
     case 'AUTH':
     case 'PURGE_JOBS':
+    case 'SET_SCHEDULE':
+    case 'LIST_SCHEDULES':
+    case 'GET_SCHEDULE':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
       return; // the simulation's clients never send these
     case 'LIST_QUEUES':
       throw judge.violation(`${msg.type} was answered without reading the store`);
@@ -204,15 +219,23 @@ function checkSubmit(
     );
     return;
   }
+  // A delayed job counts against the SCHEDULED bound, any other against the
+  // active jobs that are not SCHEDULED: both as they were when it was
+  // admitted (due jobs were promoted first; nothing else moves them here).
+  const delayed = msg.runAtMillis != null && msg.runAtMillis > h.nowMs;
+  const made = createdId === null ? 0 : 1;
+  const counted = delayed ? h.scheduledAfter - made : h.activeAfter - h.scheduledAfter - made;
+  const limit = delayed ? config.maxScheduledJobs : config.maxActiveJobs;
   switch (reply.type) {
     case 'JOB_SUBMITTED':
       judge.check(
-        createdId === reply.jobId && h.activeBefore < config.maxActiveJobs,
+        createdId === reply.jobId && counted < limit,
         () =>
-          `JOB_SUBMITTED ${reply.jobId} without creating it (created ${createdId}, active ${h.activeBefore})`,
+          `JOB_SUBMITTED ${reply.jobId} without creating it (created ${createdId}, counted ${counted} of ${limit})`,
       );
       judge.check(
-        reply.job === null || (reply.job.state === 'QUEUED' && reply.job.attempts === 0),
+        reply.job === null ||
+          (reply.job.state === (delayed ? 'SCHEDULED' : 'QUEUED') && reply.job.attempts === 0),
         () =>
           `new job ${reply.jobId} reported as ${reply.job?.state} with ${reply.job?.attempts} attempts`,
       );
@@ -220,12 +243,11 @@ function checkSubmit(
     case 'SUBMIT_REJECTED':
       judge.check(
         createdId === null &&
-          h.activeBefore >= config.maxActiveJobs &&
-          reply.activeCount === h.activeBefore &&
-          reply.limit === config.maxActiveJobs &&
+          counted >= limit &&
+          reply.activeCount === counted &&
+          reply.limit === limit &&
           reply.retryable,
-        () =>
-          `SUBMIT_REJECTED ${JSON.stringify(reply)} with ${h.activeBefore} active of ${config.maxActiveJobs}`,
+        () => `SUBMIT_REJECTED ${JSON.stringify(reply)} with ${counted} counted of ${limit}`,
       );
       return;
     case 'ERROR':
@@ -239,6 +261,9 @@ function checkSubmit(
     case 'JOBS_PURGED':
     case 'QUEUE_LIST':
     case 'QUEUE_INFO':
+    case 'SCHEDULE_INFO':
+    case 'SCHEDULE_LIST':
+    case 'SCHEDULE_DELETED':
       throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
   }
 }
@@ -358,7 +383,10 @@ function checkList(ctx: RequestContext, msg: ListJobs, reply: ClientReply): void
   const jobs = reply.jobs;
   judge.check(jobs.length <= limit, () => `JOB_LIST of ${jobs.length} jobs for limit ${limit}`);
   judge.check(
-    msg.state === null || jobs.every((j) => j.state === msg.state),
+    // The core answers with real states; the client session shows each as the
+    // request's view does (a v1 filter QUEUED also matches SCHEDULED jobs).
+    msg.state === null ||
+      jobs.every((j) => StateView.of(msg.knownStates).show(j.state) === msg.state),
     () => `JOB_LIST for state ${msg.state} holds other states`,
   );
   judge.check(
@@ -450,6 +478,13 @@ export function checkDeferredAnswer(
       return;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SET_SCHEDULE':
+    case 'LIST_SCHEDULES':
+    case 'GET_SCHEDULE':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
       throw judge.violation(`${msg.type} was answered late`);
   }
 }

@@ -115,6 +115,7 @@ function drawProfile(rng: Random): Profile {
     retryBaseDelayMs,
     retryMaxDelayMs: retryBaseDelayMs * rng.int(1, 30),
     maxActiveJobs: rng.chance(0.3) ? rng.int(1, 8) : 10_000,
+    maxScheduledJobs: rng.chance(0.3) ? rng.int(1, 4) : 1_000_000,
     agingStepMs: rng.chance(0.2) ? 0 : rng.int(100, 20_000),
     sweepIntervalMs: rng.int(20, 500),
     retainTerminalMs: null,

@@ -48,6 +48,9 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'JOBS_PURGED':
       case 'QUEUE_LIST':
       case 'QUEUE_INFO':
+      case 'SCHEDULE_INFO':
+      case 'SCHEDULE_LIST':
+      case 'SCHEDULE_DELETED':
         break;
     }
   }

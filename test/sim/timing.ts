@@ -116,6 +116,12 @@ export class TimingChecks {
         this.#grantedAtMs.delete(event.jobId);
         this.#retryAtMs.set(event.jobId, now + event.delayMs);
         return;
+      case 'job.due':
+        judge.check(event.lateMs >= 0, () => `job ${event.jobId} fell due before its time`);
+        return;
+      case 'schedule.fired':
+      case 'schedule.skipped':
+        return;
       case 'job.requeued': {
         const due = this.#retryAtMs.get(event.jobId);
         judge.check(

@@ -338,6 +338,15 @@ export class JobTracker {
         return;
       case 'job.recovered':
         return this.#applyRecovered(event, h);
+      case 'job.due':
+        judge.check(
+          !this.leases.has(event.jobId) && this.terminalState(event.jobId) === undefined,
+          () => `delayed job ${event.jobId} fell due while leased or terminal`,
+        );
+        return;
+      case 'schedule.fired':
+      case 'schedule.skipped':
+        return; // the simulation's clients define no schedules yet
       case 'job.requeued':
         judge.check(
           !this.leases.has(event.jobId) && this.terminalState(event.jobId) === undefined,

@@ -24,6 +24,7 @@
  * its store tries to finish its commits: every one must be refused, none of
  * its effects ever leaves, and its lease machine must step down.
  */
+import { createCronEvaluator } from '../../src/coordinator/cron.js';
 import { CoordinatorCore } from '../../src/coordinator/core/core.js';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
 import type { ClientRequest, WorkerToCoordinator } from '../../src/protocol/messages.js';
@@ -43,6 +44,9 @@ import {
 import { describeEffect, describeInput } from './describe.js';
 import type { Random } from './random.js';
 
+/** The cron evaluator the coordinator uses (the simulation uses the real library). */
+const CRON = createCronEvaluator();
+
 /**
  * How long the shell keeps reading a worker connection it closed, waiting for
  * the worker to close its side (FramedConnection.close with drainInbound).
@@ -57,6 +61,10 @@ export interface HandledInput {
   effects: readonly Effect[];
   activeBefore: number;
   activeAfter: number;
+  /** SCHEDULED jobs after it (none leave that state in the input that creates one). */
+  scheduledAfter: number;
+  /** The clock when it was handled. */
+  nowMs: number;
   /** For worker frames: the worker id registered on that connection, if any. */
   linkWorkerId: string | null;
   /** For worker frames: the core had already closed that connection. */
@@ -108,6 +116,7 @@ type Source =
   | { kind: 'worker'; link: WorkerLink }
   | { kind: 'client'; link: ClientLink }
   | { kind: 'tick' }
+  | { kind: 'wake' }
   | { kind: 'wait'; key: string; timer: WaitTimer }
   | { kind: 'release'; connId: number }
   | { kind: 'read'; readId: number; read: StoreRead };
@@ -162,6 +171,8 @@ export class World {
   readonly #log: (line: () => string) => void;
   readonly #validator = createBuiltinRegistry();
   readonly #waitTimers = new Map<string, WaitTimer>();
+  /** The wake-up the core asked for (its one timer, term-clock.ts); null = none. */
+  #wakeAtMs: number | null = null;
   /** Reads the core asked for, not answered yet. */
   readonly #reads = new Map<number, StoreRead>();
   /** Flushed batches, oldest first; the head commits next. */
@@ -274,6 +285,7 @@ export class World {
   /** Earliest time a tick, a wait timer or a drain timeout becomes due. */
   nextTimerAtMs(): number {
     let at = this.#nextTickAtMs;
+    if (this.#wakeAtMs !== null) at = Math.min(at, this.#wakeAtMs);
     for (const timer of this.#waitTimers.values()) at = Math.min(at, timer.dueAtMs);
     for (const link of this.workerLinks.values()) {
       if (link.halfClosedAtMs !== null && !link.endQueued) {
@@ -491,6 +503,7 @@ export class World {
     this.workerLinks.clear();
     this.clientLinks.clear();
     this.#waitTimers.clear();
+    this.#wakeAtMs = null;
     this.#core = null;
     this.#boot();
   }
@@ -505,6 +518,7 @@ export class World {
           now: () => this.clock.nowMs,
           newId: () => this.ids.next(),
           validator: this.#validator,
+          cron: CRON,
         },
         this.store.recoverNow(),
       );
@@ -518,6 +532,8 @@ export class World {
       effects,
       activeBefore: 0,
       activeAfter: this.#core.activeCount,
+      scheduledAfter: this.#core.scheduledCount,
+      nowMs: this.clock.nowMs,
       linkWorkerId: null,
       linkClosedByCore: false,
       currentAtSend: false,
@@ -541,6 +557,7 @@ export class World {
       if (link.toCoordinator.length > 0) sources.push({ kind: 'client', link });
     }
     if (now >= this.#nextTickAtMs) sources.push({ kind: 'tick' });
+    if (this.#wakeAtMs !== null && now >= this.#wakeAtMs) sources.push({ kind: 'wake' });
     for (const [key, timer] of this.#waitTimers) {
       if (now >= timer.dueAtMs) sources.push({ kind: 'wait', key, timer });
     }
@@ -568,6 +585,9 @@ export class World {
       case 'tick':
         this.#nextTickAtMs = this.clock.nowMs + this.sweepIntervalMs;
         return { input: { kind: 'tick' }, link: null, currentAtSend: false };
+      case 'wake':
+        this.#wakeAtMs = null;
+        return { input: { kind: 'wake' }, link: null, currentAtSend: false };
       case 'wait':
         this.#waitTimers.delete(source.key);
         return {
@@ -677,6 +697,8 @@ export class World {
     for (const effect of effects) {
       this.#noteLinkEffect(effect);
       if (effect.kind === 'read') this.#reads.set(effect.readId, effect.read);
+      // The wake-up acts at once, as the term's clock does (not after a commit).
+      if (effect.kind === 'wakeAt') this.#wakeAtMs = effect.atMs;
       this.#log(() => `        ${describeEffect(effect)}`);
     }
     this.#obs.onHandled({
@@ -684,6 +706,8 @@ export class World {
       effects,
       activeBefore,
       activeAfter: core.activeCount,
+      scheduledAfter: core.scheduledCount,
+      nowMs: this.clock.nowMs,
       linkWorkerId: picked.link?.registeredAs ?? null,
       linkClosedByCore,
       currentAtSend: picked.currentAtSend,
@@ -740,6 +764,7 @@ export class World {
         break;
       case 'read':
       case 'event':
+      case 'wakeAt':
         break;
     }
     this.#obs.onReleased(effect);

@@ -32,6 +32,9 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
     },
   ],
   'job.deduplicated': [{ type: 'job.deduplicated', jobId: 'j', idempotencyKey: 'k' }],
+  'schedule.fired': [{ type: 'schedule.fired', name: 's', jobId: 'j', tickMs: 1, lagMs: 2 }],
+  'schedule.skipped': [{ type: 'schedule.skipped', name: 's', tickMs: 1, reason: 'overlap' }],
+  'job.due': [{ type: 'job.due', jobId: 'j', lateMs: 3 }],
   'job.rejected': [{ type: 'job.rejected', activeCount: 1, limit: 1 }],
   'job.assigned': [
     {

@@ -10,7 +10,13 @@ import { QueueTable, StartWindow } from '../../src/coordinator/core/queue-table.
 import { ReadyQueue, type RunnableTypes } from '../../src/coordinator/core/ready-queue.js';
 import type { CoreJob } from '../../src/coordinator/core/job.js';
 import type { SetQueue } from '../../src/protocol/messages.js';
-import { CoreHarness, expectReply, messagesOf } from '../helpers/core-harness.js';
+import {
+  CoreHarness,
+  START_MS,
+  effectsOf,
+  expectReply,
+  messagesOf,
+} from '../helpers/core-harness.js';
 import { coreJob } from '../helpers/job-record.js';
 
 const ANY: RunnableTypes = {
@@ -238,6 +244,53 @@ describe('scheduler with queue settings', () => {
     assert.equal(assigned(h).length, 2);
     h.tick(1);
     assert.equal(assigned(h).length, 4);
+  });
+
+  it('asks to be woken when a rate window opens and starts the queue then, without a sweep tick', () => {
+    const h = new CoreHarness();
+    h.register('w1', 10);
+    setQueue(h, { name: 'q', rateLimit: { max: 2, intervalMillis: 1_000 } });
+    for (let i = 0; i < 3; i++) h.submit({ queue: 'q' });
+    assert.equal(assigned(h).length, 2);
+    const opensAt = START_MS + 1_000;
+    assert.equal(effectsOf(h.log, 'wakeAt').at(-1)?.atMs, opensAt);
+    h.clock = opensAt - 1;
+    h.handle({ kind: 'wake' });
+    assert.equal(assigned(h).length, 2);
+    h.clock = opensAt;
+    h.handle({ kind: 'wake' });
+    assert.equal(assigned(h).length, 3);
+  });
+
+  it('asks to be woken when a group held by its rate may start again', () => {
+    const h = new CoreHarness();
+    h.register('w1', 10);
+    setQueue(h, { name: 'q', groupRateLimit: { max: 1, intervalMillis: 500 } });
+    const a1 = h.submit({ queue: 'q', groupKey: 'a' });
+    const a2 = h.submit({ queue: 'q', groupKey: 'a' });
+    assert.deepEqual(assigned(h), [a1]);
+    assert.equal(effectsOf(h.log, 'wakeAt').at(-1)?.atMs, START_MS + 500);
+    h.clock = START_MS + 500;
+    h.handle({ kind: 'wake' });
+    assert.deepEqual(assigned(h), [a1, a2]);
+  });
+
+  it('puts a delayed job that falls due into its queue, under its limits; SCHEDULED jobs hold no slot', () => {
+    const h = new CoreHarness();
+    h.register('w1', 10);
+    setQueue(h, { name: 'q', concurrency: 1 });
+    const later = h.submit({ queue: 'q', groupKey: 'g', runAtMillis: START_MS + 2_000 });
+    const now1 = h.submit({ queue: 'q' });
+    const now2 = h.submit({ queue: 'q' });
+    assert.deepEqual(assigned(h), [now1], 'the SCHEDULED job does not use the one slot');
+    h.result(now1);
+    assert.deepEqual(assigned(h), [now1, now2]);
+    h.clock = START_MS + 2_000;
+    h.handle({ kind: 'wake' });
+    assert.deepEqual(assigned(h), [now1, now2], 'due, but the queue is at its concurrency');
+    assert.equal(h.status(later).queue, 'q');
+    h.result(now2);
+    assert.deepEqual(assigned(h), [now1, now2, later]);
   });
 
   it('limits each group of a queue and lets the other groups run meanwhile', () => {

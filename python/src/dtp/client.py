@@ -64,6 +64,7 @@ from .errors import (
 from .framing import Message
 from .protocol import (
     JOB_STATES,
+    KNOWN_STATES,
     MAX_ATTEMPTS_LIMIT,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TASK_TIMEOUT_MS,
@@ -153,7 +154,12 @@ _SUBMIT_OPTIONS: dict[str, _Option] = {
 def _submit_message(
     task_type: str, payload: Mapping[str, Any], options: Mapping[str, Any]
 ) -> Message:
-    message: Message = {"type": "SUBMIT_JOB", "taskType": task_type, "payload": dict(payload)}
+    message: Message = {
+        "type": "SUBMIT_JOB",
+        "taskType": task_type,
+        "payload": dict(payload),
+        "knownStates": list(KNOWN_STATES),
+    }
     for name, option in _SUBMIT_OPTIONS.items():
         value = options.get(name)
         if value is not None:
@@ -347,20 +353,33 @@ class Client:
 
     def status(self, job_id: str) -> JobSnapshot:
         """The job's snapshot; ``RemoteError`` ``UNKNOWN_JOB`` when there is none."""
-        reply = self._request({"type": "GET_JOB_STATUS", "jobId": job_id})
+        reply = self._request(
+            {"type": "GET_JOB_STATUS", "jobId": job_id, "knownStates": list(KNOWN_STATES)}
+        )
         job: JobSnapshot = _expect("GET_JOB_STATUS", reply, "JOB_STATUS")["job"]
         return job
 
     def attempts(self, job_id: str) -> builtins.list[dict[str, Any]]:
         """Every attempt of the job, oldest first (empty from a coordinator without history)."""
-        reply = self._request({"type": "GET_JOB_STATUS", "jobId": job_id, "attempts": True})
+        reply = self._request(
+            {
+                "type": "GET_JOB_STATUS",
+                "jobId": job_id,
+                "attempts": True,
+                "knownStates": list(KNOWN_STATES),
+            }
+        )
         attempts = _expect("GET_JOB_STATUS", reply, "JOB_STATUS").get("attempts")
         return list(attempts) if isinstance(attempts, list) else []
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancels a job: ``{"cancelled": bool, "job": snapshot}`` (False: it had ended)."""
         reply = _expect(
-            "CANCEL_JOB", self._request({"type": "CANCEL_JOB", "jobId": job_id}), "JOB_CANCEL"
+            "CANCEL_JOB",
+            self._request(
+                {"type": "CANCEL_JOB", "jobId": job_id, "knownStates": list(KNOWN_STATES)}
+            ),
+            "JOB_CANCEL",
         )
         return {"cancelled": reply.get("cancelled") is True, "job": reply.get("job")}
 
@@ -452,6 +471,7 @@ class Client:
             "limit": limit,
             "state": state,
             "cursor": None if local else cursor,
+            "knownStates": list(KNOWN_STATES),
         }
         if task_type is not None:
             message["taskType"] = task_type
@@ -503,7 +523,12 @@ class Client:
         return not (reply["type"] == "ERROR" and is_not_understood(reply))
 
     def _wait_job(self, job_id: str, timeout_ms: int) -> JobSnapshot | None:
-        message = {"type": "WAIT_JOB", "jobId": job_id, "timeoutMillis": timeout_ms}
+        message = {
+            "type": "WAIT_JOB",
+            "jobId": job_id,
+            "timeoutMillis": timeout_ms,
+            "knownStates": list(KNOWN_STATES),
+        }
         reply = self._request(message, timeout_ms / 1000 + self._request_timeout)
         if reply["type"] == "ERROR" and is_not_understood(reply):
             with self._lock:

@@ -120,7 +120,19 @@ JobSnapshot = dict[str, Any]
 """A job snapshot as the coordinator sends it (wire field names)."""
 
 TERMINAL_STATES: frozenset[str] = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
-JOB_STATES = ("QUEUED", "RUNNING", "RETRY_WAIT", "COMPLETED", "FAILED", "CANCELLED")
+JOB_STATES = (
+    "QUEUED",
+    "RUNNING",
+    "RETRY_WAIT",
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "SCHEDULED",
+)
+KNOWN_STATES = ("SCHEDULED",)
+"""The job states beyond version 1's six that this client understands: sent as
+``knownStates`` on every request whose reply carries job snapshots (a
+coordinator shows any other state as its v1 equivalent)."""
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
 
 

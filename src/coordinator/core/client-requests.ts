@@ -32,6 +32,7 @@ import {
   type CoreJob,
 } from './job.js';
 import { cancelJob, schedule } from './job-lifecycle.js';
+import { handleScheduleRequest } from './schedule-requests.js';
 import type { PendingRead } from './pending-reads.js';
 import { purgeOnRequest } from './retention.js';
 import type { CoreState } from './state.js';
@@ -78,6 +79,14 @@ export function handleClientRequest(
       return listQueues(s, connId, requestId);
     case 'SET_QUEUE':
       return setQueue(s, connId, requestId, msg);
+    case 'SET_SCHEDULE':
+    case 'LIST_SCHEDULES':
+    case 'GET_SCHEDULE':
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE':
+    case 'DELETE_SCHEDULE':
+    case 'TRIGGER_SCHEDULE':
+      return handleScheduleRequest(s, connId, requestId, msg);
   }
 }
 

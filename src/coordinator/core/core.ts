@@ -23,9 +23,11 @@ import {
   listKeyDone,
   releaseWaits,
 } from './client-requests.js';
+import { nextDueAtMs, promoteDue } from './delayed-jobs.js';
 import { toRecord } from './job.js';
 import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
 import { recover } from './recovery.js';
+import { fireDueTicks, scheduleJobsRead } from './schedule-requests.js';
 import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
@@ -90,7 +92,14 @@ export class CoordinatorCore {
         releaseWaits(s, input.connId);
         break;
       case 'tick':
+        doDue(s);
         sweep(s);
+        break;
+      case 'wake':
+        // The timer that fired is gone: the next wake-up is stated again.
+        if (s.wakeArmedAtMs !== null) s.wakeArmedAtMs = undefined;
+        doDue(s);
+        schedule(s);
         break;
       case 'readDone':
         readDone(s, input.readId, input.result);
@@ -102,6 +111,7 @@ export class CoordinatorCore {
         s.reads.noteCommitted(s.jobs.committed(input.batchId));
         break;
     }
+    stateWakeUp(s);
     return s.takeEffects();
   }
 
@@ -110,9 +120,14 @@ export class CoordinatorCore {
     return this.#s.jobs.takeBatch();
   }
 
-  /** Non-terminal jobs right now (admission control's count). */
+  /** Non-terminal jobs right now, SCHEDULED ones included. */
   get activeCount(): number {
     return this.#s.jobs.activeCount;
+  }
+
+  /** SCHEDULED jobs right now. */
+  get scheduledCount(): number {
+    return this.#s.scheduledCount;
   }
 
   get maxActiveJobs(): number {
@@ -153,6 +168,8 @@ export class CoordinatorCore {
       keptLeases: s.kept.views(),
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
+      scheduledCount: s.scheduledCount,
+      wakeArmedAtMs: s.wakeArmedAtMs ?? null,
       queues: [...s.queues.values()].map((q) => ({
         name: q.name,
         settings: { ...q.settings },
@@ -165,6 +182,36 @@ export class CoordinatorCore {
   activeJobs(): JobRecord[] {
     return [...this.#s.jobs.activeJobs()].map(toRecord);
   }
+}
+
+/**
+ * What fell due by now: delayed jobs become QUEUED (due-time order) and due
+ * schedule ticks make their jobs. Only the timed inputs do it (the wake-up
+ * and, as a backstop, the sweep), so every other input changes only what it
+ * is about.
+ */
+function doDue(s: CoreState): void {
+  s.ready.unparkDue(s.nowMs);
+  promoteDue(s);
+  fireDueTicks(s);
+}
+
+/** Tells the shell the earliest instant the core needs an input, when that changed. */
+function stateWakeUp(s: CoreState): void {
+  let atMs: number | null = null;
+  // Due delayed jobs, schedule ticks, and the openings of rate windows: a
+  // queue (or group) held by its rate starts again when its window opens,
+  // not on the next sweep tick.
+  for (const at of [
+    nextDueAtMs(s),
+    s.schedules.nextTickAtMs(),
+    // The openings the ready queue met (queues and groups held by a rate),
+    // cleared by doDue: a value that moves only with picks and timed inputs.
+    s.ready.nextUnparkMs(),
+  ]) {
+    if (at !== null && (atMs === null || at < atMs)) atMs = at;
+  }
+  if (atMs !== s.wakeArmedAtMs) s.wakeAt(atMs);
 }
 
 function sweep(s: CoreState): void {
@@ -210,6 +257,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'purge')
         throw new Error(`read ${readId}: expected a purge, got ${result.op}`);
       return purgeDone(s, read, result.deleted);
+    case 'scheduleJobs':
+      if (result.op !== 'scheduleJobs')
+        throw new Error(`read ${readId}: expected a schedule's jobs, got ${result.op}`);
+      return scheduleJobsRead(s, read, result.jobs);
     case 'queues':
       if (result.op !== 'queueCounts')
         throw new Error(`read ${readId}: expected queue counts, got ${result.op}`);
@@ -226,6 +277,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
     case 'wait':
     case 'list':
     case 'listKey':
+    case 'scheduleJobs':
     case 'queues':
       s.replyError(
         read.connId,
@@ -270,6 +322,10 @@ export interface CoreInspection {
   keptLeases: KeptLeasesView[];
   pendingWaits: number;
   pendingReads: number;
+  /** SCHEDULED jobs held. */
+  scheduledCount: number;
+  /** The wake-up last asked of the shell; null = none. */
+  wakeArmedAtMs: number | null;
   /** Queues with state in the core (settings, leases): their settings and leased attempts. */
   queues: { name: string; settings: QueueSettings; leased: number }[];
 }

@@ -16,6 +16,7 @@ import {
 } from './job.js';
 import { isTerminalState, transition } from './job-state.js';
 import { grantLease, isCurrentLease } from './lease.js';
+import { releaseScheduled } from './delayed-jobs.js';
 import { groupOf } from './ready-queue.js';
 import { retryDelayMs } from './retry-policy.js';
 import type { CoreState } from './state.js';
@@ -283,6 +284,7 @@ export function cancelJob(s: CoreState, job: CoreJob): boolean {
     sendCancel(s, job);
     endAttempt(s, job, 'CANCELLED', 'cancelled');
   }
+  if (from === 'SCHEDULED') releaseScheduled(s);
   finishJob(s, job, 'CANCELLED');
   s.emit({ type: 'job.cancelled', jobId: job.jobId, from });
   return true;

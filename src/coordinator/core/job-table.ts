@@ -18,6 +18,7 @@ import type {
   AttemptRecord,
   JobRecord,
   QueueSettingsRecord,
+  ScheduleRecord,
   WriteBatch,
 } from '../../store/store.js';
 import { toRecord, type CoreJob } from './job.js';
@@ -34,6 +35,8 @@ export class JobTable {
   #dirty = new Map<string, { job: CoreJob; isNew: boolean }>();
   #dirtyAttempts: AttemptRecord[] = [];
   #dirtyQueues = new Map<string, QueueSettingsRecord>();
+  /** Schedules written (their row) or deleted (null) since the last batch. */
+  #dirtySchedules = new Map<string, ScheduleRecord | null>();
   readonly #inFlight = new Map<string, InFlight>();
   /** Job ids per batch id: what leaves `retiring` and `inFlight` when it commits. */
   readonly #retiringByBatch = new Map<number, string[]>();
@@ -109,9 +112,24 @@ export class JobTable {
     this.save(job);
   }
 
+  /** A schedule changed: its row goes out with the next batch (with the jobs it made). */
+  saveSchedule(schedule: ScheduleRecord): void {
+    this.#dirtySchedules.set(schedule.name, { ...schedule });
+  }
+
+  /** A schedule was deleted: that goes out with the next batch. */
+  deleteSchedule(name: string): void {
+    this.#dirtySchedules.set(name, null);
+  }
+
   /** True when something is waiting to be written. */
   get hasWrites(): boolean {
-    return this.#dirty.size > 0 || this.#dirtyAttempts.length > 0 || this.#dirtyQueues.size > 0;
+    return (
+      this.#dirty.size > 0 ||
+      this.#dirtyAttempts.length > 0 ||
+      this.#dirtySchedules.size > 0 ||
+      this.#dirtyQueues.size > 0
+    );
   }
 
   /** Everything dirty as one batch (null when nothing is), now in flight. */
@@ -128,12 +146,25 @@ export class JobTable {
     }
     if (ids.length > 0) this.#inFlightByBatch.set(batchId, ids);
     const attempts = this.#dirtyAttempts;
+    const schedules: ScheduleRecord[] = [];
+    const deletedSchedules: string[] = [];
+    for (const [name, row] of this.#dirtySchedules) {
+      if (row === null) deletedSchedules.push(name);
+      else schedules.push(row);
+    }
     const queues = [...this.#dirtyQueues.values()];
     this.#dirty = new Map();
     this.#dirtyAttempts = [];
-    if (queues.length === 0) return { batchId, jobs, attempts };
-    this.#dirtyQueues = new Map();
-    return { batchId, jobs, attempts, queues };
+    this.#dirtySchedules = new Map();
+    if (queues.length > 0) this.#dirtyQueues = new Map();
+    return {
+      batchId,
+      jobs,
+      attempts,
+      ...(schedules.length > 0 && { schedules }),
+      ...(deletedSchedules.length > 0 && { deletedSchedules }),
+      ...(queues.length > 0 && { queues }),
+    };
   }
 
   /**

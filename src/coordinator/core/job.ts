@@ -52,6 +52,10 @@ export interface CoreJob {
   updatedAtMs: number;
   startedAtMs: number | null;
   finishedAtMs: number | null;
+  /** When a delayed job is (or was) due; null for a job that was not delayed. */
+  runAtMs: number | null;
+  /** The schedule whose tick made this job; null otherwise. */
+  readonly scheduleName: string | null;
   /** Every attempt so far, oldest first (the history `status --attempts` shows). */
   readonly history: AttemptRecord[];
 }
@@ -90,6 +94,8 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     updatedAtMs: job.updatedAtMs,
     startedAtMs: job.startedAtMs,
     finishedAtMs: job.finishedAtMs,
+    runAtMs: job.runAtMs,
+    scheduleName: job.scheduleName,
     queue: job.queue,
     groupKey: job.groupKey,
   };
@@ -131,6 +137,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     updatedAtMs: row.updatedAtMs,
     startedAtMs: row.startedAtMs,
     finishedAtMs: row.finishedAtMs,
+    runAtMs: row.runAtMs,
+    scheduleName: row.scheduleName,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
   };
 }
@@ -199,6 +207,8 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
     snapshot.resultFormat = job.resultFormat;
   }
   if (job.idempotencyKey !== null) snapshot.idempotencyKey = job.idempotencyKey;
+  if (job.runAtMs !== null) snapshot.runAtMillis = job.runAtMs;
+  if (job.scheduleName !== null) snapshot.scheduleName = job.scheduleName;
   // Absent = `default`, so a job of the default queue looks as it did in v1.
   if (job.queue !== DEFAULT_QUEUE) snapshot.queue = job.queue;
   if (job.groupKey !== null) snapshot.groupKey = job.groupKey;

@@ -17,6 +17,8 @@ export interface NormalizedSubmission {
   readonly timeoutMs: number;
   readonly queue: string;
   readonly groupKey: string | null;
+  /** The requested due time of a delayed job (not yet clamped to now); null = not delayed. */
+  readonly runAtMs: number | null;
 }
 
 /** A submission held while the store is asked about its idempotency key. */
@@ -49,6 +51,8 @@ export type PendingRead =
       seen: Map<string, JobRecord>;
     }
   | { kind: 'key'; key: string }
+  /** GET_SCHEDULE: the schedule's newest jobs from the store. */
+  | { kind: 'scheduleJobs'; connId: number; requestId: number; name: string }
   /** LIST_JOBS with an idempotency key: the store is asked for the key's job. */
   | { kind: 'listKey'; connId: number; requestId: number; query: ListQuery; key: string }
   /** LIST_QUEUES (`queue` null) or SET_QUEUE (the queue it changed): counts from the store. */

@@ -189,10 +189,20 @@ export class QueueTable {
     return groupRate === null ? nowMs : g.starts.nextOpeningMs(nowMs, groupRate);
   }
 
+  /** When the queue, held by its rate at `nowMs`, may start again; null when its rate does not hold it. */
+  queueOpeningMs(name: string, nowMs: number): number | null {
+    const q = this.#queues.get(name);
+    const rate = q?.settings.rate ?? null;
+    if (q === undefined || rate === null) return null;
+    const at = Math.max(q.rateHeldUntilMs, q.starts.nextOpeningMs(nowMs, rate));
+    return at > nowMs ? at : null;
+  }
+
   /**
    * The earliest time after `nowMs` at which a queue held only by its rate
-   * may start again; null when none is. (The core is woken then: by the
-   * sweep tick until a dedicated wake-up input exists.)
+   * may start again; null when none is. (The core's wake-up uses the ready
+   * queue's record of the openings it met instead: it does not move with
+   * the clock alone.)
    */
   nextOpeningMs(nowMs: number): number | null {
     let next: number | null = null;

@@ -8,13 +8,15 @@
  * 2. then the queue served longest ago (queues with ready work take turns);
  * 3. then, within one queue, task type and base priority, group keys take
  *    turns (round robin): the group whose turn it is gives its oldest job;
- * 4. then submission order (seq).
+ * 4. then the time each became ready (submission, or a delayed job's due
+ *    time; see {@link readySinceMs}), then submission order (seq).
  *
  * A job's effective level is min(HIGH, base + floor(age / agingStep)), age
- * counted from its original submission.
+ * counted from when it became ready.
  *
  * Structure: per queue, per task type (a *lane*), per base priority a
- * {@link GroupRing}: one heap per group key ordered by seq, and the ring of
+ * {@link GroupRing}: one heap per group key ordered by ready-since and seq
+ * (its head is its oldest, so its highest level), and the ring of
  * groups in turn. The ring's front group's oldest job is the ring's
  * candidate; picking the best costs O(unheld queues x runnable task types x
  * 3) candidate looks plus O(log n) to remove the job, never a sort or a scan
@@ -36,15 +38,30 @@ import { NO_GROUP } from './queue-table.js';
 const BASE_LEVEL: Readonly<Record<Priority, number>> = { LOW: 0, NORMAL: 1, HIGH: 2 };
 const MAX_LEVEL = 2;
 
+/**
+ * When a job became ready to run: its submission, or for a delayed job its
+ * due time (a job that waited a month for its time has not been waiting for
+ * a worker all along). Age for aging counts from here, and the queue's order
+ * follows it, so overdue delayed jobs run in due-time order.
+ */
+export function readySinceMs(job: Readonly<CoreJob>): number {
+  return job.runAtMs ?? job.createdAtMs;
+}
+
 /** Effective level (0 = LOW .. 2 = HIGH) of a job at `nowMs`. */
 export function effectiveLevel(job: Readonly<CoreJob>, nowMs: number, agingStepMs: number): number {
   const base = BASE_LEVEL[job.priority];
   if (base >= MAX_LEVEL || agingStepMs <= 0) return base;
-  const age = Math.max(0, nowMs - job.createdAtMs);
+  const age = Math.max(0, nowMs - readySinceMs(job));
   return Math.min(MAX_LEVEL, base + Math.floor(age / agingStepMs));
 }
 
-const bySeq = (a: CoreJob, b: CoreJob): boolean => a.seq < b.seq;
+/** Ready-since, then submission order: the head of a heap is its oldest, so its highest level. */
+const byReadySince = (a: CoreJob, b: CoreJob): boolean => {
+  const ra = readySinceMs(a);
+  const rb = readySinceMs(b);
+  return ra !== rb ? ra < rb : a.seq < b.seq;
+};
 
 /** The group a job counts in (jobs without a key form one group). */
 export const groupOf = (job: Readonly<CoreJob>): string => job.groupKey ?? NO_GROUP;
@@ -65,6 +82,8 @@ export interface QueueLimits {
   queueBlock(queue: string, nowMs: number): string | null;
   /** When the group may start its next attempt: now or later, or null (a lease must end). */
   groupOpeningMs(queue: string, group: string, nowMs: number): number | null;
+  /** When a queue held by its rate may start again (after `nowMs`); null when its rate does not hold it. */
+  queueOpeningMs?(queue: string, nowMs: number): number | null;
 }
 
 const NO_LIMITS: QueueLimits = {
@@ -89,7 +108,7 @@ class GroupRing {
     const group = groupOf(job);
     let heap = this.heaps.get(group);
     if (heap === undefined) {
-      this.heaps.set(group, (heap = new BinaryHeap(bySeq)));
+      this.heaps.set(group, (heap = new BinaryHeap(byReadySince)));
       this.#turns.push(group);
     }
     heap.push(job);
@@ -153,7 +172,8 @@ interface QueueLanes {
 interface RateParked {
   atMs: number;
   queue: string;
-  group: string;
+  /** Null: the queue itself is held by its rate (nothing to put back; a wake-up only). */
+  group: string | null;
 }
 
 interface Candidate {
@@ -169,6 +189,8 @@ export class ReadyQueue {
   readonly #agingStepMs: number;
   readonly #limits: QueueLimits;
   readonly #rateParked = new BinaryHeap<RateParked>((a, b) => a.atMs < b.atMs);
+  /** Queues held by their rate with an entry in #rateParked: the opening it names. */
+  readonly #queueOpenings = new Map<string, number>();
   #size = 0;
   #picks = 0;
 
@@ -203,10 +225,14 @@ export class ReadyQueue {
    * types (and queues) some worker can take now, or undefined.
    */
   popBest(nowMs: number, runnable: RunnableTypes): CoreJob | undefined {
-    this.#unparkDue(nowMs);
+    this.unparkDue(nowMs);
     let best: Candidate | undefined;
     for (const q of this.#queues.values()) {
-      if (this.#limits.queueBlock(q.name, nowMs) !== null) continue;
+      const block = this.#limits.queueBlock(q.name, nowMs);
+      if (block !== null) {
+        if (block === 'rate') this.#noteQueueOpening(q.name, nowMs);
+        continue;
+      }
       for (const lane of this.#candidateLanes(q, runnable)) {
         for (const ring of lane.rings) {
           const job = this.#head(q, ring, nowMs);
@@ -231,7 +257,7 @@ export class ReadyQueue {
     if (q !== best.queue && q.lastServed !== best.queue.lastServed) {
       return q.lastServed < best.queue.lastServed;
     }
-    return job.seq < best.job.seq;
+    return byReadySince(job, best.job);
   }
 
   /**
@@ -249,17 +275,31 @@ export class ReadyQueue {
     }
   }
 
-  /** The earliest time a group held by its rate may start again; null when none is held so. */
+  /**
+   * The earliest time a queue or group held by its rate may start again;
+   * null when none is held so. It changes only with picks and
+   * {@link unparkDue}, never by the clock alone (the core's wake-up).
+   */
   nextUnparkMs(): number | null {
     return this.#rateParked.peek()?.atMs ?? null;
   }
 
-  #unparkDue(nowMs: number): void {
+  /** Puts back the groups whose rate window has opened by `nowMs` (and forgets queue openings passed). */
+  unparkDue(nowMs: number): void {
     for (let due = this.#rateParked.peek(); due !== undefined && due.atMs <= nowMs;) {
       this.#rateParked.pop();
-      this.unpark(due.queue, due.group);
+      if (due.group !== null) this.unpark(due.queue, due.group);
+      else if (this.#queueOpenings.get(due.queue) === due.atMs)
+        this.#queueOpenings.delete(due.queue);
       due = this.#rateParked.peek();
     }
+  }
+
+  #noteQueueOpening(queue: string, nowMs: number): void {
+    const atMs = this.#limits.queueOpeningMs?.(queue, nowMs) ?? null;
+    if (atMs === null || atMs <= nowMs || this.#queueOpenings.get(queue) === atMs) return;
+    this.#queueOpenings.set(queue, atMs);
+    this.#rateParked.push({ atMs, queue, group: null });
   }
 
   *#candidateLanes(q: QueueLanes, runnable: RunnableTypes): Iterable<Lane> {

@@ -3,6 +3,8 @@
  *
  * - QUEUED jobs are queued again in their original order and priority.
  * - RETRY_WAIT jobs keep their absolute eligibility time.
+ * - SCHEDULED jobs keep their due time; overdue ones become QUEUED with the
+ *   first input, in due-time order (delayed-jobs.ts).
  * - RUNNING jobs were interrupted: the attempt counts, and is recorded in the
  *   history as INTERRUPTED. With attempts left the job is requeued;
  *   otherwise it fails with "coordinator restarted during final attempt;
@@ -14,6 +16,7 @@
  */
 import type { RecoveredState } from '../../store/store.js';
 import { fromRecord, isRunning, type CoreJob, type RunningJob } from './job.js';
+import { holdScheduled } from './delayed-jobs.js';
 import { finishJob, interruptAttempt } from './job-lifecycle.js';
 import { transition } from './job-state.js';
 import { groupOf } from './ready-queue.js';
@@ -26,6 +29,8 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     list.push(attempt);
     attemptsByJob.set(attempt.jobId, list);
   }
+  // Schedules resume where the store says: a tick whose time passed is due now.
+  for (const schedule of stored.schedules ?? []) s.schedules.put({ ...schedule });
   for (const settings of stored.queueSettings ?? []) s.queues.load(settings, s.nowMs);
   const interruption = interruptionOf(stored.epoch);
   for (const row of stored.activeJobs) {
@@ -60,8 +65,14 @@ function recoverJob(s: CoreState, job: CoreJob, interruption: string): void {
       recoverRunning(s, job, interruption);
       return;
     case 'SCHEDULED':
+      // Overdue ones (their time passed while no coordinator ran) are
+      // promoted by the first input, in due-time order.
+      if (job.runAtMs === null)
+        throw new Error(`store returned SCHEDULED job ${job.jobId} without runAtMs`);
+      holdScheduled(s, job);
+      return;
     case 'WAITING':
-      // Nothing makes these states yet; the features that do recover them.
+      // Nothing makes this state yet; the feature that does recovers it.
       throw new Error(`store returned ${job.state} job ${job.jobId}, which this build cannot run`);
     case 'COMPLETED':
     case 'FAILED':

@@ -13,6 +13,7 @@ import { PendingReads } from './pending-reads.js';
 import { QueueTable } from './queue-table.js';
 import { ReadyQueue } from './ready-queue.js';
 import { RetentionCursor } from './retention-cursor.js';
+import { ScheduleTable } from './schedule-table.js';
 import type { CoreConfig, CoreDeps, CoreEvent, Effect } from './types.js';
 import { WaitTable } from './wait-table.js';
 import { WorkerRegistry } from './worker-registry.js';
@@ -27,6 +28,17 @@ export interface DueEntry {
 
 const byDueTime = (a: DueEntry, b: DueEntry): boolean => a.atMs < b.atMs;
 
+/** One delayed job in the heap of SCHEDULED jobs (delayed-jobs.ts). */
+export interface DueJob {
+  readonly atMs: number;
+  readonly seq: number;
+  readonly jobId: string;
+}
+
+/** Due time, then submission order: overdue jobs leave in the order they fell due. */
+const byDueThenSeq = (a: DueJob, b: DueJob): boolean =>
+  a.atMs !== b.atMs ? a.atMs < b.atMs : a.seq < b.seq;
+
 export class CoreState {
   readonly config: CoreConfig;
   readonly deps: CoreDeps;
@@ -36,6 +48,20 @@ export class CoreState {
   readonly queues = new QueueTable();
   readonly deadlines = new BinaryHeap<DueEntry>(byDueTime);
   readonly retries = new BinaryHeap<DueEntry>(byDueTime);
+  /** SCHEDULED jobs by due time (delayed-jobs.ts); lazily cleaned. */
+  readonly scheduled = new BinaryHeap<DueJob>(byDueThenSeq);
+  /** Recurring schedules (schedules.ts). */
+  readonly schedules = new ScheduleTable();
+  /** When this core was built: ticks due before it were missed while no coordinator led. */
+  readonly startedAtMs: number;
+  /** SCHEDULED jobs right now (the heap may hold stale entries too). */
+  scheduledCount = 0;
+  /**
+   * The wake-up time last asked of the shell (`wakeAt`); null = none is
+   * armed; undefined = unknown (a wake-up just fired): the next one is
+   * always stated.
+   */
+  wakeArmedAtMs: number | null | undefined = null;
   readonly workers = new WorkerRegistry();
   /** Worker connections the core has closed; their late frames are ignored. */
   readonly closingConns = new Set<number>();
@@ -68,6 +94,7 @@ export class CoreState {
     this.ready = new ReadyQueue(config.agingStepMs, this.queues);
     this.nowMs = deps.now();
     this.lastTickMs = this.nowMs;
+    this.startedAtMs = this.nowMs;
   }
 
   /**
@@ -118,6 +145,12 @@ export class CoreState {
 
   replyError(connId: number, requestId: number, code: ErrorCode, message: string): void {
     this.reply(connId, requestId, { type: 'ERROR', message, code });
+  }
+
+  /** Asks the shell for a `wake` input at `atMs` (null: none needed); replaces the last one. */
+  wakeAt(atMs: number | null): void {
+    this.wakeArmedAtMs = atMs;
+    this.#effects.push({ kind: 'wakeAt', atMs });
   }
 
   armWait(connId: number, requestId: number, timeoutMs: number): void {

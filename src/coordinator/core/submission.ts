@@ -16,6 +16,7 @@ import { ErrorCode, isErrorCode } from '../../protocol/error-codes.js';
 import { describeError } from '../../protocol/errors.js';
 import {
   MAX_ATTEMPTS_LIMIT,
+  MAX_DELAY_MS,
   MAX_IDEMPOTENCY_KEY_LENGTH,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
@@ -30,6 +31,7 @@ import {
 import type { JobRecord } from '../../store/store.js';
 import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../../protocol/queue-names.js';
 import { coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
+import { holdScheduled } from './delayed-jobs.js';
 import { schedule } from './job-lifecycle.js';
 import type { HeldSubmission, NormalizedSubmission } from './pending-reads.js';
 import type { CoreState } from './state.js';
@@ -55,7 +57,11 @@ function normalize(s: CoreState, msg: SubmitJob): NormalizedSubmission | string 
   const groupKey = msg.groupKey ?? null;
   const badGroup = groupKey === null ? null : groupKeyProblem(groupKey);
   if (badGroup !== null) return `groupKey ${badGroup}`;
-  return { maxAttempts, priority: msg.priority ?? 'NORMAL', timeoutMs, queue, groupKey };
+  const runAtMs = msg.runAtMillis ?? null;
+  if (runAtMs !== null && (runAtMs < 0 || runAtMs > s.nowMs + MAX_DELAY_MS)) {
+    return `runAtMillis must be an epoch time at most ${MAX_DELAY_MS / 86_400_000} days ahead, got ${runAtMs}`;
+  }
+  return { maxAttempts, priority: msg.priority ?? 'NORMAL', timeoutMs, queue, groupKey, runAtMs };
 }
 
 function errorCodeOf(err: unknown): ErrorCode {
@@ -162,23 +168,53 @@ function answerKnownKey(s: CoreState, held: HeldSubmission, existing: JobRecord)
   });
 }
 
+/** The admission limit a new job would exceed, or null when it is admitted. */
+function refusalOf(
+  s: CoreState,
+  delayed: boolean,
+): { activeCount: number; limit: number; what: string } | null {
+  if (delayed) {
+    const limit = s.config.maxScheduledJobs;
+    return s.scheduledCount >= limit
+      ? { activeCount: s.scheduledCount, limit, what: 'scheduled jobs' }
+      : null;
+  }
+  // SCHEDULED jobs count toward the active limit only once they are due.
+  const activeCount = s.jobs.activeCount - s.scheduledCount;
+  const limit = s.config.maxActiveJobs;
+  return activeCount >= limit ? { activeCount, limit, what: 'active jobs' } : null;
+}
+
 /** Admission control, then the new job. */
 function admit(s: CoreState, held: HeldSubmission): void {
-  const { connId, requestId } = held;
-  const activeCount = s.jobs.activeCount;
-  const limit = s.config.maxActiveJobs;
-  if (activeCount >= limit) {
+  const { connId, requestId, msg, wanted } = held;
+  // A time in the past means now.
+  const runAtMs = wanted.runAtMs === null ? null : Math.max(wanted.runAtMs, s.nowMs);
+  const refusal = refusalOf(s, runAtMs !== null && runAtMs > s.nowMs);
+  if (refusal !== null) {
+    const { activeCount, limit, what } = refusal;
     s.emit({ type: 'job.rejected', activeCount, limit });
     s.reply(connId, requestId, {
       type: 'SUBMIT_REJECTED',
-      reason: `too many active jobs (${activeCount} of ${limit}); retry later`,
+      reason: `too many ${what} (${activeCount} of ${limit}); retry later`,
       activeCount,
       limit,
       retryable: true,
     });
     return;
   }
-  const job = createJob(s, held);
+  const job = createJob(s, {
+    taskType: msg.taskType,
+    payloadJson: JSON.stringify(msg.payload satisfies JsonObject),
+    priority: wanted.priority,
+    maxAttempts: wanted.maxAttempts,
+    timeoutMs: wanted.timeoutMs,
+    idempotencyKey: msg.idempotencyKey,
+    runAtMs,
+    scheduleName: null,
+    queue: wanted.queue,
+    groupKey: wanted.groupKey,
+  });
   s.reply(connId, requestId, {
     type: 'JOB_SUBMITTED',
     jobId: job.jobId,
@@ -188,21 +224,33 @@ function admit(s: CoreState, held: HeldSubmission): void {
   schedule(s);
 }
 
-function createJob(s: CoreState, held: HeldSubmission): CoreJob {
-  const { msg, wanted } = held;
+/** What a new job is made of (a submission's or a schedule tick's). */
+export type NewJob = Pick<
+  CoreJob,
+  | 'taskType'
+  | 'payloadJson'
+  | 'priority'
+  | 'maxAttempts'
+  | 'timeoutMs'
+  | 'idempotencyKey'
+  | 'runAtMs'
+  | 'scheduleName'
+  | 'queue'
+  | 'groupKey'
+>;
+
+/**
+ * Creates a job (admission already passed): SCHEDULED when its due time is
+ * ahead, QUEUED otherwise. The caller runs `schedule(s)`.
+ */
+export function createJob(s: CoreState, spec: NewJob): CoreJob {
+  const delayed = spec.runAtMs !== null && spec.runAtMs > s.nowMs;
   const job: CoreJob = {
+    ...spec,
     seq: s.jobs.takeSeq(),
     jobId: s.deps.newId(),
-    taskType: msg.taskType,
-    payloadJson: JSON.stringify(msg.payload satisfies JsonObject),
-    priority: wanted.priority,
-    maxAttempts: wanted.maxAttempts,
-    timeoutMs: wanted.timeoutMs,
-    idempotencyKey: msg.idempotencyKey,
     createdAtMs: s.nowMs,
-    queue: wanted.queue,
-    groupKey: wanted.groupKey,
-    state: 'QUEUED',
+    state: delayed ? 'SCHEDULED' : 'QUEUED',
     lease: null,
     attempts: 0,
     retryAtMs: null,
@@ -215,7 +263,8 @@ function createJob(s: CoreState, held: HeldSubmission): CoreJob {
     history: [],
   };
   s.jobs.insert(job);
-  s.ready.push(job);
+  if (delayed) holdScheduled(s, job);
+  else s.ready.push(job);
   s.emit({
     type: 'job.submitted',
     jobId: job.jobId,

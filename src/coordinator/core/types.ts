@@ -46,6 +46,8 @@ export type CoreInput =
   | { kind: 'releaseWaits'; connId: number }
   /** Periodic sweep: heartbeats, deadlines, retries, retention, scheduling. */
   | { kind: 'tick' }
+  /** The time asked for by the last `wakeAt` effect came (or the term started serving). */
+  | { kind: 'wake' }
   /** The answer to a `read` effect. */
   | { kind: 'readDone'; readId: number; result: StoreReadResult }
   /** A `read` effect failed (that request gets an error; nothing else changes). */
@@ -62,6 +64,14 @@ export type Effect =
   | { kind: 'armWait'; connId: number; requestId: number; timeoutMs: number }
   /** Run a store read now and feed `readDone`/`readFailed` with `readId`. */
   | { kind: 'read'; readId: number; read: StoreRead }
+  /**
+   * Feed one `wake` input at `atMs` (epoch ms; at once if it has passed),
+   * replacing any earlier request; null = none is needed. The core states it
+   * whenever the earliest instant it needs an input of its own changes: a
+   * delayed job falling due, a schedule's tick. Acts at once (not after a
+   * commit): an early wake-up is harmless, the core only looks at its clock.
+   */
+  | { kind: 'wakeAt'; atMs: number | null }
   | { kind: 'event'; event: CoreEvent };
 
 /** Why an attempt did not succeed. */
@@ -121,6 +131,8 @@ export type CoreEvent =
       idempotencyKey: string | null;
     }
   | { type: 'job.deduplicated'; jobId: string; idempotencyKey: string }
+  /** A delayed job's time came: it is QUEUED now, `lateMs` after its due time. */
+  | { type: 'job.due'; jobId: string; lateMs: number }
   | { type: 'job.rejected'; activeCount: number; limit: number }
   | {
       type: 'job.assigned';
@@ -167,6 +179,15 @@ export type CoreEvent =
   | { type: 'job.recovered'; jobId: string; from: JobState; to: JobState }
   | { type: 'jobs.purged'; deleted: number; reason: 'retention' | 'request' }
   | { type: 'coordinator.stalled'; stalledMs: number }
+  /** A schedule's tick made a job (`lagMs` after the tick's time). */
+  | { type: 'schedule.fired'; name: string; jobId: string; tickMs: number; lagMs: number }
+  /** A due tick made no job: its previous job still runs, ticks missed during an outage, or the active limit. */
+  | {
+      type: 'schedule.skipped';
+      name: string;
+      tickMs: number;
+      reason: 'overlap' | 'missed' | 'limit';
+    }
   | { type: 'result.stale'; jobId: string; attemptId: string; workerId: string; reason: string };
 
 /** Core settings (a subset of the coordinator's options). */
@@ -177,6 +198,8 @@ export interface CoreConfig {
   retryBaseDelayMs: number;
   retryMaxDelayMs: number;
   maxActiveJobs: number;
+  /** SCHEDULED jobs allowed at once (they do not count toward maxActiveJobs until due). */
+  maxScheduledJobs: number;
   agingStepMs: number;
   /** The sweep's period: a longer gap between ticks means the coordinator itself stalled. */
   sweepIntervalMs: number;
@@ -198,8 +221,20 @@ export interface PayloadValidator {
   validate(taskType: string, payload: JsonObject): void;
 }
 
+/**
+ * Cron evaluation, injected so the core stays pure (the coordinator and the
+ * simulation inject the same library-backed one, coordinator/cron.ts).
+ */
+export interface CronEvaluator {
+  /** What is wrong with the expression or time zone; null when both are fine. */
+  problem(expr: string, timezone: string): string | null;
+  /** The first tick strictly after `afterMs` (epoch ms); null when there is none. */
+  next(expr: string, timezone: string, afterMs: number): number | null;
+}
+
 /** Everything impure the core needs, injected. */
 export interface CoreDeps {
+  cron: CronEvaluator;
   /** Epoch milliseconds; read once per input. */
   now(): number;
   /** A fresh unique id (job ids, attempt leases). */

@@ -26,5 +26,7 @@ export const EMPTY_INSPECTION: CoreInspection = Object.freeze({
   keptLeases: [],
   pendingWaits: 0,
   pendingReads: 0,
+  scheduledCount: 0,
+  wakeArmedAtMs: null,
   queues: [],
 });

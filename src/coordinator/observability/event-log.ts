@@ -69,6 +69,17 @@ const LINES: Formatters = {
     'duplicate submission answered with the existing job',
     { jobId: e.jobId, idempotencyKey: e.idempotencyKey },
   ],
+  'job.due': (e) => ['info', 'delayed job due', { jobId: e.jobId, lateMs: e.lateMs }],
+  'schedule.fired': (e) => [
+    'info',
+    'schedule tick made a job',
+    { schedule: e.name, jobId: e.jobId, tickMs: e.tickMs, lagMs: e.lagMs },
+  ],
+  'schedule.skipped': (e) => [
+    'info',
+    'schedule tick made no job',
+    { schedule: e.name, tickMs: e.tickMs, reason: e.reason },
+  ],
   'job.rejected': (e) => [
     'info',
     'submission rejected',
@@ -149,6 +160,9 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'worker.draining': true,
   'job.submitted': true,
   'job.deduplicated': true,
+  'job.due': true,
+  'schedule.fired': true,
+  'schedule.skipped': true,
   'job.rejected': true,
   'job.assigned': true,
   'job.retryScheduled': false,

@@ -89,6 +89,9 @@ const ON_EVENT: EventCounters = {
   'worker.leasesReclaimed': () => undefined,
   'job.submitted': (m) => m.submissions.inc({ outcome: 'accepted' }),
   'job.deduplicated': (m) => m.deduplicated.inc(),
+  'job.due': () => undefined,
+  'schedule.fired': () => undefined,
+  'schedule.skipped': () => undefined,
   'job.rejected': (m) => m.submissions.inc({ outcome: 'rejected' }),
   'job.assigned': (m, e) => {
     m.assignments.inc();

@@ -423,6 +423,8 @@ function viewOf(msg: Message): StateView {
     msg.type === 'GET_JOB_STATUS' ||
     msg.type === 'LIST_JOBS' ||
     msg.type === 'CANCEL_JOB' ||
-    msg.type === 'WAIT_JOB';
+    msg.type === 'WAIT_JOB' ||
+    msg.type === 'GET_SCHEDULE' ||
+    msg.type === 'TRIGGER_SCHEDULE';
   return carriesSnapshots ? StateView.of(msg.knownStates) : StateView.ALL;
 }

@@ -1,16 +1,21 @@
 /**
- * Every timed input of one term, in one place: the sweep tick and the
- * deadline of each pending WAIT_JOB (one timer for all of them,
- * wait-timers.ts). The core owns no timer; it says what
- * time it needs (an `armWait` effect) and this arms it; the firing comes back
- * as an input, handled like any other. A timer for a new kind of input (a
- * delayed job falling due, a schedule tick) belongs here: the core states
- * when it next needs waking, this keeps one timer for the earliest such time,
- * and its firing is one more input.
+ * Every timed input of one term, in one place: the sweep tick, the deadline
+ * of each pending WAIT_JOB (one timer for all of them, wait-timers.ts), and
+ * the core's wake-up. The core owns no timer; it says what time it needs (an
+ * `armWait` effect, a `wakeAt` effect) and this arms it; the firing comes
+ * back as an input, handled like any other.
+ *
+ * The wake-up is one timer for the earliest instant the core needs an input
+ * of its own (a delayed job falling due, a schedule's tick, anything timed
+ * that a later mechanism adds): each `wakeAt` replaces the previous one, and
+ * its firing is one `wake` input. A time further ahead than a Node.js timer
+ * can wait is reached in steps: an early `wake` costs the core one look at
+ * its clock, after which it states its wake-up again.
  *
  * All timers of a term die with it ({@link TermClock.stop}).
  */
 import type { CoreInput } from '../core/types.js';
+import { MAX_TIMER_MS } from '../../common/bounds.js';
 import { WaitTimers } from './wait-timers.js';
 
 /** What a clock's timers fire. */
@@ -19,6 +24,8 @@ export interface ClockInputs {
   sweep(): void;
   /** A WAIT_JOB's timeout passed. */
   waitExpired(input: Extract<CoreInput, { kind: 'waitExpired' }>): void;
+  /** The instant of the last `wakeAt` came. */
+  wake(): void;
 }
 
 export class TermClock {
@@ -26,6 +33,7 @@ export class TermClock {
   readonly #inputs: ClockInputs;
   readonly #waits: WaitTimers;
   #sweep: NodeJS.Timeout | null = null;
+  #wake: NodeJS.Timeout | null = null;
   #stopped = false;
 
   constructor(sweepIntervalMs: number, inputs: ClockInputs) {
@@ -40,6 +48,21 @@ export class TermClock {
   startSweep(): void {
     if (this.#stopped || this.#sweep !== null) return;
     this.#sweep = setInterval(() => this.#inputs.sweep(), this.#sweepIntervalMs);
+  }
+
+  /**
+   * One `wake` input at `atMs` (epoch ms, this process's clock; at once if
+   * it has passed), replacing the previous request; null = none.
+   */
+  wakeAt(atMs: number | null, nowMs: number = Date.now()): void {
+    if (this.#wake !== null) clearTimeout(this.#wake);
+    this.#wake = null;
+    if (this.#stopped || atMs === null) return;
+    const delayMs = Math.min(MAX_TIMER_MS, Math.max(0, atMs - nowMs));
+    this.#wake = setTimeout(() => {
+      this.#wake = null;
+      this.#inputs.wake();
+    }, delayMs);
   }
 
   /** Feeds `waitExpired` for this request after `timeoutMs`. */
@@ -62,6 +85,8 @@ export class TermClock {
     this.#stopped = true;
     if (this.#sweep !== null) clearInterval(this.#sweep);
     this.#sweep = null;
+    if (this.#wake !== null) clearTimeout(this.#wake);
+    this.#wake = null;
     this.#waits.clearAll();
   }
 }

@@ -11,6 +11,7 @@
  * and commits the recovery's writes. A coordinator that cannot bind never
  * writes.
  */
+import { createCronEvaluator } from '../cron.js';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Logger } from '../../observability/logger.js';
@@ -29,6 +30,9 @@ import { LeaderElection, type ElectionHooks } from '../leadership/leader-electio
 import type { CoordinatorOptions } from '../options.js';
 import { Term, type TermLease, type TermOutlets } from './term.js';
 import { TimeOrderedIds } from './time-ordered-id.js';
+
+/** Cron evaluation for every term's core (parsed expressions are cached). */
+const CRON = createCronEvaluator();
 
 /** Extra wiring for tests and embedding (all optional). */
 export interface TermDeps {
@@ -95,7 +99,12 @@ export class TermFactory {
     const ids = new TimeOrderedIds(now);
     const core = new CoordinatorCore(
       coreConfig(this.#options),
-      { now, newId: () => ids.next(), validator: this.#deps.validator ?? createBuiltinRegistry() },
+      {
+        now,
+        newId: () => ids.next(),
+        validator: this.#deps.validator ?? createBuiltinRegistry(),
+        cron: CRON,
+      },
       prepared.stored,
     );
     const recovered: CoreEvent[] = [];
@@ -169,6 +178,7 @@ function coreConfig(options: CoordinatorOptions): CoreConfig {
     retryBaseDelayMs: options.retryBaseDelayMs,
     retryMaxDelayMs: options.retryMaxDelayMs,
     maxActiveJobs: options.maxActiveJobs,
+    maxScheduledJobs: options.maxScheduledJobs,
     agingStepMs: options.agingStepMs,
     sweepIntervalMs: options.sweepIntervalMs,
     retainTerminalMs: options.retainTerminalMs,

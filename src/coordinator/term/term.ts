@@ -85,8 +85,8 @@ export interface TermParts {
   readonly log: Logger;
 }
 
-/** The effects that wait for a commit ('read' runs at once, never queues). */
-type QueuedEffect = Exclude<Effect, { kind: 'read' }>;
+/** The effects that wait for a commit ('read' and 'wakeAt' act at once, never queue). */
+type QueuedEffect = Exclude<Effect, { kind: 'read' | 'wakeAt' }>;
 
 type TermState =
   | { readonly kind: 'live' }
@@ -132,6 +132,7 @@ export class Term {
     this.#clock = new TermClock(parts.sweepIntervalMs, {
       sweep: () => this.#inbox.tick(),
       waitExpired: (input) => this.dispatch(input),
+      wake: () => this.dispatch({ kind: 'wake' }),
     });
     const store = parts.handle.store;
     this.#pipeline = new CommitPipeline<QueuedEffect>({
@@ -173,9 +174,14 @@ export class Term {
     return this.#core.inspect();
   }
 
-  /** Starts the timed inputs: the term serves from now on. */
+  /**
+   * Starts the timed inputs: the term serves from now on. The first `wake`
+   * lets the core state its wake-up (and start what fell due while no
+   * coordinator ran).
+   */
   serve(): void {
     this.#clock.startSweep();
+    this.dispatch({ kind: 'wake' });
   }
 
   /** Hands one input to the core and queues its effects behind the current batch. */
@@ -183,10 +189,14 @@ export class Term {
     if (this.#state.kind !== 'live') return;
     try {
       for (const effect of this.#core.handle(input)) {
-        // What acts now runs here (a read; a wake-up time for the clock would
-        // too); everything else waits for the commit of its batch.
+        // What acts now runs here (a read; the wake-up time for the clock);
+        // everything else waits for the commit of its batch.
         if (effect.kind === 'read') {
           this.#read(effect.readId, effect.read);
+          continue;
+        }
+        if (effect.kind === 'wakeAt') {
+          this.#clock.wakeAt(effect.atMs);
           continue;
         }
         // Known now, sent after the commit: the session counts what it owes.

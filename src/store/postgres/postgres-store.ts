@@ -31,6 +31,7 @@ import {
   type PurgeQuery,
   type QueueSettingsRecord,
   type RecoveredState,
+  type ScheduleRecord,
   type Store,
   type StoreRead,
   type StoreReadResult,
@@ -57,7 +58,13 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   attempt_id AS "attemptId", deadline_at_ms AS "deadlineAtMs", retry_at_ms AS "retryAtMs",
   result, result_format AS "resultFormat", error, created_at_ms AS "createdAtMs",
   updated_at_ms AS "updatedAtMs", started_at_ms AS "startedAtMs",
-  finished_at_ms AS "finishedAtMs", queue, group_key AS "groupKey" FROM dtp.jobs`;
+  finished_at_ms AS "finishedAtMs", run_at_ms AS "runAtMs",
+  schedule_name AS "scheduleName", queue, group_key AS "groupKey" FROM dtp.jobs`;
+const SCHEDULE_SELECT = `SELECT name, task_type AS "taskType", cron, every_ms AS "everyMs",
+  timezone, payload AS "payloadJson", max_attempts AS "maxAttempts", priority,
+  timeout_ms AS "timeoutMs", overlap, catch_up AS "catchUp", paused,
+  next_run_at_ms AS "nextRunAtMs", last_run_at_ms AS "lastRunAtMs", last_job_id AS "lastJobId",
+  created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs" FROM dtp.schedules`;
 const QUEUE_SELECT = `SELECT name, paused, concurrency, rate_max AS "rateMax",
   rate_interval_ms AS "rateIntervalMs", group_concurrency AS "groupConcurrency",
   group_rate_max AS "groupRateMax", group_rate_interval_ms AS "groupRateIntervalMs",
@@ -65,7 +72,7 @@ const QUEUE_SELECT = `SELECT name, paused, concurrency, rate_max AS "rateMax",
 const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attemptNumber",
   a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
   a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;
-const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT')";
+const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED')";
 
 interface Pending<T> {
   resolve(value: T): void;
@@ -138,11 +145,13 @@ export class PostgresStore implements Store {
           `${ATTEMPT_SELECT} JOIN dtp.jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
         );
         const max = await client.query<{ m: number | null }>('SELECT max(seq) AS m FROM dtp.jobs');
+        const schedules = await client.query<ScheduleRecord>(`${SCHEDULE_SELECT} ORDER BY name`);
         const queues = await client.query<QueueSettingsRecord>(`${QUEUE_SELECT} ORDER BY name`);
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
           maxSeq: max.rows[0]?.m ?? 0,
+          schedules: schedules.rows,
           queueSettings: queues.rows,
           epoch: this.#epoch,
         };
@@ -199,6 +208,15 @@ export class PostgresStore implements Store {
           );
           const counts = rows.rows.map((r) => ({ ...r, count: Number(r.count) }));
           return { op: 'queueCounts', counts };
+        });
+      case 'scheduleJobs':
+        return this.#withReader(async (client) => {
+          const rows = await client.query<JobRecord>({
+            name: 'dtp_schedule_jobs',
+            text: `${JOB_SELECT} WHERE schedule_name = $1 ORDER BY seq DESC LIMIT $2`,
+            values: [read.scheduleName, read.limit],
+          });
+          return { op: 'scheduleJobs', jobs: rows.rows };
         });
     }
   }
@@ -260,15 +278,18 @@ export class PostgresStore implements Store {
   async #commitGroup(group: Extract<WriteOp, { kind: 'commit' }>[]): Promise<void> {
     const started = performance.now();
     try {
-      const { inserts, updates, attempts, queues } = mergeBatches(group.map((op) => op.batch));
+      const merged = mergeBatches(group.map((op) => op.batch));
+      const { inserts, updates, attempts, schedules, deletedSchedules, queues } = merged;
       await this.#writer.query({
-        name: 'dtp_commit_batch_q',
-        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5)',
+        name: 'dtp_commit_batch_tq',
+        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7)',
         values: [
           this.#epoch,
           inserts.length === 0 ? null : JSON.stringify(inserts),
           updates.length === 0 ? null : JSON.stringify(updates),
           attempts.length === 0 ? null : JSON.stringify(attempts),
+          schedules.length === 0 ? null : JSON.stringify(schedules),
+          deletedSchedules.length === 0 ? null : JSON.stringify(deletedSchedules),
           queues.length === 0 ? null : JSON.stringify(queues),
         ],
       });
@@ -373,10 +394,14 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
   inserts: Readonly<JobRecord>[];
   updates: Readonly<JobRecord>[];
   attempts: Readonly<AttemptRecord>[];
+  schedules: Readonly<ScheduleRecord>[];
+  deletedSchedules: string[];
   queues: Readonly<QueueSettingsRecord>[];
 } {
   const jobs = new Map<string, { job: Readonly<JobRecord>; isNew: boolean }>();
   const attempts = new Map<string, Readonly<AttemptRecord>>();
+  /** The last word on each schedule: its row, or null once deleted. */
+  const schedules = new Map<string, Readonly<ScheduleRecord> | null>();
   const queues = new Map<string, Readonly<QueueSettingsRecord>>();
   for (const batch of batches) {
     for (const q of batch.queues ?? []) queues.set(q.name, q);
@@ -390,11 +415,26 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
     for (const attempt of batch.attempts) {
       attempts.set(`${attempt.jobId}\u0000${attempt.attemptNumber}`, attempt);
     }
+    for (const schedule of batch.schedules ?? []) schedules.set(schedule.name, schedule);
+    for (const name of batch.deletedSchedules ?? []) schedules.set(name, null);
   }
   const inserts: Readonly<JobRecord>[] = [];
   const updates: Readonly<JobRecord>[] = [];
   for (const { job, isNew } of jobs.values()) (isNew ? inserts : updates).push(job);
-  return { inserts, updates, attempts: [...attempts.values()], queues: [...queues.values()] };
+  const written: Readonly<ScheduleRecord>[] = [];
+  const deletedSchedules: string[] = [];
+  for (const [name, row] of schedules) {
+    if (row === null) deletedSchedules.push(name);
+    else written.push(row);
+  }
+  return {
+    inserts,
+    updates,
+    attempts: [...attempts.values()],
+    schedules: written,
+    deletedSchedules,
+    queues: [...queues.values()],
+  };
 }
 
 function storeError(what: string, err: unknown): StoreError {

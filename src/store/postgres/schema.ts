@@ -29,6 +29,18 @@ const JOB_FIELDS = `seq bigint, "jobId" text, "taskType" text, "payloadJson" tex
   "retryAtMs" bigint, result text, "resultFormat" text, error text, "createdAtMs" bigint,
   "updatedAtMs" bigint, "startedAtMs" bigint, "finishedAtMs" bigint`;
 
+/** The job fields of schema 3 onwards (the time columns added). */
+const JOB_FIELDS_V3 = `${JOB_FIELDS}, "runAtMs" bigint, "scheduleName" text`;
+
+/** The job fields of schema 4 onwards (the queue columns added). */
+const JOB_FIELDS_V4 = `${JOB_FIELDS_V3}, queue text, "groupKey" text`;
+
+/** The schedule columns as JSON keys of a ScheduleRecord (commit_batch input, schema 3). */
+const SCHEDULE_FIELDS = `name text, "taskType" text, cron text, "everyMs" bigint, timezone text,
+  "payloadJson" text, "maxAttempts" integer, priority text, "timeoutMs" bigint, overlap text,
+  "catchUp" text, paused boolean, "nextRunAtMs" bigint, "lastRunAtMs" bigint, "lastJobId" text,
+  "createdAtMs" bigint, "updatedAtMs" bigint`;
+
 const ATTEMPT_FIELDS = `"jobId" text, "attemptNumber" integer, "attemptId" text, "workerId" text,
   "startedAtMs" bigint, "finishedAtMs" bigint, outcome text, error text`;
 
@@ -159,11 +171,104 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE dtp.jobs DROP CONSTRAINT jobs_idempotency_key_key;
    CREATE UNIQUE INDEX jobs_key ON dtp.jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
    DROP INDEX dtp.jobs_active;`,
-  // 3: named queues: each job's queue and group key (rows from before are
-  // in 'default', without a group), an index to list and count a queue, the
-  // queues' settings, and commit_batch with a fifth argument (settings rows)
-  // that inserts jobs with their queue; updates and attempts go through the
-  // four-argument version, unchanged.
+  // 3: time. A delayed job's due time and the schedule that made a job; the
+  // SCHEDULED jobs indexed by due time (partial: only they pay for it); a
+  // schedule's jobs by seq; the schedules; and commit_batch with both (the
+  // tick's job and its schedule's advance are written in one transaction).
+  `ALTER TABLE dtp.jobs ADD COLUMN run_at_ms bigint;
+   ALTER TABLE dtp.jobs ADD COLUMN schedule_name text;
+   CREATE INDEX jobs_scheduled_run_at ON dtp.jobs (run_at_ms, seq) WHERE state = 'SCHEDULED';
+   CREATE INDEX jobs_schedule_seq ON dtp.jobs (schedule_name, seq) WHERE schedule_name IS NOT NULL;
+   CREATE TABLE dtp.schedules (
+     name            text    PRIMARY KEY,
+     task_type       text    NOT NULL,
+     cron            text,
+     every_ms        bigint,
+     timezone        text,
+     payload         text    NOT NULL,
+     max_attempts    integer,
+     priority        text,
+     timeout_ms      bigint,
+     overlap         text    NOT NULL CHECK (overlap IN ('allow', 'skip')),
+     catch_up        text    NOT NULL CHECK (catch_up IN ('latest', 'none')),
+     paused          boolean NOT NULL,
+     next_run_at_ms  bigint,
+     last_run_at_ms  bigint,
+     last_job_id     text,
+     created_at_ms   bigint  NOT NULL,
+     updated_at_ms   bigint  NOT NULL
+   );
+   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   DECLARE
+     r record;
+   BEGIN
+     ${FENCE}
+     IF p_inserts IS NOT NULL THEN
+       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
+           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
+           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
+           started_at_ms, finished_at_ms, run_at_ms, schedule_name)
+         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
+           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
+           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
+           "startedAtMs", "finishedAtMs", "runAtMs", "scheduleName"
+         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V3});
+     END IF;
+     IF p_updates IS NOT NULL THEN
+       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${JOB_FIELDS_V3}) LOOP
+         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
+             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
+             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
+             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
+             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"
+           WHERE seq = r.seq;
+         IF NOT FOUND THEN
+           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
+         END IF;
+       END LOOP;
+     END IF;
+     IF p_attempts IS NOT NULL THEN
+       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
+           finished_at_ms, outcome, error)
+         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
+           "finishedAtMs", outcome, error
+         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
+       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
+         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
+         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
+         error = excluded.error;
+     END IF;
+     IF p_deleted_schedules IS NOT NULL THEN
+       DELETE FROM dtp.schedules
+         WHERE name IN (SELECT json_array_elements_text(p_deleted_schedules));
+     END IF;
+     IF p_schedules IS NOT NULL THEN
+       INSERT INTO dtp.schedules (name, task_type, cron, every_ms, timezone, payload,
+           max_attempts, priority, timeout_ms, overlap, catch_up, paused, next_run_at_ms,
+           last_run_at_ms, last_job_id, created_at_ms, updated_at_ms)
+         SELECT name, "taskType", cron, "everyMs", timezone, "payloadJson", "maxAttempts",
+           priority, "timeoutMs", overlap, "catchUp", paused, "nextRunAtMs", "lastRunAtMs",
+           "lastJobId", "createdAtMs", "updatedAtMs"
+         FROM json_to_recordset(p_schedules) AS r(${SCHEDULE_FIELDS})
+       ON CONFLICT (name) DO UPDATE SET task_type = excluded.task_type, cron = excluded.cron,
+         every_ms = excluded.every_ms, timezone = excluded.timezone, payload = excluded.payload,
+         max_attempts = excluded.max_attempts, priority = excluded.priority,
+         timeout_ms = excluded.timeout_ms, overlap = excluded.overlap,
+         catch_up = excluded.catch_up, paused = excluded.paused,
+         next_run_at_ms = excluded.next_run_at_ms, last_run_at_ms = excluded.last_run_at_ms,
+         last_job_id = excluded.last_job_id, created_at_ms = excluded.created_at_ms,
+         updated_at_ms = excluded.updated_at_ms;
+     END IF;
+   END
+   $fn$;`,
+  // 4: named queues. Each job's queue and group key (fixed at submission;
+  // rows from before are in 'default', without a group), an index to list
+  // and count a queue, the queues' settings, and commit_batch with a seventh
+  // argument (settings rows) that inserts jobs with every column; updates,
+  // attempts and schedules go through the six-argument version, unchanged
+  // (an update never moves a job to another queue).
   `ALTER TABLE dtp.jobs ADD COLUMN queue text NOT NULL DEFAULT 'default';
    ALTER TABLE dtp.jobs ADD COLUMN group_key text;
    CREATE INDEX jobs_queue_state ON dtp.jobs (queue, state, seq);
@@ -179,7 +284,7 @@ const MIGRATIONS: readonly string[] = [
      updated_at_ms          bigint  NOT NULL
    );
    CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
-       p_attempts json, p_queues json)
+       p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json)
    RETURNS void LANGUAGE plpgsql AS $fn$
    BEGIN
      ${FENCE}
@@ -187,15 +292,17 @@ const MIGRATIONS: readonly string[] = [
        INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
            max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
            retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
-           started_at_ms, finished_at_ms, queue, group_key)
+           started_at_ms, finished_at_ms, run_at_ms, schedule_name, queue, group_key)
          SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
            "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
            "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
-           "startedAtMs", "finishedAtMs", queue, "groupKey"
-         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS}, queue text, "groupKey" text);
+           "startedAtMs", "finishedAtMs", "runAtMs", "scheduleName", queue, "groupKey"
+         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V4});
      END IF;
-     IF p_updates IS NOT NULL OR p_attempts IS NOT NULL THEN
-       PERFORM dtp.commit_batch(p_epoch, NULL, p_updates, p_attempts);
+     IF p_updates IS NOT NULL OR p_attempts IS NOT NULL OR p_schedules IS NOT NULL
+         OR p_deleted_schedules IS NOT NULL THEN
+       PERFORM dtp.commit_batch(p_epoch, NULL, p_updates, p_attempts, p_schedules,
+         p_deleted_schedules);
      END IF;
      IF p_queues IS NOT NULL THEN
        INSERT INTO dtp.queue_settings (name, paused, concurrency, rate_max, rate_interval_ms,

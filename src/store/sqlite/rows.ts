@@ -3,8 +3,15 @@
  * thread and the main thread's reader. Jobs travel to the writer as arrays
  * of column values (cheaper to clone and to bind than objects).
  */
-import type { AttemptOutcome, JobState, Priority, ResultFormat } from '../../protocol/messages.js';
-import type { AttemptRecord, JobRecord, QueueSettingsRecord } from '../store.js';
+import type {
+  AttemptOutcome,
+  JobState,
+  Priority,
+  ResultFormat,
+  ScheduleCatchUp,
+  ScheduleOverlap,
+} from '../../protocol/messages.js';
+import type { AttemptRecord, JobRecord, QueueSettingsRecord, ScheduleRecord } from '../store.js';
 
 export const JOB_COLUMNS = [
   'seq',
@@ -28,6 +35,8 @@ export const JOB_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'run_at_ms',
+  'schedule_name',
   'queue',
   'group_key',
 ] as const;
@@ -46,6 +55,7 @@ export const JOB_MUTABLE_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'run_at_ms',
 ] as const;
 
 export const ATTEMPT_COLUMNS = [
@@ -84,6 +94,8 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    job.runAtMs,
+    job.scheduleName,
     job.queue,
     job.groupKey,
   ];
@@ -104,6 +116,7 @@ export function jobUpdateValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    job.runAtMs,
     job.seq,
   ];
 }
@@ -143,6 +156,8 @@ export interface JobRow {
   updated_at_ms: number;
   started_at_ms: number | null;
   finished_at_ms: number | null;
+  run_at_ms: number | null;
+  schedule_name: string | null;
   queue: string;
   group_key: string | null;
 }
@@ -181,6 +196,8 @@ export function jobFromRow(row: JobRow): JobRecord {
     updatedAtMs: row.updated_at_ms,
     startedAtMs: row.started_at_ms,
     finishedAtMs: row.finished_at_ms,
+    runAtMs: row.run_at_ms,
+    scheduleName: row.schedule_name,
     queue: row.queue,
     groupKey: row.group_key,
   };
@@ -254,4 +271,88 @@ export function queueFromRow(row: QueueRow): QueueSettingsRecord {
 /** The SQL text of the column list. */
 export function columnList(columns: readonly string[], prefix = ''): string {
   return columns.map((c) => prefix + c).join(', ');
+}
+
+export const SCHEDULE_COLUMNS = [
+  'name',
+  'task_type',
+  'cron',
+  'every_ms',
+  'timezone',
+  'payload',
+  'max_attempts',
+  'priority',
+  'timeout_ms',
+  'overlap',
+  'catch_up',
+  'paused',
+  'next_run_at_ms',
+  'last_run_at_ms',
+  'last_job_id',
+  'created_at_ms',
+  'updated_at_ms',
+] as const;
+
+export interface ScheduleRow {
+  name: string;
+  task_type: string;
+  cron: string | null;
+  every_ms: number | null;
+  timezone: string | null;
+  payload: string;
+  max_attempts: number | null;
+  priority: string | null;
+  timeout_ms: number | null;
+  overlap: string;
+  catch_up: string;
+  paused: number;
+  next_run_at_ms: number | null;
+  last_run_at_ms: number | null;
+  last_job_id: string | null;
+  created_at_ms: number;
+  updated_at_ms: number;
+}
+
+export function scheduleValues(schedule: Readonly<ScheduleRecord>): SqlValue[] {
+  return [
+    schedule.name,
+    schedule.taskType,
+    schedule.cron,
+    schedule.everyMs,
+    schedule.timezone,
+    schedule.payloadJson,
+    schedule.maxAttempts,
+    schedule.priority,
+    schedule.timeoutMs,
+    schedule.overlap,
+    schedule.catchUp,
+    schedule.paused ? 1 : 0,
+    schedule.nextRunAtMs,
+    schedule.lastRunAtMs,
+    schedule.lastJobId,
+    schedule.createdAtMs,
+    schedule.updatedAtMs,
+  ];
+}
+
+export function scheduleFromRow(row: ScheduleRow): ScheduleRecord {
+  return {
+    name: row.name,
+    taskType: row.task_type,
+    cron: row.cron,
+    everyMs: row.every_ms,
+    timezone: row.timezone,
+    payloadJson: row.payload,
+    maxAttempts: row.max_attempts,
+    priority: row.priority as Priority | null,
+    timeoutMs: row.timeout_ms,
+    overlap: row.overlap as ScheduleOverlap,
+    catchUp: row.catch_up as ScheduleCatchUp,
+    paused: row.paused !== 0,
+    nextRunAtMs: row.next_run_at_ms,
+    lastRunAtMs: row.last_run_at_ms,
+    lastJobId: row.last_job_id,
+    createdAtMs: row.created_at_ms,
+    updatedAtMs: row.updated_at_ms,
+  };
 }

@@ -88,7 +88,33 @@ const MIGRATIONS: readonly string[] = [
      error           TEXT,
      PRIMARY KEY (job_id, attempt_number)
    ) STRICT, WITHOUT ROWID;`,
-  // 4: named queues. Each job's queue and group key (fixed at submission;
+  // 4: time. A delayed job's due time and the schedule that made a job; the
+  // SCHEDULED jobs indexed by due time (a partial index: only they pay for
+  // it); a schedule's jobs by seq; and the schedules themselves.
+  `ALTER TABLE jobs ADD COLUMN run_at_ms INTEGER;
+   ALTER TABLE jobs ADD COLUMN schedule_name TEXT;
+   CREATE INDEX jobs_scheduled_run_at ON jobs (run_at_ms, seq) WHERE state = 'SCHEDULED';
+   CREATE INDEX jobs_schedule_seq ON jobs (schedule_name, seq) WHERE schedule_name IS NOT NULL;
+   CREATE TABLE schedules (
+     name            TEXT    PRIMARY KEY,
+     task_type       TEXT    NOT NULL,
+     cron            TEXT,
+     every_ms        INTEGER,
+     timezone        TEXT,
+     payload         TEXT    NOT NULL,
+     max_attempts    INTEGER,
+     priority        TEXT,
+     timeout_ms      INTEGER,
+     overlap         TEXT    NOT NULL CHECK (overlap IN ('allow', 'skip')),
+     catch_up        TEXT    NOT NULL CHECK (catch_up IN ('latest', 'none')),
+     paused          INTEGER NOT NULL,
+     next_run_at_ms  INTEGER,
+     last_run_at_ms  INTEGER,
+     last_job_id     TEXT,
+     created_at_ms   INTEGER NOT NULL,
+     updated_at_ms   INTEGER NOT NULL
+   ) STRICT, WITHOUT ROWID;`,
+  // 5: named queues. Each job's queue and group key (fixed at submission;
   // rows from before are in `default`, without a group), an index to list a
   // queue and count it by state, and one row of settings per queue that has
   // any (paused, limits).

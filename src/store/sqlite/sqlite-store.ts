@@ -40,6 +40,7 @@ import { openDatabase } from './open.js';
 import {
   ATTEMPT_COLUMNS,
   JOB_COLUMNS,
+  SCHEDULE_COLUMNS,
   attemptFromRow,
   attemptValues,
   columnList,
@@ -50,8 +51,11 @@ import {
   jobFromRow,
   jobInsertValues,
   jobUpdateValues,
+  scheduleFromRow,
+  scheduleValues,
   type AttemptRow,
   type JobRow,
+  type ScheduleRow,
   type SqlValue,
 } from './rows.js';
 import { migrate } from './schema.js';
@@ -70,7 +74,7 @@ export interface SqliteStoreOptions {
   onCommit?: (durationMs: number) => void;
 }
 
-const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT')";
+const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED')";
 
 export class SqliteStore implements Store {
   readonly description: string;
@@ -153,7 +157,13 @@ export class SqliteStore implements Store {
         )
         .all()
         .map(queueFromRow);
-      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0, queueSettings };
+      const schedules = this.#reader
+        .prepare<[], ScheduleRow>(
+          `SELECT ${columnList(SCHEDULE_COLUMNS)} FROM schedules ORDER BY name`,
+        )
+        .all()
+        .map(scheduleFromRow);
+      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0, schedules, queueSettings };
     });
   }
 
@@ -166,7 +176,16 @@ export class SqliteStore implements Store {
       else updates.push(jobUpdateValues(job));
     }
     const attempts = batch.attempts.map(attemptValues);
-    const encoded: EncodedBatch = { batchId: batch.batchId, inserts, updates, attempts };
+    const schedules = (batch.schedules ?? []).map(scheduleValues);
+    const deletedSchedules = [...(batch.deletedSchedules ?? [])];
+    const encoded: EncodedBatch = {
+      batchId: batch.batchId,
+      inserts,
+      updates,
+      attempts,
+      schedules,
+      deletedSchedules,
+    };
     if (batch.queues !== undefined && batch.queues.length > 0) {
       encoded.queues = batch.queues.map(queueValues);
     }
@@ -193,6 +212,17 @@ export class SqliteStore implements Store {
         return this.#readNow(() => ({ op: 'list', jobs: this.#list(read.query) }));
       case 'purge':
         return this.#purge(read.query).then((deleted) => ({ op: 'purge', deleted }));
+      case 'scheduleJobs':
+        return this.#readNow(() => ({
+          op: 'scheduleJobs',
+          jobs: this.#reader
+            .prepare<[string, number], JobRow>(
+              `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE schedule_name = ?
+                 ORDER BY seq DESC LIMIT ?`,
+            )
+            .all(read.scheduleName, read.limit)
+            .map(jobFromRow),
+        }));
       case 'queueCounts':
         return this.#readNow(() => ({ op: 'queueCounts', counts: this.#queueCounts(read.queue) }));
     }

@@ -10,6 +10,7 @@ import {
   ATTEMPT_COLUMNS,
   JOB_COLUMNS,
   JOB_MUTABLE_COLUMNS,
+  SCHEDULE_COLUMNS,
   QUEUE_COLUMNS,
   columnList,
   type SqlValue,
@@ -21,6 +22,10 @@ export interface EncodedBatch {
   inserts: SqlValue[][];
   updates: SqlValue[][];
   attempts: SqlValue[][];
+  /** Schedules to write (insert or replace), as column arrays. */
+  schedules: SqlValue[][];
+  /** Names of schedules to delete. */
+  deletedSchedules: string[];
   /** Queue settings rows (absent = none). */
   queues?: SqlValue[][];
 }
@@ -29,6 +34,8 @@ export class SqliteWriter {
   readonly #insert: Statement<SqlValue[]>;
   readonly #update: Statement<SqlValue[]>;
   readonly #attempt: Statement<SqlValue[]>;
+  readonly #schedule: Statement<SqlValue[]>;
+  readonly #deleteSchedule: Statement<[string]>;
   readonly #queue: Statement<SqlValue[]>;
   readonly #purgeSelect: Statement<[string, number, number], { seq: number; job_id: string }>;
   readonly #purgeAttempts: Statement<[string]>;
@@ -47,6 +54,10 @@ export class SqliteWriter {
     this.#attempt = db.prepare(
       `INSERT OR REPLACE INTO attempts (${columnList(ATTEMPT_COLUMNS)}) VALUES (${placeholders(ATTEMPT_COLUMNS.length)})`,
     );
+    this.#schedule = db.prepare(
+      `INSERT OR REPLACE INTO schedules (${columnList(SCHEDULE_COLUMNS)}) VALUES (${placeholders(SCHEDULE_COLUMNS.length)})`,
+    );
+    this.#deleteSchedule = db.prepare('DELETE FROM schedules WHERE name = ?');
     this.#queue = db.prepare(
       `INSERT OR REPLACE INTO queue_settings (${columnList(QUEUE_COLUMNS)}) VALUES (${placeholders(QUEUE_COLUMNS.length)})`,
     );
@@ -87,6 +98,8 @@ export class SqliteWriter {
       }
     }
     for (const values of batch.attempts) this.#attempt.run(...values);
+    for (const values of batch.schedules) this.#schedule.run(...values);
+    for (const name of batch.deletedSchedules) this.#deleteSchedule.run(name);
     for (const values of batch.queues ?? []) this.#queue.run(...values);
   }
 }
