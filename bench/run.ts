@@ -3,7 +3,7 @@
  * benchmarks, prints a Markdown report (medians of several runs; the machine
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
- * routing, recovery, throughput, overload, latency, security. Every run is bounded in jobs and
+ * routing, recovery, throughput, bulk, overload, latency, security. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,6 +21,7 @@ import { httpAttackTable, httpAttacks } from './attack-http.js';
 import { attackBudgetTables } from './attack-budgets.js';
 import { waitAttack, waitAttackTable } from './attack-waits.js';
 import { throughput, type ThroughputRun } from './throughput.js';
+import { bulkRun, type BulkRun } from './bulk.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
@@ -32,6 +33,7 @@ const ALL = [
   'routing',
   'recovery',
   'throughput',
+  'bulk',
   'overload',
   'latency',
   'security',
@@ -217,6 +219,22 @@ async function security(dir: string): Promise<string[]> {
   return lines;
 }
 
+async function bulkTable(dir: string): Promise<string[]> {
+  const lines = [
+    row(['jobs per request', 'acknowledged jobs/s', 'done jobs/s (median of 3)']),
+    row(['---', '---', '---']),
+  ];
+  for (const batch of [1, 500]) {
+    const runs: BulkRun[] = [];
+    for (let i = 0; i < REPEATS; i++)
+      runs.push(await bulkRun(dir, Math.round(20_000 * SCALE), batch));
+    const m = (f: (r: BulkRun) => number): string =>
+      Math.round(median(runs.map(f))).toLocaleString('en');
+    lines.push(row([batch, m((r) => r.submittedPerSec), m((r) => r.donePerSec)]));
+  }
+  return lines;
+}
+
 /** A Markdown table as rows of cells (for the JSON report). */
 function cellsOf(lines: string[]): string[][] {
   return lines
@@ -234,6 +252,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return recovery(dir);
     case 'throughput':
       return throughputTable(dir);
+    case 'bulk':
+      return bulkTable(dir);
     case 'overload':
       return overload(dir);
     case 'latency':

@@ -144,3 +144,26 @@ def test_delayed_job_is_shown_scheduled(cluster: Cluster) -> None:
         assert [j["jobId"] for j in jobs] == [job_id]
         assert client.cancel(job_id)["cancelled"] is True
         assert client.status(job_id)["state"] == "CANCELLED"
+
+
+def test_submit_many_creates_a_batch_whole_or_not_at_all(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    cluster.py_worker(c, "py-many", tasks=TASKS, capacity=2)
+    with c.client() as client:
+        jobs = [
+            {"task_type": "py.upper", "payload": {"text": "one"}},
+            {"task_type": "py.upper", "payload": {"text": "two"}, "priority": "HIGH"},
+            {"task_type": "py.upper", "payload": {"text": "three"}, "idempotency_key": "many-3"},
+        ]
+        ids = client.submit_many(jobs)
+        assert len(ids) == 3 and len(set(ids)) == 3
+        assert [client.result(i, timeout=30) for i in ids] == ["ONE", "TWO", "THREE"]
+        assert client.status(ids[1])["priority"] == "HIGH"
+        assert client.submit_many(jobs[2:])[0] == ids[2]  # a known key: the original job
+        before = len(list(client.list()))
+        with pytest.raises(dtp.RemoteError) as refused:
+            client.submit_many([jobs[0], {"task_type": "no such task", "payload": {}}])
+        assert refused.value.index == 1 and "index 1" in refused.value.message
+        assert len(list(client.list())) == before  # nothing of the batch was created
+        with pytest.raises(ValueError, match="takes 1"):
+            client.submit_many([])

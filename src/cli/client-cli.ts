@@ -202,6 +202,8 @@ async function dispatch(
     },
     progress: io.interactive && !json ? (text) => io.stderr(text) : null,
     readInput: io.readInput ?? readInputDefault,
+    emit: (doc, human) => io.stdout(json ? toJsonLine(doc) : human),
+    warn: (text) => io.stderr(text),
   });
   return { kind: 'done', ...output };
 }
@@ -258,7 +260,7 @@ export async function runClientCli(argv: readonly string[], io: CliIo): Promise<
       io.stdout(outcome.text);
       return EXIT_CODES.ok;
     }
-    io.stdout(json ? toJsonLine(outcome.json) : outcome.human);
+    if (outcome.streamed !== true) io.stdout(json ? toJsonLine(outcome.json) : outcome.human);
     return outcome.exitCode ?? EXIT_CODES.ok;
   } catch (caught) {
     const err = seen.token ? caught : withTokenHint(caught);

@@ -11,7 +11,8 @@
 import { MAX_TIMER_MS } from '../common/bounds.js';
 import { MAX_DELAY_MS, MAX_PORT } from '../protocol/limits.js';
 import { checkSubmitSize } from '../client/client.js';
-import type { DtpClient, SubmitRequest, SubmitResult } from '../client/client.js';
+import type { DtpClient, SubmitRequest, SubmitResult, WatchEvent } from '../client/client.js';
+import type { EventGap } from '../client/subscription.js';
 import {
   DEFAULT_SUBMIT_RETRY_BASE_DELAY_MS,
   DEFAULT_SUBMIT_RETRY_MAX_DELAY_MS,
@@ -40,6 +41,7 @@ import {
   type PayloadFieldSpec,
 } from '../protocol/task-types.js';
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
+import { parseJobLines, submitInBatches } from './submit-many.js';
 import { UsageError } from './flags.js';
 import { DIALLER_SECURITY_FLAGS } from './security-flags.js';
 import type { ConnectionSecurity } from '../client/connection.js';
@@ -53,12 +55,15 @@ import {
   formatWorkerTable,
 } from './output.js';
 import type { ExitCode } from './output.js';
+import { MAX_BATCH_JOBS } from '../protocol/messages.js';
 
 /** A command's result: the `--json` document, the human text, and the exit code (default 0). */
 export interface CommandOutput {
   json: unknown;
   human: string;
   exitCode?: ExitCode;
+  /** The command printed its output itself, as it went ({@link CommandContext.emit}). */
+  streamed?: boolean;
 }
 
 export interface CommandContext {
@@ -76,6 +81,10 @@ export interface CommandContext {
   progress: ((text: string) => void) | null;
   /** The text of a file; `-` = standard input. */
   readInput(path: string): Promise<string>;
+  /** Prints one item of a streaming command now: `doc` as a JSON line under `--json`, else `human`. */
+  emit(doc: unknown, human: string): void;
+  /** A warning on stderr, also under `--json` (stdout stays machine-readable). */
+  warn(text: string): void;
 }
 
 /** A positional argument: `<name>` in the usage line. */
@@ -469,6 +478,61 @@ async function runWait(ctx: CommandContext): Promise<CommandOutput> {
   };
 }
 
+/** One line of `watch` / `events` for a person. */
+function eventLine(item: WatchEvent): string {
+  const job = item.job;
+  const at = new Date(item.atMillis).toISOString();
+  const progress =
+    job.progress == null
+      ? ''
+      : ` ${Math.round(job.progress.fraction * 100)}%${job.progress.message === null ? '' : ` ${job.progress.message}`}`;
+  return `${at} ${item.event} ${job.jobId} ${job.taskType} ${job.state} attempt ${job.attempts}/${job.maxAttempts}${progress}\n`;
+}
+
+/** What a gap in the events means for the reader, on stderr. */
+function gapNote(gap: EventGap): string {
+  return gap.reason === 'missed'
+    ? `Warning: ${gap.missed ?? 'some'} events were missed (this reader fell behind)\n`
+    : 'Warning: reconnected to the coordinator; changes made while disconnected were not seen\n';
+}
+
+/** The JSON line of a watch or events item: exactly the contract's three fields. */
+function eventDoc(item: WatchEvent): unknown {
+  return { event: item.event, atMillis: item.atMillis, job: item.job };
+}
+
+async function runWatch(ctx: CommandContext): Promise<CommandOutput> {
+  const id = jobId(ctx);
+  const client = await ctx.client();
+  let last: JobSnapshot | null = null;
+  for await (const item of client.watch(id, { onGap: (gap) => ctx.warn(gapNote(gap)) })) {
+    last = item.job;
+    const human =
+      item.event === 'current' ? formatJobBlock(item.job, { color: ctx.color }) : eventLine(item);
+    ctx.emit(eventDoc(item), human);
+  }
+  return {
+    json: null,
+    human: '',
+    streamed: true,
+    exitCode: last === null ? EXIT_CODES.ok : waitExitCode(last, ctx.values.bool('exit-status')),
+  };
+}
+
+async function runEvents(ctx: CommandContext): Promise<CommandOutput> {
+  const client = await ctx.client();
+  const queue = ctx.values.optionalString('queue');
+  const taskType = ctx.values.optionalString('type');
+  const filter = {
+    ...(queue !== undefined && { queue }),
+    ...(taskType !== undefined && { taskType }),
+  };
+  for await (const item of client.events(filter, { onGap: (gap) => ctx.warn(gapNote(gap)) })) {
+    ctx.emit(eventDoc(item), eventLine(item));
+  }
+  return { json: null, human: '', streamed: true };
+}
+
 async function runCancel(ctx: CommandContext): Promise<CommandOutput> {
   const id = jobId(ctx);
   const { cancelled, job } = await (await ctx.client()).cancel(id);
@@ -674,6 +738,39 @@ const QUEUE_COMMAND: CommandSpec = {
 
 const JOB_ID_ARG: readonly ArgSpec[] = [{ name: 'job-id', help: 'the id submit printed' }];
 
+async function runSubmitMany(ctx: CommandContext): Promise<CommandOutput> {
+  const file = ctx.values.string('file');
+  let text: string;
+  try {
+    text = await ctx.readInput(file);
+  } catch (err) {
+    throw new UsageError(`cannot read --file ${file}: ${(err as Error).message}`);
+  }
+  const jobs = parseJobLines(text);
+  const jobIds = await submitInBatches(await ctx.client(), jobs, (ids) =>
+    ctx.note(`created before the refusal:\n${ids.join('\n')}`),
+  );
+  return { json: { jobIds }, human: jobIds.map((id) => `${id}\n`).join('') };
+}
+
+const SUBMIT_MANY_COMMAND: CommandSpec = {
+  name: 'submit-many',
+  summary: `submit jobs from a file of JSON lines, ${MAX_BATCH_JOBS.toLocaleString('en')} per atomic batch`,
+  args: [],
+  flags: [
+    {
+      name: 'file',
+      type: 'string',
+      required: true,
+      placeholder: 'jobs.ndjson|-',
+      help:
+        'one job a line: {"taskType": …, "payload": {…}} and optionally maxAttempts, priority, ' +
+        'idempotencyKey, timeoutMillis; - = standard input',
+    },
+  ],
+  run: runSubmitMany,
+};
+
 /** `submit <TYPE>`; the shortcuts (TASKS) become its subcommands. */
 export const SUBMIT_COMMAND: CommandSpec = {
   name: 'submit',
@@ -725,6 +822,34 @@ export const COMMANDS: readonly CommandSpec[] = [
       },
     ],
     run: runWait,
+  },
+  {
+    name: 'watch',
+    summary: 'show a job now, then each change (state, attempt, progress) until it is terminal',
+    args: JOB_ID_ARG,
+    flags: [
+      {
+        name: 'exit-status',
+        type: 'boolean',
+        help: 'exit 4 when the job ended FAILED or CANCELLED',
+      },
+    ],
+    run: runWatch,
+  },
+  {
+    name: 'events',
+    summary: "stream every matching job's changes (a new job is a state event) until interrupted",
+    args: [],
+    flags: [
+      { name: 'queue', type: 'string', placeholder: 'queue', help: 'only jobs of this queue' },
+      {
+        name: 'type',
+        type: 'string',
+        placeholder: 'task-type',
+        help: 'only jobs of this task type, as stored (e.g. WORD_COUNT)',
+      },
+    ],
+    run: runEvents,
   },
   {
     name: 'cancel',
@@ -781,6 +906,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     run: runPurge,
   },
+  SUBMIT_MANY_COMMAND,
   {
     name: 'bench',
     summary: 'load generator: submits jobs and measures latency (never retries rejections)',

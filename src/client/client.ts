@@ -29,27 +29,35 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { isTerminalState } from '../protocol/messages.js';
+import { MAX_BATCH_JOBS, isTerminalState } from '../protocol/messages.js';
 import { KNOWN_STATES } from '../protocol/job-view.js';
 import type {
   AttemptSnapshot,
   ClientReply,
   ClientRequest,
+  JobEventKind,
   JobSnapshot,
   JsonObject,
   JsonValue,
   Priority,
   ScheduleRequest,
   SubmitJob,
+  SubmitJobs,
   TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
 import { ErrorCode } from '../protocol/error-codes.js';
+import { submitElementToJson } from '../protocol/codec.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import { checkPayload } from '../sdk/payload-schema.js';
 import type { ClientTls } from '../net/tls.js';
 import { ClientConnection, requestFrame, type ConnectionSecurity } from './connection.js';
-import { DEFAULT_FOLLOW_TIMEOUT_MS, LeaderConnection } from './leader-connection.js';
+import {
+  DEFAULT_FOLLOW_TIMEOUT_MS,
+  LeaderConnection,
+  type LeaderConnectionOptions,
+} from './leader-connection.js';
+import { Subscription, type EventGap } from './subscription.js';
 import {
   ClientClosedError,
   InvalidPayloadError,
@@ -58,6 +66,7 @@ import {
   TransportError,
   UnexpectedReplyError,
   UnsupportedFeatureError,
+  UnsupportedRequestError,
   WaitTimeoutError,
 } from './errors.js';
 import { Schedules } from './schedules.js';
@@ -297,6 +306,23 @@ export function submitMessage(request: SubmitRequest): SubmitJob {
   };
 }
 
+/** One job of {@link DtpClient.submitMany}: a submission with its options. */
+export interface BatchJob extends JobOptions {
+  taskType: string;
+  payload: JsonObject;
+}
+
+/** The SUBMIT_JOBS message of a batch (the elements carry only the fields they set). */
+export function submitJobsMessage(jobs: readonly (SubmitRequest | BatchJob)[]): SubmitJobs {
+  return {
+    type: 'SUBMIT_JOBS',
+    jobs: jobs.map((job) => {
+      const { type: _type, knownStates: _known, ...element } = submitMessage(job);
+      return submitElementToJson(element);
+    }),
+  };
+}
+
 /**
  * Throws {@link RequestTooLargeError} when the submission would not fit in
  * one frame; nothing is sent. (Every request is checked this way before it
@@ -324,8 +350,35 @@ export interface WorkerList {
   epoch: number | null;
 }
 
+/** One item of {@link DtpClient.watch} and {@link DtpClient.events}. */
+export interface WatchEvent {
+  /** `current`: the job as it was when watching began; `state`: a new state or attempt; `progress`: new progress. */
+  event: 'current' | JobEventKind;
+  atMillis: number;
+  job: JobSnapshot;
+}
+
+export interface EventStreamOptions {
+  /** Ends the iteration when aborted. */
+  signal?: AbortSignal;
+  /**
+   * Told of each stretch of events this subscriber did not see (it fell
+   * behind, or its connection ended and was dialled again). `watch` also
+   * reads the job again then and reports what changed as a `state` event.
+   */
+  onGap?: (gap: EventGap) => void;
+}
+
+/** Which jobs {@link DtpClient.events} reports: every field given must match. */
+export interface EventFilter {
+  jobId?: string;
+  taskType?: string;
+  queue?: string;
+}
+
 export class DtpClient<T extends object = AnyTasks> {
   readonly #conn: LeaderConnection;
+  readonly #connOptions: LeaderConnectionOptions;
   readonly #connectTimeoutMs: number;
   readonly #followTimeoutMs: number;
   readonly #schemas: Readonly<Record<string, StandardSchemaV1>>;
@@ -336,11 +389,14 @@ export class DtpClient<T extends object = AnyTasks> {
   #closing: Promise<void> | null = null;
   /** The named queues: list, pause, resume, limits. */
   readonly queues: QueuesApi;
+  /** Open event subscriptions (closed with the client). */
+  readonly #subscriptions = new Set<Subscription>();
   /** Recurring schedules: set, list, get, pause, resume, delete, trigger. */
   readonly schedules: Schedules;
 
   private constructor(options: ConnectOptions, conn: LeaderConnection) {
     this.#conn = conn;
+    this.#connOptions = connectionOptions(options);
     this.#connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.#followTimeoutMs = options.followTimeoutMs ?? DEFAULT_FOLLOW_TIMEOUT_MS;
     this.#schemas = options.schemas ?? {};
@@ -359,14 +415,94 @@ export class DtpClient<T extends object = AnyTasks> {
   static async connect<T extends object = AnyTasks>(
     options: ConnectOptions,
   ): Promise<DtpClient<T>> {
-    const conn = await LeaderConnection.open({
-      host: options.host,
-      port: options.port,
-      connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-      followTimeoutMs: options.followTimeoutMs,
-      security: securityOf(options),
-    });
+    const conn = await LeaderConnection.open(connectionOptions(options));
     return new DtpClient<T>(options, conn);
+  }
+
+  /**
+   * Every change of the jobs that match `filter` (a new job, a new state or
+   * attempt, new progress), pushed by the coordinator as it happens, until
+   * the iteration is ended (`break`, `options.signal`) or the client closes.
+   * It uses a connection of its own and dials again after a restart or
+   * failover (see {@link EventStreamOptions.onGap}). Throws
+   * {@link EventsUnsupportedError} on a coordinator without job events, and
+   * a {@link RemoteError} for a filter it refuses.
+   */
+  async *events(
+    filter: EventFilter = {},
+    options: EventStreamOptions = {},
+  ): AsyncGenerator<WatchEvent> {
+    const sub = await this.#subscribe(filter, options.signal);
+    try {
+      for await (const item of sub) {
+        if ('reason' in item) {
+          options.onGap?.(item);
+          continue;
+        }
+        yield { event: item.event, atMillis: item.atMillis, job: item.job };
+      }
+    } finally {
+      await sub.close();
+    }
+  }
+
+  /**
+   * The job as it is now (`current`), then each change of it as it happens,
+   * ending once it is terminal (at once for a job that already is). After a
+   * gap (see {@link EventStreamOptions.onGap}) the job is read again and a
+   * change is reported as a `state` event. Throws as {@link events} does, and
+   * {@link RemoteError} `UNKNOWN_JOB` for an unknown job.
+   */
+  async *watch(jobId: string, options: EventStreamOptions = {}): AsyncGenerator<WatchEvent> {
+    const sub = await this.#subscribe({ jobId }, options.signal);
+    try {
+      let last = await this.status(jobId);
+      yield { event: 'current', atMillis: Date.now(), job: last };
+      if (isTerminalState(last.state)) return;
+      for await (const item of sub) {
+        let next: WatchEvent;
+        if ('reason' in item) {
+          options.onGap?.(item);
+          const now = await this.status(jobId);
+          if (sameJobView(now, last)) continue;
+          next = { event: 'state', atMillis: Date.now(), job: now };
+        } else {
+          if (item.job.updatedAtMillis < last.updatedAtMillis || sameJobView(item.job, last))
+            continue;
+          next = { event: item.event, atMillis: item.atMillis, job: item.job };
+        }
+        last = next.job;
+        yield next;
+        if (isTerminalState(last.state)) return;
+      }
+    } finally {
+      await sub.close();
+    }
+  }
+
+  async #subscribe(filter: EventFilter, signal: AbortSignal | undefined): Promise<Subscription> {
+    if (this.#closing !== null) throw new ClientClosedError();
+    signal?.throwIfAborted();
+    const sub = await Subscription.open(this.#connOptions, {
+      jobId: filter.jobId ?? null,
+      taskType: filter.taskType ?? null,
+      queue: filter.queue ?? null,
+    });
+    const stop = (): void => void sub.close();
+    signal?.addEventListener('abort', stop, { once: true });
+    this.#subscriptions.add(sub);
+    void this.#closedSubscription(sub, signal, stop);
+    return sub;
+  }
+
+  async #closedSubscription(
+    sub: Subscription,
+    signal: AbortSignal | undefined,
+    stop: () => void,
+  ): Promise<void> {
+    await sub.ended;
+    signal?.removeEventListener('abort', stop);
+    this.#subscriptions.delete(sub);
   }
 
   /** `host:port` of the coordinator (with several: the one dialled last). */
@@ -403,6 +539,35 @@ export class DtpClient<T extends object = AnyTasks> {
       ...options,
       hasIdempotencyKey: key !== null && key !== '',
     });
+  }
+
+  /**
+   * Submits 1..1,000 jobs as one batch (SUBMIT_JOBS): all of them are created,
+   * in one commit, or none is. Resolves with their ids in the order given (a
+   * job whose idempotency key is known gets its original id). Rejects with
+   * {@link RemoteError} (its `index` names the job at fault) when the
+   * coordinator refuses the batch, {@link SubmitRejectedError} when it does
+   * not fit under admission control, {@link InvalidPayloadError} when a
+   * payload fails its schema and {@link RequestTooLargeError} when the batch
+   * does not fit in one frame (nothing is sent then), and
+   * {@link UnsupportedRequestError} when the coordinator predates batches
+   * (nothing was created; no job is submitted one by one instead). More than
+   * 1,000 jobs is a `RangeError`: split them, each part is its own batch.
+   */
+  async submitMany(jobs: readonly BatchJob[]): Promise<string[]> {
+    if (jobs.length === 0 || jobs.length > MAX_BATCH_JOBS) {
+      throw new RangeError(`submitMany takes 1..${MAX_BATCH_JOBS} jobs, got ${jobs.length}`);
+    }
+    const requests = jobs.map((job) => requestOf(job.taskType, job.payload, job));
+    for (const request of requests) await this.#validate(request, undefined);
+    const message = submitJobsMessage(requests);
+    requestFrame(message);
+    const reply = await this.#request(message);
+    if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      throw new UnsupportedRequestError(message.type, 'bulk submission', reply.message);
+    }
+    return expectReply('SUBMIT_JOBS', reply, 'JOBS_SUBMITTED').jobIds;
   }
 
   /** The job's current snapshot; {@link RemoteError} `UNKNOWN_JOB` if there is none. */
@@ -576,7 +741,10 @@ export class DtpClient<T extends object = AnyTasks> {
 
   /** Fails pending requests with {@link ClientClosedError} and closes. Idempotent. */
   close(): Promise<void> {
-    this.#closing ??= this.#conn.close();
+    this.#closing ??= Promise.all([
+      this.#conn.close(),
+      ...[...this.#subscriptions].map((sub) => sub.close()),
+    ]).then(() => undefined);
     return this.#closing;
   }
 
@@ -705,4 +873,25 @@ export function connect<T extends object = AnyTasks>(
   options: ConnectOptions,
 ): Promise<DtpClient<T>> {
   return DtpClient.connect<T>(options);
+}
+
+function connectionOptions(options: ConnectOptions): LeaderConnectionOptions {
+  return {
+    host: options.host,
+    port: options.port,
+    connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    followTimeoutMs: options.followTimeoutMs,
+    security: securityOf(options),
+  };
+}
+
+/** True when a watcher would see nothing new between the two (state, attempts, progress). */
+function sameJobView(a: JobSnapshot, b: JobSnapshot): boolean {
+  return (
+    a.state === b.state &&
+    a.attempts === b.attempts &&
+    a.progress?.fraction === b.progress?.fraction &&
+    a.progress?.message === b.progress?.message &&
+    a.progress?.atMillis === b.progress?.atMillis
+  );
 }

@@ -35,7 +35,14 @@ import type { ProtocolError } from '../protocol/errors.js';
 import { isNotUnderstood } from '../protocol/features.js';
 import { MAX_FRAME_BYTES, encodeTextFrame } from '../protocol/framing.js';
 import { isClientReply } from '../protocol/messages.js';
-import type { ClientReply, ClientRequest, ErrorMessage, Message } from '../protocol/messages.js';
+import type {
+  ClientReply,
+  ClientRequest,
+  ErrorMessage,
+  EventsMissed,
+  JobEvent,
+  Message,
+} from '../protocol/messages.js';
 import {
   AuthError,
   ClientClosedError,
@@ -121,10 +128,25 @@ export class RefusalBackoff {
   }
 }
 
+/** Pushed messages of a subscription (SUBSCRIBE_JOBS). */
+export type PushMessage = JobEvent | EventsMissed;
+
+/** Receives a connection's pushed messages, and its end. */
+export interface PushSink {
+  push(msg: PushMessage): void;
+  closed(err: Error): void;
+}
+
+/** Pushes held for a sink not attached yet; beyond this the connection is dropped. */
+const MAX_HELD_PUSHES = 10_000;
+
 export class ClientConnection {
   readonly #conn: FramedConnection;
   readonly #port: number;
   readonly #pending: PendingRequest[] = [];
+  /** Where pushes go once a subscription attached; until then they are held. */
+  #sink: PushSink | null = null;
+  #held: PushMessage[] = [];
   #replies = 0;
   #failure: Error | null = null;
 
@@ -288,6 +310,12 @@ export class ClientConnection {
       void this.#conn.destroy(refusal.message);
       return;
     }
+    if (msg.type === 'JOB_EVENT' || msg.type === 'EVENTS_MISSED') {
+      if (this.#sink !== null) this.#sink.push(msg);
+      else if (this.#held.length < MAX_HELD_PUSHES) this.#held.push(msg);
+      else void this.destroy('too many job events before anyone read them');
+      return;
+    }
     const head = this.#pending.shift();
     if (head === undefined) {
       void this.destroy(`coordinator sent an unsolicited ${msg.type}`);
@@ -322,9 +350,23 @@ export class ClientConnection {
     this.#fail(new TransportError(LocalErrorCode.ConnectionLost, describeCloseReason(reason)));
   }
 
+  /**
+   * Hands this connection's pushes (those that came already, then each as it
+   * comes) and its end to `sink`.
+   */
+  attach(sink: PushSink): void {
+    this.#sink = sink;
+    const held = this.#held;
+    this.#held = [];
+    for (const msg of held) sink.push(msg);
+    if (this.#failure !== null) sink.closed(this.#failure);
+  }
+
   /** Records the first failure and rejects everything pending with it. */
   #fail(err: Error): void {
+    const first = this.#failure === null;
     this.#failure ??= err;
+    if (first) this.#sink?.closed(this.#failure);
     const pending = this.#pending.splice(0);
     for (const entry of pending) entry.reject(this.#failure);
   }

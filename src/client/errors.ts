@@ -66,9 +66,26 @@ export function remoteErrorCode(reply: Pick<ErrorMessage, 'message' | 'code'>): 
 /** The coordinator answered `ERROR`: do not resend the request as it is. */
 export class RemoteError extends DtpError {
   declare readonly code: RemoteErrorCode;
+  /** For a refused SUBMIT_JOBS: the 0-based index of the job at fault (else null). */
+  readonly index: number | null;
 
-  constructor(reply: Pick<ErrorMessage, 'message' | 'code'>) {
+  constructor(reply: Pick<ErrorMessage, 'message' | 'code' | 'index'>) {
     super(remoteErrorCode(reply), reply.message);
+    this.index = reply.index ?? null;
+  }
+}
+
+/**
+ * The coordinator does not understand a request of an extension (it predates
+ * it): nothing was done, and the client does not fall back on its own.
+ */
+export class UnsupportedRequestError extends DtpError {
+  /** The request that was not understood. */
+  readonly requestType: string;
+
+  constructor(requestType: string, what: string, answer: string) {
+    super(LocalErrorCode.Unsupported, `this coordinator does not support ${what} (${answer})`);
+    this.requestType = requestType;
   }
 }
 
@@ -171,6 +188,16 @@ export class FeatureUnsupportedError extends DtpError {
   }
 }
 
+/** The coordinator does not understand SUBSCRIBE_JOBS (an older or v1 coordinator). */
+export class EventsUnsupportedError extends DtpError {
+  constructor() {
+    super(
+      LocalErrorCode.EventsUnsupported,
+      'This coordinator does not support job events (watch, events)',
+    );
+  }
+}
+
 /** The client was closed by its owner; the request was not (or no longer) sent. */
 export class ClientClosedError extends DtpError {
   constructor() {
@@ -217,9 +244,10 @@ export class RequestTooLargeError extends DtpError {
 
   constructor(requestType: string, bytes: number, limitBytes: number = MAX_FRAME_BYTES) {
     const what = requestType === 'SUBMIT_JOB' ? 'payload' : `${requestType} request`;
+    const hint = requestType === 'SUBMIT_JOBS' ? '; send fewer jobs per batch' : '';
     super(
       LocalErrorCode.PayloadTooLarge,
-      `${what} too large (${bytes.toLocaleString('en-US')} bytes; the limit is ${describeBytes(limitBytes)})`,
+      `${what} too large (${bytes.toLocaleString('en-US')} bytes; the limit is ${describeBytes(limitBytes)})${hint}`,
     );
     this.bytes = bytes;
     this.limitBytes = limitBytes;

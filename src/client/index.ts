@@ -16,7 +16,11 @@ export {
   WAIT_SLICE_MS,
 } from './client.js';
 export type {
+  BatchJob,
   ConnectOptions,
+  EventFilter,
+  EventStreamOptions,
+  WatchEvent,
   JobOptions,
   JobWithAttempts,
   ListJobsOptions,
@@ -38,7 +42,9 @@ export {
 } from './negotiation.js';
 export type { CoordinatorFeatures } from './negotiation.js';
 export type { AnyTasks, BuiltinPayloads, TaskName, TaskPayload, TaskResult } from './typing.js';
+export type { EventGap } from './subscription.js';
 export {
+  EventsUnsupportedError,
   ClientClosedError,
   FeatureUnsupportedError,
   InvalidPayloadError,
@@ -50,6 +56,7 @@ export {
   TransportError,
   UnexpectedReplyError,
   UnsupportedFeatureError,
+  UnsupportedRequestError,
   WaitTimeoutError,
   WrongPortError,
   remoteErrorCode,

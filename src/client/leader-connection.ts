@@ -54,6 +54,10 @@ export interface LeaderConnectionOptions {
 
 /** True when a request may be sent again after its connection broke in flight. */
 export function isSafeToRepeat(msg: ClientRequest): boolean {
+  if (msg.type === 'SUBMIT_JOBS') {
+    // A batch may be sent again only when every job of it has a key.
+    return msg.jobs.every((job) => typeof job.idempotencyKey === 'string' && job.idempotencyKey);
+  }
   if (msg.type !== 'SUBMIT_JOB') return msg.type !== 'AUTH';
   return (
     msg.idempotencyKey !== null && msg.idempotencyKey !== undefined && msg.idempotencyKey !== ''

@@ -53,7 +53,7 @@ import { LeaseLostError } from '../store/lease.js';
 import { describeDatabase, isSharedDatabase } from '../store/open-store.js';
 import type { CoreInspection } from './core/core.js';
 import { COORDINATOR_FEATURES } from './core/offered-features.js';
-import type { CoreEvent, CoreInput } from './core/types.js';
+import type { CoreEvent } from './core/types.js';
 import type { LeaderElection } from './leadership/leader-election.js';
 import { notLeaderError } from './leadership/not-leader.js';
 import { EMPTY_INSPECTION, type RoleStatus } from './leadership/role.js';
@@ -134,7 +134,7 @@ export class Coordinator implements CoordinatorView {
         acceptsWorkers: () => this.#phase.kind !== 'failed' && this.#phase.kind !== 'stopping',
         entrance: () => this.#entrance(),
         leaderAddress: (port) => this.#leaderAddress(port),
-        dispatch: (input) => this.#dispatch(input),
+        clientInput: (input) => this.#termOf()?.clientInput(input),
         workerInput: (input) => this.#termOf()?.workerInput(input),
         clientClosed: (connId) => this.#termOf()?.clientClosed(connId),
       },
@@ -412,10 +412,6 @@ export class Coordinator implements CoordinatorView {
     return failure === null ? { kind: 'term', term } : { kind: 'failed', failure };
   }
 
-  #dispatch(input: CoreInput): void {
-    this.#termOf()?.dispatch(input);
-  }
-
   /** Where a term's effects go. */
   #outlets(): TermOutlets {
     const ports = (): Ports => this.#ports;
@@ -424,6 +420,7 @@ export class Coordinator implements CoordinatorView {
       reply: (connId, requestId, msg) => ports().reply(connId, requestId, msg),
       staged: (connId, requestId, msg) => ports().staged(connId, requestId, msg),
       held: (connId, requestId) => ports().held(connId, requestId),
+      push: (connId, msg) => ports().push(connId, msg),
       close: (connId, reason) => ports().close(connId, reason),
       hasClient: (connId) => ports().hasClient(connId),
       publish: (event) => this.#publish(event),

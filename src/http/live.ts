@@ -4,8 +4,8 @@
  *
  * Event names and data (JSON):
  * - `jobs`: `{changes: [{jobId, state, taskType?}], truncated}`, the jobs
- *   whose state changed since the previous message, coalesced (a job's last
- *   state wins), at most {@link MAX_CHANGES_PER_MESSAGE}; `truncated` means
+ *   whose state (or progress) changed since the previous message, coalesced
+ *   (a job's last state wins), at most {@link MAX_CHANGES_PER_MESSAGE}; `truncated` means
  *   more changed and a page should reload what it shows;
  * - `overview`: the same document as `GET /api/overview`, every second;
  * - `workers`: the same document as `GET /api/workers`, every two seconds
@@ -55,6 +55,10 @@ const STATE_AFTER: Partial<Record<CoreEvent['type'], JobState>> = {
 /** The state a job is in after an event, or null for events that change none. */
 export function jobChange(event: CoreEvent): JobChange | null {
   if (event.type === 'job.recovered') return { jobId: event.jobId, state: event.to };
+  // New progress: the job is still RUNNING, but a page showing it reloads it.
+  if (event.type === 'job.progress') {
+    return event.accepted ? { jobId: event.jobId, state: 'RUNNING' } : null;
+  }
   if (event.type === 'job.submitted') {
     return { jobId: event.jobId, state: 'QUEUED', taskType: event.taskType };
   }

@@ -53,6 +53,8 @@ export type NetEvent =
     }
   /** A TLS handshake ended; `error` is set when it failed. */
   | { type: 'tls.handshake'; port: PortName; remote: string; ok: boolean; error?: string }
+  /** A subscriber left too many pushed events unread: `count` more were dropped (EVENTS_MISSED). */
+  | { type: 'events.dropped'; port: PortName; remote: string; count: number }
   /** A token or client certificate was refused (the token itself is never part of it). */
   | { type: 'auth.refused'; port: PortName; remote: string; reason: string };
 

@@ -16,6 +16,7 @@ import { ProtocolError, ProtocolErrorCode } from './errors.js';
 import { encodeTextFrame } from './framing.js';
 import {
   ATTEMPT_OUTCOMES,
+  JOB_EVENT_KINDS,
   JOB_STATES,
   PRIORITIES,
   RESULT_FORMATS,
@@ -23,6 +24,8 @@ import {
   SCHEDULE_OVERLAPS,
   type AttemptSnapshot,
   type HeldAttempt,
+  type JobEventFilter,
+  type JobProgress,
   type JobSnapshot,
   type JsonObject,
   type Message,
@@ -34,6 +37,7 @@ import {
   type ScheduleDefinition,
   type ScheduleJob,
   type ScheduleSnapshot,
+  type SubmitJobsElement,
   type WorkerSnapshot,
 } from './messages.js';
 
@@ -74,6 +78,16 @@ export const intCodec: Codec<number> = {
   decode(value, path) {
     if (typeof value !== 'number' || !Number.isSafeInteger(value))
       throw badField(path, 'an integer', value);
+    return value;
+  },
+  encode: identity,
+};
+
+/** Any finite JSON number (fractions). */
+export const numberCodec: Codec<number> = {
+  decode(value, path) {
+    if (typeof value !== 'number' || !Number.isFinite(value))
+      throw badField(path, 'a number', value);
     return value;
   },
   encode: identity,
@@ -226,6 +240,45 @@ export const attemptSnapshotCodec: Codec<AttemptSnapshot> = recordCodec<AttemptS
   error: nullable(stringCodec),
 });
 
+export const jobProgressCodec: Codec<JobProgress> = recordCodec<JobProgress>({
+  fraction: numberCodec,
+  message: nullable(stringCodec),
+  atMillis: intCodec,
+});
+
+/**
+ * A subscription filter: unlike the rest of the protocol, an unknown field
+ * here is refused (a filter the coordinator does not understand would
+ * silently match more than asked for).
+ */
+export const jobEventFilterCodec: Codec<JobEventFilter> = {
+  decode(value, path) {
+    const fields: Fields<JobEventFilter> = {
+      jobId: optional(stringCodec),
+      taskType: optional(stringCodec),
+      queue: optional(stringCodec),
+    };
+    if (!isPlainObject(value)) throw badField(path, 'an object', value);
+    for (const key of Object.keys(value)) {
+      if (!Object.prototype.hasOwnProperty.call(fields, key)) {
+        throw new ProtocolError(
+          ProtocolErrorCode.BadValue,
+          `field ${path}.${key.slice(0, 40)} is not a known filter (jobId, taskType, queue)`,
+        );
+      }
+    }
+    return decodeFields(fields, value, `${path}.`);
+  },
+  encode: (value) => {
+    const out: Record<string, unknown> = {};
+    for (const key of ['jobId', 'taskType', 'queue'] as const) {
+      const v = value[key];
+      if (v !== null && v !== undefined) out[key] = v;
+    }
+    return out;
+  },
+};
+
 export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   jobId: stringCodec,
   taskType: stringCodec,
@@ -243,6 +296,7 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   resultFormat: optional(resultFormatCodec),
   timeoutMillis: optional(intCodec),
   idempotencyKey: optional(stringCodec),
+  progress: optional(jobProgressCodec),
   runAtMillis: optional(intCodec),
   scheduleName: optional(stringCodec),
   queue: optional(stringCodec),
@@ -327,6 +381,32 @@ const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
   attemptId: stringCodec,
 });
 
+/** The fields of a SUBMIT_JOB but `knownStates`: also those of one job of a SUBMIT_JOBS. */
+const SUBMIT_ELEMENT_FIELDS: Fields<SubmitJobsElement> = {
+  taskType: stringCodec,
+  payload: objectCodec,
+  maxAttempts: nullable(intCodec),
+  idempotencyKey: nullable(stringCodec),
+  priority: nullable(priorityCodec),
+  timeoutMillis: optional(intCodec),
+  runAtMillis: optional(intCodec),
+  queue: optional(stringCodec),
+  groupKey: optional(stringCodec),
+};
+
+/**
+ * Validates one job of a SUBMIT_JOBS (`path` names it in the error, e.g.
+ * `jobs[3]`). Throws {@link ProtocolError} as {@link decodeMessage} does.
+ */
+export function decodeSubmitElement(raw: JsonObject, path: string): SubmitJobsElement {
+  return decodeFields(SUBMIT_ELEMENT_FIELDS, raw, `${path}.`);
+}
+
+/** The JSON value of one job of a SUBMIT_JOBS (the fields of its schema only). */
+export function submitElementToJson(element: SubmitJobsElement): JsonObject {
+  return encodeFields(SUBMIT_ELEMENT_FIELDS, element) as JsonObject;
+}
+
 export const workerSnapshotCodec: Codec<WorkerSnapshot> = recordCodec<WorkerSnapshot>({
   workerId: stringCodec,
   capacity: intCodec,
@@ -376,19 +456,22 @@ const SCHEMAS: Schemas = {
     resultFormat: optional(resultFormatCodec),
   },
   WORKER_DRAINING: { workerId: stringCodec },
-  ERROR: { message: stringCodec, code: nullable(stringCodec), leader: optional(stringCodec) },
-  SUBMIT_JOB: {
-    taskType: stringCodec,
-    payload: objectCodec,
-    maxAttempts: nullable(intCodec),
-    idempotencyKey: nullable(stringCodec),
-    priority: nullable(priorityCodec),
-    timeoutMillis: optional(intCodec),
-    knownStates: optional(arrayOf(stringCodec)),
-    queue: optional(stringCodec),
-    groupKey: optional(stringCodec),
-    runAtMillis: optional(intCodec),
+  TASK_PROGRESS: {
+    workerId: stringCodec,
+    jobId: stringCodec,
+    attemptId: stringCodec,
+    fraction: numberCodec,
+    message: nullable(stringCodec),
   },
+  ERROR: {
+    message: stringCodec,
+    code: nullable(stringCodec),
+    leader: optional(stringCodec),
+    index: optional(intCodec),
+  },
+  SUBMIT_JOB: { ...SUBMIT_ELEMENT_FIELDS, knownStates: optional(arrayOf(stringCodec)) },
+  SUBMIT_JOBS: { jobs: arrayOf(objectCodec) },
+  JOBS_SUBMITTED: { jobIds: arrayOf(stringCodec) },
   JOB_SUBMITTED: {
     jobId: stringCodec,
     job: nullable(jobSnapshotCodec),
@@ -451,6 +534,10 @@ const SCHEMAS: Schemas = {
     clear: optional(arrayOf(stringCodec)),
   },
   QUEUE_INFO: { queue: queueInfoCodec },
+  SUBSCRIBE_JOBS: { filter: jobEventFilterCodec, knownStates: optional(arrayOf(stringCodec)) },
+  SUBSCRIBED: {},
+  JOB_EVENT: { event: enumCodec(JOB_EVENT_KINDS), atMillis: intCodec, job: jobSnapshotCodec },
+  EVENTS_MISSED: { missed: intCodec },
   SET_SCHEDULE: { schedule: scheduleDefinitionCodec },
   LIST_SCHEDULES: {},
   GET_SCHEDULE: { name: stringCodec, knownStates: optional(arrayOf(stringCodec)) },

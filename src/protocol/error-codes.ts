@@ -88,6 +88,8 @@ export const LocalErrorCode = {
   TlsFailed: 'TLS_FAILED',
   /** The coordinator does not know `AUTH`. */
   AuthUnsupported: 'AUTH_UNSUPPORTED',
+  /** The coordinator does not know `SUBSCRIBE_JOBS` (job events, `watch`). */
+  EventsUnsupported: 'EVENTS_UNSUPPORTED',
   /** Admission control refused a submission (a `SUBMIT_REJECTED` reply). */
   SubmitRejected: 'SUBMIT_REJECTED',
   /** A wait ended before the job was terminal. */
@@ -127,6 +129,8 @@ export const LocalErrorCode = {
   WrongPort: 'WRONG_PORT',
   /** A request (its payload) would not fit in a frame; nothing was sent. */
   PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
+  /** The coordinator does not understand a request of an extension (e.g. SUBMIT_JOBS). */
+  Unsupported: 'UNSUPPORTED',
   // Tasks and tools
   /** A task reported failure on purpose. */
   TaskFailed: 'TASK_FAILED',

@@ -101,6 +101,7 @@ export class StateView {
       }
       case 'JOB_STATUS':
       case 'JOB_CANCEL':
+      case 'JOB_EVENT':
         return this.#withJob(reply);
       case 'JOB_LIST': {
         const jobs = reply.jobs.map((job) => this.snapshot(job));
@@ -116,6 +117,7 @@ export class StateView {
         return { ...reply, recentJobs: shown };
       }
       case 'SUBMIT_REJECTED':
+      case 'JOBS_SUBMITTED':
       case 'WORKER_LIST':
       case 'JOBS_PURGED':
       case 'SCHEDULE_LIST':
@@ -124,6 +126,8 @@ export class StateView {
       case 'ERROR':
       case 'QUEUE_LIST':
       case 'QUEUE_INFO':
+      case 'SUBSCRIBED':
+      case 'EVENTS_MISSED':
         return reply;
     }
   }

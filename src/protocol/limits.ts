@@ -46,6 +46,21 @@ export const MAX_HELD_ATTEMPTS = (1 + MAX_PREFETCH_PER_SLOT) * MAX_CAPACITY;
 export const MAX_HELD_ID_LENGTH = 200;
 /** Most task types one worker may declare. */
 export const MAX_TASK_TYPES_PER_WORKER = 1024;
+/** Longest progress message (`TASK_PROGRESS.message`), in UTF-8 bytes. */
+export const MAX_PROGRESS_MESSAGE_BYTES = 1024;
+/** Most progress messages a worker sends per job per second (the last one always goes). */
+export const PROGRESS_MESSAGES_PER_SECOND = 4;
+/** Subscriptions (SUBSCRIBE_JOBS) one client connection may hold. */
+export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 16;
+/** Subscriptions all client connections together may hold. */
+export const MAX_SUBSCRIPTIONS = 1024;
+/** Longest value of a SUBSCRIBE_JOBS filter field, in characters. */
+export const MAX_FILTER_VALUE_LENGTH = 256;
+/**
+ * Pushed bytes a subscriber may leave unread before further events are
+ * dropped (and counted in EVENTS_MISSED once it reads again).
+ */
+export const MAX_SUBSCRIBER_BUFFER_BYTES = 256 * 1024;
 /** Furthest ahead a delayed job may be due, in ms (366 days: `runAtMillis`, `--delay`, `--run-at`). */
 export const MAX_DELAY_MS = 366 * 86_400_000;
 /** Default bound on SCHEDULED jobs (`--max-scheduled-jobs`). */

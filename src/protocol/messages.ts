@@ -8,10 +8,14 @@
  * Client port:  SUBMIT_JOB, JOB_SUBMITTED, SUBMIT_REJECTED, GET_JOB_STATUS,
  *               JOB_STATUS, LIST_JOBS, JOB_LIST, LIST_WORKERS, WORKER_LIST,
  *               CANCEL_JOB, JOB_CANCEL, ERROR; extensions WAIT_JOB, AUTH,
- *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, and the schedule requests
- *               SET_SCHEDULE, LIST_SCHEDULES, GET_SCHEDULE, PAUSE_SCHEDULE,
- *               RESUME_SCHEDULE, DELETE_SCHEDULE, TRIGGER_SCHEDULE with their
- *               replies SCHEDULE_INFO, SCHEDULE_LIST, SCHEDULE_DELETED.
+ *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, SUBMIT_JOBS, JOBS_SUBMITTED,
+ *               and the schedule requests SET_SCHEDULE, LIST_SCHEDULES,
+ *               GET_SCHEDULE, PAUSE_SCHEDULE, RESUME_SCHEDULE, DELETE_SCHEDULE,
+ *               TRIGGER_SCHEDULE with their replies SCHEDULE_INFO,
+ *               SCHEDULE_LIST, SCHEDULE_DELETED.
+ *
+ * Extensions on both ports: TASK_PROGRESS (worker); SUBSCRIBE_JOBS,
+ * SUBSCRIBED, JOB_EVENT, EVENTS_MISSED (client).
  *
  * Optional v1 fields are always present after decoding, as `null` when the
  * peer left them out or sent an explicit `null` (the two mean the same thing).
@@ -97,6 +101,17 @@ export interface JobSnapshot {
   runAtMillis?: number | null;
   /** Extension: the schedule whose tick made this job; absent otherwise. */
   scheduleName?: string | null;
+  /** Extension: the latest progress its handler reported (kept once it ends). */
+  progress?: JobProgress | null;
+}
+
+/** Progress a handler reported with `ctx.progress(fraction, message?)`. */
+export interface JobProgress {
+  /** 0..1. */
+  fraction: number;
+  message: string | null;
+  /** When the coordinator received it. */
+  atMillis: number;
 }
 
 /** `text` (the default) or `json`: see {@link JobSnapshot.resultFormat}. */
@@ -230,6 +245,20 @@ export interface TaskResult {
   /** Extension: `json` when `result` is the JSON text of a non-string value. */
   resultFormat?: ResultFormat | null;
 }
+/**
+ * Extension (`progress`): the handler of a running attempt reported
+ * progress. Ignored unless `attemptId` is the job's current lease.
+ */
+export interface TaskProgress {
+  type: 'TASK_PROGRESS';
+  workerId: string;
+  jobId: string;
+  attemptId: string;
+  /** 0..1. */
+  fraction: number;
+  /** At most 1 KiB of UTF-8 (limits.ts MAX_PROGRESS_MESSAGE_BYTES). */
+  message: string | null;
+}
 /** Extension: the worker takes no new assignments from now on. */
 export interface WorkerDraining {
   type: 'WORKER_DRAINING';
@@ -242,6 +271,8 @@ export interface ErrorMessage {
   code: string | null;
   /** Extension (with `NOT_LEADER`): the leader's `host:port` of the same port kind, when known. */
   leader?: string | null;
+  /** Extension (a refused SUBMIT_JOBS): the 0-based index of the job at fault. */
+  index?: number | null;
 }
 
 // ---- client port ----------------------------------------------------------
@@ -273,6 +304,24 @@ export interface SubmitJob {
    */
   runAtMillis?: number | null;
 }
+/** Extension: one job of a SUBMIT_JOBS batch, the fields of a SUBMIT_JOB without `type`. */
+export type SubmitJobsElement = Omit<SubmitJob, 'type' | 'knownStates'>;
+/**
+ * Extension: up to {@link MAX_BATCH_JOBS} jobs created in one commit, or none.
+ * The elements stay raw JSON objects here and are validated one by one by the
+ * coordinator, so that a bad one is answered with its index.
+ */
+export interface SubmitJobs {
+  type: 'SUBMIT_JOBS';
+  jobs: JsonObject[];
+}
+/** Extension: the ids of a SUBMIT_JOBS batch, in the order given. */
+export interface JobsSubmitted {
+  type: 'JOBS_SUBMITTED';
+  jobIds: string[];
+}
+/** Most jobs in one SUBMIT_JOBS. */
+export const MAX_BATCH_JOBS = 1_000;
 export interface JobSubmitted {
   type: 'JOB_SUBMITTED';
   jobId: string;
@@ -472,6 +521,44 @@ export interface QueueInfoReply {
   queue: QueueInfo;
 }
 
+/** Which jobs a subscription follows: every field given must match (none = every job). */
+export interface JobEventFilter {
+  jobId?: string | null;
+  taskType?: string | null;
+  queue?: string | null;
+}
+/**
+ * Extension: from now on, push a JOB_EVENT on this connection for every
+ * change of a matching job (answered SUBSCRIBED, then the pushes).
+ */
+export interface SubscribeJobs {
+  type: 'SUBSCRIBE_JOBS';
+  filter: JobEventFilter;
+  /** As on GET_JOB_STATUS: the job states beyond v1's six this client understands. */
+  knownStates?: string[] | null;
+}
+export interface Subscribed {
+  type: 'SUBSCRIBED';
+}
+/** The two kinds of change a JOB_EVENT reports. */
+export const JOB_EVENT_KINDS = ['state', 'progress'] as const;
+export type JobEventKind = (typeof JOB_EVENT_KINDS)[number];
+/** Extension (pushed after SUBSCRIBED): a matching job changed; `job` is it after the change. */
+export interface JobEvent {
+  type: 'JOB_EVENT';
+  event: JobEventKind;
+  atMillis: number;
+  job: JobSnapshot;
+}
+/**
+ * Extension (pushed): the subscriber fell behind by more than its buffer and
+ * `missed` events were dropped; pushes resume after this message.
+ */
+export interface EventsMissed {
+  type: 'EVENTS_MISSED';
+  missed: number;
+}
+
 /** How a schedule's tick treats a previous job of it that is not terminal yet. */
 export const SCHEDULE_OVERLAPS = ['allow', 'skip'] as const;
 export type ScheduleOverlap = (typeof SCHEDULE_OVERLAPS)[number];
@@ -578,11 +665,13 @@ export interface ScheduleDeleted {
   name: string;
 }
 
-export type WorkerToCoordinator = WorkerRegister | Heartbeat | TaskResult | WorkerDraining;
+export type WorkerToCoordinator =
+  WorkerRegister | Heartbeat | TaskResult | WorkerDraining | TaskProgress;
 export type CoordinatorToWorker =
   WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck;
 export type ClientRequest =
   | SubmitJob
+  | SubmitJobs
   | GetJobStatus
   | ListJobs
   | ListWorkers
@@ -592,6 +681,7 @@ export type ClientRequest =
   | PurgeJobs
   | ListQueues
   | SetQueue
+  | SubscribeJobs
   | ScheduleRequest;
 /** The schedule requests (extensions). */
 export type ScheduleRequest =
@@ -604,6 +694,7 @@ export type ScheduleRequest =
   | TriggerSchedule;
 export type ClientReply =
   | JobSubmitted
+  | JobsSubmitted
   | SubmitRejected
   | JobStatus
   | JobList
@@ -614,6 +705,9 @@ export type ClientReply =
   | JobsPurged
   | QueueList
   | QueueInfoReply
+  | Subscribed
+  | JobEvent
+  | EventsMissed
   | ScheduleInfo
   | ScheduleList
   | ScheduleDeleted;
@@ -625,6 +719,7 @@ export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 /** Direction tables: the compiler checks that each lists exactly its union. */
 const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   SUBMIT_JOB: true,
+  SUBMIT_JOBS: true,
   GET_JOB_STATUS: true,
   LIST_JOBS: true,
   LIST_WORKERS: true,
@@ -634,6 +729,7 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   PURGE_JOBS: true,
   LIST_QUEUES: true,
   SET_QUEUE: true,
+  SUBSCRIBE_JOBS: true,
   SET_SCHEDULE: true,
   LIST_SCHEDULES: true,
   GET_SCHEDULE: true,
@@ -644,6 +740,7 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
 };
 const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOB_SUBMITTED: true,
+  JOBS_SUBMITTED: true,
   SUBMIT_REJECTED: true,
   JOB_STATUS: true,
   JOB_LIST: true,
@@ -654,6 +751,9 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOBS_PURGED: true,
   QUEUE_LIST: true,
   QUEUE_INFO: true,
+  SUBSCRIBED: true,
+  JOB_EVENT: true,
+  EVENTS_MISSED: true,
   SCHEDULE_INFO: true,
   SCHEDULE_LIST: true,
   SCHEDULE_DELETED: true,
@@ -663,6 +763,7 @@ const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]
   HEARTBEAT: true,
   TASK_RESULT: true,
   WORKER_DRAINING: true,
+  TASK_PROGRESS: true,
 };
 const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]: true } = {
   WORKER_REGISTERED: true,

@@ -58,6 +58,14 @@ export interface TaskContext {
   /** Epoch ms at which the attempt's deadline passes (null when unknown). */
   readonly deadlineAtMs: number | null;
   readonly log: TaskLogger;
+  /**
+   * Reports how far the attempt is: `fraction` from 0 to 1, and an optional
+   * message of at most 1 KiB (anything else throws a RangeError). Call it as
+   * often as you like: the worker sends a few reports a second at most, and
+   * always the latest; the job's snapshot shows it as `progress`, and keeps
+   * the last one once the job ends.
+   */
+  progress(fraction: number, message?: string | null): void;
 }
 
 /** A handler as a plain function. */

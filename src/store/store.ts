@@ -16,6 +16,7 @@
 import { ErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import type {
+  JobProgress,
   AttemptOutcome,
   JobState,
   Priority,
@@ -57,6 +58,12 @@ export interface JobRecord {
   startedAtMs: number | null;
   /** When the job became terminal; null while it is not. */
   finishedAtMs: number | null;
+  /**
+   * The latest progress its handler reported; absent = none. Not written on
+   * every report: it reaches the store with the job's next write (the
+   * attempt's end, usually).
+   */
+  progress?: JobProgress | null;
   /** When a delayed job is (or was) due; null for a job that was not delayed. */
   runAtMs: number | null;
   /** The schedule whose tick made this job; null otherwise. */

@@ -46,10 +46,14 @@ export type TaskLogSink = (
   fields: Record<string, unknown>,
 ) => void;
 
+/** Receives what a task's handler reports with `ctx.progress`. */
+export type TaskProgressSink = (fraction: number, message: string | null) => void;
+
 export class PoolTask {
   readonly requestId: number;
   readonly input: RunTaskInput;
   readonly onLog: TaskLogSink;
+  onProgress: TaskProgressSink = () => undefined;
   /** Settles exactly once; never rejects. */
   readonly outcome: Promise<TaskOutcome>;
   /** True once the task code began; false if the task ended before that. */
@@ -234,7 +238,7 @@ export class PoolThread {
     const task = this.#task;
     if (task === null || value.requestId !== task.requestId) {
       // A handler stopped earlier may still log from a timer it left behind.
-      if (value.output.type === 'TASK_LOG') return;
+      if (value.output.type === 'TASK_LOG' || value.output.type === 'TASK_PROGRESS') return;
       return this.#fail('task thread answered a request it was not running');
     }
     this.#onOutput(task, value.output);
@@ -247,6 +251,9 @@ export class PoolThread {
         return;
       case 'TASK_LOG':
         task.onLog(output.level, output.message, output.fields);
+        return;
+      case 'TASK_PROGRESS':
+        task.onProgress(output.fraction, output.message);
         return;
       case 'TASK_SUCCEEDED': {
         const { result, resultFormat } = output;

@@ -39,11 +39,12 @@ import {
   PoolThread,
   type StopOutcome,
   type TaskLogSink,
+  type TaskProgressSink,
   type TaskOutcome,
 } from './pool-thread.js';
 import type { AbortReason, RunTaskInput, TaskThreadData } from './thread-messages.js';
 
-export type { StopOutcome, TaskLogSink, TaskOutcome } from './pool-thread.js';
+export type { StopOutcome, TaskLogSink, TaskOutcome, TaskProgressSink } from './pool-thread.js';
 
 export { DEFAULT_CANCEL_GRACE_MS };
 
@@ -154,7 +155,11 @@ export class TaskPool {
    * `queueLimit`) until one is free. Beyond that, or after `close()`, the
    * handle's outcome is an immediate failure.
    */
-  run(run: TaskRun, onLog: TaskLogSink = () => undefined): TaskHandle {
+  run(
+    run: TaskRun,
+    onLog: TaskLogSink = () => undefined,
+    onProgress: TaskProgressSink = () => undefined,
+  ): TaskHandle {
     if (this.#closing !== null) return endedHandle('task pool is closed');
     const full = this.#running.size >= this.capacity;
     if (full && this.#queued.length >= this.#queueLimit) {
@@ -164,6 +169,7 @@ export class TaskPool {
     const task: PoolTask = new PoolTask(this.#nextRequestId++, input, onLog, () =>
       this.#running.delete(task),
     );
+    task.onProgress = onProgress;
     if (full) this.#queued.push(task);
     else this.#start(task, this.#takeIdle() ?? this.#spawn());
     return {

@@ -22,7 +22,7 @@
 import { getHeapStatistics } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
-import { clipError } from '../protocol/limits.js';
+import { clipError, MAX_PROGRESS_MESSAGE_BYTES } from '../protocol/limits.js';
 import type { JsonObject } from '../protocol/messages.js';
 import type { TaskContext, TaskLogger } from '../sdk/task.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
@@ -115,8 +115,29 @@ function taskLogger(requestId: number): TaskLogger {
   return { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
 }
 
+/** `ctx.progress`: checks its arguments (a RangeError for bad ones) and tells the main thread. */
+function progressReporter(requestId: number): TaskContext['progress'] {
+  return (fraction: number, message?: string | null): void => {
+    if (typeof fraction !== 'number' || !(fraction >= 0 && fraction <= 1)) {
+      throw new RangeError(
+        `ctx.progress: fraction must be a number from 0 to 1, got ${String(fraction)}`,
+      );
+    }
+    if (message !== undefined && message !== null && typeof message !== 'string') {
+      throw new TypeError('ctx.progress: message must be a string');
+    }
+    if (typeof message === 'string' && Buffer.byteLength(message) > MAX_PROGRESS_MESSAGE_BYTES) {
+      throw new RangeError(
+        `ctx.progress: message must be at most ${MAX_PROGRESS_MESSAGE_BYTES} bytes of UTF-8`,
+      );
+    }
+    reply(requestId, { type: 'TASK_PROGRESS', fraction, message: message ?? null });
+  };
+}
+
 function contextFor(requestId: number, input: RunTaskInput, signal: AbortSignal): TaskContext {
   return Object.freeze({
+    progress: progressReporter(requestId),
     jobId: input.jobId,
     attemptId: input.attemptId,
     attemptNumber: input.attemptNumber,

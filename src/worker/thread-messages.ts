@@ -11,6 +11,7 @@
  *                           same requestId as its RUN_TASK
  *   output  TASK_STARTED    the payload is valid; the handler is now running
  *           TASK_LOG        a line the handler logged through `ctx.log`
+ *           TASK_PROGRESS   what the handler reported with `ctx.progress`
  *           TASK_SUCCEEDED  the handler returned; its value, encoded
  *           TASK_FAILED     the handler threw, the payload was invalid, the
  *                           task type is unknown or a task module did not load
@@ -59,6 +60,7 @@ export type TaskLogLevel = (typeof LOG_LEVELS)[number];
 export type ThreadOutput =
   | { type: 'TASK_STARTED' }
   | { type: 'TASK_LOG'; level: TaskLogLevel; message: string; fields: Record<string, unknown> }
+  | { type: 'TASK_PROGRESS'; fraction: number; message: string | null }
   | { type: 'TASK_SUCCEEDED'; result: string; resultFormat: ResultFormat }
   | { type: 'TASK_FAILED'; error: string; retryable: boolean };
 
@@ -169,6 +171,11 @@ function isThreadOutput(value: unknown): value is ThreadOutput {
         LOG_LEVELS.includes(value.level as TaskLogLevel) &&
         typeof value.message === 'string' &&
         isRecord(value.fields)
+      );
+    case 'TASK_PROGRESS':
+      return (
+        typeof value.fraction === 'number' &&
+        (value.message === null || typeof value.message === 'string')
       );
     case 'TASK_SUCCEEDED':
       return (

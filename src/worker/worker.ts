@@ -91,8 +91,9 @@ import {
   type TaskResult,
   type WorkerRegistered,
 } from '../protocol/messages.js';
+import { ProgressThrottle } from './progress-throttle.js';
 import { parseFeatures, type Feature } from '../protocol/features.js';
-import { clipError } from '../protocol/limits.js';
+import { clipError, PROGRESS_MESSAGES_PER_SECOND } from '../protocol/limits.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
@@ -169,6 +170,8 @@ interface RunningTask {
   connection: FramedConnection;
   /** Fires at the attempt's deadline (when the coordinator told it); cleared when the task leaves. */
   deadlineTimer: NodeJS.Timeout | null;
+  /** Its progress on the way out; null when the coordinator did not offer `progress`. */
+  readonly progress: ProgressThrottle | null;
 }
 
 export class Worker {
@@ -725,6 +728,7 @@ export class Worker {
         deadlineAtMs: timeoutMs === null ? null : Date.now() + timeoutMs,
       },
       (level, message, fields) => taskLog[level](fields, message),
+      (fraction, message) => task.progress?.report({ fraction, message }),
     );
     const startedAtMs = performance.now();
     const task: RunningTask = {
@@ -734,6 +738,20 @@ export class Worker {
       startedAtMs,
       connection,
       deadlineTimer: null,
+      // Only to a coordinator that offered it; otherwise progress stays here.
+      progress: this.#features.has('progress')
+        ? new ProgressThrottle(1_000 / PROGRESS_MESSAGES_PER_SECOND, (p) => {
+            if (task.connection !== this.#connection || this.#tasks.get(attemptId) !== task) return;
+            task.connection.send({
+              type: 'TASK_PROGRESS',
+              workerId: this.workerId,
+              jobId,
+              attemptId,
+              fraction: p.fraction,
+              message: p.message,
+            });
+          })
+        : null,
     };
     if (timeoutMs !== null) {
       task.deadlineTimer = setTimeout(() => this.#onDeadline(task, timeoutMs), timeoutMs);
@@ -753,11 +771,14 @@ export class Worker {
     if (this.#tasks.get(task.attemptId) === task) this.#tasks.delete(task.attemptId);
     if (task.deadlineTimer !== null) clearTimeout(task.deadlineTimer);
     task.deadlineTimer = null;
+    task.progress?.dispose();
   }
 
   #onTaskEnded(task: RunningTask, outcome: TaskOutcome): void {
     // Stopped and abandoned tasks have left the map already: never report them.
     if (this.#tasks.get(task.attemptId) !== task) return;
+    // The last progress goes before the result.
+    task.progress?.flush();
     this.#forget(task);
     if (!outcome.success && outcome.cancelled) {
       this.#notifyIfIdle();

@@ -54,7 +54,12 @@ export const SESSIONS: readonly Session[] = [
       { doc: README, heading: 'Queues and limits' },
       { doc: OPERATIONS, heading: 'Backups' },
     ],
-    files: { 'job.json': '{"width": 80}\n' },
+    files: {
+      'job.json': '{"width": 80}\n',
+      'jobs.ndjson':
+        '{"taskType": "SHA256", "payload": {"text": "a"}}\n' +
+        '{"taskType": "WORD_COUNT", "payload": {"text": "b c"}, "priority": "HIGH"}\n',
+    },
   },
   {
     name: 'README "The dashboard" and the job queries of HTTP.md',

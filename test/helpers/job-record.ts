@@ -28,6 +28,7 @@ export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobR
     updatedAtMs: 1_000 + seq,
     startedAtMs: null,
     finishedAtMs: null,
+    progress: null,
     runAtMs: null,
     scheduleName: null,
     queue: 'default',

@@ -137,6 +137,7 @@ export function describeStoreContract(backend: StoreBackend): void {
         updatedAtMs: 5_000,
         startedAtMs: 4_000,
         finishedAtMs: 5_000,
+        progress: { fraction: 0.75, message: 'three quarters', atMillis: 4_900 },
       };
       await store.commit(batchOf([{ job: done, isNew: false }]));
       assert.deepEqual((await getJob(store, 'job-1')).job, done);

@@ -14,7 +14,9 @@ import type {
   Priority,
   SetQueue,
   SubmitJob,
+  SubmitJobs,
 } from '../../src/protocol/messages.js';
+import { submitElementToJson } from '../../src/protocol/codec.js';
 import { KNOWN_STATES, StateView } from '../../src/protocol/job-view.js';
 import { JOB_STATES, QUEUE_SETTING_FIELDS } from '../../src/protocol/messages.js';
 import type { ClientLink, ClientPeer, SimClock } from './network.js';
@@ -47,6 +49,7 @@ const REQUEST_WEIGHTS = {
   resubmit: 6,
   conflict: 3,
   invalidSubmit: 3,
+  batch: 4,
   cancel: 8,
   status: 14,
   wait: 10,
@@ -55,6 +58,7 @@ const REQUEST_WEIGHTS = {
   unknownJob: 2,
   setQueue: 3,
   listQueues: 1,
+  subscribe: 1,
 } as const;
 
 const QUEUES = ['default', 'q1', 'q2'] as const;
@@ -124,6 +128,10 @@ export class SimClient implements ClientPeer {
     if (request?.type === 'SUBMIT_JOB' && msg.type === 'JOB_SUBMITTED') {
       this.#env.onAck(msg.jobId, request);
     }
+    if (request?.type === 'SUBMIT_JOBS' && msg.type === 'JOBS_SUBMITTED') {
+      const parts = batchParts(request);
+      msg.jobIds.forEach((jobId, i) => this.#env.onAck(jobId, parts[i] as SubmitJob));
+    }
     if (request?.type === 'LIST_JOBS' && msg.type === 'JOB_LIST') this.#cursor = msg.nextCursor;
   }
 
@@ -158,6 +166,8 @@ export class SimClient implements ClientPeer {
           : this.#newSubmission();
       case 'invalidSubmit':
         return this.#invalidSubmission();
+      case 'batch':
+        return this.#batch();
       case 'cancel':
         return { type: 'CANCEL_JOB', jobId: this.#someJobId() };
       case 'status':
@@ -172,6 +182,17 @@ export class SimClient implements ClientPeer {
         return this.#setQueue();
       case 'listQueues':
         return { type: 'LIST_QUEUES' };
+      case 'subscribe':
+        return {
+          type: 'SUBSCRIBE_JOBS',
+          filter: rng.pick([
+            {},
+            { jobId: this.#someJobId() },
+            { taskType: 'SLEEP' },
+            { queue: 'default' },
+            { queue: 'elsewhere' },
+          ]),
+        };
       case 'unknownJob':
         return rng.chance(0.5)
           ? { type: 'GET_JOB_STATUS', jobId: `no-such-job-${rng.int(0, 9)}` }
@@ -321,6 +342,33 @@ export class SimClient implements ClientPeer {
     return msg;
   }
 
+  /** 1..5 jobs: new ones, exact resubmissions, conflicts, sometimes one invalid. */
+  #batch(): SubmitJobs {
+    const rng = this.#rng;
+    const keyed = this.#env.keyed;
+    const parts = Array.from({ length: rng.int(1, 5) }, (): SubmitJob => {
+      const roll = rng.float();
+      if (roll < 0.15 && keyed.length > 0) return rng.pick(keyed);
+      if (roll < 0.2 && keyed.length > 0) return this.#conflicting(rng.pick(keyed));
+      return this.#newSubmission();
+    });
+    let invalid = false;
+    if (rng.chance(0.1)) {
+      parts[rng.int(0, parts.length - 1)] = this.#invalidSubmission();
+      invalid = true;
+    }
+    const keys = parts.map((p) => p.idempotencyKey).filter((k) => k !== null);
+    if (new Set(keys).size !== keys.length) invalid = true; // one key twice in a batch
+    const msg: SubmitJobs = {
+      type: 'SUBMIT_JOBS',
+      jobs: parts.map(({ type: _type, knownStates: _known, ...element }) =>
+        submitElementToJson(element),
+      ),
+    };
+    if (invalid) this.#env.invalid.add(msg);
+    return msg;
+  }
+
   #list(): ClientRequest {
     const rng = this.#rng;
     const roll = rng.float();
@@ -342,4 +390,20 @@ export class SimClient implements ClientPeer {
     if (limit === 0 || cursor === 'not-a-cursor' || unknownState) this.#env.invalid.add(msg);
     return msg;
   }
+}
+
+/** The jobs of a batch as the SUBMIT_JOBs they stand for. */
+export function batchParts(msg: SubmitJobs): SubmitJob[] {
+  return msg.jobs.map((job) => ({
+    type: 'SUBMIT_JOB',
+    taskType: job.taskType as string,
+    payload: job.payload as JsonObject,
+    maxAttempts: (job.maxAttempts as number | null | undefined) ?? null,
+    idempotencyKey: (job.idempotencyKey as string | null | undefined) ?? null,
+    priority: (job.priority as Priority | null | undefined) ?? null,
+    ...(typeof job.timeoutMillis === 'number' && { timeoutMillis: job.timeoutMillis }),
+    ...(typeof job.runAtMillis === 'number' && { runAtMillis: job.runAtMillis }),
+    ...(typeof job.queue === 'string' && { queue: job.queue }),
+    ...(typeof job.groupKey === 'string' && { groupKey: job.groupKey }),
+  }));
 }

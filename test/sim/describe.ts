@@ -55,6 +55,8 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
   switch (msg.type) {
     case 'SUBMIT_JOB':
       return `SUBMIT_JOB ${msg.taskType} ${JSON.stringify(msg.payload)} key=${msg.idempotencyKey} max=${msg.maxAttempts} ${msg.priority ?? ''}`;
+    case 'SUBMIT_JOBS':
+      return `SUBMIT_JOBS ${msg.jobs.length} jobs ${JSON.stringify(msg.jobs)}`;
     case 'GET_JOB_STATUS':
     case 'CANCEL_JOB':
       return `${msg.type} ${short(msg.jobId)}`;
@@ -72,6 +74,8 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return 'LIST_QUEUES';
     case 'SET_QUEUE':
       return `SET_QUEUE ${JSON.stringify(msg)}`;
+    case 'SUBSCRIBE_JOBS':
+      return `SUBSCRIBE_JOBS ${JSON.stringify(msg.filter)}`;
     case 'SET_SCHEDULE':
       return `SET_SCHEDULE ${msg.schedule.name}`;
     case 'LIST_SCHEDULES':
@@ -109,6 +113,8 @@ export function describeEffect(effect: Effect): string {
               : '';
       return `=> c${effect.connId}#${effect.requestId} ${msg.type}${detail}`;
     }
+    case 'push':
+      return `push c${effect.connId} ${effect.msg.event} ${short(effect.msg.job.jobId)} ${effect.msg.job.state}`;
     case 'armWait':
       return `arm wait c${effect.connId}#${effect.requestId} ${effect.timeoutMs} ms`;
     case 'read':

@@ -212,7 +212,7 @@ export class Invariants implements WorldObserver {
         const field = differingField(terminal.row, row);
         if (field !== undefined) {
           throw judge.violation(
-            `terminal job ${row.jobId} changed: ${field} was ${String(terminal.row[field])}, now ${String(row[field])}`,
+            `terminal job ${row.jobId} changed: ${field} was ${JSON.stringify(terminal.row[field])}, now ${JSON.stringify(row[field])}`,
           );
         }
       } else if (isTerminalState(row.state) && tracker.terminalState(row.jobId) !== row.state) {
@@ -313,7 +313,7 @@ export class Invariants implements WorldObserver {
       judge.check(
         field === undefined,
         () =>
-          `job ${job.jobId} field ${field} is ${String(job[field as keyof JobRecord])} in memory, ${String(row?.[field as keyof JobRecord])} committed`,
+          `job ${job.jobId} field ${field} is ${JSON.stringify(job[field as keyof JobRecord])} in memory, ${JSON.stringify(row?.[field as keyof JobRecord])} committed`,
       );
       const lease = this.tracker.leases.get(job.jobId);
       if (job.state !== 'RUNNING') {

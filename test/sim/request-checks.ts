@@ -18,6 +18,7 @@ import type {
   ClientRequest,
   ListJobs,
   SubmitJob,
+  SubmitJobs,
   WaitJob,
 } from '../../src/protocol/messages.js';
 import type { JobState } from '../../src/protocol/messages.js';
@@ -71,6 +72,8 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
   switch (msg.type) {
     case 'SUBMIT_JOB':
       return msg.idempotencyKey !== null;
+    case 'SUBMIT_JOBS':
+      return read;
     case 'GET_JOB_STATUS':
     case 'CANCEL_JOB':
     case 'WAIT_JOB':
@@ -82,6 +85,7 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
       return read;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SUBSCRIBE_JOBS':
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
     case 'PAUSE_SCHEDULE':
@@ -128,6 +132,8 @@ function answerNow(
   switch (msg.type) {
     case 'SUBMIT_JOB':
       return checkSubmit(ctx, msg, reply as ClientReply, h, before);
+    case 'SUBMIT_JOBS':
+      return checkBatch(ctx, msg, reply as ClientReply, h);
     case 'CANCEL_JOB':
       return checkCancel(judge, msg, reply as ClientReply, h, before);
     case 'GET_JOB_STATUS':
@@ -145,6 +151,14 @@ function answerNow(
         ids.every((id, i) => i === 0 || (ids[i - 1] as string) < id) &&
           r.workers.every((w) => w.activeTasks <= w.capacity),
         () => `WORKER_LIST not sorted or over capacity: ${JSON.stringify(r.workers)}`,
+      );
+      return;
+    }
+    case 'SUBSCRIBE_JOBS': {
+      const r = reply as ClientReply;
+      judge.check(
+        r.type === 'SUBSCRIBED' || (r.type === 'ERROR' && r.code === 'LIMIT_EXCEEDED'),
+        () => `SUBSCRIBE_JOBS answered with ${JSON.stringify(r).slice(0, 200)}`,
       );
       return;
     }
@@ -170,6 +184,40 @@ function answerNow(
       return;
     }
   }
+}
+
+/** A batch is answered with one id per job, or with nothing created at all. */
+function checkBatch(
+  ctx: RequestContext,
+  msg: SubmitJobs,
+  reply: ClientReply,
+  h: HandledInput,
+): void {
+  const { judge } = ctx;
+  const created = h.effects.filter((e) => e.kind === 'event' && e.event.type === 'job.submitted');
+  judge.check(
+    !ctx.invalid.has(msg) || (reply.type === 'ERROR' && typeof reply.index === 'number'),
+    () => `an invalid batch got ${JSON.stringify(reply).slice(0, 200)}`,
+  );
+  judge.check(
+    reply.type !== 'ERROR' ||
+      ctx.invalid.has(msg) ||
+      reply.code === 'IDEMPOTENCY_CONFLICT' ||
+      reply.code === 'STORE_READ_FAILED',
+    () => `a valid batch got ERROR ${JSON.stringify(reply).slice(0, 200)}`,
+  );
+  if (reply.type === 'JOBS_SUBMITTED') {
+    judge.check(
+      reply.jobIds.length === msg.jobs.length && created.length <= msg.jobs.length,
+      () =>
+        `SUBMIT_JOBS of ${msg.jobs.length} got ${reply.jobIds.length} ids, created ${created.length}`,
+    );
+    return;
+  }
+  judge.check(
+    (reply.type === 'ERROR' || reply.type === 'SUBMIT_REJECTED') && created.length === 0,
+    () => `a refused SUBMIT_JOBS (${reply.type}) created ${created.length} jobs`,
+  );
 }
 
 /** The core's notion of "the same submission" (effective maxAttempts and priority). */
@@ -261,9 +309,13 @@ function checkSubmit(
     case 'JOBS_PURGED':
     case 'QUEUE_LIST':
     case 'QUEUE_INFO':
+    case 'SUBSCRIBED':
+    case 'JOB_EVENT':
+    case 'EVENTS_MISSED':
     case 'SCHEDULE_INFO':
     case 'SCHEDULE_LIST':
     case 'SCHEDULE_DELETED':
+    case 'JOBS_SUBMITTED':
       throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
   }
 }
@@ -422,6 +474,19 @@ export function checkDeferredAnswer(
   if (reply.type === 'ERROR' && reply.code === 'STORE_READ_FAILED') return;
   const what = `deferred ${msg.type} answered ${JSON.stringify(reply).slice(0, 300)}`;
   switch (msg.type) {
+    case 'SUBMIT_JOBS':
+      judge.check(
+        reply.type === 'JOBS_SUBMITTED'
+          ? reply.jobIds.length === msg.jobs.length &&
+              reply.jobIds.every((id, i) => {
+                const key = msg.jobs[i]?.idempotencyKey;
+                return typeof key !== 'string' || after.keyOwner(key)?.jobId === id;
+              })
+          : reply.type === 'SUBMIT_REJECTED' ||
+              (reply.type === 'ERROR' && reply.code === 'IDEMPOTENCY_CONFLICT'),
+        () => what,
+      );
+      return;
     case 'SUBMIT_JOB': {
       const owner = after.keyOwner(msg.idempotencyKey ?? '');
       if (reply.type === 'SUBMIT_REJECTED') return;
@@ -478,6 +543,7 @@ export function checkDeferredAnswer(
       return;
     case 'LIST_WORKERS':
     case 'AUTH':
+    case 'SUBSCRIBE_JOBS':
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
     case 'GET_SCHEDULE':

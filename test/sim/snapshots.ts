@@ -42,12 +42,16 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
         for (const job of msg.jobs) add(job, where);
         break;
       case 'SUBMIT_REJECTED':
+      case 'JOBS_SUBMITTED':
       case 'WORKER_LIST':
       case 'ERROR':
       case 'AUTH_OK':
       case 'JOBS_PURGED':
       case 'QUEUE_LIST':
       case 'QUEUE_INFO':
+      case 'SUBSCRIBED':
+      case 'JOB_EVENT':
+      case 'EVENTS_MISSED':
       case 'SCHEDULE_INFO':
       case 'SCHEDULE_LIST':
       case 'SCHEDULE_DELETED':

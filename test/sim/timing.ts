@@ -98,6 +98,8 @@ export class TimingChecks {
   #onEvent(event: HandledEvent, now: number, finished: Set<string>): void {
     const judge = this.#judge;
     switch (event.type) {
+      case 'job.progress':
+        return;
       case 'job.assigned':
         this.#grantedAtMs.set(event.jobId, now);
         this.#retryAtMs.delete(event.jobId);

@@ -17,12 +17,18 @@
 import type { CoreConfig, CoreEvent, Effect } from '../../src/coordinator/core/types.js';
 import type { MemoryStore } from '../../src/store/memory-store.js';
 import type { JobRecord } from '../../src/store/store.js';
-import { isTerminalState, type JobState, type SubmitJob } from '../../src/protocol/messages.js';
+import {
+  isTerminalState,
+  type JobEventFilter,
+  type JobState,
+  type SubmitJob,
+} from '../../src/protocol/messages.js';
 import { checkDeferredAnswer, checkRequest, type Before, type KeyOwner } from './request-checks.js';
 import type { ClientRequest } from '../../src/protocol/messages.js';
 import { collectSnapshots, snapshotProblem, type SnapshotSeen } from './snapshots.js';
 import type { Judge } from './violation.js';
 import type { HandledInput } from './world.js';
+import { batchParts } from './clients.js';
 
 export interface Lease {
   attemptId: string;
@@ -80,6 +86,8 @@ export class JobTracker {
    */
   readonly #deferred = new Map<string, ClientRequest>();
   readonly #judge: Judge;
+  /** SUBSCRIBE_JOBS filters the core accepted, by client connection (gone with a crash). */
+  readonly #subscriptions = new Map<number, JobEventFilter[]>();
   readonly #config: CoreConfig;
   readonly #store: MemoryStore;
   readonly #invalid: WeakSet<object>;
@@ -184,6 +192,10 @@ export class JobTracker {
     if (input.kind === 'workerMessage' && input.msg.type === 'TASK_RESULT') {
       this.#checkResult(input.msg.jobId, input.msg.attemptId, input.msg, h, before.lease);
     }
+    if (input.kind === 'workerMessage' && input.msg.type === 'TASK_PROGRESS') {
+      this.#checkProgress(input.msg, h, before.lease);
+    }
+    this.#checkPushes(h);
   }
 
   /** The batch being built was flushed as `batchId` (null: without writes). */
@@ -225,6 +237,7 @@ export class JobTracker {
 
   /** The process died: staged facts vanish, live facts are rebuilt from committed rows. */
   onCrash(): void {
+    this.#subscriptions.clear();
     this.#building = stagedFacts();
     this.#inFlight.clear();
     this.#deferred.clear();
@@ -244,7 +257,12 @@ export class JobTracker {
     const input = h.input;
     let jobId: string | null = null;
     let key: string | null = null;
-    if (input.kind === 'workerMessage' && input.msg.type === 'TASK_RESULT') jobId = input.msg.jobId;
+    if (
+      input.kind === 'workerMessage' &&
+      (input.msg.type === 'TASK_RESULT' || input.msg.type === 'TASK_PROGRESS')
+    ) {
+      jobId = input.msg.jobId;
+    }
     if (input.kind === 'clientRequest') {
       const msg = input.msg;
       if (msg.type === 'SUBMIT_JOB') key = msg.idempotencyKey;
@@ -362,6 +380,8 @@ export class JobTracker {
       case 'result.stale':
         this.counts.staleResults++;
         return;
+      case 'job.progress':
+        return; // judged with its TASK_PROGRESS (#checkProgress)
       case 'worker.leasesKept':
         this.counts.keptLeases += event.jobs;
         return;
@@ -499,6 +519,90 @@ export class JobTracker {
     }
   }
 
+  /**
+   * Subscriber invariant: a job event goes only to a connection holding a
+   * subscription whose filter matches the job, at most once per matching
+   * subscription and input, and shows the job's terminal state once it has
+   * one. A closed connection's subscriptions are gone.
+   */
+  #checkPushes(h: HandledInput): void {
+    const input = h.input;
+    if (input.kind === 'clientClosed') this.#subscriptions.delete(input.connId);
+    const counts = new Map<string, number>();
+    for (const effect of h.effects) {
+      if (effect.kind === 'reply' && effect.msg.type === 'SUBSCRIBED') {
+        const request = input.kind === 'clientRequest' ? input.msg : null;
+        this.#judge.check(
+          request?.type === 'SUBSCRIBE_JOBS' &&
+            input.kind === 'clientRequest' &&
+            input.connId === effect.connId,
+          () => `SUBSCRIBED on ${effect.connId} without its SUBSCRIBE_JOBS`,
+        );
+        if (request?.type !== 'SUBSCRIBE_JOBS') continue;
+        const list = this.#subscriptions.get(effect.connId) ?? [];
+        list.push(request.filter);
+        this.#subscriptions.set(effect.connId, list);
+      }
+      if (effect.kind !== 'push') continue;
+      const job = effect.msg.job;
+      const matching = (this.#subscriptions.get(effect.connId) ?? []).filter(
+        (f) =>
+          (f.jobId == null || f.jobId === job.jobId) &&
+          (f.taskType == null || f.taskType === job.taskType) &&
+          (f.queue == null || f.queue === 'default'),
+      ).length;
+      const key = `${effect.connId}/${job.jobId}`;
+      const n = (counts.get(key) ?? 0) + 1;
+      counts.set(key, n);
+      this.#judge.check(
+        n <= matching,
+        () =>
+          `job event #${n} for ${job.jobId} to connection ${effect.connId}, which has ${matching} matching subscriptions`,
+      );
+      const terminal = this.terminalState(job.jobId);
+      this.#judge.check(
+        terminal === undefined || terminal === job.state,
+        () => `job event shows ${job.jobId} ${job.state}, but it ended ${terminal}`,
+      );
+    }
+  }
+
+  /**
+   * Progress fencing: a TASK_PROGRESS is accepted exactly when it carries the
+   * current lease of its sender and a fraction within 0..1, and an accepted
+   * one was current when it was sent.
+   */
+  #checkProgress(
+    msg: { jobId: string; attemptId: string; fraction: number },
+    h: HandledInput,
+    leaseBefore: Lease | undefined,
+  ): void {
+    const judge = this.#judge;
+    const accepted = h.effects.some(
+      (e) =>
+        e.kind === 'event' &&
+        e.event.type === 'job.progress' &&
+        e.event.jobId === msg.jobId &&
+        e.event.accepted,
+    );
+    const current =
+      !h.linkClosedByCore &&
+      leaseBefore !== undefined &&
+      leaseBefore.attemptId === msg.attemptId &&
+      leaseBefore.workerId === h.linkWorkerId;
+    const inRange = msg.fraction >= 0 && msg.fraction <= 1;
+    judge.check(
+      accepted === (current && inRange),
+      () =>
+        `TASK_PROGRESS ${msg.jobId}/${msg.attemptId} (${msg.fraction}) was ${accepted ? 'accepted' : 'ignored'}, but the current lease is ${leaseBefore?.attemptId ?? 'none'} on ${leaseBefore?.workerId ?? 'nobody'}`,
+    );
+    judge.check(
+      !accepted || h.currentAtSend,
+      () =>
+        `TASK_PROGRESS ${msg.jobId}/${msg.attemptId} was accepted but was not current when sent`,
+    );
+  }
+
   /** A TASK_RESULT is accepted exactly when it carries the current lease of its sender. */
   #checkResult(
     jobId: string,
@@ -549,10 +653,20 @@ export class JobTracker {
     const input = h.input;
     if (input.kind === 'clientRequest' && input.msg.type === 'SUBMIT_JOB') return input.msg;
     for (const effect of h.effects) {
-      if (effect.kind !== 'reply' || effect.msg.type !== 'JOB_SUBMITTED') continue;
-      if (effect.msg.jobId !== jobId) continue;
-      const msg = this.#deferred.get(`${effect.connId}/${effect.requestId}`);
-      if (msg?.type === 'SUBMIT_JOB') return msg;
+      if (effect.kind !== 'reply') continue;
+      const reply = effect.msg;
+      const request =
+        input.kind === 'clientRequest' &&
+        input.connId === effect.connId &&
+        input.requestId === effect.requestId
+          ? input.msg
+          : this.#deferred.get(`${effect.connId}/${effect.requestId}`);
+      if (reply.type === 'JOB_SUBMITTED' && reply.jobId === jobId && request?.type === 'SUBMIT_JOB')
+        return request;
+      if (reply.type === 'JOBS_SUBMITTED' && request?.type === 'SUBMIT_JOBS') {
+        const part = batchParts(request)[reply.jobIds.indexOf(jobId)];
+        if (part !== undefined) return part;
+      }
     }
     throw this.#judge.violation(`job ${jobId} created on a ${input.kind} input by no submission`);
   }

@@ -22,6 +22,7 @@ import type {
   CoordinatorToWorker,
   HeldAttempt,
   JsonObject,
+  TaskProgress,
   TaskResult,
   WorkerToCoordinator,
 } from '../../src/protocol/messages.js';
@@ -81,7 +82,7 @@ interface Task {
 }
 
 interface Outgoing {
-  msg: TaskResult;
+  msg: TaskResult | TaskProgress;
   sendAtMs: number;
 }
 
@@ -434,7 +435,24 @@ export class SimWorker implements WorkerPeer {
   #finishTasks(): void {
     const now = this.#now;
     for (const task of [...this.#tasks.values()]) {
-      if (task.doneAtMs > now) continue;
+      if (task.doneAtMs > now) {
+        // Progress now and then, sometimes late enough to be stale when it arrives.
+        if (this.#rng.chance(0.02)) {
+          const late = !this.#env.quiet() && this.#rng.chance(0.2);
+          this.#outbox.push({
+            msg: {
+              type: 'TASK_PROGRESS',
+              workerId: this.workerId,
+              jobId: task.jobId,
+              attemptId: task.attemptId,
+              fraction: this.#rng.pick([0, 0.5, 1, 1.5]),
+              message: null,
+            },
+            sendAtMs: late ? now + this.#rng.int(1, 2 * this.#env.taskTimeoutMs) : now,
+          });
+        }
+        continue;
+      }
       this.#tasks.delete(task.attemptId);
       let sendAtMs = now;
       if (!this.#env.quiet() && this.#rng.chance(0.05)) {

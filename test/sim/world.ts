@@ -227,7 +227,9 @@ export class World {
   writeWorker(link: WorkerLink, msg: WorkerToCoordinator): void {
     if (!link.writable) return;
     const currentAtSend =
-      msg.type === 'TASK_RESULT' ? this.#obs.leaseCurrent(msg.jobId, msg.attemptId) : false;
+      msg.type === 'TASK_RESULT' || msg.type === 'TASK_PROGRESS'
+        ? this.#obs.leaseCurrent(msg.jobId, msg.attemptId)
+        : false;
     link.toCoordinator.push({ kind: 'frame', msg, currentAtSend, sentAtMs: this.clock.nowMs });
   }
 
@@ -762,6 +764,7 @@ export class World {
           dueAtMs: this.clock.nowMs + effect.timeoutMs,
         });
         break;
+      case 'push':
       case 'read':
       case 'event':
       case 'wakeAt':

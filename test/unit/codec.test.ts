@@ -125,7 +125,16 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     message: 'NOT_LEADER: the leader is elsewhere',
     code: 'NOT_LEADER',
     leader: 'host-2:7071',
+    index: 3,
   },
+  SUBMIT_JOBS: {
+    type: 'SUBMIT_JOBS',
+    jobs: [
+      { taskType: 'SHA256', payload: { text: 'abc' } },
+      { taskType: 'x', payload: {} },
+    ],
+  },
+  JOBS_SUBMITTED: { type: 'JOBS_SUBMITTED', jobIds: ['job-1', 'job-2'] },
   SUBMIT_JOB: {
     type: 'SUBMIT_JOB',
     taskType: 'WORD_COUNT',
@@ -226,6 +235,27 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
       groups: [{ groupKey: 'tenant-1', queued: 3, running: 1 }],
     },
   },
+  TASK_PROGRESS: {
+    type: 'TASK_PROGRESS',
+    workerId: 'worker-1',
+    jobId: 'job-1',
+    attemptId: 'a-1',
+    fraction: 0.25,
+    message: 'a quarter',
+  },
+  SUBSCRIBE_JOBS: {
+    type: 'SUBSCRIBE_JOBS',
+    filter: { jobId: 'job-1', taskType: 'SHA256', queue: 'default' },
+    knownStates: ['SCHEDULED'],
+  },
+  SUBSCRIBED: { type: 'SUBSCRIBED' },
+  JOB_EVENT: {
+    type: 'JOB_EVENT',
+    event: 'progress',
+    atMillis: 1_700_000_000_200,
+    job: { ...JOB, progress: { fraction: 0.5, message: null, atMillis: 1_700_000_000_200 } },
+  },
+  EVENTS_MISSED: { type: 'EVENTS_MISSED', missed: 3 },
   SET_SCHEDULE: {
     type: 'SET_SCHEDULE',
     schedule: {
@@ -335,7 +365,9 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'resultFormat',
   ],
   WORKER_DRAINING: ['workerId'],
-  ERROR: ['message', 'code', 'leader'],
+  ERROR: ['message', 'code', 'leader', 'index'],
+  SUBMIT_JOBS: ['jobs'],
+  JOBS_SUBMITTED: ['jobIds'],
   SUBMIT_JOB: [
     'taskType',
     'payload',
@@ -374,6 +406,11 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'clear',
   ],
   QUEUE_INFO: ['queue'],
+  TASK_PROGRESS: ['workerId', 'jobId', 'attemptId', 'fraction', 'message'],
+  SUBSCRIBE_JOBS: ['filter', 'knownStates'],
+  SUBSCRIBED: [],
+  JOB_EVENT: ['event', 'atMillis', 'job'],
+  EVENTS_MISSED: ['missed'],
   SET_SCHEDULE: ['schedule'],
   LIST_SCHEDULES: [],
   GET_SCHEDULE: ['name', 'knownStates'],

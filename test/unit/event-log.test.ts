@@ -70,6 +70,10 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
   'job.recovered': [{ type: 'job.recovered', jobId: 'j', from: 'RUNNING', to: 'QUEUED' }],
   'jobs.purged': [{ type: 'jobs.purged', deleted: 1, reason: 'retention' }],
   'coordinator.stalled': [{ type: 'coordinator.stalled', stalledMs: 5_000 }],
+  'job.progress': [
+    { type: 'job.progress', jobId: 'j', accepted: true, reason: null },
+    { type: 'job.progress', jobId: 'j', accepted: false, reason: 'not the current lease' },
+  ],
   'result.stale': [
     { type: 'result.stale', jobId: 'j', attemptId: 'a', workerId: 'w', reason: 'r' },
   ],

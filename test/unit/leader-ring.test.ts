@@ -7,6 +7,7 @@ import {
   parseHostPort,
 } from '../../src/net/address.js';
 import { isSafeToRepeat } from '../../src/client/leader-connection.js';
+import type { JsonObject } from '../../src/protocol/messages.js';
 import { LeaderFollower, type TryOutcome } from '../../src/net/leader-follower.js';
 import { LeaderRing } from '../../src/net/leader-ring.js';
 
@@ -133,5 +134,16 @@ describe('isSafeToRepeat', () => {
     assert.equal(isSafeToRepeat({ type: 'GET_JOB_STATUS', jobId: 'j' }), true);
     assert.equal(isSafeToRepeat({ type: 'WAIT_JOB', jobId: 'j', timeoutMillis: 5 }), true);
     assert.equal(isSafeToRepeat({ type: 'LIST_WORKERS' }), true);
+  });
+
+  it('repeats a batch only when every job of it has a key', () => {
+    const job = (key?: string): JsonObject =>
+      key === undefined
+        ? { taskType: 'SHA256', payload: {} }
+        : { taskType: 'SHA256', payload: {}, idempotencyKey: key };
+    const batch = (...jobs: JsonObject[]) => ({ type: 'SUBMIT_JOBS' as const, jobs });
+    assert.equal(isSafeToRepeat(batch(job('a'), job('b'))), true);
+    assert.equal(isSafeToRepeat(batch(job('a'), job())), false);
+    assert.equal(isSafeToRepeat(batch(job('a'), job(''))), false);
   });
 });

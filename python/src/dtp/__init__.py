@@ -25,6 +25,7 @@ from .errors import (
     SubmitRejectedError,
     TransportError,
     UnexpectedReplyError,
+    UnsupportedRequestError,
     WaitTimeoutError,
 )
 from .tasks import NonRetryableError, TaskCancelled, TaskContext, TaskFailed, task
@@ -49,6 +50,7 @@ __all__ = [
     "TaskFailed",
     "TransportError",
     "UnexpectedReplyError",
+    "UnsupportedRequestError",
     "WaitTimeoutError",
     "__version__",
     "task",

@@ -39,7 +39,7 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import (
     Any,
@@ -59,6 +59,7 @@ from .errors import (
     SubmitRejectedError,
     TransportError,
     UnexpectedReplyError,
+    UnsupportedRequestError,
     WaitTimeoutError,
 )
 from .framing import Message
@@ -151,6 +152,10 @@ _SUBMIT_OPTIONS: dict[str, _Option] = {
 """Per-job options of ``submit``, by their Python name. A new wire option is one line here."""
 
 
+MAX_BATCH_JOBS = 1000
+"""Most jobs in one ``submit_many`` (one SUBMIT_JOBS)."""
+
+
 def _submit_message(
     task_type: str, payload: Mapping[str, Any], options: Mapping[str, Any]
 ) -> Message:
@@ -221,6 +226,12 @@ def _default_address() -> str:
 def _is_safe_to_repeat(message: Mapping[str, Any]) -> bool:
     if message["type"] == "AUTH":
         return False
+    if message["type"] == "SUBMIT_JOBS":
+        # A batch is safe to send again only when every job of it has a key.
+        jobs = message.get("jobs")
+        return isinstance(jobs, list) and all(
+            isinstance(job, Mapping) and bool(job.get("idempotencyKey")) for job in jobs
+        )
     if message["type"] != "SUBMIT_JOB":
         return True
     return bool(message.get("idempotencyKey"))
@@ -340,6 +351,47 @@ class Client:
                     raise
                 ceiling = min(5.0, 0.2 * 2 ** (attempt - 1))
                 time.sleep(random.uniform(0, ceiling))
+
+    def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> builtins.list[str]:
+        """Submits 1..1000 jobs as one batch and returns their ids in the order given.
+
+        Each job is a dict with ``task_type``, ``payload`` and the per-job options of
+        ``submit`` (``priority``, ``idempotency_key``, ``max_attempts``,
+        ``timeout_millis``). All jobs are created, in one commit, or none is: an invalid
+        job raises ``RemoteError`` whose ``index`` names it, a batch that does not fit
+        under admission control raises ``SubmitRejectedError``, a known idempotency key
+        gives its original id. A coordinator that predates batches raises
+        ``UnsupportedRequestError`` (nothing is submitted one by one instead). More than
+        1000 jobs is a ``ValueError``: split them, each part is its own batch.
+        """
+        elements: builtins.list[Message] = []
+        for index, job in enumerate(jobs):
+            if not isinstance(job, Mapping):
+                raise TypeError(f"job {index} must be a dict")
+            options = dict(job)
+            task_type = options.pop("task_type", None)
+            payload = options.pop("payload", None)
+            if not isinstance(task_type, str) or not task_type:
+                raise TypeError(f"job {index}: task_type must be a non-empty string")
+            if not isinstance(payload, Mapping):
+                raise TypeError(f"job {index}: payload must be a JSON object (a dict)")
+            unknown = sorted(set(options) - set(_SUBMIT_OPTIONS))
+            if unknown:
+                raise TypeError(f"job {index}: unknown option {unknown[0]!r}")
+            element = _submit_message(task_type, payload, options)
+            del element["type"]
+            elements.append(element)
+        if not 1 <= len(elements) <= MAX_BATCH_JOBS:
+            raise ValueError(f"submit_many takes 1..{MAX_BATCH_JOBS} jobs, got {len(elements)}")
+        reply = self._request({"type": "SUBMIT_JOBS", "jobs": elements})
+        if reply["type"] == "SUBMIT_REJECTED":
+            raise SubmitRejectedError(reply)
+        if reply["type"] == "ERROR" and is_not_understood(reply):
+            raise UnsupportedRequestError("bulk submission", str(reply.get("message", "")))
+        ids = _expect("SUBMIT_JOBS", reply, "JOBS_SUBMITTED").get("jobIds")
+        if not isinstance(ids, builtins.list):
+            raise UnexpectedReplyError("SUBMIT_JOBS", "JOBS_SUBMITTED without jobIds")
+        return [str(job_id) for job_id in ids]
 
     def _submit_once(self, message: Message) -> JobHandle:
         reply = self._request(message)

@@ -38,6 +38,16 @@ class RemoteError(DtpError):
 
     def __init__(self, reply: Mapping[str, Any]) -> None:
         super().__init__(error_code(reply), str(reply.get("message", "")))
+        index = reply.get("index")
+        #: For a refused ``submit_many``: the 0-based index of the job at fault, else None.
+        self.index: int | None = index if isinstance(index, int) else None
+
+
+class UnsupportedRequestError(DtpError):
+    """The coordinator does not understand a request of an extension (it predates it)."""
+
+    def __init__(self, what: str, answer: str) -> None:
+        super().__init__("UNSUPPORTED", f"this coordinator does not support {what} ({answer})")
 
 
 class NotLeaderError(RemoteError):

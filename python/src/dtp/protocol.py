@@ -28,11 +28,13 @@ MAX_RESULT_BYTES = 512 * 1024
 MAX_ERROR_CHARS = 8 * 1024
 MAX_TASK_TYPES_PER_WORKER = 1024
 MAX_SAFE_INTEGER = 2**53 - 1
+MAX_PROGRESS_MESSAGE_BYTES = 1024
+PROGRESS_MESSAGES_PER_SECOND = 4
 
 # ---------------------------------------------------------------- features
 
 FEATURES: frozenset[str] = frozenset(
-    {"drain", "heartbeatAck", "taskTypes", "retryable", "assignLimits", "prefetch"}
+    {"drain", "heartbeatAck", "taskTypes", "retryable", "assignLimits", "prefetch", "progress"}
 )
 
 

@@ -42,7 +42,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from .framing import encode_json
-from .protocol import MAX_RESULT_BYTES, MAX_SAFE_INTEGER, custom_name_problem
+from .protocol import (
+    MAX_PROGRESS_MESSAGE_BYTES,
+    MAX_RESULT_BYTES,
+    MAX_SAFE_INTEGER,
+    custom_name_problem,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -142,6 +147,7 @@ class TaskContext:
     """
 
     __slots__ = (
+        "_progress",
         "_reason",
         "attempt_id",
         "attempt_number",
@@ -164,6 +170,7 @@ class TaskContext:
         task_type: str,
         cancelled: threading.Event | None = None,
         log: logging.LoggerAdapter[logging.Logger] | None = None,
+        progress: Callable[[float, str | None], None] | None = None,
     ) -> None:
         self.job_id = job_id
         self.attempt_id = attempt_id
@@ -181,6 +188,7 @@ class TaskContext:
             )
         )
         self._reason: str | None = None
+        self._progress = progress
 
     @property
     def cancel_reason(self) -> str | None:
@@ -191,6 +199,29 @@ class TaskContext:
         if self._reason is None:
             self._reason = reason
         self.cancelled.set()
+
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        """Reports how far the attempt is: ``fraction`` from 0 to 1, and an
+        optional message of at most 1 KiB of UTF-8 (anything else raises
+        ``ValueError``). Call it as often as you like: the worker sends a few
+        reports a second at most, always the latest, and the job's snapshot
+        shows it as ``progress`` (kept once the job ends)."""
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+            raise ValueError(
+                f"ctx.progress: fraction must be a number from 0 to 1, got {fraction!r}"
+            )
+        if not 0 <= fraction <= 1:
+            raise ValueError(
+                f"ctx.progress: fraction must be a number from 0 to 1, got {fraction!r}"
+            )
+        if message is not None and not isinstance(message, str):
+            raise ValueError("ctx.progress: message must be a string")
+        if message is not None and len(message.encode("utf-8")) > MAX_PROGRESS_MESSAGE_BYTES:
+            raise ValueError(
+                f"ctx.progress: message must be at most {MAX_PROGRESS_MESSAGE_BYTES} bytes of UTF-8"
+            )
+        if self._progress is not None:
+            self._progress(float(fraction), message)
 
     def raise_if_cancelled(self) -> None:
         """Raises ``TaskCancelled`` once the attempt was cancelled or its deadline passed."""

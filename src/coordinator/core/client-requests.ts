@@ -10,6 +10,11 @@
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { queueNameProblem } from '../../protocol/queue-names.js';
+import {
+  MAX_FILTER_VALUE_LENGTH,
+  MAX_SUBSCRIPTIONS,
+  MAX_SUBSCRIPTIONS_PER_CONNECTION,
+} from '../../protocol/limits.js';
 import { StateView } from '../../protocol/job-view.js';
 import { MAX_FRAME_BYTES } from '../../protocol/framing.js';
 import {
@@ -20,6 +25,7 @@ import {
   type JobStatus,
   type JsonObject,
   type ListJobs,
+  type SubscribeJobs,
   type WorkerSnapshot,
 } from '../../protocol/messages.js';
 import type { AttemptRecord, JobRecord, ListQuery } from '../../store/store.js';
@@ -38,6 +44,7 @@ import { purgeOnRequest } from './retention.js';
 import type { CoreState } from './state.js';
 import { submit } from './submission.js';
 import { listQueues, setQueue } from './queue-requests.js';
+import { submitBatch } from './batch-submission.js';
 
 /** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
 export const MAX_LIST_LIMIT = 10_000;
@@ -56,6 +63,8 @@ export function handleClientRequest(
   switch (msg.type) {
     case 'SUBMIT_JOB':
       return submit(s, connId, requestId, msg);
+    case 'SUBMIT_JOBS':
+      return submitBatch(s, connId, requestId, msg);
     case 'GET_JOB_STATUS':
       return status(s, connId, requestId, msg.jobId, {
         withAttempts: msg.attempts === true,
@@ -79,6 +88,8 @@ export function handleClientRequest(
       return listQueues(s, connId, requestId);
     case 'SET_QUEUE':
       return setQueue(s, connId, requestId, msg);
+    case 'SUBSCRIBE_JOBS':
+      return subscribe(s, connId, requestId, msg);
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
     case 'GET_SCHEDULE':
@@ -265,6 +276,7 @@ export function releaseWaits(s: CoreState, connId: number): void {
 /** A client connection ended: forget its pending waits. */
 export function clientClosed(s: CoreState, connId: number): void {
   s.waits.dropConnection(connId);
+  s.subscriptions.dropConnection(connId);
 }
 
 /** Parses a cursor (the seq of the last job of the previous page). */
@@ -414,4 +426,41 @@ export function jobRead(
       s.reply(connId, requestId, { type: 'JOB_STATUS', job });
       return;
   }
+}
+
+/** SUBSCRIBE_JOBS: checks the filter and the bounds, then answers SUBSCRIBED. */
+function subscribe(s: CoreState, connId: number, requestId: number, msg: SubscribeJobs): void {
+  const { jobId = null, taskType = null, queue = null } = msg.filter;
+  for (const [name, value] of [
+    ['jobId', jobId],
+    ['taskType', taskType],
+    ['queue', queue],
+  ] as const) {
+    if (value !== null && (value.length === 0 || value.length > MAX_FILTER_VALUE_LENGTH)) {
+      return s.replyError(
+        connId,
+        requestId,
+        ErrorCode.InvalidRequest,
+        `Invalid request: filter.${name} must be 1..${MAX_FILTER_VALUE_LENGTH} characters`,
+      );
+    }
+  }
+  if (s.subscriptions.countFor(connId) >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
+    return s.replyError(
+      connId,
+      requestId,
+      ErrorCode.LimitExceeded,
+      `Limit exceeded: at most ${MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions per connection`,
+    );
+  }
+  if (s.subscriptions.size >= MAX_SUBSCRIPTIONS) {
+    return s.replyError(
+      connId,
+      requestId,
+      ErrorCode.LimitExceeded,
+      `Limit exceeded: at most ${MAX_SUBSCRIPTIONS} subscriptions are open`,
+    );
+  }
+  s.subscriptions.add({ connId, jobId, taskType, queue });
+  s.reply(connId, requestId, { type: 'SUBSCRIBED' });
 }

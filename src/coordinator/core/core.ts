@@ -34,6 +34,7 @@ import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed } from './submission.js';
 import { queueCountsDone } from './queue-requests.js';
 import type { QueueSettings } from './queue-table.js';
+import { batchKeyLookedUp, batchKeyLookupFailed } from './batch-submission.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
 import {
   handleWorkerMessage,
@@ -112,6 +113,7 @@ export class CoordinatorCore {
         break;
     }
     stateWakeUp(s);
+    s.subscriptions.publish(s.nowMs, (connId, msg) => s.push(connId, msg));
     return s.takeEffects();
   }
 
@@ -168,6 +170,7 @@ export class CoordinatorCore {
       keptLeases: s.kept.views(),
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
+      subscriptions: s.subscriptions.size,
       scheduledCount: s.scheduledCount,
       wakeArmedAtMs: s.wakeArmedAtMs ?? null,
       queues: [...s.queues.values()].map((q) => ({
@@ -249,6 +252,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
       return keyLookedUp(s, read.key, result.job);
+    case 'batchKey':
+      if (result.op !== 'jobByKey')
+        throw new Error(`read ${readId}: expected a key, got ${result.op}`);
+      return batchKeyLookedUp(s, read.batch, read.key, result.job);
     case 'listKey':
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
@@ -288,6 +295,8 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return;
     case 'key':
       return keyLookupFailed(s, read.key, message);
+    case 'batchKey':
+      return batchKeyLookupFailed(s, read.batch, message);
     case 'purge':
       return purgeFailed(s, read, message);
   }
@@ -322,6 +331,8 @@ export interface CoreInspection {
   keptLeases: KeptLeasesView[];
   pendingWaits: number;
   pendingReads: number;
+  /** SUBSCRIBE_JOBS subscriptions open. */
+  subscriptions: number;
   /** SCHEDULED jobs held. */
   scheduledCount: number;
   /** The wake-up last asked of the shell; null = none. */

@@ -44,8 +44,12 @@ export class JobTable {
   #nextBatchId = 1;
   #nextSeq: number;
 
-  constructor(nextSeq: number) {
+  /** Told of every job inserted or saved (job events for subscribers). */
+  readonly #onWrite: (job: CoreJob) => void;
+
+  constructor(nextSeq: number, onWrite: (job: CoreJob) => void = () => undefined) {
     this.#nextSeq = nextSeq;
+    this.#onWrite = onWrite;
   }
 
   /** Non-terminal jobs (admission control's count). */
@@ -82,6 +86,7 @@ export class JobTable {
   insert(job: CoreJob): void {
     this.#addActive(job);
     this.#dirty.set(job.jobId, { job, isNew: true });
+    this.#onWrite(job);
   }
 
   /** A job found in the store at recovery: active, nothing to write. */
@@ -92,6 +97,7 @@ export class JobTable {
   /** The job changed: its new version goes out with the next batch. */
   save(job: CoreJob): void {
     if (!this.#dirty.has(job.jobId)) this.#dirty.set(job.jobId, { job, isNew: false });
+    this.#onWrite(job);
   }
 
   /** An attempt ended: its row goes out with the next batch. */

@@ -9,6 +9,7 @@
  */
 import type {
   AttemptSnapshot,
+  JobProgress,
   JobSnapshot,
   JobState,
   Priority,
@@ -52,6 +53,8 @@ export interface CoreJob {
   updatedAtMs: number;
   startedAtMs: number | null;
   finishedAtMs: number | null;
+  /** The latest progress of the current (or last) attempt; null = none reported. */
+  progress: JobProgress | null;
   /** When a delayed job is (or was) due; null for a job that was not delayed. */
   runAtMs: number | null;
   /** The schedule whose tick made this job; null otherwise. */
@@ -94,6 +97,7 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     updatedAtMs: job.updatedAtMs,
     startedAtMs: job.startedAtMs,
     finishedAtMs: job.finishedAtMs,
+    progress: job.progress,
     runAtMs: job.runAtMs,
     scheduleName: job.scheduleName,
     queue: job.queue,
@@ -137,6 +141,7 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     updatedAtMs: row.updatedAtMs,
     startedAtMs: row.startedAtMs,
     finishedAtMs: row.finishedAtMs,
+    progress: row.progress ?? null,
     runAtMs: row.runAtMs,
     scheduleName: row.scheduleName,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
@@ -207,6 +212,7 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
     snapshot.resultFormat = job.resultFormat;
   }
   if (job.idempotencyKey !== null) snapshot.idempotencyKey = job.idempotencyKey;
+  if (job.progress !== null && job.progress !== undefined) snapshot.progress = job.progress;
   if (job.runAtMs !== null) snapshot.runAtMillis = job.runAtMs;
   if (job.scheduleName !== null) snapshot.scheduleName = job.scheduleName;
   // Absent = `default`, so a job of the default queue looks as it did in v1.

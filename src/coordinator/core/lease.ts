@@ -28,6 +28,8 @@ export function grantLease(
   );
   job.attempts += 1;
   job.retryAtMs = null;
+  // Progress belongs to an attempt: a new one starts from none.
+  job.progress = null;
   return job as RunningJob;
 }
 

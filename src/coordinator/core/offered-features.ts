@@ -15,4 +15,5 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'prefetch',
   'reattach',
   'queues',
+  'progress',
 ];

@@ -8,7 +8,7 @@
  * the listing's read is still out, after the read took its snapshot; such
  * rows are kept here (`seen`) so the merge still uses them.
  */
-import type { SubmitJob, TerminalState } from '../../protocol/messages.js';
+import type { SubmitJob, SubmitJobsElement, TerminalState } from '../../protocol/messages.js';
 import type { JobRecord, ListQuery } from '../../store/store.js';
 
 export interface NormalizedSubmission {
@@ -27,6 +27,22 @@ export interface HeldSubmission {
   readonly requestId: number;
   readonly msg: SubmitJob;
   readonly wanted: NormalizedSubmission;
+}
+
+/** A SUBMIT_JOBS whose keys the store is being asked about (batch-submission.ts). */
+export interface HeldBatch {
+  readonly connId: number;
+  readonly requestId: number;
+  readonly jobs: readonly {
+    readonly msg: SubmitJobsElement;
+    readonly wanted: NormalizedSubmission;
+  }[];
+  /** What the store said of each key looked up so far. */
+  readonly stored: Map<string, JobRecord | null>;
+  /** Lookups still out. */
+  waiting: number;
+  /** A lookup failed: the batch was answered with an error. */
+  failed: boolean;
 }
 
 export type PendingRead =
@@ -53,6 +69,9 @@ export type PendingRead =
   | { kind: 'key'; key: string }
   /** GET_SCHEDULE: the schedule's newest jobs from the store. */
   | { kind: 'scheduleJobs'; connId: number; requestId: number; name: string }
+
+  /** One key of a SUBMIT_JOBS: the batch is settled when its last lookup is answered. */
+  | { kind: 'batchKey'; batch: HeldBatch; key: string }
   /** LIST_JOBS with an idempotency key: the store is asked for the key's job. */
   | { kind: 'listKey'; connId: number; requestId: number; query: ListQuery; key: string }
   /** LIST_QUEUES (`queue` null) or SET_QUEUE (the queue it changed): counts from the store. */

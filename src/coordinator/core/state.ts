@@ -3,7 +3,7 @@
  * (this folder) touches it, and only while handling one input.
  */
 import type { ErrorCode } from '../../protocol/error-codes.js';
-import type { ClientReply, CoordinatorToWorker } from '../../protocol/messages.js';
+import type { ClientReply, CoordinatorToWorker, JobEvent } from '../../protocol/messages.js';
 import type { StoreRead } from '../../store/store.js';
 import { BinaryHeap } from './binary-heap.js';
 import { JobTable } from './job-table.js';
@@ -15,6 +15,7 @@ import { ReadyQueue } from './ready-queue.js';
 import { RetentionCursor } from './retention-cursor.js';
 import { ScheduleTable } from './schedule-table.js';
 import type { CoreConfig, CoreDeps, CoreEvent, Effect } from './types.js';
+import { SubscriptionTable } from './subscriptions.js';
 import { WaitTable } from './wait-table.js';
 import { WorkerRegistry } from './worker-registry.js';
 
@@ -77,6 +78,8 @@ export class CoreState {
   readonly waits = new WaitTable();
   /** Reads of history the shell is running for us. */
   readonly reads = new PendingReads();
+  /** SUBSCRIBE_JOBS subscriptions and the job changes they are told about. */
+  readonly subscriptions = new SubscriptionTable();
   /** Background deletion of old terminal jobs. */
   readonly retention = new RetentionCursor();
   /** Time of the input being handled. */
@@ -90,7 +93,7 @@ export class CoreState {
   constructor(config: CoreConfig, deps: CoreDeps, nextSeq: number) {
     this.config = config;
     this.deps = deps;
-    this.jobs = new JobTable(nextSeq);
+    this.jobs = new JobTable(nextSeq, (job) => this.subscriptions.noteWrite(job));
     this.ready = new ReadyQueue(config.agingStepMs, this.queues);
     this.nowMs = deps.now();
     this.lastTickMs = this.nowMs;
@@ -145,6 +148,11 @@ export class CoreState {
 
   replyError(connId: number, requestId: number, code: ErrorCode, message: string): void {
     this.reply(connId, requestId, { type: 'ERROR', message, code });
+  }
+
+  /** A pushed event for a subscriber (leaves after this input's commit, outside request order). */
+  push(connId: number, msg: JobEvent): void {
+    this.#effects.push({ kind: 'push', connId, msg });
   }
 
   /** Asks the shell for a `wake` input at `atMs` (null: none needed); replaces the last one. */

@@ -21,7 +21,7 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../../protocol/limits.js';
-import type { JsonObject, SubmitJob } from '../../protocol/messages.js';
+import type { JsonObject, SubmitJob, SubmitJobsElement } from '../../protocol/messages.js';
 import {
   BUILTIN_TASK_TYPES,
   CUSTOM_TASK_TYPE_PATTERN,
@@ -37,7 +37,7 @@ import type { HeldSubmission, NormalizedSubmission } from './pending-reads.js';
 import type { CoreState } from './state.js';
 
 /** The submission's effective settings, or what is wrong with it. */
-function normalize(s: CoreState, msg: SubmitJob): NormalizedSubmission | string {
+function normalize(s: CoreState, msg: SubmitJobsElement): NormalizedSubmission | string {
   const maxAttempts =
     msg.maxAttempts === null || msg.maxAttempts <= 0
       ? s.config.defaultMaxAttempts
@@ -74,7 +74,11 @@ type Submitted = Pick<
   'taskType' | 'maxAttempts' | 'priority' | 'timeoutMs' | 'payloadJson' | 'queue' | 'groupKey'
 >;
 
-function sameSubmission(job: Submitted, msg: SubmitJob, wanted: NormalizedSubmission): boolean {
+export function sameSubmission(
+  job: Submitted,
+  msg: SubmitJobsElement,
+  wanted: NormalizedSubmission,
+): boolean {
   if (job.taskType !== msg.taskType || job.maxAttempts !== wanted.maxAttempts) return false;
   if (job.priority !== wanted.priority || job.timeoutMs !== wanted.timeoutMs) return false;
   if (job.queue !== wanted.queue || job.groupKey !== wanted.groupKey) return false;
@@ -84,31 +88,50 @@ function sameSubmission(job: Submitted, msg: SubmitJob, wanted: NormalizedSubmis
   return isDeepStrictEqual(JSON.parse(job.payloadJson), JSON.parse(JSON.stringify(msg.payload)));
 }
 
-/** Handles one SUBMIT_JOB. */
-export function submit(s: CoreState, connId: number, requestId: number, msg: SubmitJob): void {
+/** What is wrong with a submission, as its ERROR says it. */
+export interface SubmissionProblem {
+  readonly code: ErrorCode;
+  readonly message: string;
+}
+
+/** The submission's effective settings, or why it is refused (nothing is created then). */
+export function checkSubmission(
+  s: CoreState,
+  msg: SubmitJobsElement,
+): NormalizedSubmission | SubmissionProblem {
   if (!isValidTaskType(msg.taskType)) {
-    s.replyError(
-      connId,
-      requestId,
-      ErrorCode.InvalidTaskType,
-      `Invalid task type: ${JSON.stringify(msg.taskType.slice(0, 80))}; expected a built-in ` +
+    return {
+      code: ErrorCode.InvalidTaskType,
+      message:
+        `Invalid task type: ${JSON.stringify(msg.taskType.slice(0, 80))}; expected a built-in ` +
         `(${BUILTIN_TASK_TYPES.join(', ')}) or a name matching ${String(CUSTOM_TASK_TYPE_PATTERN)} ` +
         'that is not a built-in name or CLI shortcut in any case',
-    );
-    return;
+    };
   }
   const wanted = normalize(s, msg);
   if (typeof wanted === 'string') {
-    s.replyError(connId, requestId, ErrorCode.InvalidRequest, `Invalid request: ${wanted}`);
-    return;
+    return { code: ErrorCode.InvalidRequest, message: `Invalid request: ${wanted}` };
   }
   if (isBuiltinTaskType(msg.taskType)) {
     try {
       s.deps.validator.validate(msg.taskType, msg.payload);
     } catch (err) {
-      s.replyError(connId, requestId, errorCodeOf(err), describeError(err));
-      return;
+      return { code: errorCodeOf(err), message: describeError(err) };
     }
+  }
+  return wanted;
+}
+
+export const isProblem = (
+  checked: NormalizedSubmission | SubmissionProblem,
+): checked is SubmissionProblem => 'code' in checked;
+
+/** Handles one SUBMIT_JOB. */
+export function submit(s: CoreState, connId: number, requestId: number, msg: SubmitJob): void {
+  const wanted = checkSubmission(s, msg);
+  if (isProblem(wanted)) {
+    s.replyError(connId, requestId, wanted.code, wanted.message);
+    return;
   }
   const held: HeldSubmission = { connId, requestId, msg, wanted };
   const key = msg.idempotencyKey;
@@ -188,8 +211,7 @@ function refusalOf(
 /** Admission control, then the new job. */
 function admit(s: CoreState, held: HeldSubmission): void {
   const { connId, requestId, msg, wanted } = held;
-  // A time in the past means now.
-  const runAtMs = wanted.runAtMs === null ? null : Math.max(wanted.runAtMs, s.nowMs);
+  const runAtMs = dueAt(s, wanted);
   const refusal = refusalOf(s, runAtMs !== null && runAtMs > s.nowMs);
   if (refusal !== null) {
     const { activeCount, limit, what } = refusal;
@@ -203,7 +225,28 @@ function admit(s: CoreState, held: HeldSubmission): void {
     });
     return;
   }
-  const job = createJob(s, {
+  const job = createJob(s, newJobOf(msg, wanted, runAtMs));
+  s.reply(connId, requestId, {
+    type: 'JOB_SUBMITTED',
+    jobId: job.jobId,
+    job: coreJobSnapshot(job),
+    servingWorkers: s.workers.servingCount(job.taskType),
+  });
+  schedule(s);
+}
+
+/** A submission's due time: null when not delayed; a time in the past means now. */
+export function dueAt(s: CoreState, wanted: NormalizedSubmission): number | null {
+  return wanted.runAtMs === null ? null : Math.max(wanted.runAtMs, s.nowMs);
+}
+
+/** The new job a checked submission makes. */
+export function newJobOf(
+  msg: SubmitJobsElement,
+  wanted: NormalizedSubmission,
+  runAtMs: number | null,
+): NewJob {
+  return {
     taskType: msg.taskType,
     payloadJson: JSON.stringify(msg.payload satisfies JsonObject),
     priority: wanted.priority,
@@ -214,14 +257,7 @@ function admit(s: CoreState, held: HeldSubmission): void {
     scheduleName: null,
     queue: wanted.queue,
     groupKey: wanted.groupKey,
-  });
-  s.reply(connId, requestId, {
-    type: 'JOB_SUBMITTED',
-    jobId: job.jobId,
-    job: coreJobSnapshot(job),
-    servingWorkers: s.workers.servingCount(job.taskType),
-  });
-  schedule(s);
+  };
 }
 
 /** What a new job is made of (a submission's or a schedule tick's). */
@@ -260,6 +296,7 @@ export function createJob(s: CoreState, spec: NewJob): CoreJob {
     updatedAtMs: s.nowMs,
     startedAtMs: null,
     finishedAtMs: null,
+    progress: null,
     history: [],
   };
   s.jobs.insert(job);

@@ -13,6 +13,7 @@ import type {
   ClientReply,
   ClientRequest,
   CoordinatorToWorker,
+  JobEvent,
   JobState,
   JsonObject,
   Priority,
@@ -60,6 +61,8 @@ export type Effect =
   /** Close a worker or client connection after what was sent before it. */
   | { kind: 'close'; connId: number; reason: string }
   | { kind: 'reply'; connId: number; requestId: number; msg: ClientReply }
+  /** A job event for a subscriber on a client connection (not a reply to any request). */
+  | { kind: 'push'; connId: number; msg: JobEvent }
   /** Feed `waitExpired` for this request after `timeoutMs`. */
   | { kind: 'armWait'; connId: number; requestId: number; timeoutMs: number }
   /** Run a store read now and feed `readDone`/`readFailed` with `readId`. */
@@ -179,6 +182,8 @@ export type CoreEvent =
   | { type: 'job.recovered'; jobId: string; from: JobState; to: JobState }
   | { type: 'jobs.purged'; deleted: number; reason: 'retention' | 'request' }
   | { type: 'coordinator.stalled'; stalledMs: number }
+  /** A TASK_PROGRESS: taken (`accepted`), or ignored (stale lease, bad value) with the reason. */
+  | { type: 'job.progress'; jobId: string; accepted: boolean; reason: string | null }
   /** A schedule's tick made a job (`lagMs` after the tick's time). */
   | { type: 'schedule.fired'; name: string; jobId: string; tickMs: number; lagMs: number }
   /** A due tick made no job: its previous job still runs, ticks missed during an outage, or the active limit. */

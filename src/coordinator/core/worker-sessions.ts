@@ -28,6 +28,7 @@ import {
   MAX_PREFETCH_PER_SLOT,
   maxPrefetch,
   clipError,
+  MAX_PROGRESS_MESSAGE_BYTES,
   MAX_RESULT_BYTES,
   MAX_TASK_TYPES_PER_WORKER,
   MAX_WORKER_ID_LENGTH,
@@ -37,6 +38,7 @@ import { isValidQueueName, MAX_QUEUES_PER_WORKER } from '../../protocol/queue-na
 import { COORDINATOR_FEATURES } from './offered-features.js';
 import type {
   HeldAttempt,
+  TaskProgress,
   TaskResult,
   WorkerRegister,
   WorkerToCoordinator,
@@ -90,6 +92,8 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
       return;
     case 'TASK_RESULT':
       return handleResult(s, session, msg);
+    case 'TASK_PROGRESS':
+      return handleProgress(s, session, msg);
     case 'WORKER_DRAINING':
       s.workers.markDraining(session);
       s.emit({
@@ -336,6 +340,28 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
     failAttempt(s, job, msg.retryable === false ? 'non_retryable' : 'task_failure', error);
   }
   schedule(s);
+}
+
+/**
+ * TASK_PROGRESS: kept in memory on the job (not written: progress is not
+ * acknowledged state; it reaches the store with the job's next write) and
+ * pushed to subscribers. Only the current lease's progress counts.
+ */
+function handleProgress(s: CoreState, session: WorkerSession, msg: TaskProgress): void {
+  const ignore = (reason: string): void =>
+    s.emit({ type: 'job.progress', jobId: msg.jobId, accepted: false, reason });
+  const job = s.jobs.active(msg.jobId);
+  if (job === undefined) return ignore('not an active job');
+  if (!isCurrentLease(job, msg.attemptId) || job.lease.workerId !== session.workerId) {
+    return ignore('not the current lease');
+  }
+  if (!(msg.fraction >= 0 && msg.fraction <= 1)) return ignore('fraction outside 0..1');
+  if (msg.message !== null && Buffer.byteLength(msg.message) > MAX_PROGRESS_MESSAGE_BYTES) {
+    return ignore(`message over ${MAX_PROGRESS_MESSAGE_BYTES} bytes`);
+  }
+  job.progress = { fraction: msg.fraction, message: msg.message, atMillis: s.nowMs };
+  s.subscriptions.noteProgress(job);
+  s.emit({ type: 'job.progress', jobId: msg.jobId, accepted: true, reason: null });
 }
 
 /**

@@ -23,6 +23,7 @@ export const EMPTY_INSPECTION: CoreInspection = Object.freeze({
   workers: [],
   servedTaskTypes: [],
   freeSlots: 0,
+  subscriptions: 0,
   keptLeases: [],
   pendingWaits: 0,
   pendingReads: 0,

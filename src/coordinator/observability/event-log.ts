@@ -129,6 +129,11 @@ const LINES: Formatters = {
     'job recovered after restart',
     { jobId: e.jobId, from: e.from, to: e.to },
   ],
+  'job.progress': (e) => [
+    'info',
+    e.accepted ? 'progress reported' : 'progress ignored',
+    { jobId: e.jobId, reason: e.reason ?? undefined },
+  ],
   'result.stale': (e) => [
     'warn',
     'stale result rejected',
@@ -173,6 +178,7 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'job.deadlineExceeded': false,
   'job.recovered': true,
   'result.stale': false,
+  'job.progress': true,
 };
 
 /** The level and text of an event's line (exported for tests). */
@@ -184,6 +190,8 @@ export function formatEvent(event: CoreEvent): Line {
 export function logEvent(log: Logger, event: CoreEvent): void {
   // The per-job lines cost nothing beyond this check when info is off.
   if (INFO_ONLY[event.type] && !log.isLevelEnabled('info')) return;
+  // Progress comes several times a second per job: only the ignored ones are worth a line.
+  if (event.type === 'job.progress' && event.accepted) return;
   const [level, message, fields] = formatEvent(event);
   log[level](fields, message);
 }

@@ -118,6 +118,7 @@ const ON_EVENT: EventCounters = {
     m.failed.inc({ cause: 'restart' });
   },
   'result.stale': (m) => m.staleResults.inc(),
+  'job.progress': (m, e) => m.progress.inc({ outcome: e.accepted ? 'accepted' : 'ignored' }),
   'jobs.purged': (m, e) => m.purged.inc({ reason: e.reason }, e.deleted),
   'coordinator.stalled': (m) => m.stalls.inc(),
 };
@@ -144,6 +145,7 @@ export class CoordinatorMetrics {
   readonly commitTime: Histogram;
   readonly purged: Counter<'reason'>;
   readonly stalls: Counter;
+  readonly progress: Counter<'outcome'>;
 
   constructor(source: MetricsSource, options: CoordinatorMetricsOptions) {
     this.#source = source;
@@ -208,6 +210,11 @@ export class CoordinatorMetrics {
       'dtp_coordinator_stalls_total',
       'Times the coordinator found its own loop had not run for several sweep periods',
     );
+    this.progress = counter(
+      'dtp_progress_reports_total',
+      'TASK_PROGRESS reports: accepted, or ignored (stale lease, value out of range)',
+      ['outcome'],
+    );
     this.#zeroLabels();
     this.#registerGauges(options.maxActiveJobs);
     registerLeadershipGauges(this.registry, source);
@@ -239,6 +246,7 @@ export class CoordinatorMetrics {
     for (const state of TERMINAL_STATES) this.finished.inc({ state }, 0);
     for (const reason of WORKER_LOSS_CAUSES) this.workersLost.inc({ reason }, 0);
     for (const reason of ['retention', 'request']) this.purged.inc({ reason }, 0);
+    for (const outcome of ['accepted', 'ignored']) this.progress.inc({ outcome }, 0);
   }
 
   #registerGauges(maxActiveJobs: number): void {
@@ -298,6 +306,9 @@ export class CoordinatorMetrics {
         this.set(snapshot().pendingWaits);
       },
     );
+    gauge('dtp_event_subscriptions', 'SUBSCRIBE_JOBS subscriptions open', function () {
+      this.set(snapshot().subscriptions);
+    });
     const source = this.#source;
     gauge(
       'dtp_store_integrity_problems',

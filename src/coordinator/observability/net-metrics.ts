@@ -48,6 +48,11 @@ export function registerNetMetrics(registry: Registry, source: NetMetricsSource)
     labelNames: ['port'],
     registers,
   });
+  const dropped = new Counter({
+    name: 'dtp_events_dropped_total',
+    help: 'Job events not pushed to subscribers that had left too many unread (each was told how many it missed)',
+    registers,
+  });
   for (const port of PORTS) {
     authRefused.inc({ port }, 0);
     for (const outcome of ['ok', 'failed']) handshakes.inc({ port, outcome }, 0);
@@ -69,6 +74,9 @@ export function registerNetMetrics(registry: Registry, source: NetMetricsSource)
         return;
       case 'auth.refused':
         authRefused.inc({ port: event.port });
+        return;
+      case 'events.dropped':
+        dropped.inc(event.count);
         return;
     }
   });

@@ -32,7 +32,8 @@ import { notAuthFirstReason } from '../../net/port-kind.js';
 import { encodeMessage } from '../../protocol/codec.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { StateView } from '../../protocol/job-view.js';
-import type { ClientReply, Message } from '../../protocol/messages.js';
+import { MAX_SUBSCRIBER_BUFFER_BYTES } from '../../protocol/limits.js';
+import type { ClientReply, JobEvent, Message } from '../../protocol/messages.js';
 
 /**
  * Unanswered requests per connection, pending WAIT_JOBs not counted, before
@@ -70,6 +71,8 @@ export interface ClientSessionOptions {
   report?: (event: NetEvent) => void;
   /** Reading paused behind a held wait: the core should answer this connection's waits. */
   onBlockedByWait?: () => void;
+  /** Unread bytes beyond which pushed job events are dropped (default MAX_SUBSCRIBER_BUFFER_BYTES). */
+  maxPushBytes?: number;
 }
 
 interface StagedReply {
@@ -110,6 +113,15 @@ export class ClientSession {
   #releaseAskedFor: number | null = null;
   #idleTimer: NodeJS.Timeout | null = null;
   #lastActivityMs = Date.now();
+  /**
+   * How pushed job events are shown (the knownStates of the SUBSCRIBE_JOBS);
+   * null while the connection holds no subscription.
+   */
+  #subscriptionView: StateView | null = null;
+  /** Events dropped since the peer last kept up (told in EVENTS_MISSED once it does). */
+  #missed = 0;
+  #missedDrainArmed = false;
+  readonly #maxPushBytes: number;
 
   constructor(
     conn: FramedConnection,
@@ -122,6 +134,7 @@ export class ClientSession {
     this.#idleTimeoutMs = options.idleTimeoutMs ?? 0;
     this.#report = options.report ?? (() => undefined);
     this.#onBlockedByWait = options.onBlockedByWait ?? (() => undefined);
+    this.#maxPushBytes = options.maxPushBytes ?? MAX_SUBSCRIBER_BUFFER_BYTES;
     this.#state = this.#checkToken === null ? 'open' : 'authenticating';
     if (this.#state === 'open') this.#opened();
     else {
@@ -221,6 +234,7 @@ export class ClientSession {
     if (msg?.type === 'LIST_JOBS') this.#lists.add(requestId);
     const view = msg === undefined ? StateView.ALL : viewOf(msg);
     if (!view.showsAll) this.#views.set(requestId, view);
+    if (msg?.type === 'SUBSCRIBE_JOBS') this.#subscriptionView ??= view;
     if (this.#readThisTurn++ === 0) {
       setImmediate(() => {
         this.#readThisTurn = 0;
@@ -259,6 +273,49 @@ export class ClientSession {
     this.#staged.set(requestId, { msg, frame });
     this.#stagedBytes += frame.length;
     this.#checkFlow();
+  }
+
+  /**
+   * A job event for this connection's subscriptions. Sent at once (not in
+   * request order: it answers no request). While the peer has more than
+   * `maxPushBytes` unread, events are dropped and counted instead; once it
+   * has taken everything it is told how many it missed (EVENTS_MISSED) and
+   * events flow again. So a subscriber that stops reading costs at most that
+   * much memory, and nobody waits for it.
+   */
+  push(msg: JobEvent): void {
+    if (!this.conn.isOpen || this.#state !== 'open') return;
+    const view = this.#subscriptionView ?? StateView.ALL;
+    if (this.#missed > 0 || this.conn.outboundBytes > this.#maxPushBytes) {
+      // The first drop of a streak is reported at once, the rest when it ends.
+      if (this.#missed++ === 0) {
+        this.#report({
+          type: 'events.dropped',
+          port: 'client',
+          remote: this.conn.remote,
+          count: 1,
+        });
+      }
+      this.#armMissed();
+      return;
+    }
+    this.conn.send(view.reply(msg));
+  }
+
+  #armMissed(): void {
+    if (this.#missedDrainArmed) return;
+    this.#missedDrainArmed = true;
+    this.conn.onceDrained(() => {
+      this.#missedDrainArmed = false;
+      if (!this.conn.isOpen || this.#missed === 0) return;
+      const missed = this.#missed;
+      this.#missed = 0;
+      if (missed > 1) {
+        const remote = this.conn.remote;
+        this.#report({ type: 'events.dropped', port: 'client', remote, count: missed - 1 });
+      }
+      this.conn.send({ type: 'EVENTS_MISSED', missed });
+    });
   }
 
   /** Why reading should stay paused now (with hysteresis for the current reason); null = read. */
@@ -395,7 +452,9 @@ export class ClientSession {
     if (!this.conn.isOpen) return;
     // Waiting for a reply (a long WAIT_JOB) is not idle; not taking the
     // replies it has (paused for unsent bytes, no drain since) is.
-    const busy = this.inFlight > 0 && this.#pausedFor !== 'unsent';
+    // A subscription is never idle: it waits for events.
+    const busy =
+      (this.inFlight > 0 && this.#pausedFor !== 'unsent') || this.#subscriptionView !== null;
     const idleMs = Date.now() - this.#lastActivityMs;
     if (!busy && idleMs >= this.#idleTimeoutMs) {
       const remote = this.conn.remote;
@@ -424,6 +483,7 @@ function viewOf(msg: Message): StateView {
     msg.type === 'LIST_JOBS' ||
     msg.type === 'CANCEL_JOB' ||
     msg.type === 'WAIT_JOB' ||
+    msg.type === 'SUBSCRIBE_JOBS' ||
     msg.type === 'GET_SCHEDULE' ||
     msg.type === 'TRIGGER_SCHEDULE';
   return carriesSnapshots ? StateView.of(msg.knownStates) : StateView.ALL;

@@ -194,6 +194,13 @@ export class Guard {
           'authentication refused',
         );
         return;
+      case 'events.dropped':
+        this.#throttle.warn(
+          `events:${event.port}`,
+          { port: event.port, remote: event.remote, count: event.count },
+          'subscriber fell behind: job events dropped (it was told how many)',
+        );
+        return;
     }
   }
 

@@ -33,12 +33,12 @@ import {
   type ClientReply,
   type CoordinatorToWorker,
   type ErrorMessage,
+  type JobEvent,
   type Message,
 } from '../../protocol/messages.js';
-import type { CoreInput } from '../core/types.js';
 import { notLeaderError } from '../leadership/not-leader.js';
 import type { Failure, Term } from '../term/term.js';
-import type { WorkerInput } from '../term/worker-inbox.js';
+import type { ClientInput, WorkerInput } from '../term/worker-inbox.js';
 import { ClientSession } from './client-session.js';
 import { Guard, type NetLimits, type SecurityOptions } from './guard.js';
 import { LOCAL_CONN_ID, LocalClient } from './local-client.js';
@@ -61,8 +61,8 @@ export interface PortsHost {
   entrance(): Entrance;
   /** The leader's address for a port kind, when known (for NOT_LEADER). */
   leaderAddress(port: PortKind): string | null;
-  /** An input for the current term, if one takes inputs. */
-  dispatch(input: CoreInput): void;
+  /** A client's input for the current term, if one takes inputs (through its inbox). */
+  clientInput(input: ClientInput): void;
   /** A worker connection's input for the current term (through its inbox). */
   workerInput(input: WorkerInput): void;
   /** A client connection ended. */
@@ -112,7 +112,7 @@ export class Ports {
       this.guard.serverOptions('client'),
     );
     this.local = new LocalClient((requestId, msg) =>
-      host.dispatch({ kind: 'clientRequest', connId: LOCAL_CONN_ID, requestId, msg }),
+      host.clientInput({ kind: 'clientRequest', connId: LOCAL_CONN_ID, requestId, msg }),
     );
   }
 
@@ -171,6 +171,10 @@ export class Ports {
 
   staged(connId: number, requestId: number, msg: ClientReply): void {
     this.#clients.get(connId)?.staged(requestId, msg);
+  }
+
+  push(connId: number, msg: JobEvent): void {
+    this.#clients.get(connId)?.push(msg);
   }
 
   held(connId: number, requestId: number): void {
@@ -308,7 +312,7 @@ export class Ports {
       maxUnsentReplyBytes: limits.maxUnsentReplyBytes,
       idleTimeoutMs: limits.clientIdleTimeoutMs,
       report: (event) => this.guard.report(event),
-      onBlockedByWait: () => this.#host.dispatch({ kind: 'releaseWaits', connId: conn.id }),
+      onBlockedByWait: () => this.#host.clientInput({ kind: 'releaseWaits', connId: conn.id }),
     });
     this.#clients.set(conn.id, session);
   }
@@ -344,7 +348,7 @@ export class Ports {
         }`,
       });
     } else {
-      this.#host.dispatch({ kind: 'clientRequest', connId, requestId, msg });
+      this.#host.clientInput({ kind: 'clientRequest', connId, requestId, msg });
     }
   }
 

@@ -23,7 +23,7 @@
 import assert from 'node:assert/strict';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { describeError } from '../../protocol/errors.js';
-import type { ClientReply, CoordinatorToWorker } from '../../protocol/messages.js';
+import type { ClientReply, CoordinatorToWorker, JobEvent } from '../../protocol/messages.js';
 import type { Logger } from '../../observability/logger.js';
 import { LeaseLostError } from '../../store/lease.js';
 import type { StoreHandle } from '../../store/open-store.js';
@@ -32,7 +32,7 @@ import type { CoordinatorCore, CoreInspection } from '../core/core.js';
 import type { CoreEvent, CoreInput, Effect } from '../core/types.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { TermClock } from './term-clock.js';
-import { WorkerInbox, type WorkerInput } from './worker-inbox.js';
+import { WorkerInbox, type ClientInput, type WorkerInput } from './worker-inbox.js';
 
 /** Why the coordinator stopped working: what every request is answered with. */
 export interface Failure {
@@ -60,6 +60,8 @@ export interface TermOutlets {
   staged(connId: number, requestId: number, msg: ClientReply): void;
   /** A WAIT_JOB the core holds (it is answered later): the session counts it now. */
   held(connId: number, requestId: number): void;
+  /** A job event for a subscriber (dropped when the connection is gone). */
+  push(connId: number, msg: JobEvent): void;
   /** Close a connection after what was sent before. */
   close(connId: number, reason: string): void;
   /** True while something can still receive replies on `connId`. */
@@ -219,6 +221,11 @@ export class Term {
     this.#inbox.push(input);
   }
 
+  /** A client's input: one poll later too, in order of arrival with the workers' (worker-inbox.ts). */
+  clientInput(input: ClientInput): void {
+    this.#inbox.push(input);
+  }
+
   /** Queues a reply the shell produced itself, in order with the core's replies. */
   replyLater(connId: number, requestId: number, msg: ClientReply): void {
     this.#queue({ kind: 'reply', connId, requestId, msg });
@@ -232,7 +239,7 @@ export class Term {
   /** A client connection ended: its waits' timers go, and the core drops its waits. */
   clientClosed(connId: number): void {
     this.#clock.dropConnection(connId);
-    this.dispatch({ kind: 'clientClosed', connId });
+    this.#inbox.push({ kind: 'clientClosed', connId });
   }
 
   /**
@@ -374,6 +381,9 @@ export class Term {
         this.#outlets.reply(effect.connId, effect.requestId, msg);
         return;
       }
+      case 'push':
+        this.#outlets.push(effect.connId, effect.msg);
+        return;
       case 'armWait':
         if (this.#outlets.hasClient(effect.connId)) {
           this.#clock.armWait(effect.connId, effect.requestId, effect.timeoutMs);

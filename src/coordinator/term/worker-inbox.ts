@@ -1,6 +1,7 @@
 /**
- * What the worker connections said, handed to the core one poll later, with
- * the ends known first; and the sweep's tick, after the frames read with it.
+ * What the connections said, handed to the core one poll later, with the
+ * ends of worker connections known first; and the sweep's tick, after the
+ * frames read with it.
  *
  * A socket delivers its buffered frames before its end: libuv stops reading
  * a socket after a short read and picks up its end-of-stream only in the next
@@ -13,15 +14,23 @@
  *
  * So each input waits until its connection has been polled once more: inputs
  * are queued as they are read, and at every check phase (setImmediate) the
- * ones queued before the previous check phase are delivered. A connection's
- * end is announced to the core (`workerEnding`) the moment it is read, so
- * before the frames still queued ahead of it; they still count (a result
- * sent just before the close is accepted), but from then on nothing is
- * assigned there, whatever else the core handles meanwhile. Per connection the order is kept; across
- * connections it is the order of arrival. A tick waits the same way and goes
- * after the frames of its generation, so after a stall of our own the
- * heartbeats and results that queued up meanwhile are seen before anyone is
- * judged.
+ * ones queued before the previous check phase are delivered. A worker
+ * connection's end is announced to the core (`workerEnding`) the moment it is
+ * read, so before the frames still queued ahead of it; they still count (a
+ * result sent just before the close is accepted), but from then on nothing is
+ * assigned there, whatever else the core handles meanwhile. Per connection
+ * the order is kept; across connections it is the order of arrival. A tick
+ * waits the same way and goes after the frames of its generation, so after a
+ * stall of our own the heartbeats and results that queued up meanwhile are
+ * seen before anyone is judged.
+ *
+ * Client requests wait the same poll and go in the same order of arrival.
+ * Handed over at once while workers' results waited, a loaded coordinator
+ * would serve every submission of a turn before the results read with it:
+ * producers that only wait for their acknowledgement then out-run the
+ * workers, whose every next assignment comes a turn later, and a queue of
+ * seconds builds up (docs/MEASURED_BEHAVIOR.md, "The worker inbox and the
+ * wide load"). One rule for every connection keeps the two in step.
  */
 import type { CoreInput } from '../core/types.js';
 
@@ -30,8 +39,21 @@ export type WorkerInput = Extract<
   { kind: 'workerMessage' | 'workerViolation' | 'workerClosed' }
 >;
 
+/** What a client connection (or the in-process client) hands the core. */
+export type ClientInput = Extract<
+  CoreInput,
+  { kind: 'clientRequest' | 'clientClosed' | 'releaseWaits' }
+>;
+
+export type InboxInput = WorkerInput | ClientInput;
+
+const isWorkerInput = (input: InboxInput): input is WorkerInput =>
+  input.kind === 'workerMessage' ||
+  input.kind === 'workerViolation' ||
+  input.kind === 'workerClosed';
+
 interface Generation {
-  inputs: WorkerInput[];
+  inputs: InboxInput[];
   tick: boolean;
 }
 
@@ -60,7 +82,7 @@ export class WorkerInbox {
     return count(this.#older) + count(this.#newer);
   }
 
-  push(input: WorkerInput): void {
+  push(input: InboxInput): void {
     this.#newer.inputs.push(input);
     if (input.kind === 'workerClosed') this.#endRead(input.connId);
     this.#schedule();
@@ -112,6 +134,10 @@ export class WorkerInbox {
 
   #deliverGeneration(generation: Generation): void {
     for (const input of generation.inputs) {
+      if (!isWorkerInput(input)) {
+        this.#deliver(input);
+        continue;
+      }
       const { connId } = input;
       if (this.#ending.has(connId) && !this.#announced.has(connId)) {
         this.#announced.add(connId);

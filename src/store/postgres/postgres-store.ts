@@ -59,7 +59,7 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   result, result_format AS "resultFormat", error, created_at_ms AS "createdAtMs",
   updated_at_ms AS "updatedAtMs", started_at_ms AS "startedAtMs",
   finished_at_ms AS "finishedAtMs", run_at_ms AS "runAtMs",
-  schedule_name AS "scheduleName", queue, group_key AS "groupKey" FROM dtp.jobs`;
+  schedule_name AS "scheduleName", progress, queue, group_key AS "groupKey" FROM dtp.jobs`;
 const SCHEDULE_SELECT = `SELECT name, task_type AS "taskType", cron, every_ms AS "everyMs",
   timezone, payload AS "payloadJson", max_attempts AS "maxAttempts", priority,
   timeout_ms AS "timeoutMs", overlap, catch_up AS "catchUp", paused,

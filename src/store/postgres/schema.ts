@@ -32,8 +32,8 @@ const JOB_FIELDS = `seq bigint, "jobId" text, "taskType" text, "payloadJson" tex
 /** The job fields of schema 3 onwards (the time columns added). */
 const JOB_FIELDS_V3 = `${JOB_FIELDS}, "runAtMs" bigint, "scheduleName" text`;
 
-/** The job fields of schema 4 onwards (the queue columns added). */
-const JOB_FIELDS_V4 = `${JOB_FIELDS_V3}, queue text, "groupKey" text`;
+/** The job fields of schema 5 onwards (progress of schema 4, and the queue columns). */
+const JOB_FIELDS_V5 = `${JOB_FIELDS_V3}, progress json, queue text, "groupKey" text`;
 
 /** The schedule columns as JSON keys of a ScheduleRecord (commit_batch input, schema 3). */
 const SCHEDULE_FIELDS = `name text, "taskType" text, cron text, "everyMs" bigint, timezone text,
@@ -49,6 +49,145 @@ const FENCE = `
   IF NOT FOUND THEN
     RAISE EXCEPTION 'lease epoch % is no longer current', p_epoch USING ERRCODE = '${FENCED_SQLSTATE}';
   END IF;`;
+
+/** A job column added after the first schema: its name, its JobRecord key, its SQL type. */
+interface ExtraColumn {
+  column: string;
+  key: string;
+  type: string;
+}
+
+/** Job columns of migration 4. */
+const PROGRESS_COLUMNS: ExtraColumn[] = [{ column: 'progress', key: 'progress', type: 'json' }];
+
+/**
+ * The fenced write function over the first schema's job columns plus
+ * `extra` (a later migration that adds a job column replaces the function
+ * with its columns added to the list).
+ */
+function commitBatchFunction(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraColumn[]): string {
+  const fields = JOB_FIELDS + extra.map((c) => `, "${c.key}" ${c.type}`).join('');
+  return `${verb} FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json, p_attempts json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   DECLARE
+     r record;
+   BEGIN
+     ${FENCE}
+     IF p_inserts IS NOT NULL THEN
+       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
+           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
+           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
+           started_at_ms, finished_at_ms${extra.map((c) => `, ${c.column}`).join('')})
+         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
+           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
+           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
+           "startedAtMs", "finishedAtMs"${extra.map((c) => `, "${c.key}"`).join('')}
+         FROM json_to_recordset(p_inserts) AS r(${fields});
+     END IF;
+     -- One primary-key update per job: a join of the JSON rows with the table
+     -- would be planned once (the plan is cached) and could stay a scan of
+     -- the whole table as it grows.
+     IF p_updates IS NOT NULL THEN
+       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${fields}) LOOP
+         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
+             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
+             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
+             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
+             finished_at_ms = r."finishedAtMs"${extra.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+           WHERE seq = r.seq;
+         IF NOT FOUND THEN
+           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
+         END IF;
+       END LOOP;
+     END IF;
+     IF p_attempts IS NOT NULL THEN
+       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
+           finished_at_ms, outcome, error)
+         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
+           "finishedAtMs", outcome, error
+         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
+       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
+         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
+         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
+         error = excluded.error;
+     END IF;
+   END
+   $fn$;`;
+}
+
+/**
+ * The fenced write function of schema 3 (jobs, attempts and schedules) over
+ * its job columns plus `extra` (a later migration that adds a job column
+ * replaces it with its columns in the list).
+ */
+function scheduleCommitBatch(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraColumn[]): string {
+  const fields = JOB_FIELDS_V3 + extra.map((c) => `, "${c.key}" ${c.type}`).join('');
+  return `${verb} FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   DECLARE
+     r record;
+   BEGIN
+     ${FENCE}
+     IF p_inserts IS NOT NULL THEN
+       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
+           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
+           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
+           started_at_ms, finished_at_ms, run_at_ms, schedule_name${extra.map((c) => `, ${c.column}`).join('')})
+         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
+           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
+           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
+           "startedAtMs", "finishedAtMs", "runAtMs", "scheduleName"${extra.map((c) => `, "${c.key}"`).join('')}
+         FROM json_to_recordset(p_inserts) AS r(${fields});
+     END IF;
+     IF p_updates IS NOT NULL THEN
+       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${fields}) LOOP
+         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
+             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
+             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
+             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
+             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${extra.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+           WHERE seq = r.seq;
+         IF NOT FOUND THEN
+           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
+         END IF;
+       END LOOP;
+     END IF;
+     IF p_attempts IS NOT NULL THEN
+       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
+           finished_at_ms, outcome, error)
+         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
+           "finishedAtMs", outcome, error
+         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
+       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
+         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
+         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
+         error = excluded.error;
+     END IF;
+     IF p_deleted_schedules IS NOT NULL THEN
+       DELETE FROM dtp.schedules
+         WHERE name IN (SELECT json_array_elements_text(p_deleted_schedules));
+     END IF;
+     IF p_schedules IS NOT NULL THEN
+       INSERT INTO dtp.schedules (name, task_type, cron, every_ms, timezone, payload,
+           max_attempts, priority, timeout_ms, overlap, catch_up, paused, next_run_at_ms,
+           last_run_at_ms, last_job_id, created_at_ms, updated_at_ms)
+         SELECT name, "taskType", cron, "everyMs", timezone, "payloadJson", "maxAttempts",
+           priority, "timeoutMs", overlap, "catchUp", paused, "nextRunAtMs", "lastRunAtMs",
+           "lastJobId", "createdAtMs", "updatedAtMs"
+         FROM json_to_recordset(p_schedules) AS r(${SCHEDULE_FIELDS})
+       ON CONFLICT (name) DO UPDATE SET task_type = excluded.task_type, cron = excluded.cron,
+         every_ms = excluded.every_ms, timezone = excluded.timezone, payload = excluded.payload,
+         max_attempts = excluded.max_attempts, priority = excluded.priority,
+         timeout_ms = excluded.timeout_ms, overlap = excluded.overlap,
+         catch_up = excluded.catch_up, paused = excluded.paused,
+         next_run_at_ms = excluded.next_run_at_ms, last_run_at_ms = excluded.last_run_at_ms,
+         last_job_id = excluded.last_job_id, created_at_ms = excluded.created_at_ms,
+         updated_at_ms = excluded.updated_at_ms;
+     END IF;
+   END
+   $fn$;`;
+}
 
 const MIGRATIONS: readonly string[] = [
   // 1: jobs, attempts, the lease, and the fenced write functions.
@@ -100,52 +239,7 @@ const MIGRATIONS: readonly string[] = [
      acquired_at     timestamptz
    );
    INSERT INTO dtp.leader_lease (id, epoch, expires_at) VALUES (1, 0, '-infinity');
-   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json, p_attempts json)
-   RETURNS void LANGUAGE plpgsql AS $fn$
-   DECLARE
-     r record;
-   BEGIN
-     ${FENCE}
-     IF p_inserts IS NOT NULL THEN
-       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
-           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
-           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
-           started_at_ms, finished_at_ms)
-         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
-           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
-           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
-           "startedAtMs", "finishedAtMs"
-         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS});
-     END IF;
-     -- One primary-key update per job: a join of the JSON rows with the table
-     -- would be planned once (the plan is cached) and could stay a scan of
-     -- the whole table as it grows.
-     IF p_updates IS NOT NULL THEN
-       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${JOB_FIELDS}) LOOP
-         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
-             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
-             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
-             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs"
-           WHERE seq = r.seq;
-         IF NOT FOUND THEN
-           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
-         END IF;
-       END LOOP;
-     END IF;
-     IF p_attempts IS NOT NULL THEN
-       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
-           finished_at_ms, outcome, error)
-         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
-           "finishedAtMs", outcome, error
-         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
-       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
-         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
-         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
-         error = excluded.error;
-     END IF;
-   END
-   $fn$;
+   ${commitBatchFunction('CREATE', [])}
    CREATE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
    RETURNS integer LANGUAGE plpgsql AS $fn$
    DECLARE
@@ -198,77 +292,16 @@ const MIGRATIONS: readonly string[] = [
      created_at_ms   bigint  NOT NULL,
      updated_at_ms   bigint  NOT NULL
    );
-   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
-       p_attempts json, p_schedules json, p_deleted_schedules json)
-   RETURNS void LANGUAGE plpgsql AS $fn$
-   DECLARE
-     r record;
-   BEGIN
-     ${FENCE}
-     IF p_inserts IS NOT NULL THEN
-       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
-           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
-           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
-           started_at_ms, finished_at_ms, run_at_ms, schedule_name)
-         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
-           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
-           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
-           "startedAtMs", "finishedAtMs", "runAtMs", "scheduleName"
-         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V3});
-     END IF;
-     IF p_updates IS NOT NULL THEN
-       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${JOB_FIELDS_V3}) LOOP
-         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
-             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
-             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
-             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"
-           WHERE seq = r.seq;
-         IF NOT FOUND THEN
-           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
-         END IF;
-       END LOOP;
-     END IF;
-     IF p_attempts IS NOT NULL THEN
-       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
-           finished_at_ms, outcome, error)
-         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
-           "finishedAtMs", outcome, error
-         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
-       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
-         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
-         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
-         error = excluded.error;
-     END IF;
-     IF p_deleted_schedules IS NOT NULL THEN
-       DELETE FROM dtp.schedules
-         WHERE name IN (SELECT json_array_elements_text(p_deleted_schedules));
-     END IF;
-     IF p_schedules IS NOT NULL THEN
-       INSERT INTO dtp.schedules (name, task_type, cron, every_ms, timezone, payload,
-           max_attempts, priority, timeout_ms, overlap, catch_up, paused, next_run_at_ms,
-           last_run_at_ms, last_job_id, created_at_ms, updated_at_ms)
-         SELECT name, "taskType", cron, "everyMs", timezone, "payloadJson", "maxAttempts",
-           priority, "timeoutMs", overlap, "catchUp", paused, "nextRunAtMs", "lastRunAtMs",
-           "lastJobId", "createdAtMs", "updatedAtMs"
-         FROM json_to_recordset(p_schedules) AS r(${SCHEDULE_FIELDS})
-       ON CONFLICT (name) DO UPDATE SET task_type = excluded.task_type, cron = excluded.cron,
-         every_ms = excluded.every_ms, timezone = excluded.timezone, payload = excluded.payload,
-         max_attempts = excluded.max_attempts, priority = excluded.priority,
-         timeout_ms = excluded.timeout_ms, overlap = excluded.overlap,
-         catch_up = excluded.catch_up, paused = excluded.paused,
-         next_run_at_ms = excluded.next_run_at_ms, last_run_at_ms = excluded.last_run_at_ms,
-         last_job_id = excluded.last_job_id, created_at_ms = excluded.created_at_ms,
-         updated_at_ms = excluded.updated_at_ms;
-     END IF;
-   END
-   $fn$;`,
-  // 4: named queues. Each job's queue and group key (fixed at submission;
+   ${scheduleCommitBatch('CREATE', [])}`,
+  // 4: the latest progress a handler reported, kept with the job.
+  `ALTER TABLE dtp.jobs ADD COLUMN progress jsonb;
+   ${scheduleCommitBatch('CREATE OR REPLACE', PROGRESS_COLUMNS)}`,
+  // 5: named queues. Each job's queue and group key (fixed at submission;
   // rows from before are in 'default', without a group), an index to list
   // and count a queue, the queues' settings, and commit_batch with a seventh
   // argument (settings rows) that inserts jobs with every column; updates,
-  // attempts and schedules go through the six-argument version, unchanged
-  // (an update never moves a job to another queue).
+  // attempts and schedules go through the six-argument version as step 4
+  // left it (an update never moves a job to another queue).
   `ALTER TABLE dtp.jobs ADD COLUMN queue text NOT NULL DEFAULT 'default';
    ALTER TABLE dtp.jobs ADD COLUMN group_key text;
    CREATE INDEX jobs_queue_state ON dtp.jobs (queue, state, seq);
@@ -292,12 +325,12 @@ const MIGRATIONS: readonly string[] = [
        INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
            max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
            retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
-           started_at_ms, finished_at_ms, run_at_ms, schedule_name, queue, group_key)
+           started_at_ms, finished_at_ms, run_at_ms, schedule_name, progress, queue, group_key)
          SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
            "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
            "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
-           "startedAtMs", "finishedAtMs", "runAtMs", "scheduleName", queue, "groupKey"
-         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V4});
+           "startedAtMs", "finishedAtMs", "runAtMs", "scheduleName", progress, queue, "groupKey"
+         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V5});
      END IF;
      IF p_updates IS NOT NULL OR p_attempts IS NOT NULL OR p_schedules IS NOT NULL
          OR p_deleted_schedules IS NOT NULL THEN

@@ -5,6 +5,7 @@
  */
 import type {
   AttemptOutcome,
+  JobProgress,
   JobState,
   Priority,
   ResultFormat,
@@ -35,6 +36,7 @@ export const JOB_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'progress',
   'run_at_ms',
   'schedule_name',
   'queue',
@@ -55,6 +57,7 @@ export const JOB_MUTABLE_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'progress',
   'run_at_ms',
 ] as const;
 
@@ -94,6 +97,7 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    progressText(job),
     job.runAtMs,
     job.scheduleName,
     job.queue,
@@ -116,6 +120,7 @@ export function jobUpdateValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    progressText(job),
     job.runAtMs,
     job.seq,
   ];
@@ -156,6 +161,8 @@ export interface JobRow {
   updated_at_ms: number;
   started_at_ms: number | null;
   finished_at_ms: number | null;
+  /** JSON of a JobProgress; null = none (and in rows of older schemas). */
+  progress: string | null;
   run_at_ms: number | null;
   schedule_name: string | null;
   queue: string;
@@ -196,11 +203,16 @@ export function jobFromRow(row: JobRow): JobRecord {
     updatedAtMs: row.updated_at_ms,
     startedAtMs: row.started_at_ms,
     finishedAtMs: row.finished_at_ms,
+    progress: row.progress === null ? null : (JSON.parse(row.progress) as JobProgress),
     runAtMs: row.run_at_ms,
     scheduleName: row.schedule_name,
     queue: row.queue,
     groupKey: row.group_key,
   };
+}
+
+function progressText(job: Readonly<JobRecord>): string | null {
+  return job.progress === null || job.progress === undefined ? null : JSON.stringify(job.progress);
 }
 
 export function attemptFromRow(row: AttemptRow): AttemptRecord {

@@ -114,7 +114,9 @@ const MIGRATIONS: readonly string[] = [
      created_at_ms   INTEGER NOT NULL,
      updated_at_ms   INTEGER NOT NULL
    ) STRICT, WITHOUT ROWID;`,
-  // 5: named queues. Each job's queue and group key (fixed at submission;
+  // 5: the latest progress a handler reported (JSON), kept with the job.
+  `ALTER TABLE jobs ADD COLUMN progress TEXT;`,
+  // 6: named queues. Each job's queue and group key (fixed at submission;
   // rows from before are in `default`, without a group), an index to list a
   // queue and count it by state, and one row of settings per queue that has
   // any (paused, limits).

@@ -152,6 +152,13 @@ function Body({ details, onChanged }: { details: JobDetails; onChanged: () => vo
             {job.attempts}/{job.maxAttempts}
           </span>
         </Field>
+        <Field label="Progress">
+          <span data-testid="job-progress">
+            {job.progress == null
+              ? '-'
+              : `${Math.round(job.progress.fraction * 100)}%${job.progress.message === null ? '' : ` ${job.progress.message}`}`}
+          </span>
+        </Field>
         <Field label="Worker">{job.workerId ?? '-'}</Field>
         <Field label="Idempotency key">{job.idempotencyKey ?? '-'}</Field>
         <Field label="Timeout">

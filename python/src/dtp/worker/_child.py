@@ -11,6 +11,7 @@ the framing of the wire protocol:
                       LOAD_FAILED  the module and the problem (every RUN then fails)
                       STARTED   the payload passed its checks; the handler runs
                       LOG       a line the handler logged
+                      PROGRESS  fraction, message: what the handler reported (ctx.progress)
                       SUCCEEDED result, resultFormat (checked against the size limit)
                       FAILED    error, retryable
 
@@ -188,6 +189,9 @@ class _Runner:
             max_attempts=message.get("maxAttempts"),
             deadline_at_ms=message.get("deadlineAtMs"),
             task_type=task_type,
+            progress=lambda fraction, text: self.channel.send(
+                {"type": "PROGRESS", "requestId": request_id, "fraction": fraction, "message": text}
+            ),
         )
         attempt = _Attempt(request_id, ctx)
         with self._lock:

@@ -43,7 +43,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +61,7 @@ from ..framing import (
 from ..protocol import (
     BUILTIN_TASK_TYPES,
     NOT_LEADER,
+    PROGRESS_MESSAGES_PER_SECOND,
     REFUSAL_CODES,
     expect_type,
     get_int,
@@ -223,6 +224,48 @@ class _Running:
     session: _Session
     started_at: float = field(default_factory=time.monotonic)
     deadline: asyncio.TimerHandle | None = None
+    progress: _ProgressThrottle | None = None
+
+
+class _ProgressThrottle:
+    """At most one TASK_PROGRESS per interval; the latest report always goes
+    (at the end of the interval, or at once with ``flush``)."""
+
+    def __init__(self, interval_s: float, send: Callable[[float, str | None], None]) -> None:
+        self._interval_s = interval_s
+        self._send = send
+        self._last_sent = -float("inf")
+        self._waiting: tuple[float, str | None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def report(self, fraction: float, message: str | None) -> None:
+        since = time.monotonic() - self._last_sent
+        if self._timer is None and since >= self._interval_s:
+            self._emit(fraction, message)
+            return
+        self._waiting = (fraction, message)
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(
+                self._interval_s - since, self.flush
+            )
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            self._emit(*waiting)
+
+    def dispose(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
+        self._waiting = None
+
+    def _emit(self, fraction: float, message: str | None) -> None:
+        self._last_sent = time.monotonic()
+        self._send(fraction, message)
 
 
 @dataclass
@@ -575,6 +618,25 @@ class Worker:
             on_log,
         )
         running = _Running(job_id, attempt_id, attempt_number, task_type, handle, session)
+        if "progress" in session.features:
+            # Only to a coordinator that offered it; otherwise progress stays here.
+            def send_progress(fraction: float, message: str | None) -> None:
+                if self._session is not session or self._tasks.get(attempt_id) is not running:
+                    return
+                session.send(
+                    {
+                        "type": "TASK_PROGRESS",
+                        "workerId": self.worker_id,
+                        "jobId": job_id,
+                        "attemptId": attempt_id,
+                        "fraction": fraction,
+                        "message": message,
+                    }
+                )
+
+            throttle = _ProgressThrottle(1 / PROGRESS_MESSAGES_PER_SECOND, send_progress)
+            running.progress = throttle
+            handle.task.on_progress = throttle.report
         if timeout_ms is not None:
             running.deadline = asyncio.get_running_loop().call_later(
                 timeout_ms / 1000, self._on_deadline, running, timeout_ms
@@ -604,10 +666,14 @@ class Worker:
         if running.deadline is not None:
             running.deadline.cancel()
             running.deadline = None
+        if running.progress is not None:
+            running.progress.dispose()
 
     def _on_ended(self, running: _Running, outcome: Outcome) -> None:
         if self._tasks.get(running.attempt_id) is not running:
             return  # stopped or abandoned: never reported
+        if running.progress is not None:
+            running.progress.flush()  # the last progress goes before the result
         self._forget(running)
         if outcome.cancelled:
             self._notify_if_idle()

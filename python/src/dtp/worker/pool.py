@@ -63,6 +63,8 @@ class PoolTask:
         self.request_id = request_id
         self.run = run
         self.on_log = on_log
+        self.on_progress: Callable[[float, str | None], None] = lambda fraction, message: None
+        """Told each ``ctx.progress`` of the handler."""
         self.outcome: asyncio.Future[Outcome] = loop.create_future()
         self.started: asyncio.Future[int | None] = loop.create_future()
         """The pid of its process once the handler began; None if it ended before."""
@@ -187,6 +189,13 @@ class TaskProcess:
                     int(message.get("level") or logging.INFO),
                     str(message.get("logger") or "dtp.task"),
                     str(message.get("message") or ""),
+                )
+            return
+        if kind == "PROGRESS":
+            if task is not None and message.get("requestId") == task.request_id:
+                text = message.get("message")
+                task.on_progress(
+                    float(message.get("fraction") or 0), text if isinstance(text, str) else None
                 )
             return
         if task is None or message.get("requestId") != task.request_id:
