@@ -35,7 +35,12 @@ import {
 import { DtpError } from '../protocol/errors.js';
 import { MAX_FRAME_BYTES } from '../protocol/framing.js';
 import { WRONG_PORT_CODE, clientOnWorkerPortMessage } from '../net/port-kind.js';
-import type { ErrorMessage, JobSnapshot, SubmitRejected } from '../protocol/messages.js';
+import type {
+  ErrorMessage,
+  JobSnapshot,
+  MessageType,
+  SubmitRejected,
+} from '../protocol/messages.js';
 import type { PayloadIssue } from '../sdk/payload-schema.js';
 
 /**
@@ -72,20 +77,6 @@ export class RemoteError extends DtpError {
   constructor(reply: Pick<ErrorMessage, 'message' | 'code' | 'index'>) {
     super(remoteErrorCode(reply), reply.message);
     this.index = reply.index ?? null;
-  }
-}
-
-/**
- * The coordinator does not understand a request of an extension (it predates
- * it): nothing was done, and the client does not fall back on its own.
- */
-export class UnsupportedRequestError extends DtpError {
-  /** The request that was not understood. */
-  readonly requestType: string;
-
-  constructor(requestType: string, what: string, answer: string) {
-    super(LocalErrorCode.Unsupported, `this coordinator does not support ${what} (${answer})`);
-    this.requestType = requestType;
   }
 }
 
@@ -178,26 +169,6 @@ export class UnexpectedReplyError extends DtpError {
   }
 }
 
-/** The coordinator does not understand a request this call needs (an older coordinator). */
-export class FeatureUnsupportedError extends DtpError {
-  readonly feature: string;
-
-  constructor(feature: string) {
-    super(LocalErrorCode.FeatureUnsupported, `this coordinator does not support ${feature}`);
-    this.feature = feature;
-  }
-}
-
-/** The coordinator does not understand SUBSCRIBE_JOBS (an older or v1 coordinator). */
-export class EventsUnsupportedError extends DtpError {
-  constructor() {
-    super(
-      LocalErrorCode.EventsUnsupported,
-      'This coordinator does not support job events (watch, events)',
-    );
-  }
-}
-
 /** The client was closed by its owner; the request was not (or no longer) sent. */
 export class ClientClosedError extends DtpError {
   constructor() {
@@ -205,10 +176,44 @@ export class ClientClosedError extends DtpError {
   }
 }
 
-/** The coordinator does not support what was asked (delayed jobs, schedules); nothing was sent. */
+/**
+ * The coordinator does not support what was asked (delayed jobs, schedules,
+ * bulk submission, job events: it predates them, or is a v1 coordinator);
+ * nothing was sent, or the request was answered "not understood" and nothing
+ * was created. One class and one code for every such feature.
+ */
 export class UnsupportedFeatureError extends DtpError {
-  constructor(message: string) {
+  /** The request that was not understood, when one was sent. */
+  readonly requestType: string | null;
+
+  constructor(message: string, requestType: string | null = null) {
     super(LocalErrorCode.UnsupportedFeature, message);
+    this.requestType = requestType;
+  }
+}
+
+/** The coordinator does not understand SUBSCRIBE_JOBS (job events, `watch`, `events`). */
+export class EventsUnsupportedError extends UnsupportedFeatureError {
+  constructor() {
+    const request: MessageType = 'SUBSCRIBE_JOBS';
+    super('This coordinator does not support job events (watch, events)', request);
+  }
+}
+
+/** The coordinator does not understand an extension request (e.g. SUBMIT_JOBS); nothing was created. */
+export class UnsupportedRequestError extends UnsupportedFeatureError {
+  constructor(requestType: string, what: string, answer: string) {
+    super(`this coordinator does not support ${what} (${answer})`, requestType);
+  }
+}
+
+/** The coordinator does not understand a request this call needs (e.g. the queue requests). */
+export class FeatureUnsupportedError extends UnsupportedFeatureError {
+  readonly feature: string;
+
+  constructor(feature: string, requestType: string | null = null) {
+    super(`this coordinator does not support ${feature}`, requestType);
+    this.feature = feature;
   }
 }
 

@@ -88,8 +88,6 @@ export const LocalErrorCode = {
   TlsFailed: 'TLS_FAILED',
   /** The coordinator does not know `AUTH`. */
   AuthUnsupported: 'AUTH_UNSUPPORTED',
-  /** The coordinator does not know `SUBSCRIBE_JOBS` (job events, `watch`). */
-  EventsUnsupported: 'EVENTS_UNSUPPORTED',
   /** Admission control refused a submission (a `SUBMIT_REJECTED` reply). */
   SubmitRejected: 'SUBMIT_REJECTED',
   /** A wait ended before the job was terminal. */
@@ -98,7 +96,7 @@ export const LocalErrorCode = {
   UnexpectedReply: 'UNEXPECTED_REPLY',
   /** The client was closed by its owner. */
   ClientClosed: 'CLIENT_CLOSED',
-  /** The coordinator does not understand a feature the caller asked for (nothing was sent). */
+  /** The coordinator does not support a feature the caller asked for (delayed jobs, schedules, bulk, events). */
   UnsupportedFeature: 'UNSUPPORTED_FEATURE',
   /** `result()` of a job that ended FAILED. */
   JobFailed: 'JOB_FAILED',
@@ -106,8 +104,6 @@ export const LocalErrorCode = {
   JobCancelled: 'JOB_CANCELLED',
   /** An `ERROR` reply without a code that could not be classified, or with a code unknown here. */
   RemoteError: 'REMOTE_ERROR',
-  /** The coordinator does not know an extension request this call needs (a v1 coordinator). */
-  FeatureUnsupported: 'FEATURE_UNSUPPORTED',
   // Starting a program
   /** An option of `startCoordinator`, `startWorker` or a class is out of its bounds. */
   InvalidOptions: 'INVALID_OPTIONS',
@@ -129,8 +125,6 @@ export const LocalErrorCode = {
   WrongPort: 'WRONG_PORT',
   /** A request (its payload) would not fit in a frame; nothing was sent. */
   PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
-  /** The coordinator does not understand a request of an extension (e.g. SUBMIT_JOBS). */
-  Unsupported: 'UNSUPPORTED',
   // Tasks and tools
   /** A task reported failure on purpose. */
   TaskFailed: 'TASK_FAILED',

@@ -430,7 +430,7 @@ export class Worker {
       | RefusalCode
       | DialError['code']
       | typeof WRONG_PORT_CODE
-      | typeof LocalErrorCode.FeatureUnsupported,
+      | typeof LocalErrorCode.UnsupportedFeature,
     message: string,
   ): void {
     if (this.#isClosed()) return;
@@ -599,7 +599,7 @@ export class Worker {
     if (this.#queues !== null && !this.#features.has('queues')) {
       // It would ignore the list and hand us every queue's attempts.
       this.#refuse(
-        LocalErrorCode.FeatureUnsupported,
+        LocalErrorCode.UnsupportedFeature,
         `this coordinator does not support queues (--queues ${this.#queues.join(',')} needs one that offers them)`,
       );
       return;
