@@ -3,6 +3,7 @@ results and their errors, cancel, paging, tokens."""
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,24 @@ def test_delayed_job_is_shown_scheduled(cluster: Cluster) -> None:
         assert [j["jobId"] for j in jobs] == [job_id]
         assert client.cancel(job_id)["cancelled"] is True
         assert client.status(job_id)["state"] == "CANCELLED"
+
+
+def test_submits_a_delayed_job(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    with c.client() as client:
+        later = client.submit("SHA256", {"text": "later"}, delay_ms=3_600_000)
+        snap = client.status(later.job_id)
+        assert snap["state"] == "SCHEDULED"
+        assert snap["runAtMillis"] >= snap["createdAtMillis"] + 3_500_000
+        at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=2)
+        dated = client.submit("SHA256", {"text": "dated"}, run_at=at)
+        assert dated.status()["runAtMillis"] == int(at.timestamp() * 1000)
+        with pytest.raises(TypeError, match="not both"):
+            client.submit("SHA256", {"text": "x"}, delay_ms=1, run_at=at)
+        with pytest.raises(ValueError, match="366 days"):
+            client.submit("SHA256", {"text": "x"}, run_at=at + datetime.timedelta(days=400))
+        with pytest.raises(ValueError, match="time zone"):
+            client.submit("SHA256", {"text": "x"}, run_at=datetime.datetime(2030, 1, 1))
 
 
 def test_submit_many_creates_a_batch_whole_or_not_at_all(cluster: Cluster) -> None:

@@ -31,6 +31,7 @@ key.
 from __future__ import annotations
 
 import builtins
+import datetime
 import json
 import math
 import os
@@ -91,6 +92,7 @@ _LOCAL_CURSOR = "dtp-local:"
 
 _features_lock = threading.Lock()
 _wait_job_by_address: dict[str, bool] = {}
+_time_by_address: dict[str, bool] = {}
 
 
 def _remembered(address: str) -> bool | None:
@@ -101,6 +103,37 @@ def _remembered(address: str) -> bool | None:
 def _remember(address: str, wait_job: bool) -> None:
     with _features_lock:
         _wait_job_by_address[address] = wait_job
+
+
+MAX_DELAY_MS = 366 * 86_400_000
+"""Furthest a delayed job may be due, from now."""
+
+
+def _run_at_millis(options: dict[str, Any], now_ms: int) -> int | None:
+    """Pops ``delay_ms`` / ``run_at`` from the options: the job's due time (epoch ms) or None."""
+    delay_ms = options.pop("delay_ms", None)
+    run_at = options.pop("run_at", None)
+    if delay_ms is not None and run_at is not None:
+        raise TypeError("give delay_ms or run_at, not both")
+    if delay_ms is not None:
+        if isinstance(delay_ms, bool) or not isinstance(delay_ms, int):
+            raise TypeError("delay_ms must be an integer (milliseconds)")
+        if not 0 <= delay_ms <= MAX_DELAY_MS:
+            raise ValueError(f"delay_ms must be 0..{MAX_DELAY_MS}")
+        return now_ms + delay_ms
+    if run_at is None:
+        return None
+    if isinstance(run_at, datetime.datetime):
+        if run_at.tzinfo is None:
+            raise ValueError("run_at must be an aware datetime (with a time zone)")
+        at_ms = int(run_at.timestamp() * 1000)
+    elif isinstance(run_at, int) and not isinstance(run_at, bool):
+        at_ms = run_at
+    else:
+        raise TypeError("run_at must be an aware datetime or epoch milliseconds")
+    if at_ms < 0 or at_ms > now_ms + MAX_DELAY_MS:
+        raise ValueError("run_at must be at most 366 days ahead")
+    return at_ms
 
 
 # ---------------------------------------------------------- submit options
@@ -309,6 +342,9 @@ class Client:
 
         Options: ``priority`` (``"HIGH"``, ``"NORMAL"``, ``"LOW"``), ``idempotency_key``,
         ``max_attempts`` (1..1000), ``timeout_millis`` (the job's deadline per attempt),
+        ``delay_ms`` or ``run_at`` (an aware ``datetime`` or epoch ms, at most 366 days
+        ahead: the job is ``SCHEDULED`` until then; ``UnsupportedRequestError`` from a
+        coordinator without delayed jobs, nothing sent),
         ``schema`` (a callable that raises on an invalid payload: ``InvalidPayloadError``,
         nothing sent), ``retries`` (resend a submission that admission control refused, or
         one with a key whose connection broke; default 0).
@@ -322,11 +358,12 @@ class Client:
             raise TypeError(f"payload must be a JSON object (a dict), got {type(payload).__name__}")
         schema = options.pop("schema", None)
         retries = options.pop("retries", 0)
+        run_at_millis = _run_at_millis(options, int(time.time() * 1000))
         unknown = sorted(set(options) - set(_SUBMIT_OPTIONS))
         if unknown:
             raise TypeError(
                 f"unknown submit option {unknown[0]!r}; known: {', '.join(_SUBMIT_OPTIONS)}, "
-                "schema, retries"
+                "delay_ms, run_at, schema, retries"
             )
         if schema is not None:
             try:
@@ -336,6 +373,11 @@ class Client:
         message = _submit_message(task_type, payload, options)
         if not isinstance(retries, int) or retries < 0:
             raise ValueError("retries must be a non-negative integer")
+        if run_at_millis is not None:
+            # A coordinator without delayed jobs would ignore the field and run it now.
+            if not self._time_supported():
+                raise UnsupportedRequestError("delayed jobs", "it does not know LIST_SCHEDULES")
+            message["runAtMillis"] = run_at_millis
         attempt = 0
         while True:
             attempt += 1
@@ -554,8 +596,25 @@ class Client:
         _remember(address, answer)
         return answer
 
-    def _probe(self, address: HostPort) -> bool | None:
-        """WAIT_JOB for a job that cannot exist, on a connection of its own; None: no answer."""
+    def _time_supported(self) -> bool:
+        """Whether the coordinator has delayed jobs (and schedules): probed with LIST_SCHEDULES."""
+        with self._lock:
+            self._connection(time.monotonic() + self._follow_timeout)
+            address = self.address
+        with _features_lock:
+            known = _time_by_address.get(address)
+        if known is not None:
+            return known
+        answer = self._probe(self._dialed, {"type": "LIST_SCHEDULES"})
+        if answer is None:
+            return True
+        with _features_lock:
+            _time_by_address[address] = answer
+        return answer
+
+    def _probe(self, address: HostPort, request: Message | None = None) -> bool | None:
+        """A request that changes nothing (by default WAIT_JOB for a job that cannot exist),
+        on a connection of its own: whether it was understood; None: no answer."""
         try:
             conn = Connection.open(
                 address.host, address.port, self._connect_timeout, self._tls, self._token
@@ -563,10 +622,12 @@ class Client:
         except DtpError:
             return None
         try:
-            reply = conn.request(
-                {"type": "WAIT_JOB", "jobId": f"dtp-probe-{uuid.uuid4()}", "timeoutMillis": 0},
-                self._connect_timeout,
-            )
+            probe = request or {
+                "type": "WAIT_JOB",
+                "jobId": f"dtp-probe-{uuid.uuid4()}",
+                "timeoutMillis": 0,
+            }
+            reply = conn.request(probe, self._connect_timeout)
         except TransportError as err:
             # Closed before any reply: not understood. No reply in time: inconclusive.
             return None if "no reply" in err.message else False

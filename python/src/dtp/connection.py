@@ -41,6 +41,7 @@ CLIENT_REPLIES = frozenset(
         "AUTH_OK",
         "JOBS_PURGED",
         "JOBS_SUBMITTED",
+        "SCHEDULE_LIST",
     }
 )
 

@@ -47,7 +47,9 @@ class UnsupportedRequestError(DtpError):
     """The coordinator does not understand a request of an extension (it predates it)."""
 
     def __init__(self, what: str, answer: str) -> None:
-        super().__init__("UNSUPPORTED_FEATURE", f"this coordinator does not support {what} ({answer})")
+        super().__init__(
+            "UNSUPPORTED_FEATURE", f"this coordinator does not support {what} ({answer})"
+        )
 
 
 class NotLeaderError(RemoteError):
