@@ -253,8 +253,12 @@ export class SimClient implements ClientPeer {
       priority: null,
       dependsOn: parents,
       ...(policy === null ? {} : { onParentFailure: policy }),
+      // Dependents go into the limited queues too: released into a paused
+      // or full queue, they must wait there like any other job.
+      ...(rng.chance(0.5) && { queue: rng.pick(QUEUES) }),
     };
   }
+
   #someJobId(): string {
     const ids = this.#env.ackedIds;
     if (ids.length === 0 || this.#rng.chance(0.03)) return `no-such-job-${this.#rng.int(0, 9)}`;
