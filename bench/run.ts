@@ -3,7 +3,8 @@
  * benchmarks, prints a Markdown report (medians of several runs; the machine
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
- * routing, recovery, throughput, bulk, overload, latency, security. Every run is bounded in jobs and
+ * routing, fairness, rate, recovery, throughput, bulk, overload, latency,
+ * security. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,6 +23,7 @@ import { attackBudgetTables } from './attack-budgets.js';
 import { waitAttack, waitAttackTable } from './attack-waits.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 import { bulkRun, type BulkRun } from './bulk.js';
+import { FAIRNESS_CASES, fairnessAssignmentsPerSecond, groupMemory } from './fairness.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
@@ -31,6 +33,7 @@ const SCALE = SMOKE ? 0.01 : 1;
 const ALL = [
   'queue-depth',
   'routing',
+  'fairness',
   'recovery',
   'throughput',
   'bulk',
@@ -65,6 +68,39 @@ function routing(): string[] {
     );
     lines.push(row([c.label, Math.round(median(runs)).toLocaleString('en')]));
   }
+  return lines;
+}
+
+function fairness(): string[] {
+  const reps = SMOKE ? 1 : 5;
+  const cycles = Math.round(20_000 * SCALE);
+  const lines = [
+    row(['jobs spread over', 'assignments/s (median of 5)', 'ratio to the baseline']),
+    row(['---', '---', '---']),
+  ];
+  // Interleaved repetitions, so that a slow moment of the machine hits every case alike.
+  const runs = FAIRNESS_CASES.map(() => [] as number[]);
+  for (let r = 0; r < reps; r++) {
+    FAIRNESS_CASES.forEach((c, i) => runs[i]?.push(fairnessAssignmentsPerSecond(c, cycles)));
+  }
+  const medians = runs.map((r) => median(r));
+  const base = medians[0] as number;
+  FAIRNESS_CASES.forEach((c, i) => {
+    const m = medians[i] as number;
+    lines.push(row([c.label, Math.round(m).toLocaleString('en'), (m / base).toFixed(2)]));
+  });
+  const groups = Math.round(10_000 * SCALE);
+  const mem = Array.from({ length: REPEATS }, () => groupMemory(groups));
+  const m = (f: (g: (typeof mem)[number]) => number): string =>
+    Math.round(median(mem.map(f))).toString();
+  lines.push(
+    '',
+    row([`core heap, ${groups.toLocaleString('en')} groups`, 'bytes per group (median of 3)']),
+    row(['---', '---']),
+    row(['idle group (its jobs all ran; no settings)', m((g) => g.idleBytesPerGroup)]),
+    row(['group with one queued job, beyond the job itself', m((g) => g.backlogBytesPerGroup)]),
+    row(['(for scale) one queued job', m((g) => g.bytesPerJob)]),
+  );
   return lines;
 }
 
@@ -248,6 +284,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return queueDepth();
     case 'routing':
       return routing();
+    case 'fairness':
+      return fairness();
     case 'recovery':
       return recovery(dir);
     case 'throughput':
