@@ -153,6 +153,8 @@ export interface ListQuery {
   limit: number;
   /** Only rows of this named queue; null or absent = all. */
   queue?: string | null;
+  /** Only rows that finished at or after this time (epoch ms); null or absent = all. */
+  finishedSinceMs?: number | null;
 }
 
 /** Deletes terminal jobs (and their attempts) of one state that finished before a time. */
@@ -168,7 +170,8 @@ export interface PurgeQuery {
 export type StoreRead =
   | { op: 'job'; jobId: string; withAttempts: boolean }
   | { op: 'jobByKey'; key: string }
-  | { op: 'list'; query: ListQuery }
+  /** `withAttempts`: also the attempts of the rows returned (any order). */
+  | { op: 'list'; query: ListQuery; withAttempts?: boolean }
   | { op: 'purge'; query: PurgeQuery }
   /** The newest jobs a schedule made (by seq, newest first). */
   | { op: 'scheduleJobs'; scheduleName: string; limit: number }
@@ -179,7 +182,7 @@ export type StoreRead =
 export type StoreReadResult =
   | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null }
   | { op: 'jobByKey'; job: JobRecord | null }
-  | { op: 'list'; jobs: JobRecord[] }
+  | { op: 'list'; jobs: JobRecord[]; attempts?: AttemptRecord[] }
   | { op: 'purge'; deleted: number }
   | { op: 'scheduleJobs'; jobs: JobRecord[] }
   | { op: 'queueCounts'; counts: QueueCount[] };
