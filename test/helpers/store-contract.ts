@@ -376,10 +376,9 @@ export function describeStoreContract(backend: StoreBackend): void {
         [5, 2],
         'finished at or after the bound',
       );
-      assert.deepEqual(
-        (since.attempts ?? []).map((a) => `${a.jobId}#${a.attemptNumber}`).sort(),
-        ['job-2#1'],
-      );
+      assert.deepEqual((since.attempts ?? []).map((a) => `${a.jobId}#${a.attemptNumber}`).sort(), [
+        'job-2#1',
+      ]);
       const withHistory = await read(100, true);
       assert.deepEqual(
         (withHistory.attempts ?? []).map((a) => `${a.jobId}#${a.attemptNumber}`).sort(),

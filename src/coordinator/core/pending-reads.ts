@@ -67,6 +67,16 @@ export type PendingRead =
       seen: Map<string, JobRecord>;
     }
   | { kind: 'key'; key: string }
+  /** RERUN_JOBS: the stored FAILED jobs to queue again (rerun.ts). */
+  | {
+      kind: 'rerun';
+      connId: number;
+      requestId: number;
+      limit: number;
+      budget: number;
+      /** Rows that left the overlay while the read was out: changed meanwhile, skipped. */
+      seen: Map<string, JobRecord>;
+    }
   /** GET_SCHEDULE: the schedule's newest jobs from the store. */
   | { kind: 'scheduleJobs'; connId: number; requestId: number; name: string }
 
@@ -111,7 +121,7 @@ export class PendingReads {
   noteCommitted(rows: readonly JobRecord[]): void {
     if (rows.length === 0) return;
     for (const read of this.#reads.values()) {
-      if (read.kind !== 'list') continue;
+      if (read.kind !== 'list' && read.kind !== 'rerun') continue;
       for (const row of rows) read.seen.set(row.jobId, row);
     }
   }
