@@ -384,6 +384,13 @@ export function describeStoreContract(backend: StoreBackend): void {
         (withHistory.attempts ?? []).map((a) => `${a.jobId}#${a.attemptNumber}`).sort(),
         ['job-1#1', 'job-1#2', 'job-2#1'],
       );
+      // A re-run: the same row QUEUED again with a fresh attempt budget.
+      const again = { ...(rows[0] as JobRecord), state: 'QUEUED' as const, maxAttempts: 5 };
+      await store.commit(batchOf([{ job: { ...again, finishedAtMs: null }, isNew: false }]));
+      const back = (await getJob(store, 'job-1')).job;
+      assert.equal(back?.state, 'QUEUED');
+      assert.equal(back?.maxAttempts, 5);
+      assert.equal(back?.finishedAtMs, null);
     });
 
     it('purges only terminal jobs of one state finished before the bound, with their attempts and keys', async () => {

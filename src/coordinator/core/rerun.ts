@@ -14,7 +14,12 @@
  * the reply leaves after that commit, like every reply.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
-import { MAX_ATTEMPTS_LIMIT, MAX_FILTER_VALUE_LENGTH } from '../../protocol/limits.js';
+import {
+  DEFAULT_RERUN_LIMIT,
+  MAX_ATTEMPTS_LIMIT,
+  MAX_FILTER_VALUE_LENGTH,
+  MAX_RERUN_LIMIT,
+} from '../../protocol/limits.js';
 import type { RerunJobs } from '../../protocol/messages.js';
 import { queueNameProblem } from '../../protocol/queue-names.js';
 import type { AttemptRecord, JobRecord } from '../../store/store.js';
@@ -23,10 +28,6 @@ import { schedule } from './job-lifecycle.js';
 import { transition } from './job-state.js';
 import type { PendingRead } from './pending-reads.js';
 import type { CoreState } from './state.js';
-
-/** Jobs one RERUN_JOBS takes when it names no limit, and the most it may name. */
-export const DEFAULT_RERUN_LIMIT = 1_000;
-export const MAX_RERUN_LIMIT = 10_000;
 
 /** What is wrong with the request, naming the field; null when nothing is. */
 function rerunProblem(msg: RerunJobs): string | null {

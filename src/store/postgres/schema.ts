@@ -120,7 +120,12 @@ function commitBatchFunction(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraC
  * its job columns plus `extra` (a later migration that adds a job column
  * replaces it with its columns in the list).
  */
-function scheduleCommitBatch(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraColumn[]): string {
+function scheduleCommitBatch(
+  verb: 'CREATE' | 'CREATE OR REPLACE',
+  extra: ExtraColumn[],
+  /** Columns of the first schema an update sets too, beyond the usual ones. */
+  updated: readonly { column: string; key: string }[] = [],
+): string {
   const fields = JOB_FIELDS_V3 + extra.map((c) => `, "${c.key}" ${c.type}`).join('');
   return `${verb} FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
        p_attempts json, p_schedules json, p_deleted_schedules json)
@@ -146,7 +151,7 @@ function scheduleCommitBatch(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraC
              attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
              retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
              error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${extra.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${[...extra, ...updated].map((c) => `, ${c.column} = r."${c.key}"`).join('')}
            WHERE seq = r.seq;
          IF NOT FOUND THEN
            RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
@@ -355,6 +360,12 @@ const MIGRATIONS: readonly string[] = [
      END IF;
    END
    $fn$;`,
+  // 6: an update writes max_attempts too (a re-run of a FAILED job gives it
+  // a fresh attempt budget); the six-argument commit_batch that every update
+  // goes through, as step 4 left it plus that column.
+  scheduleCommitBatch('CREATE OR REPLACE', PROGRESS_COLUMNS, [
+    { column: 'max_attempts', key: 'maxAttempts' },
+  ]),
 ];
 
 /** Number of the newest schema this code knows. */
