@@ -24,6 +24,7 @@ import { waitAttack, waitAttackTable } from './attack-waits.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 import { bulkRun, type BulkRun } from './bulk.js';
 import { FAIRNESS_CASES, fairnessAssignmentsPerSecond, groupMemory } from './fairness.js';
+import { coreRateRun, rateRun, type RateRun } from './rate.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
@@ -34,6 +35,7 @@ const ALL = [
   'queue-depth',
   'routing',
   'fairness',
+  'rate',
   'recovery',
   'throughput',
   'bulk',
@@ -100,6 +102,40 @@ function fairness(): string[] {
     row(['idle group (its jobs all ran; no settings)', m((g) => g.idleBytesPerGroup)]),
     row(['group with one queued job, beyond the job itself', m((g) => g.backlogBytesPerGroup)]),
     row(['(for scale) one queued job', m((g) => g.bytesPerJob)]),
+  );
+  return lines;
+}
+
+async function rate(dir: string): Promise<string[]> {
+  const max = 200;
+  const seconds = SMOKE ? 3 : 30;
+  const runs: RateRun[] = [];
+  for (let i = 0; i < REPEATS; i++) runs.push(await rateRun(dir, max, seconds));
+  const lines = [
+    row([
+      `queue at ${max}/1s, 3 workers × 8 slots, instant tasks, ${seconds} s`,
+      ...runs.map((_, i) => `run ${i + 1}`),
+      'median',
+    ]),
+    row(['---', ...runs.map(() => '---'), '---']),
+  ];
+  const each = (label: string, f: (r: RateRun) => number, digits: number): void => {
+    const values = runs.map(f);
+    lines.push(
+      row([label, ...values.map((v) => v.toFixed(digits)), median(values).toFixed(digits)]),
+    );
+  };
+  each('starts per second over the run', (r) => r.meanPerSec, 1);
+  each('most starts in any sliding 1-s window', (r) => r.maxWindow, 0);
+  each('starts counted', (r) => r.starts, 0);
+  // The scheduler alone (pure core, simulated time): what the processes add is the difference.
+  const core = coreRateRun(max, seconds);
+  lines.push(
+    '',
+    row(['the same on the pure core (simulated time, results 1 ms after assignment)', 'value']),
+    row(['---', '---']),
+    row(['starts per second over the run', core.meanPerSec.toFixed(1)]),
+    row(['most starts in any sliding 1-s window', core.maxWindow]),
   );
   return lines;
 }
@@ -286,6 +322,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return routing();
     case 'fairness':
       return fairness();
+    case 'rate':
+      return rate(dir);
     case 'recovery':
       return recovery(dir);
     case 'throughput':
