@@ -121,6 +121,7 @@ export class StateView {
       case 'WORKER_LIST':
       case 'JOBS_PURGED':
       case 'JOBS_RERUN':
+      case 'FLOW_SUBMITTED':
       case 'SCHEDULE_LIST':
       case 'SCHEDULE_DELETED':
       case 'AUTH_OK':

@@ -52,6 +52,7 @@ export const SESSIONS: readonly Session[] = [
     sections: [
       { doc: README, heading: 'Running it yourself' },
       { doc: README, heading: 'Queues and limits' },
+      { doc: OPERATIONS, heading: 'Containing an incident' },
       { doc: OPERATIONS, heading: 'Backups' },
     ],
     files: {
@@ -67,6 +68,23 @@ export const SESSIONS: readonly Session[] = [
       { doc: README, heading: 'The dashboard' },
       { doc: HTTP, heading: '`GET /api/jobs`' },
     ],
+  },
+  {
+    name: 'README "Jobs that depend on jobs"',
+    sections: [{ doc: README, heading: 'Jobs that depend on jobs' }],
+    files: {
+      'flow.json': JSON.stringify({
+        jobs: [
+          {
+            ref: 'thumbs',
+            taskType: 'SHA256',
+            payload: { text: 'thumbnails' },
+            dependsOn: ['resize'],
+          },
+          { ref: 'resize', taskType: 'SHA256', payload: { text: 'resize' } },
+        ],
+      }),
+    },
   },
   {
     name: 'README "Later and on a schedule"',

@@ -7,6 +7,7 @@ import type {
   AttemptOutcome,
   JobProgress,
   JobState,
+  ParentFailurePolicy,
   Priority,
   ResultFormat,
   ScheduleCatchUp,
@@ -36,6 +37,8 @@ export const JOB_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'depends_on',
+  'on_parent_failure',
   'progress',
   'run_at_ms',
   'schedule_name',
@@ -99,12 +102,19 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    job.dependsOn === null ? null : JSON.stringify(job.dependsOn),
+    job.onParentFailure,
     progressText(job),
     job.runAtMs,
     job.scheduleName,
     job.queue,
     job.groupKey,
   ];
+}
+
+/** The rows of the dependency table a new job adds: `[parentId, jobId]` each. */
+export function dependencyValues(job: Readonly<JobRecord>): SqlValue[][] {
+  return (job.dependsOn ?? []).map((parentId) => [parentId, job.jobId]);
 }
 
 /** The mutable columns, then the seq (the WHERE of the update). */
@@ -164,6 +174,8 @@ export interface JobRow {
   updated_at_ms: number;
   started_at_ms: number | null;
   finished_at_ms: number | null;
+  depends_on: string | null;
+  on_parent_failure: string | null;
   /** JSON of a JobProgress; null = none (and in rows of older schemas). */
   progress: string | null;
   run_at_ms: number | null;
@@ -206,6 +218,8 @@ export function jobFromRow(row: JobRow): JobRecord {
     updatedAtMs: row.updated_at_ms,
     startedAtMs: row.started_at_ms,
     finishedAtMs: row.finished_at_ms,
+    dependsOn: row.depends_on === null ? null : (JSON.parse(row.depends_on) as string[]),
+    onParentFailure: row.on_parent_failure as ParentFailurePolicy | null,
     progress: row.progress === null ? null : (JSON.parse(row.progress) as JobProgress),
     runAtMs: row.run_at_ms,
     scheduleName: row.schedule_name,
@@ -306,6 +320,7 @@ export const SCHEDULE_COLUMNS = [
   'last_job_id',
   'created_at_ms',
   'updated_at_ms',
+  'queue',
 ] as const;
 
 export interface ScheduleRow {
@@ -326,6 +341,7 @@ export interface ScheduleRow {
   last_job_id: string | null;
   created_at_ms: number;
   updated_at_ms: number;
+  queue: string;
 }
 
 export function scheduleValues(schedule: Readonly<ScheduleRecord>): SqlValue[] {
@@ -347,6 +363,7 @@ export function scheduleValues(schedule: Readonly<ScheduleRecord>): SqlValue[] {
     schedule.lastJobId,
     schedule.createdAtMs,
     schedule.updatedAtMs,
+    schedule.queue,
   ];
 }
 
@@ -369,5 +386,6 @@ export function scheduleFromRow(row: ScheduleRow): ScheduleRecord {
     lastJobId: row.last_job_id,
     createdAtMs: row.created_at_ms,
     updatedAtMs: row.updated_at_ms,
+    queue: row.queue,
   };
 }
