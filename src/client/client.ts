@@ -19,6 +19,7 @@
  * (list-paging.ts).
  */
 import { QueuesApi } from './queues.js';
+import { rerunMessage, type RerunOptions, type RerunResult } from './rerun.js';
 import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { setTimeout as sleepMs } from 'node:timers/promises';
@@ -739,6 +740,25 @@ export class DtpClient<T extends object = AnyTasks> {
     assertIntIn('olderThanMs', olderThanMs, 0, Number.MAX_SAFE_INTEGER);
     const reply = await this.#request({ type: 'PURGE_JOBS', state, olderThanMillis: olderThanMs });
     return expectReply('PURGE_JOBS', reply, 'JOBS_PURGED').deleted;
+  }
+
+  /**
+   * Re-runs the FAILED jobs of a queue (a redrive of dead letters): each
+   * selected job is QUEUED again as the same job, with `maxAttempts` more
+   * attempts (default: the coordinator's default) and its attempts so far
+   * kept. Newest first, at most `limit` (default 1,000, at most 10,000) per
+   * call; `more` says whether more matched (call again). Resolves once the
+   * change is durable. {@link UnsupportedFeatureError} from a coordinator
+   * without it; `RangeError`/`TypeError` for bad options (nothing sent).
+   */
+  async rerun(options: RerunOptions): Promise<RerunResult> {
+    const msg = rerunMessage(options);
+    const reply = await this.#request(msg);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      throw new UnsupportedRequestError(msg.type, 'the re-run of failed jobs', reply.message);
+    }
+    const { rerun, jobIds, more } = expectReply(msg.type, reply, 'JOBS_RERUN');
+    return { rerun, jobIds, more };
   }
 
   /**

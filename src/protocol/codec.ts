@@ -561,6 +561,15 @@ const SCHEMAS: Schemas = {
   AUTH_OK: {},
   PURGE_JOBS: { state: jobStateCodec, olderThanMillis: intCodec },
   JOBS_PURGED: { deleted: intCodec },
+  RERUN_JOBS: {
+    queue: stringCodec,
+    state: jobStateCodec,
+    taskType: optional(stringCodec),
+    finishedSinceMillis: optional(intCodec),
+    limit: optional(intCodec),
+    maxAttempts: optional(intCodec),
+  },
+  JOBS_RERUN: { rerun: intCodec, jobIds: arrayOf(stringCodec), more: boolCodec },
   LIST_QUEUES: {},
   QUEUE_LIST: { queues: arrayOf(queueInfoCodec) },
   SET_QUEUE: {

@@ -199,10 +199,13 @@ export class PostgresStore implements Store {
           return { op: 'jobByKey', job: rows.rows[0] ?? null };
         });
       case 'list':
-        return this.#withReader(async (client) => ({
-          op: 'list',
-          jobs: await listJobs(client, read.query),
-        }));
+        return this.#withReader(async (client) => {
+          const jobs = await listJobs(client, read.query);
+          if (read.withAttempts !== true) return { op: 'list', jobs };
+          const attempts: AttemptRecord[] = [];
+          for (const job of jobs) attempts.push(...(await attemptsOf(client, job.jobId)));
+          return { op: 'list', jobs, attempts };
+        });
       case 'purge':
         return new Promise<number>((resolve, reject) => {
           this.#enqueue({ kind: 'purge', query: read.query, pending: { resolve, reject } });
@@ -393,6 +396,10 @@ async function listJobs(client: pg.ClientBase, query: ListQuery): Promise<JobRec
   if (query.queue !== undefined && query.queue !== null) {
     values.push(query.queue);
     where.push(`queue = $${values.length}`);
+  }
+  if (query.finishedSinceMs !== undefined && query.finishedSinceMs !== null) {
+    values.push(query.finishedSinceMs);
+    where.push(`finished_at_ms >= $${values.length}`);
   }
   values.push(query.limit);
   const filter = where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`;

@@ -140,6 +140,8 @@ function scheduleCommitBatch(
   extra: ExtraColumn[],
   dependencies = false,
   scheduleQueue = false,
+  /** Columns of the first schema an update sets too, beyond the usual ones. */
+  alsoUpdated: readonly { column: string; key: string }[] = [],
 ): string {
   const fields = JOB_FIELDS_V3 + extra.map((c) => `, "${c.key}" ${c.type}`).join('');
   const scheduleFields = SCHEDULE_FIELDS + (scheduleQueue ? ', queue text' : '');
@@ -177,7 +179,7 @@ function scheduleCommitBatch(
              attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
              retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
              error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${updated.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${[...updated, ...alsoUpdated].map((c) => `, ${c.column} = r."${c.key}"`).join('')}
            WHERE seq = r.seq;
          IF NOT FOUND THEN
            RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
@@ -402,6 +404,16 @@ const MIGRATIONS: readonly string[] = [
      END IF;
    END
    $fn$;`,
+  // 7: an update writes max_attempts too (a re-run of a FAILED job gives it
+  // a fresh attempt budget); the six-argument commit_batch that every write
+  // goes through, as step 6 left it plus that column.
+  scheduleCommitBatch(
+    'CREATE OR REPLACE',
+    [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...QUEUE_COLUMNS],
+    true,
+    true,
+    [{ column: 'max_attempts', key: 'maxAttempts' }],
+  ),
 ];
 
 /** Number of the newest schema this code knows. */

@@ -62,6 +62,8 @@ export const JOB_MUTABLE_COLUMNS = [
   'finished_at_ms',
   'progress',
   'run_at_ms',
+  // A re-run of a FAILED job gives it a fresh attempt budget.
+  'max_attempts',
 ] as const;
 
 export const ATTEMPT_COLUMNS = [
@@ -132,6 +134,7 @@ export function jobUpdateValues(job: Readonly<JobRecord>): SqlValue[] {
     job.finishedAtMs,
     progressText(job),
     job.runAtMs,
+    job.maxAttempts,
     job.seq,
   ];
 }
