@@ -99,6 +99,7 @@ function handled(input: HandledInput['input'], effects: Effect[], active = [0, 0
     effects,
     activeBefore: active[0] as number,
     activeAfter: active[1] as number,
+    scheduledBefore: 0,
     scheduledAfter: 0,
     nowMs: 0,
     linkWorkerId: 'w1',
