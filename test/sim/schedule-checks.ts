@@ -278,7 +278,9 @@ export class ScheduleChecks {
       lastRunAtMs: before?.lastRunAtMs ?? null,
       createdAtMs: before?.createdAtMs ?? nowMs,
       anchorMs: snapshot.nextRunAtMillis ?? before?.anchorMs ?? null,
-      lastTickMs: before?.lastTickMs ?? null,
+      // A new or changed cadence starts after now; the bound kept after a
+      // crash (the committed next tick) holds only for the old one.
+      lastTickMs: Math.min(before?.lastTickMs ?? nowMs, nowMs),
     };
     this.#live.set(m.name, m);
   }
