@@ -63,13 +63,14 @@ const REQUEST_WEIGHTS = {
   listQueues: 1,
   dependent: 8,
   subscribe: 1,
-  setSchedule: 2,
+  // Few schedules at a time, not living long: their ticks add jobs to every seed.
+  setSchedule: 1,
   resetSchedule: 1,
   invalidSchedule: 1,
   pauseSchedule: 1,
   resumeSchedule: 1,
   triggerSchedule: 1,
-  deleteSchedule: 1,
+  deleteSchedule: 2,
   getSchedule: 1,
   listSchedules: 1,
 } as const;
