@@ -37,6 +37,7 @@ interface Totals {
   faultKinds: Map<string, number>;
   dependents: number;
   cascaded: number;
+  schedules: Map<string, number>;
 }
 
 function parseCount(name: string, value: string | undefined, fallback: number): number {
@@ -70,6 +71,9 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.reclaimedLeases += report.reclaimedLeases;
   totals.endingConnections += report.endingConnections;
   totals.faults += report.faultTotal;
+  for (const [kind, n] of Object.entries(report.schedules) as [string, number][]) {
+    totals.schedules.set(kind, (totals.schedules.get(kind) ?? 0) + n);
+  }
   for (const [kind, n] of Object.entries(report.faults)) {
     totals.faultKinds.set(kind, (totals.faultKinds.get(kind) ?? 0) + n);
   }
@@ -80,12 +84,14 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
     .sort(([a], [b]) => (a < b ? -1 : 1))
     .map(([k, n]) => `${k}=${n}`)
     .join(' ');
+  const sch = (kind: string): number => totals.schedules.get(kind) ?? 0;
   console.log(
     [
       `seeds run:       ${totals.seeds}`,
       `steps:           ${totals.steps} (${totals.inputs} core inputs)`,
       `jobs:            ${totals.jobs} created, ${totals.acked} acknowledged, ${totals.completed} completed, ${totals.failed} failed, ${totals.cancelled} cancelled`,
       `dependencies:    ${totals.dependents} jobs with parents, ${totals.cascaded} cancelled by a failed parent`,
+      `schedules:       ${sch('fired')} ticks fired (${sch('catchUps')} catch-up jobs after a recovery), skipped: ${sch('skippedOverlap')} overlap, ${sch('skippedMissed')} missed, ${sch('skippedLimit')} limit; ${sch('triggers')} triggers; ${sch('set')} definitions set, ${sch('invalid')} refused as invalid`,
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
       `prefetch:        ${totals.prefetchedSteps} steps ended with a worker holding more leases than its capacity`,
@@ -130,6 +136,7 @@ function runMany(start: number, count: number, steps: number): number {
     endingConnections: 0,
     faults: 0,
     faultKinds: new Map(),
+    schedules: new Map(),
   };
   const started = performance.now();
   let lastProgress = started;
