@@ -16,6 +16,7 @@ import type { Page, Request } from 'playwright-core';
 import type { Worker } from '../../src/worker/worker.js';
 import { browserSkipReason, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { ScriptProcess } from '../helpers/processes.js';
+import { scheduleDefinition } from '../helpers/schedules.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import {
   startCoordinator,
@@ -385,20 +386,7 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
   it('shows schedules with next runs and the last job, and triggers and pauses one after confirming', async () => {
     const reply = await client.request({
       type: 'SET_SCHEDULE',
-      schedule: {
-        name: 'ui-hourly',
-        taskType: 'SCHEDULE_UI',
-        cron: null,
-        everyMillis: 3_600_000,
-        timezone: null,
-        payload: {},
-        maxAttempts: null,
-        priority: null,
-        timeoutMillis: null,
-        overlap: null,
-        catchUp: null,
-        paused: null,
-      },
+      schedule: scheduleDefinition('ui-hourly', 'SCHEDULE_UI', { everyMillis: 3_600_000 }),
     });
     assert.equal(reply.type, 'SCHEDULE_INFO', JSON.stringify(reply));
     await page.goto(`${base}#/schedules`);

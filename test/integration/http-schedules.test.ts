@@ -17,29 +17,17 @@ import type {
   ScheduleView,
   TriggerResult,
 } from '../../src/http/schedules-api.js';
+import { KNOWN_STATES } from '../../src/protocol/job-view.js';
 import type { ScheduleDefinition } from '../../src/protocol/messages.js';
 import { HttpApi } from '../helpers/http-api.js';
 import { RawClient } from '../helpers/raw-peers.js';
+import { scheduleDefinition } from '../helpers/schedules.js';
 import { startCoordinator, tempDir, type TestCoordinator } from '../helpers/test-coordinator.js';
 
 const HOUR_MS = 3_600_000;
 
 function definition(name: string, extra: Partial<ScheduleDefinition>): ScheduleDefinition {
-  return {
-    name,
-    taskType: 'NIGHTLY_REPORT',
-    cron: null,
-    everyMillis: null,
-    timezone: null,
-    payload: { report: name },
-    maxAttempts: null,
-    priority: null,
-    timeoutMillis: null,
-    overlap: null,
-    catchUp: null,
-    paused: null,
-    ...extra,
-  };
+  return scheduleDefinition(name, 'NIGHTLY_REPORT', { payload: { report: name }, ...extra });
 }
 
 async function setSchedule(client: RawClient, def: ScheduleDefinition): Promise<void> {
@@ -175,15 +163,7 @@ describe('HTTP API: /api/schedules', () => {
       idempotencyKey: null,
       priority: null,
       runAtMillis,
-      knownStates: [
-        'QUEUED',
-        'RUNNING',
-        'RETRY_WAIT',
-        'COMPLETED',
-        'FAILED',
-        'CANCELLED',
-        'SCHEDULED',
-      ],
+      knownStates: [...KNOWN_STATES],
     });
     assert.equal(reply.type, 'JOB_SUBMITTED', JSON.stringify(reply));
     const jobId = reply.type === 'JOB_SUBMITTED' ? reply.jobId : '';

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KNOWN_STATES } from '../../src/protocol/job-view.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
+import { scheduleDefinition } from '../helpers/schedules.js';
 import { startCoordinator, type TestCoordinator } from '../helpers/test-coordinator.js';
 
 let tc: TestCoordinator;
@@ -38,20 +39,7 @@ describe('schedule metrics on /metrics', () => {
     try {
       const set = await client.request({
         type: 'SET_SCHEDULE',
-        schedule: {
-          name: 'metered',
-          taskType: 'TICK_METRICS',
-          cron: null,
-          everyMillis: 1_000,
-          timezone: null,
-          payload: {},
-          maxAttempts: null,
-          priority: null,
-          timeoutMillis: null,
-          overlap: null,
-          catchUp: null,
-          paused: null,
-        },
+        schedule: scheduleDefinition('metered', 'TICK_METRICS', { everyMillis: 1_000 }),
       });
       assert.equal(set.type, 'SCHEDULE_INFO', JSON.stringify(set));
       const fired = await tc.waitForEvent('schedule.fired', (e) => e.name === 'metered');
