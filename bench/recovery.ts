@@ -39,6 +39,8 @@ export async function writeHistory(path: string, rows: number): Promise<void> {
       updatedAtMs: now + seq,
       startedAtMs: queued ? null : now + seq,
       finishedAtMs: queued ? null : now + seq,
+      dependsOn: null,
+      onParentFailure: null,
       runAtMs: null,
       scheduleName: null,
       queue: 'default',

@@ -67,13 +67,21 @@ trap 'exit 143' TERM
 field() { node "$root/scripts/json-field.mjs" "$1"; }
 
 # Polls a command until it prints a non-empty line, for at most $1 seconds.
+# The coordinator's reason for stopping: its last error line, else its last line.
+why_stopped() {
+  local line
+  line=$(grep -E 'cannot start|ERROR|FATAL' "$logs/coordinator.log" | tail -n 1 || true)
+  [[ -n "$line" ]] || line=$(tail -n 1 "$logs/coordinator.log")
+  printf '%s' "$line"
+}
+
 poll() {
   local seconds=$1 out
   shift
   for _ in $(seq $((seconds * 10))); do
     # Another program on our ports answers too: stop as soon as ours is gone.
     if [[ -n "${coordinator_pid:-}" ]] && ! kill -0 "$coordinator_pid" 2>/dev/null; then
-      die "the coordinator stopped: $(tail -n 1 "$logs/coordinator.log")"
+      die "the coordinator stopped: $(why_stopped)"
     fi
     out=$("$@" 2>/dev/null || true)
     if [[ -n "$out" ]]; then

@@ -147,6 +147,19 @@ def test_delayed_job_is_shown_scheduled(cluster: Cluster) -> None:
         assert client.status(job_id)["state"] == "CANCELLED"
 
 
+def test_dependent_job_is_shown_waiting(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    parent = cluster.cli(c, "submit", "sha256", "--text", "p", "--delay", "1h")["jobId"]
+    child = cluster.cli(c, "submit", "sha256", "--text", "c", "--depends-on", parent)["jobId"]
+    with c.client() as client:
+        snap = client.status(child)
+        assert snap["state"] == "WAITING" and snap["dependsOn"] == [parent]
+        jobs, _ = client.list_page(state="WAITING")
+        assert [j["jobId"] for j in jobs] == [child]
+        assert client.cancel(parent)["cancelled"] is True
+        assert client.status(child)["state"] == "CANCELLED"
+
+
 def test_submits_a_delayed_job(cluster: Cluster) -> None:
     c = cluster.coordinator()
     with c.client() as client:

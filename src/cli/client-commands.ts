@@ -9,10 +9,17 @@
  * (`submit resize --payload '{"width":80}'`, `--payload-file f`, `-` = stdin).
  */
 import { MAX_TIMER_MS } from '../common/bounds.js';
-import { MAX_DELAY_MS, MAX_PORT } from '../protocol/limits.js';
-import { checkSubmitSize } from '../client/client.js';
-import type { DtpClient, SubmitRequest, SubmitResult, WatchEvent } from '../client/client.js';
+import { MAX_DELAY_MS, MAX_FLOW_JOBS, MAX_PARENTS, MAX_PORT } from '../protocol/limits.js';
+import { checkSubmitSize, flowMessage } from '../client/client.js';
+import type {
+  DtpClient,
+  FlowJobSpec,
+  SubmitRequest,
+  SubmitResult,
+  WatchEvent,
+} from '../client/client.js';
 import type { EventGap } from '../client/subscription.js';
+import { requestFrame } from '../client/connection.js';
 import {
   DEFAULT_SUBMIT_RETRY_BASE_DELAY_MS,
   DEFAULT_SUBMIT_RETRY_MAX_DELAY_MS,
@@ -33,7 +40,12 @@ import {
   queueNameProblem,
 } from '../protocol/queue-names.js';
 import type { QueueInfo, QueueLimits, RateLimit } from '../client/queues.js';
-import { JOB_STATES, PRIORITIES, TERMINAL_STATES } from '../protocol/messages.js';
+import {
+  JOB_STATES,
+  PARENT_FAILURE_POLICIES,
+  PRIORITIES,
+  TERMINAL_STATES,
+} from '../protocol/messages.js';
 import type { JobSnapshot, JsonObject } from '../protocol/messages.js';
 import {
   BUILTIN_TASK_LIST,
@@ -42,7 +54,7 @@ import {
 } from '../protocol/task-types.js';
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
 import { parseJobLines, submitInBatches } from './submit-many.js';
-import { UsageError } from './flags.js';
+import { UsageError, splitList } from './flags.js';
 import { DIALLER_SECURITY_FLAGS } from './security-flags.js';
 import type { ConnectionSecurity } from '../client/connection.js';
 import type { FlagSpec, FlagValues } from './flags.js';
@@ -157,6 +169,19 @@ export const SUBMIT_FLAGS: readonly FlagSpec[] = [
     max: MAX_TASK_TIMEOUT_MS,
     defaultLabel: "the coordinator's",
     help: "this job's execution deadline per attempt",
+  },
+  {
+    name: 'depends-on',
+    type: 'string',
+    placeholder: 'id[,id...]',
+    help: `WAITING until these jobs (at most ${MAX_PARENTS}) COMPLETED`,
+  },
+  {
+    name: 'on-parent-failure',
+    type: 'enum',
+    values: PARENT_FAILURE_POLICIES,
+    defaultLabel: 'cancel',
+    help: 'what a parent that FAILED or was CANCELLED does to the job',
   },
   {
     name: 'submit-retries',
@@ -331,6 +356,24 @@ function servingWarning(result: SubmitResult): string | null {
   );
 }
 
+/** `--depends-on` and `--on-parent-failure`, checked before anything is sent. */
+function parentsOf(
+  values: CommandContext['values'],
+): Pick<SubmitRequest, 'dependsOn' | 'onParentFailure'> {
+  const given = values.optionalString('depends-on');
+  const policy = values.optionalEnum('on-parent-failure', PARENT_FAILURE_POLICIES) ?? null;
+  if (given === undefined) {
+    if (policy !== null) throw new UsageError('--on-parent-failure needs --depends-on');
+    return {};
+  }
+  const dependsOn = splitList(given);
+  if (dependsOn.length === 0) throw new UsageError('--depends-on must name at least one job id');
+  if (new Set(dependsOn).size > MAX_PARENTS) {
+    throw new UsageError(`--depends-on names ${dependsOn.length} jobs; at most ${MAX_PARENTS}`);
+  }
+  return { dependsOn, onParentFailure: policy };
+}
+
 /** `submit`: `task` is the shortcut used, or null for `submit <TYPE> --payload`. */
 async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<CommandOutput> {
   const { values } = ctx;
@@ -352,6 +395,7 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     idempotencyKey: key ?? null,
     priority: values.optionalEnum('priority', PRIORITIES) ?? null,
     timeoutMillis: values.optionalInt('task-timeout-millis') ?? null,
+    ...parentsOf(values),
   };
   const queue = queueFlag(values, 'queue');
   const groupKey = groupFlag(values);
@@ -460,6 +504,115 @@ async function runPurge(ctx: CommandContext): Promise<CommandOutput> {
     json: { deleted, state, olderThanMillis: parsed.ms },
     human: `Purged ${deleted} ${state} job${deleted === 1 ? '' : 's'} finished more than ${text.trim()} ago\n`,
   };
+}
+
+/** Per-job fields of a flow file this build does not carry yet: refused rather than dropped. */
+const FLOW_FIELDS_NOT_HERE = ['idempotencyKey'] as const;
+
+/**
+ * `submit-flow <file|->`: the flow document checked here first (shape,
+ * duplicate refs, cycles: exit 2, nothing sent), then sent as one request.
+ */
+async function runSubmitFlow(ctx: CommandContext): Promise<CommandOutput> {
+  const file = ctx.args[0] ?? '';
+  const source = file === '-' ? '(standard input)' : file;
+  let text: string;
+  try {
+    text = await ctx.readInput(file);
+  } catch (err) {
+    throw new UsageError(`cannot read ${source}: ${(err as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`${source} is not JSON: ${(err as Error).message}`);
+  }
+  const flow = checkFlowDocument(doc, source);
+  let msg: ReturnType<typeof flowMessage>;
+  try {
+    msg = flowMessage(flow);
+  } catch (err) {
+    throw new UsageError(`${source}: ${(err as Error).message}`);
+  }
+  requestFrame(msg); // too large for a frame: said before connecting
+  const { jobs } = await (await ctx.client()).submitFlow(flow);
+  const human = Object.entries(jobs)
+    .map(([ref, jobId]) => `${ref}\t${jobId}\n`)
+    .join('');
+  return { json: { jobs }, human };
+}
+
+/** The flow document's shape, refs and acyclicity; a UsageError (exit 2) for what is wrong. */
+function checkFlowDocument(doc: unknown, source: string): { jobs: FlowJobSpec[] } {
+  const bad = (detail: string): UsageError => new UsageError(`${source}: ${detail}`);
+  if (!isPlainRecord(doc) || !Array.isArray(doc.jobs)) throw bad('expected {"jobs": [...]}');
+  const jobs: unknown[] = doc.jobs;
+  if (jobs.length === 0) throw bad('the flow has no jobs');
+  if (jobs.length > MAX_FLOW_JOBS) throw bad(`at most ${MAX_FLOW_JOBS} jobs, got ${jobs.length}`);
+  const refs = new Set<string>();
+  for (const [index, job] of jobs.entries()) {
+    if (!isPlainRecord(job)) throw bad(`jobs[${index}] is not an object`);
+    if (typeof job.ref !== 'string' || job.ref === '')
+      throw bad(`jobs[${index}].ref must be a non-empty string`);
+    if (refs.has(job.ref)) throw bad(`ref ${JSON.stringify(job.ref)} is used twice`);
+    refs.add(job.ref);
+    if (typeof job.taskType !== 'string') throw bad(`jobs[${index}].taskType must be a string`);
+    if (!isPlainRecord(job.payload)) throw bad(`jobs[${index}].payload must be a JSON object`);
+    const dependsOn: unknown = job.dependsOn;
+    if (
+      dependsOn !== undefined &&
+      dependsOn !== null &&
+      (!Array.isArray(dependsOn) || dependsOn.some((d) => typeof d !== 'string'))
+    ) {
+      throw bad(`jobs[${index}].dependsOn must be an array of refs or job ids`);
+    }
+    for (const field of FLOW_FIELDS_NOT_HERE) {
+      if (job[field] !== undefined && job[field] !== null) {
+        throw bad(`jobs[${index}].${field} is not supported in a flow by this build`);
+      }
+    }
+  }
+  const typed = jobs as FlowJobSpec[];
+  const cycle = findCycle(typed);
+  if (cycle !== null) throw bad(`the dependencies form a cycle: ${cycle.join(' -> ')}`);
+  return { jobs: typed };
+}
+
+/** A cycle among the refs (as a path that ends where it starts), or null. */
+function findCycle(jobs: readonly FlowJobSpec[]): string[] | null {
+  const parentsOf = new Map(jobs.map((job) => [job.ref, job.dependsOn ?? []]));
+  const state = new Map<string, 'open' | 'done'>();
+  for (const start of parentsOf.keys()) {
+    if (state.has(start)) continue;
+    // Depth-first with an explicit stack: a 10,000-job chain must not overflow.
+    const path: string[] = [];
+    const stack: { ref: string; next: number }[] = [{ ref: start, next: 0 }];
+    state.set(start, 'open');
+    path.push(start);
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1] as { ref: string; next: number };
+      const parents = parentsOf.get(top.ref) ?? [];
+      if (top.next >= parents.length) {
+        state.set(top.ref, 'done');
+        stack.pop();
+        path.pop();
+        continue;
+      }
+      const parent = parents[top.next++] as string;
+      if (!parentsOf.has(parent)) continue; // an existing job's id
+      if (state.get(parent) === 'open') return [...path.slice(path.indexOf(parent)), parent];
+      if (state.get(parent) === 'done') continue;
+      state.set(parent, 'open');
+      path.push(parent);
+      stack.push({ ref: parent, next: 0 });
+    }
+  }
+  return null;
+}
+
+function isPlainRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Exit 4 under `--exit-status` when the job ended FAILED or CANCELLED. */
@@ -884,6 +1037,13 @@ export const COMMANDS: readonly CommandSpec[] = [
   },
   QUEUE_COMMAND,
   { name: 'workers', summary: 'list live workers', args: [], flags: [], run: runWorkers },
+  {
+    name: 'submit-flow',
+    summary: 'submit many jobs that depend on each other by ref, all at once or none',
+    args: [{ name: 'file', help: 'the flow document, {"jobs": [...]}, or - for standard input' }],
+    flags: [],
+    run: runSubmitFlow,
+  },
   {
     name: 'purge',
     summary: 'delete terminal jobs (and their attempts) that finished long enough ago',

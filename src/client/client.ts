@@ -25,11 +25,12 @@ import { setTimeout as sleepMs } from 'node:timers/promises';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import {
   MAX_ATTEMPTS_LIMIT,
+  MAX_PARENTS,
   MAX_DELAY_MS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { MAX_BATCH_JOBS, isTerminalState } from '../protocol/messages.js';
+import { MAX_BATCH_JOBS, PARENT_FAILURE_POLICIES, isTerminalState } from '../protocol/messages.js';
 import { KNOWN_STATES } from '../protocol/job-view.js';
 import type {
   AttemptSnapshot,
@@ -39,7 +40,10 @@ import type {
   JobSnapshot,
   JsonObject,
   JsonValue,
+  ParentFailurePolicy,
   Priority,
+  FlowJob,
+  SubmitFlow,
   ScheduleRequest,
   SubmitJob,
   SubmitJobs,
@@ -60,6 +64,7 @@ import {
 import { Subscription, type EventGap } from './subscription.js';
 import {
   ClientClosedError,
+  FeatureUnsupportedError,
   InvalidPayloadError,
   RemoteError,
   SubmitRejectedError,
@@ -76,9 +81,10 @@ import { isLocalCursor, pageLocally, queryIgnored } from './list-paging.js';
 import type { JobPage, ListQuery } from './list-paging.js';
 import {
   DEFAULT_FEATURE_CACHE,
-  TIME_SUPPORT,
+  PROBED_SUPPORT,
   V1_FEATURES,
-  probeTime,
+  probeFeature,
+  type ProbedFeature,
   probeWaitJob,
 } from './negotiation.js';
 import type { CoordinatorFeatures, FeatureCache } from './negotiation.js';
@@ -149,6 +155,11 @@ export interface JobOptions {
   queue?: string;
   /** A group key within the queue (a tenant, a customer), 1..128 characters. */
   groupKey?: string;
+
+  /** Ids of existing jobs this one waits for (1..1000): WAITING until all COMPLETED. */
+  dependsOn?: readonly string[];
+  /** What a parent ending FAILED or CANCELLED does to this job (default `cancel`). */
+  onParentFailure?: ParentFailurePolicy;
   /** Run no earlier than this many ms from now (0..366 days; not with `runAt`): a SCHEDULED job. */
   delayMs?: number;
   /** Run no earlier than this time (a Date or epoch ms; at most 366 days ahead; past = now; not with `delayMs`). */
@@ -179,6 +190,35 @@ export interface SubmitRequest {
   groupKey?: string | null;
   /** A delayed job's due time (epoch ms); absent or null: not delayed. */
   runAtMillis?: number | null;
+  /** Ids of existing jobs this one waits for (1..1000); absent, null or empty: none. */
+  dependsOn?: readonly string[] | null;
+  /** Absent or null: `cancel`. */
+  onParentFailure?: ParentFailurePolicy | null;
+}
+
+/** One job of a flow ({@link DtpClient.submitFlow}). */
+export interface FlowJobSpec {
+  /** Its name within the flow (unique there); the result maps it to the job id. */
+  ref: string;
+  /** The task type, exactly as the worker declares it (built-ins upper-case). */
+  taskType: string;
+  payload: JsonObject;
+  /** Refs of other jobs of the flow (forward refs are fine) or ids of existing jobs. */
+  dependsOn?: readonly string[];
+  maxAttempts?: number;
+  priority?: Priority;
+  timeoutMillis?: number;
+  onParentFailure?: ParentFailurePolicy;
+  /** A delayed job: not run before this time (epoch ms, at most 366 days ahead), nor before its parents. */
+  runAtMillis?: number;
+  /** The named queue (default `default`) and a group key within it, as {@link SubmitOptions}'. */
+  queue?: string;
+  groupKey?: string;
+}
+
+/** What {@link DtpClient.submitFlow} resolves with: each ref's job id. */
+export interface FlowSubmission {
+  jobs: Record<string, string>;
 }
 
 /** Same as {@link JobHandle}: what a submission returns. */
@@ -251,6 +291,8 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
     timeoutMillis: options.timeoutMillis ?? null,
     queue: options.queue ?? null,
     groupKey: options.groupKey ?? null,
+    dependsOn: checkedParents(options.dependsOn),
+    onParentFailure: checkedPolicy(options.onParentFailure),
     runAtMillis: runAtOf(options),
   };
 }
@@ -266,6 +308,24 @@ function checkQueueOptions(
   if (badGroup !== null) throw new TypeError(`groupKey ${badGroup}`);
 }
 
+function checkedParents(dependsOn: readonly string[] | null | undefined): string[] | null {
+  if (dependsOn === undefined || dependsOn === null) return null;
+  if (!Array.isArray(dependsOn) || dependsOn.some((id) => typeof id !== 'string' || id === '')) {
+    throw new TypeError('dependsOn must be an array of job ids');
+  }
+  if (dependsOn.length > MAX_PARENTS) {
+    throw new RangeError(`dependsOn names ${dependsOn.length} jobs; at most ${MAX_PARENTS}`);
+  }
+  return dependsOn.length === 0 ? null : Array.from(dependsOn, String);
+}
+
+function checkedPolicy(policy: ParentFailurePolicy | null | undefined): ParentFailurePolicy | null {
+  if (policy === undefined || policy === null) return null;
+  if (!PARENT_FAILURE_POLICIES.includes(policy)) {
+    throw new RangeError(`onParentFailure must be cancel or run, got ${String(policy)}`);
+  }
+  return policy;
+}
 /** The due time of `delayMs`/`runAt` (epoch ms), null when neither is given. */
 export function runAtOf(
   options: Pick<JobOptions, 'delayMs' | 'runAt'>,
@@ -298,6 +358,14 @@ export function submitMessage(request: SubmitRequest): SubmitJob {
     priority: request.priority ?? null,
     timeoutMillis: request.timeoutMillis ?? null,
     knownStates: [...KNOWN_STATES],
+    ...(request.dependsOn === undefined ||
+    request.dependsOn === null ||
+    request.dependsOn.length === 0
+      ? {}
+      : { dependsOn: [...request.dependsOn] }),
+    ...(request.onParentFailure === undefined || request.onParentFailure === null
+      ? {}
+      : { onParentFailure: request.onParentFailure }),
     runAtMillis: request.runAtMillis ?? null,
     // Left out for the default queue: a v1 coordinator then sees a v1 request.
     ...(request.queue !== undefined && request.queue !== null && { queue: request.queue }),
@@ -321,6 +389,44 @@ export function submitJobsMessage(jobs: readonly (SubmitRequest | BatchJob)[]): 
       return submitElementToJson(element);
     }),
   };
+}
+
+/** The SUBMIT_FLOW message of a flow (its shape checked here; the rest by the coordinator). */
+export function flowMessage(flow: { jobs: readonly FlowJobSpec[] }): SubmitFlow {
+  if (typeof flow !== 'object' || flow === null || !Array.isArray(flow.jobs)) {
+    throw new TypeError('a flow is { jobs: [...] }');
+  }
+  const jobs = flow.jobs.map((job: FlowJobSpec, index): FlowJob => {
+    if (typeof job.ref !== 'string' || job.ref === '') {
+      throw new TypeError(`jobs[${index}].ref must be a non-empty string`);
+    }
+    const request = requestOf(job.taskType, job.payload, {
+      ...(job.maxAttempts === undefined ? {} : { maxAttempts: job.maxAttempts }),
+      ...(job.priority === undefined ? {} : { priority: job.priority }),
+      ...(job.timeoutMillis === undefined ? {} : { timeoutMillis: job.timeoutMillis }),
+      ...(job.dependsOn === undefined ? {} : { dependsOn: job.dependsOn }),
+      ...(job.onParentFailure === undefined ? {} : { onParentFailure: job.onParentFailure }),
+      ...(job.queue === undefined ? {} : { queue: job.queue }),
+      ...(job.groupKey === undefined ? {} : { groupKey: job.groupKey }),
+    });
+    return {
+      ref: job.ref,
+      taskType: request.taskType,
+      payload: request.payload,
+      dependsOn:
+        request.dependsOn === undefined || request.dependsOn === null
+          ? null
+          : [...request.dependsOn],
+      maxAttempts: request.maxAttempts ?? null,
+      priority: request.priority ?? null,
+      timeoutMillis: request.timeoutMillis ?? null,
+      onParentFailure: request.onParentFailure ?? null,
+      runAtMillis: runAtOf(job.runAtMillis === undefined ? {} : { runAt: job.runAtMillis }),
+      queue: request.queue ?? null,
+      groupKey: request.groupKey ?? null,
+    };
+  });
+  return { type: 'SUBMIT_FLOW', jobs };
 }
 
 /**
@@ -542,6 +648,27 @@ export class DtpClient<T extends object = AnyTasks> {
   }
 
   /**
+   * Submits a flow: up to 10,000 jobs whose `dependsOn` name each other by
+   * ref (or existing jobs by id), created in one commit or not at all.
+   * Rejects with {@link RemoteError} (`FLOW_CYCLE`, `INVALID_FLOW`,
+   * `UNKNOWN_JOB`, `INVALID_PAYLOAD`, ...: nothing was created),
+   * {@link SubmitRejectedError} when admission control cannot take the whole
+   * flow, {@link FeatureUnsupportedError} from a coordinator without flows.
+   * Never resent after a lost connection (it has no idempotency key).
+   */
+  async submitFlow(flow: { jobs: readonly FlowJobSpec[] }): Promise<FlowSubmission> {
+    const msg = flowMessage(flow);
+    const { reply, conn } = await this.#conn.requestOn(msg);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      void conn.destroy('the coordinator did not understand SUBMIT_FLOW');
+      throw new FeatureUnsupportedError('flows', reply.message, msg.type);
+    }
+    if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
+    const submitted = expectReply('SUBMIT_FLOW', reply, 'FLOW_SUBMITTED');
+    return { jobs: Object.fromEntries(submitted.jobs.map(({ ref, jobId }) => [ref, jobId])) };
+  }
+
+  /**
    * Submits 1..1,000 jobs as one batch (SUBMIT_JOBS): all of them are created,
    * in one commit, or none is. Resolves with their ids in the order given (a
    * job whose idempotency key is known gets its original id). Rejects with
@@ -557,6 +684,11 @@ export class DtpClient<T extends object = AnyTasks> {
   async submitMany(jobs: readonly BatchJob[]): Promise<string[]> {
     if (jobs.length === 0 || jobs.length > MAX_BATCH_JOBS) {
       throw new RangeError(`submitMany takes 1..${MAX_BATCH_JOBS} jobs, got ${jobs.length}`);
+    }
+    if (jobs.some((job) => job.dependsOn !== undefined || job.onParentFailure !== undefined)) {
+      throw new TypeError(
+        'submitMany takes no dependsOn: submit jobs with parents with submitFlow',
+      );
     }
     const requests = jobs.map((job) => requestOf(job.taskType, job.payload, job));
     for (const request of requests) await this.#validate(request, undefined);
@@ -757,7 +889,11 @@ export class DtpClient<T extends object = AnyTasks> {
 
   async #submitOnce(request: SubmitRequest): Promise<JobHandle> {
     // A coordinator that does not know delayed jobs would run this one at once.
-    if (request.runAtMillis != null) await this.#requireTime('delayed jobs');
+    if (request.runAtMillis != null) await this.#require('time', 'delayed jobs');
+    // Nor one that does not know dependencies: it would run this one before its parents.
+    if (request.dependsOn != null && request.dependsOn.length > 0) {
+      await this.#require('flows', 'dependencies between jobs');
+    }
     const reply = await this.#request(submitMessage(request));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
@@ -797,11 +933,14 @@ export class DtpClient<T extends object = AnyTasks> {
    * known to understand delayed jobs and schedules (probed once per address,
    * on a connection of its own; an inconclusive probe lets the request go).
    */
-  async #requireTime(what: string): Promise<void> {
-    let known = TIME_SUPPORT.get(this.address);
+  async #require(feature: ProbedFeature, what: string): Promise<void> {
+    const key = `${feature} ${this.address}`;
+    let known = PROBED_SUPPORT.get(key);
     if (known === undefined) {
-      const found = await this.#probeWith((conn) => probeTime(conn, this.#connectTimeoutMs));
-      if (found !== null) TIME_SUPPORT.set(this.address, found);
+      const found = await this.#probeWith((conn) =>
+        probeFeature(conn, feature, this.#connectTimeoutMs),
+      );
+      if (found !== null) PROBED_SUPPORT.set(key, found);
       known = found ?? true;
     }
     if (!known) throw new UnsupportedFeatureError(`this coordinator does not support ${what}`);
@@ -809,7 +948,7 @@ export class DtpClient<T extends object = AnyTasks> {
 
   /** Sends a schedule request; a coordinator without schedules fails it plainly. */
   async scheduleRequest(msg: ScheduleRequest): Promise<ClientReply> {
-    await this.#requireTime('schedules');
+    await this.#require('time', 'schedules');
     const reply = await this.#request(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       throw new UnsupportedFeatureError('this coordinator does not support schedules');

@@ -207,12 +207,18 @@ export class UnsupportedRequestError extends UnsupportedFeatureError {
   }
 }
 
-/** The coordinator does not understand a request this call needs (e.g. the queue requests). */
+/**
+ * The coordinator is of a version that does not know what this call needs
+ * (e.g. the queue requests, flows); `feature` names it.
+ */
 export class FeatureUnsupportedError extends UnsupportedFeatureError {
   readonly feature: string;
 
-  constructor(feature: string, requestType: string | null = null) {
-    super(`this coordinator does not support ${feature}`, requestType);
+  constructor(feature: string, detail: string | null = null, requestType: string | null = null) {
+    super(
+      `this coordinator does not support ${feature}${detail === null ? '' : ` (${detail})`}`,
+      requestType,
+    );
     this.feature = feature;
   }
 }

@@ -18,6 +18,8 @@ export {
 export type {
   BatchJob,
   ConnectOptions,
+  FlowJobSpec,
+  FlowSubmission,
   EventFilter,
   EventStreamOptions,
   WatchEvent,

@@ -54,6 +54,8 @@ export interface LeaderConnectionOptions {
 
 /** True when a request may be sent again after its connection broke in flight. */
 export function isSafeToRepeat(msg: ClientRequest): boolean {
+  // A flow has no idempotency key: sent twice, it would be created twice.
+  if (msg.type === 'SUBMIT_FLOW') return false;
   if (msg.type === 'SUBMIT_JOBS') {
     // A batch may be sent again only when every job of it has a key.
     return msg.jobs.every((job) => typeof job.idempotencyKey === 'string' && job.idempotencyKey);

@@ -27,6 +27,7 @@
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { randomUUID } from 'node:crypto';
 import { isNotUnderstood } from '../protocol/features.js';
+import type { ClientRequest } from '../protocol/messages.js';
 import type { ClientConnection } from './connection.js';
 import { TransportError } from './errors.js';
 
@@ -122,14 +123,26 @@ export class FeatureCache {
 export const DEFAULT_FEATURE_CACHE = new FeatureCache();
 
 /**
- * Whether the coordinator understands delayed jobs and schedules, probed on
- * `conn` (which the caller owns) with `LIST_SCHEDULES`: a v1 coordinator (or
- * a dtp coordinator from before them) does not understand it, and would
- * ignore `SUBMIT_JOB.runAtMillis` and run a delayed job at once, so the
- * client sends neither to it. True/false, or null when inconclusive.
+ * Extension features that ride on v1 messages as fields a v1 coordinator
+ * would ignore (and so act wrongly): each is probed, on a connection of its
+ * own, with a request of the same extension that changes nothing.
+ * - `time`: `LIST_SCHEDULES`; without it `SUBMIT_JOB.runAtMillis` would be
+ *   ignored and a delayed job run at once.
+ * - `flows`: an empty `SUBMIT_FLOW` (refused as invalid by a coordinator that
+ *   knows flows; nothing is created); without it `SUBMIT_JOB.dependsOn`
+ *   would be ignored and a dependent run before its parents.
  */
-export async function probeTime(
+export type ProbedFeature = 'time' | 'flows';
+
+const PROBES: Readonly<Record<ProbedFeature, () => ClientRequest>> = {
+  time: () => ({ type: 'LIST_SCHEDULES' }),
+  flows: () => ({ type: 'SUBMIT_FLOW', jobs: [] }),
+};
+
+/** Whether the coordinator understands `feature`, probed on `conn` (the caller's). True/false, or null when inconclusive. */
+export async function probeFeature(
   conn: ClientConnection,
+  feature: ProbedFeature,
   timeoutMs: number,
 ): Promise<boolean | null> {
   let timer: NodeJS.Timeout | undefined;
@@ -137,10 +150,9 @@ export async function probeTime(
     timer = setTimeout(() => resolve('timeout'), timeoutMs);
   });
   try {
-    const reply = await Promise.race([conn.request({ type: 'LIST_SCHEDULES' }), expired]);
+    const reply = await Promise.race([conn.request(PROBES[feature]()), expired]);
     if (reply === 'timeout') return null;
-    if (reply.type === 'SCHEDULE_LIST') return true;
-    return reply.type === 'ERROR' && isNotUnderstood(reply) ? false : null;
+    return !(reply.type === 'ERROR' && isNotUnderstood(reply));
   } catch (err) {
     if (err instanceof TransportError && err.code === LocalErrorCode.ConnectionLost) return false;
     return null;
@@ -149,5 +161,5 @@ export async function probeTime(
   }
 }
 
-/** Remembered answers of {@link probeTime} per coordinator address (the process's life). */
-export const TIME_SUPPORT = new Map<string, boolean>();
+/** Remembered answers of {@link probeFeature} per feature and coordinator address (the process's life). */
+export const PROBED_SUPPORT = new Map<string, boolean>();

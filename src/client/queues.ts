@@ -82,7 +82,7 @@ export class QueuesApi {
   async #request(msg: ClientRequest): Promise<ClientReply> {
     const reply = await this.#send(msg);
     if (reply.type !== 'ERROR') return reply;
-    if (isNotUnderstood(reply)) throw new FeatureUnsupportedError('queues');
+    if (isNotUnderstood(reply)) throw new FeatureUnsupportedError('queues', null, msg.type);
     throw new RemoteError(reply);
   }
 }

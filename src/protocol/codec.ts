@@ -18,11 +18,14 @@ import {
   ATTEMPT_OUTCOMES,
   JOB_EVENT_KINDS,
   JOB_STATES,
+  PARENT_FAILURE_POLICIES,
   PRIORITIES,
   RESULT_FORMATS,
   SCHEDULE_CATCH_UPS,
   SCHEDULE_OVERLAPS,
   type AttemptSnapshot,
+  type FlowJob,
+  type FlowRef,
   type HeldAttempt,
   type JobEventFilter,
   type JobProgress,
@@ -34,6 +37,7 @@ import {
   type QueueGroupInfo,
   type QueueInfo,
   type RateLimit,
+  type ParentResult,
   type ScheduleDefinition,
   type ScheduleJob,
   type ScheduleSnapshot,
@@ -296,6 +300,7 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   resultFormat: optional(resultFormatCodec),
   timeoutMillis: optional(intCodec),
   idempotencyKey: optional(stringCodec),
+  dependsOn: optional(arrayOf(stringCodec)),
   progress: optional(jobProgressCodec),
   runAtMillis: optional(intCodec),
   scheduleName: optional(stringCodec),
@@ -376,6 +381,32 @@ const scheduleJobCodec: Codec<ScheduleJob> = recordCodec<ScheduleJob>({
   runAtMillis: nullable(intCodec),
 });
 
+export const parentResultCodec: Codec<ParentResult> = recordCodec<ParentResult>({
+  jobId: stringCodec,
+  taskType: stringCodec,
+  state: jobStateCodec,
+  result: nullable(stringCodec),
+  resultFormat: optional(resultFormatCodec),
+  omitted: optional(boolCodec),
+});
+
+const flowJobCodec: Codec<FlowJob> = recordCodec<FlowJob>({
+  ref: stringCodec,
+  taskType: stringCodec,
+  payload: objectCodec,
+  dependsOn: optional(arrayOf(stringCodec)),
+  maxAttempts: optional(intCodec),
+  priority: optional(priorityCodec),
+  idempotencyKey: optional(stringCodec),
+  timeoutMillis: optional(intCodec),
+  onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
+  runAtMillis: optional(intCodec),
+  queue: optional(stringCodec),
+  groupKey: optional(stringCodec),
+});
+
+const flowRefCodec: Codec<FlowRef> = recordCodec<FlowRef>({ ref: stringCodec, jobId: stringCodec });
+
 const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
   jobId: stringCodec,
   attemptId: stringCodec,
@@ -392,6 +423,9 @@ const SUBMIT_ELEMENT_FIELDS: Fields<SubmitJobsElement> = {
   runAtMillis: optional(intCodec),
   queue: optional(stringCodec),
   groupKey: optional(stringCodec),
+
+  dependsOn: optional(arrayOf(stringCodec)),
+  onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
 };
 
 /**
@@ -431,6 +465,8 @@ const SCHEMAS: Schemas = {
     prefetch: optional(intCodec),
     heldAttempts: optional(arrayOf(heldAttemptCodec)),
     queues: optional(arrayOf(stringCodec)),
+
+    parents: optional(boolCodec),
   },
   WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },
@@ -443,6 +479,7 @@ const SCHEMAS: Schemas = {
     payload: objectCodec,
     timeoutMillis: optional(intCodec),
     maxAttempts: optional(intCodec),
+    parents: optional(arrayOf(parentResultCodec)),
   },
   TASK_CANCEL: { jobId: stringCodec, attemptId: stringCodec },
   TASK_RESULT: {
@@ -534,6 +571,9 @@ const SCHEMAS: Schemas = {
     clear: optional(arrayOf(stringCodec)),
   },
   QUEUE_INFO: { queue: queueInfoCodec },
+
+  SUBMIT_FLOW: { jobs: arrayOf(flowJobCodec) },
+  FLOW_SUBMITTED: { jobs: arrayOf(flowRefCodec) },
   SUBSCRIBE_JOBS: { filter: jobEventFilterCodec, knownStates: optional(arrayOf(stringCodec)) },
   SUBSCRIBED: {},
   JOB_EVENT: { event: enumCodec(JOB_EVENT_KINDS), atMillis: intCodec, job: jobSnapshotCodec },

@@ -27,6 +27,10 @@ export const ErrorCode = {
   InvalidRequest: 'INVALID_REQUEST',
   UnsupportedRequest: 'UNSUPPORTED_REQUEST',
   MalformedRequest: 'MALFORMED_REQUEST',
+  /** A flow (SUBMIT_FLOW) whose jobs' dependencies form a cycle. */
+  FlowCycle: 'FLOW_CYCLE',
+  /** A flow that is empty, too large, or names a ref twice. */
+  InvalidFlow: 'INVALID_FLOW',
   /** Too many pending WAIT_JOBs on one connection. */
   TooManyWaits: 'TOO_MANY_WAITS',
   /** No schedule has this name. */

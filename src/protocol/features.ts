@@ -22,6 +22,8 @@ export const FEATURES = [
   'prefetch',
   'reattach',
   'queues',
+
+  'parents',
   /** The worker may send TASK_PROGRESS. */
   'progress',
 ] as const;

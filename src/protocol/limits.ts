@@ -46,6 +46,18 @@ export const MAX_HELD_ATTEMPTS = (1 + MAX_PREFETCH_PER_SLOT) * MAX_CAPACITY;
 export const MAX_HELD_ID_LENGTH = 200;
 /** Most task types one worker may declare. */
 export const MAX_TASK_TYPES_PER_WORKER = 1024;
+
+/** Most parents one job may depend on (`dependsOn`). */
+export const MAX_PARENTS = 1000;
+/**
+ * Most bytes of parents' results one assignment carries (`TASK_ASSIGN.parents`);
+ * a result that does not fit is marked `omitted` and the handler asks for it.
+ */
+export const MAX_ASSIGNED_PARENT_RESULT_BYTES = 256 * 1024;
+/** Longest job id a request may name as a parent (ours are UUIDs). */
+export const MAX_JOB_ID_LENGTH = 200;
+/** Most jobs one flow (`SUBMIT_FLOW`) may hold. */
+export const MAX_FLOW_JOBS = 10_000;
 /** Longest progress message (`TASK_PROGRESS.message`), in UTF-8 bytes. */
 export const MAX_PROGRESS_MESSAGE_BYTES = 1024;
 /** Most progress messages a worker sends per job per second (the last one always goes). */

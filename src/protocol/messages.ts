@@ -12,7 +12,7 @@
  *               and the schedule requests SET_SCHEDULE, LIST_SCHEDULES,
  *               GET_SCHEDULE, PAUSE_SCHEDULE, RESUME_SCHEDULE, DELETE_SCHEDULE,
  *               TRIGGER_SCHEDULE with their replies SCHEDULE_INFO,
- *               SCHEDULE_LIST, SCHEDULE_DELETED.
+ *               SCHEDULE_LIST, SCHEDULE_DELETED; SUBMIT_FLOW, FLOW_SUBMITTED.
  *
  * Extensions on both ports: TASK_PROGRESS (worker); SUBSCRIBE_JOBS,
  * SUBSCRIBED, JOB_EVENT, EVENTS_MISSED (client).
@@ -97,6 +97,9 @@ export interface JobSnapshot {
   queue?: string | null;
   /** Extension: its group key within the queue (fairness and group limits); absent = none. */
   groupKey?: string | null;
+
+  /** Extension: the jobs this one waits for (their ids, in the order given); absent = none. */
+  dependsOn?: string[] | null;
   /** Extension: when a delayed job becomes due (epoch ms); absent for a job that was not delayed. */
   runAtMillis?: number | null;
   /** Extension: the schedule whose tick made this job; absent otherwise. */
@@ -112,6 +115,23 @@ export interface JobProgress {
   message: string | null;
   /** When the coordinator received it. */
   atMillis: number;
+}
+
+/** What a dependent does when a parent ends FAILED or CANCELLED: `cancel` (the default) or `run`. */
+export const PARENT_FAILURE_POLICIES = ['cancel', 'run'] as const;
+export type ParentFailurePolicy = (typeof PARENT_FAILURE_POLICIES)[number];
+
+/** Extension (`parents`): one parent of an assigned job, as its handler reads it. */
+export interface ParentResult {
+  jobId: string;
+  taskType: string;
+  /** The parent's final state (COMPLETED, or FAILED/CANCELLED for a dependent that runs anyway). */
+  state: JobState;
+  /** Its result text; null when it did not complete, or when `omitted`. */
+  result: string | null;
+  resultFormat?: ResultFormat | null;
+  /** True when the result was left out to keep the assignment within its bound. */
+  omitted?: boolean | null;
 }
 
 /** `text` (the default) or `json`: see {@link JobSnapshot.resultFormat}. */
@@ -191,6 +211,9 @@ export interface WorkerRegister {
    * absent = every queue. Sent only to a coordinator that offers `queues`.
    */
   queues?: string[] | null;
+
+  /** Extension: send the parents' results with each assignment (`TASK_ASSIGN.parents`). */
+  parents?: boolean | null;
 }
 
 /** One attempt a re-registering worker still holds. */
@@ -226,6 +249,8 @@ export interface TaskAssign {
   timeoutMillis?: number | null;
   /** Extension (`assignLimits`): the job's attempt limit. */
   maxAttempts?: number | null;
+  /** Extension (`parents`, to a worker that asked): the job's parents, in `dependsOn` order. */
+  parents?: ParentResult[] | null;
 }
 export interface TaskCancel {
   type: 'TASK_CANCEL';
@@ -297,6 +322,11 @@ export interface SubmitJob {
   queue?: string | null;
   /** Extension: a group key (tenant, customer), 1..128 characters without control characters. */
   groupKey?: string | null;
+
+  /** Extension: ids of existing jobs this one waits for (1..1000); absent = none. */
+  dependsOn?: string[] | null;
+  /** Extension: what a parent's failure does to this job; absent = `cancel`. */
+  onParentFailure?: ParentFailurePolicy | null;
   /**
    * Extension: a delayed job, due at this time (epoch ms, coordinator clock;
    * at most 366 days ahead; a past time means now). Sent only to a
@@ -521,6 +551,40 @@ export interface QueueInfoReply {
   queue: QueueInfo;
 }
 
+/** One job of a flow (`SUBMIT_FLOW`): a SUBMIT_JOB's fields, a ref, and parents by ref or id. */
+export interface FlowJob {
+  /** The job's name within the flow (unique there). */
+  ref: string;
+  taskType: string;
+  payload: JsonObject;
+  /** Refs of other jobs of the flow (forward refs allowed) or ids of existing jobs. */
+  dependsOn?: string[] | null;
+  maxAttempts?: number | null;
+  priority?: Priority | null;
+  idempotencyKey?: string | null;
+  timeoutMillis?: number | null;
+  onParentFailure?: ParentFailurePolicy | null;
+  /** A delayed job's due time (epoch ms), as SUBMIT_JOB's; after its parents, if any. */
+  runAtMillis?: number | null;
+  /** The named queue and group key, as SUBMIT_JOB's. */
+  queue?: string | null;
+  groupKey?: string | null;
+}
+/** Extension: many jobs with dependencies among them, created in one commit or not at all. */
+export interface SubmitFlow {
+  type: 'SUBMIT_FLOW';
+  jobs: FlowJob[];
+}
+/** One created job of a flow. */
+export interface FlowRef {
+  ref: string;
+  jobId: string;
+}
+export interface FlowSubmitted {
+  type: 'FLOW_SUBMITTED';
+  /** Every job of the flow, in the order the request listed them. */
+  jobs: FlowRef[];
+}
 /** Which jobs a subscription follows: every field given must match (none = every job). */
 export interface JobEventFilter {
   jobId?: string | null;
@@ -682,7 +746,8 @@ export type ClientRequest =
   | ListQueues
   | SetQueue
   | SubscribeJobs
-  | ScheduleRequest;
+  | ScheduleRequest
+  | SubmitFlow;
 /** The schedule requests (extensions). */
 export type ScheduleRequest =
   | SetSchedule
@@ -710,7 +775,8 @@ export type ClientReply =
   | EventsMissed
   | ScheduleInfo
   | ScheduleList
-  | ScheduleDeleted;
+  | ScheduleDeleted
+  | FlowSubmitted;
 
 export type Message = WorkerToCoordinator | CoordinatorToWorker | ClientRequest | ClientReply;
 export type MessageType = Message['type'];
@@ -729,6 +795,8 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   PURGE_JOBS: true,
   LIST_QUEUES: true,
   SET_QUEUE: true,
+
+  SUBMIT_FLOW: true,
   SUBSCRIBE_JOBS: true,
   SET_SCHEDULE: true,
   LIST_SCHEDULES: true,
@@ -751,6 +819,8 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOBS_PURGED: true,
   QUEUE_LIST: true,
   QUEUE_INFO: true,
+
+  FLOW_SUBMITTED: true,
   SUBSCRIBED: true,
   JOB_EVENT: true,
   EVENTS_MISSED: true,

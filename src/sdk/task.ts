@@ -66,6 +66,30 @@ export interface TaskContext {
    * the last one once the job ends.
    */
   progress(fraction: number, message?: string | null): void;
+  /**
+   * The job's parents (`submit --depends-on`, `dependsOn` of a flow), in the
+   * order they were named; empty for a job without parents.
+   */
+  readonly parents: readonly ParentJob[];
+}
+
+/** One parent of the running job, as its handler reads it. */
+export interface ParentJob {
+  readonly jobId: string;
+  readonly taskType: string;
+  /** COMPLETED; FAILED or CANCELLED only for a job submitted with `onParentFailure: run`. */
+  readonly state: string;
+  /**
+   * The parent's result as `job.result()` gives it (the handler's value);
+   * null when it did not complete, or when `omitted`.
+   */
+  readonly result: JsonValue | null;
+  /**
+   * True when the result was too large to come with the assignment (all the
+   * parents' results together are bounded); read it with a client's
+   * `status(jobId)`.
+   */
+  readonly omitted: boolean;
 }
 
 /** A handler as a plain function. */

@@ -77,8 +77,12 @@ export class MemoryStore implements Store {
     const queueSettings = [...this.#queues.values()]
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
       .map((q) => ({ ...q }));
+    const parentJobs = [...this.#neededParents()]
+      .map((jobId) => this.#jobs.get(jobId))
+      .filter((job): job is JobRecord => job !== undefined && isTerminalState(job.state))
+      .map((job) => ({ ...job }));
     const schedules = this.committedSchedules();
-    return { activeJobs, activeAttempts, maxSeq, schedules, queueSettings };
+    return { activeJobs, activeAttempts, maxSeq, parentJobs, schedules, queueSettings };
   }
 
   /** Committed schedules (copies), by name. */
@@ -133,6 +137,14 @@ export class MemoryStore implements Store {
         return { op: 'list', jobs: this.#list(read.query) };
       case 'purge':
         return { op: 'purge', deleted: this.#purge(read.query) };
+      case 'jobs':
+        return {
+          op: 'jobs',
+          jobs: read.jobIds
+            .map((jobId) => this.#jobs.get(jobId))
+            .filter((job): job is JobRecord => job !== undefined)
+            .map((job) => ({ ...job })),
+        };
       case 'scheduleJobs':
         return {
           op: 'scheduleJobs',
@@ -223,13 +235,25 @@ export class MemoryStore implements Store {
       .map((job) => ({ ...job }));
   }
 
+  /** Ids of the jobs some non-terminal job depends on. */
+  #neededParents(): Set<string> {
+    const needed = new Set<string>();
+    for (const job of this.#jobs.values()) {
+      if (isTerminalState(job.state)) continue;
+      for (const parentId of job.dependsOn ?? []) needed.add(parentId);
+    }
+    return needed;
+  }
+
   #purge(query: PurgeQuery): number {
+    const needed = this.#neededParents();
     const doomed = [...this.#jobs.values()]
       .filter(
         (job) =>
           job.state === query.state &&
           job.finishedAtMs !== null &&
-          job.finishedAtMs < query.finishedBeforeMs,
+          job.finishedAtMs < query.finishedBeforeMs &&
+          !needed.has(job.jobId),
       )
       .sort((a, b) => a.seq - b.seq)
       .slice(0, query.limit);

@@ -19,6 +19,7 @@ import type {
   JobProgress,
   AttemptOutcome,
   JobState,
+  ParentFailurePolicy,
   Priority,
   ResultFormat,
   ScheduleCatchUp,
@@ -58,6 +59,10 @@ export interface JobRecord {
   startedAtMs: number | null;
   /** When the job became terminal; null while it is not. */
   finishedAtMs: number | null;
+  /** The jobs this one waits for, in the order given; null = none. Fixed at submission. */
+  dependsOn: string[] | null;
+  /** What a parent's failure does to it; null = none given (`cancel`). Fixed at submission. */
+  onParentFailure: ParentFailurePolicy | null;
   /**
    * The latest progress its handler reported; absent = none. Not written on
    * every report: it reaches the store with the job's next write (the
@@ -155,7 +160,11 @@ export interface ListQuery {
   queue?: string | null;
 }
 
-/** Deletes terminal jobs (and their attempts) of one state that finished before a time. */
+/**
+ * Deletes terminal jobs (and their attempts) of one state that finished
+ * before a time. A job that a non-terminal job depends on is kept: its
+ * dependent still needs its result.
+ */
 export interface PurgeQuery {
   state: TerminalState;
   /** Only jobs whose finishedAtMs is strictly below this. */
@@ -170,6 +179,8 @@ export type StoreRead =
   | { op: 'jobByKey'; key: string }
   | { op: 'list'; query: ListQuery }
   | { op: 'purge'; query: PurgeQuery }
+  /** Several jobs by id (parents named by a submission); unknown ids are left out. */
+  | { op: 'jobs'; jobIds: readonly string[] }
   /** The newest jobs a schedule made (by seq, newest first). */
   | { op: 'scheduleJobs'; scheduleName: string; limit: number }
   /** Stored jobs counted by queue and state (every queue, or one). */
@@ -181,6 +192,7 @@ export type StoreReadResult =
   | { op: 'jobByKey'; job: JobRecord | null }
   | { op: 'list'; jobs: JobRecord[] }
   | { op: 'purge'; deleted: number }
+  | { op: 'jobs'; jobs: JobRecord[] }
   | { op: 'scheduleJobs'; jobs: JobRecord[] }
   | { op: 'queueCounts'; counts: QueueCount[] };
 
@@ -203,6 +215,11 @@ export interface RecoveredState {
   schedules?: ScheduleRecord[];
   /** Every queue's stored settings (absent: a store without queue settings). */
   queueSettings?: QueueSettingsRecord[];
+  /**
+   * The terminal jobs that active jobs depend on (their results go to the
+   * dependents' handlers); absent = none.
+   */
+  parentJobs?: JobRecord[];
   /**
    * The epoch (fencing token) of the leadership term this recovery starts,
    * with a store shared by several coordinators (PostgreSQL); absent with

@@ -23,8 +23,8 @@ import { getHeapStatistics } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
 import { clipError, MAX_PROGRESS_MESSAGE_BYTES } from '../protocol/limits.js';
-import type { JsonObject } from '../protocol/messages.js';
-import type { TaskContext, TaskLogger } from '../sdk/task.js';
+import type { JsonObject, JsonValue, ParentResult } from '../protocol/messages.js';
+import type { ParentJob, TaskContext, TaskLogger } from '../sdk/task.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 import { UnknownTaskTypeError } from '../tasks/registry.js';
 import { SAMPLE_INTERVAL_MS } from './memory-budget.js';
@@ -145,6 +145,22 @@ function contextFor(requestId: number, input: RunTaskInput, signal: AbortSignal)
     signal,
     deadlineAtMs: input.deadlineAtMs,
     log: taskLogger(requestId),
+    parents: Object.freeze((input.parents ?? []).map(parentJob)),
+  });
+}
+
+/** A parent as the handler reads it: its result decoded as `job.result()` would. */
+function parentJob(parent: ParentResult): ParentJob {
+  let result: JsonValue | null = parent.result;
+  if (parent.result !== null && parent.resultFormat === 'json') {
+    result = JSON.parse(parent.result) as JsonValue;
+  }
+  return Object.freeze({
+    jobId: parent.jobId,
+    taskType: parent.taskType,
+    state: parent.state,
+    result,
+    omitted: parent.omitted === true,
   });
 }
 

@@ -27,7 +27,7 @@
  * it whenever the attempt's signal is looked at; the thread writes its memory
  * samples there for the pool's memory budget.
  */
-import type { JsonObject, ResultFormat } from '../protocol/messages.js';
+import type { JsonObject, ParentResult, ResultFormat } from '../protocol/messages.js';
 
 export interface RunTaskInput {
   type: 'RUN_TASK';
@@ -41,6 +41,8 @@ export interface RunTaskInput {
   maxAttempts: number | null;
   /** Epoch ms of the attempt's deadline; null when unknown. */
   deadlineAtMs: number | null;
+  /** The job's parents as the coordinator sent them; null = none. */
+  parents?: ParentResult[] | null;
 }
 
 /** Why an attempt's signal fired. */
@@ -152,7 +154,8 @@ function isThreadInput(value: unknown): value is ThreadInput {
         typeof value.attemptId === 'string' &&
         typeof value.attemptNumber === 'number' &&
         isNullableNumber(value.maxAttempts) &&
-        isNullableNumber(value.deadlineAtMs)
+        isNullableNumber(value.deadlineAtMs) &&
+        (value.parents === undefined || value.parents === null || Array.isArray(value.parents))
       );
     case 'ABORT_TASK':
       return ABORT_REASONS.includes(value.reason as AbortReason);

@@ -95,6 +95,17 @@ const CHECKS: readonly Check[] = [
       assert.equal(again.status, 4, again.stdout + again.stderr);
     },
   },
+  {
+    shown: /client\.sh submit sha256 --text "hello" --depends-on <job-id>/,
+    expect: (r) => match(r, /State:\s+WAITING/),
+  },
+  {
+    shown: /client\.sh submit-flow flow\.json --json/,
+    expect: (r) => {
+      const { jobs } = JSON.parse(r.stdout) as { jobs: Record<string, string> };
+      assert.deepEqual(Object.keys(jobs).sort(), ['resize', 'thumbs']);
+    },
+  },
   { shown: /client\.sh list --state SCHEDULED$/, expect: (r) => match(r, /\bSCHEDULED\b/) },
   {
     shown: /client\.sh cancel <job-id> --json$/,

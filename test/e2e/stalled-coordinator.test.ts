@@ -61,6 +61,8 @@ describe('a coordinator paused for 10 s with default timeouts, end to end', () =
     const long = await submit(8_000);
     const queued = [await submit(100), await submit(100)];
     await worker.waitForOutput(new RegExp(`task started .*jobId=${long.jobId}`));
+    // The scenario itself: the coordinator stops half a second into the long
+    // job (the job is known to run; this is not a wait for it).
     await new Promise((resolve) => setTimeout(resolve, 500));
     coordinator.signal('SIGSTOP');
     await new Promise((resolve) => setTimeout(resolve, PAUSE_MS));

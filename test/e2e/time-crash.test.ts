@@ -55,7 +55,10 @@ describe('time across kill -9 of the coordinator, through the scripts', () => {
       client = null;
 
       await coordinator.proc.kill(); // SIGKILL
-      await delay(2_500); // the delayed job falls due and ticks pass while no coordinator runs
+      // While no coordinator runs, the delayed job falls due and a tick of the
+      // schedule passes: wait on the clock for both, not a fixed time.
+      const dueMs = Math.max(soon.snapshot.runAtMillis ?? 0, Date.now() + 1_000);
+      await until(() => Date.now() > dueMs, { timeoutMs: 10_000, intervalMs: 50 });
       coordinator = await startCoordinatorProcess(args, { workerPort, clientPort });
       procs.push(coordinator.proc);
       for (let i = 0; client === null && i < 100; i++) {

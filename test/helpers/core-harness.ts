@@ -16,6 +16,7 @@ import type {
   HeldAttempt,
   JobSnapshot,
   JsonObject,
+  ParentFailurePolicy,
   Priority,
   ResultFormat,
   TaskAssign,
@@ -112,6 +113,8 @@ export interface SubmitOptions {
   idempotencyKey?: string | null;
   priority?: Priority | null;
   timeoutMillis?: number;
+  dependsOn?: string[];
+  onParentFailure?: ParentFailurePolicy;
   /** A delayed job's due time. */
   runAtMillis?: number;
   queue?: string;
@@ -273,6 +276,7 @@ export class CoreHarness {
       prefetch?: number;
       heldAttempts?: HeldAttempt[];
       queues?: string[];
+      parents?: boolean;
     } = {},
   ): number {
     const connId = this.newConn();
@@ -326,6 +330,10 @@ export class CoreHarness {
       idempotencyKey: options.idempotencyKey ?? null,
       priority: options.priority ?? null,
       timeoutMillis: options.timeoutMillis ?? null,
+      ...(options.dependsOn === undefined ? {} : { dependsOn: options.dependsOn }),
+      ...(options.onParentFailure === undefined
+        ? {}
+        : { onParentFailure: options.onParentFailure }),
       ...(options.runAtMillis !== undefined && { runAtMillis: options.runAtMillis }),
       ...(options.queue !== undefined && { queue: options.queue }),
       ...(options.groupKey !== undefined && { groupKey: options.groupKey }),

@@ -69,6 +69,23 @@ export const SESSIONS: readonly Session[] = [
     ],
   },
   {
+    name: 'README "Jobs that depend on jobs"',
+    sections: [{ doc: README, heading: 'Jobs that depend on jobs' }],
+    files: {
+      'flow.json': JSON.stringify({
+        jobs: [
+          {
+            ref: 'thumbs',
+            taskType: 'SHA256',
+            payload: { text: 'thumbnails' },
+            dependsOn: ['resize'],
+          },
+          { ref: 'resize', taskType: 'SHA256', payload: { text: 'resize' } },
+        ],
+      }),
+    },
+  },
+  {
     name: 'README "Later and on a schedule"',
     sections: [{ doc: README, heading: 'Later and on a schedule' }],
   },

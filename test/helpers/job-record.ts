@@ -28,6 +28,8 @@ export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobR
     updatedAtMs: 1_000 + seq,
     startedAtMs: null,
     finishedAtMs: null,
+    dependsOn: null,
+    onParentFailure: null,
     progress: null,
     runAtMs: null,
     scheduleName: null,

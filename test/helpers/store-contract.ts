@@ -374,6 +374,59 @@ export function describeStoreContract(backend: StoreBackend): void {
       );
     });
 
+    it('keeps dependsOn and the parent-failure policy, recovers WAITING jobs with the ended parents they need', async () => {
+      const store = await fresh();
+      const parentDone = terminal(1, 'COMPLETED', 100, { result: 'r1' });
+      const parentOpen = jobRecord(2, { state: 'RUNNING', workerId: 'w', attemptId: 'a' });
+      const unrelated = terminal(3, 'COMPLETED', 100);
+      const child = jobRecord(4, {
+        state: 'WAITING',
+        dependsOn: ['job-2', 'job-1'],
+        onParentFailure: 'run',
+      });
+      await store.commit(
+        batchOf([parentDone, parentOpen, unrelated, child].map((job) => ({ job, isNew: true }))),
+      );
+      assert.deepEqual((await getJob(store, 'job-4')).job, child);
+      const recovered = await store.recover();
+      assert.deepEqual(
+        recovered.activeJobs.map((j) => [j.jobId, j.state]),
+        [
+          ['job-2', 'RUNNING'],
+          ['job-4', 'WAITING'],
+        ],
+      );
+      assert.deepEqual(
+        (recovered.parentJobs ?? []).map((j) => [j.jobId, j.result]),
+        [['job-1', 'r1']],
+      );
+      const byIds = expectOp(
+        await store.read({ op: 'jobs', jobIds: ['job-3', 'nope', 'job-1'] }),
+        'jobs',
+      );
+      assert.deepEqual(byIds.jobs.map((j) => j.jobId).sort(), ['job-1', 'job-3']);
+    });
+
+    it('purges a parent only once no non-terminal job depends on it', async () => {
+      const store = await fresh();
+      const parent = terminal(1, 'COMPLETED', 100, { result: 'r1' });
+      const child = jobRecord(2, { state: 'QUEUED', dependsOn: ['job-1'] });
+      await store.commit(batchOf([parent, child].map((job) => ({ job, isNew: true }))));
+      const purge = async (): Promise<number> =>
+        expectOp(
+          await store.read({
+            op: 'purge',
+            query: { state: 'COMPLETED', finishedBeforeMs: 1_000_000, limit: 10 },
+          }),
+          'purge',
+        ).deleted;
+      assert.equal(await purge(), 0);
+      assert.notEqual((await getJob(store, 'job-1')).job, null);
+      const childDone = { ...child, state: 'COMPLETED' as const, finishedAtMs: 200 };
+      await store.commit(batchOf([{ job: childDone, isNew: false }]));
+      assert.equal(await purge(), 2);
+    });
+
     it('rejects a batch with StoreError and applies none of it when a key repeats', async () => {
       const store = await fresh();
       await store.commit(batchOf([{ job: jobRecord(1, { idempotencyKey: 'k' }), isNew: true }]));

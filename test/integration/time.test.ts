@@ -81,7 +81,9 @@ describe('time: delayed jobs and schedules (in-process)', () => {
     await first.client.schedules.set('tick', 'SHA256', { everyMs: 1_000, payload: { text: 'x' } });
     await first.client.close();
     await first.tc.close();
-    await new Promise((resolve) => setTimeout(resolve, 300)); // the delayed job's time passes while down
+    // The delayed job's time passes while no coordinator runs.
+    const dueMs = delayed.snapshot.runAtMillis ?? 0;
+    await until(() => Date.now() > dueMs, { timeoutMs: 5_000, intervalMs: 10 });
     const second = await start(path);
     cleanups.push(
       () => second.tc.close(),

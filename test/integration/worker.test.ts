@@ -60,6 +60,7 @@ describe('Worker', () => {
       capacity: 3,
       taskTypes: ['SLEEP', 'WORD_COUNT', 'SHA256', 'PRIME_COUNT', 'FAIL'],
       heartbeatAck: true,
+      parents: true, // the parents' results with each assignment, when offered
       prefetch: 6, // 2 x capacity unless told otherwise
       heldAttempts: [], // a new process holds nothing
     });

@@ -58,6 +58,7 @@ const REQUEST_WEIGHTS = {
   unknownJob: 2,
   setQueue: 3,
   listQueues: 1,
+  dependent: 8,
   subscribe: 1,
 } as const;
 
@@ -182,6 +183,8 @@ export class SimClient implements ClientPeer {
         return this.#setQueue();
       case 'listQueues':
         return { type: 'LIST_QUEUES' };
+      case 'dependent':
+        return this.#dependentSubmission();
       case 'subscribe':
         return {
           type: 'SUBSCRIBE_JOBS',
@@ -234,6 +237,26 @@ export class SimClient implements ClientPeer {
     for (const name of QUEUES) {
       this.#send({ type: 'SET_QUEUE', name, paused: false, clear: [...QUEUE_SETTING_FIELDS] });
     }
+  }
+  /** A job that depends on 1..3 acknowledged jobs (now and then an unknown one). */
+  #dependentSubmission(): SubmitJob {
+    const rng = this.#rng;
+    const parents = Array.from({ length: rng.int(1, 3) }, () => this.#someJobId());
+    const taskType = rng.weighted(TASK_WEIGHTS);
+    const policy = rng.pick<'cancel' | 'run' | null>([null, 'cancel', 'run']);
+    return {
+      type: 'SUBMIT_JOB',
+      taskType,
+      payload: this.#payload(taskType),
+      maxAttempts: rng.int(1, 4),
+      idempotencyKey: null,
+      priority: null,
+      dependsOn: parents,
+      ...(policy === null ? {} : { onParentFailure: policy }),
+      // Dependents go into the limited queues too: released into a paused
+      // or full queue, they must wait there like any other job.
+      ...(rng.chance(0.5) && { queue: rng.pick(QUEUES) }),
+    };
   }
 
   #someJobId(): string {

@@ -74,6 +74,8 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return 'LIST_QUEUES';
     case 'SET_QUEUE':
       return `SET_QUEUE ${JSON.stringify(msg)}`;
+    case 'SUBMIT_FLOW':
+      return `SUBMIT_FLOW ${msg.jobs.length} jobs`;
     case 'SUBSCRIBE_JOBS':
       return `SUBSCRIBE_JOBS ${JSON.stringify(msg.filter)}`;
     case 'SET_SCHEDULE':

@@ -35,6 +35,8 @@ interface Totals {
   endingConnections: number;
   faults: number;
   faultKinds: Map<string, number>;
+  dependents: number;
+  cascaded: number;
 }
 
 function parseCount(name: string, value: string | undefined, fallback: number): number {
@@ -56,6 +58,8 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.completed += report.completed;
   totals.failed += report.failed;
   totals.cancelled += report.cancelled;
+  totals.dependents += report.dependents;
+  totals.cascaded += report.cascaded;
   totals.restarts += report.restarts;
   totals.failovers += report.failovers;
   totals.fencedCommits += report.fencedCommits;
@@ -81,6 +85,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `seeds run:       ${totals.seeds}`,
       `steps:           ${totals.steps} (${totals.inputs} core inputs)`,
       `jobs:            ${totals.jobs} created, ${totals.acked} acknowledged, ${totals.completed} completed, ${totals.failed} failed, ${totals.cancelled} cancelled`,
+      `dependencies:    ${totals.dependents} jobs with parents, ${totals.cascaded} cancelled by a failed parent`,
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
       `prefetch:        ${totals.prefetchedSteps} steps ended with a worker holding more leases than its capacity`,
@@ -112,6 +117,8 @@ function runMany(start: number, count: number, steps: number): number {
     completed: 0,
     failed: 0,
     cancelled: 0,
+    dependents: 0,
+    cascaded: 0,
     restarts: 0,
     failovers: 0,
     fencedCommits: 0,

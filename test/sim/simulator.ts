@@ -67,6 +67,9 @@ export interface SimulationReport {
   staleResults: number;
   deduplicated: number;
   rejected: number;
+  /** Jobs created with parents, and those a failed parent cancelled. */
+  dependents: number;
+  cascaded: number;
   faults: Record<string, number>;
   faultTotal: number;
 }
@@ -431,6 +434,8 @@ export class Simulation {
       staleResults: counts.staleResults,
       deduplicated: counts.deduplicated,
       rejected: counts.rejected,
+      dependents: counts.dependents,
+      cascaded: counts.cascaded,
       faults: this.#faults.toJSON(),
       faultTotal: this.#faults.total,
     };

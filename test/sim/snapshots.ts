@@ -49,6 +49,7 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'JOBS_PURGED':
       case 'QUEUE_LIST':
       case 'QUEUE_INFO':
+      case 'FLOW_SUBMITTED':
       case 'SUBSCRIBED':
       case 'JOB_EVENT':
       case 'EVENTS_MISSED':

@@ -142,6 +142,7 @@ export class TimingChecks {
         if (event.type !== 'job.recovered' || event.to === 'FAILED') finished.add(event.jobId);
         return;
       case 'job.submitted':
+      case 'job.released':
       case 'job.deduplicated':
       case 'job.rejected':
       case 'result.stale':

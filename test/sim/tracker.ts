@@ -50,6 +50,10 @@ export interface TrackerCounts {
   reclaimedLeases: number;
   /** Connections whose end the core was told of before their last frames. */
   endingConnections: number;
+  /** Jobs created with parents. */
+  dependents: number;
+  /** Dependents seen cancelled by the failure of a parent. */
+  cascaded: number;
 }
 
 export class JobTracker {
@@ -74,7 +78,14 @@ export class JobTracker {
     keptLeases: 0,
     reclaimedLeases: 0,
     endingConnections: 0,
+    dependents: 0,
+    cascaded: 0,
   };
+  /** Jobs created with parents: their parents and policy (never rolled back: ids are unique). */
+  readonly #parentsOf = new Map<string, { parents: string[]; run: boolean }>();
+  readonly #dependentsOf = new Map<string, string[]>();
+  /** Jobs that became terminal in the input being judged. */
+  readonly #endedNow: string[] = [];
   /** Durable facts of the batch being built. */
   #building = stagedFacts();
   /** Durable facts of flushed batches that are not committed yet, by batch id. */
@@ -167,6 +178,7 @@ export class JobTracker {
       this.#apply(effect.event, h);
     }
     for (const seen of snapshots) this.#snapshotAfter(seen);
+    this.#checkCascade(this.#endedNow.splice(0));
     for (const effect of h.effects) {
       // TASK_CANCEL is advisory: the lease is revoked before it is sent.
       if (effect.kind === 'send' && effect.msg.type === 'TASK_CANCEL') {
@@ -323,6 +335,7 @@ export class JobTracker {
       () => `terminal job ${jobId} changed again: ${before} -> ${state}`,
     );
     this.#building.terminal.set(jobId, state);
+    this.#endedNow.push(jobId);
   }
 
   #apply(event: CoreEvent, h: HandledInput): void {
@@ -366,9 +379,10 @@ export class JobTracker {
       case 'schedule.skipped':
         return; // the simulation's clients define no schedules yet
       case 'job.requeued':
+      case 'job.released':
         judge.check(
           !this.leases.has(event.jobId) && this.terminalState(event.jobId) === undefined,
-          () => `job ${event.jobId} requeued while leased or terminal`,
+          () => `job ${event.jobId} ${event.type} while leased or terminal`,
         );
         return;
       case 'job.deduplicated':
@@ -454,6 +468,56 @@ export class JobTracker {
     this.attempts.set(event.jobId, 0);
     this.maxAttempts.set(event.jobId, event.maxAttempts);
     this.counts.created++;
+    const parents = submission.dependsOn ?? null;
+    if (parents !== null && parents.length > 0) {
+      const run = submission.onParentFailure === 'run';
+      this.#parentsOf.set(event.jobId, { parents: [...new Set(parents)], run });
+      for (const parent of parents) {
+        const list = this.#dependentsOf.get(parent) ?? [];
+        list.push(event.jobId);
+        this.#dependentsOf.set(parent, list);
+      }
+      this.counts.dependents++;
+    }
+  }
+
+  /**
+   * Dependencies: a dependent starts only after every parent COMPLETED (or
+   * ended at all, with `run`).
+   */
+  #checkParentsDone(jobId: string): void {
+    const deps = this.#parentsOf.get(jobId);
+    if (deps === undefined) return;
+    for (const parent of deps.parents) {
+      const state = this.terminalState(parent);
+      this.#judge.check(
+        state === 'COMPLETED' || (deps.run && state !== undefined),
+        () =>
+          `dependent ${jobId} assigned while its parent ${parent} is ${state ?? 'not terminal'}`,
+      );
+    }
+  }
+
+  /**
+   * A parent that ended FAILED or CANCELLED in this input has cancelled every
+   * dependent without `run`, in the same input (so in the same commit).
+   */
+  #checkCascade(ended: readonly string[]): void {
+    for (const parent of ended) {
+      const state = this.terminalState(parent);
+      if (state !== 'FAILED' && state !== 'CANCELLED') continue;
+      for (const dependent of this.#dependentsOf.get(parent) ?? []) {
+        if (this.#parentsOf.get(dependent)?.run !== false || !this.attempts.has(dependent))
+          continue;
+        const after = this.terminalState(dependent);
+        this.#judge.check(
+          after === 'CANCELLED',
+          () =>
+            `parent ${parent} ended ${state}, its dependent ${dependent} is ${after ?? 'not terminal'}`,
+        );
+        if (after === 'CANCELLED') this.counts.cascaded++;
+      }
+    }
   }
 
   #applyAssigned(
@@ -472,6 +536,7 @@ export class JobTracker {
       this.terminalState(jobId) === undefined,
       () => `terminal job ${jobId} was assigned`,
     );
+    this.#checkParentsDone(jobId);
     const attempts = this.attempts.get(jobId);
     judge.check(
       attempts !== undefined && event.attempt === attempts + 1,

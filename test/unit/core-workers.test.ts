@@ -33,6 +33,7 @@ const REGISTERED_W1 = {
     'prefetch',
     'reattach',
     'queues',
+    'parents',
     'progress',
   ],
 } as const;

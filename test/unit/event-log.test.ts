@@ -59,6 +59,7 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
     },
   ],
   'job.requeued': [{ type: 'job.requeued', jobId: 'j', attempts: 1 }],
+  'job.released': [{ type: 'job.released', jobId: 'j' }],
   'job.completed': [
     { type: 'job.completed', jobId: 'j', workerId: 'w', attempt: 1, runMs: 1, endToEndMs: 2 },
   ],

@@ -30,6 +30,7 @@ function session(workerId: string, capacity: number, taskTypes: string[] | null)
     draining: false,
     ending: false,
     heartbeatAck: false,
+    parents: false,
   };
 }
 

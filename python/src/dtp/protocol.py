@@ -130,8 +130,9 @@ JOB_STATES = (
     "FAILED",
     "CANCELLED",
     "SCHEDULED",
+    "WAITING",
 )
-KNOWN_STATES = ("SCHEDULED",)
+KNOWN_STATES = ("SCHEDULED", "WAITING")
 """The job states beyond version 1's six that this client understands: sent as
 ``knownStates`` on every request whose reply carries job snapshots (a
 coordinator shows any other state as its v1 equivalent)."""

@@ -96,6 +96,12 @@ function checkAll(
       refuse(s, connId, requestId, index, ErrorCode.InvalidRequest, describeError(err));
       return null;
     }
+    if ((element.dependsOn ?? []).length > 0 || (element.onParentFailure ?? null) !== null) {
+      const text =
+        'dependsOn is not supported in SUBMIT_JOBS; submit jobs with parents one by one or as a flow (SUBMIT_FLOW)';
+      refuse(s, connId, requestId, index, ErrorCode.InvalidRequest, text);
+      return null;
+    }
     const wanted = checkSubmission(s, element);
     if (isProblem(wanted)) {
       refuse(s, connId, requestId, index, wanted.code, wanted.message);

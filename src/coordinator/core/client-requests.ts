@@ -44,6 +44,7 @@ import { purgeOnRequest } from './retention.js';
 import type { CoreState } from './state.js';
 import { submit } from './submission.js';
 import { listQueues, setQueue } from './queue-requests.js';
+import { submitFlow } from './flow-submission.js';
 import { submitBatch } from './batch-submission.js';
 
 /** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
@@ -88,6 +89,8 @@ export function handleClientRequest(
       return listQueues(s, connId, requestId);
     case 'SET_QUEUE':
       return setQueue(s, connId, requestId, msg);
+    case 'SUBMIT_FLOW':
+      return submitFlow(s, connId, requestId, msg);
     case 'SUBSCRIBE_JOBS':
       return subscribe(s, connId, requestId, msg);
     case 'SET_SCHEDULE':

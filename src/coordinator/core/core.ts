@@ -31,7 +31,8 @@ import { fireDueTicks, scheduleJobsRead } from './schedule-requests.js';
 import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
-import { keyLookedUp, keyLookupFailed } from './submission.js';
+import { keyLookedUp, keyLookupFailed, parentsLookedUp } from './submission.js';
+import { flowParentsLookedUp } from './flow-submission.js';
 import { queueCountsDone } from './queue-requests.js';
 import type { QueueSettings } from './queue-table.js';
 import { batchKeyLookedUp, batchKeyLookupFailed } from './batch-submission.js';
@@ -252,6 +253,12 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
       return keyLookedUp(s, read.key, result.job);
+    case 'parents':
+      if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
+      return parentsLookedUp(s, read.held, read.asked, result.jobs);
+    case 'flowParents':
+      if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
+      return flowParentsLookedUp(s, read.plan, read.asked, result.jobs);
     case 'batchKey':
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
@@ -295,6 +302,15 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return;
     case 'key':
       return keyLookupFailed(s, read.key, message);
+    case 'parents':
+    case 'flowParents':
+      s.replyError(
+        read.kind === 'parents' ? read.held.connId : read.plan.connId,
+        read.kind === 'parents' ? read.held.requestId : read.plan.requestId,
+        ErrorCode.StoreReadFailed,
+        `Could not look up the parent jobs: ${message}`,
+      );
+      return;
     case 'batchKey':
       return batchKeyLookupFailed(s, read.batch, message);
     case 'purge':

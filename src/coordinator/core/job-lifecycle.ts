@@ -14,9 +14,15 @@ import {
   type CoreJob,
   type RunningJob,
 } from './job.js';
+import {
+  finishedParentOf,
+  parentAllows,
+  parentFailureError,
+  type FinishedParent,
+} from './dependencies.js';
 import { isTerminalState, transition } from './job-state.js';
 import { grantLease, isCurrentLease } from './lease.js';
-import { releaseScheduled } from './delayed-jobs.js';
+import { holdScheduled, releaseScheduled } from './delayed-jobs.js';
 import { groupOf } from './ready-queue.js';
 import { retryDelayMs } from './retry-policy.js';
 import type { CoreState } from './state.js';
@@ -61,6 +67,7 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
     payload: JSON.parse(job.payloadJson) as JsonObject,
     timeoutMillis: job.timeoutMs,
     maxAttempts: job.maxAttempts,
+    ...(session.parents && job.dependsOn !== null ? { parents: s.graph.parentsFor(job) } : {}),
   });
   s.emit({
     type: 'job.assigned',
@@ -125,6 +132,60 @@ export function finishJob(
   job.retryAtMs = null;
   s.jobs.retire(job);
   answerWaits(s, job);
+  settleDependents(s, job);
+}
+
+/**
+ * A job ended: its dependents learn it (see dependencies.ts). Cancelling a
+ * dependent ends it too, so the cascade goes on from a work list until no
+ * ended job has dependents left to settle.
+ */
+function settleDependents(s: CoreState, ended: CoreJob): void {
+  if (ended.dependsOn !== null) s.graph.release(ended);
+  s.settling.push(ended);
+  if (s.settlingNow) return;
+  s.settlingNow = true;
+  try {
+    for (let job = s.settling.pop(); job !== undefined; job = s.settling.pop()) {
+      const parent = finishedParentOf(job);
+      for (const dependentId of s.graph.takeDependents(
+        job,
+        (id) => s.jobs.active(id) !== undefined,
+      )) {
+        const dependent = s.jobs.active(dependentId);
+        if (dependent !== undefined) settleOne(s, dependent, parent);
+      }
+    }
+  } finally {
+    s.settlingNow = false;
+  }
+}
+
+function settleOne(s: CoreState, dependent: CoreJob, parent: FinishedParent): void {
+  if (!parentAllows(parent, dependent)) {
+    dependent.error = parentFailureError(parent);
+    cancelJob(s, dependent);
+    return;
+  }
+  if (s.graph.resolveOne(dependent.jobId) > 0 || dependent.state !== 'WAITING') return;
+  releaseWaiting(s, dependent);
+}
+
+/**
+ * A WAITING job whose parents all let it go on: queued now, or SCHEDULED
+ * when it was also delayed and its time has not come.
+ */
+export function releaseWaiting(s: CoreState, job: CoreJob): void {
+  if (job.runAtMs !== null && job.runAtMs > s.nowMs) {
+    transition(job, { to: 'SCHEDULED' }, s.nowMs);
+    s.jobs.save(job);
+    holdScheduled(s, job);
+  } else {
+    transition(job, { to: 'QUEUED' }, s.nowMs);
+    s.jobs.save(job);
+    s.ready.push(job);
+  }
+  s.emit({ type: 'job.released', jobId: job.jobId });
 }
 
 function answerWaits(s: CoreState, job: CoreJob): void {

@@ -12,6 +12,7 @@ import type {
   JobProgress,
   JobSnapshot,
   JobState,
+  ParentFailurePolicy,
   Priority,
   ResultFormat,
 } from '../../protocol/messages.js';
@@ -61,6 +62,9 @@ export interface CoreJob {
   readonly scheduleName: string | null;
   /** Every attempt so far, oldest first (the history `status --attempts` shows). */
   readonly history: AttemptRecord[];
+  /** The jobs it waits for (see dependencies.ts); null = none. */
+  readonly dependsOn: string[] | null;
+  readonly onParentFailure: ParentFailurePolicy | null;
 }
 
 export type RunningJob = CoreJob & { readonly state: 'RUNNING'; readonly lease: Lease };
@@ -97,6 +101,8 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     updatedAtMs: job.updatedAtMs,
     startedAtMs: job.startedAtMs,
     finishedAtMs: job.finishedAtMs,
+    dependsOn: job.dependsOn,
+    onParentFailure: job.onParentFailure,
     progress: job.progress,
     runAtMs: job.runAtMs,
     scheduleName: job.scheduleName,
@@ -141,6 +147,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     updatedAtMs: row.updatedAtMs,
     startedAtMs: row.startedAtMs,
     finishedAtMs: row.finishedAtMs,
+    dependsOn: row.dependsOn,
+    onParentFailure: row.onParentFailure,
     progress: row.progress ?? null,
     runAtMs: row.runAtMs,
     scheduleName: row.scheduleName,
@@ -212,6 +220,7 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
     snapshot.resultFormat = job.resultFormat;
   }
   if (job.idempotencyKey !== null) snapshot.idempotencyKey = job.idempotencyKey;
+  if (job.dependsOn !== null) snapshot.dependsOn = [...job.dependsOn];
   if (job.progress !== null && job.progress !== undefined) snapshot.progress = job.progress;
   if (job.runAtMs !== null) snapshot.runAtMillis = job.runAtMs;
   if (job.scheduleName !== null) snapshot.scheduleName = job.scheduleName;

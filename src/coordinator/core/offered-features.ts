@@ -15,5 +15,6 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'prefetch',
   'reattach',
   'queues',
+  'parents',
   'progress',
 ];

@@ -8,7 +8,12 @@
  * the listing's read is still out, after the read took its snapshot; such
  * rows are kept here (`seen`) so the merge still uses them.
  */
-import type { SubmitJob, SubmitJobsElement, TerminalState } from '../../protocol/messages.js';
+import type {
+  ParentFailurePolicy,
+  SubmitJob,
+  SubmitJobsElement,
+  TerminalState,
+} from '../../protocol/messages.js';
 import type { JobRecord, ListQuery } from '../../store/store.js';
 
 export interface NormalizedSubmission {
@@ -17,6 +22,9 @@ export interface NormalizedSubmission {
   readonly timeoutMs: number;
   readonly queue: string;
   readonly groupKey: string | null;
+  /** Parents, duplicates removed, in the order given; null = none. */
+  readonly dependsOn: string[] | null;
+  readonly onParentFailure: ParentFailurePolicy | null;
   /** The requested due time of a delayed job (not yet clamped to now); null = not delayed. */
   readonly runAtMs: number | null;
 }
@@ -25,6 +33,23 @@ export interface NormalizedSubmission {
 export interface HeldSubmission {
   readonly connId: number;
   readonly requestId: number;
+  readonly msg: SubmitJob;
+  readonly wanted: NormalizedSubmission;
+}
+
+/** A checked flow: its jobs in creation order (parents first). */
+export interface FlowPlan {
+  readonly connId: number;
+  readonly requestId: number;
+  /** The refs in the order the request listed them (the reply's order). */
+  readonly refs: readonly string[];
+  readonly ordered: readonly PlannedJob[];
+  /** Parents that are not refs of the flow: existing jobs. */
+  readonly external: readonly string[];
+}
+
+export interface PlannedJob {
+  readonly ref: string;
   readonly msg: SubmitJob;
   readonly wanted: NormalizedSubmission;
 }
@@ -67,6 +92,10 @@ export type PendingRead =
       seen: Map<string, JobRecord>;
     }
   | { kind: 'key'; key: string }
+  /** A submission's parents that memory does not hold: the store is asked for them. */
+  | { kind: 'parents'; held: HeldSubmission; asked: readonly string[] }
+  /** A flow's parents that are existing jobs memory does not hold. */
+  | { kind: 'flowParents'; plan: FlowPlan; asked: readonly string[] }
   /** GET_SCHEDULE: the schedule's newest jobs from the store. */
   | { kind: 'scheduleJobs'; connId: number; requestId: number; name: string }
 

@@ -12,13 +12,22 @@
  *   leader, and the text names the epochs instead: "leader changed (epoch
  *   1 → 2) during attempt 1". Persisted deadlines are a dead process's clock
  *   and are never trusted: the next assignment sets a fresh one.
+ * - WAITING jobs wait again for their parents that are still active; the
+ *   ended parents' rows (`parentJobs`) give their dependents' handlers the
+ *   results.
  * Terminal jobs stay in the store only.
  */
-import type { RecoveredState } from '../../store/store.js';
+import type { JobRecord, RecoveredState } from '../../store/store.js';
+import {
+  finishedParentOf,
+  parentAllows,
+  parentFailureError,
+  type FinishedParent,
+} from './dependencies.js';
 import { fromRecord, isRunning, type CoreJob, type RunningJob } from './job.js';
 import { holdScheduled } from './delayed-jobs.js';
-import { finishJob, interruptAttempt } from './job-lifecycle.js';
-import { transition } from './job-state.js';
+import { cancelJob, finishJob, interruptAttempt, releaseWaiting } from './job-lifecycle.js';
+import { isTerminalState, transition } from './job-state.js';
 import { groupOf } from './ready-queue.js';
 import type { CoreState } from './state.js';
 
@@ -33,11 +42,60 @@ export function recover(s: CoreState, stored: RecoveredState): void {
   for (const schedule of stored.schedules ?? []) s.schedules.put({ ...schedule });
   for (const settings of stored.queueSettings ?? []) s.queues.load(settings, s.nowMs);
   const interruption = interruptionOf(stored.epoch);
-  for (const row of stored.activeJobs) {
+  const jobs = stored.activeJobs.map((row) => {
     const job = fromRecord(row, attemptsByJob.get(row.jobId) ?? []);
     s.jobs.adopt(job);
-    recoverJob(s, job, interruption);
+    return job;
+  });
+  // The graph is whole before any job moves: a job that recovery fails
+  // settles its dependents like any other end.
+  const parentRows = new Map((stored.parentJobs ?? []).map((row) => [row.jobId, row]));
+  const blocked = new Map<string, FinishedParent>();
+  for (const job of jobs) {
+    const blocker = attachRecovered(s, job, parentRows);
+    if (blocker !== undefined) blocked.set(job.jobId, blocker);
   }
+  for (const job of jobs) {
+    if (isTerminalState(job.state)) continue; // a cascade of this recovery ended it
+    const blocker = blocked.get(job.jobId);
+    if (blocker !== undefined) recoverBlocked(s, job, blocker);
+    else recoverJob(s, job, interruption);
+  }
+}
+
+/**
+ * Puts a recovered job's parents into the graph: the active ones are open,
+ * the others ended (their rows came with the recovery). A parent found in
+ * neither was deleted behind the store's back; it counts as ended.
+ */
+function attachRecovered(
+  s: CoreState,
+  job: CoreJob,
+  parentRows: ReadonlyMap<string, JobRecord>,
+): FinishedParent | undefined {
+  if (job.dependsOn === null) return undefined;
+  const open: string[] = [];
+  const finished: FinishedParent[] = [];
+  for (const parentId of job.dependsOn) {
+    const row = parentRows.get(parentId);
+    if (s.jobs.active(parentId) !== undefined) open.push(parentId);
+    else if (row !== undefined) finished.push(finishedParentOf(row));
+  }
+  // Only a WAITING job can still be held back by its parents.
+  if (job.state !== 'WAITING')
+    return s.graph.attach(
+      job,
+      [],
+      finished.filter((p) => parentAllows(p, job)),
+    );
+  return s.graph.attach(job, open, finished);
+}
+
+/** A WAITING job whose parent had failed (written before this build's atomic cascade, say). */
+function recoverBlocked(s: CoreState, job: CoreJob, blocker: FinishedParent): void {
+  job.error = parentFailureError(blocker);
+  cancelJob(s, job);
+  s.emit({ type: 'job.recovered', jobId: job.jobId, from: 'WAITING', to: 'CANCELLED' });
 }
 
 /**
@@ -72,8 +130,10 @@ function recoverJob(s: CoreState, job: CoreJob, interruption: string): void {
       holdScheduled(s, job);
       return;
     case 'WAITING':
-      // Nothing makes this state yet; the feature that does recovers it.
-      throw new Error(`store returned ${job.state} job ${job.jobId}, which this build cannot run`);
+      // Its parents are in the graph already; one whose parents all ended
+      // (none is written so, but tolerate it) is released now.
+      if (s.graph.openParents(job.jobId) === 0) releaseWaiting(s, job);
+      return;
     case 'COMPLETED':
     case 'FAILED':
     case 'CANCELLED':

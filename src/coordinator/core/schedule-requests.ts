@@ -187,6 +187,8 @@ function makeJob(s: CoreState, schedule: ScheduleRecord, tickMs: number) {
     // A schedule has no queue setting yet: its jobs go to the default queue.
     queue: DEFAULT_QUEUE,
     groupKey: null,
+    dependsOn: null,
+    onParentFailure: null,
   });
   save(s, { ...schedule, lastRunAtMs: tickMs, lastJobId: job.jobId, updatedAtMs: s.nowMs });
   return job;

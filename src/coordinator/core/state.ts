@@ -6,6 +6,8 @@ import type { ErrorCode } from '../../protocol/error-codes.js';
 import type { ClientReply, CoordinatorToWorker, JobEvent } from '../../protocol/messages.js';
 import type { StoreRead } from '../../store/store.js';
 import { BinaryHeap } from './binary-heap.js';
+import { DependencyGraph } from './dependencies.js';
+import type { CoreJob } from './job.js';
 import { JobTable } from './job-table.js';
 import { KeptLeases } from './kept-leases.js';
 import type { PendingRead } from './pending-reads.js';
@@ -82,6 +84,12 @@ export class CoreState {
   readonly subscriptions = new SubscriptionTable();
   /** Background deletion of old terminal jobs. */
   readonly retention = new RetentionCursor();
+  /** Jobs waiting for other jobs, and what their parents left them. */
+  readonly graph = new DependencyGraph();
+  /** Jobs that just ended whose dependents are still to settle (a work list: see job-lifecycle.ts). */
+  readonly settling: CoreJob[] = [];
+  /** True while the work list above is being drained. */
+  settlingNow = false;
   /** Time of the input being handled. */
   nowMs = 0;
   /** Time of the previous tick (stall detection). */

@@ -18,6 +18,8 @@ import {
   MAX_ATTEMPTS_LIMIT,
   MAX_DELAY_MS,
   MAX_IDEMPOTENCY_KEY_LENGTH,
+  MAX_JOB_ID_LENGTH,
+  MAX_PARENTS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../../protocol/limits.js';
@@ -31,8 +33,10 @@ import {
 import type { JobRecord } from '../../store/store.js';
 import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../../protocol/queue-names.js';
 import { coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
+import { finishedParentOf, parentFailureError, type FinishedParent } from './dependencies.js';
 import { holdScheduled } from './delayed-jobs.js';
-import { schedule } from './job-lifecycle.js';
+import { isTerminalState } from './job-state.js';
+import { cancelJob, releaseWaiting, schedule } from './job-lifecycle.js';
 import type { HeldSubmission, NormalizedSubmission } from './pending-reads.js';
 import type { CoreState } from './state.js';
 
@@ -61,7 +65,30 @@ function normalize(s: CoreState, msg: SubmitJobsElement): NormalizedSubmission |
   if (runAtMs !== null && (runAtMs < 0 || runAtMs > s.nowMs + MAX_DELAY_MS)) {
     return `runAtMillis must be an epoch time at most ${MAX_DELAY_MS / 86_400_000} days ahead, got ${runAtMs}`;
   }
-  return { maxAttempts, priority: msg.priority ?? 'NORMAL', timeoutMs, queue, groupKey, runAtMs };
+  const dependsOn = normalizeParents(msg.dependsOn ?? null);
+  if (typeof dependsOn === 'string') return dependsOn;
+  return {
+    maxAttempts,
+    priority: msg.priority ?? 'NORMAL',
+    timeoutMs,
+    queue,
+    groupKey,
+    runAtMs,
+    dependsOn,
+    onParentFailure: dependsOn === null ? null : (msg.onParentFailure ?? null),
+  };
+}
+
+/** The parents without duplicates, in the order given; null for none; or what is wrong. */
+function normalizeParents(given: readonly string[] | null): string[] | null | string {
+  if (given === null || given.length === 0) return null;
+  const unique = [...new Set(given)];
+  if (unique.length > MAX_PARENTS) {
+    return `dependsOn names ${unique.length} jobs; at most ${MAX_PARENTS} parents per job`;
+  }
+  const bad = unique.find((id) => id.length === 0 || id.length > MAX_JOB_ID_LENGTH);
+  if (bad !== undefined) return `dependsOn: ${JSON.stringify(bad.slice(0, 80))} is not a job id`;
+  return unique;
 }
 
 function errorCodeOf(err: unknown): ErrorCode {
@@ -71,7 +98,14 @@ function errorCodeOf(err: unknown): ErrorCode {
 
 type Submitted = Pick<
   JobRecord,
-  'taskType' | 'maxAttempts' | 'priority' | 'timeoutMs' | 'payloadJson' | 'queue' | 'groupKey'
+  | 'taskType'
+  | 'maxAttempts'
+  | 'priority'
+  | 'timeoutMs'
+  | 'payloadJson'
+  | 'queue'
+  | 'groupKey'
+  | 'dependsOn'
 >;
 
 export function sameSubmission(
@@ -82,6 +116,7 @@ export function sameSubmission(
   if (job.taskType !== msg.taskType || job.maxAttempts !== wanted.maxAttempts) return false;
   if (job.priority !== wanted.priority || job.timeoutMs !== wanted.timeoutMs) return false;
   if (job.queue !== wanted.queue || job.groupKey !== wanted.groupKey) return false;
+  if (!isDeepStrictEqual(job.dependsOn, wanted.dependsOn)) return false;
   // Compare with the payload as it would be stored: the JSON round trip turns
   // -0 into 0 (deep-strict equality tells them apart), so the resubmission of
   // an identical request must go through it too.
@@ -208,11 +243,81 @@ function refusalOf(
   return activeCount >= limit ? { activeCount, limit, what: 'active jobs' } : null;
 }
 
-/** Admission control, then the new job. */
-function admit(s: CoreState, held: HeldSubmission): void {
+/** What a submission's parents are now: still open, or ended (with their outcome). */
+export interface ParentsFound {
+  open: string[];
+  finished: FinishedParent[];
+  /** Named but held neither in memory nor in `stored`. */
+  missing: string[];
+}
+
+export function findParents(
+  parentIds: readonly string[],
+  s: CoreState,
+  stored: ReadonlyMap<string, JobRecord>,
+): ParentsFound {
+  const found: ParentsFound = { open: [], finished: [], missing: [] };
+  for (const parentId of parentIds) {
+    const job = s.jobs.get(parentId);
+    const row = job === undefined ? stored.get(parentId) : undefined;
+    if (job !== undefined && !isTerminalState(job.state)) found.open.push(parentId);
+    else if (job !== undefined) found.finished.push(finishedParentOf(job));
+    else if (row !== undefined) found.finished.push(finishedParentOf(row));
+    else found.missing.push(parentId);
+  }
+  return found;
+}
+
+/** The store answered for a submission's parents: create the job, or say which parent is unknown. */
+export function parentsLookedUp(
+  s: CoreState,
+  held: HeldSubmission,
+  asked: readonly string[],
+  rows: readonly JobRecord[],
+): void {
+  const stored = new Map(rows.map((row) => [row.jobId, row]));
+  const found = findParents(held.wanted.dependsOn ?? [], s, stored);
+  const askedSet = new Set(asked);
+  const unknown = found.missing.find((id) => askedSet.has(id));
+  if (unknown !== undefined) return replyUnknownParent(s, held, unknown);
+  // A parent held in memory when the store was asked may have left it since
+  // (its end committed): ask again for those, once.
+  if (found.missing.length > 0) {
+    s.read({ op: 'jobs', jobIds: found.missing }, { kind: 'parents', held, asked: found.missing });
+    return;
+  }
+  admit(s, held, found);
+}
+
+function replyUnknownParent(s: CoreState, held: HeldSubmission, parentId: string): void {
+  s.replyError(
+    held.connId,
+    held.requestId,
+    ErrorCode.UnknownJob,
+    `Unknown job: ${parentId.slice(0, 200)} (named in dependsOn)`,
+  );
+}
+
+/** Admission control, then the new job (its parents looked up first when it has any). */
+function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void {
   const { connId, requestId, msg, wanted } = held;
+  const parentIds = held.wanted.dependsOn;
+  if (parentIds !== null && parents === undefined) {
+    const found = findParents(parentIds, s, new Map());
+    if (found.missing.length > 0) {
+      s.read(
+        { op: 'jobs', jobIds: found.missing },
+        { kind: 'parents', held, asked: found.missing },
+      );
+      return;
+    }
+    parents = found;
+  }
   const runAtMs = dueAt(s, wanted);
-  const refusal = refusalOf(s, runAtMs !== null && runAtMs > s.nowMs);
+  // A job with parents is WAITING (an active job) until they end, even when
+  // it is also delayed: it is admitted as active.
+  const delayed = runAtMs !== null && runAtMs > s.nowMs && wanted.dependsOn === null;
+  const refusal = refusalOf(s, delayed);
   if (refusal !== null) {
     const { activeCount, limit, what } = refusal;
     s.emit({ type: 'job.rejected', activeCount, limit });
@@ -225,7 +330,7 @@ function admit(s: CoreState, held: HeldSubmission): void {
     });
     return;
   }
-  const job = createJob(s, newJobOf(msg, wanted, runAtMs));
+  const job = createJob(s, newJobOf(msg, wanted, runAtMs), parents);
   s.reply(connId, requestId, {
     type: 'JOB_SUBMITTED',
     jobId: job.jobId,
@@ -257,6 +362,8 @@ export function newJobOf(
     scheduleName: null,
     queue: wanted.queue,
     groupKey: wanted.groupKey,
+    dependsOn: wanted.dependsOn,
+    onParentFailure: wanted.onParentFailure,
   };
 }
 
@@ -273,20 +380,24 @@ export type NewJob = Pick<
   | 'scheduleName'
   | 'queue'
   | 'groupKey'
+  | 'dependsOn'
+  | 'onParentFailure'
 >;
 
 /**
- * Creates a job (admission already passed): SCHEDULED when its due time is
- * ahead, QUEUED otherwise. The caller runs `schedule(s)`.
+ * Creates a job (admission already passed): WAITING when it has parents (its
+ * `parents` as looked up; settled at once when they have all ended),
+ * SCHEDULED when its due time is ahead, QUEUED otherwise. The caller runs
+ * `schedule(s)`.
  */
-export function createJob(s: CoreState, spec: NewJob): CoreJob {
+export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): CoreJob {
   const delayed = spec.runAtMs !== null && spec.runAtMs > s.nowMs;
   const job: CoreJob = {
     ...spec,
     seq: s.jobs.takeSeq(),
     jobId: s.deps.newId(),
     createdAtMs: s.nowMs,
-    state: delayed ? 'SCHEDULED' : 'QUEUED',
+    state: parents !== undefined ? 'WAITING' : delayed ? 'SCHEDULED' : 'QUEUED',
     lease: null,
     attempts: 0,
     retryAtMs: null,
@@ -300,8 +411,8 @@ export function createJob(s: CoreState, spec: NewJob): CoreJob {
     history: [],
   };
   s.jobs.insert(job);
-  if (delayed) holdScheduled(s, job);
-  else s.ready.push(job);
+  if (parents === undefined && delayed) holdScheduled(s, job);
+  else if (parents === undefined) s.ready.push(job);
   s.emit({
     type: 'job.submitted',
     jobId: job.jobId,
@@ -310,5 +421,22 @@ export function createJob(s: CoreState, spec: NewJob): CoreJob {
     maxAttempts: job.maxAttempts,
     idempotencyKey: job.idempotencyKey,
   });
+  if (parents !== undefined) attachParents(s, job, parents);
   return job;
+}
+
+/**
+ * A new WAITING job joins the graph: it stays WAITING while a parent is
+ * open, is released at once (QUEUED, or SCHEDULED when delayed) when every
+ * parent completed, and is cancelled at
+ * once when a parent had already failed (unless it runs anyway).
+ */
+function attachParents(s: CoreState, job: CoreJob, parents: ParentsFound): void {
+  const blocker = s.graph.attach(job, parents.open, parents.finished);
+  if (blocker !== undefined) {
+    job.error = parentFailureError(blocker);
+    cancelJob(s, job);
+  } else if (parents.open.length === 0) {
+    releaseWaiting(s, job);
+  }
 }

@@ -156,6 +156,8 @@ export type CoreEvent =
       error: string;
     }
   | { type: 'job.requeued'; jobId: string; attempts: number }
+  /** Every parent of a WAITING job ended in a way that lets it run: it is QUEUED. */
+  | { type: 'job.released'; jobId: string }
   | {
       type: 'job.completed';
       jobId: string;

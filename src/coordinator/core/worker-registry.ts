@@ -63,6 +63,8 @@ export interface WorkerSession {
   ending: boolean;
   /** Extension: the worker asked for a HEARTBEAT_ACK per HEARTBEAT. */
   readonly heartbeatAck: boolean;
+  /** Extension: the worker asked for the parents' results with each assignment. */
+  readonly parents: boolean;
 }
 
 /** Prefetch opens when a slot takes less than this per attempt, ms. */

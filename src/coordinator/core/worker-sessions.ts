@@ -144,6 +144,7 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     draining: false,
     ending: false,
     heartbeatAck: msg.heartbeatAck === true,
+    parents: msg.parents === true,
   };
   s.workers.add(session);
   s.send(connId, {

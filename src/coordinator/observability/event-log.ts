@@ -108,6 +108,7 @@ const LINES: Formatters = {
     },
   ],
   'job.requeued': (e) => ['info', 'job requeued', { jobId: e.jobId, attempts: e.attempts }],
+  'job.released': (e) => ['info', 'job released by its parents', { jobId: e.jobId }],
   'job.completed': (e) => [
     'info',
     'job completed',
@@ -172,6 +173,7 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'job.assigned': true,
   'job.retryScheduled': false,
   'job.requeued': true,
+  'job.released': true,
   'job.completed': true,
   'job.failed': false,
   'job.cancelled': true,

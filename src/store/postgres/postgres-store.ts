@@ -59,7 +59,8 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   result, result_format AS "resultFormat", error, created_at_ms AS "createdAtMs",
   updated_at_ms AS "updatedAtMs", started_at_ms AS "startedAtMs",
   finished_at_ms AS "finishedAtMs", run_at_ms AS "runAtMs",
-  schedule_name AS "scheduleName", progress, queue, group_key AS "groupKey" FROM dtp.jobs`;
+  schedule_name AS "scheduleName", progress, depends_on AS "dependsOn",
+  on_parent_failure AS "onParentFailure", queue, group_key AS "groupKey" FROM dtp.jobs`;
 const SCHEDULE_SELECT = `SELECT name, task_type AS "taskType", cron, every_ms AS "everyMs",
   timezone, payload AS "payloadJson", max_attempts AS "maxAttempts", priority,
   timeout_ms AS "timeoutMs", overlap, catch_up AS "catchUp", paused,
@@ -72,7 +73,8 @@ const QUEUE_SELECT = `SELECT name, paused, concurrency, rate_max AS "rateMax",
 const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attemptNumber",
   a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
   a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;
-const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED')";
+const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED', 'WAITING')";
+const TERMINAL = "state IN ('COMPLETED', 'FAILED', 'CANCELLED')";
 
 interface Pending<T> {
   resolve(value: T): void;
@@ -145,12 +147,18 @@ export class PostgresStore implements Store {
           `${ATTEMPT_SELECT} JOIN dtp.jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
         );
         const max = await client.query<{ m: number | null }>('SELECT max(seq) AS m FROM dtp.jobs');
+        const parents = await client.query<JobRecord>(
+          `${JOB_SELECT} WHERE ${TERMINAL} AND job_id IN
+             (SELECT d.parent_id FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
+               WHERE c.${ACTIVE})`,
+        );
         const schedules = await client.query<ScheduleRecord>(`${SCHEDULE_SELECT} ORDER BY name`);
         const queues = await client.query<QueueSettingsRecord>(`${QUEUE_SELECT} ORDER BY name`);
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
           maxSeq: max.rows[0]?.m ?? 0,
+          parentJobs: parents.rows,
           schedules: schedules.rows,
           queueSettings: queues.rows,
           epoch: this.#epoch,
@@ -208,6 +216,15 @@ export class PostgresStore implements Store {
           );
           const counts = rows.rows.map((r) => ({ ...r, count: Number(r.count) }));
           return { op: 'queueCounts', counts };
+        });
+      case 'jobs':
+        return this.#withReader(async (client) => {
+          const rows = await client.query<JobRecord>({
+            name: 'dtp_jobs_by_id',
+            text: `${JOB_SELECT} WHERE job_id = ANY($1::text[])`,
+            values: [read.jobIds],
+          });
+          return { op: 'jobs', jobs: rows.rows };
         });
       case 'scheduleJobs':
         return this.#withReader(async (client) => {

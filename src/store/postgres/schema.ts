@@ -32,9 +32,6 @@ const JOB_FIELDS = `seq bigint, "jobId" text, "taskType" text, "payloadJson" tex
 /** The job fields of schema 3 onwards (the time columns added). */
 const JOB_FIELDS_V3 = `${JOB_FIELDS}, "runAtMs" bigint, "scheduleName" text`;
 
-/** The job fields of schema 5 onwards (progress of schema 4, and the queue columns). */
-const JOB_FIELDS_V5 = `${JOB_FIELDS_V3}, progress json, queue text, "groupKey" text`;
-
 /** The schedule columns as JSON keys of a ScheduleRecord (commit_batch input, schema 3). */
 const SCHEDULE_FIELDS = `name text, "taskType" text, cron text, "everyMs" bigint, timezone text,
   "payloadJson" text, "maxAttempts" integer, priority text, "timeoutMs" bigint, overlap text,
@@ -43,6 +40,20 @@ const SCHEDULE_FIELDS = `name text, "taskType" text, cron text, "everyMs" bigint
 
 const ATTEMPT_FIELDS = `"jobId" text, "attemptNumber" integer, "attemptId" text, "workerId" text,
   "startedAtMs" bigint, "finishedAtMs" bigint, outcome text, error text`;
+
+/** The part of every commit_batch that writes attempts (each migration step's version). */
+const ATTEMPTS_UPSERT = `     IF p_attempts IS NOT NULL THEN
+       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
+           finished_at_ms, outcome, error)
+         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
+           "finishedAtMs", outcome, error
+         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
+       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
+         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
+         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
+         error = excluded.error;
+     END IF;
+`;
 
 const FENCE = `
   PERFORM 1 FROM dtp.leader_lease WHERE id = 1 AND epoch = p_epoch FOR SHARE;
@@ -55,10 +66,24 @@ interface ExtraColumn {
   column: string;
   key: string;
   type: string;
+  /** False for a column fixed at the job's insert (updates leave it alone). */
+  updated?: boolean;
 }
 
 /** Job columns of migration 4. */
 const PROGRESS_COLUMNS: ExtraColumn[] = [{ column: 'progress', key: 'progress', type: 'json' }];
+
+/** Job columns of migration 5 (fixed at submission). */
+const DEPENDENCY_COLUMNS: ExtraColumn[] = [
+  { column: 'depends_on', key: 'dependsOn', type: 'jsonb', updated: false },
+  { column: 'on_parent_failure', key: 'onParentFailure', type: 'text', updated: false },
+];
+
+/** Job columns of migration 6 (fixed at submission). */
+const QUEUE_COLUMNS: ExtraColumn[] = [
+  { column: 'queue', key: 'queue', type: 'text', updated: false },
+  { column: 'group_key', key: 'groupKey', type: 'text', updated: false },
+];
 
 /**
  * The fenced write function over the first schema's job columns plus
@@ -100,28 +125,32 @@ function commitBatchFunction(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraC
          END IF;
        END LOOP;
      END IF;
-     IF p_attempts IS NOT NULL THEN
-       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
-           finished_at_ms, outcome, error)
-         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
-           "finishedAtMs", outcome, error
-         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
-       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
-         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
-         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
-         error = excluded.error;
-     END IF;
-   END
+${ATTEMPTS_UPSERT}   END
    $fn$;`;
 }
 
 /**
  * The fenced write function of schema 3 (jobs, attempts and schedules) over
  * its job columns plus `extra` (a later migration that adds a job column
- * replaces it with its columns in the list).
+ * replaces it with its columns in the list); with `dependencies` (schema 5),
+ * a new job's `dependsOn` also goes into job_dependencies.
  */
-function scheduleCommitBatch(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraColumn[]): string {
+function scheduleCommitBatch(
+  verb: 'CREATE' | 'CREATE OR REPLACE',
+  extra: ExtraColumn[],
+  dependencies = false,
+): string {
   const fields = JOB_FIELDS_V3 + extra.map((c) => `, "${c.key}" ${c.type}`).join('');
+  const updated = extra.filter((c) => c.updated !== false);
+  const dependencyRows = dependencies
+    ? `
+       INSERT INTO dtp.job_dependencies (parent_id, job_id)
+         SELECT p.parent_id, n."jobId"
+         FROM json_to_recordset(p_inserts) AS n(${fields})
+         CROSS JOIN LATERAL jsonb_array_elements_text(n."dependsOn") AS p(parent_id)
+         WHERE n."dependsOn" IS NOT NULL
+       ON CONFLICT DO NOTHING;`
+    : '';
   return `${verb} FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
        p_attempts json, p_schedules json, p_deleted_schedules json)
    RETURNS void LANGUAGE plpgsql AS $fn$
@@ -138,7 +167,7 @@ function scheduleCommitBatch(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraC
            "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
            "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
            "startedAtMs", "finishedAtMs", "runAtMs", "scheduleName"${extra.map((c) => `, "${c.key}"`).join('')}
-         FROM json_to_recordset(p_inserts) AS r(${fields});
+         FROM json_to_recordset(p_inserts) AS r(${fields});${dependencyRows}
      END IF;
      IF p_updates IS NOT NULL THEN
        FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${fields}) LOOP
@@ -146,25 +175,14 @@ function scheduleCommitBatch(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraC
              attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
              retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
              error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${extra.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${updated.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
            WHERE seq = r.seq;
          IF NOT FOUND THEN
            RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
          END IF;
        END LOOP;
      END IF;
-     IF p_attempts IS NOT NULL THEN
-       INSERT INTO dtp.attempts (job_id, attempt_number, attempt_id, worker_id, started_at_ms,
-           finished_at_ms, outcome, error)
-         SELECT "jobId", "attemptNumber", "attemptId", "workerId", "startedAtMs",
-           "finishedAtMs", outcome, error
-         FROM json_to_recordset(p_attempts) AS r(${ATTEMPT_FIELDS})
-       ON CONFLICT (job_id, attempt_number) DO UPDATE SET attempt_id = excluded.attempt_id,
-         worker_id = excluded.worker_id, started_at_ms = excluded.started_at_ms,
-         finished_at_ms = excluded.finished_at_ms, outcome = excluded.outcome,
-         error = excluded.error;
-     END IF;
-     IF p_deleted_schedules IS NOT NULL THEN
+${ATTEMPTS_UPSERT}     IF p_deleted_schedules IS NOT NULL THEN
        DELETE FROM dtp.schedules
          WHERE name IN (SELECT json_array_elements_text(p_deleted_schedules));
      END IF;
@@ -296,12 +314,51 @@ const MIGRATIONS: readonly string[] = [
   // 4: the latest progress a handler reported, kept with the job.
   `ALTER TABLE dtp.jobs ADD COLUMN progress jsonb;
    ${scheduleCommitBatch('CREATE OR REPLACE', PROGRESS_COLUMNS)}`,
-  // 5: named queues. Each job's queue and group key (fixed at submission;
+  // 5: dependencies between jobs (as SQLite's migration 6): the job row keeps
+  // its parents in order and its parent-failure policy; job_dependencies is
+  // the reverse index that recovery and purge ask. commit_batch (with every
+  // column of the steps before) writes both; purge keeps a parent while a
+  // non-terminal dependent needs its result.
+  `ALTER TABLE dtp.jobs ADD COLUMN depends_on jsonb;
+   ALTER TABLE dtp.jobs ADD COLUMN on_parent_failure text
+     CHECK (on_parent_failure IN ('cancel', 'run'));
+   CREATE TABLE dtp.job_dependencies (
+     parent_id text NOT NULL,
+     job_id    text NOT NULL,
+     PRIMARY KEY (parent_id, job_id)
+   );
+   CREATE INDEX job_dependencies_job ON dtp.job_dependencies (job_id);
+   ${scheduleCommitBatch('CREATE OR REPLACE', [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS], true)}
+   CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
+   RETURNS integer LANGUAGE plpgsql AS $fn$
+   DECLARE
+     deleted integer;
+   BEGIN
+     ${FENCE}
+     WITH doomed AS (
+       DELETE FROM dtp.jobs WHERE seq IN (
+         SELECT j.seq FROM dtp.jobs j WHERE j.state = p_state AND j.finished_at_ms < p_before_ms
+           AND NOT EXISTS (SELECT 1 FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
+                            WHERE d.parent_id = j.job_id
+                              AND c.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
+         ORDER BY j.finished_at_ms LIMIT p_limit)
+       RETURNING job_id
+     ), gone AS (
+       DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id
+     ), unlinked AS (
+       DELETE FROM dtp.job_dependencies l USING doomed d
+        WHERE l.job_id = d.job_id OR l.parent_id = d.job_id
+     )
+     SELECT count(*) INTO deleted FROM doomed;
+     RETURN deleted;
+   END
+   $fn$;`,
+  // 6: named queues. Each job's queue and group key (fixed at submission;
   // rows from before are in 'default', without a group), an index to list
-  // and count a queue, the queues' settings, and commit_batch with a seventh
-  // argument (settings rows) that inserts jobs with every column; updates,
-  // attempts and schedules go through the six-argument version as step 4
-  // left it (an update never moves a job to another queue).
+  // and count a queue, and the queues' settings. The six-argument
+  // commit_batch gets the two job columns; a seventh-argument version
+  // writes all that one does and then the settings rows, in the same
+  // transaction.
   `ALTER TABLE dtp.jobs ADD COLUMN queue text NOT NULL DEFAULT 'default';
    ALTER TABLE dtp.jobs ADD COLUMN group_key text;
    CREATE INDEX jobs_queue_state ON dtp.jobs (queue, state, seq);
@@ -316,27 +373,13 @@ const MIGRATIONS: readonly string[] = [
      group_rate_interval_ms bigint,
      updated_at_ms          bigint  NOT NULL
    );
+   ${scheduleCommitBatch('CREATE OR REPLACE', [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...QUEUE_COLUMNS], true)}
    CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
        p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json)
    RETURNS void LANGUAGE plpgsql AS $fn$
    BEGIN
-     ${FENCE}
-     IF p_inserts IS NOT NULL THEN
-       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
-           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
-           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
-           started_at_ms, finished_at_ms, run_at_ms, schedule_name, progress, queue, group_key)
-         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
-           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
-           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
-           "startedAtMs", "finishedAtMs", "runAtMs", "scheduleName", progress, queue, "groupKey"
-         FROM json_to_recordset(p_inserts) AS r(${JOB_FIELDS_V5});
-     END IF;
-     IF p_updates IS NOT NULL OR p_attempts IS NOT NULL OR p_schedules IS NOT NULL
-         OR p_deleted_schedules IS NOT NULL THEN
-       PERFORM dtp.commit_batch(p_epoch, NULL, p_updates, p_attempts, p_schedules,
-         p_deleted_schedules);
-     END IF;
+     PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
+       p_deleted_schedules);
      IF p_queues IS NOT NULL THEN
        INSERT INTO dtp.queue_settings (name, paused, concurrency, rate_max, rate_interval_ms,
            group_concurrency, group_rate_max, group_rate_interval_ms, updated_at_ms)
@@ -360,8 +403,8 @@ const MIGRATIONS: readonly string[] = [
 /** Number of the newest schema this code knows. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
-/** Brings the database to {@link SCHEMA_VERSION}; returns the version found. */
-export async function migrate(client: ClientBase): Promise<number> {
+/** Brings the database to `target` (tests stop short of the newest), by default {@link SCHEMA_VERSION}; returns the version found. */
+export async function migrate(client: ClientBase, target = SCHEMA_VERSION): Promise<number> {
   await client.query('BEGIN');
   try {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
@@ -373,7 +416,7 @@ export async function migrate(client: ClientBase): Promise<number> {
         `database schema version ${found} is newer than this coordinator understands (${SCHEMA_VERSION})`,
       );
     }
-    for (let version = found; version < SCHEMA_VERSION; version++) {
+    for (let version = found; version < target; version++) {
       await client.query(MIGRATIONS[version] as string);
       await client.query('UPDATE dtp.schema_version SET version = $1', [version + 1]);
     }

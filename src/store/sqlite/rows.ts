@@ -7,6 +7,7 @@ import type {
   AttemptOutcome,
   JobProgress,
   JobState,
+  ParentFailurePolicy,
   Priority,
   ResultFormat,
   ScheduleCatchUp,
@@ -36,6 +37,8 @@ export const JOB_COLUMNS = [
   'updated_at_ms',
   'started_at_ms',
   'finished_at_ms',
+  'depends_on',
+  'on_parent_failure',
   'progress',
   'run_at_ms',
   'schedule_name',
@@ -97,12 +100,19 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     job.updatedAtMs,
     job.startedAtMs,
     job.finishedAtMs,
+    job.dependsOn === null ? null : JSON.stringify(job.dependsOn),
+    job.onParentFailure,
     progressText(job),
     job.runAtMs,
     job.scheduleName,
     job.queue,
     job.groupKey,
   ];
+}
+
+/** The rows of the dependency table a new job adds: `[parentId, jobId]` each. */
+export function dependencyValues(job: Readonly<JobRecord>): SqlValue[][] {
+  return (job.dependsOn ?? []).map((parentId) => [parentId, job.jobId]);
 }
 
 /** The mutable columns, then the seq (the WHERE of the update). */
@@ -161,6 +171,8 @@ export interface JobRow {
   updated_at_ms: number;
   started_at_ms: number | null;
   finished_at_ms: number | null;
+  depends_on: string | null;
+  on_parent_failure: string | null;
   /** JSON of a JobProgress; null = none (and in rows of older schemas). */
   progress: string | null;
   run_at_ms: number | null;
@@ -203,6 +215,8 @@ export function jobFromRow(row: JobRow): JobRecord {
     updatedAtMs: row.updated_at_ms,
     startedAtMs: row.started_at_ms,
     finishedAtMs: row.finished_at_ms,
+    dependsOn: row.depends_on === null ? null : (JSON.parse(row.depends_on) as string[]),
+    onParentFailure: row.on_parent_failure as ParentFailurePolicy | null,
     progress: row.progress === null ? null : (JSON.parse(row.progress) as JobProgress),
     runAtMs: row.run_at_ms,
     scheduleName: row.schedule_name,

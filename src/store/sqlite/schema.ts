@@ -116,7 +116,20 @@ const MIGRATIONS: readonly string[] = [
    ) STRICT, WITHOUT ROWID;`,
   // 5: the latest progress a handler reported (JSON), kept with the job.
   `ALTER TABLE jobs ADD COLUMN progress TEXT;`,
-  // 6: named queues. Each job's queue and group key (fixed at submission;
+  // 6: dependencies between jobs. The job row keeps its parents in the order
+  // given (JSON text, for its snapshot) and what a parent's failure does to
+  // it; job_dependencies is the reverse index (parent -> dependents) that
+  // recovery and purge ask: a parent is not purged while a dependent that
+  // still needs its result is not terminal.
+  `ALTER TABLE jobs ADD COLUMN depends_on TEXT;
+   ALTER TABLE jobs ADD COLUMN on_parent_failure TEXT CHECK (on_parent_failure IN ('cancel', 'run'));
+   CREATE TABLE job_dependencies (
+     parent_id TEXT NOT NULL,
+     job_id    TEXT NOT NULL,
+     PRIMARY KEY (parent_id, job_id)
+   ) STRICT, WITHOUT ROWID;
+   CREATE INDEX job_dependencies_job ON job_dependencies (job_id);`,
+  // 7: named queues. Each job's queue and group key (fixed at submission;
   // rows from before are in `default`, without a group), an index to list a
   // queue and count it by state, and one row of settings per queue that has
   // any (paused, limits).
@@ -139,15 +152,15 @@ const MIGRATIONS: readonly string[] = [
 /** Number of the newest schema this code knows. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
-/** Brings the database to {@link SCHEMA_VERSION}; returns the version found. */
-export function migrate(db: Database): number {
+/** Brings the database to `target` (tests stop short of the newest), by default {@link SCHEMA_VERSION}; returns the version found. */
+export function migrate(db: Database, target = SCHEMA_VERSION): number {
   const found = db.pragma('user_version', { simple: true }) as number;
   if (found > SCHEMA_VERSION) {
     throw new StoreError(
       `database schema version ${found} is newer than this coordinator understands (${SCHEMA_VERSION})`,
     );
   }
-  for (let version = found; version < SCHEMA_VERSION; version++) {
+  for (let version = found; version < target; version++) {
     const sql = MIGRATIONS[version] as string;
     db.transaction(() => {
       db.exec(sql);

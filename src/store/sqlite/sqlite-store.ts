@@ -49,6 +49,7 @@ import {
   QUEUE_COLUMNS,
   type QueueRow,
   jobFromRow,
+  dependencyValues,
   jobInsertValues,
   jobUpdateValues,
   scheduleFromRow,
@@ -74,7 +75,8 @@ export interface SqliteStoreOptions {
   onCommit?: (durationMs: number) => void;
 }
 
-const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED')";
+const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED', 'WAITING')";
+const TERMINAL = "state IN ('COMPLETED', 'FAILED', 'CANCELLED')";
 
 export class SqliteStore implements Store {
   readonly description: string;
@@ -83,6 +85,7 @@ export class SqliteStore implements Store {
   readonly #byId: Statement<[string], JobRow>;
   readonly #byKey: Statement<[string], JobRow>;
   readonly #attemptsOf: Statement<[string], AttemptRow>;
+  readonly #byIds: Statement<[string], JobRow>;
   readonly #lists = new Map<string, Statement<(string | number)[], JobRow>>();
   #closing: Promise<void> | null = null;
   /** Integrity checks running on threads of their own. */
@@ -98,6 +101,9 @@ export class SqliteStore implements Store {
     this.#byId = reader.prepare(`SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE job_id = ?`);
     this.#byKey = reader.prepare(
       `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE idempotency_key = ?`,
+    );
+    this.#byIds = reader.prepare(
+      `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE job_id IN (SELECT value FROM json_each(?))`,
     );
     this.#attemptsOf = reader.prepare(
       `SELECT ${columnList(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? ORDER BY attempt_number`,
@@ -157,13 +163,33 @@ export class SqliteStore implements Store {
         )
         .all()
         .map(queueFromRow);
+      const parentJobs = this.#reader
+        .prepare<[], JobRow>(
+          // Driven from the active jobs (already read) through the index of
+          // dependencies (CROSS JOIN fixes SQLite's join order): no other
+          // part of the jobs table is read, so a damaged page of old
+          // history does not stop a restart.
+          `SELECT DISTINCT ${columnList(JOB_COLUMNS, 'p.')} FROM jobs c
+             CROSS JOIN job_dependencies d CROSS JOIN jobs p
+            WHERE c.${ACTIVE} AND d.job_id = c.job_id AND p.job_id = d.parent_id
+              AND p.${TERMINAL}`,
+        )
+        .all()
+        .map(jobFromRow);
       const schedules = this.#reader
         .prepare<[], ScheduleRow>(
           `SELECT ${columnList(SCHEDULE_COLUMNS)} FROM schedules ORDER BY name`,
         )
         .all()
         .map(scheduleFromRow);
-      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0, schedules, queueSettings };
+      return {
+        activeJobs,
+        activeAttempts,
+        maxSeq: max?.m ?? 0,
+        parentJobs,
+        schedules,
+        queueSettings,
+      };
     });
   }
 
@@ -171,9 +197,12 @@ export class SqliteStore implements Store {
     if (this.#closing !== null) return Promise.reject(new StoreError('store is closed'));
     const inserts: SqlValue[][] = [];
     const updates: SqlValue[][] = [];
+    const dependencies: SqlValue[][] = [];
     for (const { job, isNew } of batch.jobs) {
-      if (isNew) inserts.push(jobInsertValues(job));
-      else updates.push(jobUpdateValues(job));
+      if (isNew) {
+        inserts.push(jobInsertValues(job));
+        if (job.dependsOn !== null) dependencies.push(...dependencyValues(job));
+      } else updates.push(jobUpdateValues(job));
     }
     const attempts = batch.attempts.map(attemptValues);
     const schedules = (batch.schedules ?? []).map(scheduleValues);
@@ -183,6 +212,7 @@ export class SqliteStore implements Store {
       inserts,
       updates,
       attempts,
+      dependencies,
       schedules,
       deletedSchedules,
     };
@@ -212,6 +242,11 @@ export class SqliteStore implements Store {
         return this.#readNow(() => ({ op: 'list', jobs: this.#list(read.query) }));
       case 'purge':
         return this.#purge(read.query).then((deleted) => ({ op: 'purge', deleted }));
+      case 'jobs':
+        return this.#readNow(() => ({
+          op: 'jobs',
+          jobs: this.#byIds.all(JSON.stringify(read.jobIds)).map(jobFromRow),
+        }));
       case 'scheduleJobs':
         return this.#readNow(() => ({
           op: 'scheduleJobs',

@@ -22,6 +22,8 @@ export interface EncodedBatch {
   inserts: SqlValue[][];
   updates: SqlValue[][];
   attempts: SqlValue[][];
+  /** Rows of the dependency table: `[parentId, jobId]`. */
+  dependencies: SqlValue[][];
   /** Schedules to write (insert or replace), as column arrays. */
   schedules: SqlValue[][];
   /** Names of schedules to delete. */
@@ -40,6 +42,8 @@ export class SqliteWriter {
   readonly #purgeSelect: Statement<[string, number, number], { seq: number; job_id: string }>;
   readonly #purgeAttempts: Statement<[string]>;
   readonly #purgeJob: Statement<[number]>;
+  readonly #dependency: Statement<SqlValue[]>;
+  readonly #purgeDependencies: Statement<[string, string]>;
   readonly #writeAll: (batches: readonly EncodedBatch[]) => void;
   readonly #purgeSome: (query: PurgeQuery) => number;
 
@@ -54,6 +58,9 @@ export class SqliteWriter {
     this.#attempt = db.prepare(
       `INSERT OR REPLACE INTO attempts (${columnList(ATTEMPT_COLUMNS)}) VALUES (${placeholders(ATTEMPT_COLUMNS.length)})`,
     );
+    this.#dependency = db.prepare(
+      'INSERT OR IGNORE INTO job_dependencies (parent_id, job_id) VALUES (?, ?)',
+    );
     this.#schedule = db.prepare(
       `INSERT OR REPLACE INTO schedules (${columnList(SCHEDULE_COLUMNS)}) VALUES (${placeholders(SCHEDULE_COLUMNS.length)})`,
     );
@@ -61,8 +68,17 @@ export class SqliteWriter {
     this.#queue = db.prepare(
       `INSERT OR REPLACE INTO queue_settings (${columnList(QUEUE_COLUMNS)}) VALUES (${placeholders(QUEUE_COLUMNS.length)})`,
     );
+    // A parent that a non-terminal job depends on is kept: that job still
+    // needs its result (see PurgeQuery).
     this.#purgeSelect = db.prepare(
-      'SELECT seq, job_id FROM jobs WHERE state = ? AND finished_at_ms < ? ORDER BY seq LIMIT ?',
+      `SELECT seq, job_id FROM jobs WHERE state = ? AND finished_at_ms < ?
+         AND NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs c ON c.job_id = d.job_id
+                          WHERE d.parent_id = jobs.job_id
+                            AND c.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
+       ORDER BY seq LIMIT ?`,
+    );
+    this.#purgeDependencies = db.prepare(
+      'DELETE FROM job_dependencies WHERE job_id = ? OR parent_id = ?',
     );
     this.#purgeAttempts = db.prepare('DELETE FROM attempts WHERE job_id = ?');
     this.#purgeJob = db.prepare('DELETE FROM jobs WHERE seq = ?');
@@ -73,6 +89,7 @@ export class SqliteWriter {
       const rows = this.#purgeSelect.all(query.state, query.finishedBeforeMs, query.limit);
       for (const row of rows) {
         this.#purgeAttempts.run(row.job_id);
+        this.#purgeDependencies.run(row.job_id, row.job_id);
         this.#purgeJob.run(row.seq);
       }
       return rows.length;
@@ -91,6 +108,7 @@ export class SqliteWriter {
 
   #apply(batch: EncodedBatch): void {
     for (const values of batch.inserts) this.#insert.run(...values);
+    for (const values of batch.dependencies) this.#dependency.run(...values);
     for (const values of batch.updates) {
       const info = this.#update.run(...values);
       if (info.changes !== 1) {

@@ -1,0 +1,173 @@
+/**
+ * `client.sh submit --depends-on` and `client.sh submit-flow` against a real
+ * coordinator: the output the contract fixes, and bad input refused with
+ * exit 2 before anything is sent (or exit 1 with the coordinator's error),
+ * nothing created either way.
+ */
+import assert from 'node:assert/strict';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { runClientCli } from '../../src/cli/client-cli.js';
+import type { JobSnapshot } from '../../src/protocol/messages.js';
+import { startCoordinator, tempDir, type TestCoordinator } from '../helpers/test-coordinator.js';
+
+let tc: TestCoordinator;
+const dir = tempDir();
+let stdinText = '';
+
+async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const port = String(tc.coordinator.clientPort);
+  const code = await runClientCli([...argv, '--host', '127.0.0.1', '--port', port], {
+    stdout: (text) => (stdout += text),
+    stderr: (text) => (stderr += text),
+    env: {},
+    color: false,
+    interactive: false,
+    readInput: (path) => (path === '-' ? Promise.resolve(stdinText) : readFile(path, 'utf8')),
+  });
+  return { code, stdout, stderr };
+}
+
+async function flowFile(name: string, doc: unknown): Promise<string> {
+  const path = join(dir.dir, name);
+  await writeFile(path, typeof doc === 'string' ? doc : JSON.stringify(doc));
+  return path;
+}
+
+async function jobCount(): Promise<number> {
+  const listed = await cli('list', '--json');
+  return (JSON.parse(listed.stdout) as { jobs: JobSnapshot[] }).jobs.length;
+}
+
+describe('client CLI: dependencies and flows', () => {
+  before(async () => {
+    tc = await startCoordinator();
+  });
+  after(async () => {
+    await tc.close();
+    dir.remove();
+  });
+
+  it('prints {"jobs": {ref: id}} for a flow read from a file or standard input', async () => {
+    const path = await flowFile('ok.json', {
+      jobs: [
+        { ref: 'b', taskType: 'SHA256', payload: { text: 'b' }, dependsOn: ['a'] },
+        { ref: 'a', taskType: 'SHA256', payload: { text: 'a' } },
+      ],
+    });
+    const out = await cli('submit-flow', path, '--json');
+    assert.equal(out.code, 0, out.stderr);
+    const { jobs } = JSON.parse(out.stdout) as { jobs: Record<string, string> };
+    assert.deepEqual(Object.keys(jobs).sort(), ['a', 'b']);
+    const b = JSON.parse((await cli('status', jobs.b as string, '--json')).stdout) as JobSnapshot;
+    assert.deepEqual([b.state, b.dependsOn], ['WAITING', [jobs.a]]);
+    stdinText = JSON.stringify({
+      jobs: [{ ref: 'solo', taskType: 'SHA256', payload: { text: 's' } }],
+    });
+    const piped = await cli('submit-flow', '-');
+    assert.equal(piped.code, 0, piped.stderr);
+    assert.match(piped.stdout, /^solo\t\S+\n$/);
+  });
+
+  const refused: [string, unknown, RegExp][] = [
+    [
+      'a cycle',
+      {
+        jobs: [
+          { ref: 'a', taskType: 'SHA256', payload: {}, dependsOn: ['b'] },
+          { ref: 'b', taskType: 'SHA256', payload: {}, dependsOn: ['a'] },
+        ],
+      },
+      /cycle: a -> b -> a/,
+    ],
+    [
+      'a duplicate ref',
+      {
+        jobs: [
+          { ref: 'a', taskType: 'SHA256', payload: {} },
+          { ref: 'a', taskType: 'SHA256', payload: {} },
+        ],
+      },
+      /used twice/,
+    ],
+    ['an empty list', { jobs: [] }, /no jobs/],
+    ['no JSON', '{"jobs": [', /is not JSON/],
+    [
+      'a payload that is not an object',
+      { jobs: [{ ref: 'a', taskType: 'SHA256', payload: 3 }] },
+      /payload must be a JSON object/,
+    ],
+  ];
+  for (const [what, doc, message] of refused) {
+    it(`exits 2 for ${what} and creates nothing`, async () => {
+      const before = await jobCount();
+      const out = await cli('submit-flow', await flowFile('bad.json', doc));
+      assert.equal(out.code, 2, out.stderr);
+      assert.match(out.stderr, message);
+      assert.equal(await jobCount(), before);
+    });
+  }
+
+  it('exits 1 with the coordinator error for an unknown ref or an invalid payload', async () => {
+    const before = await jobCount();
+    const unknown = await cli(
+      'submit-flow',
+      await flowFile('unknown.json', {
+        jobs: [{ ref: 'a', taskType: 'SHA256', payload: { text: 'a' }, dependsOn: ['missing'] }],
+      }),
+    );
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /Unknown job: missing/);
+    const invalid = await cli(
+      'submit-flow',
+      await flowFile('invalid.json', {
+        jobs: [
+          { ref: 'a', taskType: 'SHA256', payload: { text: 'a' } },
+          { ref: 'b', taskType: 'SHA256', payload: { nope: 1 } },
+        ],
+      }),
+    );
+    assert.equal(invalid.code, 1);
+    assert.match(invalid.stderr, /jobs\[1\] \(ref "b"\): Invalid payload/);
+    assert.equal(await jobCount(), before);
+  });
+
+  it('checks --depends-on and --on-parent-failure', async () => {
+    const unknown = await cli('submit', 'sha256', '--text', 'x', '--depends-on', 'no-such-job');
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /Unknown job/);
+    const badPolicy = await cli(
+      'submit',
+      'sha256',
+      '--text',
+      'x',
+      '--depends-on',
+      'a',
+      '--on-parent-failure',
+      'maybe',
+    );
+    assert.equal(badPolicy.code, 2);
+    const alone = await cli('submit', 'sha256', '--text', 'x', '--on-parent-failure', 'run');
+    assert.equal(alone.code, 2);
+    const parent = JSON.parse((await cli('submit', 'sha256', '--text', 'p', '--json')).stdout) as {
+      jobId: string;
+    };
+    const child = await cli(
+      'submit',
+      'sha256',
+      '--text',
+      'c',
+      '--depends-on',
+      parent.jobId,
+      '--on-parent-failure',
+      'run',
+      '--json',
+    );
+    assert.equal(child.code, 0, child.stderr);
+    const job = (JSON.parse(child.stdout) as { job: JobSnapshot }).job;
+    assert.deepEqual([job.state, job.dependsOn], ['WAITING', [parent.jobId]]);
+  });
+});
