@@ -23,6 +23,8 @@ export interface ScheduleView extends ScheduleSnapshot {
   nextRunsAtMillis: number[];
   /** The state of `lastJobId`; null without one, once purged, or past the lookup bound. */
   lastJobState: JobState | null;
+  /** Whether a live, non-draining worker declared its task type (its jobs wait until one does). */
+  served: boolean;
 }
 
 export interface ScheduleList {
@@ -58,8 +60,19 @@ function viewOf(
   ctx: ApiContext,
   schedule: ScheduleSnapshot,
   lastJobState: JobState | null,
+  served: ReadonlySet<string>,
 ): ScheduleView {
-  return { ...schedule, nextRunsAtMillis: nextRuns(ctx, schedule, NEXT_RUNS_SHOWN), lastJobState };
+  return {
+    ...schedule,
+    nextRunsAtMillis: nextRuns(ctx, schedule, NEXT_RUNS_SHOWN),
+    lastJobState,
+    served: served.has(schedule.taskType),
+  };
+}
+
+/** The task types live workers serve now (one look at the core's state per answer). */
+function servedTypes(ctx: ApiContext): ReadonlySet<string> {
+  return new Set(ctx.source.inspect().servedTaskTypes);
 }
 
 async function lastJobStateOf(ctx: ApiContext, jobId: string | null): Promise<JobState | null> {
@@ -83,9 +96,10 @@ export async function listSchedules(ctx: ApiContext): Promise<ScheduleList> {
       i < MAX_LAST_JOB_LOOKUPS ? lastJobStateOf(ctx, s.lastJobId) : Promise.resolve(null),
     ),
   );
+  const served = servedTypes(ctx);
   return {
     nowMillis: ctx.now(),
-    schedules: schedules.map((s, i) => viewOf(ctx, s, states[i] ?? null)),
+    schedules: schedules.map((s, i) => viewOf(ctx, s, states[i] ?? null, served)),
   };
 }
 
@@ -103,7 +117,7 @@ export async function scheduleDetails(ctx: ApiContext, name: string): Promise<Sc
     schedule.lastJobId === null
       ? null
       : (last?.state ?? (await lastJobStateOf(ctx, schedule.lastJobId)));
-  return { ...viewOf(ctx, schedule, lastState), recentJobs: jobs };
+  return { ...viewOf(ctx, schedule, lastState, servedTypes(ctx)), recentJobs: jobs };
 }
 
 /** `POST /api/schedules/<name>/pause` and `/resume`: the schedule afterwards. */
@@ -117,7 +131,8 @@ export async function pauseSchedule(
     name,
   });
   const { schedule } = expect(reply, 'SCHEDULE_INFO');
-  return viewOf(ctx, schedule, await lastJobStateOf(ctx, schedule.lastJobId));
+  const lastState = await lastJobStateOf(ctx, schedule.lastJobId);
+  return viewOf(ctx, schedule, lastState, servedTypes(ctx));
 }
 
 /** `POST /api/schedules/<name>/trigger`: one job now, outside the cadence (also while paused). */

@@ -394,6 +394,7 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
     await page.waitForSelector(`${scheduleRow}[data-paused=false]`);
     await markPage();
     assert.match((await page.textContent(scheduleRow)) ?? '', /every 1\.0 h/);
+    assert.equal(await page.locator(`${scheduleRow} [data-testid=schedule-unserved]`).count(), 1);
     assert.match(
       (await page.textContent(`${scheduleRow} [data-testid=schedule-countdown]`)) ?? '',
       /^in (59 min|1 h)/,

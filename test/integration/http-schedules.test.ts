@@ -20,7 +20,7 @@ import type {
 import { KNOWN_STATES } from '../../src/protocol/job-view.js';
 import type { ScheduleDefinition } from '../../src/protocol/messages.js';
 import { HttpApi } from '../helpers/http-api.js';
-import { RawClient } from '../helpers/raw-peers.js';
+import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import { scheduleDefinition } from '../helpers/schedules.js';
 import { startCoordinator, tempDir, type TestCoordinator } from '../helpers/test-coordinator.js';
 
@@ -87,7 +87,28 @@ describe('HTTP API: /api/schedules', () => {
     assert.deepEqual(night.nextRunsAtMillis, ordered);
     assert.equal(new Set(night.nextRunsAtMillis).size, 5);
     assert.equal(night.lastJobState, null);
+    assert.equal(night.served, false, 'no worker serves NIGHTLY_REPORT');
     assert.ok(list.nowMillis > 0);
+  });
+
+  it('says whether a live worker serves the task type', async () => {
+    const worker = await ScriptedWorker.register(tc.coordinator.workerPort, 'report-worker', 1, {
+      taskTypes: ['OTHER_REPORT'],
+    });
+    try {
+      await setSchedule(
+        client,
+        scheduleDefinition('served-one', 'OTHER_REPORT', { everyMillis: HOUR_MS }),
+      );
+      const shown = await api.ok<ScheduleDetails>('/api/schedules/served-one');
+      assert.equal(shown.served, true);
+      const list = await api.ok<ScheduleList>('/api/schedules');
+      assert.equal(list.schedules.find((s) => s.name === 'served-one')?.served, true);
+      assert.equal(list.schedules.find((s) => s.name === 'hourly')?.served, false);
+    } finally {
+      await worker.close();
+      await client.request({ type: 'DELETE_SCHEDULE', name: 'served-one' });
+    }
   });
 
   it('triggers a job now, and shows it as the last job and first of the recent ones', async () => {

@@ -1,6 +1,6 @@
 /**
  * The recurring schedules: cadence (cron with its time zone, or a fixed
- * interval), the next runs with a countdown to the first, whether paused,
+ * interval), whether a live worker serves the task type, the next runs with a countdown to the first, whether paused,
  * the last job and its state; pause, resume and trigger behind a
  * confirmation. Reloaded while shown (every two seconds, on the live
  * overview push), at once when a last job shown changes state, and after an
@@ -126,7 +126,14 @@ function ScheduleRow({
       data-paused={String(schedule.paused)}
     >
       <td class="mono">{schedule.name}</td>
-      <td>{schedule.taskType}</td>
+      <td>
+        {schedule.taskType}
+        {!schedule.served && (
+          <div class="muted small" data-testid="schedule-unserved">
+            no live worker serves it: its jobs wait
+          </div>
+        )}
+      </td>
       <td>
         <Cadence schedule={schedule} />
       </td>
