@@ -19,7 +19,7 @@
  * (list-paging.ts).
  */
 import { QueuesApi } from './queues.js';
-import { groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
+import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { setTimeout as sleepMs } from 'node:timers/promises';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
@@ -306,6 +306,11 @@ function checkQueueOptions(
   if (badQueue !== null) throw new TypeError(`queue ${badQueue}`);
   const badGroup = typeof groupKey === 'string' ? groupKeyProblem(groupKey) : null;
   if (badGroup !== null) throw new TypeError(`groupKey ${badGroup}`);
+}
+
+/** Whether a submission or schedule names a queue other than `default` or a group key. */
+function namesQueue(request: { queue?: string | null; groupKey?: string | null }): boolean {
+  return (request.queue != null && request.queue !== DEFAULT_QUEUE) || request.groupKey != null;
 }
 
 function checkedParents(dependsOn: readonly string[] | null | undefined): string[] | null {
@@ -658,6 +663,7 @@ export class DtpClient<T extends object = AnyTasks> {
    */
   async submitFlow(flow: { jobs: readonly FlowJobSpec[] }): Promise<FlowSubmission> {
     const msg = flowMessage(flow);
+    if (msg.jobs.some(namesQueue)) await this.#require('queues', 'named queues');
     const { reply, conn } = await this.#conn.requestOn(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       void conn.destroy('the coordinator did not understand SUBMIT_FLOW');
@@ -694,6 +700,7 @@ export class DtpClient<T extends object = AnyTasks> {
     for (const request of requests) await this.#validate(request, undefined);
     const message = submitJobsMessage(requests);
     requestFrame(message);
+    if (requests.some(namesQueue)) await this.#require('queues', 'named queues');
     const reply = await this.#request(message);
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
@@ -894,6 +901,8 @@ export class DtpClient<T extends object = AnyTasks> {
     if (request.dependsOn != null && request.dependsOn.length > 0) {
       await this.#require('flows', 'dependencies between jobs');
     }
+    // Nor one that does not know queues: it would run this one outside its queue's limits.
+    if (namesQueue(request)) await this.#require('queues', 'named queues');
     const reply = await this.#request(submitMessage(request));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
@@ -949,6 +958,9 @@ export class DtpClient<T extends object = AnyTasks> {
   /** Sends a schedule request; a coordinator without schedules fails it plainly. */
   async scheduleRequest(msg: ScheduleRequest): Promise<ClientReply> {
     await this.#require('time', 'schedules');
+    if (msg.type === 'SET_SCHEDULE' && namesQueue(msg.schedule)) {
+      await this.#require('queues', 'named queues');
+    }
     const reply = await this.#request(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       throw new UnsupportedFeatureError('this coordinator does not support schedules');

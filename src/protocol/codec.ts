@@ -358,6 +358,7 @@ const scheduleSnapshotCodec: Codec<ScheduleSnapshot> = recordCodec<ScheduleSnaps
   maxAttempts: nullable(intCodec),
   priority: nullable(priorityCodec),
   timeoutMillis: nullable(intCodec),
+  queue: optional(stringCodec),
 });
 
 const scheduleDefinitionCodec: Codec<ScheduleDefinition> = recordCodec<ScheduleDefinition>({
@@ -373,6 +374,7 @@ const scheduleDefinitionCodec: Codec<ScheduleDefinition> = recordCodec<ScheduleD
   overlap: nullable(enumCodec(SCHEDULE_OVERLAPS)),
   catchUp: nullable(enumCodec(SCHEDULE_CATCH_UPS)),
   paused: nullable(boolCodec),
+  queue: optional(stringCodec),
 });
 
 const scheduleJobCodec: Codec<ScheduleJob> = recordCodec<ScheduleJob>({

@@ -651,6 +651,8 @@ export interface ScheduleDefinition {
   catchUp: ScheduleCatchUp | null;
   /** null = false. */
   paused: boolean | null;
+  /** The named queue of its jobs; absent or null = `default`. */
+  queue?: string | null;
 }
 
 /** Extension: a schedule as clients see it. */
@@ -671,6 +673,8 @@ export interface ScheduleSnapshot {
   maxAttempts: number | null;
   priority: Priority | null;
   timeoutMillis: number | null;
+  /** The named queue of its jobs (always sent by this coordinator). */
+  queue?: string | null;
 }
 
 /** Extension: one recent job of a schedule (`SCHEDULE_INFO.recentJobs`). */

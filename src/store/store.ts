@@ -116,6 +116,8 @@ export interface ScheduleRecord {
   lastJobId: string | null;
   createdAtMs: number;
   updatedAtMs: number;
+  /** The named queue of its jobs (`default` for schedules from before queues). */
+  queue: string;
 }
 
 /** One attempt of a job (job history). */

@@ -485,5 +485,6 @@ export function scheduleRecord(name: string): ScheduleRecord {
     lastJobId: null,
     createdAtMs: 1_000,
     updatedAtMs: 1_000,
+    queue: 'reports',
   };
 }

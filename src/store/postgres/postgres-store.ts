@@ -65,7 +65,7 @@ const SCHEDULE_SELECT = `SELECT name, task_type AS "taskType", cron, every_ms AS
   timezone, payload AS "payloadJson", max_attempts AS "maxAttempts", priority,
   timeout_ms AS "timeoutMs", overlap, catch_up AS "catchUp", paused,
   next_run_at_ms AS "nextRunAtMs", last_run_at_ms AS "lastRunAtMs", last_job_id AS "lastJobId",
-  created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs" FROM dtp.schedules`;
+  created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs", queue FROM dtp.schedules`;
 const QUEUE_SELECT = `SELECT name, paused, concurrency, rate_max AS "rateMax",
   rate_interval_ms AS "rateIntervalMs", group_concurrency AS "groupConcurrency",
   group_rate_max AS "groupRateMax", group_rate_interval_ms AS "groupRateIntervalMs",

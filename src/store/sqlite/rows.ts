@@ -317,6 +317,7 @@ export const SCHEDULE_COLUMNS = [
   'last_job_id',
   'created_at_ms',
   'updated_at_ms',
+  'queue',
 ] as const;
 
 export interface ScheduleRow {
@@ -337,6 +338,7 @@ export interface ScheduleRow {
   last_job_id: string | null;
   created_at_ms: number;
   updated_at_ms: number;
+  queue: string;
 }
 
 export function scheduleValues(schedule: Readonly<ScheduleRecord>): SqlValue[] {
@@ -358,6 +360,7 @@ export function scheduleValues(schedule: Readonly<ScheduleRecord>): SqlValue[] {
     schedule.lastJobId,
     schedule.createdAtMs,
     schedule.updatedAtMs,
+    schedule.queue,
   ];
 }
 
@@ -380,5 +383,6 @@ export function scheduleFromRow(row: ScheduleRow): ScheduleRecord {
     lastJobId: row.last_job_id,
     createdAtMs: row.created_at_ms,
     updatedAtMs: row.updated_at_ms,
+    queue: row.queue,
   };
 }
