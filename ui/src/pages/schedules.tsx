@@ -128,6 +128,11 @@ function ScheduleRow({
       <td class="mono">{schedule.name}</td>
       <td>
         {schedule.taskType}
+        {schedule.queue != null && schedule.queue !== 'default' && (
+          <div class="muted small" data-testid="schedule-queue">
+            queue {schedule.queue}
+          </div>
+        )}
         {!schedule.served && (
           <div class="muted small" data-testid="schedule-unserved">
             no live worker serves it: its jobs wait
