@@ -43,6 +43,8 @@ export async function writeHistory(path: string, rows: number): Promise<void> {
       onParentFailure: null,
       runAtMs: null,
       scheduleName: null,
+      queue: 'default',
+      groupKey: null,
     };
     jobs.push({ job, isNew: true });
     if (jobs.length === 10_000) {

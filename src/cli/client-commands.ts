@@ -30,7 +30,16 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { parseDuration } from '../protocol/duration.js';
+import { formatDurationMs, parseDuration } from '../protocol/duration.js';
+import {
+  DEFAULT_QUEUE,
+  MAX_QUEUE_CONCURRENCY,
+  concurrencyProblem,
+  groupKeyProblem,
+  parseRate,
+  queueNameProblem,
+} from '../protocol/queue-names.js';
+import type { QueueInfo, QueueLimits, RateLimit } from '../client/queues.js';
 import {
   JOB_STATES,
   PARENT_FAILURE_POLICIES,
@@ -94,8 +103,8 @@ export interface CommandContext {
 export interface ArgSpec {
   readonly name: string;
   readonly help: string;
-  /** `[name]` in the usage line: may be left out. */
-  readonly optional?: true;
+  /** May be left out (`[name]` in the usage line). */
+  readonly optional?: boolean;
 }
 
 export interface CommandSpec {
@@ -197,6 +206,19 @@ export const SUBMIT_FLAGS: readonly FlagSpec[] = [
     max: 3_600_000,
     default: DEFAULT_SUBMIT_RETRY_MAX_DELAY_MS,
     help: 'back-off ceiling of every retry',
+  },
+  {
+    name: 'queue',
+    type: 'string',
+    placeholder: 'name',
+    defaultLabel: 'default',
+    help: 'the named queue',
+  },
+  {
+    name: 'group',
+    type: 'string',
+    placeholder: 'key',
+    help: 'group key within the queue (tenant, customer): fairness and group limits',
   },
   {
     name: 'delay',
@@ -375,6 +397,10 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     timeoutMillis: values.optionalInt('task-timeout-millis') ?? null,
     ...parentsOf(values),
   };
+  const queue = queueFlag(values, 'queue');
+  const groupKey = groupFlag(values);
+  if (queue !== undefined) request.queue = queue;
+  if (groupKey !== undefined) request.groupKey = groupKey;
   const runAtMillis = runAtFlag(values);
   if (runAtMillis !== null) request.runAtMillis = runAtMillis;
   // Too large for a frame is bad input: say so before connecting at all.
@@ -392,7 +418,11 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     ? `${result.jobId}\n`
     : formatJobBlock(result.snapshot, { submitted: true, color: ctx.color });
   return {
-    json: { jobId: result.jobId, job: result.snapshot, ...(warning !== null && { warning }) },
+    json: {
+      jobId: result.jobId,
+      job: withQueueFields(result.snapshot),
+      ...(warning !== null && { warning }),
+    },
     human,
   };
 }
@@ -426,7 +456,7 @@ export function waveDurationMs(text: string, flag: string): number {
 }
 
 /** A time: ISO 8601 with an offset (`…Z`, `…+01:00`) or epoch milliseconds. */
-function timeMs(text: string, flag: string): number {
+export function timeMs(text: string, flag: string): number {
   const trimmed = text.trim();
   if (/^[0-9]{1,15}$/.test(trimmed)) return Number(trimmed);
   const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/i;
@@ -454,11 +484,11 @@ async function runStatus(ctx: CommandContext): Promise<CommandOutput> {
   const client = await ctx.client();
   if (!ctx.values.bool('attempts')) {
     const job = await client.status(id);
-    return { json: job, human: formatJobBlock(job, { color: ctx.color }) };
+    return { json: withQueueFields(job), human: formatJobBlock(job, { color: ctx.color }) };
   }
   const { job, attempts } = await client.status(id, { attempts: true });
   return {
-    json: { ...job, attemptCount: job.attempts, attempts },
+    json: { ...withQueueFields(job), attemptCount: job.attempts, attempts },
     human: formatAttempts(job, attempts, ctx.color),
   };
 }
@@ -477,7 +507,7 @@ async function runPurge(ctx: CommandContext): Promise<CommandOutput> {
 }
 
 /** Per-job fields of a flow file this build does not carry yet: refused rather than dropped. */
-const FLOW_FIELDS_NOT_HERE = ['queue', 'groupKey', 'idempotencyKey'] as const;
+const FLOW_FIELDS_NOT_HERE = ['idempotencyKey'] as const;
 
 /**
  * `submit-flow <file|->`: the flow document checked here first (shape,
@@ -595,7 +625,7 @@ async function runWait(ctx: CommandContext): Promise<CommandOutput> {
   const id = jobId(ctx);
   const job = await (await ctx.client()).wait(id, ctx.values.int('timeout-millis'));
   return {
-    json: job,
+    json: withQueueFields(job),
     human: formatJobBlock(job, { color: ctx.color }),
     exitCode: waitExitCode(job, ctx.values.bool('exit-status')),
   };
@@ -659,7 +689,10 @@ async function runEvents(ctx: CommandContext): Promise<CommandOutput> {
 async function runCancel(ctx: CommandContext): Promise<CommandOutput> {
   const id = jobId(ctx);
   const { cancelled, job } = await (await ctx.client()).cancel(id);
-  return { json: { cancelled, job }, human: formatCancel(cancelled, job, ctx.color) };
+  return {
+    json: { cancelled, job: withQueueFields(job) },
+    human: formatCancel(cancelled, job, ctx.color),
+  };
 }
 
 async function runList(ctx: CommandContext): Promise<CommandOutput> {
@@ -667,15 +700,17 @@ async function runList(ctx: CommandContext): Promise<CommandOutput> {
   const limit = values.optionalInt('limit');
   const state = values.optionalEnum('state', JOB_STATES);
   const cursor = values.optionalString('cursor');
+  const queue = queueFlag(values, 'queue');
   const page = await (
     await ctx.client()
   ).listPage({
     ...(limit !== undefined && { limit }),
     ...(state !== undefined && { state }),
     ...(cursor !== undefined && { cursor }),
+    ...(queue !== undefined && { queue }),
   });
   return {
-    json: { jobs: page.jobs, nextCursor: page.nextCursor },
+    json: { jobs: page.jobs.map(withQueueFields), nextCursor: page.nextCursor },
     human: formatJobTable(page.jobs, page.nextCursor, ctx.color),
   };
 }
@@ -689,6 +724,170 @@ async function runWorkers(ctx: CommandContext): Promise<CommandOutput> {
     human: formatWorkerTable(workers) + (led ? `Leader: ${leader} (epoch ${epoch})\n` : ''),
   };
 }
+
+/**
+ * A snapshot as `--json` shows it: `queue` always (a coordinator leaves out
+ * `default`), `groupKey` null when the job has none.
+ */
+function withQueueFields(job: JobSnapshot): JobSnapshot {
+  return { ...job, queue: job.queue ?? DEFAULT_QUEUE, groupKey: job.groupKey ?? null };
+}
+
+function queueFlag(values: FlagValues, flag: string): string | undefined {
+  const name = values.optionalString(flag);
+  const problem = name === undefined ? null : queueNameProblem(name);
+  if (problem !== null) throw new UsageError(`--${flag}: queue name ${problem}`);
+  return name;
+}
+
+function groupFlag(values: FlagValues): string | undefined {
+  const key = values.optionalString('group');
+  const problem = key === undefined ? null : groupKeyProblem(key);
+  if (problem !== null) throw new UsageError(`--group: group key ${problem}`);
+  return key;
+}
+
+const QUEUE_ACTIONS = ['list', 'pause', 'resume', 'set'] as const;
+
+/** `--concurrency n|none` and the like: a value, null (`none`: clear), or undefined (left out). */
+function limitFlag(values: FlagValues, flag: string): number | null | undefined {
+  const text = values.optionalString(flag);
+  if (text === undefined) return undefined;
+  if (text.trim().toLowerCase() === 'none') return null;
+  const n = /^-?[0-9]{1,7}$/.test(text.trim()) ? Number(text.trim()) : NaN;
+  if (concurrencyProblem(n) !== null) {
+    throw new UsageError(
+      `--${flag}: expected an integer 1..${MAX_QUEUE_CONCURRENCY} or none, got ${JSON.stringify(text.slice(0, 40))}`,
+    );
+  }
+  return n;
+}
+
+function rateFlag(values: FlagValues, flag: string): RateLimit | null | undefined {
+  const text = values.optionalString(flag);
+  if (text === undefined) return undefined;
+  if (text.trim().toLowerCase() === 'none') return null;
+  const parsed = parseRate(text);
+  if ('error' in parsed) throw new UsageError(`--${flag}: ${parsed.error}`);
+  return parsed.rate;
+}
+
+/** The `--json` object of a queue (the contract's fields, then the extra ones). */
+function queueJson(q: QueueInfo): Record<string, unknown> {
+  return {
+    name: q.name,
+    paused: q.paused,
+    concurrency: q.concurrency,
+    rateLimit: q.rateLimit,
+    groupConcurrency: q.groupConcurrency,
+    groupRateLimit: q.groupRateLimit,
+    counts: q.counts,
+    ...(q.running !== undefined && q.running !== null && { running: q.running }),
+    ...(q.groups !== undefined && q.groups !== null && { groups: q.groups }),
+  };
+}
+
+const rateText = (r: RateLimit | null): string =>
+  r === null ? '-' : `${r.max}/${formatDurationMs(r.intervalMillis).replace(' ', '')}`;
+
+function queueLine(q: QueueInfo): string {
+  const counts = Object.entries(q.counts)
+    .map(([state, n]) => `${state}=${n}`)
+    .join(' ');
+  const limits = [
+    `concurrency ${q.concurrency ?? '-'}`,
+    `rate ${rateText(q.rateLimit)}`,
+    `group-concurrency ${q.groupConcurrency ?? '-'}`,
+    `group-rate ${rateText(q.groupRateLimit)}`,
+  ].join(', ');
+  return `${q.name}${q.paused ? ' (paused)' : ''}: ${limits}; ${counts === '' ? 'no jobs' : counts}\n`;
+}
+
+/** `queue list|pause|resume|set <name>`. */
+async function runQueue(ctx: CommandContext): Promise<CommandOutput> {
+  const action = ctx.args[0];
+  if (action === undefined || !(QUEUE_ACTIONS as readonly string[]).includes(action)) {
+    throw new UsageError(
+      `queue: expected one of ${QUEUE_ACTIONS.join(', ')}, got ${JSON.stringify(action ?? '')}`,
+    );
+  }
+  const { values } = ctx;
+  const limitFlags = ['concurrency', 'rate', 'group-concurrency', 'group-rate'];
+  if (action !== 'set') {
+    const stray = limitFlags.find((flag) => values.has(flag));
+    if (stray !== undefined) throw new UsageError(`--${stray} goes with queue set only`);
+  }
+  if (action === 'list') {
+    if (ctx.args.length > 1) throw new UsageError('queue list takes no name');
+    const queues = await (await ctx.client()).queues.list();
+    return {
+      json: { queues: queues.map(queueJson) },
+      human: queues.length === 0 ? 'No queues\n' : queues.map(queueLine).join(''),
+    };
+  }
+  const name = ctx.args[1];
+  if (name === undefined) throw new UsageError(`queue ${action}: missing <name>`);
+  const problem = queueNameProblem(name);
+  if (problem !== null) throw new UsageError(`queue ${action}: queue name ${problem}`);
+  if (ctx.args.length > 2) throw new UsageError(`queue ${action} takes one name`);
+  let limits: QueueLimits = {};
+  if (action === 'set') {
+    const concurrency = limitFlag(values, 'concurrency');
+    const rateLimit = rateFlag(values, 'rate');
+    const groupConcurrency = limitFlag(values, 'group-concurrency');
+    const groupRateLimit = rateFlag(values, 'group-rate');
+    limits = {
+      ...(concurrency !== undefined && { concurrency }),
+      ...(rateLimit !== undefined && { rateLimit }),
+      ...(groupConcurrency !== undefined && { groupConcurrency }),
+      ...(groupRateLimit !== undefined && { groupRateLimit }),
+    };
+  }
+  const queues = (await ctx.client()).queues;
+  const q =
+    action === 'pause'
+      ? await queues.pause(name)
+      : action === 'resume'
+        ? await queues.resume(name)
+        : await queues.set(name, limits);
+  return { json: queueJson(q), human: queueLine(q) };
+}
+
+const QUEUE_COMMAND: CommandSpec = {
+  name: 'queue',
+  summary: 'named queues: list, pause, resume, or set limits (queue set <name> --rate 10/1s)',
+  args: [
+    { name: 'action', help: 'list, pause, resume or set' },
+    { name: 'name', help: 'the queue (not for list)', optional: true },
+  ],
+  flags: [
+    {
+      name: 'concurrency',
+      type: 'string',
+      placeholder: 'n|none',
+      help: 'at most n attempts of the queue hold a lease at once (1..100000)',
+    },
+    {
+      name: 'rate',
+      type: 'string',
+      placeholder: 'n/duration|none',
+      help: 'at most n attempt starts in any window of the duration (10/1s, 200/500ms)',
+    },
+    {
+      name: 'group-concurrency',
+      type: 'string',
+      placeholder: 'n|none',
+      help: 'the same as --concurrency, for each group key',
+    },
+    {
+      name: 'group-rate',
+      type: 'string',
+      placeholder: 'n/duration|none',
+      help: 'the same as --rate, for each group key',
+    },
+  ],
+  run: runQueue,
+};
 
 const JOB_ID_ARG: readonly ArgSpec[] = [{ name: 'job-id', help: 'the id submit printed' }];
 
@@ -832,9 +1031,11 @@ export const COMMANDS: readonly CommandSpec[] = [
         placeholder: 'cursor',
         help: 'continue after a previous page',
       },
+      { name: 'queue', type: 'string', placeholder: 'name', help: 'only jobs of this queue' },
     ],
     run: runList,
   },
+  QUEUE_COMMAND,
   { name: 'workers', summary: 'list live workers', args: [], flags: [], run: runWorkers },
   {
     name: 'submit-flow',

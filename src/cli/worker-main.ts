@@ -80,6 +80,13 @@ const FLAGS: readonly FlagSpec[] = [
     help: 'on SIGINT/SIGTERM, time running tasks get to finish before they are released',
   },
   {
+    name: 'queues',
+    type: 'string',
+    placeholder: 'a,b',
+    defaultLabel: 'every queue',
+    help: 'take attempts of these named queues only',
+  },
+  {
     name: 'tasks',
     type: 'list',
     placeholder: 'module',
@@ -117,6 +124,7 @@ const FLAG_OF: { readonly [K in Exclude<keyof CheckedWorkerOptions, 'connectTime
     cancelGraceMs: 'cancel-grace-millis',
     taskMemoryMb: 'task-memory-mb',
     coordinatorTimeoutMs: 'coordinator-timeout-millis',
+    queues: 'queues',
   };
 
 function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger } {
@@ -131,6 +139,7 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
     cancelGraceMs: values.int('cancel-grace-millis'),
     taskMemoryMb: values.int('task-memory-mb'),
     ...optional('coordinatorTimeoutMs', values.optionalInt('coordinator-timeout-millis')),
+    ...optional('queues', queuesFrom(values)),
   };
   const problem = workerOptionsProblem(
     checked,
@@ -145,6 +154,11 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
     authToken: tokenFrom(values, process.env),
     logger: loggerFrom(values, 'worker'),
   };
+}
+
+function queuesFrom(values: FlagValues): string[] | undefined {
+  const text = values.optionalString('queues');
+  return text === undefined ? undefined : text.split(',').map((name) => name.trim());
 }
 
 function optional<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {

@@ -18,6 +18,9 @@
  * GET_JOB_STATUS otherwise; `listPage` pages a v1 reply itself
  * (list-paging.ts).
  */
+import { QueuesApi } from './queues.js';
+import { rerunMessage, type RerunOptions, type RerunResult } from './rerun.js';
+import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { setTimeout as sleepMs } from 'node:timers/promises';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
@@ -151,6 +154,11 @@ export interface JobOptions {
   idempotencyKey?: string;
   /** This job's execution deadline per attempt, 1..86400000 ms (default: the coordinator's). */
   timeoutMillis?: number;
+  /** The named queue (default `default`). */
+  queue?: string;
+  /** A group key within the queue (a tenant, a customer), 1..128 characters. */
+  groupKey?: string;
+
   /** Ids of existing jobs this one waits for (1..1000): WAITING until all COMPLETED. */
   dependsOn?: readonly string[];
   /** What a parent ending FAILED or CANCELLED does to this job (default `cancel`). */
@@ -179,6 +187,10 @@ export interface SubmitRequest {
   priority?: Priority | null;
   /** Per-attempt execution deadline, 1..86400000 ms; absent or null: the coordinator's. */
   timeoutMillis?: number | null;
+  /** The named queue; absent or null: `default`. */
+  queue?: string | null;
+  /** A group key within the queue; absent or null: none. */
+  groupKey?: string | null;
   /** A delayed job's due time (epoch ms); absent or null: not delayed. */
   runAtMillis?: number | null;
   /** Ids of existing jobs this one waits for (1..1000); absent, null or empty: none. */
@@ -202,6 +214,9 @@ export interface FlowJobSpec {
   onParentFailure?: ParentFailurePolicy;
   /** A delayed job: not run before this time (epoch ms, at most 366 days ahead), nor before its parents. */
   runAtMillis?: number;
+  /** The named queue (default `default`) and a group key within it, as {@link SubmitOptions}'. */
+  queue?: string;
+  groupKey?: string;
 }
 
 /** What {@link DtpClient.submitFlow} resolves with: each ref's job id. */
@@ -269,6 +284,7 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
   if (options.timeoutMillis !== undefined) {
     assertIntIn('timeoutMillis', options.timeoutMillis, MIN_TASK_TIMEOUT_MS, MAX_TASK_TIMEOUT_MS);
   }
+  checkQueueOptions(options.queue, options.groupKey);
   return {
     taskType,
     payload,
@@ -276,10 +292,28 @@ function requestOf(taskType: string, payload: unknown, options: JobOptions): Sub
     idempotencyKey: options.idempotencyKey ?? null,
     priority: options.priority ?? null,
     timeoutMillis: options.timeoutMillis ?? null,
+    queue: options.queue ?? null,
+    groupKey: options.groupKey ?? null,
     dependsOn: checkedParents(options.dependsOn),
     onParentFailure: checkedPolicy(options.onParentFailure),
     runAtMillis: runAtOf(options),
   };
+}
+
+/** A bad queue name or group key is a TypeError naming the option; nothing is sent. */
+function checkQueueOptions(
+  queue: string | null | undefined,
+  groupKey: string | null | undefined,
+): void {
+  const badQueue = typeof queue === 'string' ? queueNameProblem(queue) : null;
+  if (badQueue !== null) throw new TypeError(`queue ${badQueue}`);
+  const badGroup = typeof groupKey === 'string' ? groupKeyProblem(groupKey) : null;
+  if (badGroup !== null) throw new TypeError(`groupKey ${badGroup}`);
+}
+
+/** Whether a submission or schedule names a queue other than `default` or a group key. */
+function namesQueue(request: { queue?: string | null; groupKey?: string | null }): boolean {
+  return (request.queue != null && request.queue !== DEFAULT_QUEUE) || request.groupKey != null;
 }
 
 function checkedParents(dependsOn: readonly string[] | null | undefined): string[] | null {
@@ -300,7 +334,6 @@ function checkedPolicy(policy: ParentFailurePolicy | null | undefined): ParentFa
   }
   return policy;
 }
-
 /** The due time of `delayMs`/`runAt` (epoch ms), null when neither is given. */
 export function runAtOf(
   options: Pick<JobOptions, 'delayMs' | 'runAt'>,
@@ -346,6 +379,10 @@ export function submitMessage(
       : { onParentFailure: request.onParentFailure }),
     runAtMillis: request.runAtMillis ?? null,
     ...traceFields(trace),
+    // Left out for the default queue: a v1 coordinator then sees a v1 request.
+    ...(request.queue !== undefined && request.queue !== null && { queue: request.queue }),
+    ...(request.groupKey !== undefined &&
+      request.groupKey !== null && { groupKey: request.groupKey }),
   };
 }
 
@@ -387,6 +424,8 @@ export function flowMessage(
       ...(job.timeoutMillis === undefined ? {} : { timeoutMillis: job.timeoutMillis }),
       ...(job.dependsOn === undefined ? {} : { dependsOn: job.dependsOn }),
       ...(job.onParentFailure === undefined ? {} : { onParentFailure: job.onParentFailure }),
+      ...(job.queue === undefined ? {} : { queue: job.queue }),
+      ...(job.groupKey === undefined ? {} : { groupKey: job.groupKey }),
     });
     return {
       ref: job.ref,
@@ -402,6 +441,8 @@ export function flowMessage(
       onParentFailure: request.onParentFailure ?? null,
       runAtMillis: runAtOf(job.runAtMillis === undefined ? {} : { runAt: job.runAtMillis }),
       ...traceFields(trace),
+      queue: request.queue ?? null,
+      groupKey: request.groupKey ?? null,
     };
   });
   return { type: 'SUBMIT_FLOW', jobs };
@@ -471,6 +512,8 @@ export class DtpClient<T extends object = AnyTasks> {
   readonly #onFeatures: ConnectOptions['onFeatures'];
   #featuresTold = false;
   #closing: Promise<void> | null = null;
+  /** The named queues: list, pause, resume, limits. */
+  readonly queues: QueuesApi;
   /** Open event subscriptions (closed with the client). */
   readonly #subscriptions = new Set<Subscription>();
   /** Recurring schedules: set, list, get, pause, resume, delete, trigger. */
@@ -485,6 +528,7 @@ export class DtpClient<T extends object = AnyTasks> {
     this.#featureCache = options.featureCache ?? DEFAULT_FEATURE_CACHE;
     this.#security = securityOf(options);
     this.#onFeatures = options.onFeatures;
+    this.queues = new QueuesApi((msg) => this.#request(msg));
     this.schedules = new Schedules(
       (msg) => this.scheduleRequest(msg),
       (_jobId, job, serving) => new JobHandle(this, job, serving),
@@ -635,6 +679,7 @@ export class DtpClient<T extends object = AnyTasks> {
    */
   async submitFlow(flow: { jobs: readonly FlowJobSpec[] }): Promise<FlowSubmission> {
     const msg = flowMessage(flow, await activeTraceContext());
+    if (msg.jobs.some(namesQueue)) await this.#require('queues', 'named queues');
     const { reply, conn } = await this.#conn.requestOn(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       void conn.destroy('the coordinator did not understand SUBMIT_FLOW');
@@ -671,6 +716,7 @@ export class DtpClient<T extends object = AnyTasks> {
     for (const request of requests) await this.#validate(request, undefined);
     const message = submitJobsMessage(requests, await activeTraceContext());
     requestFrame(message);
+    if (requests.some(namesQueue)) await this.#require('queues', 'named queues');
     const reply = await this.#request(message);
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
@@ -709,6 +755,25 @@ export class DtpClient<T extends object = AnyTasks> {
     assertIntIn('olderThanMs', olderThanMs, 0, Number.MAX_SAFE_INTEGER);
     const reply = await this.#request({ type: 'PURGE_JOBS', state, olderThanMillis: olderThanMs });
     return expectReply('PURGE_JOBS', reply, 'JOBS_PURGED').deleted;
+  }
+
+  /**
+   * Re-runs the FAILED jobs of a queue (a redrive of dead letters): each
+   * selected job is QUEUED again as the same job, with `maxAttempts` more
+   * attempts (default: the coordinator's default) and its attempts so far
+   * kept. Newest first, at most `limit` (default 1,000, at most 10,000) per
+   * call; `more` says whether more matched (call again). Resolves once the
+   * change is durable. {@link UnsupportedFeatureError} from a coordinator
+   * without it; `RangeError`/`TypeError` for bad options (nothing sent).
+   */
+  async rerun(options: RerunOptions): Promise<RerunResult> {
+    const msg = rerunMessage(options);
+    const reply = await this.#request(msg);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      throw new UnsupportedRequestError(msg.type, 'the re-run of failed jobs', reply.message);
+    }
+    const { rerun, jobIds, more } = expectReply(msg.type, reply, 'JOBS_RERUN');
+    return { rerun, jobIds, more };
   }
 
   /**
@@ -801,6 +866,7 @@ export class DtpClient<T extends object = AnyTasks> {
       state: query.state ?? null,
       cursor: local ? null : (query.cursor ?? null),
       knownStates: [...KNOWN_STATES],
+      ...(query.queue !== undefined && { queue: query.queue }),
     });
     const { jobs, nextCursor } = expectReply('LIST_JOBS', reply, 'JOB_LIST');
     if (queryIgnored(query, jobs)) this.#learned(V1_FEATURES);
@@ -870,6 +936,8 @@ export class DtpClient<T extends object = AnyTasks> {
     if (request.dependsOn != null && request.dependsOn.length > 0) {
       await this.#require('flows', 'dependencies between jobs');
     }
+    // Nor one that does not know queues: it would run this one outside its queue's limits.
+    if (namesQueue(request)) await this.#require('queues', 'named queues');
     const reply = await this.#request(submitMessage(request, trace));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
@@ -925,6 +993,9 @@ export class DtpClient<T extends object = AnyTasks> {
   /** Sends a schedule request; a coordinator without schedules fails it plainly. */
   async scheduleRequest(msg: ScheduleRequest): Promise<ClientReply> {
     await this.#require('time', 'schedules');
+    if (msg.type === 'SET_SCHEDULE' && namesQueue(msg.schedule)) {
+      await this.#require('queues', 'named queues');
+    }
     const reply = await this.#request(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       throw new UnsupportedFeatureError('this coordinator does not support schedules');

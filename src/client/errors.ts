@@ -207,10 +207,19 @@ export class UnsupportedRequestError extends UnsupportedFeatureError {
   }
 }
 
-/** The coordinator is of a version that does not know what this call needs (e.g. flows). */
+/**
+ * The coordinator is of a version that does not know what this call needs
+ * (e.g. the queue requests, flows); `feature` names it.
+ */
 export class FeatureUnsupportedError extends UnsupportedFeatureError {
-  constructor(what: string, detail: string, requestType: string | null = null) {
-    super(`this coordinator does not support ${what} (${detail})`, requestType);
+  readonly feature: string;
+
+  constructor(feature: string, detail: string | null = null, requestType: string | null = null) {
+    super(
+      `this coordinator does not support ${feature}${detail === null ? '' : ` (${detail})`}`,
+      requestType,
+    );
+    this.feature = feature;
   }
 }
 

@@ -34,6 +34,9 @@ export type {
 export { JobHandle, settledValue } from './job-handle.js';
 export type { CancelResult, JobClient, WaitOptions } from './job-handle.js';
 export type { JobPage, ListQuery } from './list-paging.js';
+export { QueuesApi } from './queues.js';
+export type { QueueInfo, QueueLimits, RateLimit } from './queues.js';
+export type { RerunOptions, RerunResult } from './rerun.js';
 export {
   DEFAULT_FEATURE_CACHE,
   EXTENDED_FEATURES,

@@ -20,6 +20,8 @@ export interface ListQuery {
   state?: JobState;
   /** The `nextCursor` of the previous page. */
   cursor?: string;
+  /** Only jobs of this named queue. */
+  queue?: string;
 }
 
 export interface JobPage {

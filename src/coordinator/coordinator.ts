@@ -65,6 +65,7 @@ import type { Guard } from './ports/guard.js';
 import { Ports, type Entrance, type PortKind } from './ports/ports.js';
 import { TermFactory, type PreparedTerm, type TermDeps } from './term/term-factory.js';
 import type { Failure, Term, TermOutlets } from './term/term.js';
+import { createCronEvaluator } from './cron.js';
 import type { CoordinatorView, HttpLimits, HttpPort, HttpPortFactory } from './view.js';
 
 export interface CoordinatorEvents {
@@ -541,6 +542,7 @@ export class Coordinator implements CoordinatorView {
       tls: guard.tls,
       tokens: guard.access,
       metrics,
+      cron: createCronEvaluator(),
       report: (event) => guard.report(event),
       allowedHosts: this.#options.httpAllowedHosts ?? [],
       ownNames: [host, this.#advertisedHost()],

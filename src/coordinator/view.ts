@@ -9,11 +9,11 @@ import type { NetEvent } from '../net/net-events.js';
 import type { ServerTls } from '../net/tls.js';
 import type { ClientReply, ClientRequest } from '../protocol/messages.js';
 import type { CoreInspection } from './core/core.js';
-import type { CoreEvent } from './core/types.js';
+import type { CoreEvent, CronEvaluator } from './core/types.js';
 import type { RoleStatus } from './leadership/role.js';
 import type { Failure } from './term/term.js';
 
-export type { CoreEvent, CoreInspection, Failure, RoleStatus };
+export type { CoreEvent, CoreInspection, CronEvaluator, Failure, RoleStatus };
 
 /** A coordinator as an observer sees it. */
 export interface CoordinatorView {
@@ -72,6 +72,8 @@ export interface HttpPortSettings {
   port: number;
   host: string;
   maxActiveJobs: number;
+  /** Cron evaluation, the same the core uses (a schedule's next runs on the dashboard). */
+  cron: CronEvaluator;
   /** HTTPS with this certificate (reloaded with it); null = plain HTTP. */
   tls: ServerTls | null;
   tokens: ClientTokens;

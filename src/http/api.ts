@@ -6,7 +6,7 @@
  * through its store reads, never here. Only the overview's gauges come from
  * `inspect()`, the read-only view the metrics use too.
  */
-import type { CoordinatorView, CoreInspection } from '../coordinator/view.js';
+import type { CoordinatorView, CoreInspection, CronEvaluator } from '../coordinator/view.js';
 import { parseDuration } from '../protocol/duration.js';
 import { ErrorCode, remoteCode } from '../protocol/error-codes.js';
 import { KNOWN_STATES } from '../protocol/job-view.js';
@@ -22,6 +22,8 @@ export interface ApiContext {
   source: DashboardSource;
   activity: ActivityLog;
   maxActiveJobs: number;
+  /** The coordinator's cron evaluator (a schedule's next runs). */
+  cron: CronEvaluator;
   now(): number;
 }
 
@@ -34,6 +36,7 @@ type ReplyOf<T extends ClientReply['type']> = Extract<ClientReply, { type: T }>;
 /** HTTP status for an `ERROR` code of the core; any other code is the request's fault (400). */
 const STATUS_OF_CODE: Partial<Record<string, number>> = {
   [ErrorCode.UnknownJob]: 404,
+  [ErrorCode.UnknownSchedule]: 404,
   [ErrorCode.LimitExceeded]: 503,
   [ErrorCode.StoreFailed]: 503,
   [ErrorCode.InternalError]: 503,
@@ -46,7 +49,7 @@ function statusOf(code: string | null): number {
 }
 
 /** The reply if it has the wanted type; an `ERROR` becomes an {@link HttpError}. */
-function expect<T extends ClientReply['type']>(reply: ClientReply, type: T): ReplyOf<T> {
+export function expect<T extends ClientReply['type']>(reply: ClientReply, type: T): ReplyOf<T> {
   if (reply.type === type) return reply as ReplyOf<T>;
   if (reply.type === 'ERROR') {
     // Every ERROR of our own core has a code; one without would be a bug.

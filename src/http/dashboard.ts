@@ -6,8 +6,10 @@
  * The HTTP server hands it every
  * request it does not answer itself.
  */
+import { listQueues, pauseQueue, setQueueLimits } from './queues-api.js';
+import { listSchedules, pauseSchedule, scheduleDetails, triggerSchedule } from './schedules-api.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { CoreEvent } from '../coordinator/view.js';
+import type { CoreEvent, CronEvaluator } from '../coordinator/view.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import type { HttpAuth } from './http-auth.js';
 import { ActivityLog, activityKind } from './activity.js';
@@ -37,6 +39,8 @@ export interface DashboardOptions {
   auth: HttpAuth | null;
   /** Folder of the built page (default: dist/ui). */
   uiDir?: string;
+  /** The coordinator's cron evaluator (a schedule's next runs). */
+  cron: CronEvaluator;
   now?: () => number;
 }
 
@@ -61,7 +65,7 @@ export class Dashboard {
   constructor(source: DashboardSource, options: DashboardOptions) {
     const now = options.now ?? Date.now;
     const activity = new ActivityLog(now());
-    this.#ctx = { source, activity, maxActiveJobs: options.maxActiveJobs, now };
+    this.#ctx = { source, activity, maxActiveJobs: options.maxActiveJobs, cron: options.cron, now };
     this.#auth = options.auth;
     this.#static = new StaticFiles(options.uiDir);
     this.#live = new LiveStreams({
@@ -153,7 +157,58 @@ export class Dashboard {
       query([]);
       return sendJson(res, 200, await purge(ctx, call.json()));
     }
+    if (path === '/api/queues' || path.startsWith('/api/queues/'))
+      return this.#queueRoute(call, query);
+    if (path === '/api/schedules' || path.startsWith('/api/schedules/'))
+      return this.#scheduleRoute(call, query);
     return this.#jobRoute(call, query);
+  }
+
+  async #queueRoute(call: Call, query: (allowed: readonly string[]) => QueryParams): Promise<void> {
+    const { req, res } = call;
+    const path = call.target.path;
+    query([]);
+    const source = this.#ctx.source;
+    if (path === '/api/queues') {
+      allow(req, 'GET');
+      return sendJson(res, 200, await listQueues(source));
+    }
+    const match = /^\/api\/queues\/([^/]+)(?:\/(pause|resume))?$/.exec(path);
+    if (match === null)
+      throw new HttpError(404, HttpErrorCode.NotFound, `no such API path: ${path.slice(0, 100)}`);
+    const name = decodePathSegment(match[1] as string);
+    allow(req, 'POST');
+    if (match[2] === undefined) {
+      return sendJson(res, 200, await setQueueLimits(source, name, call.json()));
+    }
+    onlyFields(call.json(), []);
+    return sendJson(res, 200, await pauseQueue(source, name, match[2] === 'pause'));
+  }
+
+  async #scheduleRoute(
+    call: Call,
+    query: (allowed: readonly string[]) => QueryParams,
+  ): Promise<void> {
+    const { req, res } = call;
+    const path = call.target.path;
+    query([]);
+    const ctx = this.#ctx;
+    if (path === '/api/schedules') {
+      allow(req, 'GET');
+      return sendJson(res, 200, await listSchedules(ctx));
+    }
+    const match = /^\/api\/schedules\/([^/]+)(?:\/(pause|resume|trigger))?$/.exec(path);
+    if (match === null)
+      throw new HttpError(404, HttpErrorCode.NotFound, `no such API path: ${path.slice(0, 100)}`);
+    const name = decodePathSegment(match[1] as string);
+    if (match[2] === undefined) {
+      allow(req, 'GET');
+      return sendJson(res, 200, await scheduleDetails(ctx, name));
+    }
+    allow(req, 'POST');
+    onlyFields(call.json(), []);
+    if (match[2] === 'trigger') return sendJson(res, 201, await triggerSchedule(ctx, name));
+    return sendJson(res, 200, await pauseSchedule(ctx, name, match[2] === 'pause'));
   }
 
   async #jobRoute(call: Call, query: (allowed: readonly string[]) => QueryParams): Promise<void> {

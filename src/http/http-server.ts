@@ -97,6 +97,7 @@ export class HttpServer implements HttpPort {
     this.#dashboard = new Dashboard(view, {
       maxActiveJobs: settings.maxActiveJobs,
       auth,
+      cron: settings.cron,
       ...(settings.uiDir !== undefined && { uiDir: settings.uiDir }),
     });
     this.#hosts = new HostPolicy({

@@ -44,6 +44,7 @@ export interface JobChange {
 /** The state each job event leaves its job in. */
 const STATE_AFTER: Partial<Record<CoreEvent['type'], JobState>> = {
   'job.submitted': 'QUEUED',
+  'job.due': 'QUEUED',
   'job.assigned': 'RUNNING',
   'job.completed': 'COMPLETED',
   'job.failed': 'FAILED',

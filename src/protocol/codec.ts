@@ -34,6 +34,9 @@ import {
   type Message,
   type MessageOf,
   type MessageType,
+  type QueueGroupInfo,
+  type QueueInfo,
+  type RateLimit,
   type ParentResult,
   type ScheduleDefinition,
   type ScheduleJob,
@@ -301,6 +304,42 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   progress: optional(jobProgressCodec),
   runAtMillis: optional(intCodec),
   scheduleName: optional(stringCodec),
+  queue: optional(stringCodec),
+  groupKey: optional(stringCodec),
+});
+
+const rateLimitCodec: Codec<RateLimit> = recordCodec<RateLimit>({
+  max: intCodec,
+  intervalMillis: intCodec,
+});
+
+/** An object of integers keyed by any string (counts by state). */
+const countsCodec: Codec<Record<string, number>> = {
+  decode(value, path) {
+    if (!isPlainObject(value)) throw badField(path, 'an object', value);
+    const out: Record<string, number> = {};
+    for (const [key, n] of Object.entries(value)) out[key] = intCodec.decode(n, `${path}.${key}`);
+    return out;
+  },
+  encode: identity,
+};
+
+const queueGroupInfoCodec: Codec<QueueGroupInfo> = recordCodec<QueueGroupInfo>({
+  groupKey: nullable(stringCodec),
+  queued: intCodec,
+  running: intCodec,
+});
+
+export const queueInfoCodec: Codec<QueueInfo> = recordCodec<QueueInfo>({
+  name: stringCodec,
+  paused: boolCodec,
+  concurrency: nullable(intCodec),
+  rateLimit: nullable(rateLimitCodec),
+  groupConcurrency: nullable(intCodec),
+  groupRateLimit: nullable(rateLimitCodec),
+  counts: countsCodec,
+  running: optional(intCodec),
+  groups: optional(arrayOf(queueGroupInfoCodec)),
 });
 
 const scheduleSnapshotCodec: Codec<ScheduleSnapshot> = recordCodec<ScheduleSnapshot>({
@@ -319,6 +358,7 @@ const scheduleSnapshotCodec: Codec<ScheduleSnapshot> = recordCodec<ScheduleSnaps
   maxAttempts: nullable(intCodec),
   priority: nullable(priorityCodec),
   timeoutMillis: nullable(intCodec),
+  queue: optional(stringCodec),
 });
 
 const scheduleDefinitionCodec: Codec<ScheduleDefinition> = recordCodec<ScheduleDefinition>({
@@ -334,6 +374,7 @@ const scheduleDefinitionCodec: Codec<ScheduleDefinition> = recordCodec<ScheduleD
   overlap: nullable(enumCodec(SCHEDULE_OVERLAPS)),
   catchUp: nullable(enumCodec(SCHEDULE_CATCH_UPS)),
   paused: nullable(boolCodec),
+  queue: optional(stringCodec),
 });
 
 const scheduleJobCodec: Codec<ScheduleJob> = recordCodec<ScheduleJob>({
@@ -364,6 +405,8 @@ const flowJobCodec: Codec<FlowJob> = recordCodec<FlowJob>({
   runAtMillis: optional(intCodec),
   traceparent: optional(stringCodec),
   tracestate: optional(stringCodec),
+  queue: optional(stringCodec),
+  groupKey: optional(stringCodec),
 });
 
 const flowRefCodec: Codec<FlowRef> = recordCodec<FlowRef>({ ref: stringCodec, jobId: stringCodec });
@@ -382,6 +425,9 @@ const SUBMIT_ELEMENT_FIELDS: Fields<SubmitJobsElement> = {
   priority: nullable(priorityCodec),
   timeoutMillis: optional(intCodec),
   runAtMillis: optional(intCodec),
+  queue: optional(stringCodec),
+  groupKey: optional(stringCodec),
+
   dependsOn: optional(arrayOf(stringCodec)),
   onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
   traceparent: optional(stringCodec),
@@ -410,6 +456,7 @@ export const workerSnapshotCodec: Codec<WorkerSnapshot> = recordCodec<WorkerSnap
   draining: optional(boolCodec),
   runningJobs: optional(arrayOf(stringCodec)),
   queuedTasks: optional(intCodec),
+  queues: optional(arrayOf(stringCodec)),
 });
 
 type Schemas = { [K in MessageType]: Fields<Omit<MessageOf<K>, 'type'>> };
@@ -423,6 +470,8 @@ const SCHEMAS: Schemas = {
     heartbeatAck: optional(boolCodec),
     prefetch: optional(intCodec),
     heldAttempts: optional(arrayOf(heldAttemptCodec)),
+    queues: optional(arrayOf(stringCodec)),
+
     parents: optional(boolCodec),
 
     traceContext: optional(boolCodec),
@@ -501,6 +550,7 @@ const SCHEMAS: Schemas = {
     taskType: optional(stringCodec),
     idempotencyKey: optional(stringCodec),
     knownStates: optional(arrayOf(stringCodec)),
+    queue: optional(stringCodec),
   },
   JOB_LIST: { jobs: arrayOf(jobSnapshotCodec), nextCursor: nullable(stringCodec) },
   LIST_WORKERS: {},
@@ -520,6 +570,28 @@ const SCHEMAS: Schemas = {
   AUTH_OK: {},
   PURGE_JOBS: { state: jobStateCodec, olderThanMillis: intCodec },
   JOBS_PURGED: { deleted: intCodec },
+  RERUN_JOBS: {
+    queue: stringCodec,
+    state: jobStateCodec,
+    taskType: optional(stringCodec),
+    finishedSinceMillis: optional(intCodec),
+    limit: optional(intCodec),
+    maxAttempts: optional(intCodec),
+  },
+  JOBS_RERUN: { rerun: intCodec, jobIds: arrayOf(stringCodec), more: boolCodec },
+  LIST_QUEUES: {},
+  QUEUE_LIST: { queues: arrayOf(queueInfoCodec) },
+  SET_QUEUE: {
+    name: stringCodec,
+    paused: optional(boolCodec),
+    concurrency: optional(intCodec),
+    rateLimit: optional(rateLimitCodec),
+    groupConcurrency: optional(intCodec),
+    groupRateLimit: optional(rateLimitCodec),
+    clear: optional(arrayOf(stringCodec)),
+  },
+  QUEUE_INFO: { queue: queueInfoCodec },
+
   SUBMIT_FLOW: { jobs: arrayOf(flowJobCodec) },
   FLOW_SUBMITTED: { jobs: arrayOf(flowRefCodec) },
   SUBSCRIBE_JOBS: { filter: jobEventFilterCodec, knownStates: optional(arrayOf(stringCodec)) },

@@ -21,6 +21,8 @@ export const FEATURES = [
   'assignLimits',
   'prefetch',
   'reattach',
+  'queues',
+
   'parents',
   /** The worker may send TASK_PROGRESS. */
   'progress',

@@ -120,11 +120,14 @@ export class StateView {
       case 'JOBS_SUBMITTED':
       case 'WORKER_LIST':
       case 'JOBS_PURGED':
+      case 'JOBS_RERUN':
       case 'FLOW_SUBMITTED':
       case 'SCHEDULE_LIST':
       case 'SCHEDULE_DELETED':
       case 'AUTH_OK':
       case 'ERROR':
+      case 'QUEUE_LIST':
+      case 'QUEUE_INFO':
       case 'SUBSCRIBED':
       case 'EVENTS_MISSED':
         return reply;

@@ -8,7 +8,8 @@
  * Client port:  SUBMIT_JOB, JOB_SUBMITTED, SUBMIT_REJECTED, GET_JOB_STATUS,
  *               JOB_STATUS, LIST_JOBS, JOB_LIST, LIST_WORKERS, WORKER_LIST,
  *               CANCEL_JOB, JOB_CANCEL, ERROR; extensions WAIT_JOB, AUTH,
- *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, SUBMIT_JOBS, JOBS_SUBMITTED,
+ *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, RERUN_JOBS, JOBS_RERUN,
+ *               SUBMIT_JOBS, JOBS_SUBMITTED,
  *               and the schedule requests SET_SCHEDULE, LIST_SCHEDULES,
  *               GET_SCHEDULE, PAUSE_SCHEDULE, RESUME_SCHEDULE, DELETE_SCHEDULE,
  *               TRIGGER_SCHEDULE with their replies SCHEDULE_INFO,
@@ -93,6 +94,11 @@ export interface JobSnapshot {
   timeoutMillis?: number | null;
   /** Extension: the idempotency key it was submitted with. */
   idempotencyKey?: string | null;
+  /** Extension: the named queue it belongs to (`default` when none was given). */
+  queue?: string | null;
+  /** Extension: its group key within the queue (fairness and group limits); absent = none. */
+  groupKey?: string | null;
+
   /** Extension: the jobs this one waits for (their ids, in the order given); absent = none. */
   dependsOn?: string[] | null;
   /** Extension: when a delayed job becomes due (epoch ms); absent for a job that was not delayed. */
@@ -173,6 +179,8 @@ export interface WorkerSnapshot {
   runningJobs?: string[] | null;
   /** Extension: leased attempts waiting on the worker for a slot (prefetch); absent = none asked. */
   queuedTasks?: number | null;
+  /** Extension: the named queues it takes from; absent = every queue. */
+  queues?: string[] | null;
 }
 
 // ---- worker port ----------------------------------------------------------
@@ -199,6 +207,12 @@ export interface WorkerRegister {
    * is still current to this session and cancels the others.
    */
   heldAttempts?: HeldAttempt[] | null;
+  /**
+   * Extension (feature `queues`): take attempts of these named queues only;
+   * absent = every queue. Sent only to a coordinator that offers `queues`.
+   */
+  queues?: string[] | null;
+
   /** Extension: send the parents' results with each assignment (`TASK_ASSIGN.parents`). */
   parents?:
     | boolean
@@ -312,6 +326,11 @@ export interface SubmitJob {
    * (job-view.ts); a state it does not list is shown as its v1 equivalent.
    */
   knownStates?: string[] | null;
+  /** Extension: the named queue (a name, see queue-names.ts); absent = `default`. */
+  queue?: string | null;
+  /** Extension: a group key (tenant, customer), 1..128 characters without control characters. */
+  groupKey?: string | null;
+
   /** Extension: ids of existing jobs this one waits for (1..1000); absent = none. */
   dependsOn?: string[] | null;
   /** Extension: what a parent's failure does to this job; absent = `cancel`. */
@@ -408,6 +427,8 @@ export interface ListJobs {
    * (job-view.ts); a state it does not list is shown as its v1 equivalent.
    */
   knownStates?: string[] | null;
+  /** Extension: only jobs of this named queue. */
+  queue?: string | null;
 }
 export interface JobList {
   type: 'JOB_LIST';
@@ -476,6 +497,103 @@ export interface JobsPurged {
   deleted: number;
 }
 
+/**
+ * Extension: new attempts of stored FAILED jobs of one queue (a redrive of
+ * dead letters), newest first, at most `limit` per request. Each selected
+ * job is QUEUED again with a fresh attempt budget, its attempts so far kept.
+ */
+export interface RerunJobs {
+  type: 'RERUN_JOBS';
+  queue: string;
+  /** The state to re-run; only FAILED. */
+  state: JobState;
+  /** Only jobs of this task type; absent = every type. */
+  taskType?: string | null;
+  /** Only jobs that finished at or after this time (epoch ms); absent = any time. */
+  finishedSinceMillis?: number | null;
+  /** At most this many jobs (1..10,000); absent = 1,000. */
+  limit?: number | null;
+  /** The fresh budget: attempts each job may make from now; absent = the coordinator's default. */
+  maxAttempts?: number | null;
+}
+/** Extension: the jobs RERUN_JOBS queued again (their commit is durable). */
+export interface JobsRerun {
+  type: 'JOBS_RERUN';
+  /** How many jobs were queued again (`jobIds.length`). */
+  rerun: number;
+  jobIds: string[];
+  /** True when more jobs matched than this request took: ask again. */
+  more: boolean;
+}
+
+/** A rate limit: at most `max` attempt starts in any window of `intervalMillis`. */
+export interface RateLimit {
+  max: number;
+  intervalMillis: number;
+}
+
+/** Extension: a named queue, its settings and its jobs by state (LIST_QUEUES, SET_QUEUE). */
+export interface QueueInfo {
+  name: string;
+  paused: boolean;
+  /** Null = no limit. */
+  concurrency: number | null;
+  rateLimit: RateLimit | null;
+  groupConcurrency: number | null;
+  groupRateLimit: RateLimit | null;
+  /** Stored jobs of the queue by state; a state with none is left out. */
+  counts: Record<string, number>;
+  /** Extension: attempts of the queue holding a lease now. */
+  running?: number | null;
+  /** Extension: the groups with the most QUEUED jobs, largest first (at most 10). */
+  groups?: QueueGroupInfo[] | null;
+}
+
+/** One group's backlog (QueueInfo.groups). */
+export interface QueueGroupInfo {
+  /** Null = the jobs without a group key. */
+  groupKey: string | null;
+  queued: number;
+  running: number;
+}
+
+/** The settings SET_QUEUE may change. */
+export const QUEUE_SETTING_FIELDS = [
+  'concurrency',
+  'rateLimit',
+  'groupConcurrency',
+  'groupRateLimit',
+] as const;
+export type QueueSettingField = (typeof QUEUE_SETTING_FIELDS)[number];
+
+/** Extension (feature `queues`): the named queues, sorted by name. */
+export interface ListQueues {
+  type: 'LIST_QUEUES';
+}
+export interface QueueList {
+  type: 'QUEUE_LIST';
+  queues: QueueInfo[];
+}
+/**
+ * Extension (feature `queues`): changes a queue's settings; a field left out
+ * keeps its value, a field named in `clear` is removed (no limit).
+ * Answered with QUEUE_INFO once the change is durable.
+ */
+export interface SetQueue {
+  type: 'SET_QUEUE';
+  name: string;
+  paused?: boolean | null;
+  concurrency?: number | null;
+  rateLimit?: RateLimit | null;
+  groupConcurrency?: number | null;
+  groupRateLimit?: RateLimit | null;
+  clear?: string[] | null;
+}
+export interface QueueInfoReply {
+  type: 'QUEUE_INFO';
+  queue: QueueInfo;
+}
+
 /** One job of a flow (`SUBMIT_FLOW`): a SUBMIT_JOB's fields, a ref, and parents by ref or id. */
 export interface FlowJob {
   /** The job's name within the flow (unique there). */
@@ -490,9 +608,13 @@ export interface FlowJob {
   timeoutMillis?: number | null;
   onParentFailure?: ParentFailurePolicy | null;
   /** A delayed job's due time (epoch ms), as SUBMIT_JOB's; after its parents, if any. */
-  runAtMillis?: number | null; /** The submitter's trace context, as SUBMIT_JOB's. */
+  runAtMillis?: number | null;
+  /** The submitter's trace context, as SUBMIT_JOB's. */
   traceparent?: string | null;
   tracestate?: string | null;
+  /** The named queue and group key, as SUBMIT_JOB's. */
+  queue?: string | null;
+  groupKey?: string | null;
 }
 /** Extension: many jobs with dependencies among them, created in one commit or not at all. */
 export interface SubmitFlow {
@@ -509,7 +631,6 @@ export interface FlowSubmitted {
   /** Every job of the flow, in the order the request listed them. */
   jobs: FlowRef[];
 }
-
 /** Which jobs a subscription follows: every field given must match (none = every job). */
 export interface JobEventFilter {
   jobId?: string | null;
@@ -576,6 +697,8 @@ export interface ScheduleDefinition {
   catchUp: ScheduleCatchUp | null;
   /** null = false. */
   paused: boolean | null;
+  /** The named queue of its jobs; absent or null = `default`. */
+  queue?: string | null;
 }
 
 /** Extension: a schedule as clients see it. */
@@ -596,6 +719,8 @@ export interface ScheduleSnapshot {
   maxAttempts: number | null;
   priority: Priority | null;
   timeoutMillis: number | null;
+  /** The named queue of its jobs (always sent by this coordinator). */
+  queue?: string | null;
 }
 
 /** Extension: one recent job of a schedule (`SCHEDULE_INFO.recentJobs`). */
@@ -668,6 +793,9 @@ export type ClientRequest =
   | WaitJob
   | Auth
   | PurgeJobs
+  | RerunJobs
+  | ListQueues
+  | SetQueue
   | SubscribeJobs
   | ScheduleRequest
   | SubmitFlow;
@@ -691,6 +819,9 @@ export type ClientReply =
   | ErrorMessage
   | AuthOk
   | JobsPurged
+  | JobsRerun
+  | QueueList
+  | QueueInfoReply
   | Subscribed
   | JobEvent
   | EventsMissed
@@ -714,6 +845,10 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   WAIT_JOB: true,
   AUTH: true,
   PURGE_JOBS: true,
+  RERUN_JOBS: true,
+  LIST_QUEUES: true,
+  SET_QUEUE: true,
+
   SUBMIT_FLOW: true,
   SUBSCRIBE_JOBS: true,
   SET_SCHEDULE: true,
@@ -735,6 +870,10 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   ERROR: true,
   AUTH_OK: true,
   JOBS_PURGED: true,
+  JOBS_RERUN: true,
+  QUEUE_LIST: true,
+  QUEUE_INFO: true,
+
   FLOW_SUBMITTED: true,
   SUBSCRIBED: true,
   JOB_EVENT: true,

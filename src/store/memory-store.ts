@@ -16,6 +16,8 @@ import {
   type JobRecord,
   type ListQuery,
   type PurgeQuery,
+  type QueueCount,
+  type QueueSettingsRecord,
   type RecoveredState,
   type ScheduleRecord,
   type Store,
@@ -29,6 +31,7 @@ export class MemoryStore implements Store {
   readonly #jobs = new Map<string, JobRecord>();
   readonly #byKey = new Map<string, string>();
   readonly #attempts = new Map<string, AttemptRecord>();
+  readonly #queues = new Map<string, QueueSettingsRecord>();
   readonly #schedules = new Map<string, ScheduleRecord>();
   #failure: string | null = null;
   #readFailure: string | null = null;
@@ -71,12 +74,15 @@ export class MemoryStore implements Store {
       .map((attempt) => ({ ...attempt }));
     let maxSeq = 0;
     for (const job of this.#jobs.values()) maxSeq = Math.max(maxSeq, job.seq);
+    const queueSettings = [...this.#queues.values()]
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      .map((q) => ({ ...q }));
     const parentJobs = [...this.#neededParents()]
       .map((jobId) => this.#jobs.get(jobId))
       .filter((job): job is JobRecord => job !== undefined && isTerminalState(job.state))
       .map((job) => ({ ...job }));
     const schedules = this.committedSchedules();
-    return { activeJobs, activeAttempts, maxSeq, parentJobs, schedules };
+    return { activeJobs, activeAttempts, maxSeq, parentJobs, schedules, queueSettings };
   }
 
   /** Committed schedules (copies), by name. */
@@ -107,6 +113,7 @@ export class MemoryStore implements Store {
     for (const schedule of batch.schedules ?? [])
       this.#schedules.set(schedule.name, { ...schedule });
     for (const name of batch.deletedSchedules ?? []) this.#schedules.delete(name);
+    for (const q of batch.queues ?? []) this.#queues.set(q.name, { ...q });
     this.commits++;
   }
 
@@ -126,8 +133,11 @@ export class MemoryStore implements Store {
         const job = jobId === undefined ? undefined : this.#jobs.get(jobId);
         return { op: 'jobByKey', job: job === undefined ? null : { ...job } };
       }
-      case 'list':
-        return { op: 'list', jobs: this.#list(read.query) };
+      case 'list': {
+        const jobs = this.#list(read.query);
+        if (read.withAttempts !== true) return { op: 'list', jobs };
+        return { op: 'list', jobs, attempts: jobs.flatMap((job) => this.#attemptsOf(job.jobId)) };
+      }
       case 'purge':
         return { op: 'purge', deleted: this.#purge(read.query) };
       case 'jobs':
@@ -147,7 +157,26 @@ export class MemoryStore implements Store {
             .slice(0, read.limit)
             .map((job) => ({ ...job })),
         };
+      case 'queueCounts':
+        return { op: 'queueCounts', counts: this.#queueCounts(read.queue) };
     }
+  }
+
+  #queueCounts(queue: string | null): QueueCount[] {
+    const counts = new Map<string, QueueCount>();
+    for (const job of this.#jobs.values()) {
+      if (queue !== null && job.queue !== queue) continue;
+      const key = `${job.queue}\n${job.state}`;
+      const entry = counts.get(key) ?? { queue: job.queue, state: job.state, count: 0 };
+      entry.count++;
+      counts.set(key, entry);
+    }
+    return [...counts.values()];
+  }
+
+  /** Committed queue settings (copies), by name. */
+  committedQueues(): QueueSettingsRecord[] {
+    return [...this.#queues.values()].map((q) => ({ ...q }));
   }
 
   /** Makes every later commit fail (null: commits work again). */
@@ -201,6 +230,15 @@ export class MemoryStore implements Store {
       .filter((job) => query.beforeSeq === null || job.seq < query.beforeSeq)
       .filter((job) => query.states === null || query.states.includes(job.state))
       .filter((job) => query.taskType === null || job.taskType === query.taskType)
+      .filter(
+        (job) => query.queue === undefined || query.queue === null || job.queue === query.queue,
+      )
+      .filter(
+        (job) =>
+          query.finishedSinceMs === undefined ||
+          query.finishedSinceMs === null ||
+          (job.finishedAtMs !== null && job.finishedAtMs >= query.finishedSinceMs),
+      )
       .sort((a, b) => b.seq - a.seq)
       .slice(0, query.limit)
       .map((job) => ({ ...job }));

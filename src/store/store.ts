@@ -76,6 +76,23 @@ export interface JobRecord {
   scheduleName: string | null;
   /** The submitter's W3C trace context; absent or null = none. Fixed at submission. */
   traceContext?: TraceContext | null;
+  /** The named queue (immutable; `default` for jobs stored before queues existed). */
+  queue: string;
+  /** The group key within the queue (immutable); null = none. */
+  groupKey: string | null;
+}
+
+/** One queue's settings, exactly as persisted (a row exists once a setting was made). */
+export interface QueueSettingsRecord {
+  name: string;
+  paused: boolean;
+  concurrency: number | null;
+  rateMax: number | null;
+  rateIntervalMs: number | null;
+  groupConcurrency: number | null;
+  groupRateMax: number | null;
+  groupRateIntervalMs: number | null;
+  updatedAtMs: number;
 }
 
 /** One recurring schedule, exactly as persisted. */
@@ -102,6 +119,8 @@ export interface ScheduleRecord {
   lastJobId: string | null;
   createdAtMs: number;
   updatedAtMs: number;
+  /** The named queue of its jobs (`default` for schedules from before queues). */
+  queue: string;
 }
 
 /** One attempt of a job (job history). */
@@ -129,6 +148,8 @@ export interface WriteBatch {
   readonly schedules?: readonly Readonly<ScheduleRecord>[];
   /** Names of schedules to delete (after `schedules` are written); absent = none. */
   readonly deletedSchedules?: readonly string[];
+  /** New versions of queue settings (keyed by name); absent = none. */
+  readonly queues?: readonly Readonly<QueueSettingsRecord>[];
 }
 
 export interface ListQuery {
@@ -140,6 +161,10 @@ export interface ListQuery {
   taskType: string | null;
   /** At most this many rows. */
   limit: number;
+  /** Only rows of this named queue; null or absent = all. */
+  queue?: string | null;
+  /** Only rows that finished at or after this time (epoch ms); null or absent = all. */
+  finishedSinceMs?: number | null;
 }
 
 /**
@@ -159,21 +184,32 @@ export interface PurgeQuery {
 export type StoreRead =
   | { op: 'job'; jobId: string; withAttempts: boolean }
   | { op: 'jobByKey'; key: string }
-  | { op: 'list'; query: ListQuery }
+  /** `withAttempts`: also the attempts of the rows returned (any order). */
+  | { op: 'list'; query: ListQuery; withAttempts?: boolean }
   | { op: 'purge'; query: PurgeQuery }
   /** Several jobs by id (parents named by a submission); unknown ids are left out. */
   | { op: 'jobs'; jobIds: readonly string[] }
   /** The newest jobs a schedule made (by seq, newest first). */
-  | { op: 'scheduleJobs'; scheduleName: string; limit: number };
+  | { op: 'scheduleJobs'; scheduleName: string; limit: number }
+  /** Stored jobs counted by queue and state (every queue, or one). */
+  | { op: 'queueCounts'; queue: string | null };
 
 /** The answer to a {@link StoreRead}, tagged with the same `op`. */
 export type StoreReadResult =
   | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null }
   | { op: 'jobByKey'; job: JobRecord | null }
-  | { op: 'list'; jobs: JobRecord[] }
+  | { op: 'list'; jobs: JobRecord[]; attempts?: AttemptRecord[] }
   | { op: 'purge'; deleted: number }
   | { op: 'jobs'; jobs: JobRecord[] }
-  | { op: 'scheduleJobs'; jobs: JobRecord[] };
+  | { op: 'scheduleJobs'; jobs: JobRecord[] }
+  | { op: 'queueCounts'; counts: QueueCount[] };
+
+/** How many stored jobs of one queue are in one state. */
+export interface QueueCount {
+  queue: string;
+  state: JobState;
+  count: number;
+}
 
 /** What restart recovery starts from. */
 export interface RecoveredState {
@@ -185,6 +221,8 @@ export interface RecoveredState {
   maxSeq: number;
   /** Every schedule (absent from a store without any: none). */
   schedules?: ScheduleRecord[];
+  /** Every queue's stored settings (absent: a store without queue settings). */
+  queueSettings?: QueueSettingsRecord[];
   /**
    * The terminal jobs that active jobs depend on (their results go to the
    * dependents' handlers); absent = none.

@@ -5,6 +5,7 @@
  * the very bound of `prefetch`, so no prefetch a worker accepts is refused
  * further down).
  */
+import { MAX_QUEUES_PER_WORKER, queueNameProblem } from '../protocol/queue-names.js';
 import { MAX_TIMER_MS, tableProblem, type BoundsTable, type Phrasing } from '../common/bounds.js';
 import { AddressError, parseAddressList } from '../net/address.js';
 import type { ClientTls } from '../net/tls.js';
@@ -68,6 +69,12 @@ export interface WorkerOptions {
    * is merely busy, and orphan every running task with it).
    */
   coordinatorTimeoutMs?: number;
+  /**
+   * Take attempts of these named queues only (default: every queue). Needs
+   * a coordinator that offers `queues`: with one that does not, the worker
+   * stops (`refused`) rather than take every queue.
+   */
+  queues?: readonly string[] | null;
 }
 
 /** Floor of the default coordinator timeout, in ms (an explicit value may be lower). */
@@ -97,11 +104,23 @@ export const WORKER_BOUNDS = {
   coordinatorTimeoutMs: { min: 1, max: MAX_TIMER_MS, optional: true },
 } as const satisfies BoundsTable<WorkerOptions>;
 
-/** What {@link workerOptionsProblem} looks at: the address, the id and every bounded number. */
+/** What {@link workerOptionsProblem} looks at: the address, the id, the queues and every bounded number. */
 export type CheckedWorkerOptions = Pick<
   WorkerOptions,
-  'coordinatorHost' | 'workerId' | keyof typeof WORKER_BOUNDS
+  'coordinatorHost' | 'workerId' | 'queues' | keyof typeof WORKER_BOUNDS
 >;
+
+function queuesProblem(queues: readonly string[] | null | undefined): string | null {
+  if (queues === undefined || queues === null) return null;
+  if (queues.length === 0 || queues.length > MAX_QUEUES_PER_WORKER) {
+    return `must name 1..${MAX_QUEUES_PER_WORKER} queues, got ${queues.length}`;
+  }
+  for (const queue of queues) {
+    const problem = typeof queue === 'string' ? queueNameProblem(queue) : 'must be a string';
+    if (problem !== null) return `holds a bad queue name: it ${problem}`;
+  }
+  return null;
+}
 
 /**
  * The first problem of a worker's options, naming each option by `name`
@@ -115,6 +134,8 @@ export function workerOptionsProblem(
 ): string | null {
   if (options.workerId.trim() === '') return `${name('workerId')} must not be blank`;
   if (options.coordinatorHost === '') return `${name('coordinatorHost')} must not be empty`;
+  const queues = queuesProblem(options.queues);
+  if (queues !== null) return `${name('queues')} ${queues}`;
   const bounds = tableProblem(options, WORKER_BOUNDS, name, phrasing);
   if (bounds !== null) return bounds;
   try {

@@ -81,7 +81,7 @@ import { DialError, dial } from '../net/tcp.js';
 import type { Logger } from '../observability/logger.js';
 import { loadOtel, startAttemptSpan, type AttemptSpan } from '../observability/tracing.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import { ErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import {
   isCoordinatorToWorker,
   type ErrorMessage,
@@ -199,6 +199,8 @@ export class Worker {
   #connection: FramedConnection | null = null;
   /** What the coordinator of the current session offers (empty: v1, or none yet). */
   #features: ReadonlySet<Feature> = new Set();
+  /** The named queues it takes from; null = every queue. */
+  readonly #queues: readonly string[] | null;
   /** The last dial failed; further failures are logged at debug level only. */
   #unreachable = false;
   /** The coordinators to try, and which one leads as far as we know. */
@@ -217,6 +219,8 @@ export class Worker {
     this.workerId = options.workerId;
     this.capacity = options.capacity;
     this.prefetch = options.prefetch ?? DEFAULT_PREFETCH_PER_SLOT * options.capacity;
+    this.#queues =
+      options.queues === undefined || options.queues === null ? null : [...options.queues];
     this.#options = options;
     this.#log = options.logger.child({ workerId: options.workerId });
     this.#tasksLoaded = options.tasks ?? NO_TASK_MODULES;
@@ -428,7 +432,14 @@ export class Worker {
   }
 
   /** The coordinator refused us: a configuration problem, so stop for good. */
-  #refuse(code: RefusalCode | DialError['code'] | typeof WRONG_PORT_CODE, message: string): void {
+  #refuse(
+    code:
+      | RefusalCode
+      | DialError['code']
+      | typeof WRONG_PORT_CODE
+      | typeof LocalErrorCode.UnsupportedFeature,
+    message: string,
+  ): void {
     if (this.#isClosed()) return;
     const err = new DtpError(code, message);
     this.#log.error({ code, message }, 'refused by the coordinator: stopping (no reconnect)');
@@ -502,6 +513,7 @@ export class Worker {
         ...(prefetch === 0 ? {} : { prefetch }),
         ...(authToken === null ? {} : { authToken }),
         heldAttempts: this.#heldAttempts(),
+        ...(this.#queues === null ? {} : { queues: [...this.#queues] }),
       });
       // A coordinator that accepts but never answers must not hold us forever.
       const timeoutMs = this.#connectTimeoutMs();
@@ -593,6 +605,14 @@ export class Worker {
     this.#setMode('registered');
     this.#follower.served();
     this.#features = parseFeatures(msg.features);
+    if (this.#queues !== null && !this.#features.has('queues')) {
+      // It would ignore the list and hand us every queue's attempts.
+      this.#refuse(
+        LocalErrorCode.UnsupportedFeature,
+        `this coordinator does not support queues (--queues ${this.#queues.join(',')} needs one that offers them)`,
+      );
+      return;
+    }
     // The coordinator sends nothing while it has no work: silence is normal now.
     connection.setIdleTimeout(0, () => undefined);
     this.#heartbeat.start();

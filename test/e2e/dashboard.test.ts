@@ -4,7 +4,8 @@
  * page loads and goes live; a job submitted from the CLI appears and turns
  * COMPLETED without a reload; cancel from the page cancels a running job;
  * filters and paging; the job page shows two attempts after a worker was
- * killed; with client tokens the page asks for one first. Skipped, saying
+ * killed; the Queues and Schedules pages with their actions; a delayed job
+ * in the list and on its page; with client tokens the page asks for one first. Skipped, saying
  * why, only where no Chromium is installed.
  */
 import assert from 'node:assert/strict';
@@ -15,6 +16,7 @@ import type { Page, Request } from 'playwright-core';
 import type { Worker } from '../../src/worker/worker.js';
 import { browserSkipReason, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { ScriptProcess } from '../helpers/processes.js';
+import { scheduleDefinition } from '../helpers/schedules.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import {
   startCoordinator,
@@ -23,6 +25,8 @@ import {
   type TestCoordinator,
 } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
+import { KNOWN_STATES } from '../../src/protocol/job-view.js';
+import type { SetQueue, SubmitJob } from '../../src/protocol/messages.js';
 
 const skip = browserSkipReason();
 
@@ -53,6 +57,19 @@ function attributes(selector: string, name: string): Promise<string[]> {
         elements.map((e) => e.getAttribute(attr) ?? ''),
       name,
     );
+}
+
+/** A SUBMIT_JOB that shows every state in its reply. */
+function submitMessage(taskType: string, payload: Record<string, number>): SubmitJob {
+  return {
+    type: 'SUBMIT_JOB',
+    taskType,
+    payload,
+    maxAttempts: null,
+    idempotencyKey: null,
+    priority: null,
+    knownStates: [...KNOWN_STATES],
+  };
 }
 
 function row(jobId: string): string {
@@ -308,6 +325,119 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
       await victim.kill();
       await survivor?.close();
     }
+  });
+
+  it('shows queues with limits and group backlogs, and pauses one after confirming, live', async () => {
+    const set = (msg: Omit<SetQueue, 'type'>) => client.request({ type: 'SET_QUEUE', ...msg });
+    await set({ name: 'ui-q', concurrency: 3, rateLimit: { max: 20, intervalMillis: 1_000 } });
+    await set({ name: 'ui-q', groupConcurrency: 1 });
+    for (const [group, n] of [
+      ['tenant-big', 3],
+      ['tenant-small', 1],
+    ] as const) {
+      for (let i = 0; i < n; i++) {
+        await client.request({
+          ...submitMessage('QUEUE_UI', { i }),
+          queue: 'ui-q',
+          groupKey: group,
+        });
+      }
+    }
+    await page.goto(`${base}#/queues`);
+    const queueRow = '[data-testid=queue-row][data-queue=ui-q]';
+    await page.waitForSelector(`${queueRow}[data-paused=false]`);
+    await markPage();
+    assert.equal(
+      await page.textContent(`${queueRow} [data-testid=queue-concurrency]`),
+      '3 · 1 per group',
+    );
+    assert.match(
+      (await page.textContent(`${queueRow} [data-testid=queue-rate]`)) ?? '',
+      /^20 per 1\.00 s/,
+    );
+    assert.equal(
+      await page.getAttribute(
+        `${queueRow} [data-testid=queue-count][data-state=QUEUED]`,
+        'data-count',
+      ),
+      '4',
+    );
+    const groups = '[data-testid=queue-groups][data-queue=ui-q] [data-testid=group-row]';
+    assert.deepEqual(await attributes(groups, 'data-group'), ['tenant-big', 'tenant-small']);
+    assert.deepEqual(await attributes(groups, 'data-queued'), ['3', '1']);
+
+    const paused = async (): Promise<boolean> => {
+      const reply = await client.request({ type: 'LIST_QUEUES' });
+      return reply.type === 'QUEUE_LIST' && reply.queues.some((q) => q.name === 'ui-q' && q.paused);
+    };
+    await page.click(`${queueRow} [data-testid=queue-pause]`);
+    await page.click('[data-testid=confirm-cancel]');
+    assert.equal(await paused(), false, 'nothing happens without confirming');
+    await page.click(`${queueRow} [data-testid=queue-pause]`);
+    await page.click('[data-testid=confirm-ok]');
+    await page.waitForSelector(`${queueRow}[data-paused=true]`);
+    assert.equal(await paused(), true);
+    // Resumed elsewhere: the page follows without a reload.
+    await set({ name: 'ui-q', paused: false });
+    await page.waitForSelector(`${queueRow}[data-paused=false]`, { timeout: 5_000 });
+    assert.ok(await stillMarked(), 'the page was not reloaded');
+  });
+
+  it('shows schedules with next runs and the last job, and triggers and pauses one after confirming', async () => {
+    const reply = await client.request({
+      type: 'SET_SCHEDULE',
+      schedule: scheduleDefinition('ui-hourly', 'SCHEDULE_UI', { everyMillis: 3_600_000 }),
+    });
+    assert.equal(reply.type, 'SCHEDULE_INFO', JSON.stringify(reply));
+    await page.goto(`${base}#/schedules`);
+    const scheduleRow = '[data-testid=schedule-row][data-schedule=ui-hourly]';
+    await page.waitForSelector(`${scheduleRow}[data-paused=false]`);
+    await markPage();
+    assert.match((await page.textContent(scheduleRow)) ?? '', /every 1\.0 h/);
+    assert.equal(await page.locator(`${scheduleRow} [data-testid=schedule-unserved]`).count(), 1);
+    assert.match(
+      (await page.textContent(`${scheduleRow} [data-testid=schedule-countdown]`)) ?? '',
+      /^in (59 min|1 h)/,
+    );
+    assert.match(
+      (await page.textContent(`${scheduleRow} [data-testid=schedule-next-runs]`)) ?? '',
+      /then .*, .*, .*, /,
+    );
+
+    await page.click(`${scheduleRow} [data-testid=schedule-trigger]`);
+    await page.click('[data-testid=confirm-ok]');
+    await page.waitForSelector('[data-testid=notice]:has-text("Triggered ui-hourly")');
+    const lastJob = `${scheduleRow} [data-testid=schedule-last-job]`;
+    await page.waitForSelector(`${lastJob} [data-state=QUEUED]`);
+    const jobId = (await page.getAttribute(lastJob, 'data-job-id')) ?? '';
+    assert.equal((await client.status(jobId)).scheduleName, 'ui-hourly');
+    // Its job cancelled elsewhere: the page follows without a reload.
+    await client.request({ type: 'CANCEL_JOB', jobId });
+    await page.waitForSelector(`${lastJob} [data-state=CANCELLED]`, { timeout: 5_000 });
+
+    await page.click(`${scheduleRow} [data-testid=schedule-pause]`);
+    await page.click('[data-testid=confirm-ok]');
+    await page.waitForSelector(`${scheduleRow}[data-paused=true]`);
+    const info = await client.request({ type: 'GET_SCHEDULE', name: 'ui-hourly' });
+    assert.ok(info.type === 'SCHEDULE_INFO' && info.schedule.paused);
+    assert.ok(await stillMarked(), 'the page was not reloaded');
+  });
+
+  it('lists a delayed job as SCHEDULED with its run time, counts down on its page, and follows it to QUEUED', async () => {
+    const runAtMillis = Date.now() + 2_500;
+    const reply = await client.request({ ...submitMessage('DELAYED_UI', {}), runAtMillis });
+    assert.equal(reply.type, 'JOB_SUBMITTED', JSON.stringify(reply));
+    const jobId = reply.type === 'JOB_SUBMITTED' ? reply.jobId : '';
+    await page.goto(`${base}#/jobs?state=SCHEDULED&type=DELAYED_UI`);
+    await page.waitForSelector(`${row(jobId)}[data-state=SCHEDULED]`);
+    assert.notEqual(await page.textContent(`${row(jobId)} [data-testid=job-run-at]`), '-');
+    await page.goto(`${base}#/jobs/${jobId}`);
+    await page.waitForSelector('[data-testid=job-page] [data-state=SCHEDULED]');
+    await markPage();
+    assert.match((await page.textContent('[data-testid=job-countdown]')) ?? '', /^ ?in [0-9] s$/);
+    await page.waitForSelector('[data-testid=job-page] [data-state=QUEUED]', { timeout: 10_000 });
+    assert.equal(await page.locator('[data-testid=job-countdown]').count(), 0);
+    assert.ok(await stillMarked(), 'the page was not reloaded');
   });
 
   it('lists workers with their slots and task types', async () => {

@@ -117,6 +117,8 @@ export interface SubmitOptions {
   onParentFailure?: ParentFailurePolicy;
   /** A delayed job's due time. */
   runAtMillis?: number;
+  queue?: string;
+  groupKey?: string;
 }
 
 export interface ResultOptions {
@@ -273,6 +275,7 @@ export class CoreHarness {
       heartbeatAck?: boolean;
       prefetch?: number;
       heldAttempts?: HeldAttempt[];
+      queues?: string[];
       parents?: boolean;
       traceContext?: boolean;
     } = {},
@@ -333,6 +336,8 @@ export class CoreHarness {
         ? {}
         : { onParentFailure: options.onParentFailure }),
       ...(options.runAtMillis !== undefined && { runAtMillis: options.runAtMillis }),
+      ...(options.queue !== undefined && { queue: options.queue }),
+      ...(options.groupKey !== undefined && { groupKey: options.groupKey }),
     });
   }
 

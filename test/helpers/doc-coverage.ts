@@ -51,6 +51,8 @@ export const SESSIONS: readonly Session[] = [
     name: 'README "Running it yourself", then OPERATIONS "Backups" of its database',
     sections: [
       { doc: README, heading: 'Running it yourself' },
+      { doc: README, heading: 'Queues and limits' },
+      { doc: OPERATIONS, heading: 'Containing an incident' },
       { doc: OPERATIONS, heading: 'Backups' },
     ],
     files: {

@@ -34,6 +34,8 @@ export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobR
     runAtMs: null,
     scheduleName: null,
     traceContext: null,
+    queue: 'default',
+    groupKey: null,
     ...overrides,
   };
 }

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import type {
+  QueueSettingsRecord,
   AttemptRecord,
   JobRecord,
   ScheduleRecord,
@@ -165,6 +166,59 @@ export function describeStoreContract(backend: StoreBackend): void {
       assert.deepEqual((await getJob(store, 'job-2')).job, running);
     });
 
+    it('keeps queue and group of jobs, lists and counts by queue, and recovers queue settings', async () => {
+      const store = await fresh();
+      const rows = [
+        jobRecord(1, { queue: 'emails', groupKey: 'tenant-1' }),
+        jobRecord(2, { queue: 'emails', state: 'COMPLETED', finishedAtMs: 5_000 }),
+        jobRecord(3),
+      ];
+      await store.commit(batchOf(rows.map((job) => ({ job, isNew: true }))));
+      const settings: QueueSettingsRecord = {
+        name: 'emails',
+        paused: true,
+        concurrency: 3,
+        rateMax: 10,
+        rateIntervalMs: 1_000,
+        groupConcurrency: null,
+        groupRateMax: 2,
+        groupRateIntervalMs: 86_400_000,
+        updatedAtMs: 7_000,
+      };
+      await store.commit({ ...batchOf([]), queues: [settings] });
+      const changed = { ...settings, paused: false, concurrency: null, updatedAtMs: 8_000 };
+      await store.commit({ ...batchOf([]), queues: [changed] });
+      const got = await store.read({ op: 'job', jobId: 'job-1', withAttempts: false });
+      assert.ok(got.op === 'job');
+      assert.equal(got.job?.queue, 'emails');
+      assert.equal(got.job?.groupKey, 'tenant-1');
+      const list = await store.read({
+        op: 'list',
+        query: { beforeSeq: null, states: null, taskType: null, limit: 10, queue: 'emails' },
+      });
+      assert.ok(list.op === 'list');
+      assert.deepEqual(
+        list.jobs.map((j) => j.seq),
+        [2, 1],
+      );
+      const counts = await store.read({ op: 'queueCounts', queue: null });
+      assert.ok(counts.op === 'queueCounts');
+      const sorted = [...counts.counts].sort((a, b) =>
+        `${a.queue}/${a.state}` < `${b.queue}/${b.state}` ? -1 : 1,
+      );
+      assert.deepEqual(sorted, [
+        { queue: 'default', state: 'QUEUED', count: 1 },
+        { queue: 'emails', state: 'COMPLETED', count: 1 },
+        { queue: 'emails', state: 'QUEUED', count: 1 },
+      ]);
+      const one = await store.read({ op: 'queueCounts', queue: 'default' });
+      assert.ok(one.op === 'queueCounts');
+      assert.deepEqual(one.counts, [{ queue: 'default', state: 'QUEUED', count: 1 }]);
+      const recovered = await store.recover();
+      assert.deepEqual(recovered.queueSettings, [changed]);
+      assert.equal(recovered.activeJobs.find((j) => j.seq === 1)?.groupKey, 'tenant-1');
+    });
+
     it('keeps delayed jobs and their schedule: recovers SCHEDULED rows and every schedule', async () => {
       const store = await fresh();
       const delayed = jobRecord(1, {
@@ -285,6 +339,66 @@ export function describeStoreContract(backend: StoreBackend): void {
         seqs(await list(store, { states: ['QUEUED', 'COMPLETED'], limit: 100 })),
         either,
       );
+    });
+
+    it('lists the FAILED jobs of a queue finished since a time, with their attempts when asked', async () => {
+      const store = await fresh();
+      const rows = [
+        terminal(1, 'FAILED', 100, { queue: 'emails', attempts: 2 }),
+        terminal(2, 'FAILED', 200, { queue: 'emails', attempts: 1, taskType: 'SEND' }),
+        terminal(3, 'FAILED', 300, { queue: 'other' }),
+        terminal(4, 'COMPLETED', 400, { queue: 'emails' }),
+        terminal(5, 'FAILED', 500, { queue: 'emails' }),
+      ];
+      await store.commit(
+        batchOf(
+          rows.map((job) => ({ job, isNew: true })),
+          [attempt('job-1', 1), attempt('job-1', 2), attempt('job-2', 1), attempt('job-3', 1)],
+        ),
+      );
+      const read = async (finishedSinceMs: number | null, withAttempts: boolean) =>
+        expectOp(
+          await store.read({
+            op: 'list',
+            query: {
+              beforeSeq: null,
+              states: ['FAILED'],
+              taskType: null,
+              limit: 10,
+              queue: 'emails',
+              finishedSinceMs,
+            },
+            withAttempts,
+          }),
+          'list',
+        );
+      const all = await read(null, false);
+      assert.deepEqual(
+        all.jobs.map((j) => j.seq),
+        [5, 2, 1],
+      );
+      assert.equal(all.attempts, undefined);
+      const since = await read(200, true);
+      assert.deepEqual(
+        since.jobs.map((j) => j.seq),
+        [5, 2],
+        'finished at or after the bound',
+      );
+      assert.deepEqual((since.attempts ?? []).map((a) => `${a.jobId}#${a.attemptNumber}`).sort(), [
+        'job-2#1',
+      ]);
+      const withHistory = await read(100, true);
+      assert.deepEqual(
+        (withHistory.attempts ?? []).map((a) => `${a.jobId}#${a.attemptNumber}`).sort(),
+        ['job-1#1', 'job-1#2', 'job-2#1'],
+      );
+      // A re-run: the same row QUEUED again with a fresh attempt budget.
+      const again = { ...(rows[0] as JobRecord), state: 'QUEUED' as const, maxAttempts: 5 };
+      await store.commit(batchOf([{ job: { ...again, finishedAtMs: null }, isNew: false }]));
+      const back = (await getJob(store, 'job-1')).job;
+      assert.equal(back?.state, 'QUEUED');
+      assert.equal(back?.maxAttempts, 5);
+      assert.equal(back?.finishedAtMs, null);
     });
 
     it('purges only terminal jobs of one state finished before the bound, with their attempts and keys', async () => {
@@ -439,5 +553,6 @@ export function scheduleRecord(name: string): ScheduleRecord {
     lastJobId: null,
     createdAtMs: 1_000,
     updatedAtMs: 1_000,
+    queue: 'reports',
   };
 }

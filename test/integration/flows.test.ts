@@ -17,6 +17,7 @@ import {
 } from '../../src/client/index.js';
 import type { Worker } from '../../src/worker/worker.js';
 import { StrictV1Coordinator } from '../helpers/strict-v1.js';
+import { until } from '../helpers/until.js';
 import {
   startCoordinator,
   startTaskWorker,
@@ -145,6 +146,35 @@ describe('dependencies and flows, end to end', { timeout: 120_000 }, () => {
       }),
       RangeError,
     );
+  });
+
+  it('puts each job of a flow in the queue and group it names', async () => {
+    const { tc, client } = await cluster();
+    await worker(tc, 'w1');
+    await client.queues.pause('reports');
+    const { jobs } = await client.submitFlow({
+      jobs: [
+        { ref: 'a', taskType: 'SHA256', payload: { text: 'a' } },
+        {
+          ref: 'report',
+          taskType: 'SHA256',
+          payload: { text: 'r' },
+          dependsOn: ['a'],
+          queue: 'reports',
+          groupKey: 'tenant-1',
+        },
+      ],
+    });
+    assert.equal((await client.wait(jobs.a as string, 20_000)).state, 'COMPLETED');
+    const held = await client.status(jobs.report as string);
+    assert.equal(held.queue, 'reports');
+    assert.equal(held.groupKey, 'tenant-1');
+    // Released by its parent into a paused queue: it waits there.
+    await until(async () => (await client.status(jobs.report as string)).state === 'QUEUED', {
+      timeoutMs: 10_000,
+    });
+    await client.queues.resume('reports');
+    assert.equal((await client.wait(jobs.report as string, 20_000)).state, 'COMPLETED');
   });
 
   it('keeps a WAITING job and its finished parent across a restart on the same file', async () => {

@@ -16,6 +16,7 @@ import type {
   WorkersResult,
 } from '../../src/http/api.js';
 import type { JobsMessage } from '../../src/http/live.js';
+import type { QueueInfo } from '../../src/protocol/messages.js';
 import { EventStream, HttpApi, type SseEvent } from '../helpers/http-api.js';
 import { startCoordinator, type TestCoordinator } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
@@ -342,5 +343,35 @@ describe('HTTP port: the page and the rest', () => {
     assert.equal((await fetch(`${api.base}/metrics`)).status, 200);
     assert.equal((await fetch(`${api.base}/nope`)).status, 404);
     assert.equal((await fetch(`${api.base}/assets/missing.js`)).status, 404);
+  });
+});
+
+describe('HTTP API: /api/queues', () => {
+  it('pauses, limits, lists and resumes a queue, and refuses bad limits with 400', async () => {
+    const paused = await api.expect<QueueInfo>('POST', '/api/queues/http-q/pause', 200, {});
+    assert.equal(paused.paused, true);
+    const limited = await api.expect<QueueInfo>('POST', '/api/queues/http-q', 200, {
+      concurrency: 5,
+      rate: '10/1s',
+    });
+    assert.deepEqual(
+      [limited.paused, limited.concurrency, limited.rateLimit],
+      [true, 5, { max: 10, intervalMillis: 1_000 }],
+    );
+    const cleared = await api.expect<QueueInfo>('POST', '/api/queues/http-q', 200, {
+      concurrency: null,
+    });
+    assert.deepEqual([cleared.concurrency, cleared.rateLimit?.max], [null, 10]);
+    const { queues } = await api.expect<{ queues: QueueInfo[] }>('GET', '/api/queues', 200);
+    assert.equal(queues.find((q) => q.name === 'http-q')?.paused, true);
+    const resumed = await api.expect<QueueInfo>('POST', '/api/queues/http-q/resume', 200, {});
+    assert.equal(resumed.paused, false);
+    assert.match(await api.fails('POST', '/api/queues/http-q', 400, { rate: '0/1s' }), /rate/);
+    assert.match(
+      await api.fails('POST', '/api/queues/http-q', 400, { concurrency: -1 }),
+      /concurrency/,
+    );
+    await api.fails('POST', '/api/queues/1bad/pause', 400, {});
+    await api.fails('GET', '/api/queues/http-q/pause', 405);
   });
 });

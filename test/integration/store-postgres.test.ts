@@ -5,10 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
 import { LeaseLostError } from '../../src/store/lease.js';
 import { PostgresLease } from '../../src/store/postgres/postgres-lease.js';
 import { PostgresStore, mergeBatches } from '../../src/store/postgres/postgres-store.js';
-import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
+import { SCHEMA_VERSION, migrate } from '../../src/store/postgres/schema.js';
 import { StoreError } from '../../src/store/store.js';
 import { jobRecord } from '../helpers/job-record.js';
 import {
@@ -18,6 +19,7 @@ import {
   queryDatabase,
 } from '../helpers/postgres.js';
 import { batchOf, describeStoreContract } from '../helpers/store-contract.js';
+import { OLD_JOB, checkUpgraded } from '../helpers/upgrade.js';
 
 const skip = postgresSkip();
 const databases: string[] = [];
@@ -86,6 +88,27 @@ describe('PostgresStore database', { skip }, () => {
     );
     assert.deepEqual(rows, [{ version: SCHEMA_VERSION }]);
   });
+
+  for (let from = 1; from < SCHEMA_VERSION; from++) {
+    it(`upgrades a database of schema ${from}, keeping its jobs and taking every later column`, async () => {
+      const old = await newDatabase();
+      const client = new pg.Client({ connectionString: old });
+      await client.connect();
+      try {
+        await migrate(client, from);
+        await client.query(
+          `INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
+             max_attempts, timeout_ms, created_at_ms, updated_at_ms)
+           VALUES ($1, $2, 'SHA256', '{}', 'QUEUED', 'NORMAL', 0, 3, 60000, $3, $3)`,
+          [OLD_JOB.seq, OLD_JOB.jobId, OLD_JOB.createdAtMs],
+        );
+      } finally {
+        await client.end();
+      }
+      const epoch = await lead(old);
+      await checkUpgraded(() => PostgresStore.open({ url: old, epoch }));
+    });
+  }
 
   it('refuses with StoreError when the schema is newer than the code', async () => {
     const newer = await newDatabase();

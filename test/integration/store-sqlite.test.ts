@@ -8,11 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
+import { SCHEMA_VERSION, migrate } from '../../src/store/sqlite/schema.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { StoreError } from '../../src/store/store.js';
 import { jobRecord } from '../helpers/job-record.js';
 import { batchOf, describeStoreContract } from '../helpers/store-contract.js';
+import { OLD_JOB, checkUpgraded } from '../helpers/upgrade.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'dtp-store-sqlite-'));
 let files = 0;
@@ -48,6 +49,21 @@ describe('SqliteStore file', () => {
     assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
     db.close();
   });
+
+  for (let from = 1; from < SCHEMA_VERSION; from++) {
+    it(`upgrades a file of schema ${from}, keeping its jobs and taking every later column`, async () => {
+      const path = join(dir, `upgrade-${from}.sqlite`);
+      const db = new BetterSqlite3(path);
+      migrate(db, from);
+      db.prepare(
+        `INSERT INTO jobs (seq, job_id, task_type, payload, state, priority, attempts,
+           max_attempts, timeout_ms, created_at_ms, updated_at_ms)
+         VALUES (?, ?, 'SHA256', '{}', 'QUEUED', 'NORMAL', 0, 3, 60000, ?, ?)`,
+      ).run(OLD_JOB.seq, OLD_JOB.jobId, OLD_JOB.createdAtMs, OLD_JOB.createdAtMs);
+      db.close();
+      await checkUpgraded(() => SqliteStore.open({ path }));
+    });
+  }
 
   it('refuses with StoreError when the schema is newer than the code', async () => {
     const path = join(dir, 'newer.sqlite');

@@ -12,12 +12,14 @@ import type {
   JobState,
   JsonObject,
   Priority,
+  ScheduleDefinition,
+  SetQueue,
   SubmitJob,
   SubmitJobs,
 } from '../../src/protocol/messages.js';
 import { submitElementToJson } from '../../src/protocol/codec.js';
 import { KNOWN_STATES, StateView } from '../../src/protocol/job-view.js';
-import { JOB_STATES } from '../../src/protocol/messages.js';
+import { JOB_STATES, QUEUE_SETTING_FIELDS } from '../../src/protocol/messages.js';
 import type { ClientLink, ClientPeer, SimClock } from './network.js';
 import type { Random } from './random.js';
 import type { Judge } from './violation.js';
@@ -35,6 +37,8 @@ export interface ClientEnv {
   ackedIds: readonly string[];
   /** Keyed submissions made so far (shared, so clients also collide on keys). */
   keyed: SubmitJob[];
+  /** The last valid definition sent for each schedule name (shared). */
+  schedules: Map<string, ScheduleDefinition>;
   onAck(jobId: string, submission: SubmitJob): void;
   quiet(): boolean;
   log(line: () => string): void;
@@ -55,9 +59,30 @@ const REQUEST_WEIGHTS = {
   list: 6,
   listWorkers: 2,
   unknownJob: 2,
+  setQueue: 3,
+  listQueues: 1,
   dependent: 8,
   subscribe: 1,
+  // Few schedules at a time, not living long: their ticks add jobs to every seed.
+  setSchedule: 1,
+  resetSchedule: 1,
+  invalidSchedule: 1,
+  pauseSchedule: 1,
+  resumeSchedule: 1,
+  triggerSchedule: 1,
+  deleteSchedule: 2,
+  getSchedule: 1,
+  listSchedules: 1,
 } as const;
+
+/** Schedule names the clients use (the last one is never set). */
+const SCHEDULE_NAMES = ['s1', 's2', 's3'] as const;
+const NO_SCHEDULE = 's9';
+/** Cron expressions of simulated schedules: every few seconds, now and then every minute. */
+const CRONS = ['*/2 * * * * *', '*/3 * * * * *', '* * * * * *', '*/5 * * * * *', '* * * * *'];
+
+const QUEUES = ['default', 'q1', 'q2'] as const;
+const GROUPS = [null, 'g1', 'g2', 'g3'] as const;
 
 const TASK_WEIGHTS = { SHA256: 3, SLEEP: 3, FAIL: 3, WORD_COUNT: 1, PRIME_COUNT: 1 } as const;
 
@@ -74,6 +99,8 @@ export class SimClient implements ClientPeer {
   #keySeq = 0;
   /** Counts submissions; every other one carries a trace context (no draw from the rng). */
   #traceSeq = 0;
+  /** The connection on which the quiet phase's release was sent. */
+  #released: ClientLink | null = null;
 
   constructor(name: string, env: ClientEnv, rng: Random) {
     this.name = name;
@@ -94,7 +121,11 @@ export class SimClient implements ClientPeer {
       this.#link = this.#env.world.openClientLink(this);
       this.#env.log(() => `  ${this.name} connects: connection ${this.#link?.connId}`);
     }
-    if (this.#env.quiet() || !this.#rng.chance(this.#activity)) return;
+    if (this.#env.quiet()) {
+      this.#releaseQueues();
+      return;
+    }
+    if (!this.#rng.chance(this.#activity)) return;
     const count = this.#rng.int(1, 2);
     for (let i = 0; i < count; i++) this.#send(this.#randomRequest());
   }
@@ -124,6 +155,17 @@ export class SimClient implements ClientPeer {
       msg.jobIds.forEach((jobId, i) => this.#env.onAck(jobId, parts[i] as SubmitJob));
     }
     if (request?.type === 'LIST_JOBS' && msg.type === 'JOB_LIST') this.#cursor = msg.nextCursor;
+    if (request?.type === 'TRIGGER_SCHEDULE' && msg.type === 'JOB_SUBMITTED' && msg.job !== null) {
+      // A trigger's job is acknowledged like a submission (it has no key).
+      this.#env.onAck(msg.jobId, {
+        type: 'SUBMIT_JOB',
+        taskType: msg.job.taskType,
+        payload: {},
+        maxAttempts: null,
+        idempotencyKey: null,
+        priority: null,
+      });
+    }
   }
 
   onClosed(link: ClientLink): void {
@@ -169,6 +211,10 @@ export class SimClient implements ClientPeer {
         return this.#list();
       case 'listWorkers':
         return { type: 'LIST_WORKERS' };
+      case 'setQueue':
+        return this.#setQueue();
+      case 'listQueues':
+        return { type: 'LIST_QUEUES' };
       case 'dependent':
         return this.#dependentSubmission();
       case 'subscribe':
@@ -182,6 +228,31 @@ export class SimClient implements ClientPeer {
             { queue: 'elsewhere' },
           ]),
         };
+      case 'setSchedule':
+        return {
+          type: 'SET_SCHEDULE',
+          schedule: this.#scheduleDefinition(rng.pick(SCHEDULE_NAMES)),
+        };
+      case 'resetSchedule':
+        return this.#resetSchedule();
+      case 'invalidSchedule':
+        return this.#invalidSchedule();
+      case 'pauseSchedule':
+        return { type: 'PAUSE_SCHEDULE', name: this.#scheduleName() };
+      case 'resumeSchedule':
+        return { type: 'RESUME_SCHEDULE', name: this.#scheduleName() };
+      case 'triggerSchedule':
+        return {
+          type: 'TRIGGER_SCHEDULE',
+          name: this.#scheduleName(),
+          knownStates: [...KNOWN_STATES],
+        };
+      case 'deleteSchedule':
+        return { type: 'DELETE_SCHEDULE', name: this.#scheduleName() };
+      case 'getSchedule':
+        return { type: 'GET_SCHEDULE', name: this.#scheduleName(), knownStates: [...KNOWN_STATES] };
+      case 'listSchedules':
+        return { type: 'LIST_SCHEDULES' };
       case 'unknownJob':
         return rng.chance(0.5)
           ? { type: 'GET_JOB_STATUS', jobId: `no-such-job-${rng.int(0, 9)}` }
@@ -189,6 +260,145 @@ export class SimClient implements ClientPeer {
     }
   }
 
+  /** Random settings of a queue: pauses, limits, clears; now and then an invalid one. */
+  #setQueue(): SetQueue {
+    const rng = this.#rng;
+    const msg: SetQueue = { type: 'SET_QUEUE', name: rng.pick(QUEUES) };
+    if (rng.chance(0.4)) msg.paused = rng.chance(0.4);
+    if (rng.chance(0.3)) msg.concurrency = rng.int(1, 3);
+    if (rng.chance(0.3)) msg.rateLimit = { max: rng.int(1, 3), intervalMillis: rng.int(50, 2_000) };
+    if (rng.chance(0.2)) msg.groupConcurrency = rng.int(1, 2);
+    if (rng.chance(0.2)) {
+      msg.groupRateLimit = { max: rng.int(1, 2), intervalMillis: rng.int(50, 1_000) };
+    }
+    if (rng.chance(0.3)) {
+      msg.clear = QUEUE_SETTING_FIELDS.filter((f) => msg[f] === undefined && rng.chance(0.5));
+    }
+    if (rng.chance(0.05)) {
+      const bad = rng.pick<SetQueue>([
+        { ...msg, name: '9bad' },
+        { ...msg, concurrency: 0 },
+        { ...msg, rateLimit: { max: 0, intervalMillis: 10 } },
+        { ...msg, clear: ['nonsense'] },
+      ]);
+      this.#env.invalid.add(bad);
+      return bad;
+    }
+    return msg;
+  }
+
+  /**
+   * What the quiet phase sends once per connection: every queue resumed,
+   * every limit gone, every schedule deleted (so that the run can end).
+   */
+  #releaseQueues(): void {
+    if (this.#released === this.#link) return;
+    this.#released = this.#link;
+    for (const name of QUEUES) {
+      this.#send({ type: 'SET_QUEUE', name, paused: false, clear: [...QUEUE_SETTING_FIELDS] });
+    }
+    for (const name of SCHEDULE_NAMES) this.#send({ type: 'DELETE_SCHEDULE', name });
+  }
+
+  /** A schedule name, now and then one never set. */
+  #scheduleName(): string {
+    return this.#rng.chance(0.05) ? NO_SCHEDULE : this.#rng.pick(SCHEDULE_NAMES);
+  }
+
+  /** A random valid definition: mostly an interval of 1-4 s, now and then a cron. */
+  #scheduleDefinition(name: string): ScheduleDefinition {
+    const rng = this.#rng;
+    const taskType = rng.weighted(TASK_WEIGHTS);
+    const payload = this.#payload(taskType);
+    // Short sleeps: a schedule's jobs should mostly finish before the next tick.
+    if (taskType === 'SLEEP') payload.durationMillis = rng.int(0, 2_500);
+    const cron = rng.chance(0.25) ? rng.pick(CRONS) : null;
+    const d: ScheduleDefinition = {
+      name,
+      taskType,
+      cron,
+      everyMillis: cron === null ? rng.int(1_000, 4_000) : null,
+      timezone: cron === null ? null : rng.pick([null, 'UTC', 'Europe/Berlin']),
+      payload,
+      maxAttempts: rng.chance(0.5) ? null : rng.int(1, 4),
+      priority: rng.pick<Priority | null>([null, 'HIGH', 'NORMAL', 'LOW']),
+      // The coordinator's task timeout (the timing checks hold every lease to it).
+      timeoutMillis: null,
+      overlap: rng.pick([null, 'allow', 'skip'] as const),
+      catchUp: rng.pick([null, 'latest', 'none'] as const),
+      paused: rng.chance(0.15) ? true : rng.pick([null, false]),
+      ...(rng.chance(0.5) && { queue: rng.pick(QUEUES) }),
+    };
+    this.#env.schedules.set(name, d);
+    return d;
+  }
+
+  /** A definition sent before, again: the same one, or with one thing changed. */
+  #resetSchedule(): ClientRequest {
+    const rng = this.#rng;
+    const known = [...this.#env.schedules.values()];
+    if (known.length === 0) {
+      return { type: 'SET_SCHEDULE', schedule: this.#scheduleDefinition(rng.pick(SCHEDULE_NAMES)) };
+    }
+    const original = rng.pick(known);
+    if (rng.chance(0.5)) return { type: 'SET_SCHEDULE', schedule: original };
+    const changed: ScheduleDefinition = { ...original };
+    switch (rng.int(0, 3)) {
+      case 0:
+        changed.overlap = original.overlap === 'skip' ? 'allow' : 'skip';
+        break;
+      case 1:
+        changed.catchUp = original.catchUp === 'none' ? 'latest' : 'none';
+        break;
+      case 2:
+        changed.paused = !(original.paused ?? false);
+        break;
+      default:
+        if (original.everyMillis !== null) changed.everyMillis = rng.int(1_000, 4_000);
+        else changed.payload = { ...original.payload };
+    }
+    this.#env.schedules.set(changed.name, changed);
+    return { type: 'SET_SCHEDULE', schedule: changed };
+  }
+
+  /** A definition the core must refuse with INVALID_SCHEDULE (nothing created). */
+  #invalidSchedule(): ClientRequest {
+    const rng = this.#rng;
+    const base: ScheduleDefinition = {
+      name: rng.pick(SCHEDULE_NAMES),
+      taskType: 'SLEEP',
+      cron: null,
+      everyMillis: 1_000,
+      timezone: null,
+      payload: { durationMillis: 10 },
+      maxAttempts: null,
+      priority: null,
+      timeoutMillis: null,
+      overlap: null,
+      catchUp: null,
+      paused: null,
+    };
+    const bad = rng.pick<ScheduleDefinition>([
+      { ...base, name: '9bad' },
+      { ...base, everyMillis: 999 },
+      { ...base, everyMillis: 0 },
+      { ...base, cron: '* * * * * *' },
+      { ...base, everyMillis: null },
+      { ...base, everyMillis: null, cron: '* * * *' },
+      { ...base, everyMillis: null, cron: '*/2 * * * * * * *' },
+      { ...base, everyMillis: null, cron: '61 * * * *' },
+      { ...base, everyMillis: null, cron: '* * * * *', timezone: 'Mars/Olympus_Mons' },
+      { ...base, timezone: 'UTC' },
+      { ...base, payload: { durationMillis: -1 } },
+      { ...base, taskType: 'no such task' },
+      { ...base, maxAttempts: 0 },
+      { ...base, timeoutMillis: 0 },
+      { ...base, queue: '9 bad queue' },
+    ]);
+    const msg: ClientRequest = { type: 'SET_SCHEDULE', schedule: bad };
+    this.#env.invalid.add(msg);
+    return msg;
+  }
   /** A job that depends on 1..3 acknowledged jobs (now and then an unknown one). */
   #dependentSubmission(): SubmitJob {
     const rng = this.#rng;
@@ -204,6 +414,9 @@ export class SimClient implements ClientPeer {
       priority: null,
       dependsOn: parents,
       ...(policy === null ? {} : { onParentFailure: policy }),
+      // Dependents go into the limited queues too: released into a paused
+      // or full queue, they must wait there like any other job.
+      ...(rng.chance(0.5) && { queue: rng.pick(QUEUES) }),
     };
   }
 
@@ -256,6 +469,10 @@ export class SimClient implements ClientPeer {
       ...(rng.chance(0.2) && { runAtMillis: this.#env.clock.nowMs + rng.int(-500, 3_000) }),
       ...this.#traceContext(),
     };
+    const queue = rng.pick(QUEUES);
+    const groupKey = rng.pick(GROUPS);
+    if (queue !== 'default' || rng.chance(0.2)) msg.queue = queue;
+    if (groupKey !== null) msg.groupKey = groupKey;
     if (keyed) {
       this.#env.keyed.push(msg);
       if (this.#env.keyed.length > MAX_KEYED) this.#env.keyed.shift();
@@ -385,5 +602,8 @@ export function batchParts(msg: SubmitJobs): SubmitJob[] {
     priority: (job.priority as Priority | null | undefined) ?? null,
     ...(typeof job.timeoutMillis === 'number' && { timeoutMillis: job.timeoutMillis }),
     ...(typeof job.traceparent === 'string' && { traceparent: job.traceparent }),
+    ...(typeof job.runAtMillis === 'number' && { runAtMillis: job.runAtMillis }),
+    ...(typeof job.queue === 'string' && { queue: job.queue }),
+    ...(typeof job.groupKey === 'string' && { groupKey: job.groupKey }),
   }));
 }

@@ -70,6 +70,12 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return 'AUTH';
     case 'PURGE_JOBS':
       return `PURGE_JOBS ${msg.state} older=${msg.olderThanMillis} ms`;
+    case 'RERUN_JOBS':
+      return `RERUN_JOBS ${msg.queue} ${msg.state} type=${msg.taskType} since=${msg.finishedSinceMillis} limit=${msg.limit}`;
+    case 'LIST_QUEUES':
+      return 'LIST_QUEUES';
+    case 'SET_QUEUE':
+      return `SET_QUEUE ${JSON.stringify(msg)}`;
     case 'SUBMIT_FLOW':
       return `SUBMIT_FLOW ${msg.jobs.length} jobs`;
     case 'SUBSCRIBE_JOBS':

@@ -20,6 +20,7 @@
  *   capacity; free slots add up;
  * - after a tick, no kept lease is past its grace period.
  */
+import { QueueChecks } from './queue-checks.js';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
 import {
   JOB_STATES,
@@ -64,6 +65,8 @@ const JOB_FIELDS: readonly (keyof JobRecord)[] = [
 export class Invariants implements WorldObserver {
   readonly tracker: JobTracker;
   readonly #timing: TimingChecks;
+  /** Pause, concurrency and rate of named queues. */
+  readonly queues: QueueChecks;
   readonly #sessions: SessionChecks;
   /** Acknowledged jobs (a client received JOB_SUBMITTED), in order of first ack. */
   readonly ackedIds: string[] = [];
@@ -88,6 +91,7 @@ export class Invariants implements WorldObserver {
       waitsInAll: () => this.#timing.waitsInAll,
     });
     this.#sessions = new SessionChecks(judge, config, () => world.clock.nowMs);
+    this.queues = new QueueChecks(judge);
   }
 
   // ---- world hooks ---------------------------------------------------------
@@ -100,6 +104,7 @@ export class Invariants implements WorldObserver {
     this.tracker.onHandled(handled);
     this.#timing.onHandled(handled);
     this.#sessions.onHandled(handled);
+    this.queues.onHandled(handled, this.#world.clock.nowMs, this.#world.core);
     if (handled.input.kind === 'tick') this.#checkKeptAfterTick();
   }
 

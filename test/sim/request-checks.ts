@@ -21,7 +21,10 @@ import type {
   SubmitJobs,
   WaitJob,
 } from '../../src/protocol/messages.js';
-import type { JobState } from '../../src/protocol/messages.js';
+import { isTerminalState } from '../../src/protocol/messages.js';
+import type { JobState, ScheduleRequest, ScheduleSnapshot } from '../../src/protocol/messages.js';
+import { createCronEvaluator } from '../../src/coordinator/cron.js';
+import type { ModelSchedule } from './schedule-checks.js';
 import type { Judge } from './violation.js';
 import type { HandledInput } from './world.js';
 
@@ -50,6 +53,9 @@ export interface Before {
   /** WAIT_JOBs pending on the request's connection, and on all connections. */
   waitsOnConnection: number;
   waitsInAll: number;
+  /** For a schedule request: the model's schedule of that name, and every schedule. */
+  schedule?: ModelSchedule | undefined;
+  scheduleModels?: ReadonlyMap<string, ModelSchedule>;
 }
 
 type ClientRequestInput = Extract<CoreInput, { kind: 'clientRequest' }>;
@@ -80,6 +86,9 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'WAIT_JOB':
     case 'LIST_JOBS':
     case 'PURGE_JOBS':
+    case 'RERUN_JOBS':
+    case 'LIST_QUEUES':
+    case 'SET_QUEUE':
     case 'GET_SCHEDULE':
       return read;
     case 'LIST_WORKERS':
@@ -164,8 +173,6 @@ function answerNow(
       );
       return;
     }
-    case 'AUTH':
-    case 'PURGE_JOBS':
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
     case 'GET_SCHEDULE':
@@ -173,7 +180,22 @@ function answerNow(
     case 'RESUME_SCHEDULE':
     case 'DELETE_SCHEDULE':
     case 'TRIGGER_SCHEDULE':
+      return checkSchedule(ctx, msg, reply as ClientReply, h, before);
+    case 'AUTH':
+    case 'PURGE_JOBS':
+    case 'RERUN_JOBS':
       return; // the simulation's clients never send these
+    case 'LIST_QUEUES':
+      throw judge.violation(`${msg.type} was answered without reading the store`);
+    case 'SET_QUEUE': {
+      // Only a refused change is answered at once (a valid one reads the counts first).
+      const r = reply as ClientReply;
+      judge.check(
+        r.type === 'ERROR' && r.code === 'INVALID_REQUEST' && ctx.invalid.has(msg),
+        () => `SET_QUEUE ${JSON.stringify(msg)} answered at once with ${JSON.stringify(r)}`,
+      );
+      return;
+    }
   }
 }
 
@@ -219,6 +241,8 @@ export function sameSubmission(a: SubmitJob, b: SubmitJob, config: CoreConfig): 
     a.taskType === b.taskType &&
     effective(a) === effective(b) &&
     (a.priority ?? 'NORMAL') === (b.priority ?? 'NORMAL') &&
+    (a.queue ?? 'default') === (b.queue ?? 'default') &&
+    (a.groupKey ?? null) === (b.groupKey ?? null) &&
     // As stored: the JSON round trip (e.g. -0 becomes 0).
     isDeepStrictEqual(JSON.parse(JSON.stringify(a.payload)), JSON.parse(JSON.stringify(b.payload)))
   );
@@ -306,6 +330,9 @@ function checkSubmit(
     case 'WORKER_LIST':
     case 'AUTH_OK':
     case 'JOBS_PURGED':
+    case 'JOBS_RERUN':
+    case 'QUEUE_LIST':
+    case 'QUEUE_INFO':
     case 'FLOW_SUBMITTED':
     case 'SUBSCRIBED':
     case 'JOB_EVENT':
@@ -452,6 +479,7 @@ function checkList(ctx: RequestContext, msg: ListJobs, reply: ClientReply): void
 /** What the model knows after the input that answers a deferred request. */
 export interface AfterFacts {
   known(jobId: string): boolean;
+  schedule(name: string): ModelSchedule | undefined;
   terminal(jobId: string): JobState | undefined;
   keyOwner(key: string): KeyOwner | undefined;
 }
@@ -539,18 +567,246 @@ export function checkDeferredAnswer(
     case 'PURGE_JOBS':
       judge.check(reply.type === 'JOBS_PURGED' || reply.type === 'ERROR', () => what);
       return;
+    case 'RERUN_JOBS':
+      judge.check(reply.type === 'JOBS_RERUN' || reply.type === 'ERROR', () => what);
+      return;
+    case 'LIST_QUEUES':
+      judge.check(reply.type === 'QUEUE_LIST' || reply.type === 'ERROR', () => what);
+      return;
+    case 'SET_QUEUE':
+      judge.check(
+        (reply.type === 'QUEUE_INFO' && reply.queue.name === msg.name) || reply.type === 'ERROR',
+        () => what,
+      );
+      return;
     case 'SUBMIT_FLOW':
       return;
+    case 'GET_SCHEDULE':
+      return checkScheduleInfo(ctx, msg.name, reply, after);
     case 'LIST_WORKERS':
     case 'AUTH':
     case 'SUBSCRIBE_JOBS':
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
-    case 'GET_SCHEDULE':
     case 'PAUSE_SCHEDULE':
     case 'RESUME_SCHEDULE':
     case 'DELETE_SCHEDULE':
     case 'TRIGGER_SCHEDULE':
       throw judge.violation(`${msg.type} was answered late`);
+  }
+}
+
+const CRON = createCronEvaluator();
+
+/** The first field in which a schedule as shown differs from the model, or null. */
+function scheduleMismatch(m: ModelSchedule, snap: ScheduleSnapshot): string | null {
+  const fields: [string, unknown, unknown][] = [
+    ['name', m.name, snap.name],
+    ['taskType', m.taskType, snap.taskType],
+    ['cron', m.cron, snap.cron],
+    ['everyMillis', m.everyMs, snap.everyMillis],
+    ['timezone', m.timezone, snap.timezone],
+    ['maxAttempts', m.maxAttempts, snap.maxAttempts],
+    ['priority', m.priority, snap.priority],
+    ['timeoutMillis', m.timeoutMs, snap.timeoutMillis],
+    ['overlap', m.overlap, snap.overlap],
+    ['catchUp', m.catchUp, snap.catchUp],
+    ['paused', m.paused, snap.paused],
+    ['queue', m.queue, snap.queue],
+    ['lastJobId', m.lastJobId, snap.lastJobId],
+    ['lastRunAtMillis', m.lastRunAtMs, snap.lastRunAtMillis],
+  ];
+  for (const [field, want, got] of fields) {
+    if (want !== got)
+      return `${field} is ${JSON.stringify(got)}, the model says ${JSON.stringify(want)}`;
+  }
+  if (!isDeepStrictEqual(m.payload, snap.payload)) return `payload ${JSON.stringify(snap.payload)}`;
+  if ((snap.nextRunAtMillis === null) !== snap.paused) {
+    return `nextRunAtMillis ${snap.nextRunAtMillis} with paused ${snap.paused}`;
+  }
+  return null;
+}
+
+/** The core's notion of an unchanged definition (SET_SCHEDULE changes nothing then). */
+function sameDefinition(a: ModelSchedule, b: ModelSchedule): boolean {
+  const fields = [
+    'taskType',
+    'cron',
+    'everyMs',
+    'timezone',
+    'maxAttempts',
+    'priority',
+    'timeoutMs',
+    'overlap',
+    'catchUp',
+    'paused',
+    'queue',
+  ] as const;
+  return fields.every((f) => a[f] === b[f]) && isDeepStrictEqual(a.payload, b.payload);
+}
+
+/** What a SET_SCHEDULE defines, as the schedule it must show (run-time fields from `known`). */
+function definedSchedule(
+  msg: Extract<ScheduleRequest, { type: 'SET_SCHEDULE' }>,
+  known: ModelSchedule | undefined,
+): ModelSchedule {
+  const d = msg.schedule;
+  return {
+    name: d.name,
+    taskType: d.taskType,
+    cron: d.cron === null ? null : d.cron.trim(),
+    everyMs: d.everyMillis,
+    timezone: d.cron === null ? null : (d.timezone ?? 'UTC'),
+    payload: JSON.parse(JSON.stringify(d.payload)) as ModelSchedule['payload'],
+    maxAttempts: d.maxAttempts,
+    priority: d.priority,
+    timeoutMs: d.timeoutMillis,
+    overlap: d.overlap ?? 'allow',
+    catchUp: d.catchUp ?? 'latest',
+    paused: d.paused ?? false,
+    queue: d.queue ?? 'default',
+    lastJobId: known?.lastJobId ?? null,
+    lastRunAtMs: known?.lastRunAtMs ?? null,
+    createdAtMs: known?.createdAtMs ?? 0,
+    anchorMs: null,
+    lastTickMs: null,
+  };
+}
+
+/** The first tick of a schedule that starts now (set, resumed): an interval starts now. */
+function firstTick(m: ModelSchedule, nowMs: number): number | null {
+  if (m.paused) return null;
+  if (m.everyMs !== null) return nowMs + m.everyMs;
+  return m.cron === null ? null : CRON.next(m.cron, m.timezone ?? 'UTC', nowMs);
+}
+
+/**
+ * Schedule requests: SET answers with the schedule as defined (the same
+ * definition again changes nothing, a new or changed one starts its cadence
+ * now), or INVALID_SCHEDULE for the definitions built invalid; a request
+ * naming a schedule the model does not hold gets UNKNOWN_SCHEDULE; PAUSE and
+ * RESUME show the schedule paused or not; DELETE confirms; TRIGGER makes
+ * exactly one job now, carrying the schedule's name and `runAtMillis` = now;
+ * LIST shows every schedule of the model, sorted by name.
+ */
+function checkSchedule(
+  ctx: RequestContext,
+  msg: ScheduleRequest,
+  reply: ClientReply,
+  h: HandledInput,
+  before: Before,
+): void {
+  const { judge } = ctx;
+  const what = (): string =>
+    `${msg.type} ${JSON.stringify(msg).slice(0, 300)} answered ${JSON.stringify(reply).slice(0, 400)}`;
+  const known = before.schedule;
+  if (msg.type === 'SET_SCHEDULE') {
+    if (ctx.invalid.has(msg)) {
+      judge.check(reply.type === 'ERROR' && reply.code === 'INVALID_SCHEDULE', what);
+      return;
+    }
+    if (reply.type !== 'SCHEDULE_INFO') throw judge.violation(what());
+    const defined = definedSchedule(msg, known);
+    const problem = scheduleMismatch(defined, reply.schedule);
+    judge.check(problem === null, () => `${what()}: ${problem}`);
+    const same = known !== undefined && sameDefinition(known, defined);
+    if (!same) {
+      const first = firstTick(defined, h.nowMs);
+      judge.check(
+        reply.schedule.nextRunAtMillis === first,
+        () => `${what()}: a new definition's first tick should be ${first}`,
+      );
+    }
+    return;
+  }
+  if (msg.type === 'LIST_SCHEDULES') {
+    if (reply.type !== 'SCHEDULE_LIST') throw judge.violation(what());
+    const names = reply.schedules.map((x) => x.name);
+    const modelNames = [...(before.scheduleModels?.keys() ?? [])].sort();
+    judge.check(
+      isDeepStrictEqual(names, modelNames),
+      () => `SCHEDULE_LIST shows ${names.join(',')}, the model holds ${modelNames.join(',')}`,
+    );
+    for (const snap of reply.schedules) {
+      const m = before.scheduleModels?.get(snap.name);
+      const problem = m === undefined ? 'not in the model' : scheduleMismatch(m, snap);
+      judge.check(problem === null, () => `SCHEDULE_LIST: ${snap.name}: ${problem}`);
+    }
+    return;
+  }
+  if (known === undefined) {
+    judge.check(reply.type === 'ERROR' && reply.code === 'UNKNOWN_SCHEDULE', what);
+    return;
+  }
+  switch (msg.type) {
+    case 'PAUSE_SCHEDULE':
+    case 'RESUME_SCHEDULE': {
+      if (reply.type !== 'SCHEDULE_INFO') throw judge.violation(what());
+      const paused = msg.type === 'PAUSE_SCHEDULE';
+      const problem = scheduleMismatch({ ...known, paused }, reply.schedule);
+      judge.check(problem === null, () => `${what()}: ${problem}`);
+      if (!paused && known.paused) {
+        const first = firstTick({ ...known, paused: false }, h.nowMs);
+        judge.check(
+          reply.schedule.nextRunAtMillis === first,
+          () => `${what()}: a resumed schedule's first tick should be ${first}`,
+        );
+      }
+      return;
+    }
+    case 'DELETE_SCHEDULE':
+      judge.check(reply.type === 'SCHEDULE_DELETED' && reply.name === msg.name, what);
+      return;
+    case 'TRIGGER_SCHEDULE': {
+      const created = h.effects.filter(
+        (e) => e.kind === 'event' && e.event.type === 'job.submitted',
+      );
+      judge.check(
+        reply.type === 'JOB_SUBMITTED' &&
+          reply.job !== null &&
+          created.length === 1 &&
+          created[0]?.kind === 'event' &&
+          created[0].event.type === 'job.submitted' &&
+          created[0].event.jobId === reply.jobId &&
+          reply.job.jobId === reply.jobId &&
+          reply.job.scheduleName === msg.name &&
+          reply.job.runAtMillis === h.nowMs &&
+          reply.job.taskType === known.taskType &&
+          reply.job.attempts === 0 &&
+          reply.job.state === 'QUEUED',
+        () => `${what()}; ${created.length} job(s) created`,
+      );
+      return;
+    }
+    case 'GET_SCHEDULE':
+      // A known schedule's recent jobs are read from the store first.
+      throw judge.violation(`${what()} without reading the store`);
+  }
+}
+
+/** A GET_SCHEDULE answered after its read: the schedule as the model holds it, or unknown. */
+function checkScheduleInfo(
+  ctx: RequestContext,
+  name: string,
+  reply: ClientReply,
+  after: AfterFacts,
+): void {
+  const { judge } = ctx;
+  const m = after.schedule(name);
+  const what = `deferred GET_SCHEDULE ${name} answered ${JSON.stringify(reply).slice(0, 400)}`;
+  if (m === undefined) {
+    judge.check(reply.type === 'ERROR' && reply.code === 'UNKNOWN_SCHEDULE', () => what);
+    return;
+  }
+  if (reply.type !== 'SCHEDULE_INFO') throw judge.violation(what);
+  const problem = scheduleMismatch(m, reply.schedule);
+  judge.check(problem === null, () => `${what}: ${problem}`);
+  for (const job of reply.recentJobs ?? []) {
+    const terminal = after.terminal(job.jobId);
+    judge.check(
+      after.known(job.jobId) &&
+        (terminal === undefined ? !isTerminalState(job.state) : job.state === terminal),
+      () => `${what}: recent job ${job.jobId} is ${terminal ?? 'not terminal'}`,
+    );
   }
 }

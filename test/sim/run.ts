@@ -28,6 +28,8 @@ interface Totals {
   failovers: number;
   fencedCommits: number;
   prefetchedSteps: number;
+  queueStarts: number;
+  limitedStarts: number;
   keptLeases: number;
   reclaimedLeases: number;
   endingConnections: number;
@@ -35,6 +37,7 @@ interface Totals {
   faultKinds: Map<string, number>;
   dependents: number;
   cascaded: number;
+  schedules: Map<string, number>;
 }
 
 function parseCount(name: string, value: string | undefined, fallback: number): number {
@@ -62,10 +65,15 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.failovers += report.failovers;
   totals.fencedCommits += report.fencedCommits;
   totals.prefetchedSteps += report.prefetchedSteps;
+  totals.queueStarts += report.queueStarts;
+  totals.limitedStarts += report.limitedStarts;
   totals.keptLeases += report.keptLeases;
   totals.reclaimedLeases += report.reclaimedLeases;
   totals.endingConnections += report.endingConnections;
   totals.faults += report.faultTotal;
+  for (const [kind, n] of Object.entries(report.schedules) as [string, number][]) {
+    totals.schedules.set(kind, (totals.schedules.get(kind) ?? 0) + n);
+  }
   for (const [kind, n] of Object.entries(report.faults)) {
     totals.faultKinds.set(kind, (totals.faultKinds.get(kind) ?? 0) + n);
   }
@@ -76,15 +84,18 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
     .sort(([a], [b]) => (a < b ? -1 : 1))
     .map(([k, n]) => `${k}=${n}`)
     .join(' ');
+  const sch = (kind: string): number => totals.schedules.get(kind) ?? 0;
   console.log(
     [
       `seeds run:       ${totals.seeds}`,
       `steps:           ${totals.steps} (${totals.inputs} core inputs)`,
       `jobs:            ${totals.jobs} created, ${totals.acked} acknowledged, ${totals.completed} completed, ${totals.failed} failed, ${totals.cancelled} cancelled`,
       `dependencies:    ${totals.dependents} jobs with parents, ${totals.cascaded} cancelled by a failed parent`,
+      `schedules:       ${sch('fired')} ticks fired (${sch('catchUps')} catch-up jobs after a recovery), skipped: ${sch('skippedOverlap')} overlap, ${sch('skippedMissed')} missed, ${sch('skippedLimit')} limit; ${sch('triggers')} triggers; ${sch('set')} definitions set, ${sch('invalid')} refused as invalid`,
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
       `prefetch:        ${totals.prefetchedSteps} steps ended with a worker holding more leases than its capacity`,
+      `queues:          ${totals.queueStarts} starts checked, ${totals.limitedStarts} under a concurrency or rate limit`,
       `stalls:          ${totals.keptLeases} attempts kept for their worker after a stall, ${totals.reclaimedLeases} taken back by a new session; ${totals.endingConnections} connection ends read before their last frames`,
       `faults injected: ${totals.faults} (${kinds})`,
       `failures:        ${failures}`,
@@ -118,11 +129,14 @@ function runMany(start: number, count: number, steps: number): number {
     failovers: 0,
     fencedCommits: 0,
     prefetchedSteps: 0,
+    queueStarts: 0,
+    limitedStarts: 0,
     keptLeases: 0,
     reclaimedLeases: 0,
     endingConnections: 0,
     faults: 0,
     faultKinds: new Map(),
+    schedules: new Map(),
   };
   const started = performance.now();
   let lastProgress = started;

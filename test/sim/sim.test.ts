@@ -13,6 +13,9 @@ import { MemoryStore } from '../../src/store/memory-store.js';
 import { Random } from './random.js';
 import { REGRESSION_SEEDS } from './regression-seeds.js';
 import { Simulation } from './simulator.js';
+import type { ScheduleRecord } from '../../src/store/store.js';
+import { jobRecord } from '../helpers/job-record.js';
+import { ScheduleChecks } from './schedule-checks.js';
 import { JobTracker } from './tracker.js';
 import { Judge, SimulationViolation, replayCommand } from './violation.js';
 import type { HandledInput } from './world.js';
@@ -99,6 +102,7 @@ function handled(input: HandledInput['input'], effects: Effect[], active = [0, 0
     effects,
     activeBefore: active[0] as number,
     activeAfter: active[1] as number,
+    scheduledBefore: 0,
     scheduledAfter: 0,
     nowMs: 0,
     linkWorkerId: 'w1',
@@ -204,5 +208,115 @@ describe('JobTracker (the checker itself)', () => {
       () => tracker.onHandled(handled({ kind: 'tick' }, [completed], [1, 0])),
       /without holding its current lease/,
     );
+  });
+});
+
+describe('ScheduleChecks (the checker itself)', () => {
+  const T0 = 1_700_000_000_000;
+  const every: ScheduleRecord = {
+    name: 's1',
+    taskType: 'SLEEP',
+    cron: null,
+    everyMs: 1_000,
+    timezone: null,
+    payloadJson: '{"durationMillis":1}',
+    maxAttempts: null,
+    priority: null,
+    timeoutMs: null,
+    overlap: 'allow',
+    catchUp: 'latest',
+    paused: false,
+    nextRunAtMs: T0 + 1_000,
+    lastRunAtMs: null,
+    lastJobId: null,
+    createdAtMs: T0,
+    updatedAtMs: T0,
+    queue: 'default',
+  };
+
+  /** Checks whose model holds `schedule` as committed, after a core started at `startMs`. */
+  function checksWith(schedule: ScheduleRecord, startMs = T0): [ScheduleChecks, MemoryStore] {
+    const store = new MemoryStore();
+    store.commitNow({ batchId: 1, jobs: [], attempts: [], schedules: [schedule] });
+    const checks = new ScheduleChecks({
+      judge: new Judge(99),
+      store,
+      maxActiveJobs: 10,
+      terminal: () => undefined,
+    });
+    checks.onCrash();
+    checks.onRecovery(startMs);
+    return [checks, store];
+  }
+
+  function fire(checks: ScheduleChecks, jobId: string, tickMs: number, nowMs: number) {
+    const effects: Effect[] = [
+      ev({
+        type: 'job.submitted',
+        jobId,
+        taskType: 'SLEEP',
+        priority: 'NORMAL',
+        maxAttempts: 3,
+        idempotencyKey: null,
+      }),
+      ev({ type: 'schedule.fired', name: 's1', jobId, tickMs, lagMs: nowMs - tickMs }),
+    ];
+    return checks.onTimedInput({ ...handled({ kind: 'wake' }, effects, [0, 1]), nowMs });
+  }
+
+  /** Commits jobs of the tick at `tickMs`, with the schedule as `advanced` says. */
+  function commitJobs(
+    store: MemoryStore,
+    jobIds: string[],
+    tickMs: number,
+    advanced: ScheduleRecord,
+  ): void {
+    const jobs = jobIds.map((jobId, i) => ({
+      job: jobRecord(i + 1, { jobId, scheduleName: 's1', runAtMs: tickMs }),
+      isNew: true,
+    }));
+    store.commitNow({ batchId: 2, jobs, attempts: [], schedules: [advanced] });
+  }
+
+  it('reports a second committed job for one tick', () => {
+    const [checks, store] = checksWith(every);
+    const tick = T0 + 1_000;
+    const [fact] = fire(checks, 'j1', tick, tick);
+    assert.ok(fact !== undefined);
+    commitJobs(store, ['j1', 'j2'], tick, { ...every, nextRunAtMs: tick + 1_000 });
+    checks.onCommitted(new Map([['j1', fact]]));
+    // As a core that lost the advance and fired the tick again would commit it.
+    assert.throws(
+      () => checks.onCommitted(new Map([['j2', fact]])),
+      /already made committed job j1/,
+    );
+  });
+
+  it("reports a tick's job committed without the schedule's advance", () => {
+    const [checks, store] = checksWith(every);
+    const tick = T0 + 1_000;
+    const [fact] = fire(checks, 'j1', tick, tick);
+    assert.ok(fact !== undefined);
+    commitJobs(store, ['j1'], tick, every);
+    assert.throws(
+      () => checks.onCommitted(new Map([['j1', fact]])),
+      /the schedule's next tick is still/,
+    );
+  });
+
+  it('reports a tick of a paused schedule, one off its cadence, and a second catch-up job', () => {
+    const [paused] = checksWith({ ...every, paused: true, nextRunAtMs: null });
+    assert.throws(() => fire(paused, 'j1', T0 + 1_000, T0 + 1_000), /the schedule is paused/);
+    const [offBeat] = checksWith(every);
+    assert.throws(() => fire(offBeat, 'j1', T0 + 1_500, T0 + 1_500), /not on its cadence/);
+    // Ticks due before the core started: one catch-up job, not two.
+    const [late] = checksWith(every, T0 + 20_000);
+    fire(late, 'j1', T0 + 9_000, T0 + 9_500);
+    assert.throws(() => fire(late, 'j2', T0 + 10_000, T0 + 10_500), /catch-up job #2/);
+  });
+
+  it('reports a tick that fired while the last job of an overlap-skip schedule runs', () => {
+    const [checks] = checksWith({ ...every, overlap: 'skip', lastJobId: 'j0' });
+    assert.throws(() => fire(checks, 'j1', T0 + 1_000, T0 + 1_000), /overlapping true/);
   });
 });

@@ -27,6 +27,7 @@ import { SimElection, type LeaseTiming } from './election.js';
 import { Judge } from './violation.js';
 import { FaultCounter, SimWorker, type GhostLease } from './workers.js';
 import { World, type CrashPoint } from './world.js';
+import type { ScheduleCounts } from './schedule-checks.js';
 
 export interface SimulationOptions {
   /** Steps of the main phase (default 300). */
@@ -51,6 +52,9 @@ export interface SimulationReport {
   fencedCommits: number;
   /** Steps that ended with a worker holding more leases than its capacity (prefetch). */
   prefetchedSteps: number;
+  /** Attempt starts checked against queue settings, and those of a queue with settings. */
+  queueStarts: number;
+  limitedStarts: number;
   /** Attempts kept for a worker after a stall of the core, and taken back by a new session. */
   keptLeases: number;
   reclaimedLeases: number;
@@ -67,6 +71,8 @@ export interface SimulationReport {
   /** Jobs created with parents, and those a failed parent cancelled. */
   dependents: number;
   cascaded: number;
+  /** Schedule ticks fired and skipped (by reason), catch-up jobs, triggers, definitions. */
+  schedules: ScheduleCounts;
   faults: Record<string, number>;
   faultTotal: number;
 }
@@ -207,6 +213,7 @@ export class Simulation {
       invalid,
       ackedIds: this.#invariants.ackedIds,
       keyed: this.#keyed,
+      schedules: new Map(),
       onAck: (jobId: string, submission: SubmitJob) => this.#invariants.onAck(jobId, submission),
       quiet: () => this.#quiet,
       log: this.#log,
@@ -418,6 +425,8 @@ export class Simulation {
       failovers: stats.failovers,
       fencedCommits: this.#world.election.fenced,
       prefetchedSteps: this.#invariants.prefetchedChecks,
+      queueStarts: this.#invariants.queues.starts,
+      limitedStarts: this.#invariants.queues.limitedStarts,
       keptLeases: counts.keptLeases,
       reclaimedLeases: counts.reclaimedLeases,
       endingConnections: counts.endingConnections,
@@ -431,6 +440,7 @@ export class Simulation {
       rejected: counts.rejected,
       dependents: counts.dependents,
       cascaded: counts.cascaded,
+      schedules: { ...this.#invariants.tracker.schedules.counts },
       faults: this.#faults.toJSON(),
       faultTotal: this.#faults.total,
     };

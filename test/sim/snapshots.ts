@@ -47,6 +47,9 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'ERROR':
       case 'AUTH_OK':
       case 'JOBS_PURGED':
+      case 'JOBS_RERUN':
+      case 'QUEUE_LIST':
+      case 'QUEUE_INFO':
       case 'FLOW_SUBMITTED':
       case 'SUBSCRIBED':
       case 'JOB_EVENT':

@@ -29,6 +29,7 @@ import { collectSnapshots, snapshotProblem, type SnapshotSeen } from './snapshot
 import type { Judge } from './violation.js';
 import type { HandledInput } from './world.js';
 import { batchParts } from './clients.js';
+import { ScheduleChecks, firedJob, type TickFact } from './schedule-checks.js';
 
 export interface Lease {
   attemptId: string;
@@ -111,6 +112,8 @@ export class JobTracker {
   readonly #linkWorker: (connId: number) => string | null;
   readonly #waitsOn: (connId: number) => number;
   readonly #waitsInAll: () => number;
+  /** Recurring schedules: their model and invariants (schedule-checks.ts). */
+  readonly schedules: ScheduleChecks;
 
   constructor(options: {
     judge: Judge;
@@ -132,6 +135,12 @@ export class JobTracker {
     this.#linkWorker = options.linkWorker;
     this.#waitsOn = options.waitsOn ?? (() => 0);
     this.#waitsInAll = options.waitsInAll ?? (() => 0);
+    this.schedules = new ScheduleChecks({
+      judge: options.judge,
+      store: options.store,
+      maxActiveJobs: options.config.maxActiveJobs,
+      terminal: (jobId) => this.terminalState(jobId),
+    });
   }
 
   leaseCurrent(jobId: string, attemptId: string): boolean {
@@ -175,6 +184,22 @@ export class JobTracker {
     const snapshots = collectSnapshots(h.effects);
     for (const seen of snapshots) this.#snapshotBefore(seen);
     const before = this.#captureBefore(h);
+    if (input.kind === 'recovery') this.schedules.onRecovery(h.nowMs);
+    if (input.kind === 'tick' || input.kind === 'wake') {
+      // Ticks fire first in a timed input, before anything in it ends a job.
+      for (const fact of this.schedules.onTimedInput(h)) {
+        const fired = h.effects.find(
+          (e) =>
+            e.kind === 'event' &&
+            e.event.type === 'schedule.fired' &&
+            e.event.name === fact.name &&
+            e.event.tickMs === fact.tickMs,
+        );
+        if (fired?.kind === 'event' && fired.event.type === 'schedule.fired') {
+          this.#building.ticks.set(fired.event.jobId, fact);
+        }
+      }
+    }
     let created = 0;
     let finished = 0;
     for (const effect of h.effects) {
@@ -206,6 +231,7 @@ export class JobTracker {
     if (input.kind === 'clientRequest' && !checkRequest(ctx, input, h, before)) {
       this.#deferred.set(`${input.connId}/${input.requestId}`, input.msg);
     }
+    if (input.kind === 'clientRequest') this.#followSchedules(input, h);
     this.#judgeDeferred(h);
     if (input.kind === 'workerMessage' && input.msg.type === 'TASK_RESULT') {
       this.#checkResult(input.msg.jobId, input.msg.attemptId, input.msg, h, before.lease);
@@ -225,7 +251,7 @@ export class JobTracker {
       return;
     }
     this.#judge.check(
-      staged.terminal.size === 0 && staged.keys.size === 0,
+      staged.terminal.size === 0 && staged.keys.size === 0 && staged.ticks.size === 0,
       () => `a batch with ${staged.terminal.size} terminal state(s) had nothing to write`,
     );
   }
@@ -251,6 +277,7 @@ export class JobTracker {
       if (row !== undefined) this.terminal.set(jobId, { state, row });
     }
     for (const [key, owner] of staged.keys) this.keys.set(key, owner);
+    this.schedules.onCommitted(staged.ticks);
   }
 
   /** The process died: staged facts vanish, live facts are rebuilt from committed rows. */
@@ -259,6 +286,7 @@ export class JobTracker {
     this.#building = stagedFacts();
     this.#inFlight.clear();
     this.#deferred.clear();
+    this.schedules.onCrash();
     this.attempts.clear();
     this.maxAttempts.clear();
     this.leases.clear();
@@ -281,9 +309,28 @@ export class JobTracker {
     ) {
       jobId = input.msg.jobId;
     }
+    let schedule: Pick<Before, 'schedule' | 'scheduleModels'> = {};
     if (input.kind === 'clientRequest') {
       const msg = input.msg;
       if (msg.type === 'SUBMIT_JOB') key = msg.idempotencyKey;
+      if (msg.type === 'SET_SCHEDULE')
+        schedule = { schedule: this.schedules.get(msg.schedule.name) };
+      if (
+        msg.type === 'GET_SCHEDULE' ||
+        msg.type === 'PAUSE_SCHEDULE' ||
+        msg.type === 'RESUME_SCHEDULE' ||
+        msg.type === 'DELETE_SCHEDULE' ||
+        msg.type === 'TRIGGER_SCHEDULE'
+      ) {
+        schedule = { schedule: this.schedules.get(msg.name) };
+      }
+      if (msg.type === 'LIST_SCHEDULES') {
+        const models = new Map<string, NonNullable<Before['schedule']>>();
+        for (const name of this.schedules.names()) {
+          models.set(name, this.schedules.get(name) as NonNullable<Before['schedule']>);
+        }
+        schedule = { scheduleModels: models };
+      }
       if (msg.type === 'CANCEL_JOB' || msg.type === 'GET_JOB_STATUS' || msg.type === 'WAIT_JOB') {
         jobId = msg.jobId;
       }
@@ -295,7 +342,42 @@ export class JobTracker {
       known: jobId !== null && this.attempts.has(jobId),
       waitsOnConnection: input.kind === 'clientRequest' ? this.#waitsOn(input.connId) : 0,
       waitsInAll: this.#waitsInAll(),
+      ...schedule,
     };
+  }
+
+  /** The model of schedules follows what a schedule request did (already judged). */
+  #followSchedules(
+    input: Extract<HandledInput['input'], { kind: 'clientRequest' }>,
+    h: HandledInput,
+  ): void {
+    const msg = input.msg;
+    for (const effect of h.effects) {
+      if (
+        effect.kind !== 'reply' ||
+        effect.connId !== input.connId ||
+        effect.requestId !== input.requestId
+      ) {
+        continue;
+      }
+      const reply = effect.msg;
+      if (
+        (msg.type === 'SET_SCHEDULE' ||
+          msg.type === 'PAUSE_SCHEDULE' ||
+          msg.type === 'RESUME_SCHEDULE') &&
+        reply.type === 'SCHEDULE_INFO'
+      ) {
+        if (msg.type === 'SET_SCHEDULE') this.schedules.counts.set++;
+        this.schedules.onInfo(reply.schedule, h.nowMs);
+      }
+      if (msg.type === 'SET_SCHEDULE' && reply.type === 'ERROR') this.schedules.counts.invalid++;
+      if (msg.type === 'DELETE_SCHEDULE' && reply.type === 'SCHEDULE_DELETED') {
+        this.schedules.onDeleted(msg.name);
+      }
+      if (msg.type === 'TRIGGER_SCHEDULE' && reply.type === 'JOB_SUBMITTED') {
+        this.schedules.onTriggered(msg.name, reply.jobId, h.nowMs);
+      }
+    }
   }
 
   #snapshotBefore(seen: SnapshotSeen): void {
@@ -383,7 +465,7 @@ export class JobTracker {
         return;
       case 'schedule.fired':
       case 'schedule.skipped':
-        return; // the simulation's clients define no schedules yet
+        return; // judged with their input (ScheduleChecks.onTimedInput)
       case 'job.requeued':
       case 'job.released':
         judge.check(
@@ -732,6 +814,19 @@ export class JobTracker {
   #submissionOf(jobId: string, h: HandledInput): SubmitJob {
     const input = h.input;
     if (input.kind === 'clientRequest' && input.msg.type === 'SUBMIT_JOB') return input.msg;
+    // A schedule's tick, or a trigger of it: the schedule's definition.
+    const scheduleName =
+      firedJob(h.effects, jobId)?.name ??
+      (input.kind === 'clientRequest' && input.msg.type === 'TRIGGER_SCHEDULE'
+        ? input.msg.name
+        : undefined);
+    if (scheduleName !== undefined) {
+      const submission = this.schedules.submissionOf(scheduleName);
+      if (submission === undefined) {
+        throw this.#judge.violation(`job ${jobId} made by unknown schedule ${scheduleName}`);
+      }
+      return submission;
+    }
     for (const effect of h.effects) {
       if (effect.kind !== 'reply') continue;
       const reply = effect.msg;
@@ -758,6 +853,7 @@ export class JobTracker {
       known: (jobId: string) => this.attempts.has(jobId),
       terminal: (jobId: string) => this.terminalState(jobId),
       keyOwner: (key: string) => this.keyOwner(key),
+      schedule: (name: string) => this.schedules.get(name),
     };
     for (const effect of h.effects) {
       if (effect.kind !== 'reply') continue;
@@ -780,10 +876,12 @@ interface StagedFacts {
   keys: Map<string, KeyOwner>;
   /** Results of accepted TASK_RESULTs, checked against the row when committed. */
   results: Map<string, string>;
+  /** Jobs made by schedule ticks. */
+  ticks: Map<string, TickFact>;
 }
 
 function stagedFacts(): StagedFacts {
-  return { terminal: new Map(), keys: new Map(), results: new Map() };
+  return { terminal: new Map(), keys: new Map(), results: new Map(), ticks: new Map() };
 }
 
 function isFinishing(event: CoreEvent): boolean {

@@ -61,6 +61,8 @@ export interface HandledInput {
   effects: readonly Effect[];
   activeBefore: number;
   activeAfter: number;
+  /** SCHEDULED jobs before it. */
+  scheduledBefore: number;
   /** SCHEDULED jobs after it (none leave that state in the input that creates one). */
   scheduledAfter: number;
   /** The clock when it was handled. */
@@ -534,6 +536,7 @@ export class World {
       effects,
       activeBefore: 0,
       activeAfter: this.#core.activeCount,
+      scheduledBefore: 0,
       scheduledAfter: this.#core.scheduledCount,
       nowMs: this.clock.nowMs,
       linkWorkerId: null,
@@ -687,6 +690,7 @@ export class World {
   #handle(picked: PickedInput): Effect[] {
     const core = this.core;
     const activeBefore = core.activeCount;
+    const scheduledBefore = core.scheduledCount;
     const linkClosedByCore = picked.link?.closedByCore ?? false;
     let effects: Effect[];
     try {
@@ -708,6 +712,7 @@ export class World {
       effects,
       activeBefore,
       activeAfter: core.activeCount,
+      scheduledBefore,
       scheduledAfter: core.scheduledCount,
       nowMs: this.clock.nowMs,
       linkWorkerId: picked.link?.registeredAs ?? null,

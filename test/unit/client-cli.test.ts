@@ -244,3 +244,48 @@ describe('client CLI', () => {
     }
   });
 });
+
+describe('client CLI: queues', () => {
+  it('refuses bad queue input with exit 2 naming the flag, before connecting', async () => {
+    const cases: [string[], RegExp][] = [
+      [['queue', 'set', 'q', '--rate', '0/1s'], /--rate/],
+      [['queue', 'set', 'q', '--rate', 'abc'], /--rate/],
+      [['queue', 'set', 'q', '--concurrency', '-1'], /--concurrency/],
+      [['queue', 'set', 'q', '--group-rate', '5/2d'], /--group-rate/],
+      [['queue', 'pause', '1bad'], /queue name/],
+      [['queue', 'pause', 'q', '--concurrency', '3'], /--concurrency goes with queue set only/],
+      [['queue', 'drain', 'q'], /list, pause, resume, set/],
+      [['submit', 'sha256', '--text', 'a', '--queue', 'no spaces'], /--queue/],
+      [['submit', 'sha256', '--text', 'a', '--group', 'x'.repeat(129)], /--group/],
+      [['list', '--queue', '-x'], /--queue/],
+    ];
+    for (const [argv, message] of cases) {
+      const r = await run([...argv, '--json']);
+      assert.equal(r.code, 2, argv.join(' '));
+      assert.match(jsonError(r).message, message, argv.join(' '));
+      assert.equal(r.client.connectedTo, null, `${argv.join(' ')} connected`);
+    }
+  });
+
+  it('sends queue and group with a submission and shows queue and groupKey in --json', async () => {
+    const r = await run([
+      'submit',
+      'sha256',
+      '--text',
+      'a',
+      '--queue',
+      'emails',
+      '--group',
+      't1',
+      '--json',
+    ]);
+    assert.equal(r.code, 0);
+    assert.equal(r.client.submits[0]?.queue, 'emails');
+    assert.equal(r.client.submits[0]?.groupKey, 't1');
+    const plain = await run(['submit', 'sha256', '--text', 'a', '--json']);
+    const job = (JSON.parse(plain.stdout) as { job: Record<string, unknown> }).job;
+    assert.equal(job.queue, 'default');
+    assert.equal(job.groupKey, null);
+    assert.equal(plain.client.submits[0]?.queue, undefined, 'no queue field for the default');
+  });
+});

@@ -32,6 +32,7 @@ const REGISTERED_W1 = {
     'heartbeatAck',
     'prefetch',
     'reattach',
+    'queues',
     'parents',
     'progress',
   ],

@@ -23,6 +23,7 @@ function session(workerId: string, capacity: number, taskTypes: string[] | null)
     lastResultMs: null,
     slotMs: null,
     taskTypes: taskTypes === null ? null : new Set(taskTypes),
+    queues: null,
     running: new Set(),
     lastHeartbeatMs: 0,
     suspected: false,

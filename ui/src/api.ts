@@ -12,7 +12,13 @@ import type {
   RerunResult,
   WorkersResult,
 } from '../../src/http/api.js';
-import type { JobState, TerminalState } from '../../src/protocol/messages.js';
+import type {
+  ScheduleDetails,
+  ScheduleList,
+  ScheduleView,
+  TriggerResult,
+} from '../../src/http/schedules-api.js';
+import type { QueueInfo, JobState, TerminalState } from '../../src/protocol/messages.js';
 
 export type {
   CancelResult,
@@ -20,7 +26,12 @@ export type {
   JobPage,
   Overview,
   PurgeResult,
+  QueueInfo,
   RerunResult,
+  ScheduleDetails,
+  ScheduleList,
+  ScheduleView,
+  TriggerResult,
   WorkersResult,
 };
 
@@ -90,6 +101,8 @@ function queryString(query: JobQuery): string {
 }
 
 const jobPath = (jobId: string): string => `/api/jobs/${encodeURIComponent(jobId)}`;
+const queuePath = (name: string): string => `/api/queues/${encodeURIComponent(name)}`;
+const schedulePath = (name: string): string => `/api/schedules/${encodeURIComponent(name)}`;
 
 export const api = {
   session: () => call<SessionState>('GET', '/api/session'),
@@ -103,4 +116,13 @@ export const api = {
   purge: (state: TerminalState, olderThan: string) =>
     call<PurgeResult>('POST', '/api/purge', { state, olderThan }),
   workers: () => call<WorkersResult>('GET', '/api/workers'),
+  queues: () => call<{ queues: QueueInfo[] }>('GET', '/api/queues'),
+  pauseQueue: (name: string, paused: boolean) =>
+    call<QueueInfo>('POST', `${queuePath(name)}/${paused ? 'pause' : 'resume'}`, {}),
+  schedules: () => call<ScheduleList>('GET', '/api/schedules'),
+  schedule: (name: string) => call<ScheduleDetails>('GET', schedulePath(name)),
+  pauseSchedule: (name: string, paused: boolean) =>
+    call<ScheduleView>('POST', `${schedulePath(name)}/${paused ? 'pause' : 'resume'}`, {}),
+  triggerSchedule: (name: string) =>
+    call<TriggerResult>('POST', `${schedulePath(name)}/trigger`, {}),
 };

@@ -29,3 +29,19 @@ export function prettyJson(text: string): string {
 export function shortId(jobId: string): string {
   return jobId.length > 13 ? `${jobId.slice(0, 8)}…${jobId.slice(-4)}` : jobId;
 }
+
+/** `in 1 d 2 h 3 min 4 s`, whole seconds rounded up; `due now` once the time has come. */
+export function formatCountdown(ms: number): string {
+  if (ms <= 0) return 'due now';
+  const total = Math.ceil(ms / 1_000);
+  const parts: string[] = [];
+  const days = Math.floor(total / 86_400);
+  const hours = Math.floor((total % 86_400) / 3_600);
+  const minutes = Math.floor((total % 3_600) / 60);
+  const seconds = total % 60;
+  if (days > 0) parts.push(`${days} d`);
+  if (hours > 0) parts.push(`${hours} h`);
+  if (minutes > 0) parts.push(`${minutes} min`);
+  if (seconds > 0 || parts.length === 0) parts.push(`${seconds} s`);
+  return `in ${parts.join(' ')}`;
+}

@@ -84,3 +84,36 @@ export function useThrottled(fn: () => void, delayMs: number): () => void {
     }, delayMs);
   };
 }
+
+/**
+ * A document the page loads with `load()` and loads again while it is shown:
+ * on a live push (the overview's, every second) once `periodMs` have passed
+ * since the last load, and at once on `reload()` (after an action). Answers
+ * are ordered: one older than the newest request is dropped.
+ */
+export function useReloaded<T>(
+  load: () => Promise<T>,
+  periodMs: number,
+): { value: T | undefined; error: string | null; reload: () => void } {
+  const [value, setValue] = useState<T | undefined>(undefined);
+  const [error, setError] = useState<string | null>(null);
+  const begin = useLatestRequest();
+  const lastLoadMs = useRef(0);
+  const reload = (): void => {
+    lastLoadMs.current = Date.now();
+    const current = begin();
+    load().then(
+      (v) => {
+        if (!current()) return;
+        setValue(v);
+        setError(null);
+      },
+      (err: unknown) => current() && setError(err instanceof Error ? err.message : String(err)),
+    );
+  };
+  useEffect(reload, []);
+  useLive('overview', () => {
+    if (Date.now() - lastLoadMs.current >= periodMs) reload();
+  });
+  return { value, error, reload };
+}

@@ -1,6 +1,7 @@
 /**
  * The dashboard: a token prompt when the coordinator has client tokens, then
- * the pages (overview, jobs, one job, workers) under one live connection.
+ * the pages (overview, jobs, one job, workers, queues, schedules) under one
+ * live connection.
  */
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
@@ -9,6 +10,8 @@ import { live, type LiveStatus } from './live.js';
 import { JobPage } from './pages/job.js';
 import { JobsPage } from './pages/jobs.js';
 import { OverviewPage } from './pages/overview.js';
+import { QueuesPage } from './pages/queues.js';
+import { SchedulesPage } from './pages/schedules.js';
 import { WorkersPage } from './pages/workers.js';
 import { useRoute, type Route } from './router.js';
 import './style.css';
@@ -55,6 +58,10 @@ function Page({ route }: { route: Route }) {
       return <JobPage jobId={route.jobId} />;
     case 'workers':
       return <WorkersPage />;
+    case 'queues':
+      return <QueuesPage />;
+    case 'schedules':
+      return <SchedulesPage />;
   }
 }
 
@@ -85,6 +92,12 @@ function Dashboard({ session, onLogout }: { session: SessionState; onLogout: () 
           </a>
           <a href="#/workers" class={tab === 'workers' ? 'active' : ''}>
             Workers
+          </a>
+          <a href="#/queues" class={tab === 'queues' ? 'active' : ''}>
+            Queues
+          </a>
+          <a href="#/schedules" class={tab === 'schedules' ? 'active' : ''}>
+            Schedules
           </a>
         </nav>
         <span class={`live-status ${status}`} data-testid="live-status">

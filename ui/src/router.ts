@@ -1,7 +1,7 @@
 /**
  * Routes in the URL's hash, so the coordinator serves one page for all of
  * them: `#/` overview, `#/jobs?state=&type=&search=`, `#/jobs/<id>`,
- * `#/workers`.
+ * `#/workers`, `#/queues`, `#/schedules`.
  */
 import { useEffect, useState } from 'preact/hooks';
 
@@ -9,7 +9,9 @@ export type Route =
   | { page: 'overview' }
   | { page: 'jobs'; params: URLSearchParams }
   | { page: 'job'; jobId: string }
-  | { page: 'workers' };
+  | { page: 'workers' }
+  | { page: 'queues' }
+  | { page: 'schedules' };
 
 export function parseRoute(hash: string): Route {
   const text = hash.replace(/^#/, '') || '/';
@@ -18,6 +20,8 @@ export function parseRoute(hash: string): Route {
   if (job !== null) return { page: 'job', jobId: decodeURIComponent(job[1] as string) };
   if (path === '/jobs') return { page: 'jobs', params: new URLSearchParams(query) };
   if (path === '/workers') return { page: 'workers' };
+  if (path === '/queues') return { page: 'queues' };
+  if (path === '/schedules') return { page: 'schedules' };
   return { page: 'overview' };
 }
 

@@ -9,6 +9,7 @@
  * request order per connection; the shell sees to that).
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { queueNameProblem } from '../../protocol/queue-names.js';
 import {
   MAX_FILTER_VALUE_LENGTH,
   MAX_SUBSCRIPTIONS,
@@ -42,8 +43,10 @@ import type { PendingRead } from './pending-reads.js';
 import { purgeOnRequest } from './retention.js';
 import type { CoreState } from './state.js';
 import { submit } from './submission.js';
+import { listQueues, setQueue } from './queue-requests.js';
 import { submitFlow } from './flow-submission.js';
 import { submitBatch } from './batch-submission.js';
+import { rerunJobs } from './rerun.js';
 
 /** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
 export const MAX_LIST_LIMIT = 10_000;
@@ -83,6 +86,12 @@ export function handleClientRequest(
       return s.reply(connId, requestId, { type: 'AUTH_OK' });
     case 'PURGE_JOBS':
       return purgeOnRequest(s, connId, requestId, msg);
+    case 'RERUN_JOBS':
+      return rerunJobs(s, connId, requestId, msg);
+    case 'LIST_QUEUES':
+      return listQueues(s, connId, requestId);
+    case 'SET_QUEUE':
+      return setQueue(s, connId, requestId, msg);
     case 'SUBMIT_FLOW':
       return submitFlow(s, connId, requestId, msg);
     case 'SUBSCRIBE_JOBS':
@@ -295,7 +304,11 @@ function listJobs(s: CoreState, connId: number, requestId: number, msg: ListJobs
     return invalid(`state ${msg.state} is not in this request's knownStates`);
   }
   const states = msg.state === null ? null : view.matchedBy(msg.state);
-  const query: ListQuery = { beforeSeq, states, taskType: msg.taskType ?? null, limit };
+  const queue = msg.queue ?? null;
+  if (queue !== null && queueNameProblem(queue) !== null) {
+    return invalid(`queue ${queueNameProblem(queue) as string}`);
+  }
+  const query: ListQuery = { beforeSeq, states, taskType: msg.taskType ?? null, limit, queue };
   const key = msg.idempotencyKey ?? null;
   if (key !== null) return listByKey(s, connId, requestId, query, key);
   // Every overlay row can hide one stored row, so ask for that many more.
@@ -351,6 +364,7 @@ export function listKeyDone(
 function matches(row: Readonly<JobRecord>, query: ListQuery): boolean {
   if (query.beforeSeq !== null && row.seq >= query.beforeSeq) return false;
   if (query.states !== null && !query.states.includes(row.state)) return false;
+  if (query.queue !== undefined && query.queue !== null && row.queue !== query.queue) return false;
   return query.taskType === null || row.taskType === query.taskType;
 }
 

@@ -33,7 +33,10 @@ import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed, parentsLookedUp } from './submission.js';
 import { flowParentsLookedUp } from './flow-submission.js';
+import { queueCountsDone } from './queue-requests.js';
+import type { QueueSettings } from './queue-table.js';
 import { batchKeyLookedUp, batchKeyLookupFailed } from './batch-submission.js';
+import { rerunRead } from './rerun.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
 import {
   handleWorkerMessage,
@@ -172,6 +175,11 @@ export class CoordinatorCore {
       subscriptions: s.subscriptions.size,
       scheduledCount: s.scheduledCount,
       wakeArmedAtMs: s.wakeArmedAtMs ?? null,
+      queues: [...s.queues.values()].map((q) => ({
+        name: q.name,
+        settings: { ...q.settings },
+        leased: q.leased,
+      })),
     };
   }
 
@@ -188,15 +196,26 @@ export class CoordinatorCore {
  * is about.
  */
 function doDue(s: CoreState): void {
+  s.ready.unparkDue(s.nowMs);
   promoteDue(s);
   fireDueTicks(s);
 }
 
 /** Tells the shell the earliest instant the core needs an input, when that changed. */
 function stateWakeUp(s: CoreState): void {
-  const due = nextDueAtMs(s);
-  const tick = s.schedules.nextTickAtMs();
-  const atMs = due === null ? tick : tick === null ? due : Math.min(due, tick);
+  let atMs: number | null = null;
+  // Due delayed jobs, schedule ticks, and the openings of rate windows: a
+  // queue (or group) held by its rate starts again when its window opens,
+  // not on the next sweep tick.
+  for (const at of [
+    nextDueAtMs(s),
+    s.schedules.nextTickAtMs(),
+    // The openings the ready queue met (queues and groups held by a rate),
+    // cleared by doDue: a value that moves only with picks and timed inputs.
+    s.ready.nextUnparkMs(),
+  ]) {
+    if (at !== null && (atMs === null || at < atMs)) atMs = at;
+  }
   if (atMs !== s.wakeArmedAtMs) s.wakeAt(atMs);
 }
 
@@ -231,6 +250,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'list')
         throw new Error(`read ${readId}: expected a list, got ${result.op}`);
       return listDone(s, read, result.jobs);
+    case 'rerun':
+      if (result.op !== 'list')
+        throw new Error(`read ${readId}: expected a list, got ${result.op}`);
+      return rerunRead(s, read, result.jobs, result.attempts ?? []);
     case 'key':
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
@@ -257,6 +280,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'scheduleJobs')
         throw new Error(`read ${readId}: expected a schedule's jobs, got ${result.op}`);
       return scheduleJobsRead(s, read, result.jobs);
+    case 'queues':
+      if (result.op !== 'queueCounts')
+        throw new Error(`read ${readId}: expected queue counts, got ${result.op}`);
+      return queueCountsDone(s, read, result.counts);
   }
 }
 
@@ -268,8 +295,10 @@ function readFailed(s: CoreState, readId: number, message: string): void {
     case 'cancel':
     case 'wait':
     case 'list':
+    case 'rerun':
     case 'listKey':
     case 'scheduleJobs':
+    case 'queues':
       s.replyError(
         read.connId,
         read.requestId,
@@ -330,4 +359,6 @@ export interface CoreInspection {
   scheduledCount: number;
   /** The wake-up last asked of the shell; null = none. */
   wakeArmedAtMs: number | null;
+  /** Queues with state in the core (settings, leases): their settings and leased attempts. */
+  queues: { name: string; settings: QueueSettings; leased: number }[];
 }

@@ -162,6 +162,8 @@ function planJob(s: CoreState, index: number, job: FlowJob): PlannedJob | Submis
     runAtMillis: job.runAtMillis ?? null,
     traceparent: job.traceparent ?? null,
     tracestate: job.tracestate ?? null,
+    queue: job.queue ?? null,
+    groupKey: job.groupKey ?? null,
   };
   const wanted = checkSubmission(s, msg);
   if (isProblem(wanted)) {

@@ -24,6 +24,7 @@ import {
 import { isTerminalState, transition } from './job-state.js';
 import { grantLease, isCurrentLease } from './lease.js';
 import { holdScheduled, releaseScheduled } from './delayed-jobs.js';
+import { groupOf } from './ready-queue.js';
 import { retryDelayMs } from './retry-policy.js';
 import type { CoreState } from './state.js';
 import type { AttemptFailureCause } from './types.js';
@@ -44,7 +45,7 @@ export function schedule(s: CoreState): void {
   while (s.workers.freeSlots > 0) {
     const job = s.ready.popBest(s.nowMs, s.workers);
     if (job === undefined) return;
-    const session = s.workers.pickFor(job.taskType);
+    const session = s.workers.pickFor(job.taskType, job.queue);
     if (session === undefined) throw new Error(`no worker for ${job.taskType} after canRun`);
     assign(s, job, session);
   }
@@ -54,6 +55,7 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
   const attemptId = s.deps.newId();
   const queuedMs = s.nowMs - job.updatedAtMs;
   const running = grantLease(job, session.workerId, attemptId, s.nowMs);
+  s.queues.noteStart(job.queue, groupOf(job), s.nowMs);
   s.workers.occupy(session, job.jobId);
   s.deadlines.push({ atMs: running.lease.deadlineAtMs, jobId: job.jobId, attemptId });
   s.jobs.save(job);
@@ -95,6 +97,7 @@ function endAttempt(
   const session = s.workers.get(workerId);
   if (session !== undefined) s.workers.release(session, job.jobId);
   s.kept.release(workerId, job.jobId);
+  endLease(s, job);
   const attempt: AttemptRecord = {
     jobId: job.jobId,
     attemptNumber: job.attempts,
@@ -109,6 +112,13 @@ function endAttempt(
   // A first attempt that succeeded is stored in the job's COMPLETED row itself.
   if (!attemptImpliedByRow(attempt)) s.jobs.saveAttempt(attempt);
   return workerId;
+}
+
+/** An attempt's lease ended: it stops counting toward its queue's and group's concurrency. */
+function endLease(s: CoreState, job: CoreJob): void {
+  const group = groupOf(job);
+  s.queues.noteEnd(job.queue, group);
+  if (s.queues.settingsOf(job.queue).groupConcurrency !== null) s.ready.unpark(job.queue, group);
 }
 
 /**

@@ -14,7 +14,13 @@
  * Idempotency keys of active and retiring jobs are indexed here; older keys
  * are looked up in the store (see submission.ts).
  */
-import type { AttemptRecord, JobRecord, ScheduleRecord, WriteBatch } from '../../store/store.js';
+import type {
+  AttemptRecord,
+  JobRecord,
+  QueueSettingsRecord,
+  ScheduleRecord,
+  WriteBatch,
+} from '../../store/store.js';
 import { toRecord, type CoreJob } from './job.js';
 
 interface InFlight {
@@ -28,6 +34,7 @@ export class JobTable {
   readonly #keys = new Map<string, CoreJob>();
   #dirty = new Map<string, { job: CoreJob; isNew: boolean }>();
   #dirtyAttempts: AttemptRecord[] = [];
+  #dirtyQueues = new Map<string, QueueSettingsRecord>();
   /** Schedules written (their row) or deleted (null) since the last batch. */
   #dirtySchedules = new Map<string, ScheduleRecord | null>();
   readonly #inFlight = new Map<string, InFlight>();
@@ -98,6 +105,11 @@ export class JobTable {
     this.#dirtyAttempts.push(attempt);
   }
 
+  /** A queue's settings changed: the row goes out with the next batch. */
+  saveQueue(record: QueueSettingsRecord): void {
+    this.#dirtyQueues.set(record.name, record);
+  }
+
   /** The job became terminal: it stops counting as active and retires once committed. */
   retire(job: CoreJob): void {
     this.#active.delete(job.jobId);
@@ -118,7 +130,12 @@ export class JobTable {
 
   /** True when something is waiting to be written. */
   get hasWrites(): boolean {
-    return this.#dirty.size > 0 || this.#dirtyAttempts.length > 0 || this.#dirtySchedules.size > 0;
+    return (
+      this.#dirty.size > 0 ||
+      this.#dirtyAttempts.length > 0 ||
+      this.#dirtySchedules.size > 0 ||
+      this.#dirtyQueues.size > 0
+    );
   }
 
   /** Everything dirty as one batch (null when nothing is), now in flight. */
@@ -141,15 +158,18 @@ export class JobTable {
       if (row === null) deletedSchedules.push(name);
       else schedules.push(row);
     }
+    const queues = [...this.#dirtyQueues.values()];
     this.#dirty = new Map();
     this.#dirtyAttempts = [];
     this.#dirtySchedules = new Map();
+    if (queues.length > 0) this.#dirtyQueues = new Map();
     return {
       batchId,
       jobs,
       attempts,
       ...(schedules.length > 0 && { schedules }),
       ...(deletedSchedules.length > 0 && { deletedSchedules }),
+      ...(queues.length > 0 && { queues }),
     };
   }
 

@@ -17,6 +17,7 @@ import type {
   ResultFormat,
 } from '../../protocol/messages.js';
 import type { TraceContext } from '../../protocol/trace-context.js';
+import { DEFAULT_QUEUE } from '../../protocol/queue-names.js';
 import type { AttemptRecord, JobRecord } from '../../store/store.js';
 
 /** The current attempt of a RUNNING job. */
@@ -38,6 +39,10 @@ export interface CoreJob {
   readonly timeoutMs: number;
   readonly idempotencyKey: string | null;
   readonly createdAtMs: number;
+  /** The named queue it belongs to. */
+  readonly queue: string;
+  /** Its group key within the queue; null = none (those jobs form one group). */
+  readonly groupKey: string | null;
   /** Changed only by job-state.ts `transition()`. */
   state: JobState;
   /** Non-null exactly while RUNNING (asserted by `transition()`). */
@@ -105,6 +110,8 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     runAtMs: job.runAtMs,
     scheduleName: job.scheduleName,
     traceContext: job.traceContext ?? null,
+    queue: job.queue,
+    groupKey: job.groupKey,
   };
 }
 
@@ -132,6 +139,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     timeoutMs: row.timeoutMs,
     idempotencyKey: row.idempotencyKey,
     createdAtMs: row.createdAtMs,
+    queue: row.queue,
+    groupKey: row.groupKey,
     state: row.state,
     lease,
     attempts: row.attempts,
@@ -220,6 +229,9 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
   if (job.progress !== null && job.progress !== undefined) snapshot.progress = job.progress;
   if (job.runAtMs !== null) snapshot.runAtMillis = job.runAtMs;
   if (job.scheduleName !== null) snapshot.scheduleName = job.scheduleName;
+  // Absent = `default`, so a job of the default queue looks as it did in v1.
+  if (job.queue !== DEFAULT_QUEUE) snapshot.queue = job.queue;
+  if (job.groupKey !== null) snapshot.groupKey = job.groupKey;
   return snapshot;
 }
 

@@ -14,6 +14,7 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'heartbeatAck',
   'prefetch',
   'reattach',
+  'queues',
   'parents',
   'progress',
 ];

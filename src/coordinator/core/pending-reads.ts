@@ -20,6 +20,8 @@ export interface NormalizedSubmission {
   readonly maxAttempts: number;
   readonly priority: 'HIGH' | 'NORMAL' | 'LOW';
   readonly timeoutMs: number;
+  readonly queue: string;
+  readonly groupKey: string | null;
   /** Parents, duplicates removed, in the order given; null = none. */
   readonly dependsOn: string[] | null;
   readonly onParentFailure: ParentFailurePolicy | null;
@@ -90,6 +92,16 @@ export type PendingRead =
       seen: Map<string, JobRecord>;
     }
   | { kind: 'key'; key: string }
+  /** RERUN_JOBS: the stored FAILED jobs to queue again (rerun.ts). */
+  | {
+      kind: 'rerun';
+      connId: number;
+      requestId: number;
+      limit: number;
+      budget: number;
+      /** Rows that left the overlay while the read was out: changed meanwhile, skipped. */
+      seen: Map<string, JobRecord>;
+    }
   /** A submission's parents that memory does not hold: the store is asked for them. */
   | { kind: 'parents'; held: HeldSubmission; asked: readonly string[] }
   /** A flow's parents that are existing jobs memory does not hold. */
@@ -101,6 +113,8 @@ export type PendingRead =
   | { kind: 'batchKey'; batch: HeldBatch; key: string }
   /** LIST_JOBS with an idempotency key: the store is asked for the key's job. */
   | { kind: 'listKey'; connId: number; requestId: number; query: ListQuery; key: string }
+  /** LIST_QUEUES (`queue` null) or SET_QUEUE (the queue it changed): counts from the store. */
+  | { kind: 'queues'; connId: number; requestId: number; queue: string | null }
   | {
       kind: 'purge';
       /** The client that asked, or null for background retention. */
@@ -136,7 +150,7 @@ export class PendingReads {
   noteCommitted(rows: readonly JobRecord[]): void {
     if (rows.length === 0) return;
     for (const read of this.#reads.values()) {
-      if (read.kind !== 'list') continue;
+      if (read.kind !== 'list' && read.kind !== 'rerun') continue;
       for (const row of rows) read.seen.set(row.jobId, row);
     }
   }

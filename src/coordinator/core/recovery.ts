@@ -28,6 +28,7 @@ import { fromRecord, isRunning, type CoreJob, type RunningJob } from './job.js';
 import { holdScheduled } from './delayed-jobs.js';
 import { cancelJob, finishJob, interruptAttempt, releaseWaiting } from './job-lifecycle.js';
 import { isTerminalState, transition } from './job-state.js';
+import { groupOf } from './ready-queue.js';
 import type { CoreState } from './state.js';
 
 export function recover(s: CoreState, stored: RecoveredState): void {
@@ -39,6 +40,7 @@ export function recover(s: CoreState, stored: RecoveredState): void {
   }
   // Schedules resume where the store says: a tick whose time passed is due now.
   for (const schedule of stored.schedules ?? []) s.schedules.put({ ...schedule });
+  for (const settings of stored.queueSettings ?? []) s.queues.load(settings, s.nowMs);
   const interruption = interruptionOf(stored.epoch);
   const jobs = stored.activeJobs.map((row) => {
     const job = fromRecord(row, attemptsByJob.get(row.jobId) ?? []);
@@ -142,6 +144,8 @@ function recoverJob(s: CoreState, job: CoreJob, interruption: string): void {
 function recoverRunning(s: CoreState, job: RunningJob, interruption: string): void {
   const workerId = job.lease.workerId;
   const interrupted = `${interruption} during attempt ${job.attempts}; outcome unknown (worker ${workerId})`;
+  // Its lease counted until now (it ends here): not a start of this term.
+  s.queues.noteStart(job.queue, groupOf(job), s.nowMs, false);
   interruptAttempt(s, job, interrupted);
   if (job.attempts >= job.maxAttempts) {
     job.error = `${interruption} during final attempt; outcome unknown (worker ${workerId}; all ${job.maxAttempts} attempts used)`;

@@ -12,6 +12,7 @@ import { JobTable } from './job-table.js';
 import { KeptLeases } from './kept-leases.js';
 import type { PendingRead } from './pending-reads.js';
 import { PendingReads } from './pending-reads.js';
+import { QueueTable } from './queue-table.js';
 import { ReadyQueue } from './ready-queue.js';
 import { RetentionCursor } from './retention-cursor.js';
 import { ScheduleTable } from './schedule-table.js';
@@ -46,6 +47,8 @@ export class CoreState {
   readonly deps: CoreDeps;
   readonly jobs: JobTable;
   readonly ready: ReadyQueue;
+  /** Named queues: settings, leased attempts, rate windows. */
+  readonly queues = new QueueTable();
   readonly deadlines = new BinaryHeap<DueEntry>(byDueTime);
   readonly retries = new BinaryHeap<DueEntry>(byDueTime);
   /** SCHEDULED jobs by due time (delayed-jobs.ts); lazily cleaned. */
@@ -99,7 +102,7 @@ export class CoreState {
     this.config = config;
     this.deps = deps;
     this.jobs = new JobTable(nextSeq, (job) => this.subscriptions.noteWrite(job));
-    this.ready = new ReadyQueue(config.agingStepMs);
+    this.ready = new ReadyQueue(config.agingStepMs, this.queues);
     this.nowMs = deps.now();
     this.lastTickMs = this.nowMs;
     this.startedAtMs = this.nowMs;

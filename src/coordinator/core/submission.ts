@@ -32,6 +32,7 @@ import {
   isValidTaskType,
 } from '../../protocol/task-types.js';
 import type { JobRecord } from '../../store/store.js';
+import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../../protocol/queue-names.js';
 import { coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
 import { finishedParentOf, parentFailureError, type FinishedParent } from './dependencies.js';
 import { holdScheduled } from './delayed-jobs.js';
@@ -55,6 +56,12 @@ function normalize(s: CoreState, msg: SubmitJobsElement): NormalizedSubmission |
   if (timeoutMs < MIN_TASK_TIMEOUT_MS || timeoutMs > MAX_TASK_TIMEOUT_MS) {
     return `timeoutMillis must be ${MIN_TASK_TIMEOUT_MS}..${MAX_TASK_TIMEOUT_MS}, got ${timeoutMs}`;
   }
+  const queue = msg.queue ?? DEFAULT_QUEUE;
+  const badQueue = queueNameProblem(queue);
+  if (badQueue !== null) return `queue ${badQueue}`;
+  const groupKey = msg.groupKey ?? null;
+  const badGroup = groupKey === null ? null : groupKeyProblem(groupKey);
+  if (badGroup !== null) return `groupKey ${badGroup}`;
   const runAtMs = msg.runAtMillis ?? null;
   if (runAtMs !== null && (runAtMs < 0 || runAtMs > s.nowMs + MAX_DELAY_MS)) {
     return `runAtMillis must be an epoch time at most ${MAX_DELAY_MS / 86_400_000} days ahead, got ${runAtMs}`;
@@ -67,6 +74,8 @@ function normalize(s: CoreState, msg: SubmitJobsElement): NormalizedSubmission |
     maxAttempts,
     priority: msg.priority ?? 'NORMAL',
     timeoutMs,
+    queue,
+    groupKey,
     runAtMs,
     dependsOn,
     onParentFailure: dependsOn === null ? null : (msg.onParentFailure ?? null),
@@ -92,7 +101,14 @@ function errorCodeOf(err: unknown): ErrorCode {
 
 type Submitted = Pick<
   JobRecord,
-  'taskType' | 'maxAttempts' | 'priority' | 'timeoutMs' | 'payloadJson' | 'dependsOn'
+  | 'taskType'
+  | 'maxAttempts'
+  | 'priority'
+  | 'timeoutMs'
+  | 'payloadJson'
+  | 'queue'
+  | 'groupKey'
+  | 'dependsOn'
 >;
 
 export function sameSubmission(
@@ -102,6 +118,7 @@ export function sameSubmission(
 ): boolean {
   if (job.taskType !== msg.taskType || job.maxAttempts !== wanted.maxAttempts) return false;
   if (job.priority !== wanted.priority || job.timeoutMs !== wanted.timeoutMs) return false;
+  if (job.queue !== wanted.queue || job.groupKey !== wanted.groupKey) return false;
   if (!isDeepStrictEqual(job.dependsOn, wanted.dependsOn)) return false;
   // Compare with the payload as it would be stored: the JSON round trip turns
   // -0 into 0 (deep-strict equality tells them apart), so the resubmission of
@@ -346,6 +363,8 @@ export function newJobOf(
     idempotencyKey: msg.idempotencyKey,
     runAtMs,
     scheduleName: null,
+    queue: wanted.queue,
+    groupKey: wanted.groupKey,
     dependsOn: wanted.dependsOn,
     onParentFailure: wanted.onParentFailure,
     traceContext: traceContextOf(msg),
@@ -363,6 +382,8 @@ export type NewJob = Pick<
   | 'idempotencyKey'
   | 'runAtMs'
   | 'scheduleName'
+  | 'queue'
+  | 'groupKey'
   | 'dependsOn'
   | 'onParentFailure'
   | 'traceContext'

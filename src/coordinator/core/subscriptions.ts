@@ -16,9 +16,9 @@
 import type { JobEvent, JobEventKind } from '../../protocol/messages.js';
 import { coreJobSnapshot, type CoreJob } from './job.js';
 
-/** The queue of a job: `default` until jobs carry a queue of their own. */
+/** The queue of a job (a filter's `queue` matches it). */
 export function queueOf(job: CoreJob): string {
-  return 'queue' in job && typeof job.queue === 'string' ? job.queue : 'default';
+  return job.queue;
 }
 
 export interface Subscription {

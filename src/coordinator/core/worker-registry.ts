@@ -50,6 +50,8 @@ export interface WorkerSession {
   slotMs: number | null;
   /** Task types this worker declared; null = the five built-ins (a v1 worker). */
   readonly taskTypes: ReadonlySet<string> | null;
+  /** Extension: the named queues it takes attempts from; null = every queue. */
+  readonly queues: ReadonlySet<string> | null;
   /** jobIds currently leased to this session. */
   readonly running: Set<string>;
   lastHeartbeatMs: number;
@@ -98,10 +100,12 @@ const moreFree = (a: WorkerSession, b: WorkerSession): boolean => {
   return fa > fb || (fa === fb && a.workerId < b.workerId);
 };
 
-/** Sessions that declared exactly the same task types. */
+/** Sessions that declared exactly the same task types and queues. */
 interface SessionClass {
   readonly key: string;
   readonly types: readonly string[];
+  /** The queues its members take from; null = every queue. */
+  readonly queues: ReadonlySet<string> | null;
   /** Members with at least one free slot, best first. */
   readonly free: IndexedHeap<WorkerSession>;
   /** Members, draining ones included (the class goes when this reaches 0). */
@@ -109,6 +113,10 @@ interface SessionClass {
   /** Members that are not draining: the workers that serve these types. */
   serving: number;
 }
+
+/** Whether a class takes attempts from `queue` (undefined: any queue will do). */
+const takesFrom = (cls: SessionClass, queue: string | undefined): boolean =>
+  queue === undefined || cls.queues === null || cls.queues.has(queue);
 
 function declaredTypes(session: WorkerSession): readonly string[] {
   return session.taskTypes === null ? BUILTIN_TASK_TYPES : [...session.taskTypes].sort();
@@ -249,9 +257,10 @@ export class WorkerRegistry {
    * The session with the most idle, then free, slots that declared
    * `taskType` (ties: lowest workerId), or undefined. Looks at one heap head per class.
    */
-  pickFor(taskType: string): WorkerSession | undefined {
+  pickFor(taskType: string, queue?: string): WorkerSession | undefined {
     let best: WorkerSession | undefined;
     for (const cls of this.#declaredBy.get(taskType) ?? []) {
+      if (!takesFrom(cls, queue)) continue;
       const head = cls.free.peek();
       if (head !== undefined && (best === undefined || moreFree(head, best))) best = head;
     }
@@ -259,8 +268,10 @@ export class WorkerRegistry {
   }
 
   /** True if some session with a free slot declared `taskType`. O(classes that declared it). */
-  canRun(taskType: string): boolean {
-    for (const cls of this.#declaredBy.get(taskType) ?? []) if (cls.free.size > 0) return true;
+  canRun(taskType: string, queue?: string): boolean {
+    for (const cls of this.#declaredBy.get(taskType) ?? []) {
+      if (cls.free.size > 0 && takesFrom(cls, queue)) return true;
+    }
     return false;
   }
 
@@ -308,6 +319,7 @@ export class WorkerRegistry {
         activeTasks: Math.min(s.running.size, s.capacity),
         lastHeartbeatMillis: s.lastHeartbeatMs,
         taskTypes: s.taskTypes === null ? null : [...s.taskTypes],
+        ...(s.queues === null ? {} : { queues: [...s.queues] }),
         draining: s.draining,
         runningJobs: [...s.running],
         ...(s.prefetch === 0 ? {} : { queuedTasks: Math.max(0, s.running.size - s.capacity) }),
@@ -350,10 +362,19 @@ export class WorkerRegistry {
 
   #joinClass(session: WorkerSession): SessionClass {
     const types = declaredTypes(session);
-    const key = types.join('\n');
+    const queues = session.queues === null ? null : [...session.queues].sort();
+    // A tab cannot appear in a task type or a queue name: it separates the two lists.
+    const key = queues === null ? types.join('\n') : `${types.join('\n')}\t${queues.join('\n')}`;
     let cls = this.#classes.get(key);
     if (cls === undefined) {
-      cls = { key, types, free: new IndexedHeap(moreFree), members: 0, serving: 0 };
+      cls = {
+        key,
+        types,
+        queues: session.queues,
+        free: new IndexedHeap(moreFree),
+        members: 0,
+        serving: 0,
+      };
       this.#classes.set(key, cls);
       for (const type of types) {
         let set = this.#declaredBy.get(type);

@@ -34,6 +34,7 @@ import {
   MAX_WORKER_ID_LENGTH,
 } from '../../protocol/limits.js';
 import { isValidTaskType } from '../../protocol/task-types.js';
+import { isValidQueueName, MAX_QUEUES_PER_WORKER } from '../../protocol/queue-names.js';
 import { COORDINATOR_FEATURES } from './offered-features.js';
 import type {
   HeldAttempt,
@@ -136,6 +137,7 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     lastResultMs: null,
     slotMs: null,
     taskTypes: msg.taskTypes === null ? null : new Set(msg.taskTypes),
+    queues: msg.queues === undefined || msg.queues === null ? null : new Set(msg.queues),
     running: new Set(),
     lastHeartbeatMs: s.nowMs,
     suspected: false,
@@ -253,7 +255,24 @@ function registrationProblem(msg: WorkerRegister): string | null {
   if (prefetch < 0 || prefetch > maxPrefetch(msg.capacity)) {
     return `WORKER_REGISTER: prefetch must be 0..${maxPrefetch(msg.capacity)} (${MAX_PREFETCH_PER_SLOT} x capacity), got ${prefetch}`;
   }
-  return taskTypesProblem(msg.taskTypes) ?? heldAttemptsProblem(msg.heldAttempts ?? null);
+  return (
+    taskTypesProblem(msg.taskTypes) ??
+    heldAttemptsProblem(msg.heldAttempts ?? null) ??
+    queuesProblem(msg.queues ?? null)
+  );
+}
+
+/** A declared list of queues must be non-empty, bounded, and of valid names. */
+function queuesProblem(queues: readonly string[] | null): string | null {
+  if (queues === null) return null;
+  if (queues.length === 0 || queues.length > MAX_QUEUES_PER_WORKER) {
+    return `WORKER_REGISTER: queues must list 1..${MAX_QUEUES_PER_WORKER} queue names, got ${queues.length}`;
+  }
+  const invalid = queues.find((name) => !isValidQueueName(name));
+  if (invalid !== undefined) {
+    return `WORKER_REGISTER: queues holds an invalid queue name ${JSON.stringify(invalid.slice(0, 80))}`;
+  }
+  return null;
 }
 
 function heldAttemptsProblem(held: readonly HeldAttempt[] | null): string | null {

@@ -29,4 +29,5 @@ export const EMPTY_INSPECTION: CoreInspection = Object.freeze({
   pendingReads: 0,
   scheduledCount: 0,
   wakeArmedAtMs: null,
+  queues: [],
 });

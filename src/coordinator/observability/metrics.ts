@@ -90,12 +90,17 @@ const ON_EVENT: EventCounters = {
   'job.submitted': (m) => m.submissions.inc({ outcome: 'accepted' }),
   'job.deduplicated': (m) => m.deduplicated.inc(),
   'job.due': () => undefined,
-  'schedule.fired': () => undefined,
-  'schedule.skipped': () => undefined,
+  'schedule.fired': (m, e) => {
+    m.scheduleTicks.inc({ outcome: 'fired' });
+    m.tickStarts.fired(e.jobId, e.lagMs);
+  },
+  'schedule.skipped': (m, e) => m.scheduleTicks.inc({ outcome: e.reason }),
   'job.rejected': (m) => m.submissions.inc({ outcome: 'rejected' }),
   'job.assigned': (m, e) => {
     m.assignments.inc();
     m.queueWait.observe(e.queuedMs / MS_PER_S);
+    const lagMs = m.tickStarts.started(e.jobId, e.queuedMs);
+    if (lagMs !== null) m.tickStartLag.observe(lagMs / MS_PER_S);
   },
   'job.retryScheduled': (m, e) => m.retries.inc({ cause: e.cause }),
   'job.requeued': () => undefined,
@@ -108,8 +113,12 @@ const ON_EVENT: EventCounters = {
   'job.failed': (m, e) => {
     m.finished.inc({ state: 'FAILED' });
     m.failed.inc({ cause: e.cause });
+    m.tickStarts.ended(e.jobId);
   },
-  'job.cancelled': (m) => m.finished.inc({ state: 'CANCELLED' }),
+  'job.cancelled': (m, e) => {
+    m.finished.inc({ state: 'CANCELLED' });
+    m.tickStarts.ended(e.jobId);
+  },
   'job.deadlineExceeded': () => undefined,
   'job.recovered': (m, e) => {
     // A job interrupted on its final attempt fails at recovery without a
@@ -123,6 +132,41 @@ const ON_EVENT: EventCounters = {
   'jobs.purged': (m, e) => m.purged.inc({ reason: e.reason }, e.deleted),
   'coordinator.stalled': (m) => m.stalls.inc(),
 };
+
+/** Outcomes of a schedule's due tick (`dtp_schedule_ticks_total`). */
+const TICK_OUTCOMES = ['fired', 'overlap', 'missed', 'limit'] as const;
+/** Jobs of fired ticks followed until their first start (older ones are dropped beyond it). */
+export const MAX_TICK_JOBS_FOLLOWED = 10_000;
+
+/**
+ * The jobs that schedule ticks made and that have not started yet, with how
+ * late each was made. A tick's job is QUEUED from its making, so its first
+ * assignment's `queuedMs` is the rest of the wait: the lag from the tick's
+ * time to the first start is `lagMs + queuedMs`, from core events alone.
+ */
+class TickStarts {
+  readonly #lagByJob = new Map<string, number>();
+
+  fired(jobId: string, lagMs: number): void {
+    if (this.#lagByJob.size >= MAX_TICK_JOBS_FOLLOWED) {
+      const oldest = this.#lagByJob.keys().next();
+      if (oldest.done !== true) this.#lagByJob.delete(oldest.value);
+    }
+    this.#lagByJob.set(jobId, lagMs);
+  }
+
+  /** The lag from its tick to this start, when the job is a tick's and starts for the first time. */
+  started(jobId: string, queuedMs: number): number | null {
+    const lagMs = this.#lagByJob.get(jobId);
+    if (lagMs === undefined) return null;
+    this.#lagByJob.delete(jobId);
+    return lagMs + queuedMs;
+  }
+
+  ended(jobId: string): void {
+    this.#lagByJob.delete(jobId);
+  }
+}
 
 /** The dtp_* metrics of one coordinator. */
 export class CoordinatorMetrics {
@@ -147,6 +191,9 @@ export class CoordinatorMetrics {
   readonly purged: Counter<'reason'>;
   readonly stalls: Counter;
   readonly progress: Counter<'outcome'>;
+  readonly scheduleTicks: Counter<'outcome'>;
+  readonly tickStartLag: Histogram;
+  readonly tickStarts = new TickStarts();
 
   constructor(source: MetricsSource, options: CoordinatorMetricsOptions) {
     this.#source = source;
@@ -216,6 +263,16 @@ export class CoordinatorMetrics {
       'TASK_PROGRESS reports: accepted, or ignored (stale lease, value out of range)',
       ['outcome'],
     );
+    this.scheduleTicks = counter(
+      'dtp_schedule_ticks_total',
+      'Schedule ticks that fell due, by outcome: fired (made a job), overlap (the previous job was not done), missed (passed while no coordinator led, with --catch-up none), limit (the active-job limit was reached)',
+      ['outcome'],
+    );
+    this.tickStartLag = histogram(
+      'dtp_schedule_start_lag_seconds',
+      "Time from a schedule tick's due time to its job's first start",
+      DURATION_BUCKETS_S,
+    );
     this.#zeroLabels();
     this.#registerGauges(options.maxActiveJobs);
     registerLeadershipGauges(this.registry, source);
@@ -248,6 +305,7 @@ export class CoordinatorMetrics {
     for (const reason of WORKER_LOSS_CAUSES) this.workersLost.inc({ reason }, 0);
     for (const reason of ['retention', 'request']) this.purged.inc({ reason }, 0);
     for (const outcome of ['accepted', 'ignored']) this.progress.inc({ outcome }, 0);
+    for (const outcome of TICK_OUTCOMES) this.scheduleTicks.inc({ outcome }, 0);
   }
 
   #registerGauges(maxActiveJobs: number): void {
@@ -305,6 +363,13 @@ export class CoordinatorMetrics {
       'WAIT_JOB requests held until their job ends or they time out',
       function () {
         this.set(snapshot().pendingWaits);
+      },
+    );
+    gauge(
+      'dtp_scheduled_jobs',
+      'Delayed jobs waiting for their time (SCHEDULED; bounded by --max-scheduled-jobs)',
+      function () {
+        this.set(snapshot().scheduledCount);
       },
     );
     gauge('dtp_event_subscriptions', 'SUBSCRIBE_JOBS subscriptions open', function () {

@@ -21,6 +21,7 @@
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { describeError } from '../../protocol/errors.js';
+import type { JobState } from '../../protocol/messages.js';
 import { LeaseLostError } from '../lease.js';
 import {
   StoreError,
@@ -28,6 +29,7 @@ import {
   type JobRecord,
   type ListQuery,
   type PurgeQuery,
+  type QueueSettingsRecord,
   type RecoveredState,
   type ScheduleRecord,
   type Store,
@@ -58,12 +60,17 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   updated_at_ms AS "updatedAtMs", started_at_ms AS "startedAtMs",
   finished_at_ms AS "finishedAtMs", run_at_ms AS "runAtMs",
   schedule_name AS "scheduleName", progress, depends_on AS "dependsOn",
-  on_parent_failure AS "onParentFailure", trace_context AS "traceContext" FROM dtp.jobs`;
+  on_parent_failure AS "onParentFailure", queue, group_key AS "groupKey",
+  trace_context AS "traceContext" FROM dtp.jobs`;
 const SCHEDULE_SELECT = `SELECT name, task_type AS "taskType", cron, every_ms AS "everyMs",
   timezone, payload AS "payloadJson", max_attempts AS "maxAttempts", priority,
   timeout_ms AS "timeoutMs", overlap, catch_up AS "catchUp", paused,
   next_run_at_ms AS "nextRunAtMs", last_run_at_ms AS "lastRunAtMs", last_job_id AS "lastJobId",
-  created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs" FROM dtp.schedules`;
+  created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs", queue FROM dtp.schedules`;
+const QUEUE_SELECT = `SELECT name, paused, concurrency, rate_max AS "rateMax",
+  rate_interval_ms AS "rateIntervalMs", group_concurrency AS "groupConcurrency",
+  group_rate_max AS "groupRateMax", group_rate_interval_ms AS "groupRateIntervalMs",
+  updated_at_ms AS "updatedAtMs" FROM dtp.queue_settings`;
 const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attemptNumber",
   a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
   a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;
@@ -147,12 +154,14 @@ export class PostgresStore implements Store {
                WHERE c.${ACTIVE})`,
         );
         const schedules = await client.query<ScheduleRecord>(`${SCHEDULE_SELECT} ORDER BY name`);
+        const queues = await client.query<QueueSettingsRecord>(`${QUEUE_SELECT} ORDER BY name`);
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
           maxSeq: max.rows[0]?.m ?? 0,
           parentJobs: parents.rows,
           schedules: schedules.rows,
+          queueSettings: queues.rows,
           epoch: this.#epoch,
         };
       } finally {
@@ -191,14 +200,27 @@ export class PostgresStore implements Store {
           return { op: 'jobByKey', job: rows.rows[0] ?? null };
         });
       case 'list':
-        return this.#withReader(async (client) => ({
-          op: 'list',
-          jobs: await listJobs(client, read.query),
-        }));
+        return this.#withReader(async (client) => {
+          const jobs = await listJobs(client, read.query);
+          if (read.withAttempts !== true) return { op: 'list', jobs };
+          const attempts: AttemptRecord[] = [];
+          for (const job of jobs) attempts.push(...(await attemptsOf(client, job.jobId)));
+          return { op: 'list', jobs, attempts };
+        });
       case 'purge':
         return new Promise<number>((resolve, reject) => {
           this.#enqueue({ kind: 'purge', query: read.query, pending: { resolve, reject } });
         }).then((deleted) => ({ op: 'purge', deleted }));
+      case 'queueCounts':
+        return this.#withReader(async (client) => {
+          const where = read.queue === null ? '' : 'WHERE queue = $1';
+          const rows = await client.query<{ queue: string; state: JobState; count: string }>(
+            `SELECT queue, state, count(*) AS count FROM dtp.jobs ${where} GROUP BY queue, state`,
+            read.queue === null ? [] : [read.queue],
+          );
+          const counts = rows.rows.map((r) => ({ ...r, count: Number(r.count) }));
+          return { op: 'queueCounts', counts };
+        });
       case 'jobs':
         return this.#withReader(async (client) => {
           const rows = await client.query<JobRecord>({
@@ -278,10 +300,10 @@ export class PostgresStore implements Store {
     const started = performance.now();
     try {
       const merged = mergeBatches(group.map((op) => op.batch));
-      const { inserts, updates, attempts, schedules, deletedSchedules } = merged;
+      const { inserts, updates, attempts, schedules, deletedSchedules, queues } = merged;
       await this.#writer.query({
-        name: 'dtp_commit_batch',
-        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6)',
+        name: 'dtp_commit_batch_tq',
+        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7)',
         values: [
           this.#epoch,
           inserts.length === 0 ? null : JSON.stringify(inserts),
@@ -289,6 +311,7 @@ export class PostgresStore implements Store {
           attempts.length === 0 ? null : JSON.stringify(attempts),
           schedules.length === 0 ? null : JSON.stringify(schedules),
           deletedSchedules.length === 0 ? null : JSON.stringify(deletedSchedules),
+          queues.length === 0 ? null : JSON.stringify(queues),
         ],
       });
     } catch (err) {
@@ -371,6 +394,14 @@ async function listJobs(client: pg.ClientBase, query: ListQuery): Promise<JobRec
     values.push(query.taskType);
     where.push(`task_type = $${values.length}`);
   }
+  if (query.queue !== undefined && query.queue !== null) {
+    values.push(query.queue);
+    where.push(`queue = $${values.length}`);
+  }
+  if (query.finishedSinceMs !== undefined && query.finishedSinceMs !== null) {
+    values.push(query.finishedSinceMs);
+    where.push(`finished_at_ms >= $${values.length}`);
+  }
   values.push(query.limit);
   const filter = where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`;
   const rows = await client.query<JobRecord>(
@@ -390,12 +421,15 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
   attempts: Readonly<AttemptRecord>[];
   schedules: Readonly<ScheduleRecord>[];
   deletedSchedules: string[];
+  queues: Readonly<QueueSettingsRecord>[];
 } {
   const jobs = new Map<string, { job: Readonly<JobRecord>; isNew: boolean }>();
   const attempts = new Map<string, Readonly<AttemptRecord>>();
   /** The last word on each schedule: its row, or null once deleted. */
   const schedules = new Map<string, Readonly<ScheduleRecord> | null>();
+  const queues = new Map<string, Readonly<QueueSettingsRecord>>();
   for (const batch of batches) {
+    for (const q of batch.queues ?? []) queues.set(q.name, q);
     for (const entry of batch.jobs) {
       const seen = jobs.get(entry.job.jobId);
       if (seen !== undefined && entry.isNew) {
@@ -424,6 +458,7 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
     attempts: [...attempts.values()],
     schedules: written,
     deletedSchedules,
+    queues: [...queues.values()],
   };
 }
 

@@ -80,6 +80,12 @@ const DEPENDENCY_COLUMNS: ExtraColumn[] = [
 ];
 
 /** Job columns of migration 6 (fixed at submission). */
+const QUEUE_COLUMNS: ExtraColumn[] = [
+  { column: 'queue', key: 'queue', type: 'text', updated: false },
+  { column: 'group_key', key: 'groupKey', type: 'text', updated: false },
+];
+
+/** Job columns of migration 8 (fixed at submission). */
 const TRACE_COLUMNS: ExtraColumn[] = [
   { column: 'trace_context', key: 'traceContext', type: 'jsonb', updated: false },
 ];
@@ -138,8 +144,12 @@ function scheduleCommitBatch(
   verb: 'CREATE' | 'CREATE OR REPLACE',
   extra: ExtraColumn[],
   dependencies = false,
+  scheduleQueue = false,
+  /** Columns of the first schema an update sets too, beyond the usual ones. */
+  alsoUpdated: readonly { column: string; key: string }[] = [],
 ): string {
   const fields = JOB_FIELDS_V3 + extra.map((c) => `, "${c.key}" ${c.type}`).join('');
+  const scheduleFields = SCHEDULE_FIELDS + (scheduleQueue ? ', queue text' : '');
   const updated = extra.filter((c) => c.updated !== false);
   const dependencyRows = dependencies
     ? `
@@ -174,7 +184,7 @@ function scheduleCommitBatch(
              attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
              retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
              error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${updated.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${[...updated, ...alsoUpdated].map((c) => `, ${c.column} = r."${c.key}"`).join('')}
            WHERE seq = r.seq;
          IF NOT FOUND THEN
            RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
@@ -188,11 +198,11 @@ ${ATTEMPTS_UPSERT}     IF p_deleted_schedules IS NOT NULL THEN
      IF p_schedules IS NOT NULL THEN
        INSERT INTO dtp.schedules (name, task_type, cron, every_ms, timezone, payload,
            max_attempts, priority, timeout_ms, overlap, catch_up, paused, next_run_at_ms,
-           last_run_at_ms, last_job_id, created_at_ms, updated_at_ms)
+           last_run_at_ms, last_job_id, created_at_ms, updated_at_ms${scheduleQueue ? ', queue' : ''})
          SELECT name, "taskType", cron, "everyMs", timezone, "payloadJson", "maxAttempts",
            priority, "timeoutMs", overlap, "catchUp", paused, "nextRunAtMs", "lastRunAtMs",
-           "lastJobId", "createdAtMs", "updatedAtMs"
-         FROM json_to_recordset(p_schedules) AS r(${SCHEDULE_FIELDS})
+           "lastJobId", "createdAtMs", "updatedAtMs"${scheduleQueue ? ', queue' : ''}
+         FROM json_to_recordset(p_schedules) AS r(${scheduleFields})
        ON CONFLICT (name) DO UPDATE SET task_type = excluded.task_type, cron = excluded.cron,
          every_ms = excluded.every_ms, timezone = excluded.timezone, payload = excluded.payload,
          max_attempts = excluded.max_attempts, priority = excluded.priority,
@@ -200,7 +210,7 @@ ${ATTEMPTS_UPSERT}     IF p_deleted_schedules IS NOT NULL THEN
          catch_up = excluded.catch_up, paused = excluded.paused,
          next_run_at_ms = excluded.next_run_at_ms, last_run_at_ms = excluded.last_run_at_ms,
          last_job_id = excluded.last_job_id, created_at_ms = excluded.created_at_ms,
-         updated_at_ms = excluded.updated_at_ms;
+         updated_at_ms = excluded.updated_at_ms${scheduleQueue ? ', queue = excluded.queue' : ''};
      END IF;
    END
    $fn$;`;
@@ -352,21 +362,80 @@ const MIGRATIONS: readonly string[] = [
      RETURN deleted;
    END
    $fn$;`,
-  // 6: the submitter's W3C trace context, fixed at submission; commit_batch
+  // 6: named queues. Each job's queue and group key (fixed at submission;
+  // rows from before are in 'default', without a group), an index to list
+  // and count a queue, the queues' settings, and the queue a schedule's
+  // jobs go to. The six-argument
+  // commit_batch gets the two job columns; a seventh-argument version
+  // writes all that one does and then the settings rows, in the same
+  // transaction.
+  `ALTER TABLE dtp.jobs ADD COLUMN queue text NOT NULL DEFAULT 'default';
+   ALTER TABLE dtp.jobs ADD COLUMN group_key text;
+   CREATE INDEX jobs_queue_state ON dtp.jobs (queue, state, seq);
+   CREATE TABLE dtp.queue_settings (
+     name                   text    PRIMARY KEY,
+     paused                 boolean NOT NULL,
+     concurrency            integer,
+     rate_max               integer,
+     rate_interval_ms       bigint,
+     group_concurrency      integer,
+     group_rate_max         integer,
+     group_rate_interval_ms bigint,
+     updated_at_ms          bigint  NOT NULL
+   );
+   ALTER TABLE dtp.schedules ADD COLUMN queue text NOT NULL DEFAULT 'default';
+   ${scheduleCommitBatch('CREATE OR REPLACE', [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...QUEUE_COLUMNS], true, true)}
+   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   BEGIN
+     PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
+       p_deleted_schedules);
+     IF p_queues IS NOT NULL THEN
+       INSERT INTO dtp.queue_settings (name, paused, concurrency, rate_max, rate_interval_ms,
+           group_concurrency, group_rate_max, group_rate_interval_ms, updated_at_ms)
+         SELECT name, paused, concurrency, "rateMax", "rateIntervalMs", "groupConcurrency",
+           "groupRateMax", "groupRateIntervalMs", "updatedAtMs"
+         FROM json_to_recordset(p_queues) AS r(name text, paused boolean, concurrency integer,
+           "rateMax" integer, "rateIntervalMs" bigint, "groupConcurrency" integer,
+           "groupRateMax" integer, "groupRateIntervalMs" bigint, "updatedAtMs" bigint)
+       ON CONFLICT (name) DO UPDATE SET paused = excluded.paused,
+         concurrency = excluded.concurrency, rate_max = excluded.rate_max,
+         rate_interval_ms = excluded.rate_interval_ms,
+         group_concurrency = excluded.group_concurrency,
+         group_rate_max = excluded.group_rate_max,
+         group_rate_interval_ms = excluded.group_rate_interval_ms,
+         updated_at_ms = excluded.updated_at_ms;
+     END IF;
+   END
+   $fn$;`,
+  // 7: an update writes max_attempts too (a re-run of a FAILED job gives it
+  // a fresh attempt budget); the six-argument commit_batch that every write
+  // goes through, as step 6 left it plus that column.
+  scheduleCommitBatch(
+    'CREATE OR REPLACE',
+    [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...QUEUE_COLUMNS],
+    true,
+    true,
+    [{ column: 'max_attempts', key: 'maxAttempts' }],
+  ),
+  // 8: the submitter's W3C trace context, fixed at submission; commit_batch
   // with every job column of the steps before and this one.
   `ALTER TABLE dtp.jobs ADD COLUMN trace_context jsonb;
    ${scheduleCommitBatch(
      'CREATE OR REPLACE',
-     [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...TRACE_COLUMNS],
+     [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...QUEUE_COLUMNS, ...TRACE_COLUMNS],
      true,
+     true,
+     [{ column: 'max_attempts', key: 'maxAttempts' }],
    )}`,
 ];
 
 /** Number of the newest schema this code knows. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
-/** Brings the database to {@link SCHEMA_VERSION}; returns the version found. */
-export async function migrate(client: ClientBase): Promise<number> {
+/** Brings the database to `target` (tests stop short of the newest), by default {@link SCHEMA_VERSION}; returns the version found. */
+export async function migrate(client: ClientBase, target = SCHEMA_VERSION): Promise<number> {
   await client.query('BEGIN');
   try {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
@@ -378,7 +447,7 @@ export async function migrate(client: ClientBase): Promise<number> {
         `database schema version ${found} is newer than this coordinator understands (${SCHEMA_VERSION})`,
       );
     }
-    for (let version = found; version < SCHEMA_VERSION; version++) {
+    for (let version = found; version < target; version++) {
       await client.query(MIGRATIONS[version] as string);
       await client.query('UPDATE dtp.schema_version SET version = $1', [version + 1]);
     }

@@ -14,7 +14,7 @@ import type {
   ScheduleOverlap,
 } from '../../protocol/messages.js';
 import type { TraceContext } from '../../protocol/trace-context.js';
-import type { AttemptRecord, JobRecord, ScheduleRecord } from '../store.js';
+import type { AttemptRecord, JobRecord, QueueSettingsRecord, ScheduleRecord } from '../store.js';
 
 export const JOB_COLUMNS = [
   'seq',
@@ -44,6 +44,8 @@ export const JOB_COLUMNS = [
   'run_at_ms',
   'schedule_name',
   'trace_context',
+  'queue',
+  'group_key',
 ] as const;
 
 /** The columns an update may change, in the order {@link jobUpdateValues} gives them. */
@@ -62,6 +64,8 @@ export const JOB_MUTABLE_COLUMNS = [
   'finished_at_ms',
   'progress',
   'run_at_ms',
+  // A re-run of a FAILED job gives it a fresh attempt budget.
+  'max_attempts',
 ] as const;
 
 export const ATTEMPT_COLUMNS = [
@@ -108,6 +112,8 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     job.traceContext === null || job.traceContext === undefined
       ? null
       : JSON.stringify(job.traceContext),
+    job.queue,
+    job.groupKey,
   ];
 }
 
@@ -133,6 +139,7 @@ export function jobUpdateValues(job: Readonly<JobRecord>): SqlValue[] {
     job.finishedAtMs,
     progressText(job),
     job.runAtMs,
+    job.maxAttempts,
     job.seq,
   ];
 }
@@ -180,6 +187,8 @@ export interface JobRow {
   schedule_name: string | null;
   /** JSON of a TraceContext; null = none (and in rows of older schemas). */
   trace_context: string | null;
+  queue: string;
+  group_key: string | null;
 }
 
 export interface AttemptRow {
@@ -223,6 +232,8 @@ export function jobFromRow(row: JobRow): JobRecord {
     scheduleName: row.schedule_name,
     traceContext:
       row.trace_context === null ? null : (JSON.parse(row.trace_context) as TraceContext),
+    queue: row.queue,
+    groupKey: row.group_key,
   };
 }
 
@@ -240,6 +251,58 @@ export function attemptFromRow(row: AttemptRow): AttemptRecord {
     finishedAtMs: row.finished_at_ms,
     outcome: row.outcome as AttemptOutcome,
     error: row.error,
+  };
+}
+
+export const QUEUE_COLUMNS = [
+  'name',
+  'paused',
+  'concurrency',
+  'rate_max',
+  'rate_interval_ms',
+  'group_concurrency',
+  'group_rate_max',
+  'group_rate_interval_ms',
+  'updated_at_ms',
+] as const;
+
+export interface QueueRow {
+  name: string;
+  paused: number;
+  concurrency: number | null;
+  rate_max: number | null;
+  rate_interval_ms: number | null;
+  group_concurrency: number | null;
+  group_rate_max: number | null;
+  group_rate_interval_ms: number | null;
+  updated_at_ms: number;
+}
+
+export function queueValues(q: Readonly<QueueSettingsRecord>): SqlValue[] {
+  return [
+    q.name,
+    q.paused ? 1 : 0,
+    q.concurrency,
+    q.rateMax,
+    q.rateIntervalMs,
+    q.groupConcurrency,
+    q.groupRateMax,
+    q.groupRateIntervalMs,
+    q.updatedAtMs,
+  ];
+}
+
+export function queueFromRow(row: QueueRow): QueueSettingsRecord {
+  return {
+    name: row.name,
+    paused: row.paused !== 0,
+    concurrency: row.concurrency,
+    rateMax: row.rate_max,
+    rateIntervalMs: row.rate_interval_ms,
+    groupConcurrency: row.group_concurrency,
+    groupRateMax: row.group_rate_max,
+    groupRateIntervalMs: row.group_rate_interval_ms,
+    updatedAtMs: row.updated_at_ms,
   };
 }
 
@@ -266,6 +329,7 @@ export const SCHEDULE_COLUMNS = [
   'last_job_id',
   'created_at_ms',
   'updated_at_ms',
+  'queue',
 ] as const;
 
 export interface ScheduleRow {
@@ -286,6 +350,7 @@ export interface ScheduleRow {
   last_job_id: string | null;
   created_at_ms: number;
   updated_at_ms: number;
+  queue: string;
 }
 
 export function scheduleValues(schedule: Readonly<ScheduleRecord>): SqlValue[] {
@@ -307,6 +372,7 @@ export function scheduleValues(schedule: Readonly<ScheduleRecord>): SqlValue[] {
     schedule.lastJobId,
     schedule.createdAtMs,
     schedule.updatedAtMs,
+    schedule.queue,
   ];
 }
 
@@ -329,5 +395,6 @@ export function scheduleFromRow(row: ScheduleRow): ScheduleRecord {
     lastJobId: row.last_job_id,
     createdAtMs: row.created_at_ms,
     updatedAtMs: row.updated_at_ms,
+    queue: row.queue,
   };
 }

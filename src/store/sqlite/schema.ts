@@ -129,22 +129,41 @@ const MIGRATIONS: readonly string[] = [
      PRIMARY KEY (parent_id, job_id)
    ) STRICT, WITHOUT ROWID;
    CREATE INDEX job_dependencies_job ON job_dependencies (job_id);`,
-  // 7: the submitter's W3C trace context (JSON), fixed at submission.
+  // 7: named queues. Each job's queue and group key (fixed at submission;
+  // rows from before are in `default`, without a group), an index to list a
+  // queue and count it by state, one row of settings per queue that has any
+  // (paused, limits), and the queue a schedule's jobs go to.
+  `ALTER TABLE jobs ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';
+   ALTER TABLE jobs ADD COLUMN group_key TEXT;
+   CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);
+   CREATE TABLE queue_settings (
+     name                   TEXT    PRIMARY KEY,
+     paused                 INTEGER NOT NULL,
+     concurrency            INTEGER,
+     rate_max               INTEGER,
+     rate_interval_ms       INTEGER,
+     group_concurrency      INTEGER,
+     group_rate_max         INTEGER,
+     group_rate_interval_ms INTEGER,
+     updated_at_ms          INTEGER NOT NULL
+   ) STRICT, WITHOUT ROWID;
+   ALTER TABLE schedules ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';`,
+  // 8: the submitter's W3C trace context (JSON), fixed at submission.
   `ALTER TABLE jobs ADD COLUMN trace_context TEXT;`,
 ];
 
 /** Number of the newest schema this code knows. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
-/** Brings the database to {@link SCHEMA_VERSION}; returns the version found. */
-export function migrate(db: Database): number {
+/** Brings the database to `target` (tests stop short of the newest), by default {@link SCHEMA_VERSION}; returns the version found. */
+export function migrate(db: Database, target = SCHEMA_VERSION): number {
   const found = db.pragma('user_version', { simple: true }) as number;
   if (found > SCHEMA_VERSION) {
     throw new StoreError(
       `database schema version ${found} is newer than this coordinator understands (${SCHEMA_VERSION})`,
     );
   }
-  for (let version = found; version < SCHEMA_VERSION; version++) {
+  for (let version = found; version < target; version++) {
     const sql = MIGRATIONS[version] as string;
     db.transaction(() => {
       db.exec(sql);

@@ -27,6 +27,7 @@ import { describeError } from '../../protocol/errors.js';
 import {
   StoreError,
   type JobRecord,
+  type QueueCount,
   type ListQuery,
   type PurgeQuery,
   type RecoveredState,
@@ -43,6 +44,10 @@ import {
   attemptFromRow,
   attemptValues,
   columnList,
+  queueFromRow,
+  queueValues,
+  QUEUE_COLUMNS,
+  type QueueRow,
   jobFromRow,
   dependencyValues,
   jobInsertValues,
@@ -55,6 +60,8 @@ import {
   type SqlValue,
 } from './rows.js';
 import { migrate } from './schema.js';
+import type { EncodedBatch } from './writer.js';
+import type { JobState } from '../../protocol/messages.js';
 import { InlineWriterLink, ThreadWriterLink, type WriterLink } from './writer-links.js';
 
 export interface SqliteStoreOptions {
@@ -150,6 +157,12 @@ export class SqliteStore implements Store {
       const max = this.#reader
         .prepare<[], { m: number | null }>('SELECT max(seq) AS m FROM jobs')
         .get();
+      const queueSettings = this.#reader
+        .prepare<[], QueueRow>(
+          `SELECT ${columnList(QUEUE_COLUMNS)} FROM queue_settings ORDER BY name`,
+        )
+        .all()
+        .map(queueFromRow);
       const parentJobs = this.#reader
         .prepare<[], JobRow>(
           // Driven from the active jobs (already read) through the index of
@@ -169,7 +182,14 @@ export class SqliteStore implements Store {
         )
         .all()
         .map(scheduleFromRow);
-      return { activeJobs, activeAttempts, maxSeq: max?.m ?? 0, parentJobs, schedules };
+      return {
+        activeJobs,
+        activeAttempts,
+        maxSeq: max?.m ?? 0,
+        parentJobs,
+        schedules,
+        queueSettings,
+      };
     });
   }
 
@@ -187,7 +207,7 @@ export class SqliteStore implements Store {
     const attempts = batch.attempts.map(attemptValues);
     const schedules = (batch.schedules ?? []).map(scheduleValues);
     const deletedSchedules = [...(batch.deletedSchedules ?? [])];
-    return this.#link.commit({
+    const encoded: EncodedBatch = {
       batchId: batch.batchId,
       inserts,
       updates,
@@ -195,7 +215,11 @@ export class SqliteStore implements Store {
       dependencies,
       schedules,
       deletedSchedules,
-    });
+    };
+    if (batch.queues !== undefined && batch.queues.length > 0) {
+      encoded.queues = batch.queues.map(queueValues);
+    }
+    return this.#link.commit(encoded);
   }
 
   read(read: StoreRead): Promise<StoreReadResult> {
@@ -215,7 +239,14 @@ export class SqliteStore implements Store {
           return { op: 'jobByKey', job: row === undefined ? null : jobFromRow(row) };
         });
       case 'list':
-        return this.#readNow(() => ({ op: 'list', jobs: this.#list(read.query) }));
+        return this.#readNow(() => {
+          const jobs = this.#list(read.query);
+          if (read.withAttempts !== true) return { op: 'list', jobs };
+          const attempts = jobs.flatMap((job) =>
+            this.#attemptsOf.all(job.jobId).map(attemptFromRow),
+          );
+          return { op: 'list', jobs, attempts };
+        });
       case 'purge':
         return this.#purge(read.query).then((deleted) => ({ op: 'purge', deleted }));
       case 'jobs':
@@ -234,7 +265,25 @@ export class SqliteStore implements Store {
             .all(read.scheduleName, read.limit)
             .map(jobFromRow),
         }));
+      case 'queueCounts':
+        return this.#readNow(() => ({ op: 'queueCounts', counts: this.#queueCounts(read.queue) }));
     }
+  }
+
+  #queueCounts(queue: string | null): QueueCount[] {
+    const rows =
+      queue === null
+        ? this.#reader
+            .prepare<[], { queue: string; state: string; n: number }>(
+              'SELECT queue, state, count(*) AS n FROM jobs GROUP BY queue, state',
+            )
+            .all()
+        : this.#reader
+            .prepare<[string], { queue: string; state: string; n: number }>(
+              'SELECT queue, state, count(*) AS n FROM jobs WHERE queue = ? GROUP BY queue, state',
+            )
+            .all(queue);
+    return rows.map((r) => ({ queue: r.queue, state: r.state as JobState, count: r.n }));
   }
 
   checkIntegrity(): Promise<string[]> {
@@ -276,6 +325,14 @@ export class SqliteStore implements Store {
     if (query.taskType !== null) {
       where.push('task_type = ?');
       params.push(query.taskType);
+    }
+    if (query.queue !== undefined && query.queue !== null) {
+      where.push('queue = ?');
+      params.push(query.queue);
+    }
+    if (query.finishedSinceMs !== undefined && query.finishedSinceMs !== null) {
+      where.push('finished_at_ms >= ?');
+      params.push(query.finishedSinceMs);
     }
     params.push(query.limit);
     const shape = where.join(' AND ');

@@ -11,6 +11,7 @@ import {
   JOB_COLUMNS,
   JOB_MUTABLE_COLUMNS,
   SCHEDULE_COLUMNS,
+  QUEUE_COLUMNS,
   columnList,
   type SqlValue,
 } from './rows.js';
@@ -27,6 +28,8 @@ export interface EncodedBatch {
   schedules: SqlValue[][];
   /** Names of schedules to delete. */
   deletedSchedules: string[];
+  /** Queue settings rows (absent = none). */
+  queues?: SqlValue[][];
 }
 
 export class SqliteWriter {
@@ -35,6 +38,7 @@ export class SqliteWriter {
   readonly #attempt: Statement<SqlValue[]>;
   readonly #schedule: Statement<SqlValue[]>;
   readonly #deleteSchedule: Statement<[string]>;
+  readonly #queue: Statement<SqlValue[]>;
   readonly #purgeSelect: Statement<[string, number, number], { seq: number; job_id: string }>;
   readonly #purgeAttempts: Statement<[string]>;
   readonly #purgeJob: Statement<[number]>;
@@ -61,6 +65,9 @@ export class SqliteWriter {
       `INSERT OR REPLACE INTO schedules (${columnList(SCHEDULE_COLUMNS)}) VALUES (${placeholders(SCHEDULE_COLUMNS.length)})`,
     );
     this.#deleteSchedule = db.prepare('DELETE FROM schedules WHERE name = ?');
+    this.#queue = db.prepare(
+      `INSERT OR REPLACE INTO queue_settings (${columnList(QUEUE_COLUMNS)}) VALUES (${placeholders(QUEUE_COLUMNS.length)})`,
+    );
     // A parent that a non-terminal job depends on is kept: that job still
     // needs its result (see PurgeQuery).
     this.#purgeSelect = db.prepare(
@@ -111,5 +118,6 @@ export class SqliteWriter {
     for (const values of batch.attempts) this.#attempt.run(...values);
     for (const values of batch.schedules) this.#schedule.run(...values);
     for (const name of batch.deletedSchedules) this.#deleteSchedule.run(name);
+    for (const values of batch.queues ?? []) this.#queue.run(...values);
   }
 }

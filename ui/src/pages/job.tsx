@@ -1,5 +1,6 @@
 /**
- * One job: its state and settings, payload, result, error, the attempt
+ * One job: its state and settings (a delayed job's run time, with a
+ * countdown while it is SCHEDULED; the schedule that made it), payload, result, error, the attempt
  * history on a timeline and as a table, and the actions it allows (cancel
  * while it is not terminal; re-run once FAILED or CANCELLED), each behind a
  * confirmation. Refreshed whenever the live stream reports a change of it.
@@ -11,7 +12,7 @@ import { ApiError, api, type JobDetails } from '../api.js';
 import { OutcomeBadge, StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
 import { AttemptTimeline } from '../components/timeline.js';
-import { formatDurationMs, formatTime, prettyJson } from '../format.js';
+import { formatCountdown, formatDurationMs, formatTime, prettyJson } from '../format.js';
 import { useLatestRequest, useLive, useNow } from '../hooks.js';
 import { jobHref, navigate } from '../router.js';
 
@@ -165,6 +166,24 @@ function Body({ details, onChanged }: { details: JobDetails; onChanged: () => vo
           {job.timeoutMillis == null ? '-' : formatDurationMs(job.timeoutMillis)}
         </Field>
         <Field label="Submitted">{formatTime(job.createdAtMillis)}</Field>
+        {job.runAtMillis != null && (
+          <Field label="Runs at">
+            <span data-testid="job-run-at">{formatTime(job.runAtMillis)}</span>
+            {job.state === 'SCHEDULED' && (
+              <span class="muted" data-testid="job-countdown">
+                {' '}
+                {formatCountdown(job.runAtMillis - now)}
+              </span>
+            )}
+          </Field>
+        )}
+        {job.scheduleName != null && (
+          <Field label="Schedule">
+            <a href="#/schedules" data-testid="job-schedule">
+              {job.scheduleName}
+            </a>
+          </Field>
+        )}
         <Field label="Started">{formatTime(job.startedAtMillis)}</Field>
         <Field label="Finished">{formatTime(job.finishedAtMillis)}</Field>
       </dl>

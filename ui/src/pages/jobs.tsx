@@ -1,5 +1,6 @@
 /**
- * The jobs table: filters (state, task type), search by job id or
+ * The jobs table: filters (state, SCHEDULED included, and task type), the
+ * time a delayed job runs at, search by job id or
  * idempotency key, cursor paging (newest first), live refresh of what is on
  * screen, and purge of old terminal jobs behind a confirmation.
  */
@@ -179,6 +180,7 @@ function JobTable({ page }: { page: JobPage }) {
           <th>Priority</th>
           <th>Attempts</th>
           <th>Worker</th>
+          <th>Runs at</th>
           <th>Submitted</th>
           <th>Updated</th>
         </tr>
@@ -200,6 +202,7 @@ function JobTable({ page }: { page: JobPage }) {
               {job.attempts}/{job.maxAttempts}
             </td>
             <td class="mono">{job.workerId ?? '-'}</td>
+            <td data-testid="job-run-at">{formatTime(job.runAtMillis)}</td>
             <td>{formatTime(job.createdAtMillis)}</td>
             <td>{formatTime(job.updatedAtMillis)}</td>
           </tr>
