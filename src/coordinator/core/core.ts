@@ -27,6 +27,7 @@ import { nextDueAtMs, promoteDue } from './delayed-jobs.js';
 import { toRecord } from './job.js';
 import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
 import { recover } from './recovery.js';
+import { advanceWindow, nextWindowAtMs, windowRead, windowReadFailed } from './scheduled-window.js';
 import { fireDueTicks, scheduleJobsRead } from './schedule-requests.js';
 import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
@@ -123,14 +124,19 @@ export class CoordinatorCore {
     return this.#s.jobs.takeBatch();
   }
 
-  /** Non-terminal jobs right now, SCHEDULED ones included. */
+  /** Non-terminal jobs in memory right now, SCHEDULED ones included (not the far ones). */
   get activeCount(): number {
     return this.#s.jobs.activeCount;
   }
 
-  /** SCHEDULED jobs right now. */
+  /** SCHEDULED jobs beyond the window: in the store only. */
+  get farScheduledCount(): number {
+    return this.#s.window.farCount;
+  }
+
+  /** SCHEDULED jobs right now, in memory or only in the store. */
   get scheduledCount(): number {
-    return this.#s.scheduledCount;
+    return this.#s.scheduledCount + this.#s.window.farCount;
   }
 
   get maxActiveJobs(): number {
@@ -173,6 +179,8 @@ export class CoordinatorCore {
       pendingReads: s.reads.size,
       subscriptions: s.subscriptions.size,
       scheduledCount: s.scheduledCount,
+      farScheduledCount: s.window.farCount,
+      scheduledHorizon: { atMs: s.window.horizonMs, seq: s.window.horizonSeq },
       wakeArmedAtMs: s.wakeArmedAtMs ?? null,
       queues: [...s.queues.values()].map((q) => ({
         name: q.name,
@@ -198,6 +206,7 @@ function doDue(s: CoreState): void {
   s.ready.unparkDue(s.nowMs);
   promoteDue(s);
   fireDueTicks(s);
+  advanceWindow(s);
 }
 
 /** Tells the shell the earliest instant the core needs an input, when that changed. */
@@ -212,6 +221,8 @@ function stateWakeUp(s: CoreState): void {
     // The openings the ready queue met (queues and groups held by a rate),
     // cleared by doDue: a value that moves only with picks and timed inputs.
     s.ready.nextUnparkMs(),
+    // The next window of delayed jobs is read a margin before the horizon.
+    nextWindowAtMs(s),
   ]) {
     if (at !== null && (atMs === null || at < atMs)) atMs = at;
   }
@@ -279,6 +290,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'queueCounts')
         throw new Error(`read ${readId}: expected queue counts, got ${result.op}`);
       return queueCountsDone(s, read, result.counts);
+    case 'window':
+      if (result.op !== 'scheduledWindow')
+        throw new Error(`read ${readId}: expected delayed jobs, got ${result.op}`);
+      return windowRead(s, read, result.jobs);
   }
 }
 
@@ -315,6 +330,8 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return batchKeyLookupFailed(s, read.batch, message);
     case 'purge':
       return purgeFailed(s, read, message);
+    case 'window':
+      return windowReadFailed(s);
   }
 }
 
@@ -349,8 +366,12 @@ export interface CoreInspection {
   pendingReads: number;
   /** SUBSCRIBE_JOBS subscriptions open. */
   subscriptions: number;
-  /** SCHEDULED jobs held. */
+  /** SCHEDULED jobs held in memory. */
   scheduledCount: number;
+  /** SCHEDULED jobs beyond the window, in the store only (scheduled-window.ts). */
+  farScheduledCount: number;
+  /** Every SCHEDULED job without parents due by (atMs, seq) is in memory; atMs Infinity = all. */
+  scheduledHorizon: { atMs: number; seq: number };
   /** The wake-up last asked of the shell; null = none. */
   wakeArmedAtMs: number | null;
   /** Queues with state in the core (settings, leases): their settings and leased attempts. */
