@@ -54,6 +54,7 @@ describe('core: the near window of delayed jobs', () => {
     assert.equal(view.farScheduledCount, 1);
     assert.equal(h.core.scheduledCount, 2, 'both count as SCHEDULED');
     assert.equal(h.core.activeJobs().length, 1);
+    assert.equal(view.activeByState.SCHEDULED, 2, 'the jobs gauge counts the far one');
     assert.equal(h.record(far).state, 'SCHEDULED', 'the far job is durable');
     assert.equal(stateOf(h, far), 'SCHEDULED', 'status reads it from the store');
     wakeUntil(h, START_MS + 59_999);

@@ -156,6 +156,8 @@ export class CoordinatorCore {
         queuedByPriority[job.priority]++;
       }
     }
+    // The far delayed jobs are SCHEDULED too (the `dtp_jobs` gauge counts them).
+    if (s.window.farCount > 0) byState.SCHEDULED = (byState.SCHEDULED ?? 0) + s.window.farCount;
     return {
       activeCount: s.jobs.activeCount,
       activeByState: byState,
@@ -337,7 +339,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
 
 export interface CoreInspection {
   activeCount: number;
-  /** Non-terminal jobs by state (absent = 0). */
+  /** Non-terminal jobs by state (absent = 0); SCHEDULED includes the far ones. */
   activeByState: Partial<Record<JobState, number>>;
   /** QUEUED jobs per task type. */
   queuedByTaskType: ReadonlyMap<string, number>;

@@ -257,7 +257,7 @@ export class PostgresStore implements Store {
           const rows = await client.query<JobRecord>({
             name: 'dtp_scheduled_window',
             text: `${JOB_SELECT} WHERE ${SCHEDULED_WINDOW}
-                     AND (run_at_ms > $2 OR (run_at_ms = $2 AND seq > $3))
+                     AND (run_at_ms, seq) > ($2, $3)
                    ORDER BY run_at_ms, seq LIMIT $4`,
             values: [read.untilMs, read.after.atMs, read.after.seq, read.limit],
           });
