@@ -62,6 +62,10 @@ export function newCore(maxActiveJobs: number): {
   core: CoordinatorCore;
   commit: () => void;
   handle: (i: CoreInput) => Effect[];
+  /** The core's clock (each input advances it by 1 ms). */
+  now: () => number;
+  /** Sets the clock so that the next input is handled at `atMs` (never backwards). */
+  advanceTo: (atMs: number) => void;
 } {
   let clock = 1_700_000_000_000;
   let ids = 0;
@@ -100,7 +104,11 @@ export function newCore(maxActiveJobs: number): {
     store.commitNow(batch);
     core.handle({ kind: 'committed', batchId: batch.batchId });
   };
-  return { core, commit, handle };
+  const now = (): number => clock;
+  const advanceTo = (atMs: number): void => {
+    clock = Math.max(clock, atMs - 1);
+  };
+  return { core, commit, handle, now, advanceTo };
 }
 
 /**

@@ -3,7 +3,8 @@
  * benchmarks, prints a Markdown report (medians of several runs; the machine
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
- * routing, recovery, throughput, bulk, overload, latency, security. Every run is bounded in jobs and
+ * routing, fairness, rate, recovery, throughput, bulk, overload, latency,
+ * security. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,6 +24,8 @@ import { waitAttack, waitAttackTable } from './attack-waits.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 import { bulkRun, type BulkRun } from './bulk.js';
 import { delayedBench } from './delayed.js';
+import { FAIRNESS_CASES, fairnessAssignmentsPerSecond, groupMemory } from './fairness.js';
+import { coreRateRun, rateRun, type RateRun } from './rate.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
@@ -32,6 +35,8 @@ const SCALE = SMOKE ? 0.01 : 1;
 const ALL = [
   'queue-depth',
   'routing',
+  'fairness',
+  'rate',
   'recovery',
   'throughput',
   'bulk',
@@ -67,6 +72,73 @@ function routing(): string[] {
     );
     lines.push(row([c.label, Math.round(median(runs)).toLocaleString('en')]));
   }
+  return lines;
+}
+
+function fairness(): string[] {
+  const reps = SMOKE ? 1 : 5;
+  const cycles = Math.round(20_000 * SCALE);
+  const lines = [
+    row(['jobs spread over', 'assignments/s (median of 5)', 'ratio to the baseline']),
+    row(['---', '---', '---']),
+  ];
+  // Interleaved repetitions, so that a slow moment of the machine hits every case alike.
+  const runs = FAIRNESS_CASES.map(() => [] as number[]);
+  for (let r = 0; r < reps; r++) {
+    FAIRNESS_CASES.forEach((c, i) => runs[i]?.push(fairnessAssignmentsPerSecond(c, cycles)));
+  }
+  const medians = runs.map((r) => median(r));
+  const base = medians[0] as number;
+  FAIRNESS_CASES.forEach((c, i) => {
+    const m = medians[i] as number;
+    lines.push(row([c.label, Math.round(m).toLocaleString('en'), (m / base).toFixed(2)]));
+  });
+  const groups = Math.round(10_000 * SCALE);
+  const mem = Array.from({ length: REPEATS }, () => groupMemory(groups));
+  const m = (f: (g: (typeof mem)[number]) => number): string =>
+    Math.round(median(mem.map(f))).toString();
+  lines.push(
+    '',
+    row([`core heap, ${groups.toLocaleString('en')} groups`, 'bytes per group (median of 3)']),
+    row(['---', '---']),
+    row(['idle group (its jobs all ran; no settings)', m((g) => g.idleBytesPerGroup)]),
+    row(['group with one queued job, beyond the job itself', m((g) => g.backlogBytesPerGroup)]),
+    row(['(for scale) one queued job', m((g) => g.bytesPerJob)]),
+  );
+  return lines;
+}
+
+async function rate(dir: string): Promise<string[]> {
+  const max = 200;
+  const seconds = SMOKE ? 3 : 30;
+  const runs: RateRun[] = [];
+  for (let i = 0; i < REPEATS; i++) runs.push(await rateRun(dir, max, seconds));
+  const lines = [
+    row([
+      `queue at ${max}/1s, 3 workers × 8 slots, instant tasks, ${seconds} s`,
+      ...runs.map((_, i) => `run ${i + 1}`),
+      'median',
+    ]),
+    row(['---', ...runs.map(() => '---'), '---']),
+  ];
+  const each = (label: string, f: (r: RateRun) => number, digits: number): void => {
+    const values = runs.map(f);
+    lines.push(
+      row([label, ...values.map((v) => v.toFixed(digits)), median(values).toFixed(digits)]),
+    );
+  };
+  each('starts per second over the run', (r) => r.meanPerSec, 1);
+  each('most starts in any sliding 1-s window', (r) => r.maxWindow, 0);
+  each('starts counted', (r) => r.starts, 0);
+  // The scheduler alone (pure core, simulated time): what the processes add is the difference.
+  const core = coreRateRun(max, seconds);
+  lines.push(
+    '',
+    row(['the same on the pure core (simulated time, results 1 ms after assignment)', 'value']),
+    row(['---', '---']),
+    row(['starts per second over the run', core.meanPerSec.toFixed(1)]),
+    row(['most starts in any sliding 1-s window', core.maxWindow]),
+  );
   return lines;
 }
 
@@ -284,6 +356,10 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return queueDepth();
     case 'routing':
       return routing();
+    case 'fairness':
+      return fairness();
+    case 'rate':
+      return rate(dir);
     case 'recovery':
       return recovery(dir);
     case 'throughput':

@@ -456,7 +456,7 @@ export function waveDurationMs(text: string, flag: string): number {
 }
 
 /** A time: ISO 8601 with an offset (`…Z`, `…+01:00`) or epoch milliseconds. */
-function timeMs(text: string, flag: string): number {
+export function timeMs(text: string, flag: string): number {
   const trimmed = text.trim();
   if (/^[0-9]{1,15}$/.test(trimmed)) return Number(trimmed);
   const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/i;

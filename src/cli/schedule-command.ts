@@ -21,6 +21,7 @@ import {
   SCHEDULE_OVERLAPS,
   type ScheduleSnapshot,
 } from '../protocol/messages.js';
+import { queueNameProblem } from '../protocol/queue-names.js';
 import type { ScheduleOptions } from '../client/schedules.js';
 import {
   PAYLOAD_FLAGS,
@@ -54,7 +55,9 @@ function human(schedule: ScheduleSnapshot): string {
       : `every ${schedule.everyMillis} ms`;
   const next =
     schedule.nextRunAtMillis === null ? 'paused' : new Date(schedule.nextRunAtMillis).toISOString();
-  return `${schedule.name}  ${schedule.taskType}  ${cadence}  next: ${next}  last job: ${schedule.lastJobId ?? '-'}\n`;
+  const queue =
+    schedule.queue == null || schedule.queue === 'default' ? '' : `  queue: ${schedule.queue}`;
+  return `${schedule.name}  ${schedule.taskType}  ${cadence}${queue}  next: ${next}  last job: ${schedule.lastJobId ?? '-'}\n`;
 }
 
 /** The definition `set` sends, checked here first (exit 2 names the flag). */
@@ -97,6 +100,12 @@ async function optionsOf(ctx: CommandContext, taskType: string): Promise<Schedul
   const catchUp = values.optionalEnum('catch-up', SCHEDULE_CATCH_UPS);
   if (catchUp !== undefined) options.catchUp = catchUp;
   if (values.bool('paused')) options.paused = true;
+  const queue = values.optionalString('queue');
+  if (queue !== undefined) {
+    const problem = queueNameProblem(queue);
+    if (problem !== null) throw new UsageError(`--queue: queue name ${problem}`);
+    options.queue = queue;
+  }
   return options;
 }
 
@@ -193,6 +202,13 @@ export const SCHEDULE_COMMAND: CommandSpec = {
       help: 'latest (default) or none: ticks missed in an outage',
     },
     { name: 'paused', type: 'boolean', help: 'create it paused' },
+    {
+      name: 'queue',
+      type: 'string',
+      placeholder: 'name',
+      defaultLabel: 'default',
+      help: 'the named queue of its jobs',
+    },
   ],
   run: runSchedule,
 };

@@ -19,7 +19,8 @@
  * (list-paging.ts).
  */
 import { QueuesApi } from './queues.js';
-import { groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
+import { rerunMessage, type RerunOptions, type RerunResult } from './rerun.js';
+import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { setTimeout as sleepMs } from 'node:timers/promises';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
@@ -306,6 +307,11 @@ function checkQueueOptions(
   if (badQueue !== null) throw new TypeError(`queue ${badQueue}`);
   const badGroup = typeof groupKey === 'string' ? groupKeyProblem(groupKey) : null;
   if (badGroup !== null) throw new TypeError(`groupKey ${badGroup}`);
+}
+
+/** Whether a submission or schedule names a queue other than `default` or a group key. */
+function namesQueue(request: { queue?: string | null; groupKey?: string | null }): boolean {
+  return (request.queue != null && request.queue !== DEFAULT_QUEUE) || request.groupKey != null;
 }
 
 function checkedParents(dependsOn: readonly string[] | null | undefined): string[] | null {
@@ -658,6 +664,7 @@ export class DtpClient<T extends object = AnyTasks> {
    */
   async submitFlow(flow: { jobs: readonly FlowJobSpec[] }): Promise<FlowSubmission> {
     const msg = flowMessage(flow);
+    if (msg.jobs.some(namesQueue)) await this.#require('queues', 'named queues');
     const { reply, conn } = await this.#conn.requestOn(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       void conn.destroy('the coordinator did not understand SUBMIT_FLOW');
@@ -694,6 +701,7 @@ export class DtpClient<T extends object = AnyTasks> {
     for (const request of requests) await this.#validate(request, undefined);
     const message = submitJobsMessage(requests);
     requestFrame(message);
+    if (requests.some(namesQueue)) await this.#require('queues', 'named queues');
     const reply = await this.#request(message);
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
@@ -732,6 +740,25 @@ export class DtpClient<T extends object = AnyTasks> {
     assertIntIn('olderThanMs', olderThanMs, 0, Number.MAX_SAFE_INTEGER);
     const reply = await this.#request({ type: 'PURGE_JOBS', state, olderThanMillis: olderThanMs });
     return expectReply('PURGE_JOBS', reply, 'JOBS_PURGED').deleted;
+  }
+
+  /**
+   * Re-runs the FAILED jobs of a queue (a redrive of dead letters): each
+   * selected job is QUEUED again as the same job, with `maxAttempts` more
+   * attempts (default: the coordinator's default) and its attempts so far
+   * kept. Newest first, at most `limit` (default 1,000, at most 10,000) per
+   * call; `more` says whether more matched (call again). Resolves once the
+   * change is durable. {@link UnsupportedFeatureError} from a coordinator
+   * without it; `RangeError`/`TypeError` for bad options (nothing sent).
+   */
+  async rerun(options: RerunOptions): Promise<RerunResult> {
+    const msg = rerunMessage(options);
+    const reply = await this.#request(msg);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      throw new UnsupportedRequestError(msg.type, 'the re-run of failed jobs', reply.message);
+    }
+    const { rerun, jobIds, more } = expectReply(msg.type, reply, 'JOBS_RERUN');
+    return { rerun, jobIds, more };
   }
 
   /**
@@ -894,6 +921,8 @@ export class DtpClient<T extends object = AnyTasks> {
     if (request.dependsOn != null && request.dependsOn.length > 0) {
       await this.#require('flows', 'dependencies between jobs');
     }
+    // Nor one that does not know queues: it would run this one outside its queue's limits.
+    if (namesQueue(request)) await this.#require('queues', 'named queues');
     const reply = await this.#request(submitMessage(request));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
@@ -949,6 +978,9 @@ export class DtpClient<T extends object = AnyTasks> {
   /** Sends a schedule request; a coordinator without schedules fails it plainly. */
   async scheduleRequest(msg: ScheduleRequest): Promise<ClientReply> {
     await this.#require('time', 'schedules');
+    if (msg.type === 'SET_SCHEDULE' && namesQueue(msg.schedule)) {
+      await this.#require('queues', 'named queues');
+    }
     const reply = await this.#request(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       throw new UnsupportedFeatureError('this coordinator does not support schedules');

@@ -36,6 +36,7 @@ export type { CancelResult, JobClient, WaitOptions } from './job-handle.js';
 export type { JobPage, ListQuery } from './list-paging.js';
 export { QueuesApi } from './queues.js';
 export type { QueueInfo, QueueLimits, RateLimit } from './queues.js';
+export type { RerunOptions, RerunResult } from './rerun.js';
 export {
   DEFAULT_FEATURE_CACHE,
   EXTENDED_FEATURES,

@@ -131,12 +131,15 @@ export const DEFAULT_FEATURE_CACHE = new FeatureCache();
  * - `flows`: an empty `SUBMIT_FLOW` (refused as invalid by a coordinator that
  *   knows flows; nothing is created); without it `SUBMIT_JOB.dependsOn`
  *   would be ignored and a dependent run before its parents.
+ * - `queues`: `LIST_QUEUES`; without it `SUBMIT_JOB.queue` and `groupKey`
+ *   would be ignored and the job run outside its queue's pause and limits.
  */
-export type ProbedFeature = 'time' | 'flows';
+export type ProbedFeature = 'time' | 'flows' | 'queues';
 
 const PROBES: Readonly<Record<ProbedFeature, () => ClientRequest>> = {
   time: () => ({ type: 'LIST_SCHEDULES' }),
   flows: () => ({ type: 'SUBMIT_FLOW', jobs: [] }),
+  queues: () => ({ type: 'LIST_QUEUES' }),
 };
 
 /** Whether the coordinator understands `feature`, probed on `conn` (the caller's). True/false, or null when inconclusive. */

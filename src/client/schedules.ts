@@ -36,6 +36,8 @@ export interface ScheduleOptions {
   /** `latest` (default: one job for the latest tick missed during an outage) or `none`. */
   catchUp?: ScheduleCatchUp;
   paused?: boolean;
+  /** The named queue its jobs go to (default `default`). */
+  queue?: string;
 }
 
 /** A schedule with its recent jobs, newest first ({@link Schedules.get}). */
@@ -85,6 +87,7 @@ export class Schedules {
         overlap: options.overlap ?? null,
         catchUp: options.catchUp ?? null,
         paused: options.paused ?? null,
+        ...(options.queue === undefined ? {} : { queue: options.queue }),
       },
     });
     return expect('SET_SCHEDULE', reply, 'SCHEDULE_INFO').schedule;

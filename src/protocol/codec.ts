@@ -358,6 +358,7 @@ const scheduleSnapshotCodec: Codec<ScheduleSnapshot> = recordCodec<ScheduleSnaps
   maxAttempts: nullable(intCodec),
   priority: nullable(priorityCodec),
   timeoutMillis: nullable(intCodec),
+  queue: optional(stringCodec),
 });
 
 const scheduleDefinitionCodec: Codec<ScheduleDefinition> = recordCodec<ScheduleDefinition>({
@@ -373,6 +374,7 @@ const scheduleDefinitionCodec: Codec<ScheduleDefinition> = recordCodec<ScheduleD
   overlap: nullable(enumCodec(SCHEDULE_OVERLAPS)),
   catchUp: nullable(enumCodec(SCHEDULE_CATCH_UPS)),
   paused: nullable(boolCodec),
+  queue: optional(stringCodec),
 });
 
 const scheduleJobCodec: Codec<ScheduleJob> = recordCodec<ScheduleJob>({
@@ -559,6 +561,15 @@ const SCHEMAS: Schemas = {
   AUTH_OK: {},
   PURGE_JOBS: { state: jobStateCodec, olderThanMillis: intCodec },
   JOBS_PURGED: { deleted: intCodec },
+  RERUN_JOBS: {
+    queue: stringCodec,
+    state: jobStateCodec,
+    taskType: optional(stringCodec),
+    finishedSinceMillis: optional(intCodec),
+    limit: optional(intCodec),
+    maxAttempts: optional(intCodec),
+  },
+  JOBS_RERUN: { rerun: intCodec, jobIds: arrayOf(stringCodec), more: boolCodec },
   LIST_QUEUES: {},
   QUEUE_LIST: { queues: arrayOf(queueInfoCodec) },
   SET_QUEUE: {

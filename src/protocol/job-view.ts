@@ -120,6 +120,7 @@ export class StateView {
       case 'JOBS_SUBMITTED':
       case 'WORKER_LIST':
       case 'JOBS_PURGED':
+      case 'JOBS_RERUN':
       case 'FLOW_SUBMITTED':
       case 'SCHEDULE_LIST':
       case 'SCHEDULE_DELETED':

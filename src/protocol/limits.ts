@@ -77,3 +77,6 @@ export const MAX_SUBSCRIBER_BUFFER_BYTES = 256 * 1024;
 export const MAX_DELAY_MS = 366 * 86_400_000;
 /** Default bound on SCHEDULED jobs (`--max-scheduled-jobs`). */
 export const DEFAULT_MAX_SCHEDULED_JOBS = 1_000_000;
+/** Jobs one RERUN_JOBS queues again at most, and when it names no limit. */
+export const MAX_RERUN_LIMIT = 10_000;
+export const DEFAULT_RERUN_LIMIT = 1_000;

@@ -8,7 +8,8 @@
  * Client port:  SUBMIT_JOB, JOB_SUBMITTED, SUBMIT_REJECTED, GET_JOB_STATUS,
  *               JOB_STATUS, LIST_JOBS, JOB_LIST, LIST_WORKERS, WORKER_LIST,
  *               CANCEL_JOB, JOB_CANCEL, ERROR; extensions WAIT_JOB, AUTH,
- *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, SUBMIT_JOBS, JOBS_SUBMITTED,
+ *               AUTH_OK, PURGE_JOBS, JOBS_PURGED, RERUN_JOBS, JOBS_RERUN,
+ *               SUBMIT_JOBS, JOBS_SUBMITTED,
  *               and the schedule requests SET_SCHEDULE, LIST_SCHEDULES,
  *               GET_SCHEDULE, PAUSE_SCHEDULE, RESUME_SCHEDULE, DELETE_SCHEDULE,
  *               TRIGGER_SCHEDULE with their replies SCHEDULE_INFO,
@@ -483,6 +484,35 @@ export interface JobsPurged {
   deleted: number;
 }
 
+/**
+ * Extension: new attempts of stored FAILED jobs of one queue (a redrive of
+ * dead letters), newest first, at most `limit` per request. Each selected
+ * job is QUEUED again with a fresh attempt budget, its attempts so far kept.
+ */
+export interface RerunJobs {
+  type: 'RERUN_JOBS';
+  queue: string;
+  /** The state to re-run; only FAILED. */
+  state: JobState;
+  /** Only jobs of this task type; absent = every type. */
+  taskType?: string | null;
+  /** Only jobs that finished at or after this time (epoch ms); absent = any time. */
+  finishedSinceMillis?: number | null;
+  /** At most this many jobs (1..10,000); absent = 1,000. */
+  limit?: number | null;
+  /** The fresh budget: attempts each job may make from now; absent = the coordinator's default. */
+  maxAttempts?: number | null;
+}
+/** Extension: the jobs RERUN_JOBS queued again (their commit is durable). */
+export interface JobsRerun {
+  type: 'JOBS_RERUN';
+  /** How many jobs were queued again (`jobIds.length`). */
+  rerun: number;
+  jobIds: string[];
+  /** True when more jobs matched than this request took: ask again. */
+  more: boolean;
+}
+
 /** A rate limit: at most `max` attempt starts in any window of `intervalMillis`. */
 export interface RateLimit {
   max: number;
@@ -651,6 +681,8 @@ export interface ScheduleDefinition {
   catchUp: ScheduleCatchUp | null;
   /** null = false. */
   paused: boolean | null;
+  /** The named queue of its jobs; absent or null = `default`. */
+  queue?: string | null;
 }
 
 /** Extension: a schedule as clients see it. */
@@ -671,6 +703,8 @@ export interface ScheduleSnapshot {
   maxAttempts: number | null;
   priority: Priority | null;
   timeoutMillis: number | null;
+  /** The named queue of its jobs (always sent by this coordinator). */
+  queue?: string | null;
 }
 
 /** Extension: one recent job of a schedule (`SCHEDULE_INFO.recentJobs`). */
@@ -743,6 +777,7 @@ export type ClientRequest =
   | WaitJob
   | Auth
   | PurgeJobs
+  | RerunJobs
   | ListQueues
   | SetQueue
   | SubscribeJobs
@@ -768,6 +803,7 @@ export type ClientReply =
   | ErrorMessage
   | AuthOk
   | JobsPurged
+  | JobsRerun
   | QueueList
   | QueueInfoReply
   | Subscribed
@@ -793,6 +829,7 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   WAIT_JOB: true,
   AUTH: true,
   PURGE_JOBS: true,
+  RERUN_JOBS: true,
   LIST_QUEUES: true,
   SET_QUEUE: true,
 
@@ -817,6 +854,7 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   ERROR: true,
   AUTH_OK: true,
   JOBS_PURGED: true,
+  JOBS_RERUN: true,
   QUEUE_LIST: true,
   QUEUE_INFO: true,
 

@@ -177,8 +177,11 @@ export class MemoryStore implements Store {
         const job = jobId === undefined ? undefined : this.#jobs.get(jobId);
         return { op: 'jobByKey', job: job === undefined ? null : { ...job } };
       }
-      case 'list':
-        return { op: 'list', jobs: this.#list(read.query) };
+      case 'list': {
+        const jobs = this.#list(read.query);
+        if (read.withAttempts !== true) return { op: 'list', jobs };
+        return { op: 'list', jobs, attempts: jobs.flatMap((job) => this.#attemptsOf(job.jobId)) };
+      }
       case 'purge':
         return { op: 'purge', deleted: this.#purge(read.query) };
       case 'jobs':
@@ -278,6 +281,12 @@ export class MemoryStore implements Store {
       .filter((job) => query.taskType === null || job.taskType === query.taskType)
       .filter(
         (job) => query.queue === undefined || query.queue === null || job.queue === query.queue,
+      )
+      .filter(
+        (job) =>
+          query.finishedSinceMs === undefined ||
+          query.finishedSinceMs === null ||
+          (job.finishedAtMs !== null && job.finishedAtMs >= query.finishedSinceMs),
       )
       .sort((a, b) => b.seq - a.seq)
       .slice(0, query.limit)

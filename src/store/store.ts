@@ -116,6 +116,8 @@ export interface ScheduleRecord {
   lastJobId: string | null;
   createdAtMs: number;
   updatedAtMs: number;
+  /** The named queue of its jobs (`default` for schedules from before queues). */
+  queue: string;
 }
 
 /** One attempt of a job (job history). */
@@ -158,6 +160,8 @@ export interface ListQuery {
   limit: number;
   /** Only rows of this named queue; null or absent = all. */
   queue?: string | null;
+  /** Only rows that finished at or after this time (epoch ms); null or absent = all. */
+  finishedSinceMs?: number | null;
 }
 
 /**
@@ -177,7 +181,8 @@ export interface PurgeQuery {
 export type StoreRead =
   | { op: 'job'; jobId: string; withAttempts: boolean }
   | { op: 'jobByKey'; key: string }
-  | { op: 'list'; query: ListQuery }
+  /** `withAttempts`: also the attempts of the rows returned (any order). */
+  | { op: 'list'; query: ListQuery; withAttempts?: boolean }
   | { op: 'purge'; query: PurgeQuery }
   /** Several jobs by id (parents named by a submission); unknown ids are left out. */
   | { op: 'jobs'; jobIds: readonly string[] }
@@ -201,7 +206,7 @@ export type StoreRead =
 export type StoreReadResult =
   | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null }
   | { op: 'jobByKey'; job: JobRecord | null }
-  | { op: 'list'; jobs: JobRecord[] }
+  | { op: 'list'; jobs: JobRecord[]; attempts?: AttemptRecord[] }
   | { op: 'purge'; deleted: number }
   | { op: 'jobs'; jobs: JobRecord[] }
   | { op: 'scheduleJobs'; jobs: JobRecord[] }

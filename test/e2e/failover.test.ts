@@ -22,21 +22,12 @@ import {
   postgresSkip,
   queryDatabase,
 } from '../helpers/postgres.js';
+import { health, leads, startPgNode, type PgNode } from '../helpers/pg-nodes.js';
 import { ROOT, ScriptProcess, startCoordinatorProcess } from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
 const skip = postgresSkip();
-const LEASE_TTL_MS = 2_000;
-const RENEW_MS = 400;
-
-interface Node {
-  proc: ScriptProcess;
-  workerPort: number;
-  clientPort: number;
-  httpPort: number;
-}
-
 const procs: ScriptProcess[] = [];
 const children: ChildProcess[] = [];
 let database = '';
@@ -47,51 +38,10 @@ after(async () => {
   if (database !== '') await dropTestDatabase(database);
 });
 
-async function startNode(ports?: Omit<Node, 'proc'>): Promise<Node> {
-  const args = [
-    '--database',
-    database,
-    '--lease-ttl-millis',
-    String(LEASE_TTL_MS),
-    '--lease-renew-interval-millis',
-    String(RENEW_MS),
-    '--heartbeat-timeout-millis',
-    '1500',
-    '--retry-base-delay-millis',
-    '50',
-    '--max-attempts',
-    '20',
-    '--metrics-port',
-    String(ports?.httpPort ?? 0),
-  ];
-  const started = await startCoordinatorProcess(args, ports ?? { workerPort: 0, clientPort: 0 });
-  procs.push(started.proc);
-  const http = await started.proc.waitForOutput(/metricsPort"?[=:](\d+)/);
-  return { ...started, httpPort: Number(http[1]) };
-}
+type Node = PgNode;
 
-async function health(node: Node): Promise<{ status: number; epoch: number | null }> {
-  try {
-    const response = await fetch(`http://127.0.0.1:${node.httpPort}/healthz`, {
-      signal: AbortSignal.timeout(500),
-    });
-    const body = (await response.json()) as { epoch?: number };
-    return { status: response.status, epoch: body.epoch ?? null };
-  } catch {
-    return { status: 0, epoch: null };
-  }
-}
-
-/** Waits until `node` serves as leader with an epoch above `aboveEpoch`; returns the epoch. */
-async function leads(node: Node, aboveEpoch: number, timeoutMs = 15_000): Promise<number> {
-  return until(
-    async () => {
-      const h = await health(node);
-      return h.status === 200 && (h.epoch ?? 0) > aboveEpoch ? h.epoch : null;
-    },
-    { timeoutMs, intervalMs: 20, what: `coordinator on ${node.clientPort} to lead` },
-  );
-}
+const startNode = (ports?: Omit<Node, 'proc'>): Promise<Node> =>
+  startPgNode(database, procs, ports);
 
 /** Installs a write audit: every statement writing jobs or attempts records the lease epoch and the writer. */
 async function installAudit(url: string): Promise<void> {

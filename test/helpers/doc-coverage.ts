@@ -52,6 +52,7 @@ export const SESSIONS: readonly Session[] = [
     sections: [
       { doc: README, heading: 'Running it yourself' },
       { doc: README, heading: 'Queues and limits' },
+      { doc: OPERATIONS, heading: 'Containing an incident' },
       { doc: OPERATIONS, heading: 'Backups' },
     ],
     files: {

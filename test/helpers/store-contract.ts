@@ -389,6 +389,66 @@ export function describeStoreContract(backend: StoreBackend): void {
       );
     });
 
+    it('lists the FAILED jobs of a queue finished since a time, with their attempts when asked', async () => {
+      const store = await fresh();
+      const rows = [
+        terminal(1, 'FAILED', 100, { queue: 'emails', attempts: 2 }),
+        terminal(2, 'FAILED', 200, { queue: 'emails', attempts: 1, taskType: 'SEND' }),
+        terminal(3, 'FAILED', 300, { queue: 'other' }),
+        terminal(4, 'COMPLETED', 400, { queue: 'emails' }),
+        terminal(5, 'FAILED', 500, { queue: 'emails' }),
+      ];
+      await store.commit(
+        batchOf(
+          rows.map((job) => ({ job, isNew: true })),
+          [attempt('job-1', 1), attempt('job-1', 2), attempt('job-2', 1), attempt('job-3', 1)],
+        ),
+      );
+      const read = async (finishedSinceMs: number | null, withAttempts: boolean) =>
+        expectOp(
+          await store.read({
+            op: 'list',
+            query: {
+              beforeSeq: null,
+              states: ['FAILED'],
+              taskType: null,
+              limit: 10,
+              queue: 'emails',
+              finishedSinceMs,
+            },
+            withAttempts,
+          }),
+          'list',
+        );
+      const all = await read(null, false);
+      assert.deepEqual(
+        all.jobs.map((j) => j.seq),
+        [5, 2, 1],
+      );
+      assert.equal(all.attempts, undefined);
+      const since = await read(200, true);
+      assert.deepEqual(
+        since.jobs.map((j) => j.seq),
+        [5, 2],
+        'finished at or after the bound',
+      );
+      assert.deepEqual((since.attempts ?? []).map((a) => `${a.jobId}#${a.attemptNumber}`).sort(), [
+        'job-2#1',
+      ]);
+      const withHistory = await read(100, true);
+      assert.deepEqual(
+        (withHistory.attempts ?? []).map((a) => `${a.jobId}#${a.attemptNumber}`).sort(),
+        ['job-1#1', 'job-1#2', 'job-2#1'],
+      );
+      // A re-run: the same row QUEUED again with a fresh attempt budget.
+      const again = { ...(rows[0] as JobRecord), state: 'QUEUED' as const, maxAttempts: 5 };
+      await store.commit(batchOf([{ job: { ...again, finishedAtMs: null }, isNew: false }]));
+      const back = (await getJob(store, 'job-1')).job;
+      assert.equal(back?.state, 'QUEUED');
+      assert.equal(back?.maxAttempts, 5);
+      assert.equal(back?.finishedAtMs, null);
+    });
+
     it('purges only terminal jobs of one state finished before the bound, with their attempts and keys', async () => {
       const store = await fresh();
       await store.commit(
@@ -541,5 +601,6 @@ export function scheduleRecord(name: string): ScheduleRecord {
     lastJobId: null,
     createdAtMs: 1_000,
     updatedAtMs: 1_000,
+    queue: 'reports',
   };
 }

@@ -6,7 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, afterEach, describe, it } from 'node:test';
-import { DtpClient, FeatureUnsupportedError } from '../../src/client/index.js';
+import {
+  DtpClient,
+  FeatureUnsupportedError,
+  RemoteError,
+  UnsupportedFeatureError,
+} from '../../src/client/index.js';
 import type { JobSnapshot } from '../../src/protocol/messages.js';
 import { Worker } from '../../src/worker/worker.js';
 import { FakeCoordinator } from '../helpers/fake-coordinator.js';
@@ -161,6 +166,46 @@ describe('named queues (coordinator, workers, client)', () => {
       assert.match(err.message, /this coordinator does not support queues/);
       return true;
     });
+  });
+
+  it('refuses to submit into a named queue on a v1 coordinator, which would ignore it', async () => {
+    const v1 = await StrictV1Coordinator.start();
+    closers.push(() => v1.close());
+    const client = await DtpClient.connect({ host: '127.0.0.1', port: v1.clientPort });
+    closers.push(() => client.close());
+    for (const options of [{ queue: 'emails' }, { groupKey: 'tenant-1' }]) {
+      await assert.rejects(client.submit('SHA256', { text: 'x' }, options), (err: unknown) => {
+        assert.ok(err instanceof UnsupportedFeatureError);
+        assert.match(err.message, /does not support named queues/);
+        return true;
+      });
+    }
+    // The default queue needs no queues at all.
+    const plain = await client.submit('SHA256', { text: 'x' }, { queue: 'default' });
+    assert.equal(plain.snapshot.state, 'QUEUED');
+  });
+
+  it("puts a schedule's jobs in its queue, held by that queue's pause", async () => {
+    const { tc, client } = await cluster();
+    worker(tc, 'w1', 2);
+    await client.queues.pause('nightly');
+    const set = await client.schedules.set('report', 'SHA256', {
+      everyMs: 60_000,
+      payload: { text: 'r' },
+      queue: 'nightly',
+    });
+    assert.equal(set.queue, 'nightly');
+    const tick = await client.schedules.trigger('report');
+    assert.equal(tick.snapshot.queue, 'nightly');
+    const listed = await client.queues.list();
+    assert.equal(listed.find((q) => q.name === 'nightly')?.counts.QUEUED, 1);
+    await client.queues.resume('nightly');
+    assert.equal((await tick.wait({ timeoutMs: 10_000 })).state, 'COMPLETED');
+    // A bad queue name is refused by the coordinator, naming the field.
+    await assert.rejects(
+      client.schedules.set('bad', 'SHA256', { everyMs: 60_000, queue: '9nope' }),
+      (err: unknown) => err instanceof RemoteError && /queue/.test(err.message),
+    );
   });
 
   it('stops a worker with queues when the coordinator does not offer them, taking nothing', async () => {

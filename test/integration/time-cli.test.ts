@@ -92,6 +92,7 @@ describe('client CLI: delayed jobs and schedules', () => {
       [['--every', 'often'], /--every/],
       [['--every', '1s', '--cron', '* * * * *'], /--cron or --every/],
       [[], /--cron or --every/],
+      [['--every', '1m', '--queue', '9bad'], /--queue/],
     ] as const) {
       const out = await cli('schedule', 'set', 'bad', 'SHA256', ...args);
       assert.equal(out.code, 2, `${args.join(' ')}: ${out.stderr}`);
@@ -123,6 +124,7 @@ describe('client CLI: delayed jobs and schedules', () => {
     assert.equal(set.overlap, 'allow');
     assert.equal(set.catchUp, 'latest');
     assert.equal(set.paused, false);
+    assert.equal(set.queue, 'default');
     assert.equal(typeof set.nextRunAtMillis, 'number');
     const again = json(
       await cli(
@@ -146,6 +148,25 @@ describe('client CLI: delayed jobs and schedules', () => {
     const triggered = json(await cli('schedule', 'trigger', 'nightly', '--json'));
     const job = triggered.job as Record<string, unknown>;
     assert.equal(job.scheduleName, 'nightly');
+    const queued = json(
+      await cli(
+        'schedule',
+        'set',
+        'reports',
+        'SHA256',
+        '--every',
+        '1h',
+        '--payload',
+        '{"text": "q"}',
+        '--queue',
+        'rq',
+        '--json',
+      ),
+    );
+    assert.equal(queued.queue, 'rq');
+    const inQueue = json(await cli('schedule', 'trigger', 'reports', '--json'));
+    assert.equal((inQueue.job as Record<string, unknown>).queue, 'rq');
+    await cli('schedule', 'delete', 'reports');
     assert.equal(typeof job.runAtMillis, 'number');
     const shown = json(await cli('schedule', 'show', 'nightly', '--json'));
     assert.deepEqual(

@@ -70,6 +70,8 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return 'AUTH';
     case 'PURGE_JOBS':
       return `PURGE_JOBS ${msg.state} older=${msg.olderThanMillis} ms`;
+    case 'RERUN_JOBS':
+      return `RERUN_JOBS ${msg.queue} ${msg.state} type=${msg.taskType} since=${msg.finishedSinceMillis} limit=${msg.limit}`;
     case 'LIST_QUEUES':
       return 'LIST_QUEUES';
     case 'SET_QUEUE':

@@ -80,6 +80,7 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'WAIT_JOB':
     case 'LIST_JOBS':
     case 'PURGE_JOBS':
+    case 'RERUN_JOBS':
     case 'LIST_QUEUES':
     case 'SET_QUEUE':
     case 'GET_SCHEDULE':
@@ -168,6 +169,7 @@ function answerNow(
     }
     case 'AUTH':
     case 'PURGE_JOBS':
+    case 'RERUN_JOBS':
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
     case 'GET_SCHEDULE':
@@ -321,6 +323,7 @@ function checkSubmit(
     case 'WORKER_LIST':
     case 'AUTH_OK':
     case 'JOBS_PURGED':
+    case 'JOBS_RERUN':
     case 'QUEUE_LIST':
     case 'QUEUE_INFO':
     case 'FLOW_SUBMITTED':
@@ -571,6 +574,9 @@ export function checkDeferredAnswer(
       return checkList(ctx, msg, reply);
     case 'PURGE_JOBS':
       judge.check(reply.type === 'JOBS_PURGED' || reply.type === 'ERROR', () => what);
+      return;
+    case 'RERUN_JOBS':
+      judge.check(reply.type === 'JOBS_RERUN' || reply.type === 'ERROR', () => what);
       return;
     case 'LIST_QUEUES':
       judge.check(reply.type === 'QUEUE_LIST' || reply.type === 'ERROR', () => what);

@@ -47,6 +47,7 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'ERROR':
       case 'AUTH_OK':
       case 'JOBS_PURGED':
+      case 'JOBS_RERUN':
       case 'QUEUE_LIST':
       case 'QUEUE_INFO':
       case 'FLOW_SUBMITTED':

@@ -207,6 +207,16 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
   AUTH_OK: { type: 'AUTH_OK' },
   PURGE_JOBS: { type: 'PURGE_JOBS', state: 'COMPLETED', olderThanMillis: 3_600_000 },
   JOBS_PURGED: { type: 'JOBS_PURGED', deleted: 12 },
+  RERUN_JOBS: {
+    type: 'RERUN_JOBS',
+    queue: 'emails',
+    state: 'FAILED',
+    taskType: 'SEND',
+    finishedSinceMillis: 1_700_000_000_000,
+    limit: 500,
+    maxAttempts: 3,
+  },
+  JOBS_RERUN: { type: 'JOBS_RERUN', rerun: 2, jobIds: ['a', 'b'], more: false },
   LIST_QUEUES: { type: 'LIST_QUEUES' },
   QUEUE_LIST: {
     type: 'QUEUE_LIST',
@@ -428,6 +438,8 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
   AUTH_OK: [],
   PURGE_JOBS: ['state', 'olderThanMillis'],
   JOBS_PURGED: ['deleted'],
+  RERUN_JOBS: ['queue', 'state', 'taskType', 'finishedSinceMillis', 'limit', 'maxAttempts'],
+  JOBS_RERUN: ['rerun', 'jobIds', 'more'],
   LIST_QUEUES: [],
   QUEUE_LIST: ['queues'],
   SET_QUEUE: [

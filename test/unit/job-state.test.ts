@@ -124,6 +124,18 @@ describe('job state machine', () => {
     assert.equal(job.state, 'RUNNING');
   });
 
+  it('takes a FAILED job back to QUEUED only for a redrive, clearing its finish time', () => {
+    assert.equal(isLegalTransition('FAILED', 'QUEUED', true), false);
+    assert.equal(isLegalTransition('FAILED', 'QUEUED', false, true), true);
+    assert.equal(isLegalTransition('CANCELLED', 'QUEUED', false, true), false);
+    assert.equal(isLegalTransition('COMPLETED', 'QUEUED', true, true), false);
+    const job = jobIn('FAILED', { finishedAtMs: 4 });
+    assert.throws(() => transition(job, { to: 'QUEUED' }, 5), IllegalTransitionError);
+    transition(job, { to: 'QUEUED', redrive: true }, 6);
+    assert.equal(job.state, 'QUEUED');
+    assert.equal(job.finishedAtMs, null);
+  });
+
   it('leaves terminal states with no exit at all when the state is terminal', () => {
     for (const from of JOB_STATES) {
       const exits = JOB_STATES.filter((to) => isLegalTransition(from, to, true));

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { QueueTable, StartWindow } from '../../src/coordinator/core/queue-table.js';
 import { ReadyQueue, type RunnableTypes } from '../../src/coordinator/core/ready-queue.js';
+import { LevelBound } from '../../src/coordinator/core/level-bound.js';
 import type { CoreJob } from '../../src/coordinator/core/job.js';
 import type { SetQueue } from '../../src/protocol/messages.js';
 import {
@@ -194,6 +195,87 @@ describe('ReadyQueue fairness', () => {
     );
     paused = false;
     assert.equal(ready.popBest(0, ANY)?.seq, 1);
+  });
+});
+
+describe('ReadyQueue with many queues and groups', () => {
+  /** Pops like the scheduler: the job leaves QUEUED. */
+  function take(ready: ReadyQueue, nowMs: number): CoreJob | undefined {
+    const j = ready.popBest(nowMs, ANY);
+    if (j !== undefined) j.state = 'RUNNING';
+    return j;
+  }
+
+  it('still takes a higher-priority job from the queue served last, though it looks at few queues', () => {
+    const ready = new ReadyQueue(0);
+    let seq = 1;
+    for (let q = 0; q < 50; q++) for (let i = 0; i < 3; i++) ready.push(job(seq++, `q${q}`));
+    // Every queue served once: q49 was served last, so it is last in turn.
+    const first = Array.from({ length: 50 }, () => take(ready, 0)?.queue);
+    assert.equal(first[49], 'q49');
+    ready.push(coreJob(seq++, { taskType: 'SLEEP', queue: 'q49', priority: 'HIGH' }));
+    const next = take(ready, 0);
+    assert.equal(next?.priority, 'HIGH');
+    assert.equal(take(ready, 0)?.queue, 'q0', 'then the turns go on where they were');
+  });
+
+  it('still takes a job aged to a higher level from the queue served last', () => {
+    const step = 1_000;
+    const ready = new ReadyQueue(step);
+    let seq = 1;
+    const at = (createdAtMs: number, queue: string, priority: 'LOW' | 'NORMAL'): CoreJob =>
+      coreJob(seq++, { taskType: 'SLEEP', queue, priority, createdAtMs, updatedAtMs: createdAtMs });
+    for (let q = 0; q < 20; q++) {
+      ready.push(at(5_000, `q${q}`, 'NORMAL'));
+      ready.push(at(5_000, `q${q}`, 'NORMAL'));
+    }
+    for (let i = 0; i < 20; i++) take(ready, 5_000);
+    // Waiting since 0, a LOW job of q19 is HIGH by 5,000 (two aging steps).
+    ready.push(at(0, 'q19', 'LOW'));
+    assert.equal(take(ready, 5_000)?.priority, 'LOW');
+  });
+
+  it('keeps nothing for a group or queue once its jobs ran', () => {
+    const ready = new ReadyQueue(0);
+    const table = new QueueTable();
+    for (let g = 0; g < 1_000; g++) ready.push(job(g + 1, g % 2 === 0 ? 'a' : 'b', `g${g}`));
+    for (let j = take(ready, 0); j !== undefined; j = take(ready, 0)) {
+      table.noteStart(j.queue, j.groupKey ?? '', 0);
+      table.noteEnd(j.queue, j.groupKey ?? '');
+    }
+    assert.equal(ready.size, 0);
+    assert.deepEqual(ready.turnsOf('a'), []);
+    assert.deepEqual(ready.groupBacklog('b', 10), []);
+    assert.equal(table.size, 0);
+  });
+});
+
+describe('LevelBound', () => {
+  it('names the highest effective level queued and stays bounded while an old job waits', () => {
+    const bound = new LevelBound((j) => j.createdAtMs);
+    const level = (j: CoreJob, nowMs: number): number =>
+      Math.min(
+        2,
+        (j.priority === 'LOW' ? 0 : j.priority === 'NORMAL' ? 1 : 2) +
+          Math.floor((nowMs - j.createdAtMs) / 1_000),
+      );
+    assert.equal(bound.highest(0, level), -1);
+    const old = coreJob(1, { priority: 'LOW', createdAtMs: 0 });
+    bound.added(old, 0);
+    assert.equal(bound.highest(0, level), 0);
+    assert.equal(bound.highest(1_500, level), 1);
+    // 100,000 NORMAL jobs come and go behind the old one: the heap is rebuilt, not grown.
+    for (let i = 0; i < 100_000; i++) {
+      const j = coreJob(i + 2, { priority: 'NORMAL', createdAtMs: 1_000 + i });
+      bound.added(j, 1);
+      j.state = 'RUNNING';
+      bound.removed(1);
+    }
+    assert.ok((bound.sizes()[1] as number) <= 1_026, bound.sizes().join(','));
+    assert.equal(bound.highest(1_500, level), 1);
+    assert.equal(bound.highest(2_000, level), 2, 'the LOW job aged two steps');
+    old.state = 'CANCELLED';
+    assert.equal(bound.highest(2_000, level), -1);
   });
 });
 

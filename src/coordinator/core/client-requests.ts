@@ -47,6 +47,7 @@ import { submit } from './submission.js';
 import { listQueues, setQueue } from './queue-requests.js';
 import { submitFlow } from './flow-submission.js';
 import { submitBatch } from './batch-submission.js';
+import { rerunJobs } from './rerun.js';
 
 /** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
 export const MAX_LIST_LIMIT = 10_000;
@@ -86,6 +87,8 @@ export function handleClientRequest(
       return s.reply(connId, requestId, { type: 'AUTH_OK' });
     case 'PURGE_JOBS':
       return purgeOnRequest(s, connId, requestId, msg);
+    case 'RERUN_JOBS':
+      return rerunJobs(s, connId, requestId, msg);
     case 'LIST_QUEUES':
       return listQueues(s, connId, requestId);
     case 'SET_QUEUE':

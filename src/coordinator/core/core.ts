@@ -37,6 +37,7 @@ import { flowParentsLookedUp } from './flow-submission.js';
 import { queueCountsDone } from './queue-requests.js';
 import type { QueueSettings } from './queue-table.js';
 import { batchKeyLookedUp, batchKeyLookupFailed } from './batch-submission.js';
+import { rerunRead } from './rerun.js';
 import type { CoreConfig, CoreDeps, CoreInput, Effect } from './types.js';
 import {
   handleWorkerMessage,
@@ -262,6 +263,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'list')
         throw new Error(`read ${readId}: expected a list, got ${result.op}`);
       return listDone(s, read, result.jobs);
+    case 'rerun':
+      if (result.op !== 'list')
+        throw new Error(`read ${readId}: expected a list, got ${result.op}`);
+      return rerunRead(s, read, result.jobs, result.attempts ?? []);
     case 'key':
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
@@ -307,6 +312,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
     case 'cancel':
     case 'wait':
     case 'list':
+    case 'rerun':
     case 'listKey':
     case 'scheduleJobs':
     case 'queues':

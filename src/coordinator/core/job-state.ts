@@ -7,7 +7,8 @@
  *   RUNNING     -> COMPLETED, FAILED, RETRY_WAIT, CANCELLED,
  *                  QUEUED (only when recovering from a coordinator restart)
  *   RETRY_WAIT  -> QUEUED (back-off elapsed), CANCELLED
- *   COMPLETED, FAILED, CANCELLED: terminal, no exits.
+ *   COMPLETED, FAILED, CANCELLED: terminal, no exits; only a redrive
+ *                  (rerun.ts) takes a FAILED job back to QUEUED.
  *
  * A job has a lease exactly while it is RUNNING: entering RUNNING takes one,
  * every exit from RUNNING drops it. `transition()` applies both together.
@@ -28,8 +29,18 @@ const LEGAL: Readonly<Record<JobState, readonly JobState[]>> = {
   CANCELLED: [],
 };
 
-/** True when `from -> to` is a legal move (RUNNING -> QUEUED needs `recovery`). */
-export function isLegalTransition(from: JobState, to: JobState, recovery = false): boolean {
+/**
+ * True when `from -> to` is a legal move (RUNNING -> QUEUED needs
+ * `recovery`; FAILED -> QUEUED, the one way out of a terminal state, needs
+ * `redrive`).
+ */
+export function isLegalTransition(
+  from: JobState,
+  to: JobState,
+  recovery = false,
+  redrive = false,
+): boolean {
+  if (from === 'FAILED' && to === 'QUEUED') return redrive;
   if (from === 'RUNNING' && to === 'QUEUED' && !recovery) return false;
   return LEGAL[from].includes(to);
 }
@@ -43,7 +54,8 @@ export class IllegalTransitionError extends Error {
 }
 
 type Move =
-  { to: 'RUNNING'; lease: Lease } | { to: Exclude<JobState, 'RUNNING'>; recovery?: boolean };
+  | { to: 'RUNNING'; lease: Lease }
+  | { to: Exclude<JobState, 'RUNNING'>; recovery?: boolean; redrive?: boolean };
 
 /**
  * Moves a job at `nowMs`, asserting the move is legal. Entering RUNNING
@@ -52,7 +64,8 @@ type Move =
  */
 export function transition(job: CoreJob, move: Move, nowMs: number): void {
   const recovery = move.to !== 'RUNNING' && move.recovery === true;
-  if (!isLegalTransition(job.state, move.to, recovery)) {
+  const redrive = move.to !== 'RUNNING' && move.redrive === true;
+  if (!isLegalTransition(job.state, move.to, recovery, redrive)) {
     throw new IllegalTransitionError(job.jobId, job.state, move.to);
   }
   job.state = move.to;
@@ -60,4 +73,5 @@ export function transition(job: CoreJob, move: Move, nowMs: number): void {
   job.updatedAtMs = nowMs;
   if (move.to === 'RUNNING') job.startedAtMs = move.lease.startedAtMs;
   if (isTerminalState(move.to)) job.finishedAtMs = nowMs;
+  if (redrive) job.finishedAtMs = null;
 }

@@ -104,6 +104,16 @@ export type PendingRead =
       seen: Map<string, JobRecord>;
     }
   | { kind: 'key'; key: string }
+  /** RERUN_JOBS: the stored FAILED jobs to queue again (rerun.ts). */
+  | {
+      kind: 'rerun';
+      connId: number;
+      requestId: number;
+      limit: number;
+      budget: number;
+      /** Rows that left the overlay while the read was out: changed meanwhile, skipped. */
+      seen: Map<string, JobRecord>;
+    }
   /** A submission's parents that memory does not hold: the store is asked for them. */
   | { kind: 'parents'; held: HeldSubmission; asked: readonly string[] }
   /** A flow's parents that are existing jobs memory does not hold. */
@@ -152,7 +162,7 @@ export class PendingReads {
   noteCommitted(rows: readonly JobRecord[]): void {
     if (rows.length === 0) return;
     for (const read of this.#reads.values()) {
-      if (read.kind === 'list' || read.kind === 'window') {
+      if (read.kind === 'list' || read.kind === 'rerun' || read.kind === 'window') {
         for (const row of rows) read.seen.set(row.jobId, row);
       } else if (read.kind === 'status' || read.kind === 'cancel' || read.kind === 'wait') {
         for (const row of rows) if (row.jobId === read.jobId) read.latest = row;

@@ -18,9 +18,12 @@
  * {@link GroupRing}: one heap per group key ordered by ready-since and seq
  * (its head is its oldest, so its highest level), and the ring of
  * groups in turn. The ring's front group's oldest job is the ring's
- * candidate; picking the best costs O(unheld queues x runnable task types x
- * 3) candidate looks plus O(log n) to remove the job, never a sort or a scan
- * of jobs. A group held by a group limit is *parked* out of its rings (so a
+ * candidate. Queues are looked at in turn order, and the look stops at the
+ * first queue whose candidate has the highest effective level any queued
+ * job has now ({@link LevelBound}): so a pick usually costs O(runnable task
+ * types x 3) candidate looks in one or a few queues (all unheld queues only
+ * when a higher-level job waits in one that cannot run it) plus O(log n) to
+ * remove the job, never a sort or a scan of jobs. A group held by a group limit is *parked* out of its rings (so a
  * held group costs nothing per pick) and put back at the end of the ring
  * when its lease ends or its rate window opens.
  *
@@ -33,6 +36,7 @@
 import type { Priority } from '../../protocol/messages.js';
 import type { CoreJob } from './job.js';
 import { BinaryHeap } from './binary-heap.js';
+import { LevelBound } from './level-bound.js';
 import { NO_GROUP } from './queue-table.js';
 
 const BASE_LEVEL: Readonly<Record<Priority, number>> = { LOW: 0, NORMAL: 1, HIGH: 2 };
@@ -93,12 +97,18 @@ const NO_LIMITS: QueueLimits = {
 
 /** The queued jobs of one queue, task type and base priority, by group in turn. */
 class GroupRing {
+  /** The base level of its jobs (0 = LOW .. 2 = HIGH). */
+  readonly base: number;
   readonly heaps = new Map<string, BinaryHeap<CoreJob>>();
   /** Groups in turn, front first; each ready, unparked group once. */
   #turns: string[] = [];
   #front = 0;
   /** Groups held by a group limit: out of the turns until put back. */
   readonly parked = new Set<string>();
+
+  constructor(base: number) {
+    this.base = base;
+  }
 
   get isEmpty(): boolean {
     return this.heaps.size === 0;
@@ -191,6 +201,16 @@ export class ReadyQueue {
   readonly #rateParked = new BinaryHeap<RateParked>((a, b) => a.atMs < b.atMs);
   /** Queues held by their rate with an entry in #rateParked: the opening it names. */
   readonly #queueOpenings = new Map<string, number>();
+  /**
+   * The queues in turn order: those never served since they got ready work
+   * (ties among them go by their jobs' age), then the served ones, served
+   * longest ago first. Each queue is in exactly one.
+   */
+  readonly #fresh = new Set<QueueLanes>();
+  readonly #served = new Set<QueueLanes>();
+  readonly #bound = new LevelBound(readySinceMs);
+  readonly #level = (job: CoreJob, nowMs: number): number =>
+    effectiveLevel(job, nowMs, this.#agingStepMs);
   #size = 0;
   #picks = 0;
 
@@ -209,14 +229,17 @@ export class ReadyQueue {
     if (q === undefined) {
       q = { name: job.queue, lanes: new Map(), lastServed: 0 };
       this.#queues.set(job.queue, q);
+      this.#fresh.add(q);
     }
     let lane = q.lanes.get(job.taskType);
     if (lane === undefined) {
-      const rings = [new GroupRing(), new GroupRing(), new GroupRing()];
+      const rings = [new GroupRing(0), new GroupRing(1), new GroupRing(2)];
       lane = { taskType: job.taskType, rings };
       q.lanes.set(job.taskType, lane);
     }
-    (lane.rings[BASE_LEVEL[job.priority]] as GroupRing).push(job);
+    const base = BASE_LEVEL[job.priority];
+    (lane.rings[base] as GroupRing).push(job);
+    this.#bound.added(job, base);
     this.#size++;
   }
 
@@ -226,30 +249,52 @@ export class ReadyQueue {
    */
   popBest(nowMs: number, runnable: RunnableTypes): CoreJob | undefined {
     this.unparkDue(nowMs);
+    // Queues are looked at in turn order; once the best candidate has the
+    // highest level any queued job has, a queue served later cannot beat it,
+    // so a pick usually looks at a few queues, not all of them.
+    const bound = this.#bound.highest(nowMs, this.#level);
     let best: Candidate | undefined;
-    for (const q of this.#queues.values()) {
-      const block = this.#limits.queueBlock(q.name, nowMs);
-      if (block !== null) {
-        if (block === 'rate') this.#noteQueueOpening(q.name, nowMs);
-        continue;
-      }
-      for (const lane of this.#candidateLanes(q, runnable)) {
-        for (const ring of lane.rings) {
-          const job = this.#head(q, ring, nowMs);
-          if (job === undefined) continue;
-          const level = effectiveLevel(job, nowMs, this.#agingStepMs);
-          if (best === undefined || this.#better(level, q, job, best)) {
-            best = { queue: q, lane, ring, job, level };
-          }
-        }
-      }
+    for (const q of this.#fresh) best = this.#consider(q, nowMs, runnable, best);
+    for (const q of this.#served) {
+      if (best !== undefined && best.level >= bound) break;
+      best = this.#consider(q, nowMs, runnable, best);
     }
     if (best === undefined) return undefined;
     best.ring.take();
+    this.#bound.removed(best.ring.base);
     this.#size--;
-    best.queue.lastServed = ++this.#picks;
-    this.#dropIfEmpty(best.queue, best.lane);
+    const q = best.queue;
+    q.lastServed = ++this.#picks;
+    this.#fresh.delete(q);
+    this.#served.delete(q);
+    this.#served.add(q);
+    this.#dropIfEmpty(q, best.lane);
     return best.job;
+  }
+
+  /** The better of `best` and the candidates of queue `q`. */
+  #consider(
+    q: QueueLanes,
+    nowMs: number,
+    runnable: RunnableTypes,
+    best: Candidate | undefined,
+  ): Candidate | undefined {
+    const block = this.#limits.queueBlock(q.name, nowMs);
+    if (block !== null) {
+      if (block === 'rate') this.#noteQueueOpening(q.name, nowMs);
+      return best;
+    }
+    for (const lane of this.#candidateLanes(q, runnable)) {
+      for (const ring of lane.rings) {
+        const job = this.#head(q, ring, nowMs);
+        if (job === undefined) continue;
+        const level = effectiveLevel(job, nowMs, this.#agingStepMs);
+        if (best === undefined || this.#better(level, q, job, best)) {
+          best = { queue: q, lane, ring, job, level };
+        }
+      }
+    }
+    return best;
   }
 
   #better(level: number, q: QueueLanes, job: CoreJob, best: Candidate): boolean {
@@ -317,7 +362,10 @@ export class ReadyQueue {
   #dropIfEmpty(q: QueueLanes, lane: Lane): void {
     if (!lane.rings.every((ring) => ring.isEmpty)) return;
     q.lanes.delete(lane.taskType);
-    if (q.lanes.size === 0) this.#queues.delete(q.name);
+    if (q.lanes.size > 0) return;
+    this.#queues.delete(q.name);
+    this.#fresh.delete(q);
+    this.#served.delete(q);
   }
 
   /** Task types that have at least one queued job. */
@@ -326,7 +374,7 @@ export class ReadyQueue {
     for (const q of this.#queues.values()) {
       for (const [taskType, lane] of q.lanes) {
         if (seen.has(taskType)) continue;
-        if (lane.rings.some((ring) => [...ring.heaps.values()].some((h) => this.#live(h)))) {
+        if (lane.rings.some((r) => [...r.heaps.values()].some((h) => this.#live(h, r.base)))) {
           seen.add(taskType);
           yield taskType;
         }
@@ -367,7 +415,7 @@ export class ReadyQueue {
   #head(q: QueueLanes, ring: GroupRing, nowMs: number): CoreJob | undefined {
     for (let group = ring.front(); group !== undefined; group = ring.front()) {
       const heap = ring.heaps.get(group);
-      const job = heap === undefined ? undefined : this.#live(heap);
+      const job = heap === undefined ? undefined : this.#live(heap, ring.base);
       if (heap === undefined || job === undefined) {
         ring.heaps.delete(group);
         ring.dropFront();
@@ -382,11 +430,12 @@ export class ReadyQueue {
   }
 
   /** The live head of a heap, dropping entries that are no longer QUEUED. */
-  #live(heap: BinaryHeap<CoreJob>): CoreJob | undefined {
+  #live(heap: BinaryHeap<CoreJob>, base: number): CoreJob | undefined {
     for (;;) {
       const job = heap.peek();
       if (job === undefined || job.state === 'QUEUED') return job;
       heap.pop();
+      this.#bound.removed(base);
       this.#size--;
     }
   }

@@ -25,7 +25,7 @@ import { schedule as assignReady } from './job-lifecycle.js';
 import { firstTick, latestDueTick, tickAfter } from './schedules.js';
 import type { CoreState } from './state.js';
 import { createJob } from './submission.js';
-import { DEFAULT_QUEUE } from '../../protocol/queue-names.js';
+import { DEFAULT_QUEUE, queueNameProblem } from '../../protocol/queue-names.js';
 
 /** A schedule's name. */
 export const SCHEDULE_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
@@ -184,8 +184,7 @@ function makeJob(s: CoreState, schedule: ScheduleRecord, tickMs: number) {
     idempotencyKey: null,
     runAtMs: tickMs,
     scheduleName: schedule.name,
-    // A schedule has no queue setting yet: its jobs go to the default queue.
-    queue: DEFAULT_QUEUE,
+    queue: schedule.queue,
     groupKey: null,
     dependsOn: null,
     onParentFailure: null,
@@ -220,6 +219,7 @@ type Definition = Pick<
   | 'overlap'
   | 'catchUp'
   | 'paused'
+  | 'queue'
 >;
 
 function definitionOf(s: CoreState, d: ScheduleDefinition): Definition | string {
@@ -250,6 +250,9 @@ function definitionOf(s: CoreState, d: ScheduleDefinition): Definition | string 
   if (timeoutMs !== null && (timeoutMs < MIN_TASK_TIMEOUT_MS || timeoutMs > MAX_TASK_TIMEOUT_MS)) {
     return `timeoutMillis must be ${MIN_TASK_TIMEOUT_MS}..${MAX_TASK_TIMEOUT_MS}, got ${timeoutMs}`;
   }
+  const queue = d.queue ?? DEFAULT_QUEUE;
+  const badQueue = queueNameProblem(queue);
+  if (badQueue !== null) return `queue ${badQueue}`;
   if (isBuiltinTaskType(d.taskType)) {
     try {
       s.deps.validator.validate(d.taskType, d.payload);
@@ -270,6 +273,7 @@ function definitionOf(s: CoreState, d: ScheduleDefinition): Definition | string 
     overlap: d.overlap ?? 'allow',
     catchUp: d.catchUp ?? 'latest',
     paused: d.paused ?? false,
+    queue,
   };
 }
 
@@ -285,6 +289,7 @@ function sameDefinition(a: Definition, b: ScheduleRecord): boolean {
     a.overlap === b.overlap &&
     a.catchUp === b.catchUp &&
     a.paused === b.paused &&
+    a.queue === b.queue &&
     isDeepStrictEqual(JSON.parse(a.payloadJson), JSON.parse(b.payloadJson))
   );
 }
@@ -330,5 +335,6 @@ export function scheduleSnapshot(schedule: Readonly<ScheduleRecord>): ScheduleSn
     maxAttempts: schedule.maxAttempts,
     priority: schedule.priority,
     timeoutMillis: schedule.timeoutMs,
+    queue: schedule.queue,
   };
 }

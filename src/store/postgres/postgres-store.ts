@@ -66,7 +66,7 @@ const SCHEDULE_SELECT = `SELECT name, task_type AS "taskType", cron, every_ms AS
   timezone, payload AS "payloadJson", max_attempts AS "maxAttempts", priority,
   timeout_ms AS "timeoutMs", overlap, catch_up AS "catchUp", paused,
   next_run_at_ms AS "nextRunAtMs", last_run_at_ms AS "lastRunAtMs", last_job_id AS "lastJobId",
-  created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs" FROM dtp.schedules`;
+  created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs", queue FROM dtp.schedules`;
 const QUEUE_SELECT = `SELECT name, paused, concurrency, rate_max AS "rateMax",
   rate_interval_ms AS "rateIntervalMs", group_concurrency AS "groupConcurrency",
   group_rate_max AS "groupRateMax", group_rate_interval_ms AS "groupRateIntervalMs",
@@ -225,10 +225,13 @@ export class PostgresStore implements Store {
           return { op: 'jobByKey', job: rows.rows[0] ?? null };
         });
       case 'list':
-        return this.#withReader(async (client) => ({
-          op: 'list',
-          jobs: await listJobs(client, read.query),
-        }));
+        return this.#withReader(async (client) => {
+          const jobs = await listJobs(client, read.query);
+          if (read.withAttempts !== true) return { op: 'list', jobs };
+          const attempts: AttemptRecord[] = [];
+          for (const job of jobs) attempts.push(...(await attemptsOf(client, job.jobId)));
+          return { op: 'list', jobs, attempts };
+        });
       case 'purge':
         return new Promise<number>((resolve, reject) => {
           this.#enqueue({ kind: 'purge', query: read.query, pending: { resolve, reject } });
@@ -430,6 +433,10 @@ async function listJobs(client: pg.ClientBase, query: ListQuery): Promise<JobRec
   if (query.queue !== undefined && query.queue !== null) {
     values.push(query.queue);
     where.push(`queue = $${values.length}`);
+  }
+  if (query.finishedSinceMs !== undefined && query.finishedSinceMs !== null) {
+    values.push(query.finishedSinceMs);
+    where.push(`finished_at_ms >= $${values.length}`);
   }
   values.push(query.limit);
   const filter = where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`;

@@ -139,8 +139,12 @@ function scheduleCommitBatch(
   verb: 'CREATE' | 'CREATE OR REPLACE',
   extra: ExtraColumn[],
   dependencies = false,
+  scheduleQueue = false,
+  /** Columns of the first schema an update sets too, beyond the usual ones. */
+  alsoUpdated: readonly { column: string; key: string }[] = [],
 ): string {
   const fields = JOB_FIELDS_V3 + extra.map((c) => `, "${c.key}" ${c.type}`).join('');
+  const scheduleFields = SCHEDULE_FIELDS + (scheduleQueue ? ', queue text' : '');
   const updated = extra.filter((c) => c.updated !== false);
   const dependencyRows = dependencies
     ? `
@@ -175,7 +179,7 @@ function scheduleCommitBatch(
              attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
              retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
              error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${updated.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${[...updated, ...alsoUpdated].map((c) => `, ${c.column} = r."${c.key}"`).join('')}
            WHERE seq = r.seq;
          IF NOT FOUND THEN
            RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
@@ -189,11 +193,11 @@ ${ATTEMPTS_UPSERT}     IF p_deleted_schedules IS NOT NULL THEN
      IF p_schedules IS NOT NULL THEN
        INSERT INTO dtp.schedules (name, task_type, cron, every_ms, timezone, payload,
            max_attempts, priority, timeout_ms, overlap, catch_up, paused, next_run_at_ms,
-           last_run_at_ms, last_job_id, created_at_ms, updated_at_ms)
+           last_run_at_ms, last_job_id, created_at_ms, updated_at_ms${scheduleQueue ? ', queue' : ''})
          SELECT name, "taskType", cron, "everyMs", timezone, "payloadJson", "maxAttempts",
            priority, "timeoutMs", overlap, "catchUp", paused, "nextRunAtMs", "lastRunAtMs",
-           "lastJobId", "createdAtMs", "updatedAtMs"
-         FROM json_to_recordset(p_schedules) AS r(${SCHEDULE_FIELDS})
+           "lastJobId", "createdAtMs", "updatedAtMs"${scheduleQueue ? ', queue' : ''}
+         FROM json_to_recordset(p_schedules) AS r(${scheduleFields})
        ON CONFLICT (name) DO UPDATE SET task_type = excluded.task_type, cron = excluded.cron,
          every_ms = excluded.every_ms, timezone = excluded.timezone, payload = excluded.payload,
          max_attempts = excluded.max_attempts, priority = excluded.priority,
@@ -201,7 +205,7 @@ ${ATTEMPTS_UPSERT}     IF p_deleted_schedules IS NOT NULL THEN
          catch_up = excluded.catch_up, paused = excluded.paused,
          next_run_at_ms = excluded.next_run_at_ms, last_run_at_ms = excluded.last_run_at_ms,
          last_job_id = excluded.last_job_id, created_at_ms = excluded.created_at_ms,
-         updated_at_ms = excluded.updated_at_ms;
+         updated_at_ms = excluded.updated_at_ms${scheduleQueue ? ', queue = excluded.queue' : ''};
      END IF;
    END
    $fn$;`;
@@ -355,7 +359,8 @@ const MIGRATIONS: readonly string[] = [
    $fn$;`,
   // 6: named queues. Each job's queue and group key (fixed at submission;
   // rows from before are in 'default', without a group), an index to list
-  // and count a queue, and the queues' settings. The six-argument
+  // and count a queue, the queues' settings, and the queue a schedule's
+  // jobs go to. The six-argument
   // commit_batch gets the two job columns; a seventh-argument version
   // writes all that one does and then the settings rows, in the same
   // transaction.
@@ -373,7 +378,8 @@ const MIGRATIONS: readonly string[] = [
      group_rate_interval_ms bigint,
      updated_at_ms          bigint  NOT NULL
    );
-   ${scheduleCommitBatch('CREATE OR REPLACE', [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...QUEUE_COLUMNS], true)}
+   ALTER TABLE dtp.schedules ADD COLUMN queue text NOT NULL DEFAULT 'default';
+   ${scheduleCommitBatch('CREATE OR REPLACE', [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...QUEUE_COLUMNS], true, true)}
    CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
        p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json)
    RETURNS void LANGUAGE plpgsql AS $fn$
@@ -398,6 +404,16 @@ const MIGRATIONS: readonly string[] = [
      END IF;
    END
    $fn$;`,
+  // 7: an update writes max_attempts too (a re-run of a FAILED job gives it
+  // a fresh attempt budget); the six-argument commit_batch that every write
+  // goes through, as step 6 left it plus that column.
+  scheduleCommitBatch(
+    'CREATE OR REPLACE',
+    [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...QUEUE_COLUMNS],
+    true,
+    true,
+    [{ column: 'max_attempts', key: 'maxAttempts' }],
+  ),
 ];
 
 /** Number of the newest schema this code knows. */

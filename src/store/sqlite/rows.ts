@@ -62,6 +62,8 @@ export const JOB_MUTABLE_COLUMNS = [
   'finished_at_ms',
   'progress',
   'run_at_ms',
+  // A re-run of a FAILED job gives it a fresh attempt budget.
+  'max_attempts',
 ] as const;
 
 export const ATTEMPT_COLUMNS = [
@@ -132,6 +134,7 @@ export function jobUpdateValues(job: Readonly<JobRecord>): SqlValue[] {
     job.finishedAtMs,
     progressText(job),
     job.runAtMs,
+    job.maxAttempts,
     job.seq,
   ];
 }
@@ -317,6 +320,7 @@ export const SCHEDULE_COLUMNS = [
   'last_job_id',
   'created_at_ms',
   'updated_at_ms',
+  'queue',
 ] as const;
 
 export interface ScheduleRow {
@@ -337,6 +341,7 @@ export interface ScheduleRow {
   last_job_id: string | null;
   created_at_ms: number;
   updated_at_ms: number;
+  queue: string;
 }
 
 export function scheduleValues(schedule: Readonly<ScheduleRecord>): SqlValue[] {
@@ -358,6 +363,7 @@ export function scheduleValues(schedule: Readonly<ScheduleRecord>): SqlValue[] {
     schedule.lastJobId,
     schedule.createdAtMs,
     schedule.updatedAtMs,
+    schedule.queue,
   ];
 }
 
@@ -380,5 +386,6 @@ export function scheduleFromRow(row: ScheduleRow): ScheduleRecord {
     lastJobId: row.last_job_id,
     createdAtMs: row.created_at_ms,
     updatedAtMs: row.updated_at_ms,
+    queue: row.queue,
   };
 }

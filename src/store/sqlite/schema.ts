@@ -131,8 +131,8 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX job_dependencies_job ON job_dependencies (job_id);`,
   // 7: named queues. Each job's queue and group key (fixed at submission;
   // rows from before are in `default`, without a group), an index to list a
-  // queue and count it by state, and one row of settings per queue that has
-  // any (paused, limits).
+  // queue and count it by state, one row of settings per queue that has any
+  // (paused, limits), and the queue a schedule's jobs go to.
   `ALTER TABLE jobs ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';
    ALTER TABLE jobs ADD COLUMN group_key TEXT;
    CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);
@@ -146,7 +146,8 @@ const MIGRATIONS: readonly string[] = [
      group_rate_max         INTEGER,
      group_rate_interval_ms INTEGER,
      updated_at_ms          INTEGER NOT NULL
-   ) STRICT, WITHOUT ROWID;`,
+   ) STRICT, WITHOUT ROWID;
+   ALTER TABLE schedules ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';`,
 ];
 
 /** Number of the newest schema this code knows. */

@@ -308,7 +308,14 @@ export class SqliteStore implements Store {
           return { op: 'jobByKey', job: row === undefined ? null : jobFromRow(row) };
         });
       case 'list':
-        return this.#readNow(() => ({ op: 'list', jobs: this.#list(read.query) }));
+        return this.#readNow(() => {
+          const jobs = this.#list(read.query);
+          if (read.withAttempts !== true) return { op: 'list', jobs };
+          const attempts = jobs.flatMap((job) =>
+            this.#attemptsOf.all(job.jobId).map(attemptFromRow),
+          );
+          return { op: 'list', jobs, attempts };
+        });
       case 'purge':
         return this.#purge(read.query).then((deleted) => ({ op: 'purge', deleted }));
       case 'jobs':
@@ -396,6 +403,10 @@ export class SqliteStore implements Store {
     if (query.queue !== undefined && query.queue !== null) {
       where.push('queue = ?');
       params.push(query.queue);
+    }
+    if (query.finishedSinceMs !== undefined && query.finishedSinceMs !== null) {
+      where.push('finished_at_ms >= ?');
+      params.push(query.finishedSinceMs);
     }
     params.push(query.limit);
     const shape = where.join(' AND ');
