@@ -24,6 +24,7 @@ import { waitAttack, waitAttackTable } from './attack-waits.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 import { bulkRun, type BulkRun } from './bulk.js';
 import { subscriberRun, type SubscriberRun } from './subscribers.js';
+import { delayedBench } from './delayed.js';
 import { FAIRNESS_CASES, fairnessAssignmentsPerSecond, groupMemory } from './fairness.js';
 import { coreRateRun, rateRun, type RateRun } from './rate.js';
 
@@ -44,6 +45,7 @@ const ALL = [
   'latency',
   'security',
   'subscribers',
+  'delayed',
 ] as const;
 type Name = (typeof ALL)[number];
 
@@ -358,7 +360,39 @@ async function subscribersTable(dir: string): Promise<string[]> {
   );
   return lines;
 }
+/** `--delayed-count n`: how many delayed jobs the `delayed` benchmark writes (default 10^6). */
+let delayedCount = 1_000_000;
 
+async function delayedTable(dir: string): Promise<string[]> {
+  const count = Math.round(delayedCount * SCALE);
+  const r = await delayedBench(dir, count, Math.round(20_000 * SCALE), REPEATS);
+  const m = (values: number[]): number => Math.round(median(values));
+  const without = m(r.without.map((s) => s.donePerSec));
+  const withDelayed = m(r.with.map((s) => s.donePerSec));
+  return [
+    row([
+      'SCHEDULED jobs (over 30 days)',
+      'restart: spawn → port answers, ms',
+      'recovery, ms',
+      'in memory after start',
+      'RSS after start, MiB',
+      'ready jobs/s without / with',
+      'ratio',
+      'RSS after the stream, MiB',
+    ]),
+    row(['---', '---', '---', '---', '---', '---', '---', '---']),
+    row([
+      count.toLocaleString('en'),
+      m(r.restarts.map((x) => x.readyMs)),
+      m(r.restarts.map((x) => x.recoveryMs)),
+      m(r.restarts.map((x) => x.activeJobs)).toLocaleString('en'),
+      median(r.restarts.map((x) => x.rssMiB)),
+      `${without.toLocaleString('en')} / ${withDelayed.toLocaleString('en')}`,
+      (withDelayed / without).toFixed(2),
+      median(r.with.map((s) => s.rssMiB)),
+    ]),
+  ];
+}
 /** A Markdown table as rows of cells (for the JSON report). */
 function cellsOf(lines: string[]): string[][] {
   return lines
@@ -390,18 +424,29 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return security(dir);
     case 'subscribers':
       return subscribersTable(dir);
+    case 'delayed':
+      return delayedTable(dir);
   }
 }
 
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
     args: process.argv.slice(2),
-    options: { smoke: { type: 'boolean' }, out: { type: 'string' } },
+    options: {
+      smoke: { type: 'boolean' },
+      out: { type: 'string' },
+      'delayed-count': { type: 'string' },
+    },
     allowPositionals: true,
   });
   for (const name of positionals) {
     if (!(ALL as readonly string[]).includes(name))
       throw new Error(`unknown benchmark ${name}; expected ${ALL.join(', ')}`);
+  }
+  if (values['delayed-count'] !== undefined) {
+    delayedCount = Number(values['delayed-count']);
+    if (!Number.isInteger(delayedCount) || delayedCount < 1 || delayedCount > 10_000_000)
+      throw new Error('--delayed-count must be an integer in 1..10000000');
   }
   const names: readonly Name[] = positionals.length === 0 ? ALL : (positionals as Name[]);
   const dir = mkdtempSync(join(tmpdir(), 'dtp-bench-'));

@@ -20,6 +20,7 @@ import {
   type QueueSettingsRecord,
   type RecoveredState,
   type ScheduleRecord,
+  type ScheduledWindowQuery,
   type Store,
   type StoreRead,
   type StoreReadResult,
@@ -38,8 +39,8 @@ export class MemoryStore implements Store {
   /** Number of batches committed. */
   commits = 0;
 
-  recover(): Promise<RecoveredState> {
-    return Promise.resolve(this.recoverNow());
+  recover(window?: ScheduledWindowQuery): Promise<RecoveredState> {
+    return Promise.resolve(this.recoverNow(window));
   }
 
   commit(batch: WriteBatch): Promise<void> {
@@ -63,11 +64,26 @@ export class MemoryStore implements Store {
     return Promise.resolve();
   }
 
-  recoverNow(): RecoveredState {
-    const activeJobs = [...this.#jobs.values()]
+  recoverNow(window?: ScheduledWindowQuery): RecoveredState {
+    let activeJobs = [...this.#jobs.values()]
       .filter((job) => !isTerminalState(job.state))
       .sort((a, b) => a.seq - b.seq)
       .map((job) => ({ ...job }));
+    let scheduledWindow: RecoveredState['scheduledWindow'];
+    if (window !== undefined) {
+      const near = new Set(
+        this.#scheduledAfter({ atMs: -Infinity, seq: 0 }, window.untilMs, window.limit).map(
+          (job) => job.jobId,
+        ),
+      );
+      // Parents of active jobs are loaded too: the graph needs them.
+      for (const job of activeJobs) for (const id of job.dependsOn ?? []) near.add(id);
+      const isFar = (job: JobRecord): boolean =>
+        job.state === 'SCHEDULED' && job.dependsOn === null && !near.has(job.jobId);
+      const farCount = activeJobs.filter(isFar).length;
+      activeJobs = activeJobs.filter((job) => !isFar(job));
+      scheduledWindow = { ...window, farCount };
+    }
     const active = new Set(activeJobs.map((job) => job.jobId));
     const activeAttempts = [...this.#attempts.values()]
       .filter((attempt) => active.has(attempt.jobId))
@@ -82,7 +98,35 @@ export class MemoryStore implements Store {
       .filter((job): job is JobRecord => job !== undefined && isTerminalState(job.state))
       .map((job) => ({ ...job }));
     const schedules = this.committedSchedules();
-    return { activeJobs, activeAttempts, maxSeq, parentJobs, schedules, queueSettings };
+    return {
+      activeJobs,
+      activeAttempts,
+      maxSeq,
+      parentJobs,
+      schedules,
+      queueSettings,
+      ...(scheduledWindow !== undefined && { scheduledWindow }),
+    };
+  }
+
+  /** SCHEDULED jobs without parents after `after` by (runAtMs, seq), due by `untilMs`. */
+  #scheduledAfter(
+    after: { atMs: number; seq: number },
+    untilMs: number,
+    limit: number,
+  ): JobRecord[] {
+    const runAt = (job: JobRecord): number => job.runAtMs ?? 0;
+    return [...this.#jobs.values()]
+      .filter(
+        (job) =>
+          job.state === 'SCHEDULED' &&
+          job.dependsOn === null &&
+          runAt(job) <= untilMs &&
+          (runAt(job) > after.atMs || (runAt(job) === after.atMs && job.seq > after.seq)),
+      )
+      .sort((a, b) => runAt(a) - runAt(b) || a.seq - b.seq)
+      .slice(0, limit)
+      .map((job) => ({ ...job }));
   }
 
   /** Committed schedules (copies), by name. */
@@ -159,6 +203,11 @@ export class MemoryStore implements Store {
         };
       case 'queueCounts':
         return { op: 'queueCounts', counts: this.#queueCounts(read.queue) };
+      case 'scheduledWindow':
+        return {
+          op: 'scheduledWindow',
+          jobs: this.#scheduledAfter(read.after, read.untilMs, read.limit),
+        };
     }
   }
 

@@ -192,7 +192,18 @@ export type StoreRead =
   /** The newest jobs a schedule made (by seq, newest first). */
   | { op: 'scheduleJobs'; scheduleName: string; limit: number }
   /** Stored jobs counted by queue and state (every queue, or one). */
-  | { op: 'queueCounts'; queue: string | null };
+  | { op: 'queueCounts'; queue: string | null }
+  /**
+   * The next window of delayed jobs: SCHEDULED jobs without parents whose
+   * (runAtMs, seq) comes after `after` and whose runAtMs is at most
+   * `untilMs`, in that order, at most `limit` of them.
+   */
+  | {
+      op: 'scheduledWindow';
+      after: { atMs: number; seq: number };
+      untilMs: number;
+      limit: number;
+    };
 
 /** The answer to a {@link StoreRead}, tagged with the same `op`. */
 export type StoreReadResult =
@@ -202,7 +213,18 @@ export type StoreReadResult =
   | { op: 'purge'; deleted: number }
   | { op: 'jobs'; jobs: JobRecord[] }
   | { op: 'scheduleJobs'; jobs: JobRecord[] }
-  | { op: 'queueCounts'; counts: QueueCount[] };
+  | { op: 'queueCounts'; counts: QueueCount[] }
+  | { op: 'scheduledWindow'; jobs: JobRecord[] };
+
+/**
+ * Which delayed jobs recovery loads: those due by `untilMs`, at most `limit`
+ * (earliest first, by runAtMs then seq). SCHEDULED jobs with parents are
+ * always loaded (their parents' rows come with them).
+ */
+export interface ScheduledWindowQuery {
+  untilMs: number;
+  limit: number;
+}
 
 /** How many stored jobs of one queue are in one state. */
 export interface QueueCount {
@@ -235,13 +257,22 @@ export interface RecoveredState {
    * attempts it finds running were started under an earlier one.
    */
   epoch?: number;
+  /**
+   * Recovery was asked for a window of delayed jobs: the query, and how many
+   * SCHEDULED jobs the store holds beyond it (not in `activeJobs`). Absent:
+   * every SCHEDULED job is in `activeJobs`.
+   */
+  scheduledWindow?: ScheduledWindowQuery & { farCount: number };
 }
 
 export interface Store {
   /** A short description for logs (`sqlite data/coordinator.db`). */
   readonly description: string;
-  /** Everything recovery needs. */
-  recover(): Promise<RecoveredState>;
+  /**
+   * Everything recovery needs; with `window`, only the delayed jobs in it
+   * (the others stay in the store, counted).
+   */
+  recover(window?: ScheduledWindowQuery): Promise<RecoveredState>;
   /**
    * Makes the batch durable, atomically, after every batch given before it.
    * Rejects with {@link StoreError}; after a rejection nothing later commits.

@@ -162,7 +162,11 @@ export class CoreHarness {
   }
 
   #build(epoch?: number): CoordinatorCore {
-    const stored = this.store.recoverNow();
+    // With a near window configured, recovery reads it as the term does.
+    const window = this.config.scheduledWindow;
+    const stored = this.store.recoverNow(
+      window && { untilMs: this.clock + window.windowMs, limit: window.limit },
+    );
     const core = new CoordinatorCore(
       this.config,
       {
@@ -206,6 +210,8 @@ export class CoreHarness {
   #settle(first: Effect[]): Effect[] {
     const effects: Effect[] = [];
     const todo = [...first];
+    // Reads marked afterCommit run once this input's batch is committed.
+    const afterCommit: EffectOf<'read'>[] = [];
     for (let effect = todo.shift(); effect !== undefined; effect = todo.shift()) {
       effects.push(effect);
       if (effect.kind !== 'read') continue;
@@ -213,13 +219,16 @@ export class CoreHarness {
         this.#heldReads.push(effect);
         continue;
       }
-      todo.push(...this.core.handle(this.#answer(effect)));
+      if (effect.afterCommit === true) afterCommit.push(effect);
+      else todo.push(...this.core.handle(this.#answer(effect)));
     }
     const batch = this.core.takeBatch();
     if (batch !== null) {
       this.store.commitNow(batch);
       effects.push(...this.core.handle({ kind: 'committed', batchId: batch.batchId }));
     }
+    for (const read of afterCommit)
+      effects.push(...this.#settle(this.core.handle(this.#answer(read))));
     return effects;
   }
 

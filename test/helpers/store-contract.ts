@@ -248,6 +248,62 @@ export function describeStoreContract(backend: StoreBackend): void {
       assert.equal((await getJob(store, 'job-1')).job?.scheduleName, 'nightly');
     });
 
+    it('reads delayed jobs by window: recovery loads the window and counts the rest, the window read pages by (runAtMs, seq)', async () => {
+      const store = await fresh();
+      const at = [500, 100, 300, 300, 900, 200];
+      const jobs = at.map((runAtMs, i) => jobRecord(i + 1, { state: 'SCHEDULED', runAtMs }));
+      // A delayed job with a parent, and a delayed parent: always loaded.
+      const parent = jobRecord(7, { state: 'SCHEDULED', runAtMs: 5_000 });
+      const child = jobRecord(8, {
+        state: 'SCHEDULED',
+        runAtMs: 6_000,
+        dependsOn: ['job-7'],
+        onParentFailure: 'cancel',
+      });
+      const queued = jobRecord(9);
+      await store.commit(
+        batchOf([...jobs, parent, child, queued].map((job) => ({ job, isNew: true }))),
+      );
+      const windowed = await store.recover({ untilMs: 300, limit: 3 });
+      // Due by 300, earliest first, 3 at most: 100 (seq 2), 200 (seq 6), 300 (seq 3).
+      assert.deepEqual(
+        windowed.activeJobs.map((job) => job.seq),
+        [2, 3, 6, 7, 8, 9],
+      );
+      assert.deepEqual(windowed.scheduledWindow, { untilMs: 300, limit: 3, farCount: 3 });
+      const all = await store.recover();
+      assert.equal(all.activeJobs.length, 9);
+      assert.equal(all.scheduledWindow, undefined);
+      const next = await store.read({
+        op: 'scheduledWindow',
+        after: { atMs: 300, seq: 3 },
+        untilMs: 10_000,
+        limit: 2,
+      });
+      assert.deepEqual(
+        expectOp(next, 'scheduledWindow').jobs.map((job) => job.seq),
+        [4, 1],
+      );
+      const rest = await store.read({
+        op: 'scheduledWindow',
+        after: { atMs: 500, seq: 1 },
+        untilMs: 899,
+        limit: 10,
+      });
+      assert.deepEqual(expectOp(rest, 'scheduledWindow').jobs, []);
+      const last = await store.read({
+        op: 'scheduledWindow',
+        after: { atMs: 500, seq: 1 },
+        untilMs: 10_000,
+        limit: 10,
+      });
+      // Jobs with parents are left out (memory always holds them); the parent is not.
+      assert.deepEqual(
+        expectOp(last, 'scheduledWindow').jobs.map((job) => job.seq),
+        [5, 7],
+      );
+    });
+
     it('answers null for a job or key it does not hold', async () => {
       const store = await fresh();
       assert.deepEqual(await getJob(store, 'nope', true), { op: 'job', job: null, attempts: null });

@@ -281,10 +281,27 @@ export class Invariants implements WorldObserver {
     const activeJobs = this.#world.core.activeJobs();
     const active = [...rows.values()].filter((row) => !isTerminalState(row.state));
     judge.check(
-      view.activeCount === active.length && activeJobs.length === active.length,
+      view.activeCount + view.farScheduledCount === active.length &&
+        activeJobs.length === view.activeCount,
       () =>
-        `activeCount ${view.activeCount}, ${activeJobs.length} jobs in memory, ${active.length} non-terminal in the rows`,
+        `activeCount ${view.activeCount} + ${view.farScheduledCount} far, ${activeJobs.length} jobs in memory, ${active.length} non-terminal in the rows`,
     );
+    // The near window: a non-terminal job memory does not hold is a delayed
+    // job without parents beyond the horizon, and every delayed job at or
+    // before the horizon is held.
+    const held = new Set(activeJobs.map((job) => job.jobId));
+    const horizon = view.scheduledHorizon;
+    for (const row of active) {
+      if (held.has(row.jobId)) continue;
+      const at = row.runAtMs ?? 0;
+      judge.check(
+        row.state === 'SCHEDULED' &&
+          row.dependsOn === null &&
+          (at > horizon.atMs || (at === horizon.atMs && row.seq > horizon.seq)),
+        () =>
+          `job ${row.jobId} (${row.state}, due ${row.runAtMs}, seq ${row.seq}) is not in memory, horizon ${horizon.atMs}/${horizon.seq}`,
+      );
+    }
     const sessions = new Map(view.workers.map((w) => [w.workerId, w]));
     judge.check(sessions.size === view.workers.length, () => `two sessions share a worker id`);
     const runningOn = new Map<string, number>();

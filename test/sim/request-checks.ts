@@ -482,13 +482,16 @@ export interface AfterFacts {
   schedule(name: string): ModelSchedule | undefined;
   terminal(jobId: string): JobState | undefined;
   keyOwner(key: string): KeyOwner | undefined;
+  /** Submitted with a due time ahead (so perhaps active in the store only). */
+  delayed(jobId: string): boolean;
 }
 
 /**
  * Judges the reply to a request that was answered by a later input (a read
  * came back, a key lookup settled), against the model after that input.
- * Anything the store was asked about is history: a job not in memory is
- * terminal or unknown, and a key names the one job it created.
+ * Anything the store was asked about is history, but for delayed jobs
+ * beyond the near window: a job not in memory is terminal, unknown, or such
+ * a delayed job; and a key names the one job it created.
  */
 export function checkDeferredAnswer(
   ctx: RequestContext,
@@ -545,12 +548,25 @@ export function checkDeferredAnswer(
     case 'GET_JOB_STATUS':
     case 'WAIT_JOB':
     case 'CANCEL_JOB': {
+      const expected = msg.type === 'CANCEL_JOB' ? 'JOB_CANCEL' : 'JOB_STATUS';
+      const terminal = after.terminal(msg.jobId);
+      // A delayed job beyond the near window is active in the store only: the
+      // read's row (SCHEDULED), or memory's answer once it took the job in.
+      if (after.delayed(msg.jobId)) {
+        judge.check(
+          (reply.type === 'ERROR' && reply.code === 'TOO_MANY_WAITS') ||
+            (reply.type === expected &&
+              'job' in reply &&
+              reply.job.jobId === msg.jobId &&
+              (terminal === undefined || reply.job.state === terminal)),
+          () => `${what}; a delayed job, ${terminal ?? 'not terminal'}`,
+        );
+        return;
+      }
       if (reply.type === 'ERROR') {
         judge.check(reply.code === 'UNKNOWN_JOB' && !after.known(msg.jobId), () => what);
         return;
       }
-      const expected = msg.type === 'CANCEL_JOB' ? 'JOB_CANCEL' : 'JOB_STATUS';
-      const terminal = after.terminal(msg.jobId);
       judge.check(
         reply.type === expected &&
           'job' in reply &&

@@ -127,6 +127,13 @@ function drawProfile(rng: Random): Profile {
     retainTerminalMs: null,
     maxWaitsPerConnection: rng.chance(0.2) ? rng.int(1, 3) : 10_000,
     maxWaits: rng.chance(0.2) ? rng.int(1, 6) : 100_000,
+    // A small near window of delayed jobs (delays here are up to 3 s): far
+    // jobs, window reads, full reads and cancels of far jobs all happen.
+    scheduledWindow: {
+      windowMs: rng.int(300, 2_000),
+      limit: rng.int(1, 20),
+      marginMs: rng.int(0, 300),
+    },
   };
   // Longer than any clock jump of a step: a leader loses its lease only in a failover.
   const ttlMs = rng.int(60_000, 120_000);

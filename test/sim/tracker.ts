@@ -71,6 +71,8 @@ export class JobTracker {
   readonly leases = new Map<string, Lease>();
   /** Terminal states that are committed, with a copy of the row as committed then. */
   readonly terminal = new Map<string, { state: JobState; row: Readonly<JobRecord> }>();
+  /** Jobs submitted with a due time ahead: they may live only in the store while active. */
+  readonly delayed = new Set<string>();
   /** Idempotency key -> the job it created, committed. */
   readonly keys = new Map<string, KeyOwner>();
   readonly counts: TrackerCounts = {
@@ -554,6 +556,8 @@ export class JobTracker {
       this.#building.keys.set(key, { jobId: event.jobId, submission });
     }
     this.attempts.set(event.jobId, 0);
+    if (typeof submission.runAtMillis === 'number' && submission.runAtMillis > h.nowMs)
+      this.delayed.add(event.jobId);
     this.maxAttempts.set(event.jobId, event.maxAttempts);
     this.#traceOf.set(event.jobId, submission.traceparent ?? null);
     this.counts.created++;
@@ -854,6 +858,7 @@ export class JobTracker {
       terminal: (jobId: string) => this.terminalState(jobId),
       keyOwner: (key: string) => this.keyOwner(key),
       schedule: (name: string) => this.schedules.get(name),
+      delayed: (jobId: string) => this.delayed.has(jobId),
     };
     for (const effect of h.effects) {
       if (effect.kind !== 'reply') continue;

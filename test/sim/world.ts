@@ -24,6 +24,7 @@
  * its store tries to finish its commits: every one must be refused, none of
  * its effects ever leaves, and its lease machine must step down.
  */
+import { windowConfigOf } from '../../src/coordinator/core/scheduled-window.js';
 import { createCronEvaluator } from '../../src/coordinator/cron.js';
 import { CoordinatorCore } from '../../src/coordinator/core/core.js';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
@@ -524,7 +525,10 @@ export class World {
           validator: this.#validator,
           cron: CRON,
         },
-        this.store.recoverNow(),
+        this.store.recoverNow({
+          untilMs: this.clock.nowMs + windowConfigOf(this.config).windowMs,
+          limit: windowConfigOf(this.config).limit,
+        }),
       );
       effects = this.#core.takeRecoveryEffects();
       for (const effect of effects) this.#log(() => `  recovery: ${describeEffect(effect)}`);
@@ -535,7 +539,7 @@ export class World {
       input: { kind: 'recovery' },
       effects,
       activeBefore: 0,
-      activeAfter: this.#core.activeCount,
+      activeAfter: this.#core.activeCount + this.#core.farScheduledCount,
       scheduledBefore: 0,
       scheduledAfter: this.#core.scheduledCount,
       nowMs: this.clock.nowMs,
@@ -689,7 +693,7 @@ export class World {
 
   #handle(picked: PickedInput): Effect[] {
     const core = this.core;
-    const activeBefore = core.activeCount;
+    const activeBefore = core.activeCount + core.farScheduledCount;
     const scheduledBefore = core.scheduledCount;
     const linkClosedByCore = picked.link?.closedByCore ?? false;
     let effects: Effect[];
@@ -702,7 +706,10 @@ export class World {
     this.#log(() => `  in  ${describeInput(picked.input)}`);
     for (const effect of effects) {
       this.#noteLinkEffect(effect);
-      if (effect.kind === 'read') this.#reads.set(effect.readId, effect.read);
+      // A read after commit (the next window of delayed jobs) waits for its
+      // batch like a reply, and may be answered only once released.
+      if (effect.kind === 'read' && effect.afterCommit !== true)
+        this.#reads.set(effect.readId, effect.read);
       // The wake-up acts at once, as the term's clock does (not after a commit).
       if (effect.kind === 'wakeAt') this.#wakeAtMs = effect.atMs;
       this.#log(() => `        ${describeEffect(effect)}`);
@@ -711,7 +718,7 @@ export class World {
       input: picked.input,
       effects,
       activeBefore,
-      activeAfter: core.activeCount,
+      activeAfter: core.activeCount + core.farScheduledCount,
       scheduledBefore,
       scheduledAfter: core.scheduledCount,
       nowMs: this.clock.nowMs,
@@ -769,8 +776,10 @@ export class World {
           dueAtMs: this.clock.nowMs + effect.timeoutMs,
         });
         break;
-      case 'push':
       case 'read':
+        this.#reads.set(effect.readId, effect.read);
+        break;
+      case 'push':
       case 'event':
       case 'wakeAt':
         break;

@@ -197,7 +197,7 @@ function settle(s: CoreState, batch: HeldBatch): void {
     },
     {
       fresh: freshDelayed,
-      count: s.scheduledCount,
+      count: s.scheduledCount + s.window.farCount,
       limit: s.config.maxScheduledJobs,
       what: 'scheduled jobs',
     },

@@ -38,6 +38,7 @@ import {
   type CoreJob,
 } from './job.js';
 import { cancelJob, schedule } from './job-lifecycle.js';
+import { loadFar, memoryJob } from './scheduled-window.js';
 import { handleScheduleRequest } from './schedule-requests.js';
 import type { PendingRead } from './pending-reads.js';
 import { purgeOnRequest } from './retention.js';
@@ -203,7 +204,7 @@ function status(
 }
 
 function cancel(s: CoreState, connId: number, requestId: number, jobId: string): void {
-  const job = s.jobs.get(jobId);
+  const job = memoryJob(s, jobId);
   if (job === undefined) {
     s.read({ op: 'job', jobId, withAttempts: false }, { kind: 'cancel', connId, requestId, jobId });
     return;
@@ -220,9 +221,12 @@ function wait(
   jobId: string,
   timeoutMillis: number | null,
 ): void {
-  const job = s.jobs.get(jobId);
+  const job = memoryJob(s, jobId);
   if (job === undefined) {
-    s.read({ op: 'job', jobId, withAttempts: false }, { kind: 'wait', connId, requestId, jobId });
+    s.read(
+      { op: 'job', jobId, withAttempts: false },
+      { kind: 'wait', connId, requestId, jobId, timeoutMillis },
+    );
     return;
   }
   const timeoutMs = Math.min(Math.max(timeoutMillis ?? DEFAULT_WAIT_MS, 0), MAX_WAIT_MS);
@@ -409,9 +413,20 @@ export function jobRead(
   attempts: AttemptRecord[] | null,
 ): void {
   const { connId, requestId, jobId } = read;
-  // Only history is read, and history never becomes active again, so the
-  // stored row is the answer (or there is no such job).
-  if (stored === null) return unknownJob(s, connId, requestId, jobId);
+  // The job may be active and not in memory (a far delayed job), and so
+  // come into memory while the read is out (the window reached it): memory
+  // answers then. A row committed while the read was out is newer than the
+  // read's. A cancel or a wait of a far job takes it into memory.
+  const latest = read.latest ?? stored;
+  if (s.jobs.get(jobId) !== undefined) return redo(s, read);
+  if (read.kind !== 'status' && latest?.state === 'SCHEDULED') {
+    loadFar(s, latest);
+    return redo(s, read);
+  }
+  // Otherwise only history was read, and history never becomes active
+  // again: the row is the answer (or there is no such job).
+  if (latest === null) return unknownJob(s, connId, requestId, jobId);
+  stored = latest;
   const job = jobSnapshot(stored);
   switch (read.kind) {
     case 'status':
@@ -431,6 +446,22 @@ export function jobRead(
     case 'wait':
       s.reply(connId, requestId, { type: 'JOB_STATUS', job });
       return;
+  }
+}
+
+/** A status, cancel or wait request again, now that memory holds its job. */
+function redo(
+  s: CoreState,
+  read: Extract<PendingRead, { kind: 'status' | 'cancel' | 'wait' }>,
+): void {
+  const { connId, requestId, jobId } = read;
+  switch (read.kind) {
+    case 'status':
+      return status(s, connId, requestId, jobId, read);
+    case 'cancel':
+      return cancel(s, connId, requestId, jobId);
+    case 'wait':
+      return wait(s, connId, requestId, jobId, read.timeoutMillis ?? null);
   }
 }
 

@@ -27,6 +27,7 @@ import { nextDueAtMs, promoteDue } from './delayed-jobs.js';
 import { toRecord } from './job.js';
 import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
 import { recover } from './recovery.js';
+import { advanceWindow, nextWindowAtMs, windowRead, windowReadFailed } from './scheduled-window.js';
 import { fireDueTicks, scheduleJobsRead } from './schedule-requests.js';
 import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
@@ -124,14 +125,19 @@ export class CoordinatorCore {
     return this.#s.jobs.takeBatch();
   }
 
-  /** Non-terminal jobs right now, SCHEDULED ones included. */
+  /** Non-terminal jobs in memory right now, SCHEDULED ones included (not the far ones). */
   get activeCount(): number {
     return this.#s.jobs.activeCount;
   }
 
-  /** SCHEDULED jobs right now. */
+  /** SCHEDULED jobs beyond the window: in the store only. */
+  get farScheduledCount(): number {
+    return this.#s.window.farCount;
+  }
+
+  /** SCHEDULED jobs right now, in memory or only in the store. */
   get scheduledCount(): number {
-    return this.#s.scheduledCount;
+    return this.#s.scheduledCount + this.#s.window.farCount;
   }
 
   get maxActiveJobs(): number {
@@ -151,6 +157,8 @@ export class CoordinatorCore {
         queuedByPriority[job.priority]++;
       }
     }
+    // The far delayed jobs are SCHEDULED too (the `dtp_jobs` gauge counts them).
+    if (s.window.farCount > 0) byState.SCHEDULED = (byState.SCHEDULED ?? 0) + s.window.farCount;
     return {
       activeCount: s.jobs.activeCount,
       activeByState: byState,
@@ -174,6 +182,8 @@ export class CoordinatorCore {
       pendingReads: s.reads.size,
       subscriptions: s.subscriptions.size,
       scheduledCount: s.scheduledCount,
+      farScheduledCount: s.window.farCount,
+      scheduledHorizon: { atMs: s.window.horizonMs, seq: s.window.horizonSeq },
       wakeArmedAtMs: s.wakeArmedAtMs ?? null,
       queues: [...s.queues.values()].map((q) => ({
         name: q.name,
@@ -199,6 +209,7 @@ function doDue(s: CoreState): void {
   s.ready.unparkDue(s.nowMs);
   promoteDue(s);
   fireDueTicks(s);
+  advanceWindow(s);
 }
 
 /** Tells the shell the earliest instant the core needs an input, when that changed. */
@@ -213,6 +224,8 @@ function stateWakeUp(s: CoreState): void {
     // The openings the ready queue met (queues and groups held by a rate),
     // cleared by doDue: a value that moves only with picks and timed inputs.
     s.ready.nextUnparkMs(),
+    // The next window of delayed jobs is read a margin before the horizon.
+    nextWindowAtMs(s),
   ]) {
     if (at !== null && (atMs === null || at < atMs)) atMs = at;
   }
@@ -284,6 +297,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'queueCounts')
         throw new Error(`read ${readId}: expected queue counts, got ${result.op}`);
       return queueCountsDone(s, read, result.counts);
+    case 'window':
+      if (result.op !== 'scheduledWindow')
+        throw new Error(`read ${readId}: expected delayed jobs, got ${result.op}`);
+      return windowRead(s, read, result.jobs);
   }
 }
 
@@ -321,12 +338,14 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return batchKeyLookupFailed(s, read.batch, message);
     case 'purge':
       return purgeFailed(s, read, message);
+    case 'window':
+      return windowReadFailed(s);
   }
 }
 
 export interface CoreInspection {
   activeCount: number;
-  /** Non-terminal jobs by state (absent = 0). */
+  /** Non-terminal jobs by state (absent = 0); SCHEDULED includes the far ones. */
   activeByState: Partial<Record<JobState, number>>;
   /** QUEUED jobs per task type. */
   queuedByTaskType: ReadonlyMap<string, number>;
@@ -355,8 +374,12 @@ export interface CoreInspection {
   pendingReads: number;
   /** SUBSCRIBE_JOBS subscriptions open. */
   subscriptions: number;
-  /** SCHEDULED jobs held. */
+  /** SCHEDULED jobs held in memory. */
   scheduledCount: number;
+  /** SCHEDULED jobs beyond the window, in the store only (scheduled-window.ts). */
+  farScheduledCount: number;
+  /** Every SCHEDULED job without parents due by (atMs, seq) is in memory; atMs Infinity = all. */
+  scheduledHorizon: { atMs: number; seq: number };
   /** The wake-up last asked of the shell; null = none. */
   wakeArmedAtMs: number | null;
   /** Queues with state in the core (settings, leases): their settings and leased attempts. */

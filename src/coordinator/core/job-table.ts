@@ -89,6 +89,34 @@ export class JobTable {
     this.#onWrite(job);
   }
 
+  /**
+   * A new delayed job beyond the window (scheduled-window.ts): written with
+   * the next batch but not active; memory answers for it only until that
+   * batch commits, as for a retiring job.
+   */
+  insertFar(job: CoreJob): void {
+    this.#retiring.set(job.jobId, job);
+    if (job.idempotencyKey !== null) this.#keys.set(job.idempotencyKey, job);
+    listFor(this.#retiringByBatch, this.#nextBatchId).push(job.jobId);
+    this.#dirty.set(job.jobId, { job, isNew: true });
+    this.#onWrite(job);
+  }
+
+  /**
+   * A far job not committed yet becomes active after all (a request acts on
+   * it); true if it was one. Terminal retiring jobs are left alone.
+   */
+  unpark(job: CoreJob): boolean {
+    if (this.#retiring.get(job.jobId) !== job || job.state !== 'SCHEDULED') return false;
+    this.#retiring.delete(job.jobId);
+    this.#active.set(job.jobId, job);
+    for (const jobIds of this.#retiringByBatch.values()) {
+      const at = jobIds.indexOf(job.jobId);
+      if (at >= 0) jobIds.splice(at, 1);
+    }
+    return true;
+  }
+
   /** A job found in the store at recovery: active, nothing to write. */
   adopt(job: CoreJob): void {
     this.#addActive(job);

@@ -78,9 +78,21 @@ export type PendingRead =
       jobId: string;
       withAttempts: boolean;
       withPayload: boolean;
+      /** The job's row as committed while the read was out (newer than the read's). */
+      latest?: JobRecord;
     }
-  | { kind: 'cancel'; connId: number; requestId: number; jobId: string }
-  | { kind: 'wait'; connId: number; requestId: number; jobId: string }
+  | {
+      kind: 'cancel' | 'wait';
+      connId: number;
+      requestId: number;
+      jobId: string;
+      /** The job's row as committed while the read was out (newer than the read's). */
+      latest?: JobRecord;
+      /** WAIT_JOB's timeout, as asked. */
+      timeoutMillis?: number | null;
+    }
+  /** The next window of delayed jobs (scheduled-window.ts). */
+  | { kind: 'window'; untilMs: number; seen: Map<string, JobRecord> }
   | {
       kind: 'list';
       connId: number;
@@ -150,8 +162,11 @@ export class PendingReads {
   noteCommitted(rows: readonly JobRecord[]): void {
     if (rows.length === 0) return;
     for (const read of this.#reads.values()) {
-      if (read.kind !== 'list' && read.kind !== 'rerun') continue;
-      for (const row of rows) read.seen.set(row.jobId, row);
+      if (read.kind === 'list' || read.kind === 'rerun' || read.kind === 'window') {
+        for (const row of rows) read.seen.set(row.jobId, row);
+      } else if (read.kind === 'status' || read.kind === 'cancel' || read.kind === 'wait') {
+        for (const row of rows) if (row.jobId === read.jobId) read.latest = row;
+      }
     }
   }
 

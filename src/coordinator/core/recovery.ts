@@ -15,6 +15,8 @@
  * - WAITING jobs wait again for their parents that are still active; the
  *   ended parents' rows (`parentJobs`) give their dependents' handlers the
  *   results.
+ * - SCHEDULED jobs beyond the window the store was asked for stay there,
+ *   counted (scheduled-window.ts).
  * Terminal jobs stay in the store only.
  */
 import type { JobRecord, RecoveredState } from '../../store/store.js';
@@ -26,6 +28,7 @@ import {
 } from './dependencies.js';
 import { fromRecord, isRunning, type CoreJob, type RunningJob } from './job.js';
 import { holdScheduled } from './delayed-jobs.js';
+import { recoverWindow } from './scheduled-window.js';
 import { cancelJob, finishJob, interruptAttempt, releaseWaiting } from './job-lifecycle.js';
 import { isTerminalState, transition } from './job-state.js';
 import { groupOf } from './ready-queue.js';
@@ -61,6 +64,8 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     if (blocker !== undefined) recoverBlocked(s, job, blocker);
     else recoverJob(s, job, interruption);
   }
+  // The later delayed jobs stayed in the store: where memory's window ends.
+  recoverWindow(s, stored);
 }
 
 /**

@@ -16,6 +16,7 @@ import { QueueTable } from './queue-table.js';
 import { ReadyQueue } from './ready-queue.js';
 import { RetentionCursor } from './retention-cursor.js';
 import { ScheduleTable } from './schedule-table.js';
+import { ScheduledWindow } from './scheduled-window-state.js';
 import type { CoreConfig, CoreDeps, CoreEvent, Effect } from './types.js';
 import { SubscriptionTable } from './subscriptions.js';
 import { WaitTable } from './wait-table.js';
@@ -57,8 +58,10 @@ export class CoreState {
   readonly schedules = new ScheduleTable();
   /** When this core was built: ticks due before it were missed while no coordinator led. */
   readonly startedAtMs: number;
-  /** SCHEDULED jobs right now (the heap may hold stale entries too). */
+  /** SCHEDULED jobs in memory right now (the heap may hold stale entries too). */
   scheduledCount = 0;
+  /** Which SCHEDULED jobs memory holds; the far ones are counted there. */
+  readonly window = new ScheduledWindow();
   /**
    * The wake-up time last asked of the shell (`wakeAt`); null = none is
    * armed; undefined = unknown (a wake-up just fired): the next one is
@@ -173,10 +176,14 @@ export class CoreState {
     this.#effects.push({ kind: 'armWait', connId, requestId, timeoutMs });
   }
 
-  /** Asks the shell to run a read; `then` says what to do with its answer. */
-  read(read: StoreRead, then: PendingRead): void {
+  /**
+   * Asks the shell to run a read; `then` says what to do with its answer.
+   * `afterCommit`: only once every batch produced so far (this input's
+   * included) has committed.
+   */
+  read(read: StoreRead, then: PendingRead, options?: { afterCommit: true }): void {
     const readId = this.reads.add(then);
-    this.#effects.push({ kind: 'read', readId, read });
+    this.#effects.push({ kind: 'read', readId, read, ...options });
   }
 
   emit(event: CoreEvent): void {

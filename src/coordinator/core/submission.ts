@@ -36,6 +36,7 @@ import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../../protocol
 import { coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
 import { finishedParentOf, parentFailureError, type FinishedParent } from './dependencies.js';
 import { holdScheduled } from './delayed-jobs.js';
+import { isFar, loadFar, memoryJob, parkFar } from './scheduled-window.js';
 import { isTerminalState } from './job-state.js';
 import { cancelJob, releaseWaiting, schedule } from './job-lifecycle.js';
 import type { HeldSubmission, NormalizedSubmission } from './pending-reads.js';
@@ -236,9 +237,8 @@ function refusalOf(
 ): { activeCount: number; limit: number; what: string } | null {
   if (delayed) {
     const limit = s.config.maxScheduledJobs;
-    return s.scheduledCount >= limit
-      ? { activeCount: s.scheduledCount, limit, what: 'scheduled jobs' }
-      : null;
+    const count = s.scheduledCount + s.window.farCount;
+    return count >= limit ? { activeCount: count, limit, what: 'scheduled jobs' } : null;
   }
   // SCHEDULED jobs count toward the active limit only once they are due.
   const activeCount = s.jobs.activeCount - s.scheduledCount;
@@ -261,10 +261,14 @@ export function findParents(
 ): ParentsFound {
   const found: ParentsFound = { open: [], finished: [], missing: [] };
   for (const parentId of parentIds) {
-    const job = s.jobs.get(parentId);
+    const job = memoryJob(s, parentId);
     const row = job === undefined ? stored.get(parentId) : undefined;
     if (job !== undefined && !isTerminalState(job.state)) found.open.push(parentId);
-    else if (job !== undefined) found.finished.push(finishedParentOf(job));
+    // A far delayed job: memory takes it, to settle its dependents when it ends.
+    else if (row !== undefined && row.state === 'SCHEDULED') {
+      loadFar(s, row);
+      found.open.push(parentId);
+    } else if (job !== undefined) found.finished.push(finishedParentOf(job));
     else if (row !== undefined) found.finished.push(finishedParentOf(row));
     else found.missing.push(parentId);
   }
@@ -415,8 +419,10 @@ export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): C
     progress: null,
     history: [],
   };
-  s.jobs.insert(job);
-  if (parents === undefined && delayed) holdScheduled(s, job);
+  const far = parents === undefined && delayed && isFar(s, spec.runAtMs as number);
+  if (far) parkFar(s, job);
+  else s.jobs.insert(job);
+  if (parents === undefined && delayed && !far) holdScheduled(s, job);
   else if (parents === undefined) s.ready.push(job);
   s.emit({
     type: 'job.submitted',

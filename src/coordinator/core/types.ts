@@ -9,6 +9,7 @@
  * history as `read` effects whose answers come back as inputs. The shell
  * commits each batch and only then releases the effects produced with it.
  */
+import type { ScheduledWindowConfig } from './scheduled-window-state.js';
 import type {
   ClientReply,
   ClientRequest,
@@ -66,7 +67,16 @@ export type Effect =
   /** Feed `waitExpired` for this request after `timeoutMs`. */
   | { kind: 'armWait'; connId: number; requestId: number; timeoutMs: number }
   /** Run a store read now and feed `readDone`/`readFailed` with `readId`. */
-  | { kind: 'read'; readId: number; read: StoreRead }
+  | {
+      kind: 'read';
+      readId: number;
+      read: StoreRead;
+      /**
+       * Run it only after every batch produced before it (and with it) has
+       * committed, in order with the other effects; absent: at once.
+       */
+      afterCommit?: true;
+    }
   /**
    * Feed one `wake` input at `atMs` (epoch ms; at once if it has passed),
    * replacing any earlier request; null = none is needed. The core states it
@@ -207,6 +217,8 @@ export interface CoreConfig {
   maxActiveJobs: number;
   /** SCHEDULED jobs allowed at once (they do not count toward maxActiveJobs until due). */
   maxScheduledJobs: number;
+  /** The near window of delayed jobs; absent = the defaults (scheduled-window.ts). */
+  scheduledWindow?: ScheduledWindowConfig;
   agingStepMs: number;
   /** The sweep's period: a longer gap between ticks means the coordinator itself stalled. */
   sweepIntervalMs: number;

@@ -28,6 +28,8 @@ export const EMPTY_INSPECTION: CoreInspection = Object.freeze({
   pendingWaits: 0,
   pendingReads: 0,
   scheduledCount: 0,
+  farScheduledCount: 0,
+  scheduledHorizon: { atMs: Infinity, seq: Number.MAX_SAFE_INTEGER },
   wakeArmedAtMs: null,
   queues: [],
 });

@@ -11,6 +11,10 @@
  * and commits the recovery's writes. A coordinator that cannot bind never
  * writes.
  */
+import {
+  DEFAULT_SCHEDULED_WINDOW,
+  type ScheduledWindowConfig,
+} from '../core/scheduled-window-state.js';
 import { createCronEvaluator } from '../cron.js';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -41,6 +45,8 @@ export interface TermDeps {
   validator?: PayloadValidator;
   /** Epoch milliseconds (default Date.now). */
   now?: () => number;
+  /** The near window of delayed jobs (default DEFAULT_SCHEDULED_WINDOW, core/scheduled-window.ts). */
+  scheduledWindow?: ScheduledWindowConfig;
 }
 
 /** A store opened for a term, and what it recovered; nothing written yet. */
@@ -79,7 +85,14 @@ export class TermFactory {
 
   async #read(handle: StoreHandle, epoch: number | null): Promise<PreparedTerm> {
     try {
-      return { handle, stored: await handle.store.recover(), epoch };
+      // Only the delayed jobs due within the window are loaded (scheduled-window.ts).
+      const { windowMs, limit } = this.#deps.scheduledWindow ?? DEFAULT_SCHEDULED_WINDOW;
+      const now = this.#deps.now ?? Date.now;
+      return {
+        handle,
+        stored: await handle.store.recover({ untilMs: now() + windowMs, limit }),
+        epoch,
+      };
     } catch (err) {
       await handle.close();
       throw err;
@@ -98,7 +111,10 @@ export class TermFactory {
     const now = this.#deps.now ?? Date.now;
     const ids = new TimeOrderedIds(now);
     const core = new CoordinatorCore(
-      coreConfig(this.#options),
+      {
+        ...coreConfig(this.#options),
+        scheduledWindow: this.#deps.scheduledWindow ?? DEFAULT_SCHEDULED_WINDOW,
+      },
       {
         now,
         newId: () => ids.next(),

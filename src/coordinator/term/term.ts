@@ -88,7 +88,10 @@ export interface TermParts {
 }
 
 /** The effects that wait for a commit ('read' and 'wakeAt' act at once, never queue). */
-type QueuedEffect = Exclude<Effect, { kind: 'read' | 'wakeAt' }>;
+/** Effects that wait for their batch's commit (a read does only when it asks to). */
+type QueuedEffect =
+  | Exclude<Effect, { kind: 'read' | 'wakeAt' }>
+  | Extract<Effect, { kind: 'read'; afterCommit?: true }>;
 
 type TermState =
   | { readonly kind: 'live' }
@@ -193,7 +196,9 @@ export class Term {
       for (const effect of this.#core.handle(input)) {
         // What acts now runs here (a read; the wake-up time for the clock);
         // everything else waits for the commit of its batch.
-        if (effect.kind === 'read') {
+        // A read that must see every batch produced so far (the next
+        // window of delayed jobs) waits in the pipeline like a reply.
+        if (effect.kind === 'read' && effect.afterCommit !== true) {
           this.#read(effect.readId, effect.read);
           continue;
         }
@@ -365,6 +370,9 @@ export class Term {
 
   #release(effect: QueuedEffect): void {
     switch (effect.kind) {
+      case 'read':
+        this.#read(effect.readId, effect.read);
+        return;
       case 'send':
         this.#outlets.send(effect.connId, effect.msg);
         return;

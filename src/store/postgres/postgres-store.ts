@@ -31,6 +31,7 @@ import {
   type PurgeQuery,
   type QueueSettingsRecord,
   type RecoveredState,
+  type ScheduledWindowQuery,
   type ScheduleRecord,
   type Store,
   type StoreRead,
@@ -75,6 +76,8 @@ const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attempt
   a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
   a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;
 const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED', 'WAITING')";
+/** Delayed jobs without parents due by $1 (the partial index by due time serves it). */
+const SCHEDULED_WINDOW = "state = 'SCHEDULED' AND depends_on IS NULL AND run_at_ms <= $1";
 const TERMINAL = "state IN ('COMPLETED', 'FAILED', 'CANCELLED')";
 
 interface Pending<T> {
@@ -138,12 +141,26 @@ export class PostgresStore implements Store {
     return this.#epoch;
   }
 
-  recover(): Promise<RecoveredState> {
+  recover(window?: ScheduledWindowQuery): Promise<RecoveredState> {
     return this.#withReader(async (client) => {
       // One snapshot for the three reads.
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       try {
-        const jobs = await client.query<JobRecord>(`${JOB_SELECT} WHERE ${ACTIVE} ORDER BY seq`);
+        // With a window: every active job but the delayed ones without
+        // parents, and of those only the earliest in the window (through
+        // the partial index by due time); the rest are counted.
+        const jobs = await client.query<JobRecord>(
+          window === undefined
+            ? `${JOB_SELECT} WHERE ${ACTIVE} ORDER BY seq`
+            : `(${JOB_SELECT} WHERE state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'WAITING'))
+               UNION (${JOB_SELECT} WHERE state = 'SCHEDULED' AND job_id IN
+                        (SELECT d.job_id FROM dtp.job_dependencies d
+                          UNION SELECT d.parent_id FROM dtp.job_dependencies d))
+               UNION (${JOB_SELECT} WHERE ${SCHEDULED_WINDOW} AND run_at_ms > $2
+                      ORDER BY run_at_ms, seq LIMIT $3)
+               ORDER BY seq`,
+          window === undefined ? [] : [window.untilMs, -1, window.limit],
+        );
         const attempts = await client.query<AttemptRecord>(
           `${ATTEMPT_SELECT} JOIN dtp.jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
         );
@@ -153,6 +170,14 @@ export class PostgresStore implements Store {
              (SELECT d.parent_id FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
                WHERE c.${ACTIVE})`,
         );
+        let scheduledWindow: RecoveredState['scheduledWindow'];
+        if (window !== undefined) {
+          const total = await client.query<{ n: string }>(
+            "SELECT count(*) AS n FROM dtp.jobs WHERE state = 'SCHEDULED'",
+          );
+          const loaded = jobs.rows.filter((job) => job.state === 'SCHEDULED').length;
+          scheduledWindow = { ...window, farCount: Number(total.rows[0]?.n ?? 0) - loaded };
+        }
         const schedules = await client.query<ScheduleRecord>(`${SCHEDULE_SELECT} ORDER BY name`);
         const queues = await client.query<QueueSettingsRecord>(`${QUEUE_SELECT} ORDER BY name`);
         return {
@@ -163,6 +188,7 @@ export class PostgresStore implements Store {
           schedules: schedules.rows,
           queueSettings: queues.rows,
           epoch: this.#epoch,
+          ...(scheduledWindow !== undefined && { scheduledWindow }),
         };
       } finally {
         await client.query('COMMIT');
@@ -229,6 +255,17 @@ export class PostgresStore implements Store {
             values: [read.jobIds],
           });
           return { op: 'jobs', jobs: rows.rows };
+        });
+      case 'scheduledWindow':
+        return this.#withReader(async (client) => {
+          const rows = await client.query<JobRecord>({
+            name: 'dtp_scheduled_window',
+            text: `${JOB_SELECT} WHERE ${SCHEDULED_WINDOW}
+                     AND (run_at_ms, seq) > ($2, $3)
+                   ORDER BY run_at_ms, seq LIMIT $4`,
+            values: [read.untilMs, read.after.atMs, read.after.seq, read.limit],
+          });
+          return { op: 'scheduledWindow', jobs: rows.rows };
         });
       case 'scheduleJobs':
         return this.#withReader(async (client) => {

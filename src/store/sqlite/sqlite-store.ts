@@ -31,6 +31,7 @@ import {
   type ListQuery,
   type PurgeQuery,
   type RecoveredState,
+  type ScheduledWindowQuery,
   type Store,
   type StoreRead,
   type StoreReadResult,
@@ -76,6 +77,8 @@ export interface SqliteStoreOptions {
 }
 
 const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED', 'WAITING')";
+/** The active states but SCHEDULED (a delayed job has no attempts yet). */
+const UNSCHEDULED = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'WAITING')";
 const TERMINAL = "state IN ('COMPLETED', 'FAILED', 'CANCELLED')";
 
 export class SqliteStore implements Store {
@@ -139,18 +142,21 @@ export class SqliteStore implements Store {
     }
   }
 
-  recover(): Promise<RecoveredState> {
+  recover(window?: ScheduledWindowQuery): Promise<RecoveredState> {
     return this.#readNow(() => {
-      const activeJobs = this.#reader
-        .prepare<[], JobRow>(
-          `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE ${ACTIVE} ORDER BY seq`,
-        )
-        .all()
-        .map(jobFromRow);
+      const windowed = window === undefined ? null : this.#recoverWindow(window);
+      const activeJobs =
+        windowed?.activeJobs ??
+        this.#reader
+          .prepare<[], JobRow>(
+            `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE ${ACTIVE} ORDER BY seq`,
+          )
+          .all()
+          .map(jobFromRow);
       const activeAttempts = this.#reader
         .prepare<[], AttemptRow>(
           `SELECT ${columnList(ATTEMPT_COLUMNS, 'a.')} FROM attempts a
-             JOIN jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
+             JOIN jobs j ON j.job_id = a.job_id WHERE j.${windowed === null ? ACTIVE : UNSCHEDULED}`,
         )
         .all()
         .map(attemptFromRow);
@@ -163,19 +169,22 @@ export class SqliteStore implements Store {
         )
         .all()
         .map(queueFromRow);
-      const parentJobs = this.#reader
-        .prepare<[], JobRow>(
-          // Driven from the active jobs (already read) through the index of
-          // dependencies (CROSS JOIN fixes SQLite's join order): no other
-          // part of the jobs table is read, so a damaged page of old
-          // history does not stop a restart.
-          `SELECT DISTINCT ${columnList(JOB_COLUMNS, 'p.')} FROM jobs c
+      const parentJobs =
+        windowed !== null
+          ? this.#terminalParentsOf(activeJobs)
+          : this.#reader
+              .prepare<[], JobRow>(
+                // Driven from the active jobs (already read) through the index of
+                // dependencies (CROSS JOIN fixes SQLite's join order): no other
+                // part of the jobs table is read, so a damaged page of old
+                // history does not stop a restart.
+                `SELECT DISTINCT ${columnList(JOB_COLUMNS, 'p.')} FROM jobs c
              CROSS JOIN job_dependencies d CROSS JOIN jobs p
             WHERE c.${ACTIVE} AND d.job_id = c.job_id AND p.job_id = d.parent_id
               AND p.${TERMINAL}`,
-        )
-        .all()
-        .map(jobFromRow);
+              )
+              .all()
+              .map(jobFromRow);
       const schedules = this.#reader
         .prepare<[], ScheduleRow>(
           `SELECT ${columnList(SCHEDULE_COLUMNS)} FROM schedules ORDER BY name`,
@@ -189,8 +198,68 @@ export class SqliteStore implements Store {
         parentJobs,
         schedules,
         queueSettings,
+        ...(window !== undefined &&
+          windowed !== null && { scheduledWindow: { ...window, farCount: windowed.farCount } }),
       };
     });
+  }
+
+  /**
+   * The active jobs of a windowed recovery: every non-SCHEDULED one, the
+   * SCHEDULED ones with parents, and the earliest delayed jobs in the
+   * window (through the partial index by due time); the rest are counted.
+   */
+  #recoverWindow(window: ScheduledWindowQuery): { activeJobs: JobRecord[]; farCount: number } {
+    const cols = columnList(JOB_COLUMNS);
+    const others = this.#reader
+      .prepare<[], JobRow>(`SELECT ${cols} FROM jobs WHERE ${UNSCHEDULED}`)
+      .all();
+    // Delayed jobs with parents, and delayed parents (the graph needs both),
+    // driven from the dependencies: the many other delayed jobs are not visited.
+    const linked = this.#reader
+      .prepare<[], JobRow>(
+        `SELECT DISTINCT ${columnList(JOB_COLUMNS, 'j.')} FROM job_dependencies d
+           CROSS JOIN jobs j WHERE j.job_id IN (d.job_id, d.parent_id) AND j.state = 'SCHEDULED'`,
+      )
+      .all();
+    const near = this.#scheduledWindow({ atMs: -1, seq: 0 }, window.untilMs, window.limit);
+    const total = this.#reader
+      .prepare<[], { n: number }>(
+        "SELECT count(*) AS n FROM jobs INDEXED BY jobs_scheduled_run_at WHERE state = 'SCHEDULED'",
+      )
+      .get();
+    const scheduled = new Map<string, JobRow>();
+    for (const row of [...linked, ...near]) scheduled.set(row.job_id, row);
+    const activeJobs = [...others, ...scheduled.values()]
+      .sort((a, b) => a.seq - b.seq)
+      .map(jobFromRow);
+    return { activeJobs, farCount: (total?.n ?? 0) - scheduled.size };
+  }
+
+  /** Delayed jobs without parents after `after` by (run_at_ms, seq), due by `untilMs`. */
+  #scheduledWindow(after: { atMs: number; seq: number }, untilMs: number, limit: number): JobRow[] {
+    return this.#reader
+      .prepare<[number, number, number, number], JobRow>(
+        // The partial index by due time, by name: the planner would rather
+        // take (state, seq) and visit every SCHEDULED row.
+        `SELECT ${columnList(JOB_COLUMNS)} FROM jobs INDEXED BY jobs_scheduled_run_at
+          WHERE state = 'SCHEDULED' AND depends_on IS NULL AND run_at_ms <= ?
+            AND (run_at_ms, seq) > (?, ?)
+          ORDER BY run_at_ms, seq LIMIT ?`,
+      )
+      .all(untilMs, after.atMs, after.seq, limit);
+  }
+
+  /** The terminal parents of these jobs (their results go to the dependents' handlers). */
+  #terminalParentsOf(jobs: readonly JobRecord[]): JobRecord[] {
+    const ids = new Set<string>();
+    for (const job of jobs) for (const id of job.dependsOn ?? []) ids.add(id);
+    if (ids.size === 0) return [];
+    const terminal = new Set<string>(['COMPLETED', 'FAILED', 'CANCELLED']);
+    return this.#byIds
+      .all(JSON.stringify([...ids]))
+      .map(jobFromRow)
+      .filter((job) => terminal.has(job.state));
   }
 
   commit(batch: WriteBatch): Promise<void> {
@@ -267,6 +336,11 @@ export class SqliteStore implements Store {
         }));
       case 'queueCounts':
         return this.#readNow(() => ({ op: 'queueCounts', counts: this.#queueCounts(read.queue) }));
+      case 'scheduledWindow':
+        return this.#readNow(() => ({
+          op: 'scheduledWindow',
+          jobs: this.#scheduledWindow(read.after, read.untilMs, read.limit).map(jobFromRow),
+        }));
     }
   }
 
