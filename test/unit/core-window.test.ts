@@ -147,21 +147,52 @@ describe('core: the near window of delayed jobs', () => {
     const h = windowed();
     h.register('w1', 2);
     const runAtMillis = START_MS + 60_000;
-    const far = h.submit({ runAtMillis, idempotencyKey: 'k1' });
-    assert.equal(h.submit({ runAtMillis, idempotencyKey: 'k1' }), far, 'the store has the key');
-    assert.equal(h.core.inspect().farScheduledCount, 1);
+    const keyed = h.submit({ runAtMillis, idempotencyKey: 'k1' });
+    assert.equal(h.submit({ runAtMillis, idempotencyKey: 'k1' }), keyed, 'the key is known');
+    const far = h.submit({ runAtMillis: runAtMillis + 1 });
+    assert.equal(h.core.inspect().farScheduledCount, 1, 'only the job without a key is far');
     const child = h.submit({ dependsOn: [far] });
     assert.equal(stateOf(h, child), 'WAITING');
-    wakeUntil(h, runAtMillis);
+    wakeUntil(h, runAtMillis + 1);
     assert.deepEqual(
       messagesOf(h.log, 'TASK_ASSIGN').map((m) => m.jobId),
-      [far],
+      [keyed, far],
     );
     h.result(far);
     assert.deepEqual(
       messagesOf(h.log, 'TASK_ASSIGN').map((m) => m.jobId),
-      [far, child],
+      [keyed, far, child],
     );
+  });
+
+  it('makes no second job for a key whose lookup was out while a far job with it was created and committed', () => {
+    const h = windowed();
+    const runAtMillis = START_MS + 60_000;
+    const element = {
+      taskType: 'SLEEP',
+      payload: { durationMillis: 10 },
+      maxAttempts: null,
+      idempotencyKey: 'k1',
+      priority: null,
+      runAtMillis,
+    };
+    h.holdReads = true;
+    h.submitRequest({ runAtMillis, idempotencyKey: 'k1' });
+    const batchRequest = h.peekRequestId();
+    h.request({ type: 'SUBMIT_JOBS', jobs: [element] });
+    const [first, second] = h.heldReads;
+    assert.ok(first !== undefined && second !== undefined, 'both key lookups are out');
+    // The batch's lookup was answered from the store as it was before the job existed.
+    const stale = h.store.readNow(second.read);
+    h.holdReads = false;
+    h.handle({ kind: 'readDone', readId: first.readId, result: h.store.readNow(first.read) });
+    const created = expectReply(
+      effectsOf(h.log, 'reply').find((r) => r.msg.type === 'JOB_SUBMITTED')?.msg,
+      'JOB_SUBMITTED',
+    ).jobId;
+    h.handle({ kind: 'readDone', readId: second.readId, result: stale });
+    const batch = effectsOf(h.log, 'reply').find((r) => r.requestId === batchRequest)?.msg;
+    assert.deepEqual(expectReply(batch, 'JOBS_SUBMITTED').jobIds, [created]);
   });
 
   it('counts far jobs toward maxScheduledJobs, never toward maxActiveJobs', () => {

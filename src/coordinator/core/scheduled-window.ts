@@ -13,6 +13,11 @@
  * - A new delayed job due after `keepUntilMs` (the horizon, or the target
  *   of the window read that is out) is written to the store and not kept
  *   (`parkFar`): it stays findable in memory only until its batch commits.
+ *   Not a job with an idempotency key: a key lookup issued before the job
+ *   was created can come back "unknown" after that commit, and the
+ *   submission waiting for it would make a second job with the same key,
+ *   so keyed delayed jobs created by this core stay in memory (after a
+ *   restart they are far like any other: every lookup then sees them).
  * - When the clock comes within `marginMs` of the horizon, the wake-up
  *   asks the store for the next window (`scheduledWindow`, at most `limit`
  *   jobs due by now + `windowMs`, in due-time order), at most one read at a

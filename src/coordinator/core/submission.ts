@@ -419,11 +419,18 @@ export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): C
     progress: null,
     history: [],
   };
-  const far = parents === undefined && delayed && isFar(s, spec.runAtMs as number);
+  // A keyed job stays in memory even when far: a lookup of its key that was
+  // out before it was created answers "unknown" after its batch committed,
+  // and only memory can still say the key is taken (see scheduled-window.ts).
+  const far =
+    parents === undefined &&
+    delayed &&
+    job.idempotencyKey === null &&
+    isFar(s, spec.runAtMs as number);
   if (far) parkFar(s, job);
   else s.jobs.insert(job);
   if (parents === undefined && delayed && !far) holdScheduled(s, job);
-  else if (parents === undefined) s.ready.push(job);
+  else if (parents === undefined && !delayed) s.ready.push(job);
   s.emit({
     type: 'job.submitted',
     jobId: job.jobId,
