@@ -226,4 +226,18 @@ describe('core: the near window of delayed jobs', () => {
     assert.equal(view.farScheduledCount, 0);
     assert.equal(messagesOf(h.log, 'TASK_ASSIGN').at(-1)?.jobId, farthest);
   });
+  it('recovers a full window beside a far delayed parent without skipping the jobs between them', () => {
+    const h = windowed(); // 3 jobs per read
+    const parent = h.submit({ runAtMillis: START_MS + 600_000 });
+    h.submit({ dependsOn: [parent] }); // the graph loads the parent at recovery
+    const near = [1, 2, 3, 4].map((k) => h.submit({ runAtMillis: START_MS + k * 1_000 }));
+    h.restart();
+    h.register('w1', 10);
+    wakeUntil(h, START_MS + 5_000);
+    assert.deepEqual(
+      messagesOf(h.log, 'TASK_ASSIGN').map((m) => m.jobId),
+      near,
+      'the fourth, beyond the full window, is loaded in its turn',
+    );
+  });
 });

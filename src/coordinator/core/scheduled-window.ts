@@ -57,14 +57,18 @@ export function recoverWindow(s: CoreState, stored: RecoveredState): void {
   if (asked === undefined) return; // everything was loaded: no horizon
   const w = s.window;
   w.farCount = asked.farCount;
-  let loaded = 0;
-  let last: JobRecord | null = null;
-  for (const row of stored.activeJobs) {
-    if (row.state !== 'SCHEDULED' || row.dependsOn !== null) continue;
-    loaded++;
-    if (last === null || isBefore(last, row)) last = row;
-  }
-  setHorizon(w, loaded >= asked.limit && last !== null ? last : null, asked.untilMs);
+  // The store loaded the first `limit` delayed jobs due by `untilMs` (the
+  // window) and, beside them, delayed parents of active jobs, which may be
+  // due much later. Sorted, the window is the first `limit` rows: a full
+  // window ends at the limit-th row (due by `untilMs`); a row there due
+  // later means the window was not full, and then everything due by
+  // `untilMs` is in memory.
+  const rows = stored.activeJobs
+    .filter((row) => row.state === 'SCHEDULED' && row.dependsOn === null)
+    .sort((a, b) => (isBefore(a, b) ? -1 : isBefore(b, a) ? 1 : 0));
+  const edge = rows[asked.limit - 1];
+  const full = edge !== undefined && (edge.runAtMs ?? 0) <= asked.untilMs;
+  setHorizon(w, full ? edge : null, asked.untilMs);
 }
 
 /** True when a new delayed job due at `runAtMs` goes to the store only. */
