@@ -1,8 +1,8 @@
 /**
  * A schedule and queue settings across a failover on PostgreSQL, through the
  * scripts: the leader and the standby are both frozen with SIGSTOP while an
- * `--every 1s` schedule runs, so that nobody leads for several ticks (the
- * 3.5 s freeze is the scenario, not a wait for something). The standby, let
+ * `--every 1s` schedule runs, until the store shows its next tick well
+ * overdue, so that nobody leads for several ticks. The standby, let
  * go, takes over (the old leader is killed then), resumes the schedule where
  * the store says — no tick makes two jobs, and the ticks missed while nobody
  * led collapse into one catch-up job — and holds the paused queue and the
@@ -10,10 +10,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { setTimeout as delay } from 'node:timers/promises';
 import { DtpClient } from '../../src/client/index.js';
 import type { JobSnapshot } from '../../src/protocol/messages.js';
-import { createTestDatabase, dropTestDatabase, postgresSkip } from '../helpers/postgres.js';
+import {
+  createTestDatabase,
+  dropTestDatabase,
+  postgresSkip,
+  queryDatabase,
+} from '../helpers/postgres.js';
 import { health, leads, startPgNode } from '../helpers/pg-nodes.js';
 import { ScriptProcess } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
@@ -64,7 +68,19 @@ describe('a schedule and queue settings across a PostgreSQL failover', { skip },
       second.proc.signal('SIGSTOP');
       first.proc.signal('SIGSTOP');
       const frozenAt = Date.now();
-      await delay(3_500);
+      // Frozen until the store shows the schedule's next tick well overdue:
+      // two ticks or more fell while nobody led.
+      await until(
+        async () => {
+          const rows = await queryDatabase<{ next: string | null }>(
+            database,
+            "SELECT next_run_at_ms AS next FROM dtp.schedules WHERE name = 'beat'",
+          );
+          const next = Number(rows[0]?.next ?? Infinity);
+          return Date.now() - next >= 2_500;
+        },
+        { timeoutMs: 15_000, intervalMs: 50, what: 'ticks to pass while nobody leads' },
+      );
       second.proc.signal('SIGCONT');
       await leads(second, epoch);
       // The frozen leader keeps its connections open (a client's request to
