@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { runClientCli } from '../../src/cli/client-cli.js';
+import { runCliOn, type CliRun } from '../helpers/cli-runner.js';
 import type { JobSnapshot } from '../../src/protocol/messages.js';
 import type { Worker } from '../../src/worker/worker.js';
 import {
@@ -20,19 +20,8 @@ import {
 
 let tc: TestCoordinator;
 
-async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const port = String(tc.coordinator.clientPort);
-  const code = await runClientCli([...argv, '--host', '127.0.0.1', '--port', port], {
-    stdout: (text) => (stdout += text),
-    stderr: (text) => (stderr += text),
-    env: {},
-    color: false,
-    interactive: false,
-    readInput: () => Promise.resolve('{"values": [4, 5]}'),
-  });
-  return { code, stdout, stderr };
+async function cli(...argv: string[]): Promise<CliRun> {
+  return runCliOn(tc.coordinator.clientPort, argv, () => Promise.resolve('{"values": [4, 5]}'));
 }
 
 describe('client CLI against a coordinator with users own tasks', () => {

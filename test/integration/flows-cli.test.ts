@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { runClientCli } from '../../src/cli/client-cli.js';
+import { runCliOn, type CliRun } from '../helpers/cli-runner.js';
 import type { JobSnapshot } from '../../src/protocol/messages.js';
 import { startCoordinator, tempDir, type TestCoordinator } from '../helpers/test-coordinator.js';
 
@@ -16,19 +16,10 @@ let tc: TestCoordinator;
 const dir = tempDir();
 let stdinText = '';
 
-async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const port = String(tc.coordinator.clientPort);
-  const code = await runClientCli([...argv, '--host', '127.0.0.1', '--port', port], {
-    stdout: (text) => (stdout += text),
-    stderr: (text) => (stderr += text),
-    env: {},
-    color: false,
-    interactive: false,
-    readInput: (path) => (path === '-' ? Promise.resolve(stdinText) : readFile(path, 'utf8')),
-  });
-  return { code, stdout, stderr };
+async function cli(...argv: string[]): Promise<CliRun> {
+  return runCliOn(tc.coordinator.clientPort, argv, (path) =>
+    path === '-' ? Promise.resolve(stdinText) : readFile(path, 'utf8'),
+  );
 }
 
 async function flowFile(name: string, doc: unknown): Promise<string> {

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { runClientCli } from '../../src/cli/client-cli.js';
+import { runCliOn, type CliRun } from '../helpers/cli-runner.js';
 import { DtpClient } from '../../src/client/index.js';
 import type { Worker } from '../../src/worker/worker.js';
 import {
@@ -18,21 +18,8 @@ let tc: TestCoordinator;
 let worker: Worker;
 let client: DtpClient;
 
-async function cli(
-  port: number,
-  ...argv: string[]
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runClientCli([...argv, '--host', '127.0.0.1', '--port', String(port)], {
-    stdout: (text) => (stdout += text),
-    stderr: (text) => (stderr += text),
-    env: {},
-    color: false,
-    interactive: false,
-    readInput: () => Promise.resolve('{}'),
-  });
-  return { code, stdout, stderr };
+async function cli(port: number, ...argv: string[]): Promise<CliRun> {
+  return runCliOn(port, argv);
 }
 
 const rerun = (...argv: string[]) => cli(tc.coordinator.clientPort, 'rerun', ...argv);

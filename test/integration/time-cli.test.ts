@@ -5,24 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { runClientCli } from '../../src/cli/client-cli.js';
+import { runCliOn, type CliRun } from '../helpers/cli-runner.js';
 import { startCoordinator, type TestCoordinator } from '../helpers/test-coordinator.js';
 
 let tc: TestCoordinator;
 
-async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const port = String(tc.coordinator.clientPort);
-  const code = await runClientCli([...argv, '--host', '127.0.0.1', '--port', port], {
-    stdout: (text) => (stdout += text),
-    stderr: (text) => (stderr += text),
-    env: {},
-    color: false,
-    interactive: false,
-    readInput: () => Promise.resolve('{}'),
-  });
-  return { code, stdout, stderr };
+async function cli(...argv: string[]): Promise<CliRun> {
+  return runCliOn(tc.coordinator.clientPort, argv);
 }
 
 function json(out: { code: number; stdout: string; stderr: string }): Record<string, unknown> {
