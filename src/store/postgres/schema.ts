@@ -90,6 +90,42 @@ const TRACE_COLUMNS: ExtraColumn[] = [
   { column: 'trace_context', key: 'traceContext', type: 'jsonb', updated: false },
 ];
 
+/** The time columns of migration 3; an update sets `run_at_ms`, never `schedule_name`. */
+const TIME_COLUMNS: ExtraColumn[] = [
+  { column: 'run_at_ms', key: 'runAtMs', type: 'bigint' },
+  { column: 'schedule_name', key: 'scheduleName', type: 'text', updated: false },
+];
+
+/** The insert of p_inserts' rows: the first schema's job columns, then `extra` in order. */
+function jobInserts(fields: string, extra: readonly { column: string; key: string }[]): string {
+  return `       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
+           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
+           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
+           started_at_ms, finished_at_ms${extra.map((c) => `, ${c.column}`).join('')})
+         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
+           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
+           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
+           "startedAtMs", "finishedAtMs"${extra.map((c) => `, "${c.key}"`).join('')}
+         FROM json_to_recordset(p_inserts) AS r(${fields});`;
+}
+
+/** The update of p_updates' rows, one by primary key: the usual columns plus `also`. */
+function jobUpdates(fields: string, also: readonly { column: string; key: string }[]): string {
+  return `     IF p_updates IS NOT NULL THEN
+       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${fields}) LOOP
+         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
+             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
+             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
+             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
+             finished_at_ms = r."finishedAtMs"${also.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+           WHERE seq = r.seq;
+         IF NOT FOUND THEN
+           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
+         END IF;
+       END LOOP;
+     END IF;`;
+}
+
 /**
  * The fenced write function over the first schema's job columns plus
  * `extra` (a later migration that adds a job column replaces the function
@@ -104,32 +140,12 @@ function commitBatchFunction(verb: 'CREATE' | 'CREATE OR REPLACE', extra: ExtraC
    BEGIN
      ${FENCE}
      IF p_inserts IS NOT NULL THEN
-       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
-           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
-           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
-           started_at_ms, finished_at_ms${extra.map((c) => `, ${c.column}`).join('')})
-         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
-           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
-           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
-           "startedAtMs", "finishedAtMs"${extra.map((c) => `, "${c.key}"`).join('')}
-         FROM json_to_recordset(p_inserts) AS r(${fields});
+${jobInserts(fields, extra)}
      END IF;
      -- One primary-key update per job: a join of the JSON rows with the table
      -- would be planned once (the plan is cached) and could stay a scan of
      -- the whole table as it grows.
-     IF p_updates IS NOT NULL THEN
-       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${fields}) LOOP
-         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
-             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
-             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
-             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs"${extra.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
-           WHERE seq = r.seq;
-         IF NOT FOUND THEN
-           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
-         END IF;
-       END LOOP;
-     END IF;
+${jobUpdates(fields, extra)}
 ${ATTEMPTS_UPSERT}   END
    $fn$;`;
 }
@@ -168,29 +184,9 @@ function scheduleCommitBatch(
    BEGIN
      ${FENCE}
      IF p_inserts IS NOT NULL THEN
-       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
-           max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
-           retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
-           started_at_ms, finished_at_ms, run_at_ms, schedule_name${extra.map((c) => `, ${c.column}`).join('')})
-         SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
-           "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
-           "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
-           "startedAtMs", "finishedAtMs", "runAtMs", "scheduleName"${extra.map((c) => `, "${c.key}"`).join('')}
-         FROM json_to_recordset(p_inserts) AS r(${fields});${dependencyRows}
+${jobInserts(fields, [...TIME_COLUMNS, ...extra])}${dependencyRows}
      END IF;
-     IF p_updates IS NOT NULL THEN
-       FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${fields}) LOOP
-         UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
-             attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
-             retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
-             error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs", run_at_ms = r."runAtMs"${[...updated, ...alsoUpdated].map((c) => `, ${c.column} = r."${c.key}"`).join('')}
-           WHERE seq = r.seq;
-         IF NOT FOUND THEN
-           RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
-         END IF;
-       END LOOP;
-     END IF;
+${jobUpdates(fields, [TIME_COLUMNS[0] as ExtraColumn, ...updated, ...alsoUpdated])}
 ${ATTEMPTS_UPSERT}     IF p_deleted_schedules IS NOT NULL THEN
        DELETE FROM dtp.schedules
          WHERE name IN (SELECT json_array_elements_text(p_deleted_schedules));
