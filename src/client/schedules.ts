@@ -16,7 +16,7 @@ import type {
   ScheduleRequest,
   ScheduleSnapshot,
 } from '../protocol/messages.js';
-import { RemoteError, UnexpectedReplyError } from './errors.js';
+import { RemoteError, SubmitRejectedError, UnexpectedReplyError } from './errors.js';
 import type { JobHandle } from './job-handle.js';
 
 /** What {@link Schedules.set} defines: `cron` or `everyMs`, exactly one. */
@@ -135,6 +135,7 @@ export class Schedules {
       name,
       knownStates: [...KNOWN_STATES],
     });
+    if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const submitted = expect('TRIGGER_SCHEDULE', reply, 'JOB_SUBMITTED');
     const job = submitted.job ?? (await this.#status(submitted.jobId));
     return this.#handle(submitted.jobId, job, submitted.servingWorkers ?? null);

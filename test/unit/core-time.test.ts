@@ -239,6 +239,18 @@ describe('core: schedules', () => {
     assert.equal(job?.runAtMillis, START_MS);
   });
 
+  it('refuses a trigger at the active-jobs limit like a submission, and makes no job', () => {
+    const h = new CoreHarness({ config: { maxActiveJobs: 1 } });
+    h.request(every('s', 60_000, { paused: true }));
+    h.submit();
+    const reply = expectReply(
+      h.request({ type: 'TRIGGER_SCHEDULE', name: 's', knownStates: ALL }),
+      'SUBMIT_REJECTED',
+    );
+    assert.equal(reply.retryable, true);
+    assert.equal(h.store.committedJobs().filter((j) => j.scheduleName === 's').length, 0);
+  });
+
   it('answers an unknown name with UNKNOWN_SCHEDULE', () => {
     const h = new CoreHarness();
     const reply = h.request({ type: 'DELETE_SCHEDULE', name: 'nope' });

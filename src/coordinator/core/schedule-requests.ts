@@ -24,7 +24,7 @@ import { isTerminalState } from './job-state.js';
 import { schedule as assignReady } from './job-lifecycle.js';
 import { firstTick, latestDueTick, tickAfter } from './schedules.js';
 import type { CoreState } from './state.js';
-import { createJob } from './submission.js';
+import { createJob, rejected } from './submission.js';
 import { DEFAULT_QUEUE, queueNameProblem } from '../../protocol/queue-names.js';
 
 /** A schedule's name. */
@@ -76,6 +76,8 @@ export function handleScheduleRequest(
       s.jobs.deleteSchedule(found.name);
       return s.reply(connId, requestId, { type: 'SCHEDULE_DELETED', name: found.name });
     case 'TRIGGER_SCHEDULE': {
+      // A trigger is a submission: the active-jobs limit holds for it as for SUBMIT_JOB.
+      if (rejected(s, connId, requestId, false)) return;
       const job = makeJob(s, found, s.nowMs);
       s.reply(connId, requestId, {
         type: 'JOB_SUBMITTED',

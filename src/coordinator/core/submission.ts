@@ -231,7 +231,7 @@ function answerKnownKey(s: CoreState, held: HeldSubmission, existing: JobRecord)
 }
 
 /** The admission limit a new job would exceed, or null when it is admitted. */
-function refusalOf(
+export function refusalOf(
   s: CoreState,
   delayed: boolean,
 ): { activeCount: number; limit: number; what: string } | null {
@@ -324,19 +324,7 @@ function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void
   // A job with parents is WAITING (an active job) until they end, even when
   // it is also delayed: it is admitted as active.
   const delayed = runAtMs !== null && runAtMs > s.nowMs && wanted.dependsOn === null;
-  const refusal = refusalOf(s, delayed);
-  if (refusal !== null) {
-    const { activeCount, limit, what } = refusal;
-    s.emit({ type: 'job.rejected', activeCount, limit });
-    s.reply(connId, requestId, {
-      type: 'SUBMIT_REJECTED',
-      reason: `too many ${what} (${activeCount} of ${limit}); retry later`,
-      activeCount,
-      limit,
-      retryable: true,
-    });
-    return;
-  }
+  if (rejected(s, connId, requestId, delayed)) return;
   const job = createJob(s, newJobOf(msg, wanted, runAtMs), parents);
   s.reply(connId, requestId, {
     type: 'JOB_SUBMITTED',
@@ -345,6 +333,30 @@ function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void
     servingWorkers: s.workers.servingCount(job.taskType),
   });
   schedule(s);
+}
+
+/**
+ * Admission control for one new job: when a limit is reached, answers
+ * SUBMIT_REJECTED (retryable) and returns true.
+ */
+export function rejected(
+  s: CoreState,
+  connId: number,
+  requestId: number,
+  delayed: boolean,
+): boolean {
+  const refusal = refusalOf(s, delayed);
+  if (refusal === null) return false;
+  const { activeCount, limit, what } = refusal;
+  s.emit({ type: 'job.rejected', activeCount, limit });
+  s.reply(connId, requestId, {
+    type: 'SUBMIT_REJECTED',
+    reason: `too many ${what} (${activeCount} of ${limit}); retry later`,
+    activeCount,
+    limit,
+    retryable: true,
+  });
+  return true;
 }
 
 /** A submission's due time: null when not delayed; a time in the past means now. */
