@@ -43,7 +43,6 @@ export interface JobChange {
 
 /** The state each job event leaves its job in. */
 const STATE_AFTER: Partial<Record<CoreEvent['type'], JobState>> = {
-  'job.submitted': 'QUEUED',
   'job.due': 'QUEUED',
   'job.assigned': 'RUNNING',
   'job.completed': 'COMPLETED',
@@ -61,7 +60,7 @@ export function jobChange(event: CoreEvent): JobChange | null {
     return event.accepted ? { jobId: event.jobId, state: 'RUNNING' } : null;
   }
   if (event.type === 'job.submitted') {
-    return { jobId: event.jobId, state: 'QUEUED', taskType: event.taskType };
+    return { jobId: event.jobId, state: event.state, taskType: event.taskType };
   }
   const state = STATE_AFTER[event.type];
   if (state === undefined || !('jobId' in event)) return null;

@@ -777,6 +777,16 @@ function checkSchedule(
       const created = h.effects.filter(
         (e) => e.kind === 'event' && e.event.type === 'job.submitted',
       );
+      if (reply.type === 'SUBMIT_REJECTED') {
+        // Admission control holds for a trigger as for a submission.
+        const counted = h.activeAfter - h.scheduledAfter;
+        const limit = ctx.config.maxActiveJobs;
+        judge.check(
+          created.length === 0 && counted >= limit && reply.limit === limit && reply.retryable,
+          () => `${what()}; ${created.length} job(s) created, ${counted} counted of ${limit}`,
+        );
+        return;
+      }
       judge.check(
         reply.type === 'JOB_SUBMITTED' &&
           reply.job !== null &&

@@ -133,6 +133,7 @@ function submitted(tracker: JobTracker, jobId: string, key: string | null): void
         ev({
           type: 'job.submitted',
           jobId,
+          state: 'QUEUED',
           taskType: 'SLEEP',
           priority: 'NORMAL',
           maxAttempts: 3,
@@ -254,6 +255,7 @@ describe('ScheduleChecks (the checker itself)', () => {
       ev({
         type: 'job.submitted',
         jobId,
+        state: 'QUEUED',
         taskType: 'SLEEP',
         priority: 'NORMAL',
         maxAttempts: 3,

@@ -25,6 +25,7 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
     {
       type: 'job.submitted',
       jobId: 'j',
+      state: 'QUEUED',
       taskType: 'SHA256',
       priority: 'NORMAL',
       maxAttempts: 3,

@@ -157,12 +157,13 @@ describe('live job changes', () => {
       jobChange({
         type: 'job.submitted',
         jobId: 'j',
+        state: 'SCHEDULED',
         taskType: 'T',
         priority: 'HIGH',
         maxAttempts: 1,
         idempotencyKey: null,
       }),
-      { jobId: 'j', state: 'QUEUED', taskType: 'T' },
+      { jobId: 'j', state: 'SCHEDULED', taskType: 'T' },
     );
     assert.deepEqual(
       jobChange({ type: 'job.failed', jobId: 'j', attempts: 1, cause: 'task_failure', error: 'x' }),

@@ -446,6 +446,7 @@ export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): C
   s.emit({
     type: 'job.submitted',
     jobId: job.jobId,
+    state: job.state,
     taskType: job.taskType,
     priority: job.priority,
     maxAttempts: job.maxAttempts,

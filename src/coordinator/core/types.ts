@@ -138,6 +138,8 @@ export type CoreEvent =
   | {
       type: 'job.submitted';
       jobId: string;
+      /** The state it starts in: QUEUED, SCHEDULED (delayed) or WAITING (parents). */
+      state: JobState;
       taskType: string;
       priority: Priority;
       maxAttempts: number;
