@@ -72,6 +72,8 @@ export interface StreamRun {
   donePerSec: number;
   /** The coordinator's RSS once the stream is done, MiB. */
   rssMiB: number;
+  /** CPU time of the coordinator process per ready job, ms (less sensitive to other load). */
+  coordinatorCpuMsPerJob: number;
 }
 
 async function allDone(client: DtpClient): Promise<boolean> {
@@ -91,6 +93,7 @@ export async function readyStream(path: string, jobs: number): Promise<StreamRun
   const watcher = await DtpClient.connect({ host: HOST, port: cluster.clientPort });
   try {
     const started = performance.now();
+    const cpuBeforeMs = cluster.coordinator.cpuMs();
     const share = Math.ceil(jobs / 2);
     await Promise.all(
       [0, 1].map(async (p) => {
@@ -115,6 +118,7 @@ export async function readyStream(path: string, jobs: number): Promise<StreamRun
     return {
       donePerSec: ((share * 2) / doneMs) * 1000,
       rssMiB: rssMiB(cluster.coordinator.pid),
+      coordinatorCpuMsPerJob: (cluster.coordinator.cpuMs() - cpuBeforeMs) / (share * 2),
     };
   } finally {
     await watcher.close();

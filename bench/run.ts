@@ -369,6 +369,10 @@ async function delayedTable(dir: string): Promise<string[]> {
   const m = (values: number[]): number => Math.round(median(values));
   const without = m(r.without.map((s) => s.donePerSec));
   const withDelayed = m(r.with.map((s) => s.donePerSec));
+  const cpu = (runs: { coordinatorCpuMsPerJob: number }[]): number =>
+    median(runs.map((s) => s.coordinatorCpuMsPerJob));
+  const cpuWithout = cpu(r.without);
+  const cpuWith = cpu(r.with);
   return [
     row([
       'SCHEDULED jobs (over 30 days)',
@@ -378,9 +382,11 @@ async function delayedTable(dir: string): Promise<string[]> {
       'RSS after start, MiB',
       'ready jobs/s without / with',
       'ratio',
+      'coordinator CPU per ready job without / with, ms',
+      'CPU ratio',
       'RSS after the stream, MiB',
     ]),
-    row(['---', '---', '---', '---', '---', '---', '---', '---']),
+    row(['---', '---', '---', '---', '---', '---', '---', '---', '---', '---']),
     row([
       count.toLocaleString('en'),
       m(r.restarts.map((x) => x.readyMs)),
@@ -389,6 +395,8 @@ async function delayedTable(dir: string): Promise<string[]> {
       median(r.restarts.map((x) => x.rssMiB)),
       `${without.toLocaleString('en')} / ${withDelayed.toLocaleString('en')}`,
       (withDelayed / without).toFixed(2),
+      `${cpuWithout.toFixed(3)} / ${cpuWith.toFixed(3)}`,
+      (cpuWith / cpuWithout).toFixed(2),
       median(r.with.map((s) => s.rssMiB)),
     ]),
   ];
