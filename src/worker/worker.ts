@@ -522,6 +522,7 @@ export class Worker {
         heartbeatAck: true,
         parents: true,
         traceContext: true,
+        children: true,
         ...(prefetch === 0 ? {} : { prefetch }),
         ...(authToken === null ? {} : { authToken }),
         heldAttempts: this.#heldAttempts(),
