@@ -116,11 +116,8 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     traceContext: job.traceContext ?? null,
     queue: job.queue,
     groupKey: job.groupKey,
-    ...(job.parentJobId !== null &&
-      job.parentJobId !== undefined && {
-        parentJobId: job.parentJobId,
-        childKey: job.childKey ?? null,
-      }),
+    parentJobId: job.parentJobId ?? null,
+    childKey: job.childKey ?? null,
   };
 }
 
@@ -166,11 +163,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     runAtMs: row.runAtMs,
     scheduleName: row.scheduleName,
     traceContext: row.traceContext ?? null,
-    ...(row.parentJobId !== null &&
-      row.parentJobId !== undefined && {
-        parentJobId: row.parentJobId,
-        childKey: row.childKey ?? null,
-      }),
+    parentJobId: row.parentJobId ?? null,
+    childKey: row.childKey ?? null,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
   };
 }

@@ -241,10 +241,8 @@ export function jobFromRow(row: JobRow): JobRecord {
       row.trace_context === null ? null : (JSON.parse(row.trace_context) as TraceContext),
     queue: row.queue,
     groupKey: row.group_key,
-    ...(row.parent_job_id !== null && {
-      parentJobId: row.parent_job_id,
-      childKey: row.child_key,
-    }),
+    parentJobId: row.parent_job_id,
+    childKey: row.child_key,
   };
 }
 
