@@ -502,6 +502,8 @@ export class JobTracker {
         return;
       case 'job.progress':
         return; // judged with its TASK_PROGRESS (#checkProgress)
+      case 'call.stale':
+        return; // a refused call changes nothing (judged by the counts of this input)
       case 'worker.leasesKept':
         this.counts.keptLeases += event.jobs;
         return;
