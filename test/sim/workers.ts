@@ -391,6 +391,7 @@ export class SimWorker implements WorkerPeer {
       capacity: this.#capacity,
       taskTypes: this.#taskTypes,
       traceContext: true,
+      children: true,
       ...(this.#prefetch === 0 ? {} : { prefetch: this.#prefetch }),
       ...(held === null ? {} : { heldAttempts: held }),
     });
