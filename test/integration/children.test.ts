@@ -16,6 +16,7 @@ import {
   type TestCoordinator,
 } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
+import { FakeCoordinator } from '../helpers/fake-coordinator.js';
 
 async function childrenOf(client: DtpClient, parent: string): Promise<JobSnapshot[]> {
   const children: JobSnapshot[] = [];
@@ -76,6 +77,55 @@ describe('child jobs, end to end', { timeout: 60_000 }, () => {
       await client.close();
       await tc.close();
     }
+  });
+
+  describe('against a coordinator that speaks raw protocol', () => {
+    it('rejects ctx.enqueue with UNSUPPORTED_FEATURE when children is not offered', async () => {
+      const fake = await FakeCoordinator.listen();
+      const worker = await startTaskWorker(fake.port, 'w-no-children');
+      try {
+        const session = await fake.acceptNext(['drain']);
+        const attemptId = session.assign('j-1', 'children.refused', { taskType: 'reverse' });
+        const result = await session.resultFor(attemptId);
+        assert.match(result.result ?? '', /^UNSUPPORTED_FEATURE: .*children/);
+        assert.equal(session.all('ENQUEUE_CHILD').length, 0);
+      } finally {
+        await worker.close();
+        await fake.close();
+      }
+    });
+
+    it('sends ENQUEUE_CHILD with the ids and key, and a refusal fails that call only', async () => {
+      const fake = await FakeCoordinator.listen();
+      const worker = await startTaskWorker(fake.port, 'w-call');
+      try {
+        const session = await fake.acceptNext(['children']);
+        const attemptId = session.assign('j-1', 'children.refused', {
+          taskType: 'reverse',
+          key: 'x',
+        });
+        const call = await session.waitFor('ENQUEUE_CHILD');
+        assert.equal(call.workerId, 'w-call');
+        assert.equal(call.jobId, 'j-1');
+        assert.equal(call.attemptId, attemptId);
+        assert.equal(call.key, 'k:x');
+        assert.equal(call.taskType, 'reverse');
+        assert.ok(Number.isSafeInteger(call.requestId) && call.requestId > 0);
+        session.send({
+          type: 'ERROR',
+          code: 'STALE_ATTEMPT',
+          message: 'not the current lease',
+          requestId: call.requestId,
+        });
+        const result = await session.resultFor(attemptId);
+        assert.equal(result.result, 'STALE_ATTEMPT: not the current lease');
+        assert.equal(session.closed, false, 'the session goes on');
+        assert.equal(worker.registered, true);
+      } finally {
+        await worker.close();
+        await fake.close();
+      }
+    });
   });
 
   describe('across a restart (SQLite)', () => {
