@@ -44,6 +44,8 @@ export const ErrorCode = {
   NotRegistered: 'NOT_REGISTERED',
   /** A newer registration with the same worker id took this session over. */
   WorkerReplaced: 'WORKER_REPLACED',
+  /** A call of an attempt whose lease is not current (or not this worker's): nothing changed. */
+  StaleAttempt: 'STALE_ATTEMPT',
   // Either port
   /** A token or a client certificate was missing or refused. */
   Unauthenticated: 'UNAUTHENTICATED',
@@ -130,6 +132,10 @@ export const LocalErrorCode = {
   /** A request (its payload) would not fit in a frame; nothing was sent. */
   PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
   // Tasks and tools
+  /** A call of a handler (`ctx.enqueue`) got no answer: its attempt was stopped (cancel, deadline) or ended. */
+  CallAborted: 'CALL_ABORTED',
+  /** A handler has too many calls in flight at once (more than 64 per attempt). */
+  TooManyCalls: 'TOO_MANY_CALLS',
   /** A task reported failure on purpose. */
   TaskFailed: 'TASK_FAILED',
   /** `bench`: a submission went unanswered. */

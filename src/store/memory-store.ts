@@ -13,6 +13,7 @@ import { isTerminalState } from '../protocol/messages.js';
 import {
   StoreError,
   type AttemptRecord,
+  type ChildLink,
   type JobRecord,
   type ListQuery,
   type PurgeQuery,
@@ -31,6 +32,8 @@ export class MemoryStore implements Store {
   readonly description = 'memory (not durable)';
   readonly #jobs = new Map<string, JobRecord>();
   readonly #byKey = new Map<string, string>();
+  /** `parentJobId` + NUL + `childKey` -> the child's id (unique, like the SQL stores' index). */
+  readonly #byChildKey = new Map<string, string>();
   readonly #attempts = new Map<string, AttemptRecord>();
   readonly #queues = new Map<string, QueueSettingsRecord>();
   readonly #schedules = new Map<string, ScheduleRecord>();
@@ -98,11 +101,13 @@ export class MemoryStore implements Store {
       .filter((job): job is JobRecord => job !== undefined && isTerminalState(job.state))
       .map((job) => ({ ...job }));
     const schedules = this.committedSchedules();
+    const childLinks = this.#childLinks(new Set(activeJobs.map((job) => job.jobId)));
     return {
       activeJobs,
       activeAttempts,
       maxSeq,
       parentJobs,
+      childLinks,
       schedules,
       queueSettings,
       ...(scheduledWindow !== undefined && { scheduledWindow }),
@@ -148,10 +153,16 @@ export class MemoryStore implements Store {
       if (isNew && job.idempotencyKey !== null && this.#byKey.has(job.idempotencyKey)) {
         throw new StoreError(`idempotency key ${job.idempotencyKey} is already stored`);
       }
+      const childKey = childKeyOf(job);
+      if (isNew && childKey !== null && this.#byChildKey.has(childKey)) {
+        throw new StoreError(`child key ${job.childKey} of ${job.parentJobId} is already stored`);
+      }
     }
     for (const { job } of batch.jobs) {
       this.#jobs.set(job.jobId, { ...job });
       if (job.idempotencyKey !== null) this.#byKey.set(job.idempotencyKey, job.jobId);
+      const childKey = childKeyOf(job);
+      if (childKey !== null) this.#byChildKey.set(childKey, job.jobId);
     }
     for (const attempt of batch.attempts) this.#attempts.set(attempt.attemptId, { ...attempt });
     for (const schedule of batch.schedules ?? [])
@@ -166,12 +177,17 @@ export class MemoryStore implements Store {
     switch (read.op) {
       case 'job': {
         const job = this.#jobs.get(read.jobId);
+        const children =
+          job === undefined ? [] : this.#childLinks(new Set([job.jobId])).map((l) => l.jobId);
         return {
           op: 'job',
           job: job === undefined ? null : { ...job },
           attempts: read.withAttempts && job !== undefined ? this.#attemptsOf(job.jobId) : null,
+          ...(children.length > 0 && { children }),
         };
       }
+      case 'children':
+        return { op: 'children', links: this.#childLinks(new Set(read.parentJobIds)) };
       case 'jobByKey': {
         const jobId = this.#byKey.get(read.key);
         const job = jobId === undefined ? undefined : this.#jobs.get(jobId);
@@ -209,6 +225,18 @@ export class MemoryStore implements Store {
           jobs: this.#scheduledAfter(read.after, read.untilMs, read.limit),
         };
     }
+  }
+
+  /** The links of the children of `parents`, oldest child first. */
+  #childLinks(parents: ReadonlySet<string>): ChildLink[] {
+    return [...this.#jobs.values()]
+      .filter((job) => job.parentJobId != null && parents.has(job.parentJobId))
+      .sort((a, b) => a.seq - b.seq)
+      .map((job) => ({
+        parentJobId: job.parentJobId as string,
+        childKey: job.childKey ?? '',
+        jobId: job.jobId,
+      }));
   }
 
   #queueCounts(queue: string | null): QueueCount[] {
@@ -318,10 +346,18 @@ export class MemoryStore implements Store {
     for (const job of doomed) {
       this.#jobs.delete(job.jobId);
       if (job.idempotencyKey !== null) this.#byKey.delete(job.idempotencyKey);
+      const childKey = childKeyOf(job);
+      if (childKey !== null) this.#byChildKey.delete(childKey);
       for (const [attemptId, attempt] of this.#attempts) {
         if (attempt.jobId === job.jobId) this.#attempts.delete(attemptId);
       }
     }
     return doomed.length;
   }
+}
+
+/** The unique (parent, key) of a child job; null for a job that is not one. */
+function childKeyOf(job: Readonly<JobRecord>): string | null {
+  if (job.parentJobId == null || job.childKey == null) return null;
+  return `${job.parentJobId}\u0000${job.childKey}`;
 }

@@ -80,6 +80,20 @@ export interface JobRecord {
   queue: string;
   /** The group key within the queue (immutable); null = none. */
   groupKey: string | null;
+  /** The job whose handler enqueued this one (`ctx.enqueue`); absent or null = none. Immutable. */
+  parentJobId?: string | null;
+  /**
+   * With `parentJobId`: the call's key among that parent's children (`k:<key>`
+   * or `o:<n>`), unique per parent. Immutable.
+   */
+  childKey?: string | null;
+}
+
+/** One child job of a parent, as the dedupe index needs it. */
+export interface ChildLink {
+  parentJobId: string;
+  childKey: string;
+  jobId: string;
 }
 
 /** One queue's settings, exactly as persisted (a row exists once a setting was made). */
@@ -189,6 +203,8 @@ export type StoreRead =
   | { op: 'purge'; query: PurgeQuery }
   /** Several jobs by id (parents named by a submission); unknown ids are left out. */
   | { op: 'jobs'; jobIds: readonly string[] }
+  /** The child links of these parents (any order). */
+  | { op: 'children'; parentJobIds: readonly string[] }
   /** The newest jobs a schedule made (by seq, newest first). */
   | { op: 'scheduleJobs'; scheduleName: string; limit: number }
   /** Stored jobs counted by queue and state (every queue, or one). */
@@ -207,11 +223,13 @@ export type StoreRead =
 
 /** The answer to a {@link StoreRead}, tagged with the same `op`. */
 export type StoreReadResult =
-  | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null }
+  /** `children`: the ids of the job's children, oldest first (absent = none). */
+  | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null; children?: string[] }
   | { op: 'jobByKey'; job: JobRecord | null }
   | { op: 'list'; jobs: JobRecord[]; attempts?: AttemptRecord[] }
   | { op: 'purge'; deleted: number }
   | { op: 'jobs'; jobs: JobRecord[] }
+  | { op: 'children'; links: ChildLink[] }
   | { op: 'scheduleJobs'; jobs: JobRecord[] }
   | { op: 'queueCounts'; counts: QueueCount[] }
   | { op: 'scheduledWindow'; jobs: JobRecord[] };
@@ -250,6 +268,8 @@ export interface RecoveredState {
    * dependents' handlers); absent = none.
    */
   parentJobs?: JobRecord[];
+  /** The child links of every job in `activeJobs` (any order); absent = none. */
+  childLinks?: ChildLink[];
   /**
    * The epoch (fencing token) of the leadership term this recovery starts,
    * with a store shared by several coordinators (PostgreSQL); absent with

@@ -23,14 +23,15 @@ import { getHeapStatistics } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
 import { runInTraceContext } from '../observability/tracing.js';
 import { describeError } from '../protocol/errors.js';
-import { clipError, MAX_PROGRESS_MESSAGE_BYTES } from '../protocol/limits.js';
+import { clipError, MAX_CHILD_KEY_LENGTH, MAX_PROGRESS_MESSAGE_BYTES } from '../protocol/limits.js';
 import type { JsonObject, JsonValue, ParentResult } from '../protocol/messages.js';
-import type { ParentJob, TaskContext, TaskLogger } from '../sdk/task.js';
+import type { EnqueueOptions, ParentJob, TaskContext, TaskLogger } from '../sdk/task.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 import { UnknownTaskTypeError } from '../tasks/registry.js';
 import { SAMPLE_INTERVAL_MS } from './memory-budget.js';
 import { importHandlers, type Handler } from './task-modules.js';
 import { encodeResult } from './task-values.js';
+import { AttemptCalls } from './thread-calls.js';
 import {
   SharedWords,
   isTaskThreadData,
@@ -52,8 +53,14 @@ const MAX_LOG_MESSAGE_CHARS = 4_096;
 /** Largest `fields` object of one log line, as JSON characters. */
 const MAX_LOG_FIELDS_CHARS = 16_384;
 
+/** An attempt running in this thread: its signal's controller and its open calls. */
+interface RunningAttempt {
+  readonly controller: AbortController;
+  readonly calls: AttemptCalls;
+}
+
 /** Attempts running in this thread (at most one), by request id. */
-const running = new Map<number, AbortController>();
+const running = new Map<number, RunningAttempt>();
 
 function builtinHandlers(): Map<string, Handler> {
   const registry = createBuiltinRegistry();
@@ -136,9 +143,75 @@ function progressReporter(requestId: number): TaskContext['progress'] {
   };
 }
 
-function contextFor(requestId: number, input: RunTaskInput, signal: AbortSignal): TaskContext {
+/** The options of `ctx.enqueue` as ENQUEUE_CHILD fields: each checked, the absent ones left out. */
+function enqueueFields(options: EnqueueOptions): JsonObject {
+  const fields: JsonObject = {};
+  const integers = ['maxAttempts', 'timeoutMillis', 'runAtMillis'] as const;
+  for (const name of integers) {
+    const value = options[name];
+    if (value === undefined) continue;
+    if (!Number.isSafeInteger(value)) {
+      throw new TypeError(`ctx.enqueue: options.${name} must be an integer`);
+    }
+    fields[name] = value;
+  }
+  for (const name of ['priority', 'queue', 'groupKey'] as const) {
+    const value = options[name];
+    if (value === undefined) continue;
+    if (typeof value !== 'string') {
+      throw new TypeError(`ctx.enqueue: options.${name} must be a string`);
+    }
+    fields[name] = value;
+  }
+  return fields;
+}
+
+/**
+ * `ctx.enqueue`: an ENQUEUE_CHILD call. The key is `k:<options.key>`, or
+ * `o:<n>` for the n-th call of this attempt without one (counted when the
+ * call is made, so the same code makes the same keys in every attempt).
+ */
+function childEnqueuer(calls: AttemptCalls): TaskContext['enqueue'] {
+  let ordinal = 0;
+  return async (type, payload, options = {}) => {
+    if (typeof type !== 'string') throw new TypeError('ctx.enqueue: type must be a string');
+    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+      throw new TypeError('ctx.enqueue: payload must be a JSON object');
+    }
+    const given = options.key;
+    if (
+      given !== undefined &&
+      (typeof given !== 'string' || given.length === 0 || given.length > MAX_CHILD_KEY_LENGTH)
+    ) {
+      throw new RangeError(
+        `ctx.enqueue: options.key must be a string of 1..${MAX_CHILD_KEY_LENGTH} characters`,
+      );
+    }
+    const fields = enqueueFields(options);
+    const key = given === undefined ? `o:${ordinal++}` : `k:${given}`;
+    const reply = await calls.call({
+      type: 'ENQUEUE_CHILD',
+      key,
+      taskType: type,
+      payload,
+      ...fields,
+    });
+    if (typeof reply.jobId !== 'string') {
+      throw new Error(`ctx.enqueue: unexpected answer ${JSON.stringify(reply.type)}`);
+    }
+    return reply.jobId;
+  };
+}
+
+function contextFor(
+  requestId: number,
+  input: RunTaskInput,
+  signal: AbortSignal,
+  calls: AttemptCalls,
+): TaskContext {
   return Object.freeze({
     progress: progressReporter(requestId),
+    enqueue: childEnqueuer(calls),
     jobId: input.jobId,
     attemptId: input.attemptId,
     attemptNumber: input.attemptNumber,
@@ -192,6 +265,7 @@ async function attempt(
   requestId: number,
   input: RunTaskInput,
   signal: AbortSignal,
+  calls: AttemptCalls,
 ): Promise<ThreadOutput> {
   try {
     const table = await handlers;
@@ -204,7 +278,7 @@ async function attempt(
     reply(requestId, { type: 'TASK_STARTED' });
     // The handler's own spans (if the task module set up OpenTelemetry) nest in the attempt's.
     const value: unknown = await runInTraceContext(input.traceContext ?? null, () =>
-      handler.run(payload, contextFor(requestId, input, signal)),
+      handler.run(payload, contextFor(requestId, input, signal, calls)),
     );
     return { type: 'TASK_SUCCEEDED', ...encodeResult(value) };
   } catch (err) {
@@ -256,12 +330,21 @@ function sampleMemory(): void {
 
 async function run(requestId: number, input: RunTaskInput): Promise<void> {
   const controller = new AbortController();
-  running.set(requestId, controller);
+  const calls = new AttemptCalls((callId, call) =>
+    reply(requestId, { type: 'TASK_CALL', callId, call }),
+  );
+  running.set(requestId, { controller, calls });
+  const signal = watchedSignal(requestId, controller);
+  // A stopped attempt gets no answers any more: its open calls fail now.
+  controller.signal.addEventListener('abort', () =>
+    calls.close('the attempt was stopped before the coordinator answered'),
+  );
   // Samples while the task runs and its event loop turns (see memory-budget.ts).
   sampleMemory();
   const sampler = setInterval(sampleMemory, SAMPLE_INTERVAL_MS);
   try {
-    const output = await attempt(requestId, input, watchedSignal(requestId, controller));
+    const output = await attempt(requestId, input, signal, calls);
+    calls.close('the attempt ended before the coordinator answered');
     // The last sample tells the pool what the idle thread would keep.
     sampleMemory();
     reply(requestId, output);
@@ -281,7 +364,10 @@ port.on('message', (value: unknown) => {
       void run(requestId, input);
       return;
     case 'ABORT_TASK':
-      running.get(requestId)?.abort(abortError(input.reason));
+      running.get(requestId)?.controller.abort(abortError(input.reason));
+      return;
+    case 'CALL_SETTLED':
+      running.get(requestId)?.calls.settle(input.callId, input.outcome);
       return;
   }
 });

@@ -25,6 +25,8 @@ export function newJob(): JobRecord {
     queue: 'reports',
     groupKey: 'tenant-1',
     resultFormat: null,
+    parentJobId: OLD_JOB.jobId,
+    childKey: 'k:report',
   });
 }
 
@@ -41,6 +43,8 @@ export async function checkUpgraded(open: () => Promise<Store>): Promise<void> {
     assert.equal(old.dependsOn, null);
     assert.equal(old.runAtMs, null);
     assert.equal(old.progress ?? null, null);
+    assert.equal(old.parentJobId ?? null, null);
+    assert.equal(old.childKey ?? null, null);
     await store.commit(batchOf([{ job: newJob(), isNew: true }]));
   } finally {
     await store.close();
@@ -50,6 +54,10 @@ export async function checkUpgraded(open: () => Promise<Store>): Promise<void> {
     const after = await again.recover();
     const found = after.activeJobs.find((job) => job.jobId === 'new-2');
     assert.deepEqual(found, newJob());
+    // The old job is active: its child comes back as one of its links.
+    assert.deepEqual(after.childLinks, [
+      { parentJobId: OLD_JOB.jobId, childKey: 'k:report', jobId: 'new-2' },
+    ]);
   } finally {
     await again.close();
   }

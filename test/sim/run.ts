@@ -36,6 +36,7 @@ interface Totals {
   faults: number;
   faultKinds: Map<string, number>;
   dependents: number;
+  children: number;
   cascaded: number;
   schedules: Map<string, number>;
 }
@@ -60,6 +61,7 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.failed += report.failed;
   totals.cancelled += report.cancelled;
   totals.dependents += report.dependents;
+  totals.children += report.children;
   totals.cascaded += report.cascaded;
   totals.restarts += report.restarts;
   totals.failovers += report.failovers;
@@ -90,7 +92,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `seeds run:       ${totals.seeds}`,
       `steps:           ${totals.steps} (${totals.inputs} core inputs)`,
       `jobs:            ${totals.jobs} created, ${totals.acked} acknowledged, ${totals.completed} completed, ${totals.failed} failed, ${totals.cancelled} cancelled`,
-      `dependencies:    ${totals.dependents} jobs with parents, ${totals.cascaded} cancelled by a failed parent`,
+      `dependencies:    ${totals.dependents} jobs with parents, ${totals.cascaded} cancelled by a failed parent; ${totals.children} children enqueued by handlers`,
       `schedules:       ${sch('fired')} ticks fired (${sch('catchUps')} catch-up jobs after a recovery), skipped: ${sch('skippedOverlap')} overlap, ${sch('skippedMissed')} missed, ${sch('skippedLimit')} limit; ${sch('triggers')} triggers; ${sch('set')} definitions set, ${sch('invalid')} refused as invalid`,
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
@@ -124,6 +126,7 @@ function runMany(start: number, count: number, steps: number): number {
     failed: 0,
     cancelled: 0,
     dependents: 0,
+    children: 0,
     cascaded: 0,
     restarts: 0,
     failovers: 0,

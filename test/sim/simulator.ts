@@ -70,6 +70,7 @@ export interface SimulationReport {
   rejected: number;
   /** Jobs created with parents, and those a failed parent cancelled. */
   dependents: number;
+  children: number;
   cascaded: number;
   /** Schedule ticks fired and skipped (by reason), catch-up jobs, triggers, definitions. */
   schedules: ScheduleCounts;
@@ -446,6 +447,7 @@ export class Simulation {
       deduplicated: counts.deduplicated,
       rejected: counts.rejected,
       dependents: counts.dependents,
+      children: counts.children,
       cascaded: counts.cascaded,
       schedules: { ...this.#invariants.tracker.schedules.counts },
       faults: this.#faults.toJSON(),

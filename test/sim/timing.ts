@@ -146,6 +146,7 @@ export class TimingChecks {
       case 'job.deduplicated':
       case 'job.rejected':
       case 'result.stale':
+      case 'call.stale':
       case 'worker.registered':
       case 'worker.rejected':
       case 'worker.suspected':

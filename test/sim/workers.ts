@@ -9,7 +9,9 @@
  * reordered results, ignoring a TASK_CANCEL, results for old leases,
  * re-registering under its id on a new connection while the old one is still
  * open, a stray connection with a bad first frame, garbage on the wire,
- * draining. Some workers keep running their tasks across a lost connection
+ * draining. Handlers now and then enqueue children (ENQUEUE_CHILD, with
+ * an explicit key or by ordinal, sometimes sent late or twice); a fresh
+ * child acknowledged must already be durable. Some workers keep running their tasks across a lost connection
  * and report them on the next one (late results); of those, some list them
  * when they register again (`heldAttempts`, as the real worker does with a
  * coordinator that offers `reattach`); the others drop them.
@@ -20,6 +22,7 @@
  */
 import type {
   CoordinatorToWorker,
+  EnqueueChild,
   HeldAttempt,
   JsonObject,
   TaskProgress,
@@ -79,12 +82,19 @@ interface Task {
   attemptNumber: number;
   doneAtMs: number;
   success: boolean;
+  /** Children its handler enqueued without a key (the next ordinal). */
+  ordinal: number;
+  /** Child calls it made (a few at most, so the job tree stays small). */
+  childCalls: number;
 }
 
 interface Outgoing {
-  msg: TaskResult | TaskProgress;
+  msg: TaskResult | TaskProgress | EnqueueChild;
   sendAtMs: number;
 }
+
+/** Child calls one attempt makes at most. */
+const MAX_CHILD_CALLS = 2;
 
 /** Stray connections are read by nobody. */
 const NOBODY: WorkerPeer = { onFrame: () => undefined, onClosed: () => undefined };
@@ -112,6 +122,8 @@ export class SimWorker implements WorkerPeer {
   #draining = false;
   readonly #tasks = new Map<string, Task>();
   #outbox: Outgoing[] = [];
+  /** The next ENQUEUE_CHILD requestId (unique on every connection of this worker). */
+  #nextRequestId = 1;
 
   constructor(workerId: string, env: WorkerEnv, rng: Random, taskTypes: string[] | null) {
     this.workerId = workerId;
@@ -214,6 +226,15 @@ export class SimWorker implements WorkerPeer {
         this.#tasks.delete(msg.attemptId);
         return;
       }
+      case 'CHILD_ENQUEUED':
+        // A fresh child is durable before the worker hears of it.
+        if (msg.created) {
+          judge.check(
+            this.#env.world.store.committedJob(msg.jobId) !== undefined,
+            () => `CHILD_ENQUEUED ${msg.jobId} reached ${this.workerId} before it was committed`,
+          );
+        }
+        return;
       case 'ERROR':
       case 'HEARTBEAT_ACK':
         return;
@@ -370,6 +391,7 @@ export class SimWorker implements WorkerPeer {
       capacity: this.#capacity,
       taskTypes: this.#taskTypes,
       traceContext: true,
+      children: true,
       ...(this.#prefetch === 0 ? {} : { prefetch: this.#prefetch }),
       ...(held === null ? {} : { heldAttempts: held }),
     });
@@ -427,6 +449,8 @@ export class SimWorker implements WorkerPeer {
       attemptNumber,
       doneAtMs: this.#now + durationMs,
       success,
+      ordinal: 0,
+      childCalls: 0,
     });
     const ghosts = this.#env.ghosts;
     ghosts.push({ jobId, attemptId, success });
@@ -437,6 +461,7 @@ export class SimWorker implements WorkerPeer {
     const now = this.#now;
     for (const task of [...this.#tasks.values()]) {
       if (task.doneAtMs > now) {
+        if (task.childCalls < MAX_CHILD_CALLS && this.#rng.chance(0.01)) this.#enqueueChild(task);
         // Progress now and then, sometimes late enough to be stale when it arrives.
         if (this.#rng.chance(0.02)) {
           const late = !this.#env.quiet() && this.#rng.chance(0.2);
@@ -483,6 +508,29 @@ export class SimWorker implements WorkerPeer {
         this.#write(out.msg);
       }
     }
+  }
+
+  /** The handler enqueues a child: keyed (a few keys, so attempts repeat them) or by ordinal. */
+  #enqueueChild(task: Task): void {
+    task.childCalls++;
+    const key = this.#rng.chance(0.5)
+      ? `k:${this.#rng.pick(['a', 'b', 'c'])}`
+      : `o:${task.ordinal++}`;
+    const late = !this.#env.quiet() && this.#rng.chance(0.1);
+    this.#outbox.push({
+      msg: {
+        type: 'ENQUEUE_CHILD',
+        workerId: this.workerId,
+        jobId: task.jobId,
+        attemptId: task.attemptId,
+        requestId: this.#nextRequestId++,
+        key,
+        taskType: 'SLEEP',
+        payload: { durationMillis: 1 },
+        ...(this.#rng.chance(0.3) && { maxAttempts: this.#rng.int(1, 3) }),
+      },
+      sendAtMs: late ? this.#now + this.#rng.int(1, 2 * this.#env.taskTimeoutMs) : this.#now,
+    });
   }
 
   #resultFor(

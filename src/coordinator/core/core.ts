@@ -14,6 +14,7 @@
  */
 import type { JobState, Priority } from '../../protocol/messages.js';
 import type { JobRecord, RecoveredState, WriteBatch } from '../../store/store.js';
+import { childrenLoaded, childrenLoadFailed } from './children.js';
 import {
   clientClosed,
   expireWait,
@@ -258,7 +259,7 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
     case 'cancel':
     case 'wait':
       if (result.op !== 'job') throw new Error(`read ${readId}: expected a job, got ${result.op}`);
-      return jobRead(s, read, result.job, result.attempts);
+      return jobRead(s, read, result.job, result.attempts, result.children);
     case 'list':
       if (result.op !== 'list')
         throw new Error(`read ${readId}: expected a list, got ${result.op}`);
@@ -301,6 +302,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'scheduledWindow')
         throw new Error(`read ${readId}: expected delayed jobs, got ${result.op}`);
       return windowRead(s, read, result.jobs);
+    case 'children':
+      if (result.op !== 'children')
+        throw new Error(`read ${readId}: expected child links, got ${result.op}`);
+      return childrenLoaded(s, read.parentJobId, result.links);
   }
 }
 
@@ -340,6 +345,8 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return purgeFailed(s, read, message);
     case 'window':
       return windowReadFailed(s);
+    case 'children':
+      return childrenLoadFailed(s, read.parentJobId, message);
   }
 }
 

@@ -68,6 +68,10 @@ export interface CoreJob {
   readonly onParentFailure: ParentFailurePolicy | null;
   /** The submitter's trace context, handed to its attempts; absent or null = none. */
   readonly traceContext?: TraceContext | null;
+  /** The job whose handler enqueued this one (children.ts); absent or null = none. */
+  readonly parentJobId?: string | null;
+  /** With `parentJobId`: its key among that parent's children. */
+  readonly childKey?: string | null;
 }
 
 export type RunningJob = CoreJob & { readonly state: 'RUNNING'; readonly lease: Lease };
@@ -112,6 +116,8 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     traceContext: job.traceContext ?? null,
     queue: job.queue,
     groupKey: job.groupKey,
+    parentJobId: job.parentJobId ?? null,
+    childKey: job.childKey ?? null,
   };
 }
 
@@ -157,6 +163,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     runAtMs: row.runAtMs,
     scheduleName: row.scheduleName,
     traceContext: row.traceContext ?? null,
+    parentJobId: row.parentJobId ?? null,
+    childKey: row.childKey ?? null,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
   };
 }
@@ -232,6 +240,9 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
   // Absent = `default`, so a job of the default queue looks as it did in v1.
   if (job.queue !== DEFAULT_QUEUE) snapshot.queue = job.queue;
   if (job.groupKey !== null) snapshot.groupKey = job.groupKey;
+  if (job.parentJobId !== null && job.parentJobId !== undefined) {
+    snapshot.parentJobId = job.parentJobId;
+  }
   return snapshot;
 }
 

@@ -403,6 +403,8 @@ export type NewJob = Pick<
   | 'dependsOn'
   | 'onParentFailure'
   | 'traceContext'
+  | 'parentJobId'
+  | 'childKey'
 >;
 
 /**

@@ -4,7 +4,8 @@
  * Per connection: the first frame must be WORKER_REGISTER (else ERROR naming
  * it, then close). Once registered only HEARTBEAT, TASK_RESULT and the
  * WORKER_DRAINING extension are legal, each naming the session's own worker
- * id; anything else loses the worker. A lost worker's running attempts are
+ * id; anything else loses the worker. The calls of running attempts
+ * (ENQUEUE_CHILD) are answered in worker-calls.ts. A lost worker's running attempts are
  * retried or failed, and its connection closed.
  *
  * Two exceptions keep an attempt's lease across the end of its session:
@@ -36,6 +37,7 @@ import {
 import { isValidTaskType } from '../../protocol/task-types.js';
 import { isValidQueueName, MAX_QUEUES_PER_WORKER } from '../../protocol/queue-names.js';
 import { COORDINATOR_FEATURES } from './offered-features.js';
+import { handleWorkerCall, requestIdProblem } from './worker-calls.js';
 import type {
   HeldAttempt,
   TaskProgress,
@@ -94,6 +96,18 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
       return handleResult(s, session, msg);
     case 'TASK_PROGRESS':
       return handleProgress(s, session, msg);
+    case 'ENQUEUE_CHILD': {
+      const problem = requestIdProblem(msg.requestId);
+      if (problem !== null) {
+        return void loseWorker(
+          s,
+          session,
+          'protocol_violation',
+          `protocol violation: ${msg.type} ${problem}`,
+        );
+      }
+      return handleWorkerCall(s, session, msg);
+    }
     case 'WORKER_DRAINING':
       s.workers.markDraining(session);
       s.emit({

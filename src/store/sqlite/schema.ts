@@ -150,6 +150,13 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE schedules ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';`,
   // 8: the submitter's W3C trace context (JSON), fixed at submission.
   `ALTER TABLE jobs ADD COLUMN trace_context TEXT;`,
+  // 9: child jobs. The job whose handler enqueued a job and the call's key
+  // among that parent's children; the partial unique index is the durable
+  // dedupe (one child per parent and key) and finds a parent's children.
+  `ALTER TABLE jobs ADD COLUMN parent_job_id TEXT;
+   ALTER TABLE jobs ADD COLUMN child_key TEXT;
+   CREATE UNIQUE INDEX jobs_child_key ON jobs (parent_job_id, child_key)
+     WHERE parent_job_id IS NOT NULL;`,
 ];
 
 /** Number of the newest schema this code knows. */
