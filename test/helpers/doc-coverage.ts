@@ -279,9 +279,7 @@ export const ELSEWHERE: readonly Elsewhere[] = [
     doc: README,
     command: 'npm run demo -- --python',
     by: 'test/e2e/demo.test.ts',
-    // `npm run demo` is scripts/demo-failure-recovery.sh (package.json): the
-    // test runs the script with the flag, in a folder and on ports of its own.
-    contains: ["ScriptProcess.start('demo-failure-recovery.sh', ['--python']"],
+    contains: ["ShellProcess.start('npm run demo -- --python', {\n      cwd: ROOT,"],
   },
   ...[
     'npm run bench',

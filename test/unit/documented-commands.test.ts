@@ -1,7 +1,8 @@
 /**
- * Every shell command the documentation shows is run by a test, as written
- * (after the few substitutions test/e2e/documented-commands.test.ts lists),
- * or sits in a block marked `template`. The convention: docs/ARCHITECTURE.md,
+ * Every shell command the documentation shows, in a block or inline in
+ * running text, is run by a test, as written (after the few substitutions
+ * test/e2e/documented-commands.test.ts lists), or sits in a block marked
+ * `template`, or (inline) is listed in NOT_RUN with its reason. The convention: docs/ARCHITECTURE.md,
  * "Tests"; who runs what: test/helpers/doc-coverage.ts.
  */
 import assert from 'node:assert/strict';
