@@ -17,7 +17,7 @@
  * span of a paragraph, list item or table cell (it may run over a line break,
  * read as a blank) whose first word, after any `NAME=value` settings, is a
  * program we ship or document (see INLINE_PROGRAM) and that has at least one
- * argument (`time scripts/verify-image.sh`: `time`, then such a program). A bare name (`scripts/worker.sh`, `npm`) is a mention, not a
+ * argument, or settings or a `time` before it (`time scripts/verify-image.sh`). A bare name (`scripts/worker.sh`, `npm`) is a mention, not a
  * command; headings are titles, not commands.
  */
 import { readdirSync, readFileSync } from 'node:fs';
@@ -188,15 +188,15 @@ export function inlineCommands(paragraph: RawLine[]): RawLine[] {
 }
 
 /**
- * A span is a command when it starts with a program of INLINE_PROGRAM (after
- * `NAME=value` settings, and a `time`) and has a second word.
+ * A span is a command when it starts with a program of INLINE_PROGRAM and
+ * gives it an argument, or has `NAME=value` settings or a `time` before it.
  */
 export function isInlineCommand(span: string): boolean {
-  const words = span.trim().split(/\s+/);
-  while (words.length > 0 && /^[A-Z_][A-Z0-9_]*=/.test(words[0] ?? '')) words.shift();
-  // `time <program>` runs the program: `time` counts as its argument.
+  const shown = span.trim();
+  const rest = shown.replace(/^([A-Z_][A-Z0-9_]*=("[^"]*"|'[^']*'|\S*)\s+)*/, '');
+  const words = rest.split(/\s+/);
   const program = words[0] === 'time' ? words[1] : words[0];
-  return words.length >= 2 && INLINE_PROGRAM.test(program ?? '');
+  return INLINE_PROGRAM.test(program ?? '') && (words.length >= 2 || rest !== shown);
 }
 
 /** An indented line opens a code block after a blank line that follows a plain paragraph. */

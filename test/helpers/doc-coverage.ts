@@ -465,6 +465,16 @@ export const NOT_RUN: readonly NotRun[] = [
     why: 'the side-by-side harness is not part of the repository',
   },
   ...[
+    'SYSTEMS="dtp-normal bullmq-everysec dtp-full bullmq-always" SCENARIOS="default wide paced-100" REPS=3 compare.sh',
+    'SYSTEMS="dtp-normal" SCENARIOS="default wide" REPS=1 compare.sh',
+    'SYSTEMS="dtp-pg pgboss graphile" compare.sh',
+  ].map((command): NotRun => ({
+    doc: MEASURED,
+    command,
+    reason: 'elsewhere',
+    why: 'the side-by-side harness is not part of the repository',
+  })),
+  ...[
     'node dist/test/sim/run.js --seeds 500',
     'node dist/test/sim/run.js --seeds 2000',
     'node dist/test/sim/run.js --seeds 10000',

@@ -112,7 +112,8 @@ describe('reading commands from Markdown', () => {
       '',
       'Run `scripts/client.sh list --state FAILED` or `client.sh watch',
       '<job-id>`; `scripts/worker.sh` and `npm` are names, `--json` a flag,',
-      '``a `nested` span`` text, `DTP_X=1 npm run demo -- --tokens` and `time .ci/run`.',
+      '``a `nested` span`` text, `DTP_X=1 npm run demo -- --tokens` and `time .ci/run`,',
+      '`A="x y" B=2 other.sh`, `A="x y" other`.',
       '',
       '## Part',
       '',
@@ -132,9 +133,10 @@ describe('reading commands from Markdown', () => {
       [3, 'Title', 'client.sh watch <job-id>', true],
       [5, 'Title', 'DTP_X=1 npm run demo -- --tokens', true],
       [5, 'Title', 'time .ci/run', true],
-      [9, 'Part', 'npm test', true],
-      [11, 'Part', 'node x.js --flag', true],
-      [14, 'Part', 'echo `npm run no`', false],
+      [6, 'Title', 'A="x y" B=2 other.sh', true],
+      [10, 'Part', 'npm test', true],
+      [12, 'Part', 'node x.js --flag', true],
+      [15, 'Part', 'echo `npm run no`', false],
     ]);
   });
 
