@@ -8,7 +8,8 @@
  * Before a line runs, only this is replaced (docs/ARCHITECTURE.md, "Tests"):
  * - `scripts/…` → the checkout's scripts by absolute path (the folder is not a checkout),
  *   and `client.sh` at the start of a line (as running text shortens it) the same;
- * - `<job-id>` → a job the session submitted (the first; for `cancel`, the latest);
+ * - `<job-id>` → a job the session submitted (the first; for `cancel`, the latest;
+ *   the jobs of a `submit-many` only when it submits the session's first);
  *   `<token>` → the session's client token; `<command>` → `submit`;
  * - host names under `.example` → 127.0.0.1;
  * - `/etc/dtp`, `/var/lib/dtp`, `/data`, `/backups` → folders of those names in
@@ -101,6 +102,10 @@ const CHECKS: readonly Check[] = [
   {
     shown: /client\.sh submit-many --file jobs\.ndjson$/,
     expect: (r) => match(r, /^[0-9a-f-]{36}$/m),
+  },
+  {
+    shown: /^client\.sh watch <job-id>$/,
+    expect: (r) => match(r, /^Job \S+\n[^]*State:\s+COMPLETED\n/),
   },
   {
     shown: /client\.sh list --state FAILED$/,
@@ -290,6 +295,10 @@ class DocSession {
       );
       const id = /^Job submitted\n\s+ID:\s+(\S+)/.exec(ran.stdout)?.[1];
       if (id !== undefined) this.jobs.push(id);
+      // `submit-many` prints one id a line; they stand for `<job-id>` when no
+      // job was submitted before (the later `cancel <job-id>` keeps its job).
+      if (/client\.sh submit-many /.test(command.text) && this.jobs.length === 0)
+        this.jobs.push(...(ran.stdout.match(/^[0-9a-f-]{36}$/gm) ?? []));
       if (kind === 'shell-state') this.#prelude.push(line);
     }
     for (const check of checks) await check.expect?.(ran, this);

@@ -139,6 +139,7 @@ export const SESSIONS: readonly Session[] = [
       { doc: CLI, command: 'client.sh help <command>' },
       { doc: CLI, command: 'client.sh <command> --help' },
       { doc: README, command: 'scripts/client.sh submit-many --file jobs.ndjson' },
+      { doc: README, command: 'client.sh watch <job-id>' },
       { doc: HTTP, command: 'client.sh queue list --json' },
       { doc: HTTP, command: 'client.sh schedule list --json' },
       { doc: OPERATIONS, command: 'client.sh workers' },
@@ -314,15 +315,6 @@ export const ELSEWHERE: readonly Elsewhere[] = [
     by: 'test/package/packed-install.test.ts',
     // In the installed app, with its TypeScript module named direct.ts (Node.js 22 and later).
     contains: ["'--import',\n        'tsx',\n        bin('dtp-worker'),", "'./direct.ts'"],
-  },
-  {
-    doc: README,
-    command: 'client.sh watch <job-id>',
-    by: 'test/e2e/watch-events.test.ts',
-    contains: [
-      "join(ROOT, 'scripts', 'client.sh')",
-      "client(c.clientPort, 'watch', jobId, '--json')",
-    ],
   },
   {
     doc: README,
