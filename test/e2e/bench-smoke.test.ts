@@ -25,13 +25,20 @@ describe('benchmarks (smoke run)', () => {
     );
     const report = JSON.parse(readFileSync(out, 'utf8')) as Record<string, unknown>;
     assert.equal(report.smoke, true);
+    // Every benchmark `npm run bench -- <name>` names in the documents.
     for (const name of [
       'queue-depth',
       'routing',
+      'fairness',
+      'rate',
       'recovery',
       'throughput',
+      'bulk',
       'overload',
       'latency',
+      'security',
+      'subscribers',
+      'delayed',
     ]) {
       const entry = report[name] as { table: string[][] } | undefined;
       assert.ok(entry !== undefined && entry.table.length >= 2, `${name} has a table`);

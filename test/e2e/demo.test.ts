@@ -55,11 +55,12 @@ describe('the failure-recovery demo', () => {
   });
 
   it('tells the same story with Python workers (--python), on ports of its choice', async () => {
-    const dir = join(temp.dir, 'python');
-    mkdirSync(dir);
     const [workerPort, clientPort] = [await freePort(), await freePort()];
-    const demo = ScriptProcess.start('demo-failure-recovery.sh', ['--python'], {
-      cwd: dir,
+    // As README.md shows it, in the checkout (where it leaves demo-logs/).
+    const logs = join(ROOT, 'demo-logs');
+    const hadLogs = existsSync(logs);
+    const demo = ShellProcess.start('npm run demo -- --python', {
+      cwd: ROOT,
       env: {
         DTP_DEMO_WORKER_PORT: String(workerPort),
         DTP_DEMO_CLIENT_PORT: String(clientPort),
@@ -68,16 +69,20 @@ describe('the failure-recovery demo', () => {
     });
     const code = await demo.exited;
     const out = demo.output;
-    assert.equal(code, 0, out);
-    assert.match(out, /==> The workers are Python workers \(Python 3\./);
-    const victim = /==> Job is RUNNING on: (worker-\d)/.exec(out)?.[1];
-    assert.ok(victim, out);
-    const afterKill = out.slice(out.indexOf('==> Killing'));
-    assert.match(afterKill, /State: {4}COMPLETED/);
-    assert.match(afterKill, /Attempt: {2}2\/3/);
-    assert.match(afterKill, /Result: {3}slept 3000 ms/);
-    const log = readFileSync(join(dir, 'demo-logs', `${victim}.log`), 'utf8');
-    assert.match(log, /INFO dtp.worker: registered coordinator=127\.0\.0\.1:\d+ .*features=/);
+    try {
+      assert.equal(code, 0, out);
+      assert.match(out, /==> The workers are Python workers \(Python 3\./);
+      const victim = /==> Job is RUNNING on: (worker-\d)/.exec(out)?.[1];
+      assert.ok(victim, out);
+      const afterKill = out.slice(out.indexOf('==> Killing'));
+      assert.match(afterKill, /State: {4}COMPLETED/);
+      assert.match(afterKill, /Attempt: {2}2\/3/);
+      assert.match(afterKill, /Result: {3}slept 3000 ms/);
+      const log = readFileSync(join(logs, `${victim}.log`), 'utf8');
+      assert.match(log, /INFO dtp.worker: registered coordinator=127\.0\.0\.1:\d+ .*features=/);
+    } finally {
+      if (!hadLogs) rmSync(logs, { recursive: true, force: true });
+    }
     for (const port of [workerPort, clientPort])
       assert.ok(await portIsFree(port), `port ${port} still in use after the demo`);
   });
@@ -111,22 +116,26 @@ describe('the failure-recovery demo', () => {
   it('tells the same story with tokens required, and never logs a token', async () => {
     for (const port of [7070, 7071])
       assert.ok(await portIsFree(port), `the demo needs port ${port} free`);
-    const dir = join(temp.dir, 'tokens');
-    mkdirSync(dir);
-    const demo = ScriptProcess.start('demo-failure-recovery.sh', ['--tokens'], { cwd: dir });
+    // As README.md shows it, in the checkout (where it leaves demo-logs/).
+    const logs = join(ROOT, 'demo-logs');
+    const hadLogs = existsSync(logs);
+    const demo = ShellProcess.start('npm run demo -- --tokens', { cwd: ROOT });
     const code = await demo.exited;
     const out = demo.output;
-    assert.equal(code, 0, out);
-    assert.match(out, /==> Authentication on/);
-    assert.match(out, /==> Recovered: the job survived the loss of worker-\d/);
-    const logs = join(dir, 'demo-logs');
-    const coordinatorLog = readFileSync(join(logs, 'coordinator.log'), 'utf8');
-    assert.match(coordinatorLog, /clientTokens=1 workerTokens=1/);
-    for (const who of ['client', 'worker']) {
-      const file = join(logs, `${who}.token`);
-      assert.equal(statSync(file).mode & 0o077, 0, `${who}.token is readable by others`);
-      const token = readFileSync(file, 'utf8').trim();
-      assert.ok(!coordinatorLog.includes(token) && !out.includes(token), `${who} token logged`);
+    try {
+      assert.equal(code, 0, out);
+      assert.match(out, /==> Authentication on/);
+      assert.match(out, /==> Recovered: the job survived the loss of worker-\d/);
+      const coordinatorLog = readFileSync(join(logs, 'coordinator.log'), 'utf8');
+      assert.match(coordinatorLog, /clientTokens=1 workerTokens=1/);
+      for (const who of ['client', 'worker']) {
+        const file = join(logs, `${who}.token`);
+        assert.equal(statSync(file).mode & 0o077, 0, `${who}.token is readable by others`);
+        const token = readFileSync(file, 'utf8').trim();
+        assert.ok(!coordinatorLog.includes(token) && !out.includes(token), `${who} token logged`);
+      }
+    } finally {
+      if (!hadLogs) rmSync(logs, { recursive: true, force: true });
     }
   });
 });

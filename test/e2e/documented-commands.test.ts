@@ -6,9 +6,11 @@
  * group's PID at the end.
  *
  * Before a line runs, only this is replaced (docs/ARCHITECTURE.md, "Tests"):
- * - `scripts/…` → the checkout's scripts by absolute path (the folder is not a checkout);
- * - `<job-id>` → a job the session submitted (the first; for `cancel`, the latest);
- *   `<token>` → the session's client token;
+ * - `scripts/…` → the checkout's scripts by absolute path (the folder is not a checkout),
+ *   and `client.sh` at the start of a line (as running text shortens it) the same;
+ * - `<job-id>` → a job the session submitted (the first; for `cancel`, the latest;
+ *   the jobs of a `submit-many` only when it submits the session's first);
+ *   `<token>` → the session's client token; `<command>` → `submit`;
  * - host names under `.example` → 127.0.0.1;
  * - `/etc/dtp`, `/var/lib/dtp`, `/data`, `/backups` → folders of those names in
  *   the session's folder;
@@ -71,7 +73,44 @@ const CHECKS: readonly Check[] = [
     shown: /^scripts\/coordinator\.sh$/,
     expect: (_, s) => assert.ok(existsSync(join(s.dir, 'data', 'coordinator.db')), 'data/'),
   },
-  { shown: /client\.sh submit /, expect: (r) => match(r, /^Job submitted\n\s+ID:/) },
+  {
+    shown: /client\.sh submit (?!.*--help$)/,
+    expect: (r) => match(r, /^Job submitted\n\s+ID:/),
+  },
+  { shown: /^scripts\/client\.sh --help$/, expect: (r) => match(r, /^Usage: client\.sh /) },
+  {
+    shown: /client\.sh (help <command>|<command> --help)$/,
+    expect: (r) => match(r, /^Usage: client\.sh submit /),
+  },
+  {
+    shown: /client\.sh submit sha256 --help$/,
+    expect: (r) => match(r, /^Usage: client\.sh submit sha256 .*\n[^]*--text/),
+  },
+  {
+    shown: /client\.sh queue list --json$/,
+    expect: (r) => assert.ok(Array.isArray((JSON.parse(r.stdout) as { queues: unknown }).queues)),
+  },
+  {
+    shown: /client\.sh schedule list --json$/,
+    expect: (r) =>
+      assert.ok(Array.isArray((JSON.parse(r.stdout) as { schedules: unknown }).schedules)),
+  },
+  {
+    shown: /^client\.sh workers$/,
+    expect: (r) => match(r, /^WORKER ID.*\n\S+\s/),
+  },
+  {
+    shown: /client\.sh submit-many --file jobs\.ndjson$/,
+    expect: (r) => match(r, /^[0-9a-f-]{36}$/m),
+  },
+  {
+    shown: /^client\.sh watch <job-id>$/,
+    expect: (r) => match(r, /^Job \S+\n[^]*State:\s+COMPLETED\n/),
+  },
+  {
+    shown: /client\.sh list --state FAILED$/,
+    expect: (r) => match(r, /^JOB ID\s+TYPE\s+STATE/),
+  },
   { shown: /client\.sh submit sha256 --text "hello"/, expect: (r) => match(r, /Type:\s+SHA256/) },
   {
     shown: /client\.sh submit resize /,
@@ -219,9 +258,11 @@ class DocSession {
       .replace(/\b[a-z0-9-]+(\.[a-z0-9-]+)*\.example\b/gi, HOST)
       .replace(/\b(8080|9464)\b/g, () => (coordinatorLine ? '0' : String(this.#httpPort())))
       .replace(/ \.\.\.(?=\s|$)/g, '')
+      .replace(/^client\.sh\b/, 'scripts/client.sh')
       .replace(/(^|[\s;&|(])scripts\//g, `$1${ROOT}/scripts/`);
     line = line.replace(/<job-id>/g, () => this.#need(jobId ?? this.#jobFor(command), 'a job'));
     line = line.replace(/<token>/g, () => this.#token());
+    line = line.replace(/<command>/g, 'submit');
     const left = /<[a-z][\w-]*>/.exec(line);
     if (left !== null) throw new Error(`no value for ${left[0]} in \`${command.text}\``);
     refuseOtherHosts(command, line);
@@ -254,6 +295,10 @@ class DocSession {
       );
       const id = /^Job submitted\n\s+ID:\s+(\S+)/.exec(ran.stdout)?.[1];
       if (id !== undefined) this.jobs.push(id);
+      // `submit-many` prints one id a line; they stand for `<job-id>` when no
+      // job was submitted before (the later `cancel <job-id>` keeps its job).
+      if (/client\.sh submit-many /.test(command.text) && this.jobs.length === 0)
+        this.jobs.push(...(ran.stdout.match(/^[0-9a-f-]{36}$/gm) ?? []));
       if (kind === 'shell-state') this.#prelude.push(line);
     }
     for (const check of checks) await check.expect?.(ran, this);

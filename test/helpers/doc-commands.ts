@@ -12,6 +12,13 @@
  * A fence whose info string has the word `template` after the language
  * (```` ```sh template ````) marks commands that cannot run here (another
  * machine's engine, ...): they are listed, and counted as templates.
+ *
+ * Commands shown inline in running text are read too (`inline: true`): a code
+ * span of a paragraph, list item or table cell (it may run over a line break,
+ * read as a blank) whose first word, after any `NAME=value` settings, is a
+ * program we ship or document (see INLINE_PROGRAM) and that has at least one
+ * argument, or settings or a `time` before it (`time scripts/verify-image.sh`). A bare name (`scripts/worker.sh`, `npm`) is a mention, not a
+ * command; headings are titles, not commands.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,7 +36,19 @@ export interface DocCommand {
   comment: string | null;
   /** Shown in a block marked `template`: not meant to run here. */
   template: boolean;
+  /** Shown in a code span of running text, not in a block. */
+  inline: boolean;
 }
+
+/**
+ * The programs whose code spans are commands: npm, npx, node, Python and pip,
+ * curl, sqlite3, psql, the container engines, the installed `dtp*` programs,
+ * any `*.sh` script (`scripts/client.sh`, or `client.sh` for short, as the
+ * documents write it), CI's `.ci/run` and the tools of a virtual environment
+ * (`.venv/bin/…`).
+ */
+export const INLINE_PROGRAM =
+  /^(npm|npx|node|python3?|pip3?|curl|sqlite3|psql|docker|docker-compose|podman|podman-compose|dtp(-[a-z]+)?|\S*\.sh|\.ci\/run|\S*\.venv\/bin\/\S+)$/;
 
 const SHELL_LANGUAGES = new Set(['sh', 'bash', 'shell']);
 const LIST_ITEM = /^\s*([-*+]|\d+[.)])\s/;
@@ -51,7 +70,7 @@ export function documentedCommands(root: string): DocCommand[] {
 }
 
 /** A raw command line of a block: its text and where it starts. */
-interface RawLine {
+export interface RawLine {
   line: number;
   text: string;
 }
@@ -77,8 +96,15 @@ export function commandsIn(doc: string, markdown: string): DocCommand[] {
   let fence: Fence | null = null;
   let indented: RawLine[] | null = null;
   let lastText: Paragraph = { indent: 0, listItem: false };
+  let paragraph: RawLine[] = [];
   const emit = (lines: RawLine[], template: boolean): void => {
-    for (const command of joinLines(lines)) out.push({ doc, heading, template, ...command });
+    for (const command of joinLines(lines))
+      out.push({ doc, heading, template, inline: false, ...command });
+  };
+  const endParagraph = (): void => {
+    for (const span of inlineCommands(paragraph))
+      out.push({ doc, heading, template: false, inline: true, comment: null, ...span });
+    paragraph = [];
   };
   const lines = markdown.split('\n');
   lines.forEach((text, index) => {
@@ -93,6 +119,7 @@ export function commandsIn(doc: string, markdown: string): DocCommand[] {
     }
     if (text.trim() === '') {
       indented?.push({ line, text: '' });
+      endParagraph();
       return;
     }
     const open = /^(\s*)(`{3,}|~{3,})\s*([^\s`]*)(.*)$/.exec(text);
@@ -102,6 +129,8 @@ export function commandsIn(doc: string, markdown: string): DocCommand[] {
       emit(indented, false);
       indented = null;
     }
+    if (codeLine || open !== null || LIST_ITEM.test(text) || /^\s*(\||#{1,6}\s)/.test(text))
+      endParagraph();
     if (codeLine) {
       (indented ??= []).push({ line, text: text.slice(4) });
       return;
@@ -120,10 +149,54 @@ export function commandsIn(doc: string, markdown: string): DocCommand[] {
     }
     const title = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(text);
     if (title !== null) heading = title[1] ?? '';
+    else paragraph.push({ line, text });
+    // A table row is a paragraph of its own.
+    if (/^\s*\|/.test(text)) endParagraph();
     lastText = { indent: indentOf(text), listItem: LIST_ITEM.test(text) };
   });
   if (indented !== null) emit(indented, false);
+  endParagraph();
   return out;
+}
+
+/**
+ * The code spans of a paragraph that are commands: a run of backticks up to
+ * the next run of the same length, a line break inside read as a blank, one
+ * blank either side dropped when both are there.
+ */
+export function inlineCommands(paragraph: RawLine[]): RawLine[] {
+  const first = paragraph[0];
+  if (first === undefined) return [];
+  const text = paragraph.map((l) => l.text).join('\n');
+  const out: RawLine[] = [];
+  const ticks = /`+/g;
+  let open: RegExpExecArray | null;
+  while ((open = ticks.exec(text)) !== null) {
+    const start = open.index + open[0].length;
+    let close = ticks.exec(text);
+    while (close !== null && close[0].length !== open[0].length) close = ticks.exec(text);
+    if (close === null) {
+      ticks.lastIndex = start;
+      continue;
+    }
+    let span = text.slice(start, close.index).replace(/\n/g, ' ');
+    if (/^ .*\S.* $/.test(span)) span = span.slice(1, -1);
+    const line = first.line + (text.slice(0, open.index).match(/\n/g)?.length ?? 0);
+    if (isInlineCommand(span)) out.push({ line, text: span.trim().replace(/\s+/g, ' ') });
+  }
+  return out;
+}
+
+/**
+ * A span is a command when it starts with a program of INLINE_PROGRAM and
+ * gives it an argument, or has `NAME=value` settings or a `time` before it.
+ */
+export function isInlineCommand(span: string): boolean {
+  const shown = span.trim();
+  const rest = shown.replace(/^([A-Z_][A-Z0-9_]*=("[^"]*"|'[^']*'|\S*)\s+)*/, '');
+  const words = rest.split(/\s+/);
+  const program = words[0] === 'time' ? words[1] : words[0];
+  return INLINE_PROGRAM.test(program ?? '') && (words.length >= 2 || rest !== shown);
 }
 
 /** An indented line opens a code block after a blank line that follows a plain paragraph. */
@@ -142,8 +215,10 @@ function dollarLines(lines: RawLine[]): RawLine[] {
 }
 
 /** Shell lines to commands: continuations joined, blank and comment-only lines dropped. */
-function joinLines(lines: RawLine[]): Omit<DocCommand, 'doc' | 'heading' | 'template'>[] {
-  const out: Omit<DocCommand, 'doc' | 'heading' | 'template'>[] = [];
+function joinLines(
+  lines: RawLine[],
+): Omit<DocCommand, 'doc' | 'heading' | 'template' | 'inline'>[] {
+  const out: Omit<DocCommand, 'doc' | 'heading' | 'template' | 'inline'>[] = [];
   let pending: RawLine | null = null;
   for (const raw of lines) {
     const joined: RawLine =

@@ -1,7 +1,8 @@
 /**
- * Every shell command the documentation shows is run by a test, as written
- * (after the few substitutions test/e2e/documented-commands.test.ts lists),
- * or sits in a block marked `template`. The convention: docs/ARCHITECTURE.md,
+ * Every shell command the documentation shows, in a block or inline in
+ * running text, is run by a test, as written (after the few substitutions
+ * test/e2e/documented-commands.test.ts lists), or sits in a block marked
+ * `template`, or (inline) is listed in NOT_RUN with its reason. The convention: docs/ARCHITECTURE.md,
  * "Tests"; who runs what: test/helpers/doc-coverage.ts.
  */
 import assert from 'node:assert/strict';
@@ -15,10 +16,13 @@ import {
   type DocCommand,
 } from '../helpers/doc-commands.js';
 import {
+  ANY_DOC,
   coverageOf,
   E2E_TEST,
   ELSEWHERE,
   inSection,
+  isPicked,
+  NOT_RUN,
   SESSIONS,
   type Elsewhere,
 } from '../helpers/doc-coverage.js';
@@ -27,6 +31,16 @@ import { ROOT } from '../helpers/processes.js';
 const COMMANDS = documentedCommands(ROOT);
 
 function uncoveredMessage(c: DocCommand): string {
+  if (c.inline)
+    return [
+      `${c.doc}:${c.line} (under "${c.heading}"): \`${c.text}\` is shown inline, but no test runs it.`,
+      `  To run it, name it in the \`inline\` list of a session in SESSIONS`,
+      `  (test/helpers/doc-coverage.ts): ${E2E_TEST} then runs it as written.`,
+      '  If another test or script already runs it (placeholders filled in), add an ELSEWHERE',
+      '  entry with its `command` naming that file. If it is no command to run (a flag or',
+      "  sub-command named in a sentence, another machine's engine), add it to NOT_RUN with",
+      '  the reason. See docs/ARCHITECTURE.md, "Commands in the documentation".',
+    ].join('\n');
   return [
     `${c.doc}:${c.line} (under "${c.heading}"): \`${c.text}\` is shown, but no test runs it.`,
     `  To run it, add { doc: '${c.doc}', heading: '${c.heading}' } to a session in`,
@@ -40,7 +54,7 @@ function uncoveredMessage(c: DocCommand): string {
 }
 
 function matches(entry: Elsewhere, c: DocCommand): boolean {
-  if (c.doc !== entry.doc) return false;
+  if (c.doc !== entry.doc && !(c.inline && entry.doc === ANY_DOC)) return false;
   return entry.command !== undefined ? c.text === entry.command : c.heading === entry.heading;
 }
 
@@ -92,6 +106,40 @@ describe('reading commands from Markdown', () => {
     ]);
   });
 
+  it('reads inline code spans that start with a program and give it an argument', () => {
+    const markdown = [
+      '# Title',
+      '',
+      'Run `scripts/client.sh list --state FAILED` or `client.sh watch',
+      '<job-id>`; `scripts/worker.sh` and `npm` are names, `--json` a flag,',
+      '``a `nested` span`` text, `DTP_X=1 npm run demo -- --tokens` and `time .ci/run`,',
+      '`A="x y" B=2 other.sh`, `A="x y" other`.',
+      '',
+      '## Part',
+      '',
+      '| `npm test` | `kill -9` |',
+      '',
+      '- an item with `node x.js --flag`',
+      '',
+      '```sh',
+      'echo `npm run no` # inside a block: a command of the block',
+      '```',
+      '',
+      '### `npm run heading-title`',
+    ].join('\n');
+    const got = commandsIn('X.md', markdown).map((c) => [c.line, c.heading, c.text, c.inline]);
+    assert.deepEqual(got, [
+      [3, 'Title', 'scripts/client.sh list --state FAILED', true],
+      [3, 'Title', 'client.sh watch <job-id>', true],
+      [5, 'Title', 'DTP_X=1 npm run demo -- --tokens', true],
+      [5, 'Title', 'time .ci/run', true],
+      [6, 'Title', 'A="x y" B=2 other.sh', true],
+      [10, 'Part', 'npm test', true],
+      [12, 'Part', 'node x.js --flag', true],
+      [15, 'Part', 'echo `npm run no`', false],
+    ]);
+  });
+
   it('splits a trailing comment off outside quotes only', () => {
     assert.deepEqual(splitComment(`echo 'a # b' "c#d" x#y  # note`), {
       command: `echo 'a # b' "c#d" x#y`,
@@ -109,7 +157,7 @@ describe('the commands the documentation shows', () => {
   });
 
   it('are each run by a test, or marked as a template', () => {
-    const uncovered = COMMANDS.filter((c) => coverageOf(c) === null);
+    const uncovered = COMMANDS.filter((c) => coverageOf(c, COMMANDS) === null);
     assert.ok(uncovered.length === 0, `\n${uncovered.map(uncoveredMessage).join('\n\n')}\n`);
   });
 
@@ -136,8 +184,31 @@ describe('the commands the documentation shows', () => {
     assert.deepEqual(problems, []);
   });
 
-  it('lists the templates', (t) => {
+  it('are picked inline by sessions, or left unrun, only where the documents show them', () => {
+    const shown = (doc: string, text: string) =>
+      COMMANDS.some((c) => c.inline && (doc === ANY_DOC || c.doc === doc) && c.text === text);
+    const stale = [
+      ...SESSIONS.flatMap((session) =>
+        (session.inline ?? [])
+          .filter((pick) => !COMMANDS.some((c) => isPicked(c, pick)))
+          .map((p) => `session "${session.name}": ${p.doc} shows no \`${p.command}\` inline`),
+      ),
+      ...NOT_RUN.filter((e) => !shown(e.doc, e.command)).map(
+        (e) => `NOT_RUN ${e.doc} \`${e.command}\`: not shown inline`,
+      ),
+    ];
+    assert.deepEqual(stale, []);
+  });
+
+  it('lists the templates and the inline commands not run', (t) => {
     for (const c of COMMANDS.filter((d) => d.template))
       t.diagnostic(`template (not run): ${c.doc}:${c.line} ${c.text}`);
+    for (const c of COMMANDS) {
+      const covered = coverageOf(c, COMMANDS);
+      if (covered?.kind === 'not-run')
+        t.diagnostic(
+          `${covered.entry.reason} (not run): ${c.doc}:${c.line} ${c.text}: ${covered.entry.why}`,
+        );
+    }
   });
 });
