@@ -425,6 +425,7 @@ export const NOT_RUN: readonly NotRun[] = [
   mention(MEASURED, 'node --cpu-prof', "node's flag, named"),
   mention(ANY_DOC, 'client.sh submit', 'the sub-command, named'),
   mention(ANY_DOC, 'client.sh bench', 'the sub-command, named'),
+  mention(ANY_DOC, 'client.sh status', 'the sub-command, named'),
   mention(CLI, 'docker-entrypoint.sh client', 'the program name usage text shows'),
   mention(CLI, 'node dist/src/cli/client-main.js', 'the program name usage text shows'),
   mention(OPERATIONS, 'docker stop', "the engine's command, named"),
