@@ -6,6 +6,7 @@
  * except a first attempt that succeeded: the job's COMPLETED row stands for it.
  */
 import type { AttemptOutcome, JsonObject, ResultFormat } from '../../protocol/messages.js';
+import { DEFAULT_QUEUE } from '../../protocol/queue-names.js';
 import { traceFields } from '../../protocol/trace-context.js';
 import type { AttemptRecord } from '../../store/store.js';
 import {
@@ -70,6 +71,8 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
     maxAttempts: job.maxAttempts,
     ...(session.parents && job.dependsOn !== null ? { parents: s.graph.parentsFor(job) } : {}),
     ...(session.traceContext === true ? traceFields(job.traceContext) : {}),
+    // For the attempt's span (`dtp.queue`): absent = `default`, as in a JobSnapshot.
+    ...(session.traceContext === true && job.queue !== DEFAULT_QUEUE ? { queue: job.queue } : {}),
   });
   s.emit({
     type: 'job.assigned',

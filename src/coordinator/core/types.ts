@@ -20,6 +20,7 @@ import type {
   Priority,
   WorkerToCoordinator,
 } from '../../protocol/messages.js';
+import type { TraceContext } from '../../protocol/trace-context.js';
 import type { StoreRead, StoreReadResult } from '../../store/store.js';
 
 export type CoreInput =
@@ -120,6 +121,8 @@ export type CoreEvent =
       connId: number;
       /** What it declared; null = the five built-ins (a v1 worker). */
       taskTypes: string[] | null;
+      /** It asked for trace context with its assignments (`WORKER_REGISTER.traceContext`). */
+      traceContext: boolean;
     }
   | { type: 'worker.rejected'; connId: number; reason: string }
   | { type: 'worker.suspected'; workerId: string; silentMs: number }
@@ -142,6 +145,12 @@ export type CoreEvent =
       priority: Priority;
       maxAttempts: number;
       idempotencyKey: string | null;
+      /** Its named queue. */
+      queue: string;
+      /** The schedule whose tick made it; null for a submission. */
+      scheduleName: string | null;
+      /** The submitter's trace context it records (for the coordinator's spans). */
+      traceContext: TraceContext | null;
     }
   | { type: 'job.deduplicated'; jobId: string; idempotencyKey: string }
   /** A delayed job's time came: it is QUEUED now, `lateMs` after its due time. */
