@@ -7,10 +7,10 @@
  * raw TCP connections subscribed to every job's events that read and
  * discard the bytes (no decoding, so their own cost stays small and the
  * same from one build to the next). `jobs` jobs are submitted in batches
- * and completed; the process's CPU time over the run is divided by the
- * jobs. The extra CPU per job beside the subscribers, divided by their
- * number and by the events each job makes, is the cost of one event to one
- * subscriber; the run alone (0 subscribers) is the baseline.
+ * and completed; the process's CPU time over the run is measured. The
+ * extra CPU of a run beside the subscribers over the median run alone (0
+ * subscribers), divided by the frames the subscribers received, is the cost
+ * of one event to one subscriber.
  *
  *   node dist/bench/fanout.js [--subscribers 100] [--jobs 2000] [--reps 3]
  */
@@ -18,6 +18,7 @@ import { connect, type Socket } from 'node:net';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { encodeMessage } from '../src/protocol/codec.js';
+import { FRAME_HEADER_BYTES } from '../src/protocol/framing.js';
 import type { SubmitJobsElement } from '../src/protocol/messages.js';
 import { ScriptedWorker } from '../test/helpers/raw-peers.js';
 import { startCoordinator, type TestCoordinator } from '../test/helpers/test-coordinator.js';
@@ -29,20 +30,52 @@ export interface FanoutRun {
   jobs: number;
   /** Process CPU time per job, µs. */
   cpuUsPerJob: number;
-  /** Bytes the subscribers received, all together. */
+  /** Process CPU time of the whole run, µs. */
+  cpuUs: number;
+  /** Frames (job events, and the SUBSCRIBED replies) the subscribers received, all together. */
+  framesReceived: number;
+  /** Their bytes. */
   bytesReceived: number;
 }
 
 const BATCH = 50;
 
-/** A connection subscribed to every job's events that throws away what it reads. */
-async function discardingSubscriber(port: number, counter: { bytes: number }): Promise<Socket> {
+/** What the subscribers received, all together. */
+interface Received {
+  bytes: number;
+  frames: number;
+}
+
+/**
+ * A connection subscribed to every job's events that counts the frames it
+ * reads (from their 4-byte length prefixes) and throws them away.
+ */
+async function discardingSubscriber(port: number, received: Received): Promise<Socket> {
   const socket = connect({ host: '127.0.0.1', port });
   await new Promise<void>((resolve, reject) => {
     socket.once('connect', resolve);
     socket.once('error', reject);
   });
-  socket.on('data', (chunk: Buffer) => (counter.bytes += chunk.length));
+  const header = Buffer.alloc(FRAME_HEADER_BYTES);
+  let headerBytes = 0;
+  let bodyLeft = 0;
+  socket.on('data', (chunk: Buffer) => {
+    received.bytes += chunk.length;
+    let at = 0;
+    while (at < chunk.length) {
+      if (bodyLeft > 0) {
+        const take = Math.min(bodyLeft, chunk.length - at);
+        bodyLeft -= take;
+        at += take;
+        continue;
+      }
+      header[headerBytes++] = chunk[at++] as number;
+      if (headerBytes < FRAME_HEADER_BYTES) continue;
+      headerBytes = 0;
+      bodyLeft = header.readInt32BE(0);
+      received.frames++;
+    }
+  });
   socket.write(encodeMessage({ type: 'SUBSCRIBE_JOBS', filter: {} }));
   return socket;
 }
@@ -69,7 +102,7 @@ export async function fanoutRun(subscribers: number, jobs: number): Promise<Fano
     heartbeatMs: 100,
   });
   try {
-    const received = { bytes: 0 };
+    const received: Received = { bytes: 0, frames: 0 };
     for (let i = 0; i < subscribers; i++) {
       sockets.push(await discardingSubscriber(tc.coordinator.clientPort, received));
     }
@@ -84,6 +117,7 @@ export async function fanoutRun(subscribers: number, jobs: number): Promise<Fano
       for (let n = 0; n < jobs; n++) worker.succeed(await worker.assignments.next(30_000), 'ok');
     })();
     received.bytes = 0;
+    received.frames = 0;
     const cpu = process.cpuUsage();
     for (let sent = 0; sent < jobs; sent += BATCH) {
       const reply = await tc.coordinator.request({
@@ -100,6 +134,8 @@ export async function fanoutRun(subscribers: number, jobs: number): Promise<Fano
       subscribers,
       jobs,
       cpuUsPerJob: (used.user + used.system) / jobs,
+      cpuUs: used.user + used.system,
+      framesReceived: received.frames,
       bytesReceived: received.bytes,
     };
   } finally {
@@ -120,27 +156,27 @@ async function main(): Promise<void> {
   const subscribers = Number(values.subscribers);
   const jobs = Number(values.jobs);
   const reps = Number(values.reps);
-  const alone: number[] = [];
-  const beside: number[] = [];
-  let bytes = 0;
+  const alone: FanoutRun[] = [];
+  const beside: FanoutRun[] = [];
   for (let rep = 0; rep < reps; rep++) {
-    alone.push((await fanoutRun(0, jobs)).cpuUsPerJob);
-    const run = await fanoutRun(subscribers, jobs);
-    beside.push(run.cpuUsPerJob);
-    bytes = run.bytesReceived;
+    alone.push(await fanoutRun(0, jobs));
+    beside.push(await fanoutRun(subscribers, jobs));
   }
-  const extra = median(beside) - median(alone);
+  const aloneCpuUs = median(alone.map((r) => r.cpuUs));
+  // Each run beside subscribers against the median run alone: the extra CPU per event delivered.
+  const perEvent = beside.map((r) => (r.cpuUs - aloneCpuUs) / Math.max(r.framesReceived, 1));
   process.stdout.write(
     `${JSON.stringify({
       subscribers,
       jobs,
       reps,
-      cpuUsPerJobAlone: Math.round(median(alone)),
-      cpuUsPerJobBeside: Math.round(median(beside)),
-      extraCpuUsPerJobAndSubscriber: Number((extra / subscribers).toFixed(2)),
-      bytesPerJobAndSubscriber: Math.round(bytes / jobs / Math.max(subscribers, 1)),
-      alone: alone.map(Math.round),
-      beside: beside.map(Math.round),
+      cpuUsPerJobAlone: Math.round(median(alone.map((r) => r.cpuUsPerJob))),
+      cpuUsPerJobBeside: Math.round(median(beside.map((r) => r.cpuUsPerJob))),
+      extraCpuUsPerEventDelivered: Number(median(perEvent).toFixed(3)),
+      eventsPerJobAndSubscriber: Number(
+        (median(beside.map((r) => r.framesReceived)) / jobs / Math.max(subscribers, 1)).toFixed(2),
+      ),
+      perEvent: perEvent.map((v) => Number(v.toFixed(3))),
     })}\n`,
   );
 }
