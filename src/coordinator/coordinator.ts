@@ -435,7 +435,7 @@ export class Coordinator implements CoordinatorView {
       reply: (connId, requestId, msg) => ports().reply(connId, requestId, msg),
       staged: (connId, requestId, msg) => ports().staged(connId, requestId, msg),
       held: (connId, requestId) => ports().held(connId, requestId),
-      push: (connId, msg) => ports().push(connId, msg),
+      push: (connIds, msg) => ports().push(connIds, msg),
       close: (connId, reason) => ports().close(connId, reason),
       hasClient: (connId) => ports().hasClient(connId),
       publish: (event) => this.#publish(event),

@@ -44,9 +44,9 @@ function subscribe(h: CoreHarness, filter: JobEventFilter, connId = CLIENT_CONN)
 }
 
 const pushes = (effects: readonly Effect[], connId = CLIENT_CONN) =>
-  effectsOf(effects, 'push')
-    .filter((e) => e.connId === connId)
-    .map((e) => e.msg);
+  effectsOf(effects, 'push').flatMap((e) =>
+    e.connIds.filter((id) => id === connId).map(() => e.msg),
+  );
 
 describe('core: progress', () => {
   it("keeps the current lease's progress on the job and shows it in status", () => {

@@ -116,7 +116,7 @@ export class CoordinatorCore {
         break;
     }
     stateWakeUp(s);
-    s.subscriptions.publish(s.nowMs, (connId, msg) => s.push(connId, msg));
+    s.subscriptions.publish(s.nowMs, (connIds, msg) => s.push(connIds, msg));
     return s.takeEffects();
   }
 

@@ -63,8 +63,13 @@ export type Effect =
   /** Close a worker or client connection after what was sent before it. */
   | { kind: 'close'; connId: number; reason: string }
   | { kind: 'reply'; connId: number; requestId: number; msg: ClientReply }
-  /** A job event for a subscriber on a client connection (not a reply to any request). */
-  | { kind: 'push'; connId: number; msg: JobEvent }
+  /**
+   * A job event for subscribers on client connections (not a reply to any
+   * request): one effect for every subscription it matches, `connIds` naming
+   * each subscription's connection (a connection twice when two of its
+   * subscriptions match).
+   */
+  | { kind: 'push'; connIds: readonly number[]; msg: JobEvent }
   /** Feed `waitExpired` for this request after `timeoutMs`. */
   | { kind: 'armWait'; connId: number; requestId: number; timeoutMs: number }
   /** Run a store read now and feed `readDone`/`readFailed` with `readId`. */

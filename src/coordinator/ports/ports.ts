@@ -173,8 +173,10 @@ export class Ports {
     this.#clients.get(connId)?.staged(requestId, msg);
   }
 
-  push(connId: number, msg: JobEvent): void {
-    this.#clients.get(connId)?.push(msg);
+  /** One job event to each of its subscribers' connections (gone ones are skipped). */
+  push(connIds: readonly number[], msg: JobEvent): void {
+    const clients = this.#clients;
+    for (const connId of connIds) clients.get(connId)?.push(msg);
   }
 
   held(connId: number, requestId: number): void {
