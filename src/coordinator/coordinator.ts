@@ -48,7 +48,7 @@ import type { NetEvent } from '../net/net-events.js';
 import type { Logger } from '../observability/logger.js';
 import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import type { ClientReply, ClientRequest } from '../protocol/messages.js';
+import type { ClientReply, ClientRequest, JobEventKind } from '../protocol/messages.js';
 import { LeaseLostError } from '../store/lease.js';
 import { describeDatabase, isSharedDatabase } from '../store/open-store.js';
 import type { CoreInspection } from './core/core.js';
@@ -517,6 +517,11 @@ export class Coordinator implements CoordinatorView {
   /** Open connections per port right now: all, and those not yet through TLS/AUTH/registration. */
   connectionCounts(): Record<PortKind, { open: number; pending: number }> {
     return this.#ports.connectionCounts();
+  }
+
+  /** Job events handed to subscriptions since the start, one per subscription, by kind. */
+  pushedEvents(): Readonly<Record<JobEventKind, number>> {
+    return this.#ports.pushedEvents;
   }
 
   /** The worker port actually bound. */

@@ -51,6 +51,11 @@ export class SubscriptionTable {
     return this.#size;
   }
 
+  /** Connections holding at least one subscription. */
+  get connections(): number {
+    return this.#byConn.size;
+  }
+
   countFor(connId: number): number {
     return this.#byConn.get(connId)?.length ?? 0;
   }
