@@ -70,52 +70,33 @@ export class CoordinatorSpans {
   /** One core event, released after its commit. */
   event(event: CoreEvent): void {
     const api = this.#api;
-    switch (event.type) {
-      case 'worker.registered': {
-        const { workerId, connId, traceContext } = event;
-        this.#sessions.set(connId, { workerId, traceContext });
-        this.#connOf.set(workerId, connId);
-        return;
-      }
-      case 'worker.lost': {
-        const connId = this.#connOf.get(event.workerId);
-        if (connId === undefined) return;
-        this.#connOf.delete(event.workerId);
-        this.#sessions.delete(connId);
-        return;
-      }
-      case 'job.submitted': {
-        // A schedule's job descends from its tick's span instead (schedule.fired follows).
-        if (event.scheduleName !== null) return;
-        const context = recordMomentSpan(
-          api,
-          'dtp.submit',
-          api.SpanKind.SERVER,
-          event.traceContext,
-          {
-            'dtp.job.id': event.jobId,
-            'dtp.task.type': event.taskType,
-            'dtp.queue': event.queue,
-          },
-        );
-        this.#remember(event.jobId, context);
-        return;
-      }
-      case 'schedule.fired': {
-        const context = recordMomentSpan(api, 'dtp.schedule.tick', api.SpanKind.INTERNAL, null, {
-          'dtp.schedule.name': event.name,
-          'dtp.job.id': event.jobId,
-        });
-        this.#remember(event.jobId, context);
-        return;
-      }
-      case 'job.completed':
-      case 'job.failed':
-      case 'job.cancelled':
-        this.#parents.delete(event.jobId);
-        return;
-      default:
-        return;
+    const type = event.type;
+    if (type === 'worker.registered') {
+      const { workerId, connId, traceContext } = event;
+      this.#sessions.set(connId, { workerId, traceContext });
+      this.#connOf.set(workerId, connId);
+    } else if (type === 'worker.lost') {
+      const connId = this.#connOf.get(event.workerId);
+      if (connId === undefined) return;
+      this.#connOf.delete(event.workerId);
+      this.#sessions.delete(connId);
+    } else if (type === 'job.submitted') {
+      // A schedule's job descends from its tick's span instead (schedule.fired follows).
+      if (event.scheduleName !== null) return;
+      const context = recordMomentSpan(api, 'dtp.submit', api.SpanKind.SERVER, event.traceContext, {
+        'dtp.job.id': event.jobId,
+        'dtp.task.type': event.taskType,
+        'dtp.queue': event.queue,
+      });
+      this.#remember(event.jobId, context);
+    } else if (type === 'schedule.fired') {
+      const context = recordMomentSpan(api, 'dtp.schedule.tick', api.SpanKind.INTERNAL, null, {
+        'dtp.schedule.name': event.name,
+        'dtp.job.id': event.jobId,
+      });
+      this.#remember(event.jobId, context);
+    } else if (type === 'job.completed' || type === 'job.failed' || type === 'job.cancelled') {
+      this.#parents.delete(event.jobId);
     }
   }
 
