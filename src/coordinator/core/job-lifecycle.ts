@@ -70,9 +70,7 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
     timeoutMillis: job.timeoutMs,
     maxAttempts: job.maxAttempts,
     ...(session.parents && job.dependsOn !== null ? { parents: s.graph.parentsFor(job) } : {}),
-    ...(session.traceContext === true ? traceFields(job.traceContext) : {}),
-    // For the attempt's span (`dtp.queue`): absent = `default`, as in a JobSnapshot.
-    ...(session.traceContext === true && job.queue !== DEFAULT_QUEUE ? { queue: job.queue } : {}),
+    ...(session.traceContext === true ? tracingFields(job) : {}),
   });
   s.emit({
     type: 'job.assigned',
@@ -83,6 +81,20 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
     attemptId,
     queuedMs,
   });
+}
+
+/**
+ * What a worker that asked for trace context gets with an assignment: the
+ * job's context, and its queue for the attempt's span (`dtp.queue`; absent
+ * = `default`, as in a JobSnapshot).
+ */
+function tracingFields(job: CoreJob): {
+  traceparent?: string;
+  tracestate?: string;
+  queue?: string;
+} {
+  const fields = traceFields(job.traceContext);
+  return job.queue === DEFAULT_QUEUE ? fields : { ...fields, queue: job.queue };
 }
 
 /**
