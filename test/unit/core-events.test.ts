@@ -154,6 +154,24 @@ describe('core: job events', () => {
     assert.deepEqual(pushes(h.last, 2), []);
   });
 
+  it("pushes each change once, naming every matching subscription's connection", () => {
+    const h = new CoreHarness();
+    subscribe(h, {}, 1);
+    subscribe(h, {}, 2);
+    subscribe(h, { taskType: 'SLEEP' }, 2);
+    subscribe(h, { taskType: 'OTHER' }, 3);
+    assert.equal(h.core.inspect().subscribers, 3);
+    const jobId = h.submit();
+    const [push, ...more] = effectsOf(h.last, 'push');
+    assert.ok(push !== undefined);
+    assert.deepEqual(more, [], 'one effect for all subscribers');
+    // Connection 2 twice: two of its subscriptions match; connection 3 none.
+    assert.deepEqual(push.connIds, [1, 2, 2]);
+    assert.equal(push.msg.job.jobId, jobId);
+    h.handle({ kind: 'clientClosed', connId: 2 });
+    assert.equal(h.core.inspect().subscribers, 2);
+  });
+
   it('refuses subscriptions beyond the bound per connection, and a filter value out of bounds', () => {
     const h = new CoreHarness();
     for (let i = 0; i < MAX_SUBSCRIPTIONS_PER_CONNECTION; i++) subscribe(h, {});
