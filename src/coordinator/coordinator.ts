@@ -48,7 +48,7 @@ import type { NetEvent } from '../net/net-events.js';
 import type { Logger } from '../observability/logger.js';
 import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import type { ClientReply, ClientRequest } from '../protocol/messages.js';
+import type { ClientReply, ClientRequest, JobEventKind } from '../protocol/messages.js';
 import { LeaseLostError } from '../store/lease.js';
 import { describeDatabase, isSharedDatabase } from '../store/open-store.js';
 import type { CoreInspection } from './core/core.js';
@@ -60,6 +60,7 @@ import { EMPTY_INSPECTION, type RoleStatus } from './leadership/role.js';
 import { logEvent } from './observability/event-log.js';
 import { CoordinatorMetrics } from './observability/metrics.js';
 import { registerNetMetrics } from './observability/net-metrics.js';
+import { CoordinatorSpans } from './observability/spans.js';
 import { validateCoordinatorOptions, type CoordinatorOptions } from './options.js';
 import type { Guard } from './ports/guard.js';
 import { Ports, type Entrance, type PortKind } from './ports/ports.js';
@@ -123,6 +124,8 @@ export class Coordinator implements CoordinatorView {
   /** Time to open the store and rebuild memory from it, in ms. */
   #recoveryMs = 0;
   #integrityProblems: readonly string[] | null = null;
+  /** OpenTelemetry spans (spans.ts); null unless the process set tracing up. */
+  #spans: CoordinatorSpans | null = null;
   #closing: Promise<void> | null = null;
 
   private constructor(options: CoordinatorOptions, deps: CoordinatorDeps) {
@@ -166,6 +169,12 @@ export class Coordinator implements CoordinatorView {
       );
     }
     const self = new Coordinator(options, deps);
+    // Looked up once, before anything is served (tracing.ts: nothing is loaded without a setup).
+    const spans = await CoordinatorSpans.load();
+    if (spans !== null) {
+      self.#spans = spans;
+      self.events.on('event', (event) => spans.event(event));
+    }
     const elected = deps.store === undefined && isSharedDatabase(options.databasePath);
     await (elected ? self.#startElected() : self.#startSole());
     return self;
@@ -246,6 +255,7 @@ export class Coordinator implements CoordinatorView {
 
   /** The term serves from now on; the connections that waited come in. */
   #install(term: Term): void {
+    this.#spans?.reset();
     this.#setPhase({ kind: 'serving', term });
     term.serve();
     this.#ports.admitHeld();
@@ -417,11 +427,15 @@ export class Coordinator implements CoordinatorView {
   #outlets(): TermOutlets {
     const ports = (): Ports => this.#ports;
     return {
-      send: (connId, msg) => ports().send(connId, msg),
+      send: (connId, msg) => {
+        const spans = this.#spans;
+        if (spans === null || msg.type !== 'TASK_ASSIGN') ports().send(connId, msg);
+        else ports().send(connId, spans.assigning(connId, msg));
+      },
       reply: (connId, requestId, msg) => ports().reply(connId, requestId, msg),
       staged: (connId, requestId, msg) => ports().staged(connId, requestId, msg),
       held: (connId, requestId) => ports().held(connId, requestId),
-      push: (connId, msg) => ports().push(connId, msg),
+      push: (connIds, msg) => ports().push(connIds, msg),
       close: (connId, reason) => ports().close(connId, reason),
       hasClient: (connId) => ports().hasClient(connId),
       publish: (event) => this.#publish(event),
@@ -503,6 +517,11 @@ export class Coordinator implements CoordinatorView {
   /** Open connections per port right now: all, and those not yet through TLS/AUTH/registration. */
   connectionCounts(): Record<PortKind, { open: number; pending: number }> {
     return this.#ports.connectionCounts();
+  }
+
+  /** Job events handed to subscriptions since the start, one per subscription, by kind. */
+  pushedEvents(): Readonly<Record<JobEventKind, number>> {
+    return this.#ports.pushedEvents;
   }
 
   /** The worker port actually bound. */

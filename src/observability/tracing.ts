@@ -14,7 +14,7 @@
  * which propagator the user registered.
  */
 import type * as OtelModule from '@opentelemetry/api';
-import type { Context, Span, SpanContext } from '@opentelemetry/api';
+import type { Attributes, Context, Span, SpanContext, SpanKind } from '@opentelemetry/api';
 import {
   formatTraceparent,
   MAX_TRACESTATE_LENGTH,
@@ -80,6 +80,30 @@ function contextOf(api: OtelApi, trace: TraceContext | null): Context {
   };
   if (trace.tracestate !== null) spanContext.traceState = api.createTraceState(trace.tracestate);
   return api.trace.setSpanContext(api.ROOT_CONTEXT, spanContext);
+}
+
+/** The OpenTelemetry API, as {@link loadOtel} gives it. */
+export type { OtelApi };
+
+/**
+ * Records a span that starts and ends now, child of the span that `parent`
+ * names (a root span when it names none); returns the new span's context.
+ * For the coordinator's spans, which mark a moment (a submission accepted,
+ * an assignment sent, a schedule's tick).
+ */
+export function recordMomentSpan(
+  api: OtelApi,
+  name: string,
+  kind: SpanKind,
+  parent: TraceContext | null,
+  attributes: Attributes,
+): TraceContext {
+  const span = api.trace
+    .getTracer('dtp')
+    .startSpan(name, { kind, attributes }, contextOf(api, parent));
+  const context = traceContextOfSpan(span.spanContext());
+  span.end();
+  return context;
 }
 
 /** How an attempt ended, as its span's `dtp.attempt.outcome` says it. */

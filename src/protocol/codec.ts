@@ -494,6 +494,7 @@ const SCHEMAS: Schemas = {
 
     traceparent: optional(stringCodec),
     tracestate: optional(stringCodec),
+    queue: optional(stringCodec),
   },
   TASK_CANCEL: { jobId: stringCodec, attemptId: stringCodec },
   TASK_RESULT: {

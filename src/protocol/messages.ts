@@ -269,6 +269,11 @@ export interface TaskAssign {
     | null; /** Extension (to a worker that asked with `traceContext`): the job's recorded trace context. */
   traceparent?: string | null;
   tracestate?: string | null;
+  /**
+   * Extension (to a worker that asked with `traceContext`): the job's named
+   * queue; absent = `default` (or a coordinator that does not send it).
+   */
+  queue?: string | null;
 }
 export interface TaskCancel {
   type: 'TASK_CANCEL';

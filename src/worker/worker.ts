@@ -104,6 +104,7 @@ import {
 import { ProgressThrottle } from './progress-throttle.js';
 import { CALL_FEATURES, parseFeatures, type Feature } from '../protocol/features.js';
 import { clipError, PROGRESS_MESSAGES_PER_SECOND } from '../protocol/limits.js';
+import { DEFAULT_QUEUE } from '../protocol/queue-names.js';
 import { traceContextOf } from '../protocol/trace-context.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
@@ -814,7 +815,13 @@ export class Worker {
     const taskLog = this.#log.child({ jobId, attemptId, taskType });
     // The job's trace context only from a session that asked for it (the worker always does).
     const jobTrace = traceContextOf(msg);
-    const span = startAttemptSpan(this.#otel, jobTrace, { jobId, taskType, attemptNumber });
+    const span = startAttemptSpan(this.#otel, jobTrace, {
+      jobId,
+      taskType,
+      attemptNumber,
+      // Sent beside the trace context; absent = the default queue.
+      queue: msg.queue ?? DEFAULT_QUEUE,
+    });
     const handle = this.#pool.run(
       {
         taskType,

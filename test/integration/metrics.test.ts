@@ -194,7 +194,7 @@ describe('coordinator metrics', () => {
     assert.equal(value(samples, 'dtp_queued_jobs{task_type="thumbnail",served="yes"}'), 1);
   });
 
-  it('counts event subscriptions, and progress reports accepted and ignored', async () => {
+  it('counts event subscriptions and subscribers, events pushed, and progress reports accepted and ignored', async () => {
     tc = await startCoordinator({ metricsPort: 0 });
     const c = await RawClient.connect(tc.coordinator.clientPort);
     const sub = await RawClient.connect(tc.coordinator.clientPort);
@@ -204,7 +204,12 @@ describe('coordinator metrics', () => {
     assert.equal((await sub.inbox.next(5_000)).type, 'SUBSCRIBED');
     sub.conn.send({ type: 'SUBSCRIBE_JOBS', filter: { taskType: 'SHA256' } });
     assert.equal((await sub.inbox.next(5_000)).type, 'SUBSCRIBED');
-    assert.equal(value((await scrape(tc)).samples, 'dtp_event_subscriptions'), 2);
+    const subscribed = (await scrape(tc)).samples;
+    assert.equal(value(subscribed, 'dtp_event_subscriptions'), 2);
+    assert.equal(value(subscribed, 'dtp_event_subscribers'), 1, 'one connection holds both');
+    assert.equal(value(subscribed, 'dtp_events_pushed_total{event="state"}'), 0);
+    assert.equal(value(subscribed, 'dtp_events_pushed_total{event="progress"}'), 0);
+    assert.equal(value(subscribed, 'dtp_events_dropped_total'), 0);
     const jobId = await c.submit('SHA256', { text: 'p' });
     const assign = await w.assignments.next();
     const progress = (attemptId: string, fraction: number) =>
@@ -229,6 +234,17 @@ describe('coordinator metrics', () => {
       },
       { what: 'one progress report accepted, two ignored' },
     );
+    // The accepted report is one progress event, pushed to both subscriptions;
+    // the job's state events went to both too (the subscriber reads them all).
+    const seen = { state: 0, progress: 0 };
+    while (seen.progress < 2) {
+      const msg = await sub.inbox.next(5_000);
+      if (msg.type === 'JOB_EVENT') seen[msg.event]++;
+    }
+    const pushed = (await scrape(tc)).samples;
+    assert.equal(value(pushed, 'dtp_events_pushed_total{event="progress"}'), 2);
+    assert.equal(value(pushed, 'dtp_events_pushed_total{event="state"}'), seen.state);
+    assert.ok(seen.state >= 2, `state events seen: ${seen.state}`);
     await sub.close();
     await until(
       async () =>

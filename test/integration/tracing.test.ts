@@ -1,10 +1,12 @@
 /**
  * OpenTelemetry end to end, in-process: the test sets up tracing in its own
- * thread as a user's `--import ./otel.js` would (an in-memory exporter), the
- * worker (in this process) runs each attempt in a `dtp.attempt` span, and
- * the task module (test/fixtures/traced-tasks.ts) sets up tracing in its
- * task thread and returns the spans its handler made. One trace runs from
- * the client's span through the attempt into the handler.
+ * thread as a user's `--import ./otel.js` would (an in-memory exporter), so
+ * the coordinator (in this process) records `dtp.submit`, `dtp.assign` and
+ * `dtp.schedule.tick`, the worker (in this process too) runs each attempt in
+ * a `dtp.attempt` span, and the task module (test/fixtures/traced-tasks.ts)
+ * sets up tracing in its task thread and returns the spans its handler
+ * made. One trace runs from the client's span through the coordinator's and
+ * the attempt's into the handler.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -28,6 +30,7 @@ import {
   tempDir,
   type TestCoordinator,
 } from '../helpers/test-coordinator.js';
+import { scheduleDefinition } from '../helpers/schedules.js';
 import { until } from '../helpers/until.js';
 
 const TRACED_TASKS = fileURLToPath(new URL('../fixtures/traced-tasks.js', import.meta.url));
@@ -55,21 +58,57 @@ async function inClientSpan<T>(fn: () => Promise<T>): Promise<{ value: T; span: 
   return { value, span };
 }
 
-/** The `dtp.attempt` spans of a job, by attempt number (they end a moment after the result). */
-async function attemptSpans(jobId: string, count: number): Promise<ReadableSpan[]> {
+/** The finished spans called `name` of a job, at least `count`, by attempt number. */
+async function spansOf(name: string, jobId: string, count: number): Promise<ReadableSpan[]> {
   const spans = await until(
     () => {
       const found = exporter
         .getFinishedSpans()
-        .filter((s) => s.name === 'dtp.attempt' && s.attributes['dtp.job.id'] === jobId);
+        .filter((s) => s.name === name && s.attributes['dtp.job.id'] === jobId);
       return found.length >= count ? found : null;
     },
-    { what: `${count} dtp.attempt span(s) of ${jobId}` },
+    { what: `${count} ${name} span(s) of ${jobId}` },
   );
   return spans.sort(
     (a, b) =>
       Number(a.attributes['dtp.attempt.number']) - Number(b.attributes['dtp.attempt.number']),
   );
+}
+
+/** The `dtp.attempt` spans of a job, by attempt number (they end a moment after the result). */
+function attemptSpans(jobId: string, count: number): Promise<ReadableSpan[]> {
+  return spansOf('dtp.attempt', jobId, count);
+}
+
+/** The coordinator's span of a job's submission. */
+async function submitSpan(jobId: string): Promise<ReadableSpan> {
+  const [span] = await spansOf('dtp.submit', jobId, 1);
+  assert.ok(span !== undefined);
+  return span;
+}
+
+/**
+ * The spans between a job's submission and its attempts: `dtp.assign` per
+ * attempt, each child of `parent` (the job's `dtp.submit`, or its recorded
+ * context when this coordinator did not see it submitted), each attempt
+ * child of its assignment. Returns the attempts.
+ */
+async function assignedUnder(
+  jobId: string,
+  parent: ReadableSpan,
+  count = 1,
+): Promise<ReadableSpan[]> {
+  const attempts = await attemptSpans(jobId, count);
+  const assigns = await spansOf('dtp.assign', jobId, count);
+  assert.equal(assigns.length, attempts.length);
+  attempts.forEach((attempt, i) => {
+    const assign = assigns[i];
+    assert.ok(assign !== undefined);
+    assertChildOf(assign, parent);
+    assertChildOf(attempt, assign);
+    assert.equal(assign.attributes['dtp.attempt.number'], i + 1);
+  });
+  return attempts;
 }
 
 function handlerSpans(job: JobSnapshot): SpanSeen[] {
@@ -117,38 +156,61 @@ describe('OpenTelemetry traces', { timeout: 60_000 }, () => {
     await tc.close();
   });
 
-  it('runs one trace from the client span through dtp.attempt into the handler', async () => {
+  it('runs one trace from the client span through the coordinator and dtp.attempt into the handler', async () => {
     await worker('w-trace');
     const { value: handle, span: clientSpan } = await inClientSpan(() =>
       client.submit({ taskType: 'traced.work', payload: {} }),
     );
     const job = await client.wait(handle.jobId, 10_000);
-    const [attempt] = await attemptSpans(handle.jobId, 1);
-    assert.ok(attempt !== undefined);
-    assertChildOf(attempt, clientSpan);
-    assert.deepEqual(
-      {
-        jobId: attempt.attributes['dtp.job.id'],
-        taskType: attempt.attributes['dtp.task.type'],
-        attemptNumber: attempt.attributes['dtp.attempt.number'],
-        outcome: attempt.attributes['dtp.attempt.outcome'],
-      },
-      { jobId: handle.jobId, taskType: 'traced.work', attemptNumber: 1, outcome: 'SUCCEEDED' },
-    );
+    const submit = await submitSpan(handle.jobId);
+    assertChildOf(submit, clientSpan);
+    assert.deepEqual(submit.attributes, {
+      'dtp.job.id': handle.jobId,
+      'dtp.task.type': 'traced.work',
+      'dtp.queue': 'default',
+    });
+    const [attempt] = await assignedUnder(handle.jobId, submit);
+    const [assign] = await spansOf('dtp.assign', handle.jobId, 1);
+    assert.ok(attempt !== undefined && assign !== undefined);
+    assert.deepEqual(assign.attributes, {
+      'dtp.job.id': handle.jobId,
+      'dtp.task.type': 'traced.work',
+      'dtp.attempt.number': 1,
+      'dtp.worker.id': 'w-trace',
+    });
+    assert.deepEqual(attempt.attributes, {
+      'dtp.job.id': handle.jobId,
+      'dtp.task.type': 'traced.work',
+      'dtp.attempt.number': 1,
+      'dtp.queue': 'default',
+      'dtp.attempt.outcome': 'SUCCEEDED',
+    });
     assert.notEqual(attempt.status.code, SpanStatusCode.ERROR);
     assertNestedIn(handlerSpans(job), attempt);
   });
 
-  it('gives every attempt of a retried job its own span under the same parent', async () => {
+  it('names the queue of a job of a named queue on its submit and attempt spans', async () => {
+    await worker('w-queue');
+    const handle = await client.submit({ taskType: 'traced.work', payload: {}, queue: 'traced-q' });
+    const job = await client.wait(handle.jobId, 10_000);
+    const submit = await submitSpan(handle.jobId);
+    assert.equal(submit.attributes['dtp.queue'], 'traced-q');
+    const [attempt] = await assignedUnder(handle.jobId, submit);
+    assert.ok(attempt !== undefined);
+    assert.equal(attempt.attributes['dtp.queue'], 'traced-q');
+    assertNestedIn(handlerSpans(job), attempt);
+  });
+
+  it('gives every attempt of a retried job its own assignment and span under the submission', async () => {
     await worker('w-retry');
     const { value: handle, span: clientSpan } = await inClientSpan(() =>
       client.submit({ taskType: 'traced.flaky', payload: {}, maxAttempts: 2 }),
     );
     const job = await client.wait(handle.jobId, 10_000);
-    const [first, second] = await attemptSpans(handle.jobId, 2);
+    const submit = await submitSpan(handle.jobId);
+    assertChildOf(submit, clientSpan);
+    const [first, second] = await assignedUnder(handle.jobId, submit, 2);
     assert.ok(first !== undefined && second !== undefined);
-    assertChildOf(first, clientSpan);
-    assertChildOf(second, clientSpan);
     assert.equal(first.attributes['dtp.attempt.outcome'], 'FAILED');
     assert.equal(first.status.code, SpanStatusCode.ERROR);
     assert.equal(second.attributes['dtp.attempt.number'], 2);
@@ -167,21 +229,56 @@ describe('OpenTelemetry traces', { timeout: 60_000 }, () => {
     });
     for (const jobId of ids) {
       const job = await client.wait(jobId, 10_000);
-      const [attempt] = await attemptSpans(jobId, 1);
+      const submit = await submitSpan(jobId);
+      assertChildOf(submit, clientSpan);
+      const [attempt] = await assignedUnder(jobId, submit);
       assert.ok(attempt !== undefined);
-      assertChildOf(attempt, clientSpan);
       assertNestedIn(handlerSpans(job), attempt);
     }
   });
 
-  it('makes the attempt a root span for a job submitted outside any span', async () => {
+  it('makes dtp.submit a root span for a job submitted outside any span', async () => {
     await worker('w-root');
     const handle = await client.submit({ taskType: 'traced.work', payload: {} });
     const job = await client.wait(handle.jobId, 10_000);
-    const [attempt] = await attemptSpans(handle.jobId, 1);
+    const submit = await submitSpan(handle.jobId);
+    assert.equal(submit.parentSpanContext, undefined);
+    const [attempt] = await assignedUnder(handle.jobId, submit);
     assert.ok(attempt !== undefined);
-    assert.equal(attempt.parentSpanContext, undefined);
     assertNestedIn(handlerSpans(job), attempt);
+  });
+
+  it('starts the trace of a schedule tick at dtp.schedule.tick', async () => {
+    await worker('w-tick');
+    const set = await client.scheduleRequest({
+      type: 'SET_SCHEDULE',
+      schedule: scheduleDefinition('traced-tick', 'traced.work', { everyMillis: 1_000 }),
+    });
+    assert.equal(set.type, 'SCHEDULE_INFO', JSON.stringify(set));
+    const tick = await until(
+      () =>
+        exporter
+          .getFinishedSpans()
+          .find(
+            (s) =>
+              s.name === 'dtp.schedule.tick' && s.attributes['dtp.schedule.name'] === 'traced-tick',
+          ) ?? null,
+      { what: 'a dtp.schedule.tick span' },
+    );
+    await client.scheduleRequest({ type: 'DELETE_SCHEDULE', name: 'traced-tick' });
+    const jobId = String(tick.attributes['dtp.job.id']);
+    assert.equal(tick.parentSpanContext, undefined);
+    const job = await client.wait(jobId, 10_000);
+    const [attempt] = await assignedUnder(jobId, tick);
+    assert.ok(attempt !== undefined);
+    assertNestedIn(handlerSpans(job), attempt);
+    assert.equal(
+      exporter
+        .getFinishedSpans()
+        .filter((s) => s.name === 'dtp.submit' && s.attributes['dtp.job.id'] === jobId).length,
+      0,
+      'a tick is no submission',
+    );
   });
 
   it('keeps the trace context in the store across a coordinator restart', async () => {
@@ -207,9 +304,11 @@ describe('OpenTelemetry traces', { timeout: 60_000 }, () => {
       try {
         await worker('w-restart', second.coordinator.workerPort);
         const job = await late.wait(handle.jobId, 10_000);
-        const [attempt] = await attemptSpans(handle.jobId, 1);
+        // The first coordinator recorded the submission; the second one
+        // knows only the recorded context, and assigns under it.
+        assertChildOf(await submitSpan(handle.jobId), clientSpan);
+        const [attempt] = await assignedUnder(handle.jobId, clientSpan);
         assert.ok(attempt !== undefined);
-        assertChildOf(attempt, clientSpan);
         assertNestedIn(handlerSpans(job), attempt);
       } finally {
         await Promise.all(workers.splice(0).map((w) => w.close()));

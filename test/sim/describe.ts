@@ -118,7 +118,7 @@ export function describeEffect(effect: Effect): string {
       return `=> c${effect.connId}#${effect.requestId} ${msg.type}${detail}`;
     }
     case 'push':
-      return `push c${effect.connId} ${effect.msg.event} ${short(effect.msg.job.jobId)} ${effect.msg.job.state}`;
+      return `push c${effect.connIds.join(',c')} ${effect.msg.event} ${short(effect.msg.job.jobId)} ${effect.msg.job.state}`;
     case 'armWait':
       return `arm wait c${effect.connId}#${effect.requestId} ${effect.timeoutMs} ms`;
     case 'read':

@@ -138,6 +138,9 @@ function submitted(tracker: JobTracker, jobId: string, key: string | null): void
           priority: 'NORMAL',
           maxAttempts: 3,
           idempotencyKey: key,
+          queue: 'default',
+          scheduleName: null,
+          traceContext: null,
         }),
         {
           kind: 'reply',
@@ -260,6 +263,9 @@ describe('ScheduleChecks (the checker itself)', () => {
         priority: 'NORMAL',
         maxAttempts: 3,
         idempotencyKey: null,
+        queue: 'default',
+        scheduleName: 's1',
+        traceContext: null,
       }),
       ev({ type: 'schedule.fired', name: 's1', jobId, tickMs, lagMs: nowMs - tickMs }),
     ];

@@ -729,20 +729,22 @@ export class JobTracker {
       }
       if (effect.kind !== 'push') continue;
       const job = effect.msg.job;
-      const matching = (this.#subscriptions.get(effect.connId) ?? []).filter(
-        (f) =>
-          (f.jobId == null || f.jobId === job.jobId) &&
-          (f.taskType == null || f.taskType === job.taskType) &&
-          (f.queue == null || f.queue === 'default'),
-      ).length;
-      const key = `${effect.connId}/${job.jobId}`;
-      const n = (counts.get(key) ?? 0) + 1;
-      counts.set(key, n);
-      this.#judge.check(
-        n <= matching,
-        () =>
-          `job event #${n} for ${job.jobId} to connection ${effect.connId}, which has ${matching} matching subscriptions`,
-      );
+      for (const connId of effect.connIds) {
+        const matching = (this.#subscriptions.get(connId) ?? []).filter(
+          (f) =>
+            (f.jobId == null || f.jobId === job.jobId) &&
+            (f.taskType == null || f.taskType === job.taskType) &&
+            (f.queue == null || f.queue === 'default'),
+        ).length;
+        const key = `${connId}/${job.jobId}`;
+        const n = (counts.get(key) ?? 0) + 1;
+        counts.set(key, n);
+        this.#judge.check(
+          n <= matching,
+          () =>
+            `job event #${n} for ${job.jobId} to connection ${connId}, which has ${matching} matching subscriptions`,
+        );
+      }
       const terminal = this.terminalState(job.jobId);
       this.#judge.check(
         terminal === undefined || terminal === job.state,

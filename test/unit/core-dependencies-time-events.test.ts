@@ -18,9 +18,9 @@ import {
 } from '../helpers/core-harness.js';
 
 const pushes = (effects: readonly Effect[]) =>
-  effectsOf(effects, 'push')
-    .filter((e) => e.connId === CLIENT_CONN)
-    .map((e) => e.msg);
+  effectsOf(effects, 'push').flatMap((e) =>
+    e.connIds.filter((id) => id === CLIENT_CONN).map(() => e.msg),
+  );
 
 describe('core: dependencies with delayed jobs', () => {
   it('moves a delayed dependent from WAITING to SCHEDULED when its parent completes early', () => {

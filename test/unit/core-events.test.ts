@@ -44,9 +44,9 @@ function subscribe(h: CoreHarness, filter: JobEventFilter, connId = CLIENT_CONN)
 }
 
 const pushes = (effects: readonly Effect[], connId = CLIENT_CONN) =>
-  effectsOf(effects, 'push')
-    .filter((e) => e.connId === connId)
-    .map((e) => e.msg);
+  effectsOf(effects, 'push').flatMap((e) =>
+    e.connIds.filter((id) => id === connId).map(() => e.msg),
+  );
 
 describe('core: progress', () => {
   it("keeps the current lease's progress on the job and shows it in status", () => {
@@ -152,6 +152,24 @@ describe('core: job events', () => {
       ['COMPLETED'],
     );
     assert.deepEqual(pushes(h.last, 2), []);
+  });
+
+  it("pushes each change once, naming every matching subscription's connection", () => {
+    const h = new CoreHarness();
+    subscribe(h, {}, 1);
+    subscribe(h, {}, 2);
+    subscribe(h, { taskType: 'SLEEP' }, 2);
+    subscribe(h, { taskType: 'OTHER' }, 3);
+    assert.equal(h.core.inspect().subscribers, 3);
+    const jobId = h.submit();
+    const [push, ...more] = effectsOf(h.last, 'push');
+    assert.ok(push !== undefined);
+    assert.deepEqual(more, [], 'one effect for all subscribers');
+    // Connection 2 twice: two of its subscriptions match; connection 3 none.
+    assert.deepEqual(push.connIds, [1, 2, 2]);
+    assert.equal(push.msg.job.jobId, jobId);
+    h.handle({ kind: 'clientClosed', connId: 2 });
+    assert.equal(h.core.inspect().subscribers, 2);
   });
 
   it('refuses subscriptions beyond the bound per connection, and a filter value out of bounds', () => {

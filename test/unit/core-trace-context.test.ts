@@ -58,6 +58,23 @@ describe('core: trace context', () => {
     assert.equal(h.record(plain).traceContext, null);
   });
 
+  it('names a named queue beside the context, to a worker that asked only', () => {
+    const h = new CoreHarness();
+    h.register('w1', 1, null, { traceContext: true });
+    const named = submitTraced(h, { traceparent: TRACEPARENT, queue: 'mail' });
+    assert.equal(h.assignmentOf(named).queue, 'mail');
+    h.result(named);
+    // The default queue goes unnamed: absent means `default`.
+    const plain = submitTraced(h, {});
+    assert.equal(h.assignmentOf(plain).queue, undefined);
+    h.result(plain);
+    h.register('w2', 1);
+    h.closeWorker('w1');
+    const untold = submitTraced(h, { queue: 'mail' });
+    assert.equal(h.assignmentOf(untold).workerId, 'w2');
+    assert.equal(h.assignmentOf(untold).queue, undefined);
+  });
+
   it('keeps the context of a waiting job across a restart', () => {
     const h = new CoreHarness();
     const jobId = submitTraced(h, { traceparent: TRACEPARENT });

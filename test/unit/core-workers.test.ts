@@ -46,7 +46,14 @@ describe('core: worker registration', () => {
     assert.deepEqual(sentTo(h.last, connId), [REGISTERED_W1]);
     assert.equal(effectsOf(h.last, 'close').length, 0);
     assert.deepEqual(eventsOf(h.last, 'worker.registered'), [
-      { type: 'worker.registered', workerId: 'w1', capacity: 4, connId, taskTypes: null },
+      {
+        type: 'worker.registered',
+        workerId: 'w1',
+        capacity: 4,
+        connId,
+        taskTypes: null,
+        traceContext: false,
+      },
     ]);
   });
 

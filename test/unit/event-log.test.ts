@@ -8,7 +8,14 @@ import { isInfoOnly } from '../helpers/event-log.js';
 /** One sample of every event type (both levels of worker.lost); the type makes it complete. */
 const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } = {
   'worker.registered': [
-    { type: 'worker.registered', workerId: 'w', capacity: 1, connId: 1, taskTypes: null },
+    {
+      type: 'worker.registered',
+      workerId: 'w',
+      capacity: 1,
+      connId: 1,
+      taskTypes: null,
+      traceContext: false,
+    },
   ],
   'worker.rejected': [{ type: 'worker.rejected', connId: 1, reason: 'r' }],
   'worker.suspected': [{ type: 'worker.suspected', workerId: 'w', silentMs: 1 }],
@@ -30,6 +37,9 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
       priority: 'NORMAL',
       maxAttempts: 3,
       idempotencyKey: null,
+      queue: 'default',
+      scheduleName: null,
+      traceContext: null,
     },
   ],
   'job.deduplicated': [{ type: 'job.deduplicated', jobId: 'j', idempotencyKey: 'k' }],

@@ -162,6 +162,9 @@ describe('live job changes', () => {
         priority: 'HIGH',
         maxAttempts: 1,
         idempotencyKey: null,
+        queue: 'default',
+        scheduleName: null,
+        traceContext: null,
       }),
       { jobId: 'j', state: 'SCHEDULED', taskType: 'T' },
     );

@@ -117,7 +117,7 @@ export class CoordinatorCore {
         break;
     }
     stateWakeUp(s);
-    s.subscriptions.publish(s.nowMs, (connId, msg) => s.push(connId, msg));
+    s.subscriptions.publish(s.nowMs, (connIds, msg) => s.push(connIds, msg));
     return s.takeEffects();
   }
 
@@ -182,6 +182,7 @@ export class CoordinatorCore {
       pendingWaits: s.waits.size,
       pendingReads: s.reads.size,
       subscriptions: s.subscriptions.size,
+      subscribers: s.subscriptions.connections,
       scheduledCount: s.scheduledCount,
       farScheduledCount: s.window.farCount,
       scheduledHorizon: { atMs: s.window.horizonMs, seq: s.window.horizonSeq },
@@ -381,6 +382,8 @@ export interface CoreInspection {
   pendingReads: number;
   /** SUBSCRIBE_JOBS subscriptions open. */
   subscriptions: number;
+  /** Client connections holding at least one of them. */
+  subscribers: number;
   /** SCHEDULED jobs held in memory. */
   scheduledCount: number;
   /** SCHEDULED jobs beyond the window, in the store only (scheduled-window.ts). */

@@ -6,6 +6,7 @@
  * except a first attempt that succeeded: the job's COMPLETED row stands for it.
  */
 import type { AttemptOutcome, JsonObject, ResultFormat } from '../../protocol/messages.js';
+import { DEFAULT_QUEUE } from '../../protocol/queue-names.js';
 import { traceFields } from '../../protocol/trace-context.js';
 import type { AttemptRecord } from '../../store/store.js';
 import {
@@ -69,7 +70,7 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
     timeoutMillis: job.timeoutMs,
     maxAttempts: job.maxAttempts,
     ...(session.parents && job.dependsOn !== null ? { parents: s.graph.parentsFor(job) } : {}),
-    ...(session.traceContext === true ? traceFields(job.traceContext) : {}),
+    ...(session.traceContext === true ? tracingFields(job) : {}),
   });
   s.emit({
     type: 'job.assigned',
@@ -80,6 +81,20 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
     attemptId,
     queuedMs,
   });
+}
+
+/**
+ * What a worker that asked for trace context gets with an assignment: the
+ * job's context, and its queue for the attempt's span (`dtp.queue`; absent
+ * = `default`, as in a JobSnapshot).
+ */
+function tracingFields(job: CoreJob): {
+  traceparent?: string;
+  tracestate?: string;
+  queue?: string;
+} {
+  const fields = traceFields(job.traceContext);
+  return job.queue === DEFAULT_QUEUE ? fields : { ...fields, queue: job.queue };
 }
 
 /**

@@ -168,9 +168,9 @@ export class CoreState {
     this.reply(connId, requestId, { type: 'ERROR', message, code });
   }
 
-  /** A pushed event for a subscriber (leaves after this input's commit, outside request order). */
-  push(connId: number, msg: JobEvent): void {
-    this.#effects.push({ kind: 'push', connId, msg });
+  /** A pushed event for subscribers (leaves after this input's commit, outside request order). */
+  push(connIds: readonly number[], msg: JobEvent): void {
+    this.#effects.push({ kind: 'push', connIds, msg });
   }
 
   /** Asks the shell for a `wake` input at `atMs` (null: none needed); replaces the last one. */

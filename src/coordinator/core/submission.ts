@@ -453,6 +453,9 @@ export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): C
     priority: job.priority,
     maxAttempts: job.maxAttempts,
     idempotencyKey: job.idempotencyKey,
+    queue: job.queue,
+    scheduleName: job.scheduleName,
+    traceContext: job.traceContext ?? null,
   });
   if (parents !== undefined) attachParents(s, job, parents);
   return job;

@@ -5,7 +5,9 @@
  * Every job written (a new job, a new state, a new attempt) or given new
  * progress during an input is noted; at the end of the input each noted job
  * is pushed once, as it is then, to every subscription whose filter matches
- * it (`push` effects, released after the input's batch commits like replies).
+ * it: one `push` effect per job naming all those subscriptions' connections
+ * (released after the input's batch commits, like replies), so the shell
+ * encodes its frame once and hands it to each connection's own buffer.
  * With no subscription nothing is noted, so the feature costs one size check
  * per write when unused.
  *
@@ -19,6 +21,13 @@ import { coreJobSnapshot, type CoreJob } from './job.js';
 /** The queue of a job (a filter's `queue` matches it). */
 export function queueOf(job: CoreJob): string {
   return job.queue;
+}
+
+function matches(sub: Subscription, job: CoreJob): boolean {
+  return (
+    (sub.taskType === null || sub.taskType === job.taskType) &&
+    (sub.queue === null || sub.queue === queueOf(job))
+  );
 }
 
 export interface Subscription {
@@ -40,6 +49,11 @@ export class SubscriptionTable {
 
   get size(): number {
     return this.#size;
+  }
+
+  /** Connections holding at least one subscription. */
+  get connections(): number {
+    return this.#byConn.size;
   }
 
   countFor(connId: number): number {
@@ -87,25 +101,30 @@ export class SubscriptionTable {
     this.changed.set(job.jobId, { job, event: 'progress' });
   }
 
-  /** The connections to tell about this job (one entry per matching subscription). */
-  *matching(job: CoreJob): Generator<number> {
-    const queue = queueOf(job);
-    const matches = (sub: Subscription): boolean =>
-      (sub.taskType === null || sub.taskType === job.taskType) &&
-      (sub.queue === null || sub.queue === queue);
-    for (const sub of this.#byJob.get(job.jobId) ?? []) if (matches(sub)) yield sub.connId;
-    for (const sub of this.#broad) if (matches(sub)) yield sub.connId;
+  /**
+   * The connections to tell about this job, one entry per matching
+   * subscription (in the order they were added); null when none matches.
+   */
+  matching(job: CoreJob): number[] | null {
+    let out: number[] | null = null;
+    const byJob = this.#byJob.get(job.jobId);
+    if (byJob !== undefined) {
+      for (const sub of byJob) if (matches(sub, job)) (out ??= []).push(sub.connId);
+    }
+    for (const sub of this.#broad) if (matches(sub, job)) (out ??= []).push(sub.connId);
+    return out;
   }
 
-  /** Snapshots for everyone who follows the changed jobs, then forgets them. */
-  publish(nowMs: number, push: (connId: number, msg: JobEvent) => void): void {
+  /**
+   * One event per changed job for everyone who follows it (the snapshot
+   * made once, the connections listed together), then forgets the changes.
+   */
+  publish(nowMs: number, push: (connIds: readonly number[], msg: JobEvent) => void): void {
     if (this.changed.size === 0) return;
     for (const { job, event } of this.changed.values()) {
-      let snapshot = null;
-      for (const connId of this.matching(job)) {
-        snapshot ??= coreJobSnapshot(job);
-        push(connId, { type: 'JOB_EVENT', event, atMillis: nowMs, job: snapshot });
-      }
+      const connIds = this.matching(job);
+      if (connIds === null) continue;
+      push(connIds, { type: 'JOB_EVENT', event, atMillis: nowMs, job: coreJobSnapshot(job) });
     }
     this.changed.clear();
   }

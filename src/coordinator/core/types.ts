@@ -20,6 +20,7 @@ import type {
   Priority,
   WorkerToCoordinator,
 } from '../../protocol/messages.js';
+import type { TraceContext } from '../../protocol/trace-context.js';
 import type { StoreRead, StoreReadResult } from '../../store/store.js';
 
 export type CoreInput =
@@ -62,8 +63,13 @@ export type Effect =
   /** Close a worker or client connection after what was sent before it. */
   | { kind: 'close'; connId: number; reason: string }
   | { kind: 'reply'; connId: number; requestId: number; msg: ClientReply }
-  /** A job event for a subscriber on a client connection (not a reply to any request). */
-  | { kind: 'push'; connId: number; msg: JobEvent }
+  /**
+   * A job event for subscribers on client connections (not a reply to any
+   * request): one effect for every subscription it matches, `connIds` naming
+   * each subscription's connection (a connection twice when two of its
+   * subscriptions match).
+   */
+  | { kind: 'push'; connIds: readonly number[]; msg: JobEvent }
   /** Feed `waitExpired` for this request after `timeoutMs`. */
   | { kind: 'armWait'; connId: number; requestId: number; timeoutMs: number }
   /** Run a store read now and feed `readDone`/`readFailed` with `readId`. */
@@ -120,6 +126,8 @@ export type CoreEvent =
       connId: number;
       /** What it declared; null = the five built-ins (a v1 worker). */
       taskTypes: string[] | null;
+      /** It asked for trace context with its assignments (`WORKER_REGISTER.traceContext`). */
+      traceContext: boolean;
     }
   | { type: 'worker.rejected'; connId: number; reason: string }
   | { type: 'worker.suspected'; workerId: string; silentMs: number }
@@ -144,6 +152,12 @@ export type CoreEvent =
       priority: Priority;
       maxAttempts: number;
       idempotencyKey: string | null;
+      /** Its named queue. */
+      queue: string;
+      /** The schedule whose tick made it; null for a submission. */
+      scheduleName: string | null;
+      /** The submitter's trace context it records (for the coordinator's spans). */
+      traceContext: TraceContext | null;
     }
   | { type: 'job.deduplicated'; jobId: string; idempotencyKey: string }
   /** A delayed job's time came: it is QUEUED now, `lateMs` after its due time. */

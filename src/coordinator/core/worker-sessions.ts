@@ -173,6 +173,7 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     capacity: msg.capacity,
     connId,
     taskTypes: session.taskTypes === null ? null : [...session.taskTypes],
+    traceContext: session.traceContext === true,
   });
   if (held !== null) reclaim(s, session, held, fromPrevious);
   schedule(s);

@@ -24,6 +24,7 @@ export const EMPTY_INSPECTION: CoreInspection = Object.freeze({
   servedTaskTypes: [],
   freeSlots: 0,
   subscriptions: 0,
+  subscribers: 0,
   keptLeases: [],
   pendingWaits: 0,
   pendingReads: 0,

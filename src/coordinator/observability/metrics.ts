@@ -376,6 +376,13 @@ export class CoordinatorMetrics {
     gauge('dtp_event_subscriptions', 'SUBSCRIBE_JOBS subscriptions open', function () {
       this.set(snapshot().subscriptions);
     });
+    gauge(
+      'dtp_event_subscribers',
+      'Client connections holding at least one SUBSCRIBE_JOBS subscription',
+      function () {
+        this.set(snapshot().subscribers);
+      },
+    );
     const source = this.#source;
     gauge(
       'dtp_store_integrity_problems',

@@ -11,11 +11,14 @@ import {
   type NetEvent,
   type PortName,
 } from '../../net/net-events.js';
+import { JOB_EVENT_KINDS, type JobEventKind } from '../../protocol/messages.js';
 
 /** What the net metrics read; structural, so this module does not import the coordinator. */
 export interface NetMetricsSource {
   readonly events: { on(name: 'net', listener: (event: NetEvent) => void): unknown };
   connectionCounts(): Record<'worker' | 'client', { open: number; pending: number }>;
+  /** Job events handed to subscriptions so far, one per subscription, by kind. */
+  pushedEvents(): Readonly<Record<JobEventKind, number>>;
   readonly guard: { readonly inboundBudget: { readonly usedBytes: number } };
 }
 
@@ -52,6 +55,21 @@ export function registerNetMetrics(registry: Registry, source: NetMetricsSource)
     name: 'dtp_events_dropped_total',
     help: 'Job events not pushed to subscribers that had left too many unread (each was told how many it missed)',
     registers,
+  });
+  // Counted by the ports (a sum per event, nothing per subscriber); brought up to date when scraped.
+  const counted: Record<JobEventKind, number> = { state: 0, progress: 0 };
+  new Counter<'event'>({
+    name: 'dtp_events_pushed_total',
+    help: 'Job events handed to subscribers, one per matching subscription, by kind (state, progress); those a slow subscriber missed are in dtp_events_dropped_total too',
+    labelNames: ['event'],
+    registers,
+    collect() {
+      const now = source.pushedEvents();
+      for (const event of JOB_EVENT_KINDS) {
+        this.inc({ event }, now[event] - counted[event]);
+        counted[event] = now[event];
+      }
+    },
   });
   for (const port of PORTS) {
     authRefused.inc({ port }, 0);

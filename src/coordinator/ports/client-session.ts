@@ -33,7 +33,7 @@ import { encodeMessage } from '../../protocol/codec.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { StateView } from '../../protocol/job-view.js';
 import { MAX_SUBSCRIBER_BUFFER_BYTES } from '../../protocol/limits.js';
-import type { ClientReply, JobEvent, JobSnapshot, Message } from '../../protocol/messages.js';
+import type { ClientReply, JobEvent, Message } from '../../protocol/messages.js';
 
 /**
  * Unanswered requests per connection, pending WAIT_JOBs not counted, before
@@ -75,34 +75,32 @@ export interface ClientSessionOptions {
   maxPushBytes?: number;
 }
 
-/** The frame of the last job event pushed, and what it was made of. */
-interface PushedFrame {
-  readonly job: JobSnapshot;
-  readonly event: JobEvent['event'];
-  readonly atMillis: number;
-  readonly view: StateView;
-  readonly frame: Buffer;
+/** The frames of the last job event pushed, one per state view it was shown in. */
+interface PushedFrames {
+  readonly msg: JobEvent;
+  readonly views: StateView[];
+  readonly frames: Buffer[];
 }
-let lastPushed: PushedFrame | null = null;
+let lastPushed: PushedFrames | null = null;
+/** Views whose frames are kept per event; a rarer one is encoded for each subscriber. */
+const MAX_VIEWS_KEPT = 4;
 
 /**
- * The frame of a job event as `view` shows it. The core hands every
- * subscriber of one change the same snapshot object, one after another, so
- * the frame is encoded once for all of them (and not once per subscriber).
+ * The frame of a job event as `view` shows it. The core hands one event to
+ * all its subscribers at once (one `push` effect, one message object), so
+ * the frame is encoded once per view for all of them, not once per
+ * subscriber.
  */
 function pushFrame(view: StateView, msg: JobEvent): Buffer {
-  const last = lastPushed;
-  if (
-    last !== null &&
-    last.job === msg.job &&
-    last.event === msg.event &&
-    last.atMillis === msg.atMillis &&
-    last.view === view
-  ) {
-    return last.frame;
-  }
+  let last = lastPushed;
+  if (last === null || last.msg !== msg) last = lastPushed = { msg, views: [], frames: [] };
+  const i = last.views.indexOf(view);
+  if (i >= 0) return last.frames[i] as Buffer;
   const frame = encodeMessage(view.reply(msg));
-  lastPushed = { job: msg.job, event: msg.event, atMillis: msg.atMillis, view, frame };
+  if (last.views.length < MAX_VIEWS_KEPT) {
+    last.views.push(view);
+    last.frames.push(frame);
+  }
   return frame;
 }
 

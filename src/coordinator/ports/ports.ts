@@ -34,6 +34,7 @@ import {
   type CoordinatorToWorker,
   type ErrorMessage,
   type JobEvent,
+  type JobEventKind,
   type Message,
 } from '../../protocol/messages.js';
 import { notLeaderError } from '../leadership/not-leader.js';
@@ -90,6 +91,7 @@ export class Ports {
   /** Admissions of worker connections not yet registered. */
   readonly #workerAdmissions = new Map<number, Admission>();
   readonly #clients = new Map<number, ClientSession>();
+  readonly #pushed: Record<JobEventKind, number> = { state: 0, progress: 0 };
   /** Sockets accepted while holding; served once let in. */
   #held: { socket: Socket; port: PortKind; admission: Admission }[] = [];
   #bound: [number, number] = [0, 0];
@@ -173,8 +175,16 @@ export class Ports {
     this.#clients.get(connId)?.staged(requestId, msg);
   }
 
-  push(connId: number, msg: JobEvent): void {
-    this.#clients.get(connId)?.push(msg);
+  /** One job event to each of its subscribers' connections (gone ones are skipped). */
+  push(connIds: readonly number[], msg: JobEvent): void {
+    const clients = this.#clients;
+    for (const connId of connIds) clients.get(connId)?.push(msg);
+    this.#pushed[msg.event] += connIds.length;
+  }
+
+  /** Job events handed to subscriptions so far, one per subscription, by kind (for metrics). */
+  get pushedEvents(): Readonly<Record<JobEventKind, number>> {
+    return this.#pushed;
   }
 
   held(connId: number, requestId: number): void {

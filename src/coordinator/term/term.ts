@@ -61,7 +61,7 @@ export interface TermOutlets {
   /** A WAIT_JOB the core holds (it is answered later): the session counts it now. */
   held(connId: number, requestId: number): void;
   /** A job event for a subscriber (dropped when the connection is gone). */
-  push(connId: number, msg: JobEvent): void;
+  push(connIds: readonly number[], msg: JobEvent): void;
   /** Close a connection after what was sent before. */
   close(connId: number, reason: string): void;
   /** True while something can still receive replies on `connId`. */
@@ -390,7 +390,7 @@ export class Term {
         return;
       }
       case 'push':
-        this.#outlets.push(effect.connId, effect.msg);
+        this.#outlets.push(effect.connIds, effect.msg);
         return;
       case 'armWait':
         if (this.#outlets.hasClient(effect.connId)) {
