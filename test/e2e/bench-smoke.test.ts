@@ -45,4 +45,23 @@ describe('benchmarks (smoke run)', () => {
       assert.match(stdout, new RegExp(`### ${name}`));
     }
   });
+
+  it('runs the fan-out micro-benchmark small and prints its JSON line', async () => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [
+        join(ROOT, 'dist', 'bench', 'fanout.js'),
+        '--subscribers',
+        '5',
+        '--jobs',
+        '100',
+        '--reps',
+        '1',
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    const line = JSON.parse(stdout) as { subscribers: number; eventsPerJobAndSubscriber: number };
+    assert.equal(line.subscribers, 5);
+    assert.ok(line.eventsPerJobAndSubscriber > 0, 'the subscribers received events');
+  });
 });

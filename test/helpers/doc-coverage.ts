@@ -490,6 +490,12 @@ export const NOT_RUN: readonly NotRun[] = [
   },
   {
     doc: MEASURED,
+    command: 'node dist/bench/fanout.js --reps 5',
+    reason: 'measurement',
+    why: 'test/e2e/bench-smoke.test.ts runs the same program with 5 subscribers, 100 jobs, 1 rep',
+  },
+  {
+    doc: MEASURED,
     command: 'node dist/bench/http-paging.js 1000000',
     reason: 'measurement',
     why: 'a million jobs; test/e2e/dashboard.test.ts and the HTTP unit tests page through small sets',
