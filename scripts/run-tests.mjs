@@ -3,8 +3,10 @@
 // would treat directory arguments as globs, Node 20 would not).
 //
 //   node scripts/run-tests.mjs [unit|integration|e2e|sim|package|python ...]
+//   node scripts/run-tests.mjs integration=cluster,worker,tls
 //
-// With no argument every suite runs. Suites run one after another; files of
+// With no argument every suite runs. `suite=a,b` runs only the files
+// a.test.js and b.test.js of that suite. Suites run one after another; files of
 // one suite run with the concurrency given by DTP_TEST_CONCURRENCY (default 2).
 // The python suite is scripts/python-checks.sh (the Python package: ruff,
 // mypy, pytest against real coordinators).
@@ -59,7 +61,8 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 }
 
 let failed = false;
-for (const suite of suites) {
+for (const arg of suites) {
+  const [suite, only] = arg.split('=', 2);
   if (!ALL.includes(suite)) {
     console.error(`unknown suite ${suite}; expected one of ${ALL.join(', ')}`);
     process.exit(2);
@@ -72,7 +75,16 @@ for (const suite of suites) {
     if (res.status !== 0) failed = true;
     continue;
   }
-  const files = findTests(join(root, suite));
+  let files = findTests(join(root, suite));
+  if (only !== undefined) {
+    const names = only.split(',').map((name) => `${name}.test.js`);
+    const missing = names.filter((name) => !files.some((f) => f.endsWith(`/${name}`)));
+    if (missing.length > 0) {
+      console.error(`no such test file in suite ${suite}: ${missing.join(', ')}`);
+      process.exit(2);
+    }
+    files = files.filter((f) => names.some((name) => f.endsWith(`/${name}`)));
+  }
   if (files.length === 0) continue;
   console.log(`\n# suite ${suite}: ${files.length} file(s)`);
   const serial = suite === 'e2e' || suite === 'package';
