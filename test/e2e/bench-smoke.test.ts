@@ -32,6 +32,7 @@ describe('benchmarks (smoke run)', () => {
       'throughput',
       'overload',
       'latency',
+      'flows',
     ]) {
       const entry = report[name] as { table: string[][] } | undefined;
       assert.ok(entry !== undefined && entry.table.length >= 2, `${name} has a table`);
