@@ -93,7 +93,7 @@ import {
 import type { CoordinatorFeatures, FeatureCache } from './negotiation.js';
 import { submitWithRetry } from './submit-retry.js';
 import type { SubmitRetryOptions } from './submit-retry.js';
-import type { AnyTasks, TaskName, TaskPayload, TaskResult } from './typing.js';
+import type { AnyTasks, FlowJobOf, TaskName, TaskPayload, TaskResult } from './typing.js';
 
 /** Default time allowed for a TCP connect, in ms. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
@@ -676,9 +676,23 @@ export class DtpClient<T extends object = AnyTasks> {
    * {@link SubmitRejectedError} when admission control cannot take the whole
    * flow, {@link FeatureUnsupportedError} from a coordinator without flows.
    * Never resent after a lost connection (it has no idempotency key).
+   * With a typed client (`connect<typeof tasks>()`) each job's payload is
+   * typed by its own `taskType`, and checked against the client's `schemas`
+   * before anything is sent ({@link InvalidPayloadError} naming the ref).
    */
-  async submitFlow(flow: { jobs: readonly FlowJobSpec[] }): Promise<FlowSubmission> {
-    const msg = flowMessage(flow, await activeTraceContext());
+  async submitFlow(flow: { jobs: readonly FlowJobOf<T, FlowJobSpec>[] }): Promise<FlowSubmission> {
+    const msg = flowMessage(flow as { jobs: readonly FlowJobSpec[] }, await activeTraceContext());
+    for (const job of msg.jobs) {
+      const schema = this.#schemas[job.taskType];
+      if (schema === undefined) continue;
+      const check = await checkPayload(schema, job.payload);
+      if (!check.ok) {
+        throw new InvalidPayloadError(
+          `${check.message} (flow job ref ${JSON.stringify(job.ref)})`,
+          check.issues,
+        );
+      }
+    }
     if (msg.jobs.some(namesQueue)) await this.#require('queues', 'named queues');
     const { reply, conn } = await this.#conn.requestOn(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
