@@ -217,6 +217,12 @@ export interface FlowJobSpec {
   /** The named queue (default `default`) and a group key within it, as {@link SubmitOptions}'. */
   queue?: string;
   groupKey?: string;
+  /**
+   * As SUBMIT_JOB's: a job this key already names, with the same submission
+   * and the same parents, stands for this one (its id is given back, nothing
+   * new is made); with a different one the whole flow is refused.
+   */
+  idempotencyKey?: string;
 }
 
 /** What {@link DtpClient.submitFlow} resolves with: each ref's job id. */
@@ -426,6 +432,7 @@ export function flowMessage(
       ...(job.onParentFailure === undefined ? {} : { onParentFailure: job.onParentFailure }),
       ...(job.queue === undefined ? {} : { queue: job.queue }),
       ...(job.groupKey === undefined ? {} : { groupKey: job.groupKey }),
+      ...(job.idempotencyKey === undefined ? {} : { idempotencyKey: job.idempotencyKey }),
     });
     return {
       ref: job.ref,
@@ -443,6 +450,9 @@ export function flowMessage(
       ...traceFields(trace),
       queue: request.queue ?? null,
       groupKey: request.groupKey ?? null,
+      ...(request.idempotencyKey === null || request.idempotencyKey === undefined
+        ? {}
+        : { idempotencyKey: request.idempotencyKey }),
     };
   });
   return { type: 'SUBMIT_FLOW', jobs };
@@ -675,7 +685,8 @@ export class DtpClient<T extends object = AnyTasks> {
    * `UNKNOWN_JOB`, `INVALID_PAYLOAD`, ...: nothing was created),
    * {@link SubmitRejectedError} when admission control cannot take the whole
    * flow, {@link FeatureUnsupportedError} from a coordinator without flows.
-   * Never resent after a lost connection (it has no idempotency key).
+   * Never resent after a lost connection (resubmit it yourself: with a key
+   * on every job, the same flow again creates nothing new).
    * With a typed client (`connect<typeof tasks>()`) each job's payload is
    * typed by its own `taskType`, and checked against the client's `schemas`
    * before anything is sent ({@link InvalidPayloadError} naming the ref).
