@@ -144,6 +144,11 @@ export class CoordinatorCore {
     return this.#s.config.maxActiveJobs;
   }
 
+  /** Up to `limit` jobs not yet ended that depend on `jobId` (read only: the dashboard's flow view). */
+  dependentsOf(jobId: string, limit: number): string[] {
+    return this.#s.graph.activeDependents(jobId, limit);
+  }
+
   /** Read-only views for metrics, tests and the simulation's invariant checks. */
   inspect(): CoreInspection {
     const s = this.#s;
