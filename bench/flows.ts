@@ -1,29 +1,35 @@
 /**
- * Flows: a coordinator and workers as separate processes (SQLite), two
- * shapes, each on a fresh database.
+ * Flows: a coordinator and two workers (2 x 8 slots) as separate processes
+ * (SQLite), two shapes, each on a fresh database. Before each, every task
+ * thread of the workers is started (one `hold` job per slot at once), and
+ * the measured jobs go to a queue that is paused while they are submitted
+ * and resumed after, so nothing runs before everything is in.
  *
- * - fan-in: `parents` SHA256 jobs, then joins that each depend on at most
- *   MAX_PARENTS (1,000) of them, then one final job depending on every
- *   join: 10,000 parents reach one job through two levels, because one job
- *   may name at most 1,000 parents. Everything is submitted before any
- *   worker connects, so every parent's end settles its dependents while the
- *   dependents are WAITING. The joins are HIGH priority: released while
- *   other parents are still queued, they go first, so their hand-off is not
- *   a wait behind those parents.
+ * - fan-in: `parents` jobs (SUBMIT_JOBS of 1,000), then a flow of joins that
+ *   each depend on at most MAX_PARENTS (1,000) of them and one final job
+ *   depending on every join: 10,000 parents reach one job through two
+ *   levels, because one job may name at most 1,000 parents. The joins are
+ *   HIGH priority: released while other parents are still queued, they go
+ *   first, so their hand-off is not a wait behind those parents.
  * - layered DAG: `layers` layers of `width` jobs in one SUBMIT_FLOW, each job
  *   of a layer depending on two jobs of the layer above (the same index and
- *   the next one, wrapping). Measured: the time SUBMIT_FLOW takes until
- *   FLOW_SUBMITTED is in hand (the flow is committed then), and the
- *   coordinator's RSS and V8 heap in use (its `/metrics`; garbage not yet
- *   collected included) before and after. The workers (2 x 64 slots) connect
- *   after that and have more slots than a layer has jobs.
+ *   the next one, wrapping); a layer has fewer jobs than the workers have
+ *   slots. Measured: the time SUBMIT_FLOW takes until FLOW_SUBMITTED is in
+ *   hand (the flow is committed then), and the coordinator's RSS and V8 heap
+ *   in use (its `/metrics`; garbage not yet collected included) before and
+ *   after.
  *
- * Hand-off latency, both shapes: for every dependent, its `startedAtMillis`
- * minus the latest `finishedAtMillis` of its parents. Both stamps come from
- * the coordinator's clock (the time it handled the parent's COMPLETE and the
- * time it leased the dependent's attempt), so no two clocks are compared.
- * The dependent is leased only once the parent's completion is durable, so
- * the figure includes that commit.
+ * Hand-off, both shapes, for every dependent, measured two ways:
+ * - coordinator: its `startedAtMillis` minus the latest `finishedAtMillis`
+ *   of its parents, both stamped by the coordinator's clock: the lease is
+ *   made in the same input that handles the last parent's COMPLETE, so this
+ *   is the core's own part (0 at millisecond resolution). The assignment
+ *   leaves after that input's commit.
+ * - worker: when its handler started minus when the last parent's handler
+ *   ended, both read by the workers (`stamp` returns them) on this
+ *   machine's clock, which all the processes share: the whole path, from
+ *   the parent's result through COMPLETE, the commit, TASK_ASSIGN, to the
+ *   dependent's task thread.
  */
 import { join } from 'node:path';
 import { DtpClient } from '../src/client/index.js';
@@ -32,7 +38,7 @@ import type { JobSnapshot } from '../src/protocol/messages.js';
 import { MAX_PARENTS } from '../src/protocol/limits.js';
 import { ScriptProcess } from '../test/helpers/processes.js';
 import { until } from '../test/helpers/until.js';
-import { freePort, HOST, rssMiB, startQuietCoordinator } from './harness.js';
+import { HOST, rssMiB, startQuietCoordinator } from './harness.js';
 
 export interface HandOff {
   /** Dependents measured. */
@@ -51,7 +57,7 @@ export interface FanInRun {
   joinWire: HandOff;
   /** Last join's end -> the final job's start. */
   final: HandOffPair;
-  /** First worker connected -> final job COMPLETED, ms. */
+  /** The first parent's start -> the final job's end, on the coordinator's clock, ms. */
   runMs: number;
 }
 
@@ -65,12 +71,18 @@ export interface LayeredRun {
   heapAfterMiB: number;
   handOffCore: HandOff;
   handOffWire: HandOff;
+  /** The first job's start -> the last job's end, on the coordinator's clock, ms. */
   runMs: number;
 }
 
 const WORKERS = 2;
-/** 2 x 64 slots: more than a layer's 100 jobs, so a released job never waits for a slot. */
-const CAPACITY = 64;
+/**
+ * 2 x 8 slots: more than a layer's 10 jobs, so a released job of the layered
+ * flow never waits for a slot. (A worker runs each slot's task on a thread
+ * of its own, made when first needed: many more slots would measure thread
+ * start-up.)
+ */
+const CAPACITY = 8;
 
 function startWorkers(workerPort: number): ScriptProcess[] {
   return Array.from({ length: WORKERS }, (_, i) =>
@@ -141,6 +153,13 @@ export function handOffs(jobs: readonly JobSnapshot[]): Map<string, HandOffPair>
   return out;
 }
 
+/** The first start to the last end among `jobs`, on the coordinator's clock. */
+function spanMs(jobs: readonly JobSnapshot[]): number {
+  const starts = jobs.map((job) => job.startedAtMillis ?? Infinity);
+  const ends = jobs.map((job) => job.finishedAtMillis ?? -Infinity);
+  return Math.max(...ends) - Math.min(...starts);
+}
+
 function summary(values: readonly number[]): HandOff {
   const sorted = [...values].sort((a, b) => a - b);
   if (sorted.some((v) => !Number.isFinite(v) || v < 0)) {
@@ -169,18 +188,41 @@ async function waitCompleted(client: DtpClient, jobId: string): Promise<void> {
   });
 }
 
-async function withCoordinator<T>(
-  args: string[],
-  body: (c: { client: DtpClient; workerPort: number; httpPort: number; pid: number }) => Promise<T>,
-): Promise<T> {
-  const httpPort = await freePort();
-  const c = await startQuietCoordinator([...args, '--http-port', String(httpPort)]);
+/** The queue the measured jobs go to: paused while they are submitted. */
+const QUEUE = 'flows';
+
+interface Cluster {
+  client: DtpClient;
+  httpPort: number;
+  pid: number;
+}
+
+/**
+ * A coordinator and two workers whose task threads are all started (one
+ * `hold` job per slot at once), then `body`; everything stopped after. The
+ * measured jobs go to the queue {@link QUEUE}, paused here: `body` resumes it.
+ */
+async function withCluster<T>(args: string[], body: (c: Cluster) => Promise<T>): Promise<T> {
+  const c = await startQuietCoordinator(args, true);
   const client = await DtpClient.connect({ host: HOST, port: c.clientPort });
+  const workers = startWorkers(c.workerPort);
   try {
-    return await body({ client, workerPort: c.workerPort, httpPort, pid: c.proc.pid });
+    await until(async () => (await client.workers()).length === WORKERS, {
+      timeoutMs: 60_000,
+      what: 'the workers',
+    });
+    const warm = await client.submitMany(
+      Array.from({ length: WORKERS * CAPACITY }, () => ({
+        taskType: 'hold',
+        payload: { ms: 300 },
+      })),
+    );
+    for (const id of warm) await waitCompleted(client, id);
+    await client.queues.pause(QUEUE);
+    return await body({ client, httpPort: c.httpPort as number, pid: c.proc.pid });
   } finally {
     await client.close();
-    await c.proc.stop();
+    await Promise.all([...workers, c.proc].map((p) => p.stop()));
   }
 }
 
@@ -191,7 +233,7 @@ export async function fanInRun(dir: string, parents: number): Promise<FanInRun> 
     '--max-active-jobs',
     String(parents * 2),
   ];
-  return withCoordinator(args, async ({ client, workerPort }) => {
+  return withCluster(args, async ({ client }) => {
     const started = performance.now();
     const parentIds: string[] = [];
     for (let sent = 0; sent < parents; sent += 1_000) {
@@ -199,6 +241,7 @@ export async function fanInRun(dir: string, parents: number): Promise<FanInRun> 
       const batch = Array.from({ length: n }, (_, i) => ({
         taskType: 'stamp',
         payload: { text: `parent-${sent + i}` },
+        queue: QUEUE,
       }));
       parentIds.push(...(await client.submitMany(batch)));
     }
@@ -210,6 +253,7 @@ export async function fanInRun(dir: string, parents: number): Promise<FanInRun> 
         payload: { text: `join-${joins.length}` },
         // Ahead of the parents still queued: the hand-off, not the queue, is measured.
         priority: 'HIGH',
+        queue: QUEUE,
         dependsOn: parentIds.slice(from, from + MAX_PARENTS),
       });
     }
@@ -217,29 +261,25 @@ export async function fanInRun(dir: string, parents: number): Promise<FanInRun> 
       ref: 'final',
       taskType: 'stamp',
       payload: { text: 'final' },
+      queue: QUEUE,
       dependsOn: joins.map((join) => join.ref),
     };
     const flow = await client.submitFlow({ jobs: [...joins, final] });
     const submitMs = performance.now() - started;
-    const running = performance.now();
-    const workers = startWorkers(workerPort);
-    try {
-      const finalId = flow.jobs.final as string;
-      await waitCompleted(client, finalId);
-      const runMs = performance.now() - running;
-      const byJob = handOffs(await allIn(client, 'COMPLETED'));
-      const joinIds = joins.map((join) => flow.jobs[join.ref] as string);
-      return {
-        parents,
-        submitMs,
-        joinCore: summary(joinIds.map((id) => byJob.get(id)?.core ?? NaN)),
-        joinWire: summary(joinIds.map((id) => byJob.get(id)?.wire ?? NaN)),
-        final: byJob.get(finalId) ?? { core: NaN, wire: NaN },
-        runMs,
-      };
-    } finally {
-      await Promise.all(workers.map((w) => w.stop()));
-    }
+    await client.queues.resume(QUEUE);
+    const finalId = flow.jobs.final as string;
+    await waitCompleted(client, finalId);
+    const done = (await allIn(client, 'COMPLETED')).filter((job) => job.queue === QUEUE);
+    const byJob = handOffs(done);
+    const joinIds = joins.map((join) => flow.jobs[join.ref] as string);
+    return {
+      parents,
+      submitMs,
+      joinCore: summary(joinIds.map((id) => byJob.get(id)?.core ?? NaN)),
+      joinWire: summary(joinIds.map((id) => byJob.get(id)?.wire ?? NaN)),
+      final: byJob.get(finalId) ?? { core: NaN, wire: NaN },
+      runMs: spanMs(done),
+    };
   });
 }
 
@@ -263,8 +303,8 @@ export function layeredFlow(layers: number, width: number): FlowJobSpec[] {
 export async function layeredRun(dir: string, layers: number, width: number): Promise<LayeredRun> {
   const jobs = layers * width;
   const args = ['--database', `${dir}/layered-${jobs}.db`, '--max-active-jobs', String(jobs * 2)];
-  return withCoordinator(args, async ({ client, workerPort, httpPort, pid }) => {
-    const spec = layeredFlow(layers, width);
+  return withCluster(args, async ({ client, httpPort, pid }) => {
+    const spec = layeredFlow(layers, width).map((job) => ({ ...job, queue: QUEUE }));
     const rssBeforeMiB = rssMiB(pid);
     const heapBeforeMiB = await heapMiB(httpPort);
     const started = performance.now();
@@ -272,30 +312,26 @@ export async function layeredRun(dir: string, layers: number, width: number): Pr
     const submitMs = performance.now() - started;
     const rssAfterMiB = rssMiB(pid);
     const heapAfterMiB = await heapMiB(httpPort);
-    const running = performance.now();
-    const workers = startWorkers(workerPort);
-    try {
-      await until(() => nothingLeft(client), {
-        timeoutMs: 600_000,
-        intervalMs: 20,
-        what: 'every job of the flow ended',
-      });
-      const runMs = performance.now() - running;
-      const byJob = handOffs(await allIn(client, 'COMPLETED'));
-      return {
-        jobs,
-        layers,
-        submitMs,
-        rssBeforeMiB,
-        rssAfterMiB,
-        heapBeforeMiB,
-        heapAfterMiB,
-        handOffCore: summary([...byJob.values()].map((h) => h.core)),
-        handOffWire: summary([...byJob.values()].map((h) => h.wire)),
-        runMs,
-      };
-    } finally {
-      await Promise.all(workers.map((w) => w.stop()));
-    }
+    await client.queues.resume(QUEUE);
+    await until(() => nothingLeft(client), {
+      timeoutMs: 600_000,
+      intervalMs: 20,
+      what: 'every job of the flow ended',
+    });
+    const done = (await allIn(client, 'COMPLETED')).filter((job) => job.queue === QUEUE);
+    if (done.length !== jobs) throw new Error(`${done.length} of ${jobs} jobs COMPLETED`);
+    const byJob = handOffs(done);
+    return {
+      jobs,
+      layers,
+      submitMs,
+      rssBeforeMiB,
+      rssAfterMiB,
+      heapBeforeMiB,
+      heapAfterMiB,
+      handOffCore: summary([...byJob.values()].map((h) => h.core)),
+      handOffWire: summary([...byJob.values()].map((h) => h.wire)),
+      runMs: spanMs(done),
+    };
   });
 }

@@ -397,7 +397,7 @@ async function delayedTable(dir: string): Promise<string[]> {
 }
 async function flowsTable(dir: string): Promise<string[]> {
   const parents = SMOKE ? 200 : 10_000;
-  const [layers, width] = SMOKE ? [10, 10] : [100, 100];
+  const [layers, width] = SMOKE ? [10, 10] : [1_000, 10];
   const fanIns: FanInRun[] = [];
   const dags: LayeredRun[] = [];
   for (let i = 0; i < REPEATS; i++) {
@@ -415,7 +415,7 @@ async function flowsTable(dir: string): Promise<string[]> {
       'submit, ms',
       'last parent → join start, ms, p50 / p99 / max: coordinator; worker',
       'last join → final start, ms: coordinator; worker',
-      'run, ms',
+      'first start → last end, ms',
     ]),
     row(['---', '---', '---', '---', '---']),
     row([
@@ -432,7 +432,7 @@ async function flowsTable(dir: string): Promise<string[]> {
       'RSS before → after, MiB',
       'heap used before → after, MiB',
       'last parent → dependent start, ms, p50 / p99 / max: coordinator; worker',
-      'run, ms',
+      'first start → last end, ms',
     ]),
     row(['---', '---', '---', '---', '---', '---']),
     row([
