@@ -88,7 +88,7 @@ function startWorkers(workerPort: number): ScriptProcess[] {
   return Array.from({ length: WORKERS }, (_, i) =>
     ScriptProcess.start('worker.sh', [
       ...['--coordinator-host', HOST, '--coordinator-port', String(workerPort)],
-      ...['--id', `flows-${i + 1}`, '--capacity', String(CAPACITY), '--log-format', 'json'],
+      ...['--id', `flows-${i + 1}`, '--capacity', String(CAPACITY), '--log-level', 'warn'],
       ...['--tasks', join(import.meta.dirname, 'flow-tasks.js')],
     ]),
   );
@@ -188,6 +188,13 @@ async function waitCompleted(client: DtpClient, jobId: string): Promise<void> {
   });
 }
 
+let runs = 0;
+
+/** A database file no run has used (each run starts empty). */
+function freshDatabase(dir: string, name: string): string {
+  return join(dir, `${name}-${++runs}.db`);
+}
+
 /** The queue the measured jobs go to: paused while they are submitted. */
 const QUEUE = 'flows';
 
@@ -229,7 +236,7 @@ async function withCluster<T>(args: string[], body: (c: Cluster) => Promise<T>):
 export async function fanInRun(dir: string, parents: number): Promise<FanInRun> {
   const args = [
     '--database',
-    `${dir}/fan-in-${parents}.db`,
+    freshDatabase(dir, `fan-in-${parents}`),
     '--max-active-jobs',
     String(parents * 2),
   ];
@@ -283,16 +290,16 @@ export async function fanInRun(dir: string, parents: number): Promise<FanInRun> 
   });
 }
 
-/** The layered DAG: `layers` x `width` jobs, one SUBMIT_FLOW. */
+/** The layered DAG: `layers` x `width` jobs, one SUBMIT_FLOW (short refs, empty payloads: one frame holds 10,000). */
 export function layeredFlow(layers: number, width: number): FlowJobSpec[] {
   const jobs: FlowJobSpec[] = [];
   for (let layer = 0; layer < layers; layer++) {
     for (let i = 0; i < width; i++) {
-      const above = (j: number): string => `L${layer - 1}-${j % width}`;
+      const above = (j: number): string => `${layer - 1}.${j % width}`;
       jobs.push({
-        ref: `L${layer}-${i}`,
+        ref: `${layer}.${i}`,
         taskType: 'stamp',
-        payload: { text: `L${layer}-${i}` },
+        payload: {},
         ...(layer === 0 ? {} : { dependsOn: width === 1 ? [above(i)] : [above(i), above(i + 1)] }),
       });
     }
@@ -302,7 +309,12 @@ export function layeredFlow(layers: number, width: number): FlowJobSpec[] {
 
 export async function layeredRun(dir: string, layers: number, width: number): Promise<LayeredRun> {
   const jobs = layers * width;
-  const args = ['--database', `${dir}/layered-${jobs}.db`, '--max-active-jobs', String(jobs * 2)];
+  const args = [
+    '--database',
+    freshDatabase(dir, `layered-${jobs}`),
+    '--max-active-jobs',
+    String(jobs * 2),
+  ];
   return withCluster(args, async ({ client, httpPort, pid }) => {
     const spec = layeredFlow(layers, width).map((job) => ({ ...job, queue: QUEUE }));
     const rssBeforeMiB = rssMiB(pid);

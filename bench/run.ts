@@ -436,7 +436,7 @@ async function flowsTable(dir: string): Promise<string[]> {
     ]),
     row(['---', '---', '---', '---', '---', '---']),
     row([
-      `${(layers * width).toLocaleString('en')} jobs, ${layers} layers of ${width}, 2 parents each`,
+      `${(layers * width).toLocaleString('en')} jobs, ${layers.toLocaleString('en')} layers of ${width}, 2 parents each`,
       m(dags.map((r) => r.submitMs)),
       `${m(dags.map((r) => r.rssBeforeMiB))} → ${m(dags.map((r) => r.rssAfterMiB))}`,
       `${m(dags.map((r) => r.heapBeforeMiB))} → ${m(dags.map((r) => r.heapAfterMiB))}`,
