@@ -4,7 +4,8 @@
  * ({@link DashboardSource.request}), handled by the core exactly like a TCP
  * client's and answered after their commit; history is read by the core
  * through its store reads, never here. Only the overview's gauges come from
- * `inspect()`, the read-only view the metrics use too.
+ * `inspect()`, the read-only view the metrics use too, and a flow view's
+ * dependents from `dependentsOf()` (read-only as well).
  */
 import type { CoordinatorView, CoreInspection, CronEvaluator } from '../coordinator/view.js';
 import { parseDuration } from '../protocol/duration.js';

@@ -16,6 +16,9 @@
  * Finished parents' outcomes are held (counted by the active dependents that
  * reference them) until every such dependent is terminal; recovery rebuilds
  * them from the store's rows of those parents (`RecoveredState.parentJobs`).
+ *
+ * For reading only (the dashboard's flow view), every parent, ended or not,
+ * also lists its dependents that have not ended; settling never uses it.
  */
 import type { JobState, ParentResult, ResultFormat } from '../../protocol/messages.js';
 import { MAX_ASSIGNED_PARENT_RESULT_BYTES } from '../../protocol/limits.js';
