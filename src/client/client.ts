@@ -694,7 +694,7 @@ export class DtpClient<T extends object = AnyTasks> {
   async submitFlow(flow: { jobs: readonly FlowJobOf<T, FlowJobSpec>[] }): Promise<FlowSubmission> {
     const msg = flowMessage(flow as { jobs: readonly FlowJobSpec[] }, await activeTraceContext());
     for (const job of msg.jobs) {
-      const schema = this.#schemas[job.taskType];
+      const schema = this.#schemaOf(job.taskType);
       if (schema === undefined) continue;
       const check = await checkPayload(schema, job.payload);
       if (!check.ok) {
@@ -947,8 +947,13 @@ export class DtpClient<T extends object = AnyTasks> {
     return this.#closing;
   }
 
+  /** The schema given for a task type (own keys only: a task named `constructor` has none). */
+  #schemaOf(taskType: string): StandardSchemaV1 | undefined {
+    return Object.hasOwn(this.#schemas, taskType) ? this.#schemas[taskType] : undefined;
+  }
+
   async #validate(request: SubmitRequest, schema: StandardSchemaV1 | undefined): Promise<void> {
-    const chosen = schema ?? this.#schemas[request.taskType];
+    const chosen = schema ?? this.#schemaOf(request.taskType);
     if (chosen === undefined) return;
     const check = await checkPayload(chosen, request.payload);
     if (!check.ok) throw new InvalidPayloadError(check.message, check.issues);

@@ -191,6 +191,12 @@ describe('typed client', () => {
     );
     const submittedAfter = tc.events.filter((e) => e.type === 'job.submitted').length;
     assert.equal(submittedAfter, submittedBefore, 'nothing was sent');
+    // A task named like a property every object has has no schema.
+    const odd = await client.submitFlow({
+      jobs: [{ ref: 'odd', taskType: 'constructor' as never, payload: {} as never }],
+    });
+    assert.equal(typeof odd.jobs.odd, 'string');
+    await client.cancel(odd.jobs.odd as string);
   });
 
   it('reports the coordinator refusing a task type name', async () => {
