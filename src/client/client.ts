@@ -685,8 +685,8 @@ export class DtpClient<T extends object = AnyTasks> {
    * `UNKNOWN_JOB`, `INVALID_PAYLOAD`, ...: nothing was created),
    * {@link SubmitRejectedError} when admission control cannot take the whole
    * flow, {@link FeatureUnsupportedError} from a coordinator without flows.
-   * Never resent after a lost connection (resubmit it yourself: with a key
-   * on every job, the same flow again creates nothing new).
+   * Sent again after a lost connection only when every job has an
+   * idempotency key (the same flow again then creates nothing new).
    * With a typed client (`connect<typeof tasks>()`) each job's payload is
    * typed by its own `taskType`, and checked against the client's `schemas`
    * before anything is sent ({@link InvalidPayloadError} naming the ref).
