@@ -36,14 +36,44 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** `count` distinct ports that were free a moment ago (all held open while they are picked). */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = Array.from({ length: count }, () => createServer());
+  try {
+    return await Promise.all(
+      servers.map(
+        (server) =>
+          new Promise<number>((resolve, reject) => {
+            server.once('error', reject);
+            server.listen(0, HOST, () => {
+              const address = server.address();
+              resolve(typeof address === 'object' && address !== null ? address.port : 0);
+            });
+          }),
+      ),
+    );
+  } finally {
+    await Promise.all(
+      servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))),
+    );
+  }
+}
+
 /**
  * Starts a coordinator that logs only warnings (so logging does not distort
- * the measurement) and waits until its client port answers.
+ * the measurement) and waits until its client port answers. With `http`,
+ * it also gets an HTTP port (`/metrics`), distinct from the other two.
  */
 export async function startQuietCoordinator(
   args: string[],
-): Promise<{ proc: ScriptProcess; workerPort: number; clientPort: number }> {
-  const [workerPort, clientPort] = [await freePort(), await freePort()];
+  http = false,
+): Promise<{
+  proc: ScriptProcess;
+  workerPort: number;
+  clientPort: number;
+  httpPort: number | null;
+}> {
+  const [workerPort = 0, clientPort = 0, httpPort = null] = await freePorts(http ? 3 : 2);
   const proc = ScriptProcess.start('coordinator.sh', [
     ...[
       '--bind-host',
@@ -53,6 +83,7 @@ export async function startQuietCoordinator(
       '--client-port',
       String(clientPort),
     ],
+    ...(httpPort === null ? [] : ['--http-port', String(httpPort)]),
     ...['--log-level', 'warn', ...args],
   ]);
   await until(
@@ -64,7 +95,7 @@ export async function startQuietCoordinator(
     },
     { timeoutMs: 120_000, intervalMs: 20, what: 'the coordinator' },
   );
-  return { proc, workerPort, clientPort };
+  return { proc, workerPort, clientPort, httpPort };
 }
 
 /** Starts a coordinator with `coordinatorArgs` and `workers` workers of `capacity`. */

@@ -4,7 +4,7 @@
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
  * routing, fairness, rate, recovery, throughput, bulk, overload, latency,
- * security, subscribers. Every run is bounded in jobs and
+ * security, subscribers, delayed, flows. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,6 +25,7 @@ import { throughput, type ThroughputRun } from './throughput.js';
 import { bulkRun, type BulkRun } from './bulk.js';
 import { subscriberRun, type SubscriberRun } from './subscribers.js';
 import { delayedBench } from './delayed.js';
+import { fanInRun, layeredRun, type FanInRun, type HandOff, type LayeredRun } from './flows.js';
 import { FAIRNESS_CASES, fairnessAssignmentsPerSecond, groupMemory } from './fairness.js';
 import { coreRateRun, rateRun, type RateRun } from './rate.js';
 
@@ -46,6 +47,7 @@ const ALL = [
   'security',
   'subscribers',
   'delayed',
+  'flows',
 ] as const;
 type Name = (typeof ALL)[number];
 
@@ -401,6 +403,56 @@ async function delayedTable(dir: string): Promise<string[]> {
     ]),
   ];
 }
+async function flowsTable(dir: string): Promise<string[]> {
+  const parents = SMOKE ? 200 : 10_000;
+  const [layers, width] = SMOKE ? [10, 10] : [1_000, 10];
+  const fanIns: FanInRun[] = [];
+  const dags: LayeredRun[] = [];
+  for (let i = 0; i < REPEATS; i++) {
+    fanIns.push(await fanInRun(dir, parents));
+    dags.push(await layeredRun(dir, layers, width));
+  }
+  const m = (values: number[]): number => Math.round(median(values) * 10) / 10;
+  const spread = (list: HandOff[]): string =>
+    [m(list.map((h) => h.p50Ms)), m(list.map((h) => h.p99Ms)), m(list.map((h) => h.maxMs))].join(
+      ' / ',
+    );
+  return [
+    row([
+      'fan-in',
+      'submit, ms',
+      'last parent → join start, ms, p50 / p99 / max: coordinator; worker',
+      'last join → final start, ms: coordinator; worker',
+      'first start → last end, ms',
+    ]),
+    row(['---', '---', '---', '---', '---']),
+    row([
+      `${parents.toLocaleString('en')} parents → ${Math.ceil(parents / 1000)} joins → 1`,
+      m(fanIns.map((r) => r.submitMs)),
+      `${spread(fanIns.map((r) => r.joinCore))}; ${spread(fanIns.map((r) => r.joinWire))}`,
+      `${m(fanIns.map((r) => r.final.core))}; ${m(fanIns.map((r) => r.final.wire))}`,
+      m(fanIns.map((r) => r.runMs)),
+    ]),
+    '',
+    row([
+      'layered flow (one SUBMIT_FLOW)',
+      'submit, ms',
+      'RSS before → after, MiB',
+      'heap used before → after, MiB',
+      'last parent → dependent start, ms, p50 / p99 / max: coordinator; worker',
+      'first start → last end, ms',
+    ]),
+    row(['---', '---', '---', '---', '---', '---']),
+    row([
+      `${(layers * width).toLocaleString('en')} jobs, ${layers.toLocaleString('en')} layers of ${width}, 2 parents each`,
+      m(dags.map((r) => r.submitMs)),
+      `${m(dags.map((r) => r.rssBeforeMiB))} → ${m(dags.map((r) => r.rssAfterMiB))}`,
+      `${m(dags.map((r) => r.heapBeforeMiB))} → ${m(dags.map((r) => r.heapAfterMiB))}`,
+      `${spread(dags.map((r) => r.handOffCore))}; ${spread(dags.map((r) => r.handOffWire))}`,
+      m(dags.map((r) => r.runMs)),
+    ]),
+  ];
+}
 /** A Markdown table as rows of cells (for the JSON report). */
 function cellsOf(lines: string[]): string[][] {
   return lines
@@ -434,6 +486,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return subscribersTable(dir);
     case 'delayed':
       return delayedTable(dir);
+    case 'flows':
+      return flowsTable(dir);
   }
 }
 

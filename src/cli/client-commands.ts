@@ -506,9 +506,6 @@ async function runPurge(ctx: CommandContext): Promise<CommandOutput> {
   };
 }
 
-/** Per-job fields of a flow file this build does not carry yet: refused rather than dropped. */
-const FLOW_FIELDS_NOT_HERE = ['idempotencyKey'] as const;
-
 /**
  * `submit-flow <file|->`: the flow document checked here first (shape,
  * duplicate refs, cycles: exit 2, nothing sent), then sent as one request.
@@ -567,10 +564,9 @@ function checkFlowDocument(doc: unknown, source: string): { jobs: FlowJobSpec[] 
     ) {
       throw bad(`jobs[${index}].dependsOn must be an array of refs or job ids`);
     }
-    for (const field of FLOW_FIELDS_NOT_HERE) {
-      if (job[field] !== undefined && job[field] !== null) {
-        throw bad(`jobs[${index}].${field} is not supported in a flow by this build`);
-      }
+    const key: unknown = job.idempotencyKey;
+    if (key !== undefined && key !== null && (typeof key !== 'string' || key === '')) {
+      throw bad(`jobs[${index}].idempotencyKey must be a non-empty string`);
     }
   }
   const typed = jobs as FlowJobSpec[];

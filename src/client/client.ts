@@ -93,7 +93,7 @@ import {
 import type { CoordinatorFeatures, FeatureCache } from './negotiation.js';
 import { submitWithRetry } from './submit-retry.js';
 import type { SubmitRetryOptions } from './submit-retry.js';
-import type { AnyTasks, TaskName, TaskPayload, TaskResult } from './typing.js';
+import type { AnyTasks, FlowJobOf, TaskName, TaskPayload, TaskResult } from './typing.js';
 
 /** Default time allowed for a TCP connect, in ms. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
@@ -217,6 +217,12 @@ export interface FlowJobSpec {
   /** The named queue (default `default`) and a group key within it, as {@link SubmitOptions}'. */
   queue?: string;
   groupKey?: string;
+  /**
+   * As SUBMIT_JOB's: a job this key already names, with the same submission
+   * and the same parents, stands for this one (its id is given back, nothing
+   * new is made); with a different one the whole flow is refused.
+   */
+  idempotencyKey?: string;
 }
 
 /** What {@link DtpClient.submitFlow} resolves with: each ref's job id. */
@@ -426,6 +432,7 @@ export function flowMessage(
       ...(job.onParentFailure === undefined ? {} : { onParentFailure: job.onParentFailure }),
       ...(job.queue === undefined ? {} : { queue: job.queue }),
       ...(job.groupKey === undefined ? {} : { groupKey: job.groupKey }),
+      ...(job.idempotencyKey === undefined ? {} : { idempotencyKey: job.idempotencyKey }),
     });
     return {
       ref: job.ref,
@@ -443,6 +450,9 @@ export function flowMessage(
       ...traceFields(trace),
       queue: request.queue ?? null,
       groupKey: request.groupKey ?? null,
+      ...(request.idempotencyKey === null || request.idempotencyKey === undefined
+        ? {}
+        : { idempotencyKey: request.idempotencyKey }),
     };
   });
   return { type: 'SUBMIT_FLOW', jobs };
@@ -675,10 +685,25 @@ export class DtpClient<T extends object = AnyTasks> {
    * `UNKNOWN_JOB`, `INVALID_PAYLOAD`, ...: nothing was created),
    * {@link SubmitRejectedError} when admission control cannot take the whole
    * flow, {@link FeatureUnsupportedError} from a coordinator without flows.
-   * Never resent after a lost connection (it has no idempotency key).
+   * Sent again after a lost connection only when every job has an
+   * idempotency key (the same flow again then creates nothing new).
+   * With a typed client (`connect<typeof tasks>()`) each job's payload is
+   * typed by its own `taskType`, and checked against the client's `schemas`
+   * before anything is sent ({@link InvalidPayloadError} naming the ref).
    */
-  async submitFlow(flow: { jobs: readonly FlowJobSpec[] }): Promise<FlowSubmission> {
-    const msg = flowMessage(flow, await activeTraceContext());
+  async submitFlow(flow: { jobs: readonly FlowJobOf<T, FlowJobSpec>[] }): Promise<FlowSubmission> {
+    const msg = flowMessage(flow as { jobs: readonly FlowJobSpec[] }, await activeTraceContext());
+    for (const job of msg.jobs) {
+      const schema = this.#schemaOf(job.taskType);
+      if (schema === undefined) continue;
+      const check = await checkPayload(schema, job.payload);
+      if (!check.ok) {
+        throw new InvalidPayloadError(
+          `${check.message} (flow job ref ${JSON.stringify(job.ref)})`,
+          check.issues,
+        );
+      }
+    }
     if (msg.jobs.some(namesQueue)) await this.#require('queues', 'named queues');
     const { reply, conn } = await this.#conn.requestOn(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
@@ -922,8 +947,13 @@ export class DtpClient<T extends object = AnyTasks> {
     return this.#closing;
   }
 
+  /** The schema given for a task type (own keys only: a task named `constructor` has none). */
+  #schemaOf(taskType: string): StandardSchemaV1 | undefined {
+    return Object.hasOwn(this.#schemas, taskType) ? this.#schemas[taskType] : undefined;
+  }
+
   async #validate(request: SubmitRequest, schema: StandardSchemaV1 | undefined): Promise<void> {
-    const chosen = schema ?? this.#schemas[request.taskType];
+    const chosen = schema ?? this.#schemaOf(request.taskType);
     if (chosen === undefined) return;
     const check = await checkPayload(chosen, request.payload);
     if (!check.ok) throw new InvalidPayloadError(check.message, check.issues);

@@ -44,7 +44,14 @@ export {
   V1_FEATURES,
 } from './negotiation.js';
 export type { CoordinatorFeatures } from './negotiation.js';
-export type { AnyTasks, BuiltinPayloads, TaskName, TaskPayload, TaskResult } from './typing.js';
+export type {
+  AnyTasks,
+  BuiltinPayloads,
+  FlowJobOf,
+  TaskName,
+  TaskPayload,
+  TaskResult,
+} from './typing.js';
 export type { EventGap } from './subscription.js';
 export {
   EventsUnsupportedError,

@@ -54,11 +54,11 @@ export interface LeaderConnectionOptions {
 
 /** True when a request may be sent again after its connection broke in flight. */
 export function isSafeToRepeat(msg: ClientRequest): boolean {
-  // A flow has no idempotency key: sent twice, it would be created twice.
-  if (msg.type === 'SUBMIT_FLOW') return false;
-  if (msg.type === 'SUBMIT_JOBS') {
-    // A batch may be sent again only when every job of it has a key.
-    return msg.jobs.every((job) => typeof job.idempotencyKey === 'string' && job.idempotencyKey);
+  // A batch or a flow may be sent again only when every job of it has a key
+  // (a flow's keyed jobs sent again are the jobs the first sending made).
+  if (msg.type === 'SUBMIT_JOBS' || msg.type === 'SUBMIT_FLOW') {
+    const jobs: readonly { idempotencyKey?: unknown }[] = msg.jobs;
+    return jobs.every((job) => typeof job.idempotencyKey === 'string' && job.idempotencyKey !== '');
   }
   if (msg.type !== 'SUBMIT_JOB') return msg.type !== 'AUTH';
   return (

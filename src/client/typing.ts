@@ -45,3 +45,16 @@ export type TaskResult<T, K extends string> = K extends keyof T
   : K extends BuiltinTaskType
     ? string
     : never;
+
+/**
+ * One job of a flow submitted by a client typed with `T`: its payload is the
+ * payload of its own `taskType` (a union over the task names, told apart by
+ * `taskType`). Untyped (`T` = {@link AnyTasks}) it is any name with a JSON
+ * object payload.
+ */
+export type FlowJobOf<T, Spec extends { taskType: string; payload: JsonObject }> = {
+  [K in TaskName<T>]: Omit<Spec, 'taskType' | 'payload'> & {
+    taskType: K;
+    payload: TaskPayload<T, K>;
+  };
+}[TaskName<T>];

@@ -473,6 +473,11 @@ export class Coordinator implements CoordinatorView {
     throw new Error('coordinator is not started');
   }
 
+  /** Up to `limit` jobs not yet ended that depend on `jobId`; none while standing by. */
+  dependentsOf(jobId: string, limit: number): string[] {
+    return this.#termOf()?.dependentsOf(jobId, limit) ?? [];
+  }
+
   /**
    * One client request from inside the process, handled by the core like a
    * TCP client's; resolves with its reply once that reply may leave (after

@@ -24,6 +24,11 @@ export interface CoordinatorView {
   /** The core's state right now (read-only); empty while standing by. */
   inspect(): CoreInspection;
   /**
+   * Up to `limit` jobs that depend on `jobId` and have not ended (the core
+   * indexes those only; read-only, for the dashboard's flow view).
+   */
+  dependentsOf(jobId: string, limit: number): string[];
+  /**
    * One client request through the core, like a TCP client's; resolves with
    * its reply once that reply may leave (after its commit). Never rejects.
    */

@@ -4,7 +4,8 @@
  * ({@link DashboardSource.request}), handled by the core exactly like a TCP
  * client's and answered after their commit; history is read by the core
  * through its store reads, never here. Only the overview's gauges come from
- * `inspect()`, the read-only view the metrics use too.
+ * `inspect()`, the read-only view the metrics use too, and a flow view's
+ * dependents from `dependentsOf()` (read-only as well).
  */
 import type { CoordinatorView, CoreInspection, CronEvaluator } from '../coordinator/view.js';
 import { parseDuration } from '../protocol/duration.js';
@@ -207,6 +208,83 @@ export async function jobDetails(ctx: ApiContext, jobId: string): Promise<JobDet
     ...(payload != null && { payload }),
     ...(payloadOmitted === true && { payloadOmitted }),
   };
+}
+
+/** Most jobs `GET /api/jobs/:id/flow` shows. */
+export const MAX_FLOW_NODES = 200;
+
+/** One job of a flow view, placed relative to the job asked about. */
+export interface FlowNode {
+  jobId: string;
+  taskType: string;
+  state: JobState;
+  /** Negative: an ancestor that many levels up; 0: the job asked about; positive: a dependent. */
+  level: number;
+  /** Its parents' ids (`dependsOn`), empty when none. */
+  dependsOn: string[];
+}
+
+/** `GET /api/jobs/:id/flow`: the job's ancestors and its dependents not yet ended. */
+export interface FlowView {
+  /** Ancestors (nearest first by level), the job, then its dependents, level by level. */
+  nodes: FlowNode[];
+  /** True when {@link MAX_FLOW_NODES} cut the view short. */
+  truncated: boolean;
+}
+
+function flowNode(job: JobSnapshot, level: number): FlowNode {
+  return {
+    jobId: job.jobId,
+    taskType: job.taskType,
+    state: job.state,
+    level,
+    dependsOn: job.dependsOn ?? [],
+  };
+}
+
+/** The job's snapshot, or null when it is unknown (purged); other errors throw. */
+async function snapshotOf(ctx: ApiContext, jobId: string): Promise<JobSnapshot | null> {
+  const reply = await ctx.source.request({ type: 'GET_JOB_STATUS', jobId });
+  if (reply.type === 'ERROR' && reply.code === ErrorCode.UnknownJob) return null;
+  return expect(reply, 'JOB_STATUS').job;
+}
+
+/**
+ * Walks up through `dependsOn` (parents of parents...) and down through the
+ * core's index of dependents that have not ended (ended dependents are not
+ * indexed, so a flow that has finished shows its ancestors only), level by
+ * level, at most {@link MAX_FLOW_NODES} jobs in all; each job is one
+ * GET_JOB_STATUS through the core, a level's at once.
+ */
+export async function jobFlow(ctx: ApiContext, jobId: string): Promise<FlowView> {
+  const root = await snapshotOf(ctx, jobId);
+  if (root === null) throw new HttpError(404, ErrorCode.UnknownJob, `Unknown job: ${jobId}`);
+  const seen = new Map<string, FlowNode>([[root.jobId, flowNode(root, 0)]]);
+  let truncated = false;
+  const take = (ids: Iterable<string>): string[] => {
+    const fresh = [...new Set(ids)].filter((id) => !seen.has(id));
+    const room = MAX_FLOW_NODES - seen.size;
+    if (fresh.length > room) truncated = true;
+    return fresh.slice(0, Math.max(0, room));
+  };
+  const walk = async (step: -1 | 1, next: (node: FlowNode) => string[]): Promise<void> => {
+    let frontier = [seen.get(root.jobId) as FlowNode];
+    for (let level = step; frontier.length > 0 && !truncated; level += step) {
+      const ids = take(frontier.flatMap(next));
+      const jobs = await Promise.all(ids.map((id) => snapshotOf(ctx, id)));
+      frontier = [];
+      for (const job of jobs) {
+        if (job === null || seen.has(job.jobId)) continue;
+        const node = flowNode(job, level);
+        seen.set(job.jobId, node);
+        frontier.push(node);
+      }
+    }
+  };
+  await walk(-1, (node) => node.dependsOn);
+  await walk(1, (node) => ctx.source.dependentsOf(node.jobId, MAX_FLOW_NODES));
+  const nodes = [...seen.values()].sort((a, b) => a.level - b.level);
+  return { nodes, truncated };
 }
 
 export async function cancelJob(ctx: ApiContext, jobId: string): Promise<CancelResult> {

@@ -16,6 +16,7 @@ import { ActivityLog, activityKind } from './activity.js';
 import {
   cancelJob,
   jobDetails,
+  jobFlow,
   listJobs,
   overview,
   purge,
@@ -214,7 +215,7 @@ export class Dashboard {
   async #jobRoute(call: Call, query: (allowed: readonly string[]) => QueryParams): Promise<void> {
     const { req, res } = call;
     const path = call.target.path;
-    const match = /^\/api\/jobs\/([^/]+)(?:\/(cancel|rerun))?$/.exec(path);
+    const match = /^\/api\/jobs\/([^/]+)(?:\/(cancel|rerun|flow))?$/.exec(path);
     if (match === null)
       throw new HttpError(404, HttpErrorCode.NotFound, `no such API path: ${path.slice(0, 100)}`);
     const jobId = decodePathSegment(match[1] as string);
@@ -223,6 +224,9 @@ export class Dashboard {
       case undefined:
         allow(req, 'GET');
         return sendJson(res, 200, await jobDetails(this.#ctx, jobId));
+      case 'flow':
+        allow(req, 'GET');
+        return sendJson(res, 200, await jobFlow(this.#ctx, jobId));
       case 'cancel':
         allow(req, 'POST');
         onlyFields(call.json(), []);

@@ -39,6 +39,7 @@ describe('benchmarks (smoke run)', () => {
       'security',
       'subscribers',
       'delayed',
+      'flows',
     ]) {
       const entry = report[name] as { table: string[][] } | undefined;
       assert.ok(entry !== undefined && entry.table.length >= 2, `${name} has a table`);

@@ -5,7 +5,8 @@
  * COMPLETED without a reload; cancel from the page cancels a running job;
  * filters and paging; the job page shows two attempts after a worker was
  * killed; the Queues and Schedules pages with their actions; a delayed job
- * in the list and on its page; with client tokens the page asks for one first. Skipped, saying
+ * in the list and on its page; a flow around a job (parents, dependents,
+ * WAITING in the list, child jobs and steps); with client tokens the page asks for one first. Skipped, saying
  * why, only where no Chromium is installed.
  */
 import assert from 'node:assert/strict';
@@ -438,6 +439,62 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
     await page.waitForSelector('[data-testid=job-page] [data-state=QUEUED]', { timeout: 10_000 });
     assert.equal(await page.locator('[data-testid=job-countdown]').count(), 0);
     assert.ok(await stillMarked(), 'the page was not reloaded');
+  });
+
+  it('shows a flow around a job: parents with states, dependents, WAITING in the list, child jobs and steps', async () => {
+    const idle = (ref: string, dependsOn: string[] = []) => ({
+      ref,
+      taskType: 'FLOW_UI',
+      payload: {},
+      dependsOn,
+    });
+    const reply = await client.request({
+      type: 'SUBMIT_FLOW',
+      jobs: [idle('a'), idle('b', ['a']), idle('c', ['a']), idle('d', ['b', 'c'])],
+    });
+    assert.equal(reply.type, 'FLOW_SUBMITTED', JSON.stringify(reply));
+    const ids = new Map(
+      reply.type === 'FLOW_SUBMITTED' ? reply.jobs.map((j) => [j.ref, j.jobId]) : [],
+    );
+    const id = (ref: string): string => ids.get(ref) as string;
+    await page.goto(`${base}#/jobs?state=WAITING&type=FLOW_UI`);
+    for (const ref of ['b', 'c', 'd'])
+      await page.waitForSelector(`${row(id(ref))}[data-state=WAITING]`);
+    assert.equal(await page.locator(row(id('a'))).count(), 0, 'a is QUEUED, not WAITING');
+
+    // The snapshot fields of child jobs and steps, as a coordinator that has them would send them.
+    const made = 'made-by-handler-0001';
+    const ofB = (url: URL): boolean => url.pathname === `/api/jobs/${id('b')}`;
+    await page.route(ofB, async (route) => {
+      const response = await route.fetch();
+      const details = (await response.json()) as { job: Record<string, unknown> };
+      details.job.parentJobId = id('a');
+      details.job.children = [made];
+      details.job.steps = [{ name: 'fetch', atMillis: Date.now() }];
+      await route.fulfill({ response, json: details });
+    });
+    await page.goto(`${base}#/jobs/${id('b')}`);
+    await page.waitForSelector('[data-testid=flow-tree]');
+    assert.deepEqual(await attributes('[data-testid=flow-node]', 'data-level'), ['-1', '0', '1']);
+    assert.deepEqual(await attributes('[data-testid=flow-node]', 'data-job-id'), [
+      id('a'),
+      id('b'),
+      id('d'),
+    ]);
+    assert.deepEqual(await attributes('[data-testid=parent-link]', 'data-job-id'), [id('a')]);
+    await page.waitForSelector('[data-testid=job-parents] [data-state=QUEUED]');
+    assert.deepEqual(await attributes('[data-testid=child-link]', 'data-job-id'), [made]);
+    assert.deepEqual(await attributes('[data-testid=parent-job-link]', 'data-job-id'), [id('a')]);
+    assert.equal(await page.textContent('[data-testid=step-row] td'), 'fetch');
+    await page.unroute(ofB);
+
+    // From the first job: every dependent below it, and a click follows one.
+    await page.goto(`${base}#/jobs/${id('a')}`);
+    await page.waitForSelector(`[data-testid=flow-node][data-job-id="${id('d')}"][data-level="2"]`);
+    assert.equal(await page.locator('[data-testid=job-relations]').count(), 0, 'a has no parents');
+    await page.click(`[data-testid=flow-link][data-job-id="${id('c')}"]`);
+    await page.waitForSelector(`[data-testid=flow-node][data-job-id="${id('c')}"][data-level="0"]`);
+    await client.request({ type: 'CANCEL_JOB', jobId: id('a') });
   });
 
   it('lists workers with their slots and task types', async () => {

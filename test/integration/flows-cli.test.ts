@@ -102,6 +102,47 @@ describe('client CLI: dependencies and flows', () => {
     });
   }
 
+  it('gives a flow file with keys sent twice the same jobs, and refuses a key used differently', async () => {
+    const doc = {
+      jobs: [
+        { ref: 'a', taskType: 'SHA256', payload: { text: 'a' }, idempotencyKey: 'cli-flow/a' },
+        {
+          ref: 'b',
+          taskType: 'SHA256',
+          payload: { text: 'b' },
+          dependsOn: ['a'],
+          idempotencyKey: 'cli-flow/b',
+        },
+      ],
+    };
+    const path = await flowFile('keyed.json', doc);
+    const first = await cli('submit-flow', path, '--json');
+    assert.equal(first.code, 0, first.stderr);
+    const before = await jobCount();
+    const again = await cli('submit-flow', path, '--json');
+    assert.equal(again.code, 0, again.stderr);
+    assert.deepEqual(JSON.parse(again.stdout), JSON.parse(first.stdout));
+    assert.equal(await jobCount(), before, 'nothing new');
+    const other = await cli(
+      'submit-flow',
+      await flowFile('keyed-other.json', {
+        jobs: [
+          { ref: 'a', taskType: 'SHA256', payload: { text: 'x' }, idempotencyKey: 'cli-flow/a' },
+        ],
+      }),
+    );
+    assert.equal(other.code, 1);
+    assert.match(other.stderr, /Idempotency key "cli-flow\/a" \(ref "a"\) is already used by job/);
+    const empty = await cli(
+      'submit-flow',
+      await flowFile('keyed-empty.json', {
+        jobs: [{ ref: 'a', taskType: 'SHA256', payload: {}, idempotencyKey: '' }],
+      }),
+    );
+    assert.equal(empty.code, 2);
+    assert.match(empty.stderr, /jobs\[0\]\.idempotencyKey must be a non-empty string/);
+  });
+
   it('exits 1 with the coordinator error for an unknown ref or an invalid payload', async () => {
     const before = await jobCount();
     const unknown = await cli(

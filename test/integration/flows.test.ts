@@ -14,6 +14,7 @@ import {
   FeatureUnsupportedError,
   RemoteError,
   UnsupportedFeatureError,
+  type FlowJobSpec,
 } from '../../src/client/index.js';
 import type { Worker } from '../../src/worker/worker.js';
 import { StrictV1Coordinator } from '../helpers/strict-v1.js';
@@ -210,6 +211,41 @@ describe('dependencies and flows, end to end', { timeout: 120_000 }, () => {
         [open.jobId, 'string'],
       ],
     );
+  });
+
+  it('gives a resubmitted keyed flow its existing jobs, on SQLite after they ended', async () => {
+    const dir = tempDir();
+    closers.push(() => Promise.resolve(dir.remove()));
+    const { tc, client } = await cluster(join(dir.dir, 'coordinator.db'));
+    await worker(tc, 'w-keys');
+    const jobs: FlowJobSpec[] = [
+      { ref: 'a', taskType: 'SHA256', payload: { text: 'a' }, idempotencyKey: 'order-7/a' },
+      {
+        ref: 'b',
+        taskType: 'parents.echo',
+        payload: {},
+        dependsOn: ['a'],
+        idempotencyKey: 'order-7/b',
+      },
+    ];
+    const first = await client.submitFlow({ jobs });
+    const b = first.jobs.b as string;
+    assert.equal((await client.wait(b, 20_000)).state, 'COMPLETED');
+    const again = await client.submitFlow({ jobs });
+    assert.deepEqual(again.jobs, first.jobs);
+    const page = await client.listPage({ limit: 10 });
+    assert.equal(page.jobs.length, 2, 'nothing new');
+    // One key used with another payload: the whole flow is refused.
+    await assert.rejects(
+      client.submitFlow({
+        jobs: [
+          { ref: 'new', taskType: 'SHA256', payload: { text: 'new' } },
+          { ref: 'a', taskType: 'SHA256', payload: { text: 'other' }, idempotencyKey: 'order-7/a' },
+        ],
+      }),
+      (err: unknown) => err instanceof RemoteError && err.code === 'IDEMPOTENCY_CONFLICT',
+    );
+    assert.equal((await client.listPage({ limit: 10 })).jobs.length, 2);
   });
 
   it('says plainly that a coordinator without flows does not support them', async () => {

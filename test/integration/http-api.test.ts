@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import type {
   CancelResult,
+  FlowView,
   JobDetails,
   JobPage,
   Overview,
@@ -16,7 +17,7 @@ import type {
   WorkersResult,
 } from '../../src/http/api.js';
 import type { JobsMessage } from '../../src/http/live.js';
-import type { QueueInfo } from '../../src/protocol/messages.js';
+import type { FlowJob, QueueInfo } from '../../src/protocol/messages.js';
 import { EventStream, HttpApi, type SseEvent } from '../helpers/http-api.js';
 import { startCoordinator, type TestCoordinator } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
@@ -224,6 +225,80 @@ describe('HTTP API: one job', () => {
     await api.expect<RerunResult>('POST', `/api/jobs/${queued}/rerun`, 201, {});
     const done = await finishedJob(true);
     await api.fails('POST', `/api/jobs/${done}/rerun`, 409, {});
+  });
+});
+
+describe('HTTP API: GET /api/jobs/:id/flow', () => {
+  const idle = (ref: string, dependsOn: string[] = []): FlowJob => ({
+    ref,
+    taskType: 'FLOW_VIEW_TYPE',
+    payload: {},
+    dependsOn,
+  });
+  async function submitFlow(jobs: FlowJob[]): Promise<Map<string, string>> {
+    const reply = await client.request({ type: 'SUBMIT_FLOW', jobs });
+    assert.equal(reply.type, 'FLOW_SUBMITTED', JSON.stringify(reply));
+    return new Map(reply.type === 'FLOW_SUBMITTED' ? reply.jobs.map((j) => [j.ref, j.jobId]) : []);
+  }
+  const levels = (view: FlowView, id: (ref: string) => string, refs: string[]): unknown =>
+    view.nodes.map((n) => [refs.find((r) => id(r) === n.jobId), n.level, n.state]);
+
+  it('shows ancestors above and dependents not yet ended below, and WAITING jobs in lists', async () => {
+    const ids = await submitFlow([
+      idle('a'),
+      idle('b', ['a']),
+      idle('c', ['a']),
+      idle('d', ['b', 'c']),
+    ]);
+    const id = (ref: string): string => ids.get(ref) as string;
+    const refs = ['a', 'b', 'c', 'd'];
+    const fromB = await api.ok<FlowView>(`/api/jobs/${id('b')}/flow`);
+    assert.deepEqual(levels(fromB, id, refs), [
+      ['a', -1, 'QUEUED'],
+      ['b', 0, 'WAITING'],
+      ['d', 1, 'WAITING'],
+    ]);
+    assert.equal(fromB.truncated, false);
+    assert.deepEqual(fromB.nodes[2]?.dependsOn, [id('b'), id('c')]);
+    const fromA = await api.ok<FlowView>(`/api/jobs/${id('a')}/flow`);
+    assert.deepEqual(levels(fromA, id, refs), [
+      ['a', 0, 'QUEUED'],
+      ['b', 1, 'WAITING'],
+      ['c', 1, 'WAITING'],
+      ['d', 2, 'WAITING'],
+    ]);
+    const waiting = await api.ok<JobPage>('/api/jobs?state=WAITING&type=FLOW_VIEW_TYPE');
+    assert.deepEqual(
+      new Set(waiting.jobs.map((j) => j.jobId)),
+      new Set([id('b'), id('c'), id('d')]),
+    );
+    // An ended dependent is not indexed: only the ancestors stay in view.
+    await api.expect<CancelResult>('POST', `/api/jobs/${id('d')}/cancel`, 200, {});
+    const afterCancel = await api.ok<FlowView>(`/api/jobs/${id('c')}/flow`);
+    assert.deepEqual(levels(afterCancel, id, refs), [
+      ['a', -1, 'QUEUED'],
+      ['c', 0, 'WAITING'],
+    ]);
+    await api.expect<CancelResult>('POST', `/api/jobs/${id('a')}/cancel`, 200, {});
+    await api.fails('GET', '/api/jobs/no-such-job/flow', 404);
+    await api.fails('POST', `/api/jobs/${id('a')}/flow`, 405, {});
+  });
+
+  it('shows at most 200 jobs and says it cut the view', async () => {
+    const fan = [
+      idle('root'),
+      ...Array.from({ length: 250 }, (_, i) => idle(`leaf-${i}`, ['root'])),
+    ];
+    const ids = await submitFlow(fan);
+    const view = await api.ok<FlowView>(`/api/jobs/${ids.get('root') as string}/flow`);
+    assert.equal(view.nodes.length, 200);
+    assert.equal(view.truncated, true);
+    await api.expect<CancelResult>(
+      'POST',
+      `/api/jobs/${ids.get('root') as string}/cancel`,
+      200,
+      {},
+    );
   });
 });
 

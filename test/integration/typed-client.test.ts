@@ -15,6 +15,7 @@ import {
   WaitTimeoutError,
   connect,
   type DtpClient,
+  type FlowJobSpec,
 } from '../../src/client/index.js';
 import type tasks from '../fixtures/custom-tasks.js';
 import {
@@ -43,7 +44,27 @@ export function typeChecks(client: DtpClient<typeof tasks>): void {
     // @ts-expect-error: the result of reverse is a string
     const wrong: number = await (await client.submit('reverse', { text: 'a' })).result();
     void [total, reversed, hash, wrong];
+    // A flow: each job's payload is typed by its own task type.
+    await client.submitFlow({
+      jobs: [
+        { ref: 'a', taskType: 'reverse', payload: { text: 'abc' } },
+        { ref: 'b', taskType: 'stats.sum', payload: { values: [1] }, dependsOn: ['a'] },
+        { ref: 'c', taskType: 'SHA256', payload: { text: 'x' }, priority: 'HIGH' },
+      ],
+    });
+    const misfit = { ref: 'a', taskType: 'reverse' as const, payload: { values: [1] } };
+    // @ts-expect-error: reverse needs `text`, not the payload of stats.sum
+    await client.submitFlow({ jobs: [misfit] });
+    const unknown = { ref: 'a', taskType: 'reverze' as const, payload: { text: 'abc' } };
+    // @ts-expect-error: no such task in the module
+    await client.submitFlow({ jobs: [unknown] });
   });
+}
+
+/** Never called either: an untyped client takes any task name and JSON object, as before. */
+export function untypedChecks(client: DtpClient, jobs: FlowJobSpec[]): void {
+  void client.submitFlow({ jobs });
+  void client.submitFlow({ jobs: [{ ref: 'a', taskType: 'anything', payload: { any: [1] } }] });
 }
 
 describe('typed client', () => {
@@ -144,6 +165,38 @@ describe('typed client', () => {
     );
     assert.equal(job.snapshot.timeoutMillis, 100);
     await assert.rejects(job.result({ timeoutMs: 10_000 }), JobFailedError);
+  });
+
+  it('submits a typed flow, and checks its payloads against the schemas before sending', async () => {
+    const flow = await client.submitFlow({
+      jobs: [
+        { ref: 'sum', taskType: 'stats.sum', payload: { values: [2, 3] } },
+        { ref: 'rev', taskType: 'reverse', payload: { text: 'flow' }, dependsOn: ['sum'] },
+      ],
+    });
+    assert.equal(await client.result(flow.jobs.rev as string), 'wolf');
+    const submittedBefore = tc.events.filter((e) => e.type === 'job.submitted').length;
+    await assert.rejects(
+      client.submitFlow({
+        jobs: [
+          { ref: 'ok', taskType: 'SHA256', payload: { text: 'x' } },
+          { ref: 'long', taskType: 'reverse', payload: { text: 'far too long for it' } },
+        ],
+      }),
+      (err: unknown) => {
+        assert.ok(err instanceof InvalidPayloadError);
+        assert.match(err.message, /^Invalid payload: text .*\(flow job ref "long"\)$/);
+        return true;
+      },
+    );
+    const submittedAfter = tc.events.filter((e) => e.type === 'job.submitted').length;
+    assert.equal(submittedAfter, submittedBefore, 'nothing was sent');
+    // A task named like a property every object has has no schema.
+    const odd = await client.submitFlow({
+      jobs: [{ ref: 'odd', taskType: 'constructor' as never, payload: {} as never }],
+    });
+    assert.equal(typeof odd.jobs.odd, 'string');
+    await client.cancel(odd.jobs.odd as string);
   });
 
   it('reports the coordinator refusing a task type name', async () => {

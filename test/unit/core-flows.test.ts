@@ -90,4 +90,34 @@ describe('core: flows', () => {
     assert.equal(reply.jobs.length, 10_000);
     assert.equal(h.core.activeJobs().length, 10_000);
   });
+
+  it('indexes the dependents that have not ended, for reading, across a restart', () => {
+    const h = new CoreHarness();
+    const reply = expectReply(
+      flow(h, [sleep('a'), sleep('b', ['a']), sleep('c', ['a', 'b'])]),
+      'FLOW_SUBMITTED',
+    );
+    const id = new Map(reply.jobs.map((j) => [j.ref, j.jobId]));
+    const [a, b, c] = ['a', 'b', 'c'].map((ref) => id.get(ref) as string) as [
+      string,
+      string,
+      string,
+    ];
+    assert.deepEqual(h.core.dependentsOf(a, 10), [b, c]);
+    assert.deepEqual(h.core.dependentsOf(a, 1), [b], 'bounded');
+    h.restart();
+    assert.deepEqual(h.core.dependentsOf(a, 10), [b, c], 'rebuilt by recovery');
+    h.register('w1', 4);
+    h.result(a);
+    assert.deepEqual(
+      h.core.dependentsOf(a, 10),
+      [b, c],
+      'a parent that ended keeps its open dependents',
+    );
+    h.result(b);
+    assert.deepEqual(h.core.dependentsOf(a, 10), [c]);
+    h.result(c);
+    assert.deepEqual(h.core.dependentsOf(a, 10), []);
+    assert.deepEqual(h.core.dependentsOf(b, 10), []);
+  });
 });

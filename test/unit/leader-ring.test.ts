@@ -146,4 +146,17 @@ describe('isSafeToRepeat', () => {
     assert.equal(isSafeToRepeat(batch(job('a'), job())), false);
     assert.equal(isSafeToRepeat(batch(job('a'), job(''))), false);
   });
+
+  it('repeats a flow only when every job of it has a key', () => {
+    const job = (ref: string, idempotencyKey?: string) => ({
+      ref,
+      taskType: 'SHA256',
+      payload: {},
+      ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+    });
+    const flow = (...jobs: ReturnType<typeof job>[]) => ({ type: 'SUBMIT_FLOW' as const, jobs });
+    assert.equal(isSafeToRepeat(flow(job('a', 'ka'), job('b', 'kb'))), true);
+    assert.equal(isSafeToRepeat(flow(job('a', 'ka'), job('b'))), false);
+    assert.equal(isSafeToRepeat(flow(job('a', ''))), false);
+  });
 });

@@ -5,6 +5,8 @@
  */
 import type {
   CancelResult,
+  FlowNode,
+  FlowView,
   JobDetails,
   JobPage,
   Overview,
@@ -22,6 +24,8 @@ import type { QueueInfo, JobState, TerminalState } from '../../src/protocol/mess
 
 export type {
   CancelResult,
+  FlowNode,
+  FlowView,
   JobDetails,
   JobPage,
   Overview,
@@ -34,6 +38,19 @@ export type {
   TriggerResult,
   WorkersResult,
 };
+
+/**
+ * Snapshot fields a coordinator may send that the server's types here do not
+ * name (child jobs made by a handler, durable steps): shown when present.
+ */
+export interface JobExtras {
+  /** The job whose handler made this one. */
+  parentJobId?: string | null;
+  /** Jobs this one's handler made. */
+  children?: string[] | null;
+  /** Durable steps its handler finished, oldest first. */
+  steps?: { name: string; atMillis: number }[] | null;
+}
 
 export class ApiError extends Error {
   readonly status: number;
@@ -111,6 +128,7 @@ export const api = {
   overview: () => call<Overview>('GET', '/api/overview'),
   jobs: (query: JobQuery) => call<JobPage>('GET', `/api/jobs${queryString(query)}`),
   job: (jobId: string) => call<JobDetails>('GET', jobPath(jobId)),
+  flow: (jobId: string) => call<FlowView>('GET', `${jobPath(jobId)}/flow`),
   cancel: (jobId: string) => call<CancelResult>('POST', `${jobPath(jobId)}/cancel`, {}),
   rerun: (jobId: string) => call<RerunResult>('POST', `${jobPath(jobId)}/rerun`, {}),
   purge: (state: TerminalState, olderThan: string) =>

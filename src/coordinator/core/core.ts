@@ -34,7 +34,7 @@ import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed, parentsLookedUp } from './submission.js';
-import { flowParentsLookedUp } from './flow-submission.js';
+import { flowKeyLookedUp, flowKeyLookupFailed, flowParentsLookedUp } from './flow-submission.js';
 import { queueCountsDone } from './queue-requests.js';
 import type { QueueSettings } from './queue-table.js';
 import { batchKeyLookedUp, batchKeyLookupFailed } from './batch-submission.js';
@@ -143,6 +143,11 @@ export class CoordinatorCore {
 
   get maxActiveJobs(): number {
     return this.#s.config.maxActiveJobs;
+  }
+
+  /** Up to `limit` jobs not yet ended that depend on `jobId` (read only: the dashboard's flow view). */
+  dependentsOf(jobId: string, limit: number): string[] {
+    return this.#s.graph.activeDependents(jobId, limit);
   }
 
   /** Read-only views for metrics, tests and the simulation's invariant checks. */
@@ -279,6 +284,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
     case 'flowParents':
       if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
       return flowParentsLookedUp(s, read.plan, read.asked, result.jobs);
+    case 'flowKey':
+      if (result.op !== 'jobByKey')
+        throw new Error(`read ${readId}: expected a key, got ${result.op}`);
+      return flowKeyLookedUp(s, read.plan, read.key, result.job);
     case 'batchKey':
       if (result.op !== 'jobByKey')
         throw new Error(`read ${readId}: expected a key, got ${result.op}`);
@@ -342,6 +351,8 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return;
     case 'batchKey':
       return batchKeyLookupFailed(s, read.batch, message);
+    case 'flowKey':
+      return flowKeyLookupFailed(s, read.plan, message);
     case 'purge':
       return purgeFailed(s, read, message);
     case 'window':

@@ -16,6 +16,9 @@
  * Finished parents' outcomes are held (counted by the active dependents that
  * reference them) until every such dependent is terminal; recovery rebuilds
  * them from the store's rows of those parents (`RecoveredState.parentJobs`).
+ *
+ * For reading only (the dashboard's flow view), every parent, ended or not,
+ * also lists its dependents that have not ended; settling never uses it.
  */
 import type { JobState, ParentResult, ResultFormat } from '../../protocol/messages.js';
 import { MAX_ASSIGNED_PARENT_RESULT_BYTES } from '../../protocol/limits.js';
@@ -62,6 +65,11 @@ export class DependencyGraph {
   readonly #dependents = new Map<string, string[]>();
   /** Ended parents that active dependents reference, with how many reference them. */
   readonly #finished = new Map<string, { parent: FinishedParent; refs: number }>();
+  /**
+   * Any parent (ended or not) -> its dependents that have not ended, for
+   * reading only (the dashboard's flow view): never used to settle a job.
+   */
+  readonly #activeDependents = new Map<string, Set<string>>();
 
   /** Dependents waiting on at least one parent. */
   get waitingCount(): number {
@@ -71,6 +79,21 @@ export class DependencyGraph {
   /** Ended parents held for their dependents. */
   get heldParentCount(): number {
     return this.#finished.size;
+  }
+
+  /** Up to `limit` dependents of `jobId` that have not ended, in the order they were attached. */
+  activeDependents(jobId: string, limit: number): string[] {
+    const out: string[] = [];
+    for (const id of this.#activeDependents.get(jobId) ?? []) {
+      if (out.length >= limit) break;
+      out.push(id);
+    }
+    return out;
+  }
+
+  /** Parents with at least one dependent that has not ended. */
+  get indexedParentCount(): number {
+    return this.#activeDependents.size;
   }
 
   /** Open parents of a dependent (0 when it waits for none). */
@@ -90,6 +113,11 @@ export class DependencyGraph {
   ): FinishedParent | undefined {
     const blocker = finished.find((parent) => !parentAllows(parent, job));
     if (blocker !== undefined) return blocker;
+    for (const parentId of job.dependsOn ?? []) {
+      let set = this.#activeDependents.get(parentId);
+      if (set === undefined) this.#activeDependents.set(parentId, (set = new Set()));
+      set.add(job.jobId);
+    }
     for (const parent of finished) this.#hold(parent);
     if (open.length > 0) {
       this.#open.set(job.jobId, open.length);
@@ -128,6 +156,10 @@ export class DependencyGraph {
   release(job: Readonly<CoreJob>): void {
     this.#open.delete(job.jobId);
     for (const parentId of job.dependsOn ?? []) {
+      const set = this.#activeDependents.get(parentId);
+      if (set !== undefined && set.delete(job.jobId) && set.size === 0) {
+        this.#activeDependents.delete(parentId);
+      }
       const held = this.#finished.get(parentId);
       if (held === undefined) continue;
       held.refs -= 1;

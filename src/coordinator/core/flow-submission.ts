@@ -2,16 +2,23 @@
  * SUBMIT_FLOW: many jobs with dependencies among them, created in one input
  * (so in one write batch, one commit) or not at all.
  *
- * Order: (1) the flow's shape (1..MAX_FLOW_JOBS jobs, unique refs) and
- * every job as a SUBMIT_JOB would be checked; (2) the refs are sorted so
- * that every parent comes before its dependents, which finds any cycle;
- * (3) parents that are not refs are existing jobs, looked up in memory or
- * in the store (unknown: UNKNOWN_JOB); (4) admission control takes the whole
- * flow or refuses it; (5) the jobs are created in that order, each seeing
- * its parents as any submission does. Nothing is created before (5), and
- * (5) cannot fail.
+ * Order: (1) the flow's shape (1..MAX_FLOW_JOBS jobs, unique refs, unique
+ * idempotency keys) and every job as a SUBMIT_JOB would be checked; (2) the
+ * refs are sorted so that every parent comes before its dependents, which
+ * finds any cycle; (3) idempotency keys memory does not know are looked up
+ * in the store, all at once; (4) with every key answered, each keyed job is
+ * settled in that order: an existing job with the same submission (its
+ * parents the same jobs) stands for it, one with a different submission
+ * refuses the flow (IDEMPOTENCY_CONFLICT); (5) parents that are not refs are
+ * existing jobs, looked up in memory or in the store (unknown: UNKNOWN_JOB);
+ * (6) admission control takes the flow's new jobs as a whole or refuses
+ * them; (7) the new jobs are created in that order, each seeing its parents
+ * as any submission does. Nothing is created before (7), and (7) cannot
+ * fail. Step (4) runs again right before (6), in the same input, so a job
+ * another request made meanwhile with one of the keys is seen.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { toRecord } from './job.js';
 import { MAX_FLOW_JOBS, MAX_JOB_ID_LENGTH } from '../../protocol/limits.js';
 import type { FlowJob, SubmitFlow, SubmitJob } from '../../protocol/messages.js';
 import type { JobRecord } from '../../store/store.js';
@@ -25,6 +32,7 @@ import {
   findParents,
   isProblem,
   newJobOf,
+  sameSubmission,
   type SubmissionProblem,
 } from './submission.js';
 
@@ -35,7 +43,42 @@ export function submitFlow(s: CoreState, connId: number, requestId: number, msg:
     s.replyError(connId, requestId, plan.code, plan.message);
     return;
   }
-  lookUpExternal(s, plan, new Map(), null);
+  const unknown: string[] = [];
+  for (const job of plan.ordered) {
+    const key = job.msg.idempotencyKey;
+    if (key === null) continue;
+    const known = s.jobs.byKey(key);
+    if (known !== undefined) plan.keys.found.set(key, toRecord(known));
+    else unknown.push(key);
+  }
+  if (unknown.length === 0) return lookUpExternal(s, plan, new Map(), null);
+  plan.keys.waiting = unknown.length;
+  for (const key of unknown) s.read({ op: 'jobByKey', key }, { kind: 'flowKey', plan, key });
+}
+
+/** One key lookup of a flow was answered: the flow goes on after the last one. */
+export function flowKeyLookedUp(
+  s: CoreState,
+  plan: FlowPlan,
+  key: string,
+  stored: JobRecord | null,
+): void {
+  plan.keys.found.set(key, stored);
+  plan.keys.waiting -= 1;
+  if (plan.keys.waiting === 0 && !plan.keys.failed) lookUpExternal(s, plan, new Map(), null);
+}
+
+/** One key lookup of a flow failed: the flow gets an error (once); nothing is created. */
+export function flowKeyLookupFailed(s: CoreState, plan: FlowPlan, message: string): void {
+  plan.keys.waiting -= 1;
+  if (plan.keys.failed) return;
+  plan.keys.failed = true;
+  s.replyError(
+    plan.connId,
+    plan.requestId,
+    ErrorCode.StoreReadFailed,
+    `Could not check idempotency keys: ${message}; nothing was created`,
+  );
 }
 
 /** The store answered for a flow's existing parents. */
@@ -48,10 +91,54 @@ export function flowParentsLookedUp(
   lookUpExternal(s, plan, new Map(rows.map((row) => [row.jobId, row])), asked);
 }
 
+/** Ref -> the existing job that stands for it, or null for a job to create. */
+type Settled = Map<string, string | null>;
+
+/**
+ * Step (4): each keyed job in parents-first order, against the job its key
+ * names now (memory first, then what the store said). Its parents must be
+ * the same jobs: a parent ref that would be created anew cannot be the
+ * existing job's parent, so that is a conflict too.
+ */
+function settleKeys(s: CoreState, plan: FlowPlan): Settled | SubmissionProblem {
+  const settled: Settled = new Map();
+  for (const job of plan.ordered) {
+    const key = job.msg.idempotencyKey;
+    const inMemory = key === null ? undefined : s.jobs.byKey(key);
+    const found =
+      key === null
+        ? null
+        : inMemory !== undefined
+          ? toRecord(inMemory)
+          : (plan.keys.found.get(key) ?? null);
+    if (found === null) {
+      settled.set(job.ref, null);
+      continue;
+    }
+    const conflict = (why: string): SubmissionProblem => ({
+      code: ErrorCode.IdempotencyConflict,
+      message: `Idempotency key ${JSON.stringify(key)} (ref ${JSON.stringify(job.ref)}) is already used by job ${found.jobId} ${why}; nothing was created`,
+    });
+    const parents: string[] = [];
+    for (const name of job.wanted.dependsOn ?? []) {
+      const existing = settled.get(name);
+      if (existing === null)
+        return conflict(`and its parent ref ${JSON.stringify(name)} would be a new job`);
+      parents.push(existing ?? name);
+    }
+    const wanted = { ...job.wanted, dependsOn: job.wanted.dependsOn === null ? null : parents };
+    if (!sameSubmission(found, job.msg, wanted)) return conflict('with a different submission');
+    settled.set(job.ref, found.jobId);
+  }
+  return settled;
+}
+
 /**
  * Creates the flow once every existing parent is known: asks the store for
  * those memory does not hold (again, once, for one that left memory while
  * the store was asked), refuses the flow for one the store does not have.
+ * Existing parents are the flow's external ones and the existing jobs that
+ * stand for keyed refs which new jobs depend on.
  */
 function lookUpExternal(
   s: CoreState,
@@ -59,7 +146,20 @@ function lookUpExternal(
   stored: ReadonlyMap<string, JobRecord>,
   asked: readonly string[] | null,
 ): void {
-  const missing = findParents(plan.external, s, stored).missing;
+  const settled = settleKeys(s, plan);
+  if ('code' in settled) {
+    s.replyError(plan.connId, plan.requestId, settled.code, settled.message);
+    return;
+  }
+  const needed = new Set(plan.external);
+  for (const job of plan.ordered) {
+    if (settled.get(job.ref) !== null) continue;
+    for (const name of job.wanted.dependsOn ?? []) {
+      const existing = settled.get(name);
+      if (existing !== undefined && existing !== null) needed.add(existing);
+    }
+  }
+  const missing = findParents([...needed], s, stored).missing;
   const askedSet = new Set(asked ?? []);
   const unknown = missing.find((id) => askedSet.has(id));
   if (unknown !== undefined) {
@@ -75,20 +175,26 @@ function lookUpExternal(
     s.read({ op: 'jobs', jobIds: missing }, { kind: 'flowParents', plan, asked: missing });
     return;
   }
-  createFlow(s, plan, stored);
+  createFlow(s, plan, settled, stored);
 }
 
-function createFlow(s: CoreState, plan: FlowPlan, stored: ReadonlyMap<string, JobRecord>): void {
+function createFlow(
+  s: CoreState,
+  plan: FlowPlan,
+  settled: Settled,
+  stored: ReadonlyMap<string, JobRecord>,
+): void {
   const { connId, requestId } = plan;
-  // Every job of a flow counts as active (delayed ones too: a flow is
+  const fresh = plan.ordered.filter((job) => settled.get(job.ref) === null);
+  // Every new job of a flow counts as active (delayed ones too: a flow is
   // admitted as a whole); SCHEDULED jobs count only once they are due.
   const activeCount = s.jobs.activeCount - s.scheduledCount;
   const limit = s.config.maxActiveJobs;
-  if (activeCount + plan.ordered.length > limit) {
+  if (fresh.length > 0 && activeCount + fresh.length > limit) {
     s.emit({ type: 'job.rejected', activeCount, limit });
     s.reply(connId, requestId, {
       type: 'SUBMIT_REJECTED',
-      reason: `too many active jobs for a flow of ${plan.ordered.length} (${activeCount} of ${limit} active); retry later`,
+      reason: `too many active jobs for a flow of ${fresh.length} new jobs (${activeCount} of ${limit} active); retry later`,
       activeCount,
       limit,
       retryable: activeCount > 0,
@@ -97,6 +203,16 @@ function createFlow(s: CoreState, plan: FlowPlan, stored: ReadonlyMap<string, Jo
   }
   const idOf = new Map<string, string>();
   for (const job of plan.ordered) {
+    const existing = settled.get(job.ref) ?? null;
+    if (existing !== null) {
+      s.emit({
+        type: 'job.deduplicated',
+        jobId: existing,
+        idempotencyKey: job.msg.idempotencyKey as string,
+      });
+      idOf.set(job.ref, existing);
+      continue;
+    }
     const dependsOn = job.wanted.dependsOn?.map((name) => idOf.get(name) ?? name) ?? null;
     const wanted: NormalizedSubmission = { ...job.wanted, dependsOn };
     const parents = dependsOn === null ? undefined : findParents(dependsOn, s, stored);
@@ -122,12 +238,22 @@ function planFlow(
     return invalid(`a flow has at most ${MAX_FLOW_JOBS} jobs, got ${jobs.length}`);
   }
   const byRef = new Map<string, PlannedJob>();
+  const keyRefs = new Map<string, string>();
   for (const [index, job] of jobs.entries()) {
     const planned = planJob(s, index, job);
     if ('code' in planned) return planned;
     if (byRef.has(job.ref))
       return invalid(`jobs[${index}]: ref ${JSON.stringify(job.ref)} is used twice`);
     byRef.set(job.ref, planned);
+    const key = planned.msg.idempotencyKey;
+    if (key === null) continue;
+    const first = keyRefs.get(key);
+    if (first !== undefined) {
+      return invalid(
+        `jobs[${index}]: idempotency key ${JSON.stringify(key)} is also the key of ref ${JSON.stringify(first)}`,
+      );
+    }
+    keyRefs.set(key, job.ref);
   }
   const ordered = parentsFirst(byRef);
   if ('code' in ordered) return ordered;
@@ -135,7 +261,14 @@ function planFlow(
   for (const job of byRef.values()) {
     for (const name of job.wanted.dependsOn ?? []) if (!byRef.has(name)) external.add(name);
   }
-  return { connId, requestId, refs: jobs.map((job) => job.ref), ordered, external: [...external] };
+  return {
+    connId,
+    requestId,
+    refs: jobs.map((job) => job.ref),
+    ordered,
+    external: [...external],
+    keys: { found: new Map(), waiting: 0, failed: false },
+  };
 }
 
 function planJob(s: CoreState, index: number, job: FlowJob): PlannedJob | SubmissionProblem {
@@ -143,18 +276,12 @@ function planJob(s: CoreState, index: number, job: FlowJob): PlannedJob | Submis
   if (job.ref.length === 0 || job.ref.length > MAX_JOB_ID_LENGTH) {
     return invalid(`${where}: ref must be 1..${MAX_JOB_ID_LENGTH} characters`);
   }
-  if ((job.idempotencyKey ?? null) !== null) {
-    return {
-      code: ErrorCode.InvalidRequest,
-      message: `Invalid request: ${where} (ref ${JSON.stringify(job.ref)}): idempotencyKey is not supported in a flow`,
-    };
-  }
   const msg: SubmitJob = {
     type: 'SUBMIT_JOB',
     taskType: job.taskType,
     payload: job.payload,
     maxAttempts: job.maxAttempts ?? null,
-    idempotencyKey: null,
+    idempotencyKey: job.idempotencyKey ?? null,
     priority: job.priority ?? null,
     timeoutMillis: job.timeoutMillis ?? null,
     dependsOn: job.dependsOn ?? null,

@@ -46,6 +46,12 @@ export interface FlowPlan {
   readonly ordered: readonly PlannedJob[];
   /** Parents that are not refs of the flow: existing jobs. */
   readonly external: readonly string[];
+  /** The flow's idempotency keys: what memory or the store said of each, and lookups still out. */
+  readonly keys: {
+    readonly found: Map<string, JobRecord | null>;
+    waiting: number;
+    failed: boolean;
+  };
 }
 
 export interface PlannedJob {
@@ -120,6 +126,8 @@ export type PendingRead =
   | { kind: 'flowParents'; plan: FlowPlan; asked: readonly string[] }
   /** ENQUEUE_CHILD of a re-run parent: its stored children (children.ts). */
   | { kind: 'children'; parentJobId: string }
+  /** One idempotency key of a flow: the flow goes on when its last lookup is answered. */
+  | { kind: 'flowKey'; plan: FlowPlan; key: string }
   /** GET_SCHEDULE: the schedule's newest jobs from the store. */
   | { kind: 'scheduleJobs'; connId: number; requestId: number; name: string }
 

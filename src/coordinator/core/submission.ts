@@ -415,8 +415,10 @@ export type NewJob = Pick<
  */
 export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): CoreJob {
   const delayed = spec.runAtMs !== null && spec.runAtMs > s.nowMs;
+  // The spec's fields come last: V8 builds an object that starts with a
+  // spread and then adds fields many times slower (measured: ~40x for
+  // these fields), which a 10,000-job flow felt. Their names never overlap.
   const job: CoreJob = {
-    ...spec,
     seq: s.jobs.takeSeq(),
     jobId: s.deps.newId(),
     createdAtMs: s.nowMs,
@@ -432,6 +434,7 @@ export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): C
     finishedAtMs: null,
     progress: null,
     history: [],
+    ...spec,
   };
   // A keyed job stays in memory even when far: a lookup of its key that was
   // out before it was created answers "unknown" after its batch committed,

@@ -179,6 +179,11 @@ export class Term {
     return this.#core.inspect();
   }
 
+  /** Up to `limit` jobs not yet ended that depend on `jobId`. */
+  dependentsOf(jobId: string, limit: number): string[] {
+    return this.#core.dependentsOf(jobId, limit);
+  }
+
   /**
    * Starts the timed inputs: the term serves from now on. The first `wake`
    * lets the core state its wake-up (and start what fell due while no

@@ -3,17 +3,20 @@
  * countdown while it is SCHEDULED; the schedule that made it), payload, result, error, the attempt
  * history on a timeline and as a table, and the actions it allows (cancel
  * while it is not terminal; re-run once FAILED or CANCELLED), each behind a
- * confirmation. Refreshed whenever the live stream reports a change of it.
+ * confirmation; its parents, child jobs, steps and flow (components/flow.tsx).
+ * Refreshed whenever the live stream reports a change of it or of a job in
+ * its flow view.
  */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { isTerminalState } from '../../../src/protocol/messages.js';
-import { ApiError, api, type JobDetails } from '../api.js';
+import { ApiError, api, type FlowView, type JobDetails, type JobExtras } from '../api.js';
 import { OutcomeBadge, StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
+import { FlowTree, Relations } from '../components/flow.js';
 import { AttemptTimeline } from '../components/timeline.js';
 import { formatCountdown, formatDurationMs, formatTime, prettyJson } from '../format.js';
-import { useLatestRequest, useLive, useNow } from '../hooks.js';
+import { useLatestRequest, useLive, useNow, useThrottled } from '../hooks.js';
 import { jobHref, navigate } from '../router.js';
 
 type Action = 'cancel' | 'rerun';
@@ -131,9 +134,17 @@ function AttemptTable({ details }: { details: JobDetails }) {
   );
 }
 
-function Body({ details, onChanged }: { details: JobDetails; onChanged: () => void }) {
+function Body({
+  details,
+  flow,
+  onChanged,
+}: {
+  details: JobDetails;
+  flow: FlowView | null;
+  onChanged: () => void;
+}) {
   const now = useNow();
-  const { job } = details;
+  const job: JobDetails['job'] & JobExtras = details.job;
   const result =
     job.result === null ? null : job.resultFormat === 'json' ? prettyJson(job.result) : job.result;
   return (
@@ -187,6 +198,8 @@ function Body({ details, onChanged }: { details: JobDetails; onChanged: () => vo
         <Field label="Started">{formatTime(job.startedAtMillis)}</Field>
         <Field label="Finished">{formatTime(job.finishedAtMillis)}</Field>
       </dl>
+      <Relations job={job} flow={flow} />
+      <FlowTree flow={flow} jobId={job.jobId} />
       <section>
         <h2>Attempts</h2>
         <AttemptTimeline job={job} attempts={details.attempts ?? []} nowMs={now} />
@@ -220,14 +233,17 @@ function Body({ details, onChanged }: { details: JobDetails; onChanged: () => vo
 
 export function JobPage({ jobId }: { jobId: string }) {
   const [details, setDetails] = useState<JobDetails | null>(null);
+  const [flow, setFlow] = useState<FlowView | null>(null);
   const [error, setError] = useState<string | null>(null);
   const begin = useLatestRequest();
   const load = (): void => {
     const current = begin();
-    api.job(jobId).then(
-      (d) => {
+    // The flow view is extra: a failure there leaves the rest of the page as it is.
+    Promise.all([api.job(jobId), api.flow(jobId).catch(() => null)]).then(
+      ([d, f]) => {
         if (!current()) return;
         setDetails(d);
+        setFlow(f);
         setError(null);
       },
       (err: unknown) =>
@@ -240,8 +256,13 @@ export function JobPage({ jobId }: { jobId: string }) {
     );
   };
   useEffect(load, [jobId]);
+  // A change of this job or of any job in its flow view reloads both (a
+  // burst of changes in a busy flow: one reload per 300 ms).
+  const shown = new Set((flow?.nodes ?? []).map((n) => n.jobId));
+  const reload = useThrottled(load, 300);
   useLive('jobs', (message) => {
     if (message.truncated || message.changes.some((c) => c.jobId === jobId)) load();
+    else if (message.changes.some((c) => shown.has(c.jobId))) reload();
   });
   return (
     <div class="job-page" data-testid="job-page">
@@ -249,7 +270,7 @@ export function JobPage({ jobId }: { jobId: string }) {
         <a href="#/jobs">← Jobs</a>
       </p>
       {error !== null && <p class="error">{error}</p>}
-      {details !== null && <Body details={details} onChanged={load} />}
+      {details !== null && <Body details={details} flow={flow} onChanged={load} />}
     </div>
   );
 }
