@@ -288,7 +288,7 @@ export const ELSEWHERE: readonly Elsewhere[] = [
   ...[
     { command: 'npm run bench', name: null },
     { command: 'npm run bench -- <name>', name: null },
-    ...['bulk', 'fairness', 'rate', 'latency', 'security', 'subscribers', 'delayed'].map(
+    ...['bulk', 'fairness', 'rate', 'latency', 'security', 'subscribers', 'delayed', 'flows'].map(
       (name) => ({ command: `npm run bench -- ${name}`, name }),
     ),
   ].map(({ command, name }): Elsewhere => ({
