@@ -140,6 +140,7 @@ const OUTCOME_COLOURS: Record<AttemptOutcome, string | null> = {
   CANCELLED: ANSI.red,
   RELEASED: ANSI.yellow,
   INTERRUPTED: ANSI.yellow,
+  SUSPENDED: ANSI.yellow,
 };
 
 /** The first line of `cancel`, then the job block. */

@@ -26,6 +26,8 @@ export const FEATURES = [
   'parents',
   /** The worker may send TASK_PROGRESS. */
   'progress',
+  /** Durable steps: RECORD_STEP, GET_STEPS, TASK_SUSPEND, `TASK_ASSIGN.steps`. */
+  'steps',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

@@ -80,3 +80,20 @@ export const DEFAULT_MAX_SCHEDULED_JOBS = 1_000_000;
 /** Jobs one RERUN_JOBS queues again at most, and when it names no limit. */
 export const MAX_RERUN_LIMIT = 10_000;
 export const DEFAULT_RERUN_LIMIT = 1_000;
+
+/** Most steps (`ctx.step`, sleeps and waits included) one job may record. */
+export const MAX_STEPS_PER_JOB = 1000;
+/**
+ * Most bytes of recorded step results one job may hold, counted as the
+ * results' JSON string encodings without the quotes (as a result is).
+ */
+export const MAX_STEP_RESULTS_BYTES = 1024 * 1024;
+/**
+ * Largest single step result, counted the same way: a step, sent alone,
+ * always fits one frame with room for its envelope.
+ */
+export const MAX_STEP_RESULT_BYTES = 960 * 1024;
+/** Longest step name, in characters. */
+export const MAX_STEP_NAME_LENGTH = 200;
+/** Most bytes of step results one assignment carries (`TASK_ASSIGN.steps`); GET_STEPS has the rest. */
+export const MAX_ASSIGNED_STEP_BYTES = 256 * 1024;

@@ -107,6 +107,23 @@ export interface JobSnapshot {
   scheduleName?: string | null;
   /** Extension: the latest progress its handler reported (kept once it ends). */
   progress?: JobProgress | null;
+  /** Extension (durable steps): the steps its handler recorded, in order; absent = none. */
+  steps?: StepSummary[] | null;
+}
+
+/** One recorded step of a job, as its snapshot lists it. */
+export interface StepSummary {
+  name: string;
+  /** When it was recorded (coordinator clock). */
+  atMillis: number;
+}
+
+/** Extension (`steps`): one recorded step as an assignment or a STEPS reply carries it. */
+export interface RecordedStep {
+  name: string;
+  /** The step's JSON text; null only for a wait that has not ended (never sent). */
+  result: string | null;
+  atMillis: number;
 }
 
 /** Progress a handler reported with `ctx.progress(fraction, message?)`. */
@@ -149,6 +166,8 @@ export const ATTEMPT_OUTCOMES = [
   'CANCELLED',
   'RELEASED',
   'INTERRUPTED',
+  /** Extension (durable steps): the handler slept or waited; the job goes on in a later attempt. */
+  'SUSPENDED',
 ] as const;
 export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 
@@ -218,6 +237,8 @@ export interface WorkerRegister {
     | boolean
     | null; /** Extension: send a job's trace context with its assignments (`TASK_ASSIGN.traceparent`). */
   traceContext?: boolean | null;
+  /** Extension (feature `steps`): send recorded steps with assignments (`TASK_ASSIGN.steps`). */
+  steps?: boolean | null;
 }
 
 /** One attempt a re-registering worker still holds. */
@@ -259,6 +280,13 @@ export interface TaskAssign {
     | null; /** Extension (to a worker that asked with `traceContext`): the job's recorded trace context. */
   traceparent?: string | null;
   tracestate?: string | null;
+  /**
+   * Extension (`steps`, to a worker that asked): the job's recorded steps
+   * from the first, as many as fit the assignment's bound.
+   */
+  steps?: RecordedStep[] | null;
+  /** Extension (`steps`): how many steps are recorded in all (more than `steps` holds: GET_STEPS). */
+  stepCount?: number | null;
 }
 export interface TaskCancel {
   type: 'TASK_CANCEL';
@@ -292,6 +320,59 @@ export interface TaskProgress {
   /** At most 1 KiB of UTF-8 (limits.ts MAX_PROGRESS_MESSAGE_BYTES). */
   message: string | null;
 }
+/**
+ * Extension (`steps`): the handler recorded a step. Fenced by the lease;
+ * `index` must be the number of steps recorded so far. Answered with
+ * STEP_RECORDED once durable, or ERROR carrying the same `requestId`.
+ */
+export interface RecordStep {
+  type: 'RECORD_STEP';
+  workerId: string;
+  jobId: string;
+  attemptId: string;
+  requestId: number;
+  index: number;
+  name: string;
+  /** The step's value as JSON text. */
+  result: string;
+}
+export interface StepRecorded {
+  type: 'STEP_RECORDED';
+  requestId: number;
+  jobId: string;
+  index: number;
+}
+/** Extension (`steps`): the recorded steps from `fromIndex` (those an assignment left out). */
+export interface GetSteps {
+  type: 'GET_STEPS';
+  workerId: string;
+  jobId: string;
+  attemptId: string;
+  requestId: number;
+  fromIndex: number;
+}
+export interface StepsReply {
+  type: 'STEPS';
+  requestId: number;
+  jobId: string;
+  steps: RecordedStep[];
+  /** True when steps after these are recorded (ask again from the next index). */
+  more: boolean;
+}
+/**
+ * Extension (`steps`): the handler sleeps (`sleepMillis`) or waits for
+ * another job's end (`waitForJobId`); exactly one is given. Ends the attempt
+ * without failing it, like a TASK_RESULT ends it; ignored unless the lease
+ * is current.
+ */
+export interface TaskSuspend {
+  type: 'TASK_SUSPEND';
+  workerId: string;
+  jobId: string;
+  attemptId: string;
+  sleepMillis?: number | null;
+  waitForJobId?: string | null;
+}
 /** Extension: the worker takes no new assignments from now on. */
 export interface WorkerDraining {
   type: 'WORKER_DRAINING';
@@ -306,6 +387,8 @@ export interface ErrorMessage {
   leader?: string | null;
   /** Extension (a refused SUBMIT_JOBS): the 0-based index of the job at fault. */
   index?: number | null;
+  /** Extension (a refused worker call): the call's `requestId`; only that call failed. */
+  requestId?: number | null;
 }
 
 // ---- client port ----------------------------------------------------------
@@ -780,9 +863,22 @@ export interface ScheduleDeleted {
 }
 
 export type WorkerToCoordinator =
-  WorkerRegister | Heartbeat | TaskResult | WorkerDraining | TaskProgress;
+  | WorkerRegister
+  | Heartbeat
+  | TaskResult
+  | WorkerDraining
+  | TaskProgress
+  | RecordStep
+  | GetSteps
+  | TaskSuspend;
 export type CoordinatorToWorker =
-  WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck;
+  | WorkerRegistered
+  | TaskAssign
+  | TaskCancel
+  | ErrorMessage
+  | HeartbeatAck
+  | StepRecorded
+  | StepsReply;
 export type ClientRequest =
   | SubmitJob
   | SubmitJobs
@@ -888,6 +984,9 @@ const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]
   TASK_RESULT: true,
   WORKER_DRAINING: true,
   TASK_PROGRESS: true,
+  RECORD_STEP: true,
+  GET_STEPS: true,
+  TASK_SUSPEND: true,
 };
 const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]: true } = {
   WORKER_REGISTERED: true,
@@ -895,6 +994,8 @@ const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]
   TASK_CANCEL: true,
   ERROR: true,
   HEARTBEAT_ACK: true,
+  STEP_RECORDED: true,
+  STEPS: true,
 };
 
 const has = (table: object, type: string): boolean =>

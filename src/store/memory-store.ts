@@ -21,6 +21,7 @@ import {
   type RecoveredState,
   type ScheduleRecord,
   type ScheduledWindowQuery,
+  type StepRecord,
   type Store,
   type StoreRead,
   type StoreReadResult,
@@ -34,6 +35,10 @@ export class MemoryStore implements Store {
   readonly #attempts = new Map<string, AttemptRecord>();
   readonly #queues = new Map<string, QueueSettingsRecord>();
   readonly #schedules = new Map<string, ScheduleRecord>();
+  /** Recorded steps by job, in index order. */
+  readonly #steps = new Map<string, StepRecord[]>();
+  /** Waits begun (`ctx.waitFor`): waiting job -> the jobs it waited for. */
+  readonly #stepWaits = new Map<string, Set<string>>();
   #failure: string | null = null;
   #readFailure: string | null = null;
   /** Number of batches committed. */
@@ -76,8 +81,13 @@ export class MemoryStore implements Store {
           (job) => job.jobId,
         ),
       );
-      // Parents of active jobs are loaded too: the graph needs them.
-      for (const job of activeJobs) for (const id of job.dependsOn ?? []) near.add(id);
+      // Parents of active jobs are loaded too: the graph needs them; and so
+      // are the jobs active jobs wait for, and sleeping jobs (with steps).
+      for (const job of activeJobs) {
+        for (const id of job.dependsOn ?? []) near.add(id);
+        for (const id of this.#stepWaits.get(job.jobId) ?? []) near.add(id);
+        if (this.#steps.has(job.jobId)) near.add(job.jobId);
+      }
       const isFar = (job: JobRecord): boolean =>
         job.state === 'SCHEDULED' && job.dependsOn === null && !near.has(job.jobId);
       const farCount = activeJobs.filter(isFar).length;
@@ -88,6 +98,9 @@ export class MemoryStore implements Store {
     const activeAttempts = [...this.#attempts.values()]
       .filter((attempt) => active.has(attempt.jobId))
       .map((attempt) => ({ ...attempt }));
+    const activeSteps = activeJobs.flatMap((job) =>
+      (this.#steps.get(job.jobId) ?? []).map((step) => ({ ...step })),
+    );
     let maxSeq = 0;
     for (const job of this.#jobs.values()) maxSeq = Math.max(maxSeq, job.seq);
     const queueSettings = [...this.#queues.values()]
@@ -101,6 +114,7 @@ export class MemoryStore implements Store {
     return {
       activeJobs,
       activeAttempts,
+      ...(activeSteps.length > 0 && { activeSteps }),
       maxSeq,
       parentJobs,
       schedules,
@@ -158,6 +172,20 @@ export class MemoryStore implements Store {
       this.#schedules.set(schedule.name, { ...schedule });
     for (const name of batch.deletedSchedules ?? []) this.#schedules.delete(name);
     for (const q of batch.queues ?? []) this.#queues.set(q.name, { ...q });
+    for (const jobId of batch.clearedSteps ?? []) this.#steps.delete(jobId);
+    for (const step of batch.steps ?? []) {
+      const list = this.#steps.get(step.jobId) ?? [];
+      if (step.index > list.length) {
+        throw new StoreError(`step ${step.index} of job ${step.jobId} comes after ${list.length}`);
+      }
+      list[step.index] = { ...step };
+      this.#steps.set(step.jobId, list);
+    }
+    for (const { jobId, targetId } of batch.stepWaits ?? []) {
+      const targets = this.#stepWaits.get(jobId) ?? new Set<string>();
+      targets.add(targetId);
+      this.#stepWaits.set(jobId, targets);
+    }
     this.commits++;
   }
 
@@ -166,9 +194,18 @@ export class MemoryStore implements Store {
     switch (read.op) {
       case 'job': {
         const job = this.#jobs.get(read.jobId);
+        const steps = this.#steps.get(read.jobId);
         return {
           op: 'job',
-          job: job === undefined ? null : { ...job },
+          job:
+            job === undefined
+              ? null
+              : {
+                  ...job,
+                  ...(steps !== undefined && {
+                    steps: steps.map(({ name, atMs }) => ({ name, atMs })),
+                  }),
+                },
           attempts: read.withAttempts && job !== undefined ? this.#attemptsOf(job.jobId) : null,
         };
       }
@@ -267,6 +304,11 @@ export class MemoryStore implements Store {
     return this.#attemptsOf(jobId);
   }
 
+  /** Committed steps of a job, in order (copies). */
+  committedSteps(jobId: string): StepRecord[] {
+    return (this.#steps.get(jobId) ?? []).map((step) => ({ ...step }));
+  }
+
   #attemptsOf(jobId: string): AttemptRecord[] {
     return [...this.#attempts.values()]
       .filter((attempt) => attempt.jobId === jobId)
@@ -293,12 +335,13 @@ export class MemoryStore implements Store {
       .map((job) => ({ ...job }));
   }
 
-  /** Ids of the jobs some non-terminal job depends on. */
+  /** Ids of the jobs some non-terminal job depends on or waits for. */
   #neededParents(): Set<string> {
     const needed = new Set<string>();
     for (const job of this.#jobs.values()) {
       if (isTerminalState(job.state)) continue;
       for (const parentId of job.dependsOn ?? []) needed.add(parentId);
+      for (const targetId of this.#stepWaits.get(job.jobId) ?? []) needed.add(targetId);
     }
     return needed;
   }
@@ -321,6 +364,8 @@ export class MemoryStore implements Store {
       for (const [attemptId, attempt] of this.#attempts) {
         if (attempt.jobId === job.jobId) this.#attempts.delete(attemptId);
       }
+      this.#steps.delete(job.jobId);
+      this.#stepWaits.delete(job.jobId);
     }
     return doomed.length;
   }

@@ -29,6 +29,7 @@ import { retryDelayMs } from './retry-policy.js';
 import type { CoreState } from './state.js';
 import type { AttemptFailureCause } from './types.js';
 import type { WorkerSession } from './worker-registry.js';
+import { assignedSteps, attemptsUsed, wakeWaiters } from './steps.js';
 
 /** How each failure cause is recorded in the attempt history. */
 const OUTCOME_OF: { readonly [C in AttemptFailureCause]: AttemptOutcome } = {
@@ -70,6 +71,7 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
     maxAttempts: job.maxAttempts,
     ...(session.parents && job.dependsOn !== null ? { parents: s.graph.parentsFor(job) } : {}),
     ...(session.traceContext === true ? traceFields(job.traceContext) : {}),
+    ...assignedSteps(job, session),
   });
   s.emit({
     type: 'job.assigned',
@@ -135,6 +137,7 @@ export function finishJob(
   s.jobs.retire(job);
   answerWaits(s, job);
   settleDependents(s, job);
+  wakeWaiters(s, job);
 }
 
 /**
@@ -220,7 +223,7 @@ export function failJobOrRetry(
   cause: AttemptFailureCause,
   error: string,
 ): void {
-  if (cause === 'non_retryable' || job.attempts >= job.maxAttempts) {
+  if (cause === 'non_retryable' || attemptsUsed(job) >= job.maxAttempts) {
     job.error =
       cause === 'non_retryable' ? error : `${error} (all ${job.maxAttempts} attempts used)`;
     finishJob(s, job, 'FAILED');
@@ -351,6 +354,14 @@ export function cancelJob(s: CoreState, job: CoreJob): boolean {
   finishJob(s, job, 'CANCELLED');
   s.emit({ type: 'job.cancelled', jobId: job.jobId, from });
   return true;
+}
+
+/**
+ * The handler slept or waited (steps.ts): the attempt ends without failing
+ * and its slot is free; the caller moves the job to SCHEDULED or WAITING.
+ */
+export function suspendAttempt(s: CoreState, job: RunningJob): void {
+  endAttempt(s, job, 'SUSPENDED', null);
 }
 
 /** Ends a restarted coordinator's interrupted attempt (recovery only). */

@@ -20,6 +20,14 @@ import type { TraceContext } from '../../protocol/trace-context.js';
 import { DEFAULT_QUEUE } from '../../protocol/queue-names.js';
 import type { AttemptRecord, JobRecord } from '../../store/store.js';
 
+/** One step its handler recorded (durable steps, steps.ts). */
+export interface JobStep {
+  readonly name: string;
+  /** The step's value as JSON text; null only for a wait that has not ended. */
+  result: string | null;
+  readonly atMs: number;
+}
+
 /** The current attempt of a RUNNING job. */
 export interface Lease {
   readonly workerId: string;
@@ -68,6 +76,10 @@ export interface CoreJob {
   readonly onParentFailure: ParentFailurePolicy | null;
   /** The submitter's trace context, handed to its attempts; absent or null = none. */
   readonly traceContext?: TraceContext | null;
+  /** The steps its handler recorded, in order (steps.ts); empty = none. */
+  steps: JobStep[];
+  /** The job a WAITING job's `ctx.waitFor` waits for; null = none (steps.ts). */
+  waitingFor: string | null;
 }
 
 export type RunningJob = CoreJob & { readonly state: 'RUNNING'; readonly lease: Lease };
@@ -112,6 +124,9 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     traceContext: job.traceContext ?? null,
     queue: job.queue,
     groupKey: job.groupKey,
+    ...(job.steps.length > 0 && {
+      steps: job.steps.map(({ name, atMs }) => ({ name, atMs })),
+    }),
   };
 }
 
@@ -158,6 +173,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     scheduleName: row.scheduleName,
     traceContext: row.traceContext ?? null,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
+    steps: [],
+    waitingFor: null,
   };
 }
 
@@ -232,6 +249,9 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
   // Absent = `default`, so a job of the default queue looks as it did in v1.
   if (job.queue !== DEFAULT_QUEUE) snapshot.queue = job.queue;
   if (job.groupKey !== null) snapshot.groupKey = job.groupKey;
+  if (job.steps !== undefined && job.steps !== null && job.steps.length > 0) {
+    snapshot.steps = job.steps.map(({ name, atMs }) => ({ name, atMillis: atMs }));
+  }
   return snapshot;
 }
 

@@ -17,4 +17,5 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'queues',
   'parents',
   'progress',
+  'steps',
 ];

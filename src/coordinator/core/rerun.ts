@@ -134,6 +134,8 @@ function requeue(s: CoreState, row: JobRecord, history: AttemptRecord[], budget:
   job.progress = null;
   s.jobs.adopt(job);
   s.jobs.save(job);
+  // A rerun runs the handler from its start: steps recorded before are dropped.
+  s.jobs.clearSteps(job.jobId);
   s.ready.push(job);
   s.emit({ type: 'job.requeued', jobId: job.jobId, attempts: job.attempts });
 }

@@ -89,6 +89,8 @@ export class CoreState {
   readonly retention = new RetentionCursor();
   /** Jobs waiting for other jobs, and what their parents left them. */
   readonly graph = new DependencyGraph();
+  /** WAITING jobs by the job their `ctx.waitFor` waits for (steps.ts); may name ended waiters. */
+  readonly stepWaits = new Map<string, Set<string>>();
   /** Jobs that just ended whose dependents are still to settle (a work list: see job-lifecycle.ts). */
   readonly settling: CoreJob[] = [];
   /** True while the work list above is being drained. */

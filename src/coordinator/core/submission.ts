@@ -418,6 +418,8 @@ export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): C
     finishedAtMs: null,
     progress: null,
     history: [],
+    steps: [],
+    waitingFor: null,
   };
   // A keyed job stays in memory even when far: a lookup of its key that was
   // out before it was created answers "unknown" after its batch committed,

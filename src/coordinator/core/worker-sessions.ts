@@ -3,7 +3,7 @@
  *
  * Per connection: the first frame must be WORKER_REGISTER (else ERROR naming
  * it, then close). Once registered only HEARTBEAT, TASK_RESULT and the
- * WORKER_DRAINING extension are legal, each naming the session's own worker
+ * extensions (WORKER_DRAINING, TASK_PROGRESS, the steps' messages) are legal, each naming the session's own worker
  * id; anything else loses the worker. A lost worker's running attempts are
  * retried or failed, and its connection closed.
  *
@@ -48,6 +48,7 @@ import { isCurrentLease } from './lease.js';
 import { completeJob, failAttempt, requeueDue, schedule } from './job-lifecycle.js';
 import type { CoreState } from './state.js';
 import type { WorkerLossCause } from './types.js';
+import { handleGetSteps, handleRecordStep, handleSuspend } from './steps.js';
 import type { WorkerSession } from './worker-registry.js';
 
 export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
@@ -94,6 +95,12 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
       return handleResult(s, session, msg);
     case 'TASK_PROGRESS':
       return handleProgress(s, session, msg);
+    case 'RECORD_STEP':
+      return handleRecordStep(s, session, msg);
+    case 'GET_STEPS':
+      return handleGetSteps(s, session, msg);
+    case 'TASK_SUSPEND':
+      return handleSuspend(s, session, msg);
     case 'WORKER_DRAINING':
       s.workers.markDraining(session);
       s.emit({
@@ -146,6 +153,7 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     heartbeatAck: msg.heartbeatAck === true,
     parents: msg.parents === true,
     traceContext: msg.traceContext === true,
+    steps: msg.steps === true,
   };
   s.workers.add(session);
   s.send(connId, {

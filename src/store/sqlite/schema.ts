@@ -150,6 +150,17 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE schedules ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';`,
   // 8: the submitter's W3C trace context (JSON), fixed at submission.
   `ALTER TABLE jobs ADD COLUMN trace_context TEXT;`,
+  // 9: durable steps. One row per step a handler recorded (its value as JSON
+  // text; NULL for a wait not ended yet), in order per job. A wait for
+  // another job is stored in job_dependencies, as a parent would be.
+  `CREATE TABLE job_steps (
+     job_id TEXT    NOT NULL,
+     idx    INTEGER NOT NULL,
+     name   TEXT    NOT NULL,
+     result TEXT,
+     at_ms  INTEGER NOT NULL,
+     PRIMARY KEY (job_id, idx)
+   ) STRICT, WITHOUT ROWID;`,
 ];
 
 /** Number of the newest schema this code knows. */
