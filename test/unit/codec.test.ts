@@ -315,6 +315,7 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     jobId: 'job-1',
     attemptId: 'a-1',
     sleepMillis: 60_000,
+    waitForJobId: 'job-2',
   },
   SUBSCRIBE_JOBS: {
     type: 'SUBSCRIBE_JOBS',
