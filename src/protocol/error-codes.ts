@@ -39,9 +39,6 @@ export const ErrorCode = {
   InvalidSchedule: 'INVALID_SCHEDULE',
   /** A read of history failed (that request only; the coordinator keeps working). */
   StoreReadFailed: 'STORE_READ_FAILED',
-  // Worker calls
-  /** A call named an attempt whose lease is not the job's current one: nothing changed. */
-  StaleAttempt: 'STALE_ATTEMPT',
   /** RECORD_STEP (or GET_STEPS) named an index other than the next (or an existing) one. */
   StepOutOfOrder: 'STEP_OUT_OF_ORDER',
   // Worker registration
@@ -49,6 +46,8 @@ export const ErrorCode = {
   NotRegistered: 'NOT_REGISTERED',
   /** A newer registration with the same worker id took this session over. */
   WorkerReplaced: 'WORKER_REPLACED',
+  /** A call of an attempt whose lease is not current (or not this worker's): nothing changed. */
+  StaleAttempt: 'STALE_ATTEMPT',
   // Either port
   /** A token or a client certificate was missing or refused. */
   Unauthenticated: 'UNAUTHENTICATED',
@@ -135,6 +134,10 @@ export const LocalErrorCode = {
   /** A request (its payload) would not fit in a frame; nothing was sent. */
   PayloadTooLarge: 'PAYLOAD_TOO_LARGE',
   // Tasks and tools
+  /** A call of a handler (`ctx.enqueue`) got no answer: its attempt was stopped (cancel, deadline) or ended. */
+  CallAborted: 'CALL_ABORTED',
+  /** A handler has too many calls in flight at once (more than 64 per attempt). */
+  TooManyCalls: 'TOO_MANY_CALLS',
   /** A task reported failure on purpose. */
   TaskFailed: 'TASK_FAILED',
   /** A replay called another step than the one recorded at that position. */

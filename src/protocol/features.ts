@@ -10,7 +10,7 @@
  * answer that means "not understood" ({@link isNotUnderstood}).
  */
 import { ErrorCode } from './error-codes.js';
-import type { ErrorMessage } from './messages.js';
+import type { ErrorMessage, WorkerCall } from './messages.js';
 
 /** Feature names, as they appear in `WORKER_REGISTERED.features`. */
 export const FEATURES = [
@@ -26,6 +26,8 @@ export const FEATURES = [
   'parents',
   /** The worker may send TASK_PROGRESS. */
   'progress',
+  /** The worker may send ENQUEUE_CHILD (answered CHILD_ENQUEUED). */
+  'children',
   /** Durable steps: RECORD_STEP, GET_STEPS, TASK_SUSPEND, `TASK_ASSIGN.steps`. */
   'steps',
 ] as const;
@@ -57,3 +59,10 @@ export function isNotUnderstood(reply: Pick<ErrorMessage, 'message' | 'code'>): 
     text.includes('Unsupported request')
   );
 }
+
+/** The feature a call (a worker message with `requestId`) needs the coordinator to offer. */
+export const CALL_FEATURES: { readonly [T in WorkerCall['type']]: Feature } = {
+  ENQUEUE_CHILD: 'children',
+  RECORD_STEP: 'steps',
+  GET_STEPS: 'steps',
+};

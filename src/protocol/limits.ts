@@ -80,6 +80,12 @@ export const DEFAULT_MAX_SCHEDULED_JOBS = 1_000_000;
 /** Jobs one RERUN_JOBS queues again at most, and when it names no limit. */
 export const MAX_RERUN_LIMIT = 10_000;
 export const DEFAULT_RERUN_LIMIT = 1_000;
+/** Calls (ENQUEUE_CHILD, ...) one attempt may have in flight at once. */
+export const MAX_CALLS_PER_ATTEMPT = 64;
+/** Children one parent job may have (ENQUEUE_CHILD beyond: LIMIT_EXCEEDED). */
+export const MAX_CHILDREN_PER_JOB = 10_000;
+/** Longest explicit child key (`ctx.enqueue(..., { key })`), in characters. */
+export const MAX_CHILD_KEY_LENGTH = 256;
 
 /** Most steps (`ctx.step`, sleeps and waits included) one job may record. */
 export const MAX_STEPS_PER_JOB = 1000;

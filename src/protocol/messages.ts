@@ -15,7 +15,8 @@
  *               TRIGGER_SCHEDULE with their replies SCHEDULE_INFO,
  *               SCHEDULE_LIST, SCHEDULE_DELETED; SUBMIT_FLOW, FLOW_SUBMITTED.
  *
- * Extensions on both ports: TASK_PROGRESS (worker); SUBSCRIBE_JOBS,
+ * Extensions on both ports: TASK_PROGRESS, the calls ENQUEUE_CHILD ->
+ * CHILD_ENQUEUED (worker); SUBSCRIBE_JOBS,
  * SUBSCRIBED, JOB_EVENT, EVENTS_MISSED (client).
  *
  * Optional v1 fields are always present after decoding, as `null` when the
@@ -239,6 +240,8 @@ export interface WorkerRegister {
   traceContext?: boolean | null;
   /** Extension (feature `steps`): send recorded steps with assignments (`TASK_ASSIGN.steps`). */
   steps?: boolean | null;
+  /** Extension: this worker's handlers may enqueue child jobs (ENQUEUE_CHILD, feature `children`). */
+  children?: boolean | null;
 }
 
 /** One attempt a re-registering worker still holds. */
@@ -325,12 +328,8 @@ export interface TaskProgress {
  * `index` must be the number of steps recorded so far. Answered with
  * STEP_RECORDED once durable, or ERROR carrying the same `requestId`.
  */
-export interface RecordStep {
+export interface RecordStep extends AttemptCall {
   type: 'RECORD_STEP';
-  workerId: string;
-  jobId: string;
-  attemptId: string;
-  requestId: number;
   index: number;
   name: string;
   /** The step's value as JSON text. */
@@ -343,12 +342,8 @@ export interface StepRecorded {
   index: number;
 }
 /** Extension (`steps`): the recorded steps from `fromIndex` (those an assignment left out). */
-export interface GetSteps {
+export interface GetSteps extends AttemptCall {
   type: 'GET_STEPS';
-  workerId: string;
-  jobId: string;
-  attemptId: string;
-  requestId: number;
   fromIndex: number;
 }
 export interface StepsReply {
@@ -387,9 +382,60 @@ export interface ErrorMessage {
   leader?: string | null;
   /** Extension (a refused SUBMIT_JOBS): the 0-based index of the job at fault. */
   index?: number | null;
-  /** Extension (a refused worker call): the call's `requestId`; only that call failed. */
+  /**
+   * Extension (worker port): the `requestId` of the call this refuses. Such an
+   * ERROR fails that call only; the session goes on.
+   */
   requestId?: number | null;
 }
+
+/**
+ * Extension: the fields every call from a running attempt carries (the
+ * worker-port call mechanism). `requestId` is a positive integer, unique
+ * among the calls of one worker connection; the coordinator answers each
+ * call once, with a reply that carries it or with an ERROR that does. A call
+ * is fenced by the attempt's lease: `attemptId` must be the job's current
+ * lease, held by this worker, else the answer is ERROR `STALE_ATTEMPT`.
+ */
+export interface AttemptCall {
+  workerId: string;
+  jobId: string;
+  attemptId: string;
+  requestId: number;
+}
+
+/**
+ * Extension (feature `children`): the handler of a running attempt submits
+ * a child job. `key` names the call among the parent's calls (an explicit
+ * key `k:<key>`, or the ordinal of an unkeyed call `o:<n>`): the same key of
+ * the same parent gives the child made the first time.
+ */
+export interface EnqueueChild extends AttemptCall {
+  type: 'ENQUEUE_CHILD';
+  key: string;
+  taskType: string;
+  payload: JsonObject;
+  maxAttempts?: number | null;
+  priority?: Priority | null;
+  timeoutMillis?: number | null;
+  idempotencyKey?: string | null;
+  queue?: string | null;
+  groupKey?: string | null;
+  runAtMillis?: number | null;
+}
+
+/** Extension: the answer to ENQUEUE_CHILD: the child's id, and whether this call made it. */
+export interface ChildEnqueued {
+  type: 'CHILD_ENQUEUED';
+  requestId: number;
+  jobId: string;
+  created: boolean;
+}
+
+/** The calls a running attempt makes (worker → coordinator, each with a `requestId`). */
+export type WorkerCall = EnqueueChild | RecordStep | GetSteps;
+/** Their non-error answers (coordinator → worker, each with the call's `requestId`). */
+export type CallReply = ChildEnqueued | StepRecorded | StepsReply;
 
 // ---- client port ----------------------------------------------------------
 
@@ -868,17 +914,10 @@ export type WorkerToCoordinator =
   | TaskResult
   | WorkerDraining
   | TaskProgress
-  | RecordStep
-  | GetSteps
-  | TaskSuspend;
+  | TaskSuspend
+  | WorkerCall;
 export type CoordinatorToWorker =
-  | WorkerRegistered
-  | TaskAssign
-  | TaskCancel
-  | ErrorMessage
-  | HeartbeatAck
-  | StepRecorded
-  | StepsReply;
+  WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck | CallReply;
 export type ClientRequest =
   | SubmitJob
   | SubmitJobs
@@ -987,6 +1026,7 @@ const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]
   RECORD_STEP: true,
   GET_STEPS: true,
   TASK_SUSPEND: true,
+  ENQUEUE_CHILD: true,
 };
 const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]: true } = {
   WORKER_REGISTERED: true,
@@ -994,6 +1034,17 @@ const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]
   TASK_CANCEL: true,
   ERROR: true,
   HEARTBEAT_ACK: true,
+  STEP_RECORDED: true,
+  STEPS: true,
+  CHILD_ENQUEUED: true,
+};
+const WORKER_CALL_TYPES: { readonly [T in WorkerCall['type']]: true } = {
+  ENQUEUE_CHILD: true,
+  RECORD_STEP: true,
+  GET_STEPS: true,
+};
+const CALL_REPLY_TYPES: { readonly [T in CallReply['type']]: true } = {
+  CHILD_ENQUEUED: true,
   STEP_RECORDED: true,
   STEPS: true,
 };
@@ -1015,6 +1066,16 @@ export function isWorkerToCoordinator(msg: Message): msg is WorkerToCoordinator 
 
 export function isCoordinatorToWorker(msg: Message): msg is CoordinatorToWorker {
   return has(COORDINATOR_TO_WORKER_TYPES, msg.type);
+}
+
+/** A call of a running attempt (it carries `requestId`, `jobId` and `attemptId`). */
+export function isWorkerCall(msg: Message): msg is WorkerCall {
+  return has(WORKER_CALL_TYPES, msg.type);
+}
+
+/** A non-error answer to a call. */
+export function isCallReply(msg: Message): msg is CallReply {
+  return has(CALL_REPLY_TYPES, msg.type);
 }
 
 /** The job states that have no exits. */

@@ -17,13 +17,14 @@
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
-import type { ResultFormat } from '../protocol/messages.js';
+import type { JsonObject, ResultFormat } from '../protocol/messages.js';
 import { heapExhausted } from './memory-budget.js';
 import {
   SHARED_BYTES,
   SharedWords,
   isThreadResponse,
   type AbortReason,
+  type CallOutcome,
   type RunTaskInput,
   type TaskLogLevel,
   type TaskThreadData,
@@ -49,11 +50,18 @@ export type TaskLogSink = (
 /** Receives what a task's handler reports with `ctx.progress`. */
 export type TaskProgressSink = (fraction: number, message: string | null) => void;
 
+/**
+ * Receives a call of a task's handler (the message without its ids); the
+ * answer goes back with {@link TaskHandle.answerCall} under the same `callId`.
+ */
+export type TaskCallSink = (callId: number, call: JsonObject) => void;
+
 export class PoolTask {
   readonly requestId: number;
   readonly input: RunTaskInput;
   readonly onLog: TaskLogSink;
   onProgress: TaskProgressSink = () => undefined;
+  onCall: TaskCallSink = () => undefined;
   /** Settles exactly once; never rejects. */
   readonly outcome: Promise<TaskOutcome>;
   /** True once the task code began; false if the task ended before that. */
@@ -213,6 +221,12 @@ export class PoolThread {
     });
   }
 
+  /** Answers one call of `task`'s handler; nothing if the thread no longer runs that task. */
+  answerCall(task: PoolTask, callId: number, outcome: CallOutcome): void {
+    if (this.#task !== task || this.#terminating || this.#stopping !== null) return;
+    this.#post({ requestId: task.requestId, input: { type: 'CALL_SETTLED', callId, outcome } });
+  }
+
   /** Stops the thread, whatever it is doing. Resolves once it has exited. Idempotent. */
   terminate(): Promise<void> {
     if (!this.#terminating) {
@@ -238,7 +252,8 @@ export class PoolThread {
     const task = this.#task;
     if (task === null || value.requestId !== task.requestId) {
       // A handler stopped earlier may still log from a timer it left behind.
-      if (value.output.type === 'TASK_LOG' || value.output.type === 'TASK_PROGRESS') return;
+      const late = value.output.type;
+      if (late === 'TASK_LOG' || late === 'TASK_PROGRESS' || late === 'TASK_CALL') return;
       return this.#fail('task thread answered a request it was not running');
     }
     this.#onOutput(task, value.output);
@@ -254,6 +269,10 @@ export class PoolThread {
         return;
       case 'TASK_PROGRESS':
         task.onProgress(output.fraction, output.message);
+        return;
+      case 'TASK_CALL':
+        // A stopped task's calls are not made: its handler sees them fail.
+        if (!task.settled) task.onCall(output.callId, output.call);
         return;
       case 'TASK_SUCCEEDED': {
         const { result, resultFormat } = output;

@@ -38,13 +38,20 @@ import {
   PoolTask,
   PoolThread,
   type StopOutcome,
+  type TaskCallSink,
   type TaskLogSink,
   type TaskProgressSink,
   type TaskOutcome,
 } from './pool-thread.js';
-import type { AbortReason, RunTaskInput, TaskThreadData } from './thread-messages.js';
+import type { AbortReason, CallOutcome, RunTaskInput, TaskThreadData } from './thread-messages.js';
 
-export type { StopOutcome, TaskLogSink, TaskOutcome, TaskProgressSink } from './pool-thread.js';
+export type {
+  StopOutcome,
+  TaskCallSink,
+  TaskLogSink,
+  TaskOutcome,
+  TaskProgressSink,
+} from './pool-thread.js';
 
 export { DEFAULT_CANCEL_GRACE_MS };
 
@@ -89,6 +96,8 @@ export interface TaskHandle {
    * effect (resolves `cooperative`) on a task that already ended.
    */
   stop(reason: AbortReason): Promise<StopOutcome>;
+  /** Answers one call its handler made (see {@link TaskCallSink}); nothing once it ended. */
+  answerCall(callId: number, outcome: CallOutcome): void;
 }
 
 const THREAD_ENTRY = new URL('./task-thread.js', import.meta.url);
@@ -99,6 +108,7 @@ function endedHandle(error: string): TaskHandle {
     outcome: Promise.resolve(outcome),
     started: Promise.resolve(false),
     stop: () => Promise.resolve('cooperative'),
+    answerCall: () => undefined,
   };
 }
 
@@ -159,6 +169,7 @@ export class TaskPool {
     run: TaskRun,
     onLog: TaskLogSink = () => undefined,
     onProgress: TaskProgressSink = () => undefined,
+    onCall: TaskCallSink = () => undefined,
   ): TaskHandle {
     if (this.#closing !== null) return endedHandle('task pool is closed');
     const full = this.#running.size >= this.capacity;
@@ -170,12 +181,14 @@ export class TaskPool {
       this.#running.delete(task),
     );
     task.onProgress = onProgress;
+    task.onCall = onCall;
     if (full) this.#queued.push(task);
     else this.#start(task, this.#takeIdle() ?? this.#spawn());
     return {
       outcome: task.outcome,
       started: task.started,
       stop: (reason) => this.#stop(task, reason),
+      answerCall: (callId, outcome) => this.#running.get(task)?.answerCall(task, callId, outcome),
     };
   }
 

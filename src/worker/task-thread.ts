@@ -31,6 +31,7 @@ import { UnknownTaskTypeError } from '../tasks/registry.js';
 import { SAMPLE_INTERVAL_MS } from './memory-budget.js';
 import { importHandlers, type Handler } from './task-modules.js';
 import { encodeResult } from './task-values.js';
+import { AttemptCalls } from './thread-calls.js';
 import {
   SharedWords,
   isTaskThreadData,
@@ -52,8 +53,14 @@ const MAX_LOG_MESSAGE_CHARS = 4_096;
 /** Largest `fields` object of one log line, as JSON characters. */
 const MAX_LOG_FIELDS_CHARS = 16_384;
 
+/** An attempt running in this thread: its signal's controller and its open calls. */
+interface RunningAttempt {
+  readonly controller: AbortController;
+  readonly calls: AttemptCalls;
+}
+
 /** Attempts running in this thread (at most one), by request id. */
-const running = new Map<number, AbortController>();
+const running = new Map<number, RunningAttempt>();
 
 function builtinHandlers(): Map<string, Handler> {
   const registry = createBuiltinRegistry();
@@ -136,7 +143,12 @@ function progressReporter(requestId: number): TaskContext['progress'] {
   };
 }
 
-function contextFor(requestId: number, input: RunTaskInput, signal: AbortSignal): TaskContext {
+function contextFor(
+  requestId: number,
+  input: RunTaskInput,
+  signal: AbortSignal,
+  _calls: AttemptCalls,
+): TaskContext {
   return Object.freeze({
     progress: progressReporter(requestId),
     jobId: input.jobId,
@@ -192,6 +204,7 @@ async function attempt(
   requestId: number,
   input: RunTaskInput,
   signal: AbortSignal,
+  calls: AttemptCalls,
 ): Promise<ThreadOutput> {
   try {
     const table = await handlers;
@@ -204,7 +217,7 @@ async function attempt(
     reply(requestId, { type: 'TASK_STARTED' });
     // The handler's own spans (if the task module set up OpenTelemetry) nest in the attempt's.
     const value: unknown = await runInTraceContext(input.traceContext ?? null, () =>
-      handler.run(payload, contextFor(requestId, input, signal)),
+      handler.run(payload, contextFor(requestId, input, signal, calls)),
     );
     return { type: 'TASK_SUCCEEDED', ...encodeResult(value) };
   } catch (err) {
@@ -256,12 +269,21 @@ function sampleMemory(): void {
 
 async function run(requestId: number, input: RunTaskInput): Promise<void> {
   const controller = new AbortController();
-  running.set(requestId, controller);
+  const calls = new AttemptCalls((callId, call) =>
+    reply(requestId, { type: 'TASK_CALL', callId, call }),
+  );
+  running.set(requestId, { controller, calls });
+  const signal = watchedSignal(requestId, controller);
+  // A stopped attempt gets no answers any more: its open calls fail now.
+  controller.signal.addEventListener('abort', () =>
+    calls.close('the attempt was stopped before the coordinator answered'),
+  );
   // Samples while the task runs and its event loop turns (see memory-budget.ts).
   sampleMemory();
   const sampler = setInterval(sampleMemory, SAMPLE_INTERVAL_MS);
   try {
-    const output = await attempt(requestId, input, watchedSignal(requestId, controller));
+    const output = await attempt(requestId, input, signal, calls);
+    calls.close('the attempt ended before the coordinator answered');
     // The last sample tells the pool what the idle thread would keep.
     sampleMemory();
     reply(requestId, output);
@@ -281,7 +303,10 @@ port.on('message', (value: unknown) => {
       void run(requestId, input);
       return;
     case 'ABORT_TASK':
-      running.get(requestId)?.abort(abortError(input.reason));
+      running.get(requestId)?.controller.abort(abortError(input.reason));
+      return;
+    case 'CALL_SETTLED':
+      running.get(requestId)?.calls.settle(input.callId, input.outcome);
       return;
   }
 });

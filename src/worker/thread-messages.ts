@@ -9,9 +9,14 @@
  *           ABORT_TASK      fire the running attempt's `ctx.signal` (the
  *                           attempt was cancelled or its deadline passed);
  *                           same requestId as its RUN_TASK
+ *           CALL_SETTLED    the answer to one TASK_CALL of the running
+ *                           attempt (same requestId, the call's callId)
  *   output  TASK_STARTED    the payload is valid; the handler is now running
  *           TASK_LOG        a line the handler logged through `ctx.log`
  *           TASK_PROGRESS   what the handler reported with `ctx.progress`
+ *           TASK_CALL       a call to the coordinator (`ctx.enqueue`): the
+ *                           message without its ids, which the main thread
+ *                           adds; `callId` is unique within the attempt
  *           TASK_SUCCEEDED  the handler returned; its value, encoded
  *           TASK_FAILED     the handler threw, the payload was invalid, the
  *                           task type is unknown or a task module did not load
@@ -57,7 +62,17 @@ export interface AbortTaskInput {
   reason: AbortReason;
 }
 
-export type ThreadInput = RunTaskInput | AbortTaskInput;
+/** How one call ended: the coordinator's reply, or a refusal (a code and a message). */
+export type CallOutcome =
+  { ok: true; reply: JsonObject } | { ok: false; code: string; message: string };
+
+export interface CallSettledInput {
+  type: 'CALL_SETTLED';
+  callId: number;
+  outcome: CallOutcome;
+}
+
+export type ThreadInput = RunTaskInput | AbortTaskInput | CallSettledInput;
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export type TaskLogLevel = (typeof LOG_LEVELS)[number];
@@ -66,6 +81,7 @@ export type ThreadOutput =
   | { type: 'TASK_STARTED' }
   | { type: 'TASK_LOG'; level: TaskLogLevel; message: string; fields: Record<string, unknown> }
   | { type: 'TASK_PROGRESS'; fraction: number; message: string | null }
+  | { type: 'TASK_CALL'; callId: number; call: JsonObject }
   | { type: 'TASK_SUCCEEDED'; result: string; resultFormat: ResultFormat }
   | { type: 'TASK_FAILED'; error: string; retryable: boolean };
 
@@ -165,9 +181,17 @@ function isThreadInput(value: unknown): value is ThreadInput {
       );
     case 'ABORT_TASK':
       return ABORT_REASONS.includes(value.reason as AbortReason);
+    case 'CALL_SETTLED':
+      return typeof value.callId === 'number' && isCallOutcome(value.outcome);
     default:
       return false;
   }
+}
+
+function isCallOutcome(value: unknown): value is CallOutcome {
+  if (!isRecord(value)) return false;
+  if (value.ok === true) return isRecord(value.reply);
+  return value.ok === false && typeof value.code === 'string' && typeof value.message === 'string';
 }
 
 function isThreadOutput(value: unknown): value is ThreadOutput {
@@ -185,6 +209,12 @@ function isThreadOutput(value: unknown): value is ThreadOutput {
       return (
         typeof value.fraction === 'number' &&
         (value.message === null || typeof value.message === 'string')
+      );
+    case 'TASK_CALL':
+      return (
+        typeof value.callId === 'number' &&
+        isRecord(value.call) &&
+        typeof value.call.type === 'string'
       );
     case 'TASK_SUCCEEDED':
       return (

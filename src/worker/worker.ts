@@ -30,6 +30,10 @@
  *
  * Messages: sends WORKER_REGISTER, HEARTBEAT, TASK_RESULT, WORKER_DRAINING;
  * receives WORKER_REGISTERED, TASK_ASSIGN, TASK_CANCEL, ERROR, HEARTBEAT_ACK.
+ * Calls (worker-calls.ts): a handler's call goes out with a `requestId`
+ * (ENQUEUE_CHILD, only to a coordinator that offers its feature); its
+ * answer, a reply or an ERROR carrying that `requestId`, settles that call
+ * only: such an ERROR does not end the session.
  * An ERROR, any other message, or a protocol violation drops the connection,
  * and the worker dials again after `reconnectDelayMs` — except a refusal:
  * `ERROR` WORKER_REPLACED (another live registration took this id over),
@@ -81,10 +85,15 @@ import { DialError, dial } from '../net/tcp.js';
 import type { Logger } from '../observability/logger.js';
 import { loadOtel, startAttemptSpan, type AttemptSpan } from '../observability/tracing.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
+import { ErrorCode, LocalErrorCode, ProtocolErrorCode } from '../protocol/error-codes.js';
+import { decodeValue, messageToJson } from '../protocol/codec.js';
 import {
+  isCallReply,
   isCoordinatorToWorker,
+  isWorkerCall,
+  type CallReply,
   type ErrorMessage,
+  type JsonObject,
   type HeldAttempt,
   type Message,
   type TaskAssign,
@@ -93,7 +102,7 @@ import {
   type WorkerRegistered,
 } from '../protocol/messages.js';
 import { ProgressThrottle } from './progress-throttle.js';
-import { parseFeatures, type Feature } from '../protocol/features.js';
+import { CALL_FEATURES, parseFeatures, type Feature } from '../protocol/features.js';
 import { clipError, PROGRESS_MESSAGES_PER_SECOND } from '../protocol/limits.js';
 import { traceContextOf } from '../protocol/trace-context.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
@@ -110,7 +119,8 @@ import {
 } from './options.js';
 import { NO_TASK_MODULES, type LoadedTaskModules } from './task-modules.js';
 import { TaskPool, type StopOutcome, type TaskHandle, type TaskOutcome } from './task-pool.js';
-import type { AbortReason } from './thread-messages.js';
+import type { AbortReason, CallOutcome } from './thread-messages.js';
+import { WorkerCalls } from './worker-calls.js';
 
 export type { WorkerOptions } from './options.js';
 export { DEFAULT_PREFETCH_PER_SLOT, MIN_DEFAULT_COORDINATOR_TIMEOUT_MS, validateWorkerOptions };
@@ -193,6 +203,8 @@ export class Worker {
   readonly #abort = new AbortController();
   /** Running tasks by attemptId (the lease), orphans included. */
   readonly #tasks = new Map<string, RunningTask>();
+  /** Calls of running attempts sent to the coordinator and not answered yet. */
+  readonly #calls = new WorkerCalls();
   /** Outcomes of orphans that finished while no session was registered. */
   #lateResults: { jobId: string; attemptId: string; outcome: TaskOutcome }[] = [];
   #mode: WorkerMode = 'disconnected';
@@ -538,6 +550,7 @@ export class Worker {
     this.#connection = null;
     this.#heartbeat.stop();
     this.#watchdog.stop();
+    this.#calls.connectionLost(connection, reason);
     if (this.#isClosed()) {
       this.#abandonTasks();
       return;
@@ -572,6 +585,11 @@ export class Worker {
     this.#watchdog.heard();
     if (!isCoordinatorToWorker(msg)) {
       this.#drop(connection, `unexpected ${msg.type} from coordinator`);
+      return;
+    }
+    if (isCallReply(msg)) {
+      if (this.registered) this.#onCallReply(connection, msg);
+      else this.#drop(connection, `${msg.type} before WORKER_REGISTERED`);
       return;
     }
     switch (msg.type) {
@@ -658,7 +676,74 @@ export class Worker {
     }
   }
 
+  /** The answer to a call: back to the handler that made it (an unknown requestId is ignored). */
+  #onCallReply(connection: FramedConnection, msg: CallReply): void {
+    const reply = JSON.parse(messageToJson(msg)) as JsonObject;
+    if (!this.#calls.settle(connection, msg.requestId, { ok: true, reply })) {
+      this.#log.debug({ type: msg.type, requestId: msg.requestId }, 'answer to no open call');
+    }
+  }
+
+  /**
+   * A call of a running attempt's handler (the message without its ids): sent
+   * with the attempt's ids and a fresh requestId, if the coordinator offers
+   * what it needs and the attempt's session is the current one.
+   */
+  #onTaskCall(task: RunningTask, callId: number, call: JsonObject): void {
+    if (this.#tasks.get(task.attemptId) !== task) return; // stopped: its thread failed the call
+    const answer = (outcome: CallOutcome): void => task.handle.answerCall(callId, outcome);
+    const type = typeof call.type === 'string' ? call.type : JSON.stringify(call.type);
+    const feature = Object.prototype.hasOwnProperty.call(CALL_FEATURES, type)
+      ? CALL_FEATURES[type as keyof typeof CALL_FEATURES]
+      : null;
+    if (feature === null) {
+      const message = `no such call: ${type}`;
+      return answer({ ok: false, code: ErrorCode.InvalidRequest, message });
+    }
+    if (!this.#features.has(feature)) {
+      const message = `the coordinator does not offer ${feature} (${type} needs it)`;
+      return answer({ ok: false, code: LocalErrorCode.UnsupportedFeature, message });
+    }
+    const connection = task.connection;
+    if (connection !== this.#connection || !this.registered) {
+      const message = 'no connection to the coordinator now';
+      return answer({ ok: false, code: LocalErrorCode.ConnectionLost, message });
+    }
+    const requestId = this.#calls.open(connection, task.attemptId, answer);
+    if (requestId === null) return;
+    const { workerId } = this;
+    const ids = { workerId, jobId: task.jobId, attemptId: task.attemptId, requestId };
+    try {
+      const msg = decodeValue({ ...call, ...ids });
+      if (!isWorkerCall(msg)) throw new Error(`${msg.type} is not a call`);
+      if (!connection.send(msg)) {
+        const message = 'the connection to the coordinator is closing';
+        this.#calls.fail(requestId, { ok: false, code: LocalErrorCode.ConnectionLost, message });
+      }
+    } catch (err) {
+      // Too large for a frame, or a field the message does not allow.
+      const code = err instanceof DtpError && err.code === ProtocolErrorCode.FrameEncode;
+      this.#calls.fail(requestId, {
+        ok: false,
+        code: code ? LocalErrorCode.PayloadTooLarge : ErrorCode.InvalidRequest,
+        message: `${type} could not be sent: ${describeError(err)}`,
+      });
+    }
+  }
+
   #onError(connection: FramedConnection, msg: ErrorMessage): void {
+    if (this.registered && msg.requestId !== undefined && msg.requestId !== null) {
+      // A refused call: that call fails, the session goes on.
+      const outcome = {
+        ok: false,
+        code: msg.code ?? LocalErrorCode.RemoteError,
+        message: msg.message,
+      } as const;
+      if (!this.#calls.settle(connection, msg.requestId, outcome)) {
+        this.#log.debug({ code: msg.code, requestId: msg.requestId }, 'refusal of no open call');
+      }
+      return;
+    }
     if (this.#mode === 'registering' && isClientPortAnswer(msg)) {
       // Registering with a client port is a configuration error, not a lost connection.
       this.#refuse(WRONG_PORT_CODE, workerOnClientPortMessage(this.#follower.current.port));
@@ -743,6 +828,7 @@ export class Worker {
       },
       (level, message, fields) => taskLog[level](fields, message),
       (fraction, message) => task.progress?.report({ fraction, message }),
+      (callId, call) => this.#onTaskCall(task, callId, call),
     );
     const startedAtMs = performance.now();
     const task: RunningTask = {
@@ -787,6 +873,7 @@ export class Worker {
     if (task.deadlineTimer !== null) clearTimeout(task.deadlineTimer);
     task.deadlineTimer = null;
     task.progress?.dispose();
+    this.#calls.forgetAttempt(task.attemptId);
     // Ended already with its outcome, unless the worker let it go (closing).
     task.span?.end('CANCELLED', 'the worker let the attempt go');
   }

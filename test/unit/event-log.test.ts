@@ -78,6 +78,16 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
   'result.stale': [
     { type: 'result.stale', jobId: 'j', attemptId: 'a', workerId: 'w', reason: 'r' },
   ],
+  'call.stale': [
+    {
+      type: 'call.stale',
+      call: 'ENQUEUE_CHILD',
+      jobId: 'j',
+      attemptId: 'a',
+      workerId: 'w',
+      reason: 'r',
+    },
+  ],
 };
 
 describe('event log', () => {

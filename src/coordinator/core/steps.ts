@@ -51,6 +51,7 @@ import type { CoreJob, JobStep, RunningJob } from './job.js';
 import { isCurrentLease } from './lease.js';
 import { failAttempt, releaseWaiting, schedule, suspendAttempt } from './job-lifecycle.js';
 import { transition } from './job-state.js';
+import { refuseCall, type FencedCall } from './calls.js';
 import type { CoreState } from './state.js';
 import type { WorkerSession } from './worker-registry.js';
 
@@ -101,7 +102,7 @@ function resultsBytes(job: Readonly<CoreJob>): number {
   return bytes;
 }
 
-/** The current lease of the job named by a call from this session, or null. */
+/** The current lease of the job a message of this session names, or null. */
 function leasedTo(
   s: CoreState,
   session: WorkerSession,
@@ -113,24 +114,11 @@ function leasedTo(
   return job.lease.workerId === session.workerId ? job : null;
 }
 
-function refuseCall(
-  s: CoreState,
-  session: WorkerSession,
-  requestId: number,
-  code: ErrorCode,
-  message: string,
-): void {
-  s.send(session.connId, { type: 'ERROR', code, message, requestId });
-}
-
-/** RECORD_STEP: appends the step under the current lease; the reply leaves once it is durable. */
-export function handleRecordStep(s: CoreState, session: WorkerSession, msg: RecordStep): void {
+/** RECORD_STEP (fenced already): appends the step; the reply leaves once it is durable. */
+export function recordStep(s: CoreState, call: FencedCall<RecordStep>): void {
+  const { session, job, msg } = call;
   const refuse = (code: ErrorCode, message: string): void =>
     refuseCall(s, session, msg.requestId, code, `RECORD_STEP: ${message}`);
-  const job = leasedTo(s, session, msg.jobId, msg.attemptId);
-  if (job === null) {
-    return refuse(ErrorCode.StaleAttempt, 'the attempt is not the current lease of the job');
-  }
   const nameProblem = stepNameProblem(msg.name);
   if (nameProblem !== null) return refuse(ErrorCode.InvalidRequest, nameProblem);
   if (msg.index !== job.steps.length) {
@@ -181,18 +169,9 @@ function appendStep(s: CoreState, job: CoreJob, step: JobStep): void {
   s.jobs.save(job);
 }
 
-/** GET_STEPS: the recorded steps from an index, as many as fit one frame (at least one). */
-export function handleGetSteps(s: CoreState, session: WorkerSession, msg: GetSteps): void {
-  const job = leasedTo(s, session, msg.jobId, msg.attemptId);
-  if (job === null) {
-    return refuseCall(
-      s,
-      session,
-      msg.requestId,
-      ErrorCode.StaleAttempt,
-      'GET_STEPS: the attempt is not the current lease of the job',
-    );
-  }
+/** GET_STEPS (fenced already): the steps from an index, as many as fit one frame (at least one). */
+export function getSteps(s: CoreState, call: FencedCall<GetSteps>): void {
+  const { session, job, msg } = call;
   if (msg.fromIndex < 0 || msg.fromIndex > job.steps.length) {
     return refuseCall(
       s,

@@ -205,7 +205,16 @@ export type CoreEvent =
       tickMs: number;
       reason: 'overlap' | 'missed' | 'limit';
     }
-  | { type: 'result.stale'; jobId: string; attemptId: string; workerId: string; reason: string };
+  | { type: 'result.stale'; jobId: string; attemptId: string; workerId: string; reason: string }
+  /** A call of an attempt (ENQUEUE_CHILD, ...) refused STALE_ATTEMPT: its lease is not current. */
+  | {
+      type: 'call.stale';
+      call: string;
+      jobId: string;
+      attemptId: string;
+      workerId: string;
+      reason: string;
+    };
 
 /** Core settings (a subset of the coordinator's options). */
 export interface CoreConfig {

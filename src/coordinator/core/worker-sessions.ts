@@ -3,8 +3,10 @@
  *
  * Per connection: the first frame must be WORKER_REGISTER (else ERROR naming
  * it, then close). Once registered only HEARTBEAT, TASK_RESULT and the
- * extensions (WORKER_DRAINING, TASK_PROGRESS, the steps' messages) are legal, each naming the session's own worker
- * id; anything else loses the worker. A lost worker's running attempts are
+ * WORKER_DRAINING extension are legal, each naming the session's own worker
+ * id; anything else loses the worker. The calls of running attempts
+ * (ENQUEUE_CHILD, RECORD_STEP, GET_STEPS) are answered in worker-calls.ts;
+ * TASK_SUSPEND (steps.ts) ends an attempt as a result does. A lost worker's running attempts are
  * retried or failed, and its connection closed.
  *
  * Two exceptions keep an attempt's lease across the end of its session:
@@ -36,6 +38,7 @@ import {
 import { isValidTaskType } from '../../protocol/task-types.js';
 import { isValidQueueName, MAX_QUEUES_PER_WORKER } from '../../protocol/queue-names.js';
 import { COORDINATOR_FEATURES } from './offered-features.js';
+import { handleWorkerCall, requestIdProblem } from './worker-calls.js';
 import type {
   HeldAttempt,
   TaskProgress,
@@ -48,7 +51,7 @@ import { isCurrentLease } from './lease.js';
 import { completeJob, failAttempt, requeueDue, schedule } from './job-lifecycle.js';
 import type { CoreState } from './state.js';
 import type { WorkerLossCause } from './types.js';
-import { handleGetSteps, handleRecordStep, handleSuspend } from './steps.js';
+import { handleSuspend } from './steps.js';
 import type { WorkerSession } from './worker-registry.js';
 
 export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
@@ -95,10 +98,20 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
       return handleResult(s, session, msg);
     case 'TASK_PROGRESS':
       return handleProgress(s, session, msg);
+    case 'ENQUEUE_CHILD':
     case 'RECORD_STEP':
-      return handleRecordStep(s, session, msg);
-    case 'GET_STEPS':
-      return handleGetSteps(s, session, msg);
+    case 'GET_STEPS': {
+      const problem = requestIdProblem(msg.requestId);
+      if (problem !== null) {
+        return void loseWorker(
+          s,
+          session,
+          'protocol_violation',
+          `protocol violation: ${msg.type} ${problem}`,
+        );
+      }
+      return handleWorkerCall(s, session, msg);
+    }
     case 'TASK_SUSPEND':
       return handleSuspend(s, session, msg);
     case 'WORKER_DRAINING':

@@ -140,6 +140,17 @@ const LINES: Formatters = {
     'stale result rejected',
     { jobId: e.jobId, attemptId: e.attemptId, workerId: e.workerId, reason: e.reason },
   ],
+  'call.stale': (e) => [
+    'info',
+    'stale call refused',
+    {
+      call: e.call,
+      jobId: e.jobId,
+      attemptId: e.attemptId,
+      workerId: e.workerId,
+      reason: e.reason,
+    },
+  ],
 };
 
 /** Longest list of task types written into one log line. */
@@ -180,6 +191,7 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'job.deadlineExceeded': false,
   'job.recovered': true,
   'result.stale': false,
+  'call.stale': true,
   'job.progress': true,
 };
 

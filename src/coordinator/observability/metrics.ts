@@ -128,6 +128,7 @@ const ON_EVENT: EventCounters = {
     m.failed.inc({ cause: 'restart' });
   },
   'result.stale': (m) => m.staleResults.inc(),
+  'call.stale': () => undefined,
   'job.progress': (m, e) => m.progress.inc({ outcome: e.accepted ? 'accepted' : 'ignored' }),
   'jobs.purged': (m, e) => m.purged.inc({ reason: e.reason }, e.deleted),
   'coordinator.stalled': (m) => m.stalls.inc(),
