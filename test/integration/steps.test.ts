@@ -14,6 +14,7 @@ import { DtpClient } from '../../src/client/index.js';
 import { MAX_STEPS_PER_JOB } from '../../src/protocol/limits.js';
 import type { JobSnapshot, JsonObject } from '../../src/protocol/messages.js';
 import { runsOf } from '../fixtures/step-tasks.js';
+import { ScriptedWorker } from '../helpers/raw-peers.js';
 import {
   startCoordinator,
   startTaskWorker,
@@ -164,6 +165,45 @@ describe('durable steps, end to end', { timeout: 120_000 }, () => {
     assert.deepEqual(
       reused.steps?.map((s) => s.name),
       ['once'],
+    );
+  });
+
+  it('answers a step of a stale attempt with STALE_ATTEMPT and records nothing (the wire)', async () => {
+    const raw = await ScriptedWorker.register(tc.coordinator.workerPort, 'w-raw', 1, {
+      taskTypes: ['raw.steps'],
+    });
+    workers.push(raw);
+    const { jobId } = await client.submit({ taskType: 'raw.steps', payload: {}, maxAttempts: 3 });
+    const first = await raw.assignments.next();
+    raw.fail(first, 'try again');
+    const second = await raw.assignments.next();
+    assert.notEqual(second.attemptId, first.attemptId);
+    const stepOf = (attemptId: string, requestId: number) =>
+      ({
+        type: 'RECORD_STEP',
+        workerId: 'w-raw',
+        jobId,
+        attemptId,
+        requestId,
+        index: 0,
+        name: 'late',
+        result: '1',
+      }) as const;
+    raw.send(stepOf(first.attemptId, 1));
+    const refused = await raw.others.next();
+    assert.deepEqual(refused.type === 'ERROR' && [refused.code, refused.requestId], [
+      'STALE_ATTEMPT',
+      1,
+    ]);
+    raw.send(stepOf(second.attemptId, 2));
+    const recorded = await raw.others.next();
+    assert.deepEqual(recorded, { type: 'STEP_RECORDED', requestId: 2, jobId, index: 0 });
+    raw.succeed(second, 'done');
+    const done = await client.wait(jobId, 10_000);
+    assert.deepEqual(
+      done.steps?.map((s) => s.name),
+      ['late'],
+      'only the current attempt recorded',
     );
   });
 
