@@ -37,6 +37,8 @@ interface Totals {
   faultKinds: Map<string, number>;
   dependents: number;
   cascaded: number;
+  stepsRecorded: number;
+  suspended: number;
   schedules: Map<string, number>;
 }
 
@@ -61,6 +63,8 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.cancelled += report.cancelled;
   totals.dependents += report.dependents;
   totals.cascaded += report.cascaded;
+  totals.stepsRecorded += report.stepsRecorded;
+  totals.suspended += report.suspended;
   totals.restarts += report.restarts;
   totals.failovers += report.failovers;
   totals.fencedCommits += report.fencedCommits;
@@ -91,6 +95,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `steps:           ${totals.steps} (${totals.inputs} core inputs)`,
       `jobs:            ${totals.jobs} created, ${totals.acked} acknowledged, ${totals.completed} completed, ${totals.failed} failed, ${totals.cancelled} cancelled`,
       `dependencies:    ${totals.dependents} jobs with parents, ${totals.cascaded} cancelled by a failed parent`,
+      `steps:           ${totals.stepsRecorded} recorded, ${totals.suspended} attempts suspended (sleeps and waits)`,
       `schedules:       ${sch('fired')} ticks fired (${sch('catchUps')} catch-up jobs after a recovery), skipped: ${sch('skippedOverlap')} overlap, ${sch('skippedMissed')} missed, ${sch('skippedLimit')} limit; ${sch('triggers')} triggers; ${sch('set')} definitions set, ${sch('invalid')} refused as invalid`,
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
@@ -125,6 +130,8 @@ function runMany(start: number, count: number, steps: number): number {
     cancelled: 0,
     dependents: 0,
     cascaded: 0,
+    stepsRecorded: 0,
+    suspended: 0,
     restarts: 0,
     failovers: 0,
     fencedCommits: 0,

@@ -277,8 +277,27 @@ function suspendProblem(job: Readonly<CoreJob>, msg: TaskSuspend): string | null
   return null;
 }
 
+function emitSuspended(
+  s: CoreState,
+  job: RunningJob,
+  untilMs: number | null,
+  waitingFor: string | null,
+): void {
+  const { workerId, attemptId } = job.lease;
+  s.emit({
+    type: 'job.suspended',
+    jobId: job.jobId,
+    workerId,
+    attempt: job.attempts,
+    attemptId,
+    untilMs,
+    waitingFor,
+  });
+}
+
 function sleep(s: CoreState, job: RunningJob, sleepMillis: number): void {
   const untilMs = s.nowMs + sleepMillis;
+  emitSuspended(s, job, untilMs, null);
   appendStep(s, job, {
     name: SLEEP_STEP,
     result: JSON.stringify({ untilMillis: untilMs }),
@@ -337,6 +356,7 @@ export function stepWaitReadFailed(
 }
 
 function beginWait(s: CoreState, job: RunningJob, targetId: string): void {
+  emitSuspended(s, job, null, targetId);
   appendStep(s, job, {
     name: WAIT_STEP,
     result: JSON.stringify({ jobId: targetId }),
