@@ -101,7 +101,6 @@ export interface TaskContext {
  * How a job that `ctx.waitFor` waited for ended (a type, not an interface,
  * so a handler can return it as the JSON value it is).
  */
-// eslint-disable-next-line @typescript-eslint/consistent-type-definitions
 export type WaitOutcome = {
   readonly jobId: string;
   /** COMPLETED, FAILED or CANCELLED; null when no such job is known. */

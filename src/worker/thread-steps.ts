@@ -222,7 +222,7 @@ export class AttemptSteps {
       const outcome = JSON.parse(recorded.result ?? '{}') as Record<string, JsonValue>;
       if (outcome.jobId !== jobId) {
         this.#nonDeterministic(
-          `position ${position} waited for job ${String(outcome.jobId)}, this run waits for ${jobId}`,
+          `position ${position} waited for job ${JSON.stringify(outcome.jobId)}, this run waits for ${jobId}`,
         );
       }
       return waitOutcome(outcome);
@@ -285,7 +285,7 @@ function waitOutcome(outcome: Record<string, JsonValue>): WaitOutcome {
     result = JSON.parse(result) as JsonValue;
   }
   return Object.freeze({
-    jobId: String(outcome.jobId),
+    jobId: typeof outcome.jobId === 'string' ? outcome.jobId : '',
     state: typeof outcome.state === 'string' ? outcome.state : null,
     result,
     error: typeof outcome.error === 'string' ? outcome.error : null,

@@ -148,6 +148,7 @@ export class TimingChecks {
       case 'job.released':
       case 'job.deduplicated':
       case 'job.rejected':
+      case 'call.stale':
       case 'result.stale':
       case 'worker.registered':
       case 'worker.rejected':

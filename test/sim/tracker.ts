@@ -497,6 +497,8 @@ export class JobTracker {
       case 'job.rejected':
         this.counts.rejected++;
         return;
+      case 'call.stale':
+        return; // a refused call changes nothing
       case 'result.stale':
         this.counts.staleResults++;
         return;
