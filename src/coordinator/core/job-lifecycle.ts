@@ -29,7 +29,16 @@ import { retryDelayMs } from './retry-policy.js';
 import type { CoreState } from './state.js';
 import type { AttemptFailureCause } from './types.js';
 import type { WorkerSession } from './worker-registry.js';
-import { assignedSteps, attemptsUsed, wakeWaiters } from './steps.js';
+import {
+  WAIT_STEP,
+  assignedSteps,
+  attemptsUsed,
+  outcomeOf,
+  resultsBytes,
+  stepResultBytes,
+  type WaitOutcome,
+} from './step-records.js';
+import { MAX_STEP_RESULT_BYTES, MAX_STEP_RESULTS_BYTES } from '../../protocol/limits.js';
 
 /** How each failure cause is recorded in the attempt history. */
 const OUTCOME_OF: { readonly [C in AttemptFailureCause]: AttemptOutcome } = {
@@ -367,4 +376,37 @@ export function suspendAttempt(s: CoreState, job: RunningJob): void {
 /** Ends a restarted coordinator's interrupted attempt (recovery only). */
 export function interruptAttempt(s: CoreState, job: RunningJob, error: string): void {
   endAttempt(s, job, 'INTERRUPTED', error);
+}
+
+/**
+ * A WAITING job's wait ends: its step gets the outcome (the result left out
+ * when it would pass the job's bound) and the job is queued again.
+ */
+export function endWait(s: CoreState, job: CoreJob, outcome: WaitOutcome): void {
+  const index = job.steps.length - 1;
+  const step = job.steps[index];
+  if (job.state !== 'WAITING' || step === undefined || step.name !== WAIT_STEP) {
+    throw new Error(`job ${job.jobId} ends a wait it is not in (${job.state})`);
+  }
+  let text = JSON.stringify(outcome);
+  const room = MAX_STEP_RESULTS_BYTES - (resultsBytes(job) - stepResultBytes(step.result));
+  if (stepResultBytes(text) > Math.min(room, MAX_STEP_RESULT_BYTES)) {
+    text = JSON.stringify({ ...outcome, result: null, omitted: true });
+  }
+  step.result = text;
+  s.jobs.saveStep(job.jobId, index, step);
+  job.waitingFor = null;
+  releaseWaiting(s, job);
+}
+
+/** A job ended: the jobs waiting for it (`ctx.waitFor`) go on. */
+export function wakeWaiters(s: CoreState, ended: Readonly<CoreJob>): void {
+  const waiters = s.stepWaits.get(ended.jobId);
+  if (waiters === undefined) return;
+  s.stepWaits.delete(ended.jobId);
+  for (const jobId of waiters) {
+    const job = s.jobs.active(jobId);
+    if (job === undefined || job.state !== 'WAITING' || job.waitingFor !== ended.jobId) continue;
+    endWait(s, job, outcomeOf(ended));
+  }
 }

@@ -29,7 +29,8 @@ import {
   type FinishedParent,
 } from './dependencies.js';
 import { fromRecord, isRunning, type CoreJob, type JobStep, type RunningJob } from './job.js';
-import { attemptsUsed, pendingWaitOf, recoverWait } from './steps.js';
+import { attemptsUsed, pendingWaitOf } from './step-records.js';
+import { recoverWait } from './steps.js';
 import { holdScheduled } from './delayed-jobs.js';
 import { recoverWindow } from './scheduled-window.js';
 import { cancelJob, finishJob, interruptAttempt, releaseWaiting } from './job-lifecycle.js';

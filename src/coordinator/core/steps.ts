@@ -28,79 +28,34 @@
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { MAX_FRAME_BYTES } from '../../protocol/framing.js';
 import {
-  MAX_ASSIGNED_PARENT_RESULT_BYTES,
-  MAX_ASSIGNED_STEP_BYTES,
   MAX_DELAY_MS,
   MAX_JOB_ID_LENGTH,
-  MAX_STEP_NAME_LENGTH,
   MAX_STEP_RESULT_BYTES,
   MAX_STEP_RESULTS_BYTES,
   MAX_STEPS_PER_JOB,
 } from '../../protocol/limits.js';
-import type {
-  GetSteps,
-  RecordStep,
-  RecordedStep,
-  TaskAssign,
-  TaskSuspend,
-} from '../../protocol/messages.js';
+import type { GetSteps, RecordStep, TaskSuspend } from '../../protocol/messages.js';
 import { isTerminalState } from '../../protocol/messages.js';
 import type { JobRecord } from '../../store/store.js';
 import { holdScheduled } from './delayed-jobs.js';
 import type { CoreJob, JobStep, RunningJob } from './job.js';
 import { isCurrentLease } from './lease.js';
-import { failAttempt, releaseWaiting, schedule, suspendAttempt } from './job-lifecycle.js';
+import { endWait, failAttempt, schedule, suspendAttempt } from './job-lifecycle.js';
+import {
+  SLEEP_STEP,
+  STEP_ENVELOPE_BYTES,
+  WAIT_STEP,
+  outcomeOf,
+  resultsBytes,
+  stepNameProblem,
+  stepResultBytes,
+  stepsFrom,
+  unknownOutcome,
+} from './step-records.js';
 import { transition } from './job-state.js';
 import { refuseCall, type FencedCall } from './calls.js';
 import type { CoreState } from './state.js';
 import type { WorkerSession } from './worker-registry.js';
-
-/** The step a sleep records (its value: `{untilMillis}`). */
-export const SLEEP_STEP = 'dtp.sleep';
-/** The step a wait records (its value: `{jobId}`, then the job's outcome). */
-export const WAIT_STEP = 'dtp.waitFor';
-/** Step names a handler may not use: these are the coordinator's. */
-export const RESERVED_STEP_PREFIX = 'dtp.';
-
-/** Room kept in a frame for everything but the steps' results. */
-const STEP_ENVELOPE_BYTES = 64 * 1024;
-
-/** A step's result size as the bounds count it: its JSON string encoding without the quotes. */
-export function stepResultBytes(result: string | null): number {
-  return result === null ? 0 : Buffer.byteLength(JSON.stringify(result)) - 2;
-}
-
-/** What a problem with a step name is, or null when it is a name a handler may use. */
-export function stepNameProblem(name: string): string | null {
-  if (name.length === 0 || name.trim() !== name) {
-    return 'a step name must be non-empty, without leading or trailing blanks';
-  }
-  if (name.length > MAX_STEP_NAME_LENGTH) {
-    return `a step name must be at most ${MAX_STEP_NAME_LENGTH} characters`;
-  }
-  if (name.startsWith(RESERVED_STEP_PREFIX)) {
-    return `step names starting with "${RESERVED_STEP_PREFIX}" are reserved`;
-  }
-  return null;
-}
-
-/** Attempts that ended in a suspension: they do not count toward maxAttempts. */
-export function suspensionsOf(job: Readonly<CoreJob>): number {
-  let n = 0;
-  for (const step of job.steps) if (step.name === SLEEP_STEP || step.name === WAIT_STEP) n++;
-  return n;
-}
-
-/** Attempts of the job that count toward its maxAttempts. */
-export function attemptsUsed(job: Readonly<CoreJob>): number {
-  return job.attempts - suspensionsOf(job);
-}
-
-function resultsBytes(job: Readonly<CoreJob>): number {
-  let bytes = 0;
-  for (const step of job.steps) bytes += stepResultBytes(step.result);
-  return bytes;
-}
 
 /** The current lease of the job a message of this session names, or null. */
 function leasedTo(
@@ -189,41 +144,6 @@ export function getSteps(s: CoreState, call: FencedCall<GetSteps>): void {
     steps,
     more: msg.fromIndex + steps.length < job.steps.length,
   });
-}
-
-/** Steps from `from` while their results fit `budget` (the first one always, with `atLeastOne`). */
-function stepsFrom(
-  job: Readonly<CoreJob>,
-  from: number,
-  budget: number,
-  atLeastOne: boolean,
-): RecordedStep[] {
-  const out: RecordedStep[] = [];
-  let left = budget;
-  for (let i = from; i < job.steps.length; i++) {
-    const step = job.steps[i] as JobStep;
-    const size = Buffer.byteLength(JSON.stringify(step.result)) + step.name.length * 6 + 64;
-    if (size > left && !(atLeastOne && out.length === 0)) break;
-    left -= size;
-    out.push({ name: step.name, result: step.result, atMillis: step.atMs });
-  }
-  return out;
-}
-
-/** The steps fields of an assignment, for a worker that asked for steps. */
-export function assignedSteps(
-  job: Readonly<CoreJob>,
-  session: WorkerSession,
-): Pick<TaskAssign, 'steps' | 'stepCount'> {
-  if (session.steps !== true || job.steps.length === 0) return {};
-  const budget = Math.min(
-    MAX_ASSIGNED_STEP_BYTES,
-    MAX_FRAME_BYTES -
-      STEP_ENVELOPE_BYTES -
-      MAX_ASSIGNED_PARENT_RESULT_BYTES -
-      Buffer.byteLength(job.payloadJson),
-  );
-  return { steps: stepsFrom(job, 0, Math.max(0, budget), false), stepCount: job.steps.length };
 }
 
 /** TASK_SUSPEND: ends the attempt without failing it; the job sleeps or waits. */
@@ -377,64 +297,6 @@ export function holdWait(s: CoreState, jobId: string, targetId: string): void {
   waiters.add(jobId);
 }
 
-interface WaitOutcome {
-  jobId: string;
-  state: string | null;
-  result: string | null;
-  resultFormat: string | null;
-  error: string | null;
-  omitted?: true;
-}
-
-function outcomeOf(job: Readonly<CoreJob> | Readonly<JobRecord>): WaitOutcome {
-  const completed = job.state === 'COMPLETED';
-  return {
-    jobId: job.jobId,
-    state: job.state,
-    result: completed ? job.result : null,
-    resultFormat: completed ? job.resultFormat : null,
-    error: job.error,
-  };
-}
-
-/** A waited-for job the store does not have (never existed, or purged). */
-export function unknownOutcome(jobId: string): WaitOutcome {
-  return { jobId, state: null, result: null, resultFormat: null, error: 'unknown job' };
-}
-
-/**
- * A WAITING job's wait ends: its step gets the outcome (the result left out
- * when it would pass the job's bound) and the job is queued again.
- */
-export function endWait(s: CoreState, job: CoreJob, outcome: WaitOutcome): void {
-  const index = job.steps.length - 1;
-  const step = job.steps[index];
-  if (job.state !== 'WAITING' || step === undefined || step.name !== WAIT_STEP) {
-    throw new Error(`job ${job.jobId} ends a wait it is not in (${job.state})`);
-  }
-  let text = JSON.stringify(outcome);
-  const room = MAX_STEP_RESULTS_BYTES - (resultsBytes(job) - stepResultBytes(step.result));
-  if (stepResultBytes(text) > Math.min(room, MAX_STEP_RESULT_BYTES)) {
-    text = JSON.stringify({ ...outcome, result: null, omitted: true });
-  }
-  step.result = text;
-  s.jobs.saveStep(job.jobId, index, step);
-  job.waitingFor = null;
-  releaseWaiting(s, job);
-}
-
-/** A job ended: the jobs waiting for it (`ctx.waitFor`) go on. */
-export function wakeWaiters(s: CoreState, ended: Readonly<CoreJob>): void {
-  const waiters = s.stepWaits.get(ended.jobId);
-  if (waiters === undefined) return;
-  s.stepWaits.delete(ended.jobId);
-  for (const jobId of waiters) {
-    const job = s.jobs.active(jobId);
-    if (job === undefined || job.state !== 'WAITING' || job.waitingFor !== ended.jobId) continue;
-    endWait(s, job, outcomeOf(ended));
-  }
-}
-
 /**
  * Recovery: the waiting job's wait is indexed again, or ended when the job
  * it waits for ended (its row came as a parent's) or is not in the store.
@@ -448,12 +310,4 @@ export function recoverWait(
   if (s.jobs.active(targetId) !== undefined) return holdWait(s, job.jobId, targetId);
   const row = parentRows.get(targetId);
   endWait(s, job, row === undefined ? unknownOutcome(targetId) : outcomeOf(row));
-}
-
-/** The job a recovered WAITING job waits for: its last step is a wait without an outcome. */
-export function pendingWaitOf(steps: readonly JobStep[]): string | null {
-  const last = steps.at(-1);
-  if (last === undefined || last.name !== WAIT_STEP || last.result === null) return null;
-  const value = JSON.parse(last.result) as { jobId?: unknown; state?: unknown };
-  return 'state' in value || typeof value.jobId !== 'string' ? null : value.jobId;
 }
