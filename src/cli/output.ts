@@ -76,7 +76,10 @@ export interface JobBlockOptions {
   color?: boolean;
 }
 
-/** A job block; Worker only while RUNNING, Result and Error only when set. */
+/**
+ * A job block; Worker only while RUNNING, Result and Error only when set;
+ * Parent for a child job, Children (one id a line) for a job that made some.
+ */
 export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}): string {
   const lines =
     options.submitted === true
@@ -92,6 +95,12 @@ export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}):
     lines.push(labelLine('Worker', job.workerId));
   if (job.result !== null) lines.push(labelLine('Result', job.result));
   if (job.error !== null) lines.push(labelLine('Error', job.error));
+  if (job.parentJobId !== undefined && job.parentJobId !== null) {
+    lines.push(labelLine('Parent', job.parentJobId));
+  }
+  if (job.children !== undefined && job.children !== null && job.children.length > 0) {
+    lines.push(labelLine('Children', job.children.join('\n')));
+  }
   return lines.join('\n') + '\n';
 }
 

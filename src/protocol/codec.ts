@@ -315,6 +315,8 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   idempotencyKey: optional(stringCodec),
   dependsOn: optional(arrayOf(stringCodec)),
   progress: optional(jobProgressCodec),
+  parentJobId: optional(stringCodec),
+  children: optional(arrayOf(stringCodec)),
   runAtMillis: optional(intCodec),
   scheduleName: optional(stringCodec),
   queue: optional(stringCodec),

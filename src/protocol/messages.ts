@@ -108,6 +108,13 @@ export interface JobSnapshot {
   scheduleName?: string | null;
   /** Extension: the latest progress its handler reported (kept once it ends). */
   progress?: JobProgress | null;
+  /** Extension: the job whose handler enqueued this one (`ctx.enqueue`); absent = none. */
+  parentJobId?: string | null;
+  /**
+   * Extension (GET_JOB_STATUS only): the jobs this one's handler enqueued,
+   * oldest first; absent = none.
+   */
+  children?: string[] | null;
   /** Extension (durable steps): the steps its handler recorded, in order; absent = none. */
   steps?: StepSummary[] | null;
 }

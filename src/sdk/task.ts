@@ -26,7 +26,7 @@
  * loading any handler code.
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import type { JsonValue } from '../protocol/messages.js';
+import type { JsonObject, JsonValue } from '../protocol/messages.js';
 
 /** Lines a handler logs, tagged with its job and attempt. */
 export interface TaskLogger {
@@ -95,6 +95,38 @@ export interface TaskContext {
    * job's outcome.
    */
   waitFor(jobId: string): Promise<WaitOutcome>;
+  /**
+   * Submits a child job and resolves with its id; the child's snapshot names
+   * this job as `parentJobId`, and this job's status lists its children. The
+   * child is an ordinary job (it does not wait for this one). The same call
+   * in a later attempt of this job resolves with the child made the first
+   * time: the call is known by `options.key`, or, without one, by its place
+   * among this attempt's calls without a key (the first is 0). Rejects with
+   * a DtpError: UNSUPPORTED_FEATURE (the coordinator cannot), STALE_ATTEMPT
+   * (this attempt no longer holds the job), CONNECTION_LOST (no answer came:
+   * call again with the same key to learn whether it was made), CALL_ABORTED
+   * (the attempt was stopped), TOO_MANY_CALLS (more than 64 waiting), or the
+   * code a SUBMIT_JOB of it would be refused with.
+   */
+  enqueue(type: string, payload: JsonObject, options?: EnqueueOptions): Promise<string>;
+}
+
+/** Options of `ctx.enqueue`: the child's settings, as a submission's, and its key. */
+export interface EnqueueOptions {
+  /** The call's key among this job's children, 1..256 characters; absent: its ordinal. */
+  key?: string;
+  /** Absent: the coordinator's default. */
+  maxAttempts?: number;
+  /** Absent: NORMAL. */
+  priority?: 'HIGH' | 'NORMAL' | 'LOW';
+  /** Per-attempt execution deadline, in ms; absent: the coordinator's. */
+  timeoutMillis?: number;
+  /** The named queue; absent: `default`. */
+  queue?: string;
+  /** A group key within the queue; absent: none. */
+  groupKey?: string;
+  /** A delayed child's due time (epoch ms); absent: not delayed. */
+  runAtMillis?: number;
 }
 
 /**

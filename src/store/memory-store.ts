@@ -13,6 +13,7 @@ import { isTerminalState } from '../protocol/messages.js';
 import {
   StoreError,
   type AttemptRecord,
+  type ChildLink,
   type JobRecord,
   type ListQuery,
   type PurgeQuery,
@@ -32,6 +33,8 @@ export class MemoryStore implements Store {
   readonly description = 'memory (not durable)';
   readonly #jobs = new Map<string, JobRecord>();
   readonly #byKey = new Map<string, string>();
+  /** `parentJobId` + NUL + `childKey` -> the child's id (unique, like the SQL stores' index). */
+  readonly #byChildKey = new Map<string, string>();
   readonly #attempts = new Map<string, AttemptRecord>();
   readonly #queues = new Map<string, QueueSettingsRecord>();
   readonly #schedules = new Map<string, ScheduleRecord>();
@@ -111,12 +114,14 @@ export class MemoryStore implements Store {
       .filter((job): job is JobRecord => job !== undefined && isTerminalState(job.state))
       .map((job) => ({ ...job }));
     const schedules = this.committedSchedules();
+    const childLinks = this.#childLinks(new Set(activeJobs.map((job) => job.jobId)));
     return {
       activeJobs,
       activeAttempts,
       ...(activeSteps.length > 0 && { activeSteps }),
       maxSeq,
       parentJobs,
+      childLinks,
       schedules,
       queueSettings,
       ...(scheduledWindow !== undefined && { scheduledWindow }),
@@ -162,10 +167,16 @@ export class MemoryStore implements Store {
       if (isNew && job.idempotencyKey !== null && this.#byKey.has(job.idempotencyKey)) {
         throw new StoreError(`idempotency key ${job.idempotencyKey} is already stored`);
       }
+      const childKey = childKeyOf(job);
+      if (isNew && childKey !== null && this.#byChildKey.has(childKey)) {
+        throw new StoreError(`child key ${job.childKey} of ${job.parentJobId} is already stored`);
+      }
     }
     for (const { job } of batch.jobs) {
       this.#jobs.set(job.jobId, { ...job });
       if (job.idempotencyKey !== null) this.#byKey.set(job.idempotencyKey, job.jobId);
+      const childKey = childKeyOf(job);
+      if (childKey !== null) this.#byChildKey.set(childKey, job.jobId);
     }
     for (const attempt of batch.attempts) this.#attempts.set(attempt.attemptId, { ...attempt });
     for (const schedule of batch.schedules ?? [])
@@ -195,6 +206,8 @@ export class MemoryStore implements Store {
       case 'job': {
         const job = this.#jobs.get(read.jobId);
         const steps = this.#steps.get(read.jobId);
+        const children =
+          job === undefined ? [] : this.#childLinks(new Set([job.jobId])).map((l) => l.jobId);
         return {
           op: 'job',
           job:
@@ -207,8 +220,11 @@ export class MemoryStore implements Store {
                   }),
                 },
           attempts: read.withAttempts && job !== undefined ? this.#attemptsOf(job.jobId) : null,
+          ...(children.length > 0 && { children }),
         };
       }
+      case 'children':
+        return { op: 'children', links: this.#childLinks(new Set(read.parentJobIds)) };
       case 'jobByKey': {
         const jobId = this.#byKey.get(read.key);
         const job = jobId === undefined ? undefined : this.#jobs.get(jobId);
@@ -246,6 +262,18 @@ export class MemoryStore implements Store {
           jobs: this.#scheduledAfter(read.after, read.untilMs, read.limit),
         };
     }
+  }
+
+  /** The links of the children of `parents`, oldest child first. */
+  #childLinks(parents: ReadonlySet<string>): ChildLink[] {
+    return [...this.#jobs.values()]
+      .filter((job) => job.parentJobId != null && parents.has(job.parentJobId))
+      .sort((a, b) => a.seq - b.seq)
+      .map((job) => ({
+        parentJobId: job.parentJobId as string,
+        childKey: job.childKey ?? '',
+        jobId: job.jobId,
+      }));
   }
 
   #queueCounts(queue: string | null): QueueCount[] {
@@ -361,6 +389,8 @@ export class MemoryStore implements Store {
     for (const job of doomed) {
       this.#jobs.delete(job.jobId);
       if (job.idempotencyKey !== null) this.#byKey.delete(job.idempotencyKey);
+      const childKey = childKeyOf(job);
+      if (childKey !== null) this.#byChildKey.delete(childKey);
       for (const [attemptId, attempt] of this.#attempts) {
         if (attempt.jobId === job.jobId) this.#attempts.delete(attemptId);
       }
@@ -369,4 +399,10 @@ export class MemoryStore implements Store {
     }
     return doomed.length;
   }
+}
+
+/** The unique (parent, key) of a child job; null for a job that is not one. */
+function childKeyOf(job: Readonly<JobRecord>): string | null {
+  if (job.parentJobId == null || job.childKey == null) return null;
+  return `${job.parentJobId}\u0000${job.childKey}`;
 }

@@ -80,6 +80,13 @@ export interface JobRecord {
   queue: string;
   /** The group key within the queue (immutable); null = none. */
   groupKey: string | null;
+  /** The job whose handler enqueued this one (`ctx.enqueue`); absent or null = none. Immutable. */
+  parentJobId?: string | null;
+  /**
+   * With `parentJobId`: the call's key among that parent's children (`k:<key>`
+   * or `o:<n>`), unique per parent. Immutable.
+   */
+  childKey?: string | null;
   /**
    * The steps its handler recorded (names and times, in order), for its
    * snapshot: given by the core's rows and by a single-job read (`job`);
@@ -87,6 +94,13 @@ export interface JobRecord {
    * {@link WriteBatch.steps}.
    */
   steps?: readonly { readonly name: string; readonly atMs: number }[] | null;
+}
+
+/** One child job of a parent, as the dedupe index needs it. */
+export interface ChildLink {
+  parentJobId: string;
+  childKey: string;
+  jobId: string;
 }
 
 /** One recorded step of a job (durable steps), keyed by (jobId, index). */
@@ -224,6 +238,8 @@ export type StoreRead =
   | { op: 'purge'; query: PurgeQuery }
   /** Several jobs by id (parents named by a submission); unknown ids are left out. */
   | { op: 'jobs'; jobIds: readonly string[] }
+  /** The child links of these parents (any order). */
+  | { op: 'children'; parentJobIds: readonly string[] }
   /** The newest jobs a schedule made (by seq, newest first). */
   | { op: 'scheduleJobs'; scheduleName: string; limit: number }
   /** Stored jobs counted by queue and state (every queue, or one). */
@@ -242,11 +258,13 @@ export type StoreRead =
 
 /** The answer to a {@link StoreRead}, tagged with the same `op`. */
 export type StoreReadResult =
-  | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null }
+  /** `children`: the ids of the job's children, oldest first (absent = none). */
+  | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null; children?: string[] }
   | { op: 'jobByKey'; job: JobRecord | null }
   | { op: 'list'; jobs: JobRecord[]; attempts?: AttemptRecord[] }
   | { op: 'purge'; deleted: number }
   | { op: 'jobs'; jobs: JobRecord[] }
+  | { op: 'children'; links: ChildLink[] }
   | { op: 'scheduleJobs'; jobs: JobRecord[] }
   | { op: 'queueCounts'; counts: QueueCount[] }
   | { op: 'scheduledWindow'; jobs: JobRecord[] };
@@ -288,6 +306,8 @@ export interface RecoveredState {
    * absent = none.
    */
   parentJobs?: JobRecord[];
+  /** The child links of every job in `activeJobs` (any order); absent = none. */
+  childLinks?: ChildLink[];
   /**
    * The epoch (fencing token) of the leadership term this recovery starts,
    * with a store shared by several coordinators (PostgreSQL); absent with

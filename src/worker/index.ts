@@ -14,6 +14,7 @@
  */
 export { NonRetryableError, defineTask, defineTasks } from '../sdk/task.js';
 export type {
+  EnqueueOptions,
   ParentJob,
   PayloadOf,
   ResultOf,

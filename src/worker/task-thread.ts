@@ -24,9 +24,9 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { runInTraceContext } from '../observability/tracing.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import { clipError, MAX_PROGRESS_MESSAGE_BYTES } from '../protocol/limits.js';
+import { clipError, MAX_CHILD_KEY_LENGTH, MAX_PROGRESS_MESSAGE_BYTES } from '../protocol/limits.js';
 import type { JsonObject, JsonValue, ParentResult } from '../protocol/messages.js';
-import type { ParentJob, TaskContext, TaskLogger } from '../sdk/task.js';
+import type { EnqueueOptions, ParentJob, TaskContext, TaskLogger } from '../sdk/task.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 import { UnknownTaskTypeError } from '../tasks/registry.js';
 import { SAMPLE_INTERVAL_MS } from './memory-budget.js';
@@ -168,16 +168,77 @@ function stepMethods(steps: AttemptSteps | null): Pick<TaskContext, 'step' | 'sl
   };
 }
 
+/** The options of `ctx.enqueue` as ENQUEUE_CHILD fields: each checked, the absent ones left out. */
+function enqueueFields(options: EnqueueOptions): JsonObject {
+  const fields: JsonObject = {};
+  const integers = ['maxAttempts', 'timeoutMillis', 'runAtMillis'] as const;
+  for (const name of integers) {
+    const value = options[name];
+    if (value === undefined) continue;
+    if (!Number.isSafeInteger(value)) {
+      throw new TypeError(`ctx.enqueue: options.${name} must be an integer`);
+    }
+    fields[name] = value;
+  }
+  for (const name of ['priority', 'queue', 'groupKey'] as const) {
+    const value = options[name];
+    if (value === undefined) continue;
+    if (typeof value !== 'string') {
+      throw new TypeError(`ctx.enqueue: options.${name} must be a string`);
+    }
+    fields[name] = value;
+  }
+  return fields;
+}
+
+/**
+ * `ctx.enqueue`: an ENQUEUE_CHILD call. The key is `k:<options.key>`, or
+ * `o:<n>` for the n-th call of this attempt without one (counted when the
+ * call is made, so the same code makes the same keys in every attempt).
+ */
+function childEnqueuer(calls: AttemptCalls): TaskContext['enqueue'] {
+  let ordinal = 0;
+  return async (type, payload, options = {}) => {
+    if (typeof type !== 'string') throw new TypeError('ctx.enqueue: type must be a string');
+    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+      throw new TypeError('ctx.enqueue: payload must be a JSON object');
+    }
+    const given = options.key;
+    if (
+      given !== undefined &&
+      (typeof given !== 'string' || given.length === 0 || given.length > MAX_CHILD_KEY_LENGTH)
+    ) {
+      throw new RangeError(
+        `ctx.enqueue: options.key must be a string of 1..${MAX_CHILD_KEY_LENGTH} characters`,
+      );
+    }
+    const fields = enqueueFields(options);
+    const key = given === undefined ? `o:${ordinal++}` : `k:${given}`;
+    const reply = await calls.call({
+      type: 'ENQUEUE_CHILD',
+      key,
+      taskType: type,
+      payload,
+      ...fields,
+    });
+    if (typeof reply.jobId !== 'string') {
+      throw new Error(`ctx.enqueue: unexpected answer ${JSON.stringify(reply.type)}`);
+    }
+    return reply.jobId;
+  };
+}
+
 function contextFor(
   requestId: number,
   input: RunTaskInput,
   signal: AbortSignal,
-  _calls: AttemptCalls,
+  calls: AttemptCalls,
   steps: AttemptSteps | null = null,
 ): TaskContext {
   return Object.freeze({
     ...stepMethods(steps),
     progress: progressReporter(requestId),
+    enqueue: childEnqueuer(calls),
     jobId: input.jobId,
     attemptId: input.attemptId,
     attemptNumber: input.attemptNumber,

@@ -524,6 +524,7 @@ export class Worker {
         parents: true,
         traceContext: true,
         steps: true,
+        children: true,
         ...(prefetch === 0 ? {} : { prefetch }),
         ...(authToken === null ? {} : { authToken }),
         heldAttempts: this.#heldAttempts(),

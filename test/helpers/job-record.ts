@@ -36,6 +36,8 @@ export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobR
     traceContext: null,
     queue: 'default',
     groupKey: null,
+    parentJobId: null,
+    childKey: null,
     ...overrides,
   };
 }

@@ -638,6 +638,49 @@ export function describeStoreContract(backend: StoreBackend): void {
       assert.equal(recovered.activeSteps?.length, 1);
     });
 
+    it('keeps child links: listed with the parent, recovered for active parents, one per key', async () => {
+      const store = await fresh();
+      const parent = jobRecord(1, { state: 'RUNNING', workerId: 'w', attemptId: 'a' });
+      const done = terminal(2, 'COMPLETED', 100);
+      const kids = [
+        jobRecord(3, { parentJobId: 'job-1', childKey: 'k:a' }),
+        jobRecord(4, { parentJobId: 'job-1', childKey: 'o:0' }),
+        terminal(5, 'COMPLETED', 100, { parentJobId: 'job-2', childKey: 'o:0' }),
+      ];
+      await store.commit(batchOf([parent, done, ...kids].map((job) => ({ job, isNew: true }))));
+      assert.deepEqual((await getJob(store, 'job-3')).job, kids[0]);
+      const parentRead = expectOp(
+        await store.read({ op: 'job', jobId: 'job-1', withAttempts: false }),
+        'job',
+      );
+      assert.deepEqual(parentRead.children, ['job-3', 'job-4']);
+      const leaf = expectOp(
+        await store.read({ op: 'job', jobId: 'job-4', withAttempts: false }),
+        'job',
+      );
+      assert.equal(leaf.children, undefined, 'a job without children lists none');
+      const recovered = await store.recover();
+      assert.deepEqual(
+        (recovered.childLinks ?? []).map((l) => [l.parentJobId, l.childKey, l.jobId]).sort(),
+        [
+          ['job-1', 'k:a', 'job-3'],
+          ['job-1', 'o:0', 'job-4'],
+        ],
+      );
+      const links = expectOp(
+        await store.read({ op: 'children', parentJobIds: ['job-2'] }),
+        'children',
+      );
+      assert.deepEqual(links.links, [{ parentJobId: 'job-2', childKey: 'o:0', jobId: 'job-5' }]);
+      await assert.rejects(
+        store.commit(
+          batchOf([{ job: jobRecord(6, { parentJobId: 'job-1', childKey: 'k:a' }), isNew: true }]),
+        ),
+        StoreError,
+      );
+      assert.equal((await getJob(store, 'job-6')).job, null, 'the second child of a key');
+    });
+
     it('rejects a batch with StoreError and applies none of it when a key repeats', async () => {
       const store = await fresh();
       await store.commit(batchOf([{ job: jobRecord(1, { idempotencyKey: 'k' }), isNew: true }]));

@@ -25,6 +25,8 @@ export function newJob(): JobRecord {
     queue: 'reports',
     groupKey: 'tenant-1',
     resultFormat: null,
+    parentJobId: OLD_JOB.jobId,
+    childKey: 'k:report',
   });
 }
 
@@ -44,6 +46,8 @@ export async function checkUpgraded(open: () => Promise<Store>): Promise<void> {
     assert.equal(old.dependsOn, null);
     assert.equal(old.runAtMs, null);
     assert.equal(old.progress ?? null, null);
+    assert.equal(old.parentJobId ?? null, null);
+    assert.equal(old.childKey ?? null, null);
     await store.commit({
       ...batchOf([{ job: newJob(), isNew: true }]),
       steps: [NEW_STEP],
@@ -58,6 +62,10 @@ export async function checkUpgraded(open: () => Promise<Store>): Promise<void> {
     const found = after.activeJobs.find((job) => job.jobId === 'new-2');
     assert.deepEqual(found, newJob());
     assert.deepEqual(after.activeSteps, [NEW_STEP]);
+    // The old job is active: its child comes back as one of its links.
+    assert.deepEqual(after.childLinks, [
+      { parentJobId: OLD_JOB.jobId, childKey: 'k:report', jobId: 'new-2' },
+    ]);
   } finally {
     await again.close();
   }

@@ -62,6 +62,7 @@ describe('Worker', () => {
       heartbeatAck: true,
       parents: true, // the parents' results with each assignment, when offered
       traceContext: true, // each job's trace context with its assignments
+      children: true, // its handlers may enqueue child jobs
       prefetch: 6, // 2 x capacity unless told otherwise
       heldAttempts: [], // a new process holds nothing
     });

@@ -36,6 +36,7 @@ interface Totals {
   faults: number;
   faultKinds: Map<string, number>;
   dependents: number;
+  children: number;
   cascaded: number;
   stepsRecorded: number;
   suspended: number;
@@ -62,6 +63,7 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.failed += report.failed;
   totals.cancelled += report.cancelled;
   totals.dependents += report.dependents;
+  totals.children += report.children;
   totals.cascaded += report.cascaded;
   totals.stepsRecorded += report.stepsRecorded;
   totals.suspended += report.suspended;
@@ -94,7 +96,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `seeds run:       ${totals.seeds}`,
       `steps:           ${totals.steps} (${totals.inputs} core inputs)`,
       `jobs:            ${totals.jobs} created, ${totals.acked} acknowledged, ${totals.completed} completed, ${totals.failed} failed, ${totals.cancelled} cancelled`,
-      `dependencies:    ${totals.dependents} jobs with parents, ${totals.cascaded} cancelled by a failed parent`,
+      `dependencies:    ${totals.dependents} jobs with parents, ${totals.cascaded} cancelled by a failed parent; ${totals.children} children enqueued by handlers`,
       `steps:           ${totals.stepsRecorded} recorded, ${totals.suspended} attempts suspended (sleeps and waits)`,
       `schedules:       ${sch('fired')} ticks fired (${sch('catchUps')} catch-up jobs after a recovery), skipped: ${sch('skippedOverlap')} overlap, ${sch('skippedMissed')} missed, ${sch('skippedLimit')} limit; ${sch('triggers')} triggers; ${sch('set')} definitions set, ${sch('invalid')} refused as invalid`,
       `restarts:        ${totals.restarts}`,
@@ -129,6 +131,7 @@ function runMany(start: number, count: number, steps: number): number {
     failed: 0,
     cancelled: 0,
     dependents: 0,
+    children: 0,
     cascaded: 0,
     stepsRecorded: 0,
     suspended: 0,

@@ -70,6 +70,7 @@ export interface SimulationReport {
   rejected: number;
   /** Jobs created with parents, and those a failed parent cancelled. */
   dependents: number;
+  children: number;
   cascaded: number;
   /** Steps recorded and acknowledged (durable steps). */
   stepsRecorded: number;
@@ -454,6 +455,7 @@ export class Simulation {
       deduplicated: counts.deduplicated,
       rejected: counts.rejected,
       dependents: counts.dependents,
+      children: counts.children,
       cascaded: counts.cascaded,
       stepsRecorded: this.#stepStats.recorded,
       suspended: counts.suspended,

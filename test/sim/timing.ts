@@ -150,6 +150,7 @@ export class TimingChecks {
       case 'job.rejected':
       case 'call.stale':
       case 'result.stale':
+      case 'call.stale':
       case 'worker.registered':
       case 'worker.rejected':
       case 'worker.suspected':

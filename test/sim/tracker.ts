@@ -20,6 +20,7 @@ import type { JobRecord } from '../../src/store/store.js';
 import {
   isTerminalState,
   type JobEventFilter,
+  type EnqueueChild,
   type JobState,
   type SubmitJob,
 } from '../../src/protocol/messages.js';
@@ -53,6 +54,8 @@ export interface TrackerCounts {
   endingConnections: number;
   /** Jobs created with parents. */
   dependents: number;
+  /** Child jobs made by ENQUEUE_CHILD. */
+  children: number;
   /** Dependents seen cancelled by the failure of a parent. */
   cascaded: number;
   /** Attempts that ended in a sleep or a wait (durable steps). */
@@ -92,6 +95,7 @@ export class JobTracker {
     reclaimedLeases: 0,
     endingConnections: 0,
     dependents: 0,
+    children: 0,
     cascaded: 0,
     suspended: 0,
   };
@@ -102,6 +106,14 @@ export class JobTracker {
   readonly #endedNow: string[] = [];
   /** Durable facts of the batch being built. */
   #building = stagedFacts();
+  /**
+   * Children by parent and key ("parent key"): the first child each (parent,
+   * key) made. Rebuilt from the committed rows after a crash (a child that
+   * was not committed never existed, and was never acknowledged).
+   */
+  readonly #childOf = new Map<string, string>();
+  /** ENQUEUE_CHILD calls by "connId/requestId", for children made when a held call goes on. */
+  readonly #childCalls = new Map<string, EnqueueChild>();
   /** Durable facts of flushed batches that are not committed yet, by batch id. */
   readonly #inFlight = new Map<number, StagedFacts>();
   /**
@@ -298,7 +310,11 @@ export class JobTracker {
     this.maxAttempts.clear();
     this.suspensions.clear();
     this.leases.clear();
+    this.#childOf.clear();
     for (const row of this.#store.committedJobs()) {
+      if (row.parentJobId != null && row.childKey != null) {
+        this.#childOf.set(`${row.parentJobId} ${row.childKey}`, row.jobId);
+      }
       this.attempts.set(row.jobId, row.attempts);
       this.suspensions.set(row.jobId, committedSuspensions(this.#store, row.jobId));
       this.maxAttempts.set(row.jobId, row.maxAttempts);
@@ -504,6 +520,8 @@ export class JobTracker {
         return;
       case 'job.progress':
         return; // judged with its TASK_PROGRESS (#checkProgress)
+      case 'call.stale':
+        return; // a refused call changes nothing (judged by the counts of this input)
       case 'worker.leasesKept':
         this.counts.keptLeases += event.jobs;
         return;
@@ -843,6 +861,8 @@ export class JobTracker {
   #submissionOf(jobId: string, h: HandledInput): SubmitJob {
     const input = h.input;
     if (input.kind === 'clientRequest' && input.msg.type === 'SUBMIT_JOB') return input.msg;
+    const child = this.#childCallOf(jobId, h);
+    if (child !== undefined) return child;
     // A schedule's tick, or a trigger of it: the schedule's definition.
     const scheduleName =
       firedJob(h.effects, jobId)?.name ??
@@ -873,6 +893,41 @@ export class JobTracker {
       }
     }
     throw this.#judge.violation(`job ${jobId} created on a ${input.kind} input by no submission`);
+  }
+
+  /**
+   * The child job an ENQUEUE_CHILD made in this input (the call itself, or
+   * one held for its parent's children and answered now), as a submission;
+   * checks that no (parent, key) makes two children.
+   */
+  #childCallOf(jobId: string, h: HandledInput): SubmitJob | undefined {
+    const input = h.input;
+    if (input.kind === 'workerMessage' && input.msg.type === 'ENQUEUE_CHILD') {
+      this.#childCalls.set(`${input.connId}/${input.msg.requestId}`, input.msg);
+    }
+    for (const effect of h.effects) {
+      if (effect.kind !== 'send' || effect.msg.type !== 'CHILD_ENQUEUED') continue;
+      if (effect.msg.jobId !== jobId || !effect.msg.created) continue;
+      const call = this.#childCalls.get(`${effect.connId}/${effect.msg.requestId}`);
+      if (call === undefined) continue;
+      const key = `${call.jobId} ${call.key}`;
+      const earlier = this.#childOf.get(key);
+      this.#judge.check(
+        earlier === undefined,
+        () => `child key ${call.key} of ${call.jobId} made two children: ${earlier} and ${jobId}`,
+      );
+      this.#childOf.set(key, jobId);
+      this.counts.children++;
+      return {
+        type: 'SUBMIT_JOB',
+        taskType: call.taskType,
+        payload: call.payload,
+        maxAttempts: call.maxAttempts ?? null,
+        idempotencyKey: null,
+        priority: call.priority ?? null,
+      };
+    }
+    return undefined;
   }
 
   /** Judges every reply in this input to a request that was answered late. */

@@ -9,7 +9,9 @@
  * reordered results, ignoring a TASK_CANCEL, results for old leases,
  * re-registering under its id on a new connection while the old one is still
  * open, a stray connection with a bad first frame, garbage on the wire,
- * draining. Some workers keep running their tasks across a lost connection
+ * draining. Handlers now and then enqueue children (ENQUEUE_CHILD, with
+ * an explicit key or by ordinal, sometimes sent late or twice); a fresh
+ * child acknowledged must already be durable. Some workers keep running their tasks across a lost connection
  * and report them on the next one (late results); of those, some list them
  * when they register again (`heldAttempts`, as the real worker does with a
  * coordinator that offers `reattach`); the others drop them.
@@ -29,6 +31,7 @@
  */
 import type {
   CoordinatorToWorker,
+  EnqueueChild,
   HeldAttempt,
   JsonObject,
   RecordedStep,
@@ -116,12 +119,19 @@ interface Task {
   success: boolean;
   /** Only for a stepped job. */
   steps?: StepState;
+  /** Children its handler enqueued without a key (the next ordinal). */
+  ordinal: number;
+  /** Child calls it made (a few at most, so the job tree stays small). */
+  childCalls: number;
 }
 
 interface Outgoing {
-  msg: TaskResult | TaskProgress;
+  msg: TaskResult | TaskProgress | EnqueueChild;
   sendAtMs: number;
 }
+
+/** Child calls one attempt makes at most. */
+const MAX_CHILD_CALLS = 2;
 
 /** Stray connections are read by nobody. */
 const NOBODY: WorkerPeer = { onFrame: () => undefined, onClosed: () => undefined };
@@ -149,6 +159,7 @@ export class SimWorker implements WorkerPeer {
   #draining = false;
   readonly #tasks = new Map<string, Task>();
   #outbox: Outgoing[] = [];
+  /** The next call requestId (ENQUEUE_CHILD, RECORD_STEP), unique on every connection of this worker. */
   #nextRequestId = 1;
 
   constructor(workerId: string, env: WorkerEnv, rng: Random, taskTypes: string[] | null) {
@@ -262,11 +273,19 @@ export class SimWorker implements WorkerPeer {
       }
       case 'STEP_RECORDED':
         return this.#stepAnswered(msg.requestId, true);
+      case 'CHILD_ENQUEUED':
+        // A fresh child is durable before the worker hears of it.
+        if (msg.created) {
+          judge.check(
+            this.#env.world.store.committedJob(msg.jobId) !== undefined,
+            () => `CHILD_ENQUEUED ${msg.jobId} reached ${this.workerId} before it was committed`,
+          );
+        }
+        return;
       case 'ERROR':
         if (typeof msg.requestId === 'number') this.#stepAnswered(msg.requestId, false);
         return;
       case 'STEPS':
-      case 'CHILD_ENQUEUED':
       case 'HEARTBEAT_ACK':
         return;
     }
@@ -481,6 +500,7 @@ export class SimWorker implements WorkerPeer {
       taskTypes: this.#taskTypes,
       traceContext: true,
       steps: true,
+      children: true,
       ...(this.#prefetch === 0 ? {} : { prefetch: this.#prefetch }),
       ...(held === null ? {} : { heldAttempts: held }),
     });
@@ -554,6 +574,8 @@ export class SimWorker implements WorkerPeer {
       doneAtMs: this.#now + (steps === undefined ? durationMs : this.#rng.int(0, 300)),
       success,
       ...(steps !== undefined && { steps }),
+      ordinal: 0,
+      childCalls: 0,
     });
     const ghosts = this.#env.ghosts;
     ghosts.push({ jobId, attemptId, success });
@@ -564,6 +586,7 @@ export class SimWorker implements WorkerPeer {
     const now = this.#now;
     for (const task of [...this.#tasks.values()]) {
       if (task.doneAtMs > now) {
+        if (task.childCalls < MAX_CHILD_CALLS && this.#rng.chance(0.01)) this.#enqueueChild(task);
         // Progress now and then, sometimes late enough to be stale when it arrives.
         if (this.#rng.chance(0.02)) {
           const late = !this.#env.quiet() && this.#rng.chance(0.2);
@@ -657,6 +680,29 @@ export class SimWorker implements WorkerPeer {
         this.#write(out.msg);
       }
     }
+  }
+
+  /** The handler enqueues a child: keyed (a few keys, so attempts repeat them) or by ordinal. */
+  #enqueueChild(task: Task): void {
+    task.childCalls++;
+    const key = this.#rng.chance(0.5)
+      ? `k:${this.#rng.pick(['a', 'b', 'c'])}`
+      : `o:${task.ordinal++}`;
+    const late = !this.#env.quiet() && this.#rng.chance(0.1);
+    this.#outbox.push({
+      msg: {
+        type: 'ENQUEUE_CHILD',
+        workerId: this.workerId,
+        jobId: task.jobId,
+        attemptId: task.attemptId,
+        requestId: this.#nextRequestId++,
+        key,
+        taskType: 'SLEEP',
+        payload: { durationMillis: 1 },
+        ...(this.#rng.chance(0.3) && { maxAttempts: this.#rng.int(1, 3) }),
+      },
+      sendAtMs: late ? this.#now + this.#rng.int(1, 2 * this.#env.taskTimeoutMs) : this.#now,
+    });
   }
 
   #resultFor(

@@ -35,6 +35,7 @@ const REGISTERED_W1 = {
     'queues',
     'parents',
     'progress',
+    'children',
     'steps',
   ],
 } as const;

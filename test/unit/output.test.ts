@@ -65,6 +65,14 @@ describe('human job block', () => {
     for (const line of text.trimEnd().split('\n').slice(1)) assert.equal(valueColumn(line), 13);
   });
 
+  it('shows the parent of a child job and the children of a parent, one id a line', () => {
+    const child = formatJobBlock(job({ parentJobId: 'job-0' }));
+    assert.match(child, /^ {2}Parent: {3}job-0$/m);
+    const parent = formatJobBlock(job({ children: ['job-2', 'job-3'] }));
+    assert.ok(parent.endsWith(`  Children: job-2\n${' '.repeat(12)}job-3\n`), parent);
+    assert.doesNotMatch(formatJobBlock(job()), /Parent:|Children:/);
+  });
+
   it('shows Worker only while RUNNING', () => {
     const running = formatJobBlock(job({ state: 'RUNNING', attempts: 1, workerId: 'worker-2' }));
     assert.match(running, /^ {2}Worker: {3}worker-2$/m);

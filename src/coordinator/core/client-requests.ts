@@ -196,11 +196,16 @@ function status(
     connId,
     requestId,
     statusReply(
-      coreJobSnapshot(job),
+      withChildren(coreJobSnapshot(job), s.children.childrenOf(jobId)),
       options.withAttempts ? attemptsInMemory(job) : null,
       options.withPayload ? job.payloadJson : null,
     ),
   );
+}
+
+/** A status snapshot with the job's children listed (none: the field stays absent). */
+function withChildren(job: JobSnapshot, children: readonly string[]): JobSnapshot {
+  return children.length === 0 ? job : { ...job, children: [...children] };
 }
 
 function cancel(s: CoreState, connId: number, requestId: number, jobId: string): void {
@@ -411,6 +416,7 @@ export function jobRead(
   read: Extract<PendingRead, { kind: 'status' | 'cancel' | 'wait' }>,
   stored: JobRecord | null,
   attempts: AttemptRecord[] | null,
+  children: readonly string[] = [],
 ): void {
   const { connId, requestId, jobId } = read;
   // The job may be active and not in memory (a far delayed job), and so
@@ -434,7 +440,7 @@ export function jobRead(
         connId,
         requestId,
         statusReply(
-          job,
+          withChildren(job, children),
           read.withAttempts ? impliedAttempts(stored, attempts ?? []).map(attemptSnapshot) : null,
           read.withPayload ? stored.payloadJson : null,
         ),

@@ -14,6 +14,7 @@
  */
 import type { JobState, Priority } from '../../protocol/messages.js';
 import type { JobRecord, RecoveredState, WriteBatch } from '../../store/store.js';
+import { childrenLoaded, childrenLoadFailed } from './children.js';
 import {
   clientClosed,
   expireWait,
@@ -259,7 +260,7 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
     case 'cancel':
     case 'wait':
       if (result.op !== 'job') throw new Error(`read ${readId}: expected a job, got ${result.op}`);
-      return jobRead(s, read, result.job, result.attempts);
+      return jobRead(s, read, result.job, result.attempts, result.children);
     case 'list':
       if (result.op !== 'list')
         throw new Error(`read ${readId}: expected a list, got ${result.op}`);
@@ -305,6 +306,10 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'scheduledWindow')
         throw new Error(`read ${readId}: expected delayed jobs, got ${result.op}`);
       return windowRead(s, read, result.jobs);
+    case 'children':
+      if (result.op !== 'children')
+        throw new Error(`read ${readId}: expected child links, got ${result.op}`);
+      return childrenLoaded(s, read.parentJobId, result.links);
   }
 }
 
@@ -346,6 +351,8 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return windowReadFailed(s);
     case 'stepWait':
       return stepWaitReadFailed(s, read, message);
+    case 'children':
+      return childrenLoadFailed(s, read.parentJobId, message);
   }
 }
 

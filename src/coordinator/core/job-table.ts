@@ -54,9 +54,17 @@ export class JobTable {
   /** Told of every job inserted or saved (job events for subscribers). */
   readonly #onWrite: (job: CoreJob) => void;
 
-  constructor(nextSeq: number, onWrite: (job: CoreJob) => void = () => undefined) {
+  /** Told of every job that leaves memory (its terminal row committed). */
+  readonly #onForget: (jobId: string) => void;
+
+  constructor(
+    nextSeq: number,
+    onWrite: (job: CoreJob) => void = () => undefined,
+    onForget: (jobId: string) => void = () => undefined,
+  ) {
     this.#nextSeq = nextSeq;
     this.#onWrite = onWrite;
+    this.#onForget = onForget;
   }
 
   /** Non-terminal jobs (admission control's count). */
@@ -286,6 +294,7 @@ export class JobTable {
     const job = this.#retiring.get(jobId);
     if (job === undefined) return;
     this.#retiring.delete(jobId);
+    this.#onForget(jobId);
     if (job.idempotencyKey !== null && this.#keys.get(job.idempotencyKey) === job) {
       this.#keys.delete(job.idempotencyKey);
     }

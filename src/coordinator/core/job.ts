@@ -80,6 +80,10 @@ export interface CoreJob {
   steps: JobStep[];
   /** The job a WAITING job's `ctx.waitFor` waits for; null = none (steps.ts). */
   waitingFor: string | null;
+  /** The job whose handler enqueued this one (children.ts); absent or null = none. */
+  readonly parentJobId?: string | null;
+  /** With `parentJobId`: its key among that parent's children. */
+  readonly childKey?: string | null;
 }
 
 export type RunningJob = CoreJob & { readonly state: 'RUNNING'; readonly lease: Lease };
@@ -124,6 +128,8 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     traceContext: job.traceContext ?? null,
     queue: job.queue,
     groupKey: job.groupKey,
+    parentJobId: job.parentJobId ?? null,
+    childKey: job.childKey ?? null,
     ...(job.steps.length > 0 && {
       steps: job.steps.map(({ name, atMs }) => ({ name, atMs })),
     }),
@@ -172,6 +178,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     runAtMs: row.runAtMs,
     scheduleName: row.scheduleName,
     traceContext: row.traceContext ?? null,
+    parentJobId: row.parentJobId ?? null,
+    childKey: row.childKey ?? null,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
     steps: [],
     waitingFor: null,
@@ -251,6 +259,9 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
   if (job.groupKey !== null) snapshot.groupKey = job.groupKey;
   if (job.steps !== undefined && job.steps !== null && job.steps.length > 0) {
     snapshot.steps = job.steps.map(({ name, atMs }) => ({ name, atMillis: atMs }));
+  }
+  if (job.parentJobId !== null && job.parentJobId !== undefined) {
+    snapshot.parentJobId = job.parentJobId;
   }
   return snapshot;
 }

@@ -17,5 +17,6 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'queues',
   'parents',
   'progress',
+  'children',
   'steps',
 ];

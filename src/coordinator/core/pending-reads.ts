@@ -120,6 +120,8 @@ export type PendingRead =
   | { kind: 'parents'; held: HeldSubmission; asked: readonly string[] }
   /** A flow's parents that are existing jobs memory does not hold. */
   | { kind: 'flowParents'; plan: FlowPlan; asked: readonly string[] }
+  /** ENQUEUE_CHILD of a re-run parent: its stored children (children.ts). */
+  | { kind: 'children'; parentJobId: string }
   /** GET_SCHEDULE: the schedule's newest jobs from the store. */
   | { kind: 'scheduleJobs'; connId: number; requestId: number; name: string }
 

@@ -19,6 +19,8 @@
  * - Every active job gets its recorded steps back (`activeSteps`).
  * - SCHEDULED jobs beyond the window the store was asked for stay there,
  *   counted (scheduled-window.ts).
+ * - The children of active jobs (`childLinks`) fill the child index, so a
+ *   handler's ENQUEUE_CHILD after the restart finds the child made before.
  * Terminal jobs stay in the store only.
  */
 import type { JobRecord, RecoveredState } from '../../store/store.js';
@@ -62,6 +64,8 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     s.jobs.adopt(job);
     return job;
   });
+  // The children of the active jobs: the dedupe of their handlers' ENQUEUE_CHILD.
+  for (const link of stored.childLinks ?? []) s.children.add(link);
   // The graph is whole before any job moves: a job that recovery fails
   // settles its dependents like any other end.
   const parentRows = new Map((stored.parentJobs ?? []).map((row) => [row.jobId, row]));

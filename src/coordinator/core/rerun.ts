@@ -133,6 +133,8 @@ function requeue(s: CoreState, row: JobRecord, history: AttemptRecord[], budget:
   job.retryAtMs = null;
   job.progress = null;
   s.jobs.adopt(job);
+  // Its handler may have made children before: they are read before it makes any.
+  s.children.markUnloaded(job.jobId);
   s.jobs.save(job);
   // A rerun runs the handler from its start: steps recorded before are dropped.
   s.jobs.clearSteps(job.jobId);

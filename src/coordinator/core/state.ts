@@ -6,6 +6,7 @@ import type { ErrorCode } from '../../protocol/error-codes.js';
 import type { ClientReply, CoordinatorToWorker, JobEvent } from '../../protocol/messages.js';
 import type { StoreRead } from '../../store/store.js';
 import { BinaryHeap } from './binary-heap.js';
+import { ChildIndex } from './child-index.js';
 import { DependencyGraph } from './dependencies.js';
 import type { CoreJob } from './job.js';
 import { JobTable } from './job-table.js';
@@ -91,6 +92,8 @@ export class CoreState {
   readonly graph = new DependencyGraph();
   /** WAITING jobs by the job their `ctx.waitFor` waits for (steps.ts); may name ended waiters. */
   readonly stepWaits = new Map<string, Set<string>>();
+  /** The children of the parents in memory (child-index.ts). */
+  readonly children = new ChildIndex();
   /** Jobs that just ended whose dependents are still to settle (a work list: see job-lifecycle.ts). */
   readonly settling: CoreJob[] = [];
   /** True while the work list above is being drained. */
@@ -106,7 +109,11 @@ export class CoreState {
   constructor(config: CoreConfig, deps: CoreDeps, nextSeq: number) {
     this.config = config;
     this.deps = deps;
-    this.jobs = new JobTable(nextSeq, (job) => this.subscriptions.noteWrite(job));
+    this.jobs = new JobTable(
+      nextSeq,
+      (job) => this.subscriptions.noteWrite(job),
+      (jobId) => this.children.forget(jobId),
+    );
     this.ready = new ReadyQueue(config.agingStepMs, this.queues);
     this.nowMs = deps.now();
     this.lastTickMs = this.nowMs;

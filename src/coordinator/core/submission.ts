@@ -231,7 +231,7 @@ function answerKnownKey(s: CoreState, held: HeldSubmission, existing: JobRecord)
 }
 
 /** The admission limit a new job would exceed, or null when it is admitted. */
-function refusalOf(
+export function refusalOf(
   s: CoreState,
   delayed: boolean,
 ): { activeCount: number; limit: number; what: string } | null {
@@ -391,6 +391,8 @@ export type NewJob = Pick<
   | 'dependsOn'
   | 'onParentFailure'
   | 'traceContext'
+  | 'parentJobId'
+  | 'childKey'
 >;
 
 /**

@@ -26,6 +26,7 @@ import { LeaseLostError } from '../lease.js';
 import {
   StoreError,
   type AttemptRecord,
+  type ChildLink,
   type JobRecord,
   type ListQuery,
   type PurgeQuery,
@@ -64,7 +65,12 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   finished_at_ms AS "finishedAtMs", run_at_ms AS "runAtMs",
   schedule_name AS "scheduleName", progress, depends_on AS "dependsOn",
   on_parent_failure AS "onParentFailure", queue, group_key AS "groupKey",
-  trace_context AS "traceContext" FROM dtp.jobs`;
+  trace_context AS "traceContext", parent_job_id AS "parentJobId", child_key AS "childKey"
+  FROM dtp.jobs`;
+
+/** The child links of the parents in $1 (a text array), oldest child first. */
+const CHILD_LINKS = `SELECT parent_job_id AS "parentJobId", child_key AS "childKey", job_id AS "jobId"
+  FROM dtp.jobs WHERE parent_job_id = ANY($1::text[]) ORDER BY seq`;
 const SCHEDULE_SELECT = `SELECT name, task_type AS "taskType", cron, every_ms AS "everyMs",
   timezone, payload AS "payloadJson", max_attempts AS "maxAttempts", priority,
   timeout_ms AS "timeoutMs", overlap, catch_up AS "catchUp", paused,
@@ -187,12 +193,16 @@ export class PostgresStore implements Store {
         }
         const schedules = await client.query<ScheduleRecord>(`${SCHEDULE_SELECT} ORDER BY name`);
         const queues = await client.query<QueueSettingsRecord>(`${QUEUE_SELECT} ORDER BY name`);
+        const links = await client.query<ChildLink>(CHILD_LINKS, [
+          jobs.rows.map((job) => job.jobId),
+        ]);
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
           ...(steps.rows.length > 0 && { activeSteps: steps.rows }),
           maxSeq: max.rows[0]?.m ?? 0,
           parentJobs: parents.rows,
+          childLinks: links.rows,
           schedules: schedules.rows,
           queueSettings: queues.rows,
           epoch: this.#epoch,
@@ -230,7 +240,18 @@ export class PostgresStore implements Store {
             });
             if (steps.rows.length > 0) job.steps = steps.rows;
           }
-          return { op: 'job', job, attempts };
+          const children =
+            job === null
+              ? []
+              : (await client.query<ChildLink>(CHILD_LINKS, [[read.jobId]])).rows.map(
+                  (link) => link.jobId,
+                );
+          return { op: 'job', job, attempts, ...(children.length > 0 && { children }) };
+        });
+      case 'children':
+        return this.#withReader(async (client) => {
+          const rows = await client.query<ChildLink>(CHILD_LINKS, [read.parentJobIds]);
+          return { op: 'children', links: rows.rows };
         });
       case 'jobByKey':
         return this.#withReader(async (client) => {

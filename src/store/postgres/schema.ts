@@ -90,6 +90,12 @@ const TRACE_COLUMNS: ExtraColumn[] = [
   { column: 'trace_context', key: 'traceContext', type: 'jsonb', updated: false },
 ];
 
+/** Job columns of migration 9 (fixed at submission). */
+const CHILD_COLUMNS: ExtraColumn[] = [
+  { column: 'parent_job_id', key: 'parentJobId', type: 'text', updated: false },
+  { column: 'child_key', key: 'childKey', type: 'text', updated: false },
+];
+
 /** The time columns of migration 3; an update sets `run_at_ms`, never `schedule_name`. */
 const TIME_COLUMNS: ExtraColumn[] = [
   { column: 'run_at_ms', key: 'runAtMs', type: 'bigint' },
@@ -425,7 +431,28 @@ const MIGRATIONS: readonly string[] = [
      true,
      [{ column: 'max_attempts', key: 'maxAttempts' }],
    )}`,
-  // 9: durable steps (as SQLite's migration 9): one row per recorded step; a
+  // 9: child jobs (as SQLite's migration 9): the job whose handler enqueued
+  // a job and the call's key among that parent's children, unique per parent
+  // (the durable dedupe, and the index that finds a parent's children);
+  // commit_batch with every job column so far.
+  `ALTER TABLE dtp.jobs ADD COLUMN parent_job_id text;
+   ALTER TABLE dtp.jobs ADD COLUMN child_key text;
+   CREATE UNIQUE INDEX jobs_child_key ON dtp.jobs (parent_job_id, child_key)
+     WHERE parent_job_id IS NOT NULL;
+   ${scheduleCommitBatch(
+     'CREATE OR REPLACE',
+     [
+       ...PROGRESS_COLUMNS,
+       ...DEPENDENCY_COLUMNS,
+       ...QUEUE_COLUMNS,
+       ...TRACE_COLUMNS,
+       ...CHILD_COLUMNS,
+     ],
+     true,
+     true,
+     [{ column: 'max_attempts', key: 'maxAttempts' }],
+   )}`,
+  // 10: durable steps (as SQLite's migration 10): one row per recorded step; a
   // wait for another job goes into job_dependencies as a parent would. A
   // ten-argument commit_batch writes all the seven-argument one does, then
   // drops the steps of re-run jobs, writes steps and waits, in the same

@@ -46,6 +46,8 @@ export const JOB_COLUMNS = [
   'trace_context',
   'queue',
   'group_key',
+  'parent_job_id',
+  'child_key',
 ] as const;
 
 /** The columns an update may change, in the order {@link jobUpdateValues} gives them. */
@@ -114,6 +116,8 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
       : JSON.stringify(job.traceContext),
     job.queue,
     job.groupKey,
+    job.parentJobId ?? null,
+    job.childKey ?? null,
   ];
 }
 
@@ -189,6 +193,9 @@ export interface JobRow {
   trace_context: string | null;
   queue: string;
   group_key: string | null;
+  /** Null in rows of older schemas, and for jobs that are not children. */
+  parent_job_id: string | null;
+  child_key: string | null;
 }
 
 export interface AttemptRow {
@@ -234,6 +241,8 @@ export function jobFromRow(row: JobRow): JobRecord {
       row.trace_context === null ? null : (JSON.parse(row.trace_context) as TraceContext),
     queue: row.queue,
     groupKey: row.group_key,
+    parentJobId: row.parent_job_id,
+    childKey: row.child_key,
   };
 }
 

@@ -150,7 +150,14 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE schedules ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';`,
   // 8: the submitter's W3C trace context (JSON), fixed at submission.
   `ALTER TABLE jobs ADD COLUMN trace_context TEXT;`,
-  // 9: durable steps. One row per step a handler recorded (its value as JSON
+  // 9: child jobs. The job whose handler enqueued a job and the call's key
+  // among that parent's children; the partial unique index is the durable
+  // dedupe (one child per parent and key) and finds a parent's children.
+  `ALTER TABLE jobs ADD COLUMN parent_job_id TEXT;
+   ALTER TABLE jobs ADD COLUMN child_key TEXT;
+   CREATE UNIQUE INDEX jobs_child_key ON jobs (parent_job_id, child_key)
+     WHERE parent_job_id IS NOT NULL;`,
+  // 10: durable steps. One row per step a handler recorded (its value as JSON
   // text; NULL for a wait not ended yet), in order per job. A wait for
   // another job is stored in job_dependencies, as a parent would be.
   `CREATE TABLE job_steps (

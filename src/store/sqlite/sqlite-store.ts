@@ -26,6 +26,7 @@ import type { Database, Statement } from 'better-sqlite3';
 import { describeError } from '../../protocol/errors.js';
 import {
   StoreError,
+  type ChildLink,
   type JobRecord,
   type QueueCount,
   type ListQuery,
@@ -125,6 +126,23 @@ export class SqliteStore implements Store {
     );
   }
 
+  /** The children of these parents (through the unique index of child keys), oldest first. */
+  #childLinksOf(parentJobIds: readonly string[]): ChildLink[] {
+    if (parentJobIds.length === 0) return [];
+    return this.#reader
+      .prepare<[string], { parent_job_id: string; child_key: string | null; job_id: string }>(
+        `SELECT parent_job_id, child_key, job_id FROM jobs
+          WHERE parent_job_id IN (SELECT value FROM json_each(?)) AND parent_job_id IS NOT NULL
+          ORDER BY seq`,
+      )
+      .all(JSON.stringify(parentJobIds))
+      .map((row) => ({
+        parentJobId: row.parent_job_id,
+        childKey: row.child_key ?? '',
+        jobId: row.job_id,
+      }));
+  }
+
   /** Opens (creating and migrating as needed) the database; rejects with {@link StoreError}. */
   static async open(options: SqliteStoreOptions): Promise<SqliteStore> {
     const { path, onCommit } = options;
@@ -217,12 +235,14 @@ export class SqliteStore implements Store {
         )
         .all()
         .map(scheduleFromRow);
+      const childLinks = this.#childLinksOf(activeJobs.map((job) => job.jobId));
       return {
         activeJobs,
         activeAttempts,
         ...(activeSteps.length > 0 && { activeSteps }),
         maxSeq: max?.m ?? 0,
         parentJobs,
+        childLinks,
         schedules,
         queueSettings,
         ...(window !== undefined &&
@@ -341,8 +361,20 @@ export class SqliteStore implements Store {
             read.withAttempts && row !== undefined
               ? this.#attemptsOf.all(read.jobId).map(attemptFromRow)
               : null;
-          return { op: 'job', job: row === undefined ? null : this.#withSteps(row), attempts };
+          const children =
+            row === undefined ? [] : this.#childLinksOf([read.jobId]).map((l) => l.jobId);
+          return {
+            op: 'job',
+            job: row === undefined ? null : this.#withSteps(row),
+            attempts,
+            ...(children.length > 0 && { children }),
+          };
         });
+      case 'children':
+        return this.#readNow(() => ({
+          op: 'children',
+          links: this.#childLinksOf(read.parentJobIds),
+        }));
       case 'jobByKey':
         return this.#readNow(() => {
           const row = this.#byKey.get(read.key);
