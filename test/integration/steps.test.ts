@@ -141,6 +141,32 @@ describe('durable steps, end to end', { timeout: 120_000 }, () => {
     assert.equal(runsOf(dir, 'before'), 1);
   });
 
+  it('a handler waits for the child it made (ctx.enqueue in a step) and gets its result', async () => {
+    await worker('w-parent', 1);
+    const dir = scratch();
+    const done = await run('steps.parent', { dir });
+    const result = resultOf(done);
+    const childId = String(result.childId);
+    const child = await client.status(childId);
+    assert.equal(child.state, 'COMPLETED');
+    assert.equal(child.parentJobId, done.jobId);
+    assert.deepEqual(result.outcome, {
+      jobId: childId,
+      state: 'COMPLETED',
+      result: { a: 1, b: { from: 1, n: 1 }, c: 1, attempt: 1 },
+      error: null,
+      omitted: false,
+    });
+    assert.equal(result.attempt, 2, 'the wait resumed in a second attempt');
+    assert.equal(runsOf(dir, 'after-wait'), 1);
+    assert.deepEqual(
+      done.steps?.map((s) => s.name),
+      ['spawn', 'dtp.waitFor'],
+    );
+    const parent = await client.status(done.jobId);
+    assert.deepEqual(parent.children, [childId]);
+  });
+
   it('fails the job for good when a replay calls another step (NON_DETERMINISTIC)', async () => {
     await worker('w-drift');
     const dir = scratch();
