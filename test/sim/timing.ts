@@ -148,7 +148,6 @@ export class TimingChecks {
       case 'job.released':
       case 'job.deduplicated':
       case 'job.rejected':
-      case 'call.stale':
       case 'result.stale':
       case 'call.stale':
       case 'worker.registered':

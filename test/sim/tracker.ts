@@ -513,8 +513,6 @@ export class JobTracker {
       case 'job.rejected':
         this.counts.rejected++;
         return;
-      case 'call.stale':
-        return; // a refused call changes nothing
       case 'result.stale':
         this.counts.staleResults++;
         return;
