@@ -86,6 +86,18 @@ describe('durable steps, end to end', { timeout: 120_000 }, () => {
     assert.deepEqual(status.steps, job.steps, 'a finished job lists its steps from the store');
   });
 
+  it('a replay fetches the recorded steps its assignment could not carry', async () => {
+    await worker('w-big');
+    const dir = scratch();
+    const job = await run('steps.big', { dir });
+    const size = 200 * 1024;
+    assert.deepEqual(resultOf(job), { sizes: [size, size, size], attempt: 2 });
+    assert.deepEqual(
+      ['big-0', 'big-1', 'big-2'].map((name) => runsOf(dir, name)),
+      [1, 1, 1],
+    );
+  });
+
   it('a sleep frees the slot for another job and resumes after its time', async () => {
     await worker('w-one-slot', 1);
     const dir = scratch();
