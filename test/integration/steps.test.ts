@@ -8,6 +8,8 @@
  * hold; a stale attempt cannot record.
  */
 import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/index.js';
@@ -251,5 +253,78 @@ describe('durable steps, end to end', { timeout: 120_000 }, () => {
     assert.deepEqual([many.recorded, many.code], [MAX_STEPS_PER_JOB, 'LIMIT_EXCEEDED']);
     const big = resultOf(await run('steps.many', { n: 3, bytes: 400 * 1024 }));
     assert.deepEqual([big.recorded, big.code], [2, 'LIMIT_EXCEEDED']);
+  });
+});
+
+describe('durable steps across a coordinator restart (SQLite)', { timeout: 120_000 }, () => {
+  it('a sleeping job and a waiting job keep their steps and go on after the restart', async () => {
+    const temp = tempDir('dtp-steps-restart-');
+    const databasePath = `${temp.dir}/coordinator.db`;
+    const dir = join(temp.dir, 'sleeper');
+    const waiterDir = join(temp.dir, 'waiter');
+    mkdirSync(dir);
+    mkdirSync(waiterDir);
+    let tc = await startCoordinator({ databasePath });
+    let client = await DtpClient.connect({ host: '127.0.0.1', port: tc.coordinator.clientPort });
+    let worker = await startTaskWorker(tc.coordinator.workerPort, 'w-before', {
+      capacity: 2,
+      tasks: [STEP_TASKS],
+    });
+    try {
+      const sleeper = await client.submit({
+        taskType: 'steps.sleepy',
+        payload: { dir, ms: 1_500 },
+        maxAttempts: 1,
+      });
+      const target = await client.submit({
+        taskType: 'SLEEP',
+        payload: { durationMillis: 10 },
+        runAtMillis: Date.now() + 1_500,
+      });
+      const waiter = await client.submit({
+        taskType: 'steps.waiter',
+        payload: { dir: waiterDir, jobId: target.jobId },
+      });
+      await until(
+        async () =>
+          (await client.status(sleeper.jobId)).state === 'SCHEDULED' &&
+          (await client.status(waiter.jobId)).state === 'WAITING',
+        { what: 'one job asleep, one waiting' },
+      );
+      await worker.close();
+      await client.close();
+      await tc.close();
+      tc = await startCoordinator({ databasePath });
+      client = await DtpClient.connect({ host: '127.0.0.1', port: tc.coordinator.clientPort });
+      assert.equal((await client.status(sleeper.jobId)).state, 'SCHEDULED');
+      assert.equal((await client.status(waiter.jobId)).state, 'WAITING');
+      worker = await startTaskWorker(tc.coordinator.workerPort, 'w-after', {
+        capacity: 2,
+        tasks: [STEP_TASKS],
+      });
+      const slept = await client.wait(sleeper.jobId, 20_000);
+      assert.equal(slept.state, 'COMPLETED', slept.error ?? '');
+      assert.deepEqual(JSON.parse(slept.result ?? 'null'), { before: 1, after: 1, attempt: 2 });
+      const waited = await client.wait(waiter.jobId, 20_000);
+      assert.equal(waited.state, 'COMPLETED', waited.error ?? '');
+      const outcome = (JSON.parse(waited.result ?? 'null') as { outcome: { state: string } })
+        .outcome;
+      assert.equal(outcome.state, 'COMPLETED');
+      assert.deepEqual(
+        [runsOf(dir, 'before'), runsOf(waiterDir, 'before')],
+        [1, 1],
+        'each handler ran its first step once',
+      );
+      const { attempts } = await client.status(sleeper.jobId, { attempts: true });
+      assert.deepEqual(
+        attempts?.map((a) => a.outcome),
+        ['SUSPENDED', 'SUCCEEDED'],
+      );
+    } finally {
+      await worker.close();
+      await client.close();
+      await tc.close();
+      temp.remove();
+    }
   });
 });
