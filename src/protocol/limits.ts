@@ -101,5 +101,10 @@ export const MAX_STEP_RESULTS_BYTES = 1024 * 1024;
 export const MAX_STEP_RESULT_BYTES = 960 * 1024;
 /** Longest step name, in characters. */
 export const MAX_STEP_NAME_LENGTH = 200;
+/**
+ * Longest step name as JSON (UTF-8, escapes included): 1,000 names in a
+ * snapshot stay well inside a frame beside the largest result.
+ */
+export const MAX_STEP_NAME_JSON_BYTES = 256;
 /** Most bytes of step results one assignment carries (`TASK_ASSIGN.steps`); GET_STEPS has the rest. */
 export const MAX_ASSIGNED_STEP_BYTES = 256 * 1024;

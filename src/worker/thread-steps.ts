@@ -31,6 +31,7 @@ import { parseDuration } from '../protocol/duration.js';
 import {
   MAX_DELAY_MS,
   MAX_JOB_ID_LENGTH,
+  MAX_STEP_NAME_JSON_BYTES,
   MAX_STEP_NAME_LENGTH,
   MAX_STEP_RESULT_BYTES,
 } from '../protocol/limits.js';
@@ -116,8 +117,13 @@ function checkedName(name: unknown): string {
   if (name.length === 0 || name.trim() !== name) {
     throw invalid('ctx.step: the name must be non-empty, without leading or trailing blanks');
   }
-  if (name.length > MAX_STEP_NAME_LENGTH) {
-    throw invalid(`ctx.step: the name must be at most ${MAX_STEP_NAME_LENGTH} characters`);
+  if (
+    name.length > MAX_STEP_NAME_LENGTH ||
+    Buffer.byteLength(JSON.stringify(name)) > MAX_STEP_NAME_JSON_BYTES
+  ) {
+    throw invalid(
+      `ctx.step: the name must be at most ${MAX_STEP_NAME_LENGTH} characters and ${MAX_STEP_NAME_JSON_BYTES} bytes as JSON`,
+    );
   }
   if (name.startsWith(RESERVED_PREFIX)) {
     throw invalid(`ctx.step: names starting with "${RESERVED_PREFIX}" are reserved`);

@@ -8,6 +8,7 @@ import { MAX_FRAME_BYTES } from '../../protocol/framing.js';
 import {
   MAX_ASSIGNED_PARENT_RESULT_BYTES,
   MAX_ASSIGNED_STEP_BYTES,
+  MAX_STEP_NAME_JSON_BYTES,
   MAX_STEP_NAME_LENGTH,
 } from '../../protocol/limits.js';
 import type { RecordedStep, TaskAssign } from '../../protocol/messages.js';
@@ -37,8 +38,11 @@ export function stepNameProblem(name: string): string | null {
   if (name.length === 0 || name.trim() !== name) {
     return 'a step name must be non-empty, without leading or trailing blanks';
   }
-  if (name.length > MAX_STEP_NAME_LENGTH) {
-    return `a step name must be at most ${MAX_STEP_NAME_LENGTH} characters`;
+  if (
+    name.length > MAX_STEP_NAME_LENGTH ||
+    Buffer.byteLength(JSON.stringify(name)) > MAX_STEP_NAME_JSON_BYTES
+  ) {
+    return `a step name must be at most ${MAX_STEP_NAME_LENGTH} characters and ${MAX_STEP_NAME_JSON_BYTES} bytes as JSON`;
   }
   if (name.startsWith(RESERVED_STEP_PREFIX)) {
     return `step names starting with "${RESERVED_STEP_PREFIX}" are reserved`;
