@@ -147,15 +147,30 @@ describe('core: recording steps', () => {
 
   it('sends no steps to a worker that did not ask for them', () => {
     const h = new CoreHarness();
-    h.register('plain', 1);
-    h.register(W, 1, null, { steps: true });
-    const a = h.submit({ maxAttempts: 2 });
-    const b = h.submit();
-    const onSteps = h.assignmentOf(a).workerId === W ? a : b;
-    if (onSteps === a) record(h, a, 0, 's', '1');
-    const plain = onSteps === a ? b : a;
-    assert.equal(h.assignmentOf(plain).steps, undefined);
-    assert.equal(h.assignmentOf(plain).stepCount, undefined);
+    const plain = h.register('plain', 1);
+    const jobId = h.submit({ maxAttempts: 2 });
+    const first = h.assignmentOf(jobId);
+    h.handle({
+      kind: 'workerMessage',
+      connId: plain,
+      msg: {
+        type: 'RECORD_STEP',
+        workerId: 'plain',
+        jobId,
+        attemptId: first.attemptId,
+        requestId: 1,
+        index: 0,
+        name: 's',
+        result: '1',
+      },
+    });
+    assert.equal(h.store.committedSteps(jobId).length, 1);
+    h.result(jobId, { success: false });
+    h.tick(60_000);
+    const again = h.assignmentOf(jobId);
+    assert.equal(again.attemptNumber, 2);
+    assert.equal(again.steps, undefined);
+    assert.equal(again.stepCount, undefined);
   });
 
   it('bounds the steps of one job with LIMIT_EXCEEDED', () => {
@@ -251,6 +266,43 @@ describe('core: sleeping and waiting', () => {
     const outcome = JSON.parse(second.steps?.at(-1)?.result ?? '{}');
     assert.equal(outcome.state, null);
     assert.equal(outcome.error, 'unknown job');
+  });
+
+  it('a wait for a delayed job beyond the near window (only in the store) goes on when it ends', () => {
+    const h = new CoreHarness({
+      config: { scheduledWindow: { windowMs: 1_000, limit: 10, marginMs: 100 } },
+    });
+    h.register(W, 1, null, { steps: true });
+    const far = h.submit({ runAtMillis: h.clock + 60_000 });
+    assert.equal(
+      h.core.activeJobs().some((j) => j.jobId === far),
+      false,
+      'the delayed job is far',
+    );
+    const waiter = h.submit();
+    suspend(h, waiter, { waitForJobId: far });
+    assert.equal(h.status(waiter).state, 'WAITING');
+    for (let i = 0; i < 70 && h.status(far).state !== 'RUNNING'; i++) h.tick(1_000);
+    assert.equal(h.status(far).state, 'RUNNING');
+    h.result(far, { result: 'late' });
+    const resumed = h.assignmentOf(waiter);
+    assert.equal(resumed.attemptNumber, 2);
+    assert.equal(JSON.parse(resumed.steps?.at(-1)?.result ?? '{}').result, 'late');
+  });
+
+  it('ignores a suspension from an attempt that is not current', () => {
+    const h = harness(1);
+    const jobId = h.submit({ maxAttempts: 3 });
+    const first = h.assignmentOf(jobId);
+    h.result(jobId, { success: false });
+    h.tick(60_000);
+    h.handle({
+      kind: 'workerMessage',
+      connId: h.connOf(W),
+      msg: { type: 'TASK_SUSPEND', workerId: W, jobId, attemptId: first.attemptId, sleepMillis: 5 },
+    });
+    assert.equal(h.status(jobId).state, 'RUNNING');
+    assert.deepEqual(h.store.committedSteps(jobId), []);
   });
 
   it('refuses a bad suspension by failing the attempt for good', () => {
