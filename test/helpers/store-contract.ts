@@ -614,6 +614,24 @@ export function describeStoreContract(backend: StoreBackend): void {
       assert.equal((await getJob(store, 'job-2')).job, null);
     });
 
+    it('recovers the delayed job a waiting job waits for whatever the window', async () => {
+      const store = await fresh();
+      const target = jobRecord(1, { state: 'SCHEDULED', runAtMs: 10_000_000 });
+      const other = jobRecord(2, { state: 'SCHEDULED', runAtMs: 10_000_000 });
+      const waiter = jobRecord(3, { state: 'WAITING', attempts: 1 });
+      await store.commit({
+        ...batchOf([target, other, waiter].map((job) => ({ job, isNew: true }))),
+        stepWaits: [{ jobId: 'job-3', targetId: 'job-1' }],
+        steps: [{ jobId: 'job-3', index: 0, name: 'dtp.waitFor', result: null, atMs: 5 }],
+      });
+      const recovered = await store.recover({ untilMs: 1_000, limit: 10 });
+      assert.deepEqual(
+        recovered.activeJobs.map((j) => j.jobId),
+        ['job-1', 'job-3'],
+      );
+      assert.equal(recovered.scheduledWindow?.farCount, 1);
+    });
+
     it('recovers a sleeping job (SCHEDULED with steps) with its attempts and steps whatever the window', async () => {
       const store = await fresh();
       const sleeping = jobRecord(1, { state: 'SCHEDULED', runAtMs: 10_000_000, attempts: 1 });
