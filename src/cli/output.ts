@@ -78,7 +78,8 @@ export interface JobBlockOptions {
 
 /**
  * A job block; Worker only while RUNNING, Result and Error only when set;
- * Parent for a child job, Children (one id a line) for a job that made some.
+ * Parent for a child job, Children (one id a line) for a job that made some,
+ * Steps (one name a line) for a job whose handler recorded some.
  */
 export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}): string {
   const lines =
@@ -100,6 +101,9 @@ export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}):
   }
   if (job.children !== undefined && job.children !== null && job.children.length > 0) {
     lines.push(labelLine('Children', job.children.join('\n')));
+  }
+  if (job.steps !== undefined && job.steps !== null && job.steps.length > 0) {
+    lines.push(labelLine('Steps', job.steps.map((step) => step.name).join('\n')));
   }
   return lines.join('\n') + '\n';
 }
@@ -149,6 +153,7 @@ const OUTCOME_COLOURS: Record<AttemptOutcome, string | null> = {
   CANCELLED: ANSI.red,
   RELEASED: ANSI.yellow,
   INTERRUPTED: ANSI.yellow,
+  SUSPENDED: ANSI.yellow,
 };
 
 /** The first line of `cancel`, then the job block. */

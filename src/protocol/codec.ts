@@ -37,10 +37,12 @@ import {
   type QueueGroupInfo,
   type QueueInfo,
   type RateLimit,
+  type RecordedStep,
   type ParentResult,
   type ScheduleDefinition,
   type ScheduleJob,
   type ScheduleSnapshot,
+  type StepSummary,
   type SubmitJobsElement,
   type WorkerSnapshot,
 } from './messages.js';
@@ -283,6 +285,17 @@ export const jobEventFilterCodec: Codec<JobEventFilter> = {
   },
 };
 
+const stepSummaryCodec: Codec<StepSummary> = recordCodec<StepSummary>({
+  name: stringCodec,
+  atMillis: intCodec,
+});
+
+const recordedStepCodec: Codec<RecordedStep> = recordCodec<RecordedStep>({
+  name: stringCodec,
+  result: nullable(stringCodec),
+  atMillis: intCodec,
+});
+
 export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   jobId: stringCodec,
   taskType: stringCodec,
@@ -308,6 +321,7 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   scheduleName: optional(stringCodec),
   queue: optional(stringCodec),
   groupKey: optional(stringCodec),
+  steps: optional(arrayOf(stepSummaryCodec)),
 });
 
 const rateLimitCodec: Codec<RateLimit> = recordCodec<RateLimit>({
@@ -478,6 +492,7 @@ const SCHEMAS: Schemas = {
 
     traceContext: optional(boolCodec),
     children: optional(boolCodec),
+    steps: optional(boolCodec),
   },
   WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },
@@ -495,6 +510,8 @@ const SCHEMAS: Schemas = {
     traceparent: optional(stringCodec),
     tracestate: optional(stringCodec),
     queue: optional(stringCodec),
+    steps: optional(arrayOf(recordedStepCodec)),
+    stepCount: optional(intCodec),
   },
   TASK_CANCEL: { jobId: stringCodec, attemptId: stringCodec },
   TASK_RESULT: {
@@ -514,6 +531,36 @@ const SCHEMAS: Schemas = {
     attemptId: stringCodec,
     fraction: numberCodec,
     message: nullable(stringCodec),
+  },
+  RECORD_STEP: {
+    workerId: stringCodec,
+    jobId: stringCodec,
+    attemptId: stringCodec,
+    requestId: intCodec,
+    index: intCodec,
+    name: stringCodec,
+    result: stringCodec,
+  },
+  STEP_RECORDED: { requestId: intCodec, jobId: stringCodec, index: intCodec },
+  GET_STEPS: {
+    workerId: stringCodec,
+    jobId: stringCodec,
+    attemptId: stringCodec,
+    requestId: intCodec,
+    fromIndex: intCodec,
+  },
+  STEPS: {
+    requestId: intCodec,
+    jobId: stringCodec,
+    steps: arrayOf(recordedStepCodec),
+    more: boolCodec,
+  },
+  TASK_SUSPEND: {
+    workerId: stringCodec,
+    jobId: stringCodec,
+    attemptId: stringCodec,
+    sleepMillis: optional(intCodec),
+    waitForJobId: optional(stringCodec),
   },
   ERROR: {
     message: stringCodec,

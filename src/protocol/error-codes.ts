@@ -39,6 +39,8 @@ export const ErrorCode = {
   InvalidSchedule: 'INVALID_SCHEDULE',
   /** A read of history failed (that request only; the coordinator keeps working). */
   StoreReadFailed: 'STORE_READ_FAILED',
+  /** RECORD_STEP (or GET_STEPS) named an index other than the next (or an existing) one. */
+  StepOutOfOrder: 'STEP_OUT_OF_ORDER',
   // Worker registration
   InvalidRegistration: 'INVALID_REGISTRATION',
   NotRegistered: 'NOT_REGISTERED',
@@ -138,6 +140,10 @@ export const LocalErrorCode = {
   TooManyCalls: 'TOO_MANY_CALLS',
   /** A task reported failure on purpose. */
   TaskFailed: 'TASK_FAILED',
+  /** A replay called another step than the one recorded at that position. */
+  NonDeterministic: 'NON_DETERMINISTIC',
+  /** A step a handler cannot record: a bad name, a name used twice, a value JSON cannot carry. */
+  InvalidStep: 'INVALID_STEP',
   /** `bench`: a submission went unanswered. */
   SubmitTimeout: 'SUBMIT_TIMEOUT',
   /** The CLI's code for a thrown value that is not a DtpError (a bug). */

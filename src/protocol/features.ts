@@ -28,6 +28,8 @@ export const FEATURES = [
   'progress',
   /** The worker may send ENQUEUE_CHILD (answered CHILD_ENQUEUED). */
   'children',
+  /** Durable steps: RECORD_STEP, GET_STEPS, TASK_SUSPEND, `TASK_ASSIGN.steps`. */
+  'steps',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 
@@ -61,4 +63,6 @@ export function isNotUnderstood(reply: Pick<ErrorMessage, 'message' | 'code'>): 
 /** The feature a call (a worker message with `requestId`) needs the coordinator to offer. */
 export const CALL_FEATURES: { readonly [T in WorkerCall['type']]: Feature } = {
   ENQUEUE_CHILD: 'children',
+  RECORD_STEP: 'steps',
+  GET_STEPS: 'steps',
 };

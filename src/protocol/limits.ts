@@ -86,3 +86,25 @@ export const MAX_CALLS_PER_ATTEMPT = 64;
 export const MAX_CHILDREN_PER_JOB = 10_000;
 /** Longest explicit child key (`ctx.enqueue(..., { key })`), in characters. */
 export const MAX_CHILD_KEY_LENGTH = 256;
+
+/** Most steps (`ctx.step`, sleeps and waits included) one job may record. */
+export const MAX_STEPS_PER_JOB = 1000;
+/**
+ * Most bytes of recorded step results one job may hold, counted as the
+ * results' JSON string encodings without the quotes (as a result is).
+ */
+export const MAX_STEP_RESULTS_BYTES = 1024 * 1024;
+/**
+ * Largest single step result, counted the same way: a step, sent alone,
+ * always fits one frame with room for its envelope.
+ */
+export const MAX_STEP_RESULT_BYTES = 960 * 1024;
+/** Longest step name, in characters. */
+export const MAX_STEP_NAME_LENGTH = 200;
+/**
+ * Longest step name as JSON (UTF-8, escapes included): 1,000 names in a
+ * snapshot stay well inside a frame beside the largest result.
+ */
+export const MAX_STEP_NAME_JSON_BYTES = 256;
+/** Most bytes of step results one assignment carries (`TASK_ASSIGN.steps`); GET_STEPS has the rest. */
+export const MAX_ASSIGNED_STEP_BYTES = 256 * 1024;

@@ -115,6 +115,23 @@ export interface JobSnapshot {
    * oldest first; absent = none.
    */
   children?: string[] | null;
+  /** Extension (durable steps): the steps its handler recorded, in order; absent = none. */
+  steps?: StepSummary[] | null;
+}
+
+/** One recorded step of a job, as its snapshot lists it. */
+export interface StepSummary {
+  name: string;
+  /** When it was recorded (coordinator clock). */
+  atMillis: number;
+}
+
+/** Extension (`steps`): one recorded step as an assignment or a STEPS reply carries it. */
+export interface RecordedStep {
+  name: string;
+  /** The step's JSON text; null only for a wait that has not ended (never sent). */
+  result: string | null;
+  atMillis: number;
 }
 
 /** Progress a handler reported with `ctx.progress(fraction, message?)`. */
@@ -157,6 +174,8 @@ export const ATTEMPT_OUTCOMES = [
   'CANCELLED',
   'RELEASED',
   'INTERRUPTED',
+  /** Extension (durable steps): the handler slept or waited; the job goes on in a later attempt. */
+  'SUSPENDED',
 ] as const;
 export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 
@@ -222,10 +241,11 @@ export interface WorkerRegister {
   queues?: string[] | null;
 
   /** Extension: send the parents' results with each assignment (`TASK_ASSIGN.parents`). */
-  parents?:
-    | boolean
-    | null; /** Extension: send a job's trace context with its assignments (`TASK_ASSIGN.traceparent`). */
+  parents?: boolean | null;
+  /** Extension: send a job's trace context with its assignments (`TASK_ASSIGN.traceparent`). */
   traceContext?: boolean | null;
+  /** Extension (feature `steps`): send recorded steps with assignments (`TASK_ASSIGN.steps`). */
+  steps?: boolean | null;
   /** Extension: this worker's handlers may enqueue child jobs (ENQUEUE_CHILD, feature `children`). */
   children?: boolean | null;
 }
@@ -264,9 +284,8 @@ export interface TaskAssign {
   /** Extension (`assignLimits`): the job's attempt limit. */
   maxAttempts?: number | null;
   /** Extension (`parents`, to a worker that asked): the job's parents, in `dependsOn` order. */
-  parents?:
-    | ParentResult[]
-    | null; /** Extension (to a worker that asked with `traceContext`): the job's recorded trace context. */
+  parents?: ParentResult[] | null;
+  /** Extension (to a worker that asked with `traceContext`): the job's recorded trace context. */
   traceparent?: string | null;
   tracestate?: string | null;
   /**
@@ -274,6 +293,13 @@ export interface TaskAssign {
    * queue; absent = `default` (or a coordinator that does not send it).
    */
   queue?: string | null;
+  /**
+   * Extension (`steps`, to a worker that asked): the job's recorded steps
+   * from the first, as many as fit the assignment's bound.
+   */
+  steps?: RecordedStep[] | null;
+  /** Extension (`steps`): how many steps are recorded in all (more than `steps` holds: GET_STEPS). */
+  stepCount?: number | null;
 }
 export interface TaskCancel {
   type: 'TASK_CANCEL';
@@ -306,6 +332,51 @@ export interface TaskProgress {
   fraction: number;
   /** At most 1 KiB of UTF-8 (limits.ts MAX_PROGRESS_MESSAGE_BYTES). */
   message: string | null;
+}
+/**
+ * Extension (`steps`): the handler recorded a step. Fenced by the lease;
+ * `index` must be the number of steps recorded so far. Answered with
+ * STEP_RECORDED once durable, or ERROR carrying the same `requestId`.
+ */
+export interface RecordStep extends AttemptCall {
+  type: 'RECORD_STEP';
+  index: number;
+  name: string;
+  /** The step's value as JSON text. */
+  result: string;
+}
+export interface StepRecorded {
+  type: 'STEP_RECORDED';
+  requestId: number;
+  jobId: string;
+  index: number;
+}
+/** Extension (`steps`): the recorded steps from `fromIndex` (those an assignment left out). */
+export interface GetSteps extends AttemptCall {
+  type: 'GET_STEPS';
+  fromIndex: number;
+}
+export interface StepsReply {
+  type: 'STEPS';
+  requestId: number;
+  jobId: string;
+  steps: RecordedStep[];
+  /** True when steps after these are recorded (ask again from the next index). */
+  more: boolean;
+}
+/**
+ * Extension (`steps`): the handler sleeps (`sleepMillis`) or waits for
+ * another job's end (`waitForJobId`); exactly one is given. Ends the attempt
+ * without failing it, like a TASK_RESULT ends it; ignored unless the lease
+ * is current.
+ */
+export interface TaskSuspend {
+  type: 'TASK_SUSPEND';
+  workerId: string;
+  jobId: string;
+  attemptId: string;
+  sleepMillis?: number | null;
+  waitForJobId?: string | null;
 }
 /** Extension: the worker takes no new assignments from now on. */
 export interface WorkerDraining {
@@ -372,9 +443,9 @@ export interface ChildEnqueued {
 }
 
 /** The calls a running attempt makes (worker → coordinator, each with a `requestId`). */
-export type WorkerCall = EnqueueChild;
+export type WorkerCall = EnqueueChild | RecordStep | GetSteps;
 /** Their non-error answers (coordinator → worker, each with the call's `requestId`). */
-export type CallReply = ChildEnqueued;
+export type CallReply = ChildEnqueued | StepRecorded | StepsReply;
 
 // ---- client port ----------------------------------------------------------
 
@@ -848,7 +919,13 @@ export interface ScheduleDeleted {
 }
 
 export type WorkerToCoordinator =
-  WorkerRegister | Heartbeat | TaskResult | WorkerDraining | TaskProgress | WorkerCall;
+  | WorkerRegister
+  | Heartbeat
+  | TaskResult
+  | WorkerDraining
+  | TaskProgress
+  | TaskSuspend
+  | WorkerCall;
 export type CoordinatorToWorker =
   WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck | CallReply;
 export type ClientRequest =
@@ -956,6 +1033,9 @@ const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]
   TASK_RESULT: true,
   WORKER_DRAINING: true,
   TASK_PROGRESS: true,
+  RECORD_STEP: true,
+  GET_STEPS: true,
+  TASK_SUSPEND: true,
   ENQUEUE_CHILD: true,
 };
 const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]: true } = {
@@ -964,10 +1044,20 @@ const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]
   TASK_CANCEL: true,
   ERROR: true,
   HEARTBEAT_ACK: true,
+  STEP_RECORDED: true,
+  STEPS: true,
   CHILD_ENQUEUED: true,
 };
-const WORKER_CALL_TYPES: { readonly [T in WorkerCall['type']]: true } = { ENQUEUE_CHILD: true };
-const CALL_REPLY_TYPES: { readonly [T in CallReply['type']]: true } = { CHILD_ENQUEUED: true };
+const WORKER_CALL_TYPES: { readonly [T in WorkerCall['type']]: true } = {
+  ENQUEUE_CHILD: true,
+  RECORD_STEP: true,
+  GET_STEPS: true,
+};
+const CALL_REPLY_TYPES: { readonly [T in CallReply['type']]: true } = {
+  CHILD_ENQUEUED: true,
+  STEP_RECORDED: true,
+  STEPS: true,
+};
 
 const has = (table: object, type: string): boolean =>
   Object.prototype.hasOwnProperty.call(table, type);

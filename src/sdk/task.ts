@@ -72,6 +72,30 @@ export interface TaskContext {
    */
   readonly parents: readonly ParentJob[];
   /**
+   * Runs `fn` once for the job and records its value: a later attempt of
+   * the same job (after a crash, a deadline, a retryable failure) gets the
+   * recorded value back without running `fn`. The value must be JSON
+   * (plain objects, arrays, strings, finite numbers, booleans, null); the
+   * step resolves with it as JSON gives it back. Steps run one at a time,
+   * each name once per run, and in the same order on every run: a replay
+   * that meets another step where one was recorded fails the job
+   * (`NON_DETERMINISTIC`, not retried).
+   */
+  step<T>(name: string, fn: () => T | Promise<T>): Promise<T>;
+  /**
+   * Sleeps without holding a slot: the attempt ends (not failed, not counted
+   * toward maxAttempts) and the job is SCHEDULED until the time has passed;
+   * then the handler runs again and, its steps replayed, this call returns
+   * at once. `duration`: milliseconds, or a duration such as `"90s"`.
+   */
+  sleep(duration: number | string): Promise<void>;
+  /**
+   * Waits for another job to end, whatever its outcome, without holding a
+   * slot: the job is WAITING meanwhile, as with `sleep`. Resolves with that
+   * job's outcome.
+   */
+  waitFor(jobId: string): Promise<WaitOutcome>;
+  /**
    * Submits a child job and resolves with its id; the child's snapshot names
    * this job as `parentJobId`, and this job's status lists its children. The
    * child is an ordinary job (it does not wait for this one). The same call
@@ -104,6 +128,21 @@ export interface EnqueueOptions {
   /** A delayed child's due time (epoch ms); absent: not delayed. */
   runAtMillis?: number;
 }
+
+/**
+ * How a job that `ctx.waitFor` waited for ended (a type, not an interface,
+ * so a handler can return it as the JSON value it is).
+ */
+export type WaitOutcome = {
+  readonly jobId: string;
+  /** COMPLETED, FAILED or CANCELLED; null when no such job is known. */
+  readonly state: string | null;
+  /** Its result as `job.result()` gives it; null unless COMPLETED, or when `omitted`. */
+  readonly result: JsonValue | null;
+  readonly error: string | null;
+  /** True when the result was too large to keep with the waiting job's steps. */
+  readonly omitted: boolean;
+};
 
 /** One parent of the running job, as its handler reads it. */
 export interface ParentJob {

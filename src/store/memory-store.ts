@@ -22,6 +22,7 @@ import {
   type RecoveredState,
   type ScheduleRecord,
   type ScheduledWindowQuery,
+  type StepRecord,
   type Store,
   type StoreRead,
   type StoreReadResult,
@@ -37,6 +38,10 @@ export class MemoryStore implements Store {
   readonly #attempts = new Map<string, AttemptRecord>();
   readonly #queues = new Map<string, QueueSettingsRecord>();
   readonly #schedules = new Map<string, ScheduleRecord>();
+  /** Recorded steps by job, in index order. */
+  readonly #steps = new Map<string, StepRecord[]>();
+  /** Waits begun (`ctx.waitFor`): waiting job -> the jobs it waited for. */
+  readonly #stepWaits = new Map<string, Set<string>>();
   #failure: string | null = null;
   #readFailure: string | null = null;
   /** Number of batches committed. */
@@ -79,8 +84,13 @@ export class MemoryStore implements Store {
           (job) => job.jobId,
         ),
       );
-      // Parents of active jobs are loaded too: the graph needs them.
-      for (const job of activeJobs) for (const id of job.dependsOn ?? []) near.add(id);
+      // Parents of active jobs are loaded too: the graph needs them; and so
+      // are the jobs active jobs wait for, and sleeping jobs (with steps).
+      for (const job of activeJobs) {
+        for (const id of job.dependsOn ?? []) near.add(id);
+        for (const id of this.#stepWaits.get(job.jobId) ?? []) near.add(id);
+        if (this.#steps.has(job.jobId)) near.add(job.jobId);
+      }
       const isFar = (job: JobRecord): boolean =>
         job.state === 'SCHEDULED' && job.dependsOn === null && !near.has(job.jobId);
       const farCount = activeJobs.filter(isFar).length;
@@ -91,6 +101,9 @@ export class MemoryStore implements Store {
     const activeAttempts = [...this.#attempts.values()]
       .filter((attempt) => active.has(attempt.jobId))
       .map((attempt) => ({ ...attempt }));
+    const activeSteps = activeJobs.flatMap((job) =>
+      (this.#steps.get(job.jobId) ?? []).map((step) => ({ ...step })),
+    );
     let maxSeq = 0;
     for (const job of this.#jobs.values()) maxSeq = Math.max(maxSeq, job.seq);
     const queueSettings = [...this.#queues.values()]
@@ -105,6 +118,7 @@ export class MemoryStore implements Store {
     return {
       activeJobs,
       activeAttempts,
+      ...(activeSteps.length > 0 && { activeSteps }),
       maxSeq,
       parentJobs,
       childLinks,
@@ -169,6 +183,20 @@ export class MemoryStore implements Store {
       this.#schedules.set(schedule.name, { ...schedule });
     for (const name of batch.deletedSchedules ?? []) this.#schedules.delete(name);
     for (const q of batch.queues ?? []) this.#queues.set(q.name, { ...q });
+    for (const jobId of batch.clearedSteps ?? []) this.#steps.delete(jobId);
+    for (const step of batch.steps ?? []) {
+      const list = this.#steps.get(step.jobId) ?? [];
+      if (step.index > list.length) {
+        throw new StoreError(`step ${step.index} of job ${step.jobId} comes after ${list.length}`);
+      }
+      list[step.index] = { ...step };
+      this.#steps.set(step.jobId, list);
+    }
+    for (const { jobId, targetId } of batch.stepWaits ?? []) {
+      const targets = this.#stepWaits.get(jobId) ?? new Set<string>();
+      targets.add(targetId);
+      this.#stepWaits.set(jobId, targets);
+    }
     this.commits++;
   }
 
@@ -177,11 +205,20 @@ export class MemoryStore implements Store {
     switch (read.op) {
       case 'job': {
         const job = this.#jobs.get(read.jobId);
+        const steps = this.#steps.get(read.jobId);
         const children =
           job === undefined ? [] : this.#childLinks(new Set([job.jobId])).map((l) => l.jobId);
         return {
           op: 'job',
-          job: job === undefined ? null : { ...job },
+          job:
+            job === undefined
+              ? null
+              : {
+                  ...job,
+                  ...(steps !== undefined && {
+                    steps: steps.map(({ name, atMs }) => ({ name, atMs })),
+                  }),
+                },
           attempts: read.withAttempts && job !== undefined ? this.#attemptsOf(job.jobId) : null,
           ...(children.length > 0 && { children }),
         };
@@ -295,6 +332,11 @@ export class MemoryStore implements Store {
     return this.#attemptsOf(jobId);
   }
 
+  /** Committed steps of a job, in order (copies). */
+  committedSteps(jobId: string): StepRecord[] {
+    return (this.#steps.get(jobId) ?? []).map((step) => ({ ...step }));
+  }
+
   #attemptsOf(jobId: string): AttemptRecord[] {
     return [...this.#attempts.values()]
       .filter((attempt) => attempt.jobId === jobId)
@@ -321,12 +363,13 @@ export class MemoryStore implements Store {
       .map((job) => ({ ...job }));
   }
 
-  /** Ids of the jobs some non-terminal job depends on. */
+  /** Ids of the jobs some non-terminal job depends on or waits for. */
   #neededParents(): Set<string> {
     const needed = new Set<string>();
     for (const job of this.#jobs.values()) {
       if (isTerminalState(job.state)) continue;
       for (const parentId of job.dependsOn ?? []) needed.add(parentId);
+      for (const targetId of this.#stepWaits.get(job.jobId) ?? []) needed.add(targetId);
     }
     return needed;
   }
@@ -351,6 +394,8 @@ export class MemoryStore implements Store {
       for (const [attemptId, attempt] of this.#attempts) {
         if (attempt.jobId === job.jobId) this.#attempts.delete(attemptId);
       }
+      this.#steps.delete(job.jobId);
+      this.#stepWaits.delete(job.jobId);
     }
     return doomed.length;
   }

@@ -87,6 +87,13 @@ export interface JobRecord {
    * or `o:<n>`), unique per parent. Immutable.
    */
   childKey?: string | null;
+  /**
+   * The steps its handler recorded (names and times, in order), for its
+   * snapshot: given by the core's rows and by a single-job read (`job`);
+   * absent elsewhere. Never written from here: steps travel as
+   * {@link WriteBatch.steps}.
+   */
+  steps?: readonly { readonly name: string; readonly atMs: number }[] | null;
 }
 
 /** One child job of a parent, as the dedupe index needs it. */
@@ -94,6 +101,25 @@ export interface ChildLink {
   parentJobId: string;
   childKey: string;
   jobId: string;
+}
+
+/** One recorded step of a job (durable steps), keyed by (jobId, index). */
+export interface StepRecord {
+  jobId: string;
+  /** 0-based position among the job's steps. */
+  index: number;
+  name: string;
+  /** The step's value as JSON text; null for a wait that has not ended yet. */
+  result: string | null;
+  atMs: number;
+}
+
+/** A job suspended to wait for another job's end (`ctx.waitFor`). */
+export interface StepWaitRecord {
+  /** The waiting job. */
+  jobId: string;
+  /** The job it waits for. */
+  targetId: string;
 }
 
 /** One queue's settings, exactly as persisted (a row exists once a setting was made). */
@@ -164,6 +190,15 @@ export interface WriteBatch {
   readonly deletedSchedules?: readonly string[];
   /** New versions of queue settings (keyed by name); absent = none. */
   readonly queues?: readonly Readonly<QueueSettingsRecord>[];
+  /** Jobs whose stored steps are all deleted (a rerun), before `steps` are written; absent = none. */
+  readonly clearedSteps?: readonly string[];
+  /** New steps and new versions of existing ones (keyed by jobId and index); absent = none. */
+  readonly steps?: readonly Readonly<StepRecord>[];
+  /**
+   * Waits begun (`ctx.waitFor`): stored with the dependencies, so recovery
+   * brings the waited-for job's row (as a parent's) and purge keeps it.
+   */
+  readonly stepWaits?: readonly Readonly<StepWaitRecord>[];
 }
 
 export interface ListQuery {
@@ -257,6 +292,8 @@ export interface RecoveredState {
   activeJobs: JobRecord[];
   /** The attempts of those jobs, in any order. */
   activeAttempts: AttemptRecord[];
+  /** The recorded steps of those jobs, in any order; absent = none. */
+  activeSteps?: StepRecord[];
   /** Highest seq ever stored (0 when empty). */
   maxSeq: number;
   /** Every schedule (absent from a store without any: none). */
@@ -265,7 +302,8 @@ export interface RecoveredState {
   queueSettings?: QueueSettingsRecord[];
   /**
    * The terminal jobs that active jobs depend on (their results go to the
-   * dependents' handlers); absent = none.
+   * dependents' handlers), and those active jobs wait for (`stepWaits`);
+   * absent = none.
    */
   parentJobs?: JobRecord[];
   /** The child links of every job in `activeJobs` (any order); absent = none. */

@@ -31,11 +31,19 @@ import {
   type ThreadOutput,
   type ThreadRequest,
 } from './thread-messages.js';
+import type { Suspension } from './thread-steps.js';
 
 /** How a task ended. `cancelled` tasks never report their result. */
 export type TaskOutcome =
   | { success: true; result: string; resultFormat: ResultFormat }
-  | { success: false; error: string; cancelled: boolean; retryable: boolean };
+  | {
+      success: false;
+      error: string;
+      cancelled: boolean;
+      retryable: boolean;
+      /** The handler slept or waits (durable steps): TASK_SUSPEND, not a failed result. */
+      suspend?: Suspension;
+    };
 
 /** How a stopped task's thread was freed: the handler settled, or the thread was terminated. */
 export type StopOutcome = 'cooperative' | 'terminated';
@@ -281,6 +289,20 @@ export class PoolThread {
       case 'TASK_FAILED': {
         const { error, retryable } = output;
         return this.#finish(task, { success: false, error, cancelled: false, retryable });
+      }
+      case 'TASK_SUSPENDED': {
+        const suspend: Suspension =
+          output.sleepMillis !== undefined
+            ? { sleepMillis: output.sleepMillis }
+            : { waitForJobId: output.waitForJobId ?? '' };
+        const error = 'the handler suspended the attempt';
+        return this.#finish(task, {
+          success: false,
+          error,
+          cancelled: false,
+          retryable: true,
+          suspend,
+        });
       }
     }
   }

@@ -22,7 +22,8 @@
 import { getHeapStatistics } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
 import { runInTraceContext } from '../observability/tracing.js';
-import { describeError } from '../protocol/errors.js';
+import { LocalErrorCode } from '../protocol/error-codes.js';
+import { DtpError, describeError } from '../protocol/errors.js';
 import { clipError, MAX_CHILD_KEY_LENGTH, MAX_PROGRESS_MESSAGE_BYTES } from '../protocol/limits.js';
 import type { JsonObject, JsonValue, ParentResult } from '../protocol/messages.js';
 import type { EnqueueOptions, ParentJob, TaskContext, TaskLogger } from '../sdk/task.js';
@@ -32,6 +33,7 @@ import { SAMPLE_INTERVAL_MS } from './memory-budget.js';
 import { importHandlers, type Handler } from './task-modules.js';
 import { encodeResult } from './task-values.js';
 import { AttemptCalls } from './thread-calls.js';
+import { AttemptSteps, type Suspension } from './thread-steps.js';
 import {
   SharedWords,
   isTaskThreadData,
@@ -143,6 +145,29 @@ function progressReporter(requestId: number): TaskContext['progress'] {
   };
 }
 
+/** `ctx.step`, `ctx.sleep`, `ctx.waitFor` (thread-steps.ts); without steps they refuse. */
+function stepMethods(steps: AttemptSteps | null): Pick<TaskContext, 'step' | 'sleep' | 'waitFor'> {
+  if (steps === null) {
+    const unsupported = (what: string) => (): Promise<never> =>
+      Promise.reject(
+        new DtpError(
+          LocalErrorCode.UnsupportedFeature,
+          `${what}: the coordinator does not offer durable steps (feature "steps")`,
+        ),
+      );
+    return {
+      step: unsupported('ctx.step'),
+      sleep: unsupported('ctx.sleep'),
+      waitFor: unsupported('ctx.waitFor'),
+    };
+  }
+  return {
+    step: (name, fn) => steps.step(name, fn),
+    sleep: (duration) => steps.sleep(duration),
+    waitFor: (jobId) => steps.waitFor(jobId),
+  };
+}
+
 /** The options of `ctx.enqueue` as ENQUEUE_CHILD fields: each checked, the absent ones left out. */
 function enqueueFields(options: EnqueueOptions): JsonObject {
   const fields: JsonObject = {};
@@ -208,8 +233,10 @@ function contextFor(
   input: RunTaskInput,
   signal: AbortSignal,
   calls: AttemptCalls,
+  steps: AttemptSteps | null = null,
 ): TaskContext {
   return Object.freeze({
+    ...stepMethods(steps),
     progress: progressReporter(requestId),
     enqueue: childEnqueuer(calls),
     jobId: input.jobId,
@@ -267,6 +294,7 @@ async function attempt(
   signal: AbortSignal,
   calls: AttemptCalls,
 ): Promise<ThreadOutput> {
+  let steps: AttemptSteps | null = null;
   try {
     const table = await handlers;
     const handler = table.get(input.taskType);
@@ -276,12 +304,35 @@ async function attempt(
     if (signal.aborted)
       return { type: 'TASK_FAILED', error: 'stopped before it started', retryable: true };
     reply(requestId, { type: 'TASK_STARTED' });
+    // A sleep or wait past the recorded steps ends the attempt without the handler.
+    let suspended: (suspension: Suspension) => void = () => undefined;
+    const suspension = new Promise<Suspension>((resolve) => (suspended = resolve));
+    steps =
+      input.steps === undefined || input.steps === null
+        ? null
+        : new AttemptSteps({
+            calls,
+            jobId: input.jobId,
+            recorded: input.steps,
+            total: input.stepCount ?? input.steps.length,
+            onSuspend: (s) => suspended(s),
+          });
     // The handler's own spans (if the task module set up OpenTelemetry) nest in the attempt's.
-    const value: unknown = await runInTraceContext(input.traceContext ?? null, () =>
-      handler.run(payload, contextFor(requestId, input, signal, calls)),
+    const handling = runInTraceContext(input.traceContext ?? null, () =>
+      handler.run(payload, contextFor(requestId, input, signal, calls, steps)),
     );
-    return { type: 'TASK_SUCCEEDED', ...encodeResult(value) };
+    const ended = await Promise.race([
+      Promise.resolve(handling).then((value: unknown) => ({ value })),
+      suspension.then((how) => ({ suspend: how })),
+    ]);
+    if (steps?.poison != null)
+      return { type: 'TASK_FAILED', error: steps.poison, retryable: false };
+    if ('suspend' in ended) return { type: 'TASK_SUSPENDED', ...ended.suspend };
+    return { type: 'TASK_SUCCEEDED', ...encodeResult(ended.value) };
   } catch (err) {
+    // A replay that went another way fails for good, whatever the handler made of it.
+    if (steps?.poison != null)
+      return { type: 'TASK_FAILED', error: steps.poison, retryable: false };
     return { type: 'TASK_FAILED', error: describeFailure(err), retryable: isRetryable(err) };
   }
 }

@@ -20,6 +20,8 @@
  *           TASK_SUCCEEDED  the handler returned; its value, encoded
  *           TASK_FAILED     the handler threw, the payload was invalid, the
  *                           task type is unknown or a task module did not load
+ *           TASK_SUSPENDED  the handler slept or waits (`ctx.sleep`,
+ *                           `ctx.waitFor`): the attempt ends without a result
  *
  * A thread runs at most one attempt at a time. A handler that ignores its
  * aborted signal is not waited for: the main thread terminates the thread
@@ -32,7 +34,7 @@
  * it whenever the attempt's signal is looked at; the thread writes its memory
  * samples there for the pool's memory budget.
  */
-import type { JsonObject, ParentResult, ResultFormat } from '../protocol/messages.js';
+import type { JsonObject, ParentResult, RecordedStep, ResultFormat } from '../protocol/messages.js';
 import type { TraceContext } from '../protocol/trace-context.js';
 
 export interface RunTaskInput {
@@ -51,6 +53,13 @@ export interface RunTaskInput {
   parents?: ParentResult[] | null;
   /** The trace context the handler runs in (the attempt's span, or the job's); null = none. */
   traceContext?: TraceContext | null;
+  /**
+   * Durable steps: the recorded steps the assignment carried; null or
+   * absent = the coordinator does not offer steps (ctx.step refuses).
+   */
+  steps?: RecordedStep[] | null;
+  /** How many steps the job has recorded in all (more than `steps` holds: fetched). */
+  stepCount?: number | null;
 }
 
 /** Why an attempt's signal fired. */
@@ -83,7 +92,9 @@ export type ThreadOutput =
   | { type: 'TASK_PROGRESS'; fraction: number; message: string | null }
   | { type: 'TASK_CALL'; callId: number; call: JsonObject }
   | { type: 'TASK_SUCCEEDED'; result: string; resultFormat: ResultFormat }
-  | { type: 'TASK_FAILED'; error: string; retryable: boolean };
+  | { type: 'TASK_FAILED'; error: string; retryable: boolean }
+  /** The handler slept or waits (durable steps): the attempt ends without a result. */
+  | { type: 'TASK_SUSPENDED'; sleepMillis?: number; waitForJobId?: string };
 
 export interface ThreadRequest {
   requestId: number;
@@ -177,7 +188,9 @@ function isThreadInput(value: unknown): value is ThreadInput {
         (value.parents === undefined || value.parents === null || Array.isArray(value.parents)) &&
         (value.traceContext === undefined ||
           value.traceContext === null ||
-          (isRecord(value.traceContext) && typeof value.traceContext.traceparent === 'string'))
+          (isRecord(value.traceContext) && typeof value.traceContext.traceparent === 'string')) &&
+        (value.steps === undefined || value.steps === null || Array.isArray(value.steps)) &&
+        (value.stepCount === undefined || isNullableNumber(value.stepCount))
       );
     case 'ABORT_TASK':
       return ABORT_REASONS.includes(value.reason as AbortReason);
@@ -223,6 +236,8 @@ function isThreadOutput(value: unknown): value is ThreadOutput {
       );
     case 'TASK_FAILED':
       return typeof value.error === 'string' && typeof value.retryable === 'boolean';
+    case 'TASK_SUSPENDED':
+      return typeof value.sleepMillis === 'number' || typeof value.waitForJobId === 'string';
     default:
       return false;
   }

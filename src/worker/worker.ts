@@ -28,7 +28,8 @@
  * stopped attempt is never reported: the coordinator has revoked its lease
  * (cancel) or does so at the same deadline, measured from assignment.
  *
- * Messages: sends WORKER_REGISTER, HEARTBEAT, TASK_RESULT, WORKER_DRAINING;
+ * Messages: sends WORKER_REGISTER, HEARTBEAT, TASK_RESULT, WORKER_DRAINING,
+ * TASK_SUSPEND (a handler slept or waits, feature `steps`);
  * receives WORKER_REGISTERED, TASK_ASSIGN, TASK_CANCEL, ERROR, HEARTBEAT_ACK.
  * Calls (worker-calls.ts): a handler's call goes out with a `requestId`
  * (ENQUEUE_CHILD, only to a coordinator that offers its feature); its
@@ -523,6 +524,7 @@ export class Worker {
         heartbeatAck: true,
         parents: true,
         traceContext: true,
+        steps: true,
         children: true,
         ...(prefetch === 0 ? {} : { prefetch }),
         ...(authToken === null ? {} : { authToken }),
@@ -833,6 +835,9 @@ export class Worker {
         deadlineAtMs: timeoutMs === null ? null : Date.now() + timeoutMs,
         parents: this.#features.has('parents') ? (msg.parents ?? null) : null,
         traceContext: span?.context ?? jobTrace,
+        // Durable steps only with a coordinator that offers them (null: ctx.step refuses).
+        steps: this.#features.has('steps') ? (msg.steps ?? []) : null,
+        stepCount: this.#features.has('steps') ? (msg.stepCount ?? null) : null,
       },
       (level, message, fields) => taskLog[level](fields, message),
       (fraction, message) => task.progress?.report({ fraction, message }),
@@ -903,10 +908,14 @@ export class Worker {
     const { jobId, attemptId } = task;
     const durationMs = Math.round(performance.now() - task.startedAtMs);
     const error = outcome.success ? undefined : outcome.error;
-    this.#log.info(
-      { jobId, attemptId, success: outcome.success, durationMs, error },
-      'task finished',
-    );
+    if (!outcome.success && outcome.suspend !== undefined) {
+      this.#log.info({ jobId, attemptId, durationMs, ...outcome.suspend }, 'task suspended');
+    } else {
+      this.#log.info(
+        { jobId, attemptId, success: outcome.success, durationMs, error },
+        'task finished',
+      );
+    }
     if (task.connection === this.#connection) {
       this.#sendResult(task.connection, task, outcome);
     } else {
@@ -921,6 +930,24 @@ export class Worker {
     ids: { jobId: string; attemptId: string },
     outcome: TaskOutcome,
   ): void {
+    if (!outcome.success && outcome.suspend !== undefined) {
+      if (this.#features.has('steps')) {
+        connection.send({
+          type: 'TASK_SUSPEND',
+          workerId: this.workerId,
+          ...ids,
+          ...outcome.suspend,
+        });
+        return;
+      }
+      // A coordinator without steps (we re-registered elsewhere): the attempt fails, retryable.
+      outcome = {
+        success: false,
+        error: 'the handler slept or waited, and this coordinator does not offer durable steps',
+        cancelled: false,
+        retryable: true,
+      };
+    }
     const sent = this.#sendOrReport(connection, this.#resultMessage(ids, outcome));
     if (sent !== null) this.events.emit('result', sent);
   }

@@ -287,6 +287,7 @@ export class CoreHarness {
       queues?: string[];
       parents?: boolean;
       traceContext?: boolean;
+      steps?: boolean;
     } = {},
   ): number {
     const connId = this.newConn();

@@ -551,6 +551,111 @@ export function describeStoreContract(backend: StoreBackend): void {
       assert.equal(await purge(), 2);
     });
 
+    it('keeps recorded steps in order: recovers them for active jobs, lists them in a job read, replaces one by index, clears them', async () => {
+      const store = await fresh();
+      const running = jobRecord(1, { state: 'RUNNING', workerId: 'w', attemptId: 'a' });
+      const done = terminal(2, 'COMPLETED', 100);
+      await store.commit(batchOf([running, done].map((job) => ({ job, isNew: true }))));
+      const step = (jobId: string, index: number, result: string | null) => ({
+        jobId,
+        index,
+        name: `s${index}`,
+        result,
+        atMs: 1_000 + index,
+      });
+      await store.commit({
+        ...batchOf([]),
+        steps: [step('job-1', 0, '{"a":1}'), step('job-1', 1, null), step('job-2', 0, '"x"')],
+      });
+      await store.commit({ ...batchOf([]), steps: [step('job-1', 1, '[1,2]')] });
+      const recovered = await store.recover();
+      assert.deepEqual(
+        [...(recovered.activeSteps ?? [])].sort((a, b) => a.index - b.index),
+        [step('job-1', 0, '{"a":1}'), step('job-1', 1, '[1,2]')],
+      );
+      assert.deepEqual((await getJob(store, 'job-2')).job?.steps, [{ name: 's0', atMs: 1_000 }]);
+      assert.equal((await getJob(store, 'job-1')).job?.steps?.length, 2);
+      await store.commit({
+        ...batchOf([]),
+        clearedSteps: ['job-1'],
+        steps: [step('job-1', 0, '0')],
+      });
+      assert.deepEqual((await store.recover()).activeSteps, [step('job-1', 0, '0')]);
+    });
+
+    it('keeps the job a waiting job waits for: recovered beside it once ended, not purged while it waits', async () => {
+      const store = await fresh();
+      const target = terminal(1, 'COMPLETED', 100, { result: 'r1' });
+      const waiter = jobRecord(2, { state: 'WAITING' });
+      await store.commit({
+        ...batchOf([target, waiter].map((job) => ({ job, isNew: true }))),
+        stepWaits: [{ jobId: 'job-2', targetId: 'job-1' }],
+      });
+      const recovered = await store.recover();
+      assert.deepEqual(
+        (recovered.parentJobs ?? []).map((j) => j.jobId),
+        ['job-1'],
+      );
+      const purge = async (): Promise<number> =>
+        expectOp(
+          await store.read({
+            op: 'purge',
+            query: { state: 'COMPLETED', finishedBeforeMs: 1_000_000, limit: 10 },
+          }),
+          'purge',
+        ).deleted;
+      assert.equal(await purge(), 0);
+      const waiterDone = { ...waiter, state: 'COMPLETED' as const, finishedAtMs: 200 };
+      await store.commit({
+        ...batchOf([{ job: waiterDone, isNew: false }]),
+        steps: [{ jobId: 'job-2', index: 0, name: 'dtp.waitFor', result: '{}', atMs: 150 }],
+      });
+      assert.equal(await purge(), 2);
+      assert.equal((await getJob(store, 'job-2')).job, null);
+    });
+
+    it('recovers the delayed job a waiting job waits for whatever the window', async () => {
+      const store = await fresh();
+      const target = jobRecord(1, { state: 'SCHEDULED', runAtMs: 10_000_000 });
+      const other = jobRecord(2, { state: 'SCHEDULED', runAtMs: 10_000_000 });
+      const waiter = jobRecord(3, { state: 'WAITING', attempts: 1 });
+      await store.commit({
+        ...batchOf([target, other, waiter].map((job) => ({ job, isNew: true }))),
+        stepWaits: [{ jobId: 'job-3', targetId: 'job-1' }],
+        steps: [{ jobId: 'job-3', index: 0, name: 'dtp.waitFor', result: null, atMs: 5 }],
+      });
+      const recovered = await store.recover({ untilMs: 1_000, limit: 10 });
+      assert.deepEqual(
+        recovered.activeJobs.map((j) => j.jobId),
+        ['job-1', 'job-3'],
+      );
+      assert.equal(recovered.scheduledWindow?.farCount, 1);
+    });
+
+    it('recovers a sleeping job (SCHEDULED with steps) with its attempts and steps whatever the window', async () => {
+      const store = await fresh();
+      const sleeping = jobRecord(1, { state: 'SCHEDULED', runAtMs: 10_000_000, attempts: 1 });
+      const far = jobRecord(2, { state: 'SCHEDULED', runAtMs: 10_000_000 });
+      await store.commit({
+        ...batchOf(
+          [sleeping, far].map((job) => ({ job, isNew: true })),
+          [attempt('job-1', 1, { outcome: 'SUSPENDED', error: null })],
+        ),
+        steps: [{ jobId: 'job-1', index: 0, name: 'dtp.sleep', result: '{}', atMs: 5 }],
+      });
+      const recovered = await store.recover({ untilMs: 1_000, limit: 10 });
+      assert.deepEqual(
+        recovered.activeJobs.map((j) => j.jobId),
+        ['job-1'],
+      );
+      assert.equal(recovered.scheduledWindow?.farCount, 1);
+      assert.deepEqual(
+        recovered.activeAttempts.map((a) => [a.jobId, a.outcome]),
+        [['job-1', 'SUSPENDED']],
+      );
+      assert.equal(recovered.activeSteps?.length, 1);
+    });
+
     it('keeps child links: listed with the parent, recovered for active parents, one per key', async () => {
       const store = await fresh();
       const parent = jobRecord(1, { state: 'RUNNING', workerId: 'w', attemptId: 'a' });

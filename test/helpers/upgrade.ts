@@ -30,6 +30,9 @@ export function newJob(): JobRecord {
   });
 }
 
+/** A recorded step of {@link newJob} (the steps table came with a later migration). */
+const NEW_STEP = { jobId: 'new-2', index: 0, name: 'dtp.waitFor', result: null, atMs: 1_600 };
+
 /** Checks the old job as recovered, then writes and recovers {@link newJob}. */
 export async function checkUpgraded(open: () => Promise<Store>): Promise<void> {
   const store = await open();
@@ -45,7 +48,11 @@ export async function checkUpgraded(open: () => Promise<Store>): Promise<void> {
     assert.equal(old.progress ?? null, null);
     assert.equal(old.parentJobId ?? null, null);
     assert.equal(old.childKey ?? null, null);
-    await store.commit(batchOf([{ job: newJob(), isNew: true }]));
+    await store.commit({
+      ...batchOf([{ job: newJob(), isNew: true }]),
+      steps: [NEW_STEP],
+      stepWaits: [{ jobId: 'new-2', targetId: OLD_JOB.jobId }],
+    });
   } finally {
     await store.close();
   }
@@ -54,6 +61,7 @@ export async function checkUpgraded(open: () => Promise<Store>): Promise<void> {
     const after = await again.recover();
     const found = after.activeJobs.find((job) => job.jobId === 'new-2');
     assert.deepEqual(found, newJob());
+    assert.deepEqual(after.activeSteps, [NEW_STEP]);
     // The old job is active: its child comes back as one of its links.
     assert.deepEqual(after.childLinks, [
       { parentJobId: OLD_JOB.jobId, childKey: 'k:report', jobId: 'new-2' },

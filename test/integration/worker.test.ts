@@ -63,6 +63,7 @@ describe('Worker', () => {
       parents: true, // the parents' results with each assignment, when offered
       traceContext: true, // each job's trace context with its assignments
       children: true, // its handlers may enqueue child jobs
+      steps: true, // each job's recorded steps with its assignments
       prefetch: 6, // 2 x capacity unless told otherwise
       heldAttempts: [], // a new process holds nothing
     });

@@ -200,7 +200,7 @@ export class Invariants implements WorldObserver {
     const keys = new Map<string, string>();
     // Plain ifs in this loop: it runs over every job after every step.
     for (const row of rows.values()) {
-      const problem = rowProblem(row);
+      const problem = rowProblem(row, tracker.suspensions.get(row.jobId) ?? 0);
       if (problem !== null) throw judge.violation(`job ${row.jobId}: ${problem}`);
       if (tracker.attempts.get(row.jobId) !== row.attempts) {
         throw judge.violation(
@@ -316,9 +316,11 @@ export class Invariants implements WorldObserver {
       () => `scheduledCount ${view.scheduledCount}, ${scheduled} SCHEDULED jobs in memory`,
     );
     for (const job of activeJobs) {
-      // No attempt starts before the job's time, on the coordinator's clock.
+      // No attempt starts before the job's time, on the coordinator's clock
+      // (a job that slept has a new time, after its last attempt, until it runs again).
+      const slept = job.state !== 'RUNNING' && (job.steps ?? []).length > 0;
       judge.check(
-        job.runAtMs === null || job.startedAtMs === null || job.startedAtMs >= job.runAtMs,
+        slept || job.runAtMs === null || job.startedAtMs === null || job.startedAtMs >= job.runAtMs,
         () => `job ${job.jobId} started at ${job.startedAtMs}, before its time ${job.runAtMs}`,
       );
       judge.check(
@@ -411,9 +413,12 @@ function differingField(
 }
 
 /** What is wrong with a committed row on its own, or null. */
-function rowProblem(row: Readonly<JobRecord>): string | null {
+function rowProblem(row: Readonly<JobRecord>, suspensions: number): string | null {
   if (!JOB_STATES.includes(row.state)) return `state ${row.state}`;
-  if (row.attempts > row.maxAttempts) return `${row.attempts} attempts of ${row.maxAttempts}`;
+  // Suspended attempts (a sleep, a wait) do not count toward maxAttempts.
+  if (row.attempts - suspensions > row.maxAttempts) {
+    return `${row.attempts} attempts (${suspensions} suspended) of ${row.maxAttempts}`;
+  }
   const running = row.state === 'RUNNING';
   // A COMPLETED row names the worker and attempt that completed it.
   const named = running || row.state === 'COMPLETED';

@@ -72,6 +72,10 @@ export interface SimulationReport {
   dependents: number;
   children: number;
   cascaded: number;
+  /** Steps recorded and acknowledged (durable steps). */
+  stepsRecorded: number;
+  /** Attempts that ended in a sleep or a wait. */
+  suspended: number;
   /** Schedule ticks fired and skipped (by reason), catch-up jobs, triggers, definitions. */
   schedules: ScheduleCounts;
   faults: Record<string, number>;
@@ -160,6 +164,7 @@ export class Simulation {
   readonly #invariants: Invariants;
   readonly #faults = new FaultCounter();
   readonly #ghosts: GhostLease[] = [];
+  readonly #stepStats = { recorded: 0, suspensions: 0 };
   readonly #keyed: SubmitJob[] = [];
   readonly #workers: SimWorker[] = [];
   readonly #clients: SimClient[] = [];
@@ -203,6 +208,9 @@ export class Simulation {
       taskTimeoutMs: config.taskTimeoutMs,
       quiet: () => this.#quiet,
       log: this.#log,
+      leaseCurrent: (jobId: string, attemptId: string) =>
+        this.#invariants.tracker.leaseCurrent(jobId, attemptId),
+      stepStats: this.#stepStats,
     };
     const workerCount = rng.int(1, 5);
     for (let i = 0; i < workerCount; i++) {
@@ -449,6 +457,8 @@ export class Simulation {
       dependents: counts.dependents,
       children: counts.children,
       cascaded: counts.cascaded,
+      stepsRecorded: this.#stepStats.recorded,
+      suspended: counts.suspended,
       schedules: { ...this.#invariants.tracker.schedules.counts },
       faults: this.#faults.toJSON(),
       faultTotal: this.#faults.total,

@@ -73,10 +73,15 @@ export function snapshotProblem(job: JobSnapshot): string | null {
   if ((job.state === 'COMPLETED') !== (job.result !== null)) {
     return `state ${job.state} with result ${job.result}`;
   }
-  if (!Number.isInteger(job.attempts) || job.attempts < 0 || job.attempts > job.maxAttempts) {
-    return `attempts ${job.attempts} of maxAttempts ${job.maxAttempts}`;
+  // Attempts that ended in a sleep or a wait (listed as steps) do not count.
+  const suspended = (job.steps ?? []).filter(
+    (step) => step.name === 'dtp.sleep' || step.name === 'dtp.waitFor',
+  ).length;
+  const used = job.attempts - suspended;
+  if (!Number.isInteger(job.attempts) || used < 0 || used > job.maxAttempts) {
+    return `attempts ${job.attempts} (${suspended} suspended) of maxAttempts ${job.maxAttempts}`;
   }
-  if (job.state === 'QUEUED' && job.attempts === job.maxAttempts) {
+  if (job.state === 'QUEUED' && used === job.maxAttempts) {
     return `QUEUED with every attempt (${job.attempts}) used`;
   }
   if (job.updatedAtMillis < job.createdAtMillis) {

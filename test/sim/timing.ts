@@ -118,6 +118,9 @@ export class TimingChecks {
         this.#grantedAtMs.delete(event.jobId);
         this.#retryAtMs.set(event.jobId, now + event.delayMs);
         return;
+      case 'job.suspended':
+        this.#grantedAtMs.delete(event.jobId);
+        return;
       case 'job.due':
         judge.check(event.lateMs >= 0, () => `job ${event.jobId} fell due before its time`);
         return;

@@ -58,12 +58,16 @@ export interface TrackerCounts {
   children: number;
   /** Dependents seen cancelled by the failure of a parent. */
   cascaded: number;
+  /** Attempts that ended in a sleep or a wait (durable steps). */
+  suspended: number;
 }
 
 export class JobTracker {
   /** Every job the live core knows (committed, or staged by it), with its attempts. */
   readonly attempts = new Map<string, number>();
   readonly maxAttempts = new Map<string, number>();
+  /** Attempts of each job that ended in a suspension (durable steps): not counted toward maxAttempts. */
+  readonly suspensions = new Map<string, number>();
   /**
    * The `traceparent` each job was submitted with (null: none). Fixed at
    * submission, so kept across crashes: a job that survives one must still
@@ -93,6 +97,7 @@ export class JobTracker {
     dependents: 0,
     children: 0,
     cascaded: 0,
+    suspended: 0,
   };
   /** Jobs created with parents: their parents and policy (never rolled back: ids are unique). */
   readonly #parentsOf = new Map<string, { parents: string[]; run: boolean }>();
@@ -303,6 +308,7 @@ export class JobTracker {
     this.schedules.onCrash();
     this.attempts.clear();
     this.maxAttempts.clear();
+    this.suspensions.clear();
     this.leases.clear();
     this.#childOf.clear();
     for (const row of this.#store.committedJobs()) {
@@ -310,6 +316,7 @@ export class JobTracker {
         this.#childOf.set(`${row.parentJobId} ${row.childKey}`, row.jobId);
       }
       this.attempts.set(row.jobId, row.attempts);
+      this.suspensions.set(row.jobId, committedSuspensions(this.#store, row.jobId));
       this.maxAttempts.set(row.jobId, row.maxAttempts);
       if (row.state === 'RUNNING' && row.attemptId !== null && row.workerId !== null) {
         this.leases.set(row.jobId, { attemptId: row.attemptId, workerId: row.workerId });
@@ -451,6 +458,15 @@ export class JobTracker {
         return this.#applySubmitted(event, h);
       case 'job.assigned':
         return this.#applyAssigned(event, h.effects);
+      case 'job.suspended':
+        judge.check(
+          this.leaseCurrent(event.jobId, event.attemptId),
+          () => `job ${event.jobId} suspended by lease ${event.attemptId}, which is not current`,
+        );
+        this.leases.delete(event.jobId);
+        this.suspensions.set(event.jobId, (this.suspensions.get(event.jobId) ?? 0) + 1);
+        this.counts.suspended++;
+        return;
       case 'job.completed':
         return this.#applyCompleted(event, h);
       case 'job.retryScheduled':
@@ -545,15 +561,19 @@ export class JobTracker {
     const judge = this.#judge;
     this.leases.delete(event.jobId);
     if (event.type === 'job.retryScheduled') {
+      const used = event.attempt - (this.suspensions.get(event.jobId) ?? 0);
       judge.check(
-        event.attempt === this.attempts.get(event.jobId) && event.attempt < event.maxAttempts,
-        () => `retry of job ${event.jobId} after attempt ${event.attempt} of ${event.maxAttempts}`,
+        event.attempt === this.attempts.get(event.jobId) && used < event.maxAttempts,
+        () =>
+          `retry of job ${event.jobId} after attempt ${event.attempt} (${used} counted) of ${event.maxAttempts}`,
       );
       return;
     }
+    const suspended = this.suspensions.get(event.jobId) ?? 0;
     judge.check(
       event.attempts === this.attempts.get(event.jobId) &&
-        event.attempts >= (this.maxAttempts.get(event.jobId) ?? 0),
+        (event.cause === 'non_retryable' ||
+          event.attempts - suspended >= (this.maxAttempts.get(event.jobId) ?? 0)),
       () => `job ${event.jobId} failed after ${event.attempts} attempts with attempts left`,
     );
     this.counts.failed++;
@@ -653,10 +673,11 @@ export class JobTracker {
       attempts !== undefined && event.attempt === attempts + 1,
       () => `job ${jobId} assigned as attempt ${event.attempt} after ${attempts} attempts`,
     );
+    const suspended = this.suspensions.get(jobId) ?? 0;
     judge.check(
-      event.attempt <= (this.maxAttempts.get(jobId) ?? 0),
+      event.attempt - suspended <= (this.maxAttempts.get(jobId) ?? 0),
       () =>
-        `job ${jobId} assigned attempt ${event.attempt} beyond maxAttempts ${event.maxAttempts}`,
+        `job ${jobId} assigned attempt ${event.attempt} (${suspended} suspended) beyond maxAttempts ${event.maxAttempts}`,
     );
     const send = effects.find(
       (e) =>
@@ -685,7 +706,9 @@ export class JobTracker {
 
   #applyRecovered(event: Extract<CoreEvent, { type: 'job.recovered' }>, h: HandledInput): void {
     const judge = this.#judge;
-    const attempts = this.attempts.get(event.jobId) ?? 0;
+    // Suspended attempts (sleeps, waits) do not count toward maxAttempts.
+    const attempts =
+      (this.attempts.get(event.jobId) ?? 0) - (this.suspensions.get(event.jobId) ?? 0);
     const max = this.maxAttempts.get(event.jobId) ?? 0;
     judge.check(
       h.input.kind === 'recovery' && event.from === 'RUNNING' && this.leases.has(event.jobId),
@@ -953,4 +976,11 @@ function isFinishing(event: CoreEvent): boolean {
     event.type === 'job.cancelled' ||
     (event.type === 'job.recovered' && event.to === 'FAILED')
   );
+}
+
+/** Suspended attempts of a committed job: its recorded sleeps and waits. */
+export function committedSuspensions(store: MemoryStore, jobId: string): number {
+  return store
+    .committedSteps(jobId)
+    .filter((step) => step.name === 'dtp.sleep' || step.name === 'dtp.waitFor').length;
 }

@@ -16,6 +16,15 @@
  * when they register again (`heldAttempts`, as the real worker does with a
  * coordinator that offers `reattach`); the others drop them.
  *
+ * Durable steps: about a third of the jobs are "stepped". An attempt of one
+ * starts after the steps its assignment carries and records a few more
+ * (RECORD_STEP, one at a time, each awaited), may end in a sleep or a wait
+ * for another job (TASK_SUSPEND; only for a job with a smaller id, so waits
+ * never form a cycle), then reports as any task does. Checked on the way:
+ * an assignment carries exactly the committed steps while its lease is
+ * current (so a recorded step never runs again), and a STEP_RECORDED
+ * arrives only once its step is committed.
+ *
  * Worker modes: down (process dead until `restartAtMs`) -> up; while up it is
  * disconnected (`link` null, dialling at `reconnectAtMs`), registering, or
  * registered; independently it may be hung until `hungUntilMs`.
@@ -25,6 +34,8 @@ import type {
   EnqueueChild,
   HeldAttempt,
   JsonObject,
+  RecordedStep,
+  TaskAssign,
   TaskProgress,
   TaskResult,
   WorkerToCoordinator,
@@ -74,6 +85,30 @@ export interface WorkerEnv {
   /** True during quiescence: no misbehaviour. */
   quiet(): boolean;
   log(line: () => string): void;
+  /** Whether this lease is the job's current one, as the model knows it. */
+  leaseCurrent(jobId: string, attemptId: string): boolean;
+  /** Steps recorded and acknowledged so far (for the report). */
+  stepStats: { recorded: number; suspensions: number };
+}
+
+/** Most steps a simulated handler records per job (sleeps and waits included). */
+const MAX_SIM_STEPS = 6;
+
+/** A stepped job (about a third of them): decided by its id, the same on every worker. */
+function isStepped(jobId: string): boolean {
+  let h = 0;
+  for (let i = 0; i < jobId.length; i++) h = (h * 31 + jobId.charCodeAt(i)) | 0;
+  return Math.abs(h) % 3 === 0;
+}
+
+/** The step state of an attempt of a stepped job. */
+interface StepState {
+  /** The index its next step takes. */
+  next: number;
+  /** Steps (or a final sleep or wait) it still means to record. */
+  planLeft: number;
+  /** The RECORD_STEP waiting for its answer: its requestId, index and name; null = none. */
+  waiting: { requestId: number; index: number; name: string; result: string } | null;
 }
 
 interface Task {
@@ -82,6 +117,8 @@ interface Task {
   attemptNumber: number;
   doneAtMs: number;
   success: boolean;
+  /** Only for a stepped job. */
+  steps?: StepState;
   /** Children its handler enqueued without a key (the next ordinal). */
   ordinal: number;
   /** Child calls it made (a few at most, so the job tree stays small). */
@@ -122,7 +159,7 @@ export class SimWorker implements WorkerPeer {
   #draining = false;
   readonly #tasks = new Map<string, Task>();
   #outbox: Outgoing[] = [];
-  /** The next ENQUEUE_CHILD requestId (unique on every connection of this worker). */
+  /** The next call requestId (ENQUEUE_CHILD, RECORD_STEP), unique on every connection of this worker. */
   #nextRequestId = 1;
 
   constructor(workerId: string, env: WorkerEnv, rng: Random, taskTypes: string[] | null) {
@@ -210,7 +247,15 @@ export class SimWorker implements WorkerPeer {
           () =>
             `TASK_ASSIGN ${msg.jobId} reached ${this.workerId} on connection ${link.connId} before WORKER_REGISTERED`,
         );
-        return this.#start(msg.jobId, msg.attemptId, msg.attemptNumber, msg.taskType, msg.payload);
+        this.#checkCarriedSteps(msg);
+        return this.#start(
+          msg.jobId,
+          msg.attemptId,
+          msg.attemptNumber,
+          msg.taskType,
+          msg.payload,
+          msg,
+        );
       case 'TASK_CANCEL': {
         judge.check(
           link.leases.has(msg.attemptId),
@@ -226,6 +271,8 @@ export class SimWorker implements WorkerPeer {
         this.#tasks.delete(msg.attemptId);
         return;
       }
+      case 'STEP_RECORDED':
+        return this.#stepAnswered(msg.requestId, true);
       case 'CHILD_ENQUEUED':
         // A fresh child is durable before the worker hears of it.
         if (msg.created) {
@@ -236,8 +283,69 @@ export class SimWorker implements WorkerPeer {
         }
         return;
       case 'ERROR':
+        if (typeof msg.requestId === 'number') this.#stepAnswered(msg.requestId, false);
+        return;
+      case 'STEPS':
       case 'HEARTBEAT_ACK':
         return;
+    }
+  }
+
+  /**
+   * The steps an assignment carries are the committed ones (a prefix while
+   * the lease may already be stale, all of them while it is current): what
+   * was recorded is handed back, so it never runs again.
+   */
+  #checkCarriedSteps(msg: TaskAssign): void {
+    const committed = this.#env.world.store.committedSteps(msg.jobId);
+    const carried: RecordedStep[] = msg.steps ?? [];
+    const judge = this.#env.judge;
+    judge.check(
+      msg.stepCount === undefined || msg.stepCount === null || msg.stepCount === carried.length,
+      () => `TASK_ASSIGN ${msg.jobId} carries ${carried.length} of ${msg.stepCount} small steps`,
+    );
+    carried.forEach((step, i) => {
+      const stored = committed[i];
+      judge.check(
+        stored !== undefined && stored.name === step.name && stored.result === step.result,
+        () =>
+          `TASK_ASSIGN ${msg.jobId} carries step ${i} ${step.name}=${step.result}, the store has ${stored?.name}=${stored?.result}`,
+      );
+    });
+    if (this.#env.leaseCurrent(msg.jobId, msg.attemptId)) {
+      judge.check(
+        committed.length === carried.length,
+        () =>
+          `TASK_ASSIGN ${msg.jobId}/${msg.attemptId} (current) carries ${carried.length} steps, ${committed.length} are committed: a recorded step would run again`,
+      );
+    }
+  }
+
+  /** The answer to a RECORD_STEP: the next step, or (refused) the attempt fails. */
+  #stepAnswered(requestId: number, recorded: boolean): void {
+    for (const task of this.#tasks.values()) {
+      const steps = task.steps;
+      const waiting = steps?.waiting;
+      if (steps === undefined || waiting === null || waiting === undefined) continue;
+      if (waiting.requestId !== requestId) continue;
+      steps.waiting = null;
+      if (recorded) {
+        const stored = this.#env.world.store.committedSteps(task.jobId)[waiting.index];
+        this.#env.judge.check(
+          stored !== undefined && stored.name === waiting.name && stored.result === waiting.result,
+          () =>
+            `STEP_RECORDED ${task.jobId} step ${waiting.index} before it was committed (store: ${stored?.name})`,
+        );
+        this.#env.stepStats.recorded++;
+        steps.next++;
+        steps.planLeft--;
+      } else {
+        // A refused step (a stale attempt): the handler's call throws, the attempt fails.
+        steps.planLeft = 0;
+        task.success = false;
+      }
+      task.doneAtMs = this.#now + this.#rng.int(0, 300);
+      return;
     }
   }
 
@@ -391,6 +499,7 @@ export class SimWorker implements WorkerPeer {
       capacity: this.#capacity,
       taskTypes: this.#taskTypes,
       traceContext: true,
+      steps: true,
       children: true,
       ...(this.#prefetch === 0 ? {} : { prefetch: this.#prefetch }),
       ...(held === null ? {} : { heldAttempts: held }),
@@ -410,6 +519,15 @@ export class SimWorker implements WorkerPeer {
   }
 
   #dropLink(): void {
+    // A step waiting for its answer never gets it: the handler's call fails.
+    for (const task of this.#tasks.values()) {
+      if (task.steps?.waiting !== null && task.steps?.waiting !== undefined) {
+        task.steps.waiting = null;
+        task.steps.planLeft = 0;
+        task.success = false;
+        task.doneAtMs = this.#now;
+      }
+    }
     this.#link = null;
     this.#registered = false;
     this.#draining = false;
@@ -430,6 +548,7 @@ export class SimWorker implements WorkerPeer {
     attemptNumber: number,
     taskType: string,
     payload: JsonObject,
+    assign?: TaskAssign,
   ): void {
     const quiet = this.#env.quiet();
     const timeoutMs = this.#env.taskTimeoutMs;
@@ -443,12 +562,18 @@ export class SimWorker implements WorkerPeer {
     const failUntil = taskType === 'FAIL' ? payload['failUntilAttempt'] : undefined;
     const success =
       typeof failUntil === 'number' ? attemptNumber >= failUntil : this.#rng.chance(0.9);
+    const carried = assign?.steps?.length ?? 0;
+    const steps: StepState | undefined =
+      isStepped(jobId) && carried < MAX_SIM_STEPS
+        ? { next: carried, planLeft: this.#rng.int(0, MAX_SIM_STEPS - carried), waiting: null }
+        : undefined;
     this.#tasks.set(attemptId, {
       jobId,
       attemptId,
       attemptNumber,
-      doneAtMs: this.#now + durationMs,
+      doneAtMs: this.#now + (steps === undefined ? durationMs : this.#rng.int(0, 300)),
       success,
+      ...(steps !== undefined && { steps }),
       ordinal: 0,
       childCalls: 0,
     });
@@ -479,6 +604,11 @@ export class SimWorker implements WorkerPeer {
         }
         continue;
       }
+      if (task.steps !== undefined && task.steps.waiting !== null) continue;
+      if (task.steps !== undefined && task.steps.planLeft > 0 && this.#registered) {
+        this.#nextStep(task, task.steps);
+        continue;
+      }
       this.#tasks.delete(task.attemptId);
       let sendAtMs = now;
       if (!this.#env.quiet() && this.#rng.chance(0.05)) {
@@ -488,6 +618,48 @@ export class SimWorker implements WorkerPeer {
       const msg = this.#resultFor(task.jobId, task.attemptId, task.success, task.attemptNumber);
       this.#outbox.push({ msg, sendAtMs });
     }
+  }
+
+  /** The next thing a stepped attempt does: record a step, or end in a sleep or a wait. */
+  #nextStep(task: Task, steps: StepState): void {
+    const roll = this.#rng.int(0, 99);
+    const target = this.#waitTarget(task.jobId);
+    if (roll < 15 || (roll < 30 && target !== null)) {
+      // The attempt ends here; the coordinator records the sleep or wait itself.
+      this.#tasks.delete(task.attemptId);
+      this.#env.stepStats.suspensions++;
+      this.#write({
+        type: 'TASK_SUSPEND',
+        workerId: this.workerId,
+        jobId: task.jobId,
+        attemptId: task.attemptId,
+        ...(roll < 15 || target === null
+          ? { sleepMillis: this.#rng.int(0, 2_000) }
+          : { waitForJobId: target }),
+      });
+      return;
+    }
+    const requestId = this.#nextRequestId++;
+    const name = `step-${steps.next}`;
+    const result = JSON.stringify({ attempt: task.attemptNumber, at: steps.next });
+    steps.waiting = { requestId, index: steps.next, name, result };
+    task.doneAtMs = Number.POSITIVE_INFINITY;
+    this.#write({
+      type: 'RECORD_STEP',
+      workerId: this.workerId,
+      jobId: task.jobId,
+      attemptId: task.attemptId,
+      requestId,
+      index: steps.next,
+      name,
+      result,
+    });
+  }
+
+  /** A job to wait for: one seen before whose id is smaller (waits never form a cycle). */
+  #waitTarget(jobId: string): string | null {
+    const older = this.#env.ghosts.filter((g) => g.jobId < jobId);
+    return older.length === 0 ? null : this.#rng.pick(older).jobId;
   }
 
   #flushOutbox(): void {

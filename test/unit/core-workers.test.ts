@@ -36,6 +36,7 @@ const REGISTERED_W1 = {
     'parents',
     'progress',
     'children',
+    'steps',
   ],
 } as const;
 

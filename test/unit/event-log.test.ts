@@ -71,6 +71,17 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
   ],
   'job.requeued': [{ type: 'job.requeued', jobId: 'j', attempts: 1 }],
   'job.released': [{ type: 'job.released', jobId: 'j' }],
+  'job.suspended': [
+    {
+      type: 'job.suspended',
+      jobId: 'j',
+      workerId: 'w',
+      attempt: 1,
+      attemptId: 'a',
+      untilMs: 5,
+      waitingFor: null,
+    },
+  ],
   'job.completed': [
     { type: 'job.completed', jobId: 'j', workerId: 'w', attempt: 1, runMs: 1, endToEndMs: 2 },
   ],

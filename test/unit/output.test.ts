@@ -73,6 +73,16 @@ describe('human job block', () => {
     assert.doesNotMatch(formatJobBlock(job()), /Parent:|Children:/);
   });
 
+  it('shows the recorded steps of a job, one name a line', () => {
+    const steps = [
+      { name: 'fetch', atMillis: 1 },
+      { name: 'dtp.sleep', atMillis: 2 },
+    ];
+    const text = formatJobBlock(job({ steps }));
+    assert.ok(text.endsWith(`  Steps:    fetch\n${' '.repeat(12)}dtp.sleep\n`), text);
+    assert.doesNotMatch(formatJobBlock(job()), /Steps:/);
+  });
+
   it('shows Worker only while RUNNING', () => {
     const running = formatJobBlock(job({ state: 'RUNNING', attempts: 1, workerId: 'worker-2' }));
     assert.match(running, /^ {2}Worker: {3}worker-2$/m);

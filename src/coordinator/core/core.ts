@@ -48,6 +48,7 @@ import {
   workerGone,
 } from './worker-sessions.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { stepWaitRead, stepWaitReadFailed } from './steps.js';
 import type { StoreReadResult } from '../../store/store.js';
 
 export class CoordinatorCore {
@@ -308,6 +309,9 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'queueCounts')
         throw new Error(`read ${readId}: expected queue counts, got ${result.op}`);
       return queueCountsDone(s, read, result.counts);
+    case 'stepWait':
+      if (result.op !== 'job') throw new Error(`read ${readId}: expected a job, got ${result.op}`);
+      return stepWaitRead(s, read, result.job);
     case 'window':
       if (result.op !== 'scheduledWindow')
         throw new Error(`read ${readId}: expected delayed jobs, got ${result.op}`);
@@ -357,6 +361,8 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return purgeFailed(s, read, message);
     case 'window':
       return windowReadFailed(s);
+    case 'stepWait':
+      return stepWaitReadFailed(s, read, message);
     case 'children':
       return childrenLoadFailed(s, read.parentJobId, message);
   }

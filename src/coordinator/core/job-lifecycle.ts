@@ -30,6 +30,16 @@ import { retryDelayMs } from './retry-policy.js';
 import type { CoreState } from './state.js';
 import type { AttemptFailureCause } from './types.js';
 import type { WorkerSession } from './worker-registry.js';
+import {
+  WAIT_STEP,
+  assignedSteps,
+  attemptsUsed,
+  outcomeOf,
+  resultsBytes,
+  stepResultBytes,
+  type WaitOutcome,
+} from './step-records.js';
+import { MAX_STEP_RESULT_BYTES, MAX_STEP_RESULTS_BYTES } from '../../protocol/limits.js';
 
 /** How each failure cause is recorded in the attempt history. */
 const OUTCOME_OF: { readonly [C in AttemptFailureCause]: AttemptOutcome } = {
@@ -71,6 +81,7 @@ function assign(s: CoreState, job: CoreJob, session: WorkerSession): void {
     maxAttempts: job.maxAttempts,
     ...(session.parents && job.dependsOn !== null ? { parents: s.graph.parentsFor(job) } : {}),
     ...(session.traceContext === true ? tracingFields(job) : {}),
+    ...assignedSteps(job, session),
   });
   s.emit({
     type: 'job.assigned',
@@ -150,6 +161,7 @@ export function finishJob(
   s.jobs.retire(job);
   answerWaits(s, job);
   settleDependents(s, job);
+  wakeWaiters(s, job);
 }
 
 /**
@@ -235,7 +247,7 @@ export function failJobOrRetry(
   cause: AttemptFailureCause,
   error: string,
 ): void {
-  if (cause === 'non_retryable' || job.attempts >= job.maxAttempts) {
+  if (cause === 'non_retryable' || attemptsUsed(job) >= job.maxAttempts) {
     job.error =
       cause === 'non_retryable' ? error : `${error} (all ${job.maxAttempts} attempts used)`;
     finishJob(s, job, 'FAILED');
@@ -368,7 +380,48 @@ export function cancelJob(s: CoreState, job: CoreJob): boolean {
   return true;
 }
 
+/**
+ * The handler slept or waited (steps.ts): the attempt ends without failing
+ * and its slot is free; the caller moves the job to SCHEDULED or WAITING.
+ */
+export function suspendAttempt(s: CoreState, job: RunningJob): void {
+  endAttempt(s, job, 'SUSPENDED', null);
+}
+
 /** Ends a restarted coordinator's interrupted attempt (recovery only). */
 export function interruptAttempt(s: CoreState, job: RunningJob, error: string): void {
   endAttempt(s, job, 'INTERRUPTED', error);
+}
+
+/**
+ * A WAITING job's wait ends: its step gets the outcome (the result left out
+ * when it would pass the job's bound) and the job is queued again.
+ */
+export function endWait(s: CoreState, job: CoreJob, outcome: WaitOutcome): void {
+  const index = job.steps.length - 1;
+  const step = job.steps[index];
+  if (job.state !== 'WAITING' || step === undefined || step.name !== WAIT_STEP) {
+    throw new Error(`job ${job.jobId} ends a wait it is not in (${job.state})`);
+  }
+  let text = JSON.stringify(outcome);
+  const room = MAX_STEP_RESULTS_BYTES - (resultsBytes(job) - stepResultBytes(step.result));
+  if (stepResultBytes(text) > Math.min(room, MAX_STEP_RESULT_BYTES)) {
+    text = JSON.stringify({ ...outcome, result: null, omitted: true });
+  }
+  step.result = text;
+  s.jobs.saveStep(job.jobId, index, step);
+  job.waitingFor = null;
+  releaseWaiting(s, job);
+}
+
+/** A job ended: the jobs waiting for it (`ctx.waitFor`) go on. */
+export function wakeWaiters(s: CoreState, ended: Readonly<CoreJob>): void {
+  const waiters = s.stepWaits.get(ended.jobId);
+  if (waiters === undefined) return;
+  s.stepWaits.delete(ended.jobId);
+  for (const jobId of waiters) {
+    const job = s.jobs.active(jobId);
+    if (job === undefined || job.state !== 'WAITING' || job.waitingFor !== ended.jobId) continue;
+    endWait(s, job, outcomeOf(ended));
+  }
 }

@@ -5,6 +5,7 @@
  *   WAITING     -> QUEUED, SCHEDULED (its parents completed), CANCELLED
  *   QUEUED      -> RUNNING (assigned), CANCELLED
  *   RUNNING     -> COMPLETED, FAILED, RETRY_WAIT, CANCELLED,
+ *                  SCHEDULED, WAITING (the handler slept or waits: steps.ts),
  *                  QUEUED (only when recovering from a coordinator restart)
  *   RETRY_WAIT  -> QUEUED (back-off elapsed), CANCELLED
  *   COMPLETED, FAILED, CANCELLED: terminal, no exits; only a redrive
@@ -22,7 +23,7 @@ const LEGAL: Readonly<Record<JobState, readonly JobState[]>> = {
   SCHEDULED: ['QUEUED', 'CANCELLED'],
   WAITING: ['QUEUED', 'SCHEDULED', 'CANCELLED'],
   QUEUED: ['RUNNING', 'CANCELLED'],
-  RUNNING: ['COMPLETED', 'FAILED', 'RETRY_WAIT', 'QUEUED', 'CANCELLED'],
+  RUNNING: ['COMPLETED', 'FAILED', 'RETRY_WAIT', 'QUEUED', 'CANCELLED', 'SCHEDULED', 'WAITING'],
   RETRY_WAIT: ['QUEUED', 'CANCELLED'],
   COMPLETED: [],
   FAILED: [],

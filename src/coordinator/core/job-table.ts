@@ -19,9 +19,11 @@ import type {
   JobRecord,
   QueueSettingsRecord,
   ScheduleRecord,
+  StepRecord,
+  StepWaitRecord,
   WriteBatch,
 } from '../../store/store.js';
-import { toRecord, type CoreJob } from './job.js';
+import { toRecord, type CoreJob, type JobStep } from './job.js';
 
 interface InFlight {
   readonly record: JobRecord;
@@ -35,6 +37,11 @@ export class JobTable {
   #dirty = new Map<string, { job: CoreJob; isNew: boolean }>();
   #dirtyAttempts: AttemptRecord[] = [];
   #dirtyQueues = new Map<string, QueueSettingsRecord>();
+  /** Steps written since the last batch, by `jobId index` (the newest version of each). */
+  #dirtySteps = new Map<string, StepRecord>();
+  #dirtyStepWaits: StepWaitRecord[] = [];
+  /** Jobs whose stored steps are dropped (a rerun), before this batch's steps are written. */
+  #clearedSteps = new Set<string>();
   /** Schedules written (their row) or deleted (null) since the last batch. */
   #dirtySchedules = new Map<string, ScheduleRecord | null>();
   readonly #inFlight = new Map<string, InFlight>();
@@ -141,6 +148,25 @@ export class JobTable {
     this.#dirtyAttempts.push(attempt);
   }
 
+  /** A step was recorded or completed: its row goes out with the next batch. */
+  saveStep(jobId: string, index: number, step: Readonly<JobStep>): void {
+    const { name, result, atMs } = step;
+    this.#dirtySteps.set(`${jobId} ${index}`, { jobId, index, name, result, atMs });
+  }
+
+  /** A job began to wait for another (`ctx.waitFor`): the link goes out with the next batch. */
+  saveStepWait(jobId: string, targetId: string): void {
+    this.#dirtyStepWaits.push({ jobId, targetId });
+  }
+
+  /** Every stored step of the job is dropped with the next batch (steps saved later stay). */
+  clearSteps(jobId: string): void {
+    this.#clearedSteps.add(jobId);
+    for (const [key, step] of this.#dirtySteps) {
+      if (step.jobId === jobId) this.#dirtySteps.delete(key);
+    }
+  }
+
   /** A queue's settings changed: the row goes out with the next batch. */
   saveQueue(record: QueueSettingsRecord): void {
     this.#dirtyQueues.set(record.name, record);
@@ -170,7 +196,10 @@ export class JobTable {
       this.#dirty.size > 0 ||
       this.#dirtyAttempts.length > 0 ||
       this.#dirtySchedules.size > 0 ||
-      this.#dirtyQueues.size > 0
+      this.#dirtyQueues.size > 0 ||
+      this.#dirtySteps.size > 0 ||
+      this.#dirtyStepWaits.length > 0 ||
+      this.#clearedSteps.size > 0
     );
   }
 
@@ -195,6 +224,12 @@ export class JobTable {
       else schedules.push(row);
     }
     const queues = [...this.#dirtyQueues.values()];
+    const steps = [...this.#dirtySteps.values()];
+    const stepWaits = this.#dirtyStepWaits;
+    const clearedSteps = [...this.#clearedSteps];
+    if (steps.length > 0) this.#dirtySteps = new Map();
+    if (stepWaits.length > 0) this.#dirtyStepWaits = [];
+    if (clearedSteps.length > 0) this.#clearedSteps = new Set();
     this.#dirty = new Map();
     this.#dirtyAttempts = [];
     this.#dirtySchedules = new Map();
@@ -206,6 +241,9 @@ export class JobTable {
       ...(schedules.length > 0 && { schedules }),
       ...(deletedSchedules.length > 0 && { deletedSchedules }),
       ...(queues.length > 0 && { queues }),
+      ...(clearedSteps.length > 0 && { clearedSteps }),
+      ...(steps.length > 0 && { steps }),
+      ...(stepWaits.length > 0 && { stepWaits }),
     };
   }
 

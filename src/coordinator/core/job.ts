@@ -20,6 +20,14 @@ import type { TraceContext } from '../../protocol/trace-context.js';
 import { DEFAULT_QUEUE } from '../../protocol/queue-names.js';
 import type { AttemptRecord, JobRecord } from '../../store/store.js';
 
+/** One step its handler recorded (durable steps, steps.ts). */
+export interface JobStep {
+  readonly name: string;
+  /** The step's value as JSON text; null only for a wait that has not ended. */
+  result: string | null;
+  readonly atMs: number;
+}
+
 /** The current attempt of a RUNNING job. */
 export interface Lease {
   readonly workerId: string;
@@ -68,6 +76,10 @@ export interface CoreJob {
   readonly onParentFailure: ParentFailurePolicy | null;
   /** The submitter's trace context, handed to its attempts; absent or null = none. */
   readonly traceContext?: TraceContext | null;
+  /** The steps its handler recorded, in order (steps.ts); empty = none. */
+  steps: JobStep[];
+  /** The job a WAITING job's `ctx.waitFor` waits for; null = none (steps.ts). */
+  waitingFor: string | null;
   /** The job whose handler enqueued this one (children.ts); absent or null = none. */
   readonly parentJobId?: string | null;
   /** With `parentJobId`: its key among that parent's children. */
@@ -118,6 +130,9 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     groupKey: job.groupKey,
     parentJobId: job.parentJobId ?? null,
     childKey: job.childKey ?? null,
+    ...(job.steps.length > 0 && {
+      steps: job.steps.map(({ name, atMs }) => ({ name, atMs })),
+    }),
   };
 }
 
@@ -166,6 +181,8 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     parentJobId: row.parentJobId ?? null,
     childKey: row.childKey ?? null,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
+    steps: [],
+    waitingFor: null,
   };
 }
 
@@ -240,6 +257,9 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
   // Absent = `default`, so a job of the default queue looks as it did in v1.
   if (job.queue !== DEFAULT_QUEUE) snapshot.queue = job.queue;
   if (job.groupKey !== null) snapshot.groupKey = job.groupKey;
+  if (job.steps !== undefined && job.steps !== null && job.steps.length > 0) {
+    snapshot.steps = job.steps.map(({ name, atMs }) => ({ name, atMillis: atMs }));
+  }
   if (job.parentJobId !== null && job.parentJobId !== undefined) {
     snapshot.parentJobId = job.parentJobId;
   }

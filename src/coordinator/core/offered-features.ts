@@ -18,4 +18,5 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'parents',
   'progress',
   'children',
+  'steps',
 ];

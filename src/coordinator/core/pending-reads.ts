@@ -77,6 +77,8 @@ export interface HeldBatch {
 }
 
 export type PendingRead =
+  /** A suspending attempt waits for a job memory does not hold (steps.ts). */
+  | { kind: 'stepWait'; jobId: string; attemptId: string; targetId: string }
   | {
       kind: 'status';
       connId: number;

@@ -14,7 +14,9 @@
  *   and are never trusted: the next assignment sets a fresh one.
  * - WAITING jobs wait again for their parents that are still active; the
  *   ended parents' rows (`parentJobs`) give their dependents' handlers the
- *   results.
+ *   results. A job waiting in `ctx.waitFor` waits again, or goes on with the
+ *   outcome of the job it waited for if that one ended (steps.ts).
+ * - Every active job gets its recorded steps back (`activeSteps`).
  * - SCHEDULED jobs beyond the window the store was asked for stay there,
  *   counted (scheduled-window.ts).
  * - The children of active jobs (`childLinks`) fill the child index, so a
@@ -28,7 +30,9 @@ import {
   parentFailureError,
   type FinishedParent,
 } from './dependencies.js';
-import { fromRecord, isRunning, type CoreJob, type RunningJob } from './job.js';
+import { fromRecord, isRunning, type CoreJob, type JobStep, type RunningJob } from './job.js';
+import { attemptsUsed, pendingWaitOf } from './step-records.js';
+import { recoverWait } from './steps.js';
 import { holdScheduled } from './delayed-jobs.js';
 import { recoverWindow } from './scheduled-window.js';
 import { cancelJob, finishJob, interruptAttempt, releaseWaiting } from './job-lifecycle.js';
@@ -47,8 +51,16 @@ export function recover(s: CoreState, stored: RecoveredState): void {
   for (const schedule of stored.schedules ?? []) s.schedules.put({ ...schedule });
   for (const settings of stored.queueSettings ?? []) s.queues.load(settings, s.nowMs);
   const interruption = interruptionOf(stored.epoch);
+  const stepsByJob = new Map<string, JobStep[]>();
+  for (const step of [...(stored.activeSteps ?? [])].sort((a, b) => a.index - b.index)) {
+    const list = stepsByJob.get(step.jobId) ?? [];
+    list.push({ name: step.name, result: step.result, atMs: step.atMs });
+    stepsByJob.set(step.jobId, list);
+  }
   const jobs = stored.activeJobs.map((row) => {
     const job = fromRecord(row, attemptsByJob.get(row.jobId) ?? []);
+    job.steps = stepsByJob.get(row.jobId) ?? [];
+    if (job.state === 'WAITING') job.waitingFor = pendingWaitOf(job.steps);
     s.jobs.adopt(job);
     return job;
   });
@@ -66,6 +78,7 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     if (isTerminalState(job.state)) continue; // a cascade of this recovery ended it
     const blocker = blocked.get(job.jobId);
     if (blocker !== undefined) recoverBlocked(s, job, blocker);
+    else if (job.waitingFor !== null) recoverWait(s, job, parentRows);
     else recoverJob(s, job, interruption);
   }
   // The later delayed jobs stayed in the store: where memory's window ends.
@@ -156,7 +169,7 @@ function recoverRunning(s: CoreState, job: RunningJob, interruption: string): vo
   // Its lease counted until now (it ends here): not a start of this term.
   s.queues.noteStart(job.queue, groupOf(job), s.nowMs, false);
   interruptAttempt(s, job, interrupted);
-  if (job.attempts >= job.maxAttempts) {
+  if (attemptsUsed(job) >= job.maxAttempts) {
     job.error = `${interruption} during final attempt; outcome unknown (worker ${workerId}; all ${job.maxAttempts} attempts used)`;
     finishJob(s, job, 'FAILED');
     s.emit({ type: 'job.recovered', jobId: job.jobId, from: 'RUNNING', to: 'FAILED' });

@@ -136,6 +136,8 @@ function requeue(s: CoreState, row: JobRecord, history: AttemptRecord[], budget:
   // Its handler may have made children before: they are read before it makes any.
   s.children.markUnloaded(job.jobId);
   s.jobs.save(job);
+  // A rerun runs the handler from its start: steps recorded before are dropped.
+  s.jobs.clearSteps(job.jobId);
   s.ready.push(job);
   s.emit({ type: 'job.requeued', jobId: job.jobId, attempts: job.attempts });
 }

@@ -90,6 +90,8 @@ export class CoreState {
   readonly retention = new RetentionCursor();
   /** Jobs waiting for other jobs, and what their parents left them. */
   readonly graph = new DependencyGraph();
+  /** WAITING jobs by the job their `ctx.waitFor` waits for (steps.ts); may name ended waiters. */
+  readonly stepWaits = new Map<string, Set<string>>();
   /** The children of the parents in memory (child-index.ts). */
   readonly children = new ChildIndex();
   /** Jobs that just ended whose dependents are still to settle (a work list: see job-lifecycle.ts). */

@@ -434,6 +434,8 @@ export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): C
     finishedAtMs: null,
     progress: null,
     history: [],
+    steps: [],
+    waitingFor: null,
     ...spec,
   };
   // A keyed job stays in memory even when far: a lookup of its key that was

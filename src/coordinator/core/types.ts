@@ -182,6 +182,19 @@ export type CoreEvent =
       error: string;
     }
   | { type: 'job.requeued'; jobId: string; attempts: number }
+  /**
+   * The handler slept (`untilMs`) or waits for another job (`waitingFor`):
+   * its attempt ended without failing (durable steps).
+   */
+  | {
+      type: 'job.suspended';
+      jobId: string;
+      workerId: string;
+      attempt: number;
+      attemptId: string;
+      untilMs: number | null;
+      waitingFor: string | null;
+    }
   /** Every parent of a WAITING job ended in a way that lets it run: it is QUEUED. */
   | { type: 'job.released'; jobId: string }
   | {

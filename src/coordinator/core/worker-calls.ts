@@ -1,5 +1,6 @@
 /**
- * Calls from running attempts (the worker-port call mechanism).
+ * Calls from running attempts (the worker-port call mechanism): ENQUEUE_CHILD
+ * (children.ts), RECORD_STEP and GET_STEPS (steps.ts).
  *
  * A call is a worker message that carries `requestId` (a positive integer),
  * `jobId` and `attemptId` (messages.ts `WorkerCall`). Each is answered once,
@@ -20,6 +21,7 @@
 import type { WorkerCall } from '../../protocol/messages.js';
 import { fenceCall, type FencedCall } from './calls.js';
 import { enqueueChild } from './children.js';
+import { getSteps, recordStep } from './steps.js';
 import type { CoreState } from './state.js';
 import type { WorkerSession } from './worker-registry.js';
 
@@ -34,12 +36,15 @@ type CallHandlers = {
 
 const CALL_HANDLERS: CallHandlers = {
   ENQUEUE_CHILD: enqueueChild,
+  RECORD_STEP: recordStep,
+  GET_STEPS: getSteps,
 };
 
 /** One call of a registered session (its worker id already checked): fence, then its handler. */
 export function handleWorkerCall(s: CoreState, session: WorkerSession, msg: WorkerCall): void {
   const job = fenceCall(s, session, msg);
   if (job === null) return;
-  const handler: (s: CoreState, call: FencedCall<WorkerCall>) => void = CALL_HANDLERS[msg.type];
+  // The table gives each type its own handler; `msg.type` picks the one for this message.
+  const handler = CALL_HANDLERS[msg.type] as (s: CoreState, call: FencedCall<WorkerCall>) => void;
   handler(s, { session, job, msg });
 }

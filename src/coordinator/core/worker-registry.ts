@@ -67,6 +67,8 @@ export interface WorkerSession {
   readonly parents: boolean;
   /** Extension: the worker asked for each job's trace context with its assignments. */
   readonly traceContext?: boolean;
+  /** Extension: the worker asked for recorded steps with its assignments (durable steps). */
+  readonly steps?: boolean;
 }
 
 /** Prefetch opens when a slot takes less than this per attempt, ms. */

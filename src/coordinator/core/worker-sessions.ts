@@ -5,7 +5,8 @@
  * it, then close). Once registered only HEARTBEAT, TASK_RESULT and the
  * WORKER_DRAINING extension are legal, each naming the session's own worker
  * id; anything else loses the worker. The calls of running attempts
- * (ENQUEUE_CHILD) are answered in worker-calls.ts. A lost worker's running attempts are
+ * (ENQUEUE_CHILD, RECORD_STEP, GET_STEPS) are answered in worker-calls.ts;
+ * TASK_SUSPEND (steps.ts) ends an attempt as a result does. A lost worker's running attempts are
  * retried or failed, and its connection closed.
  *
  * Two exceptions keep an attempt's lease across the end of its session:
@@ -50,6 +51,7 @@ import { isCurrentLease } from './lease.js';
 import { completeJob, failAttempt, requeueDue, schedule } from './job-lifecycle.js';
 import type { CoreState } from './state.js';
 import type { WorkerLossCause } from './types.js';
+import { handleSuspend } from './steps.js';
 import type { WorkerSession } from './worker-registry.js';
 
 export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
@@ -96,7 +98,9 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
       return handleResult(s, session, msg);
     case 'TASK_PROGRESS':
       return handleProgress(s, session, msg);
-    case 'ENQUEUE_CHILD': {
+    case 'ENQUEUE_CHILD':
+    case 'RECORD_STEP':
+    case 'GET_STEPS': {
       const problem = requestIdProblem(msg.requestId);
       if (problem !== null) {
         return void loseWorker(
@@ -108,6 +112,8 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
       }
       return handleWorkerCall(s, session, msg);
     }
+    case 'TASK_SUSPEND':
+      return handleSuspend(s, session, msg);
     case 'WORKER_DRAINING':
       s.workers.markDraining(session);
       s.emit({
@@ -160,6 +166,7 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     heartbeatAck: msg.heartbeatAck === true,
     parents: msg.parents === true,
     traceContext: msg.traceContext === true,
+    steps: msg.steps === true,
   };
   s.workers.add(session);
   s.send(connId, {

@@ -109,6 +109,17 @@ const LINES: Formatters = {
   ],
   'job.requeued': (e) => ['info', 'job requeued', { jobId: e.jobId, attempts: e.attempts }],
   'job.released': (e) => ['info', 'job released by its parents', { jobId: e.jobId }],
+  'job.suspended': (e) => [
+    'info',
+    'job suspended by its handler',
+    {
+      jobId: e.jobId,
+      workerId: e.workerId,
+      attempt: e.attempt,
+      ...(e.untilMs !== null && { untilMs: e.untilMs }),
+      ...(e.waitingFor !== null && { waitingFor: e.waitingFor }),
+    },
+  ],
   'job.completed': (e) => [
     'info',
     'job completed',
@@ -185,6 +196,7 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'job.retryScheduled': false,
   'job.requeued': true,
   'job.released': true,
+  'job.suspended': true,
   'job.completed': true,
   'job.failed': false,
   'job.cancelled': true,

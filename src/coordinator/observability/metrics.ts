@@ -105,6 +105,7 @@ const ON_EVENT: EventCounters = {
   'job.retryScheduled': (m, e) => m.retries.inc({ cause: e.cause }),
   'job.requeued': () => undefined,
   'job.released': () => undefined,
+  'job.suspended': () => undefined,
   'job.completed': (m, e) => {
     m.finished.inc({ state: 'COMPLETED' });
     m.runTime.observe(e.runMs / MS_PER_S);

@@ -34,6 +34,8 @@ import {
   type RecoveredState,
   type ScheduledWindowQuery,
   type ScheduleRecord,
+  type StepRecord,
+  type StepWaitRecord,
   type Store,
   type StoreRead,
   type StoreReadResult,
@@ -161,7 +163,8 @@ export class PostgresStore implements Store {
             : `(${JOB_SELECT} WHERE state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'WAITING'))
                UNION (${JOB_SELECT} WHERE state = 'SCHEDULED' AND job_id IN
                         (SELECT d.job_id FROM dtp.job_dependencies d
-                          UNION SELECT d.parent_id FROM dtp.job_dependencies d))
+                          UNION SELECT d.parent_id FROM dtp.job_dependencies d
+                          UNION SELECT st.job_id FROM dtp.job_steps st))
                UNION (${JOB_SELECT} WHERE ${SCHEDULED_WINDOW} AND run_at_ms > $2
                       ORDER BY run_at_ms, seq LIMIT $3)
                ORDER BY seq`,
@@ -169,6 +172,10 @@ export class PostgresStore implements Store {
         );
         const attempts = await client.query<AttemptRecord>(
           `${ATTEMPT_SELECT} JOIN dtp.jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
+        );
+        const steps = await client.query<StepRecord>(
+          `SELECT s.job_id AS "jobId", s.idx AS "index", s.name, s.result, s.at_ms AS "atMs"
+             FROM dtp.job_steps s JOIN dtp.jobs j ON j.job_id = s.job_id WHERE j.${ACTIVE}`,
         );
         const max = await client.query<{ m: number | null }>('SELECT max(seq) AS m FROM dtp.jobs');
         const parents = await client.query<JobRecord>(
@@ -192,6 +199,7 @@ export class PostgresStore implements Store {
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
+          ...(steps.rows.length > 0 && { activeSteps: steps.rows }),
           maxSeq: max.rows[0]?.m ?? 0,
           parentJobs: parents.rows,
           childLinks: links.rows,
@@ -224,6 +232,14 @@ export class PostgresStore implements Store {
           const job = rows.rows[0] ?? null;
           const attempts =
             read.withAttempts && job !== null ? await attemptsOf(client, read.jobId) : null;
+          if (job !== null) {
+            const steps = await client.query<{ name: string; atMs: number }>({
+              name: 'dtp_steps_of',
+              text: 'SELECT name, at_ms AS "atMs" FROM dtp.job_steps WHERE job_id = $1 ORDER BY idx',
+              values: [read.jobId],
+            });
+            if (steps.rows.length > 0) job.steps = steps.rows;
+          }
           const children =
             job === null
               ? []
@@ -359,17 +375,23 @@ export class PostgresStore implements Store {
     try {
       const merged = mergeBatches(group.map((op) => op.batch));
       const { inserts, updates, attempts, schedules, deletedSchedules, queues } = merged;
+      const { clearedSteps, steps, stepWaits } = merged;
+      const json = (rows: readonly unknown[]): string | null =>
+        rows.length === 0 ? null : JSON.stringify(rows);
       await this.#writer.query({
-        name: 'dtp_commit_batch_tq',
-        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7)',
+        name: 'dtp_commit_batch_steps',
+        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
         values: [
           this.#epoch,
-          inserts.length === 0 ? null : JSON.stringify(inserts),
-          updates.length === 0 ? null : JSON.stringify(updates),
-          attempts.length === 0 ? null : JSON.stringify(attempts),
-          schedules.length === 0 ? null : JSON.stringify(schedules),
-          deletedSchedules.length === 0 ? null : JSON.stringify(deletedSchedules),
-          queues.length === 0 ? null : JSON.stringify(queues),
+          json(inserts),
+          json(updates),
+          json(attempts),
+          json(schedules),
+          json(deletedSchedules),
+          json(queues),
+          json(clearedSteps),
+          json(steps),
+          json(stepWaits),
         ],
       });
     } catch (err) {
@@ -480,13 +502,26 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
   schedules: Readonly<ScheduleRecord>[];
   deletedSchedules: string[];
   queues: Readonly<QueueSettingsRecord>[];
+  clearedSteps: string[];
+  steps: Readonly<StepRecord>[];
+  stepWaits: Readonly<StepWaitRecord>[];
 } {
   const jobs = new Map<string, { job: Readonly<JobRecord>; isNew: boolean }>();
   const attempts = new Map<string, Readonly<AttemptRecord>>();
   /** The last word on each schedule: its row, or null once deleted. */
   const schedules = new Map<string, Readonly<ScheduleRecord> | null>();
   const queues = new Map<string, Readonly<QueueSettingsRecord>>();
+  const clearedSteps = new Set<string>();
+  const steps = new Map<string, Readonly<StepRecord>>();
+  const stepWaits: Readonly<StepWaitRecord>[] = [];
   for (const batch of batches) {
+    // A later batch's clearing drops the steps earlier batches of the group wrote.
+    for (const jobId of batch.clearedSteps ?? []) {
+      clearedSteps.add(jobId);
+      for (const [key, step] of steps) if (step.jobId === jobId) steps.delete(key);
+    }
+    for (const step of batch.steps ?? []) steps.set(`${step.jobId}\u0000${step.index}`, step);
+    stepWaits.push(...(batch.stepWaits ?? []));
     for (const q of batch.queues ?? []) queues.set(q.name, q);
     for (const entry of batch.jobs) {
       const seen = jobs.get(entry.job.jobId);
@@ -517,6 +552,9 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
     schedules: written,
     deletedSchedules,
     queues: [...queues.values()],
+    clearedSteps: [...clearedSteps],
+    steps: [...steps.values()],
+    stepWaits,
   };
 }
 

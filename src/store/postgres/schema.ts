@@ -452,6 +452,72 @@ const MIGRATIONS: readonly string[] = [
      true,
      [{ column: 'max_attempts', key: 'maxAttempts' }],
    )}`,
+  // 10: durable steps (as SQLite's migration 10): one row per recorded step; a
+  // wait for another job goes into job_dependencies as a parent would. A
+  // ten-argument commit_batch writes all the seven-argument one does, then
+  // drops the steps of re-run jobs, writes steps and waits, in the same
+  // transaction; purge deletes a job's steps with it.
+  `CREATE TABLE dtp.job_steps (
+     job_id text    NOT NULL,
+     idx    integer NOT NULL,
+     name   text    NOT NULL,
+     result text,
+     at_ms  bigint  NOT NULL,
+     PRIMARY KEY (job_id, idx)
+   );
+   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json,
+       p_cleared_steps json, p_steps json, p_step_waits json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   BEGIN
+     PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
+       p_deleted_schedules, p_queues);
+     IF p_cleared_steps IS NOT NULL THEN
+       DELETE FROM dtp.job_steps
+        WHERE job_id IN (SELECT value FROM json_array_elements_text(p_cleared_steps));
+     END IF;
+     IF p_steps IS NOT NULL THEN
+       INSERT INTO dtp.job_steps (job_id, idx, name, result, at_ms)
+         SELECT "jobId", "index", name, result, "atMs"
+         FROM json_to_recordset(p_steps) AS r("jobId" text, "index" integer, name text,
+           result text, "atMs" bigint)
+       ON CONFLICT (job_id, idx) DO UPDATE SET name = excluded.name,
+         result = excluded.result, at_ms = excluded.at_ms;
+     END IF;
+     IF p_step_waits IS NOT NULL THEN
+       INSERT INTO dtp.job_dependencies (parent_id, job_id)
+         SELECT "targetId", "jobId" FROM json_to_recordset(p_step_waits)
+           AS r("jobId" text, "targetId" text)
+       ON CONFLICT DO NOTHING;
+     END IF;
+   END
+   $fn$;
+   CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
+   RETURNS integer LANGUAGE plpgsql AS $fn$
+   DECLARE
+     deleted integer;
+   BEGIN
+     ${FENCE}
+     WITH doomed AS (
+       DELETE FROM dtp.jobs WHERE seq IN (
+         SELECT j.seq FROM dtp.jobs j WHERE j.state = p_state AND j.finished_at_ms < p_before_ms
+           AND NOT EXISTS (SELECT 1 FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
+                            WHERE d.parent_id = j.job_id
+                              AND c.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
+         ORDER BY j.finished_at_ms LIMIT p_limit)
+       RETURNING job_id
+     ), gone AS (
+       DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id
+     ), unstepped AS (
+       DELETE FROM dtp.job_steps st USING doomed d WHERE st.job_id = d.job_id
+     ), unlinked AS (
+       DELETE FROM dtp.job_dependencies l USING doomed d
+        WHERE l.job_id = d.job_id OR l.parent_id = d.job_id
+     )
+     SELECT count(*) INTO deleted FROM doomed;
+     RETURN deleted;
+   END
+   $fn$;`,
 ];
 
 /** Number of the newest schema this code knows. */

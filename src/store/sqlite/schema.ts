@@ -157,6 +157,17 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE jobs ADD COLUMN child_key TEXT;
    CREATE UNIQUE INDEX jobs_child_key ON jobs (parent_job_id, child_key)
      WHERE parent_job_id IS NOT NULL;`,
+  // 10: durable steps. One row per step a handler recorded (its value as JSON
+  // text; NULL for a wait not ended yet), in order per job. A wait for
+  // another job is stored in job_dependencies, as a parent would be.
+  `CREATE TABLE job_steps (
+     job_id TEXT    NOT NULL,
+     idx    INTEGER NOT NULL,
+     name   TEXT    NOT NULL,
+     result TEXT,
+     at_ms  INTEGER NOT NULL,
+     PRIMARY KEY (job_id, idx)
+   ) STRICT, WITHOUT ROWID;`,
 ];
 
 /** Number of the newest schema this code knows. */

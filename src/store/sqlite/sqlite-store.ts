@@ -77,6 +77,14 @@ export interface SqliteStoreOptions {
   onCommit?: (durationMs: number) => void;
 }
 
+interface StepRow {
+  job_id: string;
+  idx: number;
+  name: string;
+  result: string | null;
+  at_ms: number;
+}
+
 const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED', 'WAITING')";
 /** The active states but SCHEDULED (a delayed job has no attempts yet). */
 const UNSCHEDULED = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'WAITING')";
@@ -90,6 +98,7 @@ export class SqliteStore implements Store {
   readonly #byKey: Statement<[string], JobRow>;
   readonly #attemptsOf: Statement<[string], AttemptRow>;
   readonly #byIds: Statement<[string], JobRow>;
+  readonly #stepsOf: Statement<[string], { name: string; at_ms: number }>;
   readonly #lists = new Map<string, Statement<(string | number)[], JobRow>>();
   #closing: Promise<void> | null = null;
   /** Integrity checks running on threads of their own. */
@@ -108,6 +117,9 @@ export class SqliteStore implements Store {
     );
     this.#byIds = reader.prepare(
       `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE job_id IN (SELECT value FROM json_each(?))`,
+    );
+    this.#stepsOf = reader.prepare(
+      'SELECT name, at_ms FROM job_steps WHERE job_id = ? ORDER BY idx',
     );
     this.#attemptsOf = reader.prepare(
       `SELECT ${columnList(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? ORDER BY attempt_number`,
@@ -174,10 +186,24 @@ export class SqliteStore implements Store {
       const activeAttempts = this.#reader
         .prepare<[], AttemptRow>(
           `SELECT ${columnList(ATTEMPT_COLUMNS, 'a.')} FROM attempts a
-             JOIN jobs j ON j.job_id = a.job_id WHERE j.${windowed === null ? ACTIVE : UNSCHEDULED}`,
+             JOIN jobs j ON j.job_id = a.job_id
+            WHERE j.${windowed === null ? ACTIVE : `${UNSCHEDULED} OR (j.state = 'SCHEDULED' AND j.attempts > 0)`}`,
         )
         .all()
         .map(attemptFromRow);
+      const activeSteps = this.#reader
+        .prepare<[], StepRow>(
+          `SELECT s.job_id, s.idx, s.name, s.result, s.at_ms FROM job_steps s
+             JOIN jobs j ON j.job_id = s.job_id WHERE j.${ACTIVE}`,
+        )
+        .all()
+        .map((row) => ({
+          jobId: row.job_id,
+          index: row.idx,
+          name: row.name,
+          result: row.result,
+          atMs: row.at_ms,
+        }));
       const max = this.#reader
         .prepare<[], { m: number | null }>('SELECT max(seq) AS m FROM jobs')
         .get();
@@ -213,6 +239,7 @@ export class SqliteStore implements Store {
       return {
         activeJobs,
         activeAttempts,
+        ...(activeSteps.length > 0 && { activeSteps }),
         maxSeq: max?.m ?? 0,
         parentJobs,
         childLinks,
@@ -242,6 +269,13 @@ export class SqliteStore implements Store {
            CROSS JOIN jobs j WHERE j.job_id IN (d.job_id, d.parent_id) AND j.state = 'SCHEDULED'`,
       )
       .all();
+    // Sleeping jobs (SCHEDULED with steps) are kept in memory whenever they are due.
+    const sleeping = this.#reader
+      .prepare<[], JobRow>(
+        `SELECT ${columnList(JOB_COLUMNS, 'j.')} FROM (SELECT DISTINCT job_id FROM job_steps) st
+           CROSS JOIN jobs j WHERE j.job_id = st.job_id AND j.state = 'SCHEDULED'`,
+      )
+      .all();
     const near = this.#scheduledWindow({ atMs: -1, seq: 0 }, window.untilMs, window.limit);
     const total = this.#reader
       .prepare<[], { n: number }>(
@@ -249,7 +283,7 @@ export class SqliteStore implements Store {
       )
       .get();
     const scheduled = new Map<string, JobRow>();
-    for (const row of [...linked, ...near]) scheduled.set(row.job_id, row);
+    for (const row of [...linked, ...sleeping, ...near]) scheduled.set(row.job_id, row);
     const activeJobs = [...others, ...scheduled.values()]
       .sort((a, b) => a.seq - b.seq)
       .map(jobFromRow);
@@ -293,6 +327,7 @@ export class SqliteStore implements Store {
         if (job.dependsOn !== null) dependencies.push(...dependencyValues(job));
       } else updates.push(jobUpdateValues(job));
     }
+    for (const { jobId, targetId } of batch.stepWaits ?? []) dependencies.push([targetId, jobId]);
     const attempts = batch.attempts.map(attemptValues);
     const schedules = (batch.schedules ?? []).map(scheduleValues);
     const deletedSchedules = [...(batch.deletedSchedules ?? [])];
@@ -307,6 +342,12 @@ export class SqliteStore implements Store {
     };
     if (batch.queues !== undefined && batch.queues.length > 0) {
       encoded.queues = batch.queues.map(queueValues);
+    }
+    if (batch.clearedSteps !== undefined && batch.clearedSteps.length > 0) {
+      encoded.clearedSteps = [...batch.clearedSteps];
+    }
+    if (batch.steps !== undefined && batch.steps.length > 0) {
+      encoded.steps = batch.steps.map((st) => [st.jobId, st.index, st.name, st.result, st.atMs]);
     }
     return this.#link.commit(encoded);
   }
@@ -324,7 +365,7 @@ export class SqliteStore implements Store {
             row === undefined ? [] : this.#childLinksOf([read.jobId]).map((l) => l.jobId);
           return {
             op: 'job',
-            job: row === undefined ? null : jobFromRow(row),
+            job: row === undefined ? null : this.#withSteps(row),
             attempts,
             ...(children.length > 0 && { children }),
           };
@@ -374,6 +415,14 @@ export class SqliteStore implements Store {
           jobs: this.#scheduledWindow(read.after, read.untilMs, read.limit).map(jobFromRow),
         }));
     }
+  }
+
+  /** A job's row with the names and times of its steps (for its snapshot). */
+  #withSteps(row: JobRow): JobRecord {
+    const job = jobFromRow(row);
+    const steps = this.#stepsOf.all(job.jobId);
+    if (steps.length > 0) job.steps = steps.map((st) => ({ name: st.name, atMs: st.at_ms }));
+    return job;
   }
 
   #queueCounts(queue: string | null): QueueCount[] {

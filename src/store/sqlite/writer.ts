@@ -30,6 +30,10 @@ export interface EncodedBatch {
   deletedSchedules: string[];
   /** Queue settings rows (absent = none). */
   queues?: SqlValue[][];
+  /** Jobs whose steps are all deleted first (absent = none). */
+  clearedSteps?: string[];
+  /** Step rows `[jobId, idx, name, result, atMs]` to insert or replace (absent = none). */
+  steps?: SqlValue[][];
 }
 
 export class SqliteWriter {
@@ -44,6 +48,8 @@ export class SqliteWriter {
   readonly #purgeJob: Statement<[number]>;
   readonly #dependency: Statement<SqlValue[]>;
   readonly #purgeDependencies: Statement<[string, string]>;
+  readonly #step: Statement<SqlValue[]>;
+  readonly #purgeSteps: Statement<[string]>;
   readonly #writeAll: (batches: readonly EncodedBatch[]) => void;
   readonly #purgeSome: (query: PurgeQuery) => number;
 
@@ -81,6 +87,10 @@ export class SqliteWriter {
       'DELETE FROM job_dependencies WHERE job_id = ? OR parent_id = ?',
     );
     this.#purgeAttempts = db.prepare('DELETE FROM attempts WHERE job_id = ?');
+    this.#step = db.prepare(
+      'INSERT OR REPLACE INTO job_steps (job_id, idx, name, result, at_ms) VALUES (?, ?, ?, ?, ?)',
+    );
+    this.#purgeSteps = db.prepare('DELETE FROM job_steps WHERE job_id = ?');
     this.#purgeJob = db.prepare('DELETE FROM jobs WHERE seq = ?');
     this.#writeAll = db.transaction((batches: readonly EncodedBatch[]) => {
       for (const batch of batches) this.#apply(batch);
@@ -89,6 +99,7 @@ export class SqliteWriter {
       const rows = this.#purgeSelect.all(query.state, query.finishedBeforeMs, query.limit);
       for (const row of rows) {
         this.#purgeAttempts.run(row.job_id);
+        this.#purgeSteps.run(row.job_id);
         this.#purgeDependencies.run(row.job_id, row.job_id);
         this.#purgeJob.run(row.seq);
       }
@@ -119,5 +130,7 @@ export class SqliteWriter {
     for (const values of batch.schedules) this.#schedule.run(...values);
     for (const name of batch.deletedSchedules) this.#deleteSchedule.run(name);
     for (const values of batch.queues ?? []) this.#queue.run(...values);
+    for (const jobId of batch.clearedSteps ?? []) this.#purgeSteps.run(jobId);
+    for (const values of batch.steps ?? []) this.#step.run(...values);
   }
 }
