@@ -468,6 +468,7 @@ export const NOT_RUN: readonly NotRun[] = [
   ...[
     'node dist/test/sim/run.js --seeds 500',
     'node dist/test/sim/run.js --seeds 2000',
+    'node dist/test/sim/run.js --start 1 --seeds 300',
     'node dist/test/sim/run.js --seeds 10000',
     'npm run sim -- --seeds 10000',
   ].map((command): NotRun => ({
