@@ -288,6 +288,7 @@ export const jobEventFilterCodec: Codec<JobEventFilter> = {
 const stepSummaryCodec: Codec<StepSummary> = recordCodec<StepSummary>({
   name: stringCodec,
   atMillis: intCodec,
+  resultBytes: optional(intCodec),
 });
 
 const recordedStepCodec: Codec<RecordedStep> = recordCodec<RecordedStep>({

@@ -124,6 +124,8 @@ export interface StepSummary {
   name: string;
   /** When it was recorded (coordinator clock). */
   atMillis: number;
+  /** Extension: the size of its recorded JSON in bytes (absent from a coordinator that does not say). */
+  resultBytes?: number | null;
 }
 
 /** Extension (`steps`): one recorded step as an assignment or a STEPS reply carries it. */

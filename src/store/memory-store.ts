@@ -216,7 +216,11 @@ export class MemoryStore implements Store {
               : {
                   ...job,
                   ...(steps !== undefined && {
-                    steps: steps.map(({ name, atMs }) => ({ name, atMs })),
+                    steps: steps.map(({ name, atMs, result }) => ({
+                      name,
+                      atMs,
+                      resultBytes: result === null ? 0 : Buffer.byteLength(result),
+                    })),
                   }),
                 },
           attempts: read.withAttempts && job !== undefined ? this.#attemptsOf(job.jobId) : null,

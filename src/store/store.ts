@@ -93,7 +93,14 @@ export interface JobRecord {
    * absent elsewhere. Never written from here: steps travel as
    * {@link WriteBatch.steps}.
    */
-  steps?: readonly { readonly name: string; readonly atMs: number }[] | null;
+  steps?:
+    | readonly {
+        readonly name: string;
+        readonly atMs: number;
+        /** The UTF-8 length of its recorded JSON text (0 for a wait not ended). */
+        readonly resultBytes: number;
+      }[]
+    | null;
 }
 
 /** One child job of a parent, as the dedupe index needs it. */

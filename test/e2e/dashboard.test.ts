@@ -470,7 +470,7 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
       const details = (await response.json()) as { job: Record<string, unknown> };
       details.job.parentJobId = id('a');
       details.job.children = [made];
-      details.job.steps = [{ name: 'fetch', atMillis: Date.now() }];
+      details.job.steps = [{ name: 'fetch', atMillis: Date.now(), resultBytes: 3_500 }];
       await route.fulfill({ response, json: details });
     });
     await page.goto(`${base}#/jobs/${id('b')}`);
@@ -486,6 +486,7 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
     assert.deepEqual(await attributes('[data-testid=child-link]', 'data-job-id'), [made]);
     assert.deepEqual(await attributes('[data-testid=parent-job-link]', 'data-job-id'), [id('a')]);
     assert.equal(await page.textContent('[data-testid=step-row] td'), 'fetch');
+    assert.equal(await page.textContent('[data-testid=step-row] td:nth-child(2)'), '3.4 KiB');
     await page.unroute(ofB);
 
     // From the first job: every dependent below it, and a click follows one.

@@ -573,7 +573,14 @@ export function describeStoreContract(backend: StoreBackend): void {
         [...(recovered.activeSteps ?? [])].sort((a, b) => a.index - b.index),
         [step('job-1', 0, '{"a":1}'), step('job-1', 1, '[1,2]')],
       );
-      assert.deepEqual((await getJob(store, 'job-2')).job?.steps, [{ name: 's0', atMs: 1_000 }]);
+      assert.deepEqual((await getJob(store, 'job-2')).job?.steps, [
+        { name: 's0', atMs: 1_000, resultBytes: 3 },
+      ]);
+      assert.deepEqual(
+        (await getJob(store, 'job-1')).job?.steps?.map((st) => st.resultBytes),
+        [7, 5],
+        'the byte length of each recorded JSON text',
+      );
       assert.equal((await getJob(store, 'job-1')).job?.steps?.length, 2);
       await store.commit({
         ...batchOf([]),

@@ -88,7 +88,9 @@ describe('core: recording steps', () => {
     assert.equal(errorCode(record(h, jobId, 1, 'bad', '{not json')), 'INVALID_REQUEST');
     assert.equal(h.store.committedSteps(jobId).length, 1, 'refused calls recorded nothing');
     assert.equal(h.status(jobId).state, 'RUNNING', 'a refused call costs only itself');
-    assert.deepEqual(h.status(jobId).steps, [{ name: 'fetch', atMillis: h.clock }]);
+    assert.deepEqual(h.status(jobId).steps, [
+      { name: 'fetch', atMillis: h.clock, resultBytes: 10 },
+    ]);
   });
 
   it('refuses a stale attempt with STALE_ATTEMPT and records nothing', () => {

@@ -49,7 +49,7 @@ export interface JobExtras {
   /** Jobs this one's handler made. */
   children?: string[] | null;
   /** Durable steps its handler finished, oldest first. */
-  steps?: { name: string; atMillis: number }[] | null;
+  steps?: { name: string; atMillis: number; resultBytes?: number | null }[] | null;
 }
 
 export class ApiError extends Error {

@@ -25,6 +25,14 @@ export function prettyJson(text: string): string {
   }
 }
 
+/** `812 B`, `3.4 KiB`, `1.0 MiB`; `-` when not known. */
+export function formatBytes(bytes: number | null | undefined): string {
+  if (bytes == null) return '-';
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
+}
+
 /** A job id shortened for tables (the full id is in the link title). */
 export function shortId(jobId: string): string {
   return jobId.length > 13 ? `${jobId.slice(0, 8)}…${jobId.slice(-4)}` : jobId;

@@ -131,7 +131,11 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     parentJobId: job.parentJobId ?? null,
     childKey: job.childKey ?? null,
     ...(job.steps.length > 0 && {
-      steps: job.steps.map(({ name, atMs }) => ({ name, atMs })),
+      steps: job.steps.map(({ name, atMs, result }) => ({
+        name,
+        atMs,
+        resultBytes: result === null ? 0 : Buffer.byteLength(result),
+      })),
     }),
   };
 }
@@ -258,7 +262,11 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
   if (job.queue !== DEFAULT_QUEUE) snapshot.queue = job.queue;
   if (job.groupKey !== null) snapshot.groupKey = job.groupKey;
   if (job.steps !== undefined && job.steps !== null && job.steps.length > 0) {
-    snapshot.steps = job.steps.map(({ name, atMs }) => ({ name, atMillis: atMs }));
+    snapshot.steps = job.steps.map(({ name, atMs, resultBytes }) => ({
+      name,
+      atMillis: atMs,
+      resultBytes,
+    }));
   }
   if (job.parentJobId !== null && job.parentJobId !== undefined) {
     snapshot.parentJobId = job.parentJobId;

@@ -233,9 +233,9 @@ export class PostgresStore implements Store {
           const attempts =
             read.withAttempts && job !== null ? await attemptsOf(client, read.jobId) : null;
           if (job !== null) {
-            const steps = await client.query<{ name: string; atMs: number }>({
+            const steps = await client.query<{ name: string; atMs: number; resultBytes: number }>({
               name: 'dtp_steps_of',
-              text: 'SELECT name, at_ms AS "atMs" FROM dtp.job_steps WHERE job_id = $1 ORDER BY idx',
+              text: 'SELECT name, at_ms AS "atMs", coalesce(octet_length(result), 0)::int AS "resultBytes" FROM dtp.job_steps WHERE job_id = $1 ORDER BY idx',
               values: [read.jobId],
             });
             if (steps.rows.length > 0) job.steps = steps.rows;

@@ -98,7 +98,7 @@ export class SqliteStore implements Store {
   readonly #byKey: Statement<[string], JobRow>;
   readonly #attemptsOf: Statement<[string], AttemptRow>;
   readonly #byIds: Statement<[string], JobRow>;
-  readonly #stepsOf: Statement<[string], { name: string; at_ms: number }>;
+  readonly #stepsOf: Statement<[string], { name: string; at_ms: number; result_bytes: number }>;
   readonly #lists = new Map<string, Statement<(string | number)[], JobRow>>();
   #closing: Promise<void> | null = null;
   /** Integrity checks running on threads of their own. */
@@ -119,7 +119,8 @@ export class SqliteStore implements Store {
       `SELECT ${columnList(JOB_COLUMNS)} FROM jobs WHERE job_id IN (SELECT value FROM json_each(?))`,
     );
     this.#stepsOf = reader.prepare(
-      'SELECT name, at_ms FROM job_steps WHERE job_id = ? ORDER BY idx',
+      // length() of a BLOB counts bytes; of the TEXT itself it would count characters.
+      'SELECT name, at_ms, coalesce(length(CAST(result AS BLOB)), 0) AS result_bytes FROM job_steps WHERE job_id = ? ORDER BY idx',
     );
     this.#attemptsOf = reader.prepare(
       `SELECT ${columnList(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? ORDER BY attempt_number`,
@@ -421,7 +422,13 @@ export class SqliteStore implements Store {
   #withSteps(row: JobRow): JobRecord {
     const job = jobFromRow(row);
     const steps = this.#stepsOf.all(job.jobId);
-    if (steps.length > 0) job.steps = steps.map((st) => ({ name: st.name, atMs: st.at_ms }));
+    if (steps.length > 0) {
+      job.steps = steps.map((st) => ({
+        name: st.name,
+        atMs: st.at_ms,
+        resultBytes: st.result_bytes,
+      }));
+    }
     return job;
   }
 

@@ -7,7 +7,7 @@
  */
 import type { JobSnapshot } from '../../../src/protocol/messages.js';
 import type { FlowNode, FlowView, JobExtras } from '../api.js';
-import { formatTime, shortId } from '../format.js';
+import { formatBytes, formatTime, shortId } from '../format.js';
 import { jobHref } from '../router.js';
 import { StateBadge } from './badges.js';
 
@@ -91,6 +91,7 @@ export function Relations({ job, flow }: { job: JobSnapshot & JobExtras; flow: F
             <thead>
               <tr>
                 <th>Step</th>
+                <th>Result</th>
                 <th>Done at</th>
               </tr>
             </thead>
@@ -98,6 +99,7 @@ export function Relations({ job, flow }: { job: JobSnapshot & JobExtras; flow: F
               {steps.map((step) => (
                 <tr key={step.name} data-testid="step-row">
                   <td class="mono">{step.name}</td>
+                  <td>{formatBytes(step.resultBytes)}</td>
                   <td>{formatTime(step.atMillis)}</td>
                 </tr>
               ))}
