@@ -157,6 +157,43 @@ ${ATTEMPTS_UPSERT}   END
 }
 
 /**
+ * `dtp.purge` once jobs can have dependents (migration 5) and steps
+ * (migration 10, `withSteps`): a job a live dependent still needs stays, and
+ * a purged job's attempts, links (and steps) go with it.
+ */
+function linkedPurgeFunction(withSteps: boolean): string {
+  const steps = withSteps
+    ? `
+     ), unstepped AS (
+       DELETE FROM dtp.job_steps st USING doomed d WHERE st.job_id = d.job_id`
+    : '';
+  return `CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
+   RETURNS integer LANGUAGE plpgsql AS $fn$
+   DECLARE
+     deleted integer;
+   BEGIN
+     ${FENCE}
+     WITH doomed AS (
+       DELETE FROM dtp.jobs WHERE seq IN (
+         SELECT j.seq FROM dtp.jobs j WHERE j.state = p_state AND j.finished_at_ms < p_before_ms
+           AND NOT EXISTS (SELECT 1 FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
+                            WHERE d.parent_id = j.job_id
+                              AND c.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
+         ORDER BY j.finished_at_ms LIMIT p_limit)
+       RETURNING job_id
+     ), gone AS (
+       DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id${steps}
+     ), unlinked AS (
+       DELETE FROM dtp.job_dependencies l USING doomed d
+        WHERE l.job_id = d.job_id OR l.parent_id = d.job_id
+     )
+     SELECT count(*) INTO deleted FROM doomed;
+     RETURN deleted;
+   END
+   $fn$;`;
+}
+
+/**
  * The fenced write function of schema 3 (jobs, attempts and schedules) over
  * its job columns plus `extra` (a later migration that adds a job column
  * replaces it with its columns in the list); with `dependencies` (schema 5),
@@ -340,30 +377,7 @@ const MIGRATIONS: readonly string[] = [
    );
    CREATE INDEX job_dependencies_job ON dtp.job_dependencies (job_id);
    ${scheduleCommitBatch('CREATE OR REPLACE', [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS], true)}
-   CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
-   RETURNS integer LANGUAGE plpgsql AS $fn$
-   DECLARE
-     deleted integer;
-   BEGIN
-     ${FENCE}
-     WITH doomed AS (
-       DELETE FROM dtp.jobs WHERE seq IN (
-         SELECT j.seq FROM dtp.jobs j WHERE j.state = p_state AND j.finished_at_ms < p_before_ms
-           AND NOT EXISTS (SELECT 1 FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
-                            WHERE d.parent_id = j.job_id
-                              AND c.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
-         ORDER BY j.finished_at_ms LIMIT p_limit)
-       RETURNING job_id
-     ), gone AS (
-       DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id
-     ), unlinked AS (
-       DELETE FROM dtp.job_dependencies l USING doomed d
-        WHERE l.job_id = d.job_id OR l.parent_id = d.job_id
-     )
-     SELECT count(*) INTO deleted FROM doomed;
-     RETURN deleted;
-   END
-   $fn$;`,
+   ${linkedPurgeFunction(false)}`,
   // 6: named queues. Each job's queue and group key (fixed at submission;
   // rows from before are in 'default', without a group), an index to list
   // and count a queue, the queues' settings, and the queue a schedule's
@@ -492,32 +506,7 @@ const MIGRATIONS: readonly string[] = [
      END IF;
    END
    $fn$;
-   CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
-   RETURNS integer LANGUAGE plpgsql AS $fn$
-   DECLARE
-     deleted integer;
-   BEGIN
-     ${FENCE}
-     WITH doomed AS (
-       DELETE FROM dtp.jobs WHERE seq IN (
-         SELECT j.seq FROM dtp.jobs j WHERE j.state = p_state AND j.finished_at_ms < p_before_ms
-           AND NOT EXISTS (SELECT 1 FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
-                            WHERE d.parent_id = j.job_id
-                              AND c.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
-         ORDER BY j.finished_at_ms LIMIT p_limit)
-       RETURNING job_id
-     ), gone AS (
-       DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id
-     ), unstepped AS (
-       DELETE FROM dtp.job_steps st USING doomed d WHERE st.job_id = d.job_id
-     ), unlinked AS (
-       DELETE FROM dtp.job_dependencies l USING doomed d
-        WHERE l.job_id = d.job_id OR l.parent_id = d.job_id
-     )
-     SELECT count(*) INTO deleted FROM doomed;
-     RETURN deleted;
-   END
-   $fn$;`,
+   ${linkedPurgeFunction(true)}`,
 ];
 
 /** Number of the newest schema this code knows. */
