@@ -197,9 +197,15 @@ function suspendProblem(job: Readonly<CoreJob>, msg: TaskSuspend): string | null
   return null;
 }
 
-function emitSuspended(
+/**
+ * Ends the running attempt of `job` without failing it: `job.suspended`, the
+ * suspension's own step (`dtp.sleep` until `untilMs`, or `dtp.waitFor` of
+ * `waitingFor`), the attempt recorded as SUSPENDED, and the job moved `to`.
+ */
+function suspend(
   s: CoreState,
   job: RunningJob,
+  to: 'SCHEDULED' | 'WAITING',
   untilMs: number | null,
   waitingFor: string | null,
 ): void {
@@ -213,18 +219,18 @@ function emitSuspended(
     untilMs,
     waitingFor,
   });
+  appendStep(s, job, {
+    name: to === 'SCHEDULED' ? SLEEP_STEP : WAIT_STEP,
+    result: JSON.stringify(to === 'SCHEDULED' ? { untilMillis: untilMs } : { jobId: waitingFor }),
+    atMs: s.nowMs,
+  });
+  suspendAttempt(s, job);
+  transition(job, { to }, s.nowMs);
 }
 
 function sleep(s: CoreState, job: RunningJob, sleepMillis: number): void {
   const untilMs = s.nowMs + sleepMillis;
-  emitSuspended(s, job, untilMs, null);
-  appendStep(s, job, {
-    name: SLEEP_STEP,
-    result: JSON.stringify({ untilMillis: untilMs }),
-    atMs: s.nowMs,
-  });
-  suspendAttempt(s, job);
-  transition(job, { to: 'SCHEDULED' }, s.nowMs);
+  suspend(s, job, 'SCHEDULED', untilMs, null);
   job.runAtMs = untilMs;
   s.jobs.save(job);
   holdScheduled(s, job);
@@ -276,14 +282,7 @@ export function stepWaitReadFailed(
 }
 
 function beginWait(s: CoreState, job: RunningJob, targetId: string): void {
-  emitSuspended(s, job, null, targetId);
-  appendStep(s, job, {
-    name: WAIT_STEP,
-    result: JSON.stringify({ jobId: targetId }),
-    atMs: s.nowMs,
-  });
-  suspendAttempt(s, job);
-  transition(job, { to: 'WAITING' }, s.nowMs);
+  suspend(s, job, 'WAITING', null, targetId);
   job.waitingFor = targetId;
   s.jobs.save(job);
   s.jobs.saveStepWait(job.jobId, targetId);
