@@ -87,6 +87,14 @@ export interface ConnectionOptions {
   maxOutboundBytes?: number;
   /** Time a started frame has to arrive whole, in ms (default 0 = no limit). */
   frameTimeoutMs?: number;
+  /**
+   * When queued frames leave (default `tick`): `tick` = once the current
+   * callback and its microtasks are done; `turn` = at the end of this
+   * event-loop turn, so frames produced by several callbacks of one turn (a
+   * worker's results arriving from several task threads) leave in one
+   * system call. Both keep the order of sends.
+   */
+  coalesce?: 'tick' | 'turn';
   /** Shared bound on bytes held in partial frames, and this connection's class in it (default: none). */
   inbound?: {
     budget: InboundBudget;
@@ -146,6 +154,7 @@ export class FramedConnection {
   #delivering = false;
   #reading = true;
   #corked = false;
+  readonly #coalesce: 'tick' | 'turn';
   #notified = false;
   #closeReason: CloseReason | null = null;
   #closed: Promise<void>;
@@ -157,6 +166,7 @@ export class FramedConnection {
     this.#handlers = handlers;
     this.#maxOutboundBytes = options.maxOutboundBytes ?? DEFAULT_MAX_OUTBOUND_BYTES;
     this.#frameTimeoutMs = options.frameTimeoutMs ?? 0;
+    this.#coalesce = options.coalesce ?? 'tick';
     const inbound = options.inbound;
     this.#account =
       inbound?.budget.account(socket.remoteAddress ?? '?', inbound.inboundClass) ?? null;
@@ -219,7 +229,7 @@ export class FramedConnection {
 
   /**
    * Queues one message. Returns false (and sends nothing) if the connection is
-   * no longer open. Writes within one event-loop turn leave in one syscall.
+   * no longer open. Frames queued together leave in one system call (see `coalesce`).
    */
   send(msg: Message): boolean {
     return this.sendFrame(encodeMessage(msg));
@@ -236,15 +246,18 @@ export class FramedConnection {
     if (!this.#corked) {
       this.#corked = true;
       this.#socket.cork();
-      process.nextTick(() => {
-        this.#corked = false;
-        this.#socket.uncork();
-      });
+      if (this.#coalesce === 'turn') setImmediate(this.#uncork);
+      else process.nextTick(this.#uncork);
     }
     this.#unflushed++;
     this.#socket.write(frame, this.#onFlushed);
     return true;
   }
+
+  readonly #uncork = (): void => {
+    this.#corked = false;
+    this.#socket.uncork();
+  };
 
   /**
    * Calls `onDrained` once every frame queued so far has been handed to the

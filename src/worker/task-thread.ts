@@ -55,10 +55,57 @@ const MAX_LOG_MESSAGE_CHARS = 4_096;
 /** Largest `fields` object of one log line, as JSON characters. */
 const MAX_LOG_FIELDS_CHARS = 16_384;
 
-/** An attempt running in this thread: its signal's controller and its open calls. */
-interface RunningAttempt {
-  readonly controller: AbortController;
+/**
+ * An attempt running in this thread: its open calls, and its signal, made
+ * only when the handler first reads `ctx.signal` (most never do; an
+ * AbortController per attempt is not free). A stop that comes first is
+ * kept, and a signal made afterwards starts aborted.
+ */
+class RunningAttempt {
+  readonly requestId: number;
   readonly calls: AttemptCalls;
+  #controller: AbortController | null = null;
+  #signal: AbortSignal | null = null;
+  #stopped: AbortReason | null = null;
+
+  constructor(requestId: number) {
+    this.requestId = requestId;
+    this.calls = new AttemptCalls((callId, call) =>
+      reply(requestId, { type: 'TASK_CALL', callId, call }),
+    );
+  }
+
+  /** The attempt's `ctx.signal` (see {@link watchedSignal}). */
+  get signal(): AbortSignal {
+    if (this.#signal === null) {
+      const controller = new AbortController();
+      if (this.#stopped !== null) controller.abort(abortError(this.#stopped));
+      this.#controller = controller;
+      this.#signal = watchedSignal(controller, () => this.#pollStop());
+    }
+    return this.#signal;
+  }
+
+  /** True once stopped, by ABORT_TASK or by the shared stop flag (read now). */
+  get stopped(): boolean {
+    this.#pollStop();
+    return this.#stopped !== null;
+  }
+
+  /** The attempt was cancelled or its deadline passed: its signal fires, its open calls fail. */
+  stop(reason: AbortReason): void {
+    if (this.#stopped !== null) return;
+    this.#stopped = reason;
+    // A stopped attempt gets no answers any more: its open calls fail now.
+    this.calls.close('the attempt was stopped before the coordinator answered');
+    this.#controller?.abort(abortError(reason));
+  }
+
+  #pollStop(): void {
+    if (this.#stopped !== null) return;
+    const reason = shared.stopRaised(this.requestId);
+    if (reason !== null) this.stop(reason);
+  }
 }
 
 /** Attempts running in this thread (at most one), by request id. */
@@ -85,6 +132,12 @@ const handlers: Promise<Map<string, Handler>> = importHandlers(workerData.module
   (custom) => new Map([...builtinHandlers(), ...custom]),
 );
 handlers.catch(() => undefined); // reported per task, never as an unhandled rejection
+/** The table once loaded: later attempts look it up without waiting a turn. */
+let loadedHandlers: Map<string, Handler> | null = null;
+void handlers.then(
+  (table) => (loadedHandlers = table),
+  () => undefined,
+);
 
 function reply(requestId: number, output: ThreadOutput): void {
   const response: ThreadResponse = { requestId, output };
@@ -228,27 +281,41 @@ function childEnqueuer(calls: AttemptCalls): TaskContext['enqueue'] {
   };
 }
 
+/** Refusals of ctx.step, ctx.sleep and ctx.waitFor without a coordinator that offers steps. */
+const NO_STEPS = stepMethods(null);
+
 function contextFor(
-  requestId: number,
+  attempt: RunningAttempt,
   input: RunTaskInput,
-  signal: AbortSignal,
-  calls: AttemptCalls,
-  steps: AttemptSteps | null = null,
+  steps: AttemptSteps | null,
 ): TaskContext {
+  const { requestId, calls } = attempt;
+  const methods = steps === null ? NO_STEPS : stepMethods(steps);
+  // One literal of the same keys for every attempt (a spread would make its
+  // shape anew each time); `signal` is made when first read.
   return Object.freeze({
-    ...stepMethods(steps),
+    step: methods.step,
+    sleep: methods.sleep,
+    waitFor: methods.waitFor,
     progress: progressReporter(requestId),
     enqueue: childEnqueuer(calls),
     jobId: input.jobId,
     attemptId: input.attemptId,
     attemptNumber: input.attemptNumber,
     maxAttempts: input.maxAttempts,
-    signal,
+    get signal(): AbortSignal {
+      return attempt.signal;
+    },
     deadlineAtMs: input.deadlineAtMs,
     log: taskLogger(requestId),
-    parents: Object.freeze((input.parents ?? []).map(parentJob)),
+    parents:
+      input.parents === undefined || input.parents === null || input.parents.length === 0
+        ? NO_PARENTS
+        : Object.freeze(input.parents.map(parentJob)),
   });
 }
+
+const NO_PARENTS: readonly ParentJob[] = Object.freeze([]);
 
 /** A parent as the handler reads it: its result decoded as `job.result()` would. */
 function parentJob(parent: ParentResult): ParentJob {
@@ -288,43 +355,53 @@ function describeFailure(err: unknown): string {
   return err instanceof Error ? `${err.name} without a message` : 'task failed without a message';
 }
 
-async function attempt(
-  requestId: number,
-  input: RunTaskInput,
-  signal: AbortSignal,
-  calls: AttemptCalls,
-): Promise<ThreadOutput> {
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+async function runAttempt(attempt: RunningAttempt, input: RunTaskInput): Promise<ThreadOutput> {
   let steps: AttemptSteps | null = null;
   try {
-    const table = await handlers;
+    const table = loadedHandlers ?? (await handlers);
     const handler = table.get(input.taskType);
     if (handler === undefined) throw new UnknownTaskTypeError(input.taskType, [...table.keys()]);
-    const payload = await handler.validate(input.payload);
+    const checked = handler.validate(input.payload);
+    // A schema may check asynchronously; a plain value costs no turn.
+    const payload: unknown = isThenable(checked) ? await checked : checked;
     // Stopped while its modules loaded: the handler never starts.
-    if (signal.aborted)
+    if (attempt.stopped)
       return { type: 'TASK_FAILED', error: 'stopped before it started', retryable: true };
-    reply(requestId, { type: 'TASK_STARTED' });
+    reply(attempt.requestId, { type: 'TASK_STARTED' });
     // A sleep or wait past the recorded steps ends the attempt without the handler.
-    let suspended: (suspension: Suspension) => void = () => undefined;
-    const suspension = new Promise<Suspension>((resolve) => (suspended = resolve));
+    let suspended: Suspension | null = null;
+    let onSuspend = (suspension: Suspension): void => void (suspended ??= suspension);
     steps =
       input.steps === undefined || input.steps === null
         ? null
         : new AttemptSteps({
-            calls,
+            calls: attempt.calls,
             jobId: input.jobId,
             recorded: input.steps,
             total: input.stepCount ?? input.steps.length,
-            onSuspend: (s) => suspended(s),
+            onSuspend: (suspension) => onSuspend(suspension),
           });
     // The handler's own spans (if the task module set up OpenTelemetry) nest in the attempt's.
     const handling = runInTraceContext(input.traceContext ?? null, () =>
-      handler.run(payload, contextFor(requestId, input, signal, calls, steps)),
+      handler.run(payload, contextFor(attempt, input, steps)),
     );
-    const ended = await Promise.race([
-      Promise.resolve(handling).then((value: unknown) => ({ value })),
-      suspension.then((how) => ({ suspend: how })),
-    ]);
+    let ended: { value: unknown } | { suspend: Suspension };
+    if (steps === null) ended = { value: await handling };
+    else {
+      ended = await new Promise((resolve, reject) => {
+        Promise.resolve(handling).then((value: unknown) => resolve({ value }), reject);
+        if (suspended !== null) resolve({ suspend: suspended });
+        onSuspend = (suspension) => resolve({ suspend: suspension });
+      });
+    }
     if (steps?.poison != null)
       return { type: 'TASK_FAILED', error: steps.poison, retryable: false };
     if ('suspend' in ended) return { type: 'TASK_SUSPENDED', ...ended.suspend };
@@ -348,15 +425,12 @@ const abortedGetter: unknown = Reflect.getOwnPropertyDescriptor(
  * at the stop flag and abort the controller if the main thread raised it (so
  * its listeners fire then, inside the handler's own call).
  */
-function watchedSignal(requestId: number, controller: AbortController): AbortSignal {
+function watchedSignal(controller: AbortController, pollStop: () => void): AbortSignal {
   const signal = controller.signal;
   if (typeof abortedGetter !== 'function') return signal;
   const aborted = (): boolean => Reflect.apply(abortedGetter, signal, []) === true;
   const poll = (): boolean => {
-    if (!aborted()) {
-      const reason = shared.stopRaised(requestId);
-      if (reason !== null) controller.abort(abortError(reason));
-    }
+    if (!aborted()) pollStop();
     return aborted();
   };
   Object.defineProperties(signal, {
@@ -379,28 +453,30 @@ function sampleMemory(): void {
   shared.recordMemory((stats.used_heap_size + stats.external_memory) / 2 ** 20);
 }
 
+/** Samples memory every SAMPLE_INTERVAL_MS while attempts run; one interval for a run of them. */
+let sampler: NodeJS.Timeout | null = null;
+
+function sampleWhileRunning(): void {
+  if (running.size > 0) return sampleMemory();
+  if (sampler !== null) clearInterval(sampler);
+  sampler = null;
+}
+
 async function run(requestId: number, input: RunTaskInput): Promise<void> {
-  const controller = new AbortController();
-  const calls = new AttemptCalls((callId, call) =>
-    reply(requestId, { type: 'TASK_CALL', callId, call }),
-  );
-  running.set(requestId, { controller, calls });
-  const signal = watchedSignal(requestId, controller);
-  // A stopped attempt gets no answers any more: its open calls fail now.
-  controller.signal.addEventListener('abort', () =>
-    calls.close('the attempt was stopped before the coordinator answered'),
-  );
+  const attempt = new RunningAttempt(requestId);
+  running.set(requestId, attempt);
   // Samples while the task runs and its event loop turns (see memory-budget.ts).
-  sampleMemory();
-  const sampler = setInterval(sampleMemory, SAMPLE_INTERVAL_MS);
+  if (sampler === null) {
+    sampleMemory();
+    sampler = setInterval(sampleWhileRunning, SAMPLE_INTERVAL_MS);
+  }
   try {
-    const output = await attempt(requestId, input, signal, calls);
-    calls.close('the attempt ended before the coordinator answered');
+    const output = await runAttempt(attempt, input);
+    attempt.calls.close('the attempt ended before the coordinator answered');
     // The last sample tells the pool what the idle thread would keep.
     sampleMemory();
     reply(requestId, output);
   } finally {
-    clearInterval(sampler);
     running.delete(requestId);
   }
 }
@@ -415,7 +491,7 @@ port.on('message', (value: unknown) => {
       void run(requestId, input);
       return;
     case 'ABORT_TASK':
-      running.get(requestId)?.controller.abort(abortError(input.reason));
+      running.get(requestId)?.stop(input.reason);
       return;
     case 'CALL_SETTLED':
       running.get(requestId)?.calls.settle(input.callId, input.outcome);

@@ -489,23 +489,28 @@ export class Worker {
    */
   #serve(socket: Socket): Promise<TryOutcome<void>> {
     return new Promise((resolve) => {
-      const connection: FramedConnection = new FramedConnection(socket, {
-        onMessage: (msg) => this.#onMessage(connection, msg),
-        onProtocolError: (err) =>
-          this.#drop(connection, `protocol error from coordinator (${err.code}): ${err.message}`),
-        onClose: (reason) => {
-          const registered = this.#mode === 'registered';
-          const notLeader = this.#notLeader;
-          this.#onClosed(connection, describeCloseReason(reason));
-          if (notLeader !== null) {
-            resolve({ kind: 'notLeader', leader: notLeader.leader, error: reason });
-          } else if (registered) {
-            resolve({ kind: 'served', value: undefined });
-          } else {
-            resolve({ kind: 'failed', error: reason });
-          }
+      const connection: FramedConnection = new FramedConnection(
+        socket,
+        {
+          onMessage: (msg) => this.#onMessage(connection, msg),
+          onProtocolError: (err) =>
+            this.#drop(connection, `protocol error from coordinator (${err.code}): ${err.message}`),
+          onClose: (reason) => {
+            const registered = this.#mode === 'registered';
+            const notLeader = this.#notLeader;
+            this.#onClosed(connection, describeCloseReason(reason));
+            if (notLeader !== null) {
+              resolve({ kind: 'notLeader', leader: notLeader.leader, error: reason });
+            } else if (registered) {
+              resolve({ kind: 'served', value: undefined });
+            } else {
+              resolve({ kind: 'failed', error: reason });
+            }
+          },
         },
-      });
+        // Results that several task threads hand back in one turn leave together.
+        { coalesce: 'turn' },
+      );
       this.#connection = connection;
       this.#unreachable = false;
       this.#notLeader = null;
@@ -814,7 +819,8 @@ export class Worker {
     // Only a coordinator that offers assignLimits means these fields.
     const limits = this.#features.has('assignLimits');
     const timeoutMs = limits ? (msg.timeoutMillis ?? null) : null;
-    const taskLog = this.#log.child({ jobId, attemptId, taskType });
+    // Made when the handler first logs (a child logger per attempt is not free).
+    let taskLog: Logger | null = null;
     // The job's trace context only from a session that asked for it (the worker always does).
     const jobTrace = traceContextOf(msg);
     const span = startAttemptSpan(this.#otel, jobTrace, {
@@ -839,7 +845,8 @@ export class Worker {
         steps: this.#features.has('steps') ? (msg.steps ?? []) : null,
         stepCount: this.#features.has('steps') ? (msg.stepCount ?? null) : null,
       },
-      (level, message, fields) => taskLog[level](fields, message),
+      (level, message, fields) =>
+        (taskLog ??= this.#log.child({ jobId, attemptId, taskType }))[level](fields, message),
       (fraction, message) => task.progress?.report({ fraction, message }),
       (callId, call) => this.#onTaskCall(task, callId, call),
     );
