@@ -45,6 +45,11 @@ export default {
     ctx.signal.addEventListener('abort', () => setTimeout(() => resolve('too late'), 20));
   }),
   spin: () => { for (;;) {} },
+  lookLate: async (payload, ctx) => {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const signal = ctx.signal;
+    for (;;) { if (signal.aborted) throw signal.reason; }
+  },
   crunch: (payload, ctx) => { for (;;) { ctx.signal.throwIfAborted(); } },
   crunchUntilAborted: (payload, ctx) => {
     let heard = false;
@@ -202,6 +207,15 @@ describe('TaskPool', () => {
       assert.equal(await handle.started, true);
       assert.equal(await handle.stop('cancel'), 'cooperative', taskType);
     }
+    assert.equal(pool.threadCount, 1);
+  });
+
+  it('gives a handler that first reads ctx.signal after its stop a signal that says so', async () => {
+    // The signal is made when first read; a stop that came before must show in it.
+    const pool = createPool({ capacity: 1, cancelGraceMs: 60_000, modules: [MISBEHAVING] });
+    const handle = run(pool, 'lookLate');
+    assert.equal(await handle.started, true);
+    assert.equal(await handle.stop('cancel'), 'cooperative');
     assert.equal(pool.threadCount, 1);
   });
 
