@@ -37,6 +37,8 @@ export interface LatencyRun {
   cancelComputingCpuMs: number;
   /** Median of TaskPool.run(SHA256) -> its outcome, on a warm thread idle for 10 ms before each. */
   threadRoundTripMs: number;
+  /** CPU per attempt through a busy pool of 4 threads (poolCpuPerAttempt), µs. */
+  poolCpuUs: number;
 }
 
 async function runningOnOther(
@@ -192,6 +194,44 @@ async function threadRoundTrip(count: number): Promise<number> {
   return times[Math.floor((times.length - 1) / 2)] ?? 0;
 }
 
+/**
+ * CPU per attempt through a busy task pool: `count` SHA256 attempts on 4
+ * threads, 16 kept in flight (12 queued on the pool, as a prefetching
+ * worker holds them), after a warm-up of 1,000. The process's CPU time
+ * (the main thread and the task threads) over the attempts, in µs each.
+ */
+async function poolCpuPerAttempt(count: number): Promise<number> {
+  const pool = new TaskPool({ capacity: 4, queueLimit: 12 });
+  const runAll = async (n: number, from: number): Promise<void> => {
+    let next = 0;
+    const lane = async (): Promise<void> => {
+      while (next < n) {
+        const i = from + next++;
+        const outcome = await pool.run({
+          taskType: 'SHA256',
+          payload: { text: `busy pool ${i}` },
+          jobId: `job-${i}`,
+          attemptId: `attempt-${i}`,
+          attemptNumber: 1,
+          maxAttempts: null,
+          deadlineAtMs: null,
+        }).outcome;
+        if (!outcome.success) throw new Error(`SHA256 failed in the pool: ${outcome.error}`);
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, lane));
+  };
+  try {
+    await runAll(1_000, 0);
+    const start = process.cpuUsage();
+    await runAll(count, 1_000);
+    const { user, system } = process.cpuUsage(start);
+    return (user + system) / count;
+  } finally {
+    await pool.close();
+  }
+}
+
 export async function latencies(dir: string, roundTrips = 300): Promise<LatencyRun> {
   return {
     killReassignMs: await reassignAfter('SIGKILL', dir),
@@ -202,6 +242,7 @@ export async function latencies(dir: string, roundTrips = 300): Promise<LatencyR
       cancelComputingCpuMs: cpuMs,
     }))),
     threadRoundTripMs: await threadRoundTrip(roundTrips),
+    poolCpuUs: await poolCpuPerAttempt(roundTrips * 70),
   };
 }
 

@@ -270,6 +270,10 @@ async function latencyTable(dir: string): Promise<string[]> {
       'an attempt through an idle task thread and back (SHA256, median)',
       median(runs.map((r) => r.threadRoundTripMs)).toFixed(2),
     ]),
+    row([
+      'CPU per attempt through a busy pool (4 threads, 16 in flight, SHA256), µs',
+      median(runs.map((r) => r.poolCpuUs)).toFixed(1),
+    ]),
   ];
 }
 
