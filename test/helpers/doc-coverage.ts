@@ -464,6 +464,7 @@ export const NOT_RUN: readonly NotRun[] = [
   },
   ...[
     'SYSTEMS="dtp-normal bullmq-everysec dtp-full bullmq-always" SCENARIOS="default wide paced-100" REPS=3 compare.sh',
+    'SYSTEMS="dtp-normal bullmq-everysec dtp-full bullmq-always" SCENARIOS="default wide bulk" REPS=3 compare.sh',
     'SYSTEMS="dtp-normal" SCENARIOS="default wide" REPS=1 compare.sh',
     'SYSTEMS="dtp-pg pgboss graphile" compare.sh',
   ].map((command): NotRun => ({
