@@ -105,7 +105,8 @@ describe('durable steps, end to end', { timeout: 120_000 }, () => {
     const dir = scratch();
     const sleeper = await client.submit({
       taskType: 'steps.sleepy',
-      payload: { dir, ms: 1_500 },
+      // Long enough that the other job ends within it on a loaded machine.
+      payload: { dir, ms: 4_000 },
       maxAttempts: 1,
     });
     await until(async () => (await client.status(sleeper.jobId)).state === 'SCHEDULED', {
