@@ -5,8 +5,9 @@
  * store, its core, its commit pipeline and its clock, and every input of the
  * core goes through {@link Term.dispatch}, one at a time, in arrival order.
  *
- * At the end of each event-loop turn the core's writes are handed to the
- * store as one batch and the turn's effects queue behind it in the
+ * At the end of each event-loop turn (and right after the inbox handed a
+ * turn's inputs over) the core's writes are handed to the store as one
+ * batch and the turn's effects queue behind it in the
  * {@link CommitPipeline}: they leave only once that batch (and every earlier
  * one) is durable, while the next batch is already being built. Reads of
  * history the core asks for run at once; their answers come back as inputs.
@@ -130,7 +131,14 @@ export class Term {
     this.#leaderFields = parts.leaderFields;
     this.#outlets = parts.outlets;
     this.#log = parts.log;
-    this.#inbox = new WorkerInbox((input) => this.dispatch(input));
+    // The inputs of one check phase make one batch, closed right after they
+    // were handed over: their commit and replies do not wait a turn more.
+    this.#inbox = new WorkerInbox(
+      (input) => this.dispatch(input),
+      () => {
+        if (this.#flushScheduled) this.#flush();
+      },
+    );
     // The tick goes through the worker inbox, after the frames read in its
     // turn: after a stall of our own, the heartbeats and results that queued
     // up meanwhile are seen before anyone is judged.

@@ -61,6 +61,7 @@ const empty = (): Generation => ({ inputs: [], tick: false });
 
 export class WorkerInbox {
   readonly #deliver: (input: CoreInput) => void;
+  readonly #delivered: () => void;
   /** Read before the last check phase: delivered at the next one. */
   #older: Generation = empty();
   /** Read since the last check phase. */
@@ -71,9 +72,14 @@ export class WorkerInbox {
   #announced = new Set<number>();
   #scheduled = false;
 
-  /** @param deliver hands one input to the core. */
-  constructor(deliver: (input: CoreInput) => void) {
+  /**
+   * @param deliver hands one input to the core.
+   * @param delivered told after each check phase that handed inputs over
+   *   (the term closes its batch then, instead of one turn later).
+   */
+  constructor(deliver: (input: CoreInput) => void, delivered: () => void = () => undefined) {
     this.#deliver = deliver;
+    this.#delivered = delivered;
   }
 
   /** Inputs (ticks included) not delivered yet. */
@@ -130,6 +136,7 @@ export class WorkerInbox {
     this.#newer = empty();
     this.#deliverGeneration(due);
     if (this.size > 0) this.#schedule();
+    this.#delivered();
   }
 
   #deliverGeneration(generation: Generation): void {
