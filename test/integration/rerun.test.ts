@@ -27,9 +27,12 @@ describe('rerun of FAILED jobs (coordinator, workers, client)', () => {
     const w = startRealWorker(tc.coordinator.workerPort, 'w1', 2);
     // Fails on its first two attempts, then succeeds; one attempt allowed.
     const payload = { failUntilAttempt: 3 };
-    const handles = await Promise.all(
-      [0, 1, 2].map(() => client.submit('FAIL', payload, { queue: 'imports', maxAttempts: 1 })),
-    );
+    // One after another: concurrent submissions may be created in any order,
+    // and the test needs handles[0] to be the oldest.
+    const handles = [];
+    for (let i = 0; i < 3; i++) {
+      handles.push(await client.submit('FAIL', payload, { queue: 'imports', maxAttempts: 1 }));
+    }
     const other = await client.submit('FAIL', payload, { queue: 'other', maxAttempts: 1 });
     for (const h of [...handles, other]) assert.equal((await h.wait()).state, 'FAILED');
     await w.close();
