@@ -518,6 +518,8 @@ export class DtpClient<T extends object = AnyTasks> {
   readonly #followTimeoutMs: number;
   readonly #schemas: Readonly<Record<string, StandardSchemaV1>>;
   readonly #featureCache: FeatureCache;
+  /** Feature probes out now, by feature and address (see #require). */
+  readonly #probing = new Map<string, Promise<boolean | null>>();
   readonly #security: ConnectionSecurity;
   readonly #onFeatures: ConnectOptions['onFeatures'];
   #featuresTold = false;
@@ -1011,9 +1013,16 @@ export class DtpClient<T extends object = AnyTasks> {
     const key = `${feature} ${this.address}`;
     let known = PROBED_SUPPORT.get(key);
     if (known === undefined) {
-      const found = await this.#probeWith((conn) =>
-        probeFeature(conn, feature, this.#connectTimeoutMs),
-      );
+      // Requests made while the probe is out wait for that one probe: one
+      // connection for a burst, and the requests leave in the order made.
+      let probing = this.#probing.get(key);
+      if (probing === undefined) {
+        probing = this.#probeWith((conn) => probeFeature(conn, feature, this.#connectTimeoutMs));
+        this.#probing.set(key, probing);
+        const done = (): void => void this.#probing.delete(key);
+        void probing.then(done, done);
+      }
+      const found = await probing;
       if (found !== null) PROBED_SUPPORT.set(key, found);
       known = found ?? true;
     }
