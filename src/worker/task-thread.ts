@@ -65,7 +65,6 @@ class RunningAttempt {
   readonly requestId: number;
   readonly calls: AttemptCalls;
   #controller: AbortController | null = null;
-  #signal: AbortSignal | null = null;
   #stopped: AbortReason | null = null;
 
   constructor(requestId: number) {
@@ -77,13 +76,13 @@ class RunningAttempt {
 
   /** The attempt's `ctx.signal` (see {@link watchedSignal}). */
   get signal(): AbortSignal {
-    if (this.#signal === null) {
+    if (this.#controller === null) {
       const controller = new AbortController();
       if (this.#stopped !== null) controller.abort(abortError(this.#stopped));
+      watchedSignal(controller, () => this.#pollStop());
       this.#controller = controller;
-      this.#signal = watchedSignal(controller, () => this.#pollStop());
     }
-    return this.#signal;
+    return this.#controller.signal;
   }
 
   /** True once stopped, by ABORT_TASK or by the shared stop flag (read now). */
@@ -308,10 +307,7 @@ function contextFor(
     },
     deadlineAtMs: input.deadlineAtMs,
     log: taskLogger(requestId),
-    parents:
-      input.parents === undefined || input.parents === null || input.parents.length === 0
-        ? NO_PARENTS
-        : Object.freeze(input.parents.map(parentJob)),
+    parents: input.parents?.length ? Object.freeze(input.parents.map(parentJob)) : NO_PARENTS,
   });
 }
 
@@ -376,32 +372,31 @@ async function runAttempt(attempt: RunningAttempt, input: RunTaskInput): Promise
     if (attempt.stopped)
       return { type: 'TASK_FAILED', error: 'stopped before it started', retryable: true };
     reply(attempt.requestId, { type: 'TASK_STARTED' });
-    // A sleep or wait past the recorded steps ends the attempt without the handler.
-    let suspended: Suspension | null = null;
-    let onSuspend = (suspension: Suspension): void => void (suspended ??= suspension);
-    steps =
-      input.steps === undefined || input.steps === null
-        ? null
-        : new AttemptSteps({
-            calls: attempt.calls,
-            jobId: input.jobId,
-            recorded: input.steps,
-            total: input.stepCount ?? input.steps.length,
-            onSuspend: (suspension) => onSuspend(suspension),
-          });
+    // A sleep or wait past the recorded steps ends the attempt without the handler
+    // (only with a coordinator that offers steps; without, nothing can suspend).
+    let suspended: (suspension: Suspension) => void = () => undefined;
+    let suspension: Promise<Suspension> | null = null;
+    if (input.steps !== undefined && input.steps !== null) {
+      suspension = new Promise<Suspension>((resolve) => (suspended = resolve));
+      steps = new AttemptSteps({
+        calls: attempt.calls,
+        jobId: input.jobId,
+        recorded: input.steps,
+        total: input.stepCount ?? input.steps.length,
+        onSuspend: (s) => suspended(s),
+      });
+    }
     // The handler's own spans (if the task module set up OpenTelemetry) nest in the attempt's.
     const handling = runInTraceContext(input.traceContext ?? null, () =>
       handler.run(payload, contextFor(attempt, input, steps)),
     );
-    let ended: { value: unknown } | { suspend: Suspension };
-    if (steps === null) ended = { value: await handling };
-    else {
-      ended = await new Promise((resolve, reject) => {
-        Promise.resolve(handling).then((value: unknown) => resolve({ value }), reject);
-        if (suspended !== null) resolve({ suspend: suspended });
-        onSuspend = (suspension) => resolve({ suspend: suspension });
-      });
-    }
+    const ended =
+      suspension === null
+        ? { value: await handling }
+        : await Promise.race([
+            Promise.resolve(handling).then((value: unknown) => ({ value })),
+            suspension.then((how) => ({ suspend: how })),
+          ]);
     if (steps?.poison != null)
       return { type: 'TASK_FAILED', error: steps.poison, retryable: false };
     if ('suspend' in ended) return { type: 'TASK_SUSPENDED', ...ended.suspend };
