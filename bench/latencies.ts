@@ -15,7 +15,7 @@ import { DtpClient } from '../src/client/index.js';
 import type { JobSnapshot } from '../src/protocol/messages.js';
 import type { ScriptProcess } from '../test/helpers/processes.js';
 import { until } from '../test/helpers/until.js';
-import { TaskPool } from '../src/worker/task-pool.js';
+import { TaskPool, type TaskRun } from '../src/worker/task-pool.js';
 import { HOST, startCluster } from './harness.js';
 
 const POLL_MS = 2;
@@ -167,6 +167,19 @@ async function cancelComputing(dir: string): Promise<{ ms: number; cpuMs: number
   }
 }
 
+/** The i-th SHA256 attempt of a pool benchmark, on the text `<label> <i>`. */
+function sha256Attempt(label: string, i: number): TaskRun {
+  return {
+    taskType: 'SHA256',
+    payload: { text: `${label} ${i}` },
+    jobId: `job-${i}`,
+    attemptId: `attempt-${i}`,
+    attemptNumber: 1,
+    maxAttempts: null,
+    deadlineAtMs: null,
+  };
+}
+
 /** Runs `count` SHA256 attempts one by one through a pool of one thread, each after 10 ms idle. */
 async function threadRoundTrip(count: number): Promise<number> {
   const pool = new TaskPool({ capacity: 1 });
@@ -175,15 +188,7 @@ async function threadRoundTrip(count: number): Promise<number> {
     for (let i = -10; i < count; i++) {
       await new Promise((resolve) => setTimeout(resolve, 10));
       const startedMs = performance.now();
-      const attempt = pool.run({
-        taskType: 'SHA256',
-        payload: { text: `round trip ${i}` },
-        jobId: `job-${i}`,
-        attemptId: `attempt-${i}`,
-        attemptNumber: 1,
-        maxAttempts: null,
-        deadlineAtMs: null,
-      });
+      const attempt = pool.run(sha256Attempt('round trip', i));
       await attempt.outcome;
       if (i >= 0) times.push(performance.now() - startedMs); // the first 10 warm the thread
     }
@@ -207,15 +212,7 @@ async function poolCpuPerAttempt(count: number): Promise<number> {
     const lane = async (): Promise<void> => {
       while (next < n) {
         const i = from + next++;
-        const outcome = await pool.run({
-          taskType: 'SHA256',
-          payload: { text: `busy pool ${i}` },
-          jobId: `job-${i}`,
-          attemptId: `attempt-${i}`,
-          attemptNumber: 1,
-          maxAttempts: null,
-          deadlineAtMs: null,
-        }).outcome;
+        const outcome = await pool.run(sha256Attempt('busy pool', i)).outcome;
         if (!outcome.success) throw new Error(`SHA256 failed in the pool: ${outcome.error}`);
       }
     };
