@@ -46,7 +46,12 @@ export default {
   }),
   spin: () => { for (;;) {} },
   lookLate: async (payload, ctx) => {
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Told by the test once it has stopped the attempt; only then is ctx.signal read.
+    const channel = new BroadcastChannel(payload.channel);
+    const told = new Promise((resolve) => { channel.onmessage = resolve; });
+    channel.postMessage('listening');
+    await told;
+    channel.close();
     const signal = ctx.signal;
     for (;;) { if (signal.aborted) throw signal.reason; }
   },
@@ -213,10 +218,19 @@ describe('TaskPool', () => {
   it('gives a handler that first reads ctx.signal after its stop a signal that says so', async () => {
     // The signal is made when first read; a stop that came before must show in it.
     const pool = createPool({ capacity: 1, cancelGraceMs: 60_000, modules: [MISBEHAVING] });
-    const handle = run(pool, 'lookLate');
-    assert.equal(await handle.started, true);
-    assert.equal(await handle.stop('cancel'), 'cooperative');
-    assert.equal(pool.threadCount, 1);
+    const channel = new BroadcastChannel('look-late');
+    try {
+      const listening = new Promise((resolve) => (channel.onmessage = resolve));
+      const handle = run(pool, 'lookLate', { channel: 'look-late' });
+      assert.equal(await handle.started, true);
+      await listening;
+      const stopped = handle.stop('cancel');
+      channel.postMessage('stopped');
+      assert.equal(await stopped, 'cooperative');
+      assert.equal(pool.threadCount, 1);
+    } finally {
+      channel.close();
+    }
   });
 
   it('keeps the thread when a stopped handler honours its signal within the grace', async () => {
