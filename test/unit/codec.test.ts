@@ -900,6 +900,18 @@ describe('decodeMessage envelope', () => {
       [{ type: 'WORKER_LIST', workers: [{ ...WORKER, capacity: true }] }, 'workers[0].capacity'],
       [{ type: 'ERROR', message: { text: 'x' } }, 'message'],
       [{ type: 'WAIT_JOB', jobId: 'j', timeoutMillis: 'soon' }, 'timeoutMillis'],
+      [
+        { type: 'QUEUE_INFO', queue: { ...SAMPLES.QUEUE_INFO.queue, counts: { QUEUED: 'x' } } },
+        'queue.counts.QUEUED',
+      ],
+      [
+        {
+          type: 'QUEUE_INFO',
+          queue: { ...SAMPLES.QUEUE_INFO.queue, groups: [{ groupKey: null, queued: 1 }] },
+        },
+        'queue.groups[0].running',
+      ],
+      [{ type: 'SUBMIT_FLOW', jobs: [{ ref: 'a', taskType: 7, payload: {} }] }, 'jobs[0].taskType'],
     ];
     for (const [raw, field] of cases) {
       assertProtocolError(
