@@ -335,8 +335,9 @@ async function subscribersTable(dir: string): Promise<string[]> {
       'coordinator CPU per job, ms',
       'events per subscriber',
       'gaps',
+      "subscribers' CPU, cores",
     ]),
-    row(['---', '---', '---', '---', '---', '---']),
+    row(['---', '---', '---', '---', '---', '---', '---']),
   ];
   const medianOf = (list: SubscriberRun[], f: (r: SubscriberRun) => number): number =>
     median(list.map(f));
@@ -351,6 +352,7 @@ async function subscribersTable(dir: string): Promise<string[]> {
           ? '—'
           : Math.round(medianOf(list, (r) => r.eventsPerSubscriber)).toLocaleString('en'),
         count === 0 ? '—' : medianOf(list, (r) => r.gaps),
+        count === 0 ? '—' : medianOf(list, (r) => r.subscriberCores).toFixed(2),
       ]),
     );
   }

@@ -22,6 +22,11 @@ export interface SubscriberRun {
   eventsPerSubscriber: number;
   /** Stretches of events some subscriber missed (it fell behind). */
   gaps: number;
+  /**
+   * CPU the subscribers used during the bench run, in cores (this process's
+   * CPU time ÷ the run's wall time; it runs nothing else meanwhile).
+   */
+  subscriberCores: number;
 }
 
 /** Subscribers that count what they receive, until `stop()`. */
@@ -71,11 +76,15 @@ export async function subscriberRun(
   try {
     const subs = subscribers === 0 ? null : await startSubscribers(client, subscribers);
     const cpuBeforeMs = cluster.coordinator.cpuMs();
+    const ownCpu = process.cpuUsage();
+    const wallStart = performance.now();
     const r = await runBenchCli(cluster.clientPort, [
       ...['--task', 'sha256', '--jobs', String(jobs), '--warmup', String(Math.min(jobs, 500))],
       ...['--concurrency', '4', '--in-flight', '1'],
     ]);
     const cpuMs = cluster.coordinator.cpuMs() - cpuBeforeMs;
+    const own = process.cpuUsage(ownCpu);
+    const subscriberCores = (own.user + own.system) / 1_000 / (performance.now() - wallStart);
     const received = subs?.received() ?? [];
     const gaps = subs?.gaps() ?? 0;
     await subs?.stop();
@@ -87,6 +96,7 @@ export async function subscriberRun(
       coordinatorCpuMsPerJob: cpuMs / (jobs + Math.min(jobs, 500)),
       eventsPerSubscriber: sorted[Math.floor(sorted.length / 2)] ?? 0,
       gaps,
+      subscriberCores,
     };
   } finally {
     await client.close();

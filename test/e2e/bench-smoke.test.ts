@@ -65,4 +65,21 @@ describe('benchmarks (smoke run)', () => {
     assert.equal(line.subscribers, 5);
     assert.ok(line.eventsPerJobAndSubscriber > 0, 'the subscribers received events');
   });
+
+  it('runs the codec micro-benchmark small and prints one JSON line per message', async () => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [join(ROOT, 'dist', 'bench', 'codec.js'), '--count', '1000', '--reps', '1'],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    const lines = stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { type: string; decodeNs: number; encodeNs: number });
+    assert.deepEqual(
+      lines.map((line) => line.type),
+      ['TASK_ASSIGN', 'TASK_RESULT', 'JOB_EVENT'],
+    );
+    for (const line of lines) assert.ok(line.decodeNs > 0 && line.encodeNs > 0, line.type);
+  });
 });

@@ -505,6 +505,12 @@ export const NOT_RUN: readonly NotRun[] = [
   },
   {
     doc: MEASURED,
+    command: 'node dist/bench/codec.js',
+    reason: 'measurement',
+    why: 'test/e2e/bench-smoke.test.ts runs the same program with 1,000 calls, 1 round',
+  },
+  {
+    doc: MEASURED,
     command: 'node dist/bench/http-paging.js 1000000',
     reason: 'measurement',
     why: 'a million jobs; test/e2e/dashboard.test.ts and the HTTP unit tests page through small sets',
