@@ -53,12 +53,19 @@ const stopCluster = () => {
   if (clusterDir !== null) spawnSync(clusterScript, ['stop', clusterDir]);
   clusterDir = null;
 };
-for (const signal of ['SIGINT', 'SIGTERM']) {
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   process.on(signal, () => {
     stopCluster();
     process.exit(1);
   });
 }
+// Also when this process ends some other way (its output pipe closed, an
+// uncaught error): the private cluster never outlives the run.
+process.on('exit', stopCluster);
+process.stdout.on('error', () => {
+  stopCluster();
+  process.exit(1);
+});
 
 let failed = false;
 for (const arg of suites) {

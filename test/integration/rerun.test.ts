@@ -23,8 +23,13 @@ describe('rerun of FAILED jobs (coordinator, workers, client)', () => {
   it('runs the FAILED jobs of a queue again, with their history, and keeps the budget across a restart', async () => {
     const databasePath = join(temp.dir, 'rerun.db');
     let tc = await startCoordinator({ databasePath });
+    // Closed in afterEach whichever comes last, also when an assertion fails
+    // first (the closures read the current coordinator and client).
+    closers.push(() => tc.close());
     let client = await DtpClient.connect({ host: '127.0.0.1', port: tc.coordinator.clientPort });
+    closers.push(() => client.close());
     const w = startRealWorker(tc.coordinator.workerPort, 'w1', 2);
+    closers.push(() => w.close());
     // Fails on its first two attempts, then succeeds; one attempt allowed.
     const payload = { failUntilAttempt: 3 };
     // One after another: concurrent submissions may be created in any order,
@@ -48,9 +53,7 @@ describe('rerun of FAILED jobs (coordinator, workers, client)', () => {
     await client.close();
     await tc.close();
     tc = await startCoordinator({ databasePath });
-    closers.push(() => tc.close());
     client = await DtpClient.connect({ host: '127.0.0.1', port: tc.coordinator.clientPort });
-    closers.push(() => client.close());
     const oldest = handles[0]?.jobId as string;
     const queued = await client.status(oldest);
     assert.equal(queued.state, 'QUEUED');
