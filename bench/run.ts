@@ -23,7 +23,7 @@ import { attackBudgetTables } from './attack-budgets.js';
 import { waitAttack, waitAttackTable } from './attack-waits.js';
 import { throughput, type ThroughputRun } from './throughput.js';
 import { bulkRun, type BulkRun } from './bulk.js';
-import { subscriberRun, type SubscriberRun } from './subscribers.js';
+import { subscriberRun, type SubscriberPlace, type SubscriberRun } from './subscribers.js';
 import { delayedBench } from './delayed.js';
 import { fanInRun, layeredRun, type FanInRun, type HandOff, type LayeredRun } from './flows.js';
 import { FAIRNESS_CASES, fairnessAssignmentsPerSecond, groupMemory } from './fairness.js';
@@ -317,15 +317,23 @@ async function bulkTable(dir: string): Promise<string[]> {
   return lines;
 }
 
-/** The `default` workload alone and beside 100 subscribers, interleaved, medians of 3. */
+/**
+ * The `default` workload alone, beside 100 subscribers in this process, and
+ * beside 100 subscribers in a process of their own at nice 19; interleaved,
+ * medians of 3.
+ */
 async function subscribersTable(dir: string): Promise<string[]> {
   const jobs = Math.max(200, Math.round(20_000 * SCALE));
-  const runs = new Map<number, SubscriberRun[]>([
-    [0, []],
-    [100, []],
-  ]);
+  const places: [string, number, SubscriberPlace][] = [
+    ['0', 0, 'none'],
+    ['100', 100, 'here'],
+    ['100, own process at nice 19', 100, 'niced'],
+  ];
+  const runs = places.map(() => [] as SubscriberRun[]);
   for (let i = 0; i < REPEATS; i++) {
-    for (const [count, list] of runs) list.push(await subscriberRun(dir, count, jobs, i));
+    for (const [k, [, count, place]] of places.entries()) {
+      runs[k]?.push(await subscriberRun(dir, count, jobs, i, place));
+    }
   }
   const lines = [
     row([
@@ -341,10 +349,11 @@ async function subscribersTable(dir: string): Promise<string[]> {
   ];
   const medianOf = (list: SubscriberRun[], f: (r: SubscriberRun) => number): number =>
     median(list.map(f));
-  for (const [count, list] of runs) {
+  for (const [k, [label, count]] of places.entries()) {
+    const list = runs[k] ?? [];
     lines.push(
       row([
-        count,
+        label,
         Math.round(medianOf(list, (r) => r.jobsPerSec)).toLocaleString('en'),
         medianOf(list, (r) => r.e2eP50Ms).toFixed(1),
         medianOf(list, (r) => r.coordinatorCpuMsPerJob).toFixed(3),
@@ -356,16 +365,20 @@ async function subscribersTable(dir: string): Promise<string[]> {
       ]),
     );
   }
-  const alone = medianOf(runs.get(0) ?? [], (r) => r.jobsPerSec);
-  const beside = medianOf(runs.get(100) ?? [], (r) => r.jobsPerSec);
-  const each = (runs.get(100) ?? []).map((r, i) => {
-    const base = (runs.get(0) ?? [])[i]?.jobsPerSec ?? 0;
-    return base === 0 ? 'n/a' : (r.jobsPerSec / base).toFixed(2);
-  });
-  lines.push(
-    '',
-    `Throughput with / without: ${(beside / alone).toFixed(2)} (pairs: ${each.join(', ')})`,
-  );
+  const alone = runs[0] ?? [];
+  lines.push('');
+  for (const [k, [label, count]] of places.entries()) {
+    if (count === 0) continue;
+    const list = runs[k] ?? [];
+    const ratio = medianOf(list, (r) => r.jobsPerSec) / medianOf(alone, (r) => r.jobsPerSec);
+    const each = list.map((r, i) => {
+      const base = alone[i]?.jobsPerSec ?? 0;
+      return base === 0 ? 'n/a' : (r.jobsPerSec / base).toFixed(2);
+    });
+    lines.push(
+      `Throughput beside ${label} / without: ${ratio.toFixed(2)} (pairs: ${each.join(', ')})`,
+    );
+  }
   return lines;
 }
 /** `--delayed-count n`: how many delayed jobs the `delayed` benchmark writes (default 10^6). */

@@ -7,7 +7,10 @@
  * each on its connection, all in this process, reading everything).
  * Coordinator and workers are processes; each run gets a fresh database.
  */
+import { spawn } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { DtpClient } from '../src/client/index.js';
 import { until } from '../test/helpers/until.js';
 import { HOST, runBenchCli, startCluster } from './harness.js';
@@ -30,7 +33,7 @@ export interface SubscriberRun {
 }
 
 /** Subscribers that count what they receive, until `stop()`. */
-async function startSubscribers(client: DtpClient, count: number) {
+export async function startSubscribers(client: DtpClient, count: number) {
   const abort = new AbortController();
   // Every subscriber listens on the one signal that ends them all.
   setMaxListeners(count + 10, abort.signal);
@@ -61,20 +64,66 @@ async function startSubscribers(client: DtpClient, count: number) {
   };
 }
 
+/** Where the subscribers run: nowhere, in this process, or in a process of their own at nice 19. */
+export type SubscriberPlace = 'none' | 'here' | 'niced';
+
+/** What a subscriber process reports at its end (bench/event-subscribers.ts). */
+export interface SubscriberReport {
+  received: number[];
+  gaps: number;
+  cpuMs: number;
+}
+
+/**
+ * The subscribers in a process of their own at the lowest priority (`nice
+ * -n 19`): they get what CPU the workload leaves, so the workload's
+ * throughput shows what serving them costs the coordinator, apart from what
+ * decoding costs them. Resolves once every subscription has seen an event.
+ */
+async function startNicedSubscribers(port: number, count: number) {
+  const child = spawn(
+    'nice',
+    [
+      ...['-n', '19', process.execPath, join(import.meta.dirname, 'event-subscribers.js')],
+      ...['--port', String(port), '--count', String(count)],
+    ],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
+  );
+  const lines = createInterface({ input: child.stdout });
+  const next = (): Promise<string> =>
+    new Promise((resolve, reject) => {
+      lines.once('line', resolve);
+      child.once('exit', (code) => reject(new Error(`event-subscribers exited with ${code}`)));
+    });
+  const ready = await next();
+  if (ready !== 'ready') throw new Error(`event-subscribers said ${ready}`);
+  return {
+    /** Ends the subscribers (their stdin closes) and returns their report. */
+    stop: async (): Promise<SubscriberReport> => {
+      const report = next();
+      child.stdin.end();
+      return JSON.parse(await report) as SubscriberReport;
+    },
+  };
+}
+
 export async function subscriberRun(
   dir: string,
   subscribers: number,
   jobs: number,
   rep: number,
+  place: SubscriberPlace = subscribers === 0 ? 'none' : 'here',
 ): Promise<SubscriberRun> {
   const cluster = await startCluster(
-    ['--database', `${dir}/subscribers-${subscribers}-${rep}.db`],
+    ['--database', `${dir}/subscribers-${subscribers}-${place}-${rep}.db`],
     3,
     4,
   );
   const client = await DtpClient.connect({ host: HOST, port: cluster.clientPort });
   try {
-    const subs = subscribers === 0 ? null : await startSubscribers(client, subscribers);
+    const subs = place === 'here' ? await startSubscribers(client, subscribers) : null;
+    const niced =
+      place === 'niced' ? await startNicedSubscribers(cluster.clientPort, subscribers) : null;
     const cpuBeforeMs = cluster.coordinator.cpuMs();
     const ownCpu = process.cpuUsage();
     const wallStart = performance.now();
@@ -84,10 +133,18 @@ export async function subscriberRun(
     ]);
     const cpuMs = cluster.coordinator.cpuMs() - cpuBeforeMs;
     const own = process.cpuUsage(ownCpu);
-    const subscriberCores = (own.user + own.system) / 1_000 / (performance.now() - wallStart);
-    const received = subs?.received() ?? [];
-    const gaps = subs?.gaps() ?? 0;
+    const wallMs = performance.now() - wallStart;
+    let subscriberCores = (own.user + own.system) / 1_000 / wallMs;
+    let received = subs?.received() ?? [];
+    let gaps = subs?.gaps() ?? 0;
     await subs?.stop();
+    if (niced !== null) {
+      // Its CPU over the whole run and the short wind-down: an upper bound for the run's.
+      const report = await niced.stop();
+      received = report.received;
+      gaps = report.gaps;
+      subscriberCores = report.cpuMs / wallMs;
+    }
     const sorted = received.sort((a, b) => a - b);
     return {
       subscribers,
