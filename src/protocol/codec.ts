@@ -305,10 +305,39 @@ return {
     return out;
   },
 };`;
-  // Made from schema names only (see above).
-  // eslint-disable-next-line @typescript-eslint/no-implied-eval
-  const make = new Function('codecs', source) as (list: Codec<unknown>[]) => FieldWalk;
+  let make: (list: Codec<unknown>[]) => FieldWalk;
+  try {
+    // Made from schema names only (see above).
+    // eslint-disable-next-line @typescript-eslint/no-implied-eval
+    make = new Function('codecs', source) as (list: Codec<unknown>[]) => FieldWalk;
+  } catch {
+    // Code generation is disallowed (node --disallow-code-generation-from-strings):
+    // the same walks as loops, slower and otherwise the same.
+    return loopWalk(keys, codecs);
+  }
   return make(codecs);
+}
+
+/** {@link compileWalk}'s walks as loops over the fields, where code cannot be made. */
+function loopWalk(keys: readonly string[], codecs: readonly Codec<unknown>[]): FieldWalk {
+  const list = keys.map((key, i) => ({ key, codec: codecs[i] as Codec<unknown> }));
+  return {
+    decode(raw, prefix, out) {
+      for (const { key, codec } of list) {
+        const v = codec.decode(raw[key], prefix, key);
+        if (codec.omitWhenNull !== true || v !== null) out[key] = v;
+      }
+      return out;
+    },
+    encode(value, out) {
+      for (const { key, codec } of list) {
+        const v = value[key];
+        if (codec.omitWhenNull === true && (v === null || v === undefined)) continue;
+        out[key] = codec.plain === true ? v : codec.encode(v);
+      }
+      return out;
+    },
+  };
 }
 
 function decodeFields<T>(walk: FieldWalk, raw: Record<string, unknown>, prefix: string): T {

@@ -2,6 +2,7 @@
  * The message codec: every message of the protocol through encode -> frames ->
  * decode, the exact wire field names, and the envelope's error rules.
  */
+import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
@@ -1032,5 +1033,50 @@ describe('decodeValue properties', () => {
       { seed: SEED_RANDOM_ENVELOPE, numRuns: 1000 },
     );
     assert.ok(decoded > 50, `only ${decoded} random values decoded`);
+  });
+});
+
+describe('the codec where code cannot be made from strings', () => {
+  it('encodes and decodes every sample as it does here, and refuses the same input', () => {
+    // The walks are made with new Function; under this flag they are loops instead.
+    const codecUrl = new URL('../../src/protocol/codec.js', import.meta.url).href;
+    const script = `
+      const codec = await import(${JSON.stringify(codecUrl)});
+      let generation = 'allowed';
+      try { new Function('return 1'); } catch { generation = 'refused'; }
+      const samples = JSON.parse(process.argv[1]);
+      const texts = samples.map((m) => codec.messageToJson(codec.decodeValue(m)));
+      let refusal = null;
+      try { codec.decodeValue({ type: 'JOB_LIST', jobs: [{ jobId: 1 }], nextCursor: null }); }
+      catch (err) { refusal = err.message; }
+      process.stdout.write(JSON.stringify({ generation, texts, refusal }));
+    `;
+    const samples = Object.values(SAMPLES);
+    const child = spawnSync(
+      process.execPath,
+      [
+        '--disallow-code-generation-from-strings',
+        '--input-type=module',
+        '-e',
+        script,
+        JSON.stringify(samples),
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.equal(child.status, 0, child.stderr);
+    const out = JSON.parse(child.stdout) as {
+      generation: string;
+      texts: string[];
+      refusal: string | null;
+    };
+    assert.equal(out.generation, 'refused');
+    assert.deepEqual(
+      out.texts,
+      samples.map((m) => messageToJson(decodeValue(m))),
+    );
+    assert.throws(
+      () => decodeValue({ type: 'JOB_LIST', jobs: [{ jobId: 1 }], nextCursor: null }),
+      (err: unknown) => err instanceof ProtocolError && err.message === out.refusal,
+    );
   });
 });
