@@ -277,7 +277,9 @@ function compileWalk<T>(fields: Fields<T>): FieldWalk {
     const codec = codecs[i] as Codec<unknown>;
     const name = JSON.stringify(key);
     decode.push(`v = c${i}.decode(raw.${key}, prefix, ${name});`);
-    decode.push(codec.omitWhenNull === true ? `if (v !== null) out.${key} = v;` : `out.${key} = v;`);
+    decode.push(
+      codec.omitWhenNull === true ? `if (v !== null) out.${key} = v;` : `out.${key} = v;`,
+    );
     const value =
       codec.plain === true
         ? 'v'
