@@ -104,6 +104,10 @@ async function startNicedSubscribers(port: number, count: number) {
       child.stdin.end();
       return JSON.parse(await report) as SubscriberReport;
     },
+    /** Ends the process at once if it is still there (the run failed before `stop`). */
+    kill: (): void => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
   };
 }
 
@@ -120,10 +124,10 @@ export async function subscriberRun(
     4,
   );
   const client = await DtpClient.connect({ host: HOST, port: cluster.clientPort });
+  let niced: Awaited<ReturnType<typeof startNicedSubscribers>> | null = null;
   try {
     const subs = place === 'here' ? await startSubscribers(client, subscribers) : null;
-    const niced =
-      place === 'niced' ? await startNicedSubscribers(cluster.clientPort, subscribers) : null;
+    if (place === 'niced') niced = await startNicedSubscribers(cluster.clientPort, subscribers);
     const cpuBeforeMs = cluster.coordinator.cpuMs();
     const ownCpu = process.cpuUsage();
     const wallStart = performance.now();
@@ -156,6 +160,7 @@ export async function subscriberRun(
       subscriberCores,
     };
   } finally {
+    niced?.kill();
     await client.close();
     await cluster.stop();
   }

@@ -53,19 +53,11 @@ const stopCluster = () => {
   if (clusterDir !== null) spawnSync(clusterScript, ['stop', clusterDir]);
   clusterDir = null;
 };
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.on(signal, () => {
-    stopCluster();
-    process.exit(1);
-  });
-}
-// Also when this process ends some other way (its output pipe closed, an
-// uncaught error): the private cluster never outlives the run.
+// However this process ends (a signal, its output pipe closed, an uncaught
+// error), the private cluster never outlives the run.
 process.on('exit', stopCluster);
-process.stdout.on('error', () => {
-  stopCluster();
-  process.exit(1);
-});
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => process.exit(1));
+process.stdout.on('error', () => process.exit(1));
 
 let failed = false;
 for (const arg of suites) {
@@ -110,5 +102,4 @@ for (const arg of suites) {
   );
   if (res.status !== 0) failed = true;
 }
-stopCluster();
 process.exit(failed ? 1 : 0);

@@ -223,8 +223,8 @@ export function enumCodec<T extends string>(values: readonly T[]): Codec<T> {
 export function arrayOf<T>(inner: Codec<T>): Codec<T[]> {
   return {
     decode(value, prefix, key) {
-      if (!Array.isArray(value)) throw badField(pathOf(prefix, key), 'an array', value);
       const path = pathOf(prefix, key);
+      if (!Array.isArray(value)) throw badField(path, 'an array', value);
       return value.map((item, i) => inner.decode(item, path, i));
     },
     encode: (value) => value.map((item) => inner.encode(item)),
@@ -261,9 +261,9 @@ const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * shared loop every field of every message passes through the same
  * property reads and the same `codec.decode` call, which V8 then handles
  * as megamorphic sites; in a walk of its own each site sees one codec and
- * one object shape. Measured on a JOB_EVENT of about 500 bytes, the walks
- * cost about a tenth of what the loop did (docs/MEASURED_BEHAVIOR.md, "The
- * message codec"). The code is built only from the schema's field names,
+ * one object shape. Measured on the messages every job passes through, what
+ * the codec adds to JSON.parse fell to between a twelfth and a quarter of
+ * what the loop added (docs/MEASURED_BEHAVIOR.md, "The message codec"). The code is built only from the schema's field names,
  * each checked against {@link FIELD_NAME} (nothing that arrives on the wire
  * ever becomes code); every check is still the codec's own.
  */
@@ -354,8 +354,9 @@ export function recordCodec<T>(fields: Fields<T>): Codec<T> {
   const walk = compileWalk(fields);
   return {
     decode(value, prefix, key) {
-      if (!isPlainObject(value)) throw badField(pathOf(prefix, key), 'an object', value);
-      return decodeFields(walk, value, `${pathOf(prefix, key)}.`);
+      const path = pathOf(prefix, key);
+      if (!isPlainObject(value)) throw badField(path, 'an object', value);
+      return decodeFields(walk, value, `${path}.`);
     },
     encode: (value) => encodeFields(walk, value),
   };
