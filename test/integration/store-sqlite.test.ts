@@ -3,7 +3,15 @@
  * and its migrations, the writer thread, and failures of the file itself.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  mkdtempSync,
+  openSync,
+  readSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -99,6 +107,54 @@ describe('SqliteStore file', () => {
     await assert.rejects(store.commit(batchOf([{ job: jobRecord(2), isNew: true }])), /failed/);
     await assert.rejects(store.commit(batchOf([{ job: jobRecord(3), isNew: true }])), StoreError);
     await store.close();
+  });
+
+  it('rewinds the WAL under a steady stream of commits, so its file stays bounded', async () => {
+    // Passive checkpoints alone never let SQLite start the WAL over while
+    // commits keep coming: the file grew by every page of every commit.
+    const path = join(dir, 'steady.sqlite');
+    const restartBytes = 256 * 1024;
+    const store = await SqliteStore.open({
+      path,
+      durability: 'normal',
+      checkpoints: { intervalMs: 20, restartBytes },
+    });
+    // The WAL header's checkpoint sequence number (bytes 12..15) counts its rewinds.
+    const rewinds = (): number => {
+      const fd = openSync(`${path}-wal`, 'r');
+      try {
+        const header = Buffer.alloc(16);
+        readSync(fd, header, 0, 16, 0);
+        return header.readUInt32BE(12);
+      } finally {
+        closeSync(fd);
+      }
+    };
+    const payloadJson = JSON.stringify({ text: 'x'.repeat(1_000) });
+    let seq = 0;
+    let written = 0;
+    let largest = 0;
+    const deadline = Date.now() + 20_000;
+    try {
+      await store.commit(batchOf([{ job: jobRecord(++seq, { payloadJson }), isNew: true }]));
+      const first = rewinds();
+      const enough = 24 * 2 ** 20; // payload bytes: without rewinds the WAL is larger still
+      while ((rewinds() - first < 3 || written < enough) && Date.now() < deadline) {
+        const jobs = Array.from({ length: 20 }, () => ({
+          job: jobRecord(++seq, { payloadJson }),
+          isNew: true,
+        }));
+        await store.commit(batchOf(jobs));
+        written += 20 * payloadJson.length;
+        largest = Math.max(largest, statSync(`${path}-wal`).size);
+        await new Promise<void>((resolve) => setTimeout(resolve, 1)); // gaps, as between a coordinator's commits
+      }
+      assert.ok(rewinds() - first >= 3, `the WAL was rewound ${rewinds() - first} times`);
+      assert.ok(written >= enough, `only ${written} bytes of payload were written`);
+      assert.ok(largest < 8 * 2 ** 20, `the WAL file reached ${largest} bytes`);
+    } finally {
+      await store.close();
+    }
   });
 
   it('answers a failed read with StoreError and keeps serving', async () => {

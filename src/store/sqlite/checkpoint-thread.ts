@@ -1,21 +1,45 @@
 /**
  * Background checkpoints for the SQLite store in durability `normal`, where
  * the main thread commits inline and never checkpoints itself (a checkpoint
- * fsyncs the database file: that wait belongs off the event loop). Every
- * interval it copies what it can from the WAL into the database without
- * blocking the writer (PASSIVE); on CLOSE it does a last one and exits.
+ * fsyncs the database file: that wait belongs off the event loop).
+ *
+ * Every interval it copies what it can from the WAL into the database without
+ * blocking the writer (PASSIVE). That alone never lets the WAL start over
+ * under a steady load: SQLite rewinds the WAL only at a commit that finds
+ * every frame copied, and a passive checkpoint copies only the frames that
+ * were there when it began, while commits keep appending. So once the WAL
+ * file is larger than `restartBytes`, a RESTART follows the passive pass: it
+ * waits here for a gap between commits, holds them off while it copies the
+ * few frames appended since (milliseconds: commits that come meanwhile wait
+ * in their busy handler) and syncs, and the next commit writes the WAL from
+ * its start again. The file then stays near its size at that moment instead
+ * of growing by every page every commit writes (and a restart after a crash
+ * has that much less to read). On CLOSE it does a last passive pass and exits.
  */
+import { statSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { openDatabase } from './open.js';
+import type { CheckpointThreadData } from './writer-protocol.js';
 
-const { path, intervalMs } = workerData as { path: string; intervalMs: number };
+const { path, intervalMs, restartBytes } = workerData as CheckpointThreadData;
 const port = parentPort;
 if (port === null) throw new Error('checkpoint-thread.js must run inside a worker thread');
 
 const db = openDatabase(path, 'normal');
+const walPath = `${path}-wal`;
+
+function walBytes(): number {
+  try {
+    return statSync(walPath).size;
+  } catch {
+    return 0; // no WAL file (yet): nothing to rewind
+  }
+}
+
 const timer = setInterval(() => {
   try {
     db.pragma('wal_checkpoint(PASSIVE)');
+    if (walBytes() > restartBytes) db.pragma('wal_checkpoint(RESTART)');
   } catch {
     // Busy or failing: the next interval tries again; commits are unaffected.
   }

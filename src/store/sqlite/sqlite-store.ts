@@ -14,7 +14,8 @@
  *   of microseconds), so it runs inline on the main thread and its batch is
  *   durable against a process crash when `commit()` returns; the one fsync
  *   left, the checkpoint, runs on a background thread (checkpoint-thread.ts)
- *   and never on the event loop. Handing each batch to a thread would cost
+ *   and never on the event loop; it also rewinds the WAL under a steady
+ *   load, which passive checkpoints alone never do. Handing each batch to a thread would cost
  *   two thread wake-ups per commit, which on a busy machine is most of a
  *   client's wait (see docs/MEASURED_BEHAVIOR.md).
  * Reads of history run on the main thread, on a connection of their own,
@@ -75,6 +76,11 @@ export interface SqliteStoreOptions {
   writer?: 'inline' | 'thread';
   /** Told the duration of every transaction the writer commits, in ms. */
   onCommit?: (durationMs: number) => void;
+  /**
+   * The inline writer's background checkpoints (checkpoint-thread.ts): how
+   * often, and the WAL size beyond which they rewind it (defaults: 1 s, 4 MiB).
+   */
+  checkpoints?: { intervalMs?: number; restartBytes?: number };
 }
 
 interface StepRow {
@@ -164,7 +170,11 @@ export class SqliteStore implements Store {
     const db = openDatabase(path, durability);
     try {
       migrate(db);
-      return new SqliteStore(path, db, new InlineWriterLink(db, path, onCommit));
+      return new SqliteStore(
+        path,
+        db,
+        new InlineWriterLink(db, path, onCommit, options.checkpoints),
+      );
     } catch (err) {
       db.close();
       throw err instanceof StoreError

@@ -11,7 +11,7 @@ import type { Database } from 'better-sqlite3';
 import { describeError } from '../../protocol/errors.js';
 import { StoreError, type PurgeQuery } from '../store.js';
 import { SqliteWriter, type EncodedBatch } from './writer.js';
-import type { FromWriter, ToWriter } from './writer-protocol.js';
+import type { CheckpointThreadData, FromWriter, ToWriter } from './writer-protocol.js';
 
 export interface WriterLink {
   commit(batch: EncodedBatch): Promise<void>;
@@ -28,6 +28,13 @@ interface Pending<T> {
 /** Told the duration of each transaction, in ms. */
 export type CommitObserver = ((durationMs: number) => void) | undefined;
 
+/**
+ * The WAL file size beyond which the background checkpoint rewinds the WAL
+ * (checkpoint-thread.ts): 1,000 pages of 4 KiB, the size at which SQLite's
+ * own automatic checkpoint runs.
+ */
+export const WAL_RESTART_BYTES = 4 * 2 ** 20;
+
 /** Commits on the calling thread, at once; a background thread checkpoints. */
 export class InlineWriterLink implements WriterLink {
   readonly #writer: SqliteWriter;
@@ -36,13 +43,23 @@ export class InlineWriterLink implements WriterLink {
   #failure: StoreError | null = null;
   #closing: Promise<void> | null = null;
 
-  constructor(db: Database, path: string, onCommit: CommitObserver) {
+  constructor(
+    db: Database,
+    path: string,
+    onCommit: CommitObserver,
+    checkpoints: Partial<Omit<CheckpointThreadData, 'path'>> = {},
+  ) {
     this.#writer = new SqliteWriter(db);
     this.#onCommit = onCommit;
     // Checkpoints (which fsync the database file) happen off this thread.
     db.pragma('wal_autocheckpoint = 0');
+    const workerData: CheckpointThreadData = {
+      path,
+      intervalMs: checkpoints.intervalMs ?? 1_000,
+      restartBytes: checkpoints.restartBytes ?? WAL_RESTART_BYTES,
+    };
     this.#checkpointer = new Worker(new URL('./checkpoint-thread.js', import.meta.url), {
-      workerData: { path, intervalMs: 1_000 },
+      workerData,
     });
     this.#checkpointer.unref();
   }

@@ -35,3 +35,12 @@ export type FromWriter =
   | { type: 'FAILED'; message: string }
   | { type: 'PURGED'; requestId: number; deleted: number }
   | { type: 'PURGE_FAILED'; requestId: number; message: string };
+
+/** What the checkpoint thread of an inline writer (checkpoint-thread.ts) is started with. */
+export interface CheckpointThreadData {
+  path: string;
+  /** How often it checkpoints, in ms. */
+  intervalMs: number;
+  /** The WAL file size beyond which a RESTART follows the passive checkpoint. */
+  restartBytes: number;
+}
