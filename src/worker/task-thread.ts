@@ -283,32 +283,48 @@ function childEnqueuer(calls: AttemptCalls): TaskContext['enqueue'] {
 /** Refusals of ctx.step, ctx.sleep and ctx.waitFor without a coordinator that offers steps. */
 const NO_STEPS = stepMethods(null);
 
-function contextFor(
-  attempt: RunningAttempt,
-  input: RunTaskInput,
-  steps: AttemptSteps | null,
-): TaskContext {
-  const { requestId, calls } = attempt;
-  const methods = steps === null ? NO_STEPS : stepMethods(steps);
-  // One literal of the same keys for every attempt (a spread would make its
-  // shape anew each time); `signal` is made when first read.
-  return Object.freeze({
-    step: methods.step,
-    sleep: methods.sleep,
-    waitFor: methods.waitFor,
-    progress: progressReporter(requestId),
-    enqueue: childEnqueuer(calls),
-    jobId: input.jobId,
-    attemptId: input.attemptId,
-    attemptNumber: input.attemptNumber,
-    maxAttempts: input.maxAttempts,
-    get signal(): AbortSignal {
-      return attempt.signal;
-    },
-    deadlineAtMs: input.deadlineAtMs,
-    log: taskLogger(requestId),
-    parents: input.parents?.length ? Object.freeze(input.parents.map(parentJob)) : NO_PARENTS,
-  });
+/**
+ * The handler's `ctx`: the same class, so the same shape, for every attempt.
+ * `signal` is a getter of the class (an accessor in an object literal is
+ * defined anew, slowly, for each object) and made when first read.
+ */
+class AttemptContext implements TaskContext {
+  readonly step: TaskContext['step'];
+  readonly sleep: TaskContext['sleep'];
+  readonly waitFor: TaskContext['waitFor'];
+  readonly progress: TaskContext['progress'];
+  readonly enqueue: TaskContext['enqueue'];
+  readonly jobId: string;
+  readonly attemptId: string;
+  readonly attemptNumber: number;
+  readonly maxAttempts: number | null;
+  readonly deadlineAtMs: number | null;
+  readonly log: TaskLogger;
+  readonly parents: readonly ParentJob[];
+  readonly #attempt: RunningAttempt;
+
+  constructor(attempt: RunningAttempt, input: RunTaskInput, steps: AttemptSteps | null) {
+    const { requestId, calls } = attempt;
+    const methods = steps === null ? NO_STEPS : stepMethods(steps);
+    this.step = methods.step;
+    this.sleep = methods.sleep;
+    this.waitFor = methods.waitFor;
+    this.progress = progressReporter(requestId);
+    this.enqueue = childEnqueuer(calls);
+    this.jobId = input.jobId;
+    this.attemptId = input.attemptId;
+    this.attemptNumber = input.attemptNumber;
+    this.maxAttempts = input.maxAttempts;
+    this.deadlineAtMs = input.deadlineAtMs;
+    this.log = taskLogger(requestId);
+    this.parents = input.parents?.length ? Object.freeze(input.parents.map(parentJob)) : NO_PARENTS;
+    this.#attempt = attempt;
+    Object.freeze(this);
+  }
+
+  get signal(): AbortSignal {
+    return this.#attempt.signal;
+  }
 }
 
 const NO_PARENTS: readonly ParentJob[] = Object.freeze([]);
@@ -388,7 +404,7 @@ async function runAttempt(attempt: RunningAttempt, input: RunTaskInput): Promise
     }
     // The handler's own spans (if the task module set up OpenTelemetry) nest in the attempt's.
     const handling = runInTraceContext(input.traceContext ?? null, () =>
-      handler.run(payload, contextFor(attempt, input, steps)),
+      handler.run(payload, new AttemptContext(attempt, input, steps)),
     );
     const ended =
       suspension === null
@@ -446,7 +462,11 @@ function watchedSignal(controller: AbortController, pollStop: () => void): Abort
 function sampleMemory(): void {
   const stats = getHeapStatistics();
   shared.recordMemory((stats.used_heap_size + stats.external_memory) / 2 ** 20);
+  lastSampleMs = performance.now();
 }
+
+/** When the last sample was taken (performance.now()). */
+let lastSampleMs = 0;
 
 /** Samples memory every SAMPLE_INTERVAL_MS while attempts run; one interval for a run of them. */
 let sampler: NodeJS.Timeout | null = null;
@@ -466,10 +486,15 @@ async function run(requestId: number, input: RunTaskInput): Promise<void> {
     sampler = setInterval(sampleWhileRunning, SAMPLE_INTERVAL_MS);
   }
   try {
+    const startedMs = performance.now();
     const output = await runAttempt(attempt, input);
     attempt.calls.close('the attempt ended before the coordinator answered');
-    // The last sample tells the pool what the idle thread would keep.
-    sampleMemory();
+    // The last sample tells the pool what the idle thread would keep. An
+    // attempt of under a millisecond soon after a sample cannot have moved
+    // it by much (a few MiB at most, against a retained limit of 64): the
+    // sample it would take costs more than such an attempt's own work.
+    const endedMs = performance.now();
+    if (endedMs - startedMs >= 1 || endedMs - lastSampleMs >= SAMPLE_INTERVAL_MS) sampleMemory();
     reply(requestId, output);
   } finally {
     running.delete(requestId);
