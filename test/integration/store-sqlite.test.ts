@@ -157,6 +157,45 @@ describe('SqliteStore file', () => {
     }
   });
 
+  it('holds no commit off while a reader keeps an old snapshot (a backup)', async () => {
+    // A RESTART that waited for the reader would hold the writer lock
+    // meanwhile: every commit would wait in its busy handler, up to seconds.
+    const path = join(dir, 'reader.sqlite');
+    const store = await SqliteStore.open({
+      path,
+      durability: 'normal',
+      checkpoints: { intervalMs: 10, restartBytes: 64 * 1024 },
+    });
+    const payloadJson = JSON.stringify({ text: 'y'.repeat(1_000) });
+    let seq = 0;
+    const commitSome = async (count: number): Promise<number> => {
+      let slowest = 0;
+      for (let i = 0; i < count; i++) {
+        const jobs = Array.from({ length: 20 }, () => ({
+          job: jobRecord(++seq, { payloadJson }),
+          isNew: true,
+        }));
+        const startedMs = performance.now();
+        await store.commit(batchOf(jobs));
+        slowest = Math.max(slowest, performance.now() - startedMs);
+        await new Promise<void>((resolve) => setTimeout(resolve, 1));
+      }
+      return slowest;
+    };
+    const reader = new BetterSqlite3(path, { readonly: true });
+    try {
+      await commitSome(20); // the WAL is over its restart size from here on
+      reader.exec('BEGIN');
+      reader.prepare('SELECT count(*) FROM jobs').get(); // holds this snapshot until COMMIT
+      const slowest = await commitSome(200);
+      assert.ok(slowest < 1_000, `a commit took ${slowest.toFixed(0)} ms`);
+    } finally {
+      if (reader.inTransaction) reader.exec('COMMIT');
+      reader.close();
+      await store.close();
+    }
+  });
+
   it('answers a failed read with StoreError and keeps serving', async () => {
     const path = join(dir, 'read-fail.sqlite');
     const store = await SqliteStore.open({ path });

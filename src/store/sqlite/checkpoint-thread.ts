@@ -8,11 +8,11 @@
  * under a steady load: SQLite rewinds the WAL only at a commit that finds
  * every frame copied, and a passive checkpoint copies only the frames that
  * were there when it began, while commits keep appending. So once the WAL
- * file is larger than `restartBytes`, a RESTART follows the passive pass: it
- * waits here for a gap between commits, holds them off while it copies the
- * few frames appended since (milliseconds: commits that come meanwhile wait
- * in their busy handler) and syncs, and the next commit writes the WAL from
- * its start again. The file then stays near its size at that moment instead
+ * file is larger than `restartBytes`, a RESTART follows the passive pass: if
+ * no commit is under way, it holds commits off while it copies the few frames
+ * appended since (milliseconds: commits that come meanwhile wait in their
+ * busy handler) and syncs, and the next commit writes the WAL from its start
+ * again. The file then stays near its size at that moment instead
  * of growing by every page every commit writes (and a restart after a crash
  * has that much less to read). On CLOSE it does a last passive pass and exits.
  */
@@ -26,6 +26,12 @@ const port = parentPort;
 if (port === null) throw new Error('checkpoint-thread.js must run inside a worker thread');
 
 const db = openDatabase(path, 'normal');
+// No waiting in a busy handler here: a RESTART that waited for a reader (a
+// backup, the integrity check) would hold every commit off meanwhile. It
+// takes the writer lock only if it is free at once and gives up on readers
+// at once, behaving as a passive checkpoint from there; the next interval
+// tries again.
+db.pragma('busy_timeout = 0');
 const walPath = `${path}-wal`;
 
 function walBytes(): number {
