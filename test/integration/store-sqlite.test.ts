@@ -47,6 +47,18 @@ for (const writer of ['inline', 'thread'] as const) {
 
 after(() => rmSync(dir, { recursive: true, force: true }));
 
+/** The WAL header's checkpoint sequence number (bytes 12..15): it counts the WAL's rewinds. */
+function walRewinds(path: string): number {
+  const fd = openSync(`${path}-wal`, 'r');
+  try {
+    const header = Buffer.alloc(16);
+    readSync(fd, header, 0, 16, 0);
+    return header.readUInt32BE(12);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 describe('SqliteStore file', () => {
   it('creates the schema at the current version when the file is new', async () => {
     const path = join(dir, 'schema.sqlite');
@@ -119,17 +131,7 @@ describe('SqliteStore file', () => {
       durability: 'normal',
       checkpoints: { intervalMs: 20, restartBytes },
     });
-    // The WAL header's checkpoint sequence number (bytes 12..15) counts its rewinds.
-    const rewinds = (): number => {
-      const fd = openSync(`${path}-wal`, 'r');
-      try {
-        const header = Buffer.alloc(16);
-        readSync(fd, header, 0, 16, 0);
-        return header.readUInt32BE(12);
-      } finally {
-        closeSync(fd);
-      }
-    };
+    const rewinds = (): number => walRewinds(path);
     const payloadJson = JSON.stringify({ text: 'x'.repeat(1_000) });
     let seq = 0;
     let written = 0;
@@ -185,10 +187,18 @@ describe('SqliteStore file', () => {
     const reader = new BetterSqlite3(path, { readonly: true });
     try {
       await commitSome(20); // the WAL is over its restart size from here on
+      // A commit just before, so the reader's snapshot is in the WAL (not only the file).
+      await store.commit(batchOf([{ job: jobRecord(++seq, { payloadJson }), isNew: true }]));
       reader.exec('BEGIN');
       reader.prepare('SELECT count(*) FROM jobs').get(); // holds this snapshot until COMMIT
+      const before = walRewinds(path);
       const slowest = await commitSome(200);
       assert.ok(slowest < 1_000, `a commit took ${slowest.toFixed(0)} ms`);
+      // Once the reader is done, the next checkpoints rewind it again.
+      reader.exec('COMMIT');
+      const deadline = Date.now() + 20_000;
+      while (walRewinds(path) === before && Date.now() < deadline) await commitSome(5);
+      assert.notEqual(walRewinds(path), before, 'the WAL was not rewound after the reader');
     } finally {
       if (reader.inTransaction) reader.exec('COMMIT');
       reader.close();
