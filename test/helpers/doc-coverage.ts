@@ -474,6 +474,7 @@ export const NOT_RUN: readonly NotRun[] = [
     'SYSTEMS="dtp-normal bullmq-everysec dtp-full bullmq-always" SCENARIOS="default wide bulk" REPS=3 compare.sh',
     'SYSTEMS="dtp-normal" SCENARIOS="default wide" REPS=1 compare.sh',
     'SYSTEMS="dtp-pg pgboss graphile" compare.sh',
+    'SYSTEMS="dtp-pg pgboss graphile" SCENARIOS="default bulk" REPS=3 compare.sh',
   ].map((command): NotRun => ({
     doc: MEASURED,
     command,
