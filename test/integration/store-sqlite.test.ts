@@ -59,6 +59,32 @@ function walRewinds(path: string): number {
   }
 }
 
+/**
+ * Commits `batches` batches of 20 new jobs of 1 KB payloads, 1 ms apart (as a
+ * coordinator's commits come, with gaps); `seq` counts the jobs made. Answers
+ * the slowest commit, in ms.
+ */
+async function commitStream(
+  store: SqliteStore,
+  seq: { next: number },
+  batches: number,
+): Promise<number> {
+  let slowest = 0;
+  for (let i = 0; i < batches; i++) {
+    const jobs = Array.from({ length: 20 }, () => ({
+      job: jobRecord(++seq.next, { payloadJson: STREAM_PAYLOAD }),
+      isNew: true,
+    }));
+    const startedMs = performance.now();
+    await store.commit(batchOf(jobs));
+    slowest = Math.max(slowest, performance.now() - startedMs);
+    await new Promise<void>((resolve) => setTimeout(resolve, 1));
+  }
+  return slowest;
+}
+
+const STREAM_PAYLOAD = JSON.stringify({ text: 'x'.repeat(1_000) });
+
 describe('SqliteStore file', () => {
   it('creates the schema at the current version when the file is new', async () => {
     const path = join(dir, 'schema.sqlite');
@@ -131,28 +157,22 @@ describe('SqliteStore file', () => {
       durability: 'normal',
       checkpoints: { intervalMs: 20, restartBytes },
     });
-    const rewinds = (): number => walRewinds(path);
-    const payloadJson = JSON.stringify({ text: 'x'.repeat(1_000) });
-    let seq = 0;
-    let written = 0;
+    const seq = { next: 0 };
     let largest = 0;
     const deadline = Date.now() + 20_000;
     try {
-      await store.commit(batchOf([{ job: jobRecord(++seq, { payloadJson }), isNew: true }]));
-      const first = rewinds();
-      const enough = 24 * 2 ** 20; // payload bytes: without rewinds the WAL is larger still
-      while ((rewinds() - first < 3 || written < enough) && Date.now() < deadline) {
-        const jobs = Array.from({ length: 20 }, () => ({
-          job: jobRecord(++seq, { payloadJson }),
-          isNew: true,
-        }));
-        await store.commit(batchOf(jobs));
-        written += 20 * payloadJson.length;
+      await commitStream(store, seq, 1);
+      const first = walRewinds(path);
+      // Payload bytes: without rewinds the WAL would be larger still.
+      const enough = 24 * 2 ** 20;
+      const written = (): number => seq.next * STREAM_PAYLOAD.length;
+      while ((walRewinds(path) - first < 3 || written() < enough) && Date.now() < deadline) {
+        await commitStream(store, seq, 1);
         largest = Math.max(largest, statSync(`${path}-wal`).size);
-        await new Promise<void>((resolve) => setTimeout(resolve, 1)); // gaps, as between a coordinator's commits
       }
-      assert.ok(rewinds() - first >= 3, `the WAL was rewound ${rewinds() - first} times`);
-      assert.ok(written >= enough, `only ${written} bytes of payload were written`);
+      const rewound = walRewinds(path) - first;
+      assert.ok(rewound >= 3, `the WAL was rewound ${rewound} times`);
+      assert.ok(written() >= enough, `only ${written()} bytes of payload were written`);
       assert.ok(largest < 8 * 2 ** 20, `the WAL file reached ${largest} bytes`);
     } finally {
       await store.close();
@@ -168,36 +188,22 @@ describe('SqliteStore file', () => {
       durability: 'normal',
       checkpoints: { intervalMs: 10, restartBytes: 64 * 1024 },
     });
-    const payloadJson = JSON.stringify({ text: 'y'.repeat(1_000) });
-    let seq = 0;
-    const commitSome = async (count: number): Promise<number> => {
-      let slowest = 0;
-      for (let i = 0; i < count; i++) {
-        const jobs = Array.from({ length: 20 }, () => ({
-          job: jobRecord(++seq, { payloadJson }),
-          isNew: true,
-        }));
-        const startedMs = performance.now();
-        await store.commit(batchOf(jobs));
-        slowest = Math.max(slowest, performance.now() - startedMs);
-        await new Promise<void>((resolve) => setTimeout(resolve, 1));
-      }
-      return slowest;
-    };
+    const seq = { next: 0 };
     const reader = new BetterSqlite3(path, { readonly: true });
     try {
-      await commitSome(20); // the WAL is over its restart size from here on
+      await commitStream(store, seq, 20); // the WAL is over its restart size from here on
       // A commit just before, so the reader's snapshot is in the WAL (not only the file).
-      await store.commit(batchOf([{ job: jobRecord(++seq, { payloadJson }), isNew: true }]));
+      await store.commit(batchOf([{ job: jobRecord(++seq.next), isNew: true }]));
       reader.exec('BEGIN');
       reader.prepare('SELECT count(*) FROM jobs').get(); // holds this snapshot until COMMIT
       const before = walRewinds(path);
-      const slowest = await commitSome(200);
+      const slowest = await commitStream(store, seq, 200);
       assert.ok(slowest < 1_000, `a commit took ${slowest.toFixed(0)} ms`);
       // Once the reader is done, the next checkpoints rewind it again.
       reader.exec('COMMIT');
       const deadline = Date.now() + 20_000;
-      while (walRewinds(path) === before && Date.now() < deadline) await commitSome(5);
+      while (walRewinds(path) === before && Date.now() < deadline)
+        await commitStream(store, seq, 5);
       assert.notEqual(walRewinds(path), before, 'the WAL was not rewound after the reader');
     } finally {
       if (reader.inTransaction) reader.exec('COMMIT');

@@ -12,9 +12,9 @@
  * no commit is under way, it holds commits off while it copies the few frames
  * appended since (milliseconds: commits that come meanwhile wait in their
  * busy handler) and syncs, and the next commit writes the WAL from its start
- * again. The file then stays near its size at that moment instead
- * of growing by every page every commit writes (and a restart after a crash
- * has that much less to read). On CLOSE it does a last passive pass and exits.
+ * again. The file then stays near its size at that moment instead of
+ * growing by every page every commit writes (and a restart after a crash has
+ * that much less to read). On CLOSE it does a last passive pass and exits.
  */
 import { statSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';

@@ -15,9 +15,9 @@
  *   durable against a process crash when `commit()` returns; the one fsync
  *   left, the checkpoint, runs on a background thread (checkpoint-thread.ts)
  *   and never on the event loop; it also rewinds the WAL under a steady
- *   load, which passive checkpoints alone never do. Handing each batch to a thread would cost
- *   two thread wake-ups per commit, which on a busy machine is most of a
- *   client's wait (see docs/MEASURED_BEHAVIOR.md).
+ *   load, which passive checkpoints alone never do. Handing each batch to a
+ *   thread would cost two thread wake-ups per commit, which on a busy
+ *   machine is most of a client's wait (see docs/MEASURED_BEHAVIOR.md).
  * Reads of history run on the main thread, on a connection of their own,
  * which in WAL mode sees the last committed state (point lookups by key take
  * microseconds).
@@ -66,6 +66,7 @@ import { migrate } from './schema.js';
 import type { EncodedBatch } from './writer.js';
 import type { JobState } from '../../protocol/messages.js';
 import { InlineWriterLink, ThreadWriterLink, type WriterLink } from './writer-links.js';
+import type { CheckpointOptions } from './writer-protocol.js';
 
 export interface SqliteStoreOptions {
   /** File path (parent folders are created). */
@@ -80,7 +81,7 @@ export interface SqliteStoreOptions {
    * The inline writer's background checkpoints (checkpoint-thread.ts): how
    * often, and the WAL size beyond which they rewind it (defaults: 1 s, 4 MiB).
    */
-  checkpoints?: { intervalMs?: number; restartBytes?: number };
+  checkpoints?: CheckpointOptions;
 }
 
 interface StepRow {

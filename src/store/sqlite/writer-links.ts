@@ -11,7 +11,12 @@ import type { Database } from 'better-sqlite3';
 import { describeError } from '../../protocol/errors.js';
 import { StoreError, type PurgeQuery } from '../store.js';
 import { SqliteWriter, type EncodedBatch } from './writer.js';
-import type { CheckpointThreadData, FromWriter, ToWriter } from './writer-protocol.js';
+import type {
+  CheckpointOptions,
+  CheckpointThreadData,
+  FromWriter,
+  ToWriter,
+} from './writer-protocol.js';
 
 export interface WriterLink {
   commit(batch: EncodedBatch): Promise<void>;
@@ -47,7 +52,7 @@ export class InlineWriterLink implements WriterLink {
     db: Database,
     path: string,
     onCommit: CommitObserver,
-    checkpoints: Partial<Omit<CheckpointThreadData, 'path'>> = {},
+    checkpoints: CheckpointOptions = {},
   ) {
     this.#writer = new SqliteWriter(db);
     this.#onCommit = onCommit;

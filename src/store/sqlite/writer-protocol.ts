@@ -44,3 +44,6 @@ export interface CheckpointThreadData {
   /** The WAL file size beyond which a RESTART follows the passive checkpoint. */
   restartBytes: number;
 }
+
+/** How an inline writer's checkpoints run; each field has its default (writer-links.ts). */
+export type CheckpointOptions = Partial<Omit<CheckpointThreadData, 'path'>>;
