@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- <name>...] [--smoke] [--out file.json]`: runs the
+ * `npm run bench [-- <name>...] [--smoke] [--reps N] [--out file.json]`: runs the
  * benchmarks, prints a Markdown report (medians of several runs; the machine
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
@@ -31,7 +31,8 @@ import { coreRateRun, rateRun, type RateRun } from './rate.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
-const REPEATS = SMOKE ? 1 : 3;
+/** Runs of each measurement: 1 for a smoke run, else 3 or `--reps N`. */
+let REPEATS = SMOKE ? 1 : 3;
 /** Scale of the sizes below: 1, or small for a smoke run. */
 const SCALE = SMOKE ? 0.01 : 1;
 const ALL = [
@@ -56,7 +57,7 @@ function row(cells: (string | number)[]): string {
 }
 
 function queueDepth(): string[] {
-  const lines = [row(['queued jobs', 'assignments/s (median of 3)'])];
+  const lines = [row(['queued jobs', `assignments/s (median of ${REPEATS})`])];
   lines.push(row(['---', '---']));
   for (const depth of [100, Math.round(100_000 * SCALE)]) {
     const runs = Array.from({ length: REPEATS }, () =>
@@ -68,7 +69,7 @@ function queueDepth(): string[] {
 }
 
 function routing(): string[] {
-  const lines = [row(['workers and task types', 'assignments/s (median of 3)'])];
+  const lines = [row(['workers and task types', `assignments/s (median of ${REPEATS})`])];
   lines.push(row(['---', '---']));
   for (const c of ROUTING_CASES) {
     const runs = Array.from({ length: REPEATS }, () =>
@@ -103,7 +104,10 @@ function fairness(): string[] {
     Math.round(median(mem.map(f))).toString();
   lines.push(
     '',
-    row([`core heap, ${groups.toLocaleString('en')} groups`, 'bytes per group (median of 3)']),
+    row([
+      `core heap, ${groups.toLocaleString('en')} groups`,
+      `bytes per group (median of ${REPEATS})`,
+    ]),
     row(['---', '---']),
     row(['idle group (its jobs all ran; no settings)', m((g) => g.idleBytesPerGroup)]),
     row(['group with one queued job, beyond the job itself', m((g) => g.backlogBytesPerGroup)]),
@@ -247,7 +251,7 @@ async function latencyTable(dir: string): Promise<string[]> {
   for (let i = 0; i < REPEATS; i++) runs.push(await latencies(dir, SMOKE ? 20 : 300));
   const m = (f: (r: LatencyRun) => number): string => Math.round(median(runs.map(f))).toString();
   return [
-    row(['what', 'ms (median of 3)']),
+    row(['what', `ms (median of ${REPEATS})`]),
     row(['---', '---']),
     row(['worker killed (SIGKILL) → its job running elsewhere', m((r) => r.killReassignMs)]),
     row([
@@ -290,7 +294,11 @@ async function security(dir: string): Promise<string[]> {
   const runs: StormMemory[] = [];
   for (let i = 0; i < REPEATS; i++) runs.push(await stormMemory(SMOKE ? 0.02 : 1));
   const m = (f: (r: StormMemory) => number): number => median(runs.map(f));
-  lines.push('', row(['coordinator RSS, MiB (median of 3)', 'value']), row(['---', '---']));
+  lines.push(
+    '',
+    row([`coordinator RSS, MiB (median of ${REPEATS})`, 'value']),
+    row(['---', '---']),
+  );
   lines.push(row(['before', m((r) => r.baseMiB)]));
   lines.push(row(['1,500 half-sent 1 MiB frames held', m((r) => r.halfFramesMiB)]));
   lines.push(row(['after they closed and 300 garbage connections', m((r) => r.afterGarbageMiB)]));
@@ -303,7 +311,7 @@ async function security(dir: string): Promise<string[]> {
 
 async function bulkTable(dir: string): Promise<string[]> {
   const lines = [
-    row(['jobs per request', 'acknowledged jobs/s', 'done jobs/s (median of 3)']),
+    row(['jobs per request', 'acknowledged jobs/s', `done jobs/s (median of ${REPEATS})`]),
     row(['---', '---', '---']),
   ];
   for (const batch of [1, 500]) {
@@ -320,7 +328,7 @@ async function bulkTable(dir: string): Promise<string[]> {
 /**
  * The `default` workload alone, beside 100 subscribers in this process, and
  * beside 100 subscribers in a process of their own at nice 19; interleaved,
- * medians of 3.
+ * medians of REPEATS.
  */
 async function subscribersTable(dir: string): Promise<string[]> {
   const jobs = Math.max(200, Math.round(20_000 * SCALE));
@@ -517,6 +525,7 @@ async function main(): Promise<void> {
       smoke: { type: 'boolean' },
       out: { type: 'string' },
       'delayed-count': { type: 'string' },
+      reps: { type: 'string' },
     },
     allowPositionals: true,
   });
@@ -528,6 +537,13 @@ async function main(): Promise<void> {
     delayedCount = Number(values['delayed-count']);
     if (!Number.isInteger(delayedCount) || delayedCount < 1 || delayedCount > 10_000_000)
       throw new Error('--delayed-count must be an integer in 1..10000000');
+  }
+  if (values.reps !== undefined) {
+    const reps = Number(values.reps);
+    if (!Number.isInteger(reps) || reps < 1 || reps > 25)
+      throw new Error('--reps must be an integer in 1..25');
+    // A smoke run stays at one run of each, whatever --reps says.
+    if (!SMOKE) REPEATS = reps;
   }
   const names: readonly Name[] = positionals.length === 0 ? ALL : (positionals as Name[]);
   const dir = mkdtempSync(join(tmpdir(), 'dtp-bench-'));

@@ -20,7 +20,7 @@ describe('benchmarks (smoke run)', () => {
     const out = join(tmp.dir, 'bench.json');
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      [join(ROOT, 'dist', 'bench', 'run.js'), '--smoke', '--out', out],
+      [join(ROOT, 'dist', 'bench', 'run.js'), '--smoke', '--reps', '5', '--out', out],
       { encoding: 'utf8', timeout: 240_000, maxBuffer: 4 * 1024 * 1024 },
     );
     const report = JSON.parse(readFileSync(out, 'utf8')) as Record<string, unknown>;

@@ -188,7 +188,7 @@ export const ELSEWHERE: readonly Elsewhere[] = [
     command: 'scripts/build.sh',
     by: 'scripts/ci-node24.sh',
     // In a copy of the checkout without node_modules and dist: install and compile.
-    contains: ['\nscripts/build.sh\n'],
+    contains: ['(cd "$work/project" && scripts/build.sh)'],
   },
   {
     doc: README,
@@ -274,7 +274,7 @@ export const ELSEWHERE: readonly Elsewhere[] = [
     doc: README,
     command: 'npm run demo -- --tokens',
     by: 'test/e2e/demo.test.ts',
-    contains: ["ShellProcess.start('npm run demo -- --tokens', { cwd: ROOT })"],
+    contains: ["ShellProcess.start('npm run demo -- --tokens', {\n      cwd: ROOT,"],
   },
   {
     doc: README,
@@ -297,6 +297,13 @@ export const ELSEWHERE: readonly Elsewhere[] = [
     by: 'test/e2e/bench-smoke.test.ts',
     contains: ["'run.js'", "'--smoke'", ...(name === null ? [] : [`'${name}',`])],
   })),
+  // --reps is accepted (and checked) by the smoke run, which still runs each once.
+  {
+    doc: ANY_DOC,
+    command: 'npm run bench -- subscribers --reps 5',
+    by: 'test/e2e/bench-smoke.test.ts',
+    contains: ["'run.js'", "'--smoke', '--reps', '5'", "'subscribers',"],
+  },
   {
     doc: ANY_DOC,
     command: 'npm pack',
