@@ -9,14 +9,26 @@
 // a.test.js and b.test.js of that suite. Suites run one after another; files of
 // one suite run with the concurrency given by DTP_TEST_CONCURRENCY (default 2).
 // The python suite is scripts/python-checks.sh (the Python package: ruff,
-// mypy, pytest against real coordinators).
+// mypy, pytest against real coordinators). When both package and python run,
+// python runs beside package (each keeps about one core busy, neither leans
+// on tight timing) and its output is printed once it has ended.
 //
 // The PostgreSQL tests use the server named by DTP_TEST_PG_URL. Without it,
 // a private cluster is started for the run (scripts/pg-cluster.sh, when
 // PostgreSQL is installed) and stopped at the end; where none can be
 // started those tests are skipped and say why.
-import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync, existsSync, mkdtempSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import {
+  readdirSync,
+  statSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  closeSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -59,6 +71,20 @@ process.on('exit', stopCluster);
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => process.exit(1));
 process.stdout.on('error', () => process.exit(1));
 
+const pythonScript = join(import.meta.dirname, 'python-checks.sh');
+/** The python suite started beside the package suite: its exit, its output file. */
+let pythonBeside = null;
+
+function startPythonBeside() {
+  const log = join(mkdtempSync(join(tmpdir(), 'dtp-test-python-')), 'output.txt');
+  const fd = openSync(log, 'w');
+  const child = spawn('bash', [pythonScript], { stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  // However this process ends, the checks do not outlive it.
+  process.on('exit', () => child.exitCode === null && child.kill('SIGTERM'));
+  return { exited: once(child, 'exit'), log };
+}
+
 let failed = false;
 for (const arg of suites) {
   const [suite, only] = arg.split('=', 2);
@@ -66,9 +92,13 @@ for (const arg of suites) {
     console.error(`unknown suite ${suite}; expected one of ${ALL.join(', ')}`);
     process.exit(2);
   }
+  if (suite === 'python' && pythonBeside !== null) continue;
+  if (suite === 'package' && only === undefined && suites.indexOf('python') > suites.indexOf(arg)) {
+    pythonBeside = startPythonBeside();
+  }
   if (suite === 'python') {
     console.log('\n# suite python: scripts/python-checks.sh');
-    const res = spawnSync('bash', [join(import.meta.dirname, 'python-checks.sh')], {
+    const res = spawnSync('bash', [pythonScript], {
       stdio: 'inherit',
     });
     if (res.status !== 0) failed = true;
@@ -101,5 +131,12 @@ for (const arg of suites) {
     { stdio: 'inherit' },
   );
   if (res.status !== 0) failed = true;
+}
+if (pythonBeside !== null) {
+  const [code] = await pythonBeside.exited;
+  console.log('\n# suite python (run beside package): scripts/python-checks.sh');
+  process.stdout.write(readFileSync(pythonBeside.log, 'utf8'));
+  rmSync(join(pythonBeside.log, '..'), { recursive: true, force: true });
+  if (code !== 0) failed = true;
 }
 process.exit(failed ? 1 : 0);
