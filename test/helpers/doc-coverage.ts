@@ -465,6 +465,13 @@ export const NOT_RUN: readonly NotRun[] = [
   {
     doc: MEASURED,
     command:
+      'DTP_ROOT=<build> node dtp/bench.mjs --jobs 10000 --producers 4 --workers 3 --concurrency 4 --task sha256',
+    reason: 'elsewhere',
+    why: 'the side-by-side harness is not part of the repository',
+  },
+  {
+    doc: MEASURED,
+    command:
       'DTP_ROOT=<build> node dtp/bench.mjs --jobs 20000 --producers 4 --workers 3 --concurrency 4 --task sha256 --database-url /tmp/dbw/db.sqlite',
     reason: 'elsewhere',
     why: 'the side-by-side harness is not part of the repository',
