@@ -170,6 +170,16 @@ export interface Elsewhere {
 
 export const ELSEWHERE: readonly Elsewhere[] = [
   {
+    doc: 'docs/DESIGN_DECISIONS.md',
+    command: 'scripts/ci-node24.sh --prepare',
+    by: '.ci/run',
+    // Started in the background while npm ci compiles; `--in` runs the tests later.
+    contains: [
+      'scripts/ci-node24.sh --prepare "$node24dir"',
+      'scripts/ci-node24.sh --in "$node24dir"',
+    ],
+  },
+  {
     doc: README,
     command: 'npm ci && npm test',
     by: '.ci/run',
