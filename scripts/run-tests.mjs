@@ -72,17 +72,17 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => p
 process.stdout.on('error', () => process.exit(1));
 
 const pythonScript = join(import.meta.dirname, 'python-checks.sh');
-/** The python suite started beside the package suite: its exit, its output file. */
+/** The python suite started beside the package suite: its exit, its output's folder. */
 let pythonBeside = null;
 
 function startPythonBeside() {
-  const log = join(mkdtempSync(join(tmpdir(), 'dtp-test-python-')), 'output.txt');
-  const fd = openSync(log, 'w');
+  const dir = mkdtempSync(join(tmpdir(), 'dtp-test-python-'));
+  const fd = openSync(join(dir, 'output.txt'), 'w');
   const child = spawn('bash', [pythonScript], { stdio: ['ignore', fd, fd] });
   closeSync(fd);
   // However this process ends, the checks do not outlive it.
   process.on('exit', () => child.exitCode === null && child.kill('SIGTERM'));
-  return { exited: once(child, 'exit'), log };
+  return { exited: once(child, 'exit'), dir };
 }
 
 let failed = false;
@@ -135,8 +135,8 @@ for (const arg of suites) {
 if (pythonBeside !== null) {
   const [code] = await pythonBeside.exited;
   console.log('\n# suite python (run beside package): scripts/python-checks.sh');
-  process.stdout.write(readFileSync(pythonBeside.log, 'utf8'));
-  rmSync(join(pythonBeside.log, '..'), { recursive: true, force: true });
+  process.stdout.write(readFileSync(join(pythonBeside.dir, 'output.txt'), 'utf8'));
+  rmSync(pythonBeside.dir, { recursive: true, force: true });
   if (code !== 0) failed = true;
 }
 process.exit(failed ? 1 : 0);
