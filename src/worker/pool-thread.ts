@@ -13,6 +13,13 @@
  * A task settles exactly once, with whichever happens first: the thread's
  * answer, a stop (settled as cancelled at once: whatever the handler does
  * afterwards is never reported), or the thread's death.
+ *
+ * A busy thread may also hold one offered task, its `next` (see
+ * thread-messages.ts): the thread starts it the moment its task ends, and
+ * it becomes the thread's task when that end is heard here. Until the thread
+ * claims it, the pool may withdraw it ({@link PoolThread.withdrawNext}) to
+ * run it elsewhere; one that a dying thread never claimed goes back to the
+ * pool rather than failing.
  */
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
@@ -22,6 +29,7 @@ import { heapExhausted } from './memory-budget.js';
 import {
   SHARED_BYTES,
   SharedWords,
+  type ClaimSlot,
   isThreadResponse,
   type AbortReason,
   type CallOutcome,
@@ -108,14 +116,25 @@ export class PoolTask {
 }
 
 export interface PoolThreadEvents {
-  /** The thread answered its task and can take another. */
+  /**
+   * The thread answered its task. It can take another, or it holds its next
+   * already: the pool then moves that up ({@link PoolThread.promoteNext})
+   * or withdraws it.
+   */
   onIdle(thread: PoolThread): void;
-  /** The thread has exited; it must not be used again. */
-  onExit(thread: PoolThread): void;
+  /**
+   * The thread has exited; it must not be used again. `unclaimed` is its
+   * offered next that it never claimed: not started, to run elsewhere.
+   */
+  onExit(thread: PoolThread, unclaimed: PoolTask | null): void;
 }
 
 interface Stopping {
-  readonly timer: NodeJS.Timeout;
+  /** The task whose end frees the thread (its task, or its claimed next). */
+  readonly task: PoolTask;
+  readonly graceMs: number;
+  /** The grace, once the task is the thread's (a claimed next's waits for the answer before it). */
+  timer: NodeJS.Timeout | null;
   readonly resolve: (how: StopOutcome) => void;
 }
 
@@ -129,7 +148,16 @@ export class PoolThread {
   #sampleSeenAtMs = 0;
   readonly #events: PoolThreadEvents;
   #task: PoolTask | null = null;
-  #stopping: Stopping | null = null;
+  /** The offered next task, and the claim slot of its offer. */
+  #next: PoolTask | null = null;
+  #nextSlot: ClaimSlot = 0;
+  /** Offers made so far: they take the two claim slots in turn. */
+  #offers = 0;
+  /**
+   * Stops under way: of the task, or of a claimed next (at most one each;
+   * a next's grace starts once it is the task).
+   */
+  readonly #stops: Stopping[] = [];
   #terminating = false;
   /** Why the thread died, when it was not on purpose. */
   #crash: string | null = null;
@@ -201,6 +229,57 @@ export class PoolThread {
     return this.#task === null && !this.#terminating;
   }
 
+  /** The offered next task, if any (see the module comment). */
+  get next(): PoolTask | null {
+    return this.#next;
+  }
+
+  /** True while the thread runs a task and may be offered its next: none held, no stop under way. */
+  get offerable(): boolean {
+    return (
+      this.#task !== null && this.#next === null && this.#stops.length === 0 && !this.#terminating
+    );
+  }
+
+  /**
+   * Hands the thread its next task while it runs one ({@link offerable}).
+   * The offer takes the claim slot its offer before last took: that one was
+   * claimed (it became the running task, whose answer came) or withdrawn.
+   */
+  offer(task: PoolTask): void {
+    assert(this.offerable, 'a thread is offered one next task, while it runs one');
+    const slot: ClaimSlot = (this.#offers++ & 1) === 0 ? 0 : 1;
+    this.#next = task;
+    this.#nextSlot = slot;
+    this.#shared.offer(slot, task.requestId);
+    this.#post({ requestId: task.requestId, input: task.input, claimSlot: slot });
+  }
+
+  /**
+   * Takes the offered next back, if the thread has not claimed it: it never
+   * starts here, and the caller runs it elsewhere (or ends it). Null when
+   * there is none, or the thread claimed it first (it runs here, as the
+   * thread's task once the answer before it is heard).
+   */
+  withdrawNext(): PoolTask | null {
+    const next = this.#next;
+    if (next === null || !this.#shared.take(this.#nextSlot, next.requestId)) return null;
+    this.#next = null;
+    return next;
+  }
+
+  /** Once the thread is idle: its next becomes its task (claimed or soon to be). */
+  promoteNext(): PoolTask | null {
+    const next = this.#next;
+    if (next === null || this.#task !== null) return null;
+    this.#next = null;
+    this.#task = next;
+    this.#sampleSeenAtMs = performance.now();
+    const stopping = this.#stopOf(next);
+    if (stopping !== undefined) this.#startGrace(stopping);
+    return next;
+  }
+
   run(task: PoolTask): void {
     assert(this.available, 'a pool thread runs one task at a time');
     this.#task = task;
@@ -215,23 +294,34 @@ export class PoolThread {
    * within `graceMs`. Resolves with how the thread was freed.
    */
   stop(task: PoolTask, reason: AbortReason, graceMs: number): Promise<StopOutcome> {
-    if (this.#task !== task || this.#terminating) return this.exited.then(() => 'terminated');
-    assert(this.#stopping === null, 'a task is stopped once');
+    // A claimed next (its withdrawal failed) runs already: stopped the same way.
+    const ours = this.#task === task || this.#next === task;
+    if (!ours || this.#terminating) return this.exited.then(() => 'terminated');
+    assert(!this.#stops.some((s) => s.task === task), 'a task is stopped once');
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#stopping = null;
-        void this.terminate().then(() => resolve('terminated'));
-      }, graceMs);
-      this.#stopping = { timer, resolve };
+      const stopping: Stopping = { task, graceMs, timer: null, resolve };
+      this.#stops.push(stopping);
+      if (this.#task === task) this.#startGrace(stopping);
       // Seen at once by a handler that is computing; the message only once it yields.
       this.#shared.raiseStop(task.requestId, reason);
       this.#post({ requestId: task.requestId, input: { type: 'ABORT_TASK', reason } });
     });
   }
 
+  /** The stopped task's grace: the thread is terminated unless it settles within it. */
+  #startGrace(stopping: Stopping): void {
+    stopping.timer = setTimeout(() => {
+      void this.terminate().then(() => stopping.resolve('terminated'));
+    }, stopping.graceMs);
+  }
+
+  #stopOf(task: PoolTask): Stopping | undefined {
+    return this.#stops.find((s) => s.task === task);
+  }
+
   /** Answers one call of `task`'s handler; nothing if the thread no longer runs that task. */
   answerCall(task: PoolTask, callId: number, outcome: CallOutcome): void {
-    if (this.#task !== task || this.#terminating || this.#stopping !== null) return;
+    if (this.#task !== task || this.#terminating || this.#stopOf(task) !== undefined) return;
     this.#post({ requestId: task.requestId, input: { type: 'CALL_SETTLED', callId, outcome } });
   }
 
@@ -311,10 +401,10 @@ export class PoolThread {
   #finish(task: PoolTask, outcome: TaskOutcome): void {
     this.#task = null;
     task.settle(outcome); // no effect on a stopped task: its outcome is already cancelled
-    const stopping = this.#stopping;
-    this.#stopping = null;
-    if (stopping !== null) {
-      clearTimeout(stopping.timer);
+    const stopping = this.#stopOf(task);
+    if (stopping !== undefined) {
+      this.#stops.splice(this.#stops.indexOf(stopping), 1);
+      if (stopping.timer !== null) clearTimeout(stopping.timer);
       stopping.resolve('cooperative');
     }
     this.#events.onIdle(this);
@@ -324,19 +414,24 @@ export class PoolThread {
     this.#terminating = true;
     const task = this.#task;
     this.#task = null;
-    if (this.#stopping !== null) {
-      clearTimeout(this.#stopping.timer);
-      this.#stopping.resolve('terminated');
-      this.#stopping = null;
+    // An offer the thread never claimed did not start: the pool runs it elsewhere.
+    const unclaimed = this.withdrawNext();
+    const claimed = this.#next;
+    this.#next = null;
+    for (const stopping of this.#stops.splice(0)) {
+      if (stopping.timer !== null) clearTimeout(stopping.timer);
+      stopping.resolve('terminated');
     }
     // A stopped task is already settled; this only catches real deaths.
-    task?.settle({
-      success: false,
-      error: this.#crash ?? `task thread exited unexpectedly with code ${code}`,
-      cancelled: false,
-      retryable: true,
-    });
+    for (const died of [task, claimed]) {
+      died?.settle({
+        success: false,
+        error: this.#crash ?? `task thread exited unexpectedly with code ${code}`,
+        cancelled: false,
+        retryable: true,
+      });
+    }
     this.#resolveExited();
-    this.#events.onExit(this);
+    this.#events.onExit(this, unclaimed);
   }
 }

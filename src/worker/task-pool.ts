@@ -17,6 +17,16 @@
  *   A thread over budget is terminated and its task fails saying so; a thread
  *   that keeps much memory after its task is replaced instead of reused.
  *
+ * - Tasks beyond `capacity` wait (up to `queueLimit`). A busy thread is
+ *   offered the oldest waiting task as its next (pool-thread.ts): it starts
+ *   it the moment its own task ends, without a round trip through this
+ *   thread, and a run of short tasks keeps each thread awake between them.
+ *   An offer still unclaimed after {@link OFFER_WAIT_MS} is taken over by
+ *   an idle thread (at once if one is idle then, or when one goes idle), so a
+ *   long task does not hold up the task offered behind it. Sooner would
+ *   cost more than it saves: a thread with short tasks claims its offer
+ *   within microseconds, and taking it over costs two more messages.
+ *
  * Between a stop and the end of its grace, the stopping thread still exists
  * next to up to `capacity` live ones; so at most `capacity` + (tasks stopped
  * within the last grace period) threads exist, and idle threads beyond
@@ -102,6 +112,18 @@ export interface TaskHandle {
 
 const THREAD_ENTRY = new URL('./task-thread.js', import.meta.url);
 
+/**
+ * How long an offered task waits behind its thread's task before an idle
+ * thread may take it over (ahead of any task queued after it).
+ */
+export const OFFER_WAIT_MS = 10;
+
+/** A task offered to a busy thread, and when (performance.now()). */
+interface Offer {
+  readonly thread: PoolThread;
+  readonly atMs: number;
+}
+
 function endedHandle(error: string): TaskHandle {
   const outcome: TaskOutcome = { success: false, error, cancelled: false, retryable: true };
   return {
@@ -126,6 +148,12 @@ export class TaskPool {
   readonly #running = new Map<PoolTask, PoolThread>();
   /** Tasks waiting for a thread, oldest first. */
   readonly #queued: PoolTask[] = [];
+  /** Tasks offered to busy threads, oldest first (Map keeps the order they were offered). */
+  readonly #offered = new Map<PoolTask, Offer>();
+  /** Threads that may be offered a next task (checked again when used). */
+  readonly #offerable = new Set<PoolThread>();
+  /** Set while an idle thread waits for an offer to be old enough to take over. */
+  #takeOverTimer: NodeJS.Timeout | null = null;
   readonly #queueLimit: number;
   #nextRequestId = 1;
   #closing: Promise<void> | null = null;
@@ -155,9 +183,9 @@ export class TaskPool {
     return this.#running.size;
   }
 
-  /** Tasks waiting for a free thread. */
+  /** Tasks waiting for a free thread, offered ones included. */
   get queuedCount(): number {
-    return this.#queued.length;
+    return this.#queued.length + this.#offered.size;
   }
 
   /**
@@ -173,7 +201,7 @@ export class TaskPool {
   ): TaskHandle {
     if (this.#closing !== null) return endedHandle('task pool is closed');
     const full = this.#running.size >= this.capacity;
-    if (full && this.#queued.length >= this.#queueLimit) {
+    if (full && this.queuedCount >= this.#queueLimit) {
       return endedHandle(`task pool at capacity (${this.capacity} tasks)`);
     }
     const input: RunTaskInput = { type: 'RUN_TASK', ...run };
@@ -182,8 +210,10 @@ export class TaskPool {
     );
     task.onProgress = onProgress;
     task.onCall = onCall;
-    if (full) this.#queued.push(task);
-    else this.#start(task, this.#takeIdle() ?? this.#spawn());
+    if (full) {
+      this.#queued.push(task);
+      this.#offerQueued();
+    } else this.#start(task, this.#takeIdle() ?? this.#spawn());
     return {
       outcome: task.outcome,
       started: task.started,
@@ -197,7 +227,11 @@ export class TaskPool {
     this.#closing ??= (async () => {
       if (this.#memoryTimer !== null) clearInterval(this.#memoryTimer);
       this.#memoryTimer = null;
-      for (const task of [...this.#queued.splice(0), ...this.#running.keys()]) {
+      if (this.#takeOverTimer !== null) clearTimeout(this.#takeOverTimer);
+      this.#takeOverTimer = null;
+      const offered = [...this.#offered.keys()];
+      this.#offered.clear();
+      for (const task of [...this.#queued.splice(0), ...offered, ...this.#running.keys()]) {
         task.settle({
           success: false,
           error: 'task pool closed',
@@ -211,7 +245,8 @@ export class TaskPool {
   }
 
   #stop(task: PoolTask, reason: AbortReason): Promise<StopOutcome> {
-    const thread = this.#running.get(task);
+    const offer = this.#offered.get(task);
+    const thread = this.#running.get(task) ?? offer?.thread;
     const index = thread === undefined ? this.#queued.indexOf(task) : -1;
     if (thread === undefined && index < 0) return Promise.resolve('cooperative'); // ended already
     if (index >= 0) this.#queued.splice(index, 1); // still waiting: it never starts
@@ -222,9 +257,85 @@ export class TaskPool {
       retryable: true,
     });
     if (thread === undefined) return Promise.resolve('cooperative');
+    if (offer !== undefined) {
+      this.#offered.delete(task);
+      // Withdrawn before the thread claimed it: it never starts.
+      if (thread.withdrawNext() === task) {
+        this.#offerable.add(thread);
+        this.#offerQueued();
+        return Promise.resolve('cooperative');
+      }
+      // Claimed: the task before it has ended there; stop it as a running one.
+      return thread.stop(task, reason, this.cancelGraceMs);
+    }
+    // What waits behind the stopped task runs elsewhere (unless claimed already).
+    this.#takeBack(thread);
     const stopped = thread.stop(task, reason, this.cancelGraceMs);
     this.#startQueued(); // its slot is free at once; the stopping thread is not
     return stopped;
+  }
+
+  /** Withdraws a thread's unclaimed next to the head of the queue. */
+  #takeBack(thread: PoolThread): void {
+    const back = thread.withdrawNext();
+    if (back === null) return;
+    this.#offered.delete(back);
+    this.#queued.unshift(back);
+  }
+
+  /** Offers waiting tasks, oldest first, to the busy threads that hold none. */
+  #offerQueued(): void {
+    if (this.#closing !== null) return;
+    for (const thread of this.#offerable) {
+      if (this.#queued.length === 0) return;
+      this.#offerable.delete(thread);
+      if (!thread.offerable) continue;
+      const task = this.#queued.shift();
+      if (task === undefined) return;
+      thread.offer(task);
+      this.#offered.set(task, { thread, atMs: performance.now() });
+    }
+  }
+
+  /**
+   * The oldest offer, withdrawn from its thread for an idle one, once it
+   * has waited {@link OFFER_WAIT_MS}. Null when there is none that old, or
+   * its thread claimed it first.
+   */
+  #takeOverOffer(): PoolTask | null {
+    for (const [task, offer] of this.#offered) {
+      if (performance.now() - offer.atMs < OFFER_WAIT_MS) return null;
+      if (offer.thread.withdrawNext() !== task) return null; // claimed: it runs there
+      this.#offered.delete(task);
+      this.#offerable.add(offer.thread);
+      return task;
+    }
+    return null;
+  }
+
+  /** An idle thread waits: look again when the oldest offer may be taken over. */
+  #armTakeOver(): void {
+    if (this.#takeOverTimer !== null || this.#closing !== null) return;
+    const oldest = this.#offered.values().next();
+    if (oldest.done === true) return;
+    const waitMs = Math.max(0, oldest.value.atMs + OFFER_WAIT_MS - performance.now());
+    this.#takeOverTimer = setTimeout(() => this.#takeOverLate(), Math.ceil(waitMs)).unref();
+  }
+
+  /** Idle threads take over the offers that are old enough now. */
+  #takeOverLate(): void {
+    this.#takeOverTimer = null;
+    while (this.#closing === null && this.#running.size < this.capacity) {
+      const thread = this.#takeIdle();
+      if (thread === undefined) return;
+      const task = this.#takeOverOffer();
+      if (task === null) {
+        this.#idle.push(thread);
+        this.#armTakeOver();
+        return;
+      }
+      this.#start(task, thread);
+    }
   }
 
   /** An idle thread that is not on its way out, if any. */
@@ -238,7 +349,7 @@ export class TaskPool {
   #spawn(): PoolThread {
     const thread = new PoolThread(THREAD_ENTRY, this.#modules, this.taskMemoryMb, {
       onIdle: (t) => this.#onIdle(t),
-      onExit: (t) => this.#onExit(t),
+      onExit: (t, unclaimed) => this.#onExit(t, unclaimed),
     });
     this.#threads.add(thread);
     return thread;
@@ -247,6 +358,7 @@ export class TaskPool {
   #start(task: PoolTask, thread: PoolThread): void {
     this.#running.set(task, thread);
     thread.run(task);
+    this.#offerable.add(thread);
     this.#memoryTimer ??= setInterval(() => this.#checkMemory(), CHECK_INTERVAL_MS).unref();
   }
 
@@ -276,13 +388,34 @@ export class TaskPool {
     // thread never collects what its task left: let either go.
     const retained = thread.memoryMb > RETAINED_LIMIT_MB;
     if (this.#closing !== null || this.#threads.size > this.capacity || retained) {
-      void thread.terminate();
-      this.#startQueued();
+      this.#takeBack(thread);
+      if (thread.next === null) {
+        this.#offerable.delete(thread);
+        void thread.terminate();
+        this.#startQueued();
+        return;
+      }
+      // It claimed its next already: that one runs here first.
+    }
+    const promoted = thread.promoteNext();
+    if (promoted !== null) {
+      this.#offered.delete(promoted);
+      // A next stopped after its claim is settled: its slot is free already.
+      if (!promoted.settled) this.#running.set(promoted, thread);
+      this.#offerable.add(thread);
+      this.#offerQueued();
       return;
     }
-    const next = this.#running.size < this.capacity ? this.#queued.shift() : undefined;
-    if (next !== undefined) this.#start(next, thread);
-    else this.#idle.push(thread);
+    const free = this.#running.size < this.capacity;
+    const next = free ? (this.#takeOverOffer() ?? this.#queued.shift()) : undefined;
+    if (next !== undefined) {
+      this.#start(next, thread);
+      this.#offerQueued();
+    } else {
+      this.#offerable.delete(thread);
+      this.#idle.push(thread);
+      this.#armTakeOver();
+    }
   }
 
   /** Starts waiting tasks while slots are free (a new thread where no idle one is left). */
@@ -292,10 +425,17 @@ export class TaskPool {
       if (next === undefined) return;
       this.#start(next, this.#takeIdle() ?? this.#spawn());
     }
+    this.#offerQueued();
   }
 
-  #onExit(thread: PoolThread): void {
+  #onExit(thread: PoolThread, unclaimed: PoolTask | null): void {
     this.#threads.delete(thread);
+    this.#offerable.delete(thread);
+    for (const [task, offer] of this.#offered) {
+      if (offer.thread === thread) this.#offered.delete(task); // claimed: settled as it died
+    }
+    // Never started there: it waits for a thread again, first in line.
+    if (unclaimed !== null && !unclaimed.settled) this.#queued.unshift(unclaimed);
     const index = this.#idle.indexOf(thread);
     if (index >= 0) this.#idle.splice(index, 1);
     this.#startQueued(); // a crashed thread's slot is free again

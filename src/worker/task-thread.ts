@@ -7,7 +7,9 @@
  * (the main thread has checked them already) beside the built-in tasks.
  * Protocol (see thread-messages.ts): for each `RUN_TASK` it replies
  * `TASK_STARTED` once the payload is valid and the handler begins, any
- * number of `TASK_LOG`, then exactly one `TASK_SUCCEEDED` or `TASK_FAILED`.
+ * number of `TASK_LOG`, then exactly one `TASK_SUCCEEDED` or `TASK_FAILED`;
+ * an offer it could not claim gets no reply at all. A `RUN_TASK` that comes
+ * while an attempt runs waits for it to end.
  * `ABORT_TASK` fires the attempt's `ctx.signal`; the handler decides what to
  * do with it (the main thread terminates this thread if it ignores it).
  * A handler that computes without yielding never sees that message, so the
@@ -39,6 +41,7 @@ import {
   isTaskThreadData,
   isThreadRequest,
   type AbortReason,
+  type ClaimSlot,
   type RunTaskInput,
   type TaskLogLevel,
   type ThreadOutput,
@@ -501,14 +504,40 @@ async function run(requestId: number, input: RunTaskInput): Promise<void> {
   }
 }
 
+/**
+ * Requests that came while an attempt ran: offers of the next attempt (and,
+ * after a stop, whatever the pool sends once it has heard the end), oldest
+ * first. Each starts when the one before it has ended.
+ */
+const waiting: { requestId: number; input: RunTaskInput; claimSlot: ClaimSlot | undefined }[] = [];
+
+/**
+ * Starts an attempt unless it is an offer the main thread has withdrawn
+ * (then it is dropped unseen), and the next waiting one after it. The next
+ * starts in the same turn as the reply of this one, so both leave together.
+ */
+function start(requestId: number, input: RunTaskInput, claimSlot: ClaimSlot | undefined): void {
+  if (claimSlot !== undefined && !shared.take(claimSlot, requestId)) {
+    startWaiting();
+    return;
+  }
+  void run(requestId, input).then(startWaiting);
+}
+
+function startWaiting(): void {
+  const next = waiting.shift();
+  if (next !== undefined) start(next.requestId, next.input, next.claimSlot);
+}
+
 port.on('message', (value: unknown) => {
   // Only the pool talks to this thread; a malformed request is a bug there,
   // and crashing makes the pool fail the task loudly.
   if (!isThreadRequest(value)) throw new Error('task thread received a malformed request');
-  const { requestId, input } = value;
+  const { requestId, input, claimSlot } = value;
   switch (input.type) {
     case 'RUN_TASK':
-      void run(requestId, input);
+      if (running.size > 0 || waiting.length > 0) waiting.push({ requestId, input, claimSlot });
+      else start(requestId, input, claimSlot);
       return;
     case 'ABORT_TASK':
       running.get(requestId)?.stop(input.reason);

@@ -23,7 +23,15 @@
  *           TASK_SUSPENDED  the handler slept or waits (`ctx.sleep`,
  *                           `ctx.waitFor`): the attempt ends without a result
  *
- * A thread runs at most one attempt at a time. A handler that ignores its
+ * A thread runs at most one attempt at a time. While it runs one, the main
+ * thread may offer it the next (a RUN_TASK whose envelope has a `claimSlot`): the thread
+ * keeps it and starts it as soon as the running attempt ends, without
+ * waiting for the main thread to hear of that end. An offer is only taken
+ * if the thread claims it first in its shared claim word; the main thread
+ * may withdraw an offer the thread has not claimed yet (to run it elsewhere,
+ * or to cancel it), and whichever of the two swaps the word first wins.
+ *
+ * A handler that ignores its
  * aborted signal is not waited for: the main thread terminates the thread
  * after the cancel grace, the only way to stop code that never yields.
  *
@@ -62,6 +70,9 @@ export interface RunTaskInput {
   stepCount?: number | null;
 }
 
+/** The two claim words of a thread: at most two offers to it are open at once. */
+export type ClaimSlot = 0 | 1;
+
 /** Why an attempt's signal fired. */
 export type AbortReason = 'cancel' | 'deadline';
 export const ABORT_REASONS: readonly AbortReason[] = ['cancel', 'deadline'];
@@ -99,6 +110,11 @@ export type ThreadOutput =
 export interface ThreadRequest {
   requestId: number;
   input: ThreadInput;
+  /**
+   * A RUN_TASK that is an offer: the claim word (0 or 1) the thread must win
+   * before it starts the attempt. Absent: a plain request, run as it comes.
+   */
+  claimSlot?: ClaimSlot;
 }
 
 export interface ThreadResponse {
@@ -114,21 +130,26 @@ export interface TaskThreadData {
 }
 
 /** Size of a thread's shared words. */
-export const SHARED_BYTES = 16;
+export const SHARED_BYTES = 24;
 const STOP_REQUEST = 0;
 const STOP_REASON = 1;
 const MEMORY_MB = 2;
 const MEMORY_SAMPLES = 3;
+const CLAIMS = 4;
 const REASON_CODES: { readonly [R in AbortReason]: number } = { cancel: 1, deadline: 2 };
 
 /**
- * Four int32 words one task thread shares with the main thread, read and
+ * Six int32 words one task thread shares with the main thread, read and
  * written with Atomics:
  *
  *   0  stop request  request id (as int32) of the attempt to stop (main writes)
  *   1  stop reason   why (main writes)
  *   2  memory        the thread's heap + external memory at its last sample, in MiB (thread writes)
  *   3  samples       how many samples it has taken, wrapping (thread writes)
+ *   4, 5  claims     the open offer of each claim slot: its request id as a
+ *                   nonzero int32, or 0 once claimed or withdrawn (main
+ *                   writes an offer; either side swaps it to 0, and only
+ *                   the one whose swap found the id may act on it)
  *
  * A stale stop request (an earlier attempt's id) never matches the running one.
  */
@@ -152,6 +173,21 @@ export class SharedWords {
     return Atomics.load(this.#words, STOP_REASON) === REASON_CODES.deadline ? 'deadline' : 'cancel';
   }
 
+  /** Main thread: opens an offer of `requestId` in `slot` (the slot's last offer has been settled). */
+  offer(slot: ClaimSlot, requestId: number): void {
+    Atomics.store(this.#words, CLAIMS + slot, claimWord(requestId));
+  }
+
+  /**
+   * Either side: takes the offer of `requestId` in `slot`. True for the one
+   * caller that found it still open (the thread may start it, or the main
+   * thread has withdrawn it); false once the other side has taken it.
+   */
+  take(slot: ClaimSlot, requestId: number): boolean {
+    const word = claimWord(requestId);
+    return Atomics.compareExchange(this.#words, CLAIMS + slot, word, 0) === word;
+  }
+
   /** Task thread: records a memory sample, in MiB. */
   recordMemory(usedMb: number): void {
     Atomics.store(this.#words, MEMORY_MB, Math.min(Math.ceil(usedMb), 2 ** 31 - 1));
@@ -165,6 +201,11 @@ export class SharedWords {
       samples: Atomics.load(this.#words, MEMORY_SAMPLES),
     };
   }
+}
+
+/** A request id as a claim word: never 0 (0 means no open offer), whatever the id. */
+function claimWord(requestId: number): number {
+  return (requestId % 0x7fffffff) + 1;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -245,7 +286,12 @@ function isThreadOutput(value: unknown): value is ThreadOutput {
 
 /** Checks a structured-clone value that arrived on the thread side. */
 export function isThreadRequest(value: unknown): value is ThreadRequest {
-  return isRecord(value) && typeof value.requestId === 'number' && isThreadInput(value.input);
+  return (
+    isRecord(value) &&
+    typeof value.requestId === 'number' &&
+    isThreadInput(value.input) &&
+    (value.claimSlot === undefined || value.claimSlot === 0 || value.claimSlot === 1)
+  );
 }
 
 /** Checks a structured-clone value that arrived on the main side. */

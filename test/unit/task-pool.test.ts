@@ -5,12 +5,17 @@
  * crashes and closing.
  */
 import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../../src/protocol/limits.js';
 import type { JsonObject } from '../../src/protocol/messages.js';
 import { workerOptionsProblem } from '../../src/worker/options.js';
+import { SHARED_BYTES, SharedWords } from '../../src/worker/thread-messages.js';
 import {
+  OFFER_WAIT_MS,
   TaskPool,
   type TaskHandle,
   type TaskOutcome,
@@ -56,6 +61,14 @@ export default {
     for (;;) { if (signal.aborted) throw signal.reason; }
   },
   crunch: (payload, ctx) => { for (;;) { ctx.signal.throwIfAborted(); } },
+  // Writes payload.marker as it starts (a test reads it without yielding), then
+  // honours its signal, or ignores it with payload.stubborn.
+  marked: async (payload, ctx) => {
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(payload.marker, 'started');
+    if (payload.stubborn) for (;;) {}
+    await new Promise((resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)));
+  },
   crunchUntilAborted: (payload, ctx) => {
     let heard = false;
     ctx.signal.addEventListener('abort', () => { heard = true; });
@@ -396,6 +409,72 @@ describe('TaskPool', () => {
     assert.deepEqual(await afterStop.outcome, succeeded('{"after":"stop"}'));
   });
 
+  it('runs a task offered behind a long one on a thread that goes idle, after OFFER_WAIT_MS', async () => {
+    // The offer goes to the first busy thread (the long task's); the other
+    // thread's task ends at once, and that thread takes the offer over.
+    const pool = createPool({ capacity: 2, queueLimit: 1, modules: [MISBEHAVING] });
+    const long = run(pool, 'polite');
+    assert.equal(await long.started, true);
+    const quick = run(pool, 'SLEEP', { durationMillis: 1 });
+    const offered = run(pool, 'echo', { n: 'offered' });
+    const offeredAt = performance.now();
+    assert.equal(pool.queuedCount, 1, 'offered tasks count as waiting');
+    assert.deepEqual(await quick.outcome, succeeded('slept 1 ms'));
+    assert.deepEqual(await offered.outcome, succeeded('{"n":"offered"}'));
+    assert.ok(performance.now() - offeredAt >= OFFER_WAIT_MS - 1, 'not taken over sooner');
+    assert.equal(pool.runningCount, 1, 'the long task still runs');
+    assert.equal(pool.queuedCount, 0);
+    assert.equal(pool.threadCount, 2);
+    assert.equal(await long.stop('cancel'), 'cooperative');
+  });
+
+  describe('a stop of an offer the thread has claimed already', () => {
+    let dir = '';
+    afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+    /**
+     * Runs `first` (ended at once) and offers `marked` behind it on one thread,
+     * then holds this thread until the offer has started there: the first
+     * task's answer is not heard yet, so the offer is claimed but not the
+     * thread's task here. Then stops the offer.
+     */
+    async function stopClaimedOffer(
+      cancelGraceMs: number,
+      stubborn: boolean,
+    ): Promise<{ first: TaskHandle; offer: TaskHandle; stopping: Promise<string> }> {
+      dir = mkdtempSync(join(tmpdir(), 'dtp-offer-'));
+      const marker = join(dir, 'started');
+      const pool = createPool({
+        capacity: 1,
+        queueLimit: 1,
+        cancelGraceMs,
+        modules: [MISBEHAVING],
+      });
+      assert.deepEqual(await run(pool, 'echo', { warm: true }).outcome, succeeded('{"warm":true}'));
+      const first = run(pool, 'echo', { n: 1 });
+      const offer = run(pool, 'marked', { marker, stubborn });
+      const deadline = Date.now() + 10_000;
+      while (!existsSync(marker)) {
+        if (Date.now() > deadline) throw new Error('the offer never started');
+      }
+      return { first, offer, stopping: offer.stop('cancel') };
+    }
+
+    it('stops it as a running task, and the task before it keeps its result', async () => {
+      const { first, offer, stopping } = await stopClaimedOffer(5_000, false);
+      assert.deepEqual(await offer.outcome, stopped('cancel'));
+      assert.equal(await stopping, 'cooperative');
+      assert.deepEqual(await first.outcome, succeeded('{"n":1}'));
+    });
+
+    it('terminates it after its grace when it ignores its signal, and the task before it keeps its result', async () => {
+      const { first, offer, stopping } = await stopClaimedOffer(0, true);
+      assert.deepEqual(await first.outcome, succeeded('{"n":1}'));
+      assert.deepEqual(await offer.outcome, stopped('cancel'));
+      assert.equal(await stopping, 'terminated');
+    });
+  });
+
   it('cancels queued tasks too when closed', async () => {
     const pool = createPool({ capacity: 1, queueLimit: 1 });
     const running = run(pool, 'SLEEP', { durationMillis: 60_000 });
@@ -457,5 +536,32 @@ describe('TaskPool', () => {
         message: /queueLimit must be an integer in 0\.\.4 x capacity/,
       });
     }
+  });
+});
+
+describe('SharedWords claims', () => {
+  it('lets exactly one side take an open offer, and only the offer of that request', () => {
+    const buffer = new SharedArrayBuffer(SHARED_BYTES);
+    const main = new SharedWords(buffer);
+    const thread = new SharedWords(buffer);
+    main.offer(0, 7);
+    main.offer(1, 8);
+    assert.equal(thread.take(0, 8), false, 'another request');
+    assert.equal(thread.take(0, 7), true, 'claimed');
+    assert.equal(main.take(0, 7), false, 'withdrawn too late');
+    assert.equal(main.take(1, 8), true, 'withdrawn');
+    assert.equal(thread.take(1, 8), false, 'claimed too late');
+  });
+
+  it('never offers a request id as the empty word, however large it grows', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }), (requestId) => {
+        const words = new SharedWords(new SharedArrayBuffer(SHARED_BYTES));
+        words.offer(1, requestId);
+        return words.take(1, requestId) && !words.take(1, requestId);
+      }),
+    );
+    const words = new SharedWords(new SharedArrayBuffer(SHARED_BYTES));
+    assert.equal(words.take(0, 0x7fffffff * 3), false, 'nothing offered: nothing to take');
   });
 });
