@@ -25,7 +25,7 @@ export interface WorkerOptions {
   capacity: number;
   /**
    * Attempts taken beyond `capacity` and queued here until a slot is free,
-   * 0..4 x capacity (default: 2 x capacity; 0 turns it off). Asked of the
+   * 0..4 x capacity (default: 4 x capacity; 0 turns it off). Asked of the
    * coordinator at registration; one that offers `prefetch` uses it only
    * while this worker's attempts are short, one that does not never does.
    */
@@ -84,7 +84,7 @@ export const DEFAULT_CANCEL_GRACE_MS = 1_000;
 /** Default `connectTimeoutMs`. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 /** Default `prefetch`, per unit of capacity. */
-export const DEFAULT_PREFETCH_PER_SLOT = 2;
+export const DEFAULT_PREFETCH_PER_SLOT = 4;
 
 /** Inclusive bounds of every numeric worker option. */
 export const WORKER_BOUNDS = {

@@ -81,14 +81,14 @@ describe('task modules through the scripts', () => {
     assert.match(output, /--prefetch must be at most 4 x --capacity \(8\), got 9/);
   });
 
-  it('starts with --capacity 600: the default prefetch (2 x capacity) is within every bound below', async () => {
+  it('starts with --capacity 600: the default prefetch (4 x capacity) is within every bound below', async () => {
     const proc = ScriptProcess.start(
       'worker.sh',
       ['--coordinator-port', '1', '--reconnect-delay-millis', '60000', '--capacity', '600'],
       { cwd: temp.dir },
     );
     procs.push(proc);
-    await proc.waitForOutput(/worker started.*capacity=600.*prefetch=1200/);
+    await proc.waitForOutput(/worker started.*capacity=600.*prefetch=2400/);
     assert.equal(proc.running, true, proc.output);
   });
 

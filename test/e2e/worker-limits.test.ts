@@ -2,7 +2,7 @@
  * `scripts/worker.sh` as a separate process, at the edges of its limits:
  *
  * - every capacity up to the maximum starts with its default prefetch
- *   (2 x capacity);
+ *   (4 x capacity);
  * - a cancel preempts computing tasks: four running PRIME_COUNT 50,000,000 on
  *   a 4-slot worker, cancelled, stop at once, which the worker process's own
  *   CPU time (read from /proc/<pid>/stat) shows, not only its log;
@@ -41,7 +41,7 @@ describe('worker.sh --capacity', () => {
       ]);
       procs.push(proc);
       await proc.waitForOutput(
-        new RegExp(`worker started .*capacity=${capacity} prefetch=${2 * capacity}`),
+        new RegExp(`worker started .*capacity=${capacity} prefetch=${4 * capacity}`),
       );
       assert.equal(await proc.stop(), 0, proc.output);
     });

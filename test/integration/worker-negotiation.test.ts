@@ -182,7 +182,7 @@ describe('a dtp worker uses an extension only when offered', { timeout: 120_000 
   it('queues assignments beyond capacity only when prefetch was offered', async () => {
     for (const features of [['prefetch'], undefined]) {
       const { session, w } = await setUp(features, 1);
-      assert.equal(session.all('WORKER_REGISTER')[0]?.prefetch, 2, 'asks for 2 x capacity');
+      assert.equal(session.all('WORKER_REGISTER')[0]?.prefetch, 4, 'asks for 4 x capacity');
       const started = once(w.events, 'started');
       const first = session.assign('job-1', 'polite', { ms: 150 });
       await started;

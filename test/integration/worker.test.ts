@@ -64,7 +64,7 @@ describe('Worker', () => {
       traceContext: true, // each job's trace context with its assignments
       children: true, // its handlers may enqueue child jobs
       steps: true, // each job's recorded steps with its assignments
-      prefetch: 6, // 2 x capacity unless told otherwise
+      prefetch: 12, // 4 x capacity unless told otherwise
       heldAttempts: [], // a new process holds nothing
     });
     assert.equal(worker.connected, true);
@@ -75,12 +75,12 @@ describe('Worker', () => {
     assert.equal(logged(logs, 'registered')[0]?.workerId, 'worker-under-test');
   });
 
-  it('registers with a capacity above 512 and its default prefetch of 2 x capacity', async () => {
+  it('registers with a capacity above 512 and its default prefetch of 4 x capacity', async () => {
     const fake = await startFake();
     startWorker(fake.port, { capacity: 600 });
     const [, register] = await fake.nextRegistration();
     assert.equal(register.capacity, 600);
-    assert.equal(register.prefetch, 1_200);
+    assert.equal(register.prefetch, 2_400);
   });
 
   it('sends heartbeats at roughly the interval when registered', async () => {
