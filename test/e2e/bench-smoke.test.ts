@@ -82,4 +82,21 @@ describe('benchmarks (smoke run)', () => {
     );
     for (const line of lines) assert.ok(line.decodeNs > 0 && line.encodeNs > 0, line.type);
   });
+
+  it('runs the thread-hop micro-benchmark small and prints one JSON line per kind', async () => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [join(ROOT, 'dist', 'bench', 'thread-hop.js'), '--count', '200', '--reps', '1'],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    const lines = stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { kind: string; cpuUsPerRoundTrip: number });
+    assert.deepEqual(
+      lines.map((line) => line.kind),
+      ['message-number', 'message-attempt', 'atomics'],
+    );
+    for (const line of lines) assert.ok(line.cpuUsPerRoundTrip > 0, line.kind);
+  });
 });

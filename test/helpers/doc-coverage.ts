@@ -550,6 +550,12 @@ export const NOT_RUN: readonly NotRun[] = [
   },
   {
     doc: MEASURED,
+    command: 'node dist/bench/thread-hop.js',
+    reason: 'measurement',
+    why: 'test/e2e/bench-smoke.test.ts runs the same program with 200 round trips, 1 round',
+  },
+  {
+    doc: MEASURED,
     command: 'node dist/bench/http-paging.js 1000000',
     reason: 'measurement',
     why: 'a million jobs; test/e2e/dashboard.test.ts and the HTTP unit tests page through small sets',
