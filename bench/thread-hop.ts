@@ -20,6 +20,7 @@
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { median } from './harness.js';
 
 type Kind = 'message-number' | 'message-attempt' | 'atomics';
 const KINDS: readonly Kind[] = ['message-number', 'message-attempt', 'atomics'];
@@ -115,11 +116,6 @@ async function round(kind: Kind, count: number): Promise<number> {
   } finally {
     await thread.terminate();
   }
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? 0;
 }
 
 async function main(): Promise<void> {

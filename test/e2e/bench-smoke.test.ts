@@ -12,6 +12,19 @@ import { promisify } from 'node:util';
 import { ROOT } from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
 
+/** Runs dist/bench/`file` with `args` and answers the JSON lines it printed. */
+async function microBenchLines(file: string, args: string[]): Promise<unknown[]> {
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    [join(ROOT, 'dist', 'bench', file), ...args],
+    { encoding: 'utf8', timeout: 60_000 },
+  );
+  return stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as unknown);
+}
+
 describe('benchmarks (smoke run)', () => {
   const tmp = tempDir('dtp-bench-smoke-');
   after(() => tmp.remove());
@@ -48,34 +61,26 @@ describe('benchmarks (smoke run)', () => {
   });
 
   it('runs the fan-out micro-benchmark small and prints its JSON line', async () => {
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      [
-        join(ROOT, 'dist', 'bench', 'fanout.js'),
-        '--subscribers',
-        '5',
-        '--jobs',
-        '100',
-        '--reps',
-        '1',
-      ],
-      { encoding: 'utf8', timeout: 60_000 },
-    );
-    const line = JSON.parse(stdout) as { subscribers: number; eventsPerJobAndSubscriber: number };
+    const lines = await microBenchLines('fanout.js', [
+      '--subscribers',
+      '5',
+      '--jobs',
+      '100',
+      '--reps',
+      '1',
+    ]);
+    assert.equal(lines.length, 1, 'one JSON line');
+    const line = lines[0] as { subscribers: number; eventsPerJobAndSubscriber: number };
     assert.equal(line.subscribers, 5);
     assert.ok(line.eventsPerJobAndSubscriber > 0, 'the subscribers received events');
   });
 
   it('runs the codec micro-benchmark small and prints one JSON line per message', async () => {
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      [join(ROOT, 'dist', 'bench', 'codec.js'), '--count', '1000', '--reps', '1'],
-      { encoding: 'utf8', timeout: 60_000 },
-    );
-    const lines = stdout
-      .trim()
-      .split('\n')
-      .map((line) => JSON.parse(line) as { type: string; decodeNs: number; encodeNs: number });
+    const lines = (await microBenchLines('codec.js', ['--count', '1000', '--reps', '1'])) as {
+      type: string;
+      decodeNs: number;
+      encodeNs: number;
+    }[];
     assert.deepEqual(
       lines.map((line) => line.type),
       ['TASK_ASSIGN', 'TASK_RESULT', 'JOB_EVENT'],
@@ -84,15 +89,10 @@ describe('benchmarks (smoke run)', () => {
   });
 
   it('runs the thread-hop micro-benchmark small and prints one JSON line per kind', async () => {
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      [join(ROOT, 'dist', 'bench', 'thread-hop.js'), '--count', '200', '--reps', '1'],
-      { encoding: 'utf8', timeout: 60_000 },
-    );
-    const lines = stdout
-      .trim()
-      .split('\n')
-      .map((line) => JSON.parse(line) as { kind: string; cpuUsPerRoundTrip: number });
+    const lines = (await microBenchLines('thread-hop.js', ['--count', '200', '--reps', '1'])) as {
+      kind: string;
+      cpuUsPerRoundTrip: number;
+    }[];
     assert.deepEqual(
       lines.map((line) => line.kind),
       ['message-number', 'message-attempt', 'atomics'],
