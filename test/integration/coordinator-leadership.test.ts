@@ -168,6 +168,10 @@ describe('coordinators sharing PostgreSQL', { skip }, () => {
     });
     assert.equal(second.coordinator.status().epoch, 2);
     const c2 = await client(second.coordinator);
+    // Kept for w1 a heartbeat timeout; w1 never comes to the new leader.
+    await until(async () => (await c2.status(requeued)).state === 'QUEUED', {
+      what: 'the kept attempt to end',
+    });
     const again = await c2.request({ type: 'GET_JOB_STATUS', jobId: requeued, attempts: true });
     assert.ok(again.type === 'JOB_STATUS', JSON.stringify(again));
     assert.equal(again.job.state, 'QUEUED');

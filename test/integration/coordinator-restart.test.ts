@@ -54,7 +54,7 @@ describe('coordinator restart recovery', () => {
   after(() => temp.remove());
   db = `${temp.dir}/db-0.sqlite`;
 
-  it('keeps a completed job and requeues a running one, counting the interrupted attempt', async () => {
+  it('keeps a completed job and requeues a running one whose worker does not come back, counting the interrupted attempt', async () => {
     await start();
     let c = await client();
     const w = await worker('before');
@@ -67,6 +67,11 @@ describe('coordinator restart recovery', () => {
     c = await client();
     const kept = await c.status(done);
     assert.deepEqual([kept.state, kept.result, kept.attempts], ['COMPLETED', 'hash-abc', 1]);
+    assert.equal((await c.status(running)).state, 'RUNNING', 'kept for its worker a while');
+    const cc = c;
+    await until(async () => (await cc.status(running)).state === 'QUEUED', {
+      what: 'the kept attempt ended (its worker never came back)',
+    });
     const requeued = await c.status(running);
     assert.deepEqual([requeued.state, requeued.attempts, requeued.workerId], ['QUEUED', 1, null]);
     assert.match(requeued.error ?? '', /coordinator restarted during attempt 1; outcome unknown/);
@@ -89,8 +94,11 @@ describe('coordinator restart recovery', () => {
     await w.assignments.next();
     await start();
     c = await client();
+    const cc = c;
+    await until(async () => (await cc.status(jobId)).state === 'FAILED', {
+      what: 'the kept final attempt ended',
+    });
     const job = await c.status(jobId);
-    assert.equal(job.state, 'FAILED');
     assert.match(job.error ?? '', /coordinator restarted during final attempt; outcome unknown/);
   });
 
@@ -113,6 +121,30 @@ describe('coordinator restart recovery', () => {
     assert.equal(
       (tc as TestCoordinator).events.filter((e) => e.type === 'job.deadlineExceeded').length,
       0,
+    );
+  });
+
+  it('lets a worker reattach its running attempt after a restart, the queue limit held meanwhile', async () => {
+    await start({ heartbeatTimeoutMs: 3_000 });
+    const port = () => (tc as TestCoordinator).coordinator.clientPort;
+    const before = await DtpClient.connect({ host: '127.0.0.1', port: port() });
+    await before.queues.set('api', { concurrency: 1 });
+    peers.push(startRealWorker((tc as TestCoordinator).coordinator.workerPort, 'holder', 1));
+    const first = await before.submit('SLEEP', { durationMillis: 1_500 }, { queue: 'api' });
+    await until(async () => (await first.status()).state === 'RUNNING', { what: 'first running' });
+    await before.close();
+    await start({ heartbeatTimeoutMs: 3_000 });
+    peers.push(startRealWorker((tc as TestCoordinator).coordinator.workerPort, 'idle', 1));
+    const after = await DtpClient.connect({ host: '127.0.0.1', port: port() });
+    peers.push(after);
+    const second = await after.submit('SLEEP', { durationMillis: 1 }, { queue: 'api' });
+    const ended = await after.wait(first.jobId, 20_000);
+    assert.deepEqual([ended.state, ended.attempts], ['COMPLETED', 1], 'the attempt went on');
+    const next = await second.wait({ timeoutMs: 20_000 });
+    assert.equal(next.state, 'COMPLETED');
+    assert.ok(
+      (next.startedAtMillis ?? 0) >= (ended.finishedAtMillis ?? Infinity),
+      'the limit of 1 held across the restart',
     );
   });
 

@@ -1,8 +1,10 @@
 /**
  * Named queues with real coordinators and workers: a concurrency limit held
  * across several workers, a rate held in every window, workers restricted to
- * queues, settings and pauses surviving a restart, and a worker that refuses
- * to start with `queues` against a coordinator that does not offer them.
+ * queues, settings and pauses surviving a restart, group keys taking turns
+ * across task types with workers that run different types, and a worker
+ * that refuses to start with `queues` against a coordinator that does not
+ * offer them.
  */
 import assert from 'node:assert/strict';
 import { after, afterEach, describe, it } from 'node:test';
@@ -19,6 +21,7 @@ import { StrictV1Coordinator } from '../helpers/strict-v1.js';
 import {
   startCoordinator,
   startRealWorker,
+  startTaskWorker,
   tempDir,
   testLogger,
   type TestCoordinator,
@@ -121,6 +124,46 @@ describe('named queues (coordinator, workers, client)', () => {
     assert.equal((await report.status()).state, 'QUEUED');
     worker(tc, 'any', 1);
     assert.equal((await report.wait({ timeoutMs: 10_000 })).state, 'COMPLETED');
+  });
+
+  it('lets tenants take turns across task types, each worker serving the types it runs', async () => {
+    const { tc, client } = await cluster();
+    const backlog = await Promise.all(
+      Array.from({ length: 30 }, () =>
+        client.submit('SLEEP', { durationMillis: 20 }, { groupKey: 'tenant-a' }),
+      ),
+    );
+    // tenant-b's type only the worker with the task module runs; tenant-c's both do.
+    const b = await client.submit('reverse', { text: 'b' }, { groupKey: 'tenant-b' });
+    const c = await client.submit('SHA256', { text: 'c' }, { groupKey: 'tenant-c' });
+    worker(tc, 'builtins', 2);
+    await tc.waitForEvent('job.assigned', (e) => e.workerId === 'builtins');
+    const own = await startTaskWorker(tc.coordinator.workerPort, 'own', { capacity: 1 });
+    closers.push(() => own.close());
+    for (const h of [b, c, ...backlog]) {
+      assert.equal((await h.wait({ timeoutMs: 20_000 })).state, 'COMPLETED');
+    }
+    const tenantOf = new Map<string, string>([
+      [b.jobId, 'b'],
+      [c.jobId, 'c'],
+    ]);
+    for (const h of backlog) tenantOf.set(h.jobId, 'a');
+    const starts = tc.events.flatMap((e) =>
+      e.type === 'job.assigned' ? [{ tenant: tenantOf.get(e.jobId), workerId: e.workerId }] : [],
+    );
+    /** The starts before `tenant`'s on workers in `on`: one per other tenant at most. */
+    const before = (tenant: string, on: readonly string[]): string[] =>
+      starts
+        .slice(
+          0,
+          starts.findIndex((s) => s.tenant === tenant),
+        )
+        .filter((s) => on.includes(s.workerId))
+        .map((s) => s.tenant ?? '?');
+    const ahead = (tenants: string[]): number =>
+      Math.max(0, ...[...new Set(tenants)].map((t) => tenants.filter((x) => x === t).length));
+    assert.ok(ahead(before('c', ['builtins', 'own'])) <= 1, JSON.stringify(starts.slice(0, 8)));
+    assert.ok(ahead(before('b', ['own'])) <= 1, JSON.stringify(starts.slice(0, 8)));
   });
 
   it('keeps a pause and limits across a restart on the same database', async () => {

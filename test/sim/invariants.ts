@@ -20,6 +20,7 @@
  *   capacity; free slots add up;
  * - after a tick, no kept lease is past its grace period.
  */
+import { FairnessChecks } from './fairness-checks.js';
 import { QueueChecks } from './queue-checks.js';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
 import {
@@ -67,6 +68,8 @@ export class Invariants implements WorldObserver {
   readonly #timing: TimingChecks;
   /** Pause, concurrency and rate of named queues. */
   readonly queues: QueueChecks;
+  /** The group turns' bound. */
+  readonly fairness: FairnessChecks;
   readonly #sessions: SessionChecks;
   /** Acknowledged jobs (a client received JOB_SUBMITTED), in order of first ack. */
   readonly ackedIds: string[] = [];
@@ -92,6 +95,7 @@ export class Invariants implements WorldObserver {
     });
     this.#sessions = new SessionChecks(judge, config, () => world.clock.nowMs);
     this.queues = new QueueChecks(judge);
+    this.fairness = new FairnessChecks(judge);
   }
 
   // ---- world hooks ---------------------------------------------------------
@@ -105,6 +109,7 @@ export class Invariants implements WorldObserver {
     this.#timing.onHandled(handled);
     this.#sessions.onHandled(handled);
     this.queues.onHandled(handled, this.#world.clock.nowMs, this.#world.core);
+    this.fairness.onHandled(handled, this.#world.core);
     if (handled.input.kind === 'tick') this.#checkKeptAfterTick();
   }
 
@@ -132,6 +137,7 @@ export class Invariants implements WorldObserver {
     this.tracker.onCrash();
     this.#timing.onCrash(this.#world.store.committedJobs());
     this.#sessions.onCrash();
+    this.fairness.onCrash();
   }
 
   onReleased(_effect: Effect): void {}

@@ -30,6 +30,7 @@ interface Totals {
   prefetchedSteps: number;
   queueStarts: number;
   limitedStarts: number;
+  contestedStarts: number;
   keptLeases: number;
   reclaimedLeases: number;
   endingConnections: number;
@@ -73,6 +74,7 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.prefetchedSteps += report.prefetchedSteps;
   totals.queueStarts += report.queueStarts;
   totals.limitedStarts += report.limitedStarts;
+  totals.contestedStarts += report.contestedStarts;
   totals.keptLeases += report.keptLeases;
   totals.reclaimedLeases += report.reclaimedLeases;
   totals.endingConnections += report.endingConnections;
@@ -102,8 +104,8 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
       `prefetch:        ${totals.prefetchedSteps} steps ended with a worker holding more leases than its capacity`,
-      `queues:          ${totals.queueStarts} starts checked, ${totals.limitedStarts} under a concurrency or rate limit`,
-      `stalls:          ${totals.keptLeases} attempts kept for their worker after a stall, ${totals.reclaimedLeases} taken back by a new session; ${totals.endingConnections} connection ends read before their last frames`,
+      `queues:          ${totals.queueStarts} starts checked, ${totals.limitedStarts} under a concurrency or rate limit, ${totals.contestedStarts} with another group waiting (group turns checked)`,
+      `stalls:          ${totals.keptLeases} attempts kept for their worker after a stall or a restart, ${totals.reclaimedLeases} taken back by a new session; ${totals.endingConnections} connection ends read before their last frames`,
       `faults injected: ${totals.faults} (${kinds})`,
       `failures:        ${failures}`,
       `time:            ${(elapsedMs / 1000).toFixed(1)} s`,
@@ -141,6 +143,7 @@ function runMany(start: number, count: number, steps: number): number {
     prefetchedSteps: 0,
     queueStarts: 0,
     limitedStarts: 0,
+    contestedStarts: 0,
     keptLeases: 0,
     reclaimedLeases: 0,
     endingConnections: 0,

@@ -11,10 +11,10 @@
  *   replaces a live session of the same worker only after losing it;
  * - once the end of a connection has been read (`workerEnding`), nothing is
  *   assigned to its session and no registration read from it is accepted;
- * - leases are kept for a worker without a session only when its session
- *   ended right after a stall of the coordinator (the tick that reports the
- *   stall has not run yet, or ran at most a stall threshold ago), and never
- *   for a draining one;
+ * - leases are kept for a worker without a session only by a recovery (the
+ *   attempts a restart found running) or when its session ended right after
+ *   a stall of the coordinator (the tick that reports the stall has not run
+ *   yet, or ran at most a stall threshold ago), and never for a draining one;
  * - after every step the core's sessions are exactly the model's (same
  *   workers, connections, draining and ending flags).
  */
@@ -92,8 +92,9 @@ export class SessionChecks {
         lostDraining.set(event.workerId, this.#sessions.get(event.workerId)?.draining === true);
         this.#lost(event.workerId, event.cause, event.reason, now);
       } else if (event.type === 'worker.leasesKept') {
+        // A restart keeps the attempts it found running; otherwise only a stall of our own does.
         this.#judge.check(
-          stalled && lostDraining.get(event.workerId) === false,
+          input.kind === 'recovery' || (stalled && lostDraining.get(event.workerId) === false),
           () =>
             `leases of ${event.workerId} kept (${event.reason}) at ${now}, but the coordinator had not just stalled (last tick ${this.#lastTickMs}, last stall ${this.#stallSeenAtMs})`,
         );

@@ -55,7 +55,9 @@ export interface SimulationReport {
   /** Attempt starts checked against queue settings, and those of a queue with settings. */
   queueStarts: number;
   limitedStarts: number;
-  /** Attempts kept for a worker after a stall of the core, and taken back by a new session. */
+  /** Starts at which another group of the same queue and priority waited with a job that start could have taken. */
+  contestedStarts: number;
+  /** Attempts kept for a worker after a stall of the core or a restart, and taken back by a new session. */
   keptLeases: number;
   reclaimedLeases: number;
   /** Connections whose end was read before their last frames were handled. */
@@ -443,6 +445,7 @@ export class Simulation {
       prefetchedSteps: this.#invariants.prefetchedChecks,
       queueStarts: this.#invariants.queues.starts,
       limitedStarts: this.#invariants.queues.limitedStarts,
+      contestedStarts: this.#invariants.fairness.contested,
       keptLeases: counts.keptLeases,
       reclaimedLeases: counts.reclaimedLeases,
       endingConnections: counts.endingConnections,

@@ -2,8 +2,9 @@
  * Timing checks, judged at handle time against a model of the core's timers:
  *
  * - a lease is revoked for its deadline only once its own deadline (grant
- *   time + timeout) has strictly passed, and after any tick no current lease
- *   is past its deadline;
+ *   time + timeout, or recovery time + timeout for an attempt a restart
+ *   kept) has strictly passed, and after any tick no current lease is past
+ *   its deadline;
  * - a RETRY_WAIT job is requeued only once its back-off has elapsed, and
  *   after any tick no job whose back-off has elapsed is still waiting;
  * - every pending WAIT_JOB on a job is answered by the very input that makes
@@ -40,6 +41,9 @@ export class TimingChecks {
     const expiring = input.kind === 'waitExpired' ? `${input.connId}/${input.requestId}` : null;
     const expiringPending = expiring !== null && this.#waits.has(expiring);
     if (input.kind === 'clientClosed') this.#dropWaits(input.connId);
+    // Recovery keeps the attempts it finds running, each with a fresh deadline.
+    if (input.kind === 'recovery')
+      for (const jobId of this.#grantedAtMs.keys()) this.#grantedAtMs.set(jobId, now);
     for (const effect of h.effects) {
       if (effect.kind === 'armWait') {
         const jobId =

@@ -46,7 +46,7 @@ export interface TrackerCounts {
   deduplicated: number;
   rejected: number;
   recovered: number;
-  /** Attempts kept for a worker whose session ended right after a stall of the core. */
+  /** Attempts kept for a worker whose session ended right after a stall of the core, or that a restart found running. */
   keptLeases: number;
   /** Attempts a new session took back (`heldAttempts`). */
   reclaimedLeases: number;
@@ -76,6 +76,8 @@ export class JobTracker {
   readonly #traceOf = new Map<string, string | null>();
   /** The current lease of each RUNNING job, as the events tell it. */
   readonly leases = new Map<string, Lease>();
+  /** Jobs whose attempt the last recovery found running: kept until their worker is back, or ended as interrupted. */
+  #keptByRecovery = new Set<string>();
   /** Terminal states that are committed, with a copy of the row as committed then. */
   readonly terminal = new Map<string, { state: JobState; row: Readonly<JobRecord> }>();
   /** Jobs submitted with a due time ahead: they may live only in the store while active. */
@@ -322,6 +324,7 @@ export class JobTracker {
         this.leases.set(row.jobId, { attemptId: row.attemptId, workerId: row.workerId });
       }
     }
+    this.#keptByRecovery = new Set(this.leases.keys());
   }
 
   #captureBefore(h: HandledInput): Before & { lease: Lease | undefined } {
@@ -702,6 +705,7 @@ export class JobTracker {
     );
     this.leases.set(jobId, { attemptId: event.attemptId, workerId: event.workerId });
     this.attempts.set(jobId, event.attempt);
+    this.#keptByRecovery.delete(jobId);
   }
 
   #applyRecovered(event: Extract<CoreEvent, { type: 'job.recovered' }>, h: HandledInput): void {
@@ -710,10 +714,16 @@ export class JobTracker {
     const attempts =
       (this.attempts.get(event.jobId) ?? 0) - (this.suspensions.get(event.jobId) ?? 0);
     const max = this.maxAttempts.get(event.jobId) ?? 0;
+    // Recovery keeps the attempts it found running; one whose worker does
+    // not come back for it ends later (a tick, or the worker's registration).
     judge.check(
-      h.input.kind === 'recovery' && event.from === 'RUNNING' && this.leases.has(event.jobId),
-      () => `job ${event.jobId} recovered from ${event.from} outside recovery or without a lease`,
+      this.#keptByRecovery.has(event.jobId) &&
+        event.from === 'RUNNING' &&
+        this.leases.has(event.jobId),
+      () =>
+        `job ${event.jobId} recovered from ${event.from} (${h.input.kind}) without a lease kept by the last recovery`,
     );
+    this.#keptByRecovery.delete(event.jobId);
     judge.check(
       event.to === 'FAILED' ? attempts >= max : event.to === 'QUEUED' && attempts < max,
       () => `job ${event.jobId} recovered to ${event.to} after ${attempts} of ${max} attempts`,

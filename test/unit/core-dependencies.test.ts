@@ -184,8 +184,9 @@ describe('core: dependencies', () => {
     h.result(a, { result: 'from a' });
     h.restart();
     assert.equal(h.status(child).state, 'WAITING');
-    h.register('w2', 2, null, { parents: true });
-    // b was RUNNING on w1 when the coordinator stopped: requeued and run again.
+    // b was RUNNING on w1 when the coordinator stopped: kept for w1, which comes back for it.
+    const { attemptId } = h.assignmentOf(b);
+    h.register('w1', 1, null, { parents: true, heldAttempts: [{ jobId: b, attemptId }] });
     h.result(b, { result: 'from b' });
     const parents = h.assignmentOf(child).parents ?? [];
     assert.deepEqual(

@@ -249,11 +249,12 @@ describe('core: attempt history', () => {
     );
   });
 
-  it('records an attempt a restart interrupted', () => {
-    const h = new CoreHarness();
+  it('records an attempt a restart interrupted (its worker did not come back)', () => {
+    const h = new CoreHarness({ config: { heartbeatTimeoutMs: 1_000 } });
     h.register('w1', 1);
     const jobId = h.submit();
     h.restart();
+    h.tick(1_001);
     const reply = expectReply(
       h.request({ type: 'GET_JOB_STATUS', jobId, attempts: true }),
       'JOB_STATUS',

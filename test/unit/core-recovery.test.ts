@@ -17,11 +17,23 @@ interface Backend {
   restart(h: CoreHarness, epoch?: number): Effect[];
 }
 
+/** How long a restart keeps the attempts it found running for their workers (the heartbeat timeout). */
+const GRACE_MS = 1_000;
+
 const memoryBackend: Backend = {
   name: 'MemoryStore',
-  create: (config = {}) => new CoreHarness({ config }),
+  create: (config = {}) => new CoreHarness({ config: { heartbeatTimeoutMs: GRACE_MS, ...config } }),
   restart: (h, epoch) => h.restart(epoch),
 };
+
+function setLimit(h: CoreHarness, name: string, concurrency: number): void {
+  expectReply(h.request({ type: 'SET_QUEUE', name, concurrency }), 'QUEUE_INFO');
+}
+
+/** Lets the grace of the attempts a restart kept pass: their workers did not come back. */
+function outlive(h: CoreHarness): Effect[] {
+  return h.tick(GRACE_MS + 1);
+}
 
 for (const backend of [memoryBackend]) {
   describe(`core recovery on ${backend.name}`, () => {
@@ -73,11 +85,13 @@ for (const backend of [memoryBackend]) {
       assert.equal(h.assignmentOf(jobId).attemptNumber, 2);
     });
 
-    it('requeues a RUNNING job with its attempts unchanged when attempts are left', () => {
+    it('requeues a RUNNING job whose worker did not come back, its attempts unchanged', () => {
       const h = backend.create();
       h.register('w1', 1);
       const jobId = h.submit();
-      const effects = backend.restart(h);
+      backend.restart(h);
+      assert.equal(h.status(jobId).state, 'RUNNING', 'kept for its worker');
+      const effects = outlive(h);
       assert.deepEqual(eventsOf(effects, 'job.recovered'), [
         { type: 'job.recovered', jobId, from: 'RUNNING', to: 'QUEUED' },
       ]);
@@ -93,11 +107,66 @@ for (const backend of [memoryBackend]) {
       assert.equal(h.assignmentOf(jobId).attemptNumber, 2);
     });
 
+    it('lets a worker that lists its attempt after a restart go on with it', () => {
+      const h = backend.create();
+      h.register('w1', 1);
+      const jobId = h.submit();
+      const { attemptId } = h.assignmentOf(jobId);
+      const effects = backend.restart(h);
+      assert.deepEqual(
+        eventsOf(effects, 'worker.leasesKept').map((e) => [e.workerId, e.jobs]),
+        [['w1', 1]],
+      );
+      h.register('w1', 1, null, { heldAttempts: [{ jobId, attemptId }] });
+      assert.deepEqual(messagesOf(h.last, 'TASK_ASSIGN'), [], 'no new attempt');
+      assert.deepEqual(h.core.inspect().keptLeases, [], 'reattached: the grace no longer applies');
+      h.result(jobId, { attemptId, result: 'done' });
+      const job = h.status(jobId);
+      assert.deepEqual([job.state, job.attempts, job.result], ['COMPLETED', 1, 'done']);
+    });
+
+    it("counts an attempt a restart kept toward its queue's concurrency until its worker is back or lost", () => {
+      const h = backend.create();
+      setLimit(h, 'api', 1);
+      h.register('w1', 1);
+      const first = h.submit({ queue: 'api' });
+      const second = h.submit({ queue: 'api' });
+      backend.restart(h);
+      h.register('w2', 1);
+      assert.deepEqual(messagesOf(h.last, 'TASK_ASSIGN'), [], 'the kept attempt holds the limit');
+      assert.deepEqual(
+        [h.status(first).state, h.status(first).workerId, h.status(second).state],
+        ['RUNNING', 'w1', 'QUEUED'],
+      );
+      h.tick(GRACE_MS / 2);
+      h.heartbeat('w2');
+      assert.equal(h.status(second).state, 'QUEUED');
+      h.tick(GRACE_MS / 2 + 1);
+      const running = h.core.activeJobs().filter((j) => j.state === 'RUNNING');
+      assert.equal(running.length, 1, 'once its worker is lost, one other starts');
+      assert.ok([first, second].includes(running[0]?.jobId as string));
+    });
+
+    it('accepts the result of a kept attempt sent from its worker’s new session', () => {
+      const h = backend.create();
+      h.register('w1', 1);
+      const jobId = h.submit();
+      const { attemptId } = h.assignmentOf(jobId);
+      backend.restart(h);
+      h.register('w1', 1);
+      h.result(jobId, { attemptId, workerId: 'w1', result: 'late but current' });
+      assert.deepEqual(
+        [h.status(jobId).state, h.status(jobId).result],
+        ['COMPLETED', 'late but current'],
+      );
+    });
+
     it('fails a RUNNING job when the restart interrupted its final attempt', () => {
       const h = backend.create();
       h.register('w1', 1);
       const jobId = h.submit({ maxAttempts: 1 });
-      const effects = backend.restart(h);
+      backend.restart(h);
+      const effects = outlive(h);
       assert.equal(eventsOf(effects, 'job.recovered')[0]?.to, 'FAILED');
       const job = h.status(jobId);
       assert.equal(job.state, 'FAILED');
@@ -113,6 +182,7 @@ for (const backend of [memoryBackend]) {
       const requeued = h.submit();
       const failed = h.submit({ maxAttempts: 1 });
       backend.restart(h, 2);
+      outlive(h);
       assert.equal(
         h.record(requeued).error,
         'leader changed (epoch 1 → 2) during attempt 1; outcome unknown (worker w1)',
@@ -135,28 +205,43 @@ for (const backend of [memoryBackend]) {
       );
     });
 
-    it('gives a recovered job a fresh deadline when it is assigned after downtime', () => {
-      const h = backend.create({ taskTimeoutMs: 200 });
+    it('gives a kept attempt a fresh deadline after downtime; the deadline applies once its worker is back', () => {
+      const h = backend.create({ taskTimeoutMs: 200, heartbeatTimeoutMs: 10_000 });
       h.register('w1', 1);
       const jobId = h.submit();
+      const { attemptId } = h.assignmentOf(jobId);
       h.clock += 400;
       backend.restart(h);
       h.tick(0);
-      h.register('w1', 1);
+      h.register('w1', 1, null, { heldAttempts: [{ jobId, attemptId }] });
       assert.equal(h.record(jobId).deadlineAtMs, h.clock + 200);
-      h.tick(0);
       h.tick(200);
       assert.equal(h.status(jobId).state, 'RUNNING', 'not instantly expired');
       h.tick(1);
       assert.equal(h.status(jobId).state, 'RETRY_WAIT');
+      assert.match(h.record(jobId).error ?? '', /execution deadline exceeded/);
     });
 
-    it('treats results for pre-restart leases as stale when they arrive', () => {
+    it('ends a kept attempt as interrupted when its fresh deadline passes before its worker is back', () => {
+      const h = backend.create({ taskTimeoutMs: 200, heartbeatTimeoutMs: 10_000 });
+      h.register('w1', 1);
+      const jobId = h.submit();
+      backend.restart(h);
+      h.tick(200);
+      assert.equal(h.status(jobId).state, 'RUNNING');
+      const effects = h.tick(1);
+      assert.deepEqual(eventsOf(effects, 'job.deadlineExceeded'), []);
+      assert.equal(h.status(jobId).state, 'QUEUED');
+      assert.match(h.record(jobId).error ?? '', /coordinator restarted during attempt 1/);
+    });
+
+    it('treats results for pre-restart leases as stale once the grace has passed', () => {
       const h = backend.create();
       h.register('w1', 1);
       const jobId = h.submit();
       const old = h.assignmentOf(jobId);
       backend.restart(h);
+      outlive(h);
       h.register('w1', 1);
       assert.notEqual(h.assignmentOf(jobId).attemptId, old.attemptId);
       const effects = h.result(jobId, { attemptId: old.attemptId, result: 'old' });
@@ -166,7 +251,7 @@ for (const backend of [memoryBackend]) {
     });
 
     it('rebuilds activeCount from non-terminal jobs only when restarted', () => {
-      const h = backend.create({ maxActiveJobs: 5 });
+      const h = backend.create({ maxActiveJobs: 5, retryBaseDelayMs: 60_000 });
       h.register('w1', 2);
       h.result(h.submit()); // COMPLETED
       h.result(h.submit(), { success: false }); // RETRY_WAIT
@@ -176,6 +261,8 @@ for (const backend of [memoryBackend]) {
       h.request({ type: 'CANCEL_JOB', jobId: h.submit() }); // CANCELLED
       assert.equal(h.core.activeCount, 4);
       backend.restart(h);
+      assert.equal(h.core.activeCount, 4, 'the final attempt is kept for its worker');
+      outlive(h);
       assert.equal(h.core.activeCount, 3);
       assert.deepEqual(
         h.core
@@ -198,6 +285,7 @@ for (const backend of [memoryBackend]) {
         order.push([priority, h.submit({ priority })]);
       }
       backend.restart(h);
+      outlive(h);
       h.register('w1', 1);
       const assigned: string[] = [];
       for (let i = 0; i < 5; i++) {

@@ -413,6 +413,17 @@ describe('scheduler with queue settings', () => {
     assert.equal(reports?.counts.QUEUED, 1);
   });
 
+  it("counts a group's queued jobs without the cancelled ones (the Queues page)", () => {
+    const h = new CoreHarness();
+    const ids = [h.submit({ groupKey: 'tenant-1' }), h.submit(), h.submit(), h.submit()];
+    for (const jobId of ids.slice(1, 3)) h.request({ type: 'CANCEL_JOB', jobId });
+    const list = expectReply(h.request({ type: 'LIST_QUEUES' }), 'QUEUE_LIST');
+    assert.deepEqual(list.queues.find((q) => q.name === 'default')?.groups, [
+      { groupKey: null, queued: 1, running: 0 },
+      { groupKey: 'tenant-1', queued: 1, running: 0 },
+    ]);
+  });
+
   it('refuses a bad setting naming the field, and changes nothing', () => {
     const h = new CoreHarness();
     const bad: Omit<SetQueue, 'type'>[] = [

@@ -26,7 +26,8 @@ import {
 } from './client-requests.js';
 import { nextDueAtMs, promoteDue } from './delayed-jobs.js';
 import { toRecord } from './job.js';
-import { expireDeadlines, requeueDue, schedule } from './job-lifecycle.js';
+import { requeueDue, schedule } from './job-lifecycle.js';
+import { expireDeadlines } from './interruption.js';
 import { recover } from './recovery.js';
 import { advanceWindow, nextWindowAtMs, windowRead, windowReadFailed } from './scheduled-window.js';
 import { fireDueTicks, scheduleJobsRead } from './schedule-requests.js';
@@ -205,6 +206,24 @@ export class CoordinatorCore {
   activeJobs(): JobRecord[] {
     return [...this.#s.jobs.activeJobs()].map(toRecord);
   }
+
+  /** Where each QUEUED job waits: its queue, group, priority and type (the simulation's fairness check). */
+  *queuedJobs(): IterableIterator<QueuedJobView> {
+    for (const job of this.#s.jobs.activeJobs()) {
+      if (job.state !== 'QUEUED') continue;
+      const { jobId, queue, groupKey, priority, taskType } = job;
+      yield { jobId, queue, groupKey, priority, taskType };
+    }
+  }
+}
+
+/** A QUEUED job's place in the ready queue (see {@link CoordinatorCore.queuedJobs}). */
+export interface QueuedJobView {
+  readonly jobId: string;
+  readonly queue: string;
+  readonly groupKey: string | null;
+  readonly priority: Priority;
+  readonly taskType: string;
 }
 
 /**

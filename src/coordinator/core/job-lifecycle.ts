@@ -23,7 +23,7 @@ import {
   type FinishedParent,
 } from './dependencies.js';
 import { isTerminalState, transition } from './job-state.js';
-import { grantLease, isCurrentLease } from './lease.js';
+import { grantLease } from './lease.js';
 import { holdScheduled, releaseScheduled } from './delayed-jobs.js';
 import { groupOf } from './ready-queue.js';
 import { retryDelayMs } from './retry-policy.js';
@@ -307,7 +307,7 @@ export function completeJob(
 }
 
 /** Asks the worker of a running attempt (best effort) to stop it. */
-function sendCancel(s: CoreState, job: RunningJob): void {
+export function sendCancel(s: CoreState, job: RunningJob): void {
   const session = s.workers.get(job.lease.workerId);
   if (session !== undefined && session.running.has(job.jobId)) {
     s.send(session.connId, {
@@ -315,36 +315,6 @@ function sendCancel(s: CoreState, job: RunningJob): void {
       jobId: job.jobId,
       attemptId: job.lease.attemptId,
     });
-  }
-}
-
-/** Revokes attempts whose deadline has passed (strictly) and retries or fails them. */
-export function expireDeadlines(s: CoreState): void {
-  for (
-    let due = s.deadlines.peek();
-    due !== undefined && s.nowMs > due.atMs;
-    due = s.deadlines.peek()
-  ) {
-    s.deadlines.pop();
-    const job = s.jobs.active(due.jobId);
-    if (job === undefined || due.attemptId === null || !isCurrentLease(job, due.attemptId)) {
-      continue;
-    }
-    const { workerId, attemptId } = job.lease;
-    sendCancel(s, job);
-    s.emit({
-      type: 'job.deadlineExceeded',
-      jobId: job.jobId,
-      workerId,
-      attemptId,
-      timeoutMs: job.timeoutMs,
-    });
-    failAttempt(
-      s,
-      job,
-      'deadline',
-      `execution deadline exceeded (${job.timeoutMs} ms) on worker ${workerId}`,
-    );
   }
 }
 
@@ -375,6 +345,7 @@ export function cancelJob(s: CoreState, job: CoreJob): boolean {
     endAttempt(s, job, 'CANCELLED', 'cancelled');
   }
   if (from === 'SCHEDULED') releaseScheduled(s);
+  if (from === 'QUEUED') s.ready.cancelled(job);
   finishJob(s, job, 'CANCELLED');
   s.emit({ type: 'job.cancelled', jobId: job.jobId, from });
   return true;

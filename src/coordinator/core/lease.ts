@@ -37,3 +37,13 @@ export function grantLease(
 export function isCurrentLease(job: CoreJob, attemptId: string): job is RunningJob {
   return isRunning(job) && job.lease.attemptId === attemptId;
 }
+
+/**
+ * Gives a running attempt a new deadline, `nowMs` + its timeout (an
+ * attempt a restart kept: the stored deadline was a dead process's clock).
+ */
+export function renewDeadline(job: RunningJob, nowMs: number): number {
+  const deadlineAtMs = nowMs + job.timeoutMs;
+  job.lease = { ...job.lease, deadlineAtMs };
+  return deadlineAtMs;
+}

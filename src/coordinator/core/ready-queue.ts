@@ -6,36 +6,45 @@
  * of rate) and whose group is not held (group concurrency, group rate):
  * 1. highest effective priority first;
  * 2. then the queue served longest ago (queues with ready work take turns);
- * 3. then, within one queue, task type and base priority, group keys take
- *    turns (round robin): the group whose turn it is gives its oldest job;
+ * 3. then, within one queue and base priority, group keys take turns
+ *    (round robin, across task types): the group whose turn it is among
+ *    those with a job some free worker runs gives its oldest such job;
  * 4. then the time each became ready (submission, or a delayed job's due
  *    time; see {@link readySinceMs}), then submission order (seq).
  *
  * A job's effective level is min(HIGH, base + floor(age / agingStep)), age
  * counted from when it became ready.
  *
- * Structure: per queue, per task type (a *lane*), per base priority a
- * {@link GroupRing}: one heap per group key ordered by ready-since and seq
- * (its head is its oldest, so its highest level), and the ring of
- * groups in turn. The ring's front group's oldest job is the ring's
- * candidate. Queues are looked at in turn order, and the look stops at the
- * first queue whose candidate has the highest effective level any queued
- * job has now ({@link LevelBound}): so a pick usually costs O(runnable task
- * types x 3) candidate looks in one or a few queues (all unheld queues only
- * when a higher-level job waits in one that cannot run it) plus O(log n) to
- * remove the job, never a sort or a scan of jobs. A group held by a group limit is *parked* out of its rings (so a
- * held group costs nothing per pick) and put back at the end of the ring
- * when its lease ends or its rate window opens.
+ * Structure: per queue, per base priority a {@link GroupRing}: per group a
+ * heap per task type ordered by ready-since and seq, and per task type a
+ * lane of the groups in turn. The ring's candidate is the front group of the
+ * runnable lanes with the lowest turn number, and that group's oldest job of
+ * the lane's type. Queues are looked at in turn order, and the look stops at
+ * the first queue whose candidate has the highest effective level any
+ * queued job has now ({@link LevelBound}): so a pick usually costs
+ * O(runnable task types x 3) candidate looks in one or a few queues (all
+ * unheld queues only when a higher-level job waits in one that cannot run
+ * it) plus O(log n) to remove the job and O(k log n) to send its group to
+ * the back of its k lanes, never a sort or a scan of jobs. A group held by
+ * a group limit is *parked* out of its lanes (so a held group costs nothing
+ * per pick) and put back at the back when its lease ends or its rate window
+ * opens.
  *
- * Fairness bound: once a group is in a ring, every other group of that ring
- * is served at most once before it.
+ * Fairness bound: while a group has a job of task type T waiting in a ring,
+ * every other group of that ring is served at most once before it among the
+ * picks that could have taken that job (some free worker ran T then and
+ * took the queue, and no limit held the group). Picks that serve other
+ * queues or priorities, or that no worker for T could have taken, do not
+ * count against it.
  *
  * Removal is lazy: a job that leaves QUEUED by another path (cancel) stays in
- * its heap until it reaches the head, where it is skipped.
+ * its heap until it reaches the head, where it is skipped; `cancelled()`
+ * keeps the per-group counts of live jobs exact meanwhile.
  */
 import type { Priority } from '../../protocol/messages.js';
 import type { CoreJob } from './job.js';
 import { BinaryHeap } from './binary-heap.js';
+import { GroupRing, type GroupEntry } from './group-ring.js';
 import { LevelBound } from './level-bound.js';
 import { NO_GROUP } from './queue-table.js';
 
@@ -95,86 +104,10 @@ const NO_LIMITS: QueueLimits = {
   groupOpeningMs: (_queue, _group, nowMs) => nowMs,
 };
 
-/** The queued jobs of one queue, task type and base priority, by group in turn. */
-class GroupRing {
-  /** The base level of its jobs (0 = LOW .. 2 = HIGH). */
-  readonly base: number;
-  readonly heaps = new Map<string, BinaryHeap<CoreJob>>();
-  /** Groups in turn, front first; each ready, unparked group once. */
-  #turns: string[] = [];
-  #front = 0;
-  /** Groups held by a group limit: out of the turns until put back. */
-  readonly parked = new Set<string>();
-
-  constructor(base: number) {
-    this.base = base;
-  }
-
-  get isEmpty(): boolean {
-    return this.heaps.size === 0;
-  }
-
-  push(job: CoreJob): void {
-    const group = groupOf(job);
-    let heap = this.heaps.get(group);
-    if (heap === undefined) {
-      this.heaps.set(group, (heap = new BinaryHeap(byReadySince)));
-      this.#turns.push(group);
-    }
-    heap.push(job);
-  }
-
-  /** The group whose turn it is, or undefined. */
-  front(): string | undefined {
-    return this.#turns[this.#front];
-  }
-
-  /** Takes the front group out of the turns (it is gone, or parked). */
-  dropFront(): void {
-    this.#front++;
-    if (this.#front > 64 && this.#front * 2 > this.#turns.length) {
-      this.#turns = this.#turns.slice(this.#front);
-      this.#front = 0;
-    }
-  }
-
-  /** Pops the front group's head; the group goes to the back while it has jobs. */
-  take(): CoreJob {
-    const group = this.front() as string;
-    const heap = this.heaps.get(group) as BinaryHeap<CoreJob>;
-    const job = heap.pop() as CoreJob;
-    this.dropFront();
-    if (heap.size > 0) this.#turns.push(group);
-    else this.heaps.delete(group);
-    return job;
-  }
-
-  park(group: string): void {
-    this.dropFront();
-    this.parked.add(group);
-  }
-
-  /** Puts a parked group back, at the end of the turns. */
-  unpark(group: string): void {
-    if (!this.parked.delete(group)) return;
-    if (this.heaps.has(group)) this.#turns.push(group);
-  }
-
-  /** Groups in turn order (tests and invariant checks). */
-  turns(): string[] {
-    return this.#turns.slice(this.#front);
-  }
-}
-
-/** The queued jobs of one queue and task type: one ring per base priority, LOW..HIGH. */
-interface Lane {
-  readonly taskType: string;
-  readonly rings: readonly GroupRing[];
-}
-
-interface QueueLanes {
+interface QueueRings {
   readonly name: string;
-  readonly lanes: Map<string, Lane>;
+  /** One ring per base priority, LOW..HIGH. */
+  readonly rings: readonly GroupRing[];
   /** The pick at which this queue was last served (lower = longer ago). */
   lastServed: number;
 }
@@ -187,15 +120,16 @@ interface RateParked {
 }
 
 interface Candidate {
-  queue: QueueLanes;
-  lane: Lane;
+  queue: QueueRings;
   ring: GroupRing;
+  entry: GroupEntry;
+  taskType: string;
   job: CoreJob;
   level: number;
 }
 
 export class ReadyQueue {
-  readonly #queues = new Map<string, QueueLanes>();
+  readonly #queues = new Map<string, QueueRings>();
   readonly #agingStepMs: number;
   readonly #limits: QueueLimits;
   readonly #rateParked = new BinaryHeap<RateParked>((a, b) => a.atMs < b.atMs);
@@ -206,11 +140,13 @@ export class ReadyQueue {
    * (ties among them go by their jobs' age), then the served ones, served
    * longest ago first. Each queue is in exactly one.
    */
-  readonly #fresh = new Set<QueueLanes>();
-  readonly #served = new Set<QueueLanes>();
+  readonly #fresh = new Set<QueueRings>();
+  readonly #served = new Set<QueueRings>();
   readonly #bound = new LevelBound(readySinceMs);
   readonly #level = (job: CoreJob, nowMs: number): number =>
     effectiveLevel(job, nowMs, this.#agingStepMs);
+  /** Live (QUEUED) jobs per queue and group: the Queues page's backlog. */
+  readonly #live = new Map<string, Map<string, number>>();
   #size = 0;
   #picks = 0;
 
@@ -227,20 +163,24 @@ export class ReadyQueue {
   push(job: CoreJob): void {
     let q = this.#queues.get(job.queue);
     if (q === undefined) {
-      q = { name: job.queue, lanes: new Map(), lastServed: 0 };
+      const rings = [0, 1, 2].map((base) => new GroupRing(base, byReadySince));
+      q = { name: job.queue, rings, lastServed: 0 };
       this.#queues.set(job.queue, q);
       this.#fresh.add(q);
     }
-    let lane = q.lanes.get(job.taskType);
-    if (lane === undefined) {
-      const rings = [new GroupRing(0), new GroupRing(1), new GroupRing(2)];
-      lane = { taskType: job.taskType, rings };
-      q.lanes.set(job.taskType, lane);
-    }
     const base = BASE_LEVEL[job.priority];
-    (lane.rings[base] as GroupRing).push(job);
+    (q.rings[base] as GroupRing).push(groupOf(job), job);
     this.#bound.added(job, base);
     this.#size++;
+    this.#count(job, 1);
+  }
+
+  /**
+   * A QUEUED job was cancelled: it stays in its heap until it reaches the
+   * head (lazy removal), but no longer counts in its group's backlog.
+   */
+  cancelled(job: Readonly<CoreJob>): void {
+    this.#count(job, -1);
   }
 
   /**
@@ -260,21 +200,22 @@ export class ReadyQueue {
       best = this.#consider(q, nowMs, runnable, best);
     }
     if (best === undefined) return undefined;
-    best.ring.take();
+    best.ring.take(best.entry, best.taskType);
     this.#bound.removed(best.ring.base);
     this.#size--;
+    this.#count(best.job, -1);
     const q = best.queue;
     q.lastServed = ++this.#picks;
     this.#fresh.delete(q);
     this.#served.delete(q);
     this.#served.add(q);
-    this.#dropIfEmpty(q, best.lane);
+    this.#dropIfEmpty(q);
     return best.job;
   }
 
   /** The better of `best` and the candidates of queue `q`. */
   #consider(
-    q: QueueLanes,
+    q: QueueRings,
     nowMs: number,
     runnable: RunnableTypes,
     best: Candidate | undefined,
@@ -284,25 +225,48 @@ export class ReadyQueue {
       if (block === 'rate') this.#noteQueueOpening(q.name, nowMs);
       return best;
     }
-    for (const lane of this.#candidateLanes(q, runnable)) {
-      for (const ring of lane.rings) {
-        const job = this.#head(q, ring, nowMs);
-        if (job === undefined) continue;
-        const level = effectiveLevel(job, nowMs, this.#agingStepMs);
-        if (best === undefined || this.#better(level, q, job, best)) {
-          best = { queue: q, lane, ring, job, level };
-        }
-      }
+    for (const ring of q.rings) {
+      const found = this.#ringCandidate(q, ring, nowMs, runnable);
+      if (found !== undefined && (best === undefined || this.#better(found, best))) best = found;
     }
     return best;
   }
 
-  #better(level: number, q: QueueLanes, job: CoreJob, best: Candidate): boolean {
-    if (level !== best.level) return level > best.level;
-    if (q !== best.queue && q.lastServed !== best.queue.lastServed) {
-      return q.lastServed < best.queue.lastServed;
+  /**
+   * A ring's candidate: among the lanes some free worker runs, the front
+   * group with the lowest turn number, and its oldest job of that lane's
+   * type (the same group at the front of several lanes: its oldest of them).
+   */
+  #ringCandidate(
+    q: QueueRings,
+    ring: GroupRing,
+    nowMs: number,
+    runnable: RunnableTypes,
+  ): Candidate | undefined {
+    let found: Candidate | undefined;
+    for (const taskType of this.#candidateTypes(q, ring, runnable)) {
+      const entry = this.#front(q, ring, taskType, nowMs);
+      if (entry === undefined) continue;
+      const job = entry.byType.get(taskType)?.peek() as CoreJob;
+      if (
+        found === undefined ||
+        entry.turn < found.entry.turn ||
+        (entry === found.entry && byReadySince(job, found.job))
+      ) {
+        found = { queue: q, ring, entry, taskType, job, level: 0 };
+      }
     }
-    return byReadySince(job, best.job);
+    if (found !== undefined) found.level = effectiveLevel(found.job, nowMs, this.#agingStepMs);
+    return found;
+  }
+
+  /** Candidates of different rings: level, then the queue served longest ago, then age. */
+  #better(c: Candidate, best: Candidate): boolean {
+    if (c.level !== best.level) return c.level > best.level;
+    if (c.queue !== best.queue && c.queue.lastServed !== best.queue.lastServed) {
+      return c.queue.lastServed < best.queue.lastServed;
+    }
+    return byReadySince(c.job, best.job);
   }
 
   /**
@@ -312,11 +276,9 @@ export class ReadyQueue {
   unpark(queue: string, group?: string): void {
     const q = this.#queues.get(queue);
     if (q === undefined) return;
-    for (const lane of q.lanes.values()) {
-      for (const ring of lane.rings) {
-        if (group !== undefined) ring.unpark(group);
-        else for (const g of [...ring.parked]) ring.unpark(g);
-      }
+    for (const ring of q.rings) {
+      if (group !== undefined) ring.unpark(group);
+      else ring.unparkAll();
     }
   }
 
@@ -347,36 +309,49 @@ export class ReadyQueue {
     this.#rateParked.push({ atMs, queue, group: null });
   }
 
-  *#candidateLanes(q: QueueLanes, runnable: RunnableTypes): Iterable<Lane> {
-    if (q.lanes.size <= runnable.runnableTypeCount) {
-      for (const lane of q.lanes.values()) if (runnable.canRun(lane.taskType, q.name)) yield lane;
+  /** The task types of a ring's lanes that some free worker runs (for the queue). */
+  *#candidateTypes(q: QueueRings, ring: GroupRing, runnable: RunnableTypes): Iterable<string> {
+    if (ring.laneCount === 0) return;
+    if (ring.laneCount <= runnable.runnableTypeCount) {
+      for (const taskType of ring.laneTypes())
+        if (runnable.canRun(taskType, q.name)) yield taskType;
       return;
     }
     for (const taskType of runnable.runnableTypes()) {
-      const lane = q.lanes.get(taskType);
-      if (lane !== undefined && runnable.canRun(taskType, q.name)) yield lane;
+      if (ring.hasLane(taskType) && runnable.canRun(taskType, q.name)) yield taskType;
     }
   }
 
-  /** Forgets a lane (and its queue) once nothing is queued in it, live or lazily removed. */
-  #dropIfEmpty(q: QueueLanes, lane: Lane): void {
-    if (!lane.rings.every((ring) => ring.isEmpty)) return;
-    q.lanes.delete(lane.taskType);
-    if (q.lanes.size > 0) return;
+  /** Forgets a queue once nothing is queued in it, live or lazily removed. */
+  #dropIfEmpty(q: QueueRings): void {
+    if (!q.rings.every((ring) => ring.isEmpty)) return;
     this.#queues.delete(q.name);
     this.#fresh.delete(q);
     this.#served.delete(q);
+  }
+
+  #count(job: Readonly<CoreJob>, by: 1 | -1): void {
+    let groups = this.#live.get(job.queue);
+    if (groups === undefined) this.#live.set(job.queue, (groups = new Map<string, number>()));
+    const group = groupOf(job);
+    const n = (groups.get(group) ?? 0) + by;
+    if (n < 0) throw new Error(`queue ${job.queue} group ${group}: live count below zero`);
+    if (n > 0) groups.set(group, n);
+    else groups.delete(group);
+    if (groups.size === 0) this.#live.delete(job.queue);
   }
 
   /** Task types that have at least one queued job. */
   *taskTypes(): Iterable<string> {
     const seen = new Set<string>();
     for (const q of this.#queues.values()) {
-      for (const [taskType, lane] of q.lanes) {
-        if (seen.has(taskType)) continue;
-        if (lane.rings.some((r) => [...r.heaps.values()].some((h) => this.#live(h, r.base)))) {
-          seen.add(taskType);
-          yield taskType;
+      for (const ring of q.rings) {
+        for (const entry of ring.entries()) {
+          for (const [taskType, heap] of entry.byType) {
+            if (seen.has(taskType) || this.#liveHead(heap, ring.base) === undefined) continue;
+            seen.add(taskType);
+            yield taskType;
+          }
         }
       }
     }
@@ -384,53 +359,45 @@ export class ReadyQueue {
 
   /** Queued jobs (live ones) per group of a queue, largest first (the Queues page). */
   groupBacklog(queue: string, limit: number): { group: string; queued: number }[] {
-    const counts = new Map<string, number>();
-    for (const lane of this.#queues.get(queue)?.lanes.values() ?? []) {
-      for (const ring of lane.rings) {
-        for (const [group, heap] of ring.heaps) {
-          counts.set(group, (counts.get(group) ?? 0) + heap.size);
-        }
-      }
-    }
-    return [...counts]
+    return [...(this.#live.get(queue) ?? [])]
       .map(([group, queued]) => ({ group, queued }))
       .sort((a, b) => b.queued - a.queued || (a.group < b.group ? -1 : 1))
       .slice(0, limit);
   }
 
-  /** Ring turn orders of a queue, for invariant checks: [taskType, level, groups][]. */
-  turnsOf(queue: string): [string, number, string[]][] {
-    const out: [string, number, string[]][] = [];
-    for (const [taskType, lane] of this.#queues.get(queue)?.lanes ?? []) {
-      lane.rings.forEach((ring, level) => out.push([taskType, level, ring.turns()]));
+  /** Ring turn orders of a queue, for invariant checks: [level, groups][]. */
+  turnsOf(queue: string): [number, string[]][] {
+    const out: [number, string[]][] = [];
+    for (const ring of this.#queues.get(queue)?.rings ?? []) {
+      if (!ring.isEmpty) out.push([ring.base, ring.turns()]);
     }
     return out;
   }
 
   /**
-   * The live head of a ring: the oldest QUEUED job of the group whose turn
-   * it is. Drops entries no longer QUEUED and groups left empty; parks the
-   * groups a group limit holds.
+   * The front group of a ring's lane with a live job: drops dead entries and
+   * groups left without jobs of the type; parks the groups a group limit
+   * holds.
    */
-  #head(q: QueueLanes, ring: GroupRing, nowMs: number): CoreJob | undefined {
-    for (let group = ring.front(); group !== undefined; group = ring.front()) {
-      const heap = ring.heaps.get(group);
-      const job = heap === undefined ? undefined : this.#live(heap, ring.base);
-      if (heap === undefined || job === undefined) {
-        ring.heaps.delete(group);
-        ring.dropFront();
+  #front(q: QueueRings, ring: GroupRing, taskType: string, nowMs: number): GroupEntry | undefined {
+    for (let entry = ring.front(taskType); entry !== undefined; entry = ring.front(taskType)) {
+      const heap = entry.byType.get(taskType);
+      if (heap === undefined || this.#liveHead(heap, ring.base) === undefined) {
+        ring.dropType(entry, taskType);
         continue;
       }
-      const opensAtMs = this.#limits.groupOpeningMs(q.name, group, nowMs);
-      if (opensAtMs === nowMs) return job;
-      ring.park(group);
-      if (opensAtMs !== null) this.#rateParked.push({ atMs: opensAtMs, queue: q.name, group });
+      const opensAtMs = this.#limits.groupOpeningMs(q.name, entry.group, nowMs);
+      if (opensAtMs === nowMs) return entry;
+      ring.park(entry);
+      if (opensAtMs !== null) {
+        this.#rateParked.push({ atMs: opensAtMs, queue: q.name, group: entry.group });
+      }
     }
     return undefined;
   }
 
   /** The live head of a heap, dropping entries that are no longer QUEUED. */
-  #live(heap: BinaryHeap<CoreJob>, base: number): CoreJob | undefined {
+  #liveHead(heap: BinaryHeap<CoreJob>, base: number): CoreJob | undefined {
     for (;;) {
       const job = heap.peek();
       if (job === undefined || job.state === 'QUEUED') return job;

@@ -5,13 +5,17 @@
  * - RETRY_WAIT jobs keep their absolute eligibility time.
  * - SCHEDULED jobs keep their due time; overdue ones become QUEUED with the
  *   first input, in due-time order (delayed-jobs.ts).
- * - RUNNING jobs were interrupted: the attempt counts, and is recorded in the
- *   history as INTERRUPTED. With attempts left the job is requeued;
- *   otherwise it fails with "coordinator restarted during final attempt;
- *   outcome unknown". With a shared store (PostgreSQL) a new term is a new
- *   leader, and the text names the epochs instead: "leader changed (epoch
- *   1 → 2) during attempt 1". Persisted deadlines are a dead process's clock
- *   and are never trusted: the next assignment sets a fresh one.
+ * - RUNNING jobs may still run on their workers: each lease is kept for its
+ *   worker for a heartbeat timeout (it counts toward its queue's and group's
+ *   concurrency meanwhile) with a fresh deadline (the stored one is a dead
+ *   process's clock). A worker that registers again listing the attempt
+ *   goes on with it; a result from it counts. An attempt still kept after
+ *   that was interrupted (interruption.ts): the attempt counts, and is
+ *   recorded in the history as INTERRUPTED. With attempts left the job is
+ *   requeued; otherwise it fails with "coordinator restarted during final
+ *   attempt; outcome unknown". With a shared store (PostgreSQL) a new term
+ *   is a new leader, and the text names the epochs instead: "leader changed
+ *   (epoch 1 → 2) during attempt 1".
  * - WAITING jobs wait again for their parents that are still active; the
  *   ended parents' rows (`parentJobs`) give their dependents' handlers the
  *   results. A job waiting in `ctx.waitFor` waits again, or goes on with the
@@ -31,12 +35,13 @@ import {
   type FinishedParent,
 } from './dependencies.js';
 import { fromRecord, isRunning, type CoreJob, type JobStep, type RunningJob } from './job.js';
-import { attemptsUsed, pendingWaitOf } from './step-records.js';
+import { renewDeadline } from './lease.js';
+import { pendingWaitOf } from './step-records.js';
 import { recoverWait } from './steps.js';
 import { holdScheduled } from './delayed-jobs.js';
 import { recoverWindow } from './scheduled-window.js';
-import { cancelJob, finishJob, interruptAttempt, releaseWaiting } from './job-lifecycle.js';
-import { isTerminalState, transition } from './job-state.js';
+import { cancelJob, releaseWaiting } from './job-lifecycle.js';
+import { isTerminalState } from './job-state.js';
 import { groupOf } from './ready-queue.js';
 import type { CoreState } from './state.js';
 
@@ -74,13 +79,15 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     const blocker = attachRecovered(s, job, parentRows);
     if (blocker !== undefined) blocked.set(job.jobId, blocker);
   }
+  const kept = new Map<string, string[]>();
   for (const job of jobs) {
     if (isTerminalState(job.state)) continue; // a cascade of this recovery ended it
     const blocker = blocked.get(job.jobId);
     if (blocker !== undefined) recoverBlocked(s, job, blocker);
     else if (job.waitingFor !== null) recoverWait(s, job, parentRows);
-    else recoverJob(s, job, interruption);
+    else recoverJob(s, job, kept);
   }
+  keepRecovered(s, kept, interruption);
   // The later delayed jobs stayed in the store: where memory's window ends.
   recoverWindow(s, stored);
 }
@@ -130,7 +137,7 @@ function interruptionOf(epoch: number | undefined): string {
     : `leader changed (epoch ${epoch - 1} → ${epoch})`;
 }
 
-function recoverJob(s: CoreState, job: CoreJob, interruption: string): void {
+function recoverJob(s: CoreState, job: CoreJob, kept: Map<string, string[]>): void {
   switch (job.state) {
     case 'QUEUED':
       s.ready.push(job);
@@ -142,7 +149,7 @@ function recoverJob(s: CoreState, job: CoreJob, interruption: string): void {
     case 'RUNNING':
       if (!isRunning(job))
         throw new Error(`store returned RUNNING job ${job.jobId} without a lease`);
-      recoverRunning(s, job, interruption);
+      recoverRunning(s, job, kept);
       return;
     case 'SCHEDULED':
       // Overdue ones (their time passed while no coordinator ran) are
@@ -163,21 +170,38 @@ function recoverJob(s: CoreState, job: CoreJob, interruption: string): void {
   }
 }
 
-function recoverRunning(s: CoreState, job: RunningJob, interruption: string): void {
-  const workerId = job.lease.workerId;
-  const interrupted = `${interruption} during attempt ${job.attempts}; outcome unknown (worker ${workerId})`;
-  // Its lease counted until now (it ends here): not a start of this term.
+/**
+ * An attempt the restart found running: its lease is kept for its worker
+ * (kept-leases.ts), collected by {@link keepRecovered}; it counts toward its
+ * queue's concurrency again and gets a fresh deadline.
+ */
+function recoverRunning(s: CoreState, job: RunningJob, kept: Map<string, string[]>): void {
+  // Its lease goes on in this term (not a new start: no rate window counts it).
   s.queues.noteStart(job.queue, groupOf(job), s.nowMs, false);
-  interruptAttempt(s, job, interrupted);
-  if (attemptsUsed(job) >= job.maxAttempts) {
-    job.error = `${interruption} during final attempt; outcome unknown (worker ${workerId}; all ${job.maxAttempts} attempts used)`;
-    finishJob(s, job, 'FAILED');
-    s.emit({ type: 'job.recovered', jobId: job.jobId, from: 'RUNNING', to: 'FAILED' });
-    return;
-  }
-  job.error = interrupted;
-  transition(job, { to: 'QUEUED', recovery: true }, s.nowMs);
+  const deadlineAtMs = renewDeadline(job, s.nowMs);
+  s.deadlines.push({ atMs: deadlineAtMs, jobId: job.jobId, attemptId: job.lease.attemptId });
   s.jobs.save(job);
-  s.ready.push(job);
-  s.emit({ type: 'job.recovered', jobId: job.jobId, from: 'RUNNING', to: 'QUEUED' });
+  const list = kept.get(job.lease.workerId) ?? [];
+  list.push(job.jobId);
+  kept.set(job.lease.workerId, list);
+}
+
+/**
+ * Keeps the recovered running attempts for their workers for a heartbeat
+ * timeout: a worker that registers again listing one (`heldAttempts`) goes
+ * on with it, a result from the worker counts, and whatever is still kept
+ * then ends as interrupted (interruption.ts).
+ */
+function keepRecovered(s: CoreState, kept: Map<string, string[]>, interruption: string): void {
+  const untilMs = s.nowMs + s.config.heartbeatTimeoutMs;
+  for (const [workerId, jobIds] of kept) {
+    s.kept.keep(workerId, jobIds, s.nowMs, untilMs, { kind: 'interrupted', interruption });
+    s.emit({
+      type: 'worker.leasesKept',
+      workerId,
+      jobs: jobIds.length,
+      untilMs,
+      reason: interruption,
+    });
+  }
 }

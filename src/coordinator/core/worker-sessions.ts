@@ -48,6 +48,8 @@ import type {
 } from '../../protocol/messages.js';
 import { isRunning, type RunningJob } from './job.js';
 import { isCurrentLease } from './lease.js';
+import { revokeKept } from './interruption.js';
+import type { Revocation } from './kept-leases.js';
 import { completeJob, failAttempt, requeueDue, schedule } from './job-lifecycle.js';
 import type { CoreState } from './state.js';
 import type { WorkerLossCause } from './types.js';
@@ -226,9 +228,12 @@ function reclaim(
   held: readonly HeldAttempt[],
   fromPrevious: readonly string[],
 ): void {
-  const kept = s.kept.take(session.workerId);
-  const candidates = new Set([...fromPrevious, ...(kept?.jobIds ?? [])]);
-  const reason = kept?.reason ?? `worker ${session.workerId} lost (worker re-registered)`;
+  const kept = new Map(s.kept.take(session.workerId) ?? []);
+  const candidates = new Set([...fromPrevious, ...kept.keys()]);
+  const replaced: Revocation = {
+    kind: 'lost',
+    error: `worker ${session.workerId} lost (worker re-registered)`,
+  };
   const listed = new Map<string, string>();
   let reclaimed = 0;
   for (const { jobId, attemptId } of held) {
@@ -248,7 +253,7 @@ function reclaim(
       throw new Error(`kept job ${jobId} is not leased to ${session.workerId}`);
     }
     const attemptId = job.lease.attemptId;
-    failAttempt(s, job, 'worker_lost', reason);
+    revokeKept(s, job, kept.get(jobId) ?? replaced);
     // Listed but beyond what one session may hold: the worker must stop it.
     if (listed.get(jobId) === attemptId) {
       s.send(session.connId, { type: 'TASK_CANCEL', jobId, attemptId });
@@ -450,7 +455,8 @@ function loseKeeping(
   const jobIds = loseWorker(s, session, cause, reason, () => true);
   const untilMs = s.nowMs + s.config.heartbeatTimeoutMs;
   const { workerId } = session;
-  s.kept.keep(workerId, jobIds, s.nowMs, untilMs, `worker ${workerId} lost (${reason})`);
+  const error = `worker ${workerId} lost (${reason})`;
+  s.kept.keep(workerId, jobIds, s.nowMs, untilMs, { kind: 'lost', error });
   s.emit({ type: 'worker.leasesKept', workerId, jobs: jobIds.length, untilMs, reason });
 }
 
@@ -516,13 +522,13 @@ export function sweepHeartbeats(s: CoreState, stalledMs: number): void {
  */
 export function sweepKeptLeases(s: CoreState, stalledMs: number): void {
   if (stalledMs > 0) s.kept.extend(stalledMs, s.nowMs);
-  for (const { workerId, jobIds, reason } of s.kept.takeExpired(s.nowMs)) {
-    for (const jobId of jobIds) {
+  for (const { workerId, jobs } of s.kept.takeExpired(s.nowMs)) {
+    for (const [jobId, revocation] of jobs) {
       const job = s.jobs.active(jobId);
       if (job === undefined || !isRunning(job) || job.lease.workerId !== workerId) {
         throw new Error(`kept job ${jobId} is not leased to ${workerId}`);
       }
-      failAttempt(s, job, 'worker_lost', reason);
+      revokeKept(s, job, revocation);
     }
   }
   requeueDue(s);
