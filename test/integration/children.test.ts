@@ -140,7 +140,7 @@ describe('child jobs, end to end', { timeout: 60_000 }, () => {
         clientPort: tc.coordinator.clientPort,
       };
       let client = await DtpClient.connect({ host: '127.0.0.1', port: ports.clientPort });
-      const worker = await startTaskWorker(ports.workerPort, 'w-restart', { capacity: 2 });
+      let worker = await startTaskWorker(ports.workerPort, 'w-restart', { capacity: 2 });
       try {
         const { jobId } = await client.submit({
           taskType: 'children.hold',
@@ -154,7 +154,10 @@ describe('child jobs, end to end', { timeout: 60_000 }, () => {
         assert.equal(first.length, 1);
         await client.close();
         await tc.close();
+        // The worker goes too, so its attempt is not reattached: the restart interrupts it.
+        await worker.close();
         tc = await startCoordinator({ databasePath, ...ports });
+        worker = await startTaskWorker(ports.workerPort, 'w-after', { capacity: 2 });
         client = await DtpClient.connect({ host: '127.0.0.1', port: ports.clientPort });
         const done = await client.wait(jobId, 20_000);
         assert.equal(done.state, 'COMPLETED', done.error ?? '');
