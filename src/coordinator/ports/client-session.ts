@@ -362,8 +362,16 @@ export class ClientSession {
     this.#pushBytes = 0;
     waitingPushes.delete(this);
     if (!this.conn.isOpen || frames.length === 0) return;
-    // One buffer: the stream's cost is per write, and frames are just bytes in a row.
-    this.conn.sendFrame(frames.length === 1 ? (frames[0] as Buffer) : Buffer.concat(frames));
+    // One buffer for a peer that keeps up: the stream's cost is per write.
+    // For one that has bytes waiting already, the frames themselves: they
+    // will wait too, and a copy would be this subscriber's alone, where the
+    // frames are shared by every subscriber of the event (a subscriber that
+    // stopped reading holds about a fifth of the memory so).
+    if (frames.length === 1 || this.conn.outboundBytes > 0) {
+      for (const frame of frames) this.conn.sendFrame(frame);
+      return;
+    }
+    this.conn.sendFrame(Buffer.concat(frames));
   }
 
   #armMissed(): void {
