@@ -366,7 +366,7 @@ export class ClientSession {
     // For one that has bytes waiting already, the frames themselves: they
     // will wait too, and a copy would be this subscriber's alone, where the
     // frames are shared by every subscriber of the event (a subscriber that
-    // stopped reading holds about a fifth of the memory so).
+    // stopped reading holds well under half the memory so).
     if (frames.length === 1 || this.conn.outboundBytes > 0) {
       for (const frame of frames) this.conn.sendFrame(frame);
       return;
