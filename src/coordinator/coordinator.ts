@@ -571,7 +571,11 @@ export class Coordinator implements CoordinatorView {
       allowedHosts: this.#options.httpAllowedHosts ?? [],
       ownNames: [host, this.#advertisedHost()],
       ...(this.#deps.uiDir !== undefined && { uiDir: this.#deps.uiDir }),
-      ...(this.#deps.httpLimits !== undefined && { limits: this.#deps.httpLimits }),
+      limits: {
+        maxStreamsPerAddress: this.#options.maxHttpStreamsPerAddress,
+        streamStallMs: this.#options.subscriberStallMs,
+        ...this.#deps.httpLimits,
+      },
     });
   }
 

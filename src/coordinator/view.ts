@@ -58,6 +58,9 @@ export interface MetricsText {
 }
 
 /** Bounds on the HTTP port's connections (defaults: HTTP_LIMITS in src/http/http-server.ts). */
+/** Live streams (`GET /api/events`) the HTTP port holds at most. */
+export const MAX_HTTP_STREAMS = 32;
+
 export interface HttpLimits {
   /** Open connections: scrapers, probes, dashboards (each page holds a live stream and a few more). */
   maxConnections: number;
@@ -69,6 +72,13 @@ export interface HttpLimits {
   requestTimeoutMs: number;
   /** Time a keep-alive connection waits for its next request, in ms. */
   keepAliveTimeoutMs: number;
+  /** Live streams one address may hold (of {@link MAX_HTTP_STREAMS}). */
+  maxStreamsPerAddress: number;
+  /**
+   * A live stream that has had what was sent to it waiting unread this long
+   * (ms) is closed when a newcomer would otherwise be refused for a full budget.
+   */
+  streamStallMs: number;
 }
 
 /** How the coordinator wants its HTTP port. */

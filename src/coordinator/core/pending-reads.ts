@@ -98,6 +98,8 @@ export type PendingRead =
       latest?: JobRecord;
       /** WAIT_JOB's timeout, as asked. */
       timeoutMillis?: number | null;
+      /** WAIT_JOB: the peer's address (null: in-process). */
+      address?: string | null;
     }
   /** The next window of delayed jobs (scheduled-window.ts). */
   | { kind: 'window'; untilMs: number; seen: Map<string, JobRecord> }

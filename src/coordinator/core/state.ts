@@ -162,6 +162,11 @@ export class CoreState {
     this.#effects.push({ kind: 'close', connId, reason });
   }
 
+  /** Closes a client connection (after what was produced for it before). */
+  closeClient(connId: number, reason: string): void {
+    this.#effects.push({ kind: 'close', connId, reason });
+  }
+
   reply(connId: number, requestId: number, msg: ClientReply): void {
     this.#effects.push({ kind: 'reply', connId, requestId, msg });
   }

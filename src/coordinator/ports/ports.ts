@@ -323,6 +323,9 @@ export class Ports {
       idleTimeoutMs: limits.clientIdleTimeoutMs,
       report: (event) => this.guard.report(event),
       onBlockedByWait: () => this.#host.clientInput({ kind: 'releaseWaits', connId: conn.id }),
+      address: admission.address,
+      onSubscriberStalled: (stalled) =>
+        this.#host.clientInput({ kind: 'subscriberStalled', connId: conn.id, stalled }),
     });
     this.#clients.set(conn.id, session);
   }
@@ -358,7 +361,14 @@ export class Ports {
         }`,
       });
     } else {
-      this.#host.clientInput({ kind: 'clientRequest', connId, requestId, msg });
+      const address = session.address;
+      this.#host.clientInput({
+        kind: 'clientRequest',
+        connId,
+        requestId,
+        msg,
+        ...(address !== null && { address }),
+      });
     }
   }
 
