@@ -193,6 +193,7 @@ export class CoordinatorCore {
       pendingReads: s.reads.size,
       subscriptions: s.subscriptions.size,
       subscribers: s.subscriptions.connections,
+      stalledSubscribers: s.subscriptions.stalled().size,
       scheduledCount: s.scheduledCount,
       farScheduledCount: s.window.farCount,
       scheduledHorizon: { atMs: s.window.horizonMs, seq: s.window.horizonSeq },
@@ -419,6 +420,8 @@ export interface CoreInspection {
   subscriptions: number;
   /** Client connections holding at least one of them. */
   subscribers: number;
+  /** Of those, the ones leaving more events unread than they may (their events are dropped). */
+  stalledSubscribers: number;
   /** SCHEDULED jobs held in memory. */
   scheduledCount: number;
   /** SCHEDULED jobs beyond the window, in the store only (scheduled-window.ts). */

@@ -89,7 +89,7 @@ function dropStalled(s: CoreState, except: number, address: string | null): bool
   if (victim === null) return false;
   const stalledMs = s.nowMs - victim.sinceMs;
   s.subscriptions.dropConnection(victim.connId);
-  s.closeClient(
+  s.dropClient(
     victim.connId,
     `subscriber dropped: it left its job events unread for ${stalledMs} ms and a new subscriber needed its place`,
   );

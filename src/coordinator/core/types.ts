@@ -76,8 +76,12 @@ export type CoreInput =
 
 export type Effect =
   | { kind: 'send'; connId: number; msg: CoordinatorToWorker }
-  /** Close a worker or client connection after what was sent before it. */
-  | { kind: 'close'; connId: number; reason: string }
+  /**
+   * Close a worker or client connection after what was sent before it;
+   * `abrupt`: at once, dropping what it has not taken (a subscriber that
+   * stopped reading would otherwise hold it until a timeout).
+   */
+  | { kind: 'close'; connId: number; reason: string; abrupt?: true }
   | { kind: 'reply'; connId: number; requestId: number; msg: ClientReply }
   /**
    * A job event for subscribers on client connections (not a reply to any

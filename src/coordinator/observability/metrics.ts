@@ -391,6 +391,13 @@ export class CoordinatorMetrics {
         this.set(snapshot().subscribers);
       },
     );
+    gauge(
+      'dtp_event_subscribers_stalled',
+      'Subscribers leaving more job events unread than they may (their events are dropped)',
+      function () {
+        this.set(snapshot().stalledSubscribers);
+      },
+    );
     const source = this.#source;
     gauge(
       'dtp_store_integrity_problems',
