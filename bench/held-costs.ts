@@ -23,6 +23,7 @@
  */
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
+import { MAX_SUBSCRIPTIONS } from '../src/protocol/limits.js';
 import type { SubmitJobsElement } from '../src/protocol/messages.js';
 import { Flood } from '../test/helpers/flood.js';
 import type { FloodPlan } from '../test/helpers/flood-peer.js';
@@ -67,7 +68,12 @@ async function heldBy(
   what: string,
 ): Promise<number> {
   const before = await settledBytes();
-  const flood = Flood.start({ ...plan, port: tc.coordinator.clientPort, host: HOST, holdMs: HOLD_MS });
+  const flood = Flood.start({
+    ...plan,
+    port: tc.coordinator.clientPort,
+    host: HOST,
+    holdMs: HOLD_MS,
+  });
   try {
     await until(held, { timeoutMs: 120_000, what });
     const during = await settledBytes();
@@ -142,7 +148,11 @@ async function stalledSubscribers(tc: TestCoordinator, count: number): Promise<H
     await flood.stop();
     await until(() => clientsOpen(tc) === 0, { timeoutMs: 30_000, what: 'the flood to close' });
     const afterClose = await settledBytes();
-    return { kind: 'stalled-subscriber', count, bytesEach: Math.round((during - afterClose) / count) };
+    return {
+      kind: 'stalled-subscriber',
+      count,
+      bytesEach: Math.round((during - afterClose) / count),
+    };
   } finally {
     await flood.stop();
   }
@@ -159,6 +169,10 @@ export async function heldCosts(options: {
     sweepIntervalMs: 200,
     // Past a normal client's idle timeout: the idle connections stay.
     netLimits: { clientIdleTimeoutMs: 0 },
+    // Costs, not budgets, are measured here: every peer comes from one address.
+    maxSubscriptionsPerAddress: MAX_SUBSCRIPTIONS,
+    maxWaitsPerAddress: 100_000_000,
+    maxWaits: 100_000_000,
   });
   try {
     const n = options.connections;

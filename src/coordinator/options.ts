@@ -19,12 +19,12 @@ import { DtpError } from '../protocol/errors.js';
 import {
   DEFAULT_MAX_SCHEDULED_JOBS,
   MAX_ATTEMPTS_LIMIT,
+  MAX_HTTP_STREAMS,
   MAX_PORT,
   MAX_SUBSCRIPTIONS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { MAX_HTTP_STREAMS } from './view.js';
 import {
   DEFAULT_NET_LIMITS,
   NET_LIMIT_BOUNDS,

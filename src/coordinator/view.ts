@@ -58,9 +58,6 @@ export interface MetricsText {
 }
 
 /** Bounds on the HTTP port's connections (defaults: HTTP_LIMITS in src/http/http-server.ts). */
-/** Live streams (`GET /api/events`) the HTTP port holds at most. */
-export const MAX_HTTP_STREAMS = 32;
-
 export interface HttpLimits {
   /** Open connections: scrapers, probes, dashboards (each page holds a live stream and a few more). */
   maxConnections: number;
@@ -72,7 +69,7 @@ export interface HttpLimits {
   requestTimeoutMs: number;
   /** Time a keep-alive connection waits for its next request, in ms. */
   keepAliveTimeoutMs: number;
-  /** Live streams one address may hold (of {@link MAX_HTTP_STREAMS}). */
+  /** Live streams one address may hold (of MAX_HTTP_STREAMS in protocol/limits.ts). */
   maxStreamsPerAddress: number;
   /**
    * A live stream that has had what was sent to it waiting unread this long

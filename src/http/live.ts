@@ -28,7 +28,8 @@
 import { ErrorCode } from '../protocol/error-codes.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { normalizeAddress } from '../net/admission.js';
-import { MAX_HTTP_STREAMS, type CoreEvent } from '../coordinator/view.js';
+import type { CoreEvent } from '../coordinator/view.js';
+import { MAX_HTTP_STREAMS } from '../protocol/limits.js';
 import type { JobState } from '../protocol/messages.js';
 import { HttpError } from './responses.js';
 
@@ -168,7 +169,10 @@ export class LiveStreams {
    */
   #makeRoom(address: string): void {
     const { maxStreams, maxStreamsPerAddress } = this.#limits;
-    if ((this.#byAddress.get(address) ?? 0) >= maxStreamsPerAddress && !this.#dropStalled(address)) {
+    if (
+      (this.#byAddress.get(address) ?? 0) >= maxStreamsPerAddress &&
+      !this.#dropStalled(address)
+    ) {
       throw new HttpError(
         503,
         ErrorCode.LimitExceeded,

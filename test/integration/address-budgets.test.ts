@@ -11,9 +11,12 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { DtpClient, type WatchEvent } from '../../src/client/index.js';
-import { MAX_HTTP_STREAMS } from '../../src/coordinator/view.js';
 import { encodeMessage } from '../../src/protocol/codec.js';
-import { MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTIONS_PER_CONNECTION } from '../../src/protocol/limits.js';
+import {
+  MAX_HTTP_STREAMS,
+  MAX_SUBSCRIPTIONS,
+  MAX_SUBSCRIPTIONS_PER_CONNECTION,
+} from '../../src/protocol/limits.js';
 import { Flood } from '../helpers/flood.js';
 import type { FloodPlan } from '../helpers/flood-peer.js';
 import { EventStream } from '../helpers/http-api.js';
@@ -197,7 +200,8 @@ async function stalledSubscriber(port: number): Promise<Socket> {
   socket.on('error', () => undefined);
   const one = encodeMessage({ type: 'SUBSCRIBE_JOBS', filter: {} });
   socket.write(Buffer.concat(Array<Buffer>(MAX_SUBSCRIPTIONS_PER_CONNECTION).fill(one)));
-  const repliesBytes = MAX_SUBSCRIPTIONS_PER_CONNECTION * encodeMessage({ type: 'SUBSCRIBED' }).length;
+  const repliesBytes =
+    MAX_SUBSCRIPTIONS_PER_CONNECTION * encodeMessage({ type: 'SUBSCRIBED' }).length;
   let received = 0;
   await new Promise<void>((resolve) => {
     const onData = (d: Buffer): void => {

@@ -162,9 +162,16 @@ export class BudgetChecks {
     }
     judge.check(
       total === subscriptions && total <= config.maxSubscriptions,
-      () => `the core holds ${subscriptions} subscriptions, the model ${total} (of ${config.maxSubscriptions})`,
+      () =>
+        `the core holds ${subscriptions} subscriptions, the model ${total} (of ${config.maxSubscriptions})`,
     );
-    sameCounts(judge, 'subscriptions', budgets.subscriptionsByAddress, subsByAddress, config.maxSubscriptionsPerAddress);
+    sameCounts(
+      judge,
+      'subscriptions',
+      budgets.subscriptionsByAddress,
+      subsByAddress,
+      config.maxSubscriptionsPerAddress,
+    );
     sameCounts(judge, 'waits', budgets.waitsByAddress, waitsByAddress, config.maxWaitsPerAddress);
     const stalled = [...budgets.stalledSubscribers];
     const model = [...this.#stalled];

@@ -191,7 +191,11 @@ export class Invariants implements WorldObserver {
     this.#checkAcked(rows);
     this.#checkCore(rows);
     const core = this.#world.core;
-    this.budgets.checkStep(core.budgets(), core.inspect().subscriptions, this.#timing.waitsByConn());
+    this.budgets.checkStep(
+      core.budgets(),
+      core.inspect().subscriptions,
+      this.#timing.waitsByConn(),
+    );
   }
 
   /** Null when the system is at rest: every job terminal, every request answered. */

@@ -169,6 +169,7 @@ export class TimingChecks {
       case 'worker.leasesReclaimed':
       case 'jobs.purged':
       case 'coordinator.stalled':
+      case 'subscriber.dropped':
         return;
     }
   }

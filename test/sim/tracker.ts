@@ -541,6 +541,7 @@ export class JobTracker {
       case 'worker.draining':
       case 'jobs.purged':
       case 'coordinator.stalled':
+      case 'subscriber.dropped':
         return;
     }
   }

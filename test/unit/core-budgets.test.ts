@@ -58,13 +58,20 @@ describe('core: pending waits per address', () => {
   it('counts the waits of every connection of an address together, and serves another address', () => {
     const h = harness({ maxWaitsPerAddress: 3 });
     const jobId = h.submit();
-    for (const connId of [1, 2, 3]) assert.equal(ask(h, waitFor(jobId), connId, A).reply, undefined);
+    for (const connId of [1, 2, 3])
+      assert.equal(ask(h, waitFor(jobId), connId, A).reply, undefined);
     const refused = expectReply(ask(h, waitFor(jobId), 4, A).reply, 'ERROR');
     assert.equal(refused.code, 'TOO_MANY_WAITS');
     assert.match(refused.message, /from this address \(limit 3\)/);
     assert.equal(ask(h, waitFor(jobId), 5, B).reply, undefined, 'another address waits');
     assert.equal(ask(h, waitFor(jobId), 6, null).reply, undefined, 'the in-process client waits');
-    assert.deepEqual(h.core.budgets().waitsByAddress, new Map([[A, 3], [B, 1]]));
+    assert.deepEqual(
+      h.core.budgets().waitsByAddress,
+      new Map([
+        [A, 3],
+        [B, 1],
+      ]),
+    );
     h.handle({ kind: 'clientClosed', connId: 2 });
     assert.equal(ask(h, waitFor(jobId), 4, A).reply, undefined, 'room again once one left');
   });
@@ -93,7 +100,13 @@ describe('core: subscriptions per address', () => {
     assert.match(refused.message, /from this address \(limit 2\)/);
     expectReply(ask(h, SUBSCRIBE, 4, B).reply, 'SUBSCRIBED');
     expectReply(ask(h, SUBSCRIBE, 5, null).reply, 'SUBSCRIBED');
-    assert.deepEqual(h.core.budgets().subscriptionsByAddress, new Map([[A, 2], [B, 1]]));
+    assert.deepEqual(
+      h.core.budgets().subscriptionsByAddress,
+      new Map([
+        [A, 2],
+        [B, 1],
+      ]),
+    );
   });
 
   it('drops the subscriber of the address that stopped reading first, once stalled long enough', () => {
@@ -165,6 +178,9 @@ describe('core: the total of subscriptions', () => {
     stalled(h, 7);
     expectReply(ask(h, SUBSCRIBE, 1, A).reply, 'SUBSCRIBED');
     h.clock += STALL_MS;
-    assert.equal(expectReply(ask(h, SUBSCRIBE, 2, B).reply, 'ERROR').code, 'TOO_MANY_SUBSCRIPTIONS');
+    assert.equal(
+      expectReply(ask(h, SUBSCRIBE, 2, B).reply, 'ERROR').code,
+      'TOO_MANY_SUBSCRIPTIONS',
+    );
   });
 });

@@ -25,7 +25,13 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
   ],
   'worker.draining': [{ type: 'worker.draining', workerId: 'w', runningJobs: 0 }],
   'subscriber.dropped': [
-    { type: 'subscriber.dropped', connId: 3, address: '10.0.0.7', stalledMs: 12_000, budget: 'total' },
+    {
+      type: 'subscriber.dropped',
+      connId: 3,
+      address: '10.0.0.7',
+      stalledMs: 12_000,
+      budget: 'total',
+    },
   ],
   'worker.leasesKept': [
     { type: 'worker.leasesKept', workerId: 'w', jobs: 1, untilMs: 1, reason: 'connection closed' },

@@ -463,6 +463,11 @@ function redo(
     case 'cancel':
       return cancel(s, connId, requestId, jobId);
     case 'wait':
-      return wait(s, { connId, requestId, address: read.address ?? null }, jobId, read.timeoutMillis ?? null);
+      return wait(
+        s,
+        { connId, requestId, address: read.address ?? null },
+        jobId,
+        read.timeoutMillis ?? null,
+      );
   }
 }
