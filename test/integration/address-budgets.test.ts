@@ -130,7 +130,10 @@ describe('budgets per address', { timeout: 120_000 }, () => {
     const tc = await coordinator({
       maxSubscriptionsPerAddress: MAX_SUBSCRIPTIONS_PER_CONNECTION,
       subscriberStallMs: stallMs,
+      metricsPort: 0,
     });
+    const metrics = async (): Promise<string> =>
+      (await fetch(`http://${HOST}:${tc.coordinator.httpPort}/metrics`)).text();
     const stalled = await stalledSubscriber(tc.coordinator.clientPort);
     let stalledClosed = false;
     stalled.on('close', () => (stalledClosed = true));
@@ -149,6 +152,7 @@ describe('budgets per address', { timeout: 120_000 }, () => {
       );
     }
     assert.notEqual(stalledSinceMs, null, 'the subscriber never fell behind for good');
+    assert.match(await metrics(), /^dtp_event_subscribers_stalled 1$/m);
     const seen: WatchEvent[] = [];
     const controller = new AbortController();
     const reading = (async () => {
@@ -165,6 +169,7 @@ describe('budgets per address', { timeout: 120_000 }, () => {
     await until(() => seen.some((i) => i.job.jobId === jobId), { what: "the reader's event" });
     controller.abort();
     await reading;
+    assert.match(await metrics(), /^dtp_subscribers_dropped_total\{budget="address"\} 1$/m);
   });
 
   it('serves a live stream from another address while one address opens every one it can', async () => {

@@ -90,6 +90,25 @@ describe('core: pending waits per address', () => {
   });
 });
 
+describe('core: a wait whose read is out when its connection closes', () => {
+  it('is not held once the read comes back, and costs its address nothing', () => {
+    const h = new CoreHarness({
+      config: { scheduledWindow: { windowMs: 10_000, limit: 100, marginMs: 0 } },
+    });
+    // Due far beyond the near window: a wait on it needs a read of the store.
+    const far = h.submit({ runAtMillis: h.clock + 600_000 });
+    h.holdReads = true;
+    assert.equal(ask(h, waitFor(far), 1, A).reply, undefined);
+    assert.equal(h.heldReads.length, 1);
+    h.handle({ kind: 'clientClosed', connId: 1 });
+    h.holdReads = false;
+    const effects = h.answerHeldReads();
+    assert.deepEqual(effectsOf(effects, 'armWait'), []);
+    assert.equal(h.core.inspect().pendingWaits, 0);
+    assert.deepEqual(h.core.budgets().waitsByAddress, new Map());
+  });
+});
+
 describe('core: subscriptions per address', () => {
   it('refuses an address its budget and serves another address', () => {
     const h = harness({ maxSubscriptionsPerAddress: 2 });

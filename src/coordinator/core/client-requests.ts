@@ -284,9 +284,10 @@ export function releaseWaits(s: CoreState, connId: number): void {
   }
 }
 
-/** A client connection ended: forget its pending waits. */
+/** A client connection ended: forget its pending waits, also those whose read is out. */
 export function clientClosed(s: CoreState, connId: number): void {
   s.waits.dropConnection(connId);
+  s.reads.abandonWaits(connId);
   s.subscriptions.dropConnection(connId);
 }
 
@@ -415,6 +416,7 @@ export function jobRead(
   children: readonly string[] = [],
 ): void {
   const { connId, requestId, jobId } = read;
+  if (read.kind === 'wait' && read.abandoned === true) return;
   // The job may be active and not in memory (a far delayed job), and so
   // come into memory while the read is out (the window reached it): memory
   // answers then. A row committed while the read was out is newer than the
