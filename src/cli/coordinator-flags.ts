@@ -145,23 +145,55 @@ export function httpAllowedHostsFrom(values: FlagValues): string[] {
 
 const B = COORDINATOR_BOUNDS;
 
-/** The caps on pending WAIT_JOB requests (bounds from options.ts, shared with startCoordinator). */
-export const WAIT_FLAGS: readonly FlagSpec[] = [
+/**
+ * The caps on pending WAIT_JOB requests, on subscriptions and live streams
+ * per address, and when a subscriber counts as stalled (bounds from
+ * options.ts, shared with startCoordinator).
+ */
+export const CLIENT_BUDGET_FLAGS: readonly FlagSpec[] = [
   boundedFlag('max-waits-per-connection', B.maxWaitsPerConnection, {
     default: DEFAULT_COORDINATOR_OPTIONS.maxWaitsPerConnection,
     help: 'pending WAIT_JOB requests one client connection may hold; more get ERROR TOO_MANY_WAITS',
+  }),
+  boundedFlag('max-waits-per-address', B.maxWaitsPerAddress, {
+    default: DEFAULT_COORDINATOR_OPTIONS.maxWaitsPerAddress,
+    help: 'pending WAIT_JOB requests the client connections of one address may hold together; more get ERROR TOO_MANY_WAITS',
   }),
   boundedFlag('max-waits', B.maxWaits, {
     default: DEFAULT_COORDINATOR_OPTIONS.maxWaits,
     help: 'pending WAIT_JOB requests all client connections together may hold; more get ERROR TOO_MANY_WAITS',
   }),
+  boundedFlag('max-subscriptions-per-address', B.maxSubscriptionsPerAddress, {
+    default: DEFAULT_COORDINATOR_OPTIONS.maxSubscriptionsPerAddress,
+    help: 'job-event subscriptions (watch, events) the client connections of one address may hold together, of 1024 in all',
+  }),
+  boundedFlag('max-http-streams-per-address', B.maxHttpStreamsPerAddress, {
+    default: DEFAULT_COORDINATOR_OPTIONS.maxHttpStreamsPerAddress,
+    help: 'live streams of the HTTP port (/api/events) one address may hold, of 32 in all',
+  }),
+  boundedFlag('subscriber-stall-millis', B.subscriberStallMs, {
+    default: DEFAULT_COORDINATOR_OPTIONS.subscriberStallMs,
+    help: 'a subscriber or live stream that left what was sent to it unread this long is dropped for a newcomer when a budget is full',
+  }),
 ];
 
-export function waitCapsFrom(
+export function clientBudgetsFrom(
   values: FlagValues,
-): Pick<CoordinatorOptions, 'maxWaitsPerConnection' | 'maxWaits'> {
+): Pick<
+  CoordinatorOptions,
+  | 'maxWaitsPerConnection'
+  | 'maxWaitsPerAddress'
+  | 'maxWaits'
+  | 'maxSubscriptionsPerAddress'
+  | 'maxHttpStreamsPerAddress'
+  | 'subscriberStallMs'
+> {
   return {
     maxWaitsPerConnection: values.int('max-waits-per-connection'),
+    maxWaitsPerAddress: values.int('max-waits-per-address'),
     maxWaits: values.int('max-waits'),
+    maxSubscriptionsPerAddress: values.int('max-subscriptions-per-address'),
+    maxHttpStreamsPerAddress: values.int('max-http-streams-per-address'),
+    subscriberStallMs: values.int('subscriber-stall-millis'),
   };
 }

@@ -23,8 +23,8 @@ import {
   httpAllowedHostsFrom,
   netLimitsFrom,
   securityOptionsFrom,
-  WAIT_FLAGS,
-  waitCapsFrom,
+  CLIENT_BUDGET_FLAGS,
+  clientBudgetsFrom,
 } from './coordinator-flags.js';
 import {
   LOG_FLAGS,
@@ -150,7 +150,7 @@ const FLAGS: readonly FlagSpec[] = [
     defaultLabel: 'off: kept forever',
     help: 'delete terminal jobs (and their attempts) older than this, in the background',
   }),
-  ...WAIT_FLAGS,
+  ...CLIENT_BUDGET_FLAGS,
 ];
 
 /** `--http-port`, or its older name `--metrics-port`; both at once must agree. */
@@ -213,7 +213,7 @@ function buildOptions(values: FlagValues): CoordinatorOptions {
     security: securityOptionsFrom(values),
     netLimits: netLimitsFrom(values),
     retainTerminalMs: values.optionalInt('retain-terminal-millis') ?? null,
-    ...waitCapsFrom(values),
+    ...clientBudgetsFrom(values),
   };
   const problem = relationProblem(
     options,

@@ -436,7 +436,7 @@ export class Coordinator implements CoordinatorView {
       staged: (connId, requestId, msg) => ports().staged(connId, requestId, msg),
       held: (connId, requestId) => ports().held(connId, requestId),
       push: (connIds, msg) => ports().push(connIds, msg),
-      close: (connId, reason) => ports().close(connId, reason),
+      close: (connId, reason, abrupt) => ports().close(connId, reason, abrupt),
       hasClient: (connId) => ports().hasClient(connId),
       publish: (event) => this.#publish(event),
       committed: (durationMs) => this.events.emit('commit', durationMs),
@@ -571,7 +571,11 @@ export class Coordinator implements CoordinatorView {
       allowedHosts: this.#options.httpAllowedHosts ?? [],
       ownNames: [host, this.#advertisedHost()],
       ...(this.#deps.uiDir !== undefined && { uiDir: this.#deps.uiDir }),
-      ...(this.#deps.httpLimits !== undefined && { limits: this.#deps.httpLimits }),
+      limits: {
+        maxStreamsPerAddress: this.#options.maxHttpStreamsPerAddress,
+        streamStallMs: this.#options.subscriberStallMs,
+        ...this.#deps.httpLimits,
+      },
     });
   }
 

@@ -19,7 +19,9 @@ import { DtpError } from '../protocol/errors.js';
 import {
   DEFAULT_MAX_SCHEDULED_JOBS,
   MAX_ATTEMPTS_LIMIT,
+  MAX_HTTP_STREAMS,
   MAX_PORT,
+  MAX_SUBSCRIPTIONS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
@@ -93,6 +95,18 @@ export interface CoordinatorOptions {
   maxWaitsPerConnection: number;
   /** Pending WAIT_JOBs all client connections together may hold (default 100000). */
   maxWaits: number;
+  /** Pending WAIT_JOBs the client connections from one address may hold together (default 50000). */
+  maxWaitsPerAddress: number;
+  /** SUBSCRIBE_JOBS subscriptions the client connections from one address may hold together (default 512 of 1024). */
+  maxSubscriptionsPerAddress: number;
+  /** Live streams of the HTTP port (`/api/events`) one address may hold (default 16 of 32). */
+  maxHttpStreamsPerAddress: number;
+  /**
+   * A job-event subscriber (or live stream) that has left what was sent to it
+   * unread this long is dropped when a newcomer would otherwise be refused
+   * for a full budget, in ms (default 10000).
+   */
+  subscriberStallMs: number;
   logger: Logger;
 }
 
@@ -118,6 +132,10 @@ export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   retainTerminalMs: null,
   maxWaitsPerConnection: 10_000,
   maxWaits: 100_000,
+  maxWaitsPerAddress: 50_000,
+  maxSubscriptionsPerAddress: MAX_SUBSCRIPTIONS / 2,
+  maxHttpStreamsPerAddress: MAX_HTTP_STREAMS / 2,
+  subscriberStallMs: 10_000,
 };
 
 /** Largest `maxActiveJobs`. */
@@ -142,6 +160,10 @@ export const COORDINATOR_BOUNDS: BoundsTable<CoordinatorOptions> = {
   retainTerminalMs: { min: 1, max: MAX_DURATION_MS, nullMeans: 'kept forever' },
   maxWaitsPerConnection: { min: 1, max: 10_000_000 },
   maxWaits: { min: 1, max: 100_000_000 },
+  maxWaitsPerAddress: { min: 1, max: 100_000_000 },
+  maxSubscriptionsPerAddress: { min: 1, max: MAX_SUBSCRIPTIONS },
+  maxHttpStreamsPerAddress: { min: 1, max: MAX_HTTP_STREAMS },
+  subscriberStallMs: { min: 1, max: DAY_MS },
 };
 
 /** Rules between coordinator options. */

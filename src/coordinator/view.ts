@@ -69,6 +69,13 @@ export interface HttpLimits {
   requestTimeoutMs: number;
   /** Time a keep-alive connection waits for its next request, in ms. */
   keepAliveTimeoutMs: number;
+  /** Live streams one address may hold (of MAX_HTTP_STREAMS in protocol/limits.ts). */
+  maxStreamsPerAddress: number;
+  /**
+   * A live stream that has had what was sent to it waiting unread this long
+   * (ms) is closed when a newcomer would otherwise be refused for a full budget.
+   */
+  streamStallMs: number;
 }
 
 /** How the coordinator wants its HTTP port. */

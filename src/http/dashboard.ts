@@ -25,7 +25,7 @@ import {
   type ApiContext,
   type DashboardSource,
 } from './api.js';
-import { LiveStreams } from './live.js';
+import { LiveStreams, type LiveLimits } from './live.js';
 import { QueryParams, jsonBody, onlyFields, readBody } from './params.js';
 import type { RequestTarget } from './request-target.js';
 import { HttpError, HttpErrorCode, sendError, sendJson } from './responses.js';
@@ -43,6 +43,8 @@ export interface DashboardOptions {
   /** The coordinator's cron evaluator (a schedule's next runs). */
   cron: CronEvaluator;
   now?: () => number;
+  /** Budgets of the live streams (default DEFAULT_LIVE_LIMITS in live.ts). */
+  live?: Partial<LiveLimits>;
 }
 
 type Method = 'GET' | 'POST' | 'DELETE';
@@ -69,10 +71,13 @@ export class Dashboard {
     this.#ctx = { source, activity, maxActiveJobs: options.maxActiveJobs, cron: options.cron, now };
     this.#auth = options.auth;
     this.#static = new StaticFiles(options.uiDir);
-    this.#live = new LiveStreams({
-      overview: () => Promise.resolve(overview(this.#ctx)),
-      workers: () => workers(this.#ctx),
-    });
+    this.#live = new LiveStreams(
+      {
+        overview: () => Promise.resolve(overview(this.#ctx)),
+        workers: () => workers(this.#ctx),
+      },
+      options.live,
+    );
     this.#onEvent = (event) => {
       const kind = activityKind(event);
       if (kind !== null) activity.record(kind, now());

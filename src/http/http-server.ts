@@ -49,6 +49,7 @@ import { describeTlsError } from '../net/tls.js';
 import { describeError } from '../protocol/errors.js';
 import { HttpConnectionGate } from './connection-gate.js';
 import { Dashboard } from './dashboard.js';
+import { DEFAULT_LIVE_LIMITS } from './live.js';
 import { healthOf } from './health.js';
 import { HostPolicy } from './host-check.js';
 import { HttpAuth } from './http-auth.js';
@@ -63,6 +64,8 @@ export const HTTP_LIMITS: HttpLimits = {
   headersTimeoutMs: 5_000,
   requestTimeoutMs: 10_000,
   keepAliveTimeoutMs: 5_000,
+  maxStreamsPerAddress: DEFAULT_LIVE_LIMITS.maxStreamsPerAddress,
+  streamStallMs: DEFAULT_LIVE_LIMITS.stallMs,
 };
 
 /** Node checks the two timeouts this often: a quarter of the shorter, at most 1 s. */
@@ -94,17 +97,18 @@ export class HttpServer implements HttpPort {
       secureCookie: settings.tls !== null,
       onRefused: (remote, reason) => report({ type: 'auth.refused', port: 'http', remote, reason }),
     });
+    const limits = { ...HTTP_LIMITS, ...settings.limits };
     this.#dashboard = new Dashboard(view, {
       maxActiveJobs: settings.maxActiveJobs,
       auth,
       cron: settings.cron,
+      live: { maxStreamsPerAddress: limits.maxStreamsPerAddress, stallMs: limits.streamStallMs },
       ...(settings.uiDir !== undefined && { uiDir: settings.uiDir }),
     });
     this.#hosts = new HostPolicy({
       allowedHosts: settings.allowedHosts,
       ownNames: settings.ownNames,
     });
-    const limits = { ...HTTP_LIMITS, ...settings.limits };
     this.#gate = new HttpConnectionGate(
       { maxConnections: limits.maxConnections, maxPerAddress: limits.maxConnectionsPerAddress },
       report,

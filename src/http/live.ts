@@ -14,17 +14,28 @@
  *
  * One timer runs while at least one stream is open. A stream whose reader
  * falls behind by more than {@link MAX_BUFFERED_BYTES} is closed (the page
- * reconnects and reloads); at most {@link MAX_STREAMS} are open at once.
+ * reconnects and reloads).
+ *
+ * Budgets: at most {@link MAX_STREAMS} streams at once, and at most
+ * `maxStreamsPerAddress` from one address. A stream is *stalled* once what
+ * was written to it has stayed unsent (the kernel's buffer towards its
+ * reader full) from one message to the next for `stallMs`: its page stopped
+ * reading (a frozen tab, a peer that never reads). A newcomer that finds its
+ * address's budget, or the total, full takes the place of the stream that
+ * stalled first (of its own address, for the address's budget); only when
+ * none has stalled that long is it refused (503 `LIMIT_EXCEEDED`).
  */
 import { ErrorCode } from '../protocol/error-codes.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { normalizeAddress } from '../net/admission.js';
 import type { CoreEvent } from '../coordinator/view.js';
+import { MAX_HTTP_STREAMS } from '../protocol/limits.js';
 import type { JobState } from '../protocol/messages.js';
 import { HttpError } from './responses.js';
 
 export const TICK_MS = 250;
 export const MAX_CHANGES_PER_MESSAGE = 500;
-export const MAX_STREAMS = 32;
+export const MAX_STREAMS = MAX_HTTP_STREAMS;
 export const MAX_BUFFERED_BYTES = 1024 * 1024;
 const OVERVIEW_EVERY_TICKS = 4;
 const WORKERS_EVERY_TICKS = 8;
@@ -32,6 +43,28 @@ const WORKERS_EVERY_TICKS = 8;
 export interface LiveSources {
   overview(): Promise<unknown>;
   workers(): Promise<unknown>;
+}
+
+/** The budgets of the streams (see the module comment). */
+export interface LiveLimits {
+  /** Streams in all (at most {@link MAX_STREAMS}). */
+  maxStreams: number;
+  maxStreamsPerAddress: number;
+  /** Unsent output this long, in ms, makes a stream stalled. */
+  stallMs: number;
+}
+
+export const DEFAULT_LIVE_LIMITS: LiveLimits = {
+  maxStreams: MAX_STREAMS,
+  maxStreamsPerAddress: MAX_STREAMS / 2,
+  stallMs: 10_000,
+};
+
+/** One open stream: its response, its reader's address, since when its output waits (ms; null = none waits). */
+interface Stream {
+  readonly res: ServerResponse;
+  readonly address: string;
+  backlogSinceMs: number | null;
 }
 
 /** One job's new state in a `jobs` message. */
@@ -75,7 +108,11 @@ export interface JobsMessage {
 
 export class LiveStreams {
   readonly #sources: LiveSources;
-  readonly #streams = new Set<ServerResponse>();
+  readonly #limits: LiveLimits;
+  readonly #nowMs: () => number;
+  /** Open streams, oldest first. */
+  readonly #streams = new Map<ServerResponse, Stream>();
+  readonly #byAddress = new Map<string, number>();
   #changes = new Map<string, JobChange>();
   #truncated = false;
   #purged = 0;
@@ -84,23 +121,30 @@ export class LiveStreams {
   #timer: NodeJS.Timeout | null = null;
   #busy = false;
 
-  constructor(sources: LiveSources) {
+  /** `nowMs`: the clock of the stall rule (tests inject one). */
+  constructor(
+    sources: LiveSources,
+    limits: Partial<LiveLimits> = {},
+    nowMs: () => number = () => performance.now(),
+  ) {
     this.#sources = sources;
+    this.#limits = { ...DEFAULT_LIVE_LIMITS, ...limits };
+    this.#nowMs = nowMs;
   }
 
   get size(): number {
     return this.#streams.size;
   }
 
+  /** Open streams from `address`. */
+  countFor(address: string): number {
+    return this.#byAddress.get(normalizeAddress(address)) ?? 0;
+  }
+
   /** Starts a stream on this response (the request was authorized already). */
   open(req: IncomingMessage, res: ServerResponse): void {
-    if (this.#streams.size >= MAX_STREAMS) {
-      throw new HttpError(
-        503,
-        ErrorCode.LimitExceeded,
-        `at most ${MAX_STREAMS} live streams are open`,
-      );
-    }
+    const address = normalizeAddress(req.socket.remoteAddress ?? '?');
+    this.#makeRoom(address);
     res.writeHead(200, {
       'Content-Type': 'text/event-stream; charset=utf-8',
       'Cache-Control': 'no-store',
@@ -108,17 +152,66 @@ export class LiveStreams {
       Connection: 'keep-alive',
     });
     res.write('retry: 2000\n\n');
-    this.#streams.add(res);
-    const drop = (): void => {
-      this.#streams.delete(res);
-      if (this.#streams.size === 0) this.#stopTimer();
-    };
+    this.#streams.set(res, { res, address, backlogSinceMs: null });
+    this.#byAddress.set(address, (this.#byAddress.get(address) ?? 0) + 1);
+    const drop = (): void => this.#forget(res);
     req.on('close', drop);
     res.on('close', drop);
     this.#timer ??= setInterval(() => void this.#tick(), TICK_MS);
     // The first overview and workers go out at once, not a second later.
     this.#ticks = -1;
     this.#workersDirty = true;
+  }
+
+  /**
+   * Frees a place for a newcomer from `address`, closing a stalled stream
+   * where a budget is full; throws 503 when none can go.
+   */
+  #makeRoom(address: string): void {
+    const { maxStreams, maxStreamsPerAddress } = this.#limits;
+    if (
+      (this.#byAddress.get(address) ?? 0) >= maxStreamsPerAddress &&
+      !this.#dropStalled(address)
+    ) {
+      throw new HttpError(
+        503,
+        ErrorCode.LimitExceeded,
+        `at most ${maxStreamsPerAddress} live streams from one address are open, and none of them has stopped reading`,
+      );
+    }
+    if (this.#streams.size >= maxStreams && !this.#dropStalled(null)) {
+      throw new HttpError(
+        503,
+        ErrorCode.LimitExceeded,
+        `at most ${maxStreams} live streams are open, and none of them has stopped reading`,
+      );
+    }
+  }
+
+  /** Closes the stream (of `address`, when given) that stalled first, if one stalled long enough. */
+  #dropStalled(address: string | null): boolean {
+    const notAfterMs = this.#nowMs() - this.#limits.stallMs;
+    let victim: Stream | null = null;
+    for (const stream of this.#streams.values()) {
+      const since = stream.backlogSinceMs;
+      if (since === null || since > notAfterMs) continue;
+      if (address !== null && stream.address !== address) continue;
+      if (victim === null || since < (victim.backlogSinceMs as number)) victim = stream;
+    }
+    if (victim === null) return false;
+    this.#forget(victim.res);
+    victim.res.destroy();
+    return true;
+  }
+
+  #forget(res: ServerResponse): void {
+    const stream = this.#streams.get(res);
+    if (stream === undefined) return;
+    this.#streams.delete(res);
+    const left = (this.#byAddress.get(stream.address) ?? 1) - 1;
+    if (left > 0) this.#byAddress.set(stream.address, left);
+    else this.#byAddress.delete(stream.address);
+    if (this.#streams.size === 0) this.#stopTimer();
   }
 
   /** A committed core event. */
@@ -176,11 +269,18 @@ export class LiveStreams {
 
   #broadcast(event: string, data: unknown): void {
     const text = `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
-    for (const res of this.#streams) {
-      if (res.writableLength > MAX_BUFFERED_BYTES) {
+    const nowMs = this.#nowMs();
+    for (const stream of [...this.#streams.values()]) {
+      const res = stream.res;
+      const waiting = res.writableLength;
+      if (waiting > MAX_BUFFERED_BYTES) {
+        this.#forget(res);
         res.destroy();
         continue;
       }
+      // Looked at before writing: what an earlier message left is still unsent.
+      if (waiting === 0) stream.backlogSinceMs = null;
+      else stream.backlogSinceMs ??= nowMs;
       res.write(text);
     }
   }
@@ -193,7 +293,8 @@ export class LiveStreams {
   /** Ends every stream and the timer. Idempotent. */
   close(): void {
     this.#stopTimer();
-    for (const res of this.#streams) res.end();
+    for (const res of this.#streams.keys()) res.end();
     this.#streams.clear();
+    this.#byAddress.clear();
   }
 }

@@ -31,8 +31,10 @@ export const ErrorCode = {
   FlowCycle: 'FLOW_CYCLE',
   /** A flow that is empty, too large, or names a ref twice. */
   InvalidFlow: 'INVALID_FLOW',
-  /** Too many pending WAIT_JOBs on one connection. */
+  /** Too many pending WAIT_JOBs: on one connection, from one address, or in all. */
   TooManyWaits: 'TOO_MANY_WAITS',
+  /** Too many SUBSCRIBE_JOBS subscriptions: on one connection, from one address, or in all. */
+  TooManySubscriptions: 'TOO_MANY_SUBSCRIPTIONS',
   /** No schedule has this name. */
   UnknownSchedule: 'UNKNOWN_SCHEDULE',
   /** A schedule definition the coordinator refuses (cron, time zone, interval, name). */

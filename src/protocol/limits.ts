@@ -66,6 +66,8 @@ export const PROGRESS_MESSAGES_PER_SECOND = 4;
 export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 16;
 /** Subscriptions all client connections together may hold. */
 export const MAX_SUBSCRIPTIONS = 1024;
+/** Live streams of the HTTP port (`GET /api/events`) open at once. */
+export const MAX_HTTP_STREAMS = 32;
 /** Longest value of a SUBSCRIBE_JOBS filter field, in characters. */
 export const MAX_FILTER_VALUE_LENGTH = 256;
 /**

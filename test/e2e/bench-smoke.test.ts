@@ -12,11 +12,15 @@ import { promisify } from 'node:util';
 import { ROOT } from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
 
-/** Runs dist/bench/`file` with `args` and answers the JSON lines it printed. */
-async function microBenchLines(file: string, args: string[]): Promise<unknown[]> {
+/** Runs dist/bench/`file` with `args` (and node's `nodeArgs`) and answers the JSON lines it printed. */
+async function microBenchLines(
+  file: string,
+  args: string[],
+  nodeArgs: string[] = [],
+): Promise<unknown[]> {
   const { stdout } = await promisify(execFile)(
     process.execPath,
-    [join(ROOT, 'dist', 'bench', file), ...args],
+    [...nodeArgs, join(ROOT, 'dist', 'bench', file), ...args],
     { encoding: 'utf8', timeout: 60_000 },
   );
   return stdout
@@ -98,5 +102,18 @@ describe('benchmarks (smoke run)', () => {
       ['message-number', 'message-attempt', 'atomics'],
     );
     for (const line of lines) assert.ok(line.cpuUsPerRoundTrip > 0, line.kind);
+  });
+
+  it('runs the held-costs measurement small and prints one JSON line per kind', async () => {
+    const lines = (await microBenchLines(
+      'held-costs.js',
+      ['--connections', '20', '--waits', '200', '--stalled', '4'],
+      ['--expose-gc'],
+    )) as { kind: string; count: number; bytesEach: number }[];
+    assert.deepEqual(
+      lines.map((line) => line.kind),
+      ['idle-connection', 'idle-subscription', 'held-wait', 'stalled-subscriber'],
+    );
+    for (const line of lines) assert.ok(line.count > 0, line.kind);
   });
 });

@@ -42,6 +42,10 @@ export const TEST_CONFIG: CoreConfig = {
   retainTerminalMs: null,
   maxWaitsPerConnection: 10_000,
   maxWaits: 100_000,
+  maxWaitsPerAddress: 100_000,
+  maxSubscriptions: 1_024,
+  maxSubscriptionsPerAddress: 1_024,
+  subscriberStallMs: 10_000,
 };
 
 /** The clock's value when a harness starts, in epoch ms. */

@@ -550,6 +550,12 @@ export const NOT_RUN: readonly NotRun[] = [
   },
   {
     doc: MEASURED,
+    command: 'node --expose-gc dist/bench/held-costs.js',
+    reason: 'measurement',
+    why: 'test/e2e/bench-smoke.test.ts runs the same program with 20 connections, 200 waits, 4 stalled subscribers',
+  },
+  {
+    doc: MEASURED,
     command: 'node dist/bench/thread-hop.js',
     reason: 'measurement',
     why: 'test/e2e/bench-smoke.test.ts runs the same program with 200 round trips, 1 round',

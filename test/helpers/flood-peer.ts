@@ -16,7 +16,11 @@
  *   prefix of `declaredLength`) and close;
  * - `waits` (client port): send `waits` WAIT_JOB requests for `jobIds` in
  *   turn, each with `waitTimeoutMs`, in one write, then hold the connection
- *   (the replies are read and counted in `received` bytes).
+ *   (the replies are read and counted in `received` bytes);
+ * - `subscribe` (client port): send `subscriptions` SUBSCRIBE_JOBS (every
+ *   job's events) in one write, then hold the connection, reading what comes,
+ *   or, with `stall`, nothing more once the first bytes came (a subscriber
+ *   that stopped reading).
  * `written` counts connections whose writes the kernel has taken.
  */
 import { randomBytes } from 'node:crypto';
@@ -28,7 +32,7 @@ export interface FloodPlan {
   host: string;
   /** Source address, e.g. 127.0.0.2, so the flood comes from its own address. */
   localAddress?: string;
-  mode: 'idle' | 'trickle' | 'half-frame' | 'garbage' | 'waits';
+  mode: 'idle' | 'trickle' | 'half-frame' | 'garbage' | 'waits' | 'subscribe';
   count: number;
   /** Bytes per connection for `half-frame` and `garbage`. */
   bytes?: number;
@@ -39,6 +43,9 @@ export interface FloodPlan {
   waits?: number;
   jobIds?: string[];
   waitTimeoutMs?: number;
+  /** `subscribe` only: subscriptions per connection (default 1), and whether to stop reading. */
+  subscriptions?: number;
+  stall?: boolean;
   /** Give up after this long, in ms. */
   holdMs: number;
 }
@@ -70,13 +77,15 @@ function run(plan: FloodPlan): void {
     socket.on('data', (d: Buffer) => {
       got += d.length;
       stats.received += d.length;
+      if (plan.stall === true) socket.pause();
     });
     socket.on('error', () => stats.errors++);
     socket.on('close', () => {
       sockets.delete(socket);
       stats.closed++;
       // Refused at accept: an ERROR frame arrives, or a reset, right away.
-      if (got > 0 && plan.mode !== 'garbage' && plan.mode !== 'waits') stats.refused++;
+      const talks = plan.mode === 'garbage' || plan.mode === 'waits' || plan.mode === 'subscribe';
+      if (got > 0 && !talks) stats.refused++;
       if (stats.closed === plan.count) finish();
     });
     socket.once('connect', () => {
@@ -119,6 +128,12 @@ function act(socket: Socket, plan: FloodPlan, onWritten: () => void): void {
     case 'waits':
       socket.write(waitFrames(plan), () => onWritten());
       return;
+    case 'subscribe': {
+      const one = encodeMessage({ type: 'SUBSCRIBE_JOBS', filter: {} });
+      const frames = Buffer.concat(Array<Buffer>(plan.subscriptions ?? 1).fill(one));
+      socket.write(frames, () => onWritten());
+      return;
+    }
   }
 }
 

@@ -40,6 +40,8 @@ export interface ClientEnv {
   /** The last valid definition sent for each schedule name (shared). */
   schedules: Map<string, ScheduleDefinition>;
   onAck(jobId: string, submission: SubmitJob): void;
+  /** Weights of the kinds of request (default REQUEST_WEIGHTS). */
+  weights?: typeof REQUEST_WEIGHTS;
   quiet(): boolean;
   log(line: () => string): void;
 }
@@ -47,7 +49,7 @@ export interface ClientEnv {
 /** Most keyed submissions remembered for resubmission. */
 const MAX_KEYED = 100;
 
-const REQUEST_WEIGHTS = {
+export const REQUEST_WEIGHTS = {
   submit: 30,
   resubmit: 6,
   conflict: 3,
@@ -73,7 +75,7 @@ const REQUEST_WEIGHTS = {
   deleteSchedule: 2,
   getSchedule: 1,
   listSchedules: 1,
-} as const;
+};
 
 /** Schedule names the clients use (the last one is never set). */
 const SCHEDULE_NAMES = ['s1', 's2', 's3'] as const;
@@ -88,6 +90,8 @@ const TASK_WEIGHTS = { SHA256: 3, SLEEP: 3, FAIL: 3, WORD_COUNT: 1, PRIME_COUNT:
 
 export class SimClient implements ClientPeer {
   readonly name: string;
+  /** The address its connections come from (clients share a few). */
+  readonly address: string;
   readonly #env: ClientEnv;
   readonly #rng: Random;
   /** Chance per step of issuing requests. */
@@ -102,8 +106,9 @@ export class SimClient implements ClientPeer {
   /** The connection on which the quiet phase's release was sent. */
   #released: ClientLink | null = null;
 
-  constructor(name: string, env: ClientEnv, rng: Random) {
+  constructor(name: string, env: ClientEnv, rng: Random, address: string) {
     this.name = name;
+    this.address = address;
     this.#env = env;
     this.#rng = rng;
     this.#activity = 0.1 + rng.float() * 0.5;
@@ -118,7 +123,7 @@ export class SimClient implements ClientPeer {
     const now = this.#env.clock.nowMs;
     if (this.#link === null) {
       if (now < this.#reconnectAtMs) return;
-      this.#link = this.#env.world.openClientLink(this);
+      this.#link = this.#env.world.openClientLink(this, this.address);
       this.#env.log(() => `  ${this.name} connects: connection ${this.#link?.connId}`);
     }
     if (this.#env.quiet()) {
@@ -187,7 +192,7 @@ export class SimClient implements ClientPeer {
   #randomRequest(): ClientRequest {
     const rng = this.#rng;
     const env = this.#env;
-    const kind = rng.weighted(REQUEST_WEIGHTS);
+    const kind = rng.weighted(env.weights ?? REQUEST_WEIGHTS);
     switch (kind) {
       case 'submit':
         return this.#newSubmission();

@@ -35,6 +35,8 @@ export function describeInput(input: HandledKind): string {
       return `c${input.connId}#${input.requestId} wait expired`;
     case 'releaseWaits':
       return `c${input.connId} waits released`;
+    case 'subscriberStalled':
+      return `c${input.connId} subscriber ${input.stalled ? 'stalled' : 'reads again'}`;
     case 'tick':
       return 'tick';
     case 'wake':

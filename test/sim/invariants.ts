@@ -20,6 +20,7 @@
  *   capacity; free slots add up;
  * - after a tick, no kept lease is past its grace period.
  */
+import { BudgetChecks } from './budget-checks.js';
 import { FairnessChecks } from './fairness-checks.js';
 import { QueueChecks } from './queue-checks.js';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
@@ -71,6 +72,8 @@ export class Invariants implements WorldObserver {
   /** The group turns' bound. */
   readonly fairness: FairnessChecks;
   readonly #sessions: SessionChecks;
+  /** Waits and subscriptions per address; stalled subscribers dropped for newcomers. */
+  readonly budgets: BudgetChecks;
   /** Acknowledged jobs (a client received JOB_SUBMITTED), in order of first ack. */
   readonly ackedIds: string[] = [];
   /** Checks that found a worker holding more leases than its capacity (prefetch at work). */
@@ -84,6 +87,7 @@ export class Invariants implements WorldObserver {
     this.#world = world;
     this.#judge = judge;
     this.#timing = new TimingChecks(judge, config, () => world.clock.nowMs);
+    this.budgets = new BudgetChecks(judge, config);
     this.tracker = new JobTracker({
       judge,
       config,
@@ -92,6 +96,13 @@ export class Invariants implements WorldObserver {
       linkWorker: (connId) => world.workerLinks.get(connId)?.registeredAs ?? null,
       waitsOn: (connId) => this.#timing.waitsOn(connId),
       waitsInAll: () => this.#timing.waitsInAll,
+      waitsFromAddress: (address) => {
+        let n = 0;
+        for (const [connId, count] of this.#timing.waitsByConn()) {
+          if (this.budgets.addressOf(connId) === address) n += count;
+        }
+        return n;
+      },
     });
     this.#sessions = new SessionChecks(judge, config, () => world.clock.nowMs);
     this.queues = new QueueChecks(judge);
@@ -107,6 +118,7 @@ export class Invariants implements WorldObserver {
   onHandled(handled: HandledInput): void {
     this.tracker.onHandled(handled);
     this.#timing.onHandled(handled);
+    this.budgets.onHandled(handled);
     this.#sessions.onHandled(handled);
     this.queues.onHandled(handled, this.#world.clock.nowMs, this.#world.core);
     this.fairness.onHandled(handled, this.#world.core);
@@ -138,6 +150,7 @@ export class Invariants implements WorldObserver {
     this.#timing.onCrash(this.#world.store.committedJobs());
     this.#sessions.onCrash();
     this.fairness.onCrash();
+    this.budgets.onCrash();
   }
 
   onReleased(_effect: Effect): void {}
@@ -183,6 +196,12 @@ export class Invariants implements WorldObserver {
     this.#checkRows(rows, committed);
     this.#checkAcked(rows);
     this.#checkCore(rows);
+    const core = this.#world.core;
+    this.budgets.checkStep(
+      core.budgets(),
+      core.inspect().subscriptions,
+      this.#timing.waitsByConn(),
+    );
   }
 
   /** Null when the system is at rest: every job terminal, every request answered. */

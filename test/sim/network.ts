@@ -119,15 +119,18 @@ export type ClientInbound =
 
 export class ClientLink {
   readonly connId: number;
+  /** The peer's address, as the shell hands it to the core with each request. */
+  readonly address: string;
   owner: ClientPeer | null;
   readonly toCoordinator: ClientInbound[] = [];
   writable = true;
   /** The shell numbers requests per connection, from 0, in arrival order. */
   #nextRequestId = 0;
 
-  constructor(connId: number, owner: ClientPeer) {
+  constructor(connId: number, owner: ClientPeer, address: string) {
     this.connId = connId;
     this.owner = owner;
+    this.address = address;
   }
 
   /** Writes a request; returns its request id, or null when the link is closed. */
@@ -148,5 +151,20 @@ export class ClientLink {
     this.owner = null;
     this.toCoordinator.length = Math.min(this.toCoordinator.length, keepQueued);
     this.toCoordinator.push({ kind: 'end' });
+  }
+
+  /**
+   * The core closed the connection: the shell reads nothing more of it (what
+   * was queued is dropped), the client sees the close, and the shell tells
+   * the core the connection ended.
+   */
+  closeByCoordinator(): void {
+    if (!this.writable) return;
+    this.writable = false;
+    const owner = this.owner;
+    this.owner = null;
+    this.toCoordinator.length = 0;
+    this.toCoordinator.push({ kind: 'end' });
+    owner?.onClosed(this);
   }
 }

@@ -53,6 +53,8 @@ export interface Before {
   /** WAIT_JOBs pending on the request's connection, and on all connections. */
   waitsOnConnection: number;
   waitsInAll: number;
+  /** WAIT_JOBs pending on the connections of the request's address; null without one. */
+  waitsFromAddress: number | null;
   /** For a schedule request: the model's schedule of that name, and every schedule. */
   schedule?: ModelSchedule | undefined;
   scheduleModels?: ReadonlyMap<string, ModelSchedule>;
@@ -168,7 +170,7 @@ function answerNow(
     case 'SUBSCRIBE_JOBS': {
       const r = reply as ClientReply;
       judge.check(
-        r.type === 'SUBSCRIBED' || (r.type === 'ERROR' && r.code === 'LIMIT_EXCEEDED'),
+        r.type === 'SUBSCRIBED' || (r.type === 'ERROR' && r.code === 'TOO_MANY_SUBSCRIPTIONS'),
         () => `SUBSCRIBE_JOBS answered with ${JSON.stringify(r).slice(0, 200)}`,
       );
       return;
@@ -396,10 +398,11 @@ function checkKnownOrUnknown(
   );
 }
 
-/** A new wait would pass a cap: the connection's or the coordinator's. */
+/** A new wait would pass a cap: the connection's, its address's or the coordinator's. */
 function atWaitCap(ctx: RequestContext, before: Before): boolean {
   return (
     before.waitsOnConnection >= ctx.config.maxWaitsPerConnection ||
+    (before.waitsFromAddress ?? 0) >= ctx.config.maxWaitsPerAddress ||
     before.waitsInAll >= ctx.config.maxWaits
   );
 }
@@ -415,7 +418,7 @@ function checkWait(ctx: RequestContext, msg: WaitJob, answer: Effect, before: Be
     judge.check(
       before.known && before.terminal === undefined && atWaitCap(ctx, before),
       () =>
-        `WAIT_JOB ${msg.jobId} refused with ${before.waitsOnConnection} waits of ${ctx.config.maxWaitsPerConnection} pending on its connection, ${before.waitsInAll} of ${ctx.config.maxWaits} in all`,
+        `WAIT_JOB ${msg.jobId} refused with ${before.waitsOnConnection} waits of ${ctx.config.maxWaitsPerConnection} pending on its connection, ${before.waitsFromAddress} of ${ctx.config.maxWaitsPerAddress} from its address, ${before.waitsInAll} of ${ctx.config.maxWaits} in all`,
     );
     return;
   }

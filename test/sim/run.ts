@@ -39,6 +39,8 @@ interface Totals {
   dependents: number;
   children: number;
   cascaded: number;
+  subscribersDropped: number;
+  subscriptionsRefused: number;
   stepsRecorded: number;
   suspended: number;
   schedules: Map<string, number>;
@@ -66,6 +68,8 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.dependents += report.dependents;
   totals.children += report.children;
   totals.cascaded += report.cascaded;
+  totals.subscribersDropped += report.subscribersDropped;
+  totals.subscriptionsRefused += report.subscriptionsRefused;
   totals.stepsRecorded += report.stepsRecorded;
   totals.suspended += report.suspended;
   totals.restarts += report.restarts;
@@ -99,6 +103,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `steps:           ${totals.steps} (${totals.inputs} core inputs)`,
       `jobs:            ${totals.jobs} created, ${totals.acked} acknowledged, ${totals.completed} completed, ${totals.failed} failed, ${totals.cancelled} cancelled`,
       `dependencies:    ${totals.dependents} jobs with parents, ${totals.cascaded} cancelled by a failed parent; ${totals.children} children enqueued by handlers`,
+      `budgets:         ${totals.subscriptionsRefused} subscriptions refused for a full budget, ${totals.subscribersDropped} stalled subscribers dropped for a newcomer`,
       `steps:           ${totals.stepsRecorded} recorded, ${totals.suspended} attempts suspended (sleeps and waits)`,
       `schedules:       ${sch('fired')} ticks fired (${sch('catchUps')} catch-up jobs after a recovery), skipped: ${sch('skippedOverlap')} overlap, ${sch('skippedMissed')} missed, ${sch('skippedLimit')} limit; ${sch('triggers')} triggers; ${sch('set')} definitions set, ${sch('invalid')} refused as invalid`,
       `restarts:        ${totals.restarts}`,
@@ -135,6 +140,8 @@ function runMany(start: number, count: number, steps: number): number {
     dependents: 0,
     children: 0,
     cascaded: 0,
+    subscribersDropped: 0,
+    subscriptionsRefused: 0,
     stepsRecorded: 0,
     suspended: 0,
     restarts: 0,

@@ -74,6 +74,10 @@ const CONFIG: CoreConfig = {
   retainTerminalMs: null,
   maxWaitsPerConnection: 10_000,
   maxWaits: 100_000,
+  maxWaitsPerAddress: 100_000,
+  maxSubscriptions: 1_024,
+  maxSubscriptionsPerAddress: 1_024,
+  subscriberStallMs: 10_000,
 };
 
 function trackerForTest(): JobTracker {

@@ -19,7 +19,7 @@
 import type { CoreConfig } from '../../src/coordinator/core/types.js';
 import type { SubmitJob } from '../../src/protocol/messages.js';
 import { BUILTIN_TASK_TYPES } from '../../src/tasks/builtin/index.js';
-import { SimClient } from './clients.js';
+import { REQUEST_WEIGHTS, SimClient } from './clients.js';
 import { Invariants } from './invariants.js';
 import { SimClock } from './network.js';
 import { Random } from './random.js';
@@ -74,6 +74,9 @@ export interface SimulationReport {
   dependents: number;
   children: number;
   cascaded: number;
+  /** Subscribers dropped for a newcomer, and subscriptions refused for a full budget. */
+  subscribersDropped: number;
+  subscriptionsRefused: number;
   /** Steps recorded and acknowledged (durable steps). */
   stepsRecorded: number;
   /** Attempts that ended in a sleep or a wait. */
@@ -116,9 +119,45 @@ interface Profile {
   sweepIntervalMs: number;
   heartbeatIntervalMs: number;
   faultRate: number;
+  /** Small budgets per address and stalled subscribers are part of this run. */
+  budgets: boolean;
 }
 
-function drawProfile(rng: Random): Profile {
+/** Addresses the simulated clients come from: clients 0 and 2 share one. */
+const CLIENT_ADDRESSES = ['10.0.0.1', '10.0.0.2'] as const;
+
+/**
+ * The budgets per address and of subscriptions: small in some runs (with
+ * stalled subscribers), else as large as never to bite. Drawn from a stream
+ * of their own, so a run without them replays as it did before they existed.
+ */
+function drawBudgets(
+  seed: number,
+): Pick<
+  CoreConfig,
+  'maxWaitsPerAddress' | 'maxSubscriptions' | 'maxSubscriptionsPerAddress' | 'subscriberStallMs'
+> & { on: boolean } {
+  const rng = new Random(seed ^ 0x5eed_b0d9);
+  if (!rng.chance(0.3)) {
+    return {
+      on: false,
+      maxWaitsPerAddress: 100_000,
+      maxSubscriptions: 1_024,
+      maxSubscriptionsPerAddress: 1_024,
+      subscriberStallMs: 10_000,
+    };
+  }
+  return {
+    on: true,
+    maxWaitsPerAddress: rng.int(1, 4),
+    maxSubscriptions: rng.int(1, 6),
+    maxSubscriptionsPerAddress: rng.int(1, 4),
+    subscriberStallMs: rng.int(50, 3_000),
+  };
+}
+
+function drawProfile(rng: Random, seed: number): Profile {
+  const { on: budgets, ...budgetConfig } = drawBudgets(seed);
   const heartbeatTimeoutMs = rng.int(2_000, 10_000);
   const retryBaseDelayMs = rng.int(10, 1_000);
   const config: CoreConfig = {
@@ -134,6 +173,7 @@ function drawProfile(rng: Random): Profile {
     retainTerminalMs: null,
     maxWaitsPerConnection: rng.chance(0.2) ? rng.int(1, 3) : 10_000,
     maxWaits: rng.chance(0.2) ? rng.int(1, 6) : 100_000,
+    ...budgetConfig,
     // A small near window of delayed jobs (delays here are up to 3 s): far
     // jobs, window reads, full reads and cancels of far jobs all happen.
     scheduledWindow: {
@@ -150,6 +190,7 @@ function drawProfile(rng: Random): Profile {
     sweepIntervalMs: config.sweepIntervalMs,
     heartbeatIntervalMs: Math.floor(heartbeatTimeoutMs / 4),
     faultRate: 0.03 + rng.float() * 0.15,
+    budgets,
   };
 }
 
@@ -180,7 +221,7 @@ export class Simulation {
     const sink = options.log;
     this.#log = sink === undefined ? () => undefined : (line) => sink(line());
     this.#rng = new Random(this.seed);
-    this.#profile = drawProfile(this.#rng);
+    this.#profile = drawProfile(this.#rng, this.seed);
     this.#judge = new Judge(this.seed, this.#steps === DEFAULT_STEPS ? undefined : this.#steps);
     this.#world = new World({
       election: new SimElection(this.#clock, this.#profile.lease, this.#judge),
@@ -189,6 +230,7 @@ export class Simulation {
       seed: this.seed,
       config: this.#profile.config,
       sweepIntervalMs: this.#profile.sweepIntervalMs,
+      stalls: this.#profile.budgets,
       log: this.#log,
     });
     const invalid = new WeakSet<object>();
@@ -233,12 +275,15 @@ export class Simulation {
       keyed: this.#keyed,
       schedules: new Map(),
       onAck: (jobId: string, submission: SubmitJob) => this.#invariants.onAck(jobId, submission),
+      // Small budgets are met only by clients that subscribe often.
+      ...(this.#profile.budgets && { weights: { ...REQUEST_WEIGHTS, subscribe: 10 } }),
       quiet: () => this.#quiet,
       log: this.#log,
     };
     const clientCount = rng.int(1, 4);
     for (let i = 0; i < clientCount; i++) {
-      this.#clients.push(new SimClient(`client-${i}`, clientEnv, rng.fork()));
+      const address = CLIENT_ADDRESSES[i % CLIENT_ADDRESSES.length] as string;
+      this.#clients.push(new SimClient(`client-${i}`, clientEnv, rng.fork(), address));
     }
   }
 
@@ -296,6 +341,7 @@ export class Simulation {
 
   #quiesce(): number {
     this.#quiet = true;
+    this.#world.stalls = false;
     this.#judge.phase = 'quiescence';
     this.#crashPlan = null;
     this.#world.wakeFrozen();
@@ -460,6 +506,8 @@ export class Simulation {
       dependents: counts.dependents,
       children: counts.children,
       cascaded: counts.cascaded,
+      subscribersDropped: this.#invariants.budgets.counts.dropped,
+      subscriptionsRefused: this.#invariants.budgets.counts.refused,
       stepsRecorded: this.#stepStats.recorded,
       suspended: counts.suspended,
       schedules: { ...this.#invariants.tracker.schedules.counts },

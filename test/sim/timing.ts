@@ -76,6 +76,16 @@ export class TimingChecks {
     return this.#waits.size;
   }
 
+  /** WAIT_JOBs pending, per client connection holding any. */
+  waitsByConn(): Map<number, number> {
+    const out = new Map<number, number>();
+    for (const key of this.#waits.keys()) {
+      const connId = Number(key.slice(0, key.indexOf('/')));
+      out.set(connId, (out.get(connId) ?? 0) + 1);
+    }
+    return out;
+  }
+
   /** WAIT_JOBs pending on a client connection. */
   waitsOn(connId: number): number {
     const prefix = `${connId}/`;
@@ -163,6 +173,7 @@ export class TimingChecks {
       case 'worker.leasesReclaimed':
       case 'jobs.purged':
       case 'coordinator.stalled':
+      case 'subscriber.dropped':
         return;
     }
   }

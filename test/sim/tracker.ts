@@ -133,6 +133,7 @@ export class JobTracker {
   readonly #linkWorker: (connId: number) => string | null;
   readonly #waitsOn: (connId: number) => number;
   readonly #waitsInAll: () => number;
+  readonly #waitsFromAddress: (address: string) => number;
   /** Recurring schedules: their model and invariants (schedule-checks.ts). */
   readonly schedules: ScheduleChecks;
 
@@ -148,6 +149,8 @@ export class JobTracker {
     waitsOn?: (connId: number) => number;
     /** Pending WAIT_JOBs of all connections (before the input). */
     waitsInAll?: () => number;
+    /** Pending WAIT_JOBs of the connections from one address (before the input). */
+    waitsFromAddress?: (address: string) => number;
   }) {
     this.#judge = options.judge;
     this.#config = options.config;
@@ -156,6 +159,7 @@ export class JobTracker {
     this.#linkWorker = options.linkWorker;
     this.#waitsOn = options.waitsOn ?? (() => 0);
     this.#waitsInAll = options.waitsInAll ?? (() => 0);
+    this.#waitsFromAddress = options.waitsFromAddress ?? (() => 0);
     this.schedules = new ScheduleChecks({
       judge: options.judge,
       store: options.store,
@@ -370,6 +374,10 @@ export class JobTracker {
       known: jobId !== null && this.attempts.has(jobId),
       waitsOnConnection: input.kind === 'clientRequest' ? this.#waitsOn(input.connId) : 0,
       waitsInAll: this.#waitsInAll(),
+      waitsFromAddress:
+        input.kind === 'clientRequest' && input.address !== undefined
+          ? this.#waitsFromAddress(input.address)
+          : null,
       ...schedule,
     };
   }
@@ -536,6 +544,7 @@ export class JobTracker {
       case 'worker.draining':
       case 'jobs.purged':
       case 'coordinator.stalled':
+      case 'subscriber.dropped':
         return;
     }
   }
@@ -747,6 +756,8 @@ export class JobTracker {
     if (input.kind === 'clientClosed') this.#subscriptions.delete(input.connId);
     const counts = new Map<string, number>();
     for (const effect of h.effects) {
+      // A subscriber dropped for a newcomer: its subscriptions are gone at once.
+      if (effect.kind === 'close') this.#subscriptions.delete(effect.connId);
       if (effect.kind === 'reply' && effect.msg.type === 'SUBSCRIBED') {
         const request = input.kind === 'clientRequest' ? input.msg : null;
         this.#judge.check(

@@ -106,6 +106,8 @@ export interface WorldOptions {
   seed: number;
   config: CoreConfig;
   sweepIntervalMs: number;
+  /** The shell now and then says a client connection's subscriber stalled or reads again. */
+  stalls?: boolean;
   log: (line: () => string) => void;
 }
 
@@ -122,6 +124,7 @@ type Source =
   | { kind: 'wake' }
   | { kind: 'wait'; key: string; timer: WaitTimer }
   | { kind: 'release'; connId: number }
+  | { kind: 'stall'; connId: number }
   | { kind: 'read'; readId: number; read: StoreRead };
 
 /** A flushed batch waiting for its commit, with the effects produced with it. */
@@ -171,6 +174,8 @@ export class World {
   #term = 0;
   #frozen: FrozenTerm | null = null;
   readonly #rng: Random;
+  /** The shell reports stalled subscribers (off in the quiet phase). */
+  stalls: boolean;
   readonly #log: (line: () => string) => void;
   readonly #validator = createBuiltinRegistry();
   readonly #waitTimers = new Map<string, WaitTimer>();
@@ -192,6 +197,7 @@ export class World {
     this.config = options.config;
     this.sweepIntervalMs = options.sweepIntervalMs;
     this.ids = new IdSource(options.seed);
+    this.stalls = options.stalls ?? false;
     this.#log = options.log;
   }
 
@@ -220,8 +226,8 @@ export class World {
     return link;
   }
 
-  openClientLink(owner: ClientPeer): ClientLink {
-    const link = new ClientLink(this.#nextConnId++, owner);
+  openClientLink(owner: ClientPeer, address: string): ClientLink {
+    const link = new ClientLink(this.#nextConnId++, owner, address);
     this.clientLinks.set(link.connId, link);
     return link;
   }
@@ -577,6 +583,10 @@ export class World {
       if (this.clientLinks.has(timer.connId))
         sources.push({ kind: 'release', connId: timer.connId });
     }
+    // Now and then the shell finds a subscriber leaving its events unread, or reading again.
+    if (this.stalls && this.clientLinks.size > 0 && this.#rng.chance(0.05)) {
+      sources.push({ kind: 'stall', connId: this.#rng.pick([...this.clientLinks.keys()]) });
+    }
     for (const [readId, read] of this.#reads) sources.push({ kind: 'read', readId, read });
     return sources;
   }
@@ -611,6 +621,16 @@ export class World {
       case 'release':
         return {
           input: { kind: 'releaseWaits', connId: source.connId },
+          link: null,
+          currentAtSend: false,
+        };
+      case 'stall':
+        return {
+          input: {
+            kind: 'subscriberStalled',
+            connId: source.connId,
+            stalled: this.#rng.chance(0.7),
+          },
           link: null,
           currentAtSend: false,
         };
@@ -681,6 +701,7 @@ export class World {
         connId: link.connId,
         requestId: item.requestId,
         msg: item.msg,
+        address: link.address,
       };
     }
     this.clientLinks.delete(link.connId);
@@ -750,6 +771,12 @@ export class World {
         break;
       }
       case 'close': {
+        // A client connection (a subscriber dropped for a newcomer) simply ends.
+        const client = this.clientLinks.get(effect.connId);
+        if (client !== undefined) {
+          client.closeByCoordinator();
+          break;
+        }
         // Half-close: the worker is told; what it still sends is read until it
         // closes its side, or DRAIN_INBOUND_MS pass. Nobody reads an abandoned link.
         const link = this.workerLinks.get(effect.connId);

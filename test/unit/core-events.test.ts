@@ -176,7 +176,8 @@ describe('core: job events', () => {
     const h = new CoreHarness();
     for (let i = 0; i < MAX_SUBSCRIPTIONS_PER_CONNECTION; i++) subscribe(h, {});
     const refused = expectReply(h.request({ type: 'SUBSCRIBE_JOBS', filter: {} }), 'ERROR');
-    assert.equal(refused.code, 'LIMIT_EXCEEDED');
+    assert.equal(refused.code, 'TOO_MANY_SUBSCRIPTIONS');
+    assert.match(refused.message, /on this connection \(limit 16\)/);
     const empty = expectReply(
       h.request({ type: 'SUBSCRIBE_JOBS', filter: { taskType: '' } }, 7),
       'ERROR',

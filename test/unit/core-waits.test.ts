@@ -102,7 +102,7 @@ describe('WaitTable', () => {
           switch (o.kind) {
             case 'add': {
               const w = { jobId: `j${o.job}`, connId: o.conn, requestId: o.req };
-              table.add(w);
+              table.add(w, null);
               model.set(key(o.conn, o.req), w);
               break;
             }

@@ -24,6 +24,15 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
     { type: 'worker.lost', workerId: 'w', cause: 'heartbeat_timeout', reason: 'r', runningJobs: 1 },
   ],
   'worker.draining': [{ type: 'worker.draining', workerId: 'w', runningJobs: 0 }],
+  'subscriber.dropped': [
+    {
+      type: 'subscriber.dropped',
+      connId: 3,
+      address: '10.0.0.7',
+      stalledMs: 12_000,
+      budget: 'total',
+    },
+  ],
   'worker.leasesKept': [
     { type: 'worker.leasesKept', workerId: 'w', jobs: 1, untilMs: 1, reason: 'connection closed' },
   ],

@@ -10,11 +10,6 @@
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { queueNameProblem } from '../../protocol/queue-names.js';
-import {
-  MAX_FILTER_VALUE_LENGTH,
-  MAX_SUBSCRIPTIONS,
-  MAX_SUBSCRIPTIONS_PER_CONNECTION,
-} from '../../protocol/limits.js';
 import { StateView } from '../../protocol/job-view.js';
 import { MAX_FRAME_BYTES } from '../../protocol/framing.js';
 import {
@@ -25,7 +20,6 @@ import {
   type JobStatus,
   type JsonObject,
   type ListJobs,
-  type SubscribeJobs,
   type WorkerSnapshot,
 } from '../../protocol/messages.js';
 import type { AttemptRecord, JobRecord, ListQuery } from '../../store/store.js';
@@ -48,6 +42,7 @@ import { listQueues, setQueue } from './queue-requests.js';
 import { submitFlow } from './flow-submission.js';
 import { submitBatch } from './batch-submission.js';
 import { rerunJobs } from './rerun.js';
+import { subscribe, type Asker } from './subscriber-requests.js';
 
 /** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
 export const MAX_LIST_LIMIT = 10_000;
@@ -57,11 +52,13 @@ export const MAX_WAIT_MS = 3_600_000;
 /** Room left in a JOB_LIST frame for the envelope around the jobs. */
 const LIST_ENVELOPE_BYTES = 1_024;
 
+/** One client request; `address` is its peer's (null: the in-process client). */
 export function handleClientRequest(
   s: CoreState,
   connId: number,
   requestId: number,
   msg: ClientRequest,
+  address: string | null,
 ): void {
   switch (msg.type) {
     case 'SUBMIT_JOB':
@@ -74,7 +71,7 @@ export function handleClientRequest(
         withPayload: msg.payload === true,
       });
     case 'WAIT_JOB':
-      return wait(s, connId, requestId, msg.jobId, msg.timeoutMillis);
+      return wait(s, { connId, requestId, address }, msg.jobId, msg.timeoutMillis);
     case 'CANCEL_JOB':
       return cancel(s, connId, requestId, msg.jobId);
     case 'LIST_JOBS':
@@ -96,7 +93,7 @@ export function handleClientRequest(
     case 'SUBMIT_FLOW':
       return submitFlow(s, connId, requestId, msg);
     case 'SUBSCRIBE_JOBS':
-      return subscribe(s, connId, requestId, msg);
+      return subscribe(s, { connId, requestId, address }, msg);
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
     case 'GET_SCHEDULE':
@@ -219,18 +216,13 @@ function cancel(s: CoreState, connId: number, requestId: number, jobId: string):
   if (cancelled) schedule(s);
 }
 
-function wait(
-  s: CoreState,
-  connId: number,
-  requestId: number,
-  jobId: string,
-  timeoutMillis: number | null,
-): void {
+function wait(s: CoreState, asker: Asker, jobId: string, timeoutMillis: number | null): void {
+  const { connId, requestId, address } = asker;
   const job = memoryJob(s, jobId);
   if (job === undefined) {
     s.read(
       { op: 'job', jobId, withAttempts: false },
-      { kind: 'wait', connId, requestId, jobId, timeoutMillis },
+      { kind: 'wait', connId, requestId, jobId, timeoutMillis, address },
     );
     return;
   }
@@ -239,25 +231,29 @@ function wait(
     s.reply(connId, requestId, { type: 'JOB_STATUS', job: coreJobSnapshot(job) });
     return;
   }
-  const refusal = waitRefusal(s, connId);
+  const refusal = waitRefusal(s, connId, address);
   if (refusal !== null) {
     s.replyError(connId, requestId, ErrorCode.TooManyWaits, refusal);
     return;
   }
   // The job's own id string: the request's copy would cost a string per wait.
-  s.waits.add({ jobId: job.jobId, connId, requestId });
+  s.waits.add({ jobId: job.jobId, connId, requestId }, address);
   s.armWait(connId, requestId, timeoutMs);
 }
 
 /**
  * Why one more pending wait is refused, or null: a connection holds at most
- * `maxWaitsPerConnection`, the coordinator at most `maxWaits` in all. Only
- * the request is refused; the client may poll instead (ours does).
+ * `maxWaitsPerConnection`, the connections of one address together
+ * `maxWaitsPerAddress`, the coordinator at most `maxWaits` in all. Only the
+ * request is refused; the client may poll instead (ours does).
  */
-function waitRefusal(s: CoreState, connId: number): string | null {
-  const { maxWaitsPerConnection, maxWaits } = s.config;
+function waitRefusal(s: CoreState, connId: number, address: string | null): string | null {
+  const { maxWaitsPerConnection, maxWaitsPerAddress, maxWaits } = s.config;
   if (s.waits.countFor(connId) >= maxWaitsPerConnection) {
     return `Too many pending WAIT_JOB requests on this connection (limit ${maxWaitsPerConnection}); ask again later or poll GET_JOB_STATUS`;
+  }
+  if (address !== null && s.waits.countForAddress(address) >= maxWaitsPerAddress) {
+    return `Too many pending WAIT_JOB requests from this address (limit ${maxWaitsPerAddress}); ask again later or poll GET_JOB_STATUS`;
   }
   if (s.waits.size >= maxWaits) {
     return `Too many pending WAIT_JOB requests on this coordinator (limit ${maxWaits}); ask again later or poll GET_JOB_STATUS`;
@@ -288,9 +284,10 @@ export function releaseWaits(s: CoreState, connId: number): void {
   }
 }
 
-/** A client connection ended: forget its pending waits. */
+/** A client connection ended: forget its pending waits, also those whose read is out. */
 export function clientClosed(s: CoreState, connId: number): void {
   s.waits.dropConnection(connId);
+  s.reads.abandonWaits(connId);
   s.subscriptions.dropConnection(connId);
 }
 
@@ -419,6 +416,7 @@ export function jobRead(
   children: readonly string[] = [],
 ): void {
   const { connId, requestId, jobId } = read;
+  if (read.kind === 'wait' && read.abandoned === true) return;
   // The job may be active and not in memory (a far delayed job), and so
   // come into memory while the read is out (the window reached it): memory
   // answers then. A row committed while the read was out is newer than the
@@ -467,43 +465,11 @@ function redo(
     case 'cancel':
       return cancel(s, connId, requestId, jobId);
     case 'wait':
-      return wait(s, connId, requestId, jobId, read.timeoutMillis ?? null);
-  }
-}
-
-/** SUBSCRIBE_JOBS: checks the filter and the bounds, then answers SUBSCRIBED. */
-function subscribe(s: CoreState, connId: number, requestId: number, msg: SubscribeJobs): void {
-  const { jobId = null, taskType = null, queue = null } = msg.filter;
-  for (const [name, value] of [
-    ['jobId', jobId],
-    ['taskType', taskType],
-    ['queue', queue],
-  ] as const) {
-    if (value !== null && (value.length === 0 || value.length > MAX_FILTER_VALUE_LENGTH)) {
-      return s.replyError(
-        connId,
-        requestId,
-        ErrorCode.InvalidRequest,
-        `Invalid request: filter.${name} must be 1..${MAX_FILTER_VALUE_LENGTH} characters`,
+      return wait(
+        s,
+        { connId, requestId, address: read.address ?? null },
+        jobId,
+        read.timeoutMillis ?? null,
       );
-    }
   }
-  if (s.subscriptions.countFor(connId) >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
-    return s.replyError(
-      connId,
-      requestId,
-      ErrorCode.LimitExceeded,
-      `Limit exceeded: at most ${MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions per connection`,
-    );
-  }
-  if (s.subscriptions.size >= MAX_SUBSCRIPTIONS) {
-    return s.replyError(
-      connId,
-      requestId,
-      ErrorCode.LimitExceeded,
-      `Limit exceeded: at most ${MAX_SUBSCRIPTIONS} subscriptions are open`,
-    );
-  }
-  s.subscriptions.add({ connId, jobId, taskType, queue });
-  s.reply(connId, requestId, { type: 'SUBSCRIBED' });
 }

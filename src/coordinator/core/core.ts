@@ -25,6 +25,7 @@ import {
   releaseWaits,
 } from './client-requests.js';
 import { nextDueAtMs, promoteDue } from './delayed-jobs.js';
+import { subscriberStalled } from './subscriber-requests.js';
 import { toRecord } from './job.js';
 import { requeueDue, schedule } from './job-lifecycle.js';
 import { expireDeadlines } from './interruption.js';
@@ -87,7 +88,7 @@ export class CoordinatorCore {
         workerGone(s, input.connId, 'connection_closed', input.reason);
         break;
       case 'clientRequest':
-        handleClientRequest(s, input.connId, input.requestId, input.msg);
+        handleClientRequest(s, input.connId, input.requestId, input.msg, input.address ?? null);
         break;
       case 'clientClosed':
         clientClosed(s, input.connId);
@@ -97,6 +98,9 @@ export class CoordinatorCore {
         break;
       case 'releaseWaits':
         releaseWaits(s, input.connId);
+        break;
+      case 'subscriberStalled':
+        subscriberStalled(s, input.connId, input.stalled);
         break;
       case 'tick':
         doDue(s);
@@ -190,6 +194,7 @@ export class CoordinatorCore {
       pendingReads: s.reads.size,
       subscriptions: s.subscriptions.size,
       subscribers: s.subscriptions.connections,
+      stalledSubscribers: s.subscriptions.stalled().size,
       scheduledCount: s.scheduledCount,
       farScheduledCount: s.window.farCount,
       scheduledHorizon: { atMs: s.window.horizonMs, seq: s.window.horizonSeq },
@@ -199,6 +204,20 @@ export class CoordinatorCore {
         settings: { ...q.settings },
         leased: q.leased,
       })),
+    };
+  }
+
+  /**
+   * What each address holds of the budgets kept per address, and the
+   * subscribers leaving events unread with since when (copies, for tests and
+   * the simulation's invariants).
+   */
+  budgets(): CoreBudgets {
+    const s = this.#s;
+    return {
+      waitsByAddress: new Map(s.waits.byAddress()),
+      subscriptionsByAddress: new Map(s.subscriptions.byAddress()),
+      stalledSubscribers: new Map(s.subscriptions.stalled()),
     };
   }
 
@@ -420,6 +439,8 @@ export interface CoreInspection {
   subscriptions: number;
   /** Client connections holding at least one of them. */
   subscribers: number;
+  /** Of those, the ones leaving more events unread than they may (their events are dropped). */
+  stalledSubscribers: number;
   /** SCHEDULED jobs held in memory. */
   scheduledCount: number;
   /** SCHEDULED jobs beyond the window, in the store only (scheduled-window.ts). */
@@ -430,4 +451,12 @@ export interface CoreInspection {
   wakeArmedAtMs: number | null;
   /** Queues with state in the core (settings, leases): their settings and leased attempts. */
   queues: { name: string; settings: QueueSettings; leased: number }[];
+}
+
+/** See {@link CoordinatorCore.budgets}. */
+export interface CoreBudgets {
+  waitsByAddress: Map<string, number>;
+  subscriptionsByAddress: Map<string, number>;
+  /** Subscriber connections leaving events unread, and since when (core clock, ms). */
+  stalledSubscribers: Map<number, number>;
 }

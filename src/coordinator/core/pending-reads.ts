@@ -98,6 +98,10 @@ export type PendingRead =
       latest?: JobRecord;
       /** WAIT_JOB's timeout, as asked. */
       timeoutMillis?: number | null;
+      /** WAIT_JOB: the peer's address (null: in-process). */
+      address?: string | null;
+      /** WAIT_JOB: its connection closed while the read was out (nothing is held for it). */
+      abandoned?: true;
     }
   /** The next window of delayed jobs (scheduled-window.ts). */
   | { kind: 'window'; untilMs: number; seen: Map<string, JobRecord> }
@@ -179,6 +183,17 @@ export class PendingReads {
       } else if (read.kind === 'status' || read.kind === 'cancel' || read.kind === 'wait') {
         for (const row of rows) if (row.jobId === read.jobId) read.latest = row;
       }
+    }
+  }
+
+  /**
+   * A client connection closed: its waits whose read is still out are
+   * abandoned (a wait held for a closed connection would stay until its job
+   * ended, counted against its address). Bounded by the reads out.
+   */
+  abandonWaits(connId: number): void {
+    for (const read of this.#reads.values()) {
+      if (read.kind === 'wait' && read.connId === connId) read.abandoned = true;
     }
   }
 

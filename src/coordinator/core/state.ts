@@ -162,6 +162,11 @@ export class CoreState {
     this.#effects.push({ kind: 'close', connId, reason });
   }
 
+  /** Closes a client connection at once, dropping what it has not read. */
+  dropClient(connId: number, reason: string): void {
+    this.#effects.push({ kind: 'close', connId, reason, abrupt: true });
+  }
+
   reply(connId: number, requestId: number, msg: ClientReply): void {
     this.#effects.push({ kind: 'reply', connId, requestId, msg });
   }

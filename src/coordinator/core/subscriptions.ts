@@ -11,9 +11,13 @@
  * With no subscription nothing is noted, so the feature costs one size check
  * per write when unused.
  *
- * Bounds (checked by `subscribe` in client-requests.ts): 16 per connection
- * and 1,024 in all (limits.ts). What a subscriber has not read yet is
- * bounded by the shell (client-session.ts), which drops and counts beyond it.
+ * Bounds (checked by `subscribe` in subscriber-requests.ts): 16 per
+ * connection (limits.ts), `maxSubscriptionsPerAddress` from one address and
+ * `maxSubscriptions` in all. What a subscriber has not read yet is bounded by
+ * the shell (client-session.ts), which drops and counts beyond it and says
+ * when a subscriber starts and stops leaving events unread: the table keeps
+ * since when each such subscriber has been stalled, oldest first, so one
+ * that stopped reading can make room for a newcomer.
  */
 import type { JobEvent, JobEventKind } from '../../protocol/messages.js';
 import { coreJobSnapshot, type CoreJob } from './job.js';
@@ -32,6 +36,8 @@ function matches(sub: Subscription, job: CoreJob): boolean {
 
 export interface Subscription {
   readonly connId: number;
+  /** The peer's address; null for an in-process client (not counted per address). */
+  readonly address: string | null;
   readonly jobId: string | null;
   readonly taskType: string | null;
   readonly queue: string | null;
@@ -43,6 +49,10 @@ export class SubscriptionTable {
   readonly #byJob = new Map<string, Set<Subscription>>();
   /** Subscriptions without a job id. */
   readonly #broad = new Set<Subscription>();
+  /** Subscriptions per address (in-process ones not counted). */
+  readonly #byAddress = new Map<string, number>();
+  /** Connections leaving events unread, and since when (ms); oldest first. */
+  readonly #stalled = new Map<number, number>();
   #size = 0;
   /** Jobs changed during the current input, and how. */
   readonly changed = new Map<string, { job: CoreJob; event: JobEventKind }>();
@@ -60,6 +70,56 @@ export class SubscriptionTable {
     return this.#byConn.get(connId)?.length ?? 0;
   }
 
+  /** Subscriptions held by connections from `address`. */
+  countForAddress(address: string): number {
+    return this.#byAddress.get(address) ?? 0;
+  }
+
+  /** Subscriptions per address (for inspection). */
+  byAddress(): ReadonlyMap<string, number> {
+    return this.#byAddress;
+  }
+
+  /** Subscriber connections leaving events unread, and since when (for inspection). */
+  stalled(): ReadonlyMap<number, number> {
+    return this.#stalled;
+  }
+
+  /**
+   * A subscriber's connection started leaving events unread at `sinceMs`
+   * (true) or took everything again (false). Ignored for a connection that
+   * holds no subscription; a second start keeps the first time.
+   */
+  noteStalled(connId: number, stalled: boolean, sinceMs: number): void {
+    if (!stalled) this.#stalled.delete(connId);
+    else if (this.#byConn.has(connId) && !this.#stalled.has(connId))
+      this.#stalled.set(connId, sinceMs);
+  }
+
+  /**
+   * The connection stalled first (in the order they were noted) among those
+   * stalled since `notAfterMs` or earlier: of `address` when given, never
+   * `except`. Bounded by the stalled connections (at most one per
+   * subscriber connection).
+   */
+  longestStalled(
+    notAfterMs: number,
+    address: string | null,
+    except: number,
+  ): { connId: number; sinceMs: number; address: string | null } | null {
+    for (const [connId, sinceMs] of this.#stalled) {
+      if (sinceMs > notAfterMs || connId === except) continue;
+      const of = this.#addressOf(connId);
+      if (address !== null && of !== address) continue;
+      return { connId, sinceMs, address: of };
+    }
+    return null;
+  }
+
+  #addressOf(connId: number): string | null {
+    return this.#byConn.get(connId)?.[0]?.address ?? null;
+  }
+
   add(sub: Subscription): void {
     const list = this.#byConn.get(sub.connId);
     if (list === undefined) this.#byConn.set(sub.connId, [sub]);
@@ -70,6 +130,8 @@ export class SubscriptionTable {
       if (set === undefined) this.#byJob.set(sub.jobId, (set = new Set()));
       set.add(sub);
     }
+    if (sub.address !== null)
+      this.#byAddress.set(sub.address, (this.#byAddress.get(sub.address) ?? 0) + 1);
     this.#size++;
   }
 
@@ -77,6 +139,13 @@ export class SubscriptionTable {
     const list = this.#byConn.get(connId);
     if (list === undefined) return;
     this.#byConn.delete(connId);
+    this.#stalled.delete(connId);
+    const address = list[0]?.address ?? null;
+    if (address !== null) {
+      const left = (this.#byAddress.get(address) ?? 0) - list.length;
+      if (left > 0) this.#byAddress.set(address, left);
+      else this.#byAddress.delete(address);
+    }
     for (const sub of list) {
       this.#size--;
       if (sub.jobId === null) {

@@ -36,8 +36,24 @@ export type CoreInput =
   | { kind: 'workerEnding'; connId: number }
   /** A worker connection ended. */
   | { kind: 'workerClosed'; connId: number; reason: string }
-  /** A client request; `requestId` orders replies on its connection. */
-  | { kind: 'clientRequest'; connId: number; requestId: number; msg: ClientRequest }
+  /**
+   * A client request; `requestId` orders replies on its connection.
+   * `address`: the peer's address, by which waits and subscriptions are
+   * budgeted (`maxWaitsPerAddress`, `maxSubscriptionsPerAddress`); absent for
+   * the in-process client.
+   */
+  | {
+      kind: 'clientRequest';
+      connId: number;
+      requestId: number;
+      msg: ClientRequest;
+      address?: string;
+    }
+  /**
+   * A subscriber's connection started (`stalled`) or stopped leaving more
+   * job events unread than it may (the shell drops its events meanwhile).
+   */
+  | { kind: 'subscriberStalled'; connId: number; stalled: boolean }
   /** A client connection ended (its waits are dropped). */
   | { kind: 'clientClosed'; connId: number }
   /** The timer armed by an `armWait` effect fired. */
@@ -60,8 +76,12 @@ export type CoreInput =
 
 export type Effect =
   | { kind: 'send'; connId: number; msg: CoordinatorToWorker }
-  /** Close a worker or client connection after what was sent before it. */
-  | { kind: 'close'; connId: number; reason: string }
+  /**
+   * Close a worker or client connection after what was sent before it;
+   * `abrupt`: at once, dropping what it has not taken (a subscriber that
+   * stopped reading would otherwise hold it until a timeout).
+   */
+  | { kind: 'close'; connId: number; reason: string; abrupt?: true }
   | { kind: 'reply'; connId: number; requestId: number; msg: ClientReply }
   /**
    * A job event for subscribers on client connections (not a reply to any
@@ -222,6 +242,18 @@ export type CoreEvent =
     }
   | { type: 'job.recovered'; jobId: string; from: JobState; to: JobState }
   | { type: 'jobs.purged'; deleted: number; reason: 'retention' | 'request' }
+  /**
+   * A subscriber that had left its events unread for `stalledMs` was
+   * disconnected to make room for a new subscription (`budget`: the one of
+   * its address, or the total).
+   */
+  | {
+      type: 'subscriber.dropped';
+      connId: number;
+      address: string | null;
+      stalledMs: number;
+      budget: 'address' | 'total';
+    }
   | { type: 'coordinator.stalled'; stalledMs: number }
   /** A TASK_PROGRESS: taken (`accepted`), or ignored (stale lease, bad value) with the reason. */
   | { type: 'job.progress'; jobId: string; accepted: boolean; reason: string | null }
@@ -266,6 +298,17 @@ export interface CoreConfig {
   maxWaitsPerConnection: number;
   /** Pending WAIT_JOBs all connections together may hold. */
   maxWaits: number;
+  /** Pending WAIT_JOBs the connections from one address may hold together. */
+  maxWaitsPerAddress: number;
+  /** SUBSCRIBE_JOBS subscriptions all connections together may hold. */
+  maxSubscriptions: number;
+  /** SUBSCRIBE_JOBS subscriptions the connections from one address may hold together. */
+  maxSubscriptionsPerAddress: number;
+  /**
+   * A subscriber that has left events unread this long (ms) is dropped when
+   * a newcomer would otherwise be refused for a full budget.
+   */
+  subscriberStallMs: number;
 }
 
 /**

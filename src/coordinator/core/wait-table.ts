@@ -1,12 +1,14 @@
 /**
  * Pending WAIT_JOB requests, findable by job (to answer them when it ends)
- * and by connection (to forget them when the client leaves). One owner for
- * the indexes, so they cannot drift apart.
+ * and by connection (to forget them when the client leaves), and counted by
+ * the address of their connection. One owner for the indexes, so they cannot
+ * drift apart.
  *
  * Lean on purpose: a client may hold many waits (up to the caps of
- * `maxWaitsPerConnection` and `maxWaits`), so each costs one small object
- * and one entry in each index, without keys built from strings, and the
- * caller hands in the job's own id string rather than the request's copy.
+ * `maxWaitsPerConnection`, `maxWaitsPerAddress` and `maxWaits`), so each
+ * costs one small object and one entry in each index, without keys built
+ * from strings, and the caller hands in the job's own id string rather than
+ * the request's copy. The address is kept once per connection, not per wait.
  */
 
 export interface PendingWait {
@@ -15,22 +17,35 @@ export interface PendingWait {
   readonly requestId: number;
 }
 
+/** The waits of one connection, and its address (null: in-process, not counted per address). */
+interface ConnectionWaits {
+  readonly address: string | null;
+  readonly waits: Map<number, PendingWait>;
+}
+
 export class WaitTable {
-  readonly #byConn = new Map<number, Map<number, PendingWait>>();
+  readonly #byConn = new Map<number, ConnectionWaits>();
   readonly #byJob = new Map<string, Set<PendingWait>>();
+  readonly #byAddress = new Map<string, number>();
   #size = 0;
 
   get size(): number {
     return this.#size;
   }
 
-  /** Adds a wait; a request already waiting is replaced (request ids are unique per connection). */
-  add(wait: PendingWait): void {
+  /**
+   * Adds a wait of a connection from `address`; a request already waiting is
+   * replaced (request ids are unique per connection).
+   */
+  add(wait: PendingWait, address: string | null): void {
     this.take(wait.connId, wait.requestId);
     let ofConn = this.#byConn.get(wait.connId);
-    if (ofConn === undefined)
-      this.#byConn.set(wait.connId, (ofConn = new Map<number, PendingWait>()));
-    ofConn.set(wait.requestId, wait);
+    if (ofConn === undefined) {
+      ofConn = { address, waits: new Map<number, PendingWait>() };
+      this.#byConn.set(wait.connId, ofConn);
+    }
+    ofConn.waits.set(wait.requestId, wait);
+    this.#count(ofConn.address, 1);
     let ofJob = this.#byJob.get(wait.jobId);
     if (ofJob === undefined) this.#byJob.set(wait.jobId, (ofJob = new Set<PendingWait>()));
     ofJob.add(wait);
@@ -39,18 +54,26 @@ export class WaitTable {
 
   /** Pending waits of one connection. */
   countFor(connId: number): number {
-    return this.#byConn.get(connId)?.size ?? 0;
+    return this.#byConn.get(connId)?.waits.size ?? 0;
+  }
+
+  /** Pending waits of the connections from `address`. */
+  countForAddress(address: string): number {
+    return this.#byAddress.get(address) ?? 0;
+  }
+
+  /** Pending waits per address (for inspection). */
+  byAddress(): ReadonlyMap<string, number> {
+    return this.#byAddress;
   }
 
   /** Removes and returns one request's wait, if it is still pending. */
   take(connId: number, requestId: number): PendingWait | undefined {
     const ofConn = this.#byConn.get(connId);
-    const wait = ofConn?.get(requestId);
+    const wait = ofConn?.waits.get(requestId);
     if (ofConn === undefined || wait === undefined) return undefined;
-    ofConn.delete(requestId);
-    if (ofConn.size === 0) this.#byConn.delete(connId);
+    this.#forget(connId, ofConn, wait);
     this.#unlinkJob(wait);
-    this.#size--;
     return wait;
   }
 
@@ -62,10 +85,8 @@ export class WaitTable {
     const waits = [...ofJob];
     for (const wait of waits) {
       const ofConn = this.#byConn.get(wait.connId);
-      ofConn?.delete(wait.requestId);
-      if (ofConn?.size === 0) this.#byConn.delete(wait.connId);
+      if (ofConn !== undefined) this.#forget(wait.connId, ofConn, wait);
     }
-    this.#size -= waits.length;
     return waits;
   }
 
@@ -73,7 +94,7 @@ export class WaitTable {
   takeConnection(connId: number): PendingWait[] {
     const ofConn = this.#byConn.get(connId);
     if (ofConn === undefined) return [];
-    const waits = [...ofConn.values()];
+    const waits = [...ofConn.waits.values()];
     this.dropConnection(connId);
     return waits;
   }
@@ -83,8 +104,24 @@ export class WaitTable {
     const ofConn = this.#byConn.get(connId);
     if (ofConn === undefined) return;
     this.#byConn.delete(connId);
-    for (const wait of ofConn.values()) this.#unlinkJob(wait);
-    this.#size -= ofConn.size;
+    for (const wait of ofConn.waits.values()) this.#unlinkJob(wait);
+    this.#size -= ofConn.waits.size;
+    this.#count(ofConn.address, -ofConn.waits.size);
+  }
+
+  /** Takes one wait out of its connection's index and the counts. */
+  #forget(connId: number, ofConn: ConnectionWaits, wait: PendingWait): void {
+    ofConn.waits.delete(wait.requestId);
+    if (ofConn.waits.size === 0) this.#byConn.delete(connId);
+    this.#size--;
+    this.#count(ofConn.address, -1);
+  }
+
+  #count(address: string | null, delta: number): void {
+    if (address === null) return;
+    const count = (this.#byAddress.get(address) ?? 0) + delta;
+    if (count > 0) this.#byAddress.set(address, count);
+    else this.#byAddress.delete(address);
   }
 
   #unlinkJob(wait: PendingWait): void {

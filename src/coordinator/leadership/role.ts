@@ -25,6 +25,7 @@ export const EMPTY_INSPECTION: CoreInspection = Object.freeze({
   freeSlots: 0,
   subscriptions: 0,
   subscribers: 0,
+  stalledSubscribers: 0,
   keptLeases: [],
   pendingWaits: 0,
   pendingReads: 0,

@@ -43,6 +43,11 @@ const LINES: Formatters = {
     { workerId: e.workerId, connId: e.connId, jobs: e.jobs },
   ],
   'jobs.purged': (e) => ['info', 'terminal jobs purged', { deleted: e.deleted, reason: e.reason }],
+  'subscriber.dropped': (e) => [
+    'warn',
+    'subscriber dropped: it had left its job events unread, and a new subscriber needed its place',
+    { connId: e.connId, address: e.address, stalledMs: e.stalledMs, budget: e.budget },
+  ],
   'coordinator.stalled': (e) => [
     'warn',
     'coordinator stalled: its own loop did not run; silence during the stall is forgiven',
@@ -184,6 +189,7 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'worker.leasesKept': false,
   'worker.leasesReclaimed': true,
   'jobs.purged': true,
+  'subscriber.dropped': false,
   'coordinator.stalled': false,
   'worker.draining': true,
   'job.submitted': true,

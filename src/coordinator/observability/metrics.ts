@@ -133,6 +133,7 @@ const ON_EVENT: EventCounters = {
   'job.progress': (m, e) => m.progress.inc({ outcome: e.accepted ? 'accepted' : 'ignored' }),
   'jobs.purged': (m, e) => m.purged.inc({ reason: e.reason }, e.deleted),
   'coordinator.stalled': (m) => m.stalls.inc(),
+  'subscriber.dropped': (m, e) => m.subscribersDropped.inc({ budget: e.budget }),
 };
 
 /** Outcomes of a schedule's due tick (`dtp_schedule_ticks_total`). */
@@ -192,6 +193,7 @@ export class CoordinatorMetrics {
   readonly commitTime: Histogram;
   readonly purged: Counter<'reason'>;
   readonly stalls: Counter;
+  readonly subscribersDropped: Counter<'budget'>;
   readonly progress: Counter<'outcome'>;
   readonly scheduleTicks: Counter<'outcome'>;
   readonly tickStartLag: Histogram;
@@ -259,6 +261,11 @@ export class CoordinatorMetrics {
     this.stalls = counter(
       'dtp_coordinator_stalls_total',
       'Times the coordinator found its own loop had not run for several sweep periods',
+    );
+    this.subscribersDropped = counter(
+      'dtp_subscribers_dropped_total',
+      'Subscribers that had left their job events unread, disconnected to make room in a full budget',
+      ['budget'],
     );
     this.progress = counter(
       'dtp_progress_reports_total',
@@ -382,6 +389,13 @@ export class CoordinatorMetrics {
       'Client connections holding at least one SUBSCRIBE_JOBS subscription',
       function () {
         this.set(snapshot().subscribers);
+      },
+    );
+    gauge(
+      'dtp_event_subscribers_stalled',
+      'Subscribers leaving more job events unread than they may (their events are dropped)',
+      function () {
+        this.set(snapshot().stalledSubscribers);
       },
     );
     const source = this.#source;

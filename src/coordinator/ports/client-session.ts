@@ -73,6 +73,13 @@ export interface ClientSessionOptions {
   onBlockedByWait?: () => void;
   /** Unread bytes beyond which pushed job events are dropped (default MAX_SUBSCRIBER_BUFFER_BYTES). */
   maxPushBytes?: number;
+  /** The peer's address, normalized (as admission counts it); null = unknown. */
+  address?: string | null;
+  /**
+   * The subscriber started leaving more than `maxPushBytes` of events unread
+   * (true: its events are dropped from now on), or took everything again (false).
+   */
+  onSubscriberStalled?: (stalled: boolean) => void;
 }
 
 /** The frames of the last job event pushed, one per state view it was shown in. */
@@ -128,6 +135,8 @@ interface StagedReply {
 
 export class ClientSession {
   readonly conn: FramedConnection;
+  /** The peer's address, by which the core budgets waits and subscriptions; null = unknown. */
+  readonly address: string | null;
   #state: 'authenticating' | 'open' | 'refused';
   #nextRequestId = 0;
   #nextReplyId = 0;
@@ -168,6 +177,7 @@ export class ClientSession {
   #missed = 0;
   #missedDrainArmed = false;
   readonly #maxPushBytes: number;
+  readonly #onSubscriberStalled: (stalled: boolean) => void;
   /** Event frames waiting for the end of the push window, and their bytes. */
   #pushes: Buffer[] = [];
   #pushBytes = 0;
@@ -184,6 +194,8 @@ export class ClientSession {
     this.#report = options.report ?? (() => undefined);
     this.#onBlockedByWait = options.onBlockedByWait ?? (() => undefined);
     this.#maxPushBytes = options.maxPushBytes ?? MAX_SUBSCRIBER_BUFFER_BYTES;
+    this.address = options.address ?? null;
+    this.#onSubscriberStalled = options.onSubscriberStalled ?? (() => undefined);
     this.#state = this.#checkToken === null ? 'open' : 'authenticating';
     if (this.#state === 'open') this.#opened();
     else {
@@ -330,7 +342,9 @@ export class ClientSession {
    * `maxPushBytes` unread, events are dropped and counted instead; once it
    * has taken everything it is told how many it missed (EVENTS_MISSED) and
    * events flow again. So a subscriber that stops reading costs at most that
-   * much memory, and nobody waits for it.
+   * much memory, and nobody waits for it. The start and the end of such a
+   * streak are told to the core (`onSubscriberStalled`): a subscriber whose
+   * streak lasts may be dropped to make room for a new one.
    */
   push(msg: JobEvent): void {
     if (!this.conn.isOpen || this.#state !== 'open') return;
@@ -344,6 +358,7 @@ export class ClientSession {
           remote: this.conn.remote,
           count: 1,
         });
+        this.#onSubscriberStalled(true);
       }
       this.#armMissed();
       return;
@@ -362,8 +377,16 @@ export class ClientSession {
     this.#pushBytes = 0;
     waitingPushes.delete(this);
     if (!this.conn.isOpen || frames.length === 0) return;
-    // One buffer: the stream's cost is per write, and frames are just bytes in a row.
-    this.conn.sendFrame(frames.length === 1 ? (frames[0] as Buffer) : Buffer.concat(frames));
+    // One buffer for a peer that keeps up: the stream's cost is per write.
+    // For one that has bytes waiting already, the frames themselves: they
+    // will wait too, and a copy would be this subscriber's alone, where the
+    // frames are shared by every subscriber of the event (a subscriber that
+    // stopped reading holds well under half the memory so).
+    if (frames.length === 1 || this.conn.outboundBytes > 0) {
+      for (const frame of frames) this.conn.sendFrame(frame);
+      return;
+    }
+    this.conn.sendFrame(Buffer.concat(frames));
   }
 
   #armMissed(): void {
@@ -381,6 +404,7 @@ export class ClientSession {
         this.#report({ type: 'events.dropped', port: 'client', remote, count: missed - 1 });
       }
       this.conn.send({ type: 'EVENTS_MISSED', missed });
+      this.#onSubscriberStalled(false);
     });
   }
 

@@ -191,11 +191,12 @@ export class Ports {
     this.#clients.get(connId)?.held(requestId);
   }
 
-  close(connId: number, reason: string): void {
+  close(connId: number, reason: string, abrupt = false): void {
     // A worker connection keeps delivering until the worker closes too, so a
     // late result on its way is still judged (and rejected as stale).
     const worker = this.#workers.get(connId);
     if (worker !== undefined) void worker.close(reason, { drainInbound: true });
+    else if (abrupt) void this.#clients.get(connId)?.conn.destroy(reason);
     else void this.#clients.get(connId)?.conn.close(reason);
   }
 
@@ -323,6 +324,9 @@ export class Ports {
       idleTimeoutMs: limits.clientIdleTimeoutMs,
       report: (event) => this.guard.report(event),
       onBlockedByWait: () => this.#host.clientInput({ kind: 'releaseWaits', connId: conn.id }),
+      address: admission.address,
+      onSubscriberStalled: (stalled) =>
+        this.#host.clientInput({ kind: 'subscriberStalled', connId: conn.id, stalled }),
     });
     this.#clients.set(conn.id, session);
   }
@@ -358,7 +362,14 @@ export class Ports {
         }`,
       });
     } else {
-      this.#host.clientInput({ kind: 'clientRequest', connId, requestId, msg });
+      const address = session.address;
+      this.#host.clientInput({
+        kind: 'clientRequest',
+        connId,
+        requestId,
+        msg,
+        ...(address !== null && { address }),
+      });
     }
   }
 

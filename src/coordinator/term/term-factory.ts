@@ -28,6 +28,7 @@ import {
 } from '../../store/open-store.js';
 import type { RecoveredState, Store } from '../../store/store.js';
 import { createBuiltinRegistry } from '../../tasks/builtin/index.js';
+import { MAX_SUBSCRIPTIONS } from '../../protocol/limits.js';
 import { CoordinatorCore } from '../core/core.js';
 import type { CoreConfig, CoreEvent, PayloadValidator } from '../core/types.js';
 import { LeaderElection, type ElectionHooks } from '../leadership/leader-election.js';
@@ -200,5 +201,9 @@ function coreConfig(options: CoordinatorOptions): CoreConfig {
     retainTerminalMs: options.retainTerminalMs,
     maxWaitsPerConnection: options.maxWaitsPerConnection,
     maxWaits: options.maxWaits,
+    maxWaitsPerAddress: options.maxWaitsPerAddress,
+    maxSubscriptions: MAX_SUBSCRIPTIONS,
+    maxSubscriptionsPerAddress: options.maxSubscriptionsPerAddress,
+    subscriberStallMs: options.subscriberStallMs,
   };
 }

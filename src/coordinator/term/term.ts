@@ -63,8 +63,8 @@ export interface TermOutlets {
   held(connId: number, requestId: number): void;
   /** A job event for a subscriber (dropped when the connection is gone). */
   push(connIds: readonly number[], msg: JobEvent): void;
-  /** Close a connection after what was sent before. */
-  close(connId: number, reason: string): void;
+  /** Close a connection after what was sent before (`abrupt`: at once, dropping what is unsent). */
+  close(connId: number, reason: string, abrupt: boolean): void;
   /** True while something can still receive replies on `connId`. */
   hasClient(connId: number): boolean;
   /** A core event, after its batch was committed. */
@@ -390,7 +390,7 @@ export class Term {
         this.#outlets.send(effect.connId, effect.msg);
         return;
       case 'close':
-        this.#outlets.close(effect.connId, effect.reason);
+        this.#outlets.close(effect.connId, effect.reason, effect.abrupt === true);
         return;
       case 'reply': {
         this.#clock.clearWait(effect.connId, effect.requestId);

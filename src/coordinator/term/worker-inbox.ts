@@ -42,7 +42,7 @@ export type WorkerInput = Extract<
 /** What a client connection (or the in-process client) hands the core. */
 export type ClientInput = Extract<
   CoreInput,
-  { kind: 'clientRequest' | 'clientClosed' | 'releaseWaits' }
+  { kind: 'clientRequest' | 'clientClosed' | 'releaseWaits' | 'subscriberStalled' }
 >;
 
 export type InboxInput = WorkerInput | ClientInput;
