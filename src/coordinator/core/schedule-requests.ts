@@ -244,6 +244,10 @@ function definitionOf(s: CoreState, d: ScheduleDefinition): Definition | string 
     if (fields !== 5 && fields !== 6) return `cron must have 5 or 6 fields, got ${fields}`;
     const problem = s.deps.cron.problem(d.cron, timezone ?? 'UTC');
     if (problem !== null) return problem;
+    // Also while paused: a schedule that could never make a job is refused.
+    if (s.deps.cron.next(d.cron, timezone ?? 'UTC', s.nowMs) === null) {
+      return `cron ${JSON.stringify(d.cron.slice(0, 80))} has no next run`;
+    }
   }
   if (d.maxAttempts !== null && (d.maxAttempts < 1 || d.maxAttempts > MAX_ATTEMPTS_LIMIT)) {
     return `maxAttempts must be 1..${MAX_ATTEMPTS_LIMIT}, got ${d.maxAttempts}`;
