@@ -53,14 +53,23 @@ import {
   type PayloadFieldSpec,
 } from '../protocol/task-types.js';
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
-import { parseJobLines, submitInBatches } from './submit-many.js';
+import {
+  LINE_FIELDS,
+  describeStop,
+  parseJobLines,
+  stopFields,
+  submitInBatches,
+} from './submit-many.js';
 import { UsageError, splitList } from './flags.js';
 import { DIALLER_SECURITY_FLAGS } from './security-flags.js';
 import type { ConnectionSecurity } from '../client/connection.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   EXIT_CODES,
+  errorDocument,
+  exitCodeFor,
   formatAttempts,
+  formatErrorText,
   formatCancel,
   formatJobBlock,
   formatJobTable,
@@ -888,18 +897,38 @@ const QUEUE_COMMAND: CommandSpec = {
 const JOB_ID_ARG: readonly ArgSpec[] = [{ name: 'job-id', help: 'the id submit printed' }];
 
 async function runSubmitMany(ctx: CommandContext): Promise<CommandOutput> {
-  const file = ctx.values.string('file');
+  const { values } = ctx;
+  const file = values.string('file');
   let text: string;
   try {
     text = await ctx.readInput(file);
   } catch (err) {
     throw new UsageError(`cannot read --file ${file}: ${(err as Error).message}`);
   }
-  const jobs = parseJobLines(text);
-  const jobIds = await submitInBatches(await ctx.client(), jobs, (ids) =>
-    ctx.note(`created before the refusal:\n${ids.join('\n')}`),
-  );
-  return { json: { jobIds }, human: jobIds.map((id) => `${id}\n`).join('') };
+  const jobs = parseJobLines(text, values.optionalInt('from-line') ?? 1);
+  const outcome = await submitInBatches(await ctx.client(), jobs, {
+    retries: values.int('submit-retries'),
+    baseDelayMs: values.int('submit-retry-base-millis'),
+    maxDelayMs: values.int('submit-retry-max-millis'),
+    onRetry: (event, batch) =>
+      ctx.note(`Lines ${batch.fromLine}..${batch.toLine}: ${describeRetry(event)}`),
+  });
+  const ids = outcome.jobIds.map((id) => `${id}\n`).join('');
+  const stopped = outcome.stopped;
+  if (stopped === null) return { json: { jobIds: outcome.jobIds }, human: ids };
+  const { fromLine, toLine } = stopped.batch;
+  const refused = `the batch of lines ${fromLine}..${toLine} was refused`;
+  ctx.note(`${refused}:\n${formatErrorText(stopped.error)}${describeStop(outcome, stopped)}`);
+  const { error } = errorDocument(stopped.error);
+  return {
+    json: {
+      error: { ...error, message: `${refused}: ${error.message}` },
+      jobIds: outcome.jobIds,
+      ...stopFields(stopped),
+    },
+    human: ids,
+    exitCode: exitCodeFor(stopped.error),
+  };
 }
 
 const SUBMIT_MANY_COMMAND: CommandSpec = {
@@ -913,9 +942,18 @@ const SUBMIT_MANY_COMMAND: CommandSpec = {
       required: true,
       placeholder: 'jobs.ndjson|-',
       help:
-        'one job a line: {"taskType": …, "payload": {…}} and optionally maxAttempts, priority, ' +
-        'idempotencyKey, timeoutMillis; - = standard input',
+        `one job a line: {"taskType": …, "payload": {…}} and optionally ${LINE_FIELDS.slice(2).join(', ')}; ` +
+        '- = standard input',
     },
+    {
+      name: 'from-line',
+      type: 'int',
+      min: 1,
+      max: 1_000_000_000,
+      default: 1,
+      help: 'start at this line of the file (the earlier ones are skipped): to go on after a refused batch',
+    },
+    ...SUBMIT_FLAGS.filter((flag) => flag.name.startsWith('submit-retr')),
   ],
   run: runSubmitMany,
 };
