@@ -20,6 +20,8 @@ import type {
 } from '../client/client.js';
 import type { EventGap } from '../client/subscription.js';
 import { requestFrame } from '../client/connection.js';
+import { RemoteError } from '../client/errors.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import {
   DEFAULT_SUBMIT_RETRY_BASE_DELAY_MS,
   DEFAULT_SUBMIT_RETRY_MAX_DELAY_MS,
@@ -46,7 +48,7 @@ import {
   PRIORITIES,
   TERMINAL_STATES,
 } from '../protocol/messages.js';
-import type { JobSnapshot, JsonObject } from '../protocol/messages.js';
+import type { JobSnapshot, JobState, JsonObject } from '../protocol/messages.js';
 import {
   BUILTIN_TASK_LIST,
   builtinPayload,
@@ -66,6 +68,7 @@ import type { ConnectionSecurity } from '../client/connection.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   EXIT_CODES,
+  attemptText,
   errorDocument,
   exitCodeFor,
   formatAttempts,
@@ -493,13 +496,43 @@ async function runStatus(ctx: CommandContext): Promise<CommandOutput> {
   const client = await ctx.client();
   if (!ctx.values.bool('attempts')) {
     const job = await client.status(id);
-    return { json: withQueueFields(job), human: formatJobBlock(job, { color: ctx.color }) };
+    const parentStates = await parentStatesOf(client, job);
+    return {
+      json: withQueueFields(job),
+      human: formatJobBlock(job, { color: ctx.color, parentStates }),
+    };
   }
   const { job, attempts } = await client.status(id, { attempts: true });
   return {
     json: { ...withQueueFields(job), attemptCount: job.attempts, attempts },
     human: formatAttempts(job, attempts, ctx.color),
   };
+}
+
+/** Parents whose states a WAITING job's block shows (the first ones, one request each). */
+const PARENT_STATES_SHOWN = 10;
+
+/** The states of a WAITING job's first parents (null: no longer known); empty otherwise. */
+async function parentStatesOf(
+  client: DtpClient,
+  job: JobSnapshot,
+): Promise<Map<string, JobState | null>> {
+  const states = new Map<string, JobState | null>();
+  if (job.state !== 'WAITING') return states;
+  const shown = (job.dependsOn ?? []).slice(0, PARENT_STATES_SHOWN);
+  const found = await Promise.all(
+    shown.map((parent) =>
+      client.status(parent).then(
+        (snapshot) => snapshot.state,
+        (err: unknown) => {
+          if (err instanceof RemoteError && err.code === ErrorCode.UnknownJob) return null;
+          throw err;
+        },
+      ),
+    ),
+  );
+  for (const [i, parent] of shown.entries()) states.set(parent, found[i] ?? null);
+  return states;
 }
 
 /** `purge --state S --older-than D`: terminal states only; D like 30m, 12h, 7d. */
@@ -644,7 +677,7 @@ function eventLine(item: WatchEvent): string {
     job.progress == null
       ? ''
       : ` ${Math.round(job.progress.fraction * 100)}%${job.progress.message === null ? '' : ` ${job.progress.message}`}`;
-  return `${at} ${item.event} ${job.jobId} ${job.taskType} ${job.state} attempt ${job.attempts}/${job.maxAttempts}${progress}\n`;
+  return `${at} ${item.event} ${job.jobId} ${job.taskType} ${job.state} attempt ${attemptText(job)}${progress}\n`;
 }
 
 /** What a gap in the events means for the reader, on stderr. */

@@ -456,6 +456,7 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   queue: optional(stringCodec),
   groupKey: optional(stringCodec),
   steps: optional(arrayOf(stepSummaryCodec)),
+  suspensions: optional(intCodec),
 });
 
 const rateLimitCodec: Codec<RateLimit> = recordCodec<RateLimit>({

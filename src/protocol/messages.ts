@@ -117,6 +117,13 @@ export interface JobSnapshot {
   children?: string[] | null;
   /** Extension (durable steps): the steps its handler recorded, in order; absent = none. */
   steps?: StepSummary[] | null;
+  /**
+   * Extension (durable steps): how many of its `attempts` ended in a
+   * suspension (`ctx.sleep`, `ctx.waitFor`). They do not count toward
+   * `maxAttempts`: the attempts that do are `attempts - suspensions`. Absent
+   * = none, or a snapshot without its steps (a listing of stored jobs).
+   */
+  suspensions?: number | null;
 }
 
 /** One recorded step of a job, as its snapshot lists it. */
