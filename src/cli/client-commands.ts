@@ -32,16 +32,8 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { formatDurationMs, parseDuration } from '../protocol/duration.js';
-import {
-  DEFAULT_QUEUE,
-  MAX_QUEUE_CONCURRENCY,
-  concurrencyProblem,
-  groupKeyProblem,
-  parseRate,
-  queueNameProblem,
-} from '../protocol/queue-names.js';
-import type { QueueInfo, QueueLimits, RateLimit } from '../client/queues.js';
+import { parseDuration } from '../protocol/duration.js';
+import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
 import {
   JOB_STATES,
   PARENT_FAILURE_POLICIES,
@@ -359,13 +351,26 @@ export async function payloadOf(ctx: CommandContext, taskType: string): Promise<
   return value as JsonObject;
 }
 
-/** Stderr text and `--json` field when no live worker serves the job's type. */
-function servingWarning(result: SubmitResult): string | null {
-  if (result.servingWorkers !== 0) return null;
-  return (
-    `no live worker serves task type ${result.snapshot.taskType}; ` +
-    'the job stays QUEUED until one registers'
-  );
+/**
+ * What may keep a job accepted just now from starting soon: no live worker
+ * serves its type, or its queue is paused. One stderr line each; the
+ * `--json` `warning` holds them all.
+ */
+function submitWarnings(result: SubmitResult): string[] {
+  const warnings: string[] = [];
+  if (result.servingWorkers === 0) {
+    warnings.push(
+      `no live worker serves task type ${result.snapshot.taskType}; ` +
+        'the job stays QUEUED until one registers',
+    );
+  }
+  if (result.queuePaused) {
+    const queue = result.snapshot.queue ?? DEFAULT_QUEUE;
+    warnings.push(
+      `queue ${queue} is paused; the job waits until it is resumed (queue resume ${queue})`,
+    );
+  }
+  return warnings;
 }
 
 /** `--depends-on` and `--on-parent-failure`, checked before anything is sent. */
@@ -424,8 +429,8 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     maxDelayMs: values.int('submit-retry-max-millis'),
     onRetry: (event) => ctx.note(describeRetry(event)),
   });
-  const warning = servingWarning(result);
-  if (warning !== null) ctx.note(`Warning: ${warning}\n`);
+  const warnings = submitWarnings(result);
+  for (const warning of warnings) ctx.note(`Warning: ${warning}\n`);
   const human = values.bool('quiet')
     ? `${result.jobId}\n`
     : formatJobBlock(result.snapshot, { submitted: true, color: ctx.color });
@@ -433,7 +438,8 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     json: {
       jobId: result.jobId,
       job: withQueueFields(result.snapshot),
-      ...(warning !== null && { warning }),
+      ...(warnings.length > 0 && { warning: warnings.join('; ') }),
+      ...(result.queuePaused && { queuePaused: true }),
     },
     human,
   };
@@ -785,148 +791,6 @@ function groupFlag(values: FlagValues): string | undefined {
   return key;
 }
 
-const QUEUE_ACTIONS = ['list', 'pause', 'resume', 'set'] as const;
-
-/** `--concurrency n|none` and the like: a value, null (`none`: clear), or undefined (left out). */
-function limitFlag(values: FlagValues, flag: string): number | null | undefined {
-  const text = values.optionalString(flag);
-  if (text === undefined) return undefined;
-  if (text.trim().toLowerCase() === 'none') return null;
-  const n = /^-?[0-9]{1,7}$/.test(text.trim()) ? Number(text.trim()) : NaN;
-  if (concurrencyProblem(n) !== null) {
-    throw new UsageError(
-      `--${flag}: expected an integer 1..${MAX_QUEUE_CONCURRENCY} or none, got ${JSON.stringify(text.slice(0, 40))}`,
-    );
-  }
-  return n;
-}
-
-function rateFlag(values: FlagValues, flag: string): RateLimit | null | undefined {
-  const text = values.optionalString(flag);
-  if (text === undefined) return undefined;
-  if (text.trim().toLowerCase() === 'none') return null;
-  const parsed = parseRate(text);
-  if ('error' in parsed) throw new UsageError(`--${flag}: ${parsed.error}`);
-  return parsed.rate;
-}
-
-/** The `--json` object of a queue (the contract's fields, then the extra ones). */
-function queueJson(q: QueueInfo): Record<string, unknown> {
-  return {
-    name: q.name,
-    paused: q.paused,
-    concurrency: q.concurrency,
-    rateLimit: q.rateLimit,
-    groupConcurrency: q.groupConcurrency,
-    groupRateLimit: q.groupRateLimit,
-    counts: q.counts,
-    ...(q.running !== undefined && q.running !== null && { running: q.running }),
-    ...(q.groups !== undefined && q.groups !== null && { groups: q.groups }),
-  };
-}
-
-const rateText = (r: RateLimit | null): string =>
-  r === null ? '-' : `${r.max}/${formatDurationMs(r.intervalMillis).replace(' ', '')}`;
-
-function queueLine(q: QueueInfo): string {
-  const counts = Object.entries(q.counts)
-    .map(([state, n]) => `${state}=${n}`)
-    .join(' ');
-  const limits = [
-    `concurrency ${q.concurrency ?? '-'}`,
-    `rate ${rateText(q.rateLimit)}`,
-    `group-concurrency ${q.groupConcurrency ?? '-'}`,
-    `group-rate ${rateText(q.groupRateLimit)}`,
-  ].join(', ');
-  return `${q.name}${q.paused ? ' (paused)' : ''}: ${limits}; ${counts === '' ? 'no jobs' : counts}\n`;
-}
-
-/** `queue list|pause|resume|set <name>`. */
-async function runQueue(ctx: CommandContext): Promise<CommandOutput> {
-  const action = ctx.args[0];
-  if (action === undefined || !(QUEUE_ACTIONS as readonly string[]).includes(action)) {
-    throw new UsageError(
-      `queue: expected one of ${QUEUE_ACTIONS.join(', ')}, got ${JSON.stringify(action ?? '')}`,
-    );
-  }
-  const { values } = ctx;
-  const limitFlags = ['concurrency', 'rate', 'group-concurrency', 'group-rate'];
-  if (action !== 'set') {
-    const stray = limitFlags.find((flag) => values.has(flag));
-    if (stray !== undefined) throw new UsageError(`--${stray} goes with queue set only`);
-  }
-  if (action === 'list') {
-    if (ctx.args.length > 1) throw new UsageError('queue list takes no name');
-    const queues = await (await ctx.client()).queues.list();
-    return {
-      json: { queues: queues.map(queueJson) },
-      human: queues.length === 0 ? 'No queues\n' : queues.map(queueLine).join(''),
-    };
-  }
-  const name = ctx.args[1];
-  if (name === undefined) throw new UsageError(`queue ${action}: missing <name>`);
-  const problem = queueNameProblem(name);
-  if (problem !== null) throw new UsageError(`queue ${action}: queue name ${problem}`);
-  if (ctx.args.length > 2) throw new UsageError(`queue ${action} takes one name`);
-  let limits: QueueLimits = {};
-  if (action === 'set') {
-    const concurrency = limitFlag(values, 'concurrency');
-    const rateLimit = rateFlag(values, 'rate');
-    const groupConcurrency = limitFlag(values, 'group-concurrency');
-    const groupRateLimit = rateFlag(values, 'group-rate');
-    limits = {
-      ...(concurrency !== undefined && { concurrency }),
-      ...(rateLimit !== undefined && { rateLimit }),
-      ...(groupConcurrency !== undefined && { groupConcurrency }),
-      ...(groupRateLimit !== undefined && { groupRateLimit }),
-    };
-  }
-  const queues = (await ctx.client()).queues;
-  const q =
-    action === 'pause'
-      ? await queues.pause(name)
-      : action === 'resume'
-        ? await queues.resume(name)
-        : await queues.set(name, limits);
-  return { json: queueJson(q), human: queueLine(q) };
-}
-
-const QUEUE_COMMAND: CommandSpec = {
-  name: 'queue',
-  summary: 'named queues: list, pause, resume, or set limits (queue set <name> --rate 10/1s)',
-  args: [
-    { name: 'action', help: 'list, pause, resume or set' },
-    { name: 'name', help: 'the queue (not for list)', optional: true },
-  ],
-  flags: [
-    {
-      name: 'concurrency',
-      type: 'string',
-      placeholder: 'n|none',
-      help: 'at most n attempts of the queue hold a lease at once (1..100000)',
-    },
-    {
-      name: 'rate',
-      type: 'string',
-      placeholder: 'n/duration|none',
-      help: 'at most n attempt starts in any window of the duration (10/1s, 200/500ms)',
-    },
-    {
-      name: 'group-concurrency',
-      type: 'string',
-      placeholder: 'n|none',
-      help: 'the same as --concurrency, for each group key',
-    },
-    {
-      name: 'group-rate',
-      type: 'string',
-      placeholder: 'n/duration|none',
-      help: 'the same as --rate, for each group key',
-    },
-  ],
-  run: runQueue,
-};
-
 const JOB_ID_ARG: readonly ArgSpec[] = [{ name: 'job-id', help: 'the id submit printed' }];
 
 async function runSubmitMany(ctx: CommandContext): Promise<CommandOutput> {
@@ -1102,7 +966,6 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     run: runList,
   },
-  QUEUE_COMMAND,
   { name: 'workers', summary: 'list live workers', args: [], flags: [], run: runWorkers },
   {
     name: 'submit-flow',

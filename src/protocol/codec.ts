@@ -730,6 +730,7 @@ const SCHEMAS: Schemas = {
     jobId: stringCodec,
     job: nullable(jobSnapshotCodec),
     servingWorkers: optional(intCodec),
+    queuePaused: optional(boolCodec),
   },
   SUBMIT_REJECTED: {
     reason: stringCodec,
@@ -795,8 +796,9 @@ const SCHEMAS: Schemas = {
     groupConcurrency: optional(intCodec),
     groupRateLimit: optional(rateLimitCodec),
     clear: optional(arrayOf(stringCodec)),
+    create: optional(boolCodec),
   },
-  QUEUE_INFO: { queue: queueInfoCodec },
+  QUEUE_INFO: { queue: queueInfoCodec, created: optional(boolCodec) },
 
   SUBMIT_FLOW: { jobs: arrayOf(flowJobCodec) },
   FLOW_SUBMITTED: { jobs: arrayOf(flowRefCodec) },

@@ -24,7 +24,7 @@ import { isTerminalState } from './job-state.js';
 import { schedule as assignReady } from './job-lifecycle.js';
 import { firstTick, latestDueTick, tickAfter } from './schedules.js';
 import type { CoreState } from './state.js';
-import { createJob, rejected } from './submission.js';
+import { createJob, pausedQueueField, rejected } from './submission.js';
 import { DEFAULT_QUEUE, queueNameProblem } from '../../protocol/queue-names.js';
 
 /** A schedule's name. */
@@ -84,6 +84,7 @@ export function handleScheduleRequest(
         jobId: job.jobId,
         job: coreJobSnapshot(job),
         servingWorkers: s.workers.servingCount(job.taskType),
+        ...pausedQueueField(s, job.queue),
       });
       assignReady(s);
       return;
