@@ -814,12 +814,12 @@ async function runSubmitMany(ctx: CommandContext): Promise<CommandOutput> {
   const stopped = outcome.stopped;
   if (stopped === null) return { json: { jobIds: outcome.jobIds }, human: ids };
   const { fromLine, toLine } = stopped.batch;
-  const refused = `the batch of lines ${fromLine}..${toLine} was refused`;
-  ctx.note(`${refused}:\n${formatErrorText(stopped.error)}${describeStop(outcome, stopped)}`);
+  const refused = `batch of lines ${fromLine}..${toLine} was refused`;
+  ctx.note(`The ${refused}:\n${formatErrorText(stopped.error)}${describeStop(outcome, stopped)}`);
   const { error } = errorDocument(stopped.error);
   return {
     json: {
-      error: { ...error, message: `${refused}: ${error.message}` },
+      error: { ...error, message: `the ${refused}: ${error.message}` },
       jobIds: outcome.jobIds,
       ...stopFields(stopped),
     },

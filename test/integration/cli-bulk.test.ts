@@ -101,7 +101,7 @@ describe('client.sh submit-many', () => {
     const plain = await run(text);
     assert.equal(plain.code, 3);
     assert.equal(plain.stdout, '');
-    assert.match(plain.stderr, /the batch of lines 1\.\.1000 was refused/);
+    assert.match(plain.stderr, /^The batch of lines 1\.\.1000 was refused:\n/);
     assert.match(plain.stderr, /No job was created\.\nNot created: lines 1\.\.2500 \(2500 jobs\)/);
     assert.match(plain.stderr, /run the same command with --from-line 1 once the coordinator/);
 
