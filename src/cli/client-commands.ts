@@ -20,6 +20,8 @@ import type {
 } from '../client/client.js';
 import type { EventGap } from '../client/subscription.js';
 import { requestFrame } from '../client/connection.js';
+import { RemoteError } from '../client/errors.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import {
   DEFAULT_SUBMIT_RETRY_BASE_DELAY_MS,
   DEFAULT_SUBMIT_RETRY_MAX_DELAY_MS,
@@ -30,37 +32,39 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { formatDurationMs, parseDuration } from '../protocol/duration.js';
-import {
-  DEFAULT_QUEUE,
-  MAX_QUEUE_CONCURRENCY,
-  concurrencyProblem,
-  groupKeyProblem,
-  parseRate,
-  queueNameProblem,
-} from '../protocol/queue-names.js';
-import type { QueueInfo, QueueLimits, RateLimit } from '../client/queues.js';
+import { parseDuration } from '../protocol/duration.js';
+import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
 import {
   JOB_STATES,
   PARENT_FAILURE_POLICIES,
   PRIORITIES,
   TERMINAL_STATES,
 } from '../protocol/messages.js';
-import type { JobSnapshot, JsonObject } from '../protocol/messages.js';
+import type { JobSnapshot, JobState, JsonObject } from '../protocol/messages.js';
 import {
   BUILTIN_TASK_LIST,
   builtinPayload,
   type PayloadFieldSpec,
 } from '../protocol/task-types.js';
 import { BENCH_FLAGS, runBenchCommand } from './bench.js';
-import { parseJobLines, submitInBatches } from './submit-many.js';
+import {
+  LINE_FIELDS,
+  describeStop,
+  parseJobLines,
+  stopFields,
+  submitInBatches,
+} from './submit-many.js';
 import { UsageError, splitList } from './flags.js';
 import { DIALLER_SECURITY_FLAGS } from './security-flags.js';
 import type { ConnectionSecurity } from '../client/connection.js';
 import type { FlagSpec, FlagValues } from './flags.js';
 import {
   EXIT_CODES,
+  attemptText,
+  errorDocument,
+  exitCodeFor,
   formatAttempts,
+  formatErrorText,
   formatCancel,
   formatJobBlock,
   formatJobTable,
@@ -347,13 +351,26 @@ export async function payloadOf(ctx: CommandContext, taskType: string): Promise<
   return value as JsonObject;
 }
 
-/** Stderr text and `--json` field when no live worker serves the job's type. */
-function servingWarning(result: SubmitResult): string | null {
-  if (result.servingWorkers !== 0) return null;
-  return (
-    `no live worker serves task type ${result.snapshot.taskType}; ` +
-    'the job stays QUEUED until one registers'
-  );
+/**
+ * What may keep a job accepted just now from starting soon: no live worker
+ * serves its type, or its queue is paused. One stderr line each; the
+ * `--json` `warning` holds them all.
+ */
+function submitWarnings(result: SubmitResult): string[] {
+  const warnings: string[] = [];
+  if (result.servingWorkers === 0) {
+    warnings.push(
+      `no live worker serves task type ${result.snapshot.taskType}; ` +
+        'the job stays QUEUED until one registers',
+    );
+  }
+  if (result.queuePaused) {
+    const queue = result.snapshot.queue ?? DEFAULT_QUEUE;
+    warnings.push(
+      `queue ${queue} is paused; the job waits until it is resumed (queue resume ${queue})`,
+    );
+  }
+  return warnings;
 }
 
 /** `--depends-on` and `--on-parent-failure`, checked before anything is sent. */
@@ -412,8 +429,8 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     maxDelayMs: values.int('submit-retry-max-millis'),
     onRetry: (event) => ctx.note(describeRetry(event)),
   });
-  const warning = servingWarning(result);
-  if (warning !== null) ctx.note(`Warning: ${warning}\n`);
+  const warnings = submitWarnings(result);
+  for (const warning of warnings) ctx.note(`Warning: ${warning}\n`);
   const human = values.bool('quiet')
     ? `${result.jobId}\n`
     : formatJobBlock(result.snapshot, { submitted: true, color: ctx.color });
@@ -421,7 +438,8 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     json: {
       jobId: result.jobId,
       job: withQueueFields(result.snapshot),
-      ...(warning !== null && { warning }),
+      ...(warnings.length > 0 && { warning: warnings.join('; ') }),
+      ...(result.queuePaused && { queuePaused: true }),
     },
     human,
   };
@@ -484,13 +502,43 @@ async function runStatus(ctx: CommandContext): Promise<CommandOutput> {
   const client = await ctx.client();
   if (!ctx.values.bool('attempts')) {
     const job = await client.status(id);
-    return { json: withQueueFields(job), human: formatJobBlock(job, { color: ctx.color }) };
+    const parentStates = await parentStatesOf(client, job);
+    return {
+      json: withQueueFields(job),
+      human: formatJobBlock(job, { color: ctx.color, parentStates }),
+    };
   }
   const { job, attempts } = await client.status(id, { attempts: true });
   return {
     json: { ...withQueueFields(job), attemptCount: job.attempts, attempts },
     human: formatAttempts(job, attempts, ctx.color),
   };
+}
+
+/** Parents whose states a WAITING job's block shows (the first ones, one request each). */
+const PARENT_STATES_SHOWN = 10;
+
+/** The states of a WAITING job's first parents (null: no longer known); empty otherwise. */
+async function parentStatesOf(
+  client: DtpClient,
+  job: JobSnapshot,
+): Promise<Map<string, JobState | null>> {
+  const states = new Map<string, JobState | null>();
+  if (job.state !== 'WAITING') return states;
+  const shown = (job.dependsOn ?? []).slice(0, PARENT_STATES_SHOWN);
+  const found = await Promise.all(
+    shown.map((parent) =>
+      client.status(parent).then(
+        (snapshot) => snapshot.state,
+        (err: unknown) => {
+          if (err instanceof RemoteError && err.code === ErrorCode.UnknownJob) return null;
+          throw err;
+        },
+      ),
+    ),
+  );
+  for (const [i, parent] of shown.entries()) states.set(parent, found[i] ?? null);
+  return states;
 }
 
 /** `purge --state S --older-than D`: terminal states only; D like 30m, 12h, 7d. */
@@ -635,7 +683,7 @@ function eventLine(item: WatchEvent): string {
     job.progress == null
       ? ''
       : ` ${Math.round(job.progress.fraction * 100)}%${job.progress.message === null ? '' : ` ${job.progress.message}`}`;
-  return `${at} ${item.event} ${job.jobId} ${job.taskType} ${job.state} attempt ${job.attempts}/${job.maxAttempts}${progress}\n`;
+  return `${at} ${item.event} ${job.jobId} ${job.taskType} ${job.state} attempt ${attemptText(job)}${progress}\n`;
 }
 
 /** What a gap in the events means for the reader, on stderr. */
@@ -743,163 +791,41 @@ function groupFlag(values: FlagValues): string | undefined {
   return key;
 }
 
-const QUEUE_ACTIONS = ['list', 'pause', 'resume', 'set'] as const;
-
-/** `--concurrency n|none` and the like: a value, null (`none`: clear), or undefined (left out). */
-function limitFlag(values: FlagValues, flag: string): number | null | undefined {
-  const text = values.optionalString(flag);
-  if (text === undefined) return undefined;
-  if (text.trim().toLowerCase() === 'none') return null;
-  const n = /^-?[0-9]{1,7}$/.test(text.trim()) ? Number(text.trim()) : NaN;
-  if (concurrencyProblem(n) !== null) {
-    throw new UsageError(
-      `--${flag}: expected an integer 1..${MAX_QUEUE_CONCURRENCY} or none, got ${JSON.stringify(text.slice(0, 40))}`,
-    );
-  }
-  return n;
-}
-
-function rateFlag(values: FlagValues, flag: string): RateLimit | null | undefined {
-  const text = values.optionalString(flag);
-  if (text === undefined) return undefined;
-  if (text.trim().toLowerCase() === 'none') return null;
-  const parsed = parseRate(text);
-  if ('error' in parsed) throw new UsageError(`--${flag}: ${parsed.error}`);
-  return parsed.rate;
-}
-
-/** The `--json` object of a queue (the contract's fields, then the extra ones). */
-function queueJson(q: QueueInfo): Record<string, unknown> {
-  return {
-    name: q.name,
-    paused: q.paused,
-    concurrency: q.concurrency,
-    rateLimit: q.rateLimit,
-    groupConcurrency: q.groupConcurrency,
-    groupRateLimit: q.groupRateLimit,
-    counts: q.counts,
-    ...(q.running !== undefined && q.running !== null && { running: q.running }),
-    ...(q.groups !== undefined && q.groups !== null && { groups: q.groups }),
-  };
-}
-
-const rateText = (r: RateLimit | null): string =>
-  r === null ? '-' : `${r.max}/${formatDurationMs(r.intervalMillis).replace(' ', '')}`;
-
-function queueLine(q: QueueInfo): string {
-  const counts = Object.entries(q.counts)
-    .map(([state, n]) => `${state}=${n}`)
-    .join(' ');
-  const limits = [
-    `concurrency ${q.concurrency ?? '-'}`,
-    `rate ${rateText(q.rateLimit)}`,
-    `group-concurrency ${q.groupConcurrency ?? '-'}`,
-    `group-rate ${rateText(q.groupRateLimit)}`,
-  ].join(', ');
-  return `${q.name}${q.paused ? ' (paused)' : ''}: ${limits}; ${counts === '' ? 'no jobs' : counts}\n`;
-}
-
-/** `queue list|pause|resume|set <name>`. */
-async function runQueue(ctx: CommandContext): Promise<CommandOutput> {
-  const action = ctx.args[0];
-  if (action === undefined || !(QUEUE_ACTIONS as readonly string[]).includes(action)) {
-    throw new UsageError(
-      `queue: expected one of ${QUEUE_ACTIONS.join(', ')}, got ${JSON.stringify(action ?? '')}`,
-    );
-  }
-  const { values } = ctx;
-  const limitFlags = ['concurrency', 'rate', 'group-concurrency', 'group-rate'];
-  if (action !== 'set') {
-    const stray = limitFlags.find((flag) => values.has(flag));
-    if (stray !== undefined) throw new UsageError(`--${stray} goes with queue set only`);
-  }
-  if (action === 'list') {
-    if (ctx.args.length > 1) throw new UsageError('queue list takes no name');
-    const queues = await (await ctx.client()).queues.list();
-    return {
-      json: { queues: queues.map(queueJson) },
-      human: queues.length === 0 ? 'No queues\n' : queues.map(queueLine).join(''),
-    };
-  }
-  const name = ctx.args[1];
-  if (name === undefined) throw new UsageError(`queue ${action}: missing <name>`);
-  const problem = queueNameProblem(name);
-  if (problem !== null) throw new UsageError(`queue ${action}: queue name ${problem}`);
-  if (ctx.args.length > 2) throw new UsageError(`queue ${action} takes one name`);
-  let limits: QueueLimits = {};
-  if (action === 'set') {
-    const concurrency = limitFlag(values, 'concurrency');
-    const rateLimit = rateFlag(values, 'rate');
-    const groupConcurrency = limitFlag(values, 'group-concurrency');
-    const groupRateLimit = rateFlag(values, 'group-rate');
-    limits = {
-      ...(concurrency !== undefined && { concurrency }),
-      ...(rateLimit !== undefined && { rateLimit }),
-      ...(groupConcurrency !== undefined && { groupConcurrency }),
-      ...(groupRateLimit !== undefined && { groupRateLimit }),
-    };
-  }
-  const queues = (await ctx.client()).queues;
-  const q =
-    action === 'pause'
-      ? await queues.pause(name)
-      : action === 'resume'
-        ? await queues.resume(name)
-        : await queues.set(name, limits);
-  return { json: queueJson(q), human: queueLine(q) };
-}
-
-const QUEUE_COMMAND: CommandSpec = {
-  name: 'queue',
-  summary: 'named queues: list, pause, resume, or set limits (queue set <name> --rate 10/1s)',
-  args: [
-    { name: 'action', help: 'list, pause, resume or set' },
-    { name: 'name', help: 'the queue (not for list)', optional: true },
-  ],
-  flags: [
-    {
-      name: 'concurrency',
-      type: 'string',
-      placeholder: 'n|none',
-      help: 'at most n attempts of the queue hold a lease at once (1..100000)',
-    },
-    {
-      name: 'rate',
-      type: 'string',
-      placeholder: 'n/duration|none',
-      help: 'at most n attempt starts in any window of the duration (10/1s, 200/500ms)',
-    },
-    {
-      name: 'group-concurrency',
-      type: 'string',
-      placeholder: 'n|none',
-      help: 'the same as --concurrency, for each group key',
-    },
-    {
-      name: 'group-rate',
-      type: 'string',
-      placeholder: 'n/duration|none',
-      help: 'the same as --rate, for each group key',
-    },
-  ],
-  run: runQueue,
-};
-
 const JOB_ID_ARG: readonly ArgSpec[] = [{ name: 'job-id', help: 'the id submit printed' }];
 
 async function runSubmitMany(ctx: CommandContext): Promise<CommandOutput> {
-  const file = ctx.values.string('file');
+  const { values } = ctx;
+  const file = values.string('file');
   let text: string;
   try {
     text = await ctx.readInput(file);
   } catch (err) {
     throw new UsageError(`cannot read --file ${file}: ${(err as Error).message}`);
   }
-  const jobs = parseJobLines(text);
-  const jobIds = await submitInBatches(await ctx.client(), jobs, (ids) =>
-    ctx.note(`created before the refusal:\n${ids.join('\n')}`),
-  );
-  return { json: { jobIds }, human: jobIds.map((id) => `${id}\n`).join('') };
+  const jobs = parseJobLines(text, values.optionalInt('from-line') ?? 1);
+  const outcome = await submitInBatches(await ctx.client(), jobs, {
+    retries: values.int('submit-retries'),
+    baseDelayMs: values.int('submit-retry-base-millis'),
+    maxDelayMs: values.int('submit-retry-max-millis'),
+    onRetry: (event, batch) =>
+      ctx.note(`Lines ${batch.fromLine}..${batch.toLine}: ${describeRetry(event)}`),
+  });
+  const ids = outcome.jobIds.map((id) => `${id}\n`).join('');
+  const stopped = outcome.stopped;
+  if (stopped === null) return { json: { jobIds: outcome.jobIds }, human: ids };
+  const { fromLine, toLine } = stopped.batch;
+  const refused = `batch of lines ${fromLine}..${toLine} was refused`;
+  ctx.note(`The ${refused}:\n${formatErrorText(stopped.error)}${describeStop(outcome, stopped)}`);
+  const { error } = errorDocument(stopped.error);
+  return {
+    json: {
+      error: { ...error, message: `the ${refused}: ${error.message}` },
+      jobIds: outcome.jobIds,
+      ...stopFields(stopped),
+    },
+    human: ids,
+    exitCode: exitCodeFor(stopped.error),
+  };
 }
 
 const SUBMIT_MANY_COMMAND: CommandSpec = {
@@ -913,9 +839,18 @@ const SUBMIT_MANY_COMMAND: CommandSpec = {
       required: true,
       placeholder: 'jobs.ndjson|-',
       help:
-        'one job a line: {"taskType": …, "payload": {…}} and optionally maxAttempts, priority, ' +
-        'idempotencyKey, timeoutMillis; - = standard input',
+        `one job a line: {"taskType": …, "payload": {…}} and optionally ${LINE_FIELDS.slice(2).join(', ')}; ` +
+        '- = standard input',
     },
+    {
+      name: 'from-line',
+      type: 'int',
+      min: 1,
+      max: 1_000_000_000,
+      default: 1,
+      help: 'start at this line of the file (the earlier ones are skipped): to go on after a refused batch',
+    },
+    ...SUBMIT_FLAGS.filter((flag) => flag.name.startsWith('submit-retr')),
   ],
   run: runSubmitMany,
 };
@@ -1031,7 +966,6 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     run: runList,
   },
-  QUEUE_COMMAND,
   { name: 'workers', summary: 'list live workers', args: [], flags: [], run: runWorkers },
   {
     name: 'submit-flow',

@@ -74,12 +74,34 @@ export interface JobBlockOptions {
   /** `Job submitted` + an `ID:` line instead of `Job <id>`. */
   submitted?: boolean;
   color?: boolean;
+  /** States of (some of) the jobs it depends on, shown beside their ids. */
+  parentStates?: ReadonlyMap<string, JobState | null>;
 }
 
 /**
- * A job block; Worker only while RUNNING, Result and Error only when set;
- * Parent for a child job, Children (one id a line) for a job that made some,
- * Steps (one name a line) for a job whose handler recorded some.
+ * `n/max` of a job: the attempts that count toward its `maxAttempts`, so
+ * not those that ended in a suspension (`ctx.sleep`, `ctx.waitFor`).
+ */
+export function attemptText(job: JobSnapshot): string {
+  return `${job.attempts - (job.suspensions ?? 0)}/${job.maxAttempts}`;
+}
+
+/** `id (STATE)` per parent, one a line; `(gone)` for a parent no longer known. */
+function parentLines(job: JobSnapshot, states: JobBlockOptions['parentStates']): string {
+  return (job.dependsOn ?? [])
+    .map((id) => {
+      if (states === undefined || !states.has(id)) return id;
+      return `${id} (${states.get(id) ?? 'gone'})`;
+    })
+    .join('\n');
+}
+
+/**
+ * A job block; Worker only while RUNNING, Run at only while SCHEDULED,
+ * Result and Error only when set; Suspends for a job whose attempts ended
+ * in sleeps or waits, Depends (one id a line) for a job with parents,
+ * Parent for a child job, Children (one id a line) for a job that made
+ * some, Steps (one name a line) for a job whose handler recorded some.
  */
 export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}): string {
   const lines =
@@ -90,12 +112,24 @@ export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}):
     labelLine('Type', job.taskType),
     labelLine('Priority', job.priority),
     labelLine('State', paintState(job.state, options.color ?? false)),
-    labelLine('Attempt', `${job.attempts}/${job.maxAttempts}`),
+    labelLine('Attempt', attemptText(job)),
   );
+  const suspensions = job.suspensions ?? 0;
+  if (suspensions > 0) {
+    lines.push(
+      labelLine('Suspends', `${suspensions} (ctx.sleep, ctx.waitFor: not counted as attempts)`),
+    );
+  }
+  if (job.state === 'SCHEDULED' && job.runAtMillis != null) {
+    lines.push(labelLine('Run at', new Date(job.runAtMillis).toISOString()));
+  }
   if (job.state === 'RUNNING' && job.workerId !== null)
     lines.push(labelLine('Worker', job.workerId));
   if (job.result !== null) lines.push(labelLine('Result', job.result));
   if (job.error !== null) lines.push(labelLine('Error', job.error));
+  if (job.dependsOn != null && job.dependsOn.length > 0) {
+    lines.push(labelLine('Depends', parentLines(job, options.parentStates)));
+  }
   if (job.parentJobId !== undefined && job.parentJobId !== null) {
     lines.push(labelLine('Parent', job.parentJobId));
   }
@@ -198,7 +232,7 @@ export function formatJobTable(
     { text: job.taskType },
     { text: job.state, colour: color ? STATE_COLOURS[job.state] : null },
     { text: job.priority },
-    { text: `${job.attempts}/${job.maxAttempts}` },
+    { text: attemptText(job) },
     { text: job.workerId ?? '-' },
   ]);
   const table = formatTable(['JOB ID', 'TYPE', 'STATE', 'PRIORITY', 'ATTEMPT', 'WORKER'], rows);

@@ -543,7 +543,7 @@ export class DtpClient<T extends object = AnyTasks> {
     this.queues = new QueuesApi((msg) => this.#request(msg));
     this.schedules = new Schedules(
       (msg) => this.scheduleRequest(msg),
-      (_jobId, job, serving) => new JobHandle(this, job, serving),
+      (_jobId, job, serving, queuePaused) => new JobHandle(this, job, serving, queuePaused),
       (jobId) => this.status(jobId),
     );
   }
@@ -972,9 +972,13 @@ export class DtpClient<T extends object = AnyTasks> {
     if (namesQueue(request)) await this.#require('queues', 'named queues');
     const reply = await this.#request(submitMessage(request, trace));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
-    const { jobId, job, servingWorkers } = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
+    const { jobId, job, servingWorkers, queuePaused } = expectReply(
+      'SUBMIT_JOB',
+      reply,
+      'JOB_SUBMITTED',
+    );
     const snapshot = job ?? (await this.status(jobId));
-    return new JobHandle(this, snapshot, servingWorkers ?? null);
+    return new JobHandle(this, snapshot, servingWorkers ?? null, queuePaused === true);
   }
 
   async #waitJobSupported(): Promise<boolean> {

@@ -35,7 +35,13 @@ export { JobHandle, settledValue } from './job-handle.js';
 export type { CancelResult, JobClient, WaitOptions } from './job-handle.js';
 export type { JobPage, ListQuery } from './list-paging.js';
 export { QueuesApi } from './queues.js';
-export type { QueueInfo, QueueLimits, RateLimit } from './queues.js';
+export type {
+  ChangedQueue,
+  QueueInfo,
+  QueueLimits,
+  QueueStateOptions,
+  RateLimit,
+} from './queues.js';
 export type { RerunOptions, RerunResult } from './rerun.js';
 export {
   DEFAULT_FEATURE_CACHE,

@@ -66,13 +66,24 @@ export class JobHandle<R = JsonValue> {
    * null when the coordinator does not say (a v1 coordinator).
    */
   readonly servingWorkers: number | null;
+  /**
+   * True when the job's queue was paused when it was accepted: the job waits
+   * until the queue is resumed (false also from a coordinator that does not say).
+   */
+  readonly queuePaused: boolean;
   readonly #client: JobClient;
 
-  constructor(client: JobClient, snapshot: JobSnapshot, servingWorkers: number | null) {
+  constructor(
+    client: JobClient,
+    snapshot: JobSnapshot,
+    servingWorkers: number | null,
+    queuePaused = false,
+  ) {
     this.#client = client;
     this.jobId = snapshot.jobId;
     this.snapshot = snapshot;
     this.servingWorkers = servingWorkers;
+    this.queuePaused = queuePaused;
   }
 
   /** Waits for the end of the job; its value, or a JobFailedError / JobCancelledError. */

@@ -17,6 +17,19 @@ import { FeatureUnsupportedError, RemoteError, UnexpectedReplyError } from './er
 
 export type { QueueInfo, RateLimit } from '../protocol/messages.js';
 
+/** Options of a pause or resume. */
+export interface QueueStateOptions {
+  /**
+   * Also for a queue that has no job and no setting yet (default false: the
+   * coordinator may refuse such a name, `RemoteError` `UNKNOWN_QUEUE`: a
+   * resume always, a pause when the name is a near miss of a queue that exists).
+   */
+  create?: boolean;
+}
+
+/** A queue after a change; `created` when it had no job and no setting before. */
+export type ChangedQueue = QueueInfo & { created?: true };
+
 /**
  * A change of a queue's limits: a field left out keeps its value, `null`
  * clears it (no limit).
@@ -56,27 +69,32 @@ export class QueuesApi {
     return found ?? (await this.set(name, {}));
   }
 
-  /** No attempt of the queue starts until {@link resume}; submissions are still accepted. */
-  pause(name: string): Promise<QueueInfo> {
+  /**
+   * No attempt of the queue starts until {@link resume}; submissions are
+   * still accepted. A name no job or setting has yet is refused when it is a
+   * near miss of one that has (`UNKNOWN_QUEUE`), unless `create`.
+   */
+  pause(name: string, options: QueueStateOptions = {}): Promise<ChangedQueue> {
     checkName(name);
-    return this.#set({ type: 'SET_QUEUE', name, paused: true });
+    return this.#set({ type: 'SET_QUEUE', name, paused: true, ...createField(options) });
   }
 
-  resume(name: string): Promise<QueueInfo> {
+  /** Attempts of the queue start again; a queue without jobs or settings is `UNKNOWN_QUEUE` unless `create`. */
+  resume(name: string, options: QueueStateOptions = {}): Promise<ChangedQueue> {
     checkName(name);
-    return this.#set({ type: 'SET_QUEUE', name, paused: false });
+    return this.#set({ type: 'SET_QUEUE', name, paused: false, ...createField(options) });
   }
 
-  /** Changes limits; resolves with the queue once the change is durable. */
-  set(name: string, limits: QueueLimits): Promise<QueueInfo> {
+  /** Changes limits (creating the queue's settings if it has none); resolves once durable. */
+  set(name: string, limits: QueueLimits): Promise<ChangedQueue> {
     checkName(name);
     return this.#set(setQueueMessage(name, limits));
   }
 
-  async #set(msg: SetQueue): Promise<QueueInfo> {
+  async #set(msg: SetQueue): Promise<ChangedQueue> {
     const reply = await this.#request(msg);
     if (reply.type !== 'QUEUE_INFO') throw new UnexpectedReplyError(msg.type, reply.type);
-    return reply.queue;
+    return reply.created === true ? { ...reply.queue, created: true } : reply.queue;
   }
 
   async #request(msg: ClientRequest): Promise<ClientReply> {
@@ -85,6 +103,10 @@ export class QueuesApi {
     if (isNotUnderstood(reply)) throw new FeatureUnsupportedError('queues', null, msg.type);
     throw new RemoteError(reply);
   }
+}
+
+function createField(options: QueueStateOptions): { create?: true } {
+  return options.create === true ? { create: true } : {};
 }
 
 function checkName(name: string): void {

@@ -46,7 +46,12 @@ export interface ScheduleWithJobs extends ScheduleSnapshot {
 }
 
 type Send = (msg: ScheduleRequest) => Promise<ClientReply>;
-type Handle = (jobId: string, job: JobSnapshot, servingWorkers: number | null) => JobHandle;
+type Handle = (
+  jobId: string,
+  job: JobSnapshot,
+  servingWorkers: number | null,
+  queuePaused: boolean,
+) => JobHandle;
 type Status = (jobId: string) => Promise<JobSnapshot>;
 
 function expect<T extends ClientReply['type']>(
@@ -138,6 +143,11 @@ export class Schedules {
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const submitted = expect('TRIGGER_SCHEDULE', reply, 'JOB_SUBMITTED');
     const job = submitted.job ?? (await this.#status(submitted.jobId));
-    return this.#handle(submitted.jobId, job, submitted.servingWorkers ?? null);
+    return this.#handle(
+      submitted.jobId,
+      job,
+      submitted.servingWorkers ?? null,
+      submitted.queuePaused === true,
+    );
   }
 }

@@ -187,8 +187,7 @@ export class Dashboard {
     if (match[2] === undefined) {
       return sendJson(res, 200, await setQueueLimits(source, name, call.json()));
     }
-    onlyFields(call.json(), []);
-    return sendJson(res, 200, await pauseQueue(source, name, match[2] === 'pause'));
+    return sendJson(res, 200, await pauseQueue(source, name, match[2] === 'pause', call.json()));
   }
 
   async #scheduleRoute(

@@ -5,22 +5,30 @@
  */
 import type { QueueInfo, RateLimit, SetQueue } from '../protocol/messages.js';
 import { parseRate, queueNameProblem } from '../protocol/queue-names.js';
-import { setQueueMessage, type QueueLimits } from '../client/queues.js';
+import { setQueueMessage, type ChangedQueue, type QueueLimits } from '../client/queues.js';
 import { ErrorCode, remoteCode } from '../protocol/error-codes.js';
 import type { DashboardSource } from './api.js';
 import { onlyFields } from './params.js';
 import { HttpError, badRequest } from './responses.js';
 
+/** HTTP status of an `ERROR` code of a queue request (anything else is the coordinator's: 503). */
+const STATUS_OF_CODE: Partial<Record<string, number>> = {
+  [ErrorCode.InvalidRequest]: 400,
+  [ErrorCode.UnknownQueue]: 404,
+};
+
 async function answer(
   source: DashboardSource,
   msg: SetQueue | { type: 'LIST_QUEUES' },
-): Promise<QueueInfo[]> {
+): Promise<ChangedQueue[]> {
   const reply = await source.request(msg);
   if (reply.type === 'QUEUE_LIST') return reply.queues;
-  if (reply.type === 'QUEUE_INFO') return [reply.queue];
+  if (reply.type === 'QUEUE_INFO') {
+    return [reply.created === true ? { ...reply.queue, created: true } : reply.queue];
+  }
   if (reply.type === 'ERROR') {
     const code = remoteCode(reply.code) ?? ErrorCode.InternalError;
-    throw new HttpError(code === ErrorCode.InvalidRequest ? 400 : 503, code, reply.message);
+    throw new HttpError(STATUS_OF_CODE[code] ?? 503, code, reply.message);
   }
   throw new HttpError(500, ErrorCode.InternalError, `unexpected ${reply.type}`);
 }
@@ -36,14 +44,23 @@ function queueName(raw: string): string {
   return raw;
 }
 
-/** `POST /api/queues/<name>/pause` and `/resume`. */
+/**
+ * `POST /api/queues/<name>/pause` and `/resume` (body `{}` or
+ * `{"create": true}`: also a queue that has no job and no setting yet).
+ */
 export async function pauseQueue(
   source: DashboardSource,
   name: string,
   paused: boolean,
-): Promise<QueueInfo> {
-  const [queue] = await answer(source, { type: 'SET_QUEUE', name: queueName(name), paused });
-  return queue as QueueInfo;
+  body: Record<string, unknown> = {},
+): Promise<ChangedQueue> {
+  onlyFields(body, ['create']);
+  const create = body.create ?? false;
+  if (typeof create !== 'boolean') throw badRequest('create must be true or false');
+  const msg: SetQueue = { type: 'SET_QUEUE', name: queueName(name), paused };
+  if (create) msg.create = true;
+  const [queue] = await answer(source, msg);
+  return queue as ChangedQueue;
 }
 
 const LIMIT_FIELDS = ['concurrency', 'rate', 'groupConcurrency', 'groupRate'] as const;

@@ -456,6 +456,7 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   queue: optional(stringCodec),
   groupKey: optional(stringCodec),
   steps: optional(arrayOf(stepSummaryCodec)),
+  suspensions: optional(intCodec),
 });
 
 const rateLimitCodec: Codec<RateLimit> = recordCodec<RateLimit>({
@@ -729,6 +730,7 @@ const SCHEMAS: Schemas = {
     jobId: stringCodec,
     job: nullable(jobSnapshotCodec),
     servingWorkers: optional(intCodec),
+    queuePaused: optional(boolCodec),
   },
   SUBMIT_REJECTED: {
     reason: stringCodec,
@@ -794,8 +796,9 @@ const SCHEMAS: Schemas = {
     groupConcurrency: optional(intCodec),
     groupRateLimit: optional(rateLimitCodec),
     clear: optional(arrayOf(stringCodec)),
+    create: optional(boolCodec),
   },
-  QUEUE_INFO: { queue: queueInfoCodec },
+  QUEUE_INFO: { queue: queueInfoCodec, created: optional(boolCodec) },
 
   SUBMIT_FLOW: { jobs: arrayOf(flowJobCodec) },
   FLOW_SUBMITTED: { jobs: arrayOf(flowRefCodec) },

@@ -37,6 +37,8 @@ export const ErrorCode = {
   TooManySubscriptions: 'TOO_MANY_SUBSCRIPTIONS',
   /** No schedule has this name. */
   UnknownSchedule: 'UNKNOWN_SCHEDULE',
+  /** A pause or resume of a queue that has no job and no setting, without `create`. */
+  UnknownQueue: 'UNKNOWN_QUEUE',
   /** A schedule definition the coordinator refuses (cron, time zone, interval, name). */
   InvalidSchedule: 'INVALID_SCHEDULE',
   /** A read of history failed (that request only; the coordinator keeps working). */

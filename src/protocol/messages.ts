@@ -117,6 +117,13 @@ export interface JobSnapshot {
   children?: string[] | null;
   /** Extension (durable steps): the steps its handler recorded, in order; absent = none. */
   steps?: StepSummary[] | null;
+  /**
+   * Extension (durable steps): how many of its `attempts` ended in a
+   * suspension (`ctx.sleep`, `ctx.waitFor`). They do not count toward
+   * `maxAttempts`: the attempts that do are `attempts - suspensions`. Absent
+   * = none, or a snapshot without its steps (a listing of stored jobs).
+   */
+  suspensions?: number | null;
 }
 
 /** One recorded step of a job, as its snapshot lists it. */
@@ -514,6 +521,8 @@ export interface JobSubmitted {
   job: JobSnapshot | null;
   /** Extension: live workers that declared the job's task type when it was accepted. */
   servingWorkers?: number | null;
+  /** Extension: `true` when the job's queue was paused when it was accepted (absent otherwise). */
+  queuePaused?: boolean | null;
 }
 export interface SubmitRejected {
   type: 'SUBMIT_REJECTED';
@@ -729,10 +738,17 @@ export interface SetQueue {
   groupConcurrency?: number | null;
   groupRateLimit?: RateLimit | null;
   clear?: string[] | null;
+  /**
+   * Extension: pause or resume a queue that has no job and no setting yet
+   * (without it such a pause or resume may be refused, `UNKNOWN_QUEUE`).
+   */
+  create?: boolean | null;
 }
 export interface QueueInfoReply {
   type: 'QUEUE_INFO';
   queue: QueueInfo;
+  /** Extension: `true` when the queue had no job and no setting before this change. */
+  created?: boolean | null;
 }
 
 /** One job of a flow (`SUBMIT_FLOW`): a SUBMIT_JOB's fields, a ref, and parents by ref or id. */

@@ -45,16 +45,52 @@ export function concurrencyProblem(n: number): string | null {
   return `must be an integer 1..${MAX_QUEUE_CONCURRENCY}, got ${n}`;
 }
 
-/** Why a rate limit is refused, or null. */
+/** How a rate is written, for messages that refuse one. */
+export const RATE_FORMS =
+  'n/<duration>: a count, a slash, then a whole number with a unit ms, s, m (minutes), h or d ' +
+  '(10/1s, 200/500ms, 1000/1h; a bare number after the slash is ms)';
+
+/** How a rate object is written, for messages that refuse one. */
+const RATE_OBJECT = '{max: n, intervalMillis: ms}, e.g. {max: 10, intervalMillis: 1000}';
+
+/** Why a rate limit is refused, or null (also for a value that is not a rate object at all). */
 export function rateProblem(rate: RateLimit): string | null {
-  if (!Number.isSafeInteger(rate.max) || rate.max < 1 || rate.max > MAX_RATE_COUNT) {
-    return `count must be 1..${MAX_RATE_COUNT}, got ${rate.max}`;
+  const given: unknown = rate;
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+    return `must be ${RATE_OBJECT}, got ${describeValue(given)}`;
   }
-  const d = rate.intervalMillis;
-  if (!Number.isSafeInteger(d) || d < MIN_RATE_INTERVAL_MS || d > MAX_RATE_INTERVAL_MS) {
-    return `interval must be ${MIN_RATE_INTERVAL_MS} ms..1 d, got ${d} ms`;
+  const { max, intervalMillis } = given as Record<string, unknown>;
+  for (const [field, value] of [
+    ['max', max],
+    ['intervalMillis', intervalMillis],
+  ] as const) {
+    if (typeof value !== 'number') {
+      return `${field} must be a number, got ${describeValue(value)}; a rate is ${RATE_OBJECT}`;
+    }
+  }
+  return boundsProblem(max as number, intervalMillis as number);
+}
+
+/** Why a count and an interval (ms) are out of bounds, or null. */
+function boundsProblem(max: number, intervalMs: number): string | null {
+  if (!Number.isSafeInteger(max) || max < 1 || max > MAX_RATE_COUNT) {
+    return `count must be an integer 1..${MAX_RATE_COUNT}, got ${max}`;
+  }
+  if (
+    !Number.isSafeInteger(intervalMs) ||
+    intervalMs < MIN_RATE_INTERVAL_MS ||
+    intervalMs > MAX_RATE_INTERVAL_MS
+  ) {
+    return `interval must be ${MIN_RATE_INTERVAL_MS} ms..1 d, got ${intervalMs} ms`;
   }
   return null;
+}
+
+function describeValue(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  // JSON.stringify gives undefined only for functions and symbols.
+  const text = JSON.stringify(value) ?? typeof value;
+  return text.length > 60 ? `${text.slice(0, 59)}…` : text;
 }
 
 const RATE_UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -62,17 +98,23 @@ const RATE_UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 /**
  * `n/<duration>` as people write a rate: `10/1s`, `200/500ms`, `1000/1h`
  * (a bare number after the slash is milliseconds). Returns the rate, or what
- * is wrong with the text (bounds included).
+ * is wrong with the text (bounds included), naming the accepted forms.
  */
 export function parseRate(text: string): { rate: RateLimit } | { error: string } {
-  const match = /^([0-9]{1,10})\/([0-9]{1,10})(ms|s|m|h|d)?$/.exec(text.trim());
-  if (match === null) {
+  const trimmed = text.trim();
+  const quoted = JSON.stringify(trimmed.slice(0, 40));
+  const match = /^([0-9]{1,10})\/([0-9]{1,10})([A-Za-z]*)$/.exec(trimmed);
+  if (match === null) return { error: `expected ${RATE_FORMS}; got ${quoted}` };
+  const unit = match[3] === '' ? 'ms' : match[3];
+  if (!Object.hasOwn(RATE_UNIT_MS, unit ?? '')) {
     return {
-      error: `expected n/<duration> such as 10/1s or 200/500ms, got ${JSON.stringify(text.slice(0, 40))}`,
+      error: `unknown unit ${JSON.stringify(unit)} in ${quoted}: expected ${RATE_FORMS}`,
     };
   }
-  const unit = (match[3] ?? 'ms') as keyof typeof RATE_UNIT_MS;
-  const rate = { max: Number(match[1]), intervalMillis: Number(match[2]) * RATE_UNIT_MS[unit] };
-  const problem = rateProblem(rate);
-  return problem === null ? { rate } : { error: problem };
+  const rate = {
+    max: Number(match[1]),
+    intervalMillis: Number(match[2]) * RATE_UNIT_MS[unit as keyof typeof RATE_UNIT_MS],
+  };
+  const problem = boundsProblem(rate.max, rate.intervalMillis);
+  return problem === null ? { rate } : { error: `${problem} (in ${quoted})` };
 }

@@ -470,7 +470,14 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
       const details = (await response.json()) as { job: Record<string, unknown> };
       details.job.parentJobId = id('a');
       details.job.children = [made];
-      details.job.steps = [{ name: 'fetch', atMillis: Date.now(), resultBytes: 3_500 }];
+      details.job.steps = [
+        { name: 'fetch', atMillis: Date.now(), resultBytes: 3_500 },
+        { name: 'dtp.sleep', atMillis: Date.now(), resultBytes: 20 },
+        { name: 'dtp.sleep', atMillis: Date.now(), resultBytes: 20 },
+      ];
+      // Three attempts started, two of them ended in a sleep: one counts.
+      details.job.attempts = 3;
+      details.job.suspensions = 2;
       await route.fulfill({ response, json: details });
     });
     await page.goto(`${base}#/jobs/${id('b')}`);
@@ -487,6 +494,8 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
     assert.deepEqual(await attributes('[data-testid=parent-job-link]', 'data-job-id'), [id('a')]);
     assert.equal(await page.textContent('[data-testid=step-row] td'), 'fetch');
     assert.equal(await page.textContent('[data-testid=step-row] td:nth-child(2)'), '3.4 KiB');
+    assert.equal(await page.textContent('[data-testid=job-attempts]'), '1/3');
+    assert.equal(await page.textContent('[data-testid=job-suspensions]'), '2');
     await page.unroute(ofB);
 
     // From the first job: every dependent below it, and a click follows one.

@@ -8,7 +8,13 @@
 import { createCronEvaluator } from '../../src/coordinator/cron.js';
 import assert from 'node:assert/strict';
 import { CoordinatorCore } from '../../src/coordinator/core/core.js';
-import type { CoreConfig, CoreEvent, CoreInput, Effect } from '../../src/coordinator/core/types.js';
+import type {
+  CoreConfig,
+  CoreEvent,
+  CoreInput,
+  CronEvaluator,
+  Effect,
+} from '../../src/coordinator/core/types.js';
 import type {
   ClientReply,
   ClientRequest,
@@ -141,6 +147,8 @@ export interface HarnessOptions {
   config?: Partial<CoreConfig>;
   store?: MemoryStore;
   startMs?: number;
+  /** The cron evaluator (default: the coordinator's, croner). */
+  cron?: CronEvaluator;
 }
 
 export class CoreHarness {
@@ -148,6 +156,7 @@ export class CoreHarness {
   readonly store: MemoryStore;
   core: CoordinatorCore;
   clock: number;
+  readonly #cron: CronEvaluator;
   /** Every effect of every input (recovery events included), in order. */
   readonly log: Effect[] = [];
   /** Effects of the latest input. */
@@ -162,6 +171,7 @@ export class CoreHarness {
     this.config = { ...TEST_CONFIG, ...options.config };
     this.store = options.store ?? new MemoryStore();
     this.clock = options.startMs ?? START_MS;
+    this.#cron = options.cron ?? createCronEvaluator();
     this.core = this.#build();
   }
 
@@ -177,7 +187,7 @@ export class CoreHarness {
         now: () => this.clock,
         newId: () => `id-${this.#nextId++}`,
         validator: createBuiltinRegistry(),
-        cron: createCronEvaluator(),
+        cron: this.#cron,
       },
       epoch === undefined ? stored : { ...stored, epoch },
     );

@@ -55,6 +55,9 @@ describe('client CLI: dependencies and flows', () => {
     assert.deepEqual(Object.keys(jobs).sort(), ['a', 'b']);
     const b = JSON.parse((await cli('status', jobs.b as string, '--json')).stdout) as JobSnapshot;
     assert.deepEqual([b.state, b.dependsOn], ['WAITING', [jobs.a]]);
+    // For people: the parents it waits for, with their states.
+    const shown = await cli('status', jobs.b as string);
+    assert.match(shown.stdout, new RegExp(`\\n {2}Depends: {2}${jobs.a} \\(QUEUED\\)\\n`));
     stdinText = JSON.stringify({
       jobs: [{ ref: 'solo', taskType: 'SHA256', payload: { text: 's' } }],
     });

@@ -16,6 +16,7 @@ import { DtpClient } from '../../src/client/index.js';
 import { MAX_STEPS_PER_JOB } from '../../src/protocol/limits.js';
 import type { JobSnapshot, JsonObject } from '../../src/protocol/messages.js';
 import { runsOf } from '../fixtures/step-tasks.js';
+import { runCliOn } from '../helpers/cli-runner.js';
 import { ScriptedWorker } from '../helpers/raw-peers.js';
 import {
   startCoordinator,
@@ -112,11 +113,23 @@ describe('durable steps, end to end', { timeout: 120_000 }, () => {
     await until(async () => (await client.status(sleeper.jobId)).state === 'SCHEDULED', {
       what: 'the sleeper asleep',
     });
+    // What `status` shows of it: when it runs again; its first attempt, which
+    // ended in the sleep, does not count toward its one attempt.
+    const asleep = await runCliOn(tc.coordinator.clientPort, ['status', sleeper.jobId]);
+    assert.equal(asleep.code, 0, asleep.stderr);
+    assert.match(
+      asleep.stdout,
+      /\n {2}Attempt: {2}0\/1\n {2}Suspends: 1 \(ctx\.sleep, ctx\.waitFor/,
+    );
+    assert.match(asleep.stdout, /\n {2}Run at: {3}\d{4}-\d\d-\d\dT[\d:.]+Z\n/);
     const other = await run('steps.three', { dir: scratch() });
     assert.equal(other.state, 'COMPLETED');
     assert.equal((await client.status(sleeper.jobId)).state, 'SCHEDULED', 'still asleep');
     const done = await client.wait(sleeper.jobId, 20_000);
     assert.deepEqual(resultOf(done), { before: 1, after: 1, attempt: 2 });
+    assert.deepEqual([done.attempts, done.suspensions], [2, 1]);
+    const shown = await runCliOn(tc.coordinator.clientPort, ['status', sleeper.jobId]);
+    assert.match(shown.stdout, /\n {2}Attempt: {2}1\/1\n {2}Suspends: 1 /);
     assert.ok((other.finishedAtMillis ?? 0) < (done.startedAtMillis ?? 0));
     assert.equal(runsOf(dir, 'before'), 1);
     assert.deepEqual(

@@ -76,6 +76,8 @@ describe('client CLI: delayed jobs and schedules', () => {
     for (const [args, flag] of [
       [['--cron', '61 * * * *'], /--cron/],
       [['--cron', '* * * *'], /--cron/],
+      [['--cron', '0 0 31 2 *'], /--cron: cron "0 0 31 2 \*" never fires/],
+      [['--cron', '0 0 31 4,6,9,11 *'], /--cron: .*never fires/],
       [['--cron', '0 2 * * *', '--timezone', 'Mars/Olympus'], /--timezone/],
       [['--every', '500ms'], /--every/],
       [['--every', 'often'], /--every/],

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/client.js';
-import { UnsupportedFeatureError } from '../../src/client/errors.js';
+import { RemoteError, UnsupportedFeatureError } from '../../src/client/errors.js';
 import { FeatureCache } from '../../src/client/negotiation.js';
 import type { Worker } from '../../src/worker/worker.js';
 import {
@@ -104,6 +104,29 @@ describe('time: delayed jobs and schedules (in-process)', () => {
     assert.equal(triggered.snapshot.scheduleName, 'tick');
     await second.client.schedules.delete('tick');
     assert.deepEqual(await second.client.schedules.list(), []);
+  });
+
+  it('refuses a cron that never fires (INVALID_SCHEDULE) and goes on serving', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.remove());
+    const { tc, client } = await start(join(dir.dir, 'db.sqlite'));
+    cleanups.push(() => tc.close());
+    cleanups.push(() => client.close());
+    for (const cron of ['0 0 31 2 *', '0 0 31 4,6,9,11 *', '0 0 30 2 *']) {
+      await assert.rejects(
+        client.schedules.set('never', 'SHA256', { cron, payload: { text: 'x' } }),
+        (err: unknown) =>
+          err instanceof RemoteError &&
+          err.code === 'INVALID_SCHEDULE' &&
+          /never fires/.test(err.message),
+      );
+    }
+    assert.deepEqual(await client.schedules.list(), []);
+    const set = await client.schedules.set('leap', 'SHA256', {
+      cron: '0 0 29 2 *',
+      payload: { text: 'x' },
+    });
+    assert.equal(new Date(set.nextRunAtMillis as number).getUTCDate(), 29);
   });
 
   it('refuses to send a delayed job or a schedule to a coordinator without them', async () => {

@@ -270,6 +270,8 @@ export class SimClient implements ClientPeer {
     const rng = this.#rng;
     const msg: SetQueue = { type: 'SET_QUEUE', name: rng.pick(QUEUES) };
     if (rng.chance(0.4)) msg.paused = rng.chance(0.4);
+    // Now and then also for a queue without jobs or settings (else it may be UNKNOWN_QUEUE).
+    if (msg.paused !== undefined && rng.chance(0.2)) msg.create = true;
     if (rng.chance(0.3)) msg.concurrency = rng.int(1, 3);
     if (rng.chance(0.3)) msg.rateLimit = { max: rng.int(1, 3), intervalMillis: rng.int(50, 2_000) };
     if (rng.chance(0.2)) msg.groupConcurrency = rng.int(1, 2);

@@ -289,13 +289,16 @@ export class Invariants implements WorldObserver {
       }
       const reply: ClientReply | undefined =
         effects.length === 1 && effects[0]?.kind === 'reply' ? effects[0].msg : undefined;
+      // Its suspensions are those the run saw: attempts − suspensions is what counted.
+      const suspensions = this.tracker.suspensions.get(jobId) ?? 0;
       judge.check(
         reply?.type === 'JOB_STATUS' &&
           reply.job.jobId === jobId &&
           reply.job.state === row?.state &&
-          reply.job.attempts === row.attempts,
+          reply.job.attempts === row.attempts &&
+          (reply.job.suspensions ?? 0) === suspensions,
         () =>
-          `GET_JOB_STATUS ${jobId} answered ${JSON.stringify(effects)}; the store says ${row?.state}`,
+          `GET_JOB_STATUS ${jobId} answered ${JSON.stringify(effects)}; the store says ${row?.state}, ${suspensions} suspensions seen`,
       );
     }
   }

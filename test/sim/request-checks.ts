@@ -593,6 +593,11 @@ export function checkDeferredAnswer(
       judge.check(reply.type === 'QUEUE_LIST' || reply.type === 'ERROR', () => what);
       return;
     case 'SET_QUEUE':
+      // Only a pause or resume that did not ask to create may find no queue.
+      if (reply.type === 'ERROR' && reply.code === 'UNKNOWN_QUEUE') {
+        judge.check(msg.paused != null && msg.create !== true, () => what);
+        return;
+      }
       judge.check(
         (reply.type === 'QUEUE_INFO' && reply.queue.name === msg.name) || reply.type === 'ERROR',
         () => what,

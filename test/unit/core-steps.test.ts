@@ -219,6 +219,7 @@ describe('core: sleeping and waiting', () => {
     const h = harness(1);
     const jobId = h.submit({ maxAttempts: 2 });
     suspend(h, jobId, { sleepMillis: 0 });
+    assert.equal(h.status(jobId).suspensions, 1, 'the snapshot counts the suspension');
     h.tick(1);
     suspend(h, jobId, { sleepMillis: 0 });
     h.tick(1);
@@ -229,6 +230,7 @@ describe('core: sleeping and waiting', () => {
     const failed = h.status(jobId);
     assert.equal(failed.state, 'FAILED');
     assert.equal(failed.attempts, 4);
+    assert.equal(failed.suspensions, 2, 'attempts - suspensions = the 2 that counted');
     assert.match(failed.error ?? '', /all 2 attempts used/);
   });
 
@@ -339,6 +341,7 @@ describe('core: sleeping and waiting', () => {
     h.register(W, 1, null, { steps: true });
     assert.equal(h.status(sleeper).state, 'SCHEDULED');
     assert.equal(h.status(waiter).state, 'WAITING');
+    assert.deepEqual([h.status(sleeper).suspensions, h.status(waiter).suspensions], [1, 1]);
     h.tick(10_000);
     assert.deepEqual(
       h.assignmentOf(sleeper).steps?.map((s) => s.name),

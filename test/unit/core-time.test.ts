@@ -273,6 +273,28 @@ describe('core: schedules', () => {
     assert.equal(h.store.committedSchedules().length, 0);
   });
 
+  it('refuses a cron that never fires, and keeps working', () => {
+    const h = new CoreHarness();
+    for (const expr of ['0 0 31 2 *', '0 0 31 4,6,9,11 *']) {
+      for (const paused of [null, true]) {
+        const reply = h.request(every('s', 0, { everyMillis: null, cron: expr, paused }));
+        const error = expectReply(reply, 'ERROR');
+        assert.equal(error.code, 'INVALID_SCHEDULE');
+        assert.match(error.message, /never fires/);
+      }
+    }
+    assert.equal(h.store.committedSchedules().length, 0);
+    expectReply(h.request(every('s', 1_000)), 'SCHEDULE_INFO');
+  });
+
+  it('refuses a cron the evaluator accepts but finds no next run for', () => {
+    const real = createCronEvaluator();
+    const h = new CoreHarness({ cron: { problem: () => null, next: () => null } });
+    const reply = h.request(every('s', 0, { everyMillis: null, cron: '0 0 1 1 *' }));
+    assert.match(expectReply(reply, 'ERROR').message, /has no next run/);
+    assert.notEqual(real.next('0 0 1 1 *', 'UTC', START_MS), null);
+  });
+
   it('writes the tick job and the schedule advance in the same batch', () => {
     const h = new CoreHarness();
     h.request(every('s', 1_000));
@@ -304,6 +326,42 @@ describe('cron evaluation (croner, injected)', () => {
     assert.match(cron.problem('61 * * * *', 'UTC') ?? '', /minute/);
     assert.match(cron.problem('* * * * *', 'Nowhere/City') ?? '', /time zone/);
     assert.equal(cron.problem('0 2 * * *', 'Europe/Berlin'), null);
+  });
+
+  it('says that an expression whose days never occur in its months never fires', () => {
+    for (const expr of ['0 0 31 2 *', '0 0 30 2 *', '0 0 30,31 2 *', '0 0 31 4,6,9,11 *']) {
+      assert.match(cron.problem(expr, 'UTC') ?? '', /never fires: day of month .* does not occur/);
+    }
+    assert.match(cron.problem('0 0 31 2 *', 'UTC') ?? '', /day of month 31 .* month 2/);
+  });
+
+  it('accepts rare but real dates: 29 February, the last day, a weekday, a fifth Monday', () => {
+    for (const expr of [
+      '0 0 29 2 *',
+      '0 0 L 2 *',
+      '0 0 31 1-12/2 *',
+      '0 0 31 2 1', // day of week joins with OR: every Monday of February
+      '0 0 * 2 1#5',
+      '0 0 1 * *',
+    ]) {
+      assert.equal(cron.problem(expr, 'UTC'), null, expr);
+      assert.notEqual(cron.next(expr, 'UTC', Date.parse('2026-03-01T00:00:00Z')), null, expr);
+    }
+  });
+
+  it('evaluates 200 never-firing expressions without searching for them (bounded work)', () => {
+    const startedMs = performance.now();
+    for (let i = 0; i < 200; i++) {
+      const problem = cron.problem(`${i % 60} 0 31 2 *`, 'Europe/Berlin');
+      assert.match(problem ?? '', /never fires/);
+    }
+    // The library's own search took 3-70 ms per expression (and overflowed
+    // the stack for some); the static check takes microseconds.
+    assert.ok(performance.now() - startedMs < 250, `took ${performance.now() - startedMs} ms`);
+  });
+
+  it('gives no next tick, never a throw, for an expression it cannot evaluate', () => {
+    assert.equal(cron.next('0 0 31 4,6,9,11 *', 'UTC', Date.parse('2026-01-01T00:00:00Z')), null);
   });
 
   it('a cron schedule in the core ticks at the evaluator times', () => {

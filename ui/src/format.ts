@@ -33,6 +33,18 @@ export function formatBytes(bytes: number | null | undefined): string {
   return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
+/**
+ * `n/max`: the attempts that count toward the job's maxAttempts, so not
+ * those that ended in a suspension (`ctx.sleep`, `ctx.waitFor`).
+ */
+export function formatAttempts(job: {
+  attempts: number;
+  maxAttempts: number;
+  suspensions?: number | null;
+}): string {
+  return `${job.attempts - (job.suspensions ?? 0)}/${job.maxAttempts}`;
+}
+
 /** A job id shortened for tables (the full id is in the link title). */
 export function shortId(jobId: string): string {
   return jobId.length > 13 ? `${jobId.slice(0, 8)}…${jobId.slice(-4)}` : jobId;

@@ -19,6 +19,7 @@ import type {
 import type { TraceContext } from '../../protocol/trace-context.js';
 import { DEFAULT_QUEUE } from '../../protocol/queue-names.js';
 import type { AttemptRecord, JobRecord } from '../../store/store.js';
+import { isSuspensionStep } from './step-names.js';
 
 /** One step its handler recorded (durable steps, steps.ts). */
 export interface JobStep {
@@ -267,6 +268,8 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
       atMillis: atMs,
       resultBytes,
     }));
+    const suspensions = job.steps.filter((step) => isSuspensionStep(step.name)).length;
+    if (suspensions > 0) snapshot.suspensions = suspensions;
   }
   if (job.parentJobId !== null && job.parentJobId !== undefined) {
     snapshot.parentJobId = job.parentJobId;

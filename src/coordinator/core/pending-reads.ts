@@ -10,6 +10,7 @@
  */
 import type {
   ParentFailurePolicy,
+  SetQueue,
   SubmitJob,
   SubmitJobsElement,
   TerminalState,
@@ -141,8 +142,18 @@ export type PendingRead =
   | { kind: 'batchKey'; batch: HeldBatch; key: string }
   /** LIST_JOBS with an idempotency key: the store is asked for the key's job. */
   | { kind: 'listKey'; connId: number; requestId: number; query: ListQuery; key: string }
-  /** LIST_QUEUES (`queue` null) or SET_QUEUE (the queue it changed): counts from the store. */
-  | { kind: 'queues'; connId: number; requestId: number; queue: string | null }
+  /**
+   * LIST_QUEUES (`queue` null) or SET_QUEUE (the queue it changed): counts
+   * from the store. `held`: a pause or resume of a queue without a setting,
+   * applied only once the counts say the queue has jobs (queue-requests.ts).
+   */
+  | {
+      kind: 'queues';
+      connId: number;
+      requestId: number;
+      queue: string | null;
+      held?: SetQueue;
+    }
   | {
       kind: 'purge';
       /** The client that asked, or null for background retention. */

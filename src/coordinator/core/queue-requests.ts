@@ -6,6 +6,16 @@
  * input on) and written with this input's batch; the reply, which carries
  * the queue's job counts as the store has them, leaves after that commit.
  * A queue is listed once it has a stored job or a setting.
+ *
+ * A pause or resume of a queue without a setting is held until the store
+ * has counted the jobs of every queue (after the commits before it, so a job
+ * just submitted counts). One without jobs either is then refused
+ * (`UNKNOWN_QUEUE`), unless the request says `create`, when it is resumed
+ * (there is nothing to resume) or when its name is a near miss of a queue
+ * that exists (a typo); a pause of a new name with no near miss goes ahead,
+ * so that a queue can be paused before its first job. Either way the reply
+ * of a change that made a new queue says `created`. `set` creates settings
+ * by design and is never refused so.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import {
@@ -25,6 +35,9 @@ import type { CoreState } from './state.js';
 /** Groups shown per queue (the largest backlogs). */
 const GROUPS_SHOWN = 10;
 
+/** Queue names compared with an unknown one for a near miss (bounds the work of one request). */
+const NEAR_MISS_CANDIDATES = 10_000;
+
 export function listQueues(s: CoreState, connId: number, requestId: number): void {
   s.read({ op: 'queueCounts', queue: null }, { kind: 'queues', connId, requestId, queue: null });
 }
@@ -35,14 +48,111 @@ export function setQueue(s: CoreState, connId: number, requestId: number, msg: S
     s.replyError(connId, requestId, ErrorCode.InvalidRequest, `Invalid request: ${next}`);
     return;
   }
-  s.jobs.saveQueue(s.queues.set(msg.name, next, s.nowMs));
-  // Held groups are looked at again under the new limits.
-  s.ready.unpark(msg.name);
+  if (isPauseOfUnsetQueue(s, msg)) {
+    s.read(
+      { op: 'queueCounts', queue: null },
+      { kind: 'queues', connId, requestId, queue: msg.name, held: msg },
+      { afterCommit: true },
+    );
+    return;
+  }
+  apply(s, msg, next);
   s.read(
     { op: 'queueCounts', queue: msg.name },
     { kind: 'queues', connId, requestId, queue: msg.name },
   );
   schedule(s);
+}
+
+/** A pause or resume of a queue that has no setting (yet): does it exist at all? */
+function isPauseOfUnsetQueue(s: CoreState, msg: SetQueue): boolean {
+  return msg.paused != null && s.queues.get(msg.name)?.stored !== true;
+}
+
+/** The change, in memory and in this input's batch (the caller then schedules). */
+function apply(s: CoreState, msg: SetQueue, next: QueueSettings): void {
+  s.jobs.saveQueue(s.queues.set(msg.name, next, s.nowMs));
+  // Held groups are looked at again under the new limits.
+  s.ready.unpark(msg.name);
+}
+
+/**
+ * A held pause or resume, now that the store has counted every queue's
+ * jobs: refused for a queue that has none (see the module comment), else
+ * applied (memory may have changed meanwhile: it is checked again) and
+ * answered with the counts just read.
+ */
+function settleHeld(
+  s: CoreState,
+  read: Extract<PendingRead, { kind: 'queues' }>,
+  msg: SetQueue,
+  byQueue: ReadonlyMap<string, Partial<Record<JobState, number>>>,
+): void {
+  const exists = byQueue.has(msg.name) || s.queues.get(msg.name)?.stored === true;
+  if (!exists && msg.create !== true) {
+    const refusal = unknownQueueRefusal(s, msg, byQueue.keys());
+    if (refusal !== null) {
+      s.replyError(read.connId, read.requestId, ErrorCode.UnknownQueue, refusal);
+      return;
+    }
+  }
+  const next = changedSettings(s, msg);
+  if (typeof next === 'string') {
+    s.replyError(read.connId, read.requestId, ErrorCode.InvalidRequest, `Invalid request: ${next}`);
+    return;
+  }
+  apply(s, msg, next);
+  const queue = infoOf(s, msg.name, byQueue.get(msg.name) ?? {});
+  s.reply(read.connId, read.requestId, {
+    type: 'QUEUE_INFO',
+    queue,
+    ...(!exists && { created: true }),
+  });
+  schedule(s);
+}
+
+/** Why a pause or resume of a queue without jobs or settings is refused, or null (a new queue). */
+function unknownQueueRefusal(
+  s: CoreState,
+  msg: SetQueue,
+  withJobs: Iterable<string>,
+): string | null {
+  const names = new Set(withJobs);
+  for (const q of s.queues.values()) if (q.stored) names.add(q.name);
+  const near = nearMiss(msg.name, names);
+  const hint = near === null ? '' : ` (did you mean ${JSON.stringify(near)}?)`;
+  const unknown = `Unknown queue ${JSON.stringify(msg.name)}: no job and no setting has this name${hint}`;
+  if (msg.paused === false) return `${unknown}; there is nothing to resume`;
+  if (near === null) return null;
+  return `${unknown}; to pause a queue before its first job, ask with create (queue pause --create)`;
+}
+
+/** A name within two edits of `name` (a typo of it), or null. */
+function nearMiss(name: string, names: Iterable<string>): string | null {
+  let looked = 0;
+  for (const other of names) {
+    if (++looked > NEAR_MISS_CANDIDATES) break;
+    if (other !== name && withinTwoEdits(name, other)) return other;
+  }
+  return null;
+}
+
+/** Levenshtein distance of at most 2, cut short as soon as it cannot be. */
+function withinTwoEdits(a: string, b: string): boolean {
+  if (Math.abs(a.length - b.length) > 2) return false;
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row.push(
+        Math.min((previous[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (previous[j - 1] ?? 0) + cost),
+      );
+    }
+    if (Math.min(...row) > 2) return false;
+    previous = row;
+  }
+  return (previous[b.length] ?? 0) <= 2;
 }
 
 /** The settings after the change, or what is wrong with the request (naming the field). */
@@ -99,6 +209,7 @@ export function queueCountsDone(
     entry[state] = (entry[state] ?? 0) + count;
     byQueue.set(queue, entry);
   }
+  if (read.held !== undefined) return settleHeld(s, read, read.held, byQueue);
   if (read.queue !== null) {
     const info = infoOf(s, read.queue, byQueue.get(read.queue) ?? {});
     s.reply(read.connId, read.requestId, { type: 'QUEUE_INFO', queue: info });

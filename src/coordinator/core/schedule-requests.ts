@@ -24,7 +24,7 @@ import { isTerminalState } from './job-state.js';
 import { schedule as assignReady } from './job-lifecycle.js';
 import { firstTick, latestDueTick, tickAfter } from './schedules.js';
 import type { CoreState } from './state.js';
-import { createJob, rejected } from './submission.js';
+import { createJob, pausedQueueField, rejected } from './submission.js';
 import { DEFAULT_QUEUE, queueNameProblem } from '../../protocol/queue-names.js';
 
 /** A schedule's name. */
@@ -84,6 +84,7 @@ export function handleScheduleRequest(
         jobId: job.jobId,
         job: coreJobSnapshot(job),
         servingWorkers: s.workers.servingCount(job.taskType),
+        ...pausedQueueField(s, job.queue),
       });
       assignReady(s);
       return;
@@ -244,6 +245,10 @@ function definitionOf(s: CoreState, d: ScheduleDefinition): Definition | string 
     if (fields !== 5 && fields !== 6) return `cron must have 5 or 6 fields, got ${fields}`;
     const problem = s.deps.cron.problem(d.cron, timezone ?? 'UTC');
     if (problem !== null) return problem;
+    // Also while paused: a schedule that could never make a job is refused.
+    if (s.deps.cron.next(d.cron, timezone ?? 'UTC', s.nowMs) === null) {
+      return `cron ${JSON.stringify(d.cron.slice(0, 80))} has no next run`;
+    }
   }
   if (d.maxAttempts !== null && (d.maxAttempts < 1 || d.maxAttempts > MAX_ATTEMPTS_LIMIT)) {
     return `maxAttempts must be 1..${MAX_ATTEMPTS_LIMIT}, got ${d.maxAttempts}`;

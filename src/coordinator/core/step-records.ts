@@ -14,13 +14,10 @@ import {
 import type { RecordedStep, TaskAssign } from '../../protocol/messages.js';
 import type { JobRecord } from '../../store/store.js';
 import type { CoreJob, JobStep } from './job.js';
+import { WAIT_STEP, isSuspensionStep } from './step-names.js';
 import type { WorkerSession } from './worker-registry.js';
 
-/** The step a sleep records (its value: `{untilMillis}`). */
-export const SLEEP_STEP = 'dtp.sleep';
-
-/** The step a wait records (its value: `{jobId}`, then the job's outcome). */
-export const WAIT_STEP = 'dtp.waitFor';
+export { SLEEP_STEP, WAIT_STEP } from './step-names.js';
 
 /** Step names a handler may not use: these are the coordinator's. */
 export const RESERVED_STEP_PREFIX = 'dtp.';
@@ -53,7 +50,7 @@ export function stepNameProblem(name: string): string | null {
 /** Attempts that ended in a suspension: they do not count toward maxAttempts. */
 export function suspensionsOf(job: Readonly<CoreJob>): number {
   let n = 0;
-  for (const step of job.steps) if (step.name === SLEEP_STEP || step.name === WAIT_STEP) n++;
+  for (const step of job.steps) if (isSuspensionStep(step.name)) n++;
   return n;
 }
 

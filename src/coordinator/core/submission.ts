@@ -227,7 +227,13 @@ function answerKnownKey(s: CoreState, held: HeldSubmission, existing: JobRecord)
     jobId: existing.jobId,
     job: jobSnapshot(existing),
     servingWorkers: s.workers.servingCount(existing.taskType),
+    ...pausedQueueField(s, existing.queue),
   });
+}
+
+/** JOB_SUBMITTED's `queuePaused`: present (true) only when the job's queue is paused now. */
+export function pausedQueueField(s: CoreState, queue: string): { queuePaused?: true } {
+  return s.queues.settingsOf(queue).paused ? { queuePaused: true } : {};
 }
 
 /** The admission limit a new job would exceed, or null when it is admitted. */
@@ -331,6 +337,7 @@ function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void
     jobId: job.jobId,
     job: coreJobSnapshot(job),
     servingWorkers: s.workers.servingCount(job.taskType),
+    ...pausedQueueField(s, job.queue),
   });
   schedule(s);
 }

@@ -15,7 +15,13 @@ import { OutcomeBadge, StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
 import { FlowTree, Relations } from '../components/flow.js';
 import { AttemptTimeline } from '../components/timeline.js';
-import { formatCountdown, formatDurationMs, formatTime, prettyJson } from '../format.js';
+import {
+  formatAttempts,
+  formatCountdown,
+  formatDurationMs,
+  formatTime,
+  prettyJson,
+} from '../format.js';
 import { useLatestRequest, useLive, useNow, useThrottled } from '../hooks.js';
 import { jobHref, navigate } from '../router.js';
 
@@ -160,10 +166,14 @@ function Body({
         <Field label="Task type">{job.taskType}</Field>
         <Field label="Priority">{job.priority}</Field>
         <Field label="Attempts">
-          <span data-testid="job-attempts">
-            {job.attempts}/{job.maxAttempts}
-          </span>
+          <span data-testid="job-attempts">{formatAttempts(job)}</span>
         </Field>
+        {(job.suspensions ?? 0) > 0 && (
+          <Field label="Suspensions">
+            <span data-testid="job-suspensions">{job.suspensions}</span>
+            <span class="muted"> (ctx.sleep, ctx.waitFor: not counted as attempts)</span>
+          </Field>
+        )}
         <Field label="Progress">
           <span data-testid="job-progress">
             {job.progress == null

@@ -14,7 +14,7 @@ import {
 import { api, type JobPage } from '../api.js';
 import { StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
-import { formatTime, shortId } from '../format.js';
+import { formatAttempts, formatTime, shortId } from '../format.js';
 import { useLatestRequest, useLive, useThrottled } from '../hooks.js';
 import { jobHref, jobsHref, navigate } from '../router.js';
 
@@ -198,9 +198,7 @@ function JobTable({ page }: { page: JobPage }) {
               <StateBadge state={job.state} />
             </td>
             <td>{job.priority}</td>
-            <td>
-              {job.attempts}/{job.maxAttempts}
-            </td>
+            <td>{formatAttempts(job)}</td>
             <td class="mono">{job.workerId ?? '-'}</td>
             <td data-testid="job-run-at">{formatTime(job.runAtMillis)}</td>
             <td>{formatTime(job.createdAtMillis)}</td>
