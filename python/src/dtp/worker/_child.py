@@ -55,7 +55,6 @@ from ..tasks import (
 
 PIPE_FRAME_BYTES = 8 * 1_048_576
 """Largest frame on the pipes (a payload is at most 1 MiB; a result is checked first)."""
-_MAX_LOG_CHARS = 4096
 
 
 class _Channel:
@@ -63,7 +62,8 @@ class _Channel:
         self._read_fd = read_fd
         self._write_fd = write_fd
         self._lock = threading.Lock()
-        self._decoder = FrameDecoder(PIPE_FRAME_BYTES)
+        # The worker passes payloads on as it decoded them, infinities included.
+        self._decoder = FrameDecoder(PIPE_FRAME_BYTES, allow_nan=True)
         self._pending: list[Message] = []
 
     def send(self, message: Message) -> None:
@@ -116,8 +116,7 @@ class _ForwardLogs(logging.Handler):
             message = record.getMessage()
             if record.exc_info:
                 message += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
-            if len(message) > _MAX_LOG_CHARS:
-                message = message[:_MAX_LOG_CHARS] + "…"
+            message = truncate_error(message)  # as the worker's own lines are cut
             current = self._runner.current
             self._runner.channel.send(
                 {
@@ -157,6 +156,11 @@ class _Runner:
                     self._requests.put(message)
         except (OSError, ProtocolError):
             pass
+        except BaseException:
+            # A request this process cannot read: it cannot go on either. The
+            # worker fails its attempt and starts a fresh process.
+            traceback.print_exc()
+            os._exit(1)
         os._exit(0)  # the worker closed its end (or died): stop now, whatever runs
 
     def _abort(self, message: Message) -> None:

@@ -55,13 +55,14 @@ LogSink = Callable[[int, str, str], None]
 
 
 class PoolTask:
-    def __init__(self, request_id: int, run: Message, on_log: LogSink) -> None:
+    def __init__(self, request_id: int, run: bytes, on_log: LogSink) -> None:
         loop = asyncio.get_running_loop()
         self.on_settled: Callable[[], None] = lambda: None
         self.on_started: Callable[[int], None] = lambda pid: None
         """Told synchronously (before any line the handler logs is passed on)."""
         self.request_id = request_id
         self.run = run
+        """Its RUN frame, encoded once when the attempt arrived."""
         self.on_log = on_log
         self.on_progress: Callable[[float, str | None], None] = lambda fraction, message: None
         """Told each ``ctx.progress`` of the handler."""
@@ -133,14 +134,17 @@ class TaskProcess:
         self._writer = writer
 
     def send(self, message: Message) -> None:
+        self.write(encode_frame(message, PIPE_FRAME_BYTES))
+
+    def write(self, frame: bytes) -> None:
         if self._writer is not None and not self._writer.is_closing():
-            self._writer.write(encode_frame(message, PIPE_FRAME_BYTES))
+            self._writer.write(frame)
 
     def run(self, task: PoolTask) -> None:
         assert self.available, "a task process runs one attempt at a time"
         self.task = task
         self.state = "busy"
-        self.send(task.run)
+        self.write(task.run)
 
     def stop(self, task: PoolTask, reason: str, grace: float) -> asyncio.Future[str]:
         """Fires the attempt's ``ctx.cancelled``; kills the process unless it settles in time.
@@ -272,6 +276,20 @@ class TaskProcess:
         self.pool._on_exit(self)
 
 
+def _run_frame(run: Message) -> tuple[bytes, str | None]:
+    """The RUN frame of an attempt, or why its payload cannot reach a task process.
+
+    The pipe carries what JSON text cannot (an infinity, which is what a
+    number like ``1e400`` decodes to), so the handler gets the payload as it
+    was decoded; nesting beyond ``DEEP_JSON_LEVELS`` or a frame over
+    ``PIPE_FRAME_BYTES`` fails the attempt, never the worker.
+    """
+    try:
+        return encode_frame(run, PIPE_FRAME_BYTES, allow_nan=True), None
+    except (ValueError, TypeError) as err:
+        return b"", f"the payload cannot be passed to a task process: {err}"
+
+
 @dataclass
 class TaskHandle:
     task: PoolTask
@@ -337,8 +355,12 @@ class TaskPool:
         """Starts an attempt in a free process, or queues it (up to ``queue_limit``)."""
         request_id = self._next_request
         self._next_request += 1
-        task = PoolTask(request_id, {**run, "type": "RUN", "requestId": request_id}, on_log)
+        frame, problem = _run_frame({**run, "type": "RUN", "requestId": request_id})
+        task = PoolTask(request_id, frame, on_log)
         handle = TaskHandle(task, self)
+        if problem is not None:
+            task.settle(Outcome(success=False, error=problem, retryable=False))
+            return handle
         if self._closing:
             task.settle(Outcome(success=False, error="task pool is closed"))
             return handle
