@@ -94,30 +94,19 @@ def test_installs_with_no_index_as_a_wheel_an_editable_install_and_an_sdist(
     run([*pip, "install", "--no-index", str(source)], env, tmp_path)
     assert_installed(python, env, tmp_path, site)
     assert (site / "dtp" / "py.typed").is_file()
-    run([*pip, "uninstall", "-y", "dtp"], env, tmp_path)
 
-    run([*pip, "install", str(source)], env, tmp_path)  # the index refuses: never asked
+    # From its sdist, the index refusing connections (pip never asks it), over the first.
+    sdist = tmp_path / "sdist"
+    sdist.mkdir()
+    build = "import dtp_build, sys; print(dtp_build.build_sdist(sys.argv[1]))"
+    backend = {**env, "PYTHONPATH": str(source / "backend")}
+    name = run([str(python), "-c", build, str(sdist)], backend, tmp_path).strip()
+    installed = run([*pip, "install", str(sdist / name)], env, tmp_path)
+    assert "Successfully installed dtp-0.1.0" in installed, installed
     assert_installed(python, env, tmp_path, site)
-    run([*pip, "uninstall", "-y", "dtp"], env, tmp_path)
 
     run([*pip, "install", "-e", str(source)], env, tmp_path)
     assert_installed(python, env, tmp_path, source / "src")
-    run([*pip, "uninstall", "-y", "dtp"], env, tmp_path)
-
-    sdist = tmp_path / "sdist"
-    sdist.mkdir()
-    name = run(
-        [
-            str(python),
-            "-c",
-            "import dtp_build, sys; print(dtp_build.build_sdist(sys.argv[1]))",
-            str(sdist),
-        ],
-        {**env, "PYTHONPATH": str(source / "backend")},
-        tmp_path,
-    ).strip()
-    run([*pip, "install", "--no-index", str(sdist / name)], env, tmp_path)
-    assert_installed(python, env, tmp_path, site)
 
 
 def test_the_fallback_reader_of_pyproject_agrees_with_tomllib() -> None:
