@@ -9,6 +9,7 @@ the connection, an attempt it cannot run fails, and it goes on working."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
 import random
@@ -31,9 +32,17 @@ from dtp.framing import (
     encode_frame,
     encode_json,
 )
-from dtp.protocol import get_int, get_object, get_opt_int, get_opt_str, get_str
+from dtp.protocol import (
+    BUILTIN_TASK_TYPES,
+    get_int,
+    get_object,
+    get_opt_int,
+    get_opt_str,
+    get_str,
+)
 from dtp.worker._child import PIPE_FRAME_BYTES
-from dtp.worker.pool import _run_frame
+from dtp.worker.core import Worker, WorkerOptions
+from dtp.worker.pool import TaskPool, _run_frame
 from fakes import FakeConn, FakeServer
 from support import Cluster, Proc, until
 
@@ -331,5 +340,52 @@ def test_a_worker_survives_arbitrary_frames_from_its_coordinator(cluster: Cluste
         until(lambda: "worker closed" in worker.output, 10, "the worker's last line")
         assert "Traceback" not in worker.output, worker.output[-5000:]
         assert "failed on a message" not in worker.output
+    finally:
+        server.stop()
+
+
+def test_an_unforeseen_error_on_a_message_costs_the_connection_only() -> None:
+    """A fault of the worker's own on some message (none known: the fuzzing
+    above finds none) drops that connection; the worker dials again."""
+
+    async def scenario(server: FakeServer) -> None:
+        pool = TaskPool(1, [], cancel_grace=0.1, queue_limit=0)
+        assert (await pool.start())["type"] == "LOADED"
+        options = WorkerOptions(
+            worker_id="unforeseen",
+            task_types=list(BUILTIN_TASK_TYPES),
+            coordinator_host="127.0.0.1",
+            coordinator_port=server.port,
+            reconnect_delay_ms=10,
+        )
+        worker = Worker(options, pool)
+        handle = worker._on_message
+
+        def failing_once(session: Any, message: dict[str, Any]) -> None:
+            if message["type"] == "HEARTBEAT_ACK" and not failed:
+                failed.append(message)
+                raise RuntimeError("a fault of the worker's own")
+            handle(session, message)
+
+        failed: list[dict[str, Any]] = []
+        worker._on_message = failing_once  # type: ignore[method-assign]
+        running = asyncio.ensure_future(worker.run())
+        try:
+            for ack in (True, False):  # the second connection: the worker dialled again
+                conn = await asyncio.to_thread(server.next_connection, 10)
+                hello = await asyncio.to_thread(conn.recv, 10)
+                assert hello is not None and hello["type"] == "WORKER_REGISTER"
+                conn.send({"type": "WORKER_REGISTERED", "workerId": "unforeseen"})
+                if ack:
+                    conn.send({"type": "HEARTBEAT_ACK", "workerId": "unforeseen"})
+                    assert await asyncio.to_thread(conn.recv, 10) is None  # dropped
+            assert failed and not running.done()
+        finally:
+            await asyncio.wait_for(worker.close(), 10)  # its task processes too
+        assert await asyncio.wait_for(running, 10) == 0
+
+    server = FakeServer()
+    try:
+        asyncio.run(asyncio.wait_for(scenario(server), 60))
     finally:
         server.stop()
