@@ -89,6 +89,22 @@ def test_addresses_and_the_leader_ring() -> None:
     assert ring.should_pause()  # a whole round failed
 
 
+def test_a_named_leader_is_followed_only_when_it_is_a_plain_host_name_or_ip_address() -> None:
+    ring = LeaderRing([HostPort("a", 1)])
+    for leader in ("x\x00y", "a b", "l" * 64 + ".example", "\ud800", "x" * 400, "h:0"):
+        ring.next()
+        ring.not_leader(leader, 9)
+        assert ring.next() == HostPort("a", 1), repr(leader[:20])
+    for leader, host in (
+        ("coord-2.example.com:9", "coord-2.example.com"),
+        ("10.0.0.7", "10.0.0.7"),
+    ):
+        ring.not_leader(leader, 9)
+        assert ring.next() == HostPort(host, 9)
+    ring.not_leader("[fe80::1]:9", 7)
+    assert ring.next() == HostPort("fe80::1", 9)
+
+
 def test_results_follow_the_typescript_rules() -> None:
     assert encode_result("text") == ("text", "text")
     assert encode_result(None) == ("null", "json")

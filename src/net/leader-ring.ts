@@ -12,6 +12,10 @@
  */
 import { formatHostPort, parseHostPort, type HostPort } from './address.js';
 
+const MAX_HINT_CHARS = 300;
+/** A named leader's host: a host name (labels of 1 to 63 characters) or an IP address. */
+const HINT_HOST = /^(?:[A-Za-z0-9_-]{1,63}(?:\.[A-Za-z0-9_-]{1,63})*\.?|[0-9A-Fa-f:.]{2,45})$/;
+
 export class LeaderRing {
   readonly #addresses: readonly HostPort[];
   #position = 0;
@@ -51,15 +55,19 @@ export class LeaderRing {
 
   /**
    * The coordinator dialled is not the leader; `leader` is the `host:port` it
-   * named, or null. A name that does not parse is ignored.
+   * named, or null. A name that does not parse, or whose host is not a plain
+   * host name or IP address (a space, a NUL, a label over 63 characters:
+   * nothing a resolver should be asked about), is ignored.
    */
   notLeader(leader: string | null, defaultPort: number): void {
     this.failed();
-    if (leader === null) return;
+    this.#hint = null;
+    if (leader === null || leader.length > MAX_HINT_CHARS) return;
     try {
-      this.#hint = parseHostPort(leader, defaultPort);
+      const hint = parseHostPort(leader, defaultPort);
+      if (HINT_HOST.test(hint.host)) this.#hint = hint;
     } catch {
-      this.#hint = null;
+      // Not an address: the list goes on.
     }
   }
 

@@ -108,6 +108,7 @@ import { clipError, PROGRESS_MESSAGES_PER_SECOND } from '../protocol/limits.js';
 import { DEFAULT_QUEUE } from '../protocol/queue-names.js';
 import { traceContextOf } from '../protocol/trace-context.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
+import { MAX_TIMER_MS } from '../common/bounds.js';
 import { CoordinatorWatchdog } from './coordinator-watchdog.js';
 import { Heartbeat } from './heartbeat.js';
 import { TASK_MEMORY_MB } from './memory-budget.js';
@@ -875,7 +876,10 @@ export class Worker {
         : null,
     };
     if (timeoutMs !== null) {
-      task.deadlineTimer = setTimeout(() => this.#onDeadline(task, timeoutMs), timeoutMs);
+      // Past the longest timer Node.js keeps, setTimeout would fire at once; a
+      // deadline that far off (a coordinator sends at most a day) is as good as none.
+      const delayMs = Math.min(timeoutMs, MAX_TIMER_MS);
+      task.deadlineTimer = setTimeout(() => this.#onDeadline(task, timeoutMs), delayMs);
     }
     this.#tasks.set(attemptId, task);
     void handle.started.then((began) => {

@@ -74,6 +74,23 @@ describe('LeaderRing', () => {
     ring.notLeader('host:99999', 9);
     assert.deepEqual(ring.next(), a);
   });
+
+  it('follows a named leader only when its host is a plain host name or IP address', () => {
+    const ring = new LeaderRing([a]);
+    for (const leader of ['x\u0000y', 'a b', 'a'.repeat(64), '\ud800', 'x'.repeat(400)]) {
+      ring.next();
+      ring.notLeader(leader, 9);
+      assert.deepEqual(ring.next(), a, JSON.stringify(leader.slice(0, 20)));
+    }
+    for (const [leader, host] of [
+      ['coord-2.example.com:7070', 'coord-2.example.com'],
+      ['10.0.0.7', '10.0.0.7'],
+      ['[fe80::1]:7070', 'fe80::1'],
+    ] as const) {
+      ring.notLeader(leader, 7070);
+      assert.deepEqual(ring.next(), { host, port: 7070 });
+    }
+  });
 });
 
 describe('LeaderFollower', () => {

@@ -71,6 +71,12 @@ def parse_address_list(text: str, default_port: int) -> list[HostPort]:
     return out
 
 
+_MAX_HINT_CHARS = 300
+_HINT_HOST = re.compile(r"[A-Za-z0-9_-]{1,63}(\.[A-Za-z0-9_-]{1,63})*\.?|[0-9A-Fa-f:.]{2,45}")
+"""A leader a standby names: a host name (labels of at most 63 characters) or an IP
+address; anything else (a NUL, a space, a label no resolver takes) is not dialled."""
+
+
 class LeaderRing:
     def __init__(self, addresses: Sequence[HostPort]) -> None:
         if not addresses:
@@ -103,14 +109,18 @@ class LeaderRing:
             self._position = (self._position + 1) % len(self._addresses)
 
     def not_leader(self, leader: str | None, default_port: int) -> None:
-        """The last address is not the leader; ``leader`` is the ``host:port`` it named."""
+        """The last address is not the leader; ``leader`` is the ``host:port`` it named
+        (ignored unless its host is a plain host name or IP address)."""
         self.failed()
-        if leader is None:
+        self._hint = None
+        if leader is None or len(leader) > _MAX_HINT_CHARS:
             return
         try:
-            self._hint = parse_host_port(leader, default_port)
+            hint = parse_host_port(leader, default_port)
         except AddressError:
-            self._hint = None
+            return
+        if _HINT_HOST.fullmatch(hint.host) is not None:
+            self._hint = hint
 
     def succeeded(self) -> None:
         """The last address served us: stay with it."""

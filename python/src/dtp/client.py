@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import builtins
 import datetime
-import json
 import math
 import os
 import random
@@ -63,7 +62,7 @@ from .errors import (
     UnsupportedRequestError,
     WaitTimeoutError,
 )
-from .framing import Message
+from .framing import Message, decode_json
 from .protocol import (
     JOB_STATES,
     KNOWN_STATES,
@@ -76,6 +75,7 @@ from .protocol import (
     TERMINAL_STATES,
     JobSnapshot,
     is_not_understood,
+    text_of,
 )
 from .security import client_tls
 
@@ -213,7 +213,7 @@ def settled_value(job: JobSnapshot) -> Any:
     if state == "COMPLETED":
         result = job.get("result")
         if job.get("resultFormat") == "json" and isinstance(result, str):
-            return json.loads(result)
+            return decode_json(result, allow_nan=True)
         return result
     if state == "FAILED":
         raise JobFailedError(job)
@@ -429,7 +429,7 @@ class Client:
         if reply["type"] == "SUBMIT_REJECTED":
             raise SubmitRejectedError(reply)
         if reply["type"] == "ERROR" and is_not_understood(reply):
-            raise UnsupportedRequestError("bulk submission", str(reply.get("message", "")))
+            raise UnsupportedRequestError("bulk submission", text_of(reply, "message"))
         ids = _expect("SUBMIT_JOBS", reply, "JOBS_SUBMITTED").get("jobIds")
         if not isinstance(ids, builtins.list):
             raise UnexpectedReplyError("SUBMIT_JOBS", "JOBS_SUBMITTED without jobIds")

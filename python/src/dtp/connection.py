@@ -26,7 +26,7 @@ from .framing import (
     encode_frame,
     read_length,
 )
-from .protocol import NOT_LEADER, UNAUTHENTICATED, is_not_understood
+from .protocol import NOT_LEADER, UNAUTHENTICATED, is_not_understood, text_of
 from .security import describe_os_error, describe_tls_error, is_tls_refusal, server_hostname
 
 CLIENT_REPLIES = frozenset(
@@ -108,7 +108,7 @@ class Connection:
                 f"coordinator does not support authentication (it answered {kind})",
             )
         if reply.get("code") == UNAUTHENTICATED:
-            raise AuthError(UNAUTHENTICATED, str(reply.get("message", "")))
+            raise AuthError(UNAUTHENTICATED, text_of(reply, "message"))
         if reply.get("code") == NOT_LEADER:
             raise NotLeaderError(reply)
         if is_not_understood(reply):

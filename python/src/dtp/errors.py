@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .protocol import JobSnapshot, error_code
+from .protocol import JobSnapshot, error_code, text_of
 
 
 class DtpError(Exception):
@@ -37,7 +37,7 @@ class RemoteError(DtpError):
     """The coordinator answered ``ERROR``: do not send the request again as it is."""
 
     def __init__(self, reply: Mapping[str, Any]) -> None:
-        super().__init__(error_code(reply), str(reply.get("message", "")))
+        super().__init__(error_code(reply), text_of(reply, "message"))
         index = reply.get("index")
         #: For a refused ``submit_many``: the 0-based index of the job at fault, else None.
         self.index: int | None = index if isinstance(index, int) else None
@@ -65,7 +65,7 @@ class SubmitRejectedError(DtpError):
     """Admission control refused the submission; no job was created."""
 
     def __init__(self, reply: Mapping[str, Any]) -> None:
-        reason = str(reply.get("reason", "submission rejected"))
+        reason = text_of(reply, "reason", "submission rejected")
         super().__init__("SUBMIT_REJECTED", reason)
         self.reason = reason
         self.active_count = reply.get("activeCount")

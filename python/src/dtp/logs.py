@@ -2,6 +2,12 @@
 (or one JSON object a line). Fields travel in ``extra={"fields": {...}}``; the
 job and attempt of a handler's own lines are added as ``job_id`` and
 ``attempt_id``.
+
+A message or field longer than 8 KiB (``MAX_ERROR_CHARS`` characters, much of
+it possibly a peer's) is cut there and marked ``... (truncated)``, as an
+attempt's error is, so one line stays small whatever a coordinator or a handler
+sends; and a character UTF-8 cannot carry (a lone surrogate) is written
+escaped instead of failing the line.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import sys
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from .protocol import truncate_error
 
 _RESERVED = ("job_id", "attempt_id")
 
@@ -28,18 +36,38 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
     return fields
 
 
+def _text(value: Any) -> str:
+    """A field's text, cut to the limit."""
+    if isinstance(value, str):
+        return truncate_error(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__}>"
+    return truncate_error(text)
+
+
 def _value(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = _text(value)
     if text == "" or any(c in text for c in ' "=\n\t'):
         return json.dumps(text, ensure_ascii=False)
     return text
+
+
+def _json_value(value: Any) -> Any:
+    """A field as the JSON format holds it: plain values as they are, long text cut."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return truncate_error(value)
+    return _text(value)
 
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         line = f"{stamp}.{int(record.msecs):03d}Z {record.levelname} {record.name}: "
-        line += record.getMessage()
+        line += truncate_error(record.getMessage())
         fields = _fields(record)
         if fields:
             line += " " + " ".join(f"{k}={_value(v)}" for k, v in fields.items())
@@ -54,9 +82,9 @@ class JsonFormatter(logging.Formatter):
             "time": int(record.created * 1000),
             "level": record.levelname.lower(),
             "name": record.name,
-            "msg": record.getMessage(),
+            "msg": truncate_error(record.getMessage()),
         }
-        out.update(_fields(record))
+        out.update((k, _json_value(v)) for k, v in _fields(record).items())
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, ensure_ascii=False, default=str)
@@ -73,7 +101,11 @@ LEVELS = {
 
 def setup(level: str = "info", fmt: str = "text", stream: Any | None = None) -> int:
     """Sends the root logger's lines to ``stream`` (stdout) in the chosen format."""
-    handler = logging.StreamHandler(stream or sys.stdout)
+    out = stream or sys.stdout
+    reconfigure = getattr(out, "reconfigure", None)
+    if callable(reconfigure):
+        reconfigure(errors="backslashreplace")  # a lone surrogate from a peer, escaped
+    handler = logging.StreamHandler(out)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -60,6 +60,20 @@ REFUSAL_CODES: frozenset[str] = frozenset({WORKER_REPLACED, UNAUTHENTICATED, TLS
 """ERROR codes after which a worker stops instead of dialling again."""
 
 
+def text_of(msg: Mapping[str, Any], name: str, default: str = "") -> str:
+    """A field meant for people (a message, a reason): a string as it is, a
+    number as its digits, anything else by its JSON type only (its text could
+    be megabytes, or nest too deep to print); ``default`` when absent or null."""
+    value = msg.get(name)
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, int, float)):
+        return str(value)
+    return f"<{type(value).__name__}>"
+
+
 def is_not_understood(reply: Mapping[str, Any]) -> bool:
     """True when an ``ERROR`` means the peer did not understand the request (a v1 peer)."""
     code = reply.get("code")
@@ -67,7 +81,7 @@ def is_not_understood(reply: Mapping[str, Any]) -> bool:
         return True
     if code is not None:
         return False
-    text = str(reply.get("message", ""))
+    text = text_of(reply, "message")
     return "Malformed request" in text or "Undecodable" in text or "Unsupported request" in text
 
 
@@ -83,7 +97,7 @@ def error_code(reply: Mapping[str, Any]) -> str:
     code = reply.get("code")
     if isinstance(code, str) and code.strip():
         return code
-    message = str(reply.get("message", ""))
+    message = text_of(reply, "message")
     for inferred, test in _INFERRED_CODES:
         if test(message):
             return inferred
@@ -213,8 +227,13 @@ def expect_type(msg: Message, allowed: Sequence[str]) -> str:
     return kind
 
 
+TRUNCATED_MARK = "... (truncated)"
+"""What follows a text cut to ``MAX_ERROR_CHARS`` (an attempt's error, a log field)."""
+
+
 def truncate_error(text: str) -> str:
-    """An attempt error cut as the coordinator cuts it (so the frame stays small)."""
+    """An attempt error cut as the coordinator cuts it (so the frame stays small);
+    log fields are cut the same way."""
     if len(text) <= MAX_ERROR_CHARS:
         return text
-    return text[:MAX_ERROR_CHARS] + "... (truncated)"
+    return text[:MAX_ERROR_CHARS] + TRUNCATED_MARK

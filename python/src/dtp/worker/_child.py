@@ -19,11 +19,19 @@ Attempts run one at a time on the main thread; ``async def`` handlers run on
 one event loop kept for the life of the process. A reader thread takes
 requests off the pipe, so an ABORT reaches a handler that never yields. When
 the worker's end of the pipe closes (the worker exited, or was killed), the
-process exits at once, whatever its handler is doing.
+process ends its process group at once (itself and whatever its handlers
+started), whatever its handler is doing.
 
-SIGINT and SIGTERM are ignored here: a Ctrl-C or a service manager's SIGTERM
-for the whole process group is the worker's to handle (it drains); the worker
-stops a task process with SIGKILL.
+The process leads a process group of its own (the worker starts it in a new
+session). After each attempt it reaps the children that ended and tells the
+worker (``leftovers``) when any still runs, and the worker then ends the
+group. On Linux it is a child subreaper, so a process a handler's child left
+behind (``sleep 60 &`` in a shell) is its child too and counted.
+
+SIGINT and SIGTERM do nothing here: a service manager's SIGTERM for every
+process of the service is the worker's to handle (it drains); the worker
+stops a task process with SIGKILL. They are caught, not ignored, so programs
+a handler runs, and processes it forks, get them as usual.
 """
 
 from __future__ import annotations
@@ -55,15 +63,18 @@ from ..tasks import (
 
 PIPE_FRAME_BYTES = 8 * 1_048_576
 """Largest frame on the pipes (a payload is at most 1 MiB; a result is checked first)."""
-_MAX_LOG_CHARS = 4096
 
 
 class _Channel:
     def __init__(self, read_fd: int, write_fd: int) -> None:
+        # Not passed on to the programs a handler runs.
+        os.set_inheritable(read_fd, False)
+        os.set_inheritable(write_fd, False)
         self._read_fd = read_fd
         self._write_fd = write_fd
         self._lock = threading.Lock()
-        self._decoder = FrameDecoder(PIPE_FRAME_BYTES)
+        # The worker passes payloads on as it decoded them, infinities included.
+        self._decoder = FrameDecoder(PIPE_FRAME_BYTES, allow_nan=True)
         self._pending: list[Message] = []
 
     def send(self, message: Message) -> None:
@@ -116,8 +127,7 @@ class _ForwardLogs(logging.Handler):
             message = record.getMessage()
             if record.exc_info:
                 message += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
-            if len(message) > _MAX_LOG_CHARS:
-                message = message[:_MAX_LOG_CHARS] + "…"
+            message = truncate_error(message)  # as the worker's own lines are cut
             current = self._runner.current
             self._runner.channel.send(
                 {
@@ -157,7 +167,14 @@ class _Runner:
                     self._requests.put(message)
         except (OSError, ProtocolError):
             pass
-        os._exit(0)  # the worker closed its end (or died): stop now, whatever runs
+        except BaseException:
+            # A request this process cannot read: it cannot go on either. The
+            # worker fails its attempt and starts a fresh process.
+            traceback.print_exc()
+            os._exit(1)
+        # The worker closed its end (or died): stop now, with all this process started.
+        _end_group()
+        os._exit(0)
 
     def _abort(self, message: Message) -> None:
         with self._lock:
@@ -177,7 +194,10 @@ class _Runner:
             if message is None:
                 return
             if message["type"] == "RUN":
-                self.channel.send(self._run(message))
+                answer = self._run(message)
+                if _children_running():
+                    answer["leftovers"] = True
+                self.channel.send(answer)
 
     def _run(self, message: Message) -> Message:
         request_id = int(message["requestId"])
@@ -287,9 +307,53 @@ def _failed(request_id: int, error: str, retryable: bool) -> Message:
     }
 
 
+def _children_running() -> bool:
+    """Reaps the children that ended; True when one still runs."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def _end_group() -> None:
+    """SIGKILL to this process's group (itself included), when it leads one."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(0, signal.SIGKILL)
+
+
+def _become_subreaper() -> None:
+    """On Linux, orphans among this process's descendants become its children
+    (so ``_children_running`` sees them); elsewhere nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        pr_set_child_subreaper = 36
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _nothing(signum: int, frame: Any) -> None:
+    """The handler of SIGINT and SIGTERM: the worker decides (see the module's doc)."""
+
+
+def _default_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main(argv: list[str]) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, _nothing)
+    signal.signal(signal.SIGTERM, _nothing)
+    # A fork (multiprocessing's, os.fork) gets the usual signals back; a program
+    # run by exec gets them anyway, as a caught signal is reset by exec.
+    os.register_at_fork(after_in_child=_default_signals)
+    _become_subreaper()
     channel = _Channel(int(argv[1]), int(argv[2]))
     init = channel.read()
     if init is None or init.get("type") != "INIT":

@@ -374,7 +374,8 @@ class Worker:
                 ),
                 timeout,
             )
-        except (OSError, asyncio.TimeoutError, ssl.SSLError) as err:
+        except (OSError, asyncio.TimeoutError, ssl.SSLError, ValueError) as err:
+            # ValueError: a host name no resolver takes (a label too long).
             self._mode = "disconnected"
             self._ring.failed()
             if tls is not None and is_tls_refusal(err):
@@ -439,6 +440,13 @@ class Worker:
         except asyncio.IncompleteReadError:
             session.drop()
             return "closed by the coordinator in the middle of a frame"
+        except Exception as err:
+            # A message this worker could not handle, for a reason none of the
+            # above foresaw: it costs the connection (the worker dials again),
+            # never the worker.
+            log.exception("failed on a message from the coordinator: dropping the connection")
+            session.drop()
+            return f"failed on a message from the coordinator: {type(err).__name__}"
 
     async def _read(self, session: _Session) -> Message | None:
         try:

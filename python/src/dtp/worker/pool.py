@@ -10,6 +10,14 @@
   ignores it, or never yields, has its process killed (SIGKILL).
 - A process that dies (``os._exit``, a crash, the OOM killer) fails its
   attempt with a message saying so; a fresh one takes its place.
+- Each task process leads a process group (a session) of its own, and
+  whatever its handlers start stays in it. Killing a task process kills its
+  group, so nothing a handler started outlives a cancel, a deadline or the
+  pool; and it is reaped at once, not when its pipe closes (a process that
+  left the group may hold the pipe open). An attempt that ends with
+  processes of its own still running (the task process says so) retires its
+  task process the same way, and a fresh one takes its place. When the
+  worker itself dies, each task process ends its group as its pipe closes.
 
 Between a stop and the end of its grace the stopping process still exists
 beside up to ``capacity`` live ones, so at most ``capacity`` + (attempts
@@ -18,7 +26,8 @@ stopped within the last grace) processes exist; a process beyond
 
 Process states: ``starting`` (until it was sent INIT) -> ``idle`` -> ``busy`` ->
 ``idle`` ...; ``busy`` -> ``stopping`` (ABORT sent, grace running) -> ``idle`` or
-``killed``; any -> ``exited``.
+``killed``; ``busy`` -> ``killed`` (its attempt left processes running); any ->
+``exited`` (reaped).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Coroutine
@@ -55,13 +65,14 @@ LogSink = Callable[[int, str, str], None]
 
 
 class PoolTask:
-    def __init__(self, request_id: int, run: Message, on_log: LogSink) -> None:
+    def __init__(self, request_id: int, run: bytes, on_log: LogSink) -> None:
         loop = asyncio.get_running_loop()
         self.on_settled: Callable[[], None] = lambda: None
         self.on_started: Callable[[int], None] = lambda pid: None
         """Told synchronously (before any line the handler logs is passed on)."""
         self.request_id = request_id
         self.run = run
+        """Its RUN frame, encoded once when the attempt arrived."""
         self.on_log = on_log
         self.on_progress: Callable[[float, str | None], None] = lambda fraction, message: None
         """Told each ``ctx.progress`` of the handler."""
@@ -121,6 +132,8 @@ class TaskProcess:
         self.exited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.loaded: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._writer: asyncio.WriteTransport | None = None
+        self._reader: asyncio.ReadTransport | None = None
+        self._reaping = False
         self._stop_timer: asyncio.TimerHandle | None = None
         self._stop_waiter: asyncio.Future[str] | None = None
         self._crash: str | None = None
@@ -132,15 +145,21 @@ class TaskProcess:
     def attach(self, writer: asyncio.WriteTransport) -> None:
         self._writer = writer
 
+    def attach_reader(self, reader: asyncio.ReadTransport) -> None:
+        self._reader = reader
+
     def send(self, message: Message) -> None:
+        self.write(encode_frame(message, PIPE_FRAME_BYTES))
+
+    def write(self, frame: bytes) -> None:
         if self._writer is not None and not self._writer.is_closing():
-            self._writer.write(encode_frame(message, PIPE_FRAME_BYTES))
+            self._writer.write(frame)
 
     def run(self, task: PoolTask) -> None:
         assert self.available, "a task process runs one attempt at a time"
         self.task = task
         self.state = "busy"
-        self.send(task.run)
+        self.write(task.run)
 
     def stop(self, task: PoolTask, reason: str, grace: float) -> asyncio.Future[str]:
         """Fires the attempt's ``ctx.cancelled``; kills the process unless it settles in time.
@@ -163,14 +182,20 @@ class TaskProcess:
         return waiter
 
     def kill(self) -> None:
-        """Ends the process now, whatever it does (SIGKILL). Idempotent."""
+        """Ends the process and its process group now, whatever they do (SIGKILL),
+        and reaps it. Idempotent."""
         if self.state in ("killed", "exited"):
             return
         self.state = "killed"
         try:
-            self.proc.kill()
+            # Its pid is its group's id, and stays so until it is reaped (below).
+            os.killpg(self.pid, signal.SIGKILL)
         except OSError:
-            pass
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+        self.pool._background(self._reap())
 
     def fail(self, reason: str) -> None:
         self._crash = self._crash or reason
@@ -215,6 +240,7 @@ class TaskProcess:
                     result=str(message.get("result", "")),
                     result_format="json" if message.get("resultFormat") == "json" else "text",
                 ),
+                message.get("leftovers") is True,
             )
         elif kind == "FAILED":
             self._finish(
@@ -224,11 +250,12 @@ class TaskProcess:
                     error=str(message.get("error") or "task failed without an error message"),
                     retryable=message.get("retryable") is not False,
                 ),
+                message.get("leftovers") is True,
             )
         else:
             self.fail(f"task process sent an unexpected {str(kind)[:40]}")
 
-    def _finish(self, task: PoolTask, outcome: Outcome) -> None:
+    def _finish(self, task: PoolTask, outcome: Outcome, leftovers: bool) -> None:
         if self.state in ("killed", "exited"):
             return
         self.task = None
@@ -239,6 +266,13 @@ class TaskProcess:
         waiter, self._stop_waiter = self._stop_waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result("cooperative")
+        if leftovers:
+            log.info(
+                "the attempt left processes running: ending its task process's group",
+                extra={"fields": {"pid": self.pid}},
+            )
+            self.kill()  # the pool starts a fresh process once it is reaped
+            return
         self.state = "idle"
         self.pool._on_idle(self)
 
@@ -246,12 +280,17 @@ class TaskProcess:
         self.pool._background(self._reap())
 
     async def _reap(self) -> None:
+        if self._reaping:
+            return  # its pipe closed and it was killed: one reaping is enough
+        self._reaping = True
         code = self.proc.poll()
         if code is None:
             code = await asyncio.get_running_loop().run_in_executor(None, self.proc.wait)
         self.state = "exited"
         if self._writer is not None:
             self._writer.close()
+        if self._reader is not None:
+            self._reader.close()  # a process outside the group may hold the pipe open
         if self._stop_timer is not None:
             self._stop_timer.cancel()
         waiter, self._stop_waiter = self._stop_waiter, None
@@ -270,6 +309,20 @@ class TaskProcess:
         if not self.exited.done():
             self.exited.set_result(None)
         self.pool._on_exit(self)
+
+
+def _run_frame(run: Message) -> tuple[bytes, str | None]:
+    """The RUN frame of an attempt, or why its payload cannot reach a task process.
+
+    The pipe carries what JSON text cannot (an infinity, which is what a
+    number like ``1e400`` decodes to), so the handler gets the payload as it
+    was decoded; nesting beyond ``DEEP_JSON_LEVELS`` or a frame over
+    ``PIPE_FRAME_BYTES`` fails the attempt, never the worker.
+    """
+    try:
+        return encode_frame(run, PIPE_FRAME_BYTES, allow_nan=True), None
+    except (ValueError, TypeError) as err:
+        return b"", f"the payload cannot be passed to a task process: {err}"
 
 
 @dataclass
@@ -337,8 +390,12 @@ class TaskPool:
         """Starts an attempt in a free process, or queues it (up to ``queue_limit``)."""
         request_id = self._next_request
         self._next_request += 1
-        task = PoolTask(request_id, {**run, "type": "RUN", "requestId": request_id}, on_log)
+        frame, problem = _run_frame({**run, "type": "RUN", "requestId": request_id})
+        task = PoolTask(request_id, frame, on_log)
         handle = TaskHandle(task, self)
+        if problem is not None:
+            task.settle(Outcome(success=False, error=problem, retryable=False))
+            return handle
         if self._closing:
             task.settle(Outcome(success=False, error="task pool is closed"))
             return handle
@@ -454,6 +511,7 @@ class TaskPool:
                 pass_fds=(to_child_r, from_child_w),
                 stdin=subprocess.DEVNULL,
                 env=env,
+                start_new_session=True,  # a process group of its own, for what it starts
             )
         finally:
             os.close(to_child_r)
@@ -466,9 +524,10 @@ class TaskPool:
         )
         process.attach(writer)
         process.send(self._init)
-        await loop.connect_read_pipe(
+        reader, _ = await loop.connect_read_pipe(
             lambda: _Reader(process), os.fdopen(from_child_r, "rb", buffering=0)
         )
+        process.attach_reader(reader)
         if process.state == "starting":
             process.state = "idle"
         return process
