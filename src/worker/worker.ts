@@ -760,7 +760,7 @@ export class Worker {
       return;
     }
     if (isRefusal(msg.code)) {
-      this.#refuse(msg.code, msg.message);
+      this.#refuse(msg.code, clipError(msg.message));
       return;
     }
     if (msg.code === ErrorCode.NotLeader) {
@@ -774,8 +774,10 @@ export class Worker {
       return;
     }
     const what = this.registered ? 'error from coordinator' : 'registration refused';
-    this.#log.error({ message: msg.message, code: msg.code ?? undefined }, what);
-    this.#drop(connection, `coordinator replied ERROR: ${msg.message}`);
+    // A peer's text goes into the log cut, as a handler's error does.
+    const message = clipError(msg.message);
+    this.#log.error({ message, code: msg.code ?? undefined }, what);
+    this.#drop(connection, `coordinator replied ERROR: ${message}`);
   }
 
   #sendHeartbeat(): void {

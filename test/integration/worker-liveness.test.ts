@@ -14,6 +14,7 @@ import type { DtpError } from '../../src/protocol/errors.js';
 import type { Worker } from '../../src/worker/worker.js';
 import { FakeCoordinator, type FakeSession } from '../helpers/fake-coordinator.js';
 import { startTaskWorker } from '../helpers/test-coordinator.js';
+import { capturingLogger } from '../helpers/logger.js';
 import { until } from '../helpers/until.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -161,6 +162,18 @@ describe('worker: refusals', () => {
       assert.equal(fake.sessions.length, 1, 'no second connection');
     });
   }
+
+  it('logs a long ERROR message of the coordinator cut, and dials again', async () => {
+    const { logger, lines } = capturingLogger();
+    const { fake } = await setUp({ logger });
+    const session = await fake.acceptNext(['heartbeatAck']);
+    session.send({ type: 'ERROR', code: 'INTERNAL_ERROR', message: 'x'.repeat(900_000) });
+    await fake.nextRegistration();
+    const logged = lines.find((l) => l['msg'] === 'error from coordinator');
+    const message = String(logged?.['message']);
+    assert.ok(message.length < 9_000, `logged ${message.length} characters`);
+    assert.match(message, /\.\.\. \(truncated\)$/);
+  });
 
   it('refuses during registration too (a wrong token)', async () => {
     const { fake, w } = await setUp({ authToken: 'wrong' });
