@@ -440,4 +440,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    # Run as the package's module, not as __main__: _shared.py imports this one,
+    # and there must be one of everything (the context variable above).
+    from dtp.worker._child import main as package_main
+
+    sys.exit(package_main(sys.argv))

@@ -187,6 +187,9 @@ class SharedRunner:
             if attempt.ctx.cancelled.is_set():
                 return failed(request_id, "stopped before it started", retryable=True)
             self._post(encode({"type": "STARTED", "requestId": request_id}))
+            # One turn of the loop first: this turn's batch (STARTED) leaves even
+            # when the handler then blocks the loop.
+            await asyncio.sleep(0)
             value: Any = handler(payload, attempt.ctx)
             if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
                 value = await value

@@ -150,10 +150,10 @@ class TaskPool:
         isolated = [str(name) for name in answer.get("isolated") or []]
         self._isolated_types = ISOLATED_BUILTINS | frozenset(isolated)
         self.isolated_kept = min(self.capacity, self.shared_count) if isolated else 0
-        for _ in range(self.shared_count - 1):
-            self._spawn("shared")
-        for _ in range(self.isolated_kept):
-            self._spawn("isolated")
+        others = [self._spawn("shared") for _ in range(self.shared_count - 1)]
+        others += [self._spawn("isolated") for _ in range(self.isolated_kept)]
+        # Ready together, so that the first attempts spread over all of them.
+        await asyncio.gather(*(p.loaded for p in others))
         self._checked_at = time.monotonic()
         self._check = asyncio.get_running_loop().call_later(_CHECK_INTERVAL_S, self._on_check)
         return answer

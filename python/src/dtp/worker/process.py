@@ -213,6 +213,7 @@ class TaskProcess:
     def on_message(self, message: Message) -> None:
         kind = message.get("type")
         if kind in ("LOADED", "LOAD_FAILED"):
+            self._heard()
             if not self.loaded.done():
                 self.loaded.set_result(message)
         elif kind == "ALIVE":

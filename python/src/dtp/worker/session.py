@@ -343,6 +343,7 @@ class Worker:
             return
         if not session.registered and not session.not_leader and self._refusal is None:
             self._ring.failed()
+        session.flush()  # what this turn sent (results) goes, if the socket still takes it
         session.closed = True
         if not session.writer.is_closing():
             session.writer.close()
