@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from dtp.worker.pool import TaskHandle, TaskPool
+from dtp.worker.pool import TaskPool
+from dtp.worker.pool_task import TaskHandle
 from fakes import FakeServer
 from support import Cluster, until
 
@@ -124,8 +125,9 @@ def test_processes_an_attempt_leaves_running_end_with_it(strays: list[int]) -> N
         run = pool.run(attempt(1, "py.spawn", {}), lambda *_: None)
         outcome = await asyncio.wait_for(run.outcome, 30)
         assert outcome.success, outcome.error
-        task_process = run.started.result()
-        assert task_process is not None
+        started = run.started.result()
+        assert started is not None
+        task_process: int = started
         pids = json.loads(str(outcome.result))
         strays.extend(pids)
         assert len(pids) == 3

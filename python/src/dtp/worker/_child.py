@@ -183,9 +183,7 @@ def failure(request_id: int, err: BaseException) -> Message:
 class ForwardLogs(logging.Handler):
     """Sends the records logged in this process to the worker, tagged with the attempt."""
 
-    def __init__(
-        self, emit: Callable[[Message], None], running: Callable[[], int | None]
-    ) -> None:
+    def __init__(self, emit: Callable[[Message], None], running: Callable[[], int | None]) -> None:
         super().__init__()
         self._emit = emit
         self._running = running

@@ -258,9 +258,7 @@ class TaskPool:
             # No process could be started (fork refused, no memory): the
             # attempts waiting for one wait on; the next check tries again.
             self._spawn_failed_at = time.monotonic()
-            log.error(
-                "could not start a task process", extra={"fields": {"error": str(err)}}
-            )
+            log.error("could not start a task process", extra={"fields": {"error": str(err)}})
 
     def _freed(self, process: TaskProcess) -> None:
         """An attempt of ``process`` ended (or settled its stop)."""
@@ -291,7 +289,7 @@ class TaskPool:
             self._place_waiting()
 
     def _on_check(self) -> None:
-        """Every few turns of the liveness beat: blocked shared processes, lingering isolated ones."""
+        """Every other liveness beat: blocked shared processes, lingering isolated ones."""
         now = time.monotonic()
         late = now - self._checked_at - _CHECK_INTERVAL_S > ANSWER_WINDOW_S
         self._checked_at = now

@@ -164,7 +164,9 @@ class TaskProcess:
             return waiter
         timer = asyncio.get_running_loop().call_later(grace, self._grace_over, task.request_id)
         self.stopping[task.request_id] = _Stop(task, timer, waiter, reason, grace)
-        self._queue(encode_message({"type": "ABORT", "requestId": task.request_id, "reason": reason}))
+        self._queue(
+            encode_message({"type": "ABORT", "requestId": task.request_id, "reason": reason})
+        )
         return waiter
 
     def _grace_over(self, request_id: int) -> None:
@@ -221,7 +223,7 @@ class TaskProcess:
         elif kind == "LOG":
             self._on_log(message)
         elif kind == "PROGRESS":
-            task = self.attempts.get(message.get("requestId"))  # type: ignore[arg-type]
+            task = self.attempts.get(_request_id(message))
             if task is not None:
                 text = message.get("message")
                 task.on_progress(
@@ -247,10 +249,11 @@ class TaskProcess:
             self.blocked_since = None
 
     def _on_log(self, message: Message) -> None:
-        request_id = message.get("requestId")
-        task = self.attempts.get(request_id)  # type: ignore[arg-type]
-        if task is None and request_id in self.stopping:
-            task = self.stopping[request_id].task  # type: ignore[index]
+        request_id = _request_id(message)
+        task = self.attempts.get(request_id)
+        stop = self.stopping.get(request_id)
+        if task is None and stop is not None:
+            task = stop.task
         level = int(message.get("level") or logging.INFO)
         name = str(message.get("logger") or "dtp.task")
         text = str(message.get("message") or "")
@@ -260,8 +263,8 @@ class TaskProcess:
             logging.getLogger(name).log(level, text, extra=_fields(pid=self.pid))
 
     def _on_attempt_message(self, kind: str, message: Message) -> None:
-        request_id = message.get("requestId")
-        if not isinstance(request_id, int) or isinstance(request_id, bool):
+        request_id = _request_id(message)
+        if request_id < 0:
             self.fail("task process answered a request without a number")
             return
         task = self.attempts.get(request_id)
@@ -341,6 +344,12 @@ class TaskProcess:
             else f"its task process {how} unexpectedly"
         )
         return Outcome(success=False, error=why, requeue=True)
+
+
+def _request_id(message: Message) -> int:
+    """The attempt a message is about; -1 when it names none."""
+    value = message.get("requestId")
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 def _outcome(kind: str, message: Message) -> Outcome:

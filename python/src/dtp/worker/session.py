@@ -353,7 +353,9 @@ class Worker:
         if self._closing:
             return
         self._mode = "disconnected"
-        log.warning("connection lost", extra=_fields(reason=reason, orphanedTasks=len(self._attempts)))
+        log.warning(
+            "connection lost", extra=_fields(reason=reason, orphanedTasks=len(self._attempts))
+        )
         if not self._draining:
             log.info("reconnecting", extra=_fields(delayMs=self.options.reconnect_delay_ms))
         self._notify_if_idle()
@@ -608,7 +610,9 @@ class Worker:
                 log.info("coordinator does not offer drain: refusing new tasks instead")
         log.info(
             "draining: no new tasks",
-            extra=_fields(runningTasks=len(self._attempts), timeoutMs=self.options.drain_timeout_ms),
+            extra=_fields(
+                runningTasks=len(self._attempts), timeoutMs=self.options.drain_timeout_ms
+            ),
         )
         self._wake.set()
         self._notify_if_idle()
@@ -617,7 +621,8 @@ class Worker:
             log.info("drained: every task finished")
         except asyncio.TimeoutError:
             log.warning(
-                "drain timed out; releasing what is left", extra=_fields(leftTasks=len(self._attempts))
+                "drain timed out; releasing what is left",
+                extra=_fields(leftTasks=len(self._attempts)),
             )
         await self.close()
 
