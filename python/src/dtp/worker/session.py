@@ -45,21 +45,12 @@ import logging
 import random
 import socket
 import ssl
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from ..addresses import HostPort, LeaderRing, parse_address_list
-from ..framing import (
-    HEADER_BYTES,
-    FrameTooLargeError,
-    Message,
-    ProtocolError,
-    check_length,
-    decode_payload,
-    encode_frame,
-    read_length,
-)
+from ..framing import FrameTooLargeError, Message, ProtocolError
 from ..protocol import (
     BUILTIN_TASK_TYPES,
     MAX_CAPACITY,
@@ -72,6 +63,7 @@ from ..protocol import (
 )
 from ..security import describe_os_error, describe_tls_error, is_tls_refusal, server_hostname
 from .attempt import Assignment, Attempt, result_message
+from .link import Link
 from .options import WorkerOptions
 from .pool import TaskPool
 from .pool_task import Outcome
@@ -85,50 +77,6 @@ LONGEST_PAUSE_MS = 30_000
 
 def _fields(**values: Any) -> dict[str, Any]:
     return {"fields": values}
-
-
-class _Session:
-    """One connection to a coordinator. The frames sent in one turn of the
-    loop (the results of many attempts, say) leave in one write."""
-
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        address: HostPort,
-        capacity: int,
-    ) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.address = address
-        self.capacity = capacity
-        """Attempts at once, as registered (1,024 when the coordinator lacks ``slots``)."""
-        self.features: frozenset[str] = frozenset()
-        self.registered = False
-        self.not_leader = False
-        self.closed = False
-        self._outbox: list[bytes] = []
-
-    def send(self, message: Mapping[str, Any]) -> bool:
-        """Queues a frame; False once the connection is closing. Raises ``FrameTooLargeError``."""
-        if self.closed or self.writer.is_closing():
-            return False
-        data = encode_frame(message)
-        if not self._outbox:
-            asyncio.get_running_loop().call_soon(self.flush)
-        self._outbox.append(data)
-        return True
-
-    def flush(self) -> None:
-        frames, self._outbox = self._outbox, []
-        if frames and not self.closed and not self.writer.is_closing():
-            self.writer.write(b"".join(frames))
-
-    def drop(self) -> None:
-        """Ends the connection at once (unsent frames are dropped)."""
-        self.closed = True
-        transport = self.writer.transport
-        transport.abort()
 
 
 @dataclass
@@ -155,7 +103,7 @@ class Worker:
             parse_address_list(options.coordinator_host, options.coordinator_port)
         )
         self._mode = "disconnected"
-        self._session: _Session | None = None
+        self._session: Link | None = None
         self._attempts: dict[str, Attempt] = {}
         self._late: list[_Late] = []
         self._heartbeat: HeartbeatThread | None = None
@@ -250,7 +198,7 @@ class Worker:
         sock = writer.get_extra_info("socket")
         if isinstance(sock, socket.socket):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        session = _Session(reader, writer, address, self.options.wire_capacity)
+        session = Link(reader, writer, address, self.options.wire_capacity)
         self._session = session
         self._unreachable = False
         self._mode = "registering"
@@ -274,16 +222,16 @@ class Worker:
         self._on_closed(session, reason)
         return was_registered
 
-    async def _serve(self, session: _Session) -> str:
+    async def _serve(self, session: Link) -> str:
         """Reads and handles frames until the connection ends; the reason it ended."""
         registration_timeout = self.options.connect_timeout_ms / 1000
         try:
             while True:
                 if session.registered:
-                    message = await self._read(session)
+                    message = await session.read()
                 else:
                     try:
-                        message = await asyncio.wait_for(self._read(session), registration_timeout)
+                        message = await asyncio.wait_for(session.read(), registration_timeout)
                     except asyncio.TimeoutError:
                         session.drop()
                         return f"no reply to WORKER_REGISTER within {registration_timeout:g} s"
@@ -296,7 +244,7 @@ class Worker:
                     session.drop()
                     return f"protocol error from coordinator ({err.code}): {err}"
                 if session.closed:
-                    return session_reason(session)
+                    return session.end_reason()
         except ProtocolError as err:
             session.drop()
             return f"protocol error from coordinator ({err.code}): {err}"
@@ -314,15 +262,6 @@ class Worker:
             session.drop()
             return f"failed on a message from the coordinator: {type(err).__name__}"
 
-    async def _read(self, session: _Session) -> Message | None:
-        try:
-            header = await session.reader.readexactly(HEADER_BYTES)
-        except asyncio.IncompleteReadError:
-            return None  # end of stream between frames (or inside the prefix): a close
-        length = read_length(header)
-        check_length(length)
-        return decode_payload(await session.reader.readexactly(length))
-
     def _dial_failed(self, address: HostPort, err: BaseException) -> None:
         reason = "timed out" if isinstance(err, asyncio.TimeoutError) else describe_os_error(err)
         if self._unreachable:
@@ -338,7 +277,7 @@ class Worker:
             ),
         )
 
-    def _on_closed(self, session: _Session, reason: str) -> None:
+    def _on_closed(self, session: Link, reason: str) -> None:
         if session is not self._session:
             return
         if not session.registered and not session.not_leader and self._refusal is None:
@@ -362,7 +301,7 @@ class Worker:
 
     # -------------------------------------------------------------- messages
 
-    def _on_message(self, session: _Session, message: Message) -> None:
+    def _on_message(self, session: Link, message: Message) -> None:
         kind = expect_type(message, COORDINATOR_MESSAGES)
         if kind == "WORKER_REGISTERED":
             self._on_registered(session, message)
@@ -378,7 +317,7 @@ class Worker:
             self._on_error(session, message)
         # HEARTBEAT_ACK: heard, and that is all it says
 
-    def _on_registered(self, session: _Session, message: Message) -> None:
+    def _on_registered(self, session: Link, message: Message) -> None:
         if session.registered:
             raise ProtocolError("PROTOCOL_UNEXPECTED", "a second WORKER_REGISTERED")
         echoed = get_str(message, "workerId")
@@ -413,7 +352,7 @@ class Worker:
             )
             self._send_result(session, entry.job_id, entry.attempt_id, entry.outcome)
 
-    def _use_slots(self, session: _Session) -> None:
+    def _use_slots(self, session: Link) -> None:
         if "slots" in session.features:
             session.capacity = self.options.capacity
             return
@@ -426,7 +365,7 @@ class Worker:
                 extra=_fields(capacity=self.options.capacity),
             )
 
-    def _on_error(self, session: _Session, message: Message) -> None:
+    def _on_error(self, session: Link, message: Message) -> None:
         code = get_opt_str(message, "code")
         text = get_str(message, "message")
         if code in REFUSAL_CODES:
@@ -457,7 +396,7 @@ class Worker:
         )
         self._background(self.close())
 
-    def _on_assign(self, session: _Session, message: Message) -> None:
+    def _on_assign(self, session: Link, message: Message) -> None:
         assignment = Assignment.read(message)
         job_id, attempt_id = assignment.job_id, assignment.attempt_id
         if attempt_id in self._attempts:
@@ -518,9 +457,7 @@ class Worker:
                 self._late.append(_Late(attempt.job_id, attempt.attempt_id, outcome))
         self._notify_if_idle()
 
-    def _send_result(
-        self, session: _Session, job_id: str, attempt_id: str, outcome: Outcome
-    ) -> None:
+    def _send_result(self, session: Link, job_id: str, attempt_id: str, outcome: Outcome) -> None:
         message = result_message(self.worker_id, job_id, attempt_id, outcome, session.features)
         try:
             session.send(message)
@@ -656,9 +593,3 @@ class Worker:
         await self._pool.close()
         log.info("worker closed")
         self._done.set()
-
-
-def session_reason(session: _Session) -> str:
-    if session.not_leader:
-        return "coordinator is not the leader"
-    return "connection dropped"
