@@ -7,6 +7,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from dtp.worker import pool as pool_module
 from dtp.worker.pool import TaskPool
 
 TASKS = Path(__file__).parent / "fixtures" / "py_tasks.py"
@@ -93,3 +96,30 @@ def test_an_attempt_never_reaches_a_process_before_its_init() -> None:
         return results
 
     assert asyncio.run(scenario()) == ["OK"] * 8
+
+
+def test_isolated_processes_beyond_the_ones_kept_end_when_left_without_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pool_module, "ISOLATED_LINGER_S", 0.3)
+
+    async def scenario() -> None:
+        pool = TaskPool(3, [str(TASKS)], cancel_grace=1.0, queue_limit=0, processes=1)
+        assert (await pool.start())["type"] == "LOADED"
+        try:
+            assert pool.isolated_kept == 1 and len(pool.role_pids("isolated")) == 1
+            runs = [
+                pool.run(attempt(n, "py.sleep", {"seconds": 0.3}), lambda *_: None)
+                for n in range(3)
+            ]
+            done = await asyncio.wait_for(asyncio.gather(*(r.outcome for r in runs)), 30)
+            assert all(o.success for o in done)
+            assert len({r.started.result() for r in runs}) == 3  # a process each
+            deadline = asyncio.get_running_loop().time() + 10
+            while len(pool.role_pids("isolated")) > 1:
+                assert asyncio.get_running_loop().time() < deadline, pool.role_pids("isolated")
+                await asyncio.sleep(0.05)
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())
