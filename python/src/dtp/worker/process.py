@@ -57,6 +57,11 @@ class PipeReader(asyncio.Protocol):
                     self._child.on_message(inner if isinstance(inner, dict) else {})
         except (ProtocolError, ValueError) as err:
             self._child.fail(f"task process sent a malformed frame: {err}")
+        except Exception as err:
+            # A fault of the worker's own on what a task process said: it costs
+            # that process (its attempts end as for a crash), never the worker.
+            log.exception("failed on a message from a task process: ending it")
+            self._child.fail(f"the worker failed on a message of its task process: {err!r}")
 
     def eof_received(self) -> bool | None:
         return None
@@ -302,7 +307,8 @@ class TaskProcess:
     # ------------------------------------------------------------- the end
 
     def on_pipe_closed(self) -> None:
-        self.pool._background(self._reap())
+        """Nothing more can come from it: it ends (if it has not) and is reaped."""
+        self.kill()
 
     async def _reap(self) -> None:
         if self._reaping:
