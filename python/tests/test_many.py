@@ -263,6 +263,26 @@ def test_a_capacity_above_1024_is_registered_as_slots(cluster: Cluster) -> None:
             server.stop()
 
 
+def test_with_a_coordinator_that_offers_slots_the_whole_capacity_is_used(
+    cluster: Cluster,
+) -> None:
+    c = cluster.coordinator()
+    if "slots" not in coordinator_features(c):
+        pytest.skip("this build's coordinator does not offer slots: the fake one stands in")
+    worker = cluster.py_worker(c, "py-wide", "--processes", "1", tasks=TASKS, capacity=1500)
+    line = worker.wait_for(r"registered coordinator=\S+ capacity=(\d+) features=(\S+)")
+    assert line.group(1) == "1500" and "slots" in line.group(2).split(",")
+    with c.client() as client:
+        (listed,) = client.workers()
+        assert listed["capacity"] == 1500
+        jobs = [{"task_type": "py.await", "payload": {"seconds": 2}, "max_attempts": 1}] * 1100
+        ids = client.submit_many(jobs[:1000]) + client.submit_many(jobs[1000:])
+        assert all(s["state"] == "COMPLETED" for s in wait_all(client, ids))
+    assert len(re.findall(r"task started jobId=", worker.output)) == len(ids)
+    assert "worker at capacity" not in worker.output
+    assert "does not offer slots" not in worker.output
+
+
 def test_the_bounds_of_capacity_processes_and_prefetch(capsys: pytest.CaptureFixture[str]) -> None:
     args = parse_args(["--capacity", "10000", "--processes", "256"], {})
     assert (args.capacity, args.processes) == (10_000, 256)
