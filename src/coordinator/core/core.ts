@@ -185,6 +185,7 @@ export class CoordinatorCore {
         running: [...w.running],
         draining: w.draining,
         ending: w.ending,
+        listingHeld: w.heldList !== null,
         taskTypes: w.taskTypes === null ? null : [...w.taskTypes],
       })),
       servedTaskTypes: s.workers.servedTaskTypes(),
@@ -425,6 +426,8 @@ export interface CoreInspection {
     draining: boolean;
     /** Its connection's end has been read: it is assigned nothing more. */
     ending: boolean;
+    /** It is still listing the attempts it holds (`moreHeld`): it is assigned nothing yet. */
+    listingHeld: boolean;
     /** Declared task types; null = the five built-ins. */
     taskTypes: string[] | null;
   }[];
