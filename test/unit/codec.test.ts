@@ -606,14 +606,7 @@ const OPTIONAL_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
 
 /** Extension fields (beyond version 1): absent after decoding when null, and never emitted as null. */
 const EXTENSION_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
-  WORKER_REGISTER: [
-    'authToken',
-    'heartbeatAck',
-    'prefetch',
-    'heldAttempts',
-    'slots',
-    'moreHeld',
-  ],
+  WORKER_REGISTER: ['authToken', 'heartbeatAck', 'prefetch', 'heldAttempts', 'slots', 'moreHeld'],
   WORKER_REGISTERED: ['features'],
   TASK_ASSIGN: ['timeoutMillis', 'maxAttempts'],
   TASK_RESULT: ['retryable', 'resultFormat', 'requeue'],

@@ -38,8 +38,22 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
   ],
   'worker.leasesReclaimed': [{ type: 'worker.leasesReclaimed', workerId: 'w', connId: 2, jobs: 1 }],
   'worker.heldListEnded': [
-    { type: 'worker.heldListEnded', workerId: 'w', connId: 2, listed: 3, revoked: 0, timedOut: false },
-    { type: 'worker.heldListEnded', workerId: 'w', connId: 2, listed: 1, revoked: 2, timedOut: true },
+    {
+      type: 'worker.heldListEnded',
+      workerId: 'w',
+      connId: 2,
+      listed: 3,
+      revoked: 0,
+      timedOut: false,
+    },
+    {
+      type: 'worker.heldListEnded',
+      workerId: 'w',
+      connId: 2,
+      listed: 1,
+      revoked: 2,
+      timedOut: true,
+    },
   ],
   'job.submitted': [
     {

@@ -25,11 +25,7 @@
  * assigned there any more, and a registration read from it is ignored.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
-import {
-  clipError,
-  MAX_PROGRESS_MESSAGE_BYTES,
-  MAX_RESULT_BYTES,
-} from '../../protocol/limits.js';
+import { clipError, MAX_PROGRESS_MESSAGE_BYTES, MAX_RESULT_BYTES } from '../../protocol/limits.js';
 import { handleWorkerCall, requestIdProblem } from './worker-calls.js';
 import type { TaskProgress, TaskResult, WorkerToCoordinator } from '../../protocol/messages.js';
 import { isRunning } from './job.js';

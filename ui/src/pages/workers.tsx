@@ -54,9 +54,7 @@ export function WorkersPage() {
                     {Array.from({ length: Math.min(w.capacity, SLOT_BOXES) }, (_, i) => (
                       <i
                         key={i}
-                        class={
-                          i < busyBoxes(w.activeTasks, w.capacity, SLOT_BOXES) ? 'busy' : ''
-                        }
+                        class={i < busyBoxes(w.activeTasks, w.capacity, SLOT_BOXES) ? 'busy' : ''}
                       />
                     ))}
                   </span>{' '}
