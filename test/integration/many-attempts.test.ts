@@ -24,8 +24,23 @@ describe('coordinator: workers that hold many attempts', () => {
         ? {}
         : { workerPort: tc.coordinator.workerPort, clientPort: tc.coordinator.clientPort };
     await tc?.close();
-    tc = await startCoordinator({ databasePath, taskTimeoutMs: 60_000, ...ports });
+    tc = await startCoordinator({
+      databasePath,
+      taskTimeoutMs: 60_000,
+      // Thousands of assignments keep this process busy: no worker is lost for a late heartbeat.
+      heartbeatTimeoutMs: 30_000,
+      metricsPort: 0,
+      ...ports,
+    });
     return tc;
+  }
+  /** One sample of the coordinator's metrics (a line `name value`). */
+  async function metric(name: string): Promise<number> {
+    const port = (tc as TestCoordinator).coordinator.metricsPort;
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+    assert.ok(line !== undefined, `no sample ${name}`);
+    return Number(line.slice(name.length + 1));
   }
   async function client(): Promise<RawClient> {
     const c = await RawClient.connect((tc as TestCoordinator).coordinator.clientPort);
@@ -61,6 +76,7 @@ describe('coordinator: workers that hold many attempts', () => {
       listed.type === 'WORKER_LIST' ? listed.workers.map((w) => [w.workerId, w.capacity]) : [],
       [['big', 5000]],
     );
+    assert.equal(await metric('dtp_worker_slots'), 5000);
     const jobs = Array.from({ length: 1000 }, () => ({
       taskType: 'SLEEP',
       payload: { durationMillis: 1 },
@@ -88,6 +104,7 @@ describe('coordinator: workers that hold many attempts', () => {
     assert.deepEqual([second.jobId, second.attemptNumber], [jobId, 2]);
     const running = await c.status(jobId);
     assert.deepEqual([running.state, running.attempts, running.requeues], ['RUNNING', 2, 1]);
+    assert.equal(await metric('dtp_attempts_requeued_total'), 1);
     w.fail(second, 'boom');
     const failed = await c.wait(jobId);
     assert.deepEqual(
