@@ -37,7 +37,7 @@ import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed, parentsLookedUp } from './submission.js';
 import { flowKeyLookedUp, flowKeyLookupFailed, flowParentsLookedUp } from './flow-submission.js';
-import { queueCountsDone } from './queue-requests.js';
+import { heldChangeSettled, queueCountsDone } from './queue-requests.js';
 import type { QueueSettings } from './queue-table.js';
 import { batchKeyLookedUp, batchKeyLookupFailed } from './batch-submission.js';
 import { rerunRead } from './rerun.js';
@@ -380,6 +380,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
         ErrorCode.StoreReadFailed,
         `Could not read history: ${message}`,
       );
+      if (read.kind === 'queues' && read.held !== undefined) heldChangeSettled(s, read.held.name);
       return;
     case 'key':
       return keyLookupFailed(s, read.key, message);
