@@ -60,8 +60,8 @@ const FLAGS: readonly FlagSpec[] = [
   },
   boundedFlag('capacity', B.capacity, { default: D.capacity, help: 'tasks run at once' }),
   boundedFlag('prefetch', B.prefetch, {
-    defaultLabel: `${DEFAULT_PREFETCH_PER_SLOT} x capacity`,
-    help: `attempts taken beyond capacity and queued here, used by the coordinator only while attempts are short; 0..${B.prefetch.perUnitOf.times} x capacity, 0 turns it off`,
+    defaultLabel: `${DEFAULT_PREFETCH_PER_SLOT} x capacity, at most ${B.prefetch.max}`,
+    help: `attempts taken beyond capacity and queued here, used by the coordinator only while attempts are short; 0..${B.prefetch.perUnitOf.times} x capacity and at most ${B.prefetch.max}, 0 turns it off`,
   }),
   boundedFlag('heartbeat-interval-millis', B.heartbeatIntervalMs, {
     default: D.heartbeatIntervalMs,

@@ -457,6 +457,7 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   groupKey: optional(stringCodec),
   steps: optional(arrayOf(stepSummaryCodec)),
   suspensions: optional(intCodec),
+  requeues: optional(intCodec),
 });
 
 const rateLimitCodec: Codec<RateLimit> = recordCodec<RateLimit>({
@@ -630,6 +631,13 @@ const SCHEMAS: Schemas = {
     traceContext: optional(boolCodec),
     children: optional(boolCodec),
     steps: optional(boolCodec),
+    slots: optional(intCodec),
+    moreHeld: optional(boolCodec),
+  },
+  HELD_ATTEMPTS: {
+    workerId: stringCodec,
+    heldAttempts: arrayOf(heldAttemptCodec),
+    more: boolCodec,
   },
   WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },
@@ -660,6 +668,7 @@ const SCHEMAS: Schemas = {
     error: nullable(stringCodec),
     retryable: optional(boolCodec),
     resultFormat: optional(resultFormatCodec),
+    requeue: optional(boolCodec),
   },
   WORKER_DRAINING: { workerId: stringCodec },
   TASK_PROGRESS: {

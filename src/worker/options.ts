@@ -12,7 +12,13 @@ import type { ClientTls } from '../net/tls.js';
 import type { Logger } from '../observability/logger.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
-import { MAX_CAPACITY, MAX_PORT, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../protocol/limits.js';
+import {
+  MAX_PORT,
+  MAX_PREFETCH,
+  MAX_PREFETCH_PER_SLOT,
+  MAX_SLOTS,
+  maxPrefetch,
+} from '../protocol/limits.js';
 import { TASK_MEMORY_MB } from './memory-budget.js';
 import type { LoadedTaskModules } from './task-modules.js';
 
@@ -21,11 +27,11 @@ export interface WorkerOptions {
   coordinatorPort: number;
   /** Non-blank; sent in every message. */
   workerId: string;
-  /** Tasks run at once, 1..1024. */
+  /** Tasks run at once, 1..10,000. */
   capacity: number;
   /**
    * Attempts taken beyond `capacity` and queued here until a slot is free,
-   * 0..4 x capacity (default: 4 x capacity; 0 turns it off). Asked of the
+   * 0..4 x capacity and at most 4,096 (default: that most; 0 turns it off). Asked of the
    * coordinator at registration; one that offers `prefetch` uses it only
    * while this worker's attempts are short, one that does not never does.
    */
@@ -86,13 +92,18 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 /** Default `prefetch`, per unit of capacity. */
 export const DEFAULT_PREFETCH_PER_SLOT = 4;
 
+/** The `prefetch` of a worker that names none: 4 x capacity, at most {@link MAX_PREFETCH}. */
+export function defaultPrefetch(capacity: number): number {
+  return Math.min(DEFAULT_PREFETCH_PER_SLOT * capacity, MAX_PREFETCH);
+}
+
 /** Inclusive bounds of every numeric worker option. */
 export const WORKER_BOUNDS = {
   coordinatorPort: { min: 1, max: MAX_PORT },
-  capacity: { min: 1, max: MAX_CAPACITY },
+  capacity: { min: 1, max: MAX_SLOTS },
   prefetch: {
     min: 0,
-    max: maxPrefetch(MAX_CAPACITY),
+    max: maxPrefetch(MAX_SLOTS),
     perUnitOf: { of: 'capacity', times: MAX_PREFETCH_PER_SLOT },
     optional: true,
   },

@@ -104,7 +104,7 @@ import {
 } from '../protocol/messages.js';
 import { ProgressThrottle } from './progress-throttle.js';
 import { CALL_FEATURES, parseFeatures, type Feature } from '../protocol/features.js';
-import { clipError, PROGRESS_MESSAGES_PER_SECOND } from '../protocol/limits.js';
+import { clipError, MAX_CAPACITY, PROGRESS_MESSAGES_PER_SECOND } from '../protocol/limits.js';
 import { DEFAULT_QUEUE } from '../protocol/queue-names.js';
 import { traceContextOf } from '../protocol/trace-context.js';
 import { BUILTIN_TASK_TYPES } from '../protocol/task-types.js';
@@ -116,6 +116,7 @@ import {
   DEFAULT_CANCEL_GRACE_MS,
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_PREFETCH_PER_SLOT,
+  defaultPrefetch,
   MIN_DEFAULT_COORDINATOR_TIMEOUT_MS,
   validateWorkerOptions,
   type WorkerOptions,
@@ -233,7 +234,7 @@ export class Worker {
   private constructor(options: WorkerOptions) {
     this.workerId = options.workerId;
     this.capacity = options.capacity;
-    this.prefetch = options.prefetch ?? DEFAULT_PREFETCH_PER_SLOT * options.capacity;
+    this.prefetch = options.prefetch ?? defaultPrefetch(options.capacity);
     this.#queues =
       options.queues === undefined || options.queues === null ? null : [...options.queues];
     this.#options = options;
@@ -525,7 +526,9 @@ export class Worker {
       connection.send({
         type: 'WORKER_REGISTER',
         workerId,
-        capacity,
+        // Above 1,024 (feature `slots`): the v1 field at its most, the count in `slots`.
+        capacity: Math.min(capacity, MAX_CAPACITY),
+        ...(capacity > MAX_CAPACITY ? { slots: capacity } : {}),
         taskTypes,
         heartbeatAck: true,
         parents: true,

@@ -10,7 +10,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { MAX_CAPACITY, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../../src/protocol/limits.js';
+import {
+  MAX_CAPACITY,
+  MAX_PREFETCH_PER_SLOT,
+  MAX_SLOTS,
+  maxPrefetch,
+} from '../../src/protocol/limits.js';
 import type { JsonObject } from '../../src/protocol/messages.js';
 import { workerOptionsProblem } from '../../src/worker/options.js';
 import { SHARED_BYTES, SharedWords } from '../../src/worker/thread-messages.js';
@@ -514,8 +519,8 @@ describe('TaskPool', () => {
     });
   });
 
-  it('rejects a capacity outside 1..1024 and a negative grace', () => {
-    for (const capacity of [0, 1025, 1.5]) {
+  it('rejects a capacity outside 1..10,000 and a negative grace', () => {
+    for (const capacity of [0, MAX_SLOTS + 1, 1.5]) {
       assert.throws(() => new TaskPool({ capacity }), { code: 'INVALID_OPTIONS' });
     }
     assert.throws(() => new TaskPool({ capacity: 1, cancelGraceMs: -1 }), {
