@@ -11,7 +11,12 @@
 #
 # DTP_PYTHON names the interpreter (default python3). Without one, or when
 # pip cannot install the dev tools (no package index reachable), the checks
-# are skipped, saying why.
+# are skipped, saying why. A package index that does not answer within
+# seconds is said so, and pip then gives up each request to it at once
+# (it still installs from local sources: find-links, file:// indexes). The
+# install and the checks each run under a time limit, in a process group
+# that is killed, with the temporary folder removed, however the script
+# ends (a time limit, SIGTERM or SIGINT).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,8 +32,64 @@ if [[ ! -f "$root/dist/src/cli/coordinator-main.js" ]]; then
   exit 1
 fi
 
+# pip's install of python/[dev] (a fresh venv, the dev tools); then ruff, mypy and pytest.
+INSTALL_LIMIT_S=600
+CHECKS_LIMIT_S=1200
+
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/dtp-python-checks.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
+# The process group of the step running now (see bounded), killed on any exit.
+step=""
+cleanup() {
+  [[ -z "$step" ]] || kill -KILL -- "-$step" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+# A signal ends the script (and so runs cleanup) at once, even during a step.
+trap 'exit 143' TERM
+trap 'exit 130' INT
+trap 'exit 129' HUP
+
+# Runs a command under a time limit in a process group of its own (timeout
+# makes one, and at the limit kills the whole group); waits in the
+# background so a signal to this script is handled at once.
+bounded() {
+  local limit=$1
+  shift
+  timeout -k 5 "$limit" "$@" &
+  step=$!
+  local status=0
+  wait "$step" || status=$?
+  step=""
+  if ((status == 124 || status == 137)); then
+    echo "# python: \`$*\` did not end within $limit s and was killed" >&2
+  fi
+  return "$status"
+}
+
+# The package index pip uses (PIP_INDEX_URL, pip's configuration, else PyPI):
+# when it gives no answer within seconds, pip gives up each request to it at
+# once instead of waiting PIP_DEFAULT_TIMEOUT (15 s, or as configured) on
+# every one.
+index_unreachable() {
+  local index="${PIP_INDEX_URL:-}"
+  [[ -n "$index" ]] || index="$("$py" -m pip config get global.index-url 2>/dev/null || true)"
+  [[ -n "$index" ]] || index="https://pypi.org/simple/"
+  [[ "$index" == http* ]] || return 1
+  "$py" - "$index" <<'PY' >"$tmp/index.txt" 2>&1 && return 1
+import sys
+import urllib.error
+import urllib.request
+
+try:
+    urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="HEAD"), timeout=5)
+except urllib.error.HTTPError:
+    pass  # it answered
+except Exception as err:  # noqa: BLE001 - any other failure means out of reach
+    print(f"{sys.argv[1]}: {err}")
+    sys.exit(1)
+PY
+  return 0
+}
 checkout="$tmp/checkout"
 mkdir -p "$checkout/python"
 (cd "$root/python" && tar --exclude=__pycache__ --exclude='*.egg-info' --exclude=build \
@@ -44,11 +105,15 @@ checks='cd python && ../.venv/bin/ruff check . && ../.venv/bin/mypy && ../.venv/
 [[ "$py" == python3 ]] || setup="${setup/python3/$py}"
 
 echo "# python: $("$py" --version) in a fresh venv ($checkout/.venv)"
+if index_unreachable; then
+  echo "# python: the package index is out of reach ($(tail -n 1 "$tmp/index.txt")): pip uses local sources only"
+  export PIP_DEFAULT_TIMEOUT=1
+fi
 # PIP_RETRIES=0 (also for the pip that sets up the build environment): an
 # index that cannot be reached is given up at once; pip's default retries
 # would spend minutes on it before trying the next index.
 if ! PIP_RETRIES=0 PIP_QUIET=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
-  bash -c "$setup" >"$tmp/pip.log" 2>&1; then
+  bounded "$INSTALL_LIMIT_S" bash -c "$setup" >"$tmp/pip.log" 2>&1; then
   echo "# python: pip could not install python/[dev]; the Python checks are skipped:"
   grep -v -e Retrying -e 'is ignored' "$tmp/pip.log" | tail -n 5 | sed 's/^/#   /'
   exit 0
@@ -61,5 +126,5 @@ export PYTHONDONTWRITEBYTECODE=1
 # and mypy's stay in the temporary folder.
 args=""
 (($# == 0)) || args="$(printf '%q ' "$@")"
-PYTEST_ADDOPTS="-p no:cacheprovider -q $args" bash -c "$checks"
+PYTEST_ADDOPTS="-p no:cacheprovider -q $args" bounded "$CHECKS_LIMIT_S" bash -c "$checks"
 echo "# python: checks done in $((SECONDS - started)) s"
