@@ -195,6 +195,17 @@ export const ELSEWHERE: readonly Elsewhere[] = [
   },
   {
     doc: README,
+    command:
+      "chromium --headless --no-sandbox --window-size=1280,860 --virtual-time-budget=5000 --screenshot=dashboard.png 'http://localhost:8080/?snapshot'",
+    by: 'test/e2e/dashboard.test.ts',
+    // Run as written against the test's coordinator (its HTTP port for 8080),
+    // where Chromium is installed; the documents' sessions need none.
+    contains: [
+      "chromium --headless --no-sandbox --window-size=1280,860 --virtual-time-budget=5000 --screenshot=dashboard.png 'http://localhost:8080/?snapshot'",
+    ],
+  },
+  {
+    doc: README,
     command: 'npm ci && npm run demo',
     by: 'test/e2e/demo.test.ts',
     // `npm ci` as above (the suite runs in the installed checkout).
