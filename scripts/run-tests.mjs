@@ -41,6 +41,7 @@ import {
   rmSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import { join } from 'node:path';
 
 const ALL = ['unit', 'sim', 'integration', 'e2e', 'package', 'python'];
@@ -147,7 +148,7 @@ async function terminate() {
   for (const pid of groups) signalGroup(pid, 'SIGTERM');
   const deadline = Date.now() + TERMINATE_GRACE_MS;
   while (groups.size > 0 && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await delay(50);
   }
   process.exit(1);
 }
