@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks of the Python package (python/): python/README.md's "Develop"
 # commands, run as written, in a temporary folder laid out like a checkout (a
-# copy of python/ beside links to dist/ and README.md, which its tests use):
+# copy of python/ and of dist/ beside a link to README.md, which its tests use):
 # a fresh virtual environment with the package and its dev extras, then ruff,
 # mypy --strict and pytest; ruff's format check besides. The tests start real
 # coordinators and TypeScript workers from dist/, so build first
@@ -95,7 +95,13 @@ mkdir -p "$checkout/python"
 (cd "$root/python" && tar --exclude=__pycache__ --exclude='*.egg-info' --exclude=build \
   --exclude=.mypy_cache --exclude=.pytest_cache --exclude=.ruff_cache -cf - .) |
   (cd "$checkout/python" && tar -xf -)
-ln -s "$root/dist" "$checkout/dist"
+# A copy of dist/, not a link to it: the packed-package test, which runs
+# beside these checks, rebuilds dist/ in place (npm pack's prepack), and a
+# coordinator started meanwhile could load a half-written module. Its
+# packages and its module type come from the checkout's own files.
+cp -R "$root/dist" "$checkout/dist"
+ln -s "$root/node_modules" "$checkout/node_modules"
+ln -s "$root/package.json" "$checkout/package.json"
 ln -s "$root/README.md" "$checkout/README.md"
 cd "$checkout"
 

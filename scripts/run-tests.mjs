@@ -2,21 +2,24 @@
 // Runs the compiled test files with node:test, by explicit path (Node 21+
 // would treat directory arguments as globs, Node 20 would not).
 //
-//   node scripts/run-tests.mjs [unit|integration|e2e|sim|package|python ...]
+//   node scripts/run-tests.mjs [lint|unit|sim|integration|e2e|package|python ...]
 //   node scripts/run-tests.mjs integration=cluster,worker,tls
 //
 // With no argument every suite runs. `suite=a,b` runs only the files
 // a.test.js and b.test.js of that suite. Suites run one after another; files of
 // one suite run with the concurrency given by DTP_TEST_CONCURRENCY (default 2).
-// The python suite is scripts/python-checks.sh (the Python package: ruff,
-// mypy, pytest against real coordinators). When both package and python run,
-// python runs beside package (each keeps about one core busy, neither leans
-// on tight timing) and its output is printed once it has ended. The e2e
-// suite runs in two lanes, one file at a time in each: the files of
-// E2E_BESIDE (they depend on no tight timing and load the machine little)
-// beside the others; the second lane's output is printed once both have
-// ended. Each suite's wall time is printed after it, and all of them at the
-// end.
+// lint is `npm run lint` (ESLint, Prettier, the import check); the python
+// suite is scripts/python-checks.sh (the Python package: ruff, mypy, pytest
+// against real coordinators). Two suites run beside others when those are
+// asked for whole (see BESIDE): lint beside unit, sim and integration (it
+// keeps one core busy; none of those leans on tight timing), python beside
+// package (each keeps about one core busy); their output is printed once
+// they have ended. The e2e suite runs in two lanes, one file at a time in
+// each: the files of E2E_BESIDE (they depend on no tight timing and load the
+// machine little) beside the others; the second lane's output is printed
+// once both have ended. The package suite's two files run side by side (its
+// offline checks mostly wait). Each suite's wall time is printed after it,
+// and all of them at the end.
 //
 // Every suite runs in a process group of its own: when this runner is
 // interrupted or terminated, each group gets SIGTERM (the tests' own
@@ -44,11 +47,18 @@ import { tmpdir } from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import { join } from 'node:path';
 
-const ALL = ['unit', 'sim', 'integration', 'e2e', 'package', 'python'];
+const ALL = ['lint', 'unit', 'sim', 'integration', 'e2e', 'package', 'python'];
 const suites = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ALL;
 const root = join(import.meta.dirname, '..', 'dist', 'test');
 /** After SIGTERM, how long a suite's group has to clean up before SIGKILL. */
 const TERMINATE_GRACE_MS = 5_000;
+/**
+ * Suites that run beside others, and the suites they may run beside: one is
+ * started with the first of those that runs whole and waited for before any
+ * other suite starts (lint is over before the e2e suite writes into the
+ * checkout).
+ */
+const BESIDE = { lint: ['unit', 'sim', 'integration'], python: ['package'] };
 /**
  * The e2e files that run in a lane beside the rest of the suite: none stops
  * a process to judge a reaction time against the clock, measures CPU or
@@ -157,14 +167,25 @@ process.stdout.on('error', () => void terminate());
 
 const pythonScript = join(import.meta.dirname, 'python-checks.sh');
 
-/** The python suite started beside the package suite: its exit, its output's folder. */
-function startPythonBeside() {
-  const dir = mkdtempSync(join(tmpdir(), 'dtp-test-python-'));
+/** The command of a suite that is no set of test files. */
+function commandOf(suite) {
+  if (suite === 'lint') return ['npm', ['run', 'lint']];
+  return ['bash', [pythonScript]];
+}
+
+/** A suite started beside others, its output kept in a file: its exit, its folder. */
+function startBeside(suite, hosts) {
+  const dir = mkdtempSync(join(tmpdir(), `dtp-test-${suite}-`));
   outputDirs.add(dir);
   const fd = openSync(join(dir, 'output.txt'), 'w');
-  const run = runGroup('bash', [pythonScript], fd);
+  const [command, args] = commandOf(suite);
+  const startedAt = Date.now();
+  const exited = runGroup(command, args, fd).exited.then((code) => ({
+    code,
+    ms: Date.now() - startedAt,
+  }));
   closeSync(fd);
-  return { exited: run.exited, dir, startedAt: Date.now() };
+  return { suite, hosts, exited, dir };
 }
 
 /** The files of one suite argument (`suite` or `suite=a,b`); exits on a name that is not there. */
@@ -198,7 +219,7 @@ function nodeTestArgs(concurrency, files) {
 function lanesOf(suite, files, whole) {
   const given = process.env.DTP_TEST_CONCURRENCY;
   if (given !== undefined) return [{ files, concurrency: given }];
-  if (suite === 'package') return [{ files, concurrency: '1' }];
+  if (suite === 'package') return [{ files, concurrency: '2' }];
   if (suite !== 'e2e') return [{ files, concurrency: '2' }];
   const beside = (f) => E2E_BESIDE.some((name) => f.endsWith(`/${name}.test.js`));
   const second = files.filter(beside);
@@ -239,47 +260,84 @@ const seconds = (ms) => `${Math.round(ms / 1000)} s`;
 const times = [];
 let failed = false;
 const runStartedAt = Date.now();
-let pythonBeside = null;
-for (const arg of suites) {
+const parsed = suites.map((arg) => {
   const [suite, only] = arg.split('=', 2);
   if (!ALL.includes(suite)) {
     console.error(`unknown suite ${suite}; expected one of ${ALL.join(', ')}`);
     process.exit(2);
   }
-  if (suite === 'python' && pythonBeside !== null) continue;
-  if (suite === 'package' && only === undefined && suites.indexOf('python') > suites.indexOf(arg)) {
-    pythonBeside = startPythonBeside();
+  return { suite, only };
+});
+/** Suites running beside others now, and those done so. */
+const besides = [];
+const startedBeside = new Set();
+
+/** Waits for a suite run beside others and prints what it printed. */
+async function finishBeside(beside) {
+  besides.splice(besides.indexOf(beside), 1);
+  const { code, ms } = await beside.exited;
+  const where = beside.hosts.join(', ');
+  times.push(`${beside.suite} ${seconds(ms)} (beside ${where})`);
+  console.log(
+    `\n# suite ${beside.suite} (run beside ${where}): ${commandOf(beside.suite).flat().join(' ')}`,
+  );
+  process.stdout.write(readFileSync(join(beside.dir, 'output.txt'), 'utf8'));
+  console.log(`# suite ${beside.suite}: ${code === 0 ? 'passed' : 'FAILED'} in ${seconds(ms)}`);
+  rmSync(beside.dir, { recursive: true, force: true });
+  outputDirs.delete(beside.dir);
+  if (code !== 0) failed = true;
+}
+
+/** Starts the suites asked for that run beside `suite` (run whole), if not started yet. */
+function startBesides(suite, only) {
+  if (only !== undefined) return;
+  for (const { suite: other, only: otherOnly } of parsed) {
+    const hosts = BESIDE[other];
+    if (hosts === undefined || otherOnly !== undefined || startedBeside.has(other)) continue;
+    if (!hosts.includes(suite)) continue;
+    startedBeside.add(other);
+    besides.push(startBeside(other, hosts));
   }
+}
+
+/** Runs one suite in the foreground; resolves with its exit status, or null for no files. */
+async function runSuite(suite, only) {
+  if (BESIDE[suite] !== undefined) {
+    console.log(`\n# suite ${suite}: ${commandOf(suite).flat().join(' ')}`);
+    const [command, args] = commandOf(suite);
+    return runGroup(command, args).exited;
+  }
+  const files = filesOf(suite, only);
+  if (files.length === 0) return null;
+  const lanes = lanesOf(suite, files, only === undefined);
+  const shape =
+    lanes.length > 1
+      ? ` in ${lanes.length} lanes (${lanes.map((l) => l.files.length).join(' + ')})`
+      : '';
+  console.log(`\n# suite ${suite}: ${files.length} file(s)${shape}`);
+  return runLanes(lanes);
+}
+
+for (const [index, { suite, only }] of parsed.entries()) {
+  if (startedBeside.has(suite)) continue;
+  // One that runs beside a later suite waits to start with it.
+  const hosts = BESIDE[suite] ?? [];
+  if (
+    only === undefined &&
+    parsed.slice(index + 1).some((p) => hosts.includes(p.suite) && p.only === undefined)
+  )
+    continue;
+  for (const beside of [...besides]) if (!beside.hosts.includes(suite)) await finishBeside(beside);
+  startBesides(suite, only);
   const startedAt = Date.now();
-  let code;
-  if (suite === 'python') {
-    console.log('\n# suite python: scripts/python-checks.sh');
-    code = await runGroup('bash', [pythonScript]).exited;
-  } else {
-    const files = filesOf(suite, only);
-    if (files.length === 0) continue;
-    const lanes = lanesOf(suite, files, only === undefined);
-    const shape =
-      lanes.length > 1
-        ? ` in ${lanes.length} lanes (${lanes.map((l) => l.files.length).join(' + ')})`
-        : '';
-    console.log(`\n# suite ${suite}: ${files.length} file(s)${shape}`);
-    code = await runLanes(lanes);
-  }
+  const code = await runSuite(suite, only);
+  if (code === null) continue;
   if (code !== 0) failed = true;
   times.push(`${suite} ${seconds(Date.now() - startedAt)}`);
   console.log(
     `# suite ${suite}: ${code === 0 ? 'passed' : 'FAILED'} in ${seconds(Date.now() - startedAt)}`,
   );
 }
-if (pythonBeside !== null) {
-  const code = await pythonBeside.exited;
-  times.push(`python ${seconds(Date.now() - pythonBeside.startedAt)} (beside package)`);
-  console.log('\n# suite python (run beside package): scripts/python-checks.sh');
-  process.stdout.write(readFileSync(join(pythonBeside.dir, 'output.txt'), 'utf8'));
-  rmSync(pythonBeside.dir, { recursive: true, force: true });
-  outputDirs.delete(pythonBeside.dir);
-  if (code !== 0) failed = true;
-}
+for (const beside of [...besides]) await finishBeside(beside);
 console.log(`\n# wall time: ${times.join(', ')}; all ${seconds(Date.now() - runStartedAt)}`);
 process.exit(failed ? 1 : 0);

@@ -276,14 +276,15 @@ export const ELSEWHERE: readonly Elsewhere[] = [
     doc: ANY_DOC,
     command: 'npm run build',
     by: 'package.json',
-    // `npm test` (CI, above) runs `npm run build` first, then `npm run lint`.
-    contains: ['"test": "npm run build && npm run lint && '],
+    // `npm test` (CI, above) runs `npm run build` first, then every suite (lint among them).
+    contains: ['"test": "npm run build && node scripts/run-tests.mjs"'],
   },
   {
     doc: ANY_DOC,
     command: 'npm run lint',
-    by: 'package.json',
-    contains: ['"test": "npm run build && npm run lint && '],
+    by: 'scripts/run-tests.mjs',
+    // `npm test` runs the runner with every suite, lint among them.
+    contains: ["if (suite === 'lint') return ['npm', ['run', 'lint']];"],
   },
   {
     doc: OPERATIONS,
