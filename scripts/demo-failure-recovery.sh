@@ -76,9 +76,12 @@ why_stopped() {
 }
 
 poll() {
-  local seconds=$1 out
+  # A bound in seconds of wall time, not in tries: on a busy machine one try
+  # (a client run or two) takes seconds, and a count of tries would wait for
+  # many minutes on something that is not coming.
+  local deadline=$((SECONDS + $1)) out
   shift
-  for _ in $(seq $((seconds * 10))); do
+  while ((SECONDS < deadline)); do
     # Another program on our ports answers too: stop as soon as ours is gone.
     if [[ -n "${coordinator_pid:-}" ]] && ! kill -0 "$coordinator_pid" 2>/dev/null; then
       die "the coordinator stopped: $(why_stopped)"
