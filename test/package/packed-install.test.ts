@@ -1,5 +1,6 @@
 /**
- * The package as a user gets it: `npm pack` (which builds it), the tarball
+ * The package as a user gets it: `npm pack` (which builds it) in a copy of
+ * the checkout, the tarball
  * installed into an empty folder by the commands of README's "Write your own
  * task", that section run as it is written (its files, its commands, its
  * TypeScript compiled with `tsc --strict` and run), and a custom task run end to end through
@@ -17,7 +18,7 @@
  * the temporary folder goes at the same points.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
@@ -70,6 +71,22 @@ function shell(
   timeoutMs = COMMAND_TIMEOUT_MS,
 ): Promise<CommandResult> {
   return run('bash', ['-e', '-c', line], cwd, timeoutMs, env);
+}
+
+/**
+ * A copy of the checkout as a clone has it (no dist/, data or logs), its
+ * dependencies linked: `npm pack` there builds the copy's own dist/. The
+ * checkout's dist/ stays as it is for the tests that run beside this one
+ * and start their processes from it.
+ */
+async function copyOfCheckout(dir: string): Promise<string> {
+  mkdirSync(dir);
+  const skipped = ['node_modules', 'dist', 'data', 'demo-logs', '.venv', '.git'];
+  const excludes = skipped.map((name) => `--exclude=./${name}`).join(' ');
+  const copy = `tar -C "$1" ${excludes} -cf - . | tar -C "$2" -xf -`;
+  ok(await run('bash', ['-c', copy, 'copy', ROOT, dir], ROOT), 'a copy of the checkout');
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  return dir;
 }
 
 function ok(result: CommandResult, what: string): string {
@@ -207,7 +224,8 @@ describe('the packed package, installed into an empty folder', { skip }, () => {
       temp = commandTempDir('dtp-package-');
       app = join(temp.dir, 'my-tasks');
       const into = temp.dir;
-      const pack = run('npm', ['pack', '--pack-destination', into, '--silent'], ROOT, PACK_MS);
+      const checkout = await copyOfCheckout(join(temp.dir, 'checkout'));
+      const pack = run('npm', ['pack', '--pack-destination', into, '--silent'], checkout, PACK_MS);
       const packed = ok(await pack, 'npm pack');
       tarball = join(temp.dir, packed.trim().split('\n').pop() ?? '');
       // README's first block, as written (but for the tarball's path): the folder, its
