@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks of the Python package (python/): python/README.md's "Develop"
 # commands, run as written, in a temporary folder laid out like a checkout (a
-# copy of python/ beside links to dist/ and README.md, which its tests use):
+# copy of python/ and of dist/ beside a link to README.md, which its tests use):
 # a fresh virtual environment with the package and its dev extras, then ruff,
 # mypy --strict and pytest; ruff's format check besides. The tests start real
 # coordinators and TypeScript workers from dist/, so build first
@@ -14,7 +14,11 @@
 # (its build backend is in python/backend/). When pip cannot install the dev
 # tools (no index reachable), the checks run in a venv that sees this
 # machine's own packages, the package installed with --no-index, and each of
-# ruff, mypy and pytest that is not on the machine is skipped, saying so.
+# ruff, mypy and pytest that is not on the machine is skipped, saying so. A
+# package index that does not answer within seconds is said so, and pip then
+# gives up each request to it at once. The install and the checks each run
+# under a time limit, in a process group that is killed, with the temporary
+# folder removed, however the script ends (a time limit, SIGTERM or SIGINT).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,14 +34,76 @@ if [[ ! -f "$root/dist/src/cli/coordinator-main.js" ]]; then
   exit 1
 fi
 
+# pip's install of python/[dev] (a fresh venv, the dev tools); then ruff, mypy and pytest.
+INSTALL_LIMIT_S=600
+CHECKS_LIMIT_S=1200
+
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/dtp-python-checks.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
+# The process group of the step running now (see bounded), killed on any exit.
+step=""
+cleanup() {
+  [[ -z "$step" ]] || kill -KILL -- "-$step" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+# A signal ends the script (and so runs cleanup) at once, even during a step.
+trap 'exit 143' TERM
+trap 'exit 130' INT
+trap 'exit 129' HUP
+
+# Runs a command under a time limit in a process group of its own (timeout
+# makes one, and at the limit kills the whole group); waits in the
+# background so a signal to this script is handled at once.
+bounded() {
+  local limit=$1
+  shift
+  timeout -k 5 "$limit" "$@" &
+  step=$!
+  local status=0
+  wait "$step" || status=$?
+  step=""
+  if ((status == 124 || status == 137)); then
+    echo "# python: \`$*\` did not end within $limit s and was killed" >&2
+  fi
+  return "$status"
+}
+
+# The package index pip uses (PIP_INDEX_URL, pip's configuration, else PyPI):
+# when it gives no answer within seconds, pip gives up each request to it at
+# once instead of waiting PIP_DEFAULT_TIMEOUT (15 s, or as configured) on
+# every one.
+index_unreachable() {
+  local index="${PIP_INDEX_URL:-}"
+  [[ -n "$index" ]] || index="$("$py" -m pip config get global.index-url 2>/dev/null || true)"
+  [[ -n "$index" ]] || index="https://pypi.org/simple/"
+  [[ "$index" == http* ]] || return 1
+  "$py" - "$index" <<'PY' >"$tmp/index.txt" 2>&1 && return 1
+import sys
+import urllib.error
+import urllib.request
+
+try:
+    urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="HEAD"), timeout=5)
+except urllib.error.HTTPError:
+    pass  # it answered
+except Exception as err:  # noqa: BLE001 - any other failure means out of reach
+    print(f"{sys.argv[1]}: {err}")
+    sys.exit(1)
+PY
+  return 0
+}
 checkout="$tmp/checkout"
 mkdir -p "$checkout/python"
 (cd "$root/python" && tar --exclude=__pycache__ --exclude='*.egg-info' --exclude=build \
   --exclude=.mypy_cache --exclude=.pytest_cache --exclude=.ruff_cache -cf - .) |
   (cd "$checkout/python" && tar -xf -)
-ln -s "$root/dist" "$checkout/dist"
+# A copy of dist/, not a link to it: the packed-package test, which runs
+# beside these checks, rebuilds dist/ in place (npm pack's prepack), and a
+# coordinator started meanwhile could load a half-written module. Its
+# packages and its module type come from the checkout's own files.
+cp -R "$root/dist" "$checkout/dist"
+ln -s "$root/node_modules" "$checkout/node_modules"
+ln -s "$root/package.json" "$checkout/package.json"
 ln -s "$root/README.md" "$checkout/README.md"
 cd "$checkout"
 
@@ -47,6 +113,10 @@ checks='cd python && ../.venv/bin/ruff check . && ../.venv/bin/mypy && ../.venv/
 [[ "$py" == python3 ]] || setup="${setup/python3/$py}"
 
 echo "# python: $("$py" --version) in a fresh venv ($checkout/.venv)"
+if index_unreachable; then
+  echo "# python: the package index is out of reach ($(tail -n 1 "$tmp/index.txt")): pip uses local sources only"
+  export PIP_DEFAULT_TIMEOUT=1
+fi
 # PIP_RETRIES=0 (also for the pip that sets up the build environment): an
 # index that cannot be reached is given up at once; pip's default retries
 # would spend minutes on it before trying the next index.
@@ -57,10 +127,10 @@ export PYTHONDONTWRITEBYTECODE=1
 args=""
 (($# == 0)) || args="$(printf '%q ' "$@")"
 export PYTEST_ADDOPTS="-p no:cacheprovider -q $args"
-if bash -c "$setup" >"$tmp/pip.log" 2>&1; then
+if bounded "$INSTALL_LIMIT_S" bash -c "$setup" >"$tmp/pip.log" 2>&1; then
   echo "# python: installed in $((SECONDS - started)) s"
   .venv/bin/ruff format --no-cache --check python
-  bash -c "$checks"
+  bounded "$CHECKS_LIMIT_S" bash -c "$checks"
   echo "# python: checks done in $((SECONDS - started)) s"
   exit 0
 fi
@@ -71,7 +141,7 @@ echo "# python: checking with the tools this machine has, the package installed 
 rm -rf .venv
 "$py" -m venv --system-site-packages .venv
 # The package needs no index; failing here is a failure of the checks.
-.venv/bin/pip install --no-index -e ./python
+bounded "$INSTALL_LIMIT_S" .venv/bin/pip install --no-index -e ./python
 ran=()
 skipped=()
 tool() { .venv/bin/python -m "$1" --version >/dev/null 2>&1; }
@@ -81,11 +151,11 @@ if tool ruff; then
   ran+=(ruff)
 else skipped+=(ruff); fi
 if tool mypy; then
-  (cd python && ../.venv/bin/python -m mypy)
+  (cd python && bounded "$CHECKS_LIMIT_S" ../.venv/bin/python -m mypy)
   ran+=(mypy)
 else skipped+=(mypy); fi
 if tool pytest; then
-  (cd python && ../.venv/bin/python -m pytest)
+  (cd python && bounded "$CHECKS_LIMIT_S" ../.venv/bin/python -m pytest)
   ran+=(pytest)
 else skipped+=("pytest (so no test ran)"); fi
 for name in "${skipped[@]}"; do echo "# python: $name is not installed here: skipped"; done

@@ -38,7 +38,8 @@ describe('benchmarks (smoke run)', () => {
     const { stdout } = await promisify(execFile)(
       process.execPath,
       [join(ROOT, 'dist', 'bench', 'run.js'), '--smoke', '--reps', '5', '--out', out],
-      { encoding: 'utf8', timeout: 240_000, maxBuffer: 4 * 1024 * 1024 },
+      // About 2.5 minutes alone on 2 cores; a limit for a hang, not a speed check.
+      { encoding: 'utf8', timeout: 480_000, maxBuffer: 4 * 1024 * 1024 },
     );
     const report = JSON.parse(readFileSync(out, 'utf8')) as Record<string, unknown>;
     assert.equal(report.smoke, true);

@@ -6,17 +6,23 @@
  * filters and paging; the job page shows two attempts after a worker was
  * killed; the Queues and Schedules pages with their actions; a delayed job
  * in the list and on its page; a flow around a job (parents, dependents,
- * WAITING in the list, child jobs and steps); with client tokens the page asks for one first. Skipped, saying
- * why, only where no Chromium is installed.
+ * WAITING in the list, child jobs and steps); with client tokens the page asks for one first.
+ * Schedules' times in their own zones, named, with the browser in another
+ * zone. README's command for a picture of the page, run as written (the
+ * system's `chromium`): a PNG of the loaded page, not its "Loading…". Skipped,
+ * saying why, only where no Chromium is installed.
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Page, Request } from 'playwright-core';
 import type { Worker } from '../../src/worker/worker.js';
+import { runCommand } from '../helpers/bounded-command.js';
 import { browserSkipReason, launchBrowser, type TestBrowser } from '../helpers/browser.js';
-import { ScriptProcess } from '../helpers/processes.js';
+import { cleanEnv, ROOT, ScriptProcess } from '../helpers/processes.js';
+import { codeBlocks, readmeSection, shellLines } from '../helpers/readme.js';
 import { scheduleDefinition } from '../helpers/schedules.js';
 import { RawClient, ScriptedWorker } from '../helpers/raw-peers.js';
 import {
@@ -30,6 +36,15 @@ import { KNOWN_STATES } from '../../src/protocol/job-view.js';
 import type { SetQueue, SubmitJob } from '../../src/protocol/messages.js';
 
 const skip = browserSkipReason();
+
+/** README's command for a picture of the dashboard ("The dashboard"). */
+const SCREENSHOT =
+  "chromium --headless --no-sandbox --window-size=1280,860 --virtual-time-budget=5000 --screenshot=dashboard.png 'http://localhost:8080/?snapshot'";
+
+/** Whether `command -v name` finds a program. */
+function onPath(name: string): boolean {
+  return spawnSync('bash', ['-c', `command -v ${name}`]).status === 0;
+}
 
 let tc: TestCoordinator;
 let browser: TestBrowser;
@@ -101,6 +116,39 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
       /start empty after a restart/,
     );
     assert.equal(await page.locator('[data-testid=chart-throughput] svg').count(), 1);
+  });
+
+  it("takes README's picture of the page as written: the page loaded, not its Loading… state", async (t) => {
+    const shown = codeBlocks(readmeSection(ROOT, 'The dashboard'))
+      .flatMap((b) => (b.lang === 'sh' ? shellLines(b) : []))
+      .filter((line) => line.startsWith('chromium '));
+    assert.deepEqual(shown, [SCREENSHOT], "README's screenshot command");
+    if (!onPath('chromium')) {
+      t.skip('no `chromium` on the PATH to run the command as written');
+      return;
+    }
+    const dir = tempDir('dtp-screenshot-');
+    try {
+      const line = SCREENSHOT.replace('8080', String(tc.coordinator.httpPort));
+      const bounded = { cwd: dir.dir, env: cleanEnv(), timeoutMs: 60_000 };
+      const shot = await runCommand('bash', ['-c', line], bounded);
+      const how = shot.timedOut ? 'killed after 60 s' : `exit ${String(shot.status)}`;
+      assert.equal(shot.status, 0, `${how}:\n${shot.stderr}`);
+      // A PNG of the window's size.
+      const png = readFileSync(join(dir.dir, 'dashboard.png'));
+      assert.equal(png.subarray(1, 4).toString('latin1'), 'PNG');
+      assert.deepEqual([png.readUInt32BE(16), png.readUInt32BE(20)], [1280, 860]);
+      // What that picture shows: the same command asked for the page instead.
+      const dump = line.replace('--screenshot=dashboard.png', '--dump-dom');
+      const dom = await runCommand('bash', ['-c', dump], bounded);
+      assert.equal(dom.status, 0, dom.stderr);
+      assert.match(dom.stdout, /data-testid="overview"/);
+      assert.match(dom.stdout, /data-testid="chart-throughput"/);
+      assert.doesNotMatch(dom.stdout, /Loading…/);
+      assert.match(dom.stdout, /snapshot, not live/);
+    } finally {
+      dir.remove();
+    }
   });
 
   it('charts the failure rate of a bucket with 6 completed and 3 failed jobs as 33.3 %', async () => {
@@ -422,6 +470,72 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
     const info = await client.request({ type: 'GET_SCHEDULE', name: 'ui-hourly' });
     assert.ok(info.type === 'SCHEDULE_INFO' && info.schedule.paused);
     assert.ok(await stillMarked(), 'the page was not reloaded');
+  });
+
+  it("shows a schedule's times in its own zone, named, whatever the browser's zone", async () => {
+    // The browser in New York, the schedule in Berlin: 02:00 there is 20:00 or 21:00 here.
+    const cdp = await browser.context.newCDPSession(page);
+    await cdp.send('Emulation.setTimezoneOverride', { timezoneId: 'America/New_York' });
+    try {
+      for (const [name, extra] of [
+        ['ui-berlin', { cron: '0 2 * * *', timezone: 'Europe/Berlin' }],
+        ['ui-interval', { everyMillis: 3_600_000 }],
+      ] as const) {
+        const schedule = scheduleDefinition(name, 'SCHEDULE_UI', extra);
+        const reply = await client.request({ type: 'SET_SCHEDULE', schedule });
+        assert.equal(reply.type, 'SCHEDULE_INFO', JSON.stringify(reply));
+      }
+      const triggered = await client.request({ type: 'TRIGGER_SCHEDULE', name: 'ui-berlin' });
+      assert.equal(triggered.type, 'JOB_SUBMITTED', JSON.stringify(triggered));
+      const info = await client.request({ type: 'GET_SCHEDULE', name: 'ui-berlin' });
+      assert.ok(info.type === 'SCHEDULE_INFO' && info.schedule.lastRunAtMillis !== null);
+      await page.goto(`${base}#/schedules`);
+      const berlin = '[data-testid=schedule-row][data-schedule=ui-berlin]';
+      await page.waitForSelector(`${berlin} [data-testid=schedule-last-run]`);
+      const text = async (selector: string): Promise<string> =>
+        (await page.textContent(selector)) ?? '';
+
+      assert.match(
+        await text(`${berlin} [data-testid=schedule-next]`),
+        /^\d{4}-\d\d-\d\d 02:00:00$/,
+      );
+      assert.equal(
+        await text(`${berlin} [data-testid=schedule-next-runs] [data-testid=schedule-zone]`),
+        'Europe/Berlin',
+      );
+      assert.match(
+        (await page.getAttribute(`${berlin} [data-testid=schedule-next] span`, 'title')) ?? '',
+        /^\d{4}-\d\d-\d\d (20|21):00:00 in this browser's zone \(America\/New_York\)$/,
+      );
+      const then = (await text(`${berlin} [data-testid=schedule-then]`)).replace(/^then /, '');
+      assert.deepEqual(
+        then.split(', ').map((t) => t.slice(11)),
+        ['02:00:00', '02:00:00', '02:00:00', '02:00:00'],
+      );
+      // The trigger's time, as a Berlin clock read it.
+      const lastRun = new Intl.DateTimeFormat('sv-SE', {
+        timeZone: 'Europe/Berlin',
+        dateStyle: 'short',
+        timeStyle: 'medium',
+      }).format(info.schedule.lastRunAtMillis);
+      assert.equal(await text(`${berlin} [data-testid=schedule-last-run]`), lastRun);
+      assert.equal(
+        await text(`${berlin} [data-testid=schedule-last-job] [data-testid=schedule-zone]`),
+        'Europe/Berlin',
+      );
+
+      // An interval has no zone of its own: the browser's, named as such.
+      const interval = '[data-testid=schedule-row][data-schedule=ui-interval]';
+      assert.equal(
+        await text(`${interval} [data-testid=schedule-zone]`),
+        "America/New_York, this browser's zone",
+      );
+    } finally {
+      await cdp.send('Emulation.setTimezoneOverride', { timezoneId: '' });
+      await cdp.detach();
+      for (const name of ['ui-berlin', 'ui-interval'])
+        await client.request({ type: 'DELETE_SCHEDULE', name });
+    }
   });
 
   it('lists a delayed job as SCHEDULED with its run time, counts down on its page, and follows it to QUEUED', async () => {

@@ -64,7 +64,9 @@ describe('the failure-recovery demo', () => {
       env: {
         DTP_DEMO_WORKER_PORT: String(workerPort),
         DTP_DEMO_CLIENT_PORT: String(clientPort),
-        DTP_DEMO_SLEEP_MILLIS: '3000',
+        // Shorter than the demo's 20 s, yet long enough that a busy machine's
+        // slow polls still see it running before it is killed.
+        DTP_DEMO_SLEEP_MILLIS: '10000',
       },
     });
     const code = await demo.exited;
@@ -77,7 +79,7 @@ describe('the failure-recovery demo', () => {
       const afterKill = out.slice(out.indexOf('==> Killing'));
       assert.match(afterKill, /State: {4}COMPLETED/);
       assert.match(afterKill, /Attempt: {2}2\/3/);
-      assert.match(afterKill, /Result: {3}slept 3000 ms/);
+      assert.match(afterKill, /Result: {3}slept 10000 ms/);
       const log = readFileSync(join(logs, `${victim}.log`), 'utf8');
       assert.match(log, /INFO dtp.worker: registered coordinator=127\.0\.0\.1:\d+ .*features=/);
     } finally {
@@ -123,7 +125,7 @@ describe('the failure-recovery demo', () => {
     // same, and the first test already runs the demo's full 20 s job.
     const demo = ShellProcess.start('npm run demo -- --tokens', {
       cwd: ROOT,
-      env: { DTP_DEMO_SLEEP_MILLIS: '3000' },
+      env: { DTP_DEMO_SLEEP_MILLIS: '10000' },
     });
     const code = await demo.exited;
     const out = demo.output;

@@ -195,6 +195,17 @@ export const ELSEWHERE: readonly Elsewhere[] = [
   },
   {
     doc: README,
+    command:
+      "chromium --headless --no-sandbox --window-size=1280,860 --virtual-time-budget=5000 --screenshot=dashboard.png 'http://localhost:8080/?snapshot'",
+    by: 'test/e2e/dashboard.test.ts',
+    // Run as written against the test's coordinator (its HTTP port for 8080),
+    // where Chromium is installed; the documents' sessions need none.
+    contains: [
+      "chromium --headless --no-sandbox --window-size=1280,860 --virtual-time-budget=5000 --screenshot=dashboard.png 'http://localhost:8080/?snapshot'",
+    ],
+  },
+  {
+    doc: README,
     command: 'npm ci && npm run demo',
     by: 'test/e2e/demo.test.ts',
     // `npm ci` as above (the suite runs in the installed checkout).
@@ -265,14 +276,15 @@ export const ELSEWHERE: readonly Elsewhere[] = [
     doc: ANY_DOC,
     command: 'npm run build',
     by: 'package.json',
-    // `npm test` (CI, above) runs `npm run build` first, then `npm run lint`.
-    contains: ['"test": "npm run build && npm run lint && '],
+    // `npm test` (CI, above) runs `npm run build` first, then every suite (lint among them).
+    contains: ['"test": "npm run build && node scripts/run-tests.mjs"'],
   },
   {
     doc: ANY_DOC,
     command: 'npm run lint',
-    by: 'package.json',
-    contains: ['"test": "npm run build && npm run lint && '],
+    by: 'scripts/run-tests.mjs',
+    // `npm test` runs the runner with every suite, lint among them.
+    contains: ["if (suite === 'lint') return ['npm', ['run', 'lint']];"],
   },
   {
     doc: OPERATIONS,
@@ -531,6 +543,12 @@ export const NOT_RUN: readonly NotRun[] = [
     reason: 'measurement',
     why: 'test/sim/sim.test.ts runs the same simulation on its fixed seeds in every `npm test`',
   })),
+  {
+    doc: MEASURED,
+    command: 'time npm test',
+    reason: 'measurement',
+    why: 'the time of the test command itself, which CI runs as `npm test`',
+  },
   {
     doc: MEASURED,
     command: 'time .ci/run',

@@ -1,5 +1,6 @@
 /**
- * The package as a user gets it: `npm pack` (which builds it), the tarball
+ * The package as a user gets it: `npm pack` (which builds it) in a copy of
+ * the checkout, the tarball
  * installed into an empty folder by the commands of README's "Write your own
  * task", that section run as it is written (its files, its commands, its
  * TypeScript compiled with `tsc --strict` and run), and a custom task run end to end through
@@ -8,12 +9,24 @@
  * better-sqlite3, `dtp/worker` in a task module, `dtp/coordinator` and
  * `dtp/worker` embedded in one program), and its type declarations checked
  * by the TypeScript compiler.
+ *
+ * It needs the npm registry (the tarball's dependencies): where `npm ping`
+ * gets no answer within seconds it is skipped, saying so, unless
+ * DTP_TEST_NEEDS_REGISTRY=1 (CI) makes that a failure. Every command runs in
+ * a process group of its own under its own time limit, killed with all it
+ * started on that limit, at the end of the tests and when this process ends;
+ * the temporary folder goes at the same points.
  */
 import assert from 'node:assert/strict';
-import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import {
+  commandTempDir,
+  killCommands,
+  runCommand,
+  type CommandResult,
+} from '../helpers/bounded-command.js';
 import {
   cleanEnv,
   ROOT,
@@ -22,32 +35,63 @@ import {
   startCoordinatorProcess,
 } from '../helpers/processes.js';
 import { codeBlocks, readmeSection, shellLines, type CodeBlock } from '../helpers/readme.js';
-import { tempDir } from '../helpers/test-coordinator.js';
+import { registryUnreachable } from '../helpers/registry.js';
 
 const HOST = '127.0.0.1';
-const INSTALL_TIMEOUT_MS = 600_000;
+/** `npm pack`: the package's build (tsc and vite). */
+const PACK_MS = 240_000;
+/** An install from the registry, native modules compiled (a minute or two each on a busy core). */
+const INSTALL_TIMEOUT_MS = 480_000;
+/** Any other command (npm pkg, tsc, the dtp commands, a program). */
+const COMMAND_TIMEOUT_MS = 120_000;
+/** The set-up runs pack, the README's install and one more install, each bounded by its own limit. */
+const SETUP_TIMEOUT_MS = PACK_MS + INSTALL_TIMEOUT_MS + COMMAND_TIMEOUT_MS + 60_000;
+
+const offline = registryUnreachable();
+const skip =
+  offline !== null && process.env.DTP_TEST_NEEDS_REGISTRY !== '1'
+    ? `${offline}: the packed package cannot be installed here`
+    : false;
 
 function run(
   command: string,
   args: string[],
   cwd: string,
-  timeout = 120_000,
+  timeoutMs = COMMAND_TIMEOUT_MS,
   extraEnv: NodeJS.ProcessEnv = {},
-): SpawnSyncReturns<string> {
-  return spawnSync(command, args, { cwd, env: cleanEnv(extraEnv), encoding: 'utf8', timeout });
+): Promise<CommandResult> {
+  return runCommand(command, args, { cwd, env: cleanEnv(extraEnv), timeoutMs });
 }
 
 /** A README command line run by bash in `cwd`. */
-function shell(line: string, cwd: string, env: NodeJS.ProcessEnv = {}): SpawnSyncReturns<string> {
-  return run('bash', ['-e', '-c', line], cwd, INSTALL_TIMEOUT_MS, env);
+function shell(
+  line: string,
+  cwd: string,
+  env: NodeJS.ProcessEnv = {},
+  timeoutMs = COMMAND_TIMEOUT_MS,
+): Promise<CommandResult> {
+  return run('bash', ['-e', '-c', line], cwd, timeoutMs, env);
 }
 
-function ok(result: SpawnSyncReturns<string>, what: string): string {
-  assert.equal(
-    result.status,
-    0,
-    `${what} failed (${String(result.status)}):\n${result.stdout}\n${result.stderr}`,
-  );
+/**
+ * A copy of the checkout as a clone has it (no dist/, data or logs), its
+ * dependencies linked: `npm pack` there builds the copy's own dist/. The
+ * checkout's dist/ stays as it is for the tests that run beside this one
+ * and start their processes from it.
+ */
+async function copyOfCheckout(dir: string): Promise<string> {
+  mkdirSync(dir);
+  const skipped = ['node_modules', 'dist', 'data', 'demo-logs', '.venv', '.git'];
+  const excludes = skipped.map((name) => `--exclude=./${name}`).join(' ');
+  const copy = `tar -C "$1" ${excludes} -cf - . | tar -C "$2" -xf -`;
+  ok(await run('bash', ['-c', copy, 'copy', ROOT, dir], ROOT), 'a copy of the checkout');
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  return dir;
+}
+
+function ok(result: CommandResult, what: string): string {
+  const how = result.timedOut ? 'killed at its time limit' : String(result.status);
+  assert.equal(result.status, 0, `${what} failed (${how}):\n${result.stdout}\n${result.stderr}`);
   return result.stdout;
 }
 
@@ -166,45 +210,57 @@ const OWN_TASK = codeBlocks(readmeSection(ROOT, 'Write your own task'));
 const LIBRARY = codeBlocks(readmeSection(ROOT, 'The client library'));
 const README_TARBALL = '/path/to/dtp-0.1.0.tgz';
 
-describe('the packed package, installed into an empty folder', () => {
-  const temp = tempDir('dtp-package-');
-  const app = join(temp.dir, 'my-tasks');
+describe('the packed package, installed into an empty folder', { skip }, () => {
+  let temp: { dir: string; remove: () => void } | null = null;
+  let app = '';
   const procs: ScriptProcess[] = [];
   const servers: ShellProcess[] = [];
   let tarball = '';
   let installOutput = '';
 
-  before(() => {
-    const packed = ok(
-      run('npm', ['pack', '--pack-destination', temp.dir, '--silent'], ROOT, INSTALL_TIMEOUT_MS),
-      'npm pack',
-    );
-    tarball = join(temp.dir, packed.trim().split('\n').pop() ?? '');
-    // README's first block, as written (but for the tarball's path): the folder, its
-    // package.json, better-sqlite3's install script approved, dtp and zod installed.
-    const setup = OWN_TASK[0];
-    assert.ok(setup?.lang === 'sh' && setup.text.includes(README_TARBALL), 'the install block');
-    const install = shell(setup.text.replace(README_TARBALL, tarball), temp.dir);
-    installOutput = ok(install, "README's install commands") + install.stderr;
-    const extra = ['install', 'tsx@^4', '--prefer-offline', '--no-audit', '--no-fund'];
-    ok(run('npm', extra, app, INSTALL_TIMEOUT_MS), 'npm install tsx');
-    writeFileSync(join(app, 'tasks.mjs'), TASKS_MODULE);
-    writeFileSync(join(app, 'client.mjs'), CLIENT_PROGRAM);
-    writeFileSync(join(app, 'embedded.mjs'), EMBEDDED_PROGRAM);
-    writeFileSync(join(app, 'greeting.ts'), TS_MODULE('ts.greet'));
-    writeFileSync(join(app, 'direct.ts'), TS_MODULE('ts.direct'));
-    writeFileSync(join(app, 'greeting-entry.mjs'), TS_ENTRY);
-  });
+  before(
+    async () => {
+      assert.equal(offline, null, 'DTP_TEST_NEEDS_REGISTRY=1 and the registry is out of reach');
+      temp = commandTempDir('dtp-package-');
+      app = join(temp.dir, 'my-tasks');
+      const into = temp.dir;
+      const checkout = await copyOfCheckout(join(temp.dir, 'checkout'));
+      const pack = run('npm', ['pack', '--pack-destination', into, '--silent'], checkout, PACK_MS);
+      const packed = ok(await pack, 'npm pack');
+      tarball = join(temp.dir, packed.trim().split('\n').pop() ?? '');
+      // README's first block, as written (but for the tarball's path): the folder, its
+      // package.json, better-sqlite3's install script approved, dtp and zod installed.
+      const setup = OWN_TASK[0];
+      assert.ok(setup?.lang === 'sh' && setup.text.includes(README_TARBALL), 'the install block');
+      const lines = setup.text.replace(README_TARBALL, tarball);
+      const install = await shell(lines, temp.dir, {}, INSTALL_TIMEOUT_MS);
+      installOutput = ok(install, "README's install commands") + install.stderr;
+      const extra = ['install', 'tsx@^4', '--prefer-offline', '--no-audit', '--no-fund'];
+      ok(await run('npm', extra, app, COMMAND_TIMEOUT_MS), 'npm install tsx');
+      writeFileSync(join(app, 'tasks.mjs'), TASKS_MODULE);
+      writeFileSync(join(app, 'client.mjs'), CLIENT_PROGRAM);
+      writeFileSync(join(app, 'embedded.mjs'), EMBEDDED_PROGRAM);
+      writeFileSync(join(app, 'greeting.ts'), TS_MODULE('ts.greet'));
+      writeFileSync(join(app, 'direct.ts'), TS_MODULE('ts.direct'));
+      writeFileSync(join(app, 'greeting-entry.mjs'), TS_ENTRY);
+    },
+    { timeout: SETUP_TIMEOUT_MS },
+  );
   after(async () => {
+    // A command the runner's timeout cut short is still running: it goes first.
+    killCommands();
     await Promise.all([...procs.map((p) => p.stop()), ...servers.map((s) => s.stop())]);
-    temp.remove();
+    temp?.remove();
   });
 
   it('runs README\'s "Write your own task" as written, TypeScript included', async () => {
     assert.doesNotMatch(installOutput, /allowScripts/, 'no warning about install scripts');
     // README's way to approve the install script afterwards: the approval is recorded again.
-    ok(shell('npm pkg delete allowScripts', app), 'npm pkg delete allowScripts');
-    ok(shell('npm install-scripts approve better-sqlite3', app), 'npm install-scripts approve');
+    ok(await shell('npm pkg delete allowScripts', app), 'npm pkg delete allowScripts');
+    ok(
+      await shell('npm install-scripts approve better-sqlite3', app),
+      'npm install-scripts approve',
+    );
     const { allowScripts } = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as {
       allowScripts?: Record<string, unknown>;
     };
@@ -242,7 +298,7 @@ describe('the packed package, installed into an empty folder', () => {
         await servers[0]?.waitForOutput(/worker registered/);
         return;
       }
-      const out = ok(shell(line.replace('<job-id>', jobId), app, clientEnv()), line);
+      const out = ok(await shell(line.replace('<job-id>', jobId), app, clientEnv()), line);
       if (line.startsWith('npx dtp submit ')) jobId = /ID:\s+(\S+)/.exec(out)?.[1] ?? '';
       if (line.startsWith('npx dtp wait ')) assert.match(out, /Result:\s+\{"slug":"hello-world"\}/);
       if (line === 'node client.js') assert.equal(out, "{ slug: 'hi-there' }\n");
@@ -261,12 +317,12 @@ describe('the packed package, installed into an empty folder', () => {
     write(report);
     const tsc =
       'npx tsc --strict --module nodenext --target es2022 --allowJs --outDir build report.ts';
-    ok(shell(tsc, app), 'tsc report.ts');
-    assert.equal(ok(shell('node build/report.js', app), 'report.js'), 'notes\n');
+    ok(await shell(tsc, app), 'tsc report.ts');
+    assert.equal(ok(await shell('node build/report.js', app), 'report.js'), 'notes\n');
   });
 
-  it('ships the built code, declarations and commands, and no tests', () => {
-    const files = ok(run('tar', ['-tzf', tarball], temp.dir), 'tar')
+  it('ships the built code, declarations and commands, and no tests', async () => {
+    const files = ok(await run('tar', ['-tzf', tarball], app), 'tar')
       .split('\n')
       .filter(Boolean);
     for (const expected of [
@@ -317,10 +373,10 @@ describe('the packed package, installed into an empty folder', () => {
     const cli = (...args: string[]) =>
       run(bin('dtp'), [...args, '--host', HOST, '--port', String(c.clientPort)], app);
     const jobId = ok(
-      cli('submit', 'text.slugify', '--payload', '{"title":"Hello, World!"}', '--quiet'),
+      await cli('submit', 'text.slugify', '--payload', '{"title":"Hello, World!"}', '--quiet'),
       'dtp submit',
     ).trim();
-    const waited = JSON.parse(ok(cli('wait', jobId, '--json'), 'dtp wait')) as {
+    const waited = JSON.parse(ok(await cli('wait', jobId, '--json'), 'dtp wait')) as {
       state: string;
       result: string;
     };
@@ -328,7 +384,7 @@ describe('the packed package, installed into an empty folder', () => {
     assert.equal(waited.result, '{"slug":"hello-world"}');
 
     const out = JSON.parse(
-      ok(run('node', ['client.mjs', String(c.clientPort)], app), 'client.mjs'),
+      ok(await run('node', ['client.mjs', String(c.clientPort)], app), 'client.mjs'),
     ) as {
       loaded: string[];
       value: unknown;
@@ -382,10 +438,10 @@ describe('the packed package, installed into an empty folder', () => {
       run(bin('dtp'), [...args, '--host', HOST, '--port', String(c.clientPort)], app);
     for (const type of types) {
       const jobId = ok(
-        cli('submit', type, '--payload', '{"name":"ts"}', '--quiet'),
+        await cli('submit', type, '--payload', '{"name":"ts"}', '--quiet'),
         'dtp submit',
       ).trim();
-      const job = JSON.parse(ok(cli('wait', jobId, '--json'), 'dtp wait')) as {
+      const job = JSON.parse(ok(await cli('wait', jobId, '--json'), 'dtp wait')) as {
         state: string;
         result: string;
       };
@@ -396,9 +452,9 @@ describe('the packed package, installed into an empty folder', () => {
     }
   });
 
-  it('embeds a coordinator and a worker in one program through dtp/coordinator and dtp/worker', () => {
+  it('embeds a coordinator and a worker in one program through dtp/coordinator and dtp/worker', async () => {
     // Log lines (written asynchronously) may come after the program's own output.
-    const lines = ok(run('node', ['embedded.mjs'], app), 'embedded.mjs')
+    const lines = ok(await run('node', ['embedded.mjs'], app), 'embedded.mjs')
       .trim()
       .split('\n');
     const out = JSON.parse(lines.find((line) => line.startsWith('{"job"')) ?? '') as {
@@ -413,7 +469,7 @@ describe('the packed package, installed into an empty folder', () => {
     );
   });
 
-  it('gives TypeScript users declarations for every entry point', () => {
+  it('gives TypeScript users declarations for every entry point', async () => {
     writeFileSync(join(app, 'check.ts'), TYPE_CHECK);
     const tsconfig = {
       compilerOptions: {
@@ -432,7 +488,7 @@ describe('the packed package, installed into an empty folder', () => {
     const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
     assert.ok(existsSync(tsc));
     ok(
-      run('node', [tsc, '-p', join(app, 'tsconfig.json')], app),
+      await run('node', [tsc, '-p', join(app, 'tsconfig.json')], app),
       'tsc on the installed declarations',
     );
   });

@@ -11,6 +11,55 @@ export function formatTime(ms: number | null | undefined): string {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
+/** The browser's own time zone (an IANA name such as `Europe/Paris`). */
+export function browserTimeZone(): string {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone;
+}
+
+/** One formatter per zone shown: creating one costs far more than using it. */
+const zoneFormatters = new Map<string, Intl.DateTimeFormat>();
+/** Zones kept (a page shows a handful; more are formatted afresh). */
+const MAX_ZONE_FORMATTERS = 64;
+
+function zoneFormatter(timeZone: string): Intl.DateTimeFormat {
+  const known = zoneFormatters.get(timeZone);
+  if (known !== undefined) return known;
+  const formatter = new Intl.DateTimeFormat('en-GB', {
+    timeZone,
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    hourCycle: 'h23',
+  });
+  if (zoneFormatters.size < MAX_ZONE_FORMATTERS) zoneFormatters.set(timeZone, formatter);
+  return formatter;
+}
+
+/** Whether this browser can show times in `timeZone` (its ICU knows the name). */
+export function isKnownTimeZone(timeZone: string): boolean {
+  try {
+    zoneFormatter(timeZone);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `2026-01-02 13:04:05` as the wall clock of `timeZone` (an IANA name) shows
+ * it; `-` for null. The zone must be known (`isKnownTimeZone`).
+ */
+export function formatTimeIn(ms: number | null | undefined, timeZone: string): string {
+  if (ms == null) return '-';
+  const formatter = zoneFormatter(timeZone);
+  const part: Partial<Record<Intl.DateTimeFormatPartTypes, string>> = {};
+  for (const { type, value } of formatter.formatToParts(ms)) part[type] = value;
+  return `${part.year}-${part.month}-${part.day} ${part.hour}:${part.minute}:${part.second}`;
+}
+
 /** `12 s ago`, `3.0 min ago`. */
 export function formatAge(ms: number): string {
   return `${formatDurationMs(Math.max(0, ms))} ago`;

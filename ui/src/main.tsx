@@ -16,6 +16,15 @@ import { WorkersPage } from './pages/workers.js';
 import { useRoute, type Route } from './router.js';
 import './style.css';
 
+/**
+ * `?snapshot` in the address: the page as it is when it loads, without the
+ * live connection, for a picture taken by a headless browser. An open event
+ * stream is a request that never ends, and the virtual time of a headless
+ * Chromium (`--virtual-time-budget`, which lets the page load its data
+ * before the picture) does not move while a request is open.
+ */
+const SNAPSHOT = new URLSearchParams(window.location.search).has('snapshot');
+
 function TokenForm({ onDone }: { onDone: () => void }) {
   const [token, setToken] = useState('');
   const [error, setError] = useState<string | null>(null);
@@ -69,6 +78,7 @@ function Dashboard({ session, onLogout }: { session: SessionState; onLogout: () 
   const route = useRoute();
   const [status, setStatus] = useState<LiveStatus>(live.status);
   useEffect(() => {
+    if (SNAPSHOT) return;
     live.start();
     const off = live.onStatus(setStatus);
     return () => {
@@ -100,13 +110,19 @@ function Dashboard({ session, onLogout }: { session: SessionState; onLogout: () 
             Schedules
           </a>
         </nav>
-        <span class={`live-status ${status}`} data-testid="live-status">
-          {status === 'live'
-            ? '● live'
-            : status === 'connecting'
-              ? '○ connecting'
-              : '○ reconnecting'}
-        </span>
+        {SNAPSHOT ? (
+          <span class="live-status" data-testid="live-status">
+            ○ snapshot, not live
+          </span>
+        ) : (
+          <span class={`live-status ${status}`} data-testid="live-status">
+            {status === 'live'
+              ? '● live'
+              : status === 'connecting'
+                ? '○ connecting'
+                : '○ reconnecting'}
+          </span>
+        )}
         {session.authRequired && (
           <button class="link" onClick={onLogout}>
             Log out

@@ -10,7 +10,14 @@ import { useState } from 'preact/hooks';
 import { api, type ScheduleView } from '../api.js';
 import { StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
-import { formatCountdown, formatDurationMs, formatTime, shortId } from '../format.js';
+import {
+  browserTimeZone,
+  formatCountdown,
+  formatDurationMs,
+  formatTimeIn,
+  isKnownTimeZone,
+  shortId,
+} from '../format.js';
 import { useLive, useNow, useReloaded, useThrottled } from '../hooks.js';
 import { jobHref } from '../router.js';
 
@@ -30,17 +37,62 @@ function Cadence({ schedule }: { schedule: ScheduleView }) {
   return <>every {formatDurationMs(schedule.everyMillis ?? 0)}</>;
 }
 
+/** The zone a schedule's times are shown in, and its name as shown beside them. */
+interface ShownZone {
+  zone: string;
+  label: string;
+}
+
+/** The schedule's own zone; an interval has none: the browser's, said to be so. */
+function shownZone(schedule: ScheduleView): ShownZone {
+  const own = schedule.timezone;
+  if (own !== null && isKnownTimeZone(own)) return { zone: own, label: own };
+  const browser = browserTimeZone();
+  const label = own === null ? `${browser}, this browser's zone` : `${browser}, not ${own}`;
+  return { zone: browser, label };
+}
+
+/** A time in the shown zone; the browser's reading of it on hover. */
+function When({ ms, zone }: { ms: number | null; zone: ShownZone }) {
+  const browser = browserTimeZone();
+  return (
+    <span title={`${formatTimeIn(ms, browser)} in this browser's zone (${browser})`}>
+      {formatTimeIn(ms, zone.zone)}
+    </span>
+  );
+}
+
+function ZoneLabel({ zone }: { zone: ShownZone }) {
+  return (
+    <span class="muted" data-testid="schedule-zone">
+      {zone.label}
+    </span>
+  );
+}
+
 function NextRuns({ schedule, nowMs }: { schedule: ScheduleView; nowMs: number }) {
   const [first, ...rest] = schedule.nextRunsAtMillis;
   if (first === undefined) return <span class="muted">-</span>;
+  const zone = shownZone(schedule);
   return (
     <div data-testid="schedule-next-runs" data-next={first}>
-      {formatTime(first)}{' '}
+      <span data-testid="schedule-next">
+        <When ms={first} zone={zone} />
+      </span>{' '}
+      <ZoneLabel zone={zone} />{' '}
       <span class="muted" data-testid="schedule-countdown">
         {formatCountdown(first - nowMs)}
       </span>
       {rest.length > 0 && (
-        <div class="muted small">then {rest.map((at) => formatTime(at)).join(', ')}</div>
+        <div class="muted small" data-testid="schedule-then">
+          then{' '}
+          {rest.map((at, i) => (
+            <span key={at}>
+              {i > 0 && ', '}
+              <When ms={at} zone={zone} />
+            </span>
+          ))}
+        </div>
       )}
     </div>
   );
@@ -54,7 +106,10 @@ function LastJob({ schedule }: { schedule: ScheduleView }) {
         {shortId(schedule.lastJobId)}
       </a>{' '}
       {schedule.lastJobState !== null && <StateBadge state={schedule.lastJobState} />}{' '}
-      <span class="muted">{formatTime(schedule.lastRunAtMillis)}</span>
+      <span class="muted" data-testid="schedule-last-run">
+        <When ms={schedule.lastRunAtMillis} zone={shownZone(schedule)} />
+      </span>{' '}
+      <ZoneLabel zone={shownZone(schedule)} />
     </span>
   );
 }
