@@ -630,6 +630,7 @@ const SCHEMAS: Schemas = {
     traceContext: optional(boolCodec),
     children: optional(boolCodec),
     steps: optional(boolCodec),
+    slots: optional(intCodec),
   },
   WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },
@@ -660,6 +661,7 @@ const SCHEMAS: Schemas = {
     error: nullable(stringCodec),
     retryable: optional(boolCodec),
     resultFormat: optional(resultFormatCodec),
+    requeue: optional(boolCodec),
   },
   WORKER_DRAINING: { workerId: stringCodec },
   TASK_PROGRESS: {

@@ -30,6 +30,10 @@ export const FEATURES = [
   'children',
   /** Durable steps: RECORD_STEP, GET_STEPS, TASK_SUSPEND, `TASK_ASSIGN.steps`. */
   'steps',
+  /** `WORKER_REGISTER.slots`: a capacity above 1,024. */
+  'slots',
+  /** `TASK_RESULT.requeue`: an attempt cut off through no doing of its own, not counted. */
+  'requeue',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

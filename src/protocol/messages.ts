@@ -237,6 +237,11 @@ export interface WorkerRegister {
    */
   prefetch?: number | null;
   /**
+   * Extension (`slots`): the worker's capacity when it is above 1,024
+   * (1025..10,000), sent with `capacity: 1024`.
+   */
+  slots?: number | null;
+  /**
    * Extension: attempts this worker still holds from an earlier connection
    * (running, queued, or finished with the result not sent yet); absent =
    * not said. A coordinator that offers `reattach` gives the ones whose lease
@@ -327,6 +332,12 @@ export interface TaskResult {
   retryable?: boolean | null;
   /** Extension: `json` when `result` is the JSON text of a non-string value. */
   resultFormat?: ResultFormat | null;
+  /**
+   * Extension (`requeue`): the attempt was cut off through no doing of its
+   * own (its shared task thread was ended for another attempt, went over its
+   * memory budget, or crashed); the job is queued again without counting it.
+   */
+  requeue?: boolean | null;
 }
 /**
  * Extension (`progress`): the handler of a running attempt reported

@@ -12,7 +12,13 @@ import type { ClientTls } from '../net/tls.js';
 import type { Logger } from '../observability/logger.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
-import { MAX_CAPACITY, MAX_PORT, MAX_PREFETCH_PER_SLOT, maxPrefetch } from '../protocol/limits.js';
+import {
+  MAX_PORT,
+  MAX_PREFETCH_PER_SLOT,
+  MAX_SLOTS,
+  MAX_TASK_THREADS,
+  maxPrefetch,
+} from '../protocol/limits.js';
 import { TASK_MEMORY_MB } from './memory-budget.js';
 import type { LoadedTaskModules } from './task-modules.js';
 
@@ -21,8 +27,14 @@ export interface WorkerOptions {
   coordinatorPort: number;
   /** Non-blank; sent in every message. */
   workerId: string;
-  /** Tasks run at once, 1..1024. */
+  /** Attempts run at once, shared and isolated together, 1..10,000. */
   capacity: number;
+  /**
+   * Shared task threads, 1..256 (default: the machine's available
+   * parallelism): the attempts of tasks that are not isolated run on these,
+   * many per thread.
+   */
+  threads?: number;
   /**
    * Attempts taken beyond `capacity` and queued here until a slot is free,
    * 0..4 x capacity (default: 4 x capacity; 0 turns it off). Asked of the
@@ -83,16 +95,28 @@ export const MIN_DEFAULT_COORDINATOR_TIMEOUT_MS = 1_000;
 export const DEFAULT_CANCEL_GRACE_MS = 1_000;
 /** Default `connectTimeoutMs`. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
-/** Default `prefetch`, per unit of capacity. */
+/** Default `prefetch`, per unit of capacity (of the first {@link PREFETCH_SLOTS_COUNTED}). */
 export const DEFAULT_PREFETCH_PER_SLOT = 4;
+/**
+ * Slots that the default `prefetch` grows with: a worker of many slots runs
+ * long attempts (I/O), which prefetch does not help, and a queue of four per
+ * slot of 10,000 would only hold jobs back from other workers.
+ */
+export const PREFETCH_SLOTS_COUNTED = 256;
+
+/** The default `prefetch` of a worker of `capacity` slots. */
+export function defaultPrefetch(capacity: number): number {
+  return DEFAULT_PREFETCH_PER_SLOT * Math.min(capacity, PREFETCH_SLOTS_COUNTED);
+}
 
 /** Inclusive bounds of every numeric worker option. */
 export const WORKER_BOUNDS = {
   coordinatorPort: { min: 1, max: MAX_PORT },
-  capacity: { min: 1, max: MAX_CAPACITY },
+  capacity: { min: 1, max: MAX_SLOTS },
+  threads: { min: 1, max: MAX_TASK_THREADS, optional: true },
   prefetch: {
     min: 0,
-    max: maxPrefetch(MAX_CAPACITY),
+    max: maxPrefetch(MAX_SLOTS),
     perUnitOf: { of: 'capacity', times: MAX_PREFETCH_PER_SLOT },
     optional: true,
   },
