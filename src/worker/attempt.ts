@@ -74,7 +74,7 @@ export class Attempt {
     pool: TaskPool,
     connection: FramedConnection,
     msg: TaskAssign,
-    context: { otel: Awaited<ReturnType<typeof loadOtel>>; isolated: boolean },
+    context: { otel: Awaited<ReturnType<typeof loadOtel>>; isolated: boolean; local: boolean },
   ) {
     this.#host = host;
     this.connection = connection;
@@ -113,6 +113,7 @@ export class Attempt {
       },
       {
         isolated: context.isolated,
+        local: context.local,
         onLog: this.#logSink(),
         onProgress: (fraction, message) => this.#progress?.report({ fraction, message }),
         onCall: (callId, call) => {

@@ -25,7 +25,9 @@ import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
 import type { JsonObject, ResultFormat } from '../protocol/messages.js';
+import { LocalEndpoint } from './local-thread.js';
 import { heapExhausted } from './memory-budget.js';
+import type { Handler } from './task-modules.js';
 import {
   Outbox,
   SharedWords,
@@ -61,8 +63,25 @@ export type TaskOutcome =
       requeue?: boolean;
     };
 
-/** How a stopped task's thread was freed: the handler settled, or the thread was terminated. */
-export type StopOutcome = 'cooperative' | 'terminated';
+/**
+ * How a stopped task's thread was freed: the handler settled, the thread was
+ * terminated, or (a handler on the program's own loop, which cannot be
+ * terminated) it was let go and runs on, unreported.
+ */
+export type StopOutcome = 'cooperative' | 'terminated' | 'left';
+
+/** Where a thread's attempts run: many on a task thread, one on a task thread, or on this thread. */
+export type ThreadKind = 'shared' | 'isolated' | 'local';
+
+/** What the pool talks to: a task thread, or the channel to handlers on this thread. */
+interface ThreadEndpoint {
+  postMessage(value: unknown): void;
+  on(event: 'message', listener: (value: unknown) => void): unknown;
+  on(event: 'messageerror', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  on(event: 'exit', listener: (code: number) => void): unknown;
+  terminate(): Promise<number>;
+}
 
 /** Receives the lines a task's handler logs. */
 export type TaskLogSink = (
@@ -83,8 +102,8 @@ export type TaskCallSink = (callId: number, call: JsonObject) => void;
 export class PoolTask {
   readonly requestId: number;
   readonly input: RunTaskInput;
-  /** Runs on a thread of its own (the task type is declared `isolate`). */
-  readonly isolated: boolean;
+  /** Where it runs: a shared thread, a thread of its own (`isolate`), or this thread. */
+  readonly kind: ThreadKind;
   readonly onLog: TaskLogSink;
   onProgress: TaskProgressSink = () => undefined;
   onCall: TaskCallSink = () => undefined;
@@ -100,13 +119,13 @@ export class PoolTask {
   constructor(
     requestId: number,
     input: RunTaskInput,
-    isolated: boolean,
+    kind: ThreadKind,
     onLog: TaskLogSink,
     onSettled: () => void,
   ) {
     this.requestId = requestId;
     this.input = input;
-    this.isolated = isolated;
+    this.kind = kind;
     this.onLog = onLog;
     this.#onSettled = onSettled;
     this.outcome = new Promise((resolve) => (this.#resolveOutcome = resolve));
@@ -152,12 +171,12 @@ interface Placed {
 }
 
 export class PoolThread {
-  readonly kind: 'shared' | 'isolated';
+  readonly kind: ThreadKind;
   /** For logs: `shared-2`, `isolated-17`. */
   readonly name: string;
   /** Resolves once the thread has exited, for whatever reason. */
   readonly exited: Promise<void>;
-  readonly #worker: Worker;
+  readonly #worker: ThreadEndpoint;
   readonly #shared: SharedWords;
   readonly #outbox: Outbox<ThreadRequest>;
   readonly #events: PoolThreadEvents;
@@ -166,6 +185,8 @@ export class PoolThread {
   readonly #freeSlots: number[] = [];
   #usedSlots = 0;
   readonly #stops = new Map<PoolTask, Stopping>();
+  /** Attempts let go on a `local` thread, still in their handlers: their slots, freed when they end. */
+  readonly #letGone = new Map<number, number>();
   /** Memory samples counted at the previous {@link memorySample}, and when that count last changed. */
   #samplesSeen = -1;
   #sampleSeenAtMs = 0;
@@ -186,11 +207,13 @@ export class PoolThread {
   constructor(
     entry: URL,
     spec: {
-      kind: 'shared' | 'isolated';
+      kind: ThreadKind;
       name: string;
       modules: TaskThreadData['modules'];
       taskMemoryMb: number;
       slots: number;
+      /** The handlers of a `local` thread. */
+      local?: ReadonlyMap<string, Handler>;
     },
     events: PoolThreadEvents,
   ) {
@@ -200,22 +223,26 @@ export class PoolThread {
     this.exited = new Promise((resolve) => (this.#resolveExited = resolve));
     const shared = new SharedArrayBuffer(sharedBytes(spec.slots));
     this.#shared = new SharedWords(shared);
-    const data: TaskThreadData = {
-      modules: spec.modules,
-      shared,
-      isolated: spec.kind === 'isolated',
-    };
-    this.#worker = new Worker(entry, {
-      workerData: data,
-      resourceLimits: { maxOldGenerationSizeMb: spec.taskMemoryMb },
-    });
+    if (spec.kind === 'local') {
+      this.#worker = new LocalEndpoint(spec.local ?? new Map(), shared);
+    } else {
+      const data: TaskThreadData = {
+        modules: spec.modules,
+        shared,
+        isolated: spec.kind === 'isolated',
+      };
+      this.#worker = new Worker(entry, {
+        workerData: data,
+        resourceLimits: { maxOldGenerationSizeMb: spec.taskMemoryMb },
+      });
+    }
     this.#outbox = new Outbox(
       (batch) => this.#worker.postMessage(batch),
       (flush) => queueMicrotask(flush),
     );
     this.#worker.on('message', (value: unknown) => this.#onBatch(value));
     this.#worker.on('messageerror', () => this.fail('task thread sent an unreadable message'));
-    this.#worker.on('error', (err) => {
+    this.#worker.on('error', (err: Error) => {
       // The thread is already dying; 'exit' follows and settles its tasks.
       this.#terminating = true;
       const outOfMemory = (err as { code?: unknown }).code === 'ERR_WORKER_OUT_OF_MEMORY';
@@ -223,7 +250,7 @@ export class PoolThread {
         ? heapExhausted(spec.taskMemoryMb)
         : `task thread crashed: ${describeError(err)}`;
     });
-    this.#worker.on('exit', (code) => this.#onExit(code));
+    this.#worker.on('exit', (code: number) => this.#onExit(code));
   }
 
   /** Tasks on the thread, stopped ones still in their handler included. */
@@ -236,7 +263,7 @@ export class PoolThread {
     return (
       !this.#terminating &&
       (this.#freeSlots.length > 0 || this.#usedSlots < this.#shared.slots) &&
-      (this.kind === 'shared' || this.#placed.size === 0)
+      (this.kind !== 'isolated' || this.#placed.size === 0)
     );
   }
 
@@ -311,11 +338,27 @@ export class PoolThread {
   /** A stopped task did not settle within its grace: the thread goes, and what was on it. */
   #stubborn(task: PoolTask, graceMs: number): void {
     if (!this.#placed.has(task.requestId)) return;
+    if (this.kind === 'local') return this.#letGo(task);
     const { jobId, attemptId } = task.input;
     this.fail(
       `its task thread was ended because attempt ${attemptId} of job ${jobId} did not stop ` +
         `within the cancel grace (${graceMs} ms)`,
     );
+  }
+
+  /**
+   * A handler on this thread that ignored its stop cannot be ended: it is let
+   * go (whatever it does is not heard of), and its slot with it.
+   */
+  #letGo(task: PoolTask): void {
+    const placed = this.#placed.get(task.requestId);
+    if (placed === undefined) return;
+    this.#placed.delete(task.requestId);
+    this.#letGone.set(task.requestId, placed.slot);
+    const stopping = this.#stops.get(task);
+    this.#stops.delete(task);
+    stopping?.resolve('left');
+    this.#events.onTaskEnded(this, task);
   }
 
   /** Answers one call of `task`'s handler; nothing if the task is stopped or gone. */
@@ -355,6 +398,15 @@ export class PoolThread {
 
   #onResponse(requestId: number, output: ThreadOutput): void {
     const placed = this.#placed.get(requestId);
+    const gone = this.#letGone.get(requestId);
+    if (placed === undefined && gone !== undefined) {
+      // A handler let go has ended after all: its slot is free, its outcome unheard.
+      if (isFinalOutput(output)) {
+        this.#letGone.delete(requestId);
+        this.#freeSlots.push(gone);
+      }
+      return;
+    }
     if (placed === undefined) {
       // A handler that ended may still log from a timer it left behind.
       if (!isFinalOutput(output)) return;

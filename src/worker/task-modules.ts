@@ -62,6 +62,8 @@ export interface LoadedTaskModules {
   readonly taskTypes: readonly string[];
   /** The task types declared `isolate: true` (built-ins included): a thread per attempt. */
   readonly isolated: ReadonlySet<string>;
+  /** Handlers given in code (`startWorker({ handlers })`): they run on the program's own thread. */
+  readonly local?: ReadonlyMap<string, Handler>;
 }
 
 /** The built-in task types whose attempts get a thread to themselves (PRIME_COUNT). */
@@ -220,4 +222,38 @@ export async function importHandlers(
     }
   }
   return all;
+}
+
+/**
+ * Adds handlers given in code to what the modules declare: each checked as a
+ * module's export entry is, named as a custom task, not declared twice, and
+ * not `isolate` (a handler that runs on the program's own thread cannot have
+ * a thread of its own: put it in a task module). Throws
+ * {@link TaskModuleError} (module `handlers`) at the first problem.
+ */
+export function withLocalHandlers(
+  loaded: LoadedTaskModules,
+  handlers: Readonly<Record<string, unknown>>,
+): LoadedTaskModules {
+  const shown = 'handlers';
+  const local = readTaskMap(shown, { default: handlers });
+  for (const [name, handler] of local) {
+    if (loaded.taskTypes.includes(name)) {
+      throw new TaskModuleError(shown, `task "${name}" is already declared by a task module`);
+    }
+    if (handler.isolate) {
+      throw new TaskModuleError(
+        shown,
+        `task "${name}" is declared isolate: a handler given in code runs on the program's own thread; put it in a task module (--tasks) to isolate it`,
+      );
+    }
+  }
+  const taskTypes = [...loaded.taskTypes, ...local.keys()];
+  if (taskTypes.length > MAX_TASK_TYPES_PER_WORKER) {
+    throw new TaskModuleError(
+      shown,
+      `the modules and handlers declare ${taskTypes.length - BUILTIN_TASK_TYPES.length} tasks; a worker runs at most ${MAX_TASK_TYPES_PER_WORKER - BUILTIN_TASK_TYPES.length} besides the built-ins`,
+    );
+  }
+  return { ...loaded, taskTypes, local };
 }

@@ -43,10 +43,13 @@ import {
   overBudget,
   rssBudgetMb,
 } from './memory-budget.js';
+import { LoopWatch } from './local-thread.js';
+import type { Handler } from './task-modules.js';
 import {
   PoolTask,
   PoolThread,
   type StopOutcome,
+  type ThreadKind,
   type TaskCallSink,
   type TaskLogSink,
   type TaskProgressSink,
@@ -94,6 +97,11 @@ export interface TaskPoolOptions {
   queueLimit?: number;
   /** Told of a shared thread whose event loop has been held for {@link BLOCKED_REPORT_MS}. */
   onBlocked?: (blocked: BlockedThread) => void;
+  /**
+   * Handlers that run on this thread (the program's own event loop), by task
+   * type: see local-thread.ts.
+   */
+  local?: ReadonlyMap<string, Handler>;
 }
 
 /**
@@ -138,6 +146,8 @@ export interface TaskRunSinks {
   onCall?: TaskCallSink;
   /** A thread of its own (a task declared `isolate`). */
   isolated?: boolean;
+  /** On this thread (a handler given in code). */
+  local?: boolean;
 }
 
 const THREAD_ENTRY = new URL('./task-thread.js', import.meta.url);
@@ -160,6 +170,10 @@ export class TaskPool {
   readonly #baselineMb = process.memoryUsage.rss() / 2 ** 20;
   readonly #modules: TaskThreadData['modules'];
   readonly #onBlocked: (blocked: BlockedThread) => void;
+  readonly #localHandlers: ReadonlyMap<string, Handler>;
+  /** Where handlers given in code run; made with the first of their attempts. */
+  #local: PoolThread | null = null;
+  readonly #loopWatch: LoopWatch;
   /** Shared threads in service (not terminating), in the order they started. */
   readonly #shared: PoolThread[] = [];
   /** Isolated threads with no attempt, kept for the next. */
@@ -186,6 +200,14 @@ export class TaskPool {
     this.#queueLimit = options.queueLimit ?? 0;
     this.#modules = [...(options.modules ?? [])];
     this.#onBlocked = options.onBlocked ?? (() => undefined);
+    this.#localHandlers = options.local ?? new Map();
+    this.#loopWatch = new LoopWatch(BLOCKED_REPORT_MS, ({ heldMs }) =>
+      this.#onBlocked({
+        thread: 'main',
+        blockedMs: heldMs,
+        jobIds: this.#local?.jobIds() ?? [],
+      }),
+    );
   }
 
   /** Threads that have not exited yet (shared, isolated, terminating ones too). */
@@ -219,7 +241,7 @@ export class TaskPool {
     const task: PoolTask = new PoolTask(
       this.#nextRequestId++,
       input,
-      sinks.isolated === true,
+      sinks.local === true ? 'local' : sinks.isolated === true ? 'isolated' : 'shared',
       onLog,
       () => this.#onSettled(task),
     );
@@ -240,6 +262,7 @@ export class TaskPool {
     this.#closing ??= (async () => {
       if (this.#checkTimer !== null) clearInterval(this.#checkTimer);
       this.#checkTimer = null;
+      this.#loopWatch.stop();
       for (const task of [...this.#queued.splice(0), ...this.#running.keys()]) {
         task.settle({
           success: false,
@@ -274,7 +297,12 @@ export class TaskPool {
   }
 
   #place(task: PoolTask): void {
-    const thread = task.isolated ? this.#isolatedThread() : this.#sharedThread();
+    const thread =
+      task.kind === 'local'
+        ? this.#localThread()
+        : task.kind === 'isolated'
+          ? this.#isolatedThread()
+          : this.#sharedThread();
     this.#running.set(task, thread);
     thread.run(task);
     this.#checkTimer ??= setInterval(() => this.#check(), CHECK_INTERVAL_MS).unref();
@@ -302,6 +330,12 @@ export class TaskPool {
     return lively ?? any ?? this.#spawn('shared');
   }
 
+  #localThread(): PoolThread {
+    this.#loopWatch.start();
+    this.#local ??= this.#spawn('local');
+    return this.#local;
+  }
+
   #isolatedThread(): PoolThread {
     for (let thread = this.#idleIsolated.pop(); thread !== undefined;) {
       if (thread.hasRoom) return thread;
@@ -310,7 +344,7 @@ export class TaskPool {
     return this.#spawn('isolated');
   }
 
-  #spawn(kind: 'shared' | 'isolated'): PoolThread {
+  #spawn(kind: ThreadKind): PoolThread {
     const thread = new PoolThread(
       THREAD_ENTRY,
       {
@@ -320,6 +354,7 @@ export class TaskPool {
         taskMemoryMb: this.taskMemoryMb,
         // A shared thread may hold every attempt, and stopped ones still in their grace.
         slots: kind === 'isolated' ? 2 : this.capacity + 64,
+        local: this.#localHandlers,
       },
       {
         onTaskEnded: (t) => this.#onTaskEnded(t),
@@ -333,6 +368,7 @@ export class TaskPool {
 
   #onTaskEnded(thread: PoolThread): void {
     if (thread.load > 0 || thread.terminating) return;
+    if (thread.kind === 'local') return this.#loopWatch.stop();
     // An idle thread never collects what its attempts left: let it go.
     const retained = thread.memoryMb > RETAINED_LIMIT_MB;
     if (this.#closing !== null || retained) return this.#retire(thread);
@@ -372,7 +408,9 @@ export class TaskPool {
 
   /** The periodic look at the threads: memory budgets, and loops held too long. */
   #check(): void {
-    const busy = [...this.#threads].filter((thread) => thread.load > 0 && !thread.terminating);
+    const busy = [...this.#threads].filter(
+      (thread) => thread.load > 0 && !thread.terminating && thread.kind !== 'local',
+    );
     if (busy.length === 0) {
       if (this.#checkTimer !== null) clearInterval(this.#checkTimer);
       this.#checkTimer = null;

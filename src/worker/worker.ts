@@ -160,11 +160,16 @@ export class Worker {
       cancelGraceMs: options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS,
       queueLimit: this.prefetch,
       taskMemoryMb: options.taskMemoryMb ?? TASK_MEMORY_MB.default,
-      onBlocked: ({ thread, blockedMs, jobIds }) =>
+      ...(this.#tasksLoaded.local === undefined ? {} : { local: this.#tasksLoaded.local }),
+      onBlocked: ({ thread, blockedMs, jobIds }) => {
+        const fields = { thread, blockedMs, jobIds: jobIds.slice(0, 20), attempts: jobIds.length };
         this.#log.warn(
-          { thread, blockedMs, jobIds: jobIds.slice(0, 20), attempts: jobIds.length },
-          'a task thread is blocked: a handler holds its event loop (no new attempt goes there)',
-        ),
+          fields,
+          thread === 'main'
+            ? "this process's event loop was held (heartbeats were late): a handler given in code computes without yielding; move it to a task module"
+            : 'a task thread is blocked: a handler holds its event loop (no new attempt goes there)',
+        );
+      },
     });
     this.#session = new WorkerSession(options, this.#log, {
       registration: () => this.#registration(),
@@ -426,10 +431,10 @@ export class Worker {
       this.#report(connection, { jobId, attemptId }, outcome);
       return;
     }
-    const isolated = this.#tasksLoaded.isolated.has(msg.taskType);
     const attempt = new Attempt(this.#attemptHost, this.#pool, connection, msg, {
       otel: this.#otel,
-      isolated,
+      isolated: this.#tasksLoaded.isolated.has(msg.taskType),
+      local: this.#tasksLoaded.local?.has(msg.taskType) === true,
     });
     this.#attempts.set(attemptId, attempt);
   }
@@ -465,7 +470,12 @@ export class Worker {
       onStopped: (attempt, reason, how) => {
         const { jobId, attemptId } = attempt;
         const stopMs = Math.round(performance.now() - attempt.stoppedAtMs);
-        const what = how === 'cooperative' ? 'the handler stopped' : 'its thread was terminated';
+        const what =
+          how === 'cooperative'
+            ? 'the handler stopped'
+            : how === 'terminated'
+              ? 'its thread was terminated'
+              : 'its handler ignored the stop and runs on, unreported (a handler given in code cannot be ended)';
         this.#log.info({ jobId, attemptId, reason, stopMs }, `task stopped: ${what}`);
         this.events.emit('stopped', jobId, attemptId, reason, how);
         if (reason === 'cancel') this.events.emit('cancelled', jobId, attemptId);

@@ -75,12 +75,23 @@ describe('Worker', () => {
     assert.equal(logged(logs, 'registered')[0]?.workerId, 'worker-under-test');
   });
 
-  it('registers with a capacity above 512 and its default prefetch of 4 x capacity', async () => {
+  it('registers with a capacity above 512 and its default prefetch of 4 x its first 256 slots', async () => {
     const fake = await startFake();
     startWorker(fake.port, { capacity: 600 });
     const [, register] = await fake.nextRegistration();
     assert.equal(register.capacity, 600);
-    assert.equal(register.prefetch, 2_400);
+    assert.equal(register.slots, undefined);
+    assert.equal(register.prefetch, 1_024);
+  });
+
+  it('registers a capacity above 1,024 as slots, beside a capacity of 1,024', async () => {
+    const fake = await startFake();
+    startWorker(fake.port, { capacity: 5_000, prefetch: 0 });
+    const [, register] = await fake.nextRegistration();
+    assert.deepEqual(
+      [register.capacity, register.slots, register.prefetch],
+      [1_024, 5_000, undefined],
+    );
   });
 
   it('sends heartbeats at roughly the interval when registered', async () => {
