@@ -205,6 +205,7 @@ options.logger.info(
       .map(formatHostPort)
       .join(','),
     capacity: worker.capacity,
+    threads: worker.threads,
     prefetch: worker.prefetch,
     taskTypes: worker.taskTypes.join(','),
   },
