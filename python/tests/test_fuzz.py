@@ -40,9 +40,10 @@ from dtp.protocol import (
     get_opt_str,
     get_str,
 )
-from dtp.worker._child import PIPE_FRAME_BYTES
-from dtp.worker.core import Worker, WorkerOptions
-from dtp.worker.pool import TaskPool, _run_frame
+from dtp.worker.options import WorkerOptions
+from dtp.worker.pipe import PIPE_FRAME_BYTES, batch_frames
+from dtp.worker.pool import TaskPool, encode_attempt
+from dtp.worker.session import Worker
 from fakes import FakeConn, FakeServer
 from support import Cluster, Proc, until
 
@@ -182,6 +183,17 @@ def cut(rng: random.Random, data: bytes) -> Iterator[bytes]:
         start = end
 
 
+def through_the_pipe(message: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """What the pool sends a task process for an attempt, as that process reads
+    it back; or why the attempt cannot be sent."""
+    body, problem = encode_attempt({**message, "requestId": 1})
+    if problem is not None:
+        return None, problem
+    (data,) = batch_frames([body])
+    (back,) = FrameDecoder(PIPE_FRAME_BYTES, allow_nan=True).feed(data)
+    return back, None
+
+
 def read_as_the_worker_does(message: dict[str, Any]) -> None:
     """The field readers of an assignment and an error: ``ProtocolError`` or values."""
     for name in ("jobId", "attemptId", "taskType", "workerId", "message"):
@@ -214,10 +226,9 @@ def test_the_decoder_and_the_way_to_a_task_process_survive_anything() -> None:
                     decoded += 1
                     read_as_the_worker_does(message)
                     # What the pool sends a task process, and that process reads back.
-                    run_frame, problem = _run_frame({**message, "type": "RUN", "requestId": 1})
+                    back, problem = through_the_pipe(message)
                     if problem is None:
-                        (back,) = FrameDecoder(PIPE_FRAME_BYTES, allow_nan=True).feed(run_frame)
-                        assert back["type"] == "RUN"
+                        assert back is not None and back["type"] == "RUN"
         except ProtocolError:
             refused += 1
     assert decoded > 300 and refused > 100, (decoded, refused)
@@ -227,9 +238,8 @@ def test_a_payload_at_the_coordinators_depth_passes_and_a_deeper_one_is_refused(
     payload = "[" * 999 + "]" * 999
     assign = '{"type":"TASK_ASSIGN","payload":{"a":' + payload + "}}"
     (message,) = FrameDecoder().feed(frame(assign.encode()))
-    run_frame, problem = _run_frame({**message, "type": "RUN", "requestId": 1})
-    assert problem is None
-    (back,) = FrameDecoder(PIPE_FRAME_BYTES, allow_nan=True).feed(run_frame)
+    back, problem = through_the_pipe(message)
+    assert problem is None and back is not None
     # Compared as text: == on values this deep would recurse past the limit itself.
     assert (
         encode_json(back["payload"]) == encode_json(message["payload"]) == '{"a":' + payload + "}"
@@ -242,9 +252,8 @@ def test_a_payload_at_the_coordinators_depth_passes_and_a_deeper_one_is_refused(
 
 def test_an_infinity_reaches_the_handler_and_nan_stays_off_the_wire() -> None:
     (message,) = FrameDecoder().feed(frame(b'{"type":"TASK_ASSIGN","payload":{"v":1e400}}'))
-    run_frame, problem = _run_frame({**message, "type": "RUN", "requestId": 1})
-    assert problem is None
-    (back,) = FrameDecoder(PIPE_FRAME_BYTES, allow_nan=True).feed(run_frame)
+    back, problem = through_the_pipe(message)
+    assert problem is None and back is not None
     assert back["payload"] == {"v": float("inf")}
     with pytest.raises(ProtocolError):
         FrameDecoder().feed(frame(b'{"type":"TASK_ASSIGN","payload":{"v":NaN}}'))
@@ -252,7 +261,16 @@ def test_an_infinity_reaches_the_handler_and_nan_stays_off_the_wire() -> None:
         encode_frame({"type": "X", "v": float("inf")})
 
 
-FEATURES = ["drain", "heartbeatAck", "retryable", "assignLimits", "prefetch", "progress"]
+FEATURES = [
+    "drain",
+    "heartbeatAck",
+    "retryable",
+    "assignLimits",
+    "prefetch",
+    "progress",
+    "requeue",
+    "slots",
+]
 
 
 def register(server: FakeServer, worker: Proc, features: list[str]) -> FakeConn:

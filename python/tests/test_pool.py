@@ -1,4 +1,5 @@
-"""The pool of task processes on its own (in this process's event loop)."""
+"""The pool of task processes on its own (in this process's event loop):
+isolated attempts (``def`` handlers)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from dtp.worker import pool as pool_module
 from dtp.worker.pool import TaskPool
 
 TASKS = Path(__file__).parent / "fixtures" / "py_tasks.py"
@@ -40,7 +44,9 @@ def test_a_queued_attempt_runs_on_the_process_that_replaces_a_killed_one() -> No
                 outcomes.append(
                     str(outcome.result) if outcome.success else f"failed: {outcome.error}"
                 )
-            assert pool.process_count == 1
+            # One isolated process is kept (the killed ones are gone) beside the shared one.
+            assert len(pool.role_pids("isolated")) == 1
+            assert len(pool.role_pids("shared")) == 1
         finally:
             await pool.close()
         return outcomes
@@ -90,3 +96,30 @@ def test_an_attempt_never_reaches_a_process_before_its_init() -> None:
         return results
 
     assert asyncio.run(scenario()) == ["OK"] * 8
+
+
+def test_isolated_processes_beyond_the_ones_kept_end_when_left_without_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pool_module, "ISOLATED_LINGER_S", 0.3)
+
+    async def scenario() -> None:
+        pool = TaskPool(3, [str(TASKS)], cancel_grace=1.0, queue_limit=0, processes=1)
+        assert (await pool.start())["type"] == "LOADED"
+        try:
+            assert pool.isolated_kept == 1 and len(pool.role_pids("isolated")) == 1
+            runs = [
+                pool.run(attempt(n, "py.sleep", {"seconds": 0.3}), lambda *_: None)
+                for n in range(3)
+            ]
+            done = await asyncio.wait_for(asyncio.gather(*(r.outcome for r in runs)), 30)
+            assert all(o.success for o in done)
+            assert len({r.started.result() for r in runs}) == 3  # a process each
+            deadline = asyncio.get_running_loop().time() + 10
+            while len(pool.role_pids("isolated")) > 1:
+                assert asyncio.get_running_loop().time() < deadline, pool.role_pids("isolated")
+                await asyncio.sleep(0.05)
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())

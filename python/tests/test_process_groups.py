@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from dtp.worker.pool import TaskHandle, TaskPool
+from dtp.worker.pool import TaskPool
+from dtp.worker.pool_task import TaskHandle
 from fakes import FakeServer
 from support import Cluster, until
 
@@ -121,21 +122,22 @@ async def blocking_spawn(
 
 def test_processes_an_attempt_leaves_running_end_with_it(strays: list[int]) -> None:
     async def scenario(pool: TaskPool) -> None:
-        before = pool.pids
-        outcome = await asyncio.wait_for(
-            pool.run(attempt(1, "py.spawn", {}), lambda *_: None).outcome, 30
-        )
+        run = pool.run(attempt(1, "py.spawn", {}), lambda *_: None)
+        outcome = await asyncio.wait_for(run.outcome, 30)
         assert outcome.success, outcome.error
+        started = run.started.result()
+        assert started is not None
+        task_process: int = started
         pids = json.loads(str(outcome.result))
         strays.extend(pids)
         assert len(pids) == 3
         await eventually(lambda: gone(pids), "the handler's processes to end")
-        await eventually(lambda: not exists(before[0]), "its task process to be reaped")
+        await eventually(lambda: not exists(task_process), "its task process to be reaped")
         after = await asyncio.wait_for(
             pool.run(attempt(2, "py.upper", {"text": "next"}), lambda *_: None).outcome, 30
         )
         assert after.result == "NEXT"
-        assert pool.process_count == 1 and pool.pids != before
+        assert len(pool.role_pids("isolated")) == 1 and task_process not in pool.pids
 
     with_pool(scenario)
 

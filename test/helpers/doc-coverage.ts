@@ -375,6 +375,13 @@ export const ELSEWHERE: readonly Elsewhere[] = [
     contains: ['[sys.executable, str(BENCH), "--jobs", "20", "--runs", "1"]'],
   },
   {
+    doc: 'python/README.md',
+    command: 'python bench/many_attempts.py',
+    by: 'python/tests/test_bench.py',
+    // A small run (40 jobs, capacity 20): that the benchmark runs, not its figures.
+    contains: ['[sys.executable, str(MANY), "--jobs", "40", "--capacity", "20"]'],
+  },
+  {
     doc: MEASURED,
     command: 'node --test dist/test/e2e/subscriber-memory.test.js',
     by: 'scripts/run-tests.mjs',

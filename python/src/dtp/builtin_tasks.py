@@ -2,11 +2,17 @@
 them: same payload checks (and error texts), same results. A Python worker
 declares them beside its modules' tasks, so it can take any built-in job.
 
+As on the TypeScript worker, ``PRIME_COUNT`` is isolated (a process to
+itself: it may hold a CPU for seconds) and the others are shared: they run
+among the ``async def`` handlers of a shared task process, ``SLEEP`` as an
+``asyncio`` sleep, the others as the short calls they are.
+
 Lengths count UTF-16 code units, as the coordinator counts them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Mapping
 from typing import Any, Callable
@@ -62,6 +68,13 @@ def sleep(payload: Mapping[str, Any], ctx: TaskContext) -> str:
     duration = _integer(payload, "durationMillis", 0, 600_000)
     if ctx.cancelled.wait(duration / 1000):
         raise TaskCancelled(ctx.cancel_reason or "cancel")
+    return f"slept {duration} ms"
+
+
+async def sleep_shared(payload: Mapping[str, Any], ctx: TaskContext) -> str:
+    """``SLEEP`` among other attempts: a stop cancels it at once."""
+    duration = _integer(payload, "durationMillis", 0, 600_000)
+    await asyncio.sleep(duration / 1000)
     return f"slept {duration} ms"
 
 
@@ -145,6 +158,15 @@ BUILTIN_HANDLERS: dict[str, Callable[[Mapping[str, Any], TaskContext], str]] = {
     "PRIME_COUNT": prime_count,
     "FAIL": fail,
 }
+
+ISOLATED_BUILTINS: frozenset[str] = frozenset({"PRIME_COUNT"})
+"""The built-ins that run in a task process of their own."""
+
+SHARED_BUILTINS: dict[str, Callable[[Mapping[str, Any], TaskContext], Any]] = {
+    **{name: h for name, h in BUILTIN_HANDLERS.items() if name not in ISOLATED_BUILTINS},
+    "SLEEP": sleep_shared,
+}
+"""The handlers of the other built-ins in a shared task process."""
 
 BUILTIN_VALIDATORS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "SLEEP": lambda p: _integer(p, "durationMillis", 0, 600_000),

@@ -17,6 +17,9 @@ from .framing import Message, ProtocolError
 # ------------------------------------------------------------------ limits
 
 MAX_CAPACITY = 1024
+"""Largest ``WORKER_REGISTER.capacity``; a larger worker sends 1024 and ``slots``."""
+MAX_SLOTS = 10_000
+"""Largest ``WORKER_REGISTER.slots`` (the extension for capacities above 1,024)."""
 MAX_PREFETCH_PER_SLOT = 4
 MAX_ATTEMPTS_LIMIT = 1000
 MAX_IDEMPOTENCY_KEY_LENGTH = 256
@@ -34,7 +37,17 @@ PROGRESS_MESSAGES_PER_SECOND = 4
 # ---------------------------------------------------------------- features
 
 FEATURES: frozenset[str] = frozenset(
-    {"drain", "heartbeatAck", "taskTypes", "retryable", "assignLimits", "prefetch", "progress"}
+    {
+        "drain",
+        "heartbeatAck",
+        "taskTypes",
+        "retryable",
+        "assignLimits",
+        "prefetch",
+        "progress",
+        "slots",
+        "requeue",
+    }
 )
 
 

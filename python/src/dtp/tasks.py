@@ -90,6 +90,12 @@ class TaskDeclaration:
     handler: Callable[..., Any]
     schema: Callable[[Any], Any] | None
     is_async: bool
+    isolate: bool = False
+
+    @property
+    def isolated(self) -> bool:
+        """Runs in a task process of its own: a ``def`` handler, or ``isolate=True``."""
+        return self.isolate or not self.is_async
 
 
 _declared: list[TaskDeclaration] = []
@@ -113,20 +119,29 @@ def _schema_callable(schema: Any) -> Callable[[Any], Any] | None:
     return checked
 
 
-def task(name: str, *, schema: Any = None) -> Callable[[F], F]:
+def task(name: str, *, schema: Any = None, isolate: bool = False) -> Callable[[F], F]:
     """Marks ``def f(payload, ctx)`` (or ``async def``) as the handler of task type ``name``.
 
-    The function is returned unchanged, so it can still be called directly (in tests).
+    An ``async def`` handler is shared: its attempts run as asyncio tasks, many
+    at once, in a few task processes. A ``def`` handler is isolated: each
+    attempt has a task process to itself while it runs; ``isolate=True`` makes
+    an ``async def`` one isolated too (one that blocks its event loop, or that
+    must not share a process). The function is returned unchanged, so it can
+    still be called directly (in tests).
     """
     problem = custom_name_problem(name)
     if problem is not None:
         raise TaskDeclarationError(problem)
+    if not isinstance(isolate, bool):
+        raise TaskDeclarationError(f"task {name!r}: isolate must be True or False")
     check = _schema_callable(schema)
 
     def declare(handler: F) -> F:
         if not callable(handler):
             raise TaskDeclarationError(f"task {name!r}: @dtp.task must decorate a function")
-        declaration = TaskDeclaration(name, handler, check, inspect.iscoroutinefunction(handler))
+        declaration = TaskDeclaration(
+            name, handler, check, inspect.iscoroutinefunction(handler), isolate
+        )
         with _declared_lock:
             _declared.append(declaration)
         return handler
@@ -142,8 +157,10 @@ class TaskContext:
 
     ``cancelled`` is set when the attempt is cancelled or its deadline passes
     (``cancel_reason`` says which); a handler that does not stop within the
-    worker's cancel grace has its process terminated. An ``async def`` handler
-    is also cancelled the asyncio way (``CancelledError`` at its next await).
+    worker's cancel grace has its process terminated (for a shared handler,
+    the other attempts of that process are requeued). An ``async def``
+    handler is also cancelled the asyncio way (``CancelledError`` at its next
+    await).
     """
 
     __slots__ = (

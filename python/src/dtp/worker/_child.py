@@ -1,30 +1,25 @@
 """One task process of the worker's pool (``python -m dtp.worker._child R W``).
 
-It talks to the worker over two pipes (file descriptors ``R`` and ``W``) in
-the framing of the wire protocol:
+It talks to the worker over two pipes (file descriptors ``R`` and ``W``); the
+messages are listed in ``pipe.py``. Its ``INIT`` gives it a role:
 
-    worker -> child   INIT      task modules, import path, log level (first, once)
-                      RUN       one attempt: requestId, taskType, payload, ids, limits
-                      ABORT     requestId, reason: set ctx.cancelled (and cancel an
-                                async handler's asyncio task)
-    child -> worker   LOADED    the task names of the modules, or
-                      LOAD_FAILED  the module and the problem (every RUN then fails)
-                      STARTED   the payload passed its checks; the handler runs
-                      LOG       a line the handler logged
-                      PROGRESS  fraction, message: what the handler reported (ctx.progress)
-                      SUCCEEDED result, resultFormat (checked against the size limit)
-                      FAILED    error, retryable
+- ``shared``: many attempts at once, each an asyncio task on the one event
+  loop of the process's main thread (``_shared.py``): the ``async def``
+  handlers that are not ``isolate=True``, and the short built-ins.
+- ``isolated``: one attempt at a time on the main thread (``def`` handlers,
+  ``isolate=True`` ones, ``PRIME_COUNT``); an ``async def`` one on an event
+  loop kept for the life of the process.
 
-Attempts run one at a time on the main thread; ``async def`` handlers run on
-one event loop kept for the life of the process. A reader thread takes
-requests off the pipe, so an ABORT reaches a handler that never yields. When
+In both, a reader thread takes requests off the pipe, so an ABORT reaches a
+handler that never yields (``ctx.cancelled`` is set from that thread). When
 the worker's end of the pipe closes (the worker exited, or was killed), the
 process ends its process group at once (itself and whatever its handlers
-started), whatever its handler is doing.
+started), whatever its handlers are doing.
 
 The process leads a process group of its own (the worker starts it in a new
-session). After each attempt it reaps the children that ended and tells the
-worker (``leftovers``) when any still runs, and the worker then ends the
+session). An isolated process reaps, after each attempt, the children that
+ended and tells the worker (``leftovers``) when any still runs; a shared one
+does so whenever it runs no attempt (``LEFTOVERS``). The worker then ends the
 group. On Linux it is a child subreaper, so a process a handler's child left
 behind (``sleep 60 &`` in a shell) is its child too and counted.
 
@@ -37,6 +32,7 @@ a handler runs, and processes it forks, get them as usual.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import queue
@@ -44,10 +40,11 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Mapping
 from typing import Any, Callable
 
-from ..builtin_tasks import BUILTIN_HANDLERS, BUILTIN_VALIDATORS
-from ..framing import FrameDecoder, FrameTooLargeError, Message, ProtocolError, encode_frame
+from ..builtin_tasks import BUILTIN_HANDLERS, BUILTIN_VALIDATORS, SHARED_BUILTINS
+from ..framing import FrameDecoder, FrameTooLargeError, Message, ProtocolError
 from ..protocol import truncate_error
 from ..tasks import (
     InvalidPayloadError,
@@ -60,12 +57,15 @@ from ..tasks import (
     load_task_modules,
     result_too_large,
 )
+from .pipe import PIPE_FRAME_BYTES, batch_frames, encode_message, unbatch
 
-PIPE_FRAME_BYTES = 8 * 1_048_576
-"""Largest frame on the pipes (a payload is at most 1 MiB; a result is checked first)."""
+current_request: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "dtp_request", default=None
+)
+"""The attempt whose code runs here (asyncio tasks keep their own), for log lines."""
 
 
-class _Channel:
+class Channel:
     def __init__(self, read_fd: int, write_fd: int) -> None:
         # Not passed on to the programs a handler runs.
         os.set_inheritable(read_fd, False)
@@ -78,34 +78,136 @@ class _Channel:
         self._pending: list[Message] = []
 
     def send(self, message: Message) -> None:
-        try:
-            frame = encode_frame(message, PIPE_FRAME_BYTES)
-        except FrameTooLargeError as err:
-            frame = encode_frame(
-                {
-                    "type": "FAILED",
-                    "requestId": message.get("requestId"),
-                    "error": str(err),
-                    "retryable": True,
-                }
-            )
-        with self._lock:
-            view = memoryview(frame)
-            while view:
-                try:
-                    written = os.write(self._write_fd, view)
-                except BrokenPipeError:
-                    os._exit(0)  # the worker is gone
-                view = view[written:]
+        self.send_bodies([encode(message)])
 
-    def read(self) -> Message | None:
-        """The next message, or None at the end of the pipe."""
+    def send_bodies(self, bodies: list[bytes]) -> None:
+        """Writes encoded messages, batched; leaves the process when the worker is gone."""
+        with self._lock:
+            for data in batch_frames(bodies):
+                view = memoryview(data)
+                while view:
+                    try:
+                        written = os.write(self._write_fd, view)
+                    except BrokenPipeError:
+                        os._exit(0)  # the worker is gone
+                    view = view[written:]
+
+    def read(self) -> list[Message] | None:
+        """The messages of the next frame, or None at the end of the pipe."""
         while not self._pending:
             data = os.read(self._read_fd, 65536)
             if not data:
                 return None
             self._pending.extend(self._decoder.feed(data))
-        return self._pending.pop(0)
+        return [m for m in unbatch(self._pending.pop(0)) if isinstance(m, dict)]
+
+
+def encode(message: Message) -> bytes:
+    """A message to the worker, encoded; a result too large for the pipe fails its attempt."""
+    try:
+        return encode_message(message, allow_nan=False)
+    except FrameTooLargeError as err:
+        return encode_message(failed(message.get("requestId"), str(err), retryable=True))
+
+
+class Catalog:
+    """The task types this process runs: its modules' and the built-ins."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, TaskDeclaration] = {}
+        self.load_problem: str | None = None
+
+    def load(self, modules: list[str]) -> Message:
+        try:
+            self.tasks = load_task_modules(modules)
+        except TaskModuleError as err:
+            self.load_problem = str(err)
+            return {"type": "LOAD_FAILED", "module": err.module, "problem": err.problem}
+        isolated = [d.name for d in self.tasks.values() if d.isolated]
+        return {"type": "LOADED", "taskTypes": list(self.tasks), "isolated": isolated}
+
+    def resolve(self, task_type: str, payload: Any, shared: bool) -> tuple[Callable[..., Any], Any]:
+        """The handler and the payload it gets; raises what fails the attempt."""
+        if self.load_problem is not None:
+            raise RuntimeError(self.load_problem)
+        declaration = self.tasks.get(task_type)
+        if declaration is not None:
+            return declaration.handler, _checked(declaration, payload)
+        builtin = (SHARED_BUILTINS if shared else BUILTIN_HANDLERS).get(task_type)
+        if builtin is None:
+            known = ", ".join([*BUILTIN_HANDLERS, *self.tasks])
+            raise UnknownTaskType(f"Unknown task type: {task_type[:80]!r} (known: {known})")
+        BUILTIN_VALIDATORS[task_type](payload)
+        return builtin, payload
+
+
+class UnknownTaskType(Exception):
+    """An attempt of a task type this process does not know (retryable: another worker may)."""
+
+
+def new_context(
+    message: Mapping[str, Any], progress: Callable[[float, str | None], None]
+) -> TaskContext:
+    return TaskContext(
+        job_id=str(message["jobId"]),
+        attempt_id=str(message["attemptId"]),
+        attempt_number=int(message["attemptNumber"]),
+        max_attempts=message.get("maxAttempts"),
+        deadline_at_ms=message.get("deadlineAtMs"),
+        task_type=str(message["taskType"]),
+        progress=progress,
+    )
+
+
+def answer(request_id: int, value: Any) -> Message:
+    """The SUCCEEDED message of a handler's value, or FAILED when it cannot be sent."""
+    result, result_format = encode_result(value)
+    too_large = result_too_large(result)
+    if too_large is not None:
+        return failed(request_id, too_large, retryable=True)
+    return {
+        "type": "SUCCEEDED",
+        "requestId": request_id,
+        "result": result,
+        "resultFormat": result_format,
+    }
+
+
+def failure(request_id: int, err: BaseException) -> Message:
+    """The FAILED message of what a handler (or its payload's check) raised."""
+    if isinstance(err, SystemExit):
+        return failed(request_id, f"the handler called sys.exit({err.code!r})", True)
+    return failed(request_id, describe_exception(err), is_retryable(err))
+
+
+class ForwardLogs(logging.Handler):
+    """Sends the records logged in this process to the worker, tagged with the attempt."""
+
+    def __init__(self, emit: Callable[[Message], None], running: Callable[[], int | None]) -> None:
+        super().__init__()
+        self._emit = emit
+        self._running = running
+        """The attempt to tag a line with when its thread does not say (an isolated
+        process runs one at a time; a shared one cannot tell)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+            if record.exc_info:
+                message += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
+            self._emit(
+                {
+                    "type": "LOG",
+                    "requestId": getattr(record, "dtp_request_id", None)
+                    or current_request.get()
+                    or self._running(),
+                    "level": record.levelno,
+                    "logger": record.name,
+                    "message": truncate_error(message),  # as the worker's own lines are cut
+                }
+            )
+        except Exception:
+            self.handleError(record)
 
 
 class _Attempt:
@@ -115,66 +217,34 @@ class _Attempt:
         self.async_task: asyncio.Task[Any] | None = None
 
 
-class _ForwardLogs(logging.Handler):
-    """Sends the records logged in this process to the worker, tagged with the attempt."""
+class IsolatedRunner:
+    """One attempt at a time, on the main thread."""
 
-    def __init__(self, runner: _Runner) -> None:
-        super().__init__()
-        self._runner = runner
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            message = record.getMessage()
-            if record.exc_info:
-                message += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
-            message = truncate_error(message)  # as the worker's own lines are cut
-            current = self._runner.current
-            self._runner.channel.send(
-                {
-                    "type": "LOG",
-                    "requestId": getattr(record, "dtp_request_id", None)
-                    or (current.request_id if current else None),
-                    "level": record.levelno,
-                    "logger": record.name,
-                    "message": message,
-                }
-            )
-        except Exception:
-            self.handleError(record)
-
-
-class _Runner:
-    def __init__(self, channel: _Channel) -> None:
+    def __init__(self, channel: Channel, catalog: Catalog) -> None:
         self.channel = channel
-        self.tasks: dict[str, TaskDeclaration] = {}
-        self.load_problem: str | None = None
+        self.catalog = catalog
         self.current: _Attempt | None = None
         self._lock = threading.Lock()
         self._requests: queue.Queue[Message | None] = queue.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
 
+    def emit(self, message: Message) -> None:
+        self.channel.send(message)
+
+    def running(self) -> int | None:
+        attempt = self.current
+        return attempt.request_id if attempt is not None else None
+
     # --------------------------------------------------- the reader thread
 
     def read_requests(self) -> None:
-        try:
-            while True:
-                message = self.channel.read()
-                if message is None:
-                    break
-                if message["type"] == "ABORT":
-                    self._abort(message)
-                else:
-                    self._requests.put(message)
-        except (OSError, ProtocolError):
-            pass
-        except BaseException:
-            # A request this process cannot read: it cannot go on either. The
-            # worker fails its attempt and starts a fresh process.
-            traceback.print_exc()
-            os._exit(1)
-        # The worker closed its end (or died): stop now, with all this process started.
-        _end_group()
-        os._exit(0)
+        def each(message: Message) -> None:
+            if message.get("type") == "ABORT":
+                self._abort(message)
+            else:
+                self._requests.put(message)
+
+        read_until_closed(self.channel, each)
 
     def _abort(self, message: Message) -> None:
         with self._lock:
@@ -193,84 +263,53 @@ class _Runner:
             message = self._requests.get()
             if message is None:
                 return
-            if message["type"] == "RUN":
-                answer = self._run(message)
-                if _children_running():
-                    answer["leftovers"] = True
-                self.channel.send(answer)
+            if message.get("type") == "RUN":
+                done = self._run(message)
+                if children_running():
+                    done["leftovers"] = True
+                self.channel.send(done)
 
     def _run(self, message: Message) -> Message:
         request_id = int(message["requestId"])
-        task_type = str(message["taskType"])
-        ctx = TaskContext(
-            job_id=str(message["jobId"]),
-            attempt_id=str(message["attemptId"]),
-            attempt_number=int(message["attemptNumber"]),
-            max_attempts=message.get("maxAttempts"),
-            deadline_at_ms=message.get("deadlineAtMs"),
-            task_type=task_type,
-            progress=lambda fraction, text: self.channel.send(
+        ctx = new_context(
+            message,
+            lambda fraction, text: self.channel.send(
                 {"type": "PROGRESS", "requestId": request_id, "fraction": fraction, "message": text}
             ),
         )
         attempt = _Attempt(request_id, ctx)
         with self._lock:
             self.current = attempt
+        token = current_request.set(request_id)
         try:
-            return self._attempt(attempt, task_type, message.get("payload"))
+            return self._attempt(attempt, str(message["taskType"]), message.get("payload"))
         finally:
+            current_request.reset(token)
             with self._lock:
                 self.current = None
 
     def _attempt(self, attempt: _Attempt, task_type: str, payload: Any) -> Message:
         request_id = attempt.request_id
         try:
-            if self.load_problem is not None:
-                raise RuntimeError(self.load_problem)
-            declaration = self.tasks.get(task_type)
-            builtin = BUILTIN_HANDLERS.get(task_type)
-            if declaration is None and builtin is None:
-                known = ", ".join([*BUILTIN_HANDLERS, *self.tasks])
-                return _failed(
-                    request_id,
-                    f"Unknown task type: {task_type[:80]!r} (known: {known})",
-                    retryable=True,
-                )
-            handler: Callable[..., Any]
-            if declaration is not None:
-                payload = _checked(declaration, payload)
-                handler = declaration.handler
-            else:
-                assert builtin is not None
-                BUILTIN_VALIDATORS[task_type](payload)
-                handler = builtin
+            handler, payload = self.catalog.resolve(task_type, payload, shared=False)
             if attempt.ctx.cancelled.is_set():
-                return _failed(request_id, "stopped before it started", retryable=True)
+                return failed(request_id, "stopped before it started", retryable=True)
             self.channel.send({"type": "STARTED", "requestId": request_id})
             value = handler(payload, attempt.ctx)
             if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
                 value = self._await(attempt, value)
-            result, result_format = encode_result(value)
-            too_large = result_too_large(result)
-            if too_large is not None:
-                return _failed(request_id, too_large, retryable=True)
-            return {
-                "type": "SUCCEEDED",
-                "requestId": request_id,
-                "result": result,
-                "resultFormat": result_format,
-            }
-        except SystemExit as err:
-            return _failed(request_id, f"the handler called sys.exit({err.code!r})", True)
+            return answer(request_id, value)
+        except UnknownTaskType as err:
+            return failed(request_id, str(err), retryable=True)
         except BaseException as err:
-            return _failed(request_id, describe_exception(err), is_retryable(err))
+            return failure(request_id, err)
 
     def _await(self, attempt: _Attempt, awaitable: Any) -> Any:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self._loop)
         loop = self._loop
-        task = loop.create_task(_as_coroutine(awaitable))
+        task = loop.create_task(as_coroutine(awaitable))
         with self._lock:
             attempt.async_task = task
             cancelled = attempt.ctx.cancelled.is_set()
@@ -283,7 +322,29 @@ class _Runner:
                 attempt.async_task = None
 
 
-async def _as_coroutine(awaitable: Any) -> Any:
+def read_until_closed(channel: Channel, each: Callable[[Message], None]) -> None:
+    """The reader thread's loop: ``each`` message until the worker's end closes,
+    then the end of this process and its group."""
+    try:
+        while True:
+            messages = channel.read()
+            if messages is None:
+                break
+            for message in messages:
+                each(message)
+    except (OSError, ProtocolError, ValueError):
+        pass
+    except BaseException:
+        # A request this process cannot read: it cannot go on either. The
+        # worker fails its attempts and starts a fresh process.
+        traceback.print_exc()
+        os._exit(1)
+    # The worker closed its end (or died): stop now, with all this process started.
+    end_group()
+    os._exit(0)
+
+
+async def as_coroutine(awaitable: Any) -> Any:
     return await awaitable
 
 
@@ -298,7 +359,7 @@ def _checked(declaration: TaskDeclaration, payload: Any) -> Any:
     return payload if checked is None else checked
 
 
-def _failed(request_id: int, error: str, retryable: bool) -> Message:
+def failed(request_id: object, error: str, retryable: bool) -> Message:
     return {
         "type": "FAILED",
         "requestId": request_id,
@@ -307,7 +368,7 @@ def _failed(request_id: int, error: str, retryable: bool) -> Message:
     }
 
 
-def _children_running() -> bool:
+def children_running() -> bool:
     """Reaps the children that ended; True when one still runs."""
     while True:
         try:
@@ -318,7 +379,7 @@ def _children_running() -> bool:
             return True
 
 
-def _end_group() -> None:
+def end_group() -> None:
     """SIGKILL to this process's group (itself included), when it leads one."""
     if os.getpgrp() == os.getpid():
         os.killpg(0, signal.SIGKILL)
@@ -326,7 +387,7 @@ def _end_group() -> None:
 
 def _become_subreaper() -> None:
     """On Linux, orphans among this process's descendants become its children
-    (so ``_children_running`` sees them); elsewhere nothing."""
+    (so ``children_running`` sees them); elsewhere nothing."""
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -354,26 +415,31 @@ def main(argv: list[str]) -> int:
     # run by exec gets them anyway, as a caught signal is reset by exec.
     os.register_at_fork(after_in_child=_default_signals)
     _become_subreaper()
-    channel = _Channel(int(argv[1]), int(argv[2]))
-    init = channel.read()
+    channel = Channel(int(argv[1]), int(argv[2]))
+    first = channel.read()
+    init = first[0] if first else None
     if init is None or init.get("type") != "INIT":
         return 1
     sys.path[:] = [str(p) for p in init.get("sysPath") or sys.path]
-    runner = _Runner(channel)
+    catalog = Catalog()
+    if init.get("role") == "shared":
+        from ._shared import SharedRunner
+
+        runner: SharedRunner | IsolatedRunner = SharedRunner(channel, catalog)
+    else:
+        runner = IsolatedRunner(channel, catalog)
     root = logging.getLogger()
-    root.handlers[:] = [_ForwardLogs(runner)]
+    root.handlers[:] = [ForwardLogs(runner.emit, runner.running)]
     root.setLevel(int(init.get("logLevel") or logging.INFO))
-    modules = [str(m) for m in init.get("modules") or []]
-    try:
-        runner.tasks = load_task_modules(modules)
-        channel.send({"type": "LOADED", "taskTypes": list(runner.tasks)})
-    except TaskModuleError as err:
-        runner.load_problem = str(err)
-        channel.send({"type": "LOAD_FAILED", "module": err.module, "problem": err.problem})
+    channel.send(catalog.load([str(m) for m in init.get("modules") or []]))
     threading.Thread(target=runner.read_requests, name="dtp-requests", daemon=True).start()
     runner.serve()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    # Run as the package's module, not as __main__: _shared.py imports this one,
+    # and there must be one of everything (the context variable above).
+    from dtp.worker._child import main as package_main
+
+    sys.exit(package_main(sys.argv))

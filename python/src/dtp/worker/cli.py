@@ -26,17 +26,16 @@ from .. import logs
 from ..addresses import AddressError, parse_address_list
 from ..protocol import (
     BUILTIN_TASK_TYPES,
-    MAX_CAPACITY,
     MAX_PREFETCH_PER_SLOT,
     MAX_TASK_TYPES_PER_WORKER,
     MAX_WORKER_ID_LENGTH,
 )
 from ..security import SecurityConfigError, client_tls, read_token_file, token_from_env
-from .core import Worker, WorkerOptions
-from .pool import TaskPool
+from .options import BOUNDS, WorkerOptions
+from .pool import TaskPool, default_processes
+from .session import Worker
 
 PROG = "python -m dtp.worker"
-INT32_MAX = 2_147_483_647
 log = logging.getLogger("dtp.worker")
 
 
@@ -48,7 +47,10 @@ def _env_name(flag: str) -> str:
     return "DTP_" + flag.upper().replace("-", "_")
 
 
-def _int_in(flag: str, low: int, high: int) -> Callable[[str], int]:
+def _int_in(flag: str, option: str) -> Callable[[str], int]:
+    """The parser of an integer flag, within its option's bounds (options.BOUNDS)."""
+    low, high = BOUNDS[option]
+
     def parse(text: str) -> int:
         try:
             value = int(text.strip())
@@ -79,7 +81,7 @@ _FLAGS: list[dict[str, Any]] = [
     {
         "flag": "coordinator-port",
         "default": "7070",
-        "type": _int_in("coordinator-port", 1, 65535),
+        "type": _int_in("coordinator-port", "coordinator_port"),
         "help": "coordinator's worker port",
     },
     {
@@ -90,43 +92,50 @@ _FLAGS: list[dict[str, Any]] = [
     {
         "flag": "capacity",
         "default": "4",
-        "type": _int_in("capacity", 1, MAX_CAPACITY),
-        "help": "tasks run at once, each in a process of its own",
+        "type": _int_in("capacity", "capacity"),
+        "help": "attempts run at once, shared and isolated together (above 1024 with a "
+        "coordinator that offers slots)",
+    },
+    {
+        "flag": "processes",
+        "type": _int_in("processes", "processes"),
+        "help": "task processes that run the shared attempts (async def handlers), many each "
+        f"(default: the CPU count, {default_processes()} here)",
     },
     {
         "flag": "prefetch",
-        "type": _int_in("prefetch", 0, MAX_PREFETCH_PER_SLOT * MAX_CAPACITY),
+        "type": _int_in("prefetch", "prefetch"),
         "help": "attempts taken beyond capacity and queued here, used by the coordinator only "
         "while attempts are short; 0..4 x capacity (default 2 x capacity; 0 turns it off)",
     },
     {
         "flag": "heartbeat-interval-millis",
         "default": "2000",
-        "type": _int_in("heartbeat-interval-millis", 1, INT32_MAX),
+        "type": _int_in("heartbeat-interval-millis", "heartbeat_interval_ms"),
         "help": "time between heartbeats",
     },
     {
         "flag": "reconnect-delay-millis",
         "default": "2000",
-        "type": _int_in("reconnect-delay-millis", 1, INT32_MAX),
+        "type": _int_in("reconnect-delay-millis", "reconnect_delay_ms"),
         "help": "wait before dialling again after a lost connection (doubling while the "
         "coordinator stays away, up to 16 x, at most 30 s)",
     },
     {
         "flag": "drain-timeout-millis",
         "default": "30000",
-        "type": _int_in("drain-timeout-millis", 0, INT32_MAX),
+        "type": _int_in("drain-timeout-millis", "drain_timeout_ms"),
         "help": "on SIGINT/SIGTERM, time running tasks get to finish before they are released",
     },
     {
         "flag": "cancel-grace-millis",
         "default": "1000",
-        "type": _int_in("cancel-grace-millis", 0, INT32_MAX),
+        "type": _int_in("cancel-grace-millis", "cancel_grace_ms"),
         "help": "after a cancel or deadline, time a task gets to stop before its process is killed",
     },
     {
         "flag": "coordinator-timeout-millis",
-        "type": _int_in("coordinator-timeout-millis", 1, INT32_MAX),
+        "type": _int_in("coordinator-timeout-millis", "coordinator_timeout_ms"),
         "help": "a coordinator that confirmed heartbeat acks and is silent this long is dropped "
         "and redialled (default 3 x heartbeat interval, at least 1000)",
     },
@@ -162,7 +171,8 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Runs a dtp worker in Python: registers with a coordinator and runs the "
-        "tasks it assigns, each in a child process.",
+        "tasks it assigns in child processes: async def handlers many at once in a few "
+        "shared processes, def handlers each in a process of its own.",
         epilog="Every flag may also come from the environment: --capacity <-> DTP_CAPACITY.",
     )
     for spec in _FLAGS:
@@ -201,7 +211,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> argparse.Namespac
                 setattr(args, name, _FLAGS_BY_NAME[flag]["type"](value))
             except argparse.ArgumentTypeError as err:
                 parser.error(f"{err} (from {_env_name(flag)})")
-    for name in ("prefetch", "coordinator_timeout_millis"):
+    for name in ("prefetch", "processes", "coordinator_timeout_millis"):
         value = getattr(args, name)
         if isinstance(value, str):
             flag = name.replace("_", "-")
@@ -252,6 +262,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         coordinator_host=args.coordinator_host,
         coordinator_port=args.coordinator_port,
         capacity=args.capacity,
+        processes=args.processes,
         prefetch=args.prefetch,
         heartbeat_interval_ms=args.heartbeat_interval_millis,
         reconnect_delay_ms=args.reconnect_delay_millis,
@@ -274,6 +285,7 @@ async def _run(options: WorkerOptions, modules: list[str], level: int) -> int:
         options.cancel_grace_ms / 1000,
         queue_limit=options.effective_prefetch,
         log_level=level,
+        processes=options.processes,
     )
     answer = await pool.start()
     if answer.get("type") != "LOADED":
@@ -315,6 +327,7 @@ async def _run(options: WorkerOptions, modules: list[str], level: int) -> int:
                     for a in parse_address_list(options.coordinator_host, options.coordinator_port)
                 ),
                 "capacity": options.capacity,
+                "processes": pool.shared_count,
                 "prefetch": options.effective_prefetch,
                 "taskTypes": ",".join(options.task_types),
                 "pids": ",".join(str(p) for p in pool.pids),

@@ -1,6 +1,8 @@
-"""The worker: one connection to the coordinator (made again for as long as the
-worker runs), heartbeats on it, and the attempts it is assigned run in a pool
-of task processes (pool.py), never in this process.
+"""The worker's session with its coordinator: one connection (made again
+for as long as the worker runs), registration, heartbeats on it, refusals,
+the leader ring; the attempts it is assigned are ``Attempt`` objects
+(attempt.py) that run in the pool of task processes (pool.py), never in this
+process.
 
 Everything here runs on one asyncio event loop, which runs no task code and
 never blocks; heartbeats are timed by a thread of their own, so nothing a
@@ -13,11 +15,13 @@ sent) -> ``registered`` (heartbeating, TASK_ASSIGN and TASK_CANCEL accepted) ->
 Negotiation, as docs/PROTOCOL.md says: an extension is used only when the
 coordinator listed it in ``WORKER_REGISTERED.features`` (absent = none, a v1
 coordinator). ``WORKER_DRAINING`` needs ``drain``, ``TASK_RESULT.retryable``
-needs ``retryable``, ``TASK_ASSIGN``'s deadline and attempt limit need
-``assignLimits``, attempts beyond the capacity need ``prefetch``, judging the
+needs ``retryable``, ``TASK_RESULT.requeue`` needs ``requeue``,
+``TASK_ASSIGN``'s deadline and attempt limit need ``assignLimits``, attempts
+beyond the capacity need ``prefetch``, a capacity above 1,024 needs
+``slots`` (without it the worker runs 1,024 attempts at once), judging the
 coordinator by its silence needs ``heartbeatAck``. ``taskTypes``,
-``heartbeatAck: true``, ``prefetch`` (when not 0) and ``resultFormat`` are
-optional fields that a v1 peer ignores.
+``heartbeatAck: true``, ``prefetch`` (when not 0), ``slots`` and
+``resultFormat`` are optional fields that a v1 peer ignores.
 
 A refusal (``ERROR`` UNAUTHENTICATED, TLS_REQUIRED or WORKER_REPLACED, or a
 TLS handshake that failed on a certificate or a peer without TLS) stops the
@@ -30,8 +34,8 @@ to 16 times that (and at most 30 s), with a little jitter.
 Attempts of a lost connection are orphans: their leases are revoked (or soon
 will be). One that finishes before the worker registers again is reported
 once it has, as a late result the coordinator logs and rejects; one still
-running then is abandoned (its process killed), so the new session starts
-with every slot free.
+running then is abandoned (its process told to stop), so the new session
+starts with every slot free.
 """
 
 from __future__ import annotations
@@ -41,231 +45,38 @@ import logging
 import random
 import socket
 import ssl
-import threading
-import time
-from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from ..addresses import HostPort, LeaderRing, parse_address_list
-from ..framing import (
-    HEADER_BYTES,
-    FrameTooLargeError,
-    Message,
-    ProtocolError,
-    check_length,
-    decode_payload,
-    encode_frame,
-    read_length,
-)
+from ..framing import FrameTooLargeError, Message, ProtocolError
 from ..protocol import (
     BUILTIN_TASK_TYPES,
+    MAX_CAPACITY,
     NOT_LEADER,
-    PROGRESS_MESSAGES_PER_SECOND,
     REFUSAL_CODES,
     expect_type,
-    get_int,
-    get_object,
-    get_opt_int,
     get_opt_str,
     get_str,
     parse_features,
 )
 from ..security import describe_os_error, describe_tls_error, is_tls_refusal, server_hostname
-from .pool import Outcome, TaskHandle, TaskPool
+from .attempt import Assignment, Attempt, result_message
+from .link import Link
+from .options import WorkerOptions
+from .pool import TaskPool
+from .pool_task import Outcome
+from .timers import HeartbeatThread, Watchdog
 
 log = logging.getLogger("dtp.worker")
 
 COORDINATOR_MESSAGES = ("WORKER_REGISTERED", "TASK_ASSIGN", "TASK_CANCEL", "ERROR", "HEARTBEAT_ACK")
-MIN_DEFAULT_COORDINATOR_TIMEOUT_MS = 1000
 LONGEST_PAUSE_MS = 30_000
-
-
-@dataclass
-class WorkerOptions:
-    worker_id: str
-    task_types: list[str]
-    coordinator_host: str = "localhost"
-    coordinator_port: int = 7070
-    capacity: int = 4
-    prefetch: int | None = None
-    heartbeat_interval_ms: int = 2000
-    reconnect_delay_ms: int = 2000
-    cancel_grace_ms: int = 1000
-    drain_timeout_ms: int = 30_000
-    coordinator_timeout_ms: int | None = None
-    connect_timeout_ms: int = 5000
-    tls: ssl.SSLContext | None = None
-    auth_token: str | None = None
-
-    @property
-    def effective_prefetch(self) -> int:
-        return 2 * self.capacity if self.prefetch is None else self.prefetch
-
-    @property
-    def silence_ms(self) -> int:
-        if self.coordinator_timeout_ms is not None:
-            return self.coordinator_timeout_ms
-        return max(3 * self.heartbeat_interval_ms, MIN_DEFAULT_COORDINATOR_TIMEOUT_MS)
 
 
 def _fields(**values: Any) -> dict[str, Any]:
     return {"fields": values}
-
-
-class _Heartbeat(threading.Thread):
-    """Asks the loop to send a HEARTBEAT every interval, until stopped."""
-
-    def __init__(self, interval: float, loop: asyncio.AbstractEventLoop, beat: Any) -> None:
-        super().__init__(name="dtp-heartbeat", daemon=True)
-        self._interval = interval
-        self._loop = loop
-        self._beat = beat
-        self._stopped = threading.Event()
-
-    def run(self) -> None:
-        next_at = time.monotonic() + self._interval
-        while not self._stopped.wait(max(0.0, next_at - time.monotonic())):
-            next_at += self._interval
-            now = time.monotonic()
-            if next_at < now:  # we were paused (SIGSTOP, a slow machine): no burst of beats
-                next_at = now + self._interval
-            try:
-                self._loop.call_soon_threadsafe(self._beat)
-            except RuntimeError:
-                return  # the loop is closed
-
-    def stop(self) -> None:
-        self._stopped.set()
-
-
-class _Watchdog:
-    """Drops a coordinator that confirmed heartbeatAck and then said nothing for ``timeout``.
-
-    A timer that fires more than half a period late means this process was
-    stalled itself (frozen, or starved): what the coordinator sent meanwhile
-    is unread, so the silence is counted afresh instead of judged.
-    """
-
-    def __init__(self, timeout: float, on_silent: Any) -> None:
-        self.timeout = timeout
-        self._on_silent = on_silent
-        self._timer: asyncio.TimerHandle | None = None
-        self._heard = 0.0
-        self._due = 0.0
-
-    def start(self) -> None:
-        self.stop()
-        self._heard = time.monotonic()
-        self._arm(self.timeout)
-
-    def heard(self) -> None:
-        self._heard = time.monotonic()
-
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _arm(self, delay: float) -> None:
-        delay = max(0.001, delay)
-        self._due = time.monotonic() + delay
-        self._timer = asyncio.get_running_loop().call_later(delay, self._check)
-
-    def _check(self) -> None:
-        self._timer = None
-        now = time.monotonic()
-        if now - self._due > self.timeout / 2:
-            self._heard = now
-            self._arm(self.timeout)
-            return
-        silent = now - self._heard
-        if silent >= self.timeout:
-            self._on_silent(silent)
-            return
-        self._arm(self.timeout - silent)
-
-
-class _Session:
-    """One connection to a coordinator."""
-
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: HostPort
-    ) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.address = address
-        self.features: frozenset[str] = frozenset()
-        self.registered = False
-        self.not_leader = False
-        self.closed = False
-
-    def send(self, message: Mapping[str, Any]) -> bool:
-        """Queues a frame; False once the connection is closing. Raises ``FrameTooLargeError``."""
-        if self.closed or self.writer.is_closing():
-            return False
-        self.writer.write(encode_frame(message))
-        return True
-
-    def drop(self) -> None:
-        """Ends the connection at once (unsent frames are dropped)."""
-        self.closed = True
-        transport = self.writer.transport
-        transport.abort()
-
-
-@dataclass
-class _Running:
-    job_id: str
-    attempt_id: str
-    attempt_number: int
-    task_type: str
-    handle: TaskHandle
-    session: _Session
-    started_at: float = field(default_factory=time.monotonic)
-    deadline: asyncio.TimerHandle | None = None
-    progress: _ProgressThrottle | None = None
-
-
-class _ProgressThrottle:
-    """At most one TASK_PROGRESS per interval; the latest report always goes
-    (at the end of the interval, or at once with ``flush``)."""
-
-    def __init__(self, interval_s: float, send: Callable[[float, str | None], None]) -> None:
-        self._interval_s = interval_s
-        self._send = send
-        self._last_sent = -float("inf")
-        self._waiting: tuple[float, str | None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
-
-    def report(self, fraction: float, message: str | None) -> None:
-        since = time.monotonic() - self._last_sent
-        if self._timer is None and since >= self._interval_s:
-            self._emit(fraction, message)
-            return
-        self._waiting = (fraction, message)
-        if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(
-                self._interval_s - since, self.flush
-            )
-
-    def flush(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = None
-        waiting, self._waiting = self._waiting, None
-        if waiting is not None:
-            self._emit(*waiting)
-
-    def dispose(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = None
-        self._waiting = None
-
-    def _emit(self, fraction: float, message: str | None) -> None:
-        self._last_sent = time.monotonic()
-        self._send(fraction, message)
 
 
 @dataclass
@@ -292,13 +103,14 @@ class Worker:
             parse_address_list(options.coordinator_host, options.coordinator_port)
         )
         self._mode = "disconnected"
-        self._session: _Session | None = None
-        self._tasks: dict[str, _Running] = {}
+        self._session: Link | None = None
+        self._attempts: dict[str, Attempt] = {}
         self._late: list[_Late] = []
-        self._heartbeat: _Heartbeat | None = None
-        self._watchdog = _Watchdog(options.silence_ms / 1000, self._on_silent)
+        self._heartbeat: HeartbeatThread | None = None
+        self._watchdog = Watchdog(options.silence_ms / 1000, self._on_silent)
         self._draining = False
         self._closing = False
+        self._warned_slots = False
         self._refusal: Refused | None = None
         self._unreachable = False
         self._failed_rounds = 0
@@ -386,7 +198,7 @@ class Worker:
         sock = writer.get_extra_info("socket")
         if isinstance(sock, socket.socket):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        session = _Session(reader, writer, address)
+        session = Link(reader, writer, address, self.options.wire_capacity)
         self._session = session
         self._unreachable = False
         self._mode = "registering"
@@ -394,12 +206,14 @@ class Worker:
         register: Message = {
             "type": "WORKER_REGISTER",
             "workerId": self.worker_id,
-            "capacity": self.options.capacity,
+            "capacity": self.options.wire_capacity,
             "taskTypes": self.options.task_types,
             "heartbeatAck": True,
         }
-        if self.options.effective_prefetch:
-            register["prefetch"] = self.options.effective_prefetch
+        if self.options.capacity > MAX_CAPACITY:
+            register["slots"] = self.options.capacity
+        if self.options.wire_prefetch:
+            register["prefetch"] = self.options.wire_prefetch
         if self.options.auth_token is not None:
             register["authToken"] = self.options.auth_token
         session.send(register)
@@ -408,16 +222,16 @@ class Worker:
         self._on_closed(session, reason)
         return was_registered
 
-    async def _serve(self, session: _Session) -> str:
+    async def _serve(self, session: Link) -> str:
         """Reads and handles frames until the connection ends; the reason it ended."""
         registration_timeout = self.options.connect_timeout_ms / 1000
         try:
             while True:
                 if session.registered:
-                    message = await self._read(session)
+                    message = await session.read()
                 else:
                     try:
-                        message = await asyncio.wait_for(self._read(session), registration_timeout)
+                        message = await asyncio.wait_for(session.read(), registration_timeout)
                     except asyncio.TimeoutError:
                         session.drop()
                         return f"no reply to WORKER_REGISTER within {registration_timeout:g} s"
@@ -430,7 +244,7 @@ class Worker:
                     session.drop()
                     return f"protocol error from coordinator ({err.code}): {err}"
                 if session.closed:
-                    return session_reason(session)
+                    return session.end_reason()
         except ProtocolError as err:
             session.drop()
             return f"protocol error from coordinator ({err.code}): {err}"
@@ -448,15 +262,6 @@ class Worker:
             session.drop()
             return f"failed on a message from the coordinator: {type(err).__name__}"
 
-    async def _read(self, session: _Session) -> Message | None:
-        try:
-            header = await session.reader.readexactly(HEADER_BYTES)
-        except asyncio.IncompleteReadError:
-            return None  # end of stream between frames (or inside the prefix): a close
-        length = read_length(header)
-        check_length(length)
-        return decode_payload(await session.reader.readexactly(length))
-
     def _dial_failed(self, address: HostPort, err: BaseException) -> None:
         reason = "timed out" if isinstance(err, asyncio.TimeoutError) else describe_os_error(err)
         if self._unreachable:
@@ -472,11 +277,12 @@ class Worker:
             ),
         )
 
-    def _on_closed(self, session: _Session, reason: str) -> None:
+    def _on_closed(self, session: Link, reason: str) -> None:
         if session is not self._session:
             return
         if not session.registered and not session.not_leader and self._refusal is None:
             self._ring.failed()
+        session.flush()  # what this turn sent (results) goes, if the socket still takes it
         session.closed = True
         if not session.writer.is_closing():
             session.writer.close()
@@ -486,14 +292,16 @@ class Worker:
         if self._closing:
             return
         self._mode = "disconnected"
-        log.warning("connection lost", extra=_fields(reason=reason, orphanedTasks=len(self._tasks)))
+        log.warning(
+            "connection lost", extra=_fields(reason=reason, orphanedTasks=len(self._attempts))
+        )
         if not self._draining:
             log.info("reconnecting", extra=_fields(delayMs=self.options.reconnect_delay_ms))
         self._notify_if_idle()
 
     # -------------------------------------------------------------- messages
 
-    def _on_message(self, session: _Session, message: Message) -> None:
+    def _on_message(self, session: Link, message: Message) -> None:
         kind = expect_type(message, COORDINATOR_MESSAGES)
         if kind == "WORKER_REGISTERED":
             self._on_registered(session, message)
@@ -509,7 +317,7 @@ class Worker:
             self._on_error(session, message)
         # HEARTBEAT_ACK: heard, and that is all it says
 
-    def _on_registered(self, session: _Session, message: Message) -> None:
+    def _on_registered(self, session: Link, message: Message) -> None:
         if session.registered:
             raise ProtocolError("PROTOCOL_UNEXPECTED", "a second WORKER_REGISTERED")
         echoed = get_str(message, "workerId")
@@ -517,6 +325,8 @@ class Worker:
             log.warning("coordinator echoed another workerId", extra=_fields(registeredAs=echoed))
         session.features = parse_features(message.get("features"))
         session.registered = True
+        if self.options.capacity > MAX_CAPACITY:
+            self._use_slots(session)
         self._mode = "registered"
         self._ring.succeeded()
         self._failed_rounds = 0
@@ -528,7 +338,7 @@ class Worker:
             "registered",
             extra=_fields(
                 coordinator=str(session.address),
-                capacity=self.options.capacity,
+                capacity=session.capacity,
                 features=features,
                 customTaskTypes=len(self.options.task_types) - len(BUILTIN_TASK_TYPES),
             ),
@@ -542,7 +352,20 @@ class Worker:
             )
             self._send_result(session, entry.job_id, entry.attempt_id, entry.outcome)
 
-    def _on_error(self, session: _Session, message: Message) -> None:
+    def _use_slots(self, session: Link) -> None:
+        if "slots" in session.features:
+            session.capacity = self.options.capacity
+            return
+        session.capacity = MAX_CAPACITY
+        if not self._warned_slots:
+            self._warned_slots = True
+            log.warning(
+                f"coordinator does not offer slots: running at most {MAX_CAPACITY} attempts "
+                "at once",
+                extra=_fields(capacity=self.options.capacity),
+            )
+
+    def _on_error(self, session: Link, message: Message) -> None:
         code = get_opt_str(message, "code")
         text = get_str(message, "message")
         if code in REFUSAL_CODES:
@@ -573,153 +396,69 @@ class Worker:
         )
         self._background(self.close())
 
-    def _on_assign(self, session: _Session, message: Message) -> None:
-        job_id = get_str(message, "jobId")
-        attempt_id = get_str(message, "attemptId")
-        attempt_number = get_int(message, "attemptNumber")
-        task_type = get_str(message, "taskType")
-        payload = get_object(message, "payload")
-        timeout_ms = get_opt_int(message, "timeoutMillis")
-        max_attempts = get_opt_int(message, "maxAttempts")
-        if attempt_id in self._tasks:
+    def _on_assign(self, session: Link, message: Message) -> None:
+        assignment = Assignment.read(message)
+        job_id, attempt_id = assignment.job_id, assignment.attempt_id
+        if attempt_id in self._attempts:
             log.warning(
                 "duplicate assignment ignored", extra=_fields(jobId=job_id, attemptId=attempt_id)
             )
             return
-        window = self.options.capacity + (
-            self.options.effective_prefetch if "prefetch" in session.features else 0
+        window = session.capacity + (
+            self.options.wire_prefetch if "prefetch" in session.features else 0
         )
         refusal = (
             "worker is shutting down"
             if self._draining
             else "worker at capacity"
-            if len(self._tasks) >= window
+            if len(self._attempts) >= window
             else None
         )
         if refusal is not None:
             log.warning(
                 f"task refused: {refusal}",
-                extra=_fields(jobId=job_id, attemptId=attempt_id, capacity=self.options.capacity),
+                extra=_fields(jobId=job_id, attemptId=attempt_id, capacity=session.capacity),
             )
             self._send_result(
                 session, job_id, attempt_id, Outcome(success=False, error=refusal, retryable=True)
             )
             return
-        limits = "assignLimits" in session.features
-        timeout_ms = timeout_ms if limits else None
-        deadline_at_ms = None if timeout_ms is None else int(time.time() * 1000) + timeout_ms
-        task_fields = {"job_id": job_id, "attempt_id": attempt_id}
-
-        def on_log(level: int, name: str, text: str) -> None:
-            logging.getLogger(name).log(level, text, extra=task_fields)
-
-        handle = self._pool.run(
-            {
-                "taskType": task_type,
-                "payload": payload,
-                "jobId": job_id,
-                "attemptId": attempt_id,
-                "attemptNumber": attempt_number,
-                "maxAttempts": max_attempts if limits else None,
-                "deadlineAtMs": deadline_at_ms,
-            },
-            on_log,
-        )
-        running = _Running(job_id, attempt_id, attempt_number, task_type, handle, session)
-        if "progress" in session.features:
-            # Only to a coordinator that offered it; otherwise progress stays here.
-            def send_progress(fraction: float, message: str | None) -> None:
-                if self._session is not session or self._tasks.get(attempt_id) is not running:
-                    return
-                session.send(
-                    {
-                        "type": "TASK_PROGRESS",
-                        "workerId": self.worker_id,
-                        "jobId": job_id,
-                        "attemptId": attempt_id,
-                        "fraction": fraction,
-                        "message": message,
-                    }
-                )
-
-            throttle = _ProgressThrottle(1 / PROGRESS_MESSAGES_PER_SECOND, send_progress)
-            running.progress = throttle
-            handle.task.on_progress = throttle.report
-        if timeout_ms is not None:
-            running.deadline = asyncio.get_running_loop().call_later(
-                timeout_ms / 1000, self._on_deadline, running, timeout_ms
-            )
-        self._tasks[attempt_id] = running
+        attempt = Attempt(assignment, session, self._attempt_done)
+        self._attempts[attempt_id] = attempt
         self._idle.clear()
-        handle.task.on_started = lambda pid: self._on_started(running, pid)
-        handle.outcome.add_done_callback(lambda f: self._on_ended(running, f.result()))
+        # Progress goes only to a coordinator that offered it; otherwise it stays here.
+        progress = self._send_progress if "progress" in session.features else None
+        attempt.start(self._pool, "assignLimits" in session.features, progress)
 
-    def _on_started(self, running: _Running, pid: int) -> None:
-        if self._tasks.get(running.attempt_id) is not running or not log.isEnabledFor(logging.INFO):
+    def _send_progress(self, attempt: Attempt, fraction: float, message: str | None) -> None:
+        session = self._session
+        if session is not attempt.session or session is None:
             return
-        log.info(
-            "task started",
-            extra=_fields(
-                jobId=running.job_id,
-                attemptId=running.attempt_id,
-                attempt=running.attempt_number,
-                taskType=running.task_type,
-                pid=pid,
-            ),
+        session.send(
+            {
+                "type": "TASK_PROGRESS",
+                "workerId": self.worker_id,
+                "jobId": attempt.job_id,
+                "attemptId": attempt.attempt_id,
+                "fraction": fraction,
+                "message": message,
+            }
         )
 
-    def _forget(self, running: _Running) -> None:
-        if self._tasks.get(running.attempt_id) is running:
-            del self._tasks[running.attempt_id]
-        if running.deadline is not None:
-            running.deadline.cancel()
-            running.deadline = None
-        if running.progress is not None:
-            running.progress.dispose()
-
-    def _on_ended(self, running: _Running, outcome: Outcome) -> None:
-        if self._tasks.get(running.attempt_id) is not running:
-            return  # stopped or abandoned: never reported
-        if running.progress is not None:
-            running.progress.flush()  # the last progress goes before the result
-        self._forget(running)
-        if outcome.cancelled:
-            self._notify_if_idle()
-            return
-        if log.isEnabledFor(logging.INFO):
-            log.info(
-                "task finished",
-                extra=_fields(
-                    jobId=running.job_id,
-                    attemptId=running.attempt_id,
-                    success=outcome.success,
-                    durationMs=round((time.monotonic() - running.started_at) * 1000),
-                    error=None if outcome.success else outcome.error,
-                ),
-            )
-        session = self._session
-        if session is running.session and session is not None and session.registered:
-            self._send_result(session, running.job_id, running.attempt_id, outcome)
-        elif not self._closing:
-            self._late.append(_Late(running.job_id, running.attempt_id, outcome))
+    def _attempt_done(self, attempt: Attempt, outcome: Outcome | None) -> None:
+        """An attempt left ``running``: with an outcome to report, or None."""
+        if self._attempts.get(attempt.attempt_id) is attempt:
+            del self._attempts[attempt.attempt_id]
+        if outcome is not None:
+            session = self._session
+            if session is attempt.session and session is not None and session.registered:
+                self._send_result(session, attempt.job_id, attempt.attempt_id, outcome)
+            elif not self._closing:
+                self._late.append(_Late(attempt.job_id, attempt.attempt_id, outcome))
         self._notify_if_idle()
 
-    def _send_result(
-        self, session: _Session, job_id: str, attempt_id: str, outcome: Outcome
-    ) -> None:
-        message: Message = {
-            "type": "TASK_RESULT",
-            "workerId": self.worker_id,
-            "jobId": job_id,
-            "attemptId": attempt_id,
-            "success": outcome.success,
-            "result": outcome.result if outcome.success else None,
-            "error": None if outcome.success else outcome.error,
-        }
-        if outcome.success and outcome.result_format == "json":
-            message["resultFormat"] = "json"
-        if not outcome.success and not outcome.retryable and "retryable" in session.features:
-            message["retryable"] = False
+    def _send_result(self, session: Link, job_id: str, attempt_id: str, outcome: Outcome) -> None:
+        message = result_message(self.worker_id, job_id, attempt_id, outcome, session.features)
         try:
             session.send(message)
         except FrameTooLargeError as err:
@@ -739,56 +478,20 @@ class Worker:
         job_id = get_str(message, "jobId")
         attempt_id = get_str(message, "attemptId")
         log.info("cancel received", extra=_fields(jobId=job_id, attemptId=attempt_id))
-        running = self._tasks.get(attempt_id)
-        if running is None or running.job_id != job_id:
+        attempt = self._attempts.get(attempt_id)
+        if attempt is None or attempt.job_id != job_id:
             log.info(
                 "cancel ignored: no such running task",
                 extra=_fields(jobId=job_id, attemptId=attempt_id),
             )
             return
-        self._stop(running, "cancel")
-
-    def _on_deadline(self, running: _Running, timeout_ms: int) -> None:
-        running.deadline = None
-        if self._tasks.get(running.attempt_id) is not running:
-            return
-        log.warning(
-            "deadline passed: stopping the task",
-            extra=_fields(jobId=running.job_id, attemptId=running.attempt_id, timeoutMs=timeout_ms),
-        )
-        self._stop(running, "deadline")
-
-    def _stop(self, running: _Running, reason: str) -> None:
-        self._forget(running)
-        self._notify_if_idle()
-        stopped_at = time.monotonic()
-        pid = running.handle.started.result() if running.handle.started.done() else None
-
-        def done(f: asyncio.Future[str]) -> None:
-            how = f.result()
-            what = "the handler stopped" if how == "cooperative" else "its process was killed"
-            log.info(
-                f"task stopped: {what}",
-                extra=_fields(
-                    jobId=running.job_id,
-                    attemptId=running.attempt_id,
-                    reason=reason,
-                    stopMs=round((time.monotonic() - stopped_at) * 1000),
-                    pid=pid,
-                ),
-            )
-
-        running.handle.stop(reason).add_done_callback(done)
+        attempt.stop("cancel")
 
     def _abandon(self, only_orphans: bool = False) -> None:
-        for running in list(self._tasks.values()):
-            if only_orphans and running.session is self._session:
+        for attempt in list(self._attempts.values()):
+            if only_orphans and attempt.session is self._session:
                 continue
-            self._forget(running)
-            log.info(
-                "task abandoned", extra=_fields(jobId=running.job_id, attemptId=running.attempt_id)
-            )
-            running.handle.stop("cancel")
+            attempt.abandon()
         if not only_orphans:
             self._late = []
         self._notify_if_idle()
@@ -797,7 +500,7 @@ class Worker:
 
     def _start_heartbeat(self) -> None:
         self._stop_heartbeat()
-        self._heartbeat = _Heartbeat(
+        self._heartbeat = HeartbeatThread(
             self.options.heartbeat_interval_ms / 1000, asyncio.get_running_loop(), self._beat
         )
         self._heartbeat.start()
@@ -824,7 +527,7 @@ class Worker:
     # ---------------------------------------------------------- stopping
 
     def _notify_if_idle(self) -> None:
-        if not self._tasks or self._session is None or not self._session.registered:
+        if not self._attempts or self._session is None or not self._session.registered:
             self._idle.set()
 
     def drain(self) -> None:
@@ -844,7 +547,9 @@ class Worker:
                 log.info("coordinator does not offer drain: refusing new tasks instead")
         log.info(
             "draining: no new tasks",
-            extra=_fields(runningTasks=len(self._tasks), timeoutMs=self.options.drain_timeout_ms),
+            extra=_fields(
+                runningTasks=len(self._attempts), timeoutMs=self.options.drain_timeout_ms
+            ),
         )
         self._wake.set()
         self._notify_if_idle()
@@ -853,7 +558,8 @@ class Worker:
             log.info("drained: every task finished")
         except asyncio.TimeoutError:
             log.warning(
-                "drain timed out; releasing what is left", extra=_fields(leftTasks=len(self._tasks))
+                "drain timed out; releasing what is left",
+                extra=_fields(leftTasks=len(self._attempts)),
             )
         await self.close()
 
@@ -870,6 +576,7 @@ class Worker:
         session = self._session
         self._abandon()
         if session is not None:
+            session.flush()
             session.closed = True
             session.writer.close()
             try:
@@ -886,9 +593,3 @@ class Worker:
         await self._pool.close()
         log.info("worker closed")
         self._done.set()
-
-
-def session_reason(session: _Session) -> str:
-    if session.not_leader:
-        return "coordinator is not the leader"
-    return "connection dropped"
