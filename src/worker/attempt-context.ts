@@ -168,49 +168,74 @@ const NO_STEPS = stepMethods(null);
 
 /**
  * The handler's `ctx`: the same class, so the same shape, for every attempt.
- * `signal` is a getter of the class (an accessor in an object literal is
- * defined anew, slowly, for each object) and made when first read.
+ * Its members that are functions (`log`, `progress`, `enqueue`, the steps)
+ * and `signal` are getters of the class (an accessor in an object literal is
+ * defined anew, slowly, for each object), each made when first read: most
+ * handlers use few of them, and an attempt's cost is mostly what it
+ * allocates. A function read from `ctx` works on its own too (`const {
+ * progress } = ctx`).
  */
 export class AttemptContext implements TaskContext {
-  readonly step: TaskContext['step'];
-  readonly sleep: TaskContext['sleep'];
-  readonly waitFor: TaskContext['waitFor'];
-  readonly progress: TaskContext['progress'];
-  readonly enqueue: TaskContext['enqueue'];
   readonly jobId: string;
   readonly attemptId: string;
   readonly attemptNumber: number;
   readonly maxAttempts: number | null;
   readonly deadlineAtMs: number | null;
-  readonly log: TaskLogger;
   readonly parents: readonly ParentJob[];
-  readonly #attempt: SignalSource;
+  readonly #attempt: SignalSource & { readonly send: OutputSink; readonly calls: AttemptCalls };
+  readonly #steps: AttemptSteps | null;
+  #log: TaskLogger | null = null;
+  #progress: TaskContext['progress'] | null = null;
+  #enqueue: TaskContext['enqueue'] | null = null;
+  #stepMethods: Pick<TaskContext, 'step' | 'sleep' | 'waitFor'> | null = null;
 
   constructor(
     attempt: SignalSource & { readonly send: OutputSink; readonly calls: AttemptCalls },
     input: RunTaskInput,
     steps: AttemptSteps | null,
   ) {
-    const { send, calls } = attempt;
-    const methods = steps === null ? NO_STEPS : stepMethods(steps);
-    this.step = methods.step;
-    this.sleep = methods.sleep;
-    this.waitFor = methods.waitFor;
-    this.progress = progressReporter(send);
-    this.enqueue = childEnqueuer(calls);
     this.jobId = input.jobId;
     this.attemptId = input.attemptId;
     this.attemptNumber = input.attemptNumber;
     this.maxAttempts = input.maxAttempts;
     this.deadlineAtMs = input.deadlineAtMs;
-    this.log = taskLogger(send);
     this.parents = input.parents?.length ? Object.freeze(input.parents.map(parentJob)) : NO_PARENTS;
     this.#attempt = attempt;
+    this.#steps = steps;
     Object.freeze(this);
   }
 
   get signal(): AbortSignal {
     return this.#attempt.signal;
+  }
+
+  get log(): TaskLogger {
+    return (this.#log ??= taskLogger(this.#attempt.send));
+  }
+
+  get progress(): TaskContext['progress'] {
+    return (this.#progress ??= progressReporter(this.#attempt.send));
+  }
+
+  get enqueue(): TaskContext['enqueue'] {
+    return (this.#enqueue ??= childEnqueuer(this.#attempt.calls));
+  }
+
+  get step(): TaskContext['step'] {
+    return this.#stepsOf().step;
+  }
+
+  get sleep(): TaskContext['sleep'] {
+    return this.#stepsOf().sleep;
+  }
+
+  get waitFor(): TaskContext['waitFor'] {
+    return this.#stepsOf().waitFor;
+  }
+
+  #stepsOf(): Pick<TaskContext, 'step' | 'sleep' | 'waitFor'> {
+    if (this.#steps === null) return NO_STEPS;
+    return (this.#stepMethods ??= stepMethods(this.#steps));
   }
 }
 

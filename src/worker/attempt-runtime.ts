@@ -56,19 +56,37 @@ export interface RuntimeHost {
  */
 class RunningAttempt {
   readonly requestId: number;
-  readonly calls: AttemptCalls;
   readonly send: OutputSink;
   readonly #slot: number;
   readonly #host: RuntimeHost;
   #controller: AbortController | null = null;
   #stopped: AbortReason | null = null;
+  /** Made when the handler first calls out (most never do); closed with the attempt. */
+  #calls: AttemptCalls | null = null;
+  #callsClosed: string | null = null;
 
   constructor(requestId: number, slot: number, host: RuntimeHost) {
     this.requestId = requestId;
     this.#slot = slot;
     this.#host = host;
     this.send = (output) => host.reply(requestId, output);
-    this.calls = new AttemptCalls((callId, call) => this.send({ type: 'TASK_CALL', callId, call }));
+  }
+
+  /** The attempt's calls to the coordinator (thread-calls.ts). */
+  get calls(): AttemptCalls {
+    if (this.#calls === null) {
+      this.#calls = new AttemptCalls((callId, call) =>
+        this.send({ type: 'TASK_CALL', callId, call }),
+      );
+      if (this.#callsClosed !== null) this.#calls.close(this.#callsClosed);
+    }
+    return this.#calls;
+  }
+
+  /** Every open call of the attempt fails with `reason`, and every later one. */
+  closeCalls(reason: string): void {
+    this.#callsClosed ??= reason;
+    this.#calls?.close(reason);
   }
 
   /** The attempt's `ctx.signal` (see {@link watchedSignal}). */
@@ -93,7 +111,7 @@ class RunningAttempt {
     if (this.#stopped !== null) return;
     this.#stopped = reason;
     // A stopped attempt gets no answers any more: its open calls fail now.
-    this.calls.close('the attempt was stopped before the coordinator answered');
+    this.closeCalls('the attempt was stopped before the coordinator answered');
     this.#controller?.abort(abortError(reason));
   }
 
@@ -159,7 +177,7 @@ export class AttemptRuntime {
     this.#running.set(requestId, attempt);
     try {
       const output = await this.#runAttempt(attempt, input);
-      attempt.calls.close('the attempt ended before the coordinator answered');
+      attempt.closeCalls('the attempt ended before the coordinator answered');
       attempt.send(output);
     } finally {
       this.#running.delete(requestId);
@@ -195,7 +213,8 @@ export class AttemptRuntime {
       if (input.steps !== undefined && input.steps !== null) {
         suspension = new Promise<Suspension>((resolve) => (suspended = resolve));
         steps = new AttemptSteps({
-          calls: attempt.calls,
+          // The attempt's calls are made only if a step needs one.
+          calls: { call: (call) => attempt.calls.call(call) },
           jobId: input.jobId,
           recorded: input.steps,
           total: input.stepCount ?? input.steps.length,

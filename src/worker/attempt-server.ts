@@ -19,7 +19,13 @@ import type { MessagePort } from 'node:worker_threads';
 import { AttemptRuntime } from './attempt-runtime.js';
 import { SAMPLE_INTERVAL_MS } from './memory-budget.js';
 import type { Handler } from './task-modules.js';
-import { Outbox, SharedWords, isThreadRequest, type ThreadResponse } from './thread-messages.js';
+import {
+  Outbox,
+  SharedWords,
+  decodeRequest,
+  encodeResponse,
+  type WireResponse,
+} from './thread-messages.js';
 
 export interface ServeOptions {
   /** The thread's shared words. */
@@ -37,13 +43,13 @@ export function serveAttempts(
   options: ServeOptions,
 ): void {
   const shared = new SharedWords(options.shared);
-  const outbox = new Outbox<ThreadResponse>(
+  const outbox = new Outbox<WireResponse>(
     (batch) => port.postMessage(batch),
     (flush) => setImmediate(flush),
   );
   const runtime = new AttemptRuntime(
     {
-      reply: (requestId, output) => outbox.push({ requestId, output }),
+      reply: (requestId, output) => outbox.push(encodeResponse({ requestId, output })),
       stopRaised: (slot, requestId) => shared.stopRaised(slot, requestId),
       // An attempt that starts on an idle thread (or any on an isolated one)
       // says so at once: its handler may hold the thread. Beside others, its
@@ -61,8 +67,9 @@ export function serveAttempts(
     // and crashing makes the pool fail the thread's attempts loudly.
     if (!Array.isArray(batch)) throw new Error('task thread received a malformed batch');
     shared.recordTurn(Date.now());
-    for (const request of batch) {
-      if (!isThreadRequest(request)) throw new Error('task thread received a malformed request');
+    for (const wire of batch) {
+      const request = decodeRequest(wire);
+      if (request === null) throw new Error('task thread received a malformed request');
       const { requestId, input } = request;
       switch (input.type) {
         case 'RUN_TASK':

@@ -32,7 +32,8 @@ import {
   Outbox,
   SharedWords,
   isFinalOutput,
-  isThreadResponse,
+  decodeResponse,
+  encodeRequest,
   sharedBytes,
   type AbortReason,
   type CallOutcome,
@@ -41,7 +42,7 @@ import {
   type TaskLogLevel,
   type TaskThreadData,
   type ThreadOutput,
-  type ThreadRequest,
+  type WireRequest,
 } from './thread-messages.js';
 import type { Suspension } from './thread-steps.js';
 
@@ -178,7 +179,7 @@ export class PoolThread {
   readonly exited: Promise<void>;
   readonly #worker: ThreadEndpoint;
   readonly #shared: SharedWords;
-  readonly #outbox: Outbox<ThreadRequest>;
+  readonly #outbox: Outbox<WireRequest>;
   readonly #events: PoolThreadEvents;
   /** Tasks on the thread by request id: running, or stopped and not yet ended. */
   readonly #placed = new Map<number, Placed>();
@@ -314,7 +315,7 @@ export class PoolThread {
     const slot = this.#freeSlots.pop() ?? this.#usedSlots++;
     this.#shared.clearStop(slot);
     this.#placed.set(task.requestId, { task, slot });
-    this.#outbox.push({ requestId: task.requestId, input: task.input, slot });
+    this.#outbox.push(encodeRequest({ requestId: task.requestId, input: task.input, slot }));
   }
 
   /**
@@ -331,7 +332,9 @@ export class PoolThread {
       this.#stops.set(task, { graceMs, timer, resolve });
       // Seen at once by a handler that is computing; the message only once it yields.
       this.#shared.raiseStop(placed.slot, task.requestId, reason);
-      this.#outbox.push({ requestId: task.requestId, input: { type: 'ABORT_TASK', reason } });
+      this.#outbox.push(
+        encodeRequest({ requestId: task.requestId, input: { type: 'ABORT_TASK', reason } }),
+      );
     });
   }
 
@@ -364,10 +367,12 @@ export class PoolThread {
   /** Answers one call of `task`'s handler; nothing if the task is stopped or gone. */
   answerCall(task: PoolTask, callId: number, outcome: CallOutcome): void {
     if (this.#terminating || this.#stops.has(task) || !this.#placed.has(task.requestId)) return;
-    this.#outbox.push({
-      requestId: task.requestId,
-      input: { type: 'CALL_SETTLED', callId, outcome },
-    });
+    this.#outbox.push(
+      encodeRequest({
+        requestId: task.requestId,
+        input: { type: 'CALL_SETTLED', callId, outcome },
+      }),
+    );
   }
 
   /** Terminates the thread for `reason`: its tasks end saying so (see the module comment). */
@@ -389,9 +394,10 @@ export class PoolThread {
   #onBatch(value: unknown): void {
     if (this.#terminating) return;
     if (!Array.isArray(value)) return this.fail('task thread sent an unexpected message');
-    for (const response of value) {
+    for (const wire of value) {
       if (this.#terminating) return;
-      if (!isThreadResponse(response)) return this.fail('task thread sent an unexpected message');
+      const response = decodeResponse(wire);
+      if (response === null) return this.fail('task thread sent an unexpected message');
       this.#onResponse(response.requestId, response.output);
     }
   }
