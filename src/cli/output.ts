@@ -80,10 +80,11 @@ export interface JobBlockOptions {
 
 /**
  * `n/max` of a job: the attempts that count toward its `maxAttempts`, so
- * not those that ended in a suspension (`ctx.sleep`, `ctx.waitFor`).
+ * not those that ended in a suspension (`ctx.sleep`, `ctx.waitFor`) nor
+ * those its worker requeued.
  */
 export function attemptText(job: JobSnapshot): string {
-  return `${job.attempts - (job.suspensions ?? 0)}/${job.maxAttempts}`;
+  return `${job.attempts - (job.suspensions ?? 0) - (job.requeues ?? 0)}/${job.maxAttempts}`;
 }
 
 /** `id (STATE)` per parent, one a line; `(gone)` for a parent no longer known. */
@@ -99,7 +100,7 @@ function parentLines(job: JobSnapshot, states: JobBlockOptions['parentStates']):
 /**
  * A job block; Worker only while RUNNING, Run at only while SCHEDULED,
  * Result and Error only when set; Suspends for a job whose attempts ended
- * in sleeps or waits, Depends (one id a line) for a job with parents,
+ * in sleeps or waits, Requeues for one whose worker requeued attempts, Depends (one id a line) for a job with parents,
  * Parent for a child job, Children (one id a line) for a job that made
  * some, Steps (one name a line) for a job whose handler recorded some.
  */
@@ -118,6 +119,12 @@ export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}):
   if (suspensions > 0) {
     lines.push(
       labelLine('Suspends', `${suspensions} (ctx.sleep, ctx.waitFor: not counted as attempts)`),
+    );
+  }
+  const requeues = job.requeues ?? 0;
+  if (requeues > 0) {
+    lines.push(
+      labelLine('Requeues', `${requeues} (cut off through no fault of their own: not counted)`),
     );
   }
   if (job.state === 'SCHEDULED' && job.runAtMillis != null) {
@@ -188,6 +195,7 @@ const OUTCOME_COLOURS: Record<AttemptOutcome, string | null> = {
   RELEASED: ANSI.yellow,
   INTERRUPTED: ANSI.yellow,
   SUSPENDED: ANSI.yellow,
+  REQUEUED: ANSI.yellow,
 };
 
 /** The first line of `cancel`, then the job block. */

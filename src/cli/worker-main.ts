@@ -13,7 +13,6 @@ import {
 } from '../worker/start-worker.js';
 import {
   DEFAULT_PREFETCH_PER_SLOT,
-  PREFETCH_SLOTS_COUNTED,
   WORKER_BOUNDS,
   workerOptionsProblem,
   type CheckedWorkerOptions,
@@ -68,8 +67,8 @@ const FLAGS: readonly FlagSpec[] = [
     help: 'shared task threads: the attempts of tasks not declared isolate run on these, many to a thread',
   }),
   boundedFlag('prefetch', B.prefetch, {
-    defaultLabel: `${DEFAULT_PREFETCH_PER_SLOT} x capacity, of at most ${PREFETCH_SLOTS_COUNTED} slots`,
-    help: `attempts taken beyond capacity and queued here, used by the coordinator only while attempts are short; 0..${B.prefetch.perUnitOf.times} x capacity, 0 turns it off`,
+    defaultLabel: `${DEFAULT_PREFETCH_PER_SLOT} x capacity, at most ${B.prefetch.max}`,
+    help: `attempts taken beyond capacity and queued here, used by the coordinator only while attempts are short; 0..${B.prefetch.perUnitOf.times} x capacity and at most ${B.prefetch.max}, 0 turns it off`,
   }),
   boundedFlag('heartbeat-interval-millis', B.heartbeatIntervalMs, {
     default: D.heartbeatIntervalMs,

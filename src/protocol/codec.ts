@@ -457,6 +457,7 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   groupKey: optional(stringCodec),
   steps: optional(arrayOf(stepSummaryCodec)),
   suspensions: optional(intCodec),
+  requeues: optional(intCodec),
 });
 
 const rateLimitCodec: Codec<RateLimit> = recordCodec<RateLimit>({
@@ -631,6 +632,12 @@ const SCHEMAS: Schemas = {
     children: optional(boolCodec),
     steps: optional(boolCodec),
     slots: optional(intCodec),
+    moreHeld: optional(boolCodec),
+  },
+  HELD_ATTEMPTS: {
+    workerId: stringCodec,
+    heldAttempts: arrayOf(heldAttemptCodec),
+    more: boolCodec,
   },
   WORKER_REGISTERED: { workerId: stringCodec, features: optional(arrayOf(stringCodec)) },
   HEARTBEAT: { workerId: stringCodec },

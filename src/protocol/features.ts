@@ -30,10 +30,12 @@ export const FEATURES = [
   'children',
   /** Durable steps: RECORD_STEP, GET_STEPS, TASK_SUSPEND, `TASK_ASSIGN.steps`. */
   'steps',
-  /** `WORKER_REGISTER.slots`: a capacity above 1,024. */
+  /** `WORKER_REGISTER.slots`: a capacity above 1,024 (the session's capacity is `slots`). */
   'slots',
-  /** `TASK_RESULT.requeue`: an attempt cut off through no doing of its own, not counted. */
+  /** `TASK_RESULT.requeue`: an attempt cut off through no fault of its own goes back without counting. */
   'requeue',
+  /** `WORKER_REGISTER.moreHeld` and HELD_ATTEMPTS: held attempts beyond what the registration lists. */
+  'moreHeld',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

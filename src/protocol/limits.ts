@@ -5,23 +5,44 @@
 
 /** The largest TCP port. */
 export const MAX_PORT = 65_535;
-/** Largest worker capacity (`WORKER_REGISTER.capacity` is 1..this). */
+/**
+ * Largest `WORKER_REGISTER.capacity` (1..this), as version 1 fixes it. A
+ * worker with more slots sends this and the extension field `slots`.
+ */
 export const MAX_CAPACITY = 1024;
-/** Largest worker capacity with the `slots` extension (`WORKER_REGISTER.slots`). */
+/**
+ * Most attempts one worker may run at once: `WORKER_REGISTER.slots` is
+ * `MAX_CAPACITY + 1`..this (feature `slots`), and a worker's `capacity`
+ * option is 1..this.
+ */
 export const MAX_SLOTS = 10_000;
 /** Most shared task threads of a worker (`--threads`). */
 export const MAX_TASK_THREADS = 256;
 /** Most attempts a worker may queue beyond its capacity (`prefetch`), per unit of capacity. */
 export const MAX_PREFETCH_PER_SLOT = 4;
 /**
- * Largest `prefetch` of a worker with this capacity: the one bound that the
- * worker's options, its task pool's queue, the CLI and the coordinator check.
+ * Most attempts any worker may queue beyond its capacity, whatever its
+ * capacity: 4 x 1,024, so every capacity of version 1 keeps its 4 x.
+ * Prefetch hides a round trip per attempt; past a few thousand queued
+ * attempts it would only park work on one worker that another could start.
+ */
+export const MAX_PREFETCH = MAX_PREFETCH_PER_SLOT * MAX_CAPACITY;
+/**
+ * Largest `prefetch` of a worker with this capacity (4 x capacity, at most
+ * {@link MAX_PREFETCH}): the one bound that the worker's options, its task
+ * pool's queue, the CLI and the coordinator check.
  */
 export function maxPrefetch(capacity: number): number {
-  return MAX_PREFETCH_PER_SLOT * capacity;
+  return Math.min(MAX_PREFETCH_PER_SLOT * capacity, MAX_PREFETCH);
 }
 /** Upper bound on a job's maxAttempts (retry delays are overflow-safe up to here). */
 export const MAX_ATTEMPTS_LIMIT = 1000;
+/**
+ * Attempts of one job that may end REQUEUED (`TASK_RESULT.requeue`, feature
+ * `requeue`) without counting toward its maxAttempts; a requeue past these
+ * counts like a failed attempt, so no job loops for ever.
+ */
+export const MAX_FREE_REQUEUES = 10;
 /** Longest idempotency key, in characters. */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
 /** Longest worker id, in characters. */
@@ -43,9 +64,22 @@ export function clipError(text: string): string {
 }
 /**
  * Most attempts a worker may list in `WORKER_REGISTER.heldAttempts`: as many
- * as one session may hold (capacity plus prefetch) at the largest capacity.
+ * as one session of the largest v1 capacity may hold (capacity plus
+ * prefetch). The registration frame is bounded too (128 KiB before a
+ * connection registers): a worker lists there what fits, and the rest in
+ * HELD_ATTEMPTS messages (feature `moreHeld`).
  */
 export const MAX_HELD_ATTEMPTS = (1 + MAX_PREFETCH_PER_SLOT) * MAX_CAPACITY;
+/**
+ * Most attempts one HELD_ATTEMPTS message may list: 2,000 entries of the
+ * longest ids (200 characters each) stay under a frame.
+ */
+export const MAX_HELD_ATTEMPTS_PER_MESSAGE = 2_000;
+/**
+ * Most attempts a registration and its HELD_ATTEMPTS may list in all: as
+ * many as one session may hold at the largest slot count, with prefetch.
+ */
+export const MAX_HELD_ATTEMPTS_TOTAL = MAX_SLOTS + MAX_PREFETCH;
 /** Longest job or attempt id accepted in `WORKER_REGISTER.heldAttempts`. */
 export const MAX_HELD_ID_LENGTH = 200;
 /** Most task types one worker may declare. */

@@ -4,7 +4,7 @@
  *
  * Worker port:  WORKER_REGISTER, WORKER_REGISTERED, HEARTBEAT, TASK_ASSIGN,
  *               TASK_CANCEL, TASK_RESULT, ERROR; extensions WORKER_DRAINING,
- *               HEARTBEAT_ACK.
+ *               HEARTBEAT_ACK, HELD_ATTEMPTS.
  * Client port:  SUBMIT_JOB, JOB_SUBMITTED, SUBMIT_REJECTED, GET_JOB_STATUS,
  *               JOB_STATUS, LIST_JOBS, JOB_LIST, LIST_WORKERS, WORKER_LIST,
  *               CANCEL_JOB, JOB_CANCEL, ERROR; extensions WAIT_JOB, AUTH,
@@ -124,6 +124,13 @@ export interface JobSnapshot {
    * = none, or a snapshot without its steps (a listing of stored jobs).
    */
   suspensions?: number | null;
+  /**
+   * Extension (`requeue`): how many of its `attempts` ended REQUEUED and were
+   * not counted toward `maxAttempts` (at most MAX_FREE_REQUEUES): the
+   * attempts that count are `attempts - suspensions - requeues`. Absent =
+   * none, or a listing of stored jobs (as `steps`).
+   */
+  requeues?: number | null;
 }
 
 /** One recorded step of a job, as its snapshot lists it. */
@@ -185,6 +192,11 @@ export const ATTEMPT_OUTCOMES = [
   'INTERRUPTED',
   /** Extension (durable steps): the handler slept or waited; the job goes on in a later attempt. */
   'SUSPENDED',
+  /**
+   * Extension (`requeue`): cut off through no doing of its own; the job was
+   * queued again at once and the attempt did not count toward maxAttempts.
+   */
+  'REQUEUED',
 ] as const;
 export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 
@@ -237,11 +249,6 @@ export interface WorkerRegister {
    */
   prefetch?: number | null;
   /**
-   * Extension (`slots`): the worker's capacity when it is above 1,024
-   * (1025..10,000), sent with `capacity: 1024`.
-   */
-  slots?: number | null;
-  /**
    * Extension: attempts this worker still holds from an earlier connection
    * (running, queued, or finished with the result not sent yet); absent =
    * not said. A coordinator that offers `reattach` gives the ones whose lease
@@ -262,6 +269,29 @@ export interface WorkerRegister {
   steps?: boolean | null;
   /** Extension: this worker's handlers may enqueue child jobs (ENQUEUE_CHILD, feature `children`). */
   children?: boolean | null;
+  /**
+   * Extension (feature `slots`): the worker runs this many attempts at once,
+   * MAX_CAPACITY + 1..MAX_SLOTS; sent only with `capacity` = MAX_CAPACITY,
+   * and then the session's capacity everywhere.
+   */
+  slots?: number | null;
+  /**
+   * Extension (feature `moreHeld`): `heldAttempts` is not all the worker
+   * holds; the rest follow in HELD_ATTEMPTS messages.
+   */
+  moreHeld?: boolean | null;
+}
+/**
+ * Extension (feature `moreHeld`): more attempts a worker that registered
+ * with `moreHeld: true` still holds, sent right after WORKER_REGISTERED; the
+ * last one has `more: false`. Until then the session is assigned nothing.
+ */
+export interface HeldAttempts {
+  type: 'HELD_ATTEMPTS';
+  workerId: string;
+  heldAttempts: HeldAttempt[];
+  /** True when another HELD_ATTEMPTS follows. */
+  more: boolean;
 }
 
 /** One attempt a re-registering worker still holds. */
@@ -333,9 +363,11 @@ export interface TaskResult {
   /** Extension: `json` when `result` is the JSON text of a non-string value. */
   resultFormat?: ResultFormat | null;
   /**
-   * Extension (`requeue`): the attempt was cut off through no doing of its
-   * own (its shared task thread was ended for another attempt, went over its
-   * memory budget, or crashed); the job is queued again without counting it.
+   * Extension (`requeue`), with `success: false`: the attempt was cut off
+   * through no doing of its own (the thread or process it shared was ended
+   * for another attempt, crashed, or went over its memory budget). The job
+   * is queued again at once and the attempt does not count toward
+   * maxAttempts, up to MAX_FREE_REQUEUES such attempts per job.
    */
   requeue?: boolean | null;
 }
@@ -954,6 +986,7 @@ export type WorkerToCoordinator =
   | WorkerDraining
   | TaskProgress
   | TaskSuspend
+  | HeldAttempts
   | WorkerCall;
 export type CoordinatorToWorker =
   WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck | CallReply;
@@ -1065,6 +1098,7 @@ const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]
   RECORD_STEP: true,
   GET_STEPS: true,
   TASK_SUSPEND: true,
+  HELD_ATTEMPTS: true,
   ENQUEUE_CHILD: true,
 };
 const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]: true } = {

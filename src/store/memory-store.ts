@@ -36,6 +36,8 @@ export class MemoryStore implements Store {
   /** `parentJobId` + NUL + `childKey` -> the child's id (unique, like the SQL stores' index). */
   readonly #byChildKey = new Map<string, string>();
   readonly #attempts = new Map<string, AttemptRecord>();
+  /** Per job, the ids of its attempts that ended REQUEUED (a job read counts them). */
+  readonly #requeued = new Map<string, Set<string>>();
   readonly #queues = new Map<string, QueueSettingsRecord>();
   readonly #schedules = new Map<string, ScheduleRecord>();
   /** Recorded steps by job, in index order. */
@@ -178,7 +180,10 @@ export class MemoryStore implements Store {
       const childKey = childKeyOf(job);
       if (childKey !== null) this.#byChildKey.set(childKey, job.jobId);
     }
-    for (const attempt of batch.attempts) this.#attempts.set(attempt.attemptId, { ...attempt });
+    for (const attempt of batch.attempts) {
+      this.#attempts.set(attempt.attemptId, { ...attempt });
+      this.#noteRequeued(attempt);
+    }
     for (const schedule of batch.schedules ?? [])
       this.#schedules.set(schedule.name, { ...schedule });
     for (const name of batch.deletedSchedules ?? []) this.#schedules.delete(name);
@@ -205,24 +210,11 @@ export class MemoryStore implements Store {
     switch (read.op) {
       case 'job': {
         const job = this.#jobs.get(read.jobId);
-        const steps = this.#steps.get(read.jobId);
         const children =
           job === undefined ? [] : this.#childLinks(new Set([job.jobId])).map((l) => l.jobId);
         return {
           op: 'job',
-          job:
-            job === undefined
-              ? null
-              : {
-                  ...job,
-                  ...(steps !== undefined && {
-                    steps: steps.map(({ name, atMs, result }) => ({
-                      name,
-                      atMs,
-                      resultBytes: result === null ? 0 : Buffer.byteLength(result),
-                    })),
-                  }),
-                },
+          job: job === undefined ? null : this.#withDetails(job),
           attempts: read.withAttempts && job !== undefined ? this.#attemptsOf(job.jobId) : null,
           ...(children.length > 0 && { children }),
         };
@@ -400,8 +392,37 @@ export class MemoryStore implements Store {
       }
       this.#steps.delete(job.jobId);
       this.#stepWaits.delete(job.jobId);
+      this.#requeued.delete(job.jobId);
     }
     return doomed.length;
+  }
+
+  /** A job's row with what a single-job read adds: its steps, and its REQUEUED attempts counted. */
+  #withDetails(job: Readonly<JobRecord>): JobRecord {
+    const steps = this.#steps.get(job.jobId);
+    const requeues = this.#requeued.get(job.jobId)?.size ?? 0;
+    const row: JobRecord = {
+      ...job,
+      ...(steps !== undefined && {
+        steps: steps.map(({ name, atMs, result }) => ({
+          name,
+          atMs,
+          resultBytes: result === null ? 0 : Buffer.byteLength(result),
+        })),
+      }),
+    };
+    // Counted from the attempts, as the SQL stores do (not the row's own copy).
+    if (requeues > 0) row.requeues = requeues;
+    else delete row.requeues;
+    return row;
+  }
+
+  #noteRequeued(attempt: Readonly<AttemptRecord>): void {
+    const ids = this.#requeued.get(attempt.jobId) ?? new Set<string>();
+    if (attempt.outcome === 'REQUEUED') ids.add(attempt.attemptId);
+    else ids.delete(attempt.attemptId);
+    if (ids.size > 0) this.#requeued.set(attempt.jobId, ids);
+    else this.#requeued.delete(attempt.jobId);
   }
 }
 

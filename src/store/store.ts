@@ -101,6 +101,13 @@ export interface JobRecord {
         readonly resultBytes: number;
       }[]
     | null;
+  /**
+   * How many of its attempts ended REQUEUED (not counted toward
+   * maxAttempts), for its snapshot: given by the core's rows and by a
+   * single-job read (`job`), counted from its attempts; absent elsewhere and
+   * when none. Never written: the attempts are.
+   */
+  requeues?: number | null;
 }
 
 /** One child job of a parent, as the dedupe index needs it. */

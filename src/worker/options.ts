@@ -14,6 +14,7 @@ import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import {
   MAX_PORT,
+  MAX_PREFETCH,
   MAX_PREFETCH_PER_SLOT,
   MAX_SLOTS,
   MAX_TASK_THREADS,
@@ -37,7 +38,7 @@ export interface WorkerOptions {
   threads?: number;
   /**
    * Attempts taken beyond `capacity` and queued here until a slot is free,
-   * 0..4 x capacity (default: 4 x capacity; 0 turns it off). Asked of the
+   * 0..4 x capacity and at most 4,096 (default: that most; 0 turns it off). Asked of the
    * coordinator at registration; one that offers `prefetch` uses it only
    * while this worker's attempts are short, one that does not never does.
    */
@@ -95,18 +96,12 @@ export const MIN_DEFAULT_COORDINATOR_TIMEOUT_MS = 1_000;
 export const DEFAULT_CANCEL_GRACE_MS = 1_000;
 /** Default `connectTimeoutMs`. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
-/** Default `prefetch`, per unit of capacity (of the first {@link PREFETCH_SLOTS_COUNTED}). */
+/** Default `prefetch`, per unit of capacity. */
 export const DEFAULT_PREFETCH_PER_SLOT = 4;
-/**
- * Slots that the default `prefetch` grows with: a worker of many slots runs
- * long attempts (I/O), which prefetch does not help, and a queue of four per
- * slot of 10,000 would only hold jobs back from other workers.
- */
-export const PREFETCH_SLOTS_COUNTED = 256;
 
-/** The default `prefetch` of a worker of `capacity` slots. */
+/** The `prefetch` of a worker that names none: 4 x capacity, at most {@link MAX_PREFETCH}. */
 export function defaultPrefetch(capacity: number): number {
-  return DEFAULT_PREFETCH_PER_SLOT * Math.min(capacity, PREFETCH_SLOTS_COUNTED);
+  return Math.min(DEFAULT_PREFETCH_PER_SLOT * capacity, MAX_PREFETCH);
 }
 
 /** Inclusive bounds of every numeric worker option. */

@@ -74,6 +74,7 @@ import {
   validateWorkerOptions,
   type WorkerOptions,
 } from './options.js';
+import { heldParts, splitHeld } from './held-list.js';
 import { sendOutcome, type ResultIds } from './results.js';
 import { NO_TASK_MODULES, type LoadedTaskModules } from './task-modules.js';
 import { TaskPool, defaultThreads, type StopOutcome, type TaskOutcome } from './task-pool.js';
@@ -133,6 +134,8 @@ export class Worker {
   readonly #calls = new WorkerCalls();
   /** Outcomes of orphans that finished while no session was registered. */
   #lateResults: LateResult[] = [];
+  /** Held attempts the registration had no room for: sent in HELD_ATTEMPTS once registered. */
+  #heldToSend: HeldAttempt[] | null = null;
   /** The named queues it takes from; null = every queue. */
   readonly #queues: readonly string[] | null;
   #closing: Promise<void> | null = null;
@@ -299,6 +302,16 @@ export class Worker {
 
   /** What WORKER_REGISTER says of this worker (held attempts change from one to the next). */
   #registration(): Omit<WorkerRegister, 'type' | 'workerId'> {
+    const fields = this.#registrationFields();
+    const { listed, rest } = splitHeld(
+      { type: 'WORKER_REGISTER', workerId: this.workerId, ...fields },
+      this.#heldAttempts(),
+    );
+    this.#heldToSend = rest.length > 0 ? rest : null;
+    return { ...fields, heldAttempts: listed, ...(rest.length > 0 ? { moreHeld: true } : {}) };
+  }
+
+  #registrationFields(): Omit<WorkerRegister, 'type' | 'workerId' | 'heldAttempts'> {
     const authToken = this.#options.authToken ?? null;
     const { capacity, prefetch } = this;
     return {
@@ -313,7 +326,6 @@ export class Worker {
       children: true,
       ...(prefetch === 0 ? {} : { prefetch }),
       ...(authToken === null ? {} : { authToken }),
-      heldAttempts: this.#heldAttempts(),
       ...(this.#queues === null ? {} : { queues: [...this.#queues] }),
     };
   }
@@ -342,10 +354,47 @@ export class Worker {
         `this coordinator does not offer slots: it hands this worker at most ${MAX_CAPACITY} attempts`,
       );
     }
+    this.#sendRestOfHeld(connection, features);
     if (features.has('reattach')) this.#adoptOrphans(connection);
     else this.#abandonAttempts(true);
     this.#reportLateResults(connection);
     this.events.emit('registered');
+  }
+
+  /**
+   * The held attempts the registration had no room for: in HELD_ATTEMPTS
+   * parts to a coordinator that offers `moreHeld`; to any other, revoked at
+   * the registration (it saw them not listed), so they are let go unreported.
+   */
+  #sendRestOfHeld(connection: FramedConnection, features: ReadonlySet<Feature>): void {
+    const rest = this.#heldToSend;
+    this.#heldToSend = null;
+    if (rest === null) return;
+    if (features.has('moreHeld')) {
+      const parts = heldParts(rest);
+      parts.forEach((heldAttempts, i) =>
+        connection.send({
+          type: 'HELD_ATTEMPTS',
+          workerId: this.workerId,
+          heldAttempts,
+          more: i < parts.length - 1,
+        }),
+      );
+      this.#log.info({ held: rest.length, parts: parts.length }, 'held attempts listed in parts');
+      return;
+    }
+    const unlisted = new Set(rest.map((held) => held.attemptId));
+    this.#lateResults = this.#lateResults.filter((late) => !unlisted.has(late.attemptId));
+    for (const attempt of [...this.#attempts.values()]) {
+      if (!unlisted.has(attempt.attemptId)) continue;
+      this.#forget(attempt);
+      attempt.abandon();
+      this.events.emit('abandoned', attempt.jobId, attempt.attemptId);
+    }
+    this.#log.warn(
+      { unlisted: rest.length },
+      'this coordinator takes no held attempts beyond the registration: the unlisted ones are let go',
+    );
   }
 
   /**

@@ -475,9 +475,10 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
         { name: 'dtp.sleep', atMillis: Date.now(), resultBytes: 20 },
         { name: 'dtp.sleep', atMillis: Date.now(), resultBytes: 20 },
       ];
-      // Three attempts started, two of them ended in a sleep: one counts.
-      details.job.attempts = 3;
+      // Four attempts started, two of them ended in a sleep, one was requeued: one counts.
+      details.job.attempts = 4;
       details.job.suspensions = 2;
+      details.job.requeues = 1;
       await route.fulfill({ response, json: details });
     });
     await page.goto(`${base}#/jobs/${id('b')}`);
@@ -496,6 +497,7 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
     assert.equal(await page.textContent('[data-testid=step-row] td:nth-child(2)'), '3.4 KiB');
     assert.equal(await page.textContent('[data-testid=job-attempts]'), '1/3');
     assert.equal(await page.textContent('[data-testid=job-suspensions]'), '2');
+    assert.equal(await page.textContent('[data-testid=job-requeues]'), '1');
     await page.unroute(ofB);
 
     // From the first job: every dependent below it, and a click follows one.
@@ -519,6 +521,27 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
       assert.match(text ?? '', /SLEEP/);
     } finally {
       await worker.close();
+    }
+  });
+
+  it('shows a worker of 5,000 slots with a bounded slot bar and job list', async () => {
+    const big = await ScriptedWorker.register(tc.coordinator.workerPort, 'big-worker', 1024, {
+      taskTypes: ['BIG_UI'],
+      extensions: { slots: 5000 },
+    });
+    try {
+      const jobs = Array.from({ length: 100 }, () => ({ taskType: 'BIG_UI', payload: {} }));
+      assert.equal((await client.request({ type: 'SUBMIT_JOBS', jobs })).type, 'JOBS_SUBMITTED');
+      for (let i = 0; i < 100; i++) await big.assignments.next();
+      const bigRow = '[data-testid=worker-row][data-worker-id=big-worker]';
+      await page.goto(`${base}#/workers`);
+      await page.waitForSelector(`${bigRow}:has-text("100/5000")`, { timeout: 10_000 });
+      assert.equal(await page.locator(`${bigRow} .slots i`).count(), 32);
+      assert.equal(await page.locator(`${bigRow} .slots i.busy`).count(), 1, '100 of 5,000');
+      assert.equal(await page.locator(`${bigRow} a.chip`).count(), 20);
+      assert.equal(await page.textContent(`${bigRow} [data-testid=worker-more-jobs]`), ' +80 more');
+    } finally {
+      await big.close();
     }
   });
 });

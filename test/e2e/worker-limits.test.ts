@@ -1,8 +1,8 @@
 /**
  * `scripts/worker.sh` as a separate process, at the edges of its limits:
  *
- * - every capacity up to the maximum starts with its default prefetch
- *   (4 x capacity);
+ * - every capacity up to the maximum (10,000) starts with its default
+ *   prefetch (4 x capacity, at most 4,096);
  * - a cancel preempts computing tasks: four running PRIME_COUNT 50,000,000 on
  *   a 4-slot worker, cancelled, stop at once, which the worker process's own
  *   CPU time (read from /proc/<pid>/stat) shows, not only its log;
@@ -18,7 +18,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/index.js';
-import { MAX_CAPACITY, MAX_ERROR_CHARS } from '../../src/protocol/limits.js';
+import { MAX_CAPACITY, MAX_ERROR_CHARS, MAX_SLOTS } from '../../src/protocol/limits.js';
+import { defaultPrefetch } from '../../src/worker/options.js';
 import { ScriptProcess } from '../helpers/processes.js';
 import { startCoordinator, tempDir } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
@@ -32,7 +33,7 @@ describe('worker.sh --capacity', () => {
     await Promise.all(procs.map((proc) => proc.stop()));
   });
 
-  for (const capacity of [600, MAX_CAPACITY]) {
+  for (const capacity of [600, MAX_CAPACITY, MAX_SLOTS]) {
     it(`starts with capacity ${capacity} and the default prefetch`, async () => {
       // Nothing listens on port 1: it starts, then keeps dialling.
       const proc = ScriptProcess.start('worker.sh', [
@@ -41,7 +42,7 @@ describe('worker.sh --capacity', () => {
       ]);
       procs.push(proc);
       await proc.waitForOutput(
-        new RegExp(`worker started .*capacity=${capacity} prefetch=${4 * capacity}`),
+        new RegExp(`worker started .*capacity=${capacity} prefetch=${defaultPrefetch(capacity)}`),
       );
       assert.equal(await proc.stop(), 0, proc.output);
     });

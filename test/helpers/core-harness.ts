@@ -141,6 +141,8 @@ export interface ResultOptions {
   attemptId?: string;
   /** Defaults to the worker of the job's latest assignment. */
   workerId?: string;
+  /** Extension `requeue`: cut off through no doing of its own. */
+  requeue?: boolean;
 }
 
 export interface HarnessOptions {
@@ -302,6 +304,8 @@ export class CoreHarness {
       parents?: boolean;
       traceContext?: boolean;
       steps?: boolean;
+      slots?: number;
+      moreHeld?: boolean;
     } = {},
   ): number {
     const connId = this.newConn();
@@ -417,7 +421,17 @@ export class CoreHarness {
         error: options.error !== undefined ? options.error : success ? null : 'boom',
         retryable: options.retryable ?? null,
         resultFormat: options.resultFormat ?? null,
+        ...(options.requeue !== undefined && { requeue: options.requeue }),
       },
+    });
+  }
+
+  /** Sends a HELD_ATTEMPTS on the worker's latest connection. */
+  held(workerId: string, heldAttempts: HeldAttempt[], more: boolean): Effect[] {
+    return this.handle({
+      kind: 'workerMessage',
+      connId: this.connOf(workerId),
+      msg: { type: 'HELD_ATTEMPTS', workerId, heldAttempts, more },
     });
   }
 

@@ -14,6 +14,7 @@ import type {
   TaskAssign,
   TaskCancel,
   TaskResult,
+  WorkerRegister,
 } from '../../src/protocol/messages.js';
 import { AsyncQueue } from './async-queue.js';
 
@@ -109,6 +110,8 @@ export interface ScriptedWorkerOptions {
   /** Heartbeat period (default 20 ms); 0 = none. */
   heartbeatMs?: number;
   taskTypes?: string[] | null;
+  /** Extension fields of the registration (`slots`, `prefetch`, `heldAttempts`, …). */
+  extensions?: Partial<Omit<WorkerRegister, 'type' | 'workerId' | 'capacity' | 'taskTypes'>>;
 }
 
 export class ScriptedWorker {
@@ -119,12 +122,20 @@ export class ScriptedWorker {
   readonly others = new AsyncQueue<Message>('other frame');
   /** Resolves when the coordinator closes the connection. */
   readonly closed: Promise<CloseReason>;
+  /** What WORKER_REGISTERED offered (empty: a v1 coordinator). */
+  readonly features: readonly string[];
   #heartbeat: NodeJS.Timeout | null = null;
 
-  private constructor(workerId: string, conn: FramedConnection, closed: Promise<CloseReason>) {
+  private constructor(
+    workerId: string,
+    conn: FramedConnection,
+    closed: Promise<CloseReason>,
+    features: readonly string[],
+  ) {
     this.workerId = workerId;
     this.conn = conn;
     this.closed = closed;
+    this.features = features;
   }
 
   /** Connects, registers and waits for WORKER_REGISTERED. */
@@ -140,11 +151,12 @@ export class ScriptedWorker {
       workerId,
       capacity,
       taskTypes: options.taskTypes ?? null,
+      ...options.extensions,
     });
     const first = await inbox.next();
     if (first.type !== 'WORKER_REGISTERED')
       throw new Error(`registration got ${JSON.stringify(first)}`);
-    const worker = new ScriptedWorker(workerId, conn, closed);
+    const worker = new ScriptedWorker(workerId, conn, closed, first.features ?? []);
     const route = (msg: Message): void => {
       if (msg.type === 'TASK_ASSIGN') worker.assignments.push(msg);
       else if (msg.type === 'TASK_CANCEL') worker.cancels.push(msg);
@@ -186,6 +198,11 @@ export class ScriptedWorker {
 
   fail(assign: TaskAssign, error: string): void {
     this.conn.send(this.result(assign, false, error));
+  }
+
+  /** Requeues the attempt (`requeue`): cut off through no doing of its own. */
+  requeue(assign: TaskAssign, error: string): void {
+    this.conn.send({ ...this.result(assign, false, error), requeue: true });
   }
 
   send(msg: Message): void {

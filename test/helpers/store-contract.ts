@@ -328,6 +328,26 @@ export function describeStoreContract(backend: StoreBackend): void {
       assert.deepEqual((await getJob(store, 'job-1', true)).attempts, [attempt('job-1', 1), ended]);
     });
 
+    it('counts the REQUEUED attempts of a job in a job read', async () => {
+      const store = await fresh();
+      const requeued = (n: number) =>
+        attempt('job-1', n, { outcome: 'REQUEUED', error: 'cut off' });
+      await store.commit(
+        batchOf(
+          [
+            { job: jobRecord(1), isNew: true },
+            { job: jobRecord(2), isNew: true },
+          ],
+          [requeued(1), attempt('job-1', 2), requeued(3)],
+        ),
+      );
+      assert.equal((await getJob(store, 'job-1')).job?.requeues, 2);
+      assert.equal((await getJob(store, 'job-2')).job?.requeues ?? null, null);
+      // A later version of an attempt with another outcome no longer counts.
+      await store.commit(batchOf([], [attempt('job-1', 3)]));
+      assert.equal((await getJob(store, 'job-1')).job?.requeues, 1);
+    });
+
     it('recovers only non-terminal jobs, in seq order, with their attempts and the highest seq', async () => {
       const store = await fresh();
       await store.commit(

@@ -188,4 +188,22 @@ describe('the dtp coordinator driven by v1-style peers', () => {
     assert.deepEqual([assign.jobId, assign.taskType], [jobId, 'WORD_COUNT']);
     assert.deepEqual(w.foreign, []);
   });
+
+  it('keeps the v1 capacity range: 1,024 is listed as such, 1,025 without slots is refused', async () => {
+    const tc = await startCoordinator();
+    cleanups.push(() => tc.close());
+    await worker(tc.coordinator.workerPort, 'v1-largest', 1024);
+    const c = await client(tc.coordinator.clientPort);
+    assert.deepEqual(
+      (await c.workers()).map((x) => [x.workerId, x.capacity]),
+      [['v1-largest', 1024]],
+    );
+    await assert.rejects(
+      V1Worker.register(tc.coordinator.workerPort, 'v1-too-large', 1025),
+      /connection closed before WORKER_REGISTERED/,
+    );
+    const refused = await tc.waitForEvent('worker.rejected');
+    assert.match(refused.reason, /capacity must be 1\.\.1024, got 1025/);
+    assert.deepEqual(c.foreign, []);
+  });
 });

@@ -117,12 +117,35 @@ export class Invariants implements WorldObserver {
 
   onHandled(handled: HandledInput): void {
     this.tracker.onHandled(handled);
+    this.#checkRequeuedAtOnce(handled);
     this.#timing.onHandled(handled);
     this.budgets.onHandled(handled);
     this.#sessions.onHandled(handled);
     this.queues.onHandled(handled, this.#world.clock.nowMs, this.#world.core);
     this.fairness.onHandled(handled, this.#world.core);
     if (handled.input.kind === 'tick') this.#checkKeptAfterTick();
+  }
+
+  /**
+   * A job whose attempt its worker requeued (for free) is QUEUED at once, no
+   * back-off: still QUEUED after the input, or already RUNNING again.
+   */
+  #checkRequeuedAtOnce(handled: HandledInput): void {
+    const requeued = this.tracker.requeuedNow.splice(0);
+    if (requeued.length === 0) return;
+    const jobs = new Map(this.#world.core.activeJobs().map((job) => [job.jobId, job]));
+    for (const jobId of requeued) {
+      const job = jobs.get(jobId);
+      const assignedAgain = handled.effects.some(
+        (e) => e.kind === 'event' && e.event.type === 'job.assigned' && e.event.jobId === jobId,
+      );
+      this.#judge.check(
+        job !== undefined &&
+          job.retryAtMs === null &&
+          (job.state === 'QUEUED' || (job.state === 'RUNNING' && assignedAgain)),
+        () => `job ${jobId} requeued by its worker is ${job?.state ?? 'gone'}, not QUEUED at once`,
+      );
+    }
   }
 
   /** A tick revokes every kept lease whose grace period has ended. */
@@ -225,7 +248,7 @@ export class Invariants implements WorldObserver {
     const keys = new Map<string, string>();
     // Plain ifs in this loop: it runs over every job after every step.
     for (const row of rows.values()) {
-      const problem = rowProblem(row, tracker.suspensions.get(row.jobId) ?? 0);
+      const problem = rowProblem(row, tracker.uncounted(row.jobId));
       if (problem !== null) throw judge.violation(`job ${row.jobId}: ${problem}`);
       if (tracker.attempts.get(row.jobId) !== row.attempts) {
         throw judge.violation(
@@ -289,16 +312,19 @@ export class Invariants implements WorldObserver {
       }
       const reply: ClientReply | undefined =
         effects.length === 1 && effects[0]?.kind === 'reply' ? effects[0].msg : undefined;
-      // Its suspensions are those the run saw: attempts − suspensions is what counted.
+      // Its suspensions and free requeues are those the run saw:
+      // attempts − suspensions − requeues is what counted.
       const suspensions = this.tracker.suspensions.get(jobId) ?? 0;
+      const requeues = this.tracker.requeues.get(jobId) ?? 0;
       judge.check(
         reply?.type === 'JOB_STATUS' &&
           reply.job.jobId === jobId &&
           reply.job.state === row?.state &&
           reply.job.attempts === row.attempts &&
-          (reply.job.suspensions ?? 0) === suspensions,
+          (reply.job.suspensions ?? 0) === suspensions &&
+          (reply.job.requeues ?? 0) === requeues,
         () =>
-          `GET_JOB_STATUS ${jobId} answered ${JSON.stringify(effects)}; the store says ${row?.state}, ${suspensions} suspensions seen`,
+          `GET_JOB_STATUS ${jobId} answered ${JSON.stringify(effects)}; the store says ${row?.state}, ${suspensions} suspensions and ${requeues} requeues seen`,
       );
     }
   }
@@ -425,7 +451,9 @@ export class Invariants implements WorldObserver {
         () => `session ${w.workerId} is on connection ${w.connId}, which is closed or not its own`,
       );
       const window = w.capacity + (w.prefetching ? w.prefetch : 0);
-      if (!w.draining && !w.ending) free += Math.max(0, window - w.running.length);
+      if (!w.draining && !w.ending && !w.listingHeld) {
+        free += Math.max(0, window - w.running.length);
+      }
     }
     judge.check(freeSlots === free, () => `freeSlots is ${freeSlots}, sessions have ${free}`);
   }
@@ -441,11 +469,11 @@ function differingField(
 }
 
 /** What is wrong with a committed row on its own, or null. */
-function rowProblem(row: Readonly<JobRecord>, suspensions: number): string | null {
+function rowProblem(row: Readonly<JobRecord>, uncounted: number): string | null {
   if (!JOB_STATES.includes(row.state)) return `state ${row.state}`;
-  // Suspended attempts (a sleep, a wait) do not count toward maxAttempts.
-  if (row.attempts - suspensions > row.maxAttempts) {
-    return `${row.attempts} attempts (${suspensions} suspended) of ${row.maxAttempts}`;
+  // Suspended attempts (a sleep, a wait) and free requeues do not count toward maxAttempts.
+  if (row.attempts - uncounted > row.maxAttempts) {
+    return `${row.attempts} attempts (${uncounted} suspended or requeued) of ${row.maxAttempts}`;
   }
   const running = row.state === 'RUNNING';
   // A COMPLETED row names the worker and attempt that completed it.

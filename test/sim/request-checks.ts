@@ -65,7 +65,8 @@ type ClientRequestInput = Extract<CoreInput, { kind: 'clientRequest' }>;
 /**
  * True when a request may be answered by a later input: the core asked the
  * store something first (a read effect), or held a keyed submission behind
- * another one's key lookup (no effect at all).
+ * another one's key lookup, or a queue's change behind an earlier held
+ * change of that queue (no effect at all).
  */
 function deferred(input: ClientRequestInput, h: HandledInput): boolean {
   const msg = input.msg;
@@ -90,9 +91,11 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'PURGE_JOBS':
     case 'RERUN_JOBS':
     case 'LIST_QUEUES':
-    case 'SET_QUEUE':
     case 'GET_SCHEDULE':
       return read;
+    case 'SET_QUEUE':
+      // After a read, or waiting (no effect) behind a held change of the same queue.
+      return true;
     case 'LIST_WORKERS':
     case 'AUTH':
     case 'SUBSCRIBE_JOBS':

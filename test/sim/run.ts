@@ -43,6 +43,9 @@ interface Totals {
   subscriptionsRefused: number;
   stepsRecorded: number;
   suspended: number;
+  requeued: number;
+  requeuesCounted: number;
+  heldLists: number;
   schedules: Map<string, number>;
 }
 
@@ -72,6 +75,9 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.subscriptionsRefused += report.subscriptionsRefused;
   totals.stepsRecorded += report.stepsRecorded;
   totals.suspended += report.suspended;
+  totals.requeued += report.requeued;
+  totals.requeuesCounted += report.requeuesCounted;
+  totals.heldLists += report.heldLists;
   totals.restarts += report.restarts;
   totals.failovers += report.failovers;
   totals.fencedCommits += report.fencedCommits;
@@ -105,12 +111,13 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `dependencies:    ${totals.dependents} jobs with parents, ${totals.cascaded} cancelled by a failed parent; ${totals.children} children enqueued by handlers`,
       `budgets:         ${totals.subscriptionsRefused} subscriptions refused for a full budget, ${totals.subscribersDropped} stalled subscribers dropped for a newcomer`,
       `steps:           ${totals.stepsRecorded} recorded, ${totals.suspended} attempts suspended (sleeps and waits)`,
+      `requeues:        ${totals.requeued} attempts requeued by their worker without counting, ${totals.requeuesCounted} past the bound that counted`,
       `schedules:       ${sch('fired')} ticks fired (${sch('catchUps')} catch-up jobs after a recovery), skipped: ${sch('skippedOverlap')} overlap, ${sch('skippedMissed')} missed, ${sch('skippedLimit')} limit; ${sch('triggers')} triggers; ${sch('set')} definitions set, ${sch('invalid')} refused as invalid`,
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
       `prefetch:        ${totals.prefetchedSteps} steps ended with a worker holding more leases than its capacity`,
       `queues:          ${totals.queueStarts} starts checked, ${totals.limitedStarts} under a concurrency or rate limit, ${totals.contestedStarts} with another group waiting (group turns checked)`,
-      `stalls:          ${totals.keptLeases} attempts kept for their worker after a stall or a restart, ${totals.reclaimedLeases} taken back by a new session; ${totals.endingConnections} connection ends read before their last frames`,
+      `stalls:          ${totals.keptLeases} attempts kept for their worker after a stall or a restart, ${totals.reclaimedLeases} taken back by a new session (${totals.heldLists} lists in several parts); ${totals.endingConnections} connection ends read before their last frames`,
       `faults injected: ${totals.faults} (${kinds})`,
       `failures:        ${failures}`,
       `time:            ${(elapsedMs / 1000).toFixed(1)} s`,
@@ -144,6 +151,9 @@ function runMany(start: number, count: number, steps: number): number {
     subscriptionsRefused: 0,
     stepsRecorded: 0,
     suspended: 0,
+    requeued: 0,
+    requeuesCounted: 0,
+    heldLists: 0,
     restarts: 0,
     failovers: 0,
     fencedCommits: 0,

@@ -7,8 +7,10 @@
  *   gap between ticks of more than four sweep periods (at least 1 s) is a
  *   stall of the coordinator itself, reported as such, and the stalled time
  *   counts as nobody's silence;
- * - a draining session gets no new assignments; a registration is valid and
- *   replaces a live session of the same worker only after losing it;
+ * - a draining session gets no new assignments, nor one still listing the
+ *   attempts it holds (`moreHeld`, until its list ends); a registration is
+ *   valid (a capacity of at most 10,000 slots) and replaces a live session
+ *   of the same worker only after losing it;
  * - once the end of a connection has been read (`workerEnding`), nothing is
  *   assigned to its session and no registration read from it is accepted;
  * - leases are kept for a worker without a session only by a recovery (the
@@ -19,6 +21,7 @@
  *   workers, connections, draining and ending flags).
  */
 import type { CoreConfig } from '../../src/coordinator/core/types.js';
+import { MAX_SLOTS } from '../../src/protocol/limits.js';
 import type { CoreInspection } from '../../src/coordinator/core/core.js';
 import type { Judge } from './violation.js';
 import type { HandledInput } from './world.js';
@@ -29,6 +32,8 @@ interface SessionModel {
   lastHeartbeatMs: number;
   draining: boolean;
   ending: boolean;
+  /** Registered with `moreHeld`, and its held list has not ended. */
+  listingHeld: boolean;
 }
 
 export class SessionChecks {
@@ -76,7 +81,7 @@ export class SessionChecks {
           previous === undefined &&
             event.workerId.trim().length > 0 &&
             event.capacity >= 1 &&
-            event.capacity <= 1024 &&
+            event.capacity <= MAX_SLOTS &&
             !this.#endingConns.has(event.connId),
           () =>
             `worker ${JSON.stringify(event.workerId)} (capacity ${event.capacity}) registered on ${event.connId} (end read: ${this.#endingConns.has(event.connId)}); live session before: ${previous?.connId ?? 'none'}`,
@@ -87,7 +92,18 @@ export class SessionChecks {
           lastHeartbeatMs: now,
           draining: false,
           ending: false,
+          listingHeld:
+            input.kind === 'workerMessage' &&
+            input.msg.type === 'WORKER_REGISTER' &&
+            input.msg.moreHeld === true,
         });
+      } else if (event.type === 'worker.heldListEnded') {
+        const session = this.#sessions.get(event.workerId);
+        this.#judge.check(
+          session?.connId === event.connId && session.listingHeld,
+          () => `held list of ${event.workerId} on ${event.connId} ended, but none was under way`,
+        );
+        if (session !== undefined) session.listingHeld = false;
       } else if (event.type === 'worker.lost') {
         lostDraining.set(event.workerId, this.#sessions.get(event.workerId)?.draining === true);
         this.#lost(event.workerId, event.cause, event.reason, now);
@@ -101,9 +117,9 @@ export class SessionChecks {
       } else if (event.type === 'job.assigned') {
         const session = this.#sessions.get(event.workerId);
         this.#judge.check(
-          session !== undefined && !session.draining && !session.ending,
+          session !== undefined && !session.draining && !session.ending && !session.listingHeld,
           () =>
-            `job ${event.jobId} assigned to ${session === undefined ? 'unknown' : session.draining ? 'draining' : 'ending'} worker ${event.workerId}`,
+            `job ${event.jobId} assigned to ${session === undefined ? 'unknown' : session.draining ? 'draining' : session.ending ? 'ending' : 'still listing'} worker ${event.workerId}`,
         );
       }
     }
@@ -166,9 +182,10 @@ export class SessionChecks {
         model !== undefined &&
           model.connId === w.connId &&
           model.draining === w.draining &&
-          model.ending === w.ending,
+          model.ending === w.ending &&
+          model.listingHeld === w.listingHeld,
         () =>
-          `session ${w.workerId} on ${w.connId} (draining ${w.draining}, ending ${w.ending}) is not the model's ${JSON.stringify(model)}`,
+          `session ${w.workerId} on ${w.connId} (draining ${w.draining}, ending ${w.ending}, listing ${w.listingHeld}) is not the model's ${JSON.stringify(model)}`,
       );
     }
   }

@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { CoreConfig, CoreEvent, Effect } from '../../src/coordinator/core/types.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
+import { MAX_FREE_REQUEUES } from '../../src/protocol/limits.js';
 import { Random } from './random.js';
 import { REGRESSION_SEEDS } from './regression-seeds.js';
 import { Simulation } from './simulator.js';
@@ -205,6 +206,59 @@ describe('JobTracker (the checker itself)', () => {
     assert.throws(
       () => tracker.onHandled(handled({ kind: 'tick' }, [completed], [1, 0])),
       /without holding its current lease/,
+    );
+  });
+
+  it('reports a free requeue past the bound, and a requeue the worker never sent', () => {
+    const tracker = trackerForTest();
+    submitted(tracker, 'j1', null);
+    const requeueOf = (attempt: number) => ({
+      kind: 'workerMessage' as const,
+      connId: 5,
+      msg: {
+        type: 'TASK_RESULT' as const,
+        workerId: 'w1',
+        jobId: 'j1',
+        attemptId: `a${attempt}`,
+        success: false,
+        result: null,
+        error: 'cut off',
+        requeue: true,
+      },
+    });
+    const requeued = (attempt: number): Effect =>
+      ev({
+        type: 'job.attemptRequeued',
+        jobId: 'j1',
+        workerId: 'w1',
+        attemptId: `a${attempt}`,
+        attempt,
+        requeues: attempt,
+        error: 'cut off',
+      });
+    for (let attempt = 1; attempt <= MAX_FREE_REQUEUES; attempt++) {
+      tracker.onHandled(handled({ kind: 'tick' }, assigned('j1', `a${attempt}`, attempt), [1, 1]));
+      tracker.onHandled({
+        ...handled(requeueOf(attempt), [requeued(attempt)], [1, 1]),
+        currentAtSend: true,
+      });
+    }
+    assert.equal(tracker.requeues.get('j1'), MAX_FREE_REQUEUES);
+    tracker.onHandled(handled({ kind: 'tick' }, assigned('j1', 'a11', 11), [1, 1]));
+    assert.throws(
+      () =>
+        tracker.onHandled({
+          ...handled(requeueOf(11), [requeued(11)], [1, 1]),
+          currentAtSend: true,
+        }),
+      /requeued for free as number 11 after 10 free requeues/,
+    );
+    const other = trackerForTest();
+    submitted(other, 'j1', null);
+    other.onHandled(handled({ kind: 'tick' }, assigned('j1', 'a1', 1), [1, 1]));
+    assert.throws(
+      () => other.onHandled(handled({ kind: 'tick' }, [requeued(1)], [1, 1])),
+      /requeued on a tick input/,
     );
   });
 });

@@ -81,6 +81,11 @@ export interface SimulationReport {
   stepsRecorded: number;
   /** Attempts that ended in a sleep or a wait. */
   suspended: number;
+  /** Attempts requeued by their worker for free, and requeues past the bound that counted. */
+  requeued: number;
+  requeuesCounted: number;
+  /** Held lists sent in several parts (`moreHeld`) that ended. */
+  heldLists: number;
   /** Schedule ticks fired and skipped (by reason), catch-up jobs, triggers, definitions. */
   schedules: ScheduleCounts;
   faults: Record<string, number>;
@@ -510,6 +515,9 @@ export class Simulation {
       subscriptionsRefused: this.#invariants.budgets.counts.refused,
       stepsRecorded: this.#stepStats.recorded,
       suspended: counts.suspended,
+      requeued: counts.requeued,
+      requeuesCounted: counts.requeuesCounted,
+      heldLists: counts.heldLists,
       schedules: { ...this.#invariants.tracker.schedules.counts },
       faults: this.#faults.toJSON(),
       faultTotal: this.#faults.total,

@@ -4,6 +4,7 @@
  */
 import type { Effect } from '../../src/coordinator/core/types.js';
 import { JOB_STATES, type JobSnapshot, type JobState } from '../../src/protocol/messages.js';
+import { MAX_FREE_REQUEUES } from '../../src/protocol/limits.js';
 
 export interface SnapshotSeen {
   jobId: string;
@@ -73,13 +74,16 @@ export function snapshotProblem(job: JobSnapshot): string | null {
   if ((job.state === 'COMPLETED') !== (job.result !== null)) {
     return `state ${job.state} with result ${job.result}`;
   }
-  // Attempts that ended in a sleep or a wait (listed as steps) do not count.
+  // Attempts that ended in a sleep or a wait (listed as steps) do not count,
+  // nor those requeued by their worker for free.
   const suspended = (job.steps ?? []).filter(
     (step) => step.name === 'dtp.sleep' || step.name === 'dtp.waitFor',
   ).length;
-  const used = job.attempts - suspended;
+  const requeues = job.requeues ?? 0;
+  const used = job.attempts - suspended - requeues;
+  if (requeues > MAX_FREE_REQUEUES) return `${requeues} free requeues`;
   if (!Number.isInteger(job.attempts) || used < 0 || used > job.maxAttempts) {
-    return `attempts ${job.attempts} (${suspended} suspended) of maxAttempts ${job.maxAttempts}`;
+    return `attempts ${job.attempts} (${suspended} suspended, ${requeues} requeued) of maxAttempts ${job.maxAttempts}`;
   }
   if (job.state === 'QUEUED' && used === job.maxAttempts) {
     return `QUEUED with every attempt (${job.attempts}) used`;

@@ -133,6 +133,7 @@ export class TimingChecks {
         this.#retryAtMs.set(event.jobId, now + event.delayMs);
         return;
       case 'job.suspended':
+      case 'job.attemptRequeued':
         this.#grantedAtMs.delete(event.jobId);
         return;
       case 'job.due':
@@ -171,6 +172,7 @@ export class TimingChecks {
       case 'worker.draining':
       case 'worker.leasesKept':
       case 'worker.leasesReclaimed':
+      case 'worker.heldListEnded':
       case 'jobs.purged':
       case 'coordinator.stalled':
       case 'subscriber.dropped':

@@ -31,6 +31,7 @@ import type { Judge } from './violation.js';
 import type { HandledInput } from './world.js';
 import { batchParts } from './clients.js';
 import { ScheduleChecks, firedJob, type TickFact } from './schedule-checks.js';
+import { MAX_FREE_REQUEUES } from '../../src/protocol/limits.js';
 
 export interface Lease {
   attemptId: string;
@@ -60,6 +61,12 @@ export interface TrackerCounts {
   cascaded: number;
   /** Attempts that ended in a sleep or a wait (durable steps). */
   suspended: number;
+  /** Attempts requeued by their worker without counting (`TASK_RESULT.requeue`). */
+  requeued: number;
+  /** Requeues past the free ones, which counted as failed attempts. */
+  requeuesCounted: number;
+  /** Held lists that came in several parts (`moreHeld`) and ended. */
+  heldLists: number;
 }
 
 export class JobTracker {
@@ -68,6 +75,10 @@ export class JobTracker {
   readonly maxAttempts = new Map<string, number>();
   /** Attempts of each job that ended in a suspension (durable steps): not counted toward maxAttempts. */
   readonly suspensions = new Map<string, number>();
+  /** Attempts of each job its worker requeued without counting (at most MAX_FREE_REQUEUES). */
+  readonly requeues = new Map<string, number>();
+  /** Jobs whose attempt was requeued in the input being judged: QUEUED (or assigned) at once. */
+  readonly requeuedNow: string[] = [];
   /**
    * The `traceparent` each job was submitted with (null: none). Fixed at
    * submission, so kept across crashes: a job that survives one must still
@@ -100,6 +111,9 @@ export class JobTracker {
     children: 0,
     cascaded: 0,
     suspended: 0,
+    requeued: 0,
+    requeuesCounted: 0,
+    heldLists: 0,
   };
   /** Jobs created with parents: their parents and policy (never rolled back: ids are unique). */
   readonly #parentsOf = new Map<string, { parents: string[]; run: boolean }>();
@@ -315,6 +329,7 @@ export class JobTracker {
     this.attempts.clear();
     this.maxAttempts.clear();
     this.suspensions.clear();
+    this.requeues.clear();
     this.leases.clear();
     this.#childOf.clear();
     for (const row of this.#store.committedJobs()) {
@@ -323,6 +338,8 @@ export class JobTracker {
       }
       this.attempts.set(row.jobId, row.attempts);
       this.suspensions.set(row.jobId, committedSuspensions(this.#store, row.jobId));
+      // The core's rows carry the count of its REQUEUED attempts.
+      this.requeues.set(row.jobId, row.requeues ?? 0);
       this.maxAttempts.set(row.jobId, row.maxAttempts);
       if (row.state === 'RUNNING' && row.attemptId !== null && row.workerId !== null) {
         this.leases.set(row.jobId, { attemptId: row.attemptId, workerId: row.workerId });
@@ -478,6 +495,8 @@ export class JobTracker {
         this.suspensions.set(event.jobId, (this.suspensions.get(event.jobId) ?? 0) + 1);
         this.counts.suspended++;
         return;
+      case 'job.attemptRequeued':
+        return this.#applyRequeued(event, h);
       case 'job.completed':
         return this.#applyCompleted(event, h);
       case 'job.retryScheduled':
@@ -537,6 +556,9 @@ export class JobTracker {
       case 'worker.leasesReclaimed':
         this.counts.reclaimedLeases += event.jobs;
         return;
+      case 'worker.heldListEnded':
+        this.counts.heldLists++;
+        return;
       case 'worker.registered':
       case 'worker.rejected':
       case 'worker.suspected':
@@ -547,6 +569,44 @@ export class JobTracker {
       case 'subscriber.dropped':
         return;
     }
+  }
+
+  /** Attempts of a job that do not count toward its maxAttempts: suspensions and free requeues. */
+  uncounted(jobId: string): number {
+    return (this.suspensions.get(jobId) ?? 0) + (this.requeues.get(jobId) ?? 0);
+  }
+
+  /**
+   * Requeue invariant: an attempt ends REQUEUED (not counted) only on its
+   * worker's TASK_RESULT with `requeue` under the current lease, and only
+   * while the job has had fewer than MAX_FREE_REQUEUES such attempts; the
+   * job is QUEUED at once (checked on the rows after the step).
+   */
+  #applyRequeued(
+    event: Extract<CoreEvent, { type: 'job.attemptRequeued' }>,
+    h: HandledInput,
+  ): void {
+    const judge = this.#judge;
+    const input = h.input;
+    const before = this.requeues.get(event.jobId) ?? 0;
+    judge.check(
+      this.leaseCurrent(event.jobId, event.attemptId) &&
+        input.kind === 'workerMessage' &&
+        input.msg.type === 'TASK_RESULT' &&
+        input.msg.requeue === true &&
+        input.msg.attemptId === event.attemptId,
+      () =>
+        `job ${event.jobId} requeued on a ${input.kind} input, not on its current lease's requeue`,
+    );
+    judge.check(
+      before < MAX_FREE_REQUEUES && event.requeues === before + 1,
+      () =>
+        `job ${event.jobId} requeued for free as number ${event.requeues} after ${before} free requeues (at most ${MAX_FREE_REQUEUES})`,
+    );
+    this.leases.delete(event.jobId);
+    this.requeues.set(event.jobId, before + 1);
+    this.requeuedNow.push(event.jobId);
+    this.counts.requeued++;
   }
 
   #applyCompleted(event: Extract<CoreEvent, { type: 'job.completed' }>, h: HandledInput): void {
@@ -573,7 +633,7 @@ export class JobTracker {
     const judge = this.#judge;
     this.leases.delete(event.jobId);
     if (event.type === 'job.retryScheduled') {
-      const used = event.attempt - (this.suspensions.get(event.jobId) ?? 0);
+      const used = event.attempt - this.uncounted(event.jobId);
       judge.check(
         event.attempt === this.attempts.get(event.jobId) && used < event.maxAttempts,
         () =>
@@ -581,11 +641,11 @@ export class JobTracker {
       );
       return;
     }
-    const suspended = this.suspensions.get(event.jobId) ?? 0;
+    const uncounted = this.uncounted(event.jobId);
     judge.check(
       event.attempts === this.attempts.get(event.jobId) &&
         (event.cause === 'non_retryable' ||
-          event.attempts - suspended >= (this.maxAttempts.get(event.jobId) ?? 0)),
+          event.attempts - uncounted >= (this.maxAttempts.get(event.jobId) ?? 0)),
       () => `job ${event.jobId} failed after ${event.attempts} attempts with attempts left`,
     );
     this.counts.failed++;
@@ -685,11 +745,11 @@ export class JobTracker {
       attempts !== undefined && event.attempt === attempts + 1,
       () => `job ${jobId} assigned as attempt ${event.attempt} after ${attempts} attempts`,
     );
-    const suspended = this.suspensions.get(jobId) ?? 0;
+    const uncounted = this.uncounted(jobId);
     judge.check(
-      event.attempt - suspended <= (this.maxAttempts.get(jobId) ?? 0),
+      event.attempt - uncounted <= (this.maxAttempts.get(jobId) ?? 0),
       () =>
-        `job ${jobId} assigned attempt ${event.attempt} (${suspended} suspended) beyond maxAttempts ${event.maxAttempts}`,
+        `job ${jobId} assigned attempt ${event.attempt} (${uncounted} suspended or requeued) beyond maxAttempts ${event.maxAttempts}`,
     );
     const send = effects.find(
       (e) =>
@@ -719,9 +779,8 @@ export class JobTracker {
 
   #applyRecovered(event: Extract<CoreEvent, { type: 'job.recovered' }>, h: HandledInput): void {
     const judge = this.#judge;
-    // Suspended attempts (sleeps, waits) do not count toward maxAttempts.
-    const attempts =
-      (this.attempts.get(event.jobId) ?? 0) - (this.suspensions.get(event.jobId) ?? 0);
+    // Suspended attempts (sleeps, waits) and free requeues do not count toward maxAttempts.
+    const attempts = (this.attempts.get(event.jobId) ?? 0) - this.uncounted(event.jobId);
     const max = this.maxAttempts.get(event.jobId) ?? 0;
     // Recovery keeps the attempts it found running; one whose worker does
     // not come back for it ends later (a tick, or the worker's registration).
@@ -837,19 +896,28 @@ export class JobTracker {
   #checkResult(
     jobId: string,
     attemptId: string,
-    msg: { success: boolean; result: string | null },
+    msg: { success: boolean; result: string | null; requeue?: boolean | null },
     h: HandledInput,
     leaseBefore: Lease | undefined,
   ): void {
     const judge = this.#judge;
-    const accepted = h.effects.some(
+    const ended = (type: 'job.completed' | 'job.attemptRequeued'): boolean =>
+      h.effects.some(
+        (e) =>
+          e.kind === 'event' &&
+          (e.event.type === 'job.completed' || e.event.type === 'job.attemptRequeued') &&
+          e.event.type === type &&
+          e.event.jobId === jobId,
+      );
+    const counted = h.effects.some(
       (e) =>
         e.kind === 'event' &&
-        ((e.event.type === 'job.completed' && e.event.jobId === jobId) ||
-          ((e.event.type === 'job.retryScheduled' || e.event.type === 'job.failed') &&
-            e.event.cause === 'task_failure' &&
-            e.event.jobId === jobId)),
+        (e.event.type === 'job.retryScheduled' || e.event.type === 'job.failed') &&
+        e.event.cause === 'task_failure' &&
+        e.event.jobId === jobId,
     );
+    const requeued = ended('job.attemptRequeued');
+    const accepted = ended('job.completed') || counted || requeued;
     const current =
       !h.linkClosedByCore &&
       leaseBefore !== undefined &&
@@ -873,6 +941,15 @@ export class JobTracker {
       () => `TASK_RESULT success=${msg.success} for ${jobId} was handled the other way`,
     );
     if (completed) this.#building.results.set(jobId, msg.result ?? '');
+    if (msg.success || msg.requeue !== true) return;
+    // A requeue is free while the job has had fewer than the bound, and always counts after.
+    const free = (this.requeues.get(jobId) ?? 0) - (requeued ? 1 : 0) < MAX_FREE_REQUEUES;
+    judge.check(
+      requeued === free && counted === !free,
+      () =>
+        `requeue of ${jobId} after ${this.requeues.get(jobId) ?? 0} free ones was ${requeued ? 'free' : 'counted'}`,
+    );
+    if (counted) this.counts.requeuesCounted++;
   }
 
   /**

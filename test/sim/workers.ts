@@ -14,7 +14,15 @@
  * child acknowledged must already be durable. Some workers keep running their tasks across a lost connection
  * and report them on the next one (late results); of those, some list them
  * when they register again (`heldAttempts`, as the real worker does with a
- * coordinator that offers `reattach`); the others drop them.
+ * coordinator that offers `reattach`), half of the time in several parts
+ * (`moreHeld`, then HELD_ATTEMPTS, now and then never finished); the others
+ * drop them.
+ *
+ * Many attempts per worker: a tenth of the workers have more than 1,024
+ * slots (`slots`). Requeues: with a coordinator that offers `requeue`, an
+ * attempt is now and then cut off through no fault of its own and reported
+ * with `requeue: true`; one job in twenty does that on every attempt (it
+ * kills its thread each time), so it runs into the bound of free requeues.
  *
  * Durable steps: about a third of the jobs are "stepped". An attempt of one
  * starts after the steps its assignment carries and records a few more
@@ -40,6 +48,7 @@ import type {
   TaskResult,
   WorkerToCoordinator,
 } from '../../src/protocol/messages.js';
+import { MAX_CAPACITY, MAX_SLOTS, maxPrefetch } from '../../src/protocol/limits.js';
 import type { SimClock, WorkerLink, WorkerPeer } from './network.js';
 import type { Random } from './random.js';
 import type { Judge } from './violation.js';
@@ -101,6 +110,13 @@ function isStepped(jobId: string): boolean {
   return Math.abs(h) % 3 === 0;
 }
 
+/** A job whose every attempt is cut off (one in twenty): decided by its id, as {@link isStepped}. */
+function cutsOffAlways(jobId: string): boolean {
+  let h = 7;
+  for (let i = 0; i < jobId.length; i++) h = (h * 33 + jobId.charCodeAt(i)) | 0;
+  return Math.abs(h) % 20 === 0;
+}
+
 /** The step state of an attempt of a stepped job. */
 interface StepState {
   /** The index its next step takes. */
@@ -149,6 +165,10 @@ export class SimWorker implements WorkerPeer {
   readonly #keepsTasks: boolean;
   /** Lists what it still holds when it registers (only a worker that keeps its tasks). */
   readonly #listsHeld: boolean;
+  /** The part of its held list still to send after WORKER_REGISTERED (`moreHeld`); null = none. */
+  #heldRest: HeldAttempt[] | null = null;
+  /** What the coordinator offered on the current connection. */
+  #features: ReadonlySet<string> = new Set();
   #link: WorkerLink | null = null;
   #registered = false;
   #up = true;
@@ -166,7 +186,7 @@ export class SimWorker implements WorkerPeer {
     this.workerId = workerId;
     this.#env = env;
     this.#rng = rng;
-    this.#capacity = rng.int(1, 4);
+    this.#capacity = this.#pickCapacity();
     this.#prefetch = this.#pickPrefetch();
     this.#quick = rng.chance(0.3);
     this.#taskTypes = taskTypes;
@@ -239,7 +259,9 @@ export class SimWorker implements WorkerPeer {
           () => `${this.workerId} registered as ${msg.workerId}`,
         );
         this.#registered = true;
+        this.#features = new Set(msg.features ?? []);
         this.#nextHeartbeatAtMs = this.#now + this.#env.heartbeatIntervalMs;
+        this.#sendHeldRest();
         return;
       case 'TASK_ASSIGN':
         judge.check(
@@ -413,7 +435,7 @@ export class SimWorker implements WorkerPeer {
     this.#hungUntilMs = 0;
     this.#draining = false;
     if (this.#rng.chance(0.3)) {
-      this.#capacity = this.#rng.int(1, 4);
+      this.#capacity = this.#pickCapacity();
       this.#prefetch = this.#pickPrefetch();
     }
     this.#connect();
@@ -429,7 +451,7 @@ export class SimWorker implements WorkerPeer {
       this.#write({
         type: 'WORKER_REGISTER',
         workerId: this.workerId,
-        capacity: this.#capacity,
+        capacity: Math.min(this.#capacity, MAX_CAPACITY),
         taskTypes: this.#taskTypes,
       });
     } else {
@@ -445,6 +467,20 @@ export class SimWorker implements WorkerPeer {
       { type: 'WORKER_REGISTER', workerId: ' ', capacity: 1, taskTypes: null },
       { type: 'WORKER_REGISTER', workerId: this.workerId, capacity: 0, taskTypes: null },
       { type: 'WORKER_REGISTER', workerId: this.workerId, capacity: 5000, taskTypes: null },
+      {
+        type: 'WORKER_REGISTER',
+        workerId: this.workerId,
+        capacity: 512,
+        taskTypes: null,
+        slots: 5000,
+      },
+      {
+        type: 'WORKER_REGISTER',
+        workerId: this.workerId,
+        capacity: MAX_CAPACITY,
+        taskTypes: null,
+        slots: MAX_SLOTS + 1,
+      },
       {
         type: 'WORKER_REGISTER',
         workerId: this.workerId,
@@ -490,20 +526,53 @@ export class SimWorker implements WorkerPeer {
     this.#link = link;
     this.#registered = false;
     this.#env.log(() => `  ${this.workerId} dials: connection ${link.connId}`);
+    this.#features = new Set();
     const held = this.#listsHeld ? this.#held() : null;
     // A listed attempt may be cancelled on this connection.
     for (const h of held ?? []) link.leases.add(h.attemptId);
+    // Half of the time the list comes in parts: the first here, the rest after WORKER_REGISTERED.
+    const split = held !== null && this.#rng.chance(0.5) ? this.#rng.int(0, held.length) : null;
+    this.#heldRest = split === null || held === null ? null : held.slice(split);
+    const listed = split === null || held === null ? held : held.slice(0, split);
+    const capacity = this.#capacity;
     world.writeWorker(link, {
       type: 'WORKER_REGISTER',
       workerId: this.workerId,
-      capacity: this.#capacity,
+      capacity: Math.min(capacity, MAX_CAPACITY),
+      ...(capacity > MAX_CAPACITY ? { slots: capacity } : {}),
       taskTypes: this.#taskTypes,
       traceContext: true,
       steps: true,
       children: true,
       ...(this.#prefetch === 0 ? {} : { prefetch: this.#prefetch }),
-      ...(held === null ? {} : { heldAttempts: held }),
+      ...(listed === null ? {} : { heldAttempts: listed }),
+      ...(this.#heldRest === null ? {} : { moreHeld: true }),
     });
+  }
+
+  /**
+   * The rest of a held list in parts, right after WORKER_REGISTERED (the
+   * last with `more: false`); now and then a worker never sends the end.
+   */
+  #sendHeldRest(): void {
+    const rest = this.#heldRest;
+    this.#heldRest = null;
+    if (rest === null || !this.#features.has('moreHeld')) return;
+    let left = rest;
+    do {
+      const part = left.slice(0, this.#rng.int(1, 3));
+      left = left.slice(part.length);
+      if (left.length === 0 && !this.#env.quiet() && this.#rng.chance(0.1)) {
+        this.#env.faults.count('heldListUnfinished');
+        return;
+      }
+      this.#write({
+        type: 'HELD_ATTEMPTS',
+        workerId: this.workerId,
+        heldAttempts: part,
+        more: left.length > 0,
+      });
+    } while (left.length > 0);
   }
 
   /** Attempts it still runs or has a result for, once each. */
@@ -514,8 +583,14 @@ export class SimWorker implements WorkerPeer {
     return [...held.values()].map(({ jobId, attemptId }) => ({ jobId, attemptId }));
   }
 
+  /** A few slots mostly; a tenth of the workers have more than 1,024 (`slots`). */
+  #pickCapacity(): number {
+    return this.#rng.chance(0.1) ? this.#rng.int(MAX_CAPACITY + 1, MAX_SLOTS) : this.#rng.int(1, 4);
+  }
+
   #pickPrefetch(): number {
-    return this.#rng.pick([0, 0, 1, this.#capacity, 2 * this.#capacity, 4 * this.#capacity]);
+    const c = this.#capacity;
+    return Math.min(this.#rng.pick([0, 0, 1, c, 2 * c, 4 * c]), maxPrefetch(c));
   }
 
   #dropLink(): void {
@@ -619,7 +694,9 @@ export class SimWorker implements WorkerPeer {
         this.#env.faults.count('slowResult');
         sendAtMs = now + this.#rng.int(1, 2 * this.#env.taskTimeoutMs);
       }
-      const msg = this.#resultFor(task.jobId, task.attemptId, task.success, task.attemptNumber);
+      const msg = this.#cutOff(task)
+        ? this.#requeueFor(task)
+        : this.#resultFor(task.jobId, task.attemptId, task.success, task.attemptNumber);
       this.#outbox.push({ msg, sendAtMs });
     }
   }
@@ -707,6 +784,25 @@ export class SimWorker implements WorkerPeer {
       },
       sendAtMs: late ? this.#now + this.#rng.int(1, 2 * this.#env.taskTimeoutMs) : this.#now,
     });
+  }
+
+  /** Whether this attempt was cut off through no fault of its own (only with `requeue` offered). */
+  #cutOff(task: Task): boolean {
+    if (!this.#features.has('requeue')) return false;
+    return cutsOffAlways(task.jobId) || (!this.#env.quiet() && this.#rng.chance(0.03));
+  }
+
+  #requeueFor(task: Task): TaskResult {
+    return {
+      type: 'TASK_RESULT',
+      workerId: this.workerId,
+      jobId: task.jobId,
+      attemptId: task.attemptId,
+      success: false,
+      result: null,
+      error: `simulated: the thread of attempt ${task.attemptNumber} was ended for another attempt`,
+      requeue: true,
+    };
   }
 
   #resultFor(

@@ -87,6 +87,14 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     heldAttempts: [{ jobId: 'job-1', attemptId: 'attempt-1' }],
     queues: ['emails', 'reports'],
     parents: true,
+    slots: 5000,
+    moreHeld: true,
+  },
+  HELD_ATTEMPTS: {
+    type: 'HELD_ATTEMPTS',
+    workerId: 'worker-1',
+    heldAttempts: [{ jobId: 'job-2', attemptId: 'attempt-2' }],
+    more: false,
   },
   WORKER_REGISTERED: {
     type: 'WORKER_REGISTERED',
@@ -130,6 +138,7 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     error: null,
     retryable: false,
     resultFormat: 'json',
+    requeue: true,
   },
   WORKER_DRAINING: { type: 'WORKER_DRAINING', workerId: 'worker-1' },
   ERROR: {
@@ -443,7 +452,10 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'heldAttempts',
     'queues',
     'parents',
+    'slots',
+    'moreHeld',
   ],
+  HELD_ATTEMPTS: ['workerId', 'heldAttempts', 'more'],
   WORKER_REGISTERED: ['workerId', 'features'],
   HEARTBEAT: ['workerId'],
   HEARTBEAT_ACK: ['workerId'],
@@ -467,6 +479,7 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'error',
     'retryable',
     'resultFormat',
+    'requeue',
   ],
   WORKER_DRAINING: ['workerId'],
   ERROR: ['message', 'code', 'leader', 'index', 'requestId'],
@@ -593,10 +606,10 @@ const OPTIONAL_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
 
 /** Extension fields (beyond version 1): absent after decoding when null, and never emitted as null. */
 const EXTENSION_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
-  WORKER_REGISTER: ['authToken', 'heartbeatAck', 'prefetch', 'heldAttempts'],
+  WORKER_REGISTER: ['authToken', 'heartbeatAck', 'prefetch', 'heldAttempts', 'slots', 'moreHeld'],
   WORKER_REGISTERED: ['features'],
   TASK_ASSIGN: ['timeoutMillis', 'maxAttempts'],
-  TASK_RESULT: ['retryable', 'resultFormat'],
+  TASK_RESULT: ['retryable', 'resultFormat', 'requeue'],
   ERROR: ['leader'],
   SUBMIT_JOB: ['timeoutMillis'],
   JOB_SUBMITTED: ['servingWorkers'],

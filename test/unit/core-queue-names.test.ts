@@ -76,6 +76,43 @@ describe('core: pausing and resuming queues that do not exist', () => {
     assert.equal(reply.queue.concurrency, 3);
   });
 
+  it('applies changes of one queue in the order they came, whatever order their reads answer in', () => {
+    const h = new CoreHarness();
+    h.submit({ queue: 'reports' });
+    h.holdReads = true;
+    h.handle({
+      kind: 'clientRequest',
+      connId: 7,
+      requestId: 1,
+      msg: { type: 'SET_QUEUE', name: 'reports', paused: true, concurrency: 2 },
+    });
+    h.handle({
+      kind: 'clientRequest',
+      connId: 7,
+      requestId: 2,
+      msg: { type: 'SET_QUEUE', name: 'reports', paused: false, clear: ['concurrency'] },
+    });
+    assert.equal(h.heldReads.length, 1, 'the second waits behind the first, without a read');
+    h.holdReads = false;
+    // Latest first: a store may answer concurrent reads in any order.
+    for (const read of [...h.heldReads].reverse()) {
+      h.handle({ kind: 'readDone', readId: read.readId, result: h.store.readNow(read.read) });
+    }
+    const replies = h.log.flatMap((e) =>
+      e.kind === 'reply' && e.connId === 7 ? [[e.requestId, e.msg.type]] : [],
+    );
+    assert.deepEqual(replies, [
+      [1, 'QUEUE_INFO'],
+      [2, 'QUEUE_INFO'],
+    ]);
+    const settings = h.store.committedQueues().find((q) => q.name === 'reports');
+    assert.deepEqual(
+      [settings?.paused, settings?.concurrency],
+      [false, null],
+      'the later one wins',
+    );
+  });
+
   it('still refuses an invalid change at once, before looking for the queue', () => {
     const h = new CoreHarness();
     const reply = expectReply(setQueue(h, { name: '9bad', paused: true }), 'ERROR');

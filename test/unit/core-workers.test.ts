@@ -37,6 +37,9 @@ const REGISTERED_W1 = {
     'progress',
     'children',
     'steps',
+    'slots',
+    'requeue',
+    'moreHeld',
   ],
 } as const;
 

@@ -37,6 +37,24 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
     { type: 'worker.leasesKept', workerId: 'w', jobs: 1, untilMs: 1, reason: 'connection closed' },
   ],
   'worker.leasesReclaimed': [{ type: 'worker.leasesReclaimed', workerId: 'w', connId: 2, jobs: 1 }],
+  'worker.heldListEnded': [
+    {
+      type: 'worker.heldListEnded',
+      workerId: 'w',
+      connId: 2,
+      listed: 3,
+      revoked: 0,
+      timedOut: false,
+    },
+    {
+      type: 'worker.heldListEnded',
+      workerId: 'w',
+      connId: 2,
+      listed: 1,
+      revoked: 2,
+      timedOut: true,
+    },
+  ],
   'job.submitted': [
     {
       type: 'job.submitted',
@@ -52,6 +70,17 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
     },
   ],
   'job.deduplicated': [{ type: 'job.deduplicated', jobId: 'j', idempotencyKey: 'k' }],
+  'job.attemptRequeued': [
+    {
+      type: 'job.attemptRequeued',
+      jobId: 'j',
+      workerId: 'w',
+      attemptId: 'a',
+      attempt: 2,
+      requeues: 1,
+      error: 'its task thread was ended for another attempt',
+    },
+  ],
   'schedule.fired': [{ type: 'schedule.fired', name: 's', jobId: 'j', tickMs: 1, lagMs: 2 }],
   'schedule.skipped': [{ type: 'schedule.skipped', name: 's', tickMs: 1, reason: 'overlap' }],
   'job.due': [{ type: 'job.due', jobId: 'j', lateMs: 3 }],

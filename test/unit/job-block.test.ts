@@ -2,7 +2,8 @@
  * What the job block says of time, parents and durable steps: the run time
  * of a SCHEDULED job, the jobs a job depends on (with their states when
  * known), and attempts counted apart from the suspensions of `ctx.sleep` and
- * `ctx.waitFor`, in the block, the list and the event lines alike.
+ * `ctx.waitFor` and from the attempts a worker requeued, in the block, the
+ * list and the event lines alike.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -65,5 +66,18 @@ describe('job block', () => {
     const plain = formatJobBlock(job({ state: 'FAILED', attempts: 3 }));
     assert.equal(lineOf(plain, 'Attempt'), '  Attempt:  3/3');
     assert.equal(lineOf(plain, 'Suspends'), undefined);
+  });
+
+  it('leaves out the attempts its worker requeued, and counts them apart', () => {
+    // Six attempts started: two requeued, one suspended; three count.
+    const cut = job({ state: 'FAILED', attempts: 6, requeues: 2, suspensions: 1 });
+    const block = formatJobBlock(cut);
+    assert.equal(lineOf(block, 'Attempt'), '  Attempt:  3/3');
+    assert.equal(
+      lineOf(block, 'Requeues'),
+      '  Requeues: 2 (cut off through no fault of their own: not counted)',
+    );
+    assert.equal(attemptText(cut), '3/3');
+    assert.equal(lineOf(formatJobBlock(job()), 'Requeues'), undefined);
   });
 });

@@ -20,6 +20,7 @@ function session(workerId: string, capacity: number, taskTypes: string[] | null)
     capacity,
     prefetch: 0,
     prefetching: false,
+    heldList: null,
     lastResultMs: null,
     slotMs: null,
     taskTypes: taskTypes === null ? null : new Set(taskTypes),

@@ -35,14 +35,16 @@ export function formatBytes(bytes: number | null | undefined): string {
 
 /**
  * `n/max`: the attempts that count toward the job's maxAttempts, so not
- * those that ended in a suspension (`ctx.sleep`, `ctx.waitFor`).
+ * those that ended in a suspension (`ctx.sleep`, `ctx.waitFor`) nor those
+ * its worker requeued.
  */
 export function formatAttempts(job: {
   attempts: number;
   maxAttempts: number;
   suspensions?: number | null;
+  requeues?: number | null;
 }): string {
-  return `${job.attempts - (job.suspensions ?? 0)}/${job.maxAttempts}`;
+  return `${job.attempts - (job.suspensions ?? 0) - (job.requeues ?? 0)}/${job.maxAttempts}`;
 }
 
 /** A job id shortened for tables (the full id is in the link title). */

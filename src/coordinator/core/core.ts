@@ -37,7 +37,7 @@ import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed, parentsLookedUp } from './submission.js';
 import { flowKeyLookedUp, flowKeyLookupFailed, flowParentsLookedUp } from './flow-submission.js';
-import { queueCountsDone } from './queue-requests.js';
+import { heldChangeSettled, queueCountsDone } from './queue-requests.js';
 import type { QueueSettings } from './queue-table.js';
 import { batchKeyLookedUp, batchKeyLookupFailed } from './batch-submission.js';
 import { rerunRead } from './rerun.js';
@@ -185,6 +185,7 @@ export class CoordinatorCore {
         running: [...w.running],
         draining: w.draining,
         ending: w.ending,
+        listingHeld: w.heldList !== null,
         taskTypes: w.taskTypes === null ? null : [...w.taskTypes],
       })),
       servedTaskTypes: s.workers.servedTaskTypes(),
@@ -379,6 +380,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
         ErrorCode.StoreReadFailed,
         `Could not read history: ${message}`,
       );
+      if (read.kind === 'queues' && read.held !== undefined) heldChangeSettled(s, read.held.name);
       return;
     case 'key':
       return keyLookupFailed(s, read.key, message);
@@ -425,6 +427,8 @@ export interface CoreInspection {
     draining: boolean;
     /** Its connection's end has been read: it is assigned nothing more. */
     ending: boolean;
+    /** It is still listing the attempts it holds (`moreHeld`): it is assigned nothing yet. */
+    listingHeld: boolean;
     /** Declared task types; null = the five built-ins. */
     taskTypes: string[] | null;
   }[];

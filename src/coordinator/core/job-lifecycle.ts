@@ -35,11 +35,16 @@ import {
   assignedSteps,
   attemptsUsed,
   outcomeOf,
+  requeuesOf,
   resultsBytes,
   stepResultBytes,
   type WaitOutcome,
 } from './step-records.js';
-import { MAX_STEP_RESULT_BYTES, MAX_STEP_RESULTS_BYTES } from '../../protocol/limits.js';
+import {
+  MAX_FREE_REQUEUES,
+  MAX_STEP_RESULT_BYTES,
+  MAX_STEP_RESULTS_BYTES,
+} from '../../protocol/limits.js';
 
 /** How each failure cause is recorded in the attempt history. */
 const OUTCOME_OF: { readonly [C in AttemptFailureCause]: AttemptOutcome } = {
@@ -280,6 +285,39 @@ export function failJobOrRetry(
     maxAttempts: job.maxAttempts,
     delayMs,
     cause,
+    error,
+  });
+}
+
+/**
+ * The worker requeued the attempt (`TASK_RESULT.requeue`): it was cut off
+ * through no doing of its own. The attempt ends REQUEUED and the job is
+ * QUEUED at once, the attempt not counted toward maxAttempts, while the job
+ * has had fewer than {@link MAX_FREE_REQUEUES} such attempts; past that a
+ * requeue is a failed attempt like any other (it counts, after back-off), so
+ * a job whose attempts keep killing their threads cannot loop for ever.
+ */
+export function requeueAttempt(s: CoreState, job: RunningJob, error: string): void {
+  const requeues = requeuesOf(job);
+  if (requeues >= MAX_FREE_REQUEUES) {
+    const counted = `${error} (requeued ${MAX_FREE_REQUEUES} times already: this attempt counts)`;
+    failAttempt(s, job, 'task_failure', counted);
+    return;
+  }
+  const { workerId, attemptId } = job.lease;
+  endAttempt(s, job, 'REQUEUED', error);
+  job.error = error;
+  transition(job, { to: 'QUEUED', requeue: true }, s.nowMs);
+  job.retryAtMs = null;
+  s.jobs.save(job);
+  s.ready.push(job);
+  s.emit({
+    type: 'job.attemptRequeued',
+    jobId: job.jobId,
+    workerId,
+    attemptId,
+    attempt: job.attempts,
+    requeues: requeues + 1,
     error,
   });
 }

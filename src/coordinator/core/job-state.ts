@@ -6,7 +6,8 @@
  *   QUEUED      -> RUNNING (assigned), CANCELLED
  *   RUNNING     -> COMPLETED, FAILED, RETRY_WAIT, CANCELLED,
  *                  SCHEDULED, WAITING (the handler slept or waits: steps.ts),
- *                  QUEUED (only when recovering from a coordinator restart)
+ *                  QUEUED (only when recovering from a coordinator restart, or
+ *                  when the worker requeued the attempt: `TASK_RESULT.requeue`)
  *   RETRY_WAIT  -> QUEUED (back-off elapsed), CANCELLED
  *   COMPLETED, FAILED, CANCELLED: terminal, no exits; only a redrive
  *                  (rerun.ts) takes a FAILED job back to QUEUED.
@@ -32,17 +33,18 @@ const LEGAL: Readonly<Record<JobState, readonly JobState[]>> = {
 
 /**
  * True when `from -> to` is a legal move (RUNNING -> QUEUED needs
- * `recovery`; FAILED -> QUEUED, the one way out of a terminal state, needs
- * `redrive`).
+ * `recovery` or `requeue`; FAILED -> QUEUED, the one way out of a terminal
+ * state, needs `redrive`).
  */
 export function isLegalTransition(
   from: JobState,
   to: JobState,
   recovery = false,
   redrive = false,
+  requeue = false,
 ): boolean {
   if (from === 'FAILED' && to === 'QUEUED') return redrive;
-  if (from === 'RUNNING' && to === 'QUEUED' && !recovery) return false;
+  if (from === 'RUNNING' && to === 'QUEUED' && !recovery && !requeue) return false;
   return LEGAL[from].includes(to);
 }
 
@@ -56,17 +58,19 @@ export class IllegalTransitionError extends Error {
 
 type Move =
   | { to: 'RUNNING'; lease: Lease }
-  | { to: Exclude<JobState, 'RUNNING'>; recovery?: boolean; redrive?: boolean };
+  | { to: Exclude<JobState, 'RUNNING'>; recovery?: boolean; redrive?: boolean; requeue?: boolean };
 
 /**
  * Moves a job at `nowMs`, asserting the move is legal. Entering RUNNING
  * installs the lease; leaving it drops the lease. `recovery` allows
- * RUNNING -> QUEUED, which only restart recovery may do.
+ * RUNNING -> QUEUED, which only restart recovery may do, and so does
+ * `requeue`, for an attempt its worker requeued.
  */
 export function transition(job: CoreJob, move: Move, nowMs: number): void {
   const recovery = move.to !== 'RUNNING' && move.recovery === true;
   const redrive = move.to !== 'RUNNING' && move.redrive === true;
-  if (!isLegalTransition(job.state, move.to, recovery, redrive)) {
+  const requeue = move.to !== 'RUNNING' && move.requeue === true;
+  if (!isLegalTransition(job.state, move.to, recovery, redrive, requeue)) {
     throw new IllegalTransitionError(job.jobId, job.state, move.to);
   }
   job.state = move.to;

@@ -138,7 +138,23 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
         resultBytes: result === null ? 0 : Buffer.byteLength(result),
       })),
     }),
+    ...requeuesField(job.history),
   };
+}
+
+/** How many of these attempts ended REQUEUED (not counted toward maxAttempts). */
+export function requeuedAmong(attempts: readonly Readonly<AttemptRecord>[]): number {
+  let requeues = 0;
+  for (const attempt of attempts) if (attempt.outcome === 'REQUEUED') requeues++;
+  return requeues;
+}
+
+/** `{ requeues }` when some of these attempts ended REQUEUED; else nothing. */
+export function requeuesField(
+  attempts: readonly Readonly<AttemptRecord>[],
+): Pick<JobRecord, 'requeues'> {
+  const requeues = requeuedAmong(attempts);
+  return requeues > 0 ? { requeues } : {};
 }
 
 /**
@@ -274,6 +290,7 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
   if (job.parentJobId !== null && job.parentJobId !== undefined) {
     snapshot.parentJobId = job.parentJobId;
   }
+  if (job.requeues != null && job.requeues > 0) snapshot.requeues = job.requeues;
   return snapshot;
 }
 

@@ -19,4 +19,7 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'progress',
   'children',
   'steps',
+  'slots',
+  'requeue',
+  'moreHeld',
 ];

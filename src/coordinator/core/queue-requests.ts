@@ -15,7 +15,9 @@
  * that exists (a typo); a pause of a new name with no near miss goes ahead,
  * so that a queue can be paused before its first job. Either way the reply
  * of a change that made a new queue says `created`. `set` creates settings
- * by design and is never refused so.
+ * by design and is never refused so. Later changes of the same queue wait
+ * behind a held one and are applied after it, in the order they came (the
+ * reads that hold them may answer in any order).
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import {
@@ -48,7 +50,13 @@ export function setQueue(s: CoreState, connId: number, requestId: number, msg: S
     s.replyError(connId, requestId, ErrorCode.InvalidRequest, `Invalid request: ${next}`);
     return;
   }
+  const waiting = s.queueChangesWaiting.get(msg.name);
+  if (waiting !== undefined) {
+    waiting.push({ connId, requestId, msg });
+    return;
+  }
   if (isPauseOfUnsetQueue(s, msg)) {
+    s.queueChangesWaiting.set(msg.name, []);
     s.read(
       { op: 'queueCounts', queue: null },
       { kind: 'queues', connId, requestId, queue: msg.name, held: msg },
@@ -209,7 +217,10 @@ export function queueCountsDone(
     entry[state] = (entry[state] ?? 0) + count;
     byQueue.set(queue, entry);
   }
-  if (read.held !== undefined) return settleHeld(s, read, read.held, byQueue);
+  if (read.held !== undefined) {
+    settleHeld(s, read, read.held, byQueue);
+    return heldChangeSettled(s, read.held.name);
+  }
   if (read.queue !== null) {
     const info = infoOf(s, read.queue, byQueue.get(read.queue) ?? {});
     s.reply(read.connId, read.requestId, { type: 'QUEUE_INFO', queue: info });
@@ -221,6 +232,17 @@ export function queueCountsDone(
     .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
     .map((name) => infoOf(s, name, byQueue.get(name) ?? {}));
   s.reply(read.connId, read.requestId, { type: 'QUEUE_LIST', queues });
+}
+
+/**
+ * A held change of a queue was answered (or its read failed): the changes
+ * that waited behind it go on, in order; one of them may be held in turn,
+ * and the rest then wait behind that one.
+ */
+export function heldChangeSettled(s: CoreState, queue: string): void {
+  const waiting = s.queueChangesWaiting.get(queue) ?? [];
+  s.queueChangesWaiting.delete(queue);
+  for (const { connId, requestId, msg } of waiting) setQueue(s, connId, requestId, msg);
 }
 
 function infoOf(s: CoreState, name: string, counts: Partial<Record<JobState, number>>): QueueInfo {

@@ -3,7 +3,7 @@
  * (optionally of one task type, finished since a time) are read from the
  * store, newest first, at most `limit` per request, and each is QUEUED again
  * as the same job: a fresh attempt budget (`maxAttempts` becomes the
- * attempts made so far plus the budget), its attempts so far kept as its
+ * attempts made so far that counted, plus the budget), its attempts so far kept as its
  * history, its queue, group, priority and payload unchanged.
  *
  * FAILED jobs are history (the core holds only active ones), so the request
@@ -23,7 +23,7 @@ import {
 import type { RerunJobs } from '../../protocol/messages.js';
 import { queueNameProblem } from '../../protocol/queue-names.js';
 import type { AttemptRecord, JobRecord } from '../../store/store.js';
-import { fromRecord, impliedAttempts, type CoreJob } from './job.js';
+import { fromRecord, impliedAttempts, requeuedAmong, type CoreJob } from './job.js';
 import { schedule } from './job-lifecycle.js';
 import { transition } from './job-state.js';
 import type { PendingRead } from './pending-reads.js';
@@ -127,7 +127,8 @@ export function rerunRead(
 function requeue(s: CoreState, row: JobRecord, history: AttemptRecord[], budget: number): void {
   const job: CoreJob = {
     ...fromRecord(row, history),
-    maxAttempts: Math.min(MAX_ATTEMPTS_LIMIT, row.attempts + budget),
+    // Requeued attempts stay in its history and keep not counting.
+    maxAttempts: Math.min(MAX_ATTEMPTS_LIMIT, row.attempts - requeuedAmong(history) + budget),
   };
   transition(job, { to: 'QUEUED', redrive: true }, s.nowMs);
   job.retryAtMs = null;

@@ -3,7 +3,12 @@
  * (this folder) touches it, and only while handling one input.
  */
 import type { ErrorCode } from '../../protocol/error-codes.js';
-import type { ClientReply, CoordinatorToWorker, JobEvent } from '../../protocol/messages.js';
+import type {
+  ClientReply,
+  CoordinatorToWorker,
+  JobEvent,
+  SetQueue,
+} from '../../protocol/messages.js';
 import type { StoreRead } from '../../store/store.js';
 import { BinaryHeap } from './binary-heap.js';
 import { ChildIndex } from './child-index.js';
@@ -90,6 +95,14 @@ export class CoreState {
   readonly retention = new RetentionCursor();
   /** Jobs waiting for other jobs, and what their parents left them. */
   readonly graph = new DependencyGraph();
+  /**
+   * SET_QUEUE requests waiting, per queue, behind a held pause or resume of
+   * that queue (queue-requests.ts): they apply in the order they came.
+   */
+  readonly queueChangesWaiting = new Map<
+    string,
+    { connId: number; requestId: number; msg: SetQueue }[]
+  >();
   /** WAITING jobs by the job their `ctx.waitFor` waits for (steps.ts); may name ended waiters. */
   readonly stepWaits = new Map<string, Set<string>>();
   /** The children of the parents in memory (child-index.ts). */

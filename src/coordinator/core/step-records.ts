@@ -13,7 +13,7 @@ import {
 } from '../../protocol/limits.js';
 import type { RecordedStep, TaskAssign } from '../../protocol/messages.js';
 import type { JobRecord } from '../../store/store.js';
-import type { CoreJob, JobStep } from './job.js';
+import { requeuedAmong, type CoreJob, type JobStep } from './job.js';
 import { WAIT_STEP, isSuspensionStep } from './step-names.js';
 import type { WorkerSession } from './worker-registry.js';
 
@@ -54,9 +54,18 @@ export function suspensionsOf(job: Readonly<CoreJob>): number {
   return n;
 }
 
+/**
+ * Attempts that ended REQUEUED (`TASK_RESULT.requeue`): they do not count
+ * toward maxAttempts. A requeue past MAX_FREE_REQUEUES ends FAILED instead
+ * (it counts), so this is at most that bound.
+ */
+export function requeuesOf(job: Readonly<CoreJob>): number {
+  return requeuedAmong(job.history);
+}
+
 /** Attempts of the job that count toward its maxAttempts. */
 export function attemptsUsed(job: Readonly<CoreJob>): number {
-  return job.attempts - suspensionsOf(job);
+  return job.attempts - suspensionsOf(job) - requeuesOf(job);
 }
 
 export function resultsBytes(job: Readonly<CoreJob>): number {

@@ -163,6 +163,19 @@ export type CoreEvent =
   | { type: 'worker.leasesKept'; workerId: string; jobs: number; untilMs: number; reason: string }
   /** A new session of the worker took kept or replaced attempts back (`heldAttempts`). */
   | { type: 'worker.leasesReclaimed'; workerId: string; connId: number; jobs: number }
+  /**
+   * A session's held list (`moreHeld`, HELD_ATTEMPTS) ended: its last part
+   * came, or its deadline passed (`timedOut`). `revoked`: leases of the
+   * worker that no part listed, revoked now.
+   */
+  | {
+      type: 'worker.heldListEnded';
+      workerId: string;
+      connId: number;
+      listed: number;
+      revoked: number;
+      timedOut: boolean;
+    }
   | {
       type: 'job.submitted';
       jobId: string;
@@ -180,6 +193,20 @@ export type CoreEvent =
       traceContext: TraceContext | null;
     }
   | { type: 'job.deduplicated'; jobId: string; idempotencyKey: string }
+  /**
+   * Its worker requeued the attempt (`TASK_RESULT.requeue`): it ended
+   * REQUEUED, not counted, and the job is QUEUED again. `requeues`: the
+   * job's attempts that ended so, this one included.
+   */
+  | {
+      type: 'job.attemptRequeued';
+      jobId: string;
+      workerId: string;
+      attemptId: string;
+      attempt: number;
+      requeues: number;
+      error: string;
+    }
   /** A delayed job's time came: it is QUEUED now, `lateMs` after its due time. */
   | { type: 'job.due'; jobId: string; lateMs: number }
   | { type: 'job.rejected'; activeCount: number; limit: number }

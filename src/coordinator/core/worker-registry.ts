@@ -61,6 +61,12 @@ export interface WorkerSession {
   draining: boolean;
   /** Its connection's end has been read (its last frames are being handled): nothing new goes there. */
   ending: boolean;
+  /**
+   * Extension (`moreHeld`): the worker is still listing what it holds
+   * (HELD_ATTEMPTS); nothing new goes there until the list ends. Null = no
+   * list under way.
+   */
+  heldList: HeldList | null;
   /** Extension: the worker asked for a HEARTBEAT_ACK per HEARTBEAT. */
   readonly heartbeatAck: boolean;
   /** Extension: the worker asked for the parents' results with each assignment. */
@@ -69,6 +75,14 @@ export interface WorkerSession {
   readonly traceContext?: boolean;
   /** Extension: the worker asked for recorded steps with its assignments (durable steps). */
   readonly steps?: boolean;
+}
+
+/** A held list under way (worker-registration.ts). */
+export interface HeldList {
+  /** The list ends by this time at the latest, epoch ms. */
+  untilMs: number;
+  /** Attempts listed so far (bounded in all). */
+  listed: number;
 }
 
 /** Prefetch opens when a slot takes less than this per attempt, ms. */
@@ -82,8 +96,9 @@ const SLOT_ESTIMATE_WEIGHT = 0.2;
 const windowOf = (session: WorkerSession): number =>
   session.capacity + (session.prefetching ? session.prefetch : 0);
 
-/** Takes no new assignments: it is draining, or its connection is ending. */
-const closedToWork = (session: WorkerSession): boolean => session.draining || session.ending;
+/** Takes no new assignments: it is draining, its connection is ending, or it is still listing what it holds. */
+const closedToWork = (session: WorkerSession): boolean =>
+  session.draining || session.ending || session.heldList !== null;
 
 const freeOf = (session: WorkerSession): number =>
   closedToWork(session) ? 0 : Math.max(0, windowOf(session) - session.running.size);
@@ -247,6 +262,12 @@ export class WorkerRegistry {
     if (session.draining) return;
     this.#changeFree(session, () => (session.draining = true));
     (this.#classOf.get(session) as SessionClass).serving--;
+  }
+
+  /** Its held list ended (`moreHeld`): it takes assignments from now on. */
+  endHeldList(session: WorkerSession): void {
+    if (session.heldList === null) return;
+    this.#changeFree(session, () => (session.heldList = null));
   }
 
   /** Its connection's end has been read: no more assignments (it keeps its leases until it is lost). */

@@ -1,13 +1,17 @@
 /**
- * The worker side: registration, heartbeats, results, and losing a worker.
+ * The worker side: messages of registered sessions, heartbeats, results, and
+ * the sweeps that lose silent workers and end kept leases.
  *
  * Per connection: the first frame must be WORKER_REGISTER (else ERROR naming
- * it, then close). Once registered only HEARTBEAT, TASK_RESULT and the
- * WORKER_DRAINING extension are legal, each naming the session's own worker
- * id; anything else loses the worker. The calls of running attempts
- * (ENQUEUE_CHILD, RECORD_STEP, GET_STEPS) are answered in worker-calls.ts;
- * TASK_SUSPEND (steps.ts) ends an attempt as a result does. A lost worker's running attempts are
- * retried or failed, and its connection closed.
+ * it, then close); registration and taking held attempts back are in
+ * worker-registration.ts. Once registered only HEARTBEAT, TASK_RESULT and
+ * the extensions WORKER_DRAINING, TASK_PROGRESS, TASK_SUSPEND, HELD_ATTEMPTS
+ * and the calls are legal, each naming the session's own worker id;
+ * anything else loses the worker (worker-loss.ts). The calls of running
+ * attempts (ENQUEUE_CHILD, RECORD_STEP, GET_STEPS) are answered in
+ * worker-calls.ts; TASK_SUSPEND (steps.ts) ends an attempt as a result does.
+ * A lost worker's running attempts are retried or failed, and its
+ * connection closed.
  *
  * Two exceptions keep an attempt's lease across the end of its session:
  * - a session that ends while the coordinator is just out of a stall of its
@@ -15,46 +19,29 @@
  *   worker for a grace period (kept-leases.ts): its results still count;
  * - a registration that lists what the worker still holds (`heldAttempts`,
  *   feature `reattach`) takes those leases back, from the session it
- *   replaces or from the kept ones; every other lease of that worker is
- *   revoked at once, and a listed attempt whose lease is not current gets a
- *   TASK_CANCEL.
+ *   replaces or from the kept ones (worker-registration.ts).
  *
  * Once the shell has read a connection's end (`workerEnding`), nothing is
  * assigned there any more, and a registration read from it is ignored.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
-import {
-  MAX_CAPACITY,
-  MAX_HELD_ATTEMPTS,
-  MAX_HELD_ID_LENGTH,
-  MAX_PREFETCH_PER_SLOT,
-  maxPrefetch,
-  clipError,
-  MAX_PROGRESS_MESSAGE_BYTES,
-  MAX_RESULT_BYTES,
-  MAX_TASK_TYPES_PER_WORKER,
-  MAX_WORKER_ID_LENGTH,
-} from '../../protocol/limits.js';
-import { isValidTaskType } from '../../protocol/task-types.js';
-import { isValidQueueName, MAX_QUEUES_PER_WORKER } from '../../protocol/queue-names.js';
-import { COORDINATOR_FEATURES } from './offered-features.js';
+import { clipError, MAX_PROGRESS_MESSAGE_BYTES, MAX_RESULT_BYTES } from '../../protocol/limits.js';
 import { handleWorkerCall, requestIdProblem } from './worker-calls.js';
-import type {
-  HeldAttempt,
-  TaskProgress,
-  TaskResult,
-  WorkerRegister,
-  WorkerToCoordinator,
-} from '../../protocol/messages.js';
-import { isRunning, type RunningJob } from './job.js';
+import type { TaskProgress, TaskResult, WorkerToCoordinator } from '../../protocol/messages.js';
+import { isRunning } from './job.js';
 import { isCurrentLease } from './lease.js';
 import { revokeKept } from './interruption.js';
-import type { Revocation } from './kept-leases.js';
-import { completeJob, failAttempt, requeueDue, schedule } from './job-lifecycle.js';
+import { completeJob, failAttempt, requeueAttempt, requeueDue, schedule } from './job-lifecycle.js';
 import type { CoreState } from './state.js';
-import type { WorkerLossCause } from './types.js';
 import { handleSuspend } from './steps.js';
 import type { WorkerSession } from './worker-registry.js';
+import { keepsLeases, loseKeeping, loseWorker } from './worker-loss.js';
+import {
+  handleHeldAttempts,
+  refuse,
+  registerWorker,
+  sweepHeldList,
+} from './worker-registration.js';
 
 export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
   if (s.closingConns.has(connId)) {
@@ -116,6 +103,8 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
     }
     case 'TASK_SUSPEND':
       return handleSuspend(s, session, msg);
+    case 'HELD_ATTEMPTS':
+      return handleHeldAttempts(s, session, msg);
     case 'WORKER_DRAINING':
       s.workers.markDraining(session);
       s.emit({
@@ -136,202 +125,13 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
 }
 
 function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
-  if (msg.type !== 'WORKER_REGISTER') {
-    refuse(
-      s,
-      connId,
-      ErrorCode.NotRegistered,
-      `The first message must be WORKER_REGISTER, got ${msg.type}`,
-    );
-    return;
-  }
-  const problem = registrationProblem(msg);
-  if (problem !== null) return refuse(s, connId, ErrorCode.InvalidRegistration, problem);
-  const held = msg.heldAttempts ?? null;
-  const previous = s.workers.get(msg.workerId);
-  const fromPrevious = previous === undefined ? [] : replace(s, previous, held);
-  const session: WorkerSession = {
-    workerId: msg.workerId,
+  if (msg.type === 'WORKER_REGISTER') return registerWorker(s, connId, msg);
+  refuse(
+    s,
     connId,
-    capacity: msg.capacity,
-    prefetch: msg.prefetch ?? 0,
-    prefetching: false,
-    lastResultMs: null,
-    slotMs: null,
-    taskTypes: msg.taskTypes === null ? null : new Set(msg.taskTypes),
-    queues: msg.queues === undefined || msg.queues === null ? null : new Set(msg.queues),
-    running: new Set(),
-    lastHeartbeatMs: s.nowMs,
-    suspected: false,
-    draining: false,
-    ending: false,
-    heartbeatAck: msg.heartbeatAck === true,
-    parents: msg.parents === true,
-    traceContext: msg.traceContext === true,
-    steps: msg.steps === true,
-  };
-  s.workers.add(session);
-  s.send(connId, {
-    type: 'WORKER_REGISTERED',
-    workerId: msg.workerId,
-    features: [...COORDINATOR_FEATURES],
-  });
-  s.emit({
-    type: 'worker.registered',
-    workerId: msg.workerId,
-    capacity: msg.capacity,
-    connId,
-    taskTypes: session.taskTypes === null ? null : [...session.taskTypes],
-    traceContext: session.traceContext === true,
-  });
-  if (held !== null) reclaim(s, session, held, fromPrevious);
-  schedule(s);
-}
-
-/**
- * A registration takes over the id of a live session. Returns the jobs of
- * that session the new registration listed as held (their leases stay, for
- * {@link reclaim}); the others are revoked, or, right after a stall of our
- * own and without a list, kept for the worker.
- */
-function replace(s: CoreState, previous: WorkerSession, held: HeldAttempt[] | null): string[] {
-  // Told before it is closed, so that worker stops instead of registering
-  // again and knocking this one out in turn. A worker that reconnects after
-  // its own connection died never reads this: it went to the dead one.
-  s.send(previous.connId, {
-    type: 'ERROR',
-    code: ErrorCode.WorkerReplaced,
-    message: `Worker replaced: a newer registration took over the id ${JSON.stringify(previous.workerId.slice(0, 80))}`,
-  });
-  const reason = 'worker re-registered';
-  if (held !== null) {
-    const listed = new Map(held.map((h) => [h.jobId, h.attemptId]));
-    return loseWorker(s, previous, 'replaced', reason, (job) => {
-      return listed.get(job.jobId) === job.lease.attemptId;
-    });
-  }
-  if (keepsLeases(s, previous)) loseKeeping(s, previous, 'replaced', reason);
-  else loseWorker(s, previous, 'replaced', reason);
-  return [];
-}
-
-/**
- * A registration listed what the worker still holds: the listed attempts
- * whose lease is current and names it (kept, or taken from the session it
- * replaced) join the new session; every other lease still naming the worker
- * is revoked (it does not have that attempt); a listed attempt whose lease
- * is not current is cancelled on the worker.
- */
-function reclaim(
-  s: CoreState,
-  session: WorkerSession,
-  held: readonly HeldAttempt[],
-  fromPrevious: readonly string[],
-): void {
-  const kept = new Map(s.kept.take(session.workerId) ?? []);
-  const candidates = new Set([...fromPrevious, ...kept.keys()]);
-  const replaced: Revocation = {
-    kind: 'lost',
-    error: `worker ${session.workerId} lost (worker re-registered)`,
-  };
-  const listed = new Map<string, string>();
-  let reclaimed = 0;
-  for (const { jobId, attemptId } of held) {
-    listed.set(jobId, attemptId);
-    const job = s.jobs.active(jobId);
-    const current = job !== undefined && isCurrentLease(job, attemptId);
-    if (current && candidates.has(jobId) && s.workers.adopt(session, jobId)) {
-      candidates.delete(jobId);
-      reclaimed++;
-    } else if (!current) {
-      s.send(session.connId, { type: 'TASK_CANCEL', jobId, attemptId });
-    }
-  }
-  for (const jobId of candidates) {
-    const job = s.jobs.active(jobId);
-    if (job === undefined || !isRunning(job) || job.lease.workerId !== session.workerId) {
-      throw new Error(`kept job ${jobId} is not leased to ${session.workerId}`);
-    }
-    const attemptId = job.lease.attemptId;
-    revokeKept(s, job, kept.get(jobId) ?? replaced);
-    // Listed but beyond what one session may hold: the worker must stop it.
-    if (listed.get(jobId) === attemptId) {
-      s.send(session.connId, { type: 'TASK_CANCEL', jobId, attemptId });
-    }
-  }
-  if (reclaimed > 0) {
-    s.emit({
-      type: 'worker.leasesReclaimed',
-      workerId: session.workerId,
-      connId: session.connId,
-      jobs: reclaimed,
-    });
-  }
-  requeueDue(s);
-}
-
-function registrationProblem(msg: WorkerRegister): string | null {
-  if (msg.workerId.trim().length === 0) return 'WORKER_REGISTER: workerId must not be blank';
-  if (msg.workerId.length > MAX_WORKER_ID_LENGTH) {
-    return `WORKER_REGISTER: workerId must be at most ${MAX_WORKER_ID_LENGTH} characters`;
-  }
-  if (msg.capacity < 1 || msg.capacity > MAX_CAPACITY) {
-    return `WORKER_REGISTER: capacity must be 1..${MAX_CAPACITY}, got ${msg.capacity}`;
-  }
-  const prefetch = msg.prefetch ?? 0;
-  if (prefetch < 0 || prefetch > maxPrefetch(msg.capacity)) {
-    return `WORKER_REGISTER: prefetch must be 0..${maxPrefetch(msg.capacity)} (${MAX_PREFETCH_PER_SLOT} x capacity), got ${prefetch}`;
-  }
-  return (
-    taskTypesProblem(msg.taskTypes) ??
-    heldAttemptsProblem(msg.heldAttempts ?? null) ??
-    queuesProblem(msg.queues ?? null)
+    ErrorCode.NotRegistered,
+    `The first message must be WORKER_REGISTER, got ${msg.type}`,
   );
-}
-
-/** A declared list of queues must be non-empty, bounded, and of valid names. */
-function queuesProblem(queues: readonly string[] | null): string | null {
-  if (queues === null) return null;
-  if (queues.length === 0 || queues.length > MAX_QUEUES_PER_WORKER) {
-    return `WORKER_REGISTER: queues must list 1..${MAX_QUEUES_PER_WORKER} queue names, got ${queues.length}`;
-  }
-  const invalid = queues.find((name) => !isValidQueueName(name));
-  if (invalid !== undefined) {
-    return `WORKER_REGISTER: queues holds an invalid queue name ${JSON.stringify(invalid.slice(0, 80))}`;
-  }
-  return null;
-}
-
-function heldAttemptsProblem(held: readonly HeldAttempt[] | null): string | null {
-  if (held === null) return null;
-  if (held.length > MAX_HELD_ATTEMPTS) {
-    return `WORKER_REGISTER: heldAttempts may list at most ${MAX_HELD_ATTEMPTS} attempts, got ${held.length}`;
-  }
-  const long = held.find(
-    (h) => h.jobId.length > MAX_HELD_ID_LENGTH || h.attemptId.length > MAX_HELD_ID_LENGTH,
-  );
-  return long === undefined
-    ? null
-    : `WORKER_REGISTER: heldAttempts ids must be at most ${MAX_HELD_ID_LENGTH} characters`;
-}
-
-/** A declared list must hold at most the limit of valid task type names. */
-function taskTypesProblem(taskTypes: readonly string[] | null): string | null {
-  if (taskTypes === null) return null;
-  if (taskTypes.length > MAX_TASK_TYPES_PER_WORKER) {
-    return `WORKER_REGISTER: taskTypes may list at most ${MAX_TASK_TYPES_PER_WORKER} task types, got ${taskTypes.length}`;
-  }
-  const invalid = taskTypes.find((name) => !isValidTaskType(name));
-  if (invalid !== undefined) {
-    return `WORKER_REGISTER: taskTypes holds an invalid task type name ${JSON.stringify(invalid.slice(0, 80))}`;
-  }
-  return null;
-}
-
-function refuse(s: CoreState, connId: number, code: ErrorCode, message: string): void {
-  s.send(connId, { type: 'ERROR', message, code });
-  s.closeWorker(connId, message);
-  s.emit({ type: 'worker.rejected', connId, reason: message });
 }
 
 function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): void {
@@ -363,6 +163,9 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
       'task_failure',
       `result too large (${resultBytes} bytes; limit ${MAX_RESULT_BYTES})`,
     );
+  } else if (msg.requeue === true) {
+    // Cut off through no doing of its own (we offer `requeue`): queued again, not counted.
+    requeueAttempt(s, job, clipError(msg.error ?? 'attempt requeued by its worker'));
   } else {
     const error = clipError(msg.error ?? 'task failed without an error message');
     // `retryable: false` (we offer the extension) ends the job at once.
@@ -391,73 +194,6 @@ function handleProgress(s: CoreState, session: WorkerSession, msg: TaskProgress)
   job.progress = { fraction: msg.fraction, message: msg.message, atMillis: s.nowMs };
   s.subscriptions.noteProgress(job);
   s.emit({ type: 'job.progress', jobId: msg.jobId, accepted: true, reason: null });
-}
-
-/**
- * Ends a session: every attempt it held is retried or failed with
- * `worker <id> lost (<reason>)`, and its connection is closed. Attempts that
- * `keep` selects are not: they stay leased to the worker, in no session, and
- * are returned for the caller to place (kept, or taken back at once).
- */
-export function loseWorker(
-  s: CoreState,
-  session: WorkerSession,
-  cause: WorkerLossCause,
-  lostBecause: string,
-  keep: (job: RunningJob) => boolean = () => false,
-): string[] {
-  const runningJobs = session.running.size;
-  const attemptCause = session.draining ? 'released' : 'worker_lost';
-  const reason = session.draining ? `${lostBecause} while draining` : lostBecause;
-  const kept: string[] = [];
-  for (const jobId of [...session.running]) {
-    const job = s.jobs.active(jobId);
-    if (job === undefined || !isRunning(job) || job.lease.workerId !== session.workerId) {
-      throw new Error(`worker ${session.workerId} holds job ${jobId} that is not running there`);
-    }
-    if (keep(job)) {
-      s.workers.release(session, jobId);
-      kept.push(jobId);
-      continue;
-    }
-    failAttempt(s, job, attemptCause, `worker ${session.workerId} lost (${reason})`);
-  }
-  s.workers.remove(session);
-  s.closeWorker(session.connId, `worker ${session.workerId} lost (${reason})`);
-  s.emit({
-    type: 'worker.lost',
-    workerId: session.workerId,
-    cause: session.draining ? 'drained' : cause,
-    reason,
-    runningJobs,
-  });
-  requeueDue(s); // its attempts are due at once
-  schedule(s);
-  return kept;
-}
-
-/**
- * Whether a session that ends now keeps its leases for the worker: only
- * right after a stall of our own (the worker may simply have judged us gone),
- * and not for a worker that was draining (its leaving was planned).
- */
-function keepsLeases(s: CoreState, session: WorkerSession): boolean {
-  return s.recentlyStalled && !session.draining && session.running.size > 0;
-}
-
-/** Ends a session but keeps its leases for the worker's next session, for a heartbeat timeout. */
-function loseKeeping(
-  s: CoreState,
-  session: WorkerSession,
-  cause: WorkerLossCause,
-  reason: string,
-): void {
-  const jobIds = loseWorker(s, session, cause, reason, () => true);
-  const untilMs = s.nowMs + s.config.heartbeatTimeoutMs;
-  const { workerId } = session;
-  const error = `worker ${workerId} lost (${reason})`;
-  s.kept.keep(workerId, jobIds, s.nowMs, untilMs, { kind: 'lost', error });
-  s.emit({ type: 'worker.leasesKept', workerId, jobs: jobIds.length, untilMs, reason });
 }
 
 /** The shell has read a worker connection's end; its last frames follow. */
@@ -512,6 +248,7 @@ export function sweepHeartbeats(s: CoreState, stalledMs: number): void {
       session.suspected = true;
       s.emit({ type: 'worker.suspected', workerId: session.workerId, silentMs });
     }
+    sweepHeldList(s, session, stalledMs);
     s.workers.closeIdlePrefetch(session, s.nowMs);
   }
 }

@@ -42,6 +42,13 @@ const LINES: Formatters = {
     'worker took back the attempts it still held',
     { workerId: e.workerId, connId: e.connId, jobs: e.jobs },
   ],
+  'worker.heldListEnded': (e) => [
+    e.timedOut ? 'warn' : 'info',
+    e.timedOut
+      ? 'worker did not finish listing the attempts it holds in time; the rest are revoked'
+      : 'worker listed the attempts it holds',
+    { workerId: e.workerId, connId: e.connId, listed: e.listed, revoked: e.revoked },
+  ],
   'jobs.purged': (e) => ['info', 'terminal jobs purged', { deleted: e.deleted, reason: e.reason }],
   'subscriber.dropped': (e) => [
     'warn',
@@ -113,6 +120,18 @@ const LINES: Formatters = {
     },
   ],
   'job.requeued': (e) => ['info', 'job requeued', { jobId: e.jobId, attempts: e.attempts }],
+  'job.attemptRequeued': (e) => [
+    'warn',
+    'attempt requeued by its worker, not counted',
+    {
+      jobId: e.jobId,
+      workerId: e.workerId,
+      attempt: e.attempt,
+      attemptId: e.attemptId,
+      requeues: e.requeues,
+      error: e.error,
+    },
+  ],
   'job.released': (e) => ['info', 'job released by its parents', { jobId: e.jobId }],
   'job.suspended': (e) => [
     'info',
@@ -188,6 +207,7 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'worker.lost': false,
   'worker.leasesKept': false,
   'worker.leasesReclaimed': true,
+  'worker.heldListEnded': false,
   'jobs.purged': true,
   'subscriber.dropped': false,
   'coordinator.stalled': false,
@@ -201,6 +221,7 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'job.assigned': true,
   'job.retryScheduled': false,
   'job.requeued': true,
+  'job.attemptRequeued': false,
   'job.released': true,
   'job.suspended': true,
   'job.completed': true,

@@ -87,6 +87,7 @@ const ON_EVENT: EventCounters = {
   'worker.draining': () => undefined,
   'worker.leasesKept': () => undefined,
   'worker.leasesReclaimed': () => undefined,
+  'worker.heldListEnded': () => undefined,
   'job.submitted': (m) => m.submissions.inc({ outcome: 'accepted' }),
   'job.deduplicated': (m) => m.deduplicated.inc(),
   'job.due': () => undefined,
@@ -104,6 +105,7 @@ const ON_EVENT: EventCounters = {
   },
   'job.retryScheduled': (m, e) => m.retries.inc({ cause: e.cause }),
   'job.requeued': () => undefined,
+  'job.attemptRequeued': (m) => m.requeuedAttempts.inc(),
   'job.released': () => undefined,
   'job.suspended': () => undefined,
   'job.completed': (m, e) => {
@@ -182,6 +184,7 @@ export class CoordinatorMetrics {
   readonly deduplicated: Counter;
   readonly assignments: Counter;
   readonly retries: Counter<'cause'>;
+  readonly requeuedAttempts: Counter;
   readonly failed: Counter<'cause'>;
   readonly finished: Counter<'state'>;
   readonly staleResults: Counter;
@@ -218,6 +221,10 @@ export class CoordinatorMetrics {
     );
     this.assignments = counter('dtp_assignments_total', 'Attempts assigned to workers');
     this.retries = counter('dtp_retries_total', 'Retries scheduled, by cause', ['cause']);
+    this.requeuedAttempts = counter(
+      'dtp_attempts_requeued_total',
+      'Attempts their worker requeued (cut off through no fault of their own), queued again without counting',
+    );
     this.failed = counter('dtp_jobs_failed_total', 'Jobs that ended FAILED, by cause', ['cause']);
     this.finished = counter('dtp_jobs_finished_total', 'Jobs that reached a terminal state', [
       'state',

@@ -232,14 +232,7 @@ export class PostgresStore implements Store {
           const job = rows.rows[0] ?? null;
           const attempts =
             read.withAttempts && job !== null ? await attemptsOf(client, read.jobId) : null;
-          if (job !== null) {
-            const steps = await client.query<{ name: string; atMs: number; resultBytes: number }>({
-              name: 'dtp_steps_of',
-              text: 'SELECT name, at_ms AS "atMs", coalesce(octet_length(result), 0)::int AS "resultBytes" FROM dtp.job_steps WHERE job_id = $1 ORDER BY idx',
-              values: [read.jobId],
-            });
-            if (steps.rows.length > 0) job.steps = steps.rows;
-          }
+          if (job !== null) await addSnapshotDetails(client, job);
           const children =
             job === null
               ? []
@@ -447,6 +440,23 @@ export class PostgresStore implements Store {
       client.release(broken);
     }
   }
+}
+
+/** What a single job's snapshot shows beyond its row: its steps, and its requeued attempts. */
+async function addSnapshotDetails(client: pg.ClientBase, job: JobRecord): Promise<void> {
+  const steps = await client.query<{ name: string; atMs: number; resultBytes: number }>({
+    name: 'dtp_steps_of',
+    text: 'SELECT name, at_ms AS "atMs", coalesce(octet_length(result), 0)::int AS "resultBytes" FROM dtp.job_steps WHERE job_id = $1 ORDER BY idx',
+    values: [job.jobId],
+  });
+  if (steps.rows.length > 0) job.steps = steps.rows;
+  const requeues = await client.query<{ n: number }>({
+    name: 'dtp_requeues_of',
+    text: "SELECT count(*)::int AS n FROM dtp.attempts WHERE job_id = $1 AND outcome = 'REQUEUED'",
+    values: [job.jobId],
+  });
+  const n = requeues.rows[0]?.n ?? 0;
+  if (n > 0) job.requeues = n;
 }
 
 async function attemptsOf(client: pg.ClientBase, jobId: string): Promise<AttemptRecord[]> {

@@ -106,6 +106,7 @@ export class SqliteStore implements Store {
   readonly #attemptsOf: Statement<[string], AttemptRow>;
   readonly #byIds: Statement<[string], JobRow>;
   readonly #stepsOf: Statement<[string], { name: string; at_ms: number; result_bytes: number }>;
+  readonly #requeuesOf: Statement<[string], { n: number }>;
   readonly #lists = new Map<string, Statement<(string | number)[], JobRow>>();
   #closing: Promise<void> | null = null;
   /** Integrity checks running on threads of their own. */
@@ -128,6 +129,9 @@ export class SqliteStore implements Store {
     this.#stepsOf = reader.prepare(
       // length() of a BLOB counts bytes; of the TEXT itself it would count characters.
       'SELECT name, at_ms, coalesce(length(CAST(result AS BLOB)), 0) AS result_bytes FROM job_steps WHERE job_id = ? ORDER BY idx',
+    );
+    this.#requeuesOf = reader.prepare(
+      "SELECT count(*) AS n FROM attempts WHERE job_id = ? AND outcome = 'REQUEUED'",
     );
     this.#attemptsOf = reader.prepare(
       `SELECT ${columnList(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? ORDER BY attempt_number`,
@@ -429,9 +433,11 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** A job's row with the names and times of its steps (for its snapshot). */
+  /** A job's row with the names and times of its steps and its requeues (for its snapshot). */
   #withSteps(row: JobRow): JobRecord {
     const job = jobFromRow(row);
+    const requeues = this.#requeuesOf.get(job.jobId)?.n ?? 0;
+    if (requeues > 0) job.requeues = requeues;
     const steps = this.#stepsOf.all(job.jobId);
     if (steps.length > 0) {
       job.steps = steps.map((st) => ({

@@ -174,6 +174,12 @@ function Body({
             <span class="muted"> (ctx.sleep, ctx.waitFor: not counted as attempts)</span>
           </Field>
         )}
+        {(job.requeues ?? 0) > 0 && (
+          <Field label="Requeues">
+            <span data-testid="job-requeues">{job.requeues}</span>
+            <span class="muted"> (cut off through no fault of their own: not counted)</span>
+          </Field>
+        )}
         <Field label="Progress">
           <span data-testid="job-progress">
             {job.progress == null
