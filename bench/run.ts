@@ -277,8 +277,12 @@ async function latencyTable(dir: string): Promise<string[]> {
       median(runs.map((r) => r.threadRoundTripMs)).toFixed(2),
     ]),
     row([
-      'CPU per attempt through a busy pool (4 threads, 16 in flight, SHA256), µs',
+      'CPU per attempt through a busy pool (4 slots, default threads, 16 in flight, SHA256), µs',
       median(runs.map((r) => r.poolCpuUs)).toFixed(1),
+    ]),
+    row([
+      'CPU per attempt through one busy shared thread (64 slots, 128 in flight, SHA256), µs',
+      median(runs.map((r) => r.sharedCpuUs)).toFixed(1),
     ]),
   ];
 }

@@ -75,13 +75,22 @@ describe('Worker', () => {
     assert.equal(logged(logs, 'registered')[0]?.workerId, 'worker-under-test');
   });
 
-  it('registers with a capacity above 512 and its default prefetch of 4 x its first 256 slots', async () => {
+  it('registers with a capacity above 512 and its default prefetch of 4 x capacity', async () => {
     const fake = await startFake();
     startWorker(fake.port, { capacity: 600 });
     const [, register] = await fake.nextRegistration();
     assert.equal(register.capacity, 600);
     assert.equal(register.slots, undefined);
-    assert.equal(register.prefetch, 1_024);
+    assert.equal(register.prefetch, 2_400);
+  });
+
+  it('caps its default prefetch at 4,096 for a capacity of 10,000', async () => {
+    const fake = await startFake();
+    startWorker(fake.port, { capacity: 10_000 });
+    const [, register] = await fake.nextRegistration();
+    assert.equal(register.capacity, 1_024);
+    assert.equal(register.slots, 10_000);
+    assert.equal(register.prefetch, 4_096);
   });
 
   it('registers a capacity above 1,024 as slots, beside a capacity of 1,024', async () => {
