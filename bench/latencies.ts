@@ -37,8 +37,10 @@ export interface LatencyRun {
   cancelComputingCpuMs: number;
   /** Median of TaskPool.run(SHA256) -> its outcome, on a warm thread idle for 10 ms before each. */
   threadRoundTripMs: number;
-  /** CPU per attempt through a busy pool of 4 threads (poolCpuPerAttempt), µs. */
+  /** CPU per attempt through a busy pool of 4 slots, 16 in flight (poolCpuPerAttempt), µs. */
   poolCpuUs: number;
+  /** The same through one shared thread of 64 slots, 128 in flight, µs. */
+  sharedCpuUs: number;
 }
 
 async function runningOnOther(
@@ -200,13 +202,21 @@ async function threadRoundTrip(count: number): Promise<number> {
 }
 
 /**
- * CPU per attempt through a busy task pool: `count` SHA256 attempts on 4
- * threads, 16 kept in flight (12 queued on the pool, as a prefetching
- * worker holds them), after a warm-up of 1,000. The process's CPU time
- * (the main thread and the task threads) over the attempts, in µs each.
+ * CPU per attempt through a busy task pool: `count` SHA256 attempts, the
+ * pool's capacity and queue (as a prefetching worker holds them) and its
+ * shared threads as given, `inFlight` kept in flight, after a warm-up of
+ * 1,000. The process's CPU time (the main thread and the task threads) over
+ * the attempts, in µs each.
  */
-async function poolCpuPerAttempt(count: number): Promise<number> {
-  const pool = new TaskPool({ capacity: 4, queueLimit: 12 });
+async function poolCpuPerAttempt(
+  count: number,
+  shape: { capacity: number; threads?: number; inFlight: number },
+): Promise<number> {
+  const pool = new TaskPool({
+    capacity: shape.capacity,
+    queueLimit: 3 * shape.capacity,
+    ...(shape.threads === undefined ? {} : { threads: shape.threads }),
+  });
   const runAll = async (n: number, from: number): Promise<void> => {
     let next = 0;
     const lane = async (): Promise<void> => {
@@ -216,7 +226,7 @@ async function poolCpuPerAttempt(count: number): Promise<number> {
         if (!outcome.success) throw new Error(`SHA256 failed in the pool: ${outcome.error}`);
       }
     };
-    await Promise.all(Array.from({ length: 16 }, lane));
+    await Promise.all(Array.from({ length: shape.inFlight }, lane));
   };
   try {
     await runAll(1_000, 0);
@@ -239,7 +249,12 @@ export async function latencies(dir: string, roundTrips = 300): Promise<LatencyR
       cancelComputingCpuMs: cpuMs,
     }))),
     threadRoundTripMs: await threadRoundTrip(roundTrips),
-    poolCpuUs: await poolCpuPerAttempt(roundTrips * 70),
+    poolCpuUs: await poolCpuPerAttempt(roundTrips * 70, { capacity: 4, inFlight: 16 }),
+    sharedCpuUs: await poolCpuPerAttempt(roundTrips * 70, {
+      capacity: 64,
+      threads: 1,
+      inFlight: 128,
+    }),
   };
 }
 

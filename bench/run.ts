@@ -4,7 +4,7 @@
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
  * routing, fairness, rate, recovery, throughput, bulk, overload, latency,
- * security, subscribers, delayed, flows. Every run is bounded in jobs and
+ * security, subscribers, delayed, flows, many-attempts. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,6 +28,7 @@ import { delayedBench } from './delayed.js';
 import { fanInRun, layeredRun, type FanInRun, type HandOff, type LayeredRun } from './flows.js';
 import { FAIRNESS_CASES, fairnessAssignmentsPerSecond, groupMemory } from './fairness.js';
 import { coreRateRun, rateRun, type RateRun } from './rate.js';
+import { manyAttempts, type ManyAttemptsRun } from './many-attempts.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
@@ -49,6 +50,7 @@ const ALL = [
   'subscribers',
   'delayed',
   'flows',
+  'many-attempts',
 ] as const;
 type Name = (typeof ALL)[number];
 
@@ -275,8 +277,12 @@ async function latencyTable(dir: string): Promise<string[]> {
       median(runs.map((r) => r.threadRoundTripMs)).toFixed(2),
     ]),
     row([
-      'CPU per attempt through a busy pool (4 threads, 16 in flight, SHA256), µs',
+      'CPU per attempt through a busy pool (4 slots, default threads, 16 in flight, SHA256), µs',
       median(runs.map((r) => r.poolCpuUs)).toFixed(1),
+    ]),
+    row([
+      'CPU per attempt through one busy shared thread (64 slots, 128 in flight, SHA256), µs',
+      median(runs.map((r) => r.sharedCpuUs)).toFixed(1),
     ]),
   ];
 }
@@ -480,6 +486,32 @@ async function flowsTable(dir: string): Promise<string[]> {
     ]),
   ];
 }
+/** One worker of capacity 1,000 holding 10,000 attempts that each await a second. */
+async function manyAttemptsTable(): Promise<string[]> {
+  const [jobs, capacity] = SMOKE ? [200, 100] : [10_000, 1_000];
+  const runs: ManyAttemptsRun[] = [];
+  for (let i = 0; i < REPEATS; i++) runs.push(await manyAttempts(jobs, capacity, 1_000));
+  const m = (f: (r: ManyAttemptsRun) => number): number =>
+    Math.round(median(runs.map(f)) * 10) / 10;
+  return [
+    row([
+      'jobs (SLEEP 1 s each), one worker',
+      `wall, s (median of ${REPEATS})`,
+      "worker's peak RSS, MiB",
+      "worker's peak threads",
+      'jobs retried / failed (all runs)',
+    ]),
+    row(['---', '---', '---', '---', '---']),
+    row([
+      `${jobs.toLocaleString('en')}, --capacity ${capacity.toLocaleString('en')}`,
+      (m((r) => r.wallMs) / 1000).toFixed(1),
+      m((r) => r.peakRssMiB),
+      m((r) => r.peakThreads),
+      `${runs.reduce((n, r) => n + r.retried, 0)} / ${runs.reduce((n, r) => n + r.failed, 0)}`,
+    ]),
+  ];
+}
+
 /** A Markdown table as rows of cells (for the JSON report). */
 function cellsOf(lines: string[]): string[][] {
   return lines
@@ -515,6 +547,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return delayedTable(dir);
     case 'flows':
       return flowsTable(dir);
+    case 'many-attempts':
+      return manyAttemptsTable();
   }
 }
 

@@ -58,7 +58,14 @@ const FLAGS: readonly FlagSpec[] = [
     placeholder: 'id',
     help: 'worker id, unique among live workers',
   },
-  boundedFlag('capacity', B.capacity, { default: D.capacity, help: 'tasks run at once' }),
+  boundedFlag('capacity', B.capacity, {
+    default: D.capacity,
+    help: 'attempts run at once, shared and isolated together (thousands are fine for tasks that wait on I/O)',
+  }),
+  boundedFlag('threads', B.threads, {
+    defaultLabel: 'available parallelism',
+    help: 'shared task threads: the attempts of tasks not declared isolate run on these, many to a thread',
+  }),
   boundedFlag('prefetch', B.prefetch, {
     defaultLabel: `${DEFAULT_PREFETCH_PER_SLOT} x capacity, at most ${B.prefetch.max}`,
     help: `attempts taken beyond capacity and queued here, used by the coordinator only while attempts are short; 0..${B.prefetch.perUnitOf.times} x capacity and at most ${B.prefetch.max}, 0 turns it off`,
@@ -98,7 +105,7 @@ const FLAGS: readonly FlagSpec[] = [
   }),
   boundedFlag('task-memory-mb', B.taskMemoryMb, {
     default: D.taskMemoryMb,
-    help: "each task thread's memory budget in MiB: its JavaScript heap stops there, and a thread whose heap and Buffers go over it is terminated, failing its attempt",
+    help: "each task thread's memory budget in MiB: its JavaScript heap stops there, and a thread whose heap and Buffers go over it is terminated (an isolated attempt fails; the attempts of a shared thread are requeued)",
   }),
   boundedFlag('coordinator-timeout-millis', B.coordinatorTimeoutMs, {
     defaultLabel: '3 x heartbeat interval, at least 1000',
@@ -118,6 +125,7 @@ const FLAG_OF: { readonly [K in Exclude<keyof CheckedWorkerOptions, 'connectTime
     coordinatorPort: 'coordinator-port',
     workerId: 'id',
     capacity: 'capacity',
+    threads: 'threads',
     prefetch: 'prefetch',
     heartbeatIntervalMs: 'heartbeat-interval-millis',
     reconnectDelayMs: 'reconnect-delay-millis',
@@ -133,6 +141,7 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
     coordinatorPort: values.int('coordinator-port'),
     workerId: values.optionalString('id') ?? randomWorkerId(),
     capacity: values.int('capacity'),
+    ...optional('threads', values.optionalInt('threads')),
     ...optional('prefetch', values.optionalInt('prefetch')),
     heartbeatIntervalMs: values.int('heartbeat-interval-millis'),
     reconnectDelayMs: values.int('reconnect-delay-millis'),
@@ -195,6 +204,7 @@ options.logger.info(
       .map(formatHostPort)
       .join(','),
     capacity: worker.capacity,
+    threads: worker.threads,
     prefetch: worker.prefetch,
     taskTypes: worker.taskTypes.join(','),
   },

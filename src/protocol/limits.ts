@@ -16,6 +16,8 @@ export const MAX_CAPACITY = 1024;
  * option is 1..this.
  */
 export const MAX_SLOTS = 10_000;
+/** Most shared task threads of a worker (`--threads`). */
+export const MAX_TASK_THREADS = 256;
 /** Most attempts a worker may queue beyond its capacity (`prefetch`), per unit of capacity. */
 export const MAX_PREFETCH_PER_SLOT = 4;
 /**

@@ -173,6 +173,13 @@ export type TaskFunction<P = never, R extends JsonValue | void = JsonValue | voi
 export interface TaskDefinition<P = never, R extends JsonValue | void = JsonValue | void> {
   /** Validates (and may transform) the payload before `run`; any Standard Schema. */
   readonly schema?: StandardSchemaV1<unknown, P>;
+  /**
+   * True: each attempt gets a task thread to itself while it runs, and a
+   * cancel or deadline that the handler ignores ends that thread (for
+   * CPU-bound work that never yields). Default: the attempt shares a few
+   * task threads with many others, as async calls on their event loops.
+   */
+  readonly isolate?: boolean;
   run(payload: P, ctx: TaskContext): R | Promise<R>;
 }
 
@@ -189,9 +196,11 @@ export type TaskMap = Readonly<Record<string, TaskHandler>>;
 /** Defines one task; infers the payload type from the schema when there is one. */
 export function defineTask<P, R extends JsonValue | void>(definition: {
   schema: StandardSchemaV1<unknown, P>;
+  isolate?: boolean;
   run(payload: P, ctx: TaskContext): R | Promise<R>;
 }): TaskDefinition<P, R>;
 export function defineTask<P, R extends JsonValue | void>(definition: {
+  isolate?: boolean;
   run(payload: P, ctx: TaskContext): R | Promise<R>;
 }): TaskDefinition<P, R>;
 export function defineTask<P, R extends JsonValue | void>(

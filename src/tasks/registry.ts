@@ -32,6 +32,11 @@ export interface TaskDefinition {
    * {@link TaskFailedError} (or any error) when the attempt fails.
    */
   run(payload: JsonObject, context: TaskContext): Promise<string>;
+  /**
+   * True for a task whose attempt gets a task thread to itself (CPU-bound
+   * work a cancel must be able to preempt); absent: it shares threads.
+   */
+  readonly isolate?: boolean;
 }
 
 /**

@@ -17,6 +17,7 @@ import {
   MAX_PREFETCH,
   MAX_PREFETCH_PER_SLOT,
   MAX_SLOTS,
+  MAX_TASK_THREADS,
   maxPrefetch,
 } from '../protocol/limits.js';
 import { TASK_MEMORY_MB } from './memory-budget.js';
@@ -27,8 +28,14 @@ export interface WorkerOptions {
   coordinatorPort: number;
   /** Non-blank; sent in every message. */
   workerId: string;
-  /** Tasks run at once, 1..10,000. */
+  /** Attempts run at once, shared and isolated together, 1..10,000. */
   capacity: number;
+  /**
+   * Shared task threads, 1..256 (default: the machine's available
+   * parallelism): the attempts of tasks that are not isolated run on these,
+   * many per thread.
+   */
+  threads?: number;
   /**
    * Attempts taken beyond `capacity` and queued here until a slot is free,
    * 0..4 x capacity and at most 4,096 (default: that most; 0 turns it off). Asked of the
@@ -101,6 +108,7 @@ export function defaultPrefetch(capacity: number): number {
 export const WORKER_BOUNDS = {
   coordinatorPort: { min: 1, max: MAX_PORT },
   capacity: { min: 1, max: MAX_SLOTS },
+  threads: { min: 1, max: MAX_TASK_THREADS, optional: true },
   prefetch: {
     min: 0,
     max: maxPrefetch(MAX_SLOTS),

@@ -1,43 +1,48 @@
 /**
  * One task thread as the pool sees it, and one task as it moves through it.
  *
- * Thread states: `idle` (no task) -> `busy` (one task) -> `idle` ... ; a busy
- * thread whose task is stopped (cancel, deadline) -> `stopping`: its task's
- * signal has fired (through the shared stop flag, which a computing handler
- * sees the next time it looks at its signal, and the ABORT_TASK message, which
- * fires it once the handler yields) and the thread gets `graceMs` to settle the handler; then
- * -> `idle` if it did (the thread is reused), else -> `terminating`. From any
- * state -> `terminating` (crash, pool close) -> `exited`. A stopping or
- * terminating thread never takes another task.
+ * A thread is *shared* (many attempts at once, as async calls on its event
+ * loop) or *isolated* (one attempt at a time). It lives until it is
+ * terminated: on purpose (the pool closes, or lets an idle thread go), for
+ * its memory, after a stopped attempt did not settle within its grace, or
+ * when it crashes (an uncaught error, `process.exit` in a handler).
  *
- * A task settles exactly once, with whichever happens first: the thread's
- * answer, a stop (settled as cancelled at once: whatever the handler does
- * afterwards is never reported), or the thread's death.
- *
- * A busy thread may also hold one offered task, its `next` (see
- * thread-messages.ts): the thread starts it the moment its task ends, and
- * it becomes the thread's task when that end is heard here. Until the thread
- * claims it, the pool may withdraw it ({@link PoolThread.withdrawNext}) to
- * run it elsewhere; one that a dying thread never claimed goes back to the
- * pool rather than failing.
+ * A task on a thread is *running* until the thread answers it for the last
+ * time. A stopped task (cancel, deadline) is settled as cancelled at once by
+ * the pool (its slot is free, nothing it produces is reported), but stays on
+ * the thread until its handler ends: its signal has fired (through its stop
+ * slot in shared memory, which a computing handler sees the next time it
+ * looks at its signal, and the ABORT_TASK message, which fires it once the
+ * handler yields) and it has the cancel grace to settle. If it does not, the
+ * thread is terminated. Whatever else was on the thread then did nothing
+ * wrong: on a shared thread those attempts end with a `requeue` outcome (the
+ * worker sends them back without using an attempt), and the same holds when
+ * a shared thread goes over its memory budget or crashes, since nothing
+ * tells which of its attempts did it. An isolated thread's attempt is the
+ * only one there: its thread's death is its own failure.
  */
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
 import type { JsonObject, ResultFormat } from '../protocol/messages.js';
+import { LocalEndpoint } from './local-thread.js';
 import { heapExhausted } from './memory-budget.js';
+import type { Handler } from './task-modules.js';
 import {
-  SHARED_BYTES,
+  Outbox,
   SharedWords,
-  type ClaimSlot,
-  isThreadResponse,
+  isFinalOutput,
+  decodeResponse,
+  encodeRequest,
+  sharedBytes,
   type AbortReason,
   type CallOutcome,
+  type FinalOutput,
   type RunTaskInput,
   type TaskLogLevel,
   type TaskThreadData,
   type ThreadOutput,
-  type ThreadRequest,
+  type WireRequest,
 } from './thread-messages.js';
 import type { Suspension } from './thread-steps.js';
 
@@ -51,10 +56,33 @@ export type TaskOutcome =
       retryable: boolean;
       /** The handler slept or waits (durable steps): TASK_SUSPEND, not a failed result. */
       suspend?: Suspension;
+      /**
+       * Cut off through no doing of its own (its shared thread was ended for
+       * another attempt, went over its memory budget, or crashed): sent back
+       * without using an attempt where the coordinator offers it.
+       */
+      requeue?: boolean;
     };
 
-/** How a stopped task's thread was freed: the handler settled, or the thread was terminated. */
-export type StopOutcome = 'cooperative' | 'terminated';
+/**
+ * How a stopped task's thread was freed: the handler settled, the thread was
+ * terminated, or (a handler on the program's own loop, which cannot be
+ * terminated) it was let go and runs on, unreported.
+ */
+export type StopOutcome = 'cooperative' | 'terminated' | 'left';
+
+/** Where a thread's attempts run: many on a task thread, one on a task thread, or on this thread. */
+export type ThreadKind = 'shared' | 'isolated' | 'local';
+
+/** What the pool talks to: a task thread, or the channel to handlers on this thread. */
+interface ThreadEndpoint {
+  postMessage(value: unknown): void;
+  on(event: 'message', listener: (value: unknown) => void): unknown;
+  on(event: 'messageerror', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  on(event: 'exit', listener: (code: number) => void): unknown;
+  terminate(): Promise<number>;
+}
 
 /** Receives the lines a task's handler logs. */
 export type TaskLogSink = (
@@ -68,13 +96,15 @@ export type TaskProgressSink = (fraction: number, message: string | null) => voi
 
 /**
  * Receives a call of a task's handler (the message without its ids); the
- * answer goes back with {@link TaskHandle.answerCall} under the same `callId`.
+ * answer goes back with the task handle's `answerCall` under the same `callId`.
  */
 export type TaskCallSink = (callId: number, call: JsonObject) => void;
 
 export class PoolTask {
   readonly requestId: number;
   readonly input: RunTaskInput;
+  /** Where it runs: a shared thread, a thread of its own (`isolate`), or this thread. */
+  readonly kind: ThreadKind;
   readonly onLog: TaskLogSink;
   onProgress: TaskProgressSink = () => undefined;
   onCall: TaskCallSink = () => undefined;
@@ -87,9 +117,16 @@ export class PoolTask {
   #resolveOutcome!: (outcome: TaskOutcome) => void;
   #resolveStarted!: (started: boolean) => void;
 
-  constructor(requestId: number, input: RunTaskInput, onLog: TaskLogSink, onSettled: () => void) {
+  constructor(
+    requestId: number,
+    input: RunTaskInput,
+    kind: ThreadKind,
+    onLog: TaskLogSink,
+    onSettled: () => void,
+  ) {
     this.requestId = requestId;
     this.input = input;
+    this.kind = kind;
     this.onLog = onLog;
     this.#onSettled = onSettled;
     this.outcome = new Promise((resolve) => (this.#resolveOutcome = resolve));
@@ -116,88 +153,137 @@ export class PoolTask {
 }
 
 export interface PoolThreadEvents {
-  /**
-   * The thread answered its task. It can take another, or it holds its next
-   * already: the pool then moves that up ({@link PoolThread.promoteNext})
-   * or withdraws it.
-   */
-  onIdle(thread: PoolThread): void;
-  /**
-   * The thread has exited; it must not be used again. `unclaimed` is its
-   * offered next that it never claimed: not started, to run elsewhere.
-   */
-  onExit(thread: PoolThread, unclaimed: PoolTask | null): void;
+  /** A task left the thread: its last answer came (settled now, unless a stop settled it before). */
+  onTaskEnded(thread: PoolThread, task: PoolTask): void;
+  /** The thread has exited; every task that was on it is settled. It must not be used again. */
+  onExit(thread: PoolThread): void;
 }
 
 interface Stopping {
-  /** The task whose end frees the thread (its task, or its claimed next). */
-  readonly task: PoolTask;
   readonly graceMs: number;
-  /** The grace, once the task is the thread's (a claimed next's waits for the answer before it). */
-  timer: NodeJS.Timeout | null;
+  readonly timer: NodeJS.Timeout;
   readonly resolve: (how: StopOutcome) => void;
 }
 
+/** A task on the thread, and its stop slot. */
+interface Placed {
+  readonly task: PoolTask;
+  readonly slot: number;
+}
+
 export class PoolThread {
+  readonly kind: ThreadKind;
+  /** For logs: `shared-2`, `isolated-17`. */
+  readonly name: string;
   /** Resolves once the thread has exited, for whatever reason. */
   readonly exited: Promise<void>;
-  readonly #worker: Worker;
+  readonly #worker: ThreadEndpoint;
   readonly #shared: SharedWords;
+  readonly #outbox: Outbox<WireRequest>;
+  readonly #events: PoolThreadEvents;
+  /** Tasks on the thread by request id: running, or stopped and not yet ended. */
+  readonly #placed = new Map<number, Placed>();
+  readonly #freeSlots: number[] = [];
+  #usedSlots = 0;
+  readonly #stops = new Map<PoolTask, Stopping>();
+  /** Attempts let go on a `local` thread, still in their handlers: their slots, freed when they end. */
+  readonly #letGone = new Map<number, number>();
   /** Memory samples counted at the previous {@link memorySample}, and when that count last changed. */
   #samplesSeen = -1;
   #sampleSeenAtMs = 0;
-  readonly #events: PoolThreadEvents;
-  #task: PoolTask | null = null;
-  /** The offered next task, and the claim slot of its offer. */
-  #next: PoolTask | null = null;
-  #nextSlot: ClaimSlot = 0;
-  /** Offers made so far: they take the two claim slots in turn. */
-  #offers = 0;
-  /**
-   * Stops under way: of the task, or of a claimed next (at most one each;
-   * a next's grace starts once it is the task).
-   */
-  readonly #stops: Stopping[] = [];
+  /** When it was last handed work while it held none (Date.now()): blocked counts from there at most. */
+  #busySinceMs = 0;
   #terminating = false;
   /** Why the thread died, when it was not on purpose. */
   #crash: string | null = null;
+  /** Set while a blocked spell of the thread is logged, so it is logged once. */
+  blockedLogged = false;
   #resolveExited!: () => void;
 
   /**
    * Starts a thread that imports `modules`, its JavaScript heap limited to
-   * `taskMemoryMb` MiB (see memory-budget.ts).
+   * `taskMemoryMb` MiB (see memory-budget.ts), with room for `slots`
+   * attempts at once.
    */
   constructor(
     entry: URL,
-    modules: TaskThreadData['modules'],
-    taskMemoryMb: number,
+    spec: {
+      kind: ThreadKind;
+      name: string;
+      modules: TaskThreadData['modules'];
+      taskMemoryMb: number;
+      slots: number;
+      /** The handlers of a `local` thread. */
+      local?: ReadonlyMap<string, Handler>;
+    },
     events: PoolThreadEvents,
   ) {
+    this.kind = spec.kind;
+    this.name = spec.name;
     this.#events = events;
     this.exited = new Promise((resolve) => (this.#resolveExited = resolve));
-    const shared = new SharedArrayBuffer(SHARED_BYTES);
+    const shared = new SharedArrayBuffer(sharedBytes(spec.slots));
     this.#shared = new SharedWords(shared);
-    const data: TaskThreadData = { modules, shared };
-    this.#worker = new Worker(entry, {
-      workerData: data,
-      resourceLimits: { maxOldGenerationSizeMb: taskMemoryMb },
-    });
-    this.#worker.on('message', (value: unknown) => this.#onMessage(value));
-    this.#worker.on('messageerror', () => this.#fail('task thread sent an unreadable message'));
-    this.#worker.on('error', (err) => {
-      // The thread is already dying; 'exit' follows and settles its task.
+    if (spec.kind === 'local') {
+      this.#worker = new LocalEndpoint(spec.local ?? new Map(), shared);
+    } else {
+      const data: TaskThreadData = {
+        modules: spec.modules,
+        shared,
+        isolated: spec.kind === 'isolated',
+      };
+      this.#worker = new Worker(entry, {
+        workerData: data,
+        resourceLimits: { maxOldGenerationSizeMb: spec.taskMemoryMb },
+      });
+    }
+    this.#outbox = new Outbox(
+      (batch) => this.#worker.postMessage(batch),
+      (flush) => queueMicrotask(flush),
+    );
+    this.#worker.on('message', (value: unknown) => this.#onBatch(value));
+    this.#worker.on('messageerror', () => this.fail('task thread sent an unreadable message'));
+    this.#worker.on('error', (err: Error) => {
+      // The thread is already dying; 'exit' follows and settles its tasks.
       this.#terminating = true;
       const outOfMemory = (err as { code?: unknown }).code === 'ERR_WORKER_OUT_OF_MEMORY';
       this.#crash ??= outOfMemory
-        ? heapExhausted(taskMemoryMb)
+        ? heapExhausted(spec.taskMemoryMb)
         : `task thread crashed: ${describeError(err)}`;
     });
-    this.#worker.on('exit', (code) => this.#onExit(code));
+    this.#worker.on('exit', (code: number) => this.#onExit(code));
   }
 
-  /** True while a task (running or stopped, in its grace) holds the thread. */
-  get busy(): boolean {
-    return this.#task !== null && !this.#terminating;
+  /** Tasks on the thread, stopped ones still in their handler included. */
+  get load(): number {
+    return this.#placed.size;
+  }
+
+  /** True while it may be handed another task: not on its way out, a stop slot free. */
+  get hasRoom(): boolean {
+    return (
+      !this.#terminating &&
+      (this.#freeSlots.length > 0 || this.#usedSlots < this.#shared.slots) &&
+      (this.kind !== 'isolated' || this.#placed.size === 0)
+    );
+  }
+
+  get terminating(): boolean {
+    return this.#terminating;
+  }
+
+  /** The jobs of the tasks on it (for a log line). */
+  jobIds(): string[] {
+    return [...this.#placed.values()].map(({ task }) => task.input.jobId);
+  }
+
+  /**
+   * How long the thread's event loop has not turned while it held tasks, in
+   * ms at `nowMs` (Date.now()); 0 while it holds none.
+   */
+  blockedMs(nowMs: number): number {
+    if (this.#placed.size === 0) return 0;
+    return Math.min(this.#shared.sinceTurnMs(nowMs), nowMs - this.#busySinceMs);
   }
 
   /**
@@ -219,110 +305,80 @@ export class PoolThread {
     return this.#shared.memory().usedMb;
   }
 
-  /** Terminates the thread for its memory; its task (if any) fails with `error`. */
-  terminateForMemory(error: string): void {
-    this.#fail(error);
+  run(task: PoolTask): void {
+    assert(this.hasRoom, 'a task thread is handed a task only while it has room');
+    if (this.#placed.size === 0) {
+      this.#busySinceMs = Date.now();
+      // Its first sample is yet to come: not stale before it could be.
+      this.#sampleSeenAtMs = performance.now();
+    }
+    const slot = this.#freeSlots.pop() ?? this.#usedSlots++;
+    this.#shared.clearStop(slot);
+    this.#placed.set(task.requestId, { task, slot });
+    this.#outbox.push(encodeRequest({ requestId: task.requestId, input: task.input, slot }));
   }
 
-  /** False while the thread is running or stopping a task, or is going away. */
-  get available(): boolean {
-    return this.#task === null && !this.#terminating;
+  /**
+   * Stops one task of this thread (already settled as cancelled by the
+   * caller): fires its signal, then terminates the thread unless the handler
+   * settles within `graceMs`. Resolves with how it was freed.
+   */
+  stop(task: PoolTask, reason: AbortReason, graceMs: number): Promise<StopOutcome> {
+    const placed = this.#placed.get(task.requestId);
+    if (placed === undefined || this.#terminating) return this.exited.then(() => 'terminated');
+    assert(!this.#stops.has(task), 'a task is stopped once');
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.#stubborn(task, graceMs), graceMs);
+      this.#stops.set(task, { graceMs, timer, resolve });
+      // Seen at once by a handler that is computing; the message only once it yields.
+      this.#shared.raiseStop(placed.slot, task.requestId, reason);
+      this.#outbox.push(
+        encodeRequest({ requestId: task.requestId, input: { type: 'ABORT_TASK', reason } }),
+      );
+    });
   }
 
-  /** The offered next task, if any (see the module comment). */
-  get next(): PoolTask | null {
-    return this.#next;
-  }
-
-  /** True while the thread runs a task and may be offered its next: none held, no stop under way. */
-  get offerable(): boolean {
-    return (
-      this.#task !== null && this.#next === null && this.#stops.length === 0 && !this.#terminating
+  /** A stopped task did not settle within its grace: the thread goes, and what was on it. */
+  #stubborn(task: PoolTask, graceMs: number): void {
+    if (!this.#placed.has(task.requestId)) return;
+    if (this.kind === 'local') return this.#letGo(task);
+    const { jobId, attemptId } = task.input;
+    this.fail(
+      `its task thread was ended because attempt ${attemptId} of job ${jobId} did not stop ` +
+        `within the cancel grace (${graceMs} ms)`,
     );
   }
 
   /**
-   * Hands the thread its next task while it runs one ({@link offerable}).
-   * The offer takes the claim slot its offer before last took: that one was
-   * claimed (it became the running task, whose answer came) or withdrawn.
+   * A handler on this thread that ignored its stop cannot be ended: it is let
+   * go (whatever it does is not heard of), and its slot with it.
    */
-  offer(task: PoolTask): void {
-    assert(this.offerable, 'a thread is offered one next task, while it runs one');
-    const slot: ClaimSlot = (this.#offers++ & 1) === 0 ? 0 : 1;
-    this.#next = task;
-    this.#nextSlot = slot;
-    this.#shared.offer(slot, task.requestId);
-    this.#post({ requestId: task.requestId, input: task.input, claimSlot: slot });
+  #letGo(task: PoolTask): void {
+    const placed = this.#placed.get(task.requestId);
+    if (placed === undefined) return;
+    this.#placed.delete(task.requestId);
+    this.#letGone.set(task.requestId, placed.slot);
+    const stopping = this.#stops.get(task);
+    this.#stops.delete(task);
+    stopping?.resolve('left');
+    this.#events.onTaskEnded(this, task);
   }
 
-  /**
-   * Takes the offered next back, if the thread has not claimed it: it never
-   * starts here, and the caller runs it elsewhere (or ends it). Null when
-   * there is none, or the thread claimed it first (it runs here, as the
-   * thread's task once the answer before it is heard).
-   */
-  withdrawNext(): PoolTask | null {
-    const next = this.#next;
-    if (next === null || !this.#shared.take(this.#nextSlot, next.requestId)) return null;
-    this.#next = null;
-    return next;
-  }
-
-  /** Once the thread is idle: its next becomes its task (claimed or soon to be). */
-  promoteNext(): PoolTask | null {
-    const next = this.#next;
-    if (next === null || this.#task !== null) return null;
-    this.#next = null;
-    this.#task = next;
-    this.#sampleSeenAtMs = performance.now();
-    const stopping = this.#stopOf(next);
-    if (stopping !== undefined) this.#startGrace(stopping);
-    return next;
-  }
-
-  run(task: PoolTask): void {
-    assert(this.available, 'a pool thread runs one task at a time');
-    this.#task = task;
-    // The task's first sample is yet to come: not stale before it could be.
-    this.#sampleSeenAtMs = performance.now();
-    this.#post({ requestId: task.requestId, input: task.input });
-  }
-
-  /**
-   * Stops this thread's task (already settled as cancelled by the caller):
-   * fires its signal, then terminates the thread unless the handler settles
-   * within `graceMs`. Resolves with how the thread was freed.
-   */
-  stop(task: PoolTask, reason: AbortReason, graceMs: number): Promise<StopOutcome> {
-    // A claimed next (its withdrawal failed) runs already: stopped the same way.
-    const ours = this.#task === task || this.#next === task;
-    if (!ours || this.#terminating) return this.exited.then(() => 'terminated');
-    assert(!this.#stops.some((s) => s.task === task), 'a task is stopped once');
-    return new Promise((resolve) => {
-      const stopping: Stopping = { task, graceMs, timer: null, resolve };
-      this.#stops.push(stopping);
-      if (this.#task === task) this.#startGrace(stopping);
-      // Seen at once by a handler that is computing; the message only once it yields.
-      this.#shared.raiseStop(task.requestId, reason);
-      this.#post({ requestId: task.requestId, input: { type: 'ABORT_TASK', reason } });
-    });
-  }
-
-  /** The stopped task's grace: the thread is terminated unless it settles within it. */
-  #startGrace(stopping: Stopping): void {
-    stopping.timer = setTimeout(() => {
-      void this.terminate().then(() => stopping.resolve('terminated'));
-    }, stopping.graceMs);
-  }
-
-  #stopOf(task: PoolTask): Stopping | undefined {
-    return this.#stops.find((s) => s.task === task);
-  }
-
-  /** Answers one call of `task`'s handler; nothing if the thread no longer runs that task. */
+  /** Answers one call of `task`'s handler; nothing if the task is stopped or gone. */
   answerCall(task: PoolTask, callId: number, outcome: CallOutcome): void {
-    if (this.#task !== task || this.#terminating || this.#stopOf(task) !== undefined) return;
-    this.#post({ requestId: task.requestId, input: { type: 'CALL_SETTLED', callId, outcome } });
+    if (this.#terminating || this.#stops.has(task) || !this.#placed.has(task.requestId)) return;
+    this.#outbox.push(
+      encodeRequest({
+        requestId: task.requestId,
+        input: { type: 'CALL_SETTLED', callId, outcome },
+      }),
+    );
+  }
+
+  /** Terminates the thread for `reason`: its tasks end saying so (see the module comment). */
+  fail(reason: string): void {
+    this.#crash ??= reason;
+    void this.terminate();
   }
 
   /** Stops the thread, whatever it is doing. Resolves once it has exited. Idempotent. */
@@ -335,29 +391,35 @@ export class PoolThread {
     return this.exited;
   }
 
-  #post(request: ThreadRequest): void {
-    this.#worker.postMessage(request);
-  }
-
-  #fail(reason: string): void {
-    this.#crash ??= reason;
-    void this.terminate();
-  }
-
-  #onMessage(value: unknown): void {
+  #onBatch(value: unknown): void {
     if (this.#terminating) return;
-    if (!isThreadResponse(value)) return this.#fail('task thread sent an unexpected message');
-    const task = this.#task;
-    if (task === null || value.requestId !== task.requestId) {
-      // A handler stopped earlier may still log from a timer it left behind.
-      const late = value.output.type;
-      if (late === 'TASK_LOG' || late === 'TASK_PROGRESS' || late === 'TASK_CALL') return;
-      return this.#fail('task thread answered a request it was not running');
+    if (!Array.isArray(value)) return this.fail('task thread sent an unexpected message');
+    for (const wire of value) {
+      if (this.#terminating) return;
+      const response = decodeResponse(wire);
+      if (response === null) return this.fail('task thread sent an unexpected message');
+      this.#onResponse(response.requestId, response.output);
     }
-    this.#onOutput(task, value.output);
   }
 
-  #onOutput(task: PoolTask, output: ThreadOutput): void {
+  #onResponse(requestId: number, output: ThreadOutput): void {
+    const placed = this.#placed.get(requestId);
+    const gone = this.#letGone.get(requestId);
+    if (placed === undefined && gone !== undefined) {
+      // A handler let go has ended after all: its slot is free, its outcome unheard.
+      if (isFinalOutput(output)) {
+        this.#letGone.delete(requestId);
+        this.#freeSlots.push(gone);
+      }
+      return;
+    }
+    if (placed === undefined) {
+      // A handler that ended may still log from a timer it left behind.
+      if (!isFinalOutput(output)) return;
+      return this.fail('task thread answered a request it was not running');
+    }
+    const { task } = placed;
+    if (isFinalOutput(output)) return this.#finish(placed, outcomeOf(output));
     switch (output.type) {
       case 'TASK_STARTED':
         task.markStarted();
@@ -372,66 +434,72 @@ export class PoolThread {
         // A stopped task's calls are not made: its handler sees them fail.
         if (!task.settled) task.onCall(output.callId, output.call);
         return;
-      case 'TASK_SUCCEEDED': {
-        const { result, resultFormat } = output;
-        return this.#finish(task, { success: true, result, resultFormat });
-      }
-      case 'TASK_FAILED': {
-        const { error, retryable } = output;
-        return this.#finish(task, { success: false, error, cancelled: false, retryable });
-      }
-      case 'TASK_SUSPENDED': {
-        const suspend: Suspension =
-          output.sleepMillis !== undefined
-            ? { sleepMillis: output.sleepMillis }
-            : { waitForJobId: output.waitForJobId ?? '' };
-        const error = 'the handler suspended the attempt';
-        return this.#finish(task, {
-          success: false,
-          error,
-          cancelled: false,
-          retryable: true,
-          suspend,
-        });
-      }
     }
   }
 
-  /** The handler settled: report it (unless the task was stopped) and take the next task. */
-  #finish(task: PoolTask, outcome: TaskOutcome): void {
-    this.#task = null;
+  /** The handler settled: report it (unless the task was stopped) and free its slot. */
+  #finish({ task, slot }: Placed, outcome: TaskOutcome): void {
+    this.#placed.delete(task.requestId);
+    this.#freeSlots.push(slot);
     task.settle(outcome); // no effect on a stopped task: its outcome is already cancelled
-    const stopping = this.#stopOf(task);
+    const stopping = this.#stops.get(task);
     if (stopping !== undefined) {
-      this.#stops.splice(this.#stops.indexOf(stopping), 1);
-      if (stopping.timer !== null) clearTimeout(stopping.timer);
+      this.#stops.delete(task);
+      clearTimeout(stopping.timer);
       stopping.resolve('cooperative');
     }
-    this.#events.onIdle(this);
+    this.#events.onTaskEnded(this, task);
   }
 
   #onExit(code: number): void {
     this.#terminating = true;
-    const task = this.#task;
-    this.#task = null;
-    // An offer the thread never claimed did not start: the pool runs it elsewhere.
-    const unclaimed = this.withdrawNext();
-    const claimed = this.#next;
-    this.#next = null;
-    for (const stopping of this.#stops.splice(0)) {
-      if (stopping.timer !== null) clearTimeout(stopping.timer);
+    for (const [task, stopping] of this.#stops) {
+      clearTimeout(stopping.timer);
       stopping.resolve('terminated');
+      this.#stops.delete(task);
     }
-    // A stopped task is already settled; this only catches real deaths.
-    for (const died of [task, claimed]) {
-      died?.settle({
-        success: false,
-        error: this.#crash ?? `task thread exited unexpectedly with code ${code}`,
-        cancelled: false,
-        retryable: true,
-      });
-    }
+    const why = this.#crash ?? `task thread exited unexpectedly with code ${code}`;
+    // A stopped task is already settled; these are the others that were on it.
+    for (const { task } of this.#placed.values()) task.settle(this.#deathOutcome(why));
+    this.#placed.clear();
     this.#resolveExited();
-    this.#events.onExit(this, unclaimed);
+    this.#events.onExit(this);
+  }
+
+  /** What a task that was on the thread when it died ends with. */
+  #deathOutcome(why: string): TaskOutcome {
+    if (this.kind === 'isolated') {
+      return { success: false, error: why, cancelled: false, retryable: true };
+    }
+    return {
+      success: false,
+      error: `${why}; this attempt shared the thread and is requeued`,
+      cancelled: false,
+      retryable: true,
+      requeue: true,
+    };
+  }
+}
+
+/** The outcome a final output stands for. */
+function outcomeOf(output: FinalOutput): TaskOutcome {
+  switch (output.type) {
+    case 'TASK_SUCCEEDED':
+      return { success: true, result: output.result, resultFormat: output.resultFormat };
+    case 'TASK_FAILED':
+      return {
+        success: false,
+        error: output.error,
+        cancelled: false,
+        retryable: output.retryable,
+      };
+    case 'TASK_SUSPENDED': {
+      const suspend: Suspension =
+        output.sleepMillis !== undefined
+          ? { sleepMillis: output.sleepMillis }
+          : { waitForJobId: output.waitForJobId ?? '' };
+      const error = 'the handler suspended the attempt';
+      return { success: false, error, cancelled: false, retryable: true, suspend };
+    }
   }
 }

@@ -19,7 +19,8 @@ import {
   workerOptionsProblem,
   type WorkerOptions,
 } from './options.js';
-import { loadTaskModules } from './task-modules.js';
+import type { TaskMap } from '../sdk/task.js';
+import { loadTaskModules, withLocalHandlers } from './task-modules.js';
 import { Worker } from './worker.js';
 
 /** Documented defaults of `worker.sh`, shared by the CLI and {@link startWorker}. */
@@ -37,9 +38,19 @@ export const DEFAULT_WORKER_OPTIONS = {
 export type StartWorkerOptions = Partial<Omit<WorkerOptions, 'tasks' | 'logger'>> & {
   /**
    * Task modules to load beside the built-ins: file paths (resolved against
-   * `cwd`) or package names (resolved from `cwd` as `import` would).
+   * `cwd`) or package names (resolved from `cwd` as `import` would). Their
+   * handlers run on task threads.
    */
   tasks?: readonly string[];
+  /**
+   * Handlers written beside the program's own code, by task name (as a task
+   * module's default export): they run on this process's event loop, sharing
+   * its database pools and clients. A handler here that computes without
+   * yielding delays the worker's heartbeats and cannot be preempted (a stop
+   * fires its signal; one that ignores it is let go): keep CPU-bound work in
+   * task modules.
+   */
+  handlers?: TaskMap;
   /** Where `tasks` are resolved from (default: the working directory). */
   cwd?: string;
   /** Default: human-readable lines on stdout at level info, named `worker`. */
@@ -70,6 +81,12 @@ function checkTypes(options: StartWorkerOptions): void {
   const tasks: unknown = options.tasks;
   if (tasks !== undefined && (!Array.isArray(tasks) || !tasks.every((t) => typeof t === 'string')))
     throw invalid('tasks must be an array of module names or paths');
+  const handlers: unknown = options.handlers;
+  if (
+    handlers !== undefined &&
+    (typeof handlers !== 'object' || handlers === null || Array.isArray(handlers))
+  )
+    throw invalid('handlers must map task names to handlers');
 }
 
 /**
@@ -80,7 +97,7 @@ function checkTypes(options: StartWorkerOptions): void {
 export async function startWorker(options: StartWorkerOptions = {}): Promise<Worker> {
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
   checkTypes(options);
-  const { tasks = [], cwd, logger, ...rest } = options;
+  const { tasks = [], cwd, logger, handlers, ...rest } = options;
   const workerOptions: WorkerOptions = {
     ...DEFAULT_WORKER_OPTIONS,
     ...withoutUndefined(rest),
@@ -89,7 +106,8 @@ export async function startWorker(options: StartWorkerOptions = {}): Promise<Wor
   };
   const problem = workerOptionsProblem(workerOptions);
   if (problem !== null) throw invalid(problem);
-  workerOptions.tasks = await loadTaskModules(tasks, cwd);
+  const loaded = await loadTaskModules(tasks, cwd);
+  workerOptions.tasks = handlers === undefined ? loaded : withLocalHandlers(loaded, handlers);
   return Worker.start(workerOptions);
 }
 

@@ -18,6 +18,7 @@ import { BUILTIN_TASK_TYPES, customNameProblem } from '../protocol/task-types.js
 import type { TaskContext } from '../sdk/task.js';
 import { ModuleResolutionError, resolveTaskModule } from './module-resolution.js';
 import { validatePayload } from './task-values.js';
+import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 
 /** A task module could not be used; the message names the module and the problem. */
 export class TaskModuleError extends DtpError {
@@ -38,6 +39,8 @@ export interface Handler {
    */
   validate(payload: unknown): unknown;
   run(payload: unknown, ctx: TaskContext): unknown;
+  /** Declared `isolate: true`: its attempts get a task thread to themselves. */
+  isolate: boolean;
 }
 
 const unchecked = (payload: unknown): unknown => payload;
@@ -57,10 +60,24 @@ export interface LoadedTaskModules {
   readonly modules: readonly LoadedModule[];
   /** The five built-ins, then every custom name in module order. */
   readonly taskTypes: readonly string[];
+  /** The task types declared `isolate: true` (built-ins included): a thread per attempt. */
+  readonly isolated: ReadonlySet<string>;
+  /** Handlers given in code (`startWorker({ handlers })`): they run on the program's own thread. */
+  readonly local?: ReadonlyMap<string, Handler>;
 }
 
+/** The built-in task types whose attempts get a thread to themselves (PRIME_COUNT). */
+export const BUILTIN_ISOLATED: ReadonlySet<string> = (() => {
+  const registry = createBuiltinRegistry();
+  return new Set(registry.taskTypes.filter((type) => registry.require(type).isolate === true));
+})();
+
 /** The built-ins only: what a worker without `--tasks` declares. */
-export const NO_TASK_MODULES: LoadedTaskModules = { modules: [], taskTypes: BUILTIN_TASK_TYPES };
+export const NO_TASK_MODULES: LoadedTaskModules = {
+  modules: [],
+  taskTypes: BUILTIN_TASK_TYPES,
+  isolated: BUILTIN_ISOLATED,
+};
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return (typeof value === 'object' || typeof value === 'function') && value !== null;
@@ -83,7 +100,7 @@ function describeValue(value: unknown): string {
 function toHandler(value: unknown): Handler | string {
   if (typeof value === 'function') {
     const run = value as (payload: unknown, ctx: TaskContext) => unknown;
-    return { validate: unchecked, run };
+    return { validate: unchecked, run, isolate: false };
   }
   if (!isObject(value) || typeof value.run !== 'function') {
     return `expected an async function or an object { run, schema? }, got ${describeValue(value)}`;
@@ -92,8 +109,13 @@ function toHandler(value: unknown): Handler | string {
   if (schema !== undefined && schema !== null && !isStandardSchema(schema)) {
     return 'its schema is not a Standard Schema (an object with ~standard.validate, e.g. a zod 4 schema)';
   }
+  const isolate = value.isolate;
+  if (isolate !== undefined && typeof isolate !== 'boolean') {
+    return `isolate must be true or false, got ${describeValue(isolate)}`;
+  }
   const run = value.run as (payload: unknown, ctx: TaskContext) => unknown;
   return {
+    isolate: isolate === true,
     validate: isStandardSchema(schema) ? (payload) => validatePayload(schema, payload) : unchecked,
     // Called as a method, so a handler object may use `this`.
     run: (payload, ctx) => run.call(value, payload, ctx),
@@ -152,6 +174,7 @@ export async function loadTaskModules(
 ): Promise<LoadedTaskModules> {
   const modules: LoadedModule[] = [];
   const owner = new Map<string, string>();
+  const isolated = new Set(BUILTIN_ISOLATED);
   for (const specifier of specifiers) {
     let url: string;
     try {
@@ -164,7 +187,8 @@ export async function loadTaskModules(
     if (twice !== undefined)
       throw new TaskModuleError(specifier, `is listed twice (as ${twice.specifier})`);
     const handlers = readTaskMap(specifier, await importModule(specifier, url));
-    for (const name of handlers.keys()) {
+    for (const [name, handler] of handlers) {
+      if (handler.isolate) isolated.add(name);
       const other = owner.get(name);
       if (other !== undefined) {
         throw new TaskModuleError(
@@ -184,7 +208,7 @@ export async function loadTaskModules(
       `the modules declare ${taskTypes.length - BUILTIN_TASK_TYPES.length} tasks; a worker runs at most ${MAX_TASK_TYPES_PER_WORKER - BUILTIN_TASK_TYPES.length} besides the built-ins`,
     );
   }
-  return { modules, taskTypes };
+  return { modules, taskTypes, isolated };
 }
 
 /** Imports modules already checked on the main thread (task threads do this). */
@@ -198,4 +222,38 @@ export async function importHandlers(
     }
   }
   return all;
+}
+
+/**
+ * Adds handlers given in code to what the modules declare: each checked as a
+ * module's export entry is, named as a custom task, not declared twice, and
+ * not `isolate` (a handler that runs on the program's own thread cannot have
+ * a thread of its own: put it in a task module). Throws
+ * {@link TaskModuleError} (module `handlers`) at the first problem.
+ */
+export function withLocalHandlers(
+  loaded: LoadedTaskModules,
+  handlers: Readonly<Record<string, unknown>>,
+): LoadedTaskModules {
+  const shown = 'handlers';
+  const local = readTaskMap(shown, { default: handlers });
+  for (const [name, handler] of local) {
+    if (loaded.taskTypes.includes(name)) {
+      throw new TaskModuleError(shown, `task "${name}" is already declared by a task module`);
+    }
+    if (handler.isolate) {
+      throw new TaskModuleError(
+        shown,
+        `task "${name}" is declared isolate: a handler given in code runs on the program's own thread; put it in a task module (--tasks) to isolate it`,
+      );
+    }
+  }
+  const taskTypes = [...loaded.taskTypes, ...local.keys()];
+  if (taskTypes.length > MAX_TASK_TYPES_PER_WORKER) {
+    throw new TaskModuleError(
+      shown,
+      `the modules and handlers declare ${taskTypes.length - BUILTIN_TASK_TYPES.length} tasks; a worker runs at most ${MAX_TASK_TYPES_PER_WORKER - BUILTIN_TASK_TYPES.length} besides the built-ins`,
+    );
+  }
+  return { ...loaded, taskTypes, local };
 }

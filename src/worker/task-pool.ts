@@ -1,37 +1,36 @@
 /**
- * A pool of `worker_threads` that runs task attempts off the main thread.
+ * The task threads that run attempts off the main thread.
  *
- * - Up to `capacity` tasks run at once, each on its own thread. Threads are
- *   created lazily and reused after a task ends.
- * - `stop(reason)` preempts a task: it settles as cancelled at once (its
+ * - Up to `capacity` attempts run at once, shared and isolated together.
+ *   Attempts beyond wait (up to `queueLimit`) and start in arrival order as
+ *   slots free up.
+ * - An attempt of a shared task runs as an async call on one of at most
+ *   `threads` shared threads, many attempts per thread. It goes to the least
+ *   loaded thread whose event loop has turned within
+ *   {@link BLOCKED_AFTER_MS}; a new thread is started (up to `threads`) when
+ *   every existing one is busy. A thread whose loop is held by a handler
+ *   (synchronous code) gets no new attempt while another is free, and once
+ *   held for {@link BLOCKED_REPORT_MS} it is reported (`onBlocked`) with the
+ *   jobs on it.
+ * - An attempt of an isolated task (`isolate: true`) gets a thread to
+ *   itself while it runs; idle isolated threads are kept for reuse, at most
+ *   `threads` of them.
+ * - `stop(reason)` preempts an attempt: it settles as cancelled at once (its
  *   slot is free and nothing it produces is ever reported), its handler's
- *   `ctx.signal` fires, and the handler gets `cancelGraceMs` to settle. A
- *   handler that does keeps its thread for the next task; one that ignores
- *   the signal (or is CPU-bound and never yields) has its thread terminated.
- * - A thread that crashes (uncaught error, `process.exit`) fails its task with
- *   a message saying so; the pool carries on.
- *
+ *   `ctx.signal` fires, and the handler gets `cancelGraceMs` to settle. One
+ *   that does not (or computes and never yields) has its thread terminated;
+ *   the other attempts of a shared thread are then requeued (pool-thread.ts).
  * - Each thread has a memory budget, `taskMemoryMb` (memory-budget.ts): its
  *   JavaScript heap is capped by V8, its heap plus Buffers are sampled, and
  *   the worker's resident memory is watched for threads that cannot sample.
- *   A thread over budget is terminated and its task fails saying so; a thread
- *   that keeps much memory after its task is replaced instead of reused.
- *
- * - Tasks beyond `capacity` wait (up to `queueLimit`). A busy thread is
- *   offered the oldest waiting task as its next (pool-thread.ts): it starts
- *   it the moment its own task ends, without a round trip through this
- *   thread, and a run of short tasks keeps each thread awake between them.
- *   An offer still unclaimed after {@link OFFER_WAIT_MS} is taken over by
- *   an idle thread (at once if one is idle then, or when one goes idle), so a
- *   long task does not hold up the task offered behind it. Sooner would
- *   cost more than it saves: a thread with short tasks claims its offer
- *   within microseconds, and taking it over costs two more messages.
- *
- * Between a stop and the end of its grace, the stopping thread still exists
- * next to up to `capacity` live ones; so at most `capacity` + (tasks stopped
- * within the last grace period) threads exist, and idle threads beyond
- * `capacity` are terminated as soon as they are free.
+ *   A thread over budget is terminated: an isolated thread's attempt fails
+ *   saying so; a shared thread's attempts are requeued (nothing tells which
+ *   of them used the memory; the coordinator counts a job's requeues, so
+ *   none can go round for ever). A thread that keeps much memory once idle
+ *   is replaced instead of reused.
+ * - A thread that crashes ends its attempts the same way; the pool carries on.
  */
+import { availableParallelism } from 'node:os';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { tableProblem, type BoundsTable } from '../common/bounds.js';
 import { DtpError } from '../protocol/errors.js';
@@ -44,10 +43,13 @@ import {
   overBudget,
   rssBudgetMb,
 } from './memory-budget.js';
+import { LoopWatch } from './local-thread.js';
+import type { Handler } from './task-modules.js';
 import {
   PoolTask,
   PoolThread,
   type StopOutcome,
+  type ThreadKind,
   type TaskCallSink,
   type TaskLogSink,
   type TaskProgressSink,
@@ -65,9 +67,23 @@ export type {
 
 export { DEFAULT_CANCEL_GRACE_MS };
 
+/** A shared thread whose event loop has not turned for this long gets no new attempt, in ms. */
+export const BLOCKED_AFTER_MS = 100;
+/** A shared thread held this long is reported with the jobs on it, in ms. */
+export const BLOCKED_REPORT_MS = 1_000;
+
+/** What `onBlocked` is told of a thread whose event loop is held. */
+export interface BlockedThread {
+  readonly thread: string;
+  readonly blockedMs: number;
+  readonly jobIds: readonly string[];
+}
+
 export interface TaskPoolOptions {
-  /** Most tasks (and live threads) at once, 1..1024. */
+  /** Most attempts running at once (shared and isolated), 1..10,000. */
   capacity: number;
+  /** Shared task threads, 1..256 (default: the machine's available parallelism). */
+  threads?: number;
   /** Users' task modules that every thread imports (main thread checked them). */
   modules?: TaskThreadData['modules'];
   /** Time a stopped handler gets before its thread is terminated, in ms (default 1000). */
@@ -75,10 +91,17 @@ export interface TaskPoolOptions {
   /** Memory budget of each task thread, in MiB, 32..1048576 (default 512; see memory-budget.ts). */
   taskMemoryMb?: number;
   /**
-   * Tasks that may wait for a thread beyond `capacity`, 0..4 x capacity (the
-   * worker's `prefetch` bound; default 0: none).
+   * Attempts that may wait for a slot beyond `capacity` (the worker's
+   * `prefetch` bound; default 0: none).
    */
   queueLimit?: number;
+  /** Told of a shared thread whose event loop has been held for {@link BLOCKED_REPORT_MS}. */
+  onBlocked?: (blocked: BlockedThread) => void;
+  /**
+   * Handlers that run on this thread (the program's own event loop), by task
+   * type: see local-thread.ts.
+   */
+  local?: ReadonlyMap<string, Handler>;
 }
 
 /**
@@ -87,10 +110,16 @@ export interface TaskPoolOptions {
  */
 export const TASK_POOL_BOUNDS: BoundsTable<TaskPoolOptions> = {
   capacity: WORKER_BOUNDS.capacity,
+  threads: WORKER_BOUNDS.threads,
   cancelGraceMs: WORKER_BOUNDS.cancelGraceMs,
   taskMemoryMb: WORKER_BOUNDS.taskMemoryMb,
   queueLimit: WORKER_BOUNDS.prefetch,
 };
+
+/** The default number of shared task threads: the machine's available parallelism, within bounds. */
+export function defaultThreads(): number {
+  return Math.min(WORKER_BOUNDS.threads.max, Math.max(1, availableParallelism()));
+}
 
 /** One attempt to run (see {@link RunTaskInput}). */
 export type TaskRun = Omit<RunTaskInput, 'type'>;
@@ -102,7 +131,7 @@ export interface TaskHandle {
   readonly started: Promise<boolean>;
   /**
    * Preempts the task (see the module comment). Its outcome becomes
-   * cancelled at once. Resolves once its thread is free again, with how; no
+   * cancelled at once. Resolves once its thread is free of it, with how; no
    * effect (resolves `cooperative`) on a task that already ended.
    */
   stop(reason: AbortReason): Promise<StopOutcome>;
@@ -110,19 +139,18 @@ export interface TaskHandle {
   answerCall(callId: number, outcome: CallOutcome): void;
 }
 
-const THREAD_ENTRY = new URL('./task-thread.js', import.meta.url);
-
-/**
- * How long an offered task waits behind its thread's task before an idle
- * thread may take it over (ahead of any task queued after it).
- */
-export const OFFER_WAIT_MS = 10;
-
-/** A task offered to a busy thread, and when (performance.now()). */
-interface Offer {
-  readonly thread: PoolThread;
-  readonly atMs: number;
+/** The sinks of one attempt's outputs, and whether it runs isolated. */
+export interface TaskRunSinks {
+  onLog?: TaskLogSink;
+  onProgress?: TaskProgressSink;
+  onCall?: TaskCallSink;
+  /** A thread of its own (a task declared `isolate`). */
+  isolated?: boolean;
+  /** On this thread (a handler given in code). */
+  local?: boolean;
 }
+
+const THREAD_ENTRY = new URL('./task-thread.js', import.meta.url);
 
 function endedHandle(error: string): TaskHandle {
   const outcome: TaskOutcome = { success: false, error, cancelled: false, retryable: true };
@@ -136,84 +164,91 @@ function endedHandle(error: string): TaskHandle {
 
 export class TaskPool {
   readonly capacity: number;
+  readonly threads: number;
   readonly cancelGraceMs: number;
   readonly taskMemoryMb: number;
-  /** The worker process's resident-memory budget, in MiB. */
-  readonly rssBudgetMb: number;
-  #memoryTimer: NodeJS.Timeout | null = null;
+  readonly #baselineMb = process.memoryUsage.rss() / 2 ** 20;
   readonly #modules: TaskThreadData['modules'];
-  /** Every thread that has not exited yet, stopping and terminating ones included. */
+  readonly #onBlocked: (blocked: BlockedThread) => void;
+  readonly #localHandlers: ReadonlyMap<string, Handler>;
+  /** Where handlers given in code run; made with the first of their attempts. */
+  #local: PoolThread | null = null;
+  readonly #loopWatch: LoopWatch;
+  /** Shared threads in service (not terminating), in the order they started. */
+  readonly #shared: PoolThread[] = [];
+  /** Isolated threads with no attempt, kept for the next. */
+  readonly #idleIsolated: PoolThread[] = [];
+  /** Every thread that has not exited yet, terminating ones included. */
   readonly #threads = new Set<PoolThread>();
-  readonly #idle: PoolThread[] = [];
+  /** Attempts placed on a thread and not settled yet. */
   readonly #running = new Map<PoolTask, PoolThread>();
-  /** Tasks waiting for a thread, oldest first. */
+  /** Attempts waiting for a slot, oldest first. */
   readonly #queued: PoolTask[] = [];
-  /** Tasks offered to busy threads, oldest first (Map keeps the order they were offered). */
-  readonly #offered = new Map<PoolTask, Offer>();
-  /** Threads that may be offered a next task (checked again when used). */
-  readonly #offerable = new Set<PoolThread>();
-  /** Set while an idle thread waits for an offer to be old enough to take over. */
-  #takeOverTimer: NodeJS.Timeout | null = null;
   readonly #queueLimit: number;
+  #checkTimer: NodeJS.Timeout | null = null;
+  #threadsMade = 0;
   #nextRequestId = 1;
   #closing: Promise<void> | null = null;
 
   constructor(options: TaskPoolOptions) {
     const problem = tableProblem(options, TASK_POOL_BOUNDS, (key) => key);
     if (problem !== null) throw new DtpError(LocalErrorCode.InvalidOptions, problem);
-    const { capacity } = options;
-    const cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
-    const queueLimit = options.queueLimit ?? 0;
-    const taskMemoryMb = options.taskMemoryMb ?? TASK_MEMORY_MB.default;
-    this.capacity = capacity;
-    this.cancelGraceMs = cancelGraceMs;
-    this.taskMemoryMb = taskMemoryMb;
-    this.rssBudgetMb = rssBudgetMb(process.memoryUsage.rss() / 2 ** 20, capacity, taskMemoryMb);
-    this.#queueLimit = queueLimit;
+    this.capacity = options.capacity;
+    this.threads = options.threads ?? defaultThreads();
+    this.cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
+    this.taskMemoryMb = options.taskMemoryMb ?? TASK_MEMORY_MB.default;
+    this.#queueLimit = options.queueLimit ?? 0;
     this.#modules = [...(options.modules ?? [])];
+    this.#onBlocked = options.onBlocked ?? (() => undefined);
+    this.#localHandlers = options.local ?? new Map();
+    this.#loopWatch = new LoopWatch(BLOCKED_REPORT_MS, ({ heldMs }) =>
+      this.#onBlocked({
+        thread: 'main',
+        blockedMs: heldMs,
+        jobIds: this.#local?.jobIds() ?? [],
+      }),
+    );
   }
 
-  /** Threads that have not exited yet (idle, busy, stopping or terminating). */
+  /** Threads that have not exited yet (shared, isolated, terminating ones too). */
   get threadCount(): number {
     return this.#threads.size;
   }
 
-  /** Tasks on a thread that have not ended yet (stopped ones have). */
+  /** Attempts on a thread that have not ended yet (stopped ones have). */
   get runningCount(): number {
     return this.#running.size;
   }
 
-  /** Tasks waiting for a free thread, offered ones included. */
+  /** Attempts waiting for a slot. */
   get queuedCount(): number {
-    return this.#queued.length + this.#offered.size;
+    return this.#queued.length;
   }
 
   /**
-   * Starts one task attempt on a free thread, or queues it (up to
-   * `queueLimit`) until one is free. Beyond that, or after `close()`, the
-   * handle's outcome is an immediate failure.
+   * Starts one attempt, or queues it (up to `queueLimit`) until a slot is
+   * free. Beyond that, or after `close()`, the handle's outcome is an
+   * immediate failure.
    */
-  run(
-    run: TaskRun,
-    onLog: TaskLogSink = () => undefined,
-    onProgress: TaskProgressSink = () => undefined,
-    onCall: TaskCallSink = () => undefined,
-  ): TaskHandle {
+  run(run: TaskRun, sinks: TaskRunSinks = {}): TaskHandle {
     if (this.#closing !== null) return endedHandle('task pool is closed');
     const full = this.#running.size >= this.capacity;
-    if (full && this.queuedCount >= this.#queueLimit) {
+    if (full && this.#queued.length >= this.#queueLimit) {
       return endedHandle(`task pool at capacity (${this.capacity} tasks)`);
     }
     const input: RunTaskInput = { type: 'RUN_TASK', ...run };
-    const task: PoolTask = new PoolTask(this.#nextRequestId++, input, onLog, () =>
-      this.#running.delete(task),
+    const onLog = sinks.onLog ?? (() => undefined);
+    const task: PoolTask = new PoolTask(
+      this.#nextRequestId++,
+      input,
+      sinks.local === true ? 'local' : sinks.isolated === true ? 'isolated' : 'shared',
+      onLog,
+      () => this.#onSettled(task),
     );
-    task.onProgress = onProgress;
-    task.onCall = onCall;
-    if (full) {
-      this.#queued.push(task);
-      this.#offerQueued();
-    } else this.#start(task, this.#takeIdle() ?? this.#spawn());
+    if (sinks.onProgress !== undefined) task.onProgress = sinks.onProgress;
+    if (sinks.onCall !== undefined) task.onCall = sinks.onCall;
+    if (full) this.#queued.push(task);
+    else this.#place(task);
     return {
       outcome: task.outcome,
       started: task.started,
@@ -222,16 +257,13 @@ export class TaskPool {
     };
   }
 
-  /** Cancels every task and terminates every thread. Idempotent. */
+  /** Cancels every attempt and terminates every thread. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      if (this.#memoryTimer !== null) clearInterval(this.#memoryTimer);
-      this.#memoryTimer = null;
-      if (this.#takeOverTimer !== null) clearTimeout(this.#takeOverTimer);
-      this.#takeOverTimer = null;
-      const offered = [...this.#offered.keys()];
-      this.#offered.clear();
-      for (const task of [...this.#queued.splice(0), ...offered, ...this.#running.keys()]) {
+      if (this.#checkTimer !== null) clearInterval(this.#checkTimer);
+      this.#checkTimer = null;
+      this.#loopWatch.stop();
+      for (const task of [...this.#queued.splice(0), ...this.#running.keys()]) {
         task.settle({
           success: false,
           error: 'task pool closed',
@@ -244,9 +276,13 @@ export class TaskPool {
     return this.#closing;
   }
 
+  #onSettled(task: PoolTask): void {
+    if (!this.#running.delete(task)) return;
+    this.#startQueued();
+  }
+
   #stop(task: PoolTask, reason: AbortReason): Promise<StopOutcome> {
-    const offer = this.#offered.get(task);
-    const thread = this.#running.get(task) ?? offer?.thread;
+    const thread = this.#running.get(task);
     const index = thread === undefined ? this.#queued.indexOf(task) : -1;
     if (thread === undefined && index < 0) return Promise.resolve('cooperative'); // ended already
     if (index >= 0) this.#queued.splice(index, 1); // still waiting: it never starts
@@ -257,119 +293,135 @@ export class TaskPool {
       retryable: true,
     });
     if (thread === undefined) return Promise.resolve('cooperative');
-    if (offer !== undefined) {
-      this.#offered.delete(task);
-      // Withdrawn before the thread claimed it: it never starts.
-      if (thread.withdrawNext() === task) {
-        this.#offerable.add(thread);
-        this.#offerQueued();
-        return Promise.resolve('cooperative');
-      }
-      // Claimed: the task before it has ended there; stop it as a running one.
-      return thread.stop(task, reason, this.cancelGraceMs);
-    }
-    // What waits behind the stopped task runs elsewhere (unless claimed already).
-    this.#takeBack(thread);
-    const stopped = thread.stop(task, reason, this.cancelGraceMs);
-    this.#startQueued(); // its slot is free at once; the stopping thread is not
-    return stopped;
+    return thread.stop(task, reason, this.cancelGraceMs);
   }
 
-  /** Withdraws a thread's unclaimed next to the head of the queue. */
-  #takeBack(thread: PoolThread): void {
-    const back = thread.withdrawNext();
-    if (back === null) return;
-    this.#offered.delete(back);
-    this.#queued.unshift(back);
-  }
-
-  /** Offers waiting tasks, oldest first, to the busy threads that hold none. */
-  #offerQueued(): void {
-    if (this.#closing !== null) return;
-    for (const thread of this.#offerable) {
-      if (this.#queued.length === 0) return;
-      this.#offerable.delete(thread);
-      if (!thread.offerable) continue;
-      const task = this.#queued.shift();
-      if (task === undefined) return;
-      thread.offer(task);
-      this.#offered.set(task, { thread, atMs: performance.now() });
-    }
+  #place(task: PoolTask): void {
+    const thread =
+      task.kind === 'local'
+        ? this.#localThread()
+        : task.kind === 'isolated'
+          ? this.#isolatedThread()
+          : this.#sharedThread();
+    this.#running.set(task, thread);
+    thread.run(task);
+    this.#checkTimer ??= setInterval(() => this.#check(), CHECK_INTERVAL_MS).unref();
   }
 
   /**
-   * The oldest offer, withdrawn from its thread for an idle one, once it
-   * has waited {@link OFFER_WAIT_MS}. Null when there is none that old, or
-   * its thread claimed it first.
+   * The shared thread for a new attempt: an idle one, else a new one (up to
+   * `threads`), else the least loaded one whose loop turned lately, else the
+   * least loaded one at all.
    */
-  #takeOverOffer(): PoolTask | null {
-    for (const [task, offer] of this.#offered) {
-      if (performance.now() - offer.atMs < OFFER_WAIT_MS) return null;
-      if (offer.thread.withdrawNext() !== task) return null; // claimed: it runs there
-      this.#offered.delete(task);
-      this.#offerable.add(offer.thread);
-      return task;
+  #sharedThread(): PoolThread {
+    const nowMs = Date.now();
+    let lively: PoolThread | undefined;
+    let any: PoolThread | undefined;
+    let live = 0;
+    for (const thread of this.#shared) {
+      if (!thread.terminating) live++;
+      if (!thread.hasRoom) continue;
+      if (any === undefined || thread.load < any.load) any = thread;
+      if (thread.blockedMs(nowMs) > BLOCKED_AFTER_MS) continue;
+      if (lively === undefined || thread.load < lively.load) lively = thread;
     }
-    return null;
+    if (lively !== undefined && lively.load === 0) return lively;
+    if (live < this.threads) return this.#spawn('shared');
+    return lively ?? any ?? this.#spawn('shared');
   }
 
-  /** An idle thread waits: look again when the oldest offer may be taken over. */
-  #armTakeOver(): void {
-    if (this.#takeOverTimer !== null || this.#closing !== null) return;
-    const oldest = this.#offered.values().next();
-    if (oldest.done === true) return;
-    const waitMs = Math.max(0, oldest.value.atMs + OFFER_WAIT_MS - performance.now());
-    this.#takeOverTimer = setTimeout(() => this.#takeOverLate(), Math.ceil(waitMs)).unref();
+  #localThread(): PoolThread {
+    this.#loopWatch.start();
+    this.#local ??= this.#spawn('local');
+    return this.#local;
   }
 
-  /** Idle threads take over the offers that are old enough now. */
-  #takeOverLate(): void {
-    this.#takeOverTimer = null;
-    while (this.#closing === null && this.#running.size < this.capacity) {
-      const thread = this.#takeIdle();
-      if (thread === undefined) return;
-      const task = this.#takeOverOffer();
-      if (task === null) {
-        this.#idle.push(thread);
-        this.#armTakeOver();
-        return;
-      }
-      this.#start(task, thread);
+  #isolatedThread(): PoolThread {
+    for (let thread = this.#idleIsolated.pop(); thread !== undefined;) {
+      if (thread.hasRoom) return thread;
+      thread = this.#idleIsolated.pop();
     }
+    return this.#spawn('isolated');
   }
 
-  /** An idle thread that is not on its way out, if any. */
-  #takeIdle(): PoolThread | undefined {
-    for (let thread = this.#idle.pop(); thread !== undefined; thread = this.#idle.pop()) {
-      if (thread.available) return thread;
-    }
-    return undefined;
-  }
-
-  #spawn(): PoolThread {
-    const thread = new PoolThread(THREAD_ENTRY, this.#modules, this.taskMemoryMb, {
-      onIdle: (t) => this.#onIdle(t),
-      onExit: (t, unclaimed) => this.#onExit(t, unclaimed),
-    });
+  #spawn(kind: ThreadKind): PoolThread {
+    const thread = new PoolThread(
+      THREAD_ENTRY,
+      {
+        kind,
+        name: `${kind}-${++this.#threadsMade}`,
+        modules: this.#modules,
+        taskMemoryMb: this.taskMemoryMb,
+        // A shared thread may hold every attempt, and stopped ones still in their grace.
+        slots: kind === 'isolated' ? 2 : this.capacity + 64,
+        local: this.#localHandlers,
+      },
+      {
+        onTaskEnded: (t) => this.#onTaskEnded(t),
+        onExit: (t) => this.#onExit(t),
+      },
+    );
     this.#threads.add(thread);
+    if (kind === 'shared') this.#shared.push(thread);
     return thread;
   }
 
-  #start(task: PoolTask, thread: PoolThread): void {
-    this.#running.set(task, thread);
-    thread.run(task);
-    this.#offerable.add(thread);
-    this.#memoryTimer ??= setInterval(() => this.#checkMemory(), CHECK_INTERVAL_MS).unref();
+  #onTaskEnded(thread: PoolThread): void {
+    if (thread.load > 0 || thread.terminating) return;
+    if (thread.kind === 'local') return this.#loopWatch.stop();
+    // An idle thread never collects what its attempts left: let it go.
+    const retained = thread.memoryMb > RETAINED_LIMIT_MB;
+    if (this.#closing !== null || retained) return this.#retire(thread);
+    if (thread.kind === 'isolated') {
+      if (this.#idleIsolated.length >= this.threads) return this.#retire(thread);
+      this.#idleIsolated.push(thread);
+    }
+  }
+
+  /** Terminates a thread on purpose; a shared one leaves the placement list at once. */
+  #retire(thread: PoolThread): void {
+    this.#forget(thread);
+    void thread.terminate();
+  }
+
+  #forget(thread: PoolThread): void {
+    const shared = this.#shared.indexOf(thread);
+    if (shared >= 0) this.#shared.splice(shared, 1);
+    const idle = this.#idleIsolated.indexOf(thread);
+    if (idle >= 0) this.#idleIsolated.splice(idle, 1);
+  }
+
+  #onExit(thread: PoolThread): void {
+    this.#threads.delete(thread);
+    this.#forget(thread);
+    this.#startQueued(); // its attempts are settled: their slots are free
+  }
+
+  /** Starts waiting attempts while slots are free. */
+  #startQueued(): void {
+    while (this.#closing === null && this.#running.size < this.capacity) {
+      const next = this.#queued.shift();
+      if (next === undefined) return;
+      this.#place(next);
+    }
+  }
+
+  /** The periodic look at the threads: memory budgets, and loops held too long. */
+  #check(): void {
+    const busy = [...this.#threads].filter(
+      (thread) => thread.load > 0 && !thread.terminating && thread.kind !== 'local',
+    );
+    if (busy.length === 0) {
+      if (this.#checkTimer !== null) clearInterval(this.#checkTimer);
+      this.#checkTimer = null;
+      return;
+    }
+    this.#checkMemory(busy);
+    this.#checkBlocked();
   }
 
   /** Terminates the threads over their memory budget (see memory-budget.ts). */
-  #checkMemory(): void {
-    const busy = [...this.#threads].filter((thread) => thread.busy);
-    if (busy.length === 0) {
-      if (this.#memoryTimer !== null) clearInterval(this.#memoryTimer);
-      this.#memoryTimer = null;
-      return;
-    }
+  #checkMemory(busy: readonly PoolThread[]): void {
     const nowMs = performance.now();
     const samples = busy.map((thread) => ({
       thread,
@@ -378,66 +430,26 @@ export class TaskPool {
     const verdicts = overBudget(samples, {
       taskMemoryMb: this.taskMemoryMb,
       rssMb: process.memoryUsage.rss() / 2 ** 20,
-      rssBudgetMb: this.rssBudgetMb,
+      rssBudgetMb: rssBudgetMb(this.#baselineMb, this.#threads.size, this.taskMemoryMb),
     });
-    for (const { thread, error } of verdicts) thread.terminateForMemory(error);
+    for (const { thread, error } of verdicts) {
+      this.#forget(thread);
+      thread.fail(error);
+    }
   }
 
-  #onIdle(thread: PoolThread): void {
-    // A thread freed by a stop can make more threads than slots, and an idle
-    // thread never collects what its task left: let either go.
-    const retained = thread.memoryMb > RETAINED_LIMIT_MB;
-    if (this.#closing !== null || this.#threads.size > this.capacity || retained) {
-      this.#takeBack(thread);
-      if (thread.next === null) {
-        this.#offerable.delete(thread);
-        void thread.terminate();
-        this.#startQueued();
-        return;
+  /** Reports each shared thread once per spell in which its loop is held too long. */
+  #checkBlocked(): void {
+    const nowMs = Date.now();
+    for (const thread of this.#shared) {
+      const blockedMs = thread.blockedMs(nowMs);
+      if (blockedMs < BLOCKED_REPORT_MS) {
+        thread.blockedLogged = false;
+        continue;
       }
-      // It claimed its next already: that one runs here first.
+      if (thread.blockedLogged) continue;
+      thread.blockedLogged = true;
+      this.#onBlocked({ thread: thread.name, blockedMs, jobIds: thread.jobIds() });
     }
-    const promoted = thread.promoteNext();
-    if (promoted !== null) {
-      this.#offered.delete(promoted);
-      // A next stopped after its claim is settled: its slot is free already.
-      if (!promoted.settled) this.#running.set(promoted, thread);
-      this.#offerable.add(thread);
-      this.#offerQueued();
-      return;
-    }
-    const free = this.#running.size < this.capacity;
-    const next = free ? (this.#takeOverOffer() ?? this.#queued.shift()) : undefined;
-    if (next !== undefined) {
-      this.#start(next, thread);
-      this.#offerQueued();
-    } else {
-      this.#offerable.delete(thread);
-      this.#idle.push(thread);
-      this.#armTakeOver();
-    }
-  }
-
-  /** Starts waiting tasks while slots are free (a new thread where no idle one is left). */
-  #startQueued(): void {
-    while (this.#closing === null && this.#running.size < this.capacity) {
-      const next = this.#queued.shift();
-      if (next === undefined) return;
-      this.#start(next, this.#takeIdle() ?? this.#spawn());
-    }
-    this.#offerQueued();
-  }
-
-  #onExit(thread: PoolThread, unclaimed: PoolTask | null): void {
-    this.#threads.delete(thread);
-    this.#offerable.delete(thread);
-    for (const [task, offer] of this.#offered) {
-      if (offer.thread === thread) this.#offered.delete(task); // claimed: settled as it died
-    }
-    // Never started there: it waits for a thread again, first in line.
-    if (unclaimed !== null && !unclaimed.settled) this.#queued.unshift(unclaimed);
-    const index = this.#idle.indexOf(thread);
-    if (index >= 0) this.#idle.splice(index, 1);
-    this.#startQueued(); // a crashed thread's slot is free again
   }
 }

@@ -1,46 +1,41 @@
 /**
  * Messages between the worker's main thread and its task threads.
  *
- * Every message travels in an envelope that pairs it with the request it
- * belongs to: main → thread `{ requestId, input }`, thread → main
- * `{ requestId, output }`. Both payloads are unions tagged by `type`:
+ * A thread holds any number of attempts at once (a shared thread many, an
+ * isolated thread one). Each message names the attempt it belongs to by its
+ * request id, and every `postMessage` carries a batch: all the requests (or
+ * outputs) one side produced in one turn of its event loop, so a hundred
+ * assignments that arrive together wake a thread once, and a hundred timers
+ * that fire together wake the main thread once.
  *
- *   input   RUN_TASK        run one task attempt
- *           ABORT_TASK      fire the running attempt's `ctx.signal` (the
- *                           attempt was cancelled or its deadline passed);
- *                           same requestId as its RUN_TASK
- *           CALL_SETTLED    the answer to one TASK_CALL of the running
- *                           attempt (same requestId, the call's callId)
- *   output  TASK_STARTED    the payload is valid; the handler is now running
- *           TASK_LOG        a line the handler logged through `ctx.log`
- *           TASK_PROGRESS   what the handler reported with `ctx.progress`
- *           TASK_CALL       a call to the coordinator (`ctx.enqueue`): the
- *                           message without its ids, which the main thread
- *                           adds; `callId` is unique within the attempt
- *           TASK_SUCCEEDED  the handler returned; its value, encoded
- *           TASK_FAILED     the handler threw, the payload was invalid, the
- *                           task type is unknown or a task module did not load
- *           TASK_SUSPENDED  the handler slept or waits (`ctx.sleep`,
- *                           `ctx.waitFor`): the attempt ends without a result
+ *   main → thread (ThreadRequest)
+ *     RUN_TASK        run one task attempt; `slot` is its stop word
+ *     ABORT_TASK      fire the attempt's `ctx.signal` (the attempt was
+ *                     cancelled or its deadline passed)
+ *     CALL_SETTLED    the answer to one TASK_CALL of the attempt
+ *   thread → main (ThreadResponse)
+ *     TASK_STARTED    the payload is valid; the handler is now running
+ *     TASK_LOG        a line the handler logged through `ctx.log`
+ *     TASK_PROGRESS   what the handler reported with `ctx.progress`
+ *     TASK_CALL       a call to the coordinator (`ctx.enqueue`): the
+ *                     message without its ids, which the main thread adds;
+ *                     `callId` is unique within the attempt
+ *     TASK_SUCCEEDED  the handler returned; its value, encoded
+ *     TASK_FAILED     the handler threw, the payload was invalid, the task
+ *                     type is unknown or a task module did not load
+ *     TASK_SUSPENDED  the handler slept or waits (`ctx.sleep`,
+ *                     `ctx.waitFor`): the attempt ends without a result
  *
- * A thread runs at most one attempt at a time. While it runs one, the main
- * thread may offer it the next (a RUN_TASK whose envelope has a `claimSlot`): the thread
- * keeps it and starts it as soon as the running attempt ends, without
- * waiting for the main thread to hear of that end. An offer is only taken
- * if the thread claims it first in its shared claim word; the main thread
- * may withdraw an offer the thread has not claimed yet (to run it elsewhere,
- * or to cancel it), and whichever of the two swaps the word first wins.
+ * A handler that ignores its aborted signal is not waited for: the main
+ * thread terminates the thread after the cancel grace, the only way to stop
+ * code that never yields.
  *
- * A handler that ignores its
- * aborted signal is not waited for: the main thread terminates the thread
- * after the cancel grace, the only way to stop code that never yields.
- *
- * Beside the messages, each thread shares a few words of memory with the
- * main thread ({@link SharedWords}): a message cannot reach a thread whose
- * event loop is held by a computing handler, a shared word can. The main
- * thread raises a stop there before it posts ABORT_TASK, and the thread reads
+ * Beside the messages, each thread shares memory with the main thread
+ * ({@link SharedWords}): a message cannot reach a thread whose event loop is
+ * held by a computing handler, a shared word can. The main thread raises an
+ * attempt's stop in its slot before it posts ABORT_TASK, and the thread reads
  * it whenever the attempt's signal is looked at; the thread writes its memory
- * samples there for the pool's memory budget.
+ * samples, and the time of its last turn, for the pool.
  */
 import type { JsonObject, ParentResult, RecordedStep, ResultFormat } from '../protocol/messages.js';
 import type { TraceContext } from '../protocol/trace-context.js';
@@ -69,9 +64,6 @@ export interface RunTaskInput {
   /** How many steps the job has recorded in all (more than `steps` holds: fetched). */
   stepCount?: number | null;
 }
-
-/** The two claim words of a thread: at most two offers to it are open at once. */
-export type ClaimSlot = 0 | 1;
 
 /** Why an attempt's signal fired. */
 export type AbortReason = 'cancel' | 'deadline';
@@ -107,14 +99,25 @@ export type ThreadOutput =
   /** The handler slept or waits (durable steps): the attempt ends without a result. */
   | { type: 'TASK_SUSPENDED'; sleepMillis?: number; waitForJobId?: string };
 
+/** The outputs that end an attempt: after one, nothing more of it counts. */
+export type FinalOutput = Extract<
+  ThreadOutput,
+  { type: 'TASK_SUCCEEDED' | 'TASK_FAILED' | 'TASK_SUSPENDED' }
+>;
+
+export function isFinalOutput(output: ThreadOutput): output is FinalOutput {
+  return (
+    output.type === 'TASK_SUCCEEDED' ||
+    output.type === 'TASK_FAILED' ||
+    output.type === 'TASK_SUSPENDED'
+  );
+}
+
 export interface ThreadRequest {
   requestId: number;
   input: ThreadInput;
-  /**
-   * A RUN_TASK that is an offer: the claim word (0 or 1) the thread must win
-   * before it starts the attempt. Absent: a plain request, run as it comes.
-   */
-  claimSlot?: ClaimSlot;
+  /** RUN_TASK only: the attempt's stop slot in the thread's {@link SharedWords}. */
+  slot?: number;
 }
 
 export interface ThreadResponse {
@@ -122,70 +125,77 @@ export interface ThreadResponse {
   output: ThreadOutput;
 }
 
-/** What a task thread receives as `workerData`: the task modules to import, and its shared words. */
+/** What a task thread receives as `workerData`. */
 export interface TaskThreadData {
+  /** The task modules to import. */
   modules: { specifier: string; url: string }[];
-  /** {@link SHARED_BYTES} of shared memory: see {@link SharedWords}. */
+  /** {@link sharedBytes} of shared memory: see {@link SharedWords}. */
   shared: SharedArrayBuffer;
+  /** An isolated thread (one attempt at a time), or a shared one. */
+  isolated: boolean;
 }
 
-/** Size of a thread's shared words. */
-export const SHARED_BYTES = 24;
-const STOP_REQUEST = 0;
-const STOP_REASON = 1;
-const MEMORY_MB = 2;
-const MEMORY_SAMPLES = 3;
-const CLAIMS = 4;
+const MEMORY_MB = 0;
+const MEMORY_SAMPLES = 1;
+const TURN_AT = 2;
+/** Words before the stop slots. */
+const HEADER_WORDS = 4;
 const REASON_CODES: { readonly [R in AbortReason]: number } = { cancel: 1, deadline: 2 };
 
+/** Bytes of shared memory a thread with `slots` stop slots needs. */
+export function sharedBytes(slots: number): number {
+  return (HEADER_WORDS + 2 * slots) * 4;
+}
+
+/** Milliseconds of the epoch clock, folded into a non-negative int32 (wraps every 24.8 days). */
+function clockWord(nowMs: number): number {
+  return nowMs % 0x7fffffff;
+}
+
 /**
- * Six int32 words one task thread shares with the main thread, read and
+ * The int32 words one task thread shares with the main thread, read and
  * written with Atomics:
  *
- *   0  stop request  request id (as int32) of the attempt to stop (main writes)
- *   1  stop reason   why (main writes)
- *   2  memory        the thread's heap + external memory at its last sample, in MiB (thread writes)
- *   3  samples       how many samples it has taken, wrapping (thread writes)
- *   4, 5  claims     the open offer of each claim slot: its request id as a
- *                   nonzero int32, or 0 once claimed or withdrawn (main
- *                   writes an offer; either side swaps it to 0, and only
- *                   the one whose swap found the id may act on it)
+ *   0  memory        the thread's heap + external memory at its last sample, in MiB (thread writes)
+ *   1  samples       how many samples it has taken, wrapping (thread writes)
+ *   2  turn          when its event loop last turned while it held attempts,
+ *                    epoch ms folded by {@link clockWord} (thread writes)
+ *   3  (unused)
+ *   4 + 2s, 5 + 2s   stop slot s: the request id (as int32) of the attempt to
+ *                    stop there, and why (main writes, reason first)
  *
- * A stale stop request (an earlier attempt's id) never matches the running one.
+ * An attempt owns its slot from its RUN_TASK until the thread has answered
+ * it for the last time, so a stop raised in a slot never reaches a later
+ * attempt; the request id in it makes a stale stop harmless anyway.
  */
 export class SharedWords {
   readonly #words: Int32Array;
+  readonly slots: number;
 
   constructor(buffer: SharedArrayBuffer) {
-    this.#words = new Int32Array(buffer, 0, SHARED_BYTES / 4);
+    this.#words = new Int32Array(buffer);
+    this.slots = Math.max(0, Math.floor((this.#words.length - HEADER_WORDS) / 2));
   }
 
-  /** Main thread: asks the attempt `requestId` to stop. */
-  raiseStop(requestId: number, reason: AbortReason): void {
-    Atomics.store(this.#words, STOP_REASON, REASON_CODES[reason]);
+  /** Main thread: asks the attempt `requestId` in `slot` to stop. */
+  raiseStop(slot: number, requestId: number, reason: AbortReason): void {
+    const at = HEADER_WORDS + 2 * slot;
+    Atomics.store(this.#words, at + 1, REASON_CODES[reason]);
     // The id last: a thread that sees it sees the reason too.
-    Atomics.store(this.#words, STOP_REQUEST, requestId | 0);
+    Atomics.store(this.#words, at, requestId | 0);
   }
 
-  /** Task thread: why `requestId` was asked to stop, or null if it was not. */
-  stopRaised(requestId: number): AbortReason | null {
-    if (Atomics.load(this.#words, STOP_REQUEST) !== (requestId | 0)) return null;
-    return Atomics.load(this.#words, STOP_REASON) === REASON_CODES.deadline ? 'deadline' : 'cancel';
+  /** Main thread: a slot is handed to a new attempt: no stop of an earlier one stays in it. */
+  clearStop(slot: number): void {
+    Atomics.store(this.#words, HEADER_WORDS + 2 * slot, 0);
   }
 
-  /** Main thread: opens an offer of `requestId` in `slot` (the slot's last offer has been settled). */
-  offer(slot: ClaimSlot, requestId: number): void {
-    Atomics.store(this.#words, CLAIMS + slot, claimWord(requestId));
-  }
-
-  /**
-   * Either side: takes the offer of `requestId` in `slot`. True for the one
-   * caller that found it still open (the thread may start it, or the main
-   * thread has withdrawn it); false once the other side has taken it.
-   */
-  take(slot: ClaimSlot, requestId: number): boolean {
-    const word = claimWord(requestId);
-    return Atomics.compareExchange(this.#words, CLAIMS + slot, word, 0) === word;
+  /** Task thread: why the attempt `requestId` in `slot` was asked to stop, or null if it was not. */
+  stopRaised(slot: number, requestId: number): AbortReason | null {
+    const at = HEADER_WORDS + 2 * slot;
+    if (slot < 0 || slot >= this.slots) return null;
+    if (Atomics.load(this.#words, at) !== (requestId | 0)) return null;
+    return Atomics.load(this.#words, at + 1) === REASON_CODES.deadline ? 'deadline' : 'cancel';
   }
 
   /** Task thread: records a memory sample, in MiB. */
@@ -201,11 +211,18 @@ export class SharedWords {
       samples: Atomics.load(this.#words, MEMORY_SAMPLES),
     };
   }
-}
 
-/** A request id as a claim word: never 0 (0 means no open offer), whatever the id. */
-function claimWord(requestId: number): number {
-  return (requestId % 0x7fffffff) + 1;
+  /** Task thread: its event loop turns now (`Date.now()`). */
+  recordTurn(nowMs: number): void {
+    Atomics.store(this.#words, TURN_AT, clockWord(nowMs));
+  }
+
+  /** Main thread: how long ago the thread's event loop last turned, in ms (0 before it first did). */
+  sinceTurnMs(nowMs: number): number {
+    const at = Atomics.load(this.#words, TURN_AT);
+    if (at === 0) return 0;
+    return (clockWord(nowMs) - at + 0x7fffffff) % 0x7fffffff;
+  }
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -213,32 +230,182 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 const isNullableNumber = (value: unknown): boolean => value === null || typeof value === 'number';
+const isNullableString = (value: unknown): boolean => value === null || typeof value === 'string';
 
-function isThreadInput(value: unknown): value is ThreadInput {
-  if (!isRecord(value)) return false;
-  switch (value.type) {
+/*
+ * On the wire between the threads each request and output is a tuple, not
+ * an object: the structured clone that carries a message costs about four
+ * times as much for an object as for an array of the same fields (every key
+ * is written and an object built property by property), which for an
+ * attempt's RUN_TASK was most of its hop (docs/MEASURED_BEHAVIOR.md). The
+ * first element names the message; `encode…` and `decode…` are the only
+ * code that knows the layout.
+ */
+const REQUEST = { RUN_TASK: 0, ABORT_TASK: 1, CALL_SETTLED: 2 } as const;
+const OUTPUT = {
+  TASK_STARTED: 0,
+  TASK_LOG: 1,
+  TASK_PROGRESS: 2,
+  TASK_CALL: 3,
+  TASK_SUCCEEDED: 4,
+  TASK_FAILED: 5,
+  TASK_SUSPENDED: 6,
+} as const;
+
+/** A request as it crosses to a task thread. */
+export type WireRequest = readonly unknown[];
+/** An output as it crosses back. */
+export type WireResponse = readonly unknown[];
+
+export function encodeRequest({ requestId, input, slot }: ThreadRequest): WireRequest {
+  switch (input.type) {
     case 'RUN_TASK':
-      return (
-        typeof value.taskType === 'string' &&
-        isRecord(value.payload) &&
-        typeof value.jobId === 'string' &&
-        typeof value.attemptId === 'string' &&
-        typeof value.attemptNumber === 'number' &&
-        isNullableNumber(value.maxAttempts) &&
-        isNullableNumber(value.deadlineAtMs) &&
-        (value.parents === undefined || value.parents === null || Array.isArray(value.parents)) &&
-        (value.traceContext === undefined ||
-          value.traceContext === null ||
-          (isRecord(value.traceContext) && typeof value.traceContext.traceparent === 'string')) &&
-        (value.steps === undefined || value.steps === null || Array.isArray(value.steps)) &&
-        (value.stepCount === undefined || isNullableNumber(value.stepCount))
-      );
+      return [
+        REQUEST.RUN_TASK,
+        requestId,
+        slot ?? 0,
+        input.taskType,
+        input.payload,
+        input.jobId,
+        input.attemptId,
+        input.attemptNumber,
+        input.maxAttempts,
+        input.deadlineAtMs,
+        input.parents ?? null,
+        input.traceContext ?? null,
+        input.steps ?? null,
+        input.stepCount ?? null,
+      ];
     case 'ABORT_TASK':
-      return ABORT_REASONS.includes(value.reason as AbortReason);
+      return [REQUEST.ABORT_TASK, requestId, input.reason === 'deadline' ? 1 : 0];
     case 'CALL_SETTLED':
-      return typeof value.callId === 'number' && isCallOutcome(value.outcome);
+      return [REQUEST.CALL_SETTLED, requestId, input.callId, input.outcome];
+  }
+}
+
+/** A request read on the thread side; null for anything the pool never sends. */
+export function decodeRequest(wire: unknown): ThreadRequest | null {
+  if (!Array.isArray(wire) || typeof wire[1] !== 'number') return null;
+  const requestId = wire[1];
+  switch (wire[0]) {
+    case REQUEST.RUN_TASK:
+      return decodeRun(wire, requestId);
+    case REQUEST.ABORT_TASK:
+      return {
+        requestId,
+        input: { type: 'ABORT_TASK', reason: wire[2] === 1 ? 'deadline' : 'cancel' },
+      };
+    case REQUEST.CALL_SETTLED: {
+      const [, , callId, outcome] = wire as unknown[];
+      if (typeof callId !== 'number' || !isCallOutcome(outcome)) return null;
+      return { requestId, input: { type: 'CALL_SETTLED', callId, outcome } };
+    }
     default:
-      return false;
+      return null;
+  }
+}
+
+function decodeRun(wire: unknown[], requestId: number): ThreadRequest | null {
+  const [, , slot, taskType, payload, jobId, attemptId, attemptNumber, maxAttempts] = wire;
+  const [deadlineAtMs, parents, traceContext, steps, stepCount] = wire.slice(9);
+  if (
+    typeof slot !== 'number' ||
+    typeof taskType !== 'string' ||
+    !isRecord(payload) ||
+    typeof jobId !== 'string' ||
+    typeof attemptId !== 'string' ||
+    typeof attemptNumber !== 'number' ||
+    !isNullableNumber(maxAttempts) ||
+    !isNullableNumber(deadlineAtMs) ||
+    !(parents === null || Array.isArray(parents)) ||
+    !(
+      traceContext === null ||
+      (isRecord(traceContext) && typeof traceContext.traceparent === 'string')
+    ) ||
+    !(steps === null || Array.isArray(steps)) ||
+    !isNullableNumber(stepCount)
+  ) {
+    return null;
+  }
+  const input: RunTaskInput = {
+    type: 'RUN_TASK',
+    taskType,
+    payload: payload as JsonObject,
+    jobId,
+    attemptId,
+    attemptNumber,
+    maxAttempts: maxAttempts as number | null,
+    deadlineAtMs: deadlineAtMs as number | null,
+    parents: parents as ParentResult[] | null,
+    traceContext: traceContext as TraceContext | null,
+    steps: steps as RecordedStep[] | null,
+    stepCount: stepCount as number | null,
+  };
+  return { requestId, input, slot };
+}
+
+export function encodeResponse({ requestId, output }: ThreadResponse): WireResponse {
+  switch (output.type) {
+    case 'TASK_STARTED':
+      return [OUTPUT.TASK_STARTED, requestId];
+    case 'TASK_LOG':
+      return [OUTPUT.TASK_LOG, requestId, output.level, output.message, output.fields];
+    case 'TASK_PROGRESS':
+      return [OUTPUT.TASK_PROGRESS, requestId, output.fraction, output.message];
+    case 'TASK_CALL':
+      return [OUTPUT.TASK_CALL, requestId, output.callId, output.call];
+    case 'TASK_SUCCEEDED':
+      return [OUTPUT.TASK_SUCCEEDED, requestId, output.result, output.resultFormat];
+    case 'TASK_FAILED':
+      return [OUTPUT.TASK_FAILED, requestId, output.error, output.retryable];
+    case 'TASK_SUSPENDED':
+      return [
+        OUTPUT.TASK_SUSPENDED,
+        requestId,
+        output.sleepMillis ?? null,
+        output.waitForJobId ?? null,
+      ];
+  }
+}
+
+/** An output read on the main side; null for anything a task thread never sends. */
+export function decodeResponse(wire: unknown): ThreadResponse | null {
+  if (!Array.isArray(wire) || typeof wire[1] !== 'number') return null;
+  const output = decodeOutput(wire as unknown[]);
+  return output === null ? null : { requestId: wire[1], output };
+}
+
+function decodeOutput(wire: unknown[]): ThreadOutput | null {
+  const [kind, , a, b, c] = wire;
+  switch (kind) {
+    case OUTPUT.TASK_STARTED:
+      return { type: 'TASK_STARTED' };
+    case OUTPUT.TASK_LOG:
+      return LOG_LEVELS.includes(a as TaskLogLevel) && typeof b === 'string' && isRecord(c)
+        ? { type: 'TASK_LOG', level: a as TaskLogLevel, message: b, fields: c }
+        : null;
+    case OUTPUT.TASK_PROGRESS:
+      return typeof a === 'number' && isNullableString(b)
+        ? { type: 'TASK_PROGRESS', fraction: a, message: b as string | null }
+        : null;
+    case OUTPUT.TASK_CALL:
+      return typeof a === 'number' && isRecord(b) && typeof b.type === 'string'
+        ? { type: 'TASK_CALL', callId: a, call: b as JsonObject }
+        : null;
+    case OUTPUT.TASK_SUCCEEDED:
+      return typeof a === 'string' && (b === 'text' || b === 'json')
+        ? { type: 'TASK_SUCCEEDED', result: a, resultFormat: b }
+        : null;
+    case OUTPUT.TASK_FAILED:
+      return typeof a === 'string' && typeof b === 'boolean'
+        ? { type: 'TASK_FAILED', error: a, retryable: b }
+        : null;
+    case OUTPUT.TASK_SUSPENDED:
+      if (typeof a === 'number') return { type: 'TASK_SUSPENDED', sleepMillis: a };
+      if (typeof b === 'string') return { type: 'TASK_SUSPENDED', waitForJobId: b };
+      return null;
+    default:
+      return null;
   }
 }
 
@@ -248,66 +415,47 @@ function isCallOutcome(value: unknown): value is CallOutcome {
   return value.ok === false && typeof value.code === 'string' && typeof value.message === 'string';
 }
 
-function isThreadOutput(value: unknown): value is ThreadOutput {
-  if (!isRecord(value)) return false;
-  switch (value.type) {
-    case 'TASK_STARTED':
-      return true;
-    case 'TASK_LOG':
-      return (
-        LOG_LEVELS.includes(value.level as TaskLogLevel) &&
-        typeof value.message === 'string' &&
-        isRecord(value.fields)
-      );
-    case 'TASK_PROGRESS':
-      return (
-        typeof value.fraction === 'number' &&
-        (value.message === null || typeof value.message === 'string')
-      );
-    case 'TASK_CALL':
-      return (
-        typeof value.callId === 'number' &&
-        isRecord(value.call) &&
-        typeof value.call.type === 'string'
-      );
-    case 'TASK_SUCCEEDED':
-      return (
-        typeof value.result === 'string' &&
-        (value.resultFormat === 'text' || value.resultFormat === 'json')
-      );
-    case 'TASK_FAILED':
-      return typeof value.error === 'string' && typeof value.retryable === 'boolean';
-    case 'TASK_SUSPENDED':
-      return typeof value.sleepMillis === 'number' || typeof value.waitForJobId === 'string';
-    default:
-      return false;
-  }
-}
-
-/** Checks a structured-clone value that arrived on the thread side. */
-export function isThreadRequest(value: unknown): value is ThreadRequest {
-  return (
-    isRecord(value) &&
-    typeof value.requestId === 'number' &&
-    isThreadInput(value.input) &&
-    (value.claimSlot === undefined || value.claimSlot === 0 || value.claimSlot === 1)
-  );
-}
-
-/** Checks a structured-clone value that arrived on the main side. */
-export function isThreadResponse(value: unknown): value is ThreadResponse {
-  return isRecord(value) && typeof value.requestId === 'number' && isThreadOutput(value.output);
-}
-
 /** Checks the `workerData` a task thread was started with. */
 export function isTaskThreadData(value: unknown): value is TaskThreadData {
   return (
     isRecord(value) &&
     value.shared instanceof SharedArrayBuffer &&
-    value.shared.byteLength >= SHARED_BYTES &&
+    value.shared.byteLength >= sharedBytes(0) &&
+    typeof value.isolated === 'boolean' &&
     Array.isArray(value.modules) &&
     value.modules.every(
       (m: unknown) => isRecord(m) && typeof m.specifier === 'string' && typeof m.url === 'string',
     )
   );
+}
+
+/**
+ * Collects what one side posts in a turn and sends it as one batch: the
+ * first item of a turn schedules the flush (`schedule`: a microtask on the
+ * main thread, so what a socket read assigns leaves at the end of that read;
+ * the next turn on a task thread, so whatever many handlers finish together
+ * leaves together).
+ */
+export class Outbox<T> {
+  #items: T[] = [];
+  readonly #send: (items: T[]) => void;
+  readonly #schedule: (flush: () => void) => void;
+
+  constructor(send: (items: T[]) => void, schedule: (flush: () => void) => void) {
+    this.#send = send;
+    this.#schedule = schedule;
+  }
+
+  push(item: T): void {
+    if (this.#items.length === 0) this.#schedule(() => this.flush());
+    this.#items.push(item);
+  }
+
+  /** Sends what is waiting now (nothing when empty). */
+  flush(): void {
+    if (this.#items.length === 0) return;
+    const items = this.#items;
+    this.#items = [];
+    this.#send(items);
+  }
 }

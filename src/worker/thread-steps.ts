@@ -147,7 +147,7 @@ function sleepMillisOf(duration: unknown): number {
 }
 
 export class AttemptSteps {
-  readonly #calls: AttemptCalls;
+  readonly #calls: Pick<AttemptCalls, 'call'>;
   readonly #jobId: string;
   /** Recorded steps known here, from the first (the assignment's, then fetched ones). */
   readonly #recorded: RecordedStep[];
@@ -162,7 +162,7 @@ export class AttemptSteps {
   #suspended = false;
 
   constructor(options: {
-    calls: AttemptCalls;
+    calls: Pick<AttemptCalls, 'call'>;
     jobId: string;
     recorded: readonly RecordedStep[];
     total: number;

@@ -80,7 +80,27 @@ describe('Worker', () => {
     startWorker(fake.port, { capacity: 600 });
     const [, register] = await fake.nextRegistration();
     assert.equal(register.capacity, 600);
+    assert.equal(register.slots, undefined);
     assert.equal(register.prefetch, 2_400);
+  });
+
+  it('caps its default prefetch at 4,096 for a capacity of 10,000', async () => {
+    const fake = await startFake();
+    startWorker(fake.port, { capacity: 10_000 });
+    const [, register] = await fake.nextRegistration();
+    assert.equal(register.capacity, 1_024);
+    assert.equal(register.slots, 10_000);
+    assert.equal(register.prefetch, 4_096);
+  });
+
+  it('registers a capacity above 1,024 as slots, beside a capacity of 1,024', async () => {
+    const fake = await startFake();
+    startWorker(fake.port, { capacity: 5_000, prefetch: 0 });
+    const [, register] = await fake.nextRegistration();
+    assert.deepEqual(
+      [register.capacity, register.slots, register.prefetch],
+      [1_024, 5_000, undefined],
+    );
   });
 
   it('sends heartbeats at roughly the interval when registered', async () => {

@@ -50,7 +50,7 @@ describe('overBudget', () => {
     assert.match(verdicts[0]?.error ?? '', /memory \(501 MiB resident\) went over its budget/);
   });
 
-  it('budgets the process as its start plus slack plus every slot', () => {
+  it('budgets the process as its start plus slack plus every thread', () => {
     assert.equal(rssBudgetMb(100, 4, 512), 100 + 256 + 4 * (512 + 64));
   });
 });
@@ -61,6 +61,7 @@ const HOGS = {
   url: `data:text/javascript,${encodeURIComponent(`
 export default {
   heap: async () => { const a = []; for (;;) a.push({ n: Math.random(), s: 'x'.repeat(40) + Math.random() }); },
+  heapIsolated: { isolate: true, run: async () => { const a = []; for (;;) a.push({ n: Math.random(), s: 'x'.repeat(40) + Math.random() }); } },
   buffersAwaiting: async () => {
     const kept = [];
     for (let i = 0; i < 2048; i++) { kept.push(Buffer.alloc(1 << 20, 1)); await new Promise((r) => setImmediate(r)); }
@@ -74,8 +75,11 @@ export default {
 };
 
 function outcomeOf(pool: TaskPool, taskType: string, payload = {}): Promise<TaskOutcome> {
-  return pool.run(attempt(taskType, payload)).outcome;
+  return pool.run(attempt(taskType, payload), { isolated: taskType.endsWith('Isolated') }).outcome;
 }
+
+/** What the attempts of a shared thread that went over its budget end with. */
+const REQUEUED = '; this attempt shared the thread and is requeued';
 
 describe('TaskPool memory budget', () => {
   const pools: TaskPool[] = [];
@@ -98,13 +102,30 @@ describe('TaskPool memory budget', () => {
     assert.equal(pool.threadCount, 1);
   }
 
-  it('fails the attempt, retryably, when the JavaScript heap reaches the limit', async () => {
+  it('fails an isolated attempt, retryably, when the JavaScript heap reaches the limit', async () => {
     const pool = createPool({ capacity: 1, taskMemoryMb: 64, modules: [HOGS] });
-    const error = await errorOf(outcomeOf(pool, 'heap'));
-    assert.equal(
-      error,
-      'task thread ran out of memory: its JavaScript heap reached the 64 MiB limit (--task-memory-mb)',
-    );
+    assert.deepEqual(await outcomeOf(pool, 'heapIsolated'), {
+      success: false,
+      error:
+        'task thread ran out of memory: its JavaScript heap reached the 64 MiB limit (--task-memory-mb)',
+      cancelled: false,
+      retryable: true,
+    });
+    await carriesOn(pool);
+  });
+
+  it('requeues the attempts of a shared thread whose JavaScript heap reaches the limit', async () => {
+    const pool = createPool({ capacity: 2, threads: 1, taskMemoryMb: 64, modules: [HOGS] });
+    const beside = pool.run(attempt('SLEEP', { durationMillis: 60_000 })).outcome;
+    const outcome = await outcomeOf(pool, 'heap');
+    assert.deepEqual(outcome, {
+      success: false,
+      error: `task thread ran out of memory: its JavaScript heap reached the 64 MiB limit (--task-memory-mb)${REQUEUED}`,
+      cancelled: false,
+      retryable: true,
+      requeue: true,
+    });
+    assert.deepEqual(await beside, outcome, 'its neighbour is requeued with it');
     await carriesOn(pool);
   });
 
@@ -113,7 +134,7 @@ describe('TaskPool memory budget', () => {
     const error = await errorOf(outcomeOf(pool, 'buffersAwaiting'));
     assert.match(
       error,
-      /^task thread used \d+ MiB \(JavaScript heap and Buffers\), over its 64 MiB/,
+      /^task thread used \d+ MiB \(JavaScript heap and Buffers\), over its 64 MiB.*is requeued$/,
     );
     await carriesOn(pool);
   });

@@ -1,8 +1,10 @@
 /**
  * The task pool on real worker threads: built-in and users' tasks, result
  * encoding, failures and their retryability, ctx and logs, capacity and the
- * queue beyond it, thread reuse, preemption (cooperative within the grace, terminated after it),
- * crashes and closing.
+ * queue beyond it, thread reuse, many attempts on one shared thread,
+ * isolated attempts beside shared ones, placement away from a blocked
+ * thread, preemption (cooperative within the grace, terminated after it,
+ * and what that costs an attempt's neighbours), crashes and closing.
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -10,23 +12,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import fc from 'fast-check';
-import {
-  MAX_CAPACITY,
-  MAX_PREFETCH_PER_SLOT,
-  MAX_SLOTS,
-  maxPrefetch,
-} from '../../src/protocol/limits.js';
+import { MAX_PREFETCH_PER_SLOT, MAX_SLOTS, maxPrefetch } from '../../src/protocol/limits.js';
 import type { JsonObject } from '../../src/protocol/messages.js';
-import { workerOptionsProblem } from '../../src/worker/options.js';
-import { SHARED_BYTES, SharedWords } from '../../src/worker/thread-messages.js';
+import { defaultPrefetch, workerOptionsProblem } from '../../src/worker/options.js';
 import {
-  OFFER_WAIT_MS,
+  BLOCKED_AFTER_MS,
   TaskPool,
+  type BlockedThread,
   type TaskHandle,
   type TaskOutcome,
   type TaskPoolOptions,
+  type TaskRunSinks,
 } from '../../src/worker/task-pool.js';
-import { DEFAULT_PREFETCH_PER_SLOT } from '../../src/worker/worker.js';
+import { Outbox, SharedWords, sharedBytes } from '../../src/worker/thread-messages.js';
 import { attempt, errorOf } from '../helpers/pool-tasks.js';
 import { until } from '../helpers/until.js';
 
@@ -66,13 +64,16 @@ export default {
     for (;;) { if (signal.aborted) throw signal.reason; }
   },
   crunch: (payload, ctx) => { for (;;) { ctx.signal.throwIfAborted(); } },
-  // Writes payload.marker as it starts (a test reads it without yielding), then
-  // honours its signal, or ignores it with payload.stubborn.
-  marked: async (payload, ctx) => {
+  // Awaits a timer: the shape of an I/O-bound handler.
+  wait: (payload) => new Promise((resolve) => setTimeout(() => resolve('waited'), payload.ms)),
+  // Holds its thread for payload.ms without yielding.
+  hold: (payload) => { const end = Date.now() + payload.ms; while (Date.now() < end) {} return 'held'; },
+  isolatedSpin: { isolate: true, run: () => { for (;;) {} } },
+  // Writes payload.marker as it starts (a test waits for it), then holds its thread.
+  markedSpin: async (payload) => {
     const { writeFileSync } = await import('node:fs');
     writeFileSync(payload.marker, 'started');
-    if (payload.stubborn) for (;;) {}
-    await new Promise((resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)));
+    for (;;) {}
   },
   crunchUntilAborted: (payload, ctx) => {
     let heard = false;
@@ -87,7 +88,12 @@ export default {
 const PRIME_LIMIT_MAX = 50_000_000;
 
 /** One thread, two tasks waiting beyond it, the misbehaving tasks loaded. */
-const QUEUE_OF_TWO: TaskPoolOptions = { capacity: 1, queueLimit: 2, modules: [MISBEHAVING] };
+const QUEUE_OF_TWO: TaskPoolOptions = {
+  capacity: 1,
+  threads: 1,
+  queueLimit: 2,
+  modules: [MISBEHAVING],
+};
 
 function succeeded(result: string): TaskOutcome {
   return { success: true, result, resultFormat: 'text' };
@@ -110,6 +116,14 @@ function cpuMsSince(start: NodeJS.CpuUsage): number {
 
 describe('TaskPool', () => {
   const pools: TaskPool[] = [];
+  const folders: string[] = [];
+
+  /** A fresh folder for marker files, removed after the test. */
+  function markers(): string {
+    const dir = mkdtempSync(join(tmpdir(), 'dtp-pool-'));
+    folders.push(dir);
+    return dir;
+  }
 
   function createPool(options: TaskPoolOptions): TaskPool {
     const pool = new TaskPool(options);
@@ -117,12 +131,22 @@ describe('TaskPool', () => {
     return pool;
   }
 
-  function run(pool: TaskPool, taskType: string, payload: JsonObject = {}, more = {}): TaskHandle {
-    return pool.run(attempt(taskType, payload, more));
+  function run(
+    pool: TaskPool,
+    taskType: string,
+    payload: JsonObject = {},
+    more = {},
+    sinks: TaskRunSinks = {},
+  ): TaskHandle {
+    return pool.run(attempt(taskType, payload, more), {
+      isolated: taskType === 'PRIME_COUNT' || taskType === 'isolatedSpin',
+      ...sinks,
+    });
   }
 
   afterEach(async () => {
     await Promise.all(pools.splice(0).map((pool) => pool.close()));
+    for (const dir of folders.splice(0)) rmSync(dir, { recursive: true, force: true });
   });
 
   it('returns the right result for each built-in task type when the payload is valid', async () => {
@@ -165,19 +189,19 @@ describe('TaskPool', () => {
     assert.equal(!unknown.success && unknown.retryable, true);
   });
 
-  it('runs up to capacity tasks at once when they overlap', async () => {
-    const pool = createPool({ capacity: 3, cancelGraceMs: 0 });
+  it('runs up to capacity tasks at once when they overlap, many on one shared thread', async () => {
+    const pool = createPool({ capacity: 3, threads: 1, cancelGraceMs: 0 });
     const handles = [1, 2, 3].map(() => run(pool, 'SLEEP', { durationMillis: 60_000 }));
     assert.deepEqual(await Promise.all(handles.map((h) => h.started)), [true, true, true]);
     assert.equal(pool.runningCount, 3);
-    assert.equal(pool.threadCount, 3);
+    assert.equal(pool.threadCount, 1);
     assert.match(await errorOf(run(pool, 'SHA256', { text: 'x' }).outcome), /at capacity/);
     await Promise.all(handles.map((h) => h.stop('cancel')));
     assert.equal(pool.runningCount, 0);
   });
 
   it('reuses one thread when tasks run one after another', async () => {
-    const pool = createPool({ capacity: 4 });
+    const pool = createPool({ capacity: 4, threads: 4 });
     for (const text of ['a', 'b', 'c']) {
       assert.equal((await run(pool, 'SHA256', { text }).outcome).success, true);
     }
@@ -252,13 +276,18 @@ describe('TaskPool', () => {
   });
 
   it('keeps the thread when a stopped handler honours its signal within the grace', async () => {
-    const pool = createPool({ capacity: 1, cancelGraceMs: 5_000, modules: [MISBEHAVING] });
+    const pool = createPool({
+      capacity: 1,
+      threads: 1,
+      cancelGraceMs: 5_000,
+      modules: [MISBEHAVING],
+    });
     const first = run(pool, 'polite');
     assert.equal(await first.started, true);
     assert.equal(await first.stop('deadline'), 'cooperative');
     assert.equal(((await first.outcome) as { cancelled: boolean }).cancelled, true);
     assert.equal(pool.threadCount, 1, 'the thread is reused');
-    assert.deepEqual(await run(pool, 'PRIME_COUNT', { limit: 100 }).outcome, succeeded('25'));
+    assert.deepEqual(await run(pool, 'echo', { n: 2 }).outcome, succeeded('{"n":2}'));
     assert.equal(pool.threadCount, 1);
   });
 
@@ -272,7 +301,12 @@ describe('TaskPool', () => {
   });
 
   it('frees the slot at once when a task is stopped, before its thread is gone', async () => {
-    const pool = createPool({ capacity: 1, cancelGraceMs: 60_000, modules: [MISBEHAVING] });
+    const pool = createPool({
+      capacity: 1,
+      threads: 2,
+      cancelGraceMs: 60_000,
+      modules: [MISBEHAVING],
+    });
     const stuck = run(pool, 'spin');
     assert.equal(await stuck.started, true);
     void stuck.stop('cancel');
@@ -315,9 +349,9 @@ describe('TaskPool', () => {
   it('passes the lines a handler logs to the log sink of its task', async () => {
     const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
     const lines: unknown[] = [];
-    const handle = pool.run(attempt('chatty', {}), (level, message, fields) =>
-      lines.push([level, message, fields]),
-    );
+    const handle = pool.run(attempt('chatty', {}), {
+      onLog: (level, message, fields) => lines.push([level, message, fields]),
+    });
     assert.deepEqual(await handle.outcome, succeeded('done'));
     assert.deepEqual(lines, [
       ['info', 'working', { step: 1 }],
@@ -325,10 +359,15 @@ describe('TaskPool', () => {
     ]);
   });
 
-  it('fails the task and replaces the thread when the thread exits', async () => {
+  it('ends the task, as requeued, and replaces the thread when a shared thread exits', async () => {
     const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
-    const error = await errorOf(run(pool, 'exit').outcome);
-    assert.equal(error, 'task thread exited unexpectedly with code 7');
+    const outcome = await run(pool, 'exit').outcome;
+    assert.deepEqual(outcome, {
+      ...failed(
+        'task thread exited unexpectedly with code 7; this attempt shared the thread and is requeued',
+      ),
+      requeue: true,
+    });
     assert.equal(pool.threadCount, 0);
     assert.deepEqual(await run(pool, 'echo', { a: 1 }).outcome, succeeded('{"a":1}'));
   });
@@ -336,7 +375,10 @@ describe('TaskPool', () => {
   it('fails the task when its thread throws outside the task', async () => {
     const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
     const error = await errorOf(run(pool, 'throwLater').outcome);
-    assert.equal(error, 'task thread crashed: boom later');
+    assert.equal(
+      error,
+      'task thread crashed: boom later; this attempt shared the thread and is requeued',
+    );
     await until(() => pool.threadCount === 0, { what: 'the crashed thread to exit' });
     assert.deepEqual(await run(pool, 'echo').outcome, succeeded('{}'));
   });
@@ -402,7 +444,7 @@ describe('TaskPool', () => {
   });
 
   it('starts a queued task on a new thread when the running one crashes or is stopped', async () => {
-    const pool = createPool({ ...QUEUE_OF_TWO, cancelGraceMs: 60_000 });
+    const pool = createPool({ ...QUEUE_OF_TWO, threads: 2, cancelGraceMs: 60_000 });
     const crashing = run(pool, 'exit');
     const afterCrash = run(pool, 'echo', { after: 'crash' });
     assert.match(await errorOf(crashing.outcome), /exited unexpectedly/);
@@ -414,70 +456,82 @@ describe('TaskPool', () => {
     assert.deepEqual(await afterStop.outcome, succeeded('{"after":"stop"}'));
   });
 
-  it('runs a task offered behind a long one on a thread that goes idle, after OFFER_WAIT_MS', async () => {
-    // The offer goes to the first busy thread (the long task's); the other
-    // thread's task ends at once, and that thread takes the offer over.
-    const pool = createPool({ capacity: 2, queueLimit: 1, modules: [MISBEHAVING] });
-    const long = run(pool, 'polite');
-    assert.equal(await long.started, true);
-    const quick = run(pool, 'SLEEP', { durationMillis: 1 });
-    const offered = run(pool, 'echo', { n: 'offered' });
-    const offeredAt = performance.now();
-    assert.equal(pool.queuedCount, 1, 'offered tasks count as waiting');
-    assert.deepEqual(await quick.outcome, succeeded('slept 1 ms'));
-    assert.deepEqual(await offered.outcome, succeeded('{"n":"offered"}'));
-    assert.ok(performance.now() - offeredAt >= OFFER_WAIT_MS - 1, 'not taken over sooner');
-    assert.equal(pool.runningCount, 1, 'the long task still runs');
-    assert.equal(pool.queuedCount, 0);
-    assert.equal(pool.threadCount, 2);
-    assert.equal(await long.stop('cancel'), 'cooperative');
+  it('runs a thousand attempts that await timers on one shared thread at once', async () => {
+    const pool = createPool({ capacity: 1_000, threads: 1, modules: [MISBEHAVING] });
+    const handles = Array.from({ length: 1_000 }, () => run(pool, 'wait', { ms: 200 }));
+    const outcomes = await Promise.all(handles.map((h) => h.outcome));
+    assert.ok(outcomes.every((o) => o.success && o.result === 'waited'));
+    assert.equal(pool.threadCount, 1);
   });
 
-  describe('a stop of an offer the thread has claimed already', () => {
-    let dir = '';
-    afterEach(() => rmSync(dir, { recursive: true, force: true }));
-
-    /**
-     * Runs `first` (ended at once) and offers `marked` behind it on one thread,
-     * then holds this thread until the offer has started there: the first
-     * task's answer is not heard yet, so the offer is claimed but not the
-     * thread's task here. Then stops the offer.
-     */
-    async function stopClaimedOffer(
-      cancelGraceMs: number,
-      stubborn: boolean,
-    ): Promise<{ first: TaskHandle; offer: TaskHandle; stopping: Promise<string> }> {
-      dir = mkdtempSync(join(tmpdir(), 'dtp-offer-'));
-      const marker = join(dir, 'started');
-      const pool = createPool({
-        capacity: 1,
-        queueLimit: 1,
-        cancelGraceMs,
-        modules: [MISBEHAVING],
-      });
-      assert.deepEqual(await run(pool, 'echo', { warm: true }).outcome, succeeded('{"warm":true}'));
-      const first = run(pool, 'echo', { n: 1 });
-      const offer = run(pool, 'marked', { marker, stubborn });
-      const deadline = Date.now() + 10_000;
-      while (!existsSync(marker)) {
-        if (Date.now() > deadline) throw new Error('the offer never started');
-      }
-      return { first, offer, stopping: offer.stop('cancel') };
+  it('ends a stopped attempt that ignores its signal with its shared thread, and requeues its neighbours', async () => {
+    const pool = createPool({
+      capacity: 21,
+      threads: 1,
+      cancelGraceMs: 50,
+      modules: [MISBEHAVING],
+    });
+    const neighbours = Array.from({ length: 20 }, () => run(pool, 'wait', { ms: 60_000 }));
+    await Promise.all(neighbours.map((h) => h.started));
+    // Beside others, a handler that holds its thread is heard of only once it
+    // yields (never): it says it has started through a file.
+    const marker = join(markers(), 'spinning');
+    const stubborn = run(pool, 'markedSpin', { marker });
+    await until(() => existsSync(marker), { what: 'the stubborn handler to start' });
+    assert.equal(await stubborn.stop('deadline'), 'terminated');
+    assert.deepEqual(await stubborn.outcome, stopped('deadline'));
+    for (const outcome of await Promise.all(neighbours.map((h) => h.outcome))) {
+      assert.equal(outcome.success, false);
+      assert.equal(!outcome.success && outcome.requeue, true);
+      assert.match(
+        outcome.success ? '' : outcome.error,
+        /did not stop within the cancel grace \(50 ms\); this attempt shared the thread and is requeued/,
+      );
     }
+    assert.deepEqual(await run(pool, 'echo', { after: 1 }).outcome, succeeded('{"after":1}'));
+  });
 
-    it('stops it as a running task, and the task before it keeps its result', async () => {
-      const { first, offer, stopping } = await stopClaimedOffer(5_000, false);
-      assert.deepEqual(await offer.outcome, stopped('cancel'));
-      assert.equal(await stopping, 'cooperative');
-      assert.deepEqual(await first.outcome, succeeded('{"n":1}'));
+  it('runs an isolated task on a thread of its own: shared ones are not held up, and its stop ends only it', async () => {
+    const pool = createPool({
+      capacity: 4,
+      threads: 1,
+      cancelGraceMs: 200,
+      modules: [MISBEHAVING],
     });
+    const spinning = run(pool, 'isolatedSpin');
+    assert.equal(await spinning.started, true);
+    const waiting = run(pool, 'polite');
+    assert.equal(await waiting.started, true);
+    assert.deepEqual(
+      await run(pool, 'echo', { beside: true }).outcome,
+      succeeded('{"beside":true}'),
+    );
+    assert.equal(pool.threadCount, 2);
+    assert.equal(await spinning.stop('cancel'), 'terminated');
+    assert.equal(pool.runningCount, 1, 'the shared attempt runs on');
+    await until(() => pool.threadCount === 1, { what: 'the isolated thread to exit' });
+    assert.equal(await waiting.stop('cancel'), 'cooperative');
+  });
 
-    it('terminates it after its grace when it ignores its signal, and the task before it keeps its result', async () => {
-      const { first, offer, stopping } = await stopClaimedOffer(0, true);
-      assert.deepEqual(await first.outcome, succeeded('{"n":1}'));
-      assert.deepEqual(await offer.outcome, stopped('cancel'));
-      assert.equal(await stopping, 'terminated');
+  it('places new attempts away from a shared thread whose event loop is held, and reports that thread', async () => {
+    const blocked: BlockedThread[] = [];
+    const pool = createPool({
+      capacity: 20,
+      threads: 2,
+      modules: [MISBEHAVING],
+      onBlocked: (report) => blocked.push(report),
     });
+    const holding = run(pool, 'hold', { ms: 2_500 }, { jobId: 'job-holding' });
+    assert.equal(await holding.started, true);
+    await new Promise((resolve) => setTimeout(resolve, BLOCKED_AFTER_MS * 2));
+    const quick = Array.from({ length: 10 }, (_, n) => run(pool, 'echo', { n }));
+    const startedAt = performance.now();
+    await Promise.all(quick.map((h) => h.outcome));
+    assert.ok(performance.now() - startedAt < 2_000, 'none waited behind the held thread');
+    assert.equal(pool.threadCount, 2);
+    await until(() => blocked.length > 0, { what: 'the held thread to be reported' });
+    assert.deepEqual(blocked[0]?.jobIds, ['job-holding']);
+    assert.deepEqual(await holding.outcome, succeeded('held'));
   });
 
   it('cancels queued tasks too when closed', async () => {
@@ -503,11 +557,11 @@ describe('TaskPool', () => {
     });
     fc.assert(
       fc.property(
-        fc.integer({ min: 1, max: MAX_CAPACITY }),
-        fc.option(fc.nat({ max: MAX_PREFETCH_PER_SLOT * MAX_CAPACITY }), { nil: undefined }),
+        fc.integer({ min: 1, max: MAX_SLOTS }),
+        fc.option(fc.nat({ max: MAX_PREFETCH_PER_SLOT * MAX_SLOTS }), { nil: undefined }),
         (capacity, prefetch) => {
           if (workerOptionsProblem(anyWorker(capacity, prefetch)) !== null) return;
-          const queueLimit = prefetch ?? DEFAULT_PREFETCH_PER_SLOT * capacity;
+          const queueLimit = prefetch ?? defaultPrefetch(capacity);
           assert.doesNotThrow(() => new TaskPool({ capacity, queueLimit }));
         },
       ),
@@ -519,8 +573,8 @@ describe('TaskPool', () => {
     });
   });
 
-  it('rejects a capacity outside 1..10,000 and a negative grace', () => {
-    for (const capacity of [0, MAX_SLOTS + 1, 1.5]) {
+  it('rejects a capacity outside 1..10,000, threads outside 1..256, and a negative grace', () => {
+    for (const capacity of [0, 10_001, 1.5]) {
       assert.throws(() => new TaskPool({ capacity }), { code: 'INVALID_OPTIONS' });
     }
     assert.throws(() => new TaskPool({ capacity: 1, cancelGraceMs: -1 }), {
@@ -529,11 +583,14 @@ describe('TaskPool', () => {
     assert.throws(() => new TaskPool({ capacity: 1, queueLimit: -1 }), {
       code: 'INVALID_OPTIONS',
     });
+    for (const threads of [0, 257]) {
+      assert.throws(() => new TaskPool({ capacity: 1, threads }), { code: 'INVALID_OPTIONS' });
+    }
   });
 
   it("takes a queue of up to 4 x capacity, the worker's prefetch bound, at every capacity", async () => {
-    for (const capacity of [1, 600, MAX_CAPACITY]) {
-      for (const queueLimit of [DEFAULT_PREFETCH_PER_SLOT * capacity, maxPrefetch(capacity)]) {
+    for (const capacity of [1, 600, MAX_SLOTS]) {
+      for (const queueLimit of [defaultPrefetch(capacity), maxPrefetch(capacity)]) {
         await createPool({ capacity, queueLimit }).close();
       }
       assert.throws(() => new TaskPool({ capacity, queueLimit: maxPrefetch(capacity) + 1 }), {
@@ -544,29 +601,53 @@ describe('TaskPool', () => {
   });
 });
 
-describe('SharedWords claims', () => {
-  it('lets exactly one side take an open offer, and only the offer of that request', () => {
-    const buffer = new SharedArrayBuffer(SHARED_BYTES);
+describe('SharedWords', () => {
+  it('raises a stop in one slot for one request only, and a slot handed on starts clear', () => {
+    const buffer = new SharedArrayBuffer(sharedBytes(4));
     const main = new SharedWords(buffer);
     const thread = new SharedWords(buffer);
-    main.offer(0, 7);
-    main.offer(1, 8);
-    assert.equal(thread.take(0, 8), false, 'another request');
-    assert.equal(thread.take(0, 7), true, 'claimed');
-    assert.equal(main.take(0, 7), false, 'withdrawn too late');
-    assert.equal(main.take(1, 8), true, 'withdrawn');
-    assert.equal(thread.take(1, 8), false, 'claimed too late');
+    assert.equal(thread.slots, 4);
+    main.raiseStop(2, 7, 'deadline');
+    assert.equal(thread.stopRaised(2, 7), 'deadline');
+    assert.equal(thread.stopRaised(2, 8), null, 'another request in that slot');
+    assert.equal(thread.stopRaised(1, 7), null, 'another slot');
+    assert.equal(thread.stopRaised(9, 7), null, 'no such slot');
+    main.clearStop(2);
+    assert.equal(thread.stopRaised(2, 7), null);
+    main.raiseStop(3, 0x7fffffff * 3, 'cancel');
+    assert.equal(thread.stopRaised(3, 0x7fffffff * 3), 'cancel', 'however large the id grows');
   });
 
-  it('never offers a request id as the empty word, however large it grows', () => {
+  it('tells how long ago the thread last turned, across the clock word wrapping', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }), (requestId) => {
-        const words = new SharedWords(new SharedArrayBuffer(SHARED_BYTES));
-        words.offer(1, requestId);
-        return words.take(1, requestId) && !words.take(1, requestId);
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 2 ** 52 }),
+        fc.integer({ min: 0, max: 86_400_000 }),
+        (atMs, laterMs) => {
+          const words = new SharedWords(new SharedArrayBuffer(sharedBytes(0)));
+          words.recordTurn(atMs);
+          const since = words.sinceTurnMs(atMs + laterMs);
+          return atMs % 0x7fffffff === 0 ? since === 0 : since === laterMs;
+        },
+      ),
     );
-    const words = new SharedWords(new SharedArrayBuffer(SHARED_BYTES));
-    assert.equal(words.take(0, 0x7fffffff * 3), false, 'nothing offered: nothing to take');
+  });
+});
+
+describe('Outbox', () => {
+  it('sends what one turn pushed as one batch, and the next turn in another', async () => {
+    const sent: number[][] = [];
+    const outbox = new Outbox<number>(
+      (items) => sent.push(items),
+      (flush) => queueMicrotask(flush),
+    );
+    for (let n = 0; n < 100; n++) outbox.push(n);
+    await Promise.resolve();
+    outbox.push(100);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(
+      sent.map((batch) => batch.length),
+      [100, 1],
+    );
   });
 });

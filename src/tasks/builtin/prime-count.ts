@@ -74,4 +74,6 @@ export const primeCountTask: TaskDefinition = {
     readLimit(payload);
   },
   run: runPrimeCount,
+  // Seconds of computing that holds its thread: preempted by termination, alone on it.
+  isolate: true,
 };
