@@ -42,7 +42,9 @@ describe('worker.sh --capacity', () => {
       ]);
       procs.push(proc);
       await proc.waitForOutput(
-        new RegExp(`worker started .*capacity=${capacity} prefetch=${defaultPrefetch(capacity)}`),
+        new RegExp(
+          `worker started .*capacity=${capacity} threads=\\d+ prefetch=${defaultPrefetch(capacity)}`,
+        ),
       );
       assert.equal(await proc.stop(), 0, proc.output);
     });
