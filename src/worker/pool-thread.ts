@@ -18,8 +18,9 @@
  * wrong: on a shared thread those attempts end with a `requeue` outcome (the
  * worker sends them back without using an attempt), and the same holds when
  * a shared thread goes over its memory budget or crashes, since nothing
- * tells which of its attempts did it. An isolated thread's attempt is the
- * only one there: its thread's death is its own failure.
+ * tells which of its attempts did it. An attempt alone on its thread (an
+ * isolated thread's, or the only one a shared thread held, with no stopped
+ * one beside it) did it: its thread's death is its own failure.
  */
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
@@ -460,15 +461,23 @@ export class PoolThread {
     }
     const why = this.#crash ?? `task thread exited unexpectedly with code ${code}`;
     // A stopped task is already settled; these are the others that were on it.
-    for (const { task } of this.#placed.values()) task.settle(this.#deathOutcome(why));
+    const onThread = [...this.#placed.values()].map(({ task }) => task);
+    const live = onThread.filter((task) => !task.settled);
+    // One attempt alone on the thread (no stopped one beside it) did it.
+    const culprit = live.length === 1 && onThread.length === 1;
+    for (const task of live) task.settle(this.#deathOutcome(why, culprit));
     this.#placed.clear();
     this.#resolveExited();
     this.#events.onExit(this);
   }
 
-  /** What a task that was on the thread when it died ends with. */
-  #deathOutcome(why: string): TaskOutcome {
-    if (this.kind === 'isolated') {
+  /**
+   * What a task that was on the thread when it died ends with: a failure of
+   * its own when it was alone there (an isolated thread's attempt, or the
+   * only attempt a shared thread held), else a requeue.
+   */
+  #deathOutcome(why: string, alone: boolean): TaskOutcome {
+    if (this.kind === 'isolated' || alone) {
       return { success: false, error: why, cancelled: false, retryable: true };
     }
     return {

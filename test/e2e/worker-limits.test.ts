@@ -8,7 +8,8 @@
  *   CPU time (read from /proc/<pid>/stat) shows, not only its log;
  * - `--task-memory-mb`: a task that fills its heap, one that allocates 2 GiB
  *   of Buffers in one go, and one that throws a 5 MB error each fail their
- *   job with a clear error; one that keeps 200 MiB until it ends completes
+ *   job with a clear error (the first two alone on their thread: failed in
+ *   one attempt, not requeued); one that keeps 200 MiB until it ends completes
  *   (twice);
  *   after each, the worker's resident memory comes back, and the next job
  *   runs.
@@ -155,12 +156,17 @@ describe('worker.sh --task-memory-mb', () => {
     }
     const atOnce = await run('buffersAtOnce');
     assert.equal(atOnce.state, 'FAILED');
+    // Alone on its thread, the attempt is the culprit: failed, not requeued to run again.
+    assert.equal(atOnce.attempts, 1);
+    assert.equal(atOnce.requeues ?? 0, 0);
     assert.match(
       atOnce.error ?? '',
       /^the worker's memory \(\d+ MiB resident\) went over its budget/,
     );
     const heap = await run('heap');
     assert.equal(heap.state, 'FAILED');
+    assert.equal(heap.attempts, 1);
+    assert.equal(heap.requeues ?? 0, 0);
     // The coordinator adds how many attempts were used.
     assert.ok(
       heap.error?.startsWith(

@@ -129,12 +129,25 @@ describe('TaskPool memory budget', () => {
     await carriesOn(pool);
   });
 
+  it('fails, not requeues, an attempt alone on its shared thread when the heap reaches the limit', async () => {
+    // Nothing else was on the thread: the attempt did it, and a requeue would run it again.
+    const pool = createPool({ capacity: 1, threads: 1, taskMemoryMb: 64, modules: [HOGS] });
+    assert.deepEqual(await outcomeOf(pool, 'heap'), {
+      success: false,
+      error:
+        'task thread ran out of memory: its JavaScript heap reached the 64 MiB limit (--task-memory-mb)',
+      cancelled: false,
+      retryable: true,
+    });
+    await carriesOn(pool);
+  });
+
   it('terminates a thread whose Buffers go over the budget while its event loop turns', async () => {
     const pool = createPool({ capacity: 1, taskMemoryMb: 64, modules: [HOGS] });
     const error = await errorOf(outcomeOf(pool, 'buffersAwaiting'));
     assert.match(
       error,
-      /^task thread used \d+ MiB \(JavaScript heap and Buffers\), over its 64 MiB.*is requeued$/,
+      /^task thread used \d+ MiB \(JavaScript heap and Buffers\), over its 64 MiB budget[^;]*$/,
     );
     await carriesOn(pool);
   });

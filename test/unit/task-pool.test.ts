@@ -359,26 +359,35 @@ describe('TaskPool', () => {
     ]);
   });
 
-  it('ends the task, as requeued, and replaces the thread when a shared thread exits', async () => {
+  it('fails the task alone on a shared thread that exits, and replaces the thread', async () => {
     const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
+    // Nothing else was on the thread: the attempt did it (a requeue would run it again).
     const outcome = await run(pool, 'exit').outcome;
-    assert.deepEqual(outcome, {
+    assert.deepEqual(outcome, failed('task thread exited unexpectedly with code 7'));
+    assert.equal(pool.threadCount, 0);
+    assert.deepEqual(await run(pool, 'echo', { a: 1 }).outcome, succeeded('{"a":1}'));
+  });
+
+  it('requeues every task of a shared thread that exits while it holds several', async () => {
+    const pool = createPool({ capacity: 2, threads: 1, modules: [MISBEHAVING] });
+    const beside = run(pool, 'SLEEP', { durationMillis: 60_000 });
+    await until(() => pool.threadCount === 1, { what: 'the thread to start' });
+    const outcome = await run(pool, 'exit').outcome;
+    const requeued = {
       ...failed(
         'task thread exited unexpectedly with code 7; this attempt shared the thread and is requeued',
       ),
       requeue: true,
-    });
-    assert.equal(pool.threadCount, 0);
+    };
+    assert.deepEqual(outcome, requeued);
+    assert.deepEqual(await beside.outcome, requeued, 'its neighbour is requeued with it');
     assert.deepEqual(await run(pool, 'echo', { a: 1 }).outcome, succeeded('{"a":1}'));
   });
 
   it('fails the task when its thread throws outside the task', async () => {
     const pool = createPool({ capacity: 1, modules: [MISBEHAVING] });
     const error = await errorOf(run(pool, 'throwLater').outcome);
-    assert.equal(
-      error,
-      'task thread crashed: boom later; this attempt shared the thread and is requeued',
-    );
+    assert.equal(error, 'task thread crashed: boom later');
     await until(() => pool.threadCount === 0, { what: 'the crashed thread to exit' });
     assert.deepEqual(await run(pool, 'echo').outcome, succeeded('{}'));
   });
