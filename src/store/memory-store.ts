@@ -36,6 +36,10 @@ export class MemoryStore implements Store {
   /** `parentJobId` + NUL + `childKey` -> the child's id (unique, like the SQL stores' index). */
   readonly #byChildKey = new Map<string, string>();
   readonly #attempts = new Map<string, AttemptRecord>();
+  /** Per job, the ids of its attempts (a job read takes them without a scan). */
+  readonly #attemptsByJob = new Map<string, Set<string>>();
+  /** Per parent job, the ids of its children (a job read names them without a scan). */
+  readonly #childrenOf = new Map<string, Set<string>>();
   /** Per job, the ids of its attempts that ended REQUEUED (a job read counts them). */
   readonly #requeued = new Map<string, Set<string>>();
   readonly #queues = new Map<string, QueueSettingsRecord>();
@@ -176,12 +180,14 @@ export class MemoryStore implements Store {
     }
     for (const { job } of batch.jobs) {
       this.#jobs.set(job.jobId, { ...job });
+      if (job.parentJobId != null) addTo(this.#childrenOf, job.parentJobId, job.jobId);
       if (job.idempotencyKey !== null) this.#byKey.set(job.idempotencyKey, job.jobId);
       const childKey = childKeyOf(job);
       if (childKey !== null) this.#byChildKey.set(childKey, job.jobId);
     }
     for (const attempt of batch.attempts) {
       this.#attempts.set(attempt.attemptId, { ...attempt });
+      addTo(this.#attemptsByJob, attempt.jobId, attempt.attemptId);
       this.#noteRequeued(attempt);
     }
     for (const schedule of batch.schedules ?? [])
@@ -262,8 +268,10 @@ export class MemoryStore implements Store {
 
   /** The links of the children of `parents`, oldest child first. */
   #childLinks(parents: ReadonlySet<string>): ChildLink[] {
-    return [...this.#jobs.values()]
-      .filter((job) => job.parentJobId != null && parents.has(job.parentJobId))
+    return [...parents]
+      .flatMap((parent) => [...(this.#childrenOf.get(parent) ?? [])])
+      .map((jobId) => this.#jobs.get(jobId))
+      .filter((job): job is JobRecord => job !== undefined)
       .sort((a, b) => a.seq - b.seq)
       .map((job) => ({
         parentJobId: job.parentJobId as string,
@@ -304,6 +312,15 @@ export class MemoryStore implements Store {
     return [...this.#jobs.values()].map((job) => ({ ...job }));
   }
 
+  /**
+   * The committed rows themselves, for checks that run after every step of
+   * the simulation: a commit replaces a row, never changes it in place, so a
+   * row read here stays as it was committed.
+   */
+  committedJobRows(): IterableIterator<Readonly<JobRecord>> {
+    return this.#jobs.values();
+  }
+
   /** One committed row (a copy). */
   committedJob(jobId: string): JobRecord | undefined {
     const job = this.#jobs.get(jobId);
@@ -334,8 +351,9 @@ export class MemoryStore implements Store {
   }
 
   #attemptsOf(jobId: string): AttemptRecord[] {
-    return [...this.#attempts.values()]
-      .filter((attempt) => attempt.jobId === jobId)
+    return [...(this.#attemptsByJob.get(jobId) ?? [])]
+      .map((attemptId) => this.#attempts.get(attemptId))
+      .filter((attempt): attempt is AttemptRecord => attempt !== undefined)
       .sort((a, b) => a.attemptNumber - b.attemptNumber)
       .map((attempt) => ({ ...attempt }));
   }
@@ -384,12 +402,14 @@ export class MemoryStore implements Store {
       .slice(0, query.limit);
     for (const job of doomed) {
       this.#jobs.delete(job.jobId);
+      if (job.parentJobId != null) removeFrom(this.#childrenOf, job.parentJobId, job.jobId);
       if (job.idempotencyKey !== null) this.#byKey.delete(job.idempotencyKey);
       const childKey = childKeyOf(job);
       if (childKey !== null) this.#byChildKey.delete(childKey);
-      for (const [attemptId, attempt] of this.#attempts) {
-        if (attempt.jobId === job.jobId) this.#attempts.delete(attemptId);
+      for (const attemptId of this.#attemptsByJob.get(job.jobId) ?? []) {
+        this.#attempts.delete(attemptId);
       }
+      this.#attemptsByJob.delete(job.jobId);
       this.#steps.delete(job.jobId);
       this.#stepWaits.delete(job.jobId);
       this.#requeued.delete(job.jobId);
@@ -430,4 +450,19 @@ export class MemoryStore implements Store {
 function childKeyOf(job: Readonly<JobRecord>): string | null {
   if (job.parentJobId == null || job.childKey == null) return null;
   return `${job.parentJobId}\u0000${job.childKey}`;
+}
+
+/** Adds `value` to the set at `key`. */
+function addTo(index: Map<string, Set<string>>, key: string, value: string): void {
+  const set = index.get(key);
+  if (set === undefined) index.set(key, new Set([value]));
+  else set.add(value);
+}
+
+/** Removes `value` from the set at `key`, and the set once empty. */
+function removeFrom(index: Map<string, Set<string>>, key: string, value: string): void {
+  const set = index.get(key);
+  if (set === undefined) return;
+  set.delete(value);
+  if (set.size === 0) index.delete(key);
 }

@@ -211,7 +211,7 @@ export class Invariants implements WorldObserver {
 
   checkStep(): void {
     const committed = new Map<string, JobRecord>();
-    for (const row of this.#world.store.committedJobs()) committed.set(row.jobId, row);
+    for (const row of this.#world.store.committedJobRows()) committed.set(row.jobId, row);
     const rows = new Map(committed);
     for (const batch of this.#world.uncommittedBatches) {
       for (const { job } of batch.jobs) rows.set(job.jobId, job);
