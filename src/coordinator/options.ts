@@ -95,7 +95,7 @@ export interface CoordinatorOptions {
   maxWaitsPerConnection: number;
   /** Pending WAIT_JOBs all client connections together may hold (default 100000). */
   maxWaits: number;
-  /** Pending WAIT_JOBs the client connections from one address may hold together (default 50000). */
+  /** Pending WAIT_JOBs the client connections from one address may hold together (default 100000). */
   maxWaitsPerAddress: number;
   /** SUBSCRIBE_JOBS subscriptions the client connections from one address may hold together (default 512 of 1024). */
   maxSubscriptionsPerAddress: number;
@@ -131,8 +131,8 @@ export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   metricsPort: null,
   retainTerminalMs: null,
   maxWaitsPerConnection: 10_000,
-  maxWaits: 100_000,
-  maxWaitsPerAddress: 50_000,
+  maxWaits: 200_000,
+  maxWaitsPerAddress: 100_000,
   maxSubscriptionsPerAddress: MAX_SUBSCRIPTIONS / 2,
   maxHttpStreamsPerAddress: MAX_HTTP_STREAMS / 2,
   subscriberStallMs: 10_000,

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { CoreConfig, Effect } from '../../src/coordinator/core/types.js';
 import type { ClientReply, ClientRequest } from '../../src/protocol/messages.js';
+import { DEFAULT_COORDINATOR_OPTIONS } from '../../src/coordinator/options.js';
 import { CoreHarness, effectsOf, eventsOf, expectReply } from '../helpers/core-harness.js';
 
 const A = '10.0.0.1';
@@ -74,6 +75,25 @@ describe('core: pending waits per address', () => {
     );
     h.handle({ kind: 'clientClosed', connId: 2 });
     assert.equal(ask(h, waitFor(jobId), 4, A).reply, undefined, 'room again once one left');
+  });
+
+  it("with the coordinator's defaults, lets one host wait on each job of a bulk load of 100,000 and leaves room for others", () => {
+    const { maxWaits, maxWaitsPerAddress, maxWaitsPerConnection } = DEFAULT_COORDINATOR_OPTIONS;
+    const h = harness({ maxWaits, maxWaitsPerAddress, maxWaitsPerConnection });
+    const jobId = h.submit();
+    // 100,000 waits over 16 connections of one address, as a producer host waiting on every job.
+    for (let i = 0; i < 100_000; i++) {
+      assert.equal(ask(h, waitFor(jobId), 1 + (i % 16), A).reply, undefined);
+    }
+    const refused = expectReply(ask(h, waitFor(jobId), 1, A).reply, 'ERROR');
+    assert.equal(refused.code, 'TOO_MANY_WAITS');
+    for (let i = 0; i < 1_000; i++) {
+      assert.equal(
+        ask(h, waitFor(jobId), 100 + (i % 4), B).reply,
+        undefined,
+        'another address waits',
+      );
+    }
   });
 
   it('gives the address its place back when a wait ends in each way', () => {
