@@ -23,6 +23,7 @@
  * one beside it) did it: its thread's death is its own failure.
  */
 import assert from 'node:assert/strict';
+import type { EventLoopUtilization } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
 import type { JsonObject, ResultFormat } from '../protocol/messages.js';
@@ -199,6 +200,10 @@ export class PoolThread {
   #crash: string | null = null;
   /** Set while a blocked spell of the thread is logged, so it is logged once. */
   blockedLogged = false;
+  /** Its event loop's counters at the previous {@link busyShare}. */
+  #elu: EventLoopUtilization | undefined;
+  /** Whether its event loop was nearly always busy at the pool's last look (see task-pool.ts). */
+  saturated = false;
   #resolveExited!: () => void;
 
   /**
@@ -276,6 +281,22 @@ export class PoolThread {
   /** The jobs of the tasks on it (for a log line). */
   jobIds(): string[] {
     return [...this.#placed.values()].map(({ task }) => task.input.jobId);
+  }
+
+  /**
+   * The share of the time since the previous call (0..1) that the thread's
+   * event loop spent running code rather than waiting; 0 for the program's
+   * own loop, which the pool never adds to.
+   */
+  busyShare(): number {
+    if (!(this.#worker instanceof Worker)) return 0;
+    const counters = this.#worker.performance.eventLoopUtilization();
+    const since =
+      this.#elu === undefined
+        ? counters
+        : this.#worker.performance.eventLoopUtilization(counters, this.#elu);
+    this.#elu = counters;
+    return since.utilization;
   }
 
   /**

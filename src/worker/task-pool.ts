@@ -7,8 +7,11 @@
  * - An attempt of a shared task runs as an async call on one of at most
  *   `threads` shared threads, many attempts per thread. It goes to the least
  *   loaded thread whose event loop has turned within
- *   {@link BLOCKED_AFTER_MS}; a new thread is started (up to `threads`) when
- *   every existing one is busy. A thread whose loop is held by a handler
+ *   {@link BLOCKED_AFTER_MS}. A new thread is started (up to `threads`) only
+ *   when every existing one is saturated: its event loop busy for at least
+ *   {@link SATURATED_SHARE} of the pool's last look, or held. Attempts that
+ *   mostly wait (I/O) therefore share one thread however many they are, and
+ *   attempts that compute spread over up to `threads`. A thread whose loop is held by a handler
  *   (synchronous code) gets no new attempt while another is free, and once
  *   held for {@link BLOCKED_REPORT_MS} it is reported (`onBlocked`) with the
  *   jobs on it.
@@ -71,6 +74,8 @@ export { DEFAULT_CANCEL_GRACE_MS };
 export const BLOCKED_AFTER_MS = 100;
 /** A shared thread held this long is reported with the jobs on it, in ms. */
 export const BLOCKED_REPORT_MS = 1_000;
+/** A shared thread whose event loop was busy this share of a look is saturated: another may start. */
+export const SATURATED_SHARE = 0.8;
 
 /** What `onBlocked` is told of a thread whose event loop is held. */
 export interface BlockedThread {
@@ -310,23 +315,25 @@ export class TaskPool {
 
   /**
    * The shared thread for a new attempt: an idle one, else a new one (up to
-   * `threads`), else the least loaded one whose loop turned lately, else the
-   * least loaded one at all.
+   * `threads`) when every one is saturated or held, else the least loaded
+   * one whose loop turned lately, else the least loaded one at all.
    */
   #sharedThread(): PoolThread {
     const nowMs = Date.now();
     let lively: PoolThread | undefined;
     let any: PoolThread | undefined;
     let live = 0;
+    let unsaturated = false;
     for (const thread of this.#shared) {
       if (!thread.terminating) live++;
       if (!thread.hasRoom) continue;
       if (any === undefined || thread.load < any.load) any = thread;
       if (thread.blockedMs(nowMs) > BLOCKED_AFTER_MS) continue;
+      if (!thread.saturated) unsaturated = true;
       if (lively === undefined || thread.load < lively.load) lively = thread;
     }
     if (lively !== undefined && lively.load === 0) return lively;
-    if (live < this.threads) return this.#spawn('shared');
+    if (live < this.threads && !unsaturated) return this.#spawn('shared');
     return lively ?? any ?? this.#spawn('shared');
   }
 
@@ -418,6 +425,7 @@ export class TaskPool {
     }
     this.#checkMemory(busy);
     this.#checkBlocked();
+    for (const thread of this.#shared) thread.saturated = thread.busyShare() >= SATURATED_SHARE;
   }
 
   /** Terminates the threads over their memory budget (see memory-budget.ts). */

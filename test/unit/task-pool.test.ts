@@ -66,6 +66,16 @@ export default {
   crunch: (payload, ctx) => { for (;;) { ctx.signal.throwIfAborted(); } },
   // Awaits a timer: the shape of an I/O-bound handler.
   wait: (payload) => new Promise((resolve) => setTimeout(() => resolve('waited'), payload.ms)),
+  // Computes for payload.ms, yielding to its event loop every millisecond (busy, never held).
+  busy: async (payload) => {
+    const end = Date.now() + payload.ms;
+    while (Date.now() < end) {
+      const slice = Date.now() + 1;
+      while (Date.now() < slice) {}
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return 'busy';
+  },
   // Holds its thread for payload.ms without yielding.
   hold: (payload) => { const end = Date.now() + payload.ms; while (Date.now() < end) {} return 'held'; },
   isolatedSpin: { isolate: true, run: () => { for (;;) {} } },
@@ -541,6 +551,27 @@ describe('TaskPool', () => {
     await until(() => blocked.length > 0, { what: 'the held thread to be reported' });
     assert.deepEqual(blocked[0]?.jobIds, ['job-holding']);
     assert.deepEqual(await holding.outcome, succeeded('held'));
+  });
+
+  it('keeps attempts that wait on one shared thread, however many, and starts another once it computes', async () => {
+    const pool = createPool({ capacity: 200, threads: 2, modules: [MISBEHAVING] });
+    const waiting = Array.from({ length: 200 }, () => run(pool, 'wait', { ms: 300 }));
+    for (const handle of waiting) assert.equal(await handle.started, true);
+    assert.equal(pool.threadCount, 1, '200 attempts that wait share one thread');
+    for (const outcome of await Promise.all(waiting.map((h) => h.outcome))) {
+      assert.deepEqual(outcome, succeeded('waited'));
+    }
+    // Its event loop busy (yet turning): the next attempts get a second thread.
+    const computing = run(pool, 'busy', { ms: 1_500 });
+    await until(
+      async () => {
+        const next = run(pool, 'echo');
+        await next.outcome;
+        return pool.threadCount === 2;
+      },
+      { timeoutMs: 5_000, what: 'a second thread beside the saturated one' },
+    );
+    assert.deepEqual(await computing.outcome, succeeded('busy'));
   });
 
   it('cancels queued tasks too when closed', async () => {
