@@ -200,10 +200,12 @@ export class PoolThread {
   #crash: string | null = null;
   /** Set while a blocked spell of the thread is logged, so it is logged once. */
   blockedLogged = false;
-  /** Its event loop's counters at the previous {@link busyShare}. */
+  /** Its event loop's counters at the start of the current window of {@link lookAtLoad}. */
   #elu: EventLoopUtilization | undefined;
-  /** Whether its event loop was nearly always busy at the pool's last look (see task-pool.ts). */
-  saturated = false;
+  /** When that window began (performance.now()). */
+  #eluAtMs = 0;
+  /** Whole windows in a row in which its event loop was busy most of the time. */
+  #busyWindows = 0;
   #resolveExited!: () => void;
 
   /**
@@ -278,25 +280,41 @@ export class PoolThread {
     return this.#terminating;
   }
 
+  /** True while a stopped attempt is still in its handler here (the thread may be ended for it). */
+  get stopping(): boolean {
+    return this.#stops.size > 0;
+  }
+
   /** The jobs of the tasks on it (for a log line). */
   jobIds(): string[] {
     return [...this.#placed.values()].map(({ task }) => task.input.jobId);
   }
 
   /**
-   * The share of the time since the previous call (0..1) that the thread's
-   * event loop spent running code rather than waiting; 0 for the program's
-   * own loop, which the pool never adds to.
+   * Whether the thread's event loop spent at least the pool's share of each
+   * of the last two windows running code rather than waiting (one window
+   * alone can be a start-up, or a burst of attempts arriving at once). The
+   * program's own loop is never saturated.
    */
-  busyShare(): number {
-    if (!(this.#worker instanceof Worker)) return 0;
+  get saturated(): boolean {
+    return this.#busyWindows >= 2;
+  }
+
+  /**
+   * Judges the window of `windowMs` that has passed since the previous one
+   * (the first starts at the first look): busy when the event loop ran code
+   * `share` of it or more.
+   */
+  lookAtLoad(nowMs: number, windowMs: number, share: number): void {
+    if (!(this.#worker instanceof Worker)) return;
+    if (this.#elu !== undefined && nowMs - this.#eluAtMs < windowMs) return;
     const counters = this.#worker.performance.eventLoopUtilization();
-    const since =
-      this.#elu === undefined
-        ? counters
-        : this.#worker.performance.eventLoopUtilization(counters, this.#elu);
+    if (this.#elu !== undefined) {
+      const since = this.#worker.performance.eventLoopUtilization(counters, this.#elu);
+      this.#busyWindows = since.utilization >= share ? this.#busyWindows + 1 : 0;
+    }
     this.#elu = counters;
-    return since.utilization;
+    this.#eluAtMs = nowMs;
   }
 
   /**

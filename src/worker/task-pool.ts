@@ -9,7 +9,9 @@
  *   loaded thread whose event loop has turned within
  *   {@link BLOCKED_AFTER_MS}. A new thread is started (up to `threads`) only
  *   when every existing one is saturated: its event loop busy for at least
- *   {@link SATURATED_SHARE} of the pool's last look, or held. Attempts that
+ *   {@link SATURATED_SHARE} of each of the last two windows of
+ *   {@link SATURATION_WINDOW_MS} (one alone may be its start-up or a burst),
+ *   held, or stopping an attempt. Attempts that
  *   mostly wait (I/O) therefore share one thread however many they are, and
  *   attempts that compute spread over up to `threads`. A thread whose loop is held by a handler
  *   (synchronous code) gets no new attempt while another is free, and once
@@ -74,8 +76,10 @@ export { DEFAULT_CANCEL_GRACE_MS };
 export const BLOCKED_AFTER_MS = 100;
 /** A shared thread held this long is reported with the jobs on it, in ms. */
 export const BLOCKED_REPORT_MS = 1_000;
-/** A shared thread whose event loop was busy this share of a look is saturated: another may start. */
+/** A shared thread whose event loop was busy this share of a window is saturated: another may start. */
 export const SATURATED_SHARE = 0.8;
+/** The window over which a shared thread's event loop is judged saturated, in ms. */
+export const SATURATION_WINDOW_MS = 200;
 
 /** What `onBlocked` is told of a thread whose event loop is held. */
 export interface BlockedThread {
@@ -291,14 +295,18 @@ export class TaskPool {
     const index = thread === undefined ? this.#queued.indexOf(task) : -1;
     if (thread === undefined && index < 0) return Promise.resolve('cooperative'); // ended already
     if (index >= 0) this.#queued.splice(index, 1); // still waiting: it never starts
+    // The thread learns of the stop first: the slot this frees goes elsewhere.
+    const stopped =
+      thread === undefined
+        ? Promise.resolve<StopOutcome>('cooperative')
+        : thread.stop(task, reason, this.cancelGraceMs);
     task.settle({
       success: false,
       error: `task stopped (${reason})`,
       cancelled: true,
       retryable: true,
     });
-    if (thread === undefined) return Promise.resolve('cooperative');
-    return thread.stop(task, reason, this.cancelGraceMs);
+    return stopped;
   }
 
   #place(task: PoolTask): void {
@@ -315,8 +323,9 @@ export class TaskPool {
 
   /**
    * The shared thread for a new attempt: an idle one, else a new one (up to
-   * `threads`) when every one is saturated or held, else the least loaded
-   * one whose loop turned lately, else the least loaded one at all.
+   * `threads`) when every one is saturated, held or stopping an attempt,
+   * else the least loaded one whose loop turned lately and that stops
+   * nothing, else the least loaded one at all.
    */
   #sharedThread(): PoolThread {
     const nowMs = Date.now();
@@ -328,7 +337,8 @@ export class TaskPool {
       if (!thread.terminating) live++;
       if (!thread.hasRoom) continue;
       if (any === undefined || thread.load < any.load) any = thread;
-      if (thread.blockedMs(nowMs) > BLOCKED_AFTER_MS) continue;
+      // One with a stopped attempt still in its handler may be ended for it.
+      if (thread.stopping || thread.blockedMs(nowMs) > BLOCKED_AFTER_MS) continue;
       if (!thread.saturated) unsaturated = true;
       if (lively === undefined || thread.load < lively.load) lively = thread;
     }
@@ -425,7 +435,10 @@ export class TaskPool {
     }
     this.#checkMemory(busy);
     this.#checkBlocked();
-    for (const thread of this.#shared) thread.saturated = thread.busyShare() >= SATURATED_SHARE;
+    const nowMs = performance.now();
+    for (const thread of this.#shared) {
+      thread.lookAtLoad(nowMs, SATURATION_WINDOW_MS, SATURATED_SHARE);
+    }
   }
 
   /** Terminates the threads over their memory budget (see memory-budget.ts). */
