@@ -58,6 +58,7 @@ describe('benchmarks (smoke run)', () => {
       'subscribers',
       'delayed',
       'flows',
+      'many-attempts',
     ]) {
       const entry = report[name] as { table: string[][] } | undefined;
       assert.ok(entry !== undefined && entry.table.length >= 2, `${name} has a table`);

@@ -317,9 +317,17 @@ export const ELSEWHERE: readonly Elsewhere[] = [
   ...[
     { command: 'npm run bench', name: null },
     { command: 'npm run bench -- <name>', name: null },
-    ...['bulk', 'fairness', 'rate', 'latency', 'security', 'subscribers', 'delayed', 'flows'].map(
-      (name) => ({ command: `npm run bench -- ${name}`, name }),
-    ),
+    ...[
+      'bulk',
+      'fairness',
+      'rate',
+      'latency',
+      'security',
+      'subscribers',
+      'delayed',
+      'flows',
+      'many-attempts',
+    ].map((name) => ({ command: `npm run bench -- ${name}`, name })),
   ].map(({ command, name }): Elsewhere => ({
     doc: ANY_DOC,
     command,
@@ -525,6 +533,7 @@ export const NOT_RUN: readonly NotRun[] = [
     'SYSTEMS="dtp-normal" SCENARIOS="default wide" REPS=1 compare.sh',
     'SYSTEMS="dtp-pg pgboss graphile" compare.sh',
     'SYSTEMS="dtp-pg pgboss graphile" SCENARIOS="default bulk" REPS=3 compare.sh',
+    'SYSTEMS="dtp-normal bullmq-everysec bullmq-sandboxed" SCENARIOS="io default bulk" REPS=3 compare.sh',
   ].map((command): NotRun => ({
     doc: MEASURED,
     command,
