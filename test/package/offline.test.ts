@@ -67,7 +67,10 @@ async function runMarked(
     })
       .then(() => [])
       .catch(() => processesWithEnv(MARK, mark));
-    return { result, elapsedMs, leftInTmp: readdirSync(tmp.dir), leftRunning };
+    // npm on newer Node.js keeps its compiled-module cache in the temporary
+    // folder on purpose (module.enableCompileCache): npm's, not a leftover of ours.
+    const leftInTmp = readdirSync(tmp.dir).filter((name) => name !== 'node-compile-cache');
+    return { result, elapsedMs, leftInTmp, leftRunning };
   } finally {
     tmp.remove();
   }
