@@ -102,17 +102,29 @@ describe('TaskPool memory budget', () => {
     assert.equal(pool.threadCount, 1);
   }
 
-  it('fails an isolated attempt, retryably, when the JavaScript heap reaches the limit', async () => {
-    const pool = createPool({ capacity: 1, taskMemoryMb: 64, modules: [HOGS] });
-    assert.deepEqual(await outcomeOf(pool, 'heapIsolated'), {
-      success: false,
-      error:
-        'task thread ran out of memory: its JavaScript heap reached the 64 MiB limit (--task-memory-mb)',
-      cancelled: false,
-      retryable: true,
+  // An isolated attempt, and one alone on its shared thread (nothing else was
+  // there: it did it, and a requeue would run it again), fail the same way.
+  for (const [what, taskType, threads] of [
+    ['an isolated attempt', 'heapIsolated', undefined],
+    ['an attempt alone on its shared thread', 'heap', 1],
+  ] as const) {
+    it(`fails ${what}, retryably and not requeued, when the JavaScript heap reaches the limit`, async () => {
+      const pool = createPool({
+        capacity: 1,
+        ...(threads === undefined ? {} : { threads }),
+        taskMemoryMb: 64,
+        modules: [HOGS],
+      });
+      assert.deepEqual(await outcomeOf(pool, taskType), {
+        success: false,
+        error:
+          'task thread ran out of memory: its JavaScript heap reached the 64 MiB limit (--task-memory-mb)',
+        cancelled: false,
+        retryable: true,
+      });
+      await carriesOn(pool);
     });
-    await carriesOn(pool);
-  });
+  }
 
   it('requeues the attempts of a shared thread whose JavaScript heap reaches the limit', async () => {
     const pool = createPool({ capacity: 2, threads: 1, taskMemoryMb: 64, modules: [HOGS] });
@@ -126,19 +138,6 @@ describe('TaskPool memory budget', () => {
       requeue: true,
     });
     assert.deepEqual(await beside, outcome, 'its neighbour is requeued with it');
-    await carriesOn(pool);
-  });
-
-  it('fails, not requeues, an attempt alone on its shared thread when the heap reaches the limit', async () => {
-    // Nothing else was on the thread: the attempt did it, and a requeue would run it again.
-    const pool = createPool({ capacity: 1, threads: 1, taskMemoryMb: 64, modules: [HOGS] });
-    assert.deepEqual(await outcomeOf(pool, 'heap'), {
-      success: false,
-      error:
-        'task thread ran out of memory: its JavaScript heap reached the 64 MiB limit (--task-memory-mb)',
-      cancelled: false,
-      retryable: true,
-    });
     await carriesOn(pool);
   });
 
