@@ -35,10 +35,16 @@
  * frames are held, undecoded, and delivered on {@link FramedConnection.resume}).
  */
 import type { Socket } from 'node:net';
-import { decodeMessage, encodeMessage } from '../protocol/codec.js';
+import { decodeMessage, encodeMessage, messageToJson } from '../protocol/codec.js';
 import { ProtocolError, ProtocolErrorCode, describeError } from '../protocol/errors.js';
-import { FrameDecoder, MAX_FRAME_BYTES, type PushResult } from '../protocol/framing.js';
+import {
+  FrameDecoder,
+  MAX_FRAME_BYTES,
+  encodeTextFrame,
+  type PushResult,
+} from '../protocol/framing.js';
 import type { Message } from '../protocol/messages.js';
+import { batchTexts, type BatchWrapper } from './frame-batch.js';
 import {
   PENDING_MAX_FRAME_BYTES,
   type InboundAccount,
@@ -154,6 +160,12 @@ export class FramedConnection {
   #delivering = false;
   #reading = true;
   #corked = false;
+  /** Messages of this type are gathered into batch frames (null: none are). */
+  #batching: BatchWrapper | null = null;
+  /** The gathered messages' JSON texts and their UTF-8 lengths, until the uncork. */
+  #batchTexts: string[] = [];
+  #batchBytes: number[] = [];
+  #batchTotal = 0;
   readonly #coalesce: 'tick' | 'turn';
   #notified = false;
   #closeReason: CloseReason | null = null;
@@ -229,32 +241,94 @@ export class FramedConnection {
 
   /**
    * Queues one message. Returns false (and sends nothing) if the connection is
-   * no longer open. Frames queued together leave in one system call (see `coalesce`).
+   * no longer open. Frames queued together leave in one system call (see
+   * `coalesce`); messages of the batched type (see {@link batchMessages})
+   * queued together leave in as few frames as the frame limit allows.
    */
   send(msg: Message): boolean {
+    const batching = this.#batching;
+    if (batching !== null && msg.type === batching.type) return this.#gather(messageToJson(msg));
     return this.sendFrame(encodeMessage(msg));
+  }
+
+  /**
+   * From now on, messages of `wrapper.type` queued in one coalescing turn
+   * leave together in batch frames (the peer said it takes them); null ends
+   * it. Order with every other message is kept: another message queued
+   * after some of them sends those first.
+   */
+  batchMessages(wrapper: BatchWrapper | null): void {
+    this.#flushBatch();
+    this.#batching = wrapper;
   }
 
   /** Queues one ready-made frame (see {@link send}). */
   sendFrame(frame: Buffer): boolean {
     if (!this.isOpen) return false;
-    const queued = this.#socket.writableLength + frame.length;
+    this.#flushBatch();
+    return this.#write(frame);
+  }
+
+  #write(frame: Buffer): boolean {
+    const queued = this.#socket.writableLength + this.#batchTotal + frame.length;
     if (queued > this.#maxOutboundBytes) {
       this.#end({ kind: 'overflow', bytes: queued }, 'destroy');
       return false;
     }
-    if (!this.#corked) {
-      this.#corked = true;
-      this.#socket.cork();
-      if (this.#coalesce === 'turn') setImmediate(this.#uncork);
-      else process.nextTick(this.#uncork);
-    }
+    this.#corkForTurn();
     this.#unflushed++;
     this.#socket.write(frame, this.#onFlushed);
     return true;
   }
 
+  /** One message of the batched type, held until the uncork. */
+  #gather(text: string): boolean {
+    if (!this.isOpen) return false;
+    const bytes = Buffer.byteLength(text, 'utf8');
+    // The same refusal a frame of its own would get, at once (the sender reports it).
+    if (bytes > MAX_FRAME_BYTES) encodeTextFrame(text);
+    const queued = this.#socket.writableLength + this.#batchTotal + bytes;
+    if (queued > this.#maxOutboundBytes) {
+      this.#end({ kind: 'overflow', bytes: queued }, 'destroy');
+      return false;
+    }
+    this.#corkForTurn();
+    // The held batch counts as one unflushed write until it is written.
+    if (this.#batchTexts.length === 0) this.#unflushed++;
+    this.#batchTexts.push(text);
+    this.#batchBytes.push(bytes);
+    this.#batchTotal += bytes;
+    return true;
+  }
+
+  /** Writes the held messages of the batched type, in as few frames as fit. */
+  #flushBatch(): void {
+    const texts = this.#batchTexts;
+    if (texts.length === 0) return;
+    const wrapper = this.#batching as BatchWrapper;
+    const frames = batchTexts(texts, this.#batchBytes, wrapper);
+    this.#dropBatch();
+    for (const text of frames) this.#write(encodeTextFrame(text));
+    this.#onFlushed();
+  }
+
+  /** Forgets the held messages (the connection is going away, or they were written). */
+  #dropBatch(): void {
+    this.#batchTexts = [];
+    this.#batchBytes = [];
+    this.#batchTotal = 0;
+  }
+
+  #corkForTurn(): void {
+    if (this.#corked) return;
+    this.#corked = true;
+    this.#socket.cork();
+    if (this.#coalesce === 'turn') setImmediate(this.#uncork);
+    else process.nextTick(this.#uncork);
+  }
+
   readonly #uncork = (): void => {
+    if (this.isOpen) this.#flushBatch();
     this.#corked = false;
     this.#socket.uncork();
   };
@@ -488,6 +562,15 @@ export class FramedConnection {
       this.#clearFrameTimer();
     }
     if (how !== 'half') this.#releaseBudget();
+    if (this.#batchTexts.length > 0) {
+      // Graceful: what was queued leaves before the FIN; otherwise it is dropped.
+      if (first && (how === 'end' || how === 'half') && !this.#socket.destroyed) {
+        this.#flushBatch();
+      } else {
+        this.#dropBatch();
+        this.#onFlushed();
+      }
+    }
     if (how === 'destroy') {
       this.#socket.destroy();
     } else if ((how === 'end' || how === 'half') && first && !this.#socket.destroyed) {

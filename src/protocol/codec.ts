@@ -231,6 +231,28 @@ export function arrayOf<T>(inner: Codec<T>): Codec<T[]> {
   };
 }
 
+/**
+ * A complete message of one type inside another (the elements of
+ * TASK_ASSIGNS and TASK_RESULTS): `type` must name it, and its fields are
+ * checked as that message's own.
+ */
+function messageCodec<T extends MessageType>(type: T): Codec<MessageOf<T>> {
+  return {
+    decode(value, prefix, key) {
+      const path = pathOf(prefix, key);
+      if (!isPlainObject(value) || value.type !== type) {
+        throw badField(path, `a ${type} message`, value);
+      }
+      const walk = WALKS.get(type) as FieldWalk;
+      return walk.decode(value, `${path}.`, { type }) as unknown as MessageOf<T>;
+    },
+    encode(value) {
+      const walk = WALKS.get(type) as FieldWalk;
+      return walk.encode(value as unknown as Record<string, unknown>, { type });
+    },
+  };
+}
+
 /** The codecs of every field of T (all required: optional ones use `nullable`). */
 export type Fields<T> = { [K in keyof T]-?: Codec<T[K]> };
 
@@ -633,6 +655,7 @@ const SCHEMAS: Schemas = {
     steps: optional(boolCodec),
     slots: optional(intCodec),
     moreHeld: optional(boolCodec),
+    batches: optional(boolCodec),
   },
   HELD_ATTEMPTS: {
     workerId: stringCodec,
@@ -658,6 +681,7 @@ const SCHEMAS: Schemas = {
     steps: optional(arrayOf(recordedStepCodec)),
     stepCount: optional(intCodec),
   },
+  TASK_ASSIGNS: { attempts: arrayOf(messageCodec('TASK_ASSIGN')) },
   TASK_CANCEL: { jobId: stringCodec, attemptId: stringCodec },
   TASK_RESULT: {
     workerId: stringCodec,
@@ -670,6 +694,7 @@ const SCHEMAS: Schemas = {
     resultFormat: optional(resultFormatCodec),
     requeue: optional(boolCodec),
   },
+  TASK_RESULTS: { workerId: stringCodec, results: arrayOf(messageCodec('TASK_RESULT')) },
   WORKER_DRAINING: { workerId: stringCodec },
   TASK_PROGRESS: {
     workerId: stringCodec,

@@ -36,6 +36,11 @@ export const FEATURES = [
   'requeue',
   /** `WORKER_REGISTER.moreHeld` and HELD_ATTEMPTS: held attempts beyond what the registration lists. */
   'moreHeld',
+  /**
+   * Several attempts in one frame each way: TASK_ASSIGNS to a worker that
+   * registered with `batches: true`, TASK_RESULTS from the worker.
+   */
+  'batches',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

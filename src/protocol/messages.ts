@@ -280,6 +280,12 @@ export interface WorkerRegister {
    * holds; the rest follow in HELD_ATTEMPTS messages.
    */
   moreHeld?: boolean | null;
+  /**
+   * Extension (feature `batches`): this worker takes several assignments in
+   * one frame (TASK_ASSIGNS); a coordinator that does not offer `batches`
+   * ignores it.
+   */
+  batches?: boolean | null;
 }
 /**
  * Extension (feature `moreHeld`): more attempts a worker that registered
@@ -345,6 +351,16 @@ export interface TaskAssign {
   /** Extension (`steps`): how many steps are recorded in all (more than `steps` holds: GET_STEPS). */
   stepCount?: number | null;
 }
+/**
+ * Extension (feature `batches`, to a worker that registered with
+ * `batches: true`): several assignments in one frame, each a complete
+ * TASK_ASSIGN, handled in order as if each had come alone. A turn's single
+ * assignment still goes as a plain TASK_ASSIGN.
+ */
+export interface TaskAssigns {
+  type: 'TASK_ASSIGNS';
+  attempts: TaskAssign[];
+}
 export interface TaskCancel {
   type: 'TASK_CANCEL';
   jobId: string;
@@ -370,6 +386,16 @@ export interface TaskResult {
    * maxAttempts, up to MAX_FREE_REQUEUES such attempts per job.
    */
   requeue?: boolean | null;
+}
+/**
+ * Extension (feature `batches`): several results in one frame, each a
+ * complete TASK_RESULT of this worker, handled in order as if each had come
+ * alone.
+ */
+export interface TaskResults {
+  type: 'TASK_RESULTS';
+  workerId: string;
+  results: TaskResult[];
 }
 /**
  * Extension (`progress`): the handler of a running attempt reported
@@ -983,13 +1009,20 @@ export type WorkerToCoordinator =
   | WorkerRegister
   | Heartbeat
   | TaskResult
+  | TaskResults
   | WorkerDraining
   | TaskProgress
   | TaskSuspend
   | HeldAttempts
   | WorkerCall;
 export type CoordinatorToWorker =
-  WorkerRegistered | TaskAssign | TaskCancel | ErrorMessage | HeartbeatAck | CallReply;
+  | WorkerRegistered
+  | TaskAssign
+  | TaskAssigns
+  | TaskCancel
+  | ErrorMessage
+  | HeartbeatAck
+  | CallReply;
 export type ClientRequest =
   | SubmitJob
   | SubmitJobs
@@ -1093,6 +1126,7 @@ const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]
   WORKER_REGISTER: true,
   HEARTBEAT: true,
   TASK_RESULT: true,
+  TASK_RESULTS: true,
   WORKER_DRAINING: true,
   TASK_PROGRESS: true,
   RECORD_STEP: true,
@@ -1104,6 +1138,7 @@ const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]
 const COORDINATOR_TO_WORKER_TYPES: { readonly [T in CoordinatorToWorker['type']]: true } = {
   WORKER_REGISTERED: true,
   TASK_ASSIGN: true,
+  TASK_ASSIGNS: true,
   TASK_CANCEL: true,
   ERROR: true,
   HEARTBEAT_ACK: true,

@@ -40,6 +40,7 @@
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
+import { resultBatch } from '../net/frame-batch.js';
 import { FramedConnection, describeCloseReason } from '../net/framed-connection.js';
 import { parseAddressList, type HostPort } from '../net/address.js';
 import { LeaderFollower, type TryOutcome } from '../net/leader-follower.js';
@@ -397,6 +398,17 @@ export class WorkerSession {
         if (this.registered) this.#host.onAssign(connection, msg);
         else this.#drop(connection, 'TASK_ASSIGN before WORKER_REGISTERED');
         return;
+      case 'TASK_ASSIGNS':
+        if (!this.registered) {
+          this.#drop(connection, 'TASK_ASSIGNS before WORKER_REGISTERED');
+          return;
+        }
+        // Each as if it had come alone; a connection ended on the way ends the rest.
+        for (const assign of msg.attempts) {
+          if (!connection.isOpen) return;
+          this.#host.onAssign(connection, assign);
+        }
+        return;
       case 'TASK_CANCEL':
         if (this.registered) this.#host.onCancel(msg);
         else this.#drop(connection, 'TASK_CANCEL before WORKER_REGISTERED');
@@ -431,6 +443,10 @@ export class WorkerSession {
     }
     // The coordinator sends nothing while it has no work: silence is normal now.
     connection.setIdleTimeout(0, () => undefined);
+    // Our results of one turn leave in TASK_RESULTS where the coordinator takes them.
+    if (this.#features.has('batches')) {
+      connection.batchMessages(resultBatch(this.#options.workerId));
+    }
     this.#heartbeat.start();
     if (this.#features.has('heartbeatAck')) this.#watchdog.start();
     this.#host.onRegistered(connection, this.#features);

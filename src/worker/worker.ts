@@ -324,6 +324,7 @@ export class Worker {
       traceContext: true,
       steps: true,
       children: true,
+      batches: true,
       ...(prefetch === 0 ? {} : { prefetch }),
       ...(authToken === null ? {} : { authToken }),
       ...(this.#queues === null ? {} : { queues: [...this.#queues] }),

@@ -46,8 +46,11 @@ export class FakeSession {
     return this.received.filter((msg): msg is MessageOf<T> => msg.type === type);
   }
 
+  /** Every result so far, those that came in TASK_RESULTS included, in order. */
   results(): TaskResult[] {
-    return this.all('TASK_RESULT');
+    return this.received.flatMap((msg) =>
+      msg.type === 'TASK_RESULT' ? [msg] : msg.type === 'TASK_RESULTS' ? msg.results : [],
+    );
   }
 
   waitFor<T extends MessageType>(
@@ -59,7 +62,10 @@ export class FakeSession {
   }
 
   resultFor(attemptId: string, timeoutMs = 5_000): Promise<TaskResult> {
-    return this.waitFor('TASK_RESULT', (r) => r.attemptId === attemptId, timeoutMs);
+    return until(() => this.results().find((r) => r.attemptId === attemptId), {
+      timeoutMs,
+      what: `the result of ${attemptId}`,
+    });
   }
 
   send(msg: Message): void {

@@ -120,6 +120,8 @@ export class ScriptedWorker {
   readonly assignments = new AsyncQueue<TaskAssign>('TASK_ASSIGN');
   readonly cancels = new AsyncQueue<TaskCancel>('TASK_CANCEL');
   readonly others = new AsyncQueue<Message>('other frame');
+  /** How many assignments each assigning frame carried (1 = a plain TASK_ASSIGN), in order. */
+  readonly assignFrames: number[] = [];
   /** Resolves when the coordinator closes the connection. */
   readonly closed: Promise<CloseReason>;
   /** What WORKER_REGISTERED offered (empty: a v1 coordinator). */
@@ -158,8 +160,13 @@ export class ScriptedWorker {
       throw new Error(`registration got ${JSON.stringify(first)}`);
     const worker = new ScriptedWorker(workerId, conn, closed, first.features ?? []);
     const route = (msg: Message): void => {
-      if (msg.type === 'TASK_ASSIGN') worker.assignments.push(msg);
-      else if (msg.type === 'TASK_CANCEL') worker.cancels.push(msg);
+      if (msg.type === 'TASK_ASSIGN') {
+        worker.assignFrames.push(1);
+        worker.assignments.push(msg);
+      } else if (msg.type === 'TASK_ASSIGNS') {
+        worker.assignFrames.push(msg.attempts.length);
+        for (const assign of msg.attempts) worker.assignments.push(assign);
+      } else if (msg.type === 'TASK_CANCEL') worker.cancels.push(msg);
       else worker.others.push(msg);
     };
     for (const msg of inbox.drain()) route(msg);

@@ -20,6 +20,7 @@ import { encodeMessage } from '../../src/protocol/codec.js';
 import { DtpError, ProtocolErrorCode, type ProtocolError } from '../../src/protocol/errors.js';
 import { FrameDecoder, encodeFrame } from '../../src/protocol/framing.js';
 import type { Message } from '../../src/protocol/messages.js';
+import { batchTexts, resultBatch } from '../../src/net/frame-batch.js';
 import { until } from '../helpers/until.js';
 
 const HOST = '127.0.0.1';
@@ -321,6 +322,97 @@ describe('FramedConnection', () => {
     assert.equal(conn.outboundBytes, 0, 'queued bytes are released');
     assert.equal(rec.closes.length, 1);
     await until(() => served.server.connectionCount === 0);
+  });
+});
+
+describe('FramedConnection batching (feature batches)', () => {
+  const result = (i: number): Message => ({
+    type: 'TASK_RESULT',
+    workerId: 'w-1',
+    jobId: `job-${i}`,
+    attemptId: `a-${i}`,
+    success: true,
+    result: String(i),
+    error: null,
+  });
+
+  /** A framed pair: `conn` batches TASK_RESULT for worker w-1, `rec` records what arrives. */
+  async function batchingPair(): Promise<{ conn: FramedConnection; rec: Recorder }> {
+    const served = await serve();
+    const clientRec = new Recorder();
+    const client = new FramedConnection(await dial(HOST, served.port, 2_000), clientRec);
+    cleanups.push(() => client.destroy());
+    const { conn } = await acceptFramed(served);
+    conn.batchMessages(resultBatch('w-1'));
+    return { conn, rec: clientRec };
+  }
+
+  it('sends the results of one callback in one TASK_RESULTS, and one alone as it is', async () => {
+    const { conn, rec } = await batchingPair();
+    for (let i = 0; i < 3; i++) assert.equal(conn.send(result(i)), true);
+    await until(() => rec.messages.length === 1);
+    conn.send(result(3));
+    await until(() => rec.messages.length === 2);
+    const [batch, alone] = rec.messages;
+    assert.ok(batch?.type === 'TASK_RESULTS');
+    assert.equal(batch.workerId, 'w-1');
+    assert.deepEqual(batch.results, [result(0), result(1), result(2)]);
+    assert.deepEqual(alone, result(3));
+  });
+
+  it('keeps the order with other messages: results queued before one leave before it', async () => {
+    const { conn, rec } = await batchingPair();
+    conn.send(result(0));
+    conn.send(result(1));
+    conn.send(heartbeat('w-1'));
+    conn.send(result(2));
+    await until(() => rec.messages.length === 3);
+    assert.deepEqual(
+      rec.messages.map((m) => m.type),
+      ['TASK_RESULTS', 'HEARTBEAT', 'TASK_RESULT'],
+    );
+  });
+
+  it('flushes held results before its FIN when closed gracefully, and waits for them when drained', async () => {
+    const { conn, rec } = await batchingPair();
+    conn.send(result(0));
+    conn.send(result(1));
+    let drained = false;
+    conn.onceDrained(() => (drained = true));
+    assert.equal(drained, false, 'held results are not drained yet');
+    await conn.close('done');
+    await until(() => rec.messages.length === 1);
+    assert.equal(drained, true);
+    assert.ok(rec.messages[0]?.type === 'TASK_RESULTS');
+    assert.equal(rec.messages[0].results.length, 2);
+  });
+
+  it('refuses at once a message too large for any frame, as an unbatched send does', async () => {
+    const { conn } = await batchingPair();
+    const huge = { ...result(0), result: 'x'.repeat(1_100_000) } as Message;
+    assert.throws(() => conn.send(huge), /refusing to write a frame/);
+  });
+});
+
+describe('batchTexts', () => {
+  const wrapper = { type: 'T', head: '{"b":[', tail: ']}' };
+  const texts = ['{"a":1}', '{"a":22}', '{"a":333}', '{"a":4444}'];
+  const bytes = texts.map((t) => t.length);
+
+  it('puts everything in one frame when it fits and a single text in a frame of its own', () => {
+    assert.deepEqual(batchTexts(texts, bytes, wrapper), [`{"b":[${texts.join(',')}]}`]);
+    assert.deepEqual(batchTexts(texts.slice(0, 1), bytes.slice(0, 1), wrapper), [texts[0]]);
+  });
+
+  it('splits at the frame limit, the head, tail and commas counted', () => {
+    // head 6 + tail 2 + 7 + 1 + 8 = 24 bytes for the first two.
+    assert.deepEqual(batchTexts(texts, bytes, wrapper, 24), [
+      '{"b":[{"a":1},{"a":22}]}',
+      texts[2],
+      texts[3],
+    ]);
+    assert.deepEqual(batchTexts(texts, bytes, wrapper, 23), texts);
+    for (const frame of batchTexts(texts, bytes, wrapper, 30)) assert.ok(frame.length <= 30);
   });
 });
 

@@ -64,6 +64,7 @@ describe('Worker', () => {
       traceContext: true, // each job's trace context with its assignments
       children: true, // its handlers may enqueue child jobs
       steps: true, // each job's recorded steps with its assignments
+      batches: true, // several assignments in one frame, when offered
       prefetch: 12, // 4 x capacity unless told otherwise
       heldAttempts: [], // a new process holds nothing
     });

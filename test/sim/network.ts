@@ -99,6 +99,8 @@ export class WorkerLink {
   halfClosedAtMs: number | null = null;
   /** Leases released to this connection: a TASK_CANCEL must name one of them. */
   readonly leases = new Set<string>();
+  /** The worker registered with `batches`: runs of assignments reach it in TASK_ASSIGNS. */
+  takesBatches = false;
 
   constructor(connId: number, owner: WorkerPeer) {
     this.connId = connId;

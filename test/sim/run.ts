@@ -28,6 +28,8 @@ interface Totals {
   failovers: number;
   fencedCommits: number;
   prefetchedSteps: number;
+  assignBatches: number;
+  resultBatches: number;
   queueStarts: number;
   limitedStarts: number;
   contestedStarts: number;
@@ -82,6 +84,8 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.failovers += report.failovers;
   totals.fencedCommits += report.fencedCommits;
   totals.prefetchedSteps += report.prefetchedSteps;
+  totals.assignBatches += report.assignBatches;
+  totals.resultBatches += report.resultBatches;
   totals.queueStarts += report.queueStarts;
   totals.limitedStarts += report.limitedStarts;
   totals.contestedStarts += report.contestedStarts;
@@ -116,6 +120,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
       `prefetch:        ${totals.prefetchedSteps} steps ended with a worker holding more leases than its capacity`,
+      `batches:         ${totals.assignBatches} TASK_ASSIGNS delivered, ${totals.resultBatches} TASK_RESULTS written`,
       `queues:          ${totals.queueStarts} starts checked, ${totals.limitedStarts} under a concurrency or rate limit, ${totals.contestedStarts} with another group waiting (group turns checked)`,
       `stalls:          ${totals.keptLeases} attempts kept for their worker after a stall or a restart, ${totals.reclaimedLeases} taken back by a new session (${totals.heldLists} lists in several parts); ${totals.endingConnections} connection ends read before their last frames`,
       `faults injected: ${totals.faults} (${kinds})`,
@@ -158,6 +163,8 @@ function runMany(start: number, count: number, steps: number): number {
     failovers: 0,
     fencedCommits: 0,
     prefetchedSteps: 0,
+    assignBatches: 0,
+    resultBatches: 0,
     queueStarts: 0,
     limitedStarts: 0,
     contestedStarts: 0,

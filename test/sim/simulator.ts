@@ -52,6 +52,9 @@ export interface SimulationReport {
   fencedCommits: number;
   /** Steps that ended with a worker holding more leases than its capacity (prefetch). */
   prefetchedSteps: number;
+  /** Frames of several attempts (feature `batches`): TASK_ASSIGNS delivered, TASK_RESULTS written. */
+  assignBatches: number;
+  resultBatches: number;
   /** Attempt starts checked against queue settings, and those of a queue with settings. */
   queueStarts: number;
   limitedStarts: number;
@@ -494,6 +497,8 @@ export class Simulation {
       failovers: stats.failovers,
       fencedCommits: this.#world.election.fenced,
       prefetchedSteps: this.#invariants.prefetchedChecks,
+      assignBatches: this.#world.batchFrames.assigns,
+      resultBatches: this.#world.batchFrames.results,
       queueStarts: this.#invariants.queues.starts,
       limitedStarts: this.#invariants.queues.limitedStarts,
       contestedStarts: this.#invariants.fairness.contested,

@@ -150,6 +150,30 @@ interface Outgoing {
 const MAX_CHILD_CALLS = 2;
 
 /** Stray connections are read by nobody. */
+/**
+ * What a worker writes when its coordinator offers `batches`: each run of
+ * consecutive results in one TASK_RESULTS (a run of one as it is), the
+ * other messages where they were.
+ */
+function batchResults(workerId: string, due: readonly { msg: WorkerToCoordinator }[]) {
+  const out: { msg: WorkerToCoordinator }[] = [];
+  let run: TaskResult[] = [];
+  const endRun = (): void => {
+    if (run.length === 1) out.push({ msg: run[0] as TaskResult });
+    else if (run.length > 1) out.push({ msg: { type: 'TASK_RESULTS', workerId, results: run } });
+    run = [];
+  };
+  for (const item of due) {
+    if (item.msg.type === 'TASK_RESULT') run.push(item.msg);
+    else {
+      endRun();
+      out.push(item);
+    }
+  }
+  endRun();
+  return out;
+}
+
 const NOBODY: WorkerPeer = { onFrame: () => undefined, onClosed: () => undefined };
 
 export class SimWorker implements WorkerPeer {
@@ -278,6 +302,14 @@ export class SimWorker implements WorkerPeer {
           msg.payload,
           msg,
         );
+      case 'TASK_ASSIGNS':
+        judge.check(
+          link.takesBatches && msg.attempts.length > 1,
+          () =>
+            `TASK_ASSIGNS of ${msg.attempts.length} on connection ${link.connId}, which ${link.takesBatches ? 'takes' : 'did not ask for'} batches`,
+        );
+        for (const assign of msg.attempts) this.onFrame(link, assign);
+        return;
       case 'TASK_CANCEL': {
         judge.check(
           link.leases.has(msg.attemptId),
@@ -535,6 +567,8 @@ export class SimWorker implements WorkerPeer {
     this.#heldRest = split === null || held === null ? null : held.slice(split);
     const listed = split === null || held === null ? held : held.slice(0, split);
     const capacity = this.#capacity;
+    // Half the connections take a turn's assignments in TASK_ASSIGNS (framing in the shell).
+    link.takesBatches = this.#rng.chance(0.5);
     world.writeWorker(link, {
       type: 'WORKER_REGISTER',
       workerId: this.workerId,
@@ -547,6 +581,7 @@ export class SimWorker implements WorkerPeer {
       ...(this.#prefetch === 0 ? {} : { prefetch: this.#prefetch }),
       ...(listed === null ? {} : { heldAttempts: listed }),
       ...(this.#heldRest === null ? {} : { moreHeld: true }),
+      ...(link.takesBatches ? { batches: true } : {}),
     });
   }
 
@@ -754,7 +789,8 @@ export class SimWorker implements WorkerPeer {
       this.#env.faults.count('reorderedResults');
       this.#rng.shuffle(due);
     }
-    for (const out of due) {
+    const frames = this.#features.has('batches') ? batchResults(this.workerId, due) : due;
+    for (const out of frames) {
       this.#write(out.msg);
       if (!quiet && this.#rng.chance(0.05)) {
         this.#env.faults.count('duplicateResult');

@@ -28,7 +28,11 @@ import { windowConfigOf } from '../../src/coordinator/core/scheduled-window.js';
 import { createCronEvaluator } from '../../src/coordinator/cron.js';
 import { CoordinatorCore } from '../../src/coordinator/core/core.js';
 import type { CoreConfig, CoreInput, Effect } from '../../src/coordinator/core/types.js';
-import type { ClientRequest, WorkerToCoordinator } from '../../src/protocol/messages.js';
+import type {
+  ClientRequest,
+  TaskAssign,
+  WorkerToCoordinator,
+} from '../../src/protocol/messages.js';
 import type { StoreRead, WriteBatch } from '../../src/store/store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { createBuiltinRegistry } from '../../src/tasks/builtin/index.js';
@@ -157,6 +161,8 @@ export class World {
   readonly store = new MemoryStore();
   readonly ids: IdSource;
   /** Connections the coordinator process currently has (until it reads their end). */
+  /** Frames of several attempts (feature `batches`) that crossed the network. */
+  readonly batchFrames = { assigns: 0, results: 0 };
   readonly workerLinks = new Map<number, WorkerLink>();
   readonly clientLinks = new Map<number, ClientLink>();
   readonly stats = {
@@ -235,6 +241,12 @@ export class World {
   /** A worker writes a frame (lost if the connection is no longer writable). */
   writeWorker(link: WorkerLink, msg: WorkerToCoordinator): void {
     if (!link.writable) return;
+    if (msg.type === 'TASK_RESULTS') {
+      this.batchFrames.results++;
+      // As the shell reads them: each result handed to the core as if it had come alone.
+      for (const result of msg.results) this.writeWorker(link, result);
+      return;
+    }
     const currentAtSend =
       msg.type === 'TASK_RESULT' || msg.type === 'TASK_PROGRESS'
         ? this.#obs.leaseCurrent(msg.jobId, msg.attemptId)
@@ -280,6 +292,15 @@ export class World {
         owner?.onClosed(link);
         link.queueEnd('worker closed its side');
         break;
+      }
+      if (msg.type === 'TASK_ASSIGN' && link.takesBatches) {
+        // As the shell frames them: the assignments queued together leave in one frame.
+        const attempts: TaskAssign[] = [msg];
+        while (link.toWorker[0]?.type === 'TASK_ASSIGN')
+          attempts.push(link.toWorker.shift() as TaskAssign);
+        if (attempts.length > 1) this.batchFrames.assigns++;
+        link.owner?.onFrame(link, attempts.length === 1 ? msg : { type: 'TASK_ASSIGNS', attempts });
+        continue;
       }
       link.owner?.onFrame(link, msg);
     }

@@ -89,6 +89,7 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     parents: true,
     slots: 5000,
     moreHeld: true,
+    batches: true,
   },
   HELD_ATTEMPTS: {
     type: 'HELD_ATTEMPTS',
@@ -123,6 +124,28 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
       },
     ],
   },
+  TASK_ASSIGNS: {
+    type: 'TASK_ASSIGNS',
+    attempts: [
+      {
+        type: 'TASK_ASSIGN',
+        jobId: 'job-1',
+        attemptId: '6f1c2b1e-8a0e-4d8e-9a77-3b1f0c9b2f10',
+        attemptNumber: 1,
+        taskType: 'SLEEP',
+        payload: { durationMillis: 10 },
+        timeoutMillis: 60_000,
+      },
+      {
+        type: 'TASK_ASSIGN',
+        jobId: 'job-2',
+        attemptId: '7f1c2b1e-8a0e-4d8e-9a77-3b1f0c9b2f10',
+        attemptNumber: 2,
+        taskType: 'SHA256',
+        payload: { text: 'x' },
+      },
+    ],
+  },
   TASK_CANCEL: {
     type: 'TASK_CANCEL',
     jobId: 'job-1',
@@ -139,6 +162,31 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     retryable: false,
     resultFormat: 'json',
     requeue: true,
+  },
+  TASK_RESULTS: {
+    type: 'TASK_RESULTS',
+    workerId: 'worker-1',
+    results: [
+      {
+        type: 'TASK_RESULT',
+        workerId: 'worker-1',
+        jobId: 'job-1',
+        attemptId: '6f1c2b1e-8a0e-4d8e-9a77-3b1f0c9b2f10',
+        success: true,
+        result: 'slept 10 ms',
+        error: null,
+      },
+      {
+        type: 'TASK_RESULT',
+        workerId: 'worker-1',
+        jobId: 'job-2',
+        attemptId: '7f1c2b1e-8a0e-4d8e-9a77-3b1f0c9b2f10',
+        success: false,
+        result: null,
+        error: 'boom',
+        retryable: false,
+      },
+    ],
   },
   WORKER_DRAINING: { type: 'WORKER_DRAINING', workerId: 'worker-1' },
   ERROR: {
@@ -454,6 +502,7 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'parents',
     'slots',
     'moreHeld',
+    'batches',
   ],
   HELD_ATTEMPTS: ['workerId', 'heldAttempts', 'more'],
   WORKER_REGISTERED: ['workerId', 'features'],
@@ -469,7 +518,9 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'maxAttempts',
     'parents',
   ],
+  TASK_ASSIGNS: ['attempts'],
   TASK_CANCEL: ['jobId', 'attemptId'],
+  TASK_RESULTS: ['workerId', 'results'],
   TASK_RESULT: [
     'workerId',
     'jobId',
@@ -606,7 +657,15 @@ const OPTIONAL_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
 
 /** Extension fields (beyond version 1): absent after decoding when null, and never emitted as null. */
 const EXTENSION_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
-  WORKER_REGISTER: ['authToken', 'heartbeatAck', 'prefetch', 'heldAttempts', 'slots', 'moreHeld'],
+  WORKER_REGISTER: [
+    'authToken',
+    'heartbeatAck',
+    'prefetch',
+    'heldAttempts',
+    'slots',
+    'moreHeld',
+    'batches',
+  ],
   WORKER_REGISTERED: ['features'],
   TASK_ASSIGN: ['timeoutMillis', 'maxAttempts'],
   TASK_RESULT: ['retryable', 'resultFormat', 'requeue'],

@@ -40,6 +40,7 @@ const REGISTERED_W1 = {
     'slots',
     'requeue',
     'moreHeld',
+    'batches',
   ],
 } as const;
 

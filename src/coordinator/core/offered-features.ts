@@ -22,4 +22,5 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'slots',
   'requeue',
   'moreHeld',
+  'batches',
 ];

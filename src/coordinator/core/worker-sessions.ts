@@ -27,7 +27,12 @@
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { clipError, MAX_PROGRESS_MESSAGE_BYTES, MAX_RESULT_BYTES } from '../../protocol/limits.js';
 import { handleWorkerCall, requestIdProblem } from './worker-calls.js';
-import type { TaskProgress, TaskResult, WorkerToCoordinator } from '../../protocol/messages.js';
+import type {
+  TaskProgress,
+  TaskResult,
+  TaskResults,
+  WorkerToCoordinator,
+} from '../../protocol/messages.js';
 import { isRunning } from './job.js';
 import { isCurrentLease } from './lease.js';
 import { revokeKept } from './interruption.js';
@@ -85,6 +90,8 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
       return;
     case 'TASK_RESULT':
       return handleResult(s, session, msg);
+    case 'TASK_RESULTS':
+      return handleResults(s, connId, msg);
     case 'TASK_PROGRESS':
       return handleProgress(s, session, msg);
     case 'ENQUEUE_CHILD':
@@ -124,6 +131,15 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
   }
 }
 
+/**
+ * Several results in one frame (feature `batches`): each handled in order as
+ * if it had come alone, each checked against the session (one naming
+ * another worker loses the session, and the rest count for nothing).
+ */
+function handleResults(s: CoreState, connId: number, msg: TaskResults): void {
+  for (const result of msg.results) handleWorkerMessage(s, connId, result);
+}
+
 function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
   if (msg.type === 'WORKER_REGISTER') return registerWorker(s, connId, msg);
   refuse(
@@ -132,6 +148,22 @@ function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinat
     ErrorCode.NotRegistered,
     `The first message must be WORKER_REGISTER, got ${msg.type}`,
   );
+}
+
+/**
+ * True when a result fits MAX_RESULT_BYTES as encoded: escapes (\" \\ \u0001)
+ * make a result up to 6x larger in the JOB_STATUS / JOB_LIST frames that
+ * carry it than its raw bytes. Each UTF-16 unit encodes to at most 6 bytes,
+ * so a short result is known to fit without encoding it.
+ */
+function resultFits(result: string | null): boolean {
+  if (result === null || result.length * 6 <= MAX_RESULT_BYTES) return true;
+  return encodedBytes(result) <= MAX_RESULT_BYTES;
+}
+
+/** A string's size inside a JSON frame, without its quotes. */
+function encodedBytes(text: string): number {
+  return Buffer.byteLength(JSON.stringify(text)) - 2;
 }
 
 function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): void {
@@ -151,17 +183,14 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
     return stale(`lease belongs to worker ${job.lease.workerId}`);
   }
   s.workers.noteResult(session, s.nowMs);
-  // Measured as encoded: escapes (\" \\ \u0001) make a result up to 6x larger
-  // in the JOB_STATUS / JOB_LIST frames that carry it than its raw bytes.
-  const resultBytes = msg.result === null ? 0 : Buffer.byteLength(JSON.stringify(msg.result)) - 2;
-  if (msg.success && resultBytes <= MAX_RESULT_BYTES) {
+  if (msg.success && resultFits(msg.result)) {
     completeJob(s, job, msg.result ?? '', msg.resultFormat ?? null);
   } else if (msg.success) {
     failAttempt(
       s,
       job,
       'task_failure',
-      `result too large (${resultBytes} bytes; limit ${MAX_RESULT_BYTES})`,
+      `result too large (${encodedBytes(msg.result ?? '')} bytes; limit ${MAX_RESULT_BYTES})`,
     );
   } else if (msg.requeue === true) {
     // Cut off through no doing of its own (we offer `requeue`): queued again, not counted.

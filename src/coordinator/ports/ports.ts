@@ -22,6 +22,7 @@
 import type { Socket } from 'node:net';
 import type { Admission } from '../../net/admission.js';
 import { FramedConnection, describeCloseReason } from '../../net/framed-connection.js';
+import { ASSIGN_BATCH } from '../../net/frame-batch.js';
 import { CLIENT_PORT_HINT, WORKER_PORT_HINT } from '../../net/port-kind.js';
 import { TcpServer } from '../../net/tcp.js';
 import type { Logger } from '../../observability/logger.js';
@@ -468,7 +469,18 @@ export class Ports {
         } else this.#refuseWorker(conn, 'token refused', 'Unauthenticated: worker token refused');
         return;
       }
+      // A worker that takes batches gets a turn's assignments in TASK_ASSIGNS
+      // (framing only: the core still sends each TASK_ASSIGN on its own).
+      if (register.batches === true) conn.batchMessages(ASSIGN_BATCH);
       host.workerInput({ kind: 'workerMessage', connId: conn.id, msg: register });
+      return;
+    }
+    if (msg.type === 'TASK_RESULTS') {
+      // Framing only: the core takes each result as if it had come alone
+      // (and checks each against the session).
+      for (const result of msg.results) {
+        host.workerInput({ kind: 'workerMessage', connId: conn.id, msg: result });
+      }
       return;
     }
     host.workerInput({ kind: 'workerMessage', connId: conn.id, msg });
