@@ -17,7 +17,7 @@ import {
   workerOptionsProblem,
   type CheckedWorkerOptions,
 } from '../worker/options.js';
-import { TaskModuleError } from '../worker/task-modules.js';
+import { IsolateError, TaskModuleError } from '../worker/task-modules.js';
 import type { Worker } from '../worker/worker.js';
 import type { Logger } from '../observability/logger.js';
 import { UsageError, boundedFlag } from './flags.js';
@@ -99,6 +99,13 @@ const FLAGS: readonly FlagSpec[] = [
     placeholder: 'module',
     help: 'task module to load beside the built-ins: a file path or a package name',
   },
+  {
+    name: 'isolate',
+    type: 'string',
+    placeholder: 'type1,type2',
+    defaultLabel: 'as each task declares',
+    help: 'run these task types isolated whatever their module declares (built-ins included): each attempt on a task thread of its own, preempted by termination',
+  },
   boundedFlag('cancel-grace-millis', B.cancelGraceMs, {
     default: D.cancelGraceMs,
     help: 'after a cancel or deadline, time a task gets to stop before its thread is terminated',
@@ -159,6 +166,7 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
   return {
     ...checked,
     tasks: values.strings('tasks'),
+    ...optional('isolate', listFrom(values.optionalString('isolate'))),
     tls: clientTlsFrom(values),
     authToken: tokenFrom(values, process.env),
     logger: loggerFrom(values, 'worker'),
@@ -166,7 +174,10 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
 }
 
 function queuesFrom(values: FlagValues): string[] | undefined {
-  const text = values.optionalString('queues');
+  return listFrom(values.optionalString('queues'));
+}
+
+function listFrom(text: string | undefined): string[] | undefined {
   return text === undefined ? undefined : text.split(',').map((name) => name.trim());
 }
 
@@ -179,6 +190,10 @@ async function start(options: StartWorkerOptions): Promise<Worker> {
   try {
     return await startWorker(options);
   } catch (err) {
+    if (err instanceof IsolateError) {
+      process.stderr.write(`${PROGRAM}: --${err.message}\n`);
+      process.exit(2);
+    }
     if (err instanceof TaskModuleError || err instanceof UsageError) {
       process.stderr.write(`${PROGRAM}: ${err.message}\n`);
       process.exit(2);

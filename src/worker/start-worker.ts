@@ -20,7 +20,7 @@ import {
   type WorkerOptions,
 } from './options.js';
 import type { TaskMap } from '../sdk/task.js';
-import { loadTaskModules, withLocalHandlers } from './task-modules.js';
+import { loadTaskModules, withIsolated, withLocalHandlers } from './task-modules.js';
 import { Worker } from './worker.js';
 
 /** Documented defaults of `worker.sh`, shared by the CLI and {@link startWorker}. */
@@ -51,6 +51,12 @@ export type StartWorkerOptions = Partial<Omit<WorkerOptions, 'tasks' | 'logger'>
    * task modules.
    */
   handlers?: TaskMap;
+  /**
+   * Task types whose attempts each get a task thread of their own, whatever
+   * their module declares (built-ins included); a name the worker does not
+   * run is refused.
+   */
+  isolate?: readonly string[];
   /** Where `tasks` are resolved from (default: the working directory). */
   cwd?: string;
   /** Default: human-readable lines on stdout at level info, named `worker`. */
@@ -81,6 +87,12 @@ function checkTypes(options: StartWorkerOptions): void {
   const tasks: unknown = options.tasks;
   if (tasks !== undefined && (!Array.isArray(tasks) || !tasks.every((t) => typeof t === 'string')))
     throw invalid('tasks must be an array of module names or paths');
+  const isolate: unknown = options.isolate;
+  if (
+    isolate !== undefined &&
+    (!Array.isArray(isolate) || !isolate.every((t) => typeof t === 'string'))
+  )
+    throw invalid('isolate must be an array of task type names');
   const handlers: unknown = options.handlers;
   if (
     handlers !== undefined &&
@@ -97,7 +109,7 @@ function checkTypes(options: StartWorkerOptions): void {
 export async function startWorker(options: StartWorkerOptions = {}): Promise<Worker> {
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
   checkTypes(options);
-  const { tasks = [], cwd, logger, handlers, ...rest } = options;
+  const { tasks = [], cwd, logger, handlers, isolate = [], ...rest } = options;
   const workerOptions: WorkerOptions = {
     ...DEFAULT_WORKER_OPTIONS,
     ...withoutUndefined(rest),
@@ -107,7 +119,8 @@ export async function startWorker(options: StartWorkerOptions = {}): Promise<Wor
   const problem = workerOptionsProblem(workerOptions);
   if (problem !== null) throw invalid(problem);
   const loaded = await loadTaskModules(tasks, cwd);
-  workerOptions.tasks = handlers === undefined ? loaded : withLocalHandlers(loaded, handlers);
+  const withCode = handlers === undefined ? loaded : withLocalHandlers(loaded, handlers);
+  workerOptions.tasks = withIsolated(withCode, isolate);
   return Worker.start(workerOptions);
 }
 

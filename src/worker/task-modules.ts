@@ -257,3 +257,38 @@ export function withLocalHandlers(
   }
   return { ...loaded, taskTypes, local };
 }
+
+/**
+ * The task types an operator isolates whatever their module declares
+ * (`--isolate`, built-ins included): each attempt gets a task thread of its
+ * own and is preempted by termination. A name the worker does not run, or a
+ * handler given in code (it runs on the program's own thread), is refused.
+ */
+export function withIsolated(
+  loaded: LoadedTaskModules,
+  names: readonly string[],
+): LoadedTaskModules {
+  if (names.length === 0) return loaded;
+  const isolated = new Set(loaded.isolated);
+  for (const name of names) {
+    if (loaded.local?.has(name) === true) {
+      throw new IsolateError(
+        `task "${name}" is given in code and runs on the program's own thread; put it in a task module (--tasks) to isolate it`,
+      );
+    }
+    if (!loaded.taskTypes.includes(name)) {
+      throw new IsolateError(
+        `this worker does not run task "${name}" (it runs ${loaded.taskTypes.join(', ')})`,
+      );
+    }
+    isolated.add(name);
+  }
+  return { ...loaded, isolated };
+}
+
+/** A task type the operator asked to isolate that cannot be (`--isolate`, `isolate`). */
+export class IsolateError extends DtpError {
+  constructor(problem: string) {
+    super(LocalErrorCode.InvalidOptions, `isolate: ${problem}`);
+  }
+}

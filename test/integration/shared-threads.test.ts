@@ -231,6 +231,48 @@ describe('workers that hold many attempts at once', { timeout: 120_000 }, () => 
     }
   });
 
+  it('isolates a task type its module shares when the operator says so, and preempts it on cancel', async () => {
+    // io.hold is shared by its module; `isolate` gives each attempt a thread of its own.
+    const w = await worker('isolating', {
+      capacity: 4,
+      threads: 1,
+      cancelGraceMs: 100,
+      isolate: ['io.hold', 'SHA256'],
+    });
+    const [holding] = await submitMany(1, 'io.hold', { ms: 60_000 });
+    await until(async () => (await client.status(holding as string)).state === 'RUNNING', {
+      what: 'the holding task to start',
+    });
+    // The shared thread is free: an awaiting attempt completes beside it.
+    await allCompletedOnce(await submitMany(2, 'io.wait', { ms: 20 }));
+    assert.equal(w.threadCount, 2, "one shared thread and the isolated attempt's own");
+    const stopped = new Promise((resolve) => w.events.once('stopped', (...args) => resolve(args)));
+    await client.cancel(holding as string);
+    const [, , reason, how] = (await stopped) as [string, string, string, string];
+    assert.deepEqual([reason, how], ['cancel', 'terminated']);
+    await allCompletedOnce(await submitMany(3, 'SHA256', { text: 'isolated built-in' }));
+  });
+
+  it('refuses to isolate a task type the worker does not run, or one given in code', async () => {
+    await assert.rejects(
+      startWorker({
+        coordinatorPort: tc.coordinator.workerPort,
+        logger: testLogger('worker'),
+        isolate: ['nope'],
+      }),
+      /isolate: this worker does not run task "nope"/,
+    );
+    await assert.rejects(
+      startWorker({
+        coordinatorPort: tc.coordinator.workerPort,
+        logger: testLogger('worker'),
+        handlers: { light: () => 'x' },
+        isolate: ['light'],
+      }),
+      /isolate: task "light" is given in code/,
+    );
+  });
+
   it('refuses a handler given in code that asks to be isolated', async () => {
     await assert.rejects(
       startWorker({
