@@ -136,3 +136,38 @@ describe('WaitTable', () => {
     );
   });
 });
+
+describe('core: a wait for a job that ended a moment ago', () => {
+  it('is answered from memory, with the snapshot a read of the store gives', () => {
+    const h = harness(10, 10);
+    h.register('w1', 1);
+    const jobId = h.submit();
+    h.result(jobId);
+    h.holdReads = true;
+    const remembered = expectReply(h.request(wait(jobId)), 'JOB_STATUS');
+    assert.equal(h.heldReads.length, 0, 'the wait read nothing');
+    assert.equal(remembered.job.state, 'COMPLETED');
+    // A status reads the store (the job left memory): the same snapshot.
+    assert.equal(h.request({ type: 'GET_JOB_STATUS', jobId }), undefined);
+    assert.equal(h.heldReads.length, 1, 'the job left memory: a status reads the store');
+    const effects = h.answerHeldReads();
+    const [stored] = repliesOf(effects);
+    assert.ok(stored?.type === 'JOB_STATUS');
+    assert.deepEqual(remembered.job, stored.job);
+  });
+
+  it('is forgotten by a purge that deleted rows: the job is then unknown', () => {
+    const h = harness(10, 10);
+    h.register('w1', 1);
+    const jobId = h.submit();
+    h.result(jobId);
+    h.tick(10);
+    const purged = expectReply(
+      h.request({ type: 'PURGE_JOBS', state: 'COMPLETED', olderThanMillis: 0 }),
+      'JOBS_PURGED',
+    );
+    assert.equal(purged.deleted, 1);
+    const unknown = expectReply(h.request(wait(jobId)), 'ERROR');
+    assert.equal(unknown.code, 'UNKNOWN_JOB');
+  });
+});

@@ -220,6 +220,12 @@ function wait(s: CoreState, asker: Asker, jobId: string, timeoutMillis: number |
   const { connId, requestId, address } = asker;
   const job = memoryJob(s, jobId);
   if (job === undefined) {
+    // Ended a moment ago: its snapshot is what the store would answer.
+    const ended = s.jobs.recent(jobId);
+    if (ended !== undefined) {
+      s.reply(connId, requestId, { type: 'JOB_STATUS', job: coreJobSnapshot(ended) });
+      return;
+    }
     s.read(
       { op: 'job', jobId, withAttempts: false },
       { kind: 'wait', connId, requestId, jobId, timeoutMillis, address },

@@ -13,6 +13,12 @@
  *
  * Idempotency keys of active and retiring jobs are indexed here; older keys
  * are looked up in the store (see submission.ts).
+ *
+ * The last jobs whose end was committed stay a little longer, read-only
+ * (`recent`, at most RECENT_JOBS of them and RECENT_BYTES of payloads and
+ * results): a client that waits for a job right after it ended (the common
+ * "submit, then wait" of a fast job) is answered from memory instead of a
+ * read of the store. A purge forgets them all (a purged job must be unknown).
  */
 import type {
   AttemptRecord,
@@ -23,7 +29,13 @@ import type {
   StepWaitRecord,
   WriteBatch,
 } from '../../store/store.js';
+import { isTerminalState } from '../../protocol/messages.js';
 import { toRecord, type CoreJob, type JobStep } from './job.js';
+
+/** Most ended jobs kept for a late WAIT_JOB. */
+export const RECENT_JOBS = 4_096;
+/** Most characters of payloads and results those jobs hold together. */
+export const RECENT_CHARS = 8 * 1024 * 1024;
 
 interface InFlight {
   readonly record: JobRecord;
@@ -33,6 +45,9 @@ interface InFlight {
 export class JobTable {
   readonly #active = new Map<string, CoreJob>();
   readonly #retiring = new Map<string, CoreJob>();
+  /** Ended jobs whose end is committed, oldest first (see the module comment). */
+  readonly #recent = new Map<string, CoreJob>();
+  #recentChars = 0;
   readonly #keys = new Map<string, CoreJob>();
   #dirty = new Map<string, { job: CoreJob; isNew: boolean }>();
   #dirtyAttempts: AttemptRecord[] = [];
@@ -90,6 +105,17 @@ export class JobTable {
   /** A job the core still answers for: active, or terminal with its end not yet committed. */
   get(jobId: string): CoreJob | undefined {
     return this.#active.get(jobId) ?? this.#retiring.get(jobId);
+  }
+
+  /** A job that ended and left memory a moment ago (read-only; see the module comment). */
+  recent(jobId: string): CoreJob | undefined {
+    return this.#recent.get(jobId);
+  }
+
+  /** Forgets the recently ended jobs (a purge may have deleted them). */
+  forgetRecent(): void {
+    this.#recent.clear();
+    this.#recentChars = 0;
   }
 
   /** The active or retiring job holding an idempotency key. */
@@ -285,6 +311,21 @@ export class JobTable {
     return this.#inFlight.size + this.#dirty.size;
   }
 
+  #remember(job: CoreJob): void {
+    const old = this.#recent.get(job.jobId);
+    if (old !== undefined) {
+      this.#recent.delete(job.jobId);
+      this.#recentChars -= charsOf(old);
+    }
+    this.#recent.set(job.jobId, job);
+    this.#recentChars += charsOf(job);
+    while (this.#recent.size > RECENT_JOBS || this.#recentChars > RECENT_CHARS) {
+      const [oldestId, oldest] = this.#recent.entries().next().value as [string, CoreJob];
+      this.#recent.delete(oldestId);
+      this.#recentChars -= charsOf(oldest);
+    }
+  }
+
   #addActive(job: CoreJob): void {
     this.#active.set(job.jobId, job);
     if (job.idempotencyKey !== null) this.#keys.set(job.idempotencyKey, job);
@@ -294,6 +335,8 @@ export class JobTable {
     const job = this.#retiring.get(jobId);
     if (job === undefined) return;
     this.#retiring.delete(jobId);
+    // Only an end is remembered: a far delayed job parked in the store may still change.
+    if (isTerminalState(job.state)) this.#remember(job);
     this.#onForget(jobId);
     if (job.idempotencyKey !== null && this.#keys.get(job.idempotencyKey) === job) {
       this.#keys.delete(job.idempotencyKey);
@@ -305,4 +348,9 @@ function listFor<K, V>(map: Map<K, V[]>, key: K): V[] {
   let list = map.get(key);
   if (list === undefined) map.set(key, (list = []));
   return list;
+}
+
+/** What an ended job holds beyond its fixed fields: its payload and result. */
+function charsOf(job: CoreJob): number {
+  return job.payloadJson.length + (job.result?.length ?? 0);
 }

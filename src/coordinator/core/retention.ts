@@ -83,6 +83,7 @@ export function retentionTick(s: CoreState): void {
 /** A purge step came back. */
 export function purgeDone(s: CoreState, read: PurgeRead, deleted: number): void {
   const full = deleted >= PURGE_STEP_ROWS;
+  if (deleted > 0) s.jobs.forgetRecent();
   if (read.request === null) {
     const cursor = s.retention;
     cursor.running = false;

@@ -107,6 +107,10 @@ export class SqliteStore implements Store {
   readonly #byIds: Statement<[string], JobRow>;
   readonly #stepsOf: Statement<[string], { name: string; at_ms: number; result_bytes: number }>;
   readonly #requeuesOf: Statement<[string], { n: number }>;
+  readonly #childrenOf: Statement<
+    [string],
+    { parent_job_id: string; child_key: string | null; job_id: string }
+  >;
   readonly #lists = new Map<string, Statement<(string | number)[], JobRow>>();
   #closing: Promise<void> | null = null;
   /** Integrity checks running on threads of their own. */
@@ -133,6 +137,11 @@ export class SqliteStore implements Store {
     this.#requeuesOf = reader.prepare(
       "SELECT count(*) AS n FROM attempts WHERE job_id = ? AND outcome = 'REQUEUED'",
     );
+    this.#childrenOf = reader.prepare(
+      `SELECT parent_job_id, child_key, job_id FROM jobs
+        WHERE parent_job_id IN (SELECT value FROM json_each(?)) AND parent_job_id IS NOT NULL
+        ORDER BY seq`,
+    );
     this.#attemptsOf = reader.prepare(
       `SELECT ${columnList(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? ORDER BY attempt_number`,
     );
@@ -141,18 +150,11 @@ export class SqliteStore implements Store {
   /** The children of these parents (through the unique index of child keys), oldest first. */
   #childLinksOf(parentJobIds: readonly string[]): ChildLink[] {
     if (parentJobIds.length === 0) return [];
-    return this.#reader
-      .prepare<[string], { parent_job_id: string; child_key: string | null; job_id: string }>(
-        `SELECT parent_job_id, child_key, job_id FROM jobs
-          WHERE parent_job_id IN (SELECT value FROM json_each(?)) AND parent_job_id IS NOT NULL
-          ORDER BY seq`,
-      )
-      .all(JSON.stringify(parentJobIds))
-      .map((row) => ({
-        parentJobId: row.parent_job_id,
-        childKey: row.child_key ?? '',
-        jobId: row.job_id,
-      }));
+    return this.#childrenOf.all(JSON.stringify(parentJobIds)).map((row) => ({
+      parentJobId: row.parent_job_id,
+      childKey: row.child_key ?? '',
+      jobId: row.job_id,
+    }));
   }
 
   /** Opens (creating and migrating as needed) the database; rejects with {@link StoreError}. */
