@@ -246,7 +246,11 @@ describe('workers that hold many attempts at once', { timeout: 120_000 }, () => 
     // The shared thread is free: an awaiting attempt completes beside it.
     await allCompletedOnce(await submitMany(2, 'io.wait', { ms: 20 }));
     assert.equal(w.threadCount, 2, "one shared thread and the isolated attempt's own");
-    const stopped = new Promise((resolve) => w.events.once('stopped', (...args) => resolve(args)));
+    const stopped = new Promise((resolve) =>
+      w.events.on('stopped', (...args) => {
+        if (args[0] === holding) resolve(args);
+      }),
+    );
     await client.cancel(holding as string);
     const [, , reason, how] = (await stopped) as [string, string, string, string];
     assert.deepEqual([reason, how], ['cancel', 'terminated']);
