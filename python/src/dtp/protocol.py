@@ -146,7 +146,8 @@ def is_valid_task_type(name: str) -> bool:
 # ------------------------------------------------------ reading a message
 
 JobSnapshot = dict[str, Any]
-"""A job snapshot as the coordinator sends it (wire field names)."""
+"""A job snapshot as the coordinator sends it (wire field names); ``dtp.JobSnapshot``
+(shapes.py) is its ``TypedDict``, for callers' annotations."""
 
 TERMINAL_STATES: frozenset[str] = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 JOB_STATES = (

@@ -30,6 +30,7 @@ round, a cycle) fails the attempt with an error naming where it was found.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -38,8 +39,9 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 from .framing import encode_json
 from .protocol import (
@@ -49,7 +51,7 @@ from .protocol import (
     custom_name_problem,
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 _MAX_RESULT_DEPTH = 1000
 
@@ -119,15 +121,43 @@ def _schema_callable(schema: Any) -> Callable[[Any], Any] | None:
     return checked
 
 
-def task(name: str, *, schema: Any = None, isolate: bool = False) -> Callable[[F], F]:
+class Task(Generic[R]):
+    """A task declared with ``@dtp.task``: still callable as the function it wraps
+    (``shout(payload, ctx)``, in tests), and ``shout.submit(payload, client=c,
+    **options)`` submits a job of it (as Celery's ``.delay`` does)."""
+
+    def __init__(self, name: str, handler: Callable[..., R]) -> None:
+        self.name = name
+        self.handler = handler
+        functools.update_wrapper(self, handler)
+
+    def __call__(self, payload: Any, ctx: Any) -> R:
+        return self.handler(payload, ctx)
+
+    def submit(self, payload: Mapping[str, Any], *, client: Any = None, **options: Any) -> Any:
+        """Submits a job of this task and returns its ``JobHandle``: through ``client``,
+        else the default client (``dtp.set_default_client``, else a ``dtp.Client()`` made
+        from ``DTP_HOST``/``DTP_PORT`` on first use). ``options`` are ``submit``'s."""
+        from .client import default_client
+
+        chosen = client if client is not None else default_client()
+        return chosen.submit(self.name, payload, **options)
+
+    def __repr__(self) -> str:
+        return f"<dtp task {self.name!r}>"
+
+
+def task(
+    name: str, *, schema: Any = None, isolate: bool = False
+) -> Callable[[Callable[..., R]], Task[R]]:
     """Marks ``def f(payload, ctx)`` (or ``async def``) as the handler of task type ``name``.
 
     An ``async def`` handler is shared: its attempts run as asyncio tasks, many
     at once, in a few task processes. A ``def`` handler is isolated: each
     attempt has a task process to itself while it runs; ``isolate=True`` makes
     an ``async def`` one isolated too (one that blocks its event loop, or that
-    must not share a process). The function is returned unchanged, so it can
-    still be called directly (in tests).
+    must not share a process). What it returns is a ``Task``: called, it calls
+    the function (in tests); ``.submit(payload, client=c)`` submits a job.
     """
     problem = custom_name_problem(name)
     if problem is not None:
@@ -136,7 +166,7 @@ def task(name: str, *, schema: Any = None, isolate: bool = False) -> Callable[[F
         raise TaskDeclarationError(f"task {name!r}: isolate must be True or False")
     check = _schema_callable(schema)
 
-    def declare(handler: F) -> F:
+    def declare(handler: Callable[..., R]) -> Task[R]:
         if not callable(handler):
             raise TaskDeclarationError(f"task {name!r}: @dtp.task must decorate a function")
         declaration = TaskDeclaration(
@@ -144,7 +174,7 @@ def task(name: str, *, schema: Any = None, isolate: bool = False) -> Callable[[F
         )
         with _declared_lock:
             _declared.append(declaration)
-        return handler
+        return Task(name, handler)
 
     return declare
 
