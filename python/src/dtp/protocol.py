@@ -47,6 +47,10 @@ FEATURES: frozenset[str] = frozenset(
         "progress",
         "slots",
         "requeue",
+        "queues",
+        "parents",
+        "children",
+        "steps",
     }
 )
 

@@ -194,6 +194,7 @@ class TaskContext:
     """
 
     __slots__ = (
+        "_durable",
         "_progress",
         "_reason",
         "attempt_id",
@@ -203,6 +204,7 @@ class TaskContext:
         "job_id",
         "log",
         "max_attempts",
+        "parents",
         "task_type",
     )
 
@@ -218,6 +220,8 @@ class TaskContext:
         cancelled: threading.Event | None = None,
         log: logging.LoggerAdapter[logging.Logger] | None = None,
         progress: Callable[[float, str | None], None] | None = None,
+        parents: list[dict[str, Any]] | None = None,
+        durable: Any = None,
     ) -> None:
         self.job_id = job_id
         self.attempt_id = attempt_id
@@ -236,6 +240,46 @@ class TaskContext:
         )
         self._reason: str | None = None
         self._progress = progress
+        self.parents: list[dict[str, Any]] = parents or []
+        """The job's parents (``depends_on``), each ``{"jobId", "taskType", "state",
+        "result", "omitted"}``, the result decoded as ``job.result()`` would."""
+        self._durable = durable
+
+    def _steps(self) -> Any:
+        if self._durable is None:
+            from .errors import DtpError
+
+            raise DtpError(
+                "UNSUPPORTED_FEATURE", "this ctx belongs to no worker's attempt (made by hand)"
+            )
+        return self._durable
+
+    async def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Runs ``fn`` (sync or async) once for the job and records its JSON value; a later
+        attempt gets the recorded value back without running ``fn``. Steps run one at a
+        time, each name once per run, in the same order every run (another order fails the
+        job: ``NON_DETERMINISTIC``)."""
+        return await self._steps().step(name, fn)
+
+    async def sleep(self, duration: Any) -> None:
+        """Ends the attempt without using one of ``max_attempts`` and runs the handler again
+        ``duration`` later (milliseconds or a ``datetime.timedelta``), its steps replayed;
+        there, this sleep returns at once."""
+        await self._steps().sleep(duration)
+
+    async def wait_for(self, job_id: str) -> dict[str, Any]:
+        """Ends the attempt until job ``job_id`` has ended, then runs the handler again; there
+        this returns ``{"jobId", "state", "result", "error", "omitted"}`` of that job."""
+        return dict(await self._steps().wait_for(job_id))
+
+    async def enqueue(self, task_type: str, payload: Mapping[str, Any], **options: Any) -> str:
+        """Submits a child job (its snapshot names this job as ``parentJobId``) and returns
+        its id. The same call in a later attempt returns the child made the first time:
+        the call is known by ``key=``, or by its place among this attempt's calls without
+        one. Options: ``key``, ``queue``, ``group_key``, ``priority``, ``max_attempts``,
+        ``timeout_millis``, ``delay_ms`` / ``run_at``."""
+        job_id: str = await self._steps().enqueue(task_type, payload, options)
+        return job_id
 
     @property
     def cancel_reason(self) -> str | None:
