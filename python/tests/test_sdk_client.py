@@ -124,7 +124,11 @@ def test_queues_pause_resume_set_and_rerun(cluster: Cluster) -> None:
         assert [q["name"] for q in client.queues.list()] == ["emails"]
 
         paused = client.submit("SLEEP", {"durationMillis": 1}, queue="emails")
+        assert paused.queue_paused is True
         cluster.ts_worker(c, "ts-queues", capacity=2)
+        listed = client.worker_list()
+        assert [w["workerId"] for w in listed["workers"]] == ["ts-queues"]
+        assert (listed["leader"], listed["epoch"]) == (None, None)  # no shared database
         other = client.submit("SLEEP", {"durationMillis": 1})
         assert other.result(timeout=30) == "slept 1 ms"
         assert client.status(paused.job_id)["state"] == "QUEUED"  # its queue is paused
@@ -142,6 +146,9 @@ def test_queues_pause_resume_set_and_rerun(cluster: Cluster) -> None:
         assert rerun == {"rerun": 1, "jobIds": [failed.job_id], "more": False}
         assert failed.wait(timeout=30)["state"] == "COMPLETED"
         assert client.rerun("emails") == {"rerun": 0, "jobIds": [], "more": False}
+        assert client.purge("COMPLETED", 0) == 3
+        with pytest.raises(dtp.UnknownJobError):
+            client.status(paused.job_id)
 
 
 def test_schedules_every_call(cluster: Cluster) -> None:

@@ -45,6 +45,7 @@ class AsyncJobHandle:
         self.job_id = handle.job_id
         self.snapshot = handle.snapshot
         self.serving_workers = handle.serving_workers
+        self.queue_paused = handle.queue_paused
 
     async def result(self, timeout: float | None = None) -> Any:
         return await _run(self._handle.result, timeout)
@@ -185,6 +186,12 @@ class AsyncClient:
 
     async def cancel(self, job_id: str) -> dict[str, Any]:
         return await _run(self._client.cancel, job_id)
+
+    async def purge(self, state: str, older_than_ms: int) -> int:
+        return await _run(self._client.purge, state, older_than_ms)
+
+    async def worker_list(self) -> dict[str, Any]:
+        return await _run(self._client.worker_list)
 
     async def workers(self) -> builtins.list[dict[str, Any]]:
         return await _run(self._client.workers)

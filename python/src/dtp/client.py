@@ -312,12 +312,20 @@ def settled_value(job: JobSnapshot) -> Any:
 class JobHandle:
     """A submitted job: its id, its first snapshot, and ways to follow it."""
 
-    def __init__(self, client: Client, snapshot: JobSnapshot, serving_workers: int | None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        snapshot: JobSnapshot,
+        serving_workers: int | None,
+        queue_paused: bool = False,
+    ) -> None:
         self._client = client
         self.job_id: str = snapshot["jobId"]
         self.snapshot = snapshot
         self.serving_workers = serving_workers
         """Live workers that declared the job's type when it was accepted (None: not said)."""
+        self.queue_paused = queue_paused
+        """The job's queue was paused when it was accepted (it waits for a resume)."""
 
     def result(self, timeout: float | None = None) -> Any:
         """Waits for the end; the handler's value, or ``JobFailedError`` / ``JobCancelledError``."""
@@ -699,7 +707,12 @@ class Client:
         job = submitted.get("job")
         snapshot = job if isinstance(job, dict) else self.status(str(submitted["jobId"]))
         serving = submitted.get("servingWorkers")
-        return JobHandle(self, snapshot, serving if isinstance(serving, int) else None)
+        return JobHandle(
+            self,
+            snapshot,
+            serving if isinstance(serving, int) else None,
+            submitted.get("queuePaused") is True,
+        )
 
     def status(self, job_id: str) -> JobSnapshot:
         """The job's snapshot; ``RemoteError`` ``UNKNOWN_JOB`` when there is none."""
@@ -732,6 +745,26 @@ class Client:
             "JOB_CANCEL",
         )
         return {"cancelled": reply.get("cancelled") is True, "job": reply.get("job")}
+
+    def purge(self, state: str, older_than_ms: int) -> int:
+        """Deletes the jobs of a terminal state (``COMPLETED``, ``FAILED``, ``CANCELLED``)
+        that finished at least ``older_than_ms`` ago, with their attempts; returns how many.
+        Their idempotency keys are forgotten."""
+        if state not in TERMINAL_STATES:
+            raise ValueError(f"state must be one of {', '.join(sorted(TERMINAL_STATES))}")
+        older = _int_in("older_than_ms", 0, 2**53 - 1)(older_than_ms)
+        message: Message = {"type": "PURGE_JOBS", "state": state, "olderThanMillis": older}
+        return int(_expect("PURGE_JOBS", self._request(message), "JOBS_PURGED")["deleted"])
+
+    def worker_list(self) -> dict[str, Any]:
+        """``{"workers", "leader", "epoch"}``: the live workers, and the leader that answered
+        and its epoch when coordinators share PostgreSQL (both None otherwise)."""
+        reply = _expect("LIST_WORKERS", self._request({"type": "LIST_WORKERS"}), "WORKER_LIST")
+        return {
+            "workers": list(reply.get("workers") or []),
+            "leader": reply.get("leader"),
+            "epoch": reply.get("epoch"),
+        }
 
     def workers(self) -> builtins.list[dict[str, Any]]:
         """The live workers, sorted by id."""
