@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import dtp
-from fakes import FakeServer, V1ClientPort, not_leader_port
+from fakes import V1_REQUESTS, FakeServer, V1ClientPort, not_leader_port
 from support import HOST, Cluster, until
 
 TASKS = Path(__file__).parent / "fixtures" / "py_tasks.py"
@@ -189,3 +189,35 @@ def test_with_several_addresses_a_standby_that_names_no_leader_is_passed_over(
         assert [m["type"] for m in standby.all[0].received] == ["WORKER_REGISTER"]
     finally:
         standby.stop()
+
+
+def test_the_client_sends_no_extension_a_v1_coordinator_would_misread() -> None:
+    v1 = V1ClientPort()
+    try:
+        with dtp.Client(f"{HOST}:{v1.server.port}") as client:
+            assert client.features() == {
+                "waitJob": False,
+                "time": False,
+                "flows": False,
+                "queues": False,
+                "events": False,
+            }
+            with pytest.raises(dtp.FeatureUnsupportedError):
+                client.submit("SHA256", {"input": "x"}, queue="emails")
+            with pytest.raises(dtp.FeatureUnsupportedError):
+                client.submit("SHA256", {"input": "x"}, depends_on=["j-1"])
+            with pytest.raises(dtp.FeatureUnsupportedError):
+                client.submit_flow({"jobs": [{"ref": "a", "task_type": "SHA256", "payload": {}}]})
+            with pytest.raises(dtp.FeatureUnsupportedError):
+                client.queues.list()
+            with pytest.raises(dtp.UnsupportedFeatureError):
+                client.schedules.list()
+            with pytest.raises(dtp.EventsUnsupportedError):
+                next(client.watch("j-1"))
+            assert client.submit("SHA256", {"input": "x"}).job_id  # a v1 request goes on
+        # Nothing but v1 requests reached it, apart from the probes on connections of their own.
+        for conn in v1.server.all:
+            kinds = [m["type"] for m in conn.received]
+            assert set(kinds) <= V1_REQUESTS or len(kinds) == 1, kinds
+    finally:
+        v1.server.stop()
