@@ -221,3 +221,26 @@ def test_the_client_sends_no_extension_a_v1_coordinator_would_misread() -> None:
             assert set(kinds) <= V1_REQUESTS or len(kinds) == 1, kinds
     finally:
         v1.server.stop()
+
+
+def test_a_worker_with_queues_stops_on_a_coordinator_without_them(cluster: Cluster) -> None:
+    fake = FakeServer()
+    try:
+        worker = cluster.py_worker(
+            None,
+            "py-queues-v1",
+            "--coordinator-host",
+            f"{HOST}:{fake.port}",
+            "--queues",
+            "emails",
+            tasks=TASKS,
+            wait=False,
+        )
+        conn = fake.next_connection()
+        register = conn.recv()
+        assert register is not None and register["queues"] == ["emails"]
+        conn.send({"type": "WORKER_REGISTERED", "workerId": "py-queues-v1"})  # no features
+        assert worker.wait_exit() == 1
+        assert "this coordinator does not support queues (--queues emails" in worker.output
+    finally:
+        fake.stop()

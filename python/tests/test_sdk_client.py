@@ -229,7 +229,7 @@ def test_watch_and_events_are_pushed(cluster: Cluster) -> None:
             next(client.watch("no-such-job"))
 
 
-def test_async_client_and_task_submit(cluster: Cluster) -> None:
+def test_async_client_and_task_submit(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     c = cluster.coordinator()
     cluster.py_worker(c, "py-async", tasks=FLOWS, capacity=4)
 
@@ -271,4 +271,13 @@ def test_async_client_and_task_submit(cluster: Cluster) -> None:
             assert handle.result(timeout=30) == 10
         finally:
             dtp.set_default_client(None)
+    # Without one set: a client of DTP_HOST and DTP_PORT, made on first use.
+    monkeypatch.setenv("DTP_HOST", c.client_address.split(":")[0])
+    monkeypatch.setenv("DTP_PORT", str(c.client_port))
+    try:
+        assert double.submit({"n": 6}).result(timeout=30) == 12
+        assert dtp.default_client().address == c.client_address
+    finally:
+        dtp.default_client().close()
+        dtp.set_default_client(None)
     assert asyncio.run(double({"n": 1}, None)) == 2  # still the function, called directly
