@@ -685,6 +685,11 @@ class Client:
             self._streams.add(stream)
         return stream
 
+    def _forget(self, stream: EventStream) -> None:
+        """A stream ended: the client no longer closes it."""
+        with self._lock:
+            self._streams.discard(stream)
+
     def _side_connection(self) -> Connection:
         """A connection of its own to the coordinator the client follows (the leader)."""
         with self._lock:

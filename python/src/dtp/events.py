@@ -92,6 +92,7 @@ class EventStream(Iterator[WatchEvent]):
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.shutdown()
+        self._client._forget(self)
 
     @property
     def closed(self) -> bool:

@@ -338,6 +338,7 @@ class ResultNotJsonError(Exception):
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"the handler's result is not a JSON value: {detail}")
+        self.detail = detail
 
 
 def _kind(value: Any) -> str:

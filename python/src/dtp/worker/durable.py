@@ -32,9 +32,11 @@ import datetime
 import inspect
 import json
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from ..client import _check_group_key, _run_at_millis, check_queue_name
 from ..errors import DtpError, remote_error
 from ..framing import Message, encode_json
 from ..protocol import MAX_ATTEMPTS_LIMIT, MAX_TASK_TIMEOUT_MS, PRIORITIES
@@ -125,9 +127,7 @@ def step_json(name: str, value: Any) -> str:
     try:
         _check_json(value, "the value", set())
     except ResultNotJsonError as err:
-        raise _invalid(
-            f'step "{name}": {err}'.replace("the handler's result is not", "not")
-        ) from None
+        raise _invalid(f'step "{name}": its value is not JSON: {err.detail}') from None
     text = encode_json(value)
     size = result_bytes(text)
     if size > MAX_STEP_RESULT_BYTES:
@@ -314,8 +314,6 @@ def enqueue_message(
 ) -> Message:
     """The ENQUEUE_CHILD of ``ctx.enqueue``; ``TypeError``/``ValueError`` before anything is sent.
     Its key: ``k:<key>``, or ``o:<n>`` for the n-th call without one."""
-    from ..client import _run_at_millis, check_queue_name
-
     if not isinstance(task_type, str) or not task_type:
         raise TypeError("ctx.enqueue: task_type must be a non-empty string")
     if not isinstance(payload, Mapping):
@@ -333,7 +331,6 @@ def enqueue_message(
         raise ValueError(
             f"ctx.enqueue: key must be a string of 1..{MAX_CHILD_KEY_LENGTH} characters"
         )
-    import time
 
     message: Message = {
         "type": "ENQUEUE_CHILD",
@@ -347,7 +344,7 @@ def enqueue_message(
     if rest.get("queue") is not None:
         message["queue"] = check_queue_name(rest["queue"])
     if rest.get("group_key") is not None:
-        message["groupKey"] = str(rest["group_key"])
+        message["groupKey"] = _check_group_key(rest["group_key"])
     if rest.get("priority") is not None:
         if rest["priority"] not in PRIORITIES:
             raise ValueError(f"ctx.enqueue: priority must be one of {', '.join(PRIORITIES)}")

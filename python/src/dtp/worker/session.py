@@ -522,10 +522,12 @@ class Worker:
 
     def _on_call_answer(self, session: Link, message: Message) -> None:
         request_id = message.get("requestId")
-        call = self._calls.get(request_id) if isinstance(request_id, int) else None
+        if not isinstance(request_id, int):
+            return
+        call = self._calls.get(request_id)
         if call is None or call.session is not session:
             return  # its attempt ended, or it was failed when a connection ended
-        del self._calls[request_id]  # type: ignore[arg-type]
+        del self._calls[request_id]
         call.answer(message)
 
     def _fail_calls(self, session: Link, code: str, text: str) -> None:
