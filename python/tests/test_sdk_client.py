@@ -208,11 +208,10 @@ def test_watch_and_events_are_pushed(cluster: Cluster) -> None:
             "events": True,
         }
         seen: list[dtp.WatchEvent] = []
-        events = client.events(queue="watched")
+        events = client.events(queue="watched")  # subscribed: nothing from now on is missed
+        job = client.submit("SLEEP", {"durationMillis": 300}, queue="watched")
         reader = threading.Thread(target=lambda: seen.extend(events), daemon=True)
         reader.start()
-        until(lambda: events._conn is not None, 10, "the subscription")
-        job = client.submit("SLEEP", {"durationMillis": 300}, queue="watched")
         client.submit("SLEEP", {"durationMillis": 1})  # another queue: not seen
         watched = [(e["event"], e["job"]["state"]) for e in client.watch(job.job_id)]
         assert watched[0][0] == "current" and watched[-1] == ("state", "COMPLETED")
@@ -227,6 +226,11 @@ def test_watch_and_events_are_pushed(cluster: Cluster) -> None:
         assert [e["event"] for e in client.watch(job.job_id)] == ["current"]
         with pytest.raises(dtp.UnknownJobError):
             next(client.watch("no-such-job"))
+        with client.events(task_type="SLEEP") as sleeps:
+            later = client.submit("SLEEP", {"durationMillis": 1})
+            first = next(sleeps)
+        assert (first["event"], first["job"]["jobId"]) == ("state", later.job_id)
+        assert sleeps.closed
 
 
 def test_async_client_and_task_submit(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -235,7 +239,10 @@ def test_async_client_and_task_submit(cluster: Cluster, monkeypatch: pytest.Monk
 
     async def main() -> tuple[Any, ...]:
         async with dtp.AsyncClient(c.client_address) as client:
-            job = await client.submit("py.double", {"n": 4}, queue="async")
+            async with client.events(queue="async") as events:
+                job = await client.submit("py.double", {"n": 4}, queue="async")
+                first = await events.__anext__()
+            assert first["job"]["jobId"] == job.job_id
             states = [e["job"]["state"] async for e in client.watch(job.job_id)]
             many = await client.submit_many([{"task_type": "py.double", "payload": {"n": 1}}])
             refs = await client.submit_flow(

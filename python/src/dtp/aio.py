@@ -11,9 +11,9 @@ Each call runs the synchronous ``Client``'s on a thread of the loop's default
 executor (``asyncio.to_thread``), so the loop never blocks on the network.
 The requests of one ``AsyncClient`` go out one at a time, as a ``Client``'s
 do; for requests side by side, use several clients. ``watch`` and ``events``
-read their pushed events on such a thread too, one read at a time; leaving
-the ``async for`` (``break``, an exception, the task cancelled) closes the
-subscription.
+read their pushed events on such a thread too, one read at a time; the end of
+an ``async with`` over them (or ``aclose()``, or their client closing) ends
+the subscription.
 """
 
 from __future__ import annotations
@@ -64,35 +64,55 @@ class AsyncJobHandle:
 
 
 class AsyncEventStream:
-    """``async for`` over an ``EventStream``; ``aclose()`` (or leaving the loop) ends it."""
+    """``async for`` over an ``EventStream``, subscribed on a thread at ``async with`` (or
+    at the first event); ``aclose()``, or the end of the ``async with``, ends it."""
 
-    def __init__(self, stream: EventStream) -> None:
-        self._stream = stream
+    def __init__(self, open_stream: Callable[[], EventStream]) -> None:
+        self._open = open_stream
+        self._stream: EventStream | None = None
+        self._closed = False
+
+    async def subscribe(self) -> AsyncEventStream:
+        """Subscribes now: every change from then on is pushed. Idempotent."""
+        if self._stream is None:
+            stream = await _run(self._open)
+            if self._closed:
+                stream.close()
+            self._stream = stream
+        return self
 
     def __aiter__(self) -> AsyncEventStream:
         return self
 
     async def __anext__(self) -> WatchEvent:
+        if self._closed:
+            raise StopAsyncIteration
+        await self.subscribe()
+        stream = self._stream
+        assert stream is not None
         try:
-            return await _run(self._next)
+            return await _run(_next_event, stream)
         except BaseException:
-            self._stream.close()
+            stream.close()
             raise
 
-    def _next(self) -> WatchEvent:
-        try:
-            return next(self._stream)
-        except StopIteration:
-            raise StopAsyncIteration from None
-
     async def aclose(self) -> None:
-        self._stream.close()
+        self._closed = True
+        if self._stream is not None:
+            self._stream.close()
 
     async def __aenter__(self) -> AsyncEventStream:
-        return self
+        return await self.subscribe()
 
     async def __aexit__(self, *exc: object) -> None:
-        self._stream.close()
+        await self.aclose()
+
+
+def _next_event(stream: EventStream) -> WatchEvent:
+    try:
+        return next(stream)
+    except StopIteration:
+        raise StopAsyncIteration from None
 
 
 class AsyncQueues:
@@ -233,8 +253,9 @@ class AsyncClient:
 
     def watch(self, job_id: str, *, on_gap: GapSink | None = None) -> AsyncEventStream:
         """``async for event in client.watch(job_id)``: as ``Client.watch``."""
-        return AsyncEventStream(self._client.watch(job_id, on_gap=on_gap))
+        return AsyncEventStream(functools.partial(self._client.watch, job_id, on_gap=on_gap))
 
     def events(self, **filters: Any) -> AsyncEventStream:
-        """``async for event in client.events(queue=..., task_type=...)``: as ``Client.events``."""
-        return AsyncEventStream(self._client.events(**filters))
+        """``async with client.events(queue=...) as events: async for event in events``: as
+        ``Client.events``, subscribed when the ``async with`` begins."""
+        return AsyncEventStream(functools.partial(self._client.events, **filters))

@@ -650,9 +650,9 @@ class Client:
     def watch(self, job_id: str, *, on_gap: GapSink | None = None) -> EventStream:
         """The job as it is now (``current``), then each change of it as the coordinator
         pushes it (``state``, ``progress``), ending after the event that shows it terminal
-        (at once for a job that already is). ``UnknownJobError`` for an unknown job,
-        ``EventsUnsupportedError`` from a coordinator without events (both at the first
-        ``next``)."""
+        (at once for a job that already is). Subscribed before it returns
+        (``EventsUnsupportedError`` from a coordinator without events); ``UnknownJobError``
+        for an unknown job at the first ``next``."""
         if not isinstance(job_id, str) or not 1 <= len(job_id) <= MAX_FILTER_VALUE_LENGTH:
             raise ValueError("job_id must be 1..256 characters")
         return self._stream({"jobId": job_id}, watch=True, on_gap=on_gap)
@@ -667,7 +667,8 @@ class Client:
     ) -> EventStream:
         """Every change of the jobs that match (all given filters must: none = every job):
         a new job, a new state or attempt, new progress, pushed as it happens, until the
-        stream is closed (``close()``, ``break``, the client closing)."""
+        stream is closed (``close()``, the end of a ``with`` block, the client closing).
+        Subscribed before it returns: a change made after that is not missed."""
         found: dict[str, str] = {}
         for field, value in (("queue", queue), ("taskType", task_type), ("jobId", job_id)):
             if value is None:
@@ -683,7 +684,7 @@ class Client:
         stream = EventStream(self, filter, watch=watch, on_gap=on_gap)
         with self._lock:
             self._streams.add(stream)
-        return stream
+        return stream.subscribe()
 
     def _forget(self, stream: EventStream) -> None:
         """A stream ended: the client no longer closes it."""

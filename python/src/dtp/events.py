@@ -15,9 +15,11 @@ for each change of a matching job; nothing is polled.
 - No connection for ``follow_timeout`` seconds ends the iteration with the
   ``TransportError``; a coordinator without events raises
   ``EventsUnsupportedError`` at the first ``next``.
-- ``close()`` (idempotent, from any thread) ends the iteration; so does leaving
-  a ``for`` loop over it with ``break`` (the generator-style ``close`` of
-  Python's iterators), and ``with client.watch(job_id) as events:``.
+- The subscription is in place when ``client.watch`` / ``client.events``
+  returns: a change made after that is not missed.
+- ``close()`` (idempotent, from any thread) ends the iteration, as does the
+  end of ``with client.events(...) as events:``; a stream left unfinished is
+  also closed when its client is.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class EventStream(Iterator[WatchEvent]):
         self._closed = False
         self._last: JobSnapshot | None = None
         self._started = False
+        self._subscribed = False
 
     # ------------------------------------------------------------ lifetime
 
@@ -110,10 +113,23 @@ class EventStream(Iterator[WatchEvent]):
             self.close()
             raise
 
+    def subscribe(self) -> EventStream:
+        """Subscribes now (``client.watch`` and ``client.events`` do, before they return):
+        every change from then on is pushed. Raises ``EventsUnsupportedError``,
+        ``RemoteError`` or ``TransportError``. Idempotent."""
+        if not self._subscribed:
+            self._subscribed = True
+            try:
+                self._subscribe()
+            except BaseException:
+                self.close()
+                raise
+        return self
+
     def _next(self) -> WatchEvent:
+        self.subscribe()
         if not self._started:
             self._started = True
-            self._subscribe()
             if self._watch:
                 return self._current()
         while True:
