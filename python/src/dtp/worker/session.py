@@ -19,9 +19,13 @@ needs ``retryable``, ``TASK_RESULT.requeue`` needs ``requeue``,
 ``TASK_ASSIGN``'s deadline and attempt limit need ``assignLimits``, attempts
 beyond the capacity need ``prefetch``, a capacity above 1,024 needs
 ``slots`` (without it the worker runs 1,024 attempts at once), judging the
-coordinator by its silence needs ``heartbeatAck``. ``taskTypes``,
-``heartbeatAck: true``, ``prefetch`` (when not 0), ``slots`` and
-``resultFormat`` are optional fields that a v1 peer ignores.
+coordinator by its silence needs ``heartbeatAck``, a handler's calls
+(``ENQUEUE_CHILD``; ``RECORD_STEP``, ``GET_STEPS`` and ``TASK_SUSPEND``) need
+``children`` and ``steps`` (without them the handler's ``ctx.enqueue`` /
+``ctx.step`` raise ``UNSUPPORTED_FEATURE``), and ``--queues`` needs ``queues``
+(without it the worker stops, exit 1). ``taskTypes``, ``heartbeatAck: true``,
+``prefetch`` (when not 0), ``slots``, ``parents``, ``steps``, ``children``
+and ``resultFormat`` are optional fields that a v1 peer ignores.
 
 A refusal (``ERROR`` UNAUTHENTICATED, TLS_REQUIRED or WORKER_REPLACED, or a
 TLS handshake that failed on a certificate or a peer without TLS) stops the
