@@ -17,6 +17,7 @@ from dtp.worker.durable import (
     StepError,
     enqueue_message,
     parents_of,
+    sleep_ms_of,
     step_json,
 )
 
@@ -207,3 +208,23 @@ def test_parents_are_decoded_as_results_are() -> None:
         },
         {"jobId": "p2", "taskType": "b", "state": "FAILED", "result": None, "omitted": True},
     ]
+
+
+def test_sleep_durations_as_both_workers_take_them() -> None:
+    import datetime
+
+    assert [sleep_ms_of(d) for d in (1500, 0.2, "500ms", "30s", "5m", "2h", "1d")] == [
+        1500,
+        1,
+        500,
+        30_000,
+        300_000,
+        7_200_000,
+        86_400_000,
+    ]
+    assert sleep_ms_of(datetime.timedelta(seconds=2)) == 2000
+    for bad in ("5", "1.5s", "-3s", "367d"):
+        with pytest.raises(ValueError, match=r"ctx\.sleep"):
+            sleep_ms_of(bad)
+    with pytest.raises(TypeError, match=r"ctx\.sleep"):
+        sleep_ms_of(None)

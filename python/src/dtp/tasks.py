@@ -263,8 +263,8 @@ class TaskContext:
 
     async def sleep(self, duration: Any) -> None:
         """Ends the attempt without using one of ``max_attempts`` and runs the handler again
-        ``duration`` later (milliseconds or a ``datetime.timedelta``), its steps replayed;
-        there, this sleep returns at once."""
+        ``duration`` later (milliseconds, a ``datetime.timedelta`` or a duration such as
+        ``"5m"``), its steps replayed; there, this sleep returns at once."""
         await self._steps().sleep(duration)
 
     async def wait_for(self, job_id: str) -> dict[str, Any]:

@@ -31,6 +31,7 @@ import asyncio
 import datetime
 import inspect
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -154,14 +155,30 @@ def _checked_name(name: Any) -> str:
     return name
 
 
+_DURATION = re.compile(r"([0-9]{1,15})(ms|s|m|h|d)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
 def sleep_ms_of(duration: Any) -> int:
-    """A sleep's length in ms: a number of ms or a ``datetime.timedelta``."""
+    """A sleep's length in ms: a number of ms, a ``datetime.timedelta``, or a duration as
+    the TypeScript worker takes it (a whole number and a unit: ``"500ms"``, ``"30s"``,
+    ``"5m"``, ``"12h"``, ``"7d"``)."""
     if isinstance(duration, datetime.timedelta):
         ms: float = duration.total_seconds() * 1000
     elif isinstance(duration, (int, float)) and not isinstance(duration, bool):
         ms = duration
+    elif isinstance(duration, str):
+        match = _DURATION.fullmatch(duration.strip())
+        if match is None:
+            raise ValueError(
+                "ctx.sleep: expected a whole number and a unit (ms, s, m, h or d), like 30m, "
+                f"got {duration[:40]!r}"
+            )
+        ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
     else:
-        raise TypeError("ctx.sleep: give a number of milliseconds or a datetime.timedelta")
+        raise TypeError(
+            "ctx.sleep: give a number of milliseconds, a datetime.timedelta or a duration like '5m'"
+        )
     if not 0 <= ms <= MAX_DELAY_MS:
         raise ValueError(f"ctx.sleep: the duration must be 0..{MAX_DELAY_MS} ms")
     return int(-(-ms // 1))  # rounded up
