@@ -52,7 +52,9 @@ def rows() -> list[tuple[str, str]]:
     out = []
     for line in TABLE.read_text(encoding="utf-8").splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 3 or not line.startswith("|") or cells[0] in ("TypeScript", "---"):
+        if len(cells) != 3 or not line.startswith("|") or cells[0] == "TypeScript":
+            continue
+        if set(cells[0]) <= {"-", ":"}:
             continue
         out.append((cells[0].strip("`"), cells[1].strip("`")))
     return out
