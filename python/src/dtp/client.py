@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import (
     Any,
     Callable,
+    cast,
 )
 
 from .addresses import HostPort, LeaderRing, parse_address_list
@@ -711,7 +712,11 @@ class Client:
     def _handle(self, submitted: Message) -> JobHandle:
         """The handle of a ``JOB_SUBMITTED``."""
         job = submitted.get("job")
-        snapshot = job if isinstance(job, dict) else self.status(str(submitted["jobId"]))
+        snapshot = (
+            cast(JobSnapshot, job)
+            if isinstance(job, dict)
+            else self.status(str(submitted["jobId"]))
+        )
         serving = submitted.get("servingWorkers")
         return JobHandle(
             self,

@@ -33,9 +33,7 @@ from .connection import Connection
 from .errors import EventsUnsupportedError, TransportError, remote_error
 from .framing import Message
 from .protocol import KNOWN_STATES, TERMINAL_STATES, is_not_understood
-from .shapes import WatchEvent
-
-JobSnapshot = dict[str, Any]
+from .shapes import JobSnapshot, WatchEvent
 
 if TYPE_CHECKING:
     from .client import Client
@@ -139,7 +137,7 @@ class EventStream(Iterator[WatchEvent]):
             if event is None:
                 continue
             if self._watch:
-                self._last = cast(JobSnapshot, event["job"])
+                self._last = event["job"]
                 if event["job"].get("state") in TERMINAL_STATES:
                     self.close()  # the job ended: so does watching it (after this event)
             return event
@@ -156,7 +154,7 @@ class EventStream(Iterator[WatchEvent]):
             return self._gap({"reason": "missed", "missed": message.get("missed")})
         if message["type"] == "ERROR":
             raise remote_error(message)
-        job: JobSnapshot = dict(message.get("job") or {})
+        job = cast(JobSnapshot, dict(message.get("job") or {}))
         event = _event(str(message.get("event")), int(message.get("atMillis") or 0), job)
         last = self._last
         if self._watch and last is not None:

@@ -149,9 +149,7 @@ def is_valid_task_type(name: str) -> bool:
 
 # ------------------------------------------------------ reading a message
 
-JobSnapshot = dict[str, Any]
-"""A job snapshot as the coordinator sends it (wire field names); ``dtp.JobSnapshot``
-(shapes.py) is its ``TypedDict``, for callers' annotations."""
+from .shapes import JobSnapshot as JobSnapshot  # noqa: E402 - as the coordinator sends it
 
 TERMINAL_STATES: frozenset[str] = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 JOB_STATES = (

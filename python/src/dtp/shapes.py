@@ -35,7 +35,6 @@ class JobSnapshot(TypedDict, total=False):
     createdAtMillis: int
     updatedAtMillis: int
     priority: str
-    payload: dict[str, Any]
     startedAtMillis: int | None
     finishedAtMillis: int | None
     resultFormat: str | None
@@ -44,7 +43,6 @@ class JobSnapshot(TypedDict, total=False):
     queue: str | None
     groupKey: str | None
     dependsOn: list[str] | None
-    onParentFailure: str | None
     runAtMillis: int | None
     scheduleName: str | None
     progress: Progress | None
