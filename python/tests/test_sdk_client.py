@@ -6,6 +6,7 @@ schedules, re-runs, features, watching and events, the typed errors,
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -288,3 +289,22 @@ def test_async_client_and_task_submit(cluster: Cluster, monkeypatch: pytest.Monk
         dtp.default_client().close()
         dtp.set_default_client(None)
     assert asyncio.run(double({"n": 1}, None)) == 2  # still the function, called directly
+
+
+def test_a_watch_goes_on_across_a_coordinator_restart(cluster: Cluster, tmp_path: Path) -> None:
+    db = str(tmp_path / "jobs.db")
+    c = cluster.coordinator("--database", db)
+    gaps: list[dict[str, Any]] = []
+    with c.client() as client:
+        job = client.submit("py.double", {"n": 8})  # nobody serves it yet
+        with client.watch(job.job_id, on_gap=gaps.append) as watch:
+            first = next(watch)
+            assert (first["event"], first["job"]["state"]) == ("current", "QUEUED")
+            c.proc.signal(signal.SIGKILL)
+            c.proc.wait_exit()
+            again = cluster.coordinator("--database", db, ports=(c.worker_port, c.client_port))
+            cluster.py_worker(again, "py-after-restart", tasks=FLOWS)
+            rest = [(e["event"], e["job"]["state"]) for e in watch]
+        assert rest[-1] == ("state", "COMPLETED")
+        assert gaps[:1] == [{"reason": "reconnected", "missed": None}]
+        assert job.result(timeout=30) == 16
