@@ -144,3 +144,14 @@ def test_a_step_recorded_in_python_is_replayed_by_a_typescript_worker(cluster: C
         python.stop()
         cluster.ts_worker(c, "ts-second", tasks=FIXTURES / "ts_flows.mjs", capacity=2)
         assert job.result(timeout=30) == {"recorded": {"by": "python", "n": 7}, "now": "typescript"}
+
+
+def test_a_step_recorded_in_typescript_is_replayed_by_a_python_worker(cluster: Cluster) -> None:
+    c = cluster.coordinator(*SLOW_RETRIES, fast=False)
+    typescript = cluster.ts_worker(c, "ts-first", tasks=FIXTURES / "ts_flows.mjs", capacity=2)
+    with c.client() as client:
+        job = client.submit("x.cross", {"n": 9}, max_attempts=2)
+        until(lambda: client.status(job.job_id)["state"] == "RETRY_WAIT", 30, "a retry")
+        typescript.stop()
+        cluster.py_worker(c, "py-second", tasks=FLOWS, capacity=2)
+        assert job.result(timeout=30) == {"recorded": {"by": "typescript", "n": 9}, "now": "python"}

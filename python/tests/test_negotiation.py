@@ -207,6 +207,8 @@ def test_the_client_sends_no_extension_a_v1_coordinator_would_misread() -> None:
             with pytest.raises(dtp.FeatureUnsupportedError):
                 client.submit("SHA256", {"input": "x"}, depends_on=["j-1"])
             with pytest.raises(dtp.FeatureUnsupportedError):
+                client.submit("SHA256", {"input": "x"}, delay_ms=10)
+            with pytest.raises(dtp.FeatureUnsupportedError):
                 client.submit_flow({"jobs": [{"ref": "a", "task_type": "SHA256", "payload": {}}]})
             with pytest.raises(dtp.FeatureUnsupportedError):
                 client.queues.list()
