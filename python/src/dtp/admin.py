@@ -20,6 +20,7 @@ from .errors import FeatureUnsupportedError, SubmitRejectedError, UnexpectedRepl
 from .framing import Message
 from .protocol import KNOWN_STATES, PRIORITIES, is_not_understood, text_of
 from .shapes import QueueInfo, RateLimit, ScheduleSnapshot
+from .submission import check_queue_name
 
 if TYPE_CHECKING:
     from .client import Client, JobHandle
@@ -93,8 +94,6 @@ class Queues:
 
     def get(self, name: str) -> QueueInfo:
         """One queue (one without jobs or settings shows its defaults)."""
-        from .client import check_queue_name
-
         check_queue_name(name, "name")
         for queue in self.list():
             if queue.get("name") == name:
@@ -145,8 +144,6 @@ class Queues:
         return self._change(name, fields, False)
 
     def _change(self, name: str, fields: dict[str, Any], create: bool) -> QueueInfo:
-        from .client import check_queue_name
-
         check_queue_name(name, "name")
         message: Message = {"type": "SET_QUEUE", "name": name, **fields}
         if create:
@@ -221,8 +218,6 @@ class Schedules:
             "paused": paused,
         }
         if queue is not None:
-            from .client import check_queue_name
-
             schedule["queue"] = check_queue_name(queue)
         reply = self._send({"type": "SET_SCHEDULE", "schedule": schedule}, "SCHEDULE_INFO")
         return cast(ScheduleSnapshot, reply["schedule"])

@@ -37,10 +37,10 @@ import time
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from ..client import _check_group_key, _run_at_millis, check_queue_name
 from ..errors import DtpError, remote_error
 from ..framing import Message, encode_json
 from ..protocol import MAX_ATTEMPTS_LIMIT, MAX_TASK_TIMEOUT_MS, PRIORITIES
+from ..submission import _check_group_key, _run_at_millis, check_queue_name
 from ..tasks import ResultNotJsonError, _check_json, result_bytes
 
 SLEEP_STEP = "dtp.sleep"
