@@ -106,3 +106,18 @@ def test_the_async_client_has_every_member_of_the_client() -> None:
         sync_api = py_members(Queues if api == "queues" else Schedules)
         async_api = {n for n in dir(getattr(dtp.AsyncClient("127.0.0.1:1"), api)) if n[0] != "_"}
         assert sync_api - async_api == set(), api
+
+
+def test_the_async_client_calls_are_coroutines_or_async_iterators() -> None:
+    import inspect
+
+    client = dtp.AsyncClient("127.0.0.1:1")
+    for name in py_members(dtp.Client) - {"address", "queues", "schedules"}:
+        member = getattr(dtp.AsyncClient, name)
+        if name in ("watch", "events"):
+            stream = client.watch("j") if name == "watch" else client.events(queue="q")
+            assert hasattr(stream, "__anext__"), name
+        elif name == "list":
+            assert inspect.isasyncgenfunction(member), name
+        else:
+            assert inspect.iscoroutinefunction(member), name

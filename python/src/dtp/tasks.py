@@ -41,7 +41,7 @@ import threading
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from .framing import encode_json
 from .protocol import (
@@ -50,6 +50,9 @@ from .protocol import (
     MAX_SAFE_INTEGER,
     custom_name_problem,
 )
+
+if TYPE_CHECKING:
+    from .client import Client, JobHandle
 
 R = TypeVar("R")
 
@@ -134,7 +137,9 @@ class Task(Generic[R]):
     def __call__(self, payload: Any, ctx: Any) -> R:
         return self.handler(payload, ctx)
 
-    def submit(self, payload: Mapping[str, Any], *, client: Any = None, **options: Any) -> Any:
+    def submit(
+        self, payload: Mapping[str, Any], *, client: Client | None = None, **options: Any
+    ) -> JobHandle:
         """Submits a job of this task and returns its ``JobHandle``: through ``client``,
         else the default client (``dtp.set_default_client``, else a ``dtp.Client()`` made
         from ``DTP_HOST``/``DTP_PORT`` on first use). ``options`` are ``submit``'s."""
