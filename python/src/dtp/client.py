@@ -251,6 +251,7 @@ class Client:
         self._conn: Connection | None = None
         self._closed = False
         self._streams: set[EventStream] = set()
+        self._streams_lock = threading.Lock()  # not the request lock: a close never waits
         self.queues = Queues(self)
         """The named queues: ``list``, ``get``, ``pause``, ``resume``, ``set``."""
         self.schedules = Schedules(self)
@@ -272,6 +273,7 @@ class Client:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+        with self._streams_lock:
             streams, self._streams = list(self._streams), set()
         for stream in streams:
             stream.close()
@@ -524,13 +526,13 @@ class Client:
         if self._closed:
             raise ClientClosedError()
         stream = EventStream(self, filter, watch=watch, on_gap=on_gap)
-        with self._lock:
+        with self._streams_lock:
             self._streams.add(stream)
         return stream.subscribe()
 
     def _forget(self, stream: EventStream) -> None:
         """A stream ended: the client no longer closes it."""
-        with self._lock:
+        with self._streams_lock:
             self._streams.discard(stream)
 
     def _side_connection(self) -> Connection:

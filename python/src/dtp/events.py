@@ -59,6 +59,9 @@ def _event(kind: str, at_millis: int, job: JobSnapshot) -> WatchEvent:
 
 
 class EventStream(Iterator[WatchEvent]):
+    """The events of one subscription (see the module's doc); made by ``client.watch``
+    and ``client.events``."""
+
     def __init__(
         self,
         client: Client,
