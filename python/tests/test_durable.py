@@ -155,3 +155,30 @@ def test_a_step_recorded_in_typescript_is_replayed_by_a_python_worker(cluster: C
         typescript.stop()
         cluster.py_worker(c, "py-second", tasks=FLOWS, capacity=2)
         assert job.result(timeout=30) == {"recorded": {"by": "typescript", "n": 9}, "now": "python"}
+
+
+def test_a_sleeping_job_is_scheduled_and_a_waiting_one_waits(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    cluster.py_worker(c, "py-sleeper", tasks=FLOWS, capacity=2)
+    with c.client() as client:
+        sleeping = client.submit("py.sleeper", {"duration": "2s"}, max_attempts=1)
+        scheduled = until(
+            lambda: (s := client.status(sleeping.job_id))["state"] == "SCHEDULED" and s,
+            20,
+            "the sleep",
+        )
+        assert (scheduled["runAtMillis"] or 0) >= scheduled["createdAtMillis"] + 2000
+        client.queues.pause("later", create=True)
+        other = client.submit("py.double", {"n": 5}, queue="later")
+        waiting = client.submit("py.waiter", {"other": other.job_id}, max_attempts=1)
+        until(lambda: client.status(waiting.job_id)["state"] == "WAITING", 20, "the wait")
+        client.queues.resume("later")
+        assert waiting.result(timeout=30) == {
+            "jobId": other.job_id,
+            "state": "COMPLETED",
+            "result": 10,
+            "error": None,
+            "omitted": False,
+        }
+        assert sleeping.result(timeout=30) == "woke"  # max_attempts 1: sleeps use none
+        assert client.status(sleeping.job_id)["suspensions"] == 1

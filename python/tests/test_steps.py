@@ -176,6 +176,12 @@ def test_enqueue_keys_options_and_the_features_asked_for() -> None:
     with pytest.raises(StepError) as err:
         asyncio.run(durable.enqueue("t", {}, {}))
     assert err.value.code == "UNSUPPORTED_FEATURE" and calls.sent == []
+    durable.features = frozenset()
+    for call in (durable.step("s", lambda: 1), durable.sleep(1), durable.wait_for("other")):
+        with pytest.raises(StepError) as err:
+            asyncio.run(call)
+        assert err.value.code == "UNSUPPORTED_FEATURE"
+    assert calls.sent == []
     durable.features = frozenset({"children"})
 
     async def two() -> list[str]:
