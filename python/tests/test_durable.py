@@ -182,3 +182,15 @@ def test_a_sleeping_job_is_scheduled_and_a_waiting_one_waits(cluster: Cluster) -
         }
         assert sleeping.result(timeout=30) == "woke"  # max_attempts 1: sleeps use none
         assert client.status(sleeping.job_id)["suspensions"] == 1
+
+
+def test_an_isolated_async_handler_has_the_same_steps(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    cluster.py_worker(c, "py-isolated", tasks=FLOWS, capacity=2)
+    with c.client() as client:
+        job = client.submit("py.isolated_workflow", {"n": 3}, max_attempts=1)
+        value = job.result(timeout=30)
+        assert (value["first"]["attempt"], value["child"], value["parents"]) == (1, 6, 0)
+        done = client.status(job.job_id)
+        assert [s["name"] for s in done.get("steps") or []] == ["first", "dtp.sleep", "dtp.waitFor"]
+        assert done.get("children") and len(done.get("children") or []) == 1
