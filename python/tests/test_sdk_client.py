@@ -136,6 +136,7 @@ def test_queues_pause_resume_set_and_rerun(cluster: Cluster) -> None:
         assert client.queues.resume("emails")["paused"] is False
         assert paused.result(timeout=30) == "slept 1 ms"
         assert client.queues.get("emails")["counts"] == {"COMPLETED": 1}
+        assert [j["jobId"] for j in client.list(queue="emails")] == [paused.job_id]
 
         with pytest.raises(dtp.UnknownQueueError):
             client.queues.resume("never-used")

@@ -233,12 +233,13 @@ class AsyncClient:
         *,
         task_type: str | None = None,
         page_size: int | None = None,
+        queue: str | None = None,
     ) -> AsyncIterator[JobSnapshot]:
         """Every job matching, newest first, a page fetched at a time."""
         cursor: str | None = None
         while True:
             jobs, cursor = await self.list_page(
-                state, task_type=task_type, limit=page_size, cursor=cursor
+                state, task_type=task_type, limit=page_size, cursor=cursor, queue=queue
             )
             for job in jobs:
                 yield job

@@ -676,12 +676,13 @@ class Client:
         *,
         task_type: str | None = None,
         page_size: int | None = None,
+        queue: str | None = None,
     ) -> Iterator[JobSnapshot]:
         """Every job matching, newest first, fetched page by page as the iteration goes."""
         cursor: str | None = None
         while True:
             jobs, cursor = self.list_page(
-                state=state, task_type=task_type, limit=page_size, cursor=cursor
+                state=state, task_type=task_type, limit=page_size, cursor=cursor, queue=queue
             )
             yield from jobs
             if cursor is None or not jobs:
@@ -694,8 +695,10 @@ class Client:
         task_type: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> tuple[builtins.list[JobSnapshot], str | None]:
-        """One page, newest first, and the cursor of the next (None on the last page)."""
+        """One page, newest first, and the cursor of the next (None on the last page);
+        ``queue``: only the jobs of that named queue."""
         if state is not None and state not in JOB_STATES:
             raise ValueError(f"state must be one of {', '.join(JOB_STATES)}, got {state!r}")
         if limit is not None and (
@@ -712,6 +715,8 @@ class Client:
         }
         if task_type is not None:
             message["taskType"] = task_type
+        if queue is not None:
+            message["queue"] = check_queue_name(queue)
         reply = _expect("LIST_JOBS", self._request(message), "JOB_LIST")
         jobs: list[JobSnapshot] = list(reply.get("jobs") or [])
         ignored = (
