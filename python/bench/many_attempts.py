@@ -138,8 +138,8 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             stop(worker)
         stop(coordinator)
     assert all(s["state"] == "COMPLETED" and s["attempts"] == 1 for s in snapshots)
-    first = min(int(s["startedAtMillis"]) for s in snapshots)
-    last = max(int(s["finishedAtMillis"]) for s in snapshots)
+    first = min(int(s.get("startedAtMillis") or 0) for s in snapshots)
+    last = max(int(s.get("finishedAtMillis") or 0) for s in snapshots)
     return {
         "span_s": (last - first) / 1000,
         "peak_mb": sampler.peak_kib / 1024,

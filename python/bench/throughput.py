@@ -99,8 +99,8 @@ def one_run(kind: str, jobs: int, capacity: int, folder: Path) -> float:
             client.wait(ids[-1], timeout=600)
             snapshots = [client.wait(job_id, timeout=600) for job_id in ids]
         assert all(s["state"] == "COMPLETED" for s in snapshots)
-        first = min(int(s["startedAtMillis"]) for s in snapshots)
-        last = max(int(s["finishedAtMillis"]) for s in snapshots)
+        first = min(int(s.get("startedAtMillis") or 0) for s in snapshots)
+        last = max(int(s.get("finishedAtMillis") or 0) for s in snapshots)
         return jobs / max(0.001, (last - first) / 1000)
     finally:
         if worker is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import dtp
-from fakes import FakeServer, V1ClientPort, not_leader_port
+from fakes import V1_REQUESTS, FakeServer, V1ClientPort, not_leader_port
 from support import HOST, Cluster, until
 
 TASKS = Path(__file__).parent / "fixtures" / "py_tasks.py"
@@ -189,3 +189,60 @@ def test_with_several_addresses_a_standby_that_names_no_leader_is_passed_over(
         assert [m["type"] for m in standby.all[0].received] == ["WORKER_REGISTER"]
     finally:
         standby.stop()
+
+
+def test_the_client_sends_no_extension_a_v1_coordinator_would_misread() -> None:
+    v1 = V1ClientPort()
+    try:
+        with dtp.Client(f"{HOST}:{v1.server.port}") as client:
+            assert client.features() == {
+                "waitJob": False,
+                "time": False,
+                "flows": False,
+                "queues": False,
+                "events": False,
+            }
+            with pytest.raises(dtp.FeatureUnsupportedError):
+                client.submit("SHA256", {"input": "x"}, queue="emails")
+            with pytest.raises(dtp.FeatureUnsupportedError):
+                client.submit("SHA256", {"input": "x"}, depends_on=["j-1"])
+            with pytest.raises(dtp.FeatureUnsupportedError):
+                client.submit("SHA256", {"input": "x"}, delay_ms=10)
+            with pytest.raises(dtp.FeatureUnsupportedError):
+                client.submit_flow({"jobs": [{"ref": "a", "task_type": "SHA256", "payload": {}}]})
+            with pytest.raises(dtp.FeatureUnsupportedError):
+                client.queues.list()
+            with pytest.raises(dtp.UnsupportedFeatureError):
+                client.schedules.list()
+            with pytest.raises(dtp.EventsUnsupportedError):
+                next(client.watch("j-1"))
+            assert client.submit("SHA256", {"input": "x"}).job_id  # a v1 request goes on
+        # Nothing but v1 requests reached it, apart from the probes on connections of their own.
+        for conn in v1.server.all:
+            kinds = [m["type"] for m in conn.received]
+            assert set(kinds) <= V1_REQUESTS or len(kinds) == 1, kinds
+    finally:
+        v1.server.stop()
+
+
+def test_a_worker_with_queues_stops_on_a_coordinator_without_them(cluster: Cluster) -> None:
+    fake = FakeServer()
+    try:
+        worker = cluster.py_worker(
+            None,
+            "py-queues-v1",
+            "--coordinator-host",
+            f"{HOST}:{fake.port}",
+            "--queues",
+            "emails",
+            tasks=TASKS,
+            wait=False,
+        )
+        conn = fake.next_connection()
+        register = conn.recv()
+        assert register is not None and register["queues"] == ["emails"]
+        conn.send({"type": "WORKER_REGISTERED", "workerId": "py-queues-v1"})  # no features
+        assert worker.wait_exit() == 1
+        assert "this coordinator does not support queues (--queues emails" in worker.output
+    finally:
+        fake.stop()

@@ -93,3 +93,57 @@ def test_the_package_readme_worker_line_runs_as_written(cluster: Cluster) -> Non
     c.proc.wait_for(r"worker registered workerId=worker-[0-9a-f]{8} capacity=4 .*text\.shout", 60)
     with c.client() as client:
         assert client.submit("text.shout", {"text": "hi"}).result(timeout=30) == {"text": "HI!"}
+
+
+def package_section(title: str) -> str:
+    text = (ROOT / "python" / "README.md").read_text(encoding="utf-8")
+    start = text.index(f"## {title}\n")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_the_package_readme_durable_handlers_and_client_examples_run_as_written(
+    cluster: Cluster,
+) -> None:
+    """python/README.md's workflows.py with its worker line, then client.py and
+    async_client.py with their command lines, each printing what the README says."""
+    durable = package_section("Durable handlers, children and parents")
+    (module,) = blocks(durable, "python")
+    (worker_block,) = blocks(durable, "sh")
+    (worker_line,) = [line for line in worker_block.splitlines() if line.strip()]
+    usage = package_section("Use the client")
+    _, client_code, async_code = blocks(usage, "python")
+    client_line, async_line = (block.strip() for block in blocks(usage, "sh"))
+    (printed,) = blocks(usage, "text")
+    async_printed = re.search(r"It prints `([^`]+)`", usage)
+    assert async_printed is not None
+    assert (client_line, async_line) == ("python client.py", "python async_client.py")
+
+    (cluster.dir / "workflows.py").write_text(module, encoding="utf-8")
+    (cluster.dir / "client.py").write_text(client_code, encoding="utf-8")
+    (cluster.dir / "async_client.py").write_text(async_code, encoding="utf-8")
+    c = cluster.coordinator()
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    cluster.start(
+        "readme-durable-worker",
+        ["bash", "-c", "exec " + worker_line],
+        env={
+            "PATH": path,
+            "DTP_COORDINATOR_HOST": HOST,
+            "DTP_COORDINATOR_PORT": str(c.worker_port),
+        },
+    )
+    c.proc.wait_for(r"worker registered workerId=worker-[0-9a-f]{8} .*orders\.fulfil", 60)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DTP_")}
+    env.update(PATH=path, DTP_HOST=HOST, DTP_PORT=str(c.client_port))
+    for line, expected in ((client_line, printed), (async_line, async_printed.group(1))):
+        done = subprocess.run(
+            ["bash", "-c", line],
+            cwd=cluster.dir,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == expected.strip(), done.stdout

@@ -7,7 +7,7 @@ import re
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -20,7 +20,8 @@ TASKS = Path(__file__).parent / "fixtures" / "py_tasks.py"
 def submit_and_wait(
     client: dtp.Client, task: str, payload: dict[str, Any], **options: Any
 ) -> dict[str, Any]:
-    return client.submit(task, payload, **options).wait(timeout=30)
+    # As a plain dict: these tests read fields they know are there.
+    return cast("dict[str, Any]", client.submit(task, payload, **options).wait(timeout=30))
 
 
 def test_results_failures_and_logs(cluster: Cluster) -> None:

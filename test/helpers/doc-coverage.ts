@@ -238,6 +238,18 @@ export const ELSEWHERE: readonly Elsewhere[] = [
   },
   {
     doc: 'python/README.md',
+    heading: 'Durable handlers, children and parents',
+    by: 'python/tests/test_readme.py',
+    contains: ['package_section("Durable handlers, children and parents")'],
+  },
+  {
+    doc: 'python/README.md',
+    heading: 'Use the client',
+    by: 'python/tests/test_readme.py',
+    contains: ['package_section("Use the client")'],
+  },
+  {
+    doc: 'python/README.md',
     command: 'python3 -m venv .venv && .venv/bin/pip install -e "./python[dev]"',
     by: 'scripts/python-checks.sh',
     contains: [`'python3 -m venv .venv && .venv/bin/pip install -e "./python[dev]"'`],

@@ -1,6 +1,6 @@
 """dtp in Python: write task handlers for dtp workers, run them with
 ``python -m dtp.worker --tasks tasks.py``, and submit and follow jobs with
-``dtp.Client``. Standard library only.
+``dtp.Client`` (or ``dtp.AsyncClient`` on an event loop). Standard library only.
 
     import dtp
 
@@ -9,14 +9,18 @@
         return payload["text"].upper()
 
     with dtp.Client("localhost:7071") as client:
-        print(client.submit("text.shout", {"text": "hi"}).result(timeout=30))
+        print(shout.submit({"text": "hi"}, client=client).result(timeout=30))
 """
 
-from .client import Client, JobHandle
+from .admin import Queues, Schedules
+from .aio import AsyncClient, AsyncEventStream, AsyncJobHandle
+from .client import Client, JobHandle, default_client, set_default_client
 from .errors import (
     AuthError,
     ClientClosedError,
     DtpError,
+    EventsUnsupportedError,
+    FeatureUnsupportedError,
     InvalidPayloadError,
     JobCancelledError,
     JobFailedError,
@@ -25,33 +29,73 @@ from .errors import (
     SubmitRejectedError,
     TransportError,
     UnexpectedReplyError,
+    UnknownJobError,
+    UnknownQueueError,
+    UnknownScheduleError,
+    UnsupportedFeatureError,
     UnsupportedRequestError,
     WaitTimeoutError,
 )
-from .tasks import NonRetryableError, TaskCancelled, TaskContext, TaskFailed, task
+from .events import EventStream
+from .shapes import (
+    Features,
+    JobSnapshot,
+    ParentJob,
+    QueueInfo,
+    RateLimit,
+    RerunResult,
+    ScheduleSnapshot,
+    WaitOutcome,
+    WatchEvent,
+)
+from .tasks import NonRetryableError, Task, TaskCancelled, TaskContext, TaskFailed, task
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
+    "AsyncEventStream",
+    "AsyncJobHandle",
     "AuthError",
     "Client",
     "ClientClosedError",
     "DtpError",
+    "EventStream",
+    "EventsUnsupportedError",
+    "FeatureUnsupportedError",
+    "Features",
     "InvalidPayloadError",
     "JobCancelledError",
     "JobFailedError",
     "JobHandle",
+    "JobSnapshot",
     "NonRetryableError",
     "NotLeaderError",
+    "ParentJob",
+    "QueueInfo",
+    "Queues",
+    "RateLimit",
     "RemoteError",
+    "RerunResult",
+    "ScheduleSnapshot",
+    "Schedules",
     "SubmitRejectedError",
+    "Task",
     "TaskCancelled",
     "TaskContext",
     "TaskFailed",
     "TransportError",
     "UnexpectedReplyError",
+    "UnknownJobError",
+    "UnknownQueueError",
+    "UnknownScheduleError",
+    "UnsupportedFeatureError",
     "UnsupportedRequestError",
+    "WaitOutcome",
     "WaitTimeoutError",
+    "WatchEvent",
     "__version__",
+    "default_client",
+    "set_default_client",
     "task",
 ]

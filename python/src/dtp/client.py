@@ -5,6 +5,12 @@
         print(job.result(timeout=30))          # the handler's value
         for snapshot in client.list(state="FAILED"):
             print(snapshot["jobId"], snapshot["error"])
+        refs = client.submit_flow({"jobs": [...]})        # {ref: job_id}
+        for event in client.watch(job.job_id):            # pushed by the coordinator
+            print(event["event"], event["job"]["state"])
+
+What a submission may say is checked in submission.py; ``client.queues`` and
+``client.schedules`` are in admin.py, ``watch`` and ``events`` in events.py.
 
 One request is on the wire at a time (a lock makes a client safe to share
 between threads; use one client per thread to run requests side by side). The
@@ -40,44 +46,59 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import (
     Any,
     Callable,
+    cast,
 )
 
 from .addresses import HostPort, LeaderRing, parse_address_list
+from .admin import Queues, Schedules
 from .connection import Connection
 from .errors import (
     ClientClosedError,
     DtpError,
+    FeatureUnsupportedError,
     InvalidPayloadError,
     JobCancelledError,
     JobFailedError,
     NotLeaderError,
-    RemoteError,
     SubmitRejectedError,
     TransportError,
     UnexpectedReplyError,
     UnsupportedRequestError,
     WaitTimeoutError,
+    remote_error,
 )
+from .events import EventStream, GapSink
 from .framing import Message, decode_json
 from .protocol import (
     JOB_STATES,
     KNOWN_STATES,
     MAX_ATTEMPTS_LIMIT,
-    MAX_IDEMPOTENCY_KEY_LENGTH,
-    MAX_TASK_TIMEOUT_MS,
-    MIN_TASK_TIMEOUT_MS,
     NOT_LEADER,
-    PRIORITIES,
     TERMINAL_STATES,
     JobSnapshot,
+    get_str_list,
     is_not_understood,
     text_of,
 )
 from .security import client_tls
+from .shapes import Features, RerunResult
+from .submission import (
+    MAX_BATCH_JOBS,
+    MAX_FLOW_JOBS,
+    _flow_job,
+    _int_in,
+    _names_queue,
+    _run_at_millis,
+    _submit_message,
+    _unknown_option,
+    check_queue_name,
+)
+
+MAX_RERUN_LIMIT = 10_000
+MAX_FILTER_VALUE_LENGTH = 256
 
 DEFAULT_CLIENT_PORT = 7071
 WAIT_SLICE_MS = 60_000
@@ -92,7 +113,17 @@ _LOCAL_CURSOR = "dtp-local:"
 
 _features_lock = threading.Lock()
 _wait_job_by_address: dict[str, bool] = {}
-_time_by_address: dict[str, bool] = {}
+_probed_by_address: dict[tuple[str, str], bool] = {}
+_PROBES: dict[str, Callable[[], Message]] = {
+    "time": lambda: {"type": "LIST_SCHEDULES"},
+    "flows": lambda: {"type": "SUBMIT_FLOW", "jobs": []},
+    "queues": lambda: {"type": "LIST_QUEUES"},
+    "events": lambda: {
+        "type": "SUBSCRIBE_JOBS",
+        "filter": {"jobId": f"dtp-probe-{uuid.uuid4()}"},
+    },
+}
+"""The request that tells whether a coordinator understands a feature (it changes nothing)."""
 
 
 def _remembered(address: str) -> bool | None:
@@ -103,108 +134,6 @@ def _remembered(address: str) -> bool | None:
 def _remember(address: str, wait_job: bool) -> None:
     with _features_lock:
         _wait_job_by_address[address] = wait_job
-
-
-MAX_DELAY_MS = 366 * 86_400_000
-"""Furthest a delayed job may be due, from now."""
-
-
-def _run_at_millis(options: dict[str, Any], now_ms: int) -> int | None:
-    """Pops ``delay_ms`` / ``run_at`` from the options: the job's due time (epoch ms) or None."""
-    delay_ms = options.pop("delay_ms", None)
-    run_at = options.pop("run_at", None)
-    if delay_ms is not None and run_at is not None:
-        raise TypeError("give delay_ms or run_at, not both")
-    if delay_ms is not None:
-        if isinstance(delay_ms, bool) or not isinstance(delay_ms, int):
-            raise TypeError("delay_ms must be an integer (milliseconds)")
-        if not 0 <= delay_ms <= MAX_DELAY_MS:
-            raise ValueError(f"delay_ms must be 0..{MAX_DELAY_MS}")
-        return now_ms + delay_ms
-    if run_at is None:
-        return None
-    if isinstance(run_at, datetime.datetime):
-        if run_at.tzinfo is None:
-            raise ValueError("run_at must be an aware datetime (with a time zone)")
-        at_ms = int(run_at.timestamp() * 1000)
-    elif isinstance(run_at, int) and not isinstance(run_at, bool):
-        at_ms = run_at
-    else:
-        raise TypeError("run_at must be an aware datetime or epoch milliseconds")
-    if at_ms < 0 or at_ms > now_ms + MAX_DELAY_MS:
-        raise ValueError("run_at must be at most 366 days ahead")
-    return at_ms
-
-
-# ---------------------------------------------------------- submit options
-
-
-def _check_priority(value: Any) -> Any:
-    if value not in PRIORITIES:
-        raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {value!r}")
-    return value
-
-
-def _int_in(name: str, low: int, high: int) -> Callable[[Any], Any]:
-    def check(value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
-        return value
-
-    return check
-
-
-def _check_key(value: Any) -> Any:
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_IDEMPOTENCY_KEY_LENGTH:
-        raise ValueError(
-            f"idempotency_key must be a string of 1..{MAX_IDEMPOTENCY_KEY_LENGTH} characters"
-        )
-    return value
-
-
-@dataclass(frozen=True)
-class _Option:
-    field: str
-    check: Callable[[Any], Any]
-    nullable: bool
-    """Written as null when not given (a v1 field), else left out (an extension)."""
-
-
-_SUBMIT_OPTIONS: dict[str, _Option] = {
-    "priority": _Option("priority", _check_priority, nullable=True),
-    "idempotency_key": _Option("idempotencyKey", _check_key, nullable=True),
-    "max_attempts": _Option(
-        "maxAttempts", _int_in("max_attempts", 1, MAX_ATTEMPTS_LIMIT), nullable=True
-    ),
-    "timeout_millis": _Option(
-        "timeoutMillis",
-        _int_in("timeout_millis", MIN_TASK_TIMEOUT_MS, MAX_TASK_TIMEOUT_MS),
-        nullable=False,
-    ),
-}
-"""Per-job options of ``submit``, by their Python name. A new wire option is one line here."""
-
-
-MAX_BATCH_JOBS = 1000
-"""Most jobs in one ``submit_many`` (one SUBMIT_JOBS)."""
-
-
-def _submit_message(
-    task_type: str, payload: Mapping[str, Any], options: Mapping[str, Any]
-) -> Message:
-    message: Message = {
-        "type": "SUBMIT_JOB",
-        "taskType": task_type,
-        "payload": dict(payload),
-        "knownStates": list(KNOWN_STATES),
-    }
-    for name, option in _SUBMIT_OPTIONS.items():
-        value = options.get(name)
-        if value is not None:
-            message[option.field] = option.check(value)
-        elif option.nullable:
-            message[option.field] = None
-    return message
 
 
 def settled_value(job: JobSnapshot) -> Any:
@@ -225,12 +154,20 @@ def settled_value(job: JobSnapshot) -> Any:
 class JobHandle:
     """A submitted job: its id, its first snapshot, and ways to follow it."""
 
-    def __init__(self, client: Client, snapshot: JobSnapshot, serving_workers: int | None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        snapshot: JobSnapshot,
+        serving_workers: int | None,
+        queue_paused: bool = False,
+    ) -> None:
         self._client = client
         self.job_id: str = snapshot["jobId"]
         self.snapshot = snapshot
         self.serving_workers = serving_workers
         """Live workers that declared the job's type when it was accepted (None: not said)."""
+        self.queue_paused = queue_paused
+        """The job's queue was paused when it was accepted (it waits for a resume)."""
 
     def result(self, timeout: float | None = None) -> Any:
         """Waits for the end; the handler's value, or ``JobFailedError`` / ``JobCancelledError``."""
@@ -313,6 +250,13 @@ class Client:
         self._lock = threading.RLock()
         self._conn: Connection | None = None
         self._closed = False
+        self._streams: set[EventStream] = set()
+        self._streams_lock = threading.Lock()  # not the request lock: a close never waits
+        self.queues = Queues(self)
+        """The named queues: ``list``, ``get``, ``pause``, ``resume``, ``set``."""
+        self.schedules = Schedules(self)
+        """Recurring schedules: ``set``, ``list``, ``get``, ``pause``, ``resume``, ``delete``,
+        ``trigger``."""
 
     # ------------------------------------------------------------- lifecycle
 
@@ -329,6 +273,10 @@ class Client:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+        with self._streams_lock:
+            streams, self._streams = list(self._streams), set()
+        for stream in streams:
+            stream.close()
 
     @property
     def address(self) -> str:
@@ -345,26 +293,28 @@ class Client:
         ``delay_ms`` or ``run_at`` (an aware ``datetime`` or epoch ms, at most 366 days
         ahead: the job is ``SCHEDULED`` until then; ``UnsupportedRequestError`` from a
         coordinator without delayed jobs, nothing sent),
+        ``queue`` (a named queue; default ``default``), ``group_key`` (a tenant or customer
+        within the queue, 1..128 characters), ``depends_on`` (ids of existing jobs: the job
+        is ``WAITING`` until they all completed), ``on_parent_failure`` (``"cancel"``, the
+        default, or ``"run"``: what a parent that failed or was cancelled does to it),
         ``schema`` (a callable that raises on an invalid payload: ``InvalidPayloadError``,
         nothing sent), ``retries`` (resend a submission that admission control refused, or
         one with a key whose connection broke; default 0).
 
-        Raises ``SubmitRejectedError``, ``RemoteError`` (``INVALID_TASK_TYPE``,
-        ``INVALID_PAYLOAD``, ``IDEMPOTENCY_CONFLICT``), ``TransportError``.
+        An unknown option is a ``TypeError``, a bad value a ``ValueError`` or ``TypeError``,
+        before anything is sent. Raises ``SubmitRejectedError``, ``RemoteError``
+        (``INVALID_TASK_TYPE``, ``INVALID_PAYLOAD``, ``IDEMPOTENCY_CONFLICT``,
+        ``UnknownJobError`` for a parent that does not exist), ``UnsupportedFeatureError``
+        (nothing sent: the coordinator would ignore an option), ``TransportError``.
         """
         if not isinstance(task_type, str) or not task_type:
             raise TypeError("task_type must be a non-empty string")
         if not isinstance(payload, Mapping):
             raise TypeError(f"payload must be a JSON object (a dict), got {type(payload).__name__}")
+        _unknown_option(options, "")
         schema = options.pop("schema", None)
         retries = options.pop("retries", 0)
         run_at_millis = _run_at_millis(options, int(time.time() * 1000))
-        unknown = sorted(set(options) - set(_SUBMIT_OPTIONS))
-        if unknown:
-            raise TypeError(
-                f"unknown submit option {unknown[0]!r}; known: {', '.join(_SUBMIT_OPTIONS)}, "
-                "delay_ms, run_at, schema, retries"
-            )
         if schema is not None:
             try:
                 schema(payload)
@@ -375,9 +325,14 @@ class Client:
             raise ValueError("retries must be a non-negative integer")
         if run_at_millis is not None:
             # A coordinator without delayed jobs would ignore the field and run it now.
-            if not self._time_supported():
-                raise UnsupportedRequestError("delayed jobs", "it does not know LIST_SCHEDULES")
+            self._require("time", "delayed jobs")
             message["runAtMillis"] = run_at_millis
+        if "dependsOn" in message:
+            # Nor one without dependencies: it would run the job before its parents.
+            self._require("flows", "dependencies between jobs")
+        if _names_queue(message):
+            # Nor one without queues: it would run the job outside its queue's limits.
+            self._require("queues", "named queues")
         attempt = 0
         while True:
             attempt += 1
@@ -399,9 +354,10 @@ class Client:
 
         Each job is a dict with ``task_type``, ``payload`` and the per-job options of
         ``submit`` (``priority``, ``idempotency_key``, ``max_attempts``,
-        ``timeout_millis``). All jobs are created, in one commit, or none is: an invalid
-        job raises ``RemoteError`` whose ``index`` names it, a batch that does not fit
-        under admission control raises ``SubmitRejectedError``, a known idempotency key
+        ``timeout_millis``, ``queue``, ``group_key``, ``delay_ms``, ``run_at``; jobs with
+        parents go in a flow, ``submit_flow``). All jobs are created, in one commit, or none
+        is: an invalid job raises ``RemoteError`` whose ``index`` names it, a batch that does not
+        fit under admission control raises ``SubmitRejectedError``, a known idempotency key
         gives its original id. A coordinator that predates batches raises
         ``UnsupportedRequestError`` (nothing is submitted one by one instead). More than
         1000 jobs is a ``ValueError``: split them, each part is its own batch.
@@ -417,14 +373,25 @@ class Client:
                 raise TypeError(f"job {index}: task_type must be a non-empty string")
             if not isinstance(payload, Mapping):
                 raise TypeError(f"job {index}: payload must be a JSON object (a dict)")
-            unknown = sorted(set(options) - set(_SUBMIT_OPTIONS))
-            if unknown:
-                raise TypeError(f"job {index}: unknown option {unknown[0]!r}")
+            _unknown_option(options, f"job {index}: ")
+            local = sorted(set(options) & {"schema", "retries", "depends_on", "on_parent_failure"})
+            if local:
+                raise TypeError(
+                    f"job {index}: submit_many takes no {local[0]!r} "
+                    "(submit jobs with parents with submit_flow)"
+                )
+            run_at_millis = _run_at_millis(options, int(time.time() * 1000))
             element = _submit_message(task_type, payload, options)
-            del element["type"]
+            del element["type"], element["knownStates"]
+            if run_at_millis is not None:
+                element["runAtMillis"] = run_at_millis
             elements.append(element)
         if not 1 <= len(elements) <= MAX_BATCH_JOBS:
             raise ValueError(f"submit_many takes 1..{MAX_BATCH_JOBS} jobs, got {len(elements)}")
+        if any("runAtMillis" in element for element in elements):
+            self._require("time", "delayed jobs")
+        if any(_names_queue(element) for element in elements):
+            self._require("queues", "named queues")
         reply = self._request({"type": "SUBMIT_JOBS", "jobs": elements})
         if reply["type"] == "SUBMIT_REJECTED":
             raise SubmitRejectedError(reply)
@@ -435,15 +402,171 @@ class Client:
             raise UnexpectedReplyError("SUBMIT_JOBS", "JOBS_SUBMITTED without jobIds")
         return [str(job_id) for job_id in ids]
 
+    def submit_flow(self, flow: Mapping[str, Any]) -> dict[str, str]:
+        """Submits a flow: up to 10,000 jobs whose ``depends_on`` name each other by ref
+        (forward refs are fine) or existing jobs by id, created in one commit or not at all.
+        Returns each ref's job id.
+
+        ``flow`` is ``{"jobs": [{"ref", "task_type", "payload", "depends_on": [...],
+        **options}]}`` with the per-job options of ``submit`` (``priority``,
+        ``max_attempts``, ``timeout_millis``, ``on_parent_failure``, ``queue``,
+        ``group_key``, ``idempotency_key``, ``delay_ms`` / ``run_at``). Raises
+        ``RemoteError`` (``FLOW_CYCLE``, ``INVALID_FLOW``, ``UNKNOWN_JOB``,
+        ``INVALID_PAYLOAD``: nothing was created), ``SubmitRejectedError`` when admission
+        control cannot take the whole flow, ``FeatureUnsupportedError`` from a coordinator
+        without flows (nothing sent).
+        """
+        if not isinstance(flow, Mapping) or not isinstance(flow.get("jobs"), (list, tuple)):
+            raise TypeError('a flow is {"jobs": [...]}')
+        extra = sorted(set(flow) - {"jobs"})
+        if extra:
+            raise TypeError(f"unknown flow field {extra[0]!r}")
+        jobs = [_flow_job(index, job) for index, job in enumerate(flow["jobs"])]
+        if not 1 <= len(jobs) <= MAX_FLOW_JOBS:
+            raise ValueError(f"a flow has 1..{MAX_FLOW_JOBS} jobs, got {len(jobs)}")
+        self._require("flows", "flows")
+        if any(_names_queue(job) for job in jobs):
+            self._require("queues", "named queues")
+        if any(job.get("runAtMillis") is not None for job in jobs):
+            self._require("time", "delayed jobs")
+        reply = self._request({"type": "SUBMIT_FLOW", "jobs": jobs})
+        if reply["type"] == "SUBMIT_REJECTED":
+            raise SubmitRejectedError(reply)
+        if reply["type"] == "ERROR" and is_not_understood(reply):
+            raise FeatureUnsupportedError("flows", text_of(reply, "message"))
+        submitted = _expect("SUBMIT_FLOW", reply, "FLOW_SUBMITTED").get("jobs") or []
+        return {str(entry["ref"]): str(entry["jobId"]) for entry in submitted}
+
+    def rerun(
+        self,
+        queue: str,
+        *,
+        task_type: str | None = None,
+        since: datetime.datetime | int | None = None,
+        limit: int | None = None,
+        max_attempts: int | None = None,
+    ) -> RerunResult:
+        """Re-runs the FAILED jobs of a queue (a redrive of dead letters): each is QUEUED
+        again as the same job, with ``max_attempts`` more attempts (default: the
+        coordinator's) and its attempts so far kept. Only jobs of ``task_type``, that
+        finished at or after ``since`` (an aware ``datetime`` or epoch ms); newest first, at
+        most ``limit`` (1..10,000, default 1,000) per call: ``more`` says whether more
+        matched (call again). Returns once the change is durable."""
+        check_queue_name(queue)
+        message: Message = {"type": "RERUN_JOBS", "queue": queue, "state": "FAILED"}
+        if task_type is not None:
+            if not isinstance(task_type, str) or not 1 <= len(task_type) <= 256:
+                raise ValueError(f"task_type must be 1..{MAX_FILTER_VALUE_LENGTH} characters")
+            message["taskType"] = task_type
+        if since is not None:
+            if isinstance(since, datetime.datetime):
+                if since.tzinfo is None:
+                    raise ValueError("since must be an aware datetime (with a time zone)")
+                since = int(since.timestamp() * 1000)
+            message["finishedSinceMillis"] = _int_in("since", 0, 2**53 - 1)(since)
+        if limit is not None:
+            message["limit"] = _int_in("limit", 1, MAX_RERUN_LIMIT)(limit)
+        if max_attempts is not None:
+            message["maxAttempts"] = _int_in("max_attempts", 1, MAX_ATTEMPTS_LIMIT)(max_attempts)
+        reply = self._request(message)
+        if reply["type"] == "ERROR" and is_not_understood(reply):
+            raise UnsupportedRequestError("the re-run of failed jobs", text_of(reply, "message"))
+        done = _expect("RERUN_JOBS", reply, "JOBS_RERUN")
+        return {
+            "rerun": int(done.get("rerun") or 0),
+            "jobIds": get_str_list(done, "jobIds") or [],
+            "more": done.get("more") is True,
+        }
+
+    def features(self) -> Features:
+        """What the coordinator understands, each probed once per address on a connection
+        of its own (an inconclusive probe counts as yes): ``waitJob`` (waits held by the
+        coordinator), ``time`` (delayed jobs, schedules), ``flows`` (dependencies),
+        ``queues`` (named queues, group keys), ``events`` (``watch``, ``events``)."""
+        return {
+            "waitJob": self._wait_job_supported(),
+            "time": self._supports("time"),
+            "flows": self._supports("flows"),
+            "queues": self._supports("queues"),
+            "events": self._supports("events"),
+        }
+
+    def watch(self, job_id: str, *, on_gap: GapSink | None = None) -> EventStream:
+        """The job as it is now (``current``), then each change of it as the coordinator
+        pushes it (``state``, ``progress``), ending after the event that shows it terminal
+        (at once for a job that already is). Subscribed before it returns
+        (``EventsUnsupportedError`` from a coordinator without events); ``UnknownJobError``
+        for an unknown job at the first ``next``."""
+        if not isinstance(job_id, str) or not 1 <= len(job_id) <= MAX_FILTER_VALUE_LENGTH:
+            raise ValueError("job_id must be 1..256 characters")
+        return self._stream({"jobId": job_id}, watch=True, on_gap=on_gap)
+
+    def events(
+        self,
+        *,
+        queue: str | None = None,
+        task_type: str | None = None,
+        job_id: str | None = None,
+        on_gap: GapSink | None = None,
+    ) -> EventStream:
+        """Every change of the jobs that match (all given filters must: none = every job):
+        a new job, a new state or attempt, new progress, pushed as it happens, until the
+        stream is closed (``close()``, the end of a ``with`` block, the client closing).
+        Subscribed before it returns: a change made after that is not missed."""
+        found: dict[str, str] = {}
+        for field, value in (("queue", queue), ("taskType", task_type), ("jobId", job_id)):
+            if value is None:
+                continue
+            if not isinstance(value, str) or not 1 <= len(value) <= MAX_FILTER_VALUE_LENGTH:
+                raise ValueError(f"{field} must be 1..{MAX_FILTER_VALUE_LENGTH} characters")
+            found[field] = value
+        return self._stream(found, watch=False, on_gap=on_gap)
+
+    def _stream(self, filter: dict[str, str], watch: bool, on_gap: GapSink | None) -> EventStream:
+        if self._closed:
+            raise ClientClosedError()
+        stream = EventStream(self, filter, watch=watch, on_gap=on_gap)
+        with self._streams_lock:
+            self._streams.add(stream)
+        return stream.subscribe()
+
+    def _forget(self, stream: EventStream) -> None:
+        """A stream ended: the client no longer closes it."""
+        with self._streams_lock:
+            self._streams.discard(stream)
+
+    def _side_connection(self) -> Connection:
+        """A connection of its own to the coordinator the client follows (the leader)."""
+        with self._lock:
+            if self._closed:
+                raise ClientClosedError()
+            self._connection(time.monotonic() + self._follow_timeout)
+            address = self._dialed
+        return Connection.open(
+            address.host, address.port, self._connect_timeout, self._tls, self._token
+        )
+
     def _submit_once(self, message: Message) -> JobHandle:
         reply = self._request(message)
         if reply["type"] == "SUBMIT_REJECTED":
             raise SubmitRejectedError(reply)
-        submitted = _expect("SUBMIT_JOB", reply, "JOB_SUBMITTED")
+        return self._handle(_expect("SUBMIT_JOB", reply, "JOB_SUBMITTED"))
+
+    def _handle(self, submitted: Message) -> JobHandle:
+        """The handle of a ``JOB_SUBMITTED``."""
         job = submitted.get("job")
-        snapshot = job if isinstance(job, dict) else self.status(str(submitted["jobId"]))
+        snapshot = (
+            cast(JobSnapshot, job)
+            if isinstance(job, dict)
+            else self.status(str(submitted["jobId"]))
+        )
         serving = submitted.get("servingWorkers")
-        return JobHandle(self, snapshot, serving if isinstance(serving, int) else None)
+        return JobHandle(
+            self,
+            snapshot,
+            serving if isinstance(serving, int) else None,
+            submitted.get("queuePaused") is True,
+        )
 
     def status(self, job_id: str) -> JobSnapshot:
         """The job's snapshot; ``RemoteError`` ``UNKNOWN_JOB`` when there is none."""
@@ -476,6 +599,26 @@ class Client:
             "JOB_CANCEL",
         )
         return {"cancelled": reply.get("cancelled") is True, "job": reply.get("job")}
+
+    def purge(self, state: str, older_than_ms: int) -> int:
+        """Deletes the jobs of a terminal state (``COMPLETED``, ``FAILED``, ``CANCELLED``)
+        that finished at least ``older_than_ms`` ago, with their attempts; returns how many.
+        Their idempotency keys are forgotten."""
+        if state not in TERMINAL_STATES:
+            raise ValueError(f"state must be one of {', '.join(sorted(TERMINAL_STATES))}")
+        older = _int_in("older_than_ms", 0, 2**53 - 1)(older_than_ms)
+        message: Message = {"type": "PURGE_JOBS", "state": state, "olderThanMillis": older}
+        return int(_expect("PURGE_JOBS", self._request(message), "JOBS_PURGED")["deleted"])
+
+    def worker_list(self) -> dict[str, Any]:
+        """``{"workers", "leader", "epoch"}``: the live workers, and the leader that answered
+        and its epoch when coordinators share PostgreSQL (both None otherwise)."""
+        reply = _expect("LIST_WORKERS", self._request({"type": "LIST_WORKERS"}), "WORKER_LIST")
+        return {
+            "workers": list(reply.get("workers") or []),
+            "leader": reply.get("leader"),
+            "epoch": reply.get("epoch"),
+        }
 
     def workers(self) -> builtins.list[dict[str, Any]]:
         """The live workers, sorted by id."""
@@ -533,12 +676,13 @@ class Client:
         *,
         task_type: str | None = None,
         page_size: int | None = None,
+        queue: str | None = None,
     ) -> Iterator[JobSnapshot]:
         """Every job matching, newest first, fetched page by page as the iteration goes."""
         cursor: str | None = None
         while True:
             jobs, cursor = self.list_page(
-                state=state, task_type=task_type, limit=page_size, cursor=cursor
+                state=state, task_type=task_type, limit=page_size, cursor=cursor, queue=queue
             )
             yield from jobs
             if cursor is None or not jobs:
@@ -551,8 +695,10 @@ class Client:
         task_type: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> tuple[builtins.list[JobSnapshot], str | None]:
-        """One page, newest first, and the cursor of the next (None on the last page)."""
+        """One page, newest first, and the cursor of the next (None on the last page);
+        ``queue``: only the jobs of that named queue."""
         if state is not None and state not in JOB_STATES:
             raise ValueError(f"state must be one of {', '.join(JOB_STATES)}, got {state!r}")
         if limit is not None and (
@@ -569,6 +715,8 @@ class Client:
         }
         if task_type is not None:
             message["taskType"] = task_type
+        if queue is not None:
+            message["queue"] = check_queue_name(queue)
         reply = _expect("LIST_JOBS", self._request(message), "JOB_LIST")
         jobs: list[JobSnapshot] = list(reply.get("jobs") or [])
         ignored = (
@@ -596,21 +744,29 @@ class Client:
         _remember(address, answer)
         return answer
 
-    def _time_supported(self) -> bool:
-        """Whether the coordinator has delayed jobs (and schedules): probed with LIST_SCHEDULES."""
+    def _supports(self, feature: str) -> bool:
+        """Whether the coordinator has an extension that rides on v1 messages (``time``,
+        ``flows``, ``queues``) or is a subscription (``events``): probed once per address,
+        on a connection of its own, with a request of it that changes nothing. An
+        inconclusive probe (no answer) counts as supported and is not remembered."""
         with self._lock:
             self._connection(time.monotonic() + self._follow_timeout)
             address = self.address
         with _features_lock:
-            known = _time_by_address.get(address)
+            known = _probed_by_address.get((feature, address))
         if known is not None:
             return known
-        answer = self._probe(self._dialed, {"type": "LIST_SCHEDULES"})
+        answer = self._probe(self._dialed, _PROBES[feature]())
         if answer is None:
             return True
         with _features_lock:
-            _time_by_address[address] = answer
+            _probed_by_address[(feature, address)] = answer
         return answer
+
+    def _require(self, feature: str, what: str) -> None:
+        """``FeatureUnsupportedError`` unless the coordinator has ``feature``; nothing is sent."""
+        if not self._supports(feature):
+            raise FeatureUnsupportedError(what)
 
     def _probe(self, address: HostPort, request: Message | None = None) -> bool | None:
         """A request that changes nothing (by default WAIT_JOB for a job that cannot exist),
@@ -726,7 +882,7 @@ def _expect(request: str, reply: Message, kind: str) -> Message:
     if reply["type"] == kind:
         return reply
     if reply["type"] == "ERROR":
-        raise RemoteError(reply)
+        raise remote_error(reply)
     raise UnexpectedReplyError(request, str(reply["type"]))
 
 
@@ -762,3 +918,24 @@ def _page_locally(
         last = page[-1]
         return page, f"{_LOCAL_CURSOR}{last.get('createdAtMillis')}:{last.get('jobId')}"
     return page, None
+
+
+_default_lock = threading.Lock()
+_default: Client | None = None
+
+
+def set_default_client(client: Client | None) -> None:
+    """The client ``Task.submit`` uses when given none (None: forget it)."""
+    global _default
+    with _default_lock:
+        _default = client
+
+
+def default_client() -> Client:
+    """The default client: the one set, else a ``Client()`` of ``DTP_HOST``/``DTP_PORT``,
+    made on first use and kept."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Client()
+        return _default

@@ -42,8 +42,17 @@ CLIENT_REPLIES = frozenset(
         "JOBS_PURGED",
         "JOBS_SUBMITTED",
         "SCHEDULE_LIST",
+        "SCHEDULE_INFO",
+        "SCHEDULE_DELETED",
+        "QUEUE_LIST",
+        "QUEUE_INFO",
+        "FLOW_SUBMITTED",
+        "JOBS_RERUN",
+        "SUBSCRIBED",
     }
 )
+PUSHES = frozenset({"JOB_EVENT", "EVENTS_MISSED"})
+"""Messages a subscription's connection carries that answer no request."""
 
 
 def dial(host: str, port: int, timeout: float, tls: ssl.SSLContext | None) -> socket.socket:
@@ -174,6 +183,33 @@ class Connection:
             raise self._fail(f"coordinator sent {reply['type'][:60]}, which is not a client reply")
         return reply
 
+    def receive(self, timeout: float) -> Message | None:
+        """The next pushed message (``JOB_EVENT``, ``EVENTS_MISSED``) of a subscription's
+        connection; None when none began within ``timeout`` seconds. Raises
+        ``TransportError`` ``CONNECTION_LOST`` once the connection ended."""
+        if self._broken is not None:
+            raise TransportError("CONNECTION_LOST", self._broken)
+        try:
+            readable, _, _ = select.select([self._sock], [], [], timeout)
+            pending = isinstance(self._sock, ssl.SSLSocket) and self._sock.pending() > 0
+            if not readable and not pending:
+                return None
+            # A frame that has begun arrives whole soon: read it under the usual limit.
+            self._sock.settimeout(max(timeout, 30.0))
+            header = self._read_exactly(HEADER_BYTES, at_boundary=True)
+            length = read_length(header)
+            check_length(length)
+            message = decode_payload(self._read_exactly(length, at_boundary=False))
+        except socket.timeout:
+            raise self._fail(f"a frame from {self.address} stopped in the middle") from None
+        except ProtocolError as err:
+            raise self._fail(f"coordinator broke the protocol: {err}") from None
+        except (OSError, ssl.SSLError, ValueError) as err:
+            raise self._fail(f"connection to {self.address} lost: {err}") from None
+        if message["type"] not in PUSHES and message["type"] != "ERROR":
+            raise self._fail(f"coordinator pushed {message['type'][:60]}, which is no event")
+        return message
+
     def _read_exactly(self, count: int, at_boundary: bool) -> bytes:
         chunks = bytearray()
         while len(chunks) < count:
@@ -188,6 +224,16 @@ class Connection:
         self._broken = reason
         self._close_socket()
         return TransportError("CONNECTION_LOST", reason)
+
+    def shutdown(self) -> None:
+        """Ends the connection from another thread: a read blocked on it returns at once."""
+        if self._broken is None:
+            self._broken = "connection closed"
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._close_socket()
 
     def close(self) -> None:
         if self._broken is None:

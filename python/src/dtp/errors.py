@@ -14,6 +14,12 @@
   nothing was sent.
 - ``JobFailedError`` / ``JobCancelledError``: what ``result()`` raises for a
   job that ended FAILED / CANCELLED.
+- ``UnknownJobError`` (a ``RemoteError``, code ``UNKNOWN_JOB``): the job named
+  does not exist there; ``UnknownScheduleError`` and ``UnknownQueueError``
+  likewise for a schedule or a queue.
+- ``UnsupportedFeatureError`` (code ``UNSUPPORTED_FEATURE``): the coordinator
+  predates what was asked; ``UnsupportedRequestError``,
+  ``FeatureUnsupportedError`` and ``EventsUnsupportedError`` are its kinds.
 """
 
 from __future__ import annotations
@@ -43,13 +49,59 @@ class RemoteError(DtpError):
         self.index: int | None = index if isinstance(index, int) else None
 
 
-class UnsupportedRequestError(DtpError):
+class UnsupportedFeatureError(DtpError):
+    """The coordinator does not offer what was asked (it predates it); nothing was done."""
+
+    def __init__(self, what: str, answer: str | None = None) -> None:
+        detail = f" ({answer})" if answer else ""
+        super().__init__("UNSUPPORTED_FEATURE", f"this coordinator does not support {what}{detail}")
+
+
+class UnsupportedRequestError(UnsupportedFeatureError):
     """The coordinator does not understand a request of an extension (it predates it)."""
 
     def __init__(self, what: str, answer: str) -> None:
-        super().__init__(
-            "UNSUPPORTED_FEATURE", f"this coordinator does not support {what} ({answer})"
-        )
+        super().__init__(what, answer)
+
+
+class FeatureUnsupportedError(UnsupportedFeatureError):
+    """A named feature (``flows``, ``queues``, ``schedules``) the coordinator does not offer."""
+
+    def __init__(self, feature: str, answer: str | None = None) -> None:
+        super().__init__(feature, answer)
+        self.feature = feature
+
+
+class EventsUnsupportedError(UnsupportedFeatureError):
+    """The coordinator has no job events (``watch``, ``events``)."""
+
+    def __init__(self) -> None:
+        super().__init__("job events (SUBSCRIBE_JOBS)")
+
+
+class UnknownJobError(RemoteError):
+    """``UNKNOWN_JOB``: no job of that id."""
+
+
+class UnknownScheduleError(RemoteError):
+    """``UNKNOWN_SCHEDULE``: no schedule of that name."""
+
+
+class UnknownQueueError(RemoteError):
+    """``UNKNOWN_QUEUE``: no queue of that name (a resume, or a near miss of one that exists)."""
+
+
+_BY_CODE: dict[str, type[RemoteError]] = {
+    "UNKNOWN_JOB": UnknownJobError,
+    "UNKNOWN_SCHEDULE": UnknownScheduleError,
+    "UNKNOWN_QUEUE": UnknownQueueError,
+}
+
+
+def remote_error(reply: Mapping[str, Any]) -> RemoteError:
+    """The ``RemoteError`` of an ``ERROR`` reply, of the subclass its code has, if any."""
+    kind = _BY_CODE.get(error_code(reply), RemoteError)
+    return kind(reply)
 
 
 class NotLeaderError(RemoteError):

@@ -47,6 +47,10 @@ FEATURES: frozenset[str] = frozenset(
         "progress",
         "slots",
         "requeue",
+        "queues",
+        "parents",
+        "children",
+        "steps",
     }
 )
 
@@ -145,8 +149,7 @@ def is_valid_task_type(name: str) -> bool:
 
 # ------------------------------------------------------ reading a message
 
-JobSnapshot = dict[str, Any]
-"""A job snapshot as the coordinator sends it (wire field names)."""
+from .shapes import JobSnapshot as JobSnapshot  # noqa: E402 - as the coordinator sends it
 
 TERMINAL_STATES: frozenset[str] = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 JOB_STATES = (

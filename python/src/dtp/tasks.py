@@ -30,6 +30,7 @@ round, a cycle) fails the attempt with an error naming where it was found.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -38,8 +39,9 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from .framing import encode_json
 from .protocol import (
@@ -49,7 +51,10 @@ from .protocol import (
     custom_name_problem,
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
+if TYPE_CHECKING:
+    from .client import Client, JobHandle
+
+R = TypeVar("R")
 
 _MAX_RESULT_DEPTH = 1000
 
@@ -119,15 +124,45 @@ def _schema_callable(schema: Any) -> Callable[[Any], Any] | None:
     return checked
 
 
-def task(name: str, *, schema: Any = None, isolate: bool = False) -> Callable[[F], F]:
+class Task(Generic[R]):
+    """A task declared with ``@dtp.task``: still callable as the function it wraps
+    (``shout(payload, ctx)``, in tests), and ``shout.submit(payload, client=c,
+    **options)`` submits a job of it (as Celery's ``.delay`` does)."""
+
+    def __init__(self, name: str, handler: Callable[..., R]) -> None:
+        self.name = name
+        self.handler = handler
+        functools.update_wrapper(self, handler)
+
+    def __call__(self, payload: Any, ctx: Any) -> R:
+        return self.handler(payload, ctx)
+
+    def submit(
+        self, payload: Mapping[str, Any], *, client: Client | None = None, **options: Any
+    ) -> JobHandle:
+        """Submits a job of this task and returns its ``JobHandle``: through ``client``,
+        else the default client (``dtp.set_default_client``, else a ``dtp.Client()`` made
+        from ``DTP_HOST``/``DTP_PORT`` on first use). ``options`` are ``submit``'s."""
+        from .client import default_client
+
+        chosen = client if client is not None else default_client()
+        return chosen.submit(self.name, payload, **options)
+
+    def __repr__(self) -> str:
+        return f"<dtp task {self.name!r}>"
+
+
+def task(
+    name: str, *, schema: Any = None, isolate: bool = False
+) -> Callable[[Callable[..., R]], Task[R]]:
     """Marks ``def f(payload, ctx)`` (or ``async def``) as the handler of task type ``name``.
 
     An ``async def`` handler is shared: its attempts run as asyncio tasks, many
     at once, in a few task processes. A ``def`` handler is isolated: each
     attempt has a task process to itself while it runs; ``isolate=True`` makes
     an ``async def`` one isolated too (one that blocks its event loop, or that
-    must not share a process). The function is returned unchanged, so it can
-    still be called directly (in tests).
+    must not share a process). What it returns is a ``Task``: called, it calls
+    the function (in tests); ``.submit(payload, client=c)`` submits a job.
     """
     problem = custom_name_problem(name)
     if problem is not None:
@@ -136,7 +171,7 @@ def task(name: str, *, schema: Any = None, isolate: bool = False) -> Callable[[F
         raise TaskDeclarationError(f"task {name!r}: isolate must be True or False")
     check = _schema_callable(schema)
 
-    def declare(handler: F) -> F:
+    def declare(handler: Callable[..., R]) -> Task[R]:
         if not callable(handler):
             raise TaskDeclarationError(f"task {name!r}: @dtp.task must decorate a function")
         declaration = TaskDeclaration(
@@ -144,7 +179,7 @@ def task(name: str, *, schema: Any = None, isolate: bool = False) -> Callable[[F
         )
         with _declared_lock:
             _declared.append(declaration)
-        return handler
+        return Task(name, handler)
 
     return declare
 
@@ -164,6 +199,7 @@ class TaskContext:
     """
 
     __slots__ = (
+        "_durable",
         "_progress",
         "_reason",
         "attempt_id",
@@ -173,6 +209,7 @@ class TaskContext:
         "job_id",
         "log",
         "max_attempts",
+        "parents",
         "task_type",
     )
 
@@ -188,6 +225,8 @@ class TaskContext:
         cancelled: threading.Event | None = None,
         log: logging.LoggerAdapter[logging.Logger] | None = None,
         progress: Callable[[float, str | None], None] | None = None,
+        parents: list[dict[str, Any]] | None = None,
+        durable: Any = None,
     ) -> None:
         self.job_id = job_id
         self.attempt_id = attempt_id
@@ -206,6 +245,46 @@ class TaskContext:
         )
         self._reason: str | None = None
         self._progress = progress
+        self.parents: list[dict[str, Any]] = parents or []
+        """The job's parents (``depends_on``), each ``{"jobId", "taskType", "state",
+        "result", "omitted"}``, the result decoded as ``job.result()`` would."""
+        self._durable = durable
+
+    def _steps(self) -> Any:
+        if self._durable is None:
+            from .errors import DtpError
+
+            raise DtpError(
+                "UNSUPPORTED_FEATURE", "this ctx belongs to no worker's attempt (made by hand)"
+            )
+        return self._durable
+
+    async def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Runs ``fn`` (sync or async) once for the job and records its JSON value; a later
+        attempt gets the recorded value back without running ``fn``. Steps run one at a
+        time, each name once per run, in the same order every run (another order fails the
+        job: ``NON_DETERMINISTIC``)."""
+        return await self._steps().step(name, fn)
+
+    async def sleep(self, duration: Any) -> None:
+        """Ends the attempt without using one of ``max_attempts`` and runs the handler again
+        ``duration`` later (milliseconds, a ``datetime.timedelta`` or a duration such as
+        ``"5m"``), its steps replayed; there, this sleep returns at once."""
+        await self._steps().sleep(duration)
+
+    async def wait_for(self, job_id: str) -> dict[str, Any]:
+        """Ends the attempt until job ``job_id`` has ended, then runs the handler again; there
+        this returns ``{"jobId", "state", "result", "error", "omitted"}`` of that job."""
+        return dict(await self._steps().wait_for(job_id))
+
+    async def enqueue(self, task_type: str, payload: Mapping[str, Any], **options: Any) -> str:
+        """Submits a child job (its snapshot names this job as ``parentJobId``) and returns
+        its id. The same call in a later attempt returns the child made the first time:
+        the call is known by ``key=``, or by its place among this attempt's calls without
+        one. Options: ``key``, ``queue``, ``group_key``, ``priority``, ``max_attempts``,
+        ``timeout_millis``, ``delay_ms`` / ``run_at``."""
+        job_id: str = await self._steps().enqueue(task_type, payload, options)
+        return job_id
 
     @property
     def cancel_reason(self) -> str | None:
@@ -264,6 +343,7 @@ class ResultNotJsonError(Exception):
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"the handler's result is not a JSON value: {detail}")
+        self.detail = detail
 
 
 def _kind(value: Any) -> str:

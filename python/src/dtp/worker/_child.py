@@ -57,6 +57,7 @@ from ..tasks import (
     load_task_modules,
     result_too_large,
 )
+from .durable import AttemptDurable, CallPort, parents_of
 from .pipe import PIPE_FRAME_BYTES, batch_frames, encode_message, unbatch
 
 current_request: contextvars.ContextVar[int | None] = contextvars.ContextVar(
@@ -146,7 +147,9 @@ class UnknownTaskType(Exception):
 
 
 def new_context(
-    message: Mapping[str, Any], progress: Callable[[float, str | None], None]
+    message: Mapping[str, Any],
+    progress: Callable[[float, str | None], None],
+    durable: AttemptDurable | None = None,
 ) -> TaskContext:
     return TaskContext(
         job_id=str(message["jobId"]),
@@ -156,7 +159,21 @@ def new_context(
         deadline_at_ms=message.get("deadlineAtMs"),
         task_type=str(message["taskType"]),
         progress=progress,
+        parents=parents_of(message),
+        durable=durable,
     )
+
+
+def suspended(request_id: int, suspension: Message) -> Message:
+    """The SUSPENDED message of an attempt that sleeps or waits (``sleepMillis`` or
+    ``waitForJobId``): the worker sends TASK_SUSPEND."""
+    return {"type": "SUSPENDED", "requestId": request_id, **suspension}
+
+
+def poisoned(request_id: int, durable: AttemptDurable | None) -> Message | None:
+    """FAILED, not retryable, for an attempt whose replay went another way, else None."""
+    poison = durable.steps.poison if durable is not None else None
+    return None if poison is None else failed(request_id, poison, retryable=False)
 
 
 def answer(request_id: int, value: Any) -> Message:
@@ -211,10 +228,12 @@ class ForwardLogs(logging.Handler):
 
 
 class _Attempt:
-    def __init__(self, request_id: int, ctx: TaskContext) -> None:
+    def __init__(self, request_id: int, ctx: TaskContext, durable: AttemptDurable) -> None:
         self.request_id = request_id
         self.ctx = ctx
+        self.durable = durable
         self.async_task: asyncio.Task[Any] | None = None
+        self.suspended: Message | None = None
 
 
 class IsolatedRunner:
@@ -241,6 +260,10 @@ class IsolatedRunner:
         def each(message: Message) -> None:
             if message.get("type") == "ABORT":
                 self._abort(message)
+            elif message.get("type") == "ANSWER":
+                attempt = self.current
+                if attempt is not None and attempt.request_id == message.get("requestId"):
+                    attempt.durable.calls.deliver(int(message["callId"]), message["reply"])
             else:
                 self._requests.put(message)
 
@@ -271,18 +294,30 @@ class IsolatedRunner:
 
     def _run(self, message: Message) -> Message:
         request_id = int(message["requestId"])
+        holder: list[_Attempt] = []
+
+        def on_suspend(suspension: Message) -> None:
+            attempt = holder[0]
+            attempt.suspended = suspended(request_id, suspension)
+            if attempt.async_task is not None:
+                attempt.async_task.cancel()
+
+        durable = AttemptDurable(CallPort(request_id, self.channel.send), message, on_suspend)
         ctx = new_context(
             message,
             lambda fraction, text: self.channel.send(
                 {"type": "PROGRESS", "requestId": request_id, "fraction": fraction, "message": text}
             ),
+            durable,
         )
-        attempt = _Attempt(request_id, ctx)
+        attempt = _Attempt(request_id, ctx, durable)
+        holder.append(attempt)
         with self._lock:
             self.current = attempt
         token = current_request.set(request_id)
         try:
-            return self._attempt(attempt, str(message["taskType"]), message.get("payload"))
+            done = self._attempt(attempt, str(message["taskType"]), message.get("payload"))
+            return attempt.suspended or poisoned(request_id, durable) or done
         finally:
             current_request.reset(token)
             with self._lock:

@@ -35,8 +35,11 @@ from ._child import (
     failed,
     failure,
     new_context,
+    poisoned,
     read_until_closed,
+    suspended,
 )
+from .durable import AttemptDurable, CallPort
 from .pipe import ALIVE_INTERVAL_S
 
 log = logging.getLogger("dtp.worker.task_process")
@@ -50,6 +53,8 @@ class _Attempt:
         self.ctx = ctx
         self.run = run
         self.task: asyncio.Task[None] | None = None
+        self.durable: AttemptDurable | None = None
+        self.ended = False
 
 
 class SharedRunner:
@@ -118,18 +123,39 @@ class SharedRunner:
             elif kind == "RUN":
                 attempt = self._record(message)
                 self._loop.call_soon_threadsafe(self._start, attempt)
+            elif kind == "ANSWER":
+                self._answer(message)
 
         read_until_closed(self.channel, each)
 
     def _record(self, message: Message) -> _Attempt:
         request_id = int(message["requestId"])
+        holder: list[_Attempt] = []
+
+        def on_suspend(suspension: Message) -> None:
+            # On the loop, inside the handler's task: it ends now, the task is dropped.
+            attempt = holder[0]
+            self._end(attempt, suspended(request_id, suspension))
+            if attempt.task is not None:
+                attempt.task.cancel()
+
+        durable = AttemptDurable(CallPort(request_id, self.emit), message, on_suspend)
         ctx = new_context(
-            message, lambda fraction, text: self._progress(request_id, fraction, text)
+            message, lambda fraction, text: self._progress(request_id, fraction, text), durable
         )
         attempt = _Attempt(request_id, ctx, message)
+        attempt.durable = durable
+        holder.append(attempt)
         with self._lock:
             self._attempts[request_id] = attempt
         return attempt
+
+    def _answer(self, message: Message) -> None:
+        request_id = message.get("requestId")
+        with self._lock:
+            attempt = self._attempts.get(request_id) if isinstance(request_id, int) else None
+        if attempt is not None and attempt.durable is not None:
+            attempt.durable.calls.deliver(int(message["callId"]), message["reply"])
 
     def _abort(self, message: Message) -> None:
         request_id = message.get("requestId")
@@ -170,6 +196,9 @@ class SharedRunner:
         self._end(attempt, await self._attempt(attempt))
 
     def _end(self, attempt: _Attempt, done: Message) -> None:
+        if attempt.ended:
+            return  # suspended already: what its task did after is not reported
+        attempt.ended = True
         with self._lock:
             del self._attempts[attempt.request_id]
             idle = not self._attempts
@@ -193,8 +222,8 @@ class SharedRunner:
             value: Any = handler(payload, attempt.ctx)
             if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
                 value = await value
-            return answer(request_id, value)
+            return poisoned(request_id, attempt.durable) or answer(request_id, value)
         except UnknownTaskType as err:
             return failed(request_id, str(err), retryable=True)
         except BaseException as err:
-            return failure(request_id, err)
+            return poisoned(request_id, attempt.durable) or failure(request_id, err)

@@ -47,9 +47,14 @@ class Assignment:
     payload: dict[str, Any]
     timeout_ms: int | None
     max_attempts: int | None
+    parents: list[Any] | None = None
+    steps: list[Any] | None = None
+    step_count: int | None = None
 
     @classmethod
     def read(cls, message: Message) -> Assignment:
+        parents = message.get("parents")
+        steps = message.get("steps")
         return cls(
             job_id=get_str(message, "jobId"),
             attempt_id=get_str(message, "attemptId"),
@@ -58,6 +63,9 @@ class Assignment:
             payload=get_object(message, "payload"),
             timeout_ms=get_opt_int(message, "timeoutMillis"),
             max_attempts=get_opt_int(message, "maxAttempts"),
+            parents=parents if isinstance(parents, list) else None,
+            steps=steps if isinstance(steps, list) else None,
+            step_count=get_opt_int(message, "stepCount"),
         )
 
 
@@ -85,6 +93,24 @@ def result_message(
     return message
 
 
+def suspend_message(worker_id: str, job_id: str, attempt_id: str, suspend: Message) -> Message:
+    """The ``TASK_SUSPEND`` of a handler that slept or waits (feature ``steps``)."""
+    return {
+        "type": "TASK_SUSPEND",
+        "workerId": worker_id,
+        "jobId": job_id,
+        "attemptId": attempt_id,
+        **suspend,
+    }
+
+
+CallSink = Callable[["Attempt", Message, Callable[[Message], None]], None]
+"""Takes a handler's call (the attempt, the call, where its answer goes)."""
+
+HANDLER_FEATURES = ("parents", "children", "steps")
+"""The features a handler's ``ctx`` uses, passed on with each attempt."""
+
+
 ProgressSink = Callable[["Attempt", float, "str | None"], None]
 
 
@@ -107,7 +133,14 @@ class Attempt:
         self._deadline: asyncio.TimerHandle | None = None
         self._progress: ProgressThrottle | None = None
 
-    def start(self, pool: TaskPool, limits: bool, progress: ProgressSink | None) -> None:
+    def start(
+        self,
+        pool: TaskPool,
+        limits: bool,
+        progress: ProgressSink | None,
+        features: frozenset[str] = frozenset(),
+        on_call: CallSink | None = None,
+    ) -> None:
         """Hands it to the pool. ``limits``: the coordinator offered ``assignLimits``
         (its deadline and attempt limit count); ``progress``: where its progress
         goes, when the coordinator offered ``progress``."""
@@ -128,10 +161,22 @@ class Attempt:
                 "attemptNumber": a.attempt_number,
                 "maxAttempts": a.max_attempts if limits else None,
                 "deadlineAtMs": deadline_at_ms,
+                "parents": a.parents or [],
+                "steps": a.steps or [],
+                "stepCount": a.step_count or 0,
+                "features": [f for f in HANDLER_FEATURES if f in features],
             },
             on_log,
         )
         self._handle = handle
+        if on_call is not None:
+            calls = on_call
+            task = handle.task
+
+            def call(call_id: int, message: Message) -> None:
+                calls(self, message, lambda reply: task.answer(call_id, reply))
+
+            task.on_call = call
         if progress is not None:
             report = progress
 
@@ -170,6 +215,14 @@ class Attempt:
         self._leave("finished")
         if outcome.cancelled:
             self._on_done(self, None)
+            return
+        if outcome.suspend is not None:
+            if log.isEnabledFor(logging.INFO):
+                log.info(
+                    "task suspended",
+                    extra=_fields(jobId=self.job_id, attemptId=self.attempt_id, **outcome.suspend),
+                )
+            self._on_done(self, outcome)
             return
         if log.isEnabledFor(logging.INFO):
             log.info(

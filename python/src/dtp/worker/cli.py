@@ -31,7 +31,7 @@ from ..protocol import (
     MAX_WORKER_ID_LENGTH,
 )
 from ..security import SecurityConfigError, client_tls, read_token_file, token_from_env
-from .options import BOUNDS, WorkerOptions
+from .options import BOUNDS, WorkerOptions, queues_problem
 from .pool import TaskPool, default_processes
 from .session import Worker
 
@@ -139,6 +139,12 @@ _FLAGS: list[dict[str, Any]] = [
         "help": "a coordinator that confirmed heartbeat acks and is silent this long is dropped "
         "and redialled (default 3 x heartbeat interval, at least 1000)",
     },
+    {
+        "flag": "queues",
+        "metavar": "A,B",
+        "help": "take attempts of these named queues only (default: every queue); needs a "
+        "coordinator that offers queues, else the worker stops",
+    },
     {"flag": "tls", "action": "store_true", "help": "connect with TLS, trusting the system CAs"},
     {"flag": "tls-ca", "metavar": "PEM", "help": "trust this CA instead (implies --tls)"},
     {
@@ -224,6 +230,11 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> argparse.Namespac
             f"--prefetch must be at most {MAX_PREFETCH_PER_SLOT} x --capacity "
             f"({MAX_PREFETCH_PER_SLOT * args.capacity}), got {args.prefetch}"
         )
+    if args.queues is not None:
+        args.queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+        problem = queues_problem(args.queues)
+        if problem is not None:
+            parser.error(f"--queues {problem}")
     if args.id is None:
         args.id = f"worker-{secrets.token_hex(4)}"
     if not args.id.strip() or len(args.id) > MAX_WORKER_ID_LENGTH:
@@ -271,6 +282,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         coordinator_timeout_ms=args.coordinator_timeout_millis,
         tls=tls,
         auth_token=token,
+        queues=args.queues,
     )
     try:
         return asyncio.run(_run(options, args.tasks, level))

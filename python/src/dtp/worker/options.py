@@ -3,6 +3,7 @@ read by the command line (``cli.py``), ``WorkerOptions`` and the pool alike."""
 
 from __future__ import annotations
 
+import re
 import ssl
 from dataclasses import dataclass
 
@@ -25,6 +26,20 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "connect_timeout_ms": (1, INT32_MAX),
 }
 """Each integer option's lowest and highest value."""
+
+
+MAX_QUEUES_PER_WORKER = 1024
+_QUEUE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+
+
+def queues_problem(queues: list[str]) -> str | None:
+    """Why a worker cannot take these queues, or None when it can."""
+    if not 1 <= len(queues) <= MAX_QUEUES_PER_WORKER:
+        return f"must name 1..{MAX_QUEUES_PER_WORKER} queues, got {len(queues)}"
+    for name in queues:
+        if _QUEUE_NAME.fullmatch(name) is None:
+            return f"must each match {_QUEUE_NAME.pattern}, got {name[:80]!r}"
+    return None
 
 
 def bound_problem(name: str, value: int) -> str | None:
@@ -57,8 +72,14 @@ class WorkerOptions:
     connect_timeout_ms: int = 5000
     tls: ssl.SSLContext | None = None
     auth_token: str | None = None
+    queues: list[str] | None = None
+    """The named queues it takes attempts of (None: every queue)."""
 
     def __post_init__(self) -> None:
+        if self.queues is not None:
+            problem = queues_problem(self.queues)
+            if problem is not None:
+                raise ValueError(f"queues {problem}")
         for name in BOUNDS:
             value = getattr(self, name)
             problem = None if value is None else bound_problem(name, value)

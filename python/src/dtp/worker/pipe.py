@@ -3,9 +3,12 @@ protocol's framing, each holding one message or a ``BATCH`` of them.
 
     worker -> child   INIT      task modules, import path, log level, role
                                 (``shared`` or ``isolated``); first, once
-                      RUN       one attempt: requestId, taskType, payload, ids, limits
+                      RUN       one attempt: requestId, taskType, payload, ids, limits,
+                                parents, recorded steps (steps, stepCount), features
                       ABORT     requestId, reason: set ctx.cancelled (and cancel an
                                 async handler's asyncio task)
+                      ANSWER    requestId, callId, reply: the coordinator's reply to a
+                                call (or an ERROR, the worker's or the coordinator's)
     child -> worker   LOADED    the task names of the modules, and which of them
                                 are isolated; or
                       LOAD_FAILED  the module and the problem (every RUN then fails)
@@ -14,6 +17,10 @@ protocol's framing, each holding one message or a ``BATCH`` of them.
                       PROGRESS  requestId, fraction, message (ctx.progress)
                       SUCCEEDED requestId, result, resultFormat (checked against the limit)
                       FAILED    requestId, error, retryable
+                      SUSPENDED requestId, sleepMillis or waitForJobId: the handler
+                                slept or waits (ctx.sleep, ctx.wait_for); the attempt ends
+                      CALL      requestId, callId, call: a call of the handler
+                                (RECORD_STEP, GET_STEPS, ENQUEUE_CHILD) for the coordinator
                       ALIVE     a shared process's event loop turned (every 25 ms)
                       LEFTOVERS a shared process that runs no attempt has processes
                                 of its handlers still running

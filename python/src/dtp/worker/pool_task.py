@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from .pool import TaskPool
@@ -24,6 +24,8 @@ class Outcome:
     retryable: bool = True
     cancelled: bool = False
     requeue: bool = False
+    suspend: dict[str, Any] | None = None
+    """The handler slept or waits (``sleepMillis`` or ``waitForJobId``): TASK_SUSPEND."""
 
 
 LogSink = Callable[[int, str, str], None]
@@ -48,6 +50,8 @@ class PoolTask:
         """Where it runs (or ran), once placed."""
         self.on_progress: Callable[[float, str | None], None] = lambda fraction, message: None
         """Told each ``ctx.progress`` of the handler."""
+        self.on_call: Callable[[int, dict[str, Any]], None] = self._no_calls
+        """Told each call of the handler (callId, the call); ``answer`` answers it."""
         self.outcome: asyncio.Future[Outcome] = loop.create_future()
         self.started: asyncio.Future[int | None] = loop.create_future()
         """The pid of its process once the handler began; None if it ended before."""
@@ -60,6 +64,17 @@ class PoolTask:
         if not self.started.done():
             self.started.set_result(pid)
             self.on_started(pid)
+
+    def _no_calls(self, call_id: int, call: dict[str, Any]) -> None:
+        self.answer(
+            call_id,
+            {"type": "ERROR", "code": "UNSUPPORTED_FEATURE", "message": "no coordinator to call"},
+        )
+
+    def answer(self, call_id: int, reply: dict[str, Any]) -> None:
+        """Passes a call's reply (or ERROR) back to the handler, while the attempt runs."""
+        if self.process is not None and not self.settled:
+            self.process.answer(self.request_id, call_id, reply)
 
     def settle(self, outcome: Outcome) -> bool:
         if self.outcome.done():

@@ -153,6 +153,15 @@ class TaskProcess:
         task.process = self
         self._queue(task.run)
 
+    def answer(self, request_id: int, call_id: int, reply: Message) -> None:
+        """A call's reply (or ERROR), back to the handler that made it."""
+        if self.live:
+            self._queue(
+                encode_message(
+                    {"type": "ANSWER", "requestId": request_id, "callId": call_id, "reply": reply}
+                )
+            )
+
     def stop(self, task: PoolTask, reason: str, grace: float) -> asyncio.Future[str]:
         """Fires the attempt's ``ctx.cancelled``; ends the process unless it settles in time.
 
@@ -234,9 +243,15 @@ class TaskProcess:
                 task.on_progress(
                     float(message.get("fraction") or 0), text if isinstance(text, str) else None
                 )
+        elif kind == "CALL":
+            task = self.attempts.get(_request_id(message))
+            call = message.get("call")
+            call_id = message.get("callId")
+            if task is not None and isinstance(call, dict) and isinstance(call_id, int):
+                task.on_call(call_id, call)
         elif kind == "LEFTOVERS":
             self.pool._retire(self, "its handlers left processes running")
-        elif kind in ("STARTED", "SUCCEEDED", "FAILED"):
+        elif kind in ("STARTED", "SUCCEEDED", "FAILED", "SUSPENDED"):
             self._heard()
             self._on_attempt_message(kind, message)
         else:
@@ -359,6 +374,11 @@ def _request_id(message: Message) -> int:
 
 
 def _outcome(kind: str, message: Message) -> Outcome:
+    if kind == "SUSPENDED":
+        suspend: dict[str, Any] = {
+            key: message[key] for key in ("sleepMillis", "waitForJobId") if key in message
+        }
+        return Outcome(success=False, error="suspended", suspend=suspend)
     if kind == "SUCCEEDED":
         return Outcome(
             success=True,

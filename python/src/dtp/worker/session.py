@@ -19,9 +19,13 @@ needs ``retryable``, ``TASK_RESULT.requeue`` needs ``requeue``,
 ``TASK_ASSIGN``'s deadline and attempt limit need ``assignLimits``, attempts
 beyond the capacity need ``prefetch``, a capacity above 1,024 needs
 ``slots`` (without it the worker runs 1,024 attempts at once), judging the
-coordinator by its silence needs ``heartbeatAck``. ``taskTypes``,
-``heartbeatAck: true``, ``prefetch`` (when not 0), ``slots`` and
-``resultFormat`` are optional fields that a v1 peer ignores.
+coordinator by its silence needs ``heartbeatAck``, a handler's calls
+(``ENQUEUE_CHILD``; ``RECORD_STEP``, ``GET_STEPS`` and ``TASK_SUSPEND``) need
+``children`` and ``steps`` (without them the handler's ``ctx.enqueue`` /
+``ctx.step`` raise ``UNSUPPORTED_FEATURE``), and ``--queues`` needs ``queues``
+(without it the worker stops, exit 1). ``taskTypes``, ``heartbeatAck: true``,
+``prefetch`` (when not 0), ``slots``, ``parents``, ``steps``, ``children``
+and ``resultFormat`` are optional fields that a v1 peer ignores.
 
 A refusal (``ERROR`` UNAUTHENTICATED, TLS_REQUIRED or WORKER_REPLACED, or a
 TLS handshake that failed on a certificate or a peer without TLS) stops the
@@ -47,7 +51,7 @@ import socket
 import ssl
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..addresses import HostPort, LeaderRing, parse_address_list
 from ..framing import FrameTooLargeError, Message, ProtocolError
@@ -62,7 +66,8 @@ from ..protocol import (
     parse_features,
 )
 from ..security import describe_os_error, describe_tls_error, is_tls_refusal, server_hostname
-from .attempt import Assignment, Attempt, result_message
+from .attempt import Assignment, Attempt, result_message, suspend_message
+from .durable import CALL_FEATURES, MAX_CALLS_PER_ATTEMPT
 from .link import Link
 from .options import WorkerOptions
 from .pool import TaskPool
@@ -71,12 +76,32 @@ from .timers import HeartbeatThread, Watchdog
 
 log = logging.getLogger("dtp.worker")
 
-COORDINATOR_MESSAGES = ("WORKER_REGISTERED", "TASK_ASSIGN", "TASK_CANCEL", "ERROR", "HEARTBEAT_ACK")
+COORDINATOR_MESSAGES = (
+    "WORKER_REGISTERED",
+    "TASK_ASSIGN",
+    "TASK_CANCEL",
+    "ERROR",
+    "HEARTBEAT_ACK",
+    "CHILD_ENQUEUED",
+    "STEP_RECORDED",
+    "STEPS",
+)
+CALL_REPLIES = ("CHILD_ENQUEUED", "STEP_RECORDED", "STEPS")
+"""Answers to the calls of running attempts (each carries the call's ``requestId``)."""
 LONGEST_PAUSE_MS = 30_000
 
 
 def _fields(**values: Any) -> dict[str, Any]:
     return {"fields": values}
+
+
+@dataclass
+class _Call:
+    """A call of a running attempt sent to the coordinator and not answered yet."""
+
+    session: Link
+    attempt: Attempt
+    answer: Callable[[Message], None]
 
 
 @dataclass
@@ -119,6 +144,9 @@ class Worker:
         self._loop_task: asyncio.Task[None] | None = None
         self._done = asyncio.Event()
         self._jobs: set[asyncio.Future[None]] = set()
+        self._calls: dict[int, _Call] = {}
+        self._next_request_id = 1
+        """Of the calls: unique on every connection (one counter for the worker's life)."""
 
     def _background(self, job: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(job)
@@ -209,7 +237,13 @@ class Worker:
             "capacity": self.options.wire_capacity,
             "taskTypes": self.options.task_types,
             "heartbeatAck": True,
+            # Extensions a coordinator without them ignores (ctx.parents, ctx.step, ...).
+            "parents": True,
+            "steps": True,
+            "children": True,
         }
+        if self.options.queues is not None:
+            register["queues"] = list(self.options.queues)
         if self.options.capacity > MAX_CAPACITY:
             register["slots"] = self.options.capacity
         if self.options.wire_prefetch:
@@ -289,6 +323,7 @@ class Worker:
         self._session = None
         self._stop_heartbeat()
         self._watchdog.stop()
+        self._fail_calls(session, "CONNECTION_LOST", f"the connection ended first ({reason})")
         if self._closing:
             return
         self._mode = "disconnected"
@@ -303,7 +338,9 @@ class Worker:
 
     def _on_message(self, session: Link, message: Message) -> None:
         kind = expect_type(message, COORDINATOR_MESSAGES)
-        if kind == "WORKER_REGISTERED":
+        if kind in CALL_REPLIES or (kind == "ERROR" and message.get("requestId") is not None):
+            self._on_call_answer(session, message)
+        elif kind == "WORKER_REGISTERED":
             self._on_registered(session, message)
         elif kind == "TASK_ASSIGN":
             if not session.registered:
@@ -324,6 +361,15 @@ class Worker:
         if echoed != self.worker_id:
             log.warning("coordinator echoed another workerId", extra=_fields(registeredAs=echoed))
         session.features = parse_features(message.get("features"))
+        if self.options.queues is not None and "queues" not in session.features:
+            wanted = ",".join(self.options.queues)
+            self._refuse(
+                "UNSUPPORTED_FEATURE",
+                f"this coordinator does not support queues (--queues {wanted} needs one that "
+                "offers them)",
+            )
+            session.drop()
+            return
         session.registered = True
         if self.options.capacity > MAX_CAPACITY:
             self._use_slots(session)
@@ -428,7 +474,71 @@ class Worker:
         self._idle.clear()
         # Progress goes only to a coordinator that offered it; otherwise it stays here.
         progress = self._send_progress if "progress" in session.features else None
-        attempt.start(self._pool, "assignLimits" in session.features, progress)
+        attempt.start(
+            self._pool,
+            "assignLimits" in session.features,
+            progress,
+            session.features,
+            self._on_call,
+        )
+
+    # ----------------------------------------------------------------- calls
+
+    def _on_call(self, attempt: Attempt, call: Message, answer: Callable[[Message], None]) -> None:
+        """A handler's call (ctx.step, ctx.enqueue, ...): sent with the attempt's ids and a
+        fresh ``requestId``; its answer goes back to the handler."""
+
+        def refuse(code: str, text: str) -> None:
+            answer({"type": "ERROR", "code": code, "message": text})
+
+        kind = call.get("type")
+        feature = CALL_FEATURES.get(str(kind))
+        session = self._session
+        if feature is None:
+            refuse("INVALID_REQUEST", f"{str(kind)[:40]} is not a call")
+            return
+        if session is None or session is not attempt.session or not session.registered:
+            refuse("CONNECTION_LOST", "the attempt's connection ended")
+            return
+        if feature not in session.features:
+            refuse("UNSUPPORTED_FEATURE", f'the coordinator does not offer "{feature}"')
+            return
+        open_calls = sum(1 for c in self._calls.values() if c.attempt is attempt)
+        if open_calls >= MAX_CALLS_PER_ATTEMPT:
+            refuse("TOO_MANY_CALLS", f"at most {MAX_CALLS_PER_ATTEMPT} calls wait at once")
+            return
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        self._calls[request_id] = _Call(session, attempt, answer)
+        try:
+            session.send(
+                {
+                    **call,
+                    "workerId": self.worker_id,
+                    "jobId": attempt.job_id,
+                    "attemptId": attempt.attempt_id,
+                    "requestId": request_id,
+                }
+            )
+        except FrameTooLargeError as err:
+            del self._calls[request_id]
+            refuse("LIMIT_EXCEEDED", str(err))
+
+    def _on_call_answer(self, session: Link, message: Message) -> None:
+        request_id = message.get("requestId")
+        if not isinstance(request_id, int):
+            return
+        call = self._calls.get(request_id)
+        if call is None or call.session is not session:
+            return  # its attempt ended, or it was failed when a connection ended
+        del self._calls[request_id]
+        call.answer(message)
+
+    def _fail_calls(self, session: Link, code: str, text: str) -> None:
+        for request_id, call in list(self._calls.items()):
+            if call.session is session:
+                del self._calls[request_id]
+                call.answer({"type": "ERROR", "code": code, "message": text})
 
     def _send_progress(self, attempt: Attempt, fraction: float, message: str | None) -> None:
         session = self._session
@@ -449,6 +559,9 @@ class Worker:
         """An attempt left ``running``: with an outcome to report, or None."""
         if self._attempts.get(attempt.attempt_id) is attempt:
             del self._attempts[attempt.attempt_id]
+        for request_id, call in list(self._calls.items()):
+            if call.attempt is attempt:
+                del self._calls[request_id]  # nobody waits for its answer now
         if outcome is not None:
             session = self._session
             if session is attempt.session and session is not None and session.registered:
@@ -458,6 +571,9 @@ class Worker:
         self._notify_if_idle()
 
     def _send_result(self, session: Link, job_id: str, attempt_id: str, outcome: Outcome) -> None:
+        if outcome.suspend is not None:
+            session.send(suspend_message(self.worker_id, job_id, attempt_id, outcome.suspend))
+            return
         message = result_message(self.worker_id, job_id, attempt_id, outcome, session.features)
         try:
             session.send(message)
