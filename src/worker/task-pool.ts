@@ -18,8 +18,10 @@
  *   held for {@link BLOCKED_REPORT_MS} it is reported (`onBlocked`) with the
  *   jobs on it.
  * - An attempt of an isolated task (`isolate: true`) gets a thread to
- *   itself while it runs; idle isolated threads are kept for reuse, at most
- *   `threads` of them.
+ *   itself while it runs. A thread whose isolated attempt ended is kept for
+ *   the next one (starting a thread costs milliseconds of CPU, an attempt
+ *   microseconds): at most `capacity` idle ones, each for at most
+ *   {@link ISOLATED_IDLE_MS} unused, so a burst's threads go away after it.
  * - `stop(reason)` preempts an attempt: it settles as cancelled at once (its
  *   slot is free and nothing it produces is ever reported), its handler's
  *   `ctx.signal` fires, and the handler gets `cancelGraceMs` to settle. One
@@ -37,7 +39,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { LocalErrorCode } from '../protocol/error-codes.js';
-import { tableProblem, type BoundsTable } from '../common/bounds.js';
+import { MAX_TIMER_MS, tableProblem, type BoundsTable } from '../common/bounds.js';
 import { DtpError } from '../protocol/errors.js';
 import { DEFAULT_CANCEL_GRACE_MS, WORKER_BOUNDS } from './options.js';
 import {
@@ -104,6 +106,8 @@ export interface TaskPoolOptions {
    * `prefetch` bound; default 0: none).
    */
   queueLimit?: number;
+  /** How long an idle isolated thread is kept for the next isolated attempt, in ms (default {@link ISOLATED_IDLE_MS}). */
+  isolatedIdleMs?: number;
   /** Told of a shared thread whose event loop has been held for {@link BLOCKED_REPORT_MS}. */
   onBlocked?: (blocked: BlockedThread) => void;
   /**
@@ -123,7 +127,11 @@ export const TASK_POOL_BOUNDS: BoundsTable<TaskPoolOptions> = {
   cancelGraceMs: WORKER_BOUNDS.cancelGraceMs,
   taskMemoryMb: WORKER_BOUNDS.taskMemoryMb,
   queueLimit: WORKER_BOUNDS.prefetch,
+  isolatedIdleMs: { min: 1, max: MAX_TIMER_MS, optional: true },
 };
+
+/** How long an idle isolated thread waits for the next isolated attempt before it ends, in ms. */
+export const ISOLATED_IDLE_MS = 10_000;
 
 /** The default number of shared task threads: the machine's available parallelism, within bounds. */
 export function defaultThreads(): number {
@@ -196,6 +204,10 @@ export class TaskPool {
   readonly #queueLimit: number;
   #checkTimer: NodeJS.Timeout | null = null;
   #threadsMade = 0;
+  readonly #isolatedIdleMs: number;
+  /** When each idle isolated thread went idle (performance.now()), as #idleIsolated. */
+  #idleSinceMs: number[] = [];
+  #idleTimer: NodeJS.Timeout | null = null;
   #nextRequestId = 1;
   #closing: Promise<void> | null = null;
 
@@ -207,6 +219,7 @@ export class TaskPool {
     this.cancelGraceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
     this.taskMemoryMb = options.taskMemoryMb ?? TASK_MEMORY_MB.default;
     this.#queueLimit = options.queueLimit ?? 0;
+    this.#isolatedIdleMs = options.isolatedIdleMs ?? ISOLATED_IDLE_MS;
     this.#modules = [...(options.modules ?? [])];
     this.#onBlocked = options.onBlocked ?? (() => undefined);
     this.#localHandlers = options.local ?? new Map();
@@ -222,6 +235,11 @@ export class TaskPool {
   /** Threads that have not exited yet (shared, isolated, terminating ones too). */
   get threadCount(): number {
     return this.#threads.size;
+  }
+
+  /** Threads started since the pool was made (each costs an isolate's start). */
+  get threadsStarted(): number {
+    return this.#threadsMade;
   }
 
   /** Attempts on a thread that have not ended yet (stopped ones have). */
@@ -271,6 +289,8 @@ export class TaskPool {
     this.#closing ??= (async () => {
       if (this.#checkTimer !== null) clearInterval(this.#checkTimer);
       this.#checkTimer = null;
+      if (this.#idleTimer !== null) clearInterval(this.#idleTimer);
+      this.#idleTimer = null;
       this.#loopWatch.stop();
       for (const task of [...this.#queued.splice(0), ...this.#running.keys()]) {
         task.settle({
@@ -353,12 +373,26 @@ export class TaskPool {
     return this.#local;
   }
 
+  /** The most recently idle isolated thread (the older ones age out), else a new one. */
   #isolatedThread(): PoolThread {
     for (let thread = this.#idleIsolated.pop(); thread !== undefined;) {
+      this.#idleSinceMs.pop();
       if (thread.hasRoom) return thread;
       thread = this.#idleIsolated.pop();
     }
     return this.#spawn('isolated');
+  }
+
+  /** Ends the idle isolated threads unused for {@link ISOLATED_IDLE_MS}; the timer runs while any is idle. */
+  #retireIdleIsolated(): void {
+    const oldest = performance.now() - this.#isolatedIdleMs;
+    while (this.#idleIsolated.length > 0 && (this.#idleSinceMs[0] as number) <= oldest) {
+      this.#retire(this.#idleIsolated[0] as PoolThread);
+    }
+    if (this.#idleIsolated.length === 0 && this.#idleTimer !== null) {
+      clearInterval(this.#idleTimer);
+      this.#idleTimer = null;
+    }
   }
 
   #spawn(kind: ThreadKind): PoolThread {
@@ -390,8 +424,11 @@ export class TaskPool {
     const retained = thread.memoryMb > RETAINED_LIMIT_MB;
     if (this.#closing !== null || retained) return this.#retire(thread);
     if (thread.kind === 'isolated') {
-      if (this.#idleIsolated.length >= this.threads) return this.#retire(thread);
+      if (this.#idleIsolated.length >= this.capacity) return this.#retire(thread);
       this.#idleIsolated.push(thread);
+      this.#idleSinceMs.push(performance.now());
+      const everyMs = Math.max(1, Math.ceil(this.#isolatedIdleMs / 4));
+      this.#idleTimer ??= setInterval(() => this.#retireIdleIsolated(), everyMs).unref();
     }
   }
 
@@ -405,7 +442,10 @@ export class TaskPool {
     const shared = this.#shared.indexOf(thread);
     if (shared >= 0) this.#shared.splice(shared, 1);
     const idle = this.#idleIsolated.indexOf(thread);
-    if (idle >= 0) this.#idleIsolated.splice(idle, 1);
+    if (idle >= 0) {
+      this.#idleIsolated.splice(idle, 1);
+      this.#idleSinceMs.splice(idle, 1);
+    }
   }
 
   #onExit(thread: PoolThread): void {

@@ -532,6 +532,15 @@ export const NOT_RUN: readonly NotRun[] = [
     reason: 'elsewhere',
     why: 'the side-by-side harness is not part of the repository',
   },
+  ...[
+    'DTP_ROOT=<build> node dtp/bench.mjs --jobs 20000 --producers 32 --workers 3 --concurrency 4 --task sha256',
+    'DTP_ROOT=<build> node dtp/bench.mjs --jobs 20000 --producers 4 --workers 3 --concurrency 4 --task sha256',
+  ].map((command): NotRun => ({
+    doc: MEASURED,
+    command,
+    reason: 'elsewhere',
+    why: 'the side-by-side harness is not part of the repository',
+  })),
   {
     doc: MEASURED,
     command:
@@ -546,6 +555,8 @@ export const NOT_RUN: readonly NotRun[] = [
     'SYSTEMS="dtp-pg pgboss graphile" compare.sh',
     'SYSTEMS="dtp-pg pgboss graphile" SCENARIOS="default bulk" REPS=3 compare.sh',
     'SYSTEMS="dtp-normal bullmq-everysec bullmq-sandboxed" SCENARIOS="io default bulk" REPS=3 compare.sh',
+    'SYSTEMS="dtp-normal bullmq-everysec" SCENARIOS="io" REPS=3 compare.sh',
+    'DTP_ISOLATE=SHA256 SYSTEMS="dtp-normal bullmq-sandboxed" SCENARIOS="default" REPS=3 compare.sh',
   ].map((command): NotRun => ({
     doc: MEASURED,
     command,

@@ -218,6 +218,23 @@ describe('TaskPool', () => {
     assert.equal(pool.threadCount, 1);
   });
 
+  it('keeps the threads of a round of isolated attempts for the next round, and ends them once idle too long', async () => {
+    const pool = createPool({ capacity: 4, threads: 1, isolatedIdleMs: 300 });
+    const round = async (): Promise<void> => {
+      const handles = [1, 2, 3, 4].map((i) => run(pool, 'PRIME_COUNT', { limit: 100 + i }));
+      for (const handle of handles) assert.equal((await handle.outcome).success, true);
+    };
+    await round();
+    assert.equal(pool.threadsStarted, 4, 'four attempts at once, four threads');
+    await round();
+    await round();
+    assert.equal(pool.threadsStarted, 4, 'the next rounds started no thread');
+    assert.equal(pool.threadCount, 4);
+    await until(() => pool.threadCount === 0, { what: 'the idle isolated threads to end' });
+    await round();
+    assert.equal(pool.threadsStarted, 8, 'a round after the idle time starts its threads again');
+  });
+
   it('terminates a handler that ignores its signal after the grace when stopped', async () => {
     const pool = createPool({ capacity: 1, cancelGraceMs: 50, modules: [MISBEHAVING] });
     const handle = run(pool, 'spin');
