@@ -534,7 +534,6 @@ export const NOT_RUN: readonly NotRun[] = [
   },
   ...[
     'DTP_ROOT=<build> node dtp/bench.mjs --jobs 20000 --producers 32 --workers 3 --concurrency 4 --task sha256',
-    'DTP_ROOT=<build> node dtp/bench.mjs --jobs 20000 --producers 4 --workers 3 --concurrency 4 --task sha256',
   ].map((command): NotRun => ({
     doc: MEASURED,
     command,
