@@ -250,42 +250,40 @@ class AttemptSteps:
 
     async def sleep(self, duration: Any) -> None:
         sleep_ms = sleep_ms_of(duration)
-        self._enter()
-        try:
-            position = self._position
-            self._position += 1
-            recorded = await self._at(position)
-            if recorded is not None:
-                self._expect(position, recorded, SLEEP_STEP)
-                return
-        finally:
-            self._busy = False
-        await self._suspend({"sleepMillis": sleep_ms})
+        _, recorded = await self._next_recorded(SLEEP_STEP)
+        if recorded is None:
+            await self._suspend({"sleepMillis": sleep_ms})
 
     async def wait_for(self, job_id: str) -> dict[str, Any]:
         if not isinstance(job_id, str) or not 1 <= len(job_id) <= MAX_JOB_ID_LENGTH:
             raise TypeError(f"ctx.wait_for: the job id must be 1..{MAX_JOB_ID_LENGTH} characters")
         if job_id == self._job_id:
             raise _invalid("ctx.wait_for: a job cannot wait for itself")
+        position, recorded = await self._next_recorded(WAIT_STEP)
+        if recorded is None:
+            await self._suspend({"waitForJobId": job_id})
+            raise AssertionError("unreachable: a suspended handler never resumes")
+        outcome = json.loads(recorded.get("result") or "{}")
+        if not isinstance(outcome, dict) or outcome.get("jobId") != job_id:
+            waited = outcome.get("jobId") if isinstance(outcome, dict) else None
+            self._non_deterministic(
+                f"position {position} waited for job {json.dumps(waited)}, "
+                f"this run waits for {job_id}"
+            )
+        return wait_outcome(outcome)
+
+    async def _next_recorded(self, kind: str) -> tuple[int, Mapping[str, Any] | None]:
+        """Takes the next position, and the step recorded there (checked to be a ``kind``)."""
         self._enter()
         try:
             position = self._position
             self._position += 1
             recorded = await self._at(position)
             if recorded is not None:
-                self._expect(position, recorded, WAIT_STEP)
-                outcome = json.loads(recorded.get("result") or "{}")
-                if not isinstance(outcome, dict) or outcome.get("jobId") != job_id:
-                    waited = outcome.get("jobId") if isinstance(outcome, dict) else None
-                    self._non_deterministic(
-                        f"position {position} waited for job {json.dumps(waited)}, "
-                        f"this run waits for {job_id}"
-                    )
-                return wait_outcome(outcome)
+                self._expect(position, recorded, kind)
+            return position, recorded
         finally:
             self._busy = False
-        await self._suspend({"waitForJobId": job_id})
-        raise AssertionError("unreachable: a suspended handler never resumes")
 
     def _enter(self) -> None:
         if self.poison is not None:
