@@ -1015,6 +1015,12 @@ export type WorkerToCoordinator =
   | TaskSuspend
   | HeldAttempts
   | WorkerCall;
+/**
+ * What the coordinator's core takes from a worker: every worker message but
+ * TASK_RESULTS, whose results the worker port hands over one by one (a
+ * batch is framing, not an input of its own).
+ */
+export type WorkerInput = Exclude<WorkerToCoordinator, TaskResults>;
 export type CoordinatorToWorker =
   | WorkerRegistered
   | TaskAssign

@@ -13,7 +13,7 @@ import type {
   ClientReply,
   ClientRequest,
   CoordinatorToWorker,
-  WorkerToCoordinator,
+  WorkerInput,
 } from '../../src/protocol/messages.js';
 
 /** Simulated time, in epoch milliseconds. Only the simulation moves it. */
@@ -74,7 +74,7 @@ export interface ClientPeer {
 
 export type WorkerInbound =
   /** `currentAtSend`: for TASK_RESULT, whether its lease was the job's current one when sent. */
-  | { kind: 'frame'; msg: WorkerToCoordinator; currentAtSend: boolean; sentAtMs: number }
+  | { kind: 'frame'; msg: WorkerInput; currentAtSend: boolean; sentAtMs: number }
   /** The peer broke the protocol (an undecodable frame). */
   | { kind: 'violation'; reason: string }
   | { kind: 'end'; reason: string };

@@ -18,14 +18,14 @@ import type {
   JobState,
   JsonObject,
   Priority,
-  WorkerToCoordinator,
+  WorkerInput,
 } from '../../protocol/messages.js';
 import type { TraceContext } from '../../protocol/trace-context.js';
 import type { StoreRead, StoreReadResult } from '../../store/store.js';
 
 export type CoreInput =
   /** A decoded frame from a worker connection. */
-  | { kind: 'workerMessage'; connId: number; msg: WorkerToCoordinator }
+  | { kind: 'workerMessage'; connId: number; msg: WorkerInput }
   /** A worker connection broke the protocol (already unreadable). */
   | { kind: 'workerViolation'; connId: number; reason: string }
   /**

@@ -27,12 +27,7 @@
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { clipError, MAX_PROGRESS_MESSAGE_BYTES, MAX_RESULT_BYTES } from '../../protocol/limits.js';
 import { handleWorkerCall, requestIdProblem } from './worker-calls.js';
-import type {
-  TaskProgress,
-  TaskResult,
-  TaskResults,
-  WorkerToCoordinator,
-} from '../../protocol/messages.js';
+import type { TaskProgress, TaskResult, WorkerInput } from '../../protocol/messages.js';
 import { isRunning } from './job.js';
 import { isCurrentLease } from './lease.js';
 import { revokeKept } from './interruption.js';
@@ -48,7 +43,7 @@ import {
   sweepHeldList,
 } from './worker-registration.js';
 
-export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
+export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerInput): void {
   if (s.closingConns.has(connId)) {
     // The connection is being closed (its worker was lost): nothing it says
     // counts any more, but a late result is worth a log line.
@@ -90,8 +85,6 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
       return;
     case 'TASK_RESULT':
       return handleResult(s, session, msg);
-    case 'TASK_RESULTS':
-      return handleResults(s, connId, msg);
     case 'TASK_PROGRESS':
       return handleProgress(s, session, msg);
     case 'ENQUEUE_CHILD':
@@ -131,16 +124,7 @@ export function handleWorkerMessage(s: CoreState, connId: number, msg: WorkerToC
   }
 }
 
-/**
- * Several results in one frame (feature `batches`): each handled in order as
- * if it had come alone, each checked against the session (one naming
- * another worker loses the session, and the rest count for nothing).
- */
-function handleResults(s: CoreState, connId: number, msg: TaskResults): void {
-  for (const result of msg.results) handleWorkerMessage(s, connId, result);
-}
-
-function handleFirstMessage(s: CoreState, connId: number, msg: WorkerToCoordinator): void {
+function handleFirstMessage(s: CoreState, connId: number, msg: WorkerInput): void {
   if (msg.type === 'WORKER_REGISTER') return registerWorker(s, connId, msg);
   refuse(
     s,
