@@ -16,10 +16,12 @@ import { ProtocolError, ProtocolErrorCode } from './errors.js';
 import { encodeTextFrame } from './framing.js';
 import {
   ATTEMPT_OUTCOMES,
+  DEDUP_MODES,
   JOB_EVENT_KINDS,
   JOB_STATES,
   PARENT_FAILURE_POLICIES,
   PRIORITIES,
+  RATE_LIMIT_SCOPES,
   RESULT_FORMATS,
   SCHEDULE_CATCH_UPS,
   SCHEDULE_OVERLAPS,
@@ -27,6 +29,7 @@ import {
   type FlowJob,
   type FlowRef,
   type HeldAttempt,
+  type HeldGroupInfo,
   type JobEventFilter,
   type JobProgress,
   type JobSnapshot,
@@ -37,6 +40,7 @@ import {
   type QueueGroupInfo,
   type QueueInfo,
   type RateLimit,
+  type RateLimitedResult,
   type RecordedStep,
   type ParentResult,
   type ScheduleDefinition,
@@ -480,6 +484,10 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   steps: optional(arrayOf(stepSummaryCodec)),
   suspensions: optional(intCodec),
   requeues: optional(intCodec),
+  dedupKey: optional(stringCodec),
+  dedupMode: optional(enumCodec(DEDUP_MODES)),
+  expiresAtMillis: optional(intCodec),
+  expired: optional(boolCodec),
 });
 
 const rateLimitCodec: Codec<RateLimit> = recordCodec<RateLimit>({
@@ -505,6 +513,11 @@ const queueGroupInfoCodec: Codec<QueueGroupInfo> = recordCodec<QueueGroupInfo>({
   running: intCodec,
 });
 
+const heldGroupInfoCodec: Codec<HeldGroupInfo> = recordCodec<HeldGroupInfo>({
+  groupKey: nullable(stringCodec),
+  untilMillis: intCodec,
+});
+
 export const queueInfoCodec: Codec<QueueInfo> = recordCodec<QueueInfo>({
   name: stringCodec,
   paused: boolCodec,
@@ -515,6 +528,8 @@ export const queueInfoCodec: Codec<QueueInfo> = recordCodec<QueueInfo>({
   counts: countsCodec,
   running: optional(intCodec),
   groups: optional(arrayOf(queueGroupInfoCodec)),
+  rateLimitedUntilMillis: optional(intCodec),
+  heldGroups: optional(arrayOf(heldGroupInfoCodec)),
 });
 
 const scheduleSnapshotCodec: Codec<ScheduleSnapshot> = recordCodec<ScheduleSnapshot>({
@@ -582,9 +597,23 @@ const flowJobCodec: Codec<FlowJob> = recordCodec<FlowJob>({
   tracestate: optional(stringCodec),
   queue: optional(stringCodec),
   groupKey: optional(stringCodec),
+  dedupKey: optional(stringCodec),
+  dedupMode: optional(enumCodec(DEDUP_MODES)),
+  dedupWindowMillis: optional(intCodec),
+  expiresAtMillis: optional(intCodec),
 });
 
-const flowRefCodec: Codec<FlowRef> = recordCodec<FlowRef>({ ref: stringCodec, jobId: stringCodec });
+const flowRefCodec: Codec<FlowRef> = recordCodec<FlowRef>({
+  ref: stringCodec,
+  jobId: stringCodec,
+  deduplicated: optional(boolCodec),
+  replaced: optional(boolCodec),
+});
+
+const rateLimitedCodec: Codec<RateLimitedResult> = recordCodec<RateLimitedResult>({
+  retryAfterMillis: intCodec,
+  scope: enumCodec(RATE_LIMIT_SCOPES),
+});
 
 const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
   jobId: stringCodec,
@@ -607,6 +636,10 @@ const SUBMIT_ELEMENT_FIELDS: Fields<SubmitJobsElement> = {
   onParentFailure: optional(enumCodec(PARENT_FAILURE_POLICIES)),
   traceparent: optional(stringCodec),
   tracestate: optional(stringCodec),
+  dedupKey: optional(stringCodec),
+  dedupMode: optional(enumCodec(DEDUP_MODES)),
+  dedupWindowMillis: optional(intCodec),
+  expiresAtMillis: optional(intCodec),
 };
 const SUBMIT_ELEMENT_WALK = compileWalk(SUBMIT_ELEMENT_FIELDS);
 
@@ -693,6 +726,7 @@ const SCHEMAS: Schemas = {
     retryable: optional(boolCodec),
     resultFormat: optional(resultFormatCodec),
     requeue: optional(boolCodec),
+    rateLimited: optional(rateLimitedCodec),
   },
   TASK_RESULTS: { workerId: stringCodec, results: arrayOf(messageCodec('TASK_RESULT')) },
   WORKER_DRAINING: { workerId: stringCodec },
@@ -759,12 +793,18 @@ const SCHEMAS: Schemas = {
   CHILD_ENQUEUED: { requestId: intCodec, jobId: stringCodec, created: boolCodec },
   SUBMIT_JOB: { ...SUBMIT_ELEMENT_FIELDS, knownStates: optional(arrayOf(stringCodec)) },
   SUBMIT_JOBS: { jobs: arrayOf(objectCodec) },
-  JOBS_SUBMITTED: { jobIds: arrayOf(stringCodec) },
+  JOBS_SUBMITTED: {
+    jobIds: arrayOf(stringCodec),
+    deduplicated: optional(arrayOf(boolCodec)),
+    replaced: optional(arrayOf(boolCodec)),
+  },
   JOB_SUBMITTED: {
     jobId: stringCodec,
     job: nullable(jobSnapshotCodec),
     servingWorkers: optional(intCodec),
     queuePaused: optional(boolCodec),
+    deduplicated: optional(boolCodec),
+    replaced: optional(boolCodec),
   },
   SUBMIT_REJECTED: {
     reason: stringCodec,

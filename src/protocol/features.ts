@@ -41,6 +41,8 @@ export const FEATURES = [
    * registered with `batches: true`, TASK_RESULTS from the worker.
    */
   'batches',
+  /** `TASK_RESULT.rateLimited`: a handler rate limited its job, group or queue. */
+  'rateLimits',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

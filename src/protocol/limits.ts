@@ -115,6 +115,14 @@ export const MAX_FILTER_VALUE_LENGTH = 256;
 export const MAX_SUBSCRIBER_BUFFER_BYTES = 256 * 1024;
 /** Furthest ahead a delayed job may be due, in ms (366 days: `runAtMillis`, `--delay`, `--run-at`). */
 export const MAX_DELAY_MS = 366 * 86_400_000;
+/** Longest `dedupKey`, in characters. */
+export const MAX_DEDUP_KEY_LENGTH = 256;
+/** Longest `throttle` window (`dedupWindowMillis`): 366 days. */
+export const MAX_DEDUP_WINDOW_MS = 366 * 86_400_000;
+/** Longest `retryAfterMs` of a RateLimitedError: one day. */
+export const MAX_RETRY_AFTER_MS = 86_400_000;
+/** Rate-limited attempts in a row after which the job fails. */
+export const MAX_RATE_LIMITED_IN_A_ROW = 1_000;
 /** Default bound on SCHEDULED jobs (`--max-scheduled-jobs`). */
 export const DEFAULT_MAX_SCHEDULED_JOBS = 1_000_000;
 /** Jobs one RERUN_JOBS queues again at most, and when it names no limit. */

@@ -131,6 +131,13 @@ export interface JobSnapshot {
    * none, or a listing of stored jobs (as `steps`).
    */
   requeues?: number | null;
+  /** Extension: the job's deduplication key and mode (absent = none). */
+  dedupKey?: string | null;
+  dedupMode?: DedupMode | null;
+  /** Extension: when the job expires unless an attempt has started (absent = never). */
+  expiresAtMillis?: number | null;
+  /** Extension: `true` on a job that ended CANCELLED because it expired. */
+  expired?: boolean | null;
 }
 
 /** One recorded step of a job, as its snapshot lists it. */
@@ -386,6 +393,20 @@ export interface TaskResult {
    * maxAttempts, up to MAX_FREE_REQUEUES such attempts per job.
    */
   requeue?: boolean | null;
+  /**
+   * Extension (`rateLimits`), with `success: false`: the handler was rate
+   * limited (RateLimitedError). The attempt does not count; the job is
+   * SCHEDULED again after `retryAfterMillis`, and for `group` or `queue`
+   * nothing more of that group or queue starts before then.
+   */
+  rateLimited?: RateLimitedResult | null;
+}
+export const RATE_LIMIT_SCOPES = ['job', 'group', 'queue'] as const;
+export type RateLimitScope = (typeof RATE_LIMIT_SCOPES)[number];
+export interface RateLimitedResult {
+  /** 1 ms..1 d. */
+  retryAfterMillis: number;
+  scope: RateLimitScope;
 }
 /**
  * Extension (feature `batches`): several results in one frame, each a
@@ -564,7 +585,18 @@ export interface SubmitJob {
   traceparent?: string | null;
   /** Extension: the `tracestate` that goes with `traceparent` (at most 512 characters). */
   tracestate?: string | null;
+  /** Extension: a deduplication key (1..256 characters), scoped to the job's queue (dedup.ts). */
+  dedupKey?: string | null;
+  /** Extension: how `dedupKey` deduplicates; absent = `active`. */
+  dedupMode?: DedupMode | null;
+  /** Extension: `throttle`'s window after the key's job was created (1 ms..366 d; required there). */
+  dedupWindowMillis?: number | null;
+  /** Extension: epoch ms after which the job, if no attempt has started, ends CANCELLED (expired). */
+  expiresAtMillis?: number | null;
 }
+/** How a `dedupKey` deduplicates submissions (see dedup.ts). */
+export const DEDUP_MODES = ['active', 'throttle', 'debounce'] as const;
+export type DedupMode = (typeof DEDUP_MODES)[number];
 /** Extension: one job of a SUBMIT_JOBS batch, the fields of a SUBMIT_JOB without `type`. */
 export type SubmitJobsElement = Omit<SubmitJob, 'type' | 'knownStates'>;
 /**
@@ -580,6 +612,10 @@ export interface SubmitJobs {
 export interface JobsSubmitted {
   type: 'JOBS_SUBMITTED';
   jobIds: string[];
+  /** Extension: per job, in order, whether it named an existing job by its `dedupKey`; absent = none did. */
+  deduplicated?: boolean[] | null;
+  /** Extension: per job, whether a debounced job's payload and run time were replaced; absent = none. */
+  replaced?: boolean[] | null;
 }
 /** Most jobs in one SUBMIT_JOBS. */
 export const MAX_BATCH_JOBS = 1_000;
@@ -592,6 +628,10 @@ export interface JobSubmitted {
   servingWorkers?: number | null;
   /** Extension: `true` when the job's queue was paused when it was accepted (absent otherwise). */
   queuePaused?: boolean | null;
+  /** Extension: `true` when nothing was created: `jobId` is the job that holds the `dedupKey`. */
+  deduplicated?: boolean | null;
+  /** Extension: `true` when that job was debounced (its payload and run time replaced). */
+  replaced?: boolean | null;
 }
 export interface SubmitRejected {
   type: 'SUBMIT_REJECTED';
@@ -766,6 +806,16 @@ export interface QueueInfo {
   running?: number | null;
   /** Extension: the groups with the most QUEUED jobs, largest first (at most 10). */
   groups?: QueueGroupInfo[] | null;
+  /** Extension: until when a handler held the whole queue back (RateLimitedError); null = not held. */
+  rateLimitedUntilMillis?: number | null;
+  /** Extension: groups of the queue a handler holds back now, soonest first (at most 10). */
+  heldGroups?: HeldGroupInfo[] | null;
+}
+
+/** One group a handler holds back (QueueInfo.heldGroups). */
+export interface HeldGroupInfo {
+  groupKey: string | null;
+  untilMillis: number;
 }
 
 /** One group's backlog (QueueInfo.groups). */
@@ -841,6 +891,11 @@ export interface FlowJob {
   /** The named queue and group key, as SUBMIT_JOB's. */
   queue?: string | null;
   groupKey?: string | null;
+  /** Deduplication and expiry, as SUBMIT_JOB's. */
+  dedupKey?: string | null;
+  dedupMode?: DedupMode | null;
+  dedupWindowMillis?: number | null;
+  expiresAtMillis?: number | null;
 }
 /** Extension: many jobs with dependencies among them, created in one commit or not at all. */
 export interface SubmitFlow {
@@ -851,6 +906,10 @@ export interface SubmitFlow {
 export interface FlowRef {
   ref: string;
   jobId: string;
+  /** Extension: `true` when the ref names an existing job that holds its `dedupKey`. */
+  deduplicated?: boolean | null;
+  /** Extension: `true` when that job was debounced. */
+  replaced?: boolean | null;
 }
 export interface FlowSubmitted {
   type: 'FLOW_SUBMITTED';
