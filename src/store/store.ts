@@ -16,6 +16,7 @@
 import { ErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import type {
+  DedupMode,
   JobProgress,
   AttemptOutcome,
   JobState,
@@ -108,6 +109,31 @@ export interface JobRecord {
    * when none. Never written: the attempts are.
    */
   requeues?: number | null;
+  /** Its deduplication key within its queue (dedup.ts); absent or null = none. Immutable. */
+  dedupKey?: string | null;
+  /** With `dedupKey`: how it deduplicates. Immutable. */
+  dedupMode?: DedupMode | null;
+  /**
+   * With `dedupMode` `throttle`: the end of the window its creation opened
+   * (createdAtMs + window). Recovery brings back the ended jobs whose window
+   * is still open. Immutable.
+   */
+  dedupUntilMs?: number | null;
+  /** When it expires unless an attempt has started; absent or null = never. Immutable. */
+  expiresAtMs?: number | null;
+  /** Its attempts in a row that a handler ended rate limited (reset by any other end); absent = 0. */
+  rateLimitedInARow?: number | null;
+}
+
+/**
+ * A group of a queue that a handler held back (RateLimitedError, scope
+ * `group`): nothing of it starts before `untilMs`. Keyed by (queue, groupKey).
+ */
+export interface GroupHoldRecord {
+  queue: string;
+  /** Null = the queue's jobs without a group key. */
+  groupKey: string | null;
+  untilMs: number;
 }
 
 /** One child job of a parent, as the dedupe index needs it. */
@@ -147,6 +173,8 @@ export interface QueueSettingsRecord {
   groupRateMax: number | null;
   groupRateIntervalMs: number | null;
   updatedAtMs: number;
+  /** Until when a handler held the whole queue back (RateLimitedError, scope `queue`); absent or null = not. */
+  heldUntilMs?: number | null;
 }
 
 /** One recurring schedule, exactly as persisted. */
@@ -213,6 +241,10 @@ export interface WriteBatch {
    * brings the waited-for job's row (as a parent's) and purge keeps it.
    */
   readonly stepWaits?: readonly Readonly<StepWaitRecord>[];
+  /** Groups held back, new or later (keyed by queue and group key); absent = none. */
+  readonly groupHolds?: readonly Readonly<GroupHoldRecord>[];
+  /** Delete the group holds that ended before this time (after `groupHolds`); absent = none. */
+  readonly groupHoldsEndedBeforeMs?: number;
 }
 
 export interface ListQuery {
@@ -335,6 +367,14 @@ export interface RecoveredState {
    * every SCHEDULED job is in `activeJobs`.
    */
   scheduledWindow?: ScheduledWindowQuery & { farCount: number };
+  /**
+   * Ended jobs whose `throttle` window is still open at the `nowMs` given
+   * to {@link Store.recover} (every ended job with a window when none was
+   * given); absent = none.
+   */
+  throttledJobs?: JobRecord[];
+  /** Every stored group hold (the core forgets the ended ones); absent = none. */
+  groupHolds?: GroupHoldRecord[];
 }
 
 export interface Store {
@@ -342,9 +382,10 @@ export interface Store {
   readonly description: string;
   /**
    * Everything recovery needs; with `window`, only the delayed jobs in it
-   * (the others stay in the store, counted).
+   * (the others stay in the store, counted); with `nowMs`, only the
+   * throttle windows still open then.
    */
-  recover(window?: ScheduledWindowQuery): Promise<RecoveredState>;
+  recover(window?: ScheduledWindowQuery, nowMs?: number): Promise<RecoveredState>;
   /**
    * Makes the batch durable, atomically, after every batch given before it.
    * Rejects with {@link StoreError}; after a rejection nothing later commits.
