@@ -196,6 +196,7 @@ const OUTCOME_COLOURS: Record<AttemptOutcome, string | null> = {
   INTERRUPTED: ANSI.yellow,
   SUSPENDED: ANSI.yellow,
   REQUEUED: ANSI.yellow,
+  RATE_LIMITED: ANSI.yellow,
 };
 
 /** The first line of `cancel`, then the job block. */

@@ -204,6 +204,11 @@ export const ATTEMPT_OUTCOMES = [
    * queued again at once and the attempt did not count toward maxAttempts.
    */
   'REQUEUED',
+  /**
+   * Extension (`rateLimits`): its handler was rate limited; the job was
+   * scheduled again and the attempt did not count toward maxAttempts.
+   */
+  'RATE_LIMITED',
 ] as const;
 export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 

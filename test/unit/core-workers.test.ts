@@ -41,6 +41,7 @@ const REGISTERED_W1 = {
     'requeue',
     'moreHeld',
     'batches',
+    'rateLimits',
   ],
 } as const;
 

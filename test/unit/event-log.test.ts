@@ -84,6 +84,23 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
   'schedule.fired': [{ type: 'schedule.fired', name: 's', jobId: 'j', tickMs: 1, lagMs: 2 }],
   'schedule.skipped': [{ type: 'schedule.skipped', name: 's', tickMs: 1, reason: 'overlap' }],
   'job.due': [{ type: 'job.due', jobId: 'j', lateMs: 3 }],
+  'job.dedupMatched': [
+    { type: 'job.dedupMatched', jobId: 'j', dedupKey: 'k', mode: 'active', replaced: false },
+    { type: 'job.dedupMatched', jobId: 'j', dedupKey: 'k', mode: 'debounce', replaced: true },
+  ],
+  'job.debounced': [{ type: 'job.debounced', jobId: 'j', runAtMs: 5 }],
+  'job.expired': [{ type: 'job.expired', jobId: 'j', from: 'QUEUED', expiresAtMs: 5 }],
+  'job.rateLimited': [
+    {
+      type: 'job.rateLimited',
+      jobId: 'j',
+      workerId: 'w',
+      attempt: 1,
+      scope: 'group',
+      untilMs: 9,
+      inARow: 1,
+    },
+  ],
   'job.rejected': [{ type: 'job.rejected', activeCount: 1, limit: 1 }],
   'job.assigned': [
     {

@@ -31,6 +31,7 @@ import {
   createJob,
   dueAt,
   isProblem,
+  matchDedup,
   newJobOf,
   sameSubmission,
 } from './submission.js';
@@ -214,8 +215,26 @@ function settle(s: CoreState, batch: HeldBatch): void {
     });
     return;
   }
-  const jobIds = batch.jobs.map((job, index) => idOf(s, job, existing[index] ?? null));
-  s.reply(connId, requestId, { type: 'JOBS_SUBMITTED', jobIds });
+  // Keyed jobs are decided one by one in the order given, after admission
+  // (which counted them as new): a key used twice in the batch names, the
+  // second time, the job the first made.
+  const jobIds: string[] = [];
+  const deduplicated: boolean[] = [];
+  const replaced: boolean[] = [];
+  let anyMatched = false;
+  for (const [index, job] of batch.jobs.entries()) {
+    const found = existing[index] ?? null;
+    const matched = found === null ? matchDedup(s, job.msg, job.wanted) : null;
+    if (matched !== null) anyMatched = true;
+    jobIds.push(matched?.jobId ?? idOf(s, job, found));
+    deduplicated.push(matched !== null);
+    replaced.push(matched?.replaced ?? false);
+  }
+  s.reply(connId, requestId, {
+    type: 'JOBS_SUBMITTED',
+    jobIds,
+    ...(anyMatched && { deduplicated, replaced }),
+  });
   schedule(s);
 }
 
@@ -233,7 +252,7 @@ function idOf(
   found: JobRecord | null,
 ): string {
   if (found === null)
-    return createJob(s, newJobOf(job.msg, job.wanted, dueAt(s, job.wanted))).jobId;
+    return createJob(s, newJobOf(job.msg, job.wanted, dueAt(s, job.wanted), s.nowMs)).jobId;
   s.emit({
     type: 'job.deduplicated',
     jobId: found.jobId,

@@ -107,7 +107,7 @@ export function enqueueChild(s: CoreState, call: FencedCall<EnqueueChild>): void
     );
   }
   const child = createJob(s, {
-    ...newJobOf(element, wanted, runAtMs),
+    ...newJobOf(element, wanted, runAtMs, s.nowMs),
     parentJobId: parent.jobId,
     childKey: msg.key,
   });

@@ -25,6 +25,7 @@ import {
   releaseWaits,
 } from './client-requests.js';
 import { nextDueAtMs, promoteDue } from './delayed-jobs.js';
+import { expireDue, nextExpiryAtMs, settleExpiredWhileRunning } from './expiry.js';
 import { subscriberStalled } from './subscriber-requests.js';
 import { toRecord } from './job.js';
 import { requeueDue, schedule } from './job-lifecycle.js';
@@ -122,6 +123,7 @@ export class CoordinatorCore {
         s.reads.noteCommitted(s.jobs.committed(input.batchId));
         break;
     }
+    settleExpiredWhileRunning(s);
     stateWakeUp(s);
     s.subscriptions.publish(s.nowMs, (connIds, msg) => s.push(connIds, msg));
     return s.takeEffects();
@@ -255,6 +257,8 @@ export interface QueuedJobView {
 function doDue(s: CoreState): void {
   s.ready.unparkDue(s.nowMs);
   promoteDue(s);
+  expireDue(s);
+  s.dedup.prune(s.nowMs);
   fireDueTicks(s);
   advanceWindow(s);
 }
@@ -267,6 +271,7 @@ function stateWakeUp(s: CoreState): void {
   // not on the next sweep tick.
   for (const at of [
     nextDueAtMs(s),
+    nextExpiryAtMs(s),
     s.schedules.nextTickAtMs(),
     // The openings the ready queue met (queues and groups held by a rate),
     // cleared by doDue: a value that moves only with picks and timed inputs.
@@ -294,7 +299,21 @@ function sweep(s: CoreState): void {
   expireDeadlines(s);
   requeueDue(s);
   retentionTick(s);
+  dropEndedHolds(s);
   schedule(s);
+}
+
+/** How often the store is told to delete the group holds that ended (at most). */
+const HOLD_CLEANUP_INTERVAL_MS = 10_000;
+
+/** Forgets the group holds that ended; the store deletes its copies now and then. */
+function dropEndedHolds(s: CoreState): void {
+  if (s.nowMs < s.nextHoldCleanupMs) return;
+  s.nextHoldCleanupMs = s.nowMs + HOLD_CLEANUP_INTERVAL_MS;
+  if (s.queues.dropEndedHolds(s.nowMs) > 0 || s.holdsMayBeStored) {
+    s.jobs.deleteGroupHoldsEndedBefore(s.nowMs);
+    s.holdsMayBeStored = s.queues.groupHolds(s.nowMs).next().done !== true;
+  }
 }
 
 function readDone(s: CoreState, readId: number, result: StoreReadResult): void {

@@ -19,6 +19,7 @@
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { toRecord } from './job.js';
+import { decideDedup } from './dedup.js';
 import { MAX_FLOW_JOBS, MAX_JOB_ID_LENGTH } from '../../protocol/limits.js';
 import type { FlowJob, SubmitFlow, SubmitJob } from '../../protocol/messages.js';
 import type { JobRecord } from '../../store/store.js';
@@ -31,7 +32,9 @@ import {
   dueAt,
   findParents,
   isProblem,
+  matchDedup,
   newJobOf,
+  type DedupMatch,
   sameSubmission,
   type SubmissionProblem,
 } from './submission.js';
@@ -201,7 +204,13 @@ function createFlow(
     });
     return;
   }
+  const gone = dedupedParentGone(s, plan);
+  if (gone !== null) {
+    s.replyError(connId, requestId, ErrorCode.InvalidRequest, gone);
+    return;
+  }
   const idOf = new Map<string, string>();
+  const matches = new Map<string, DedupMatch>();
   for (const job of plan.ordered) {
     const existing = settled.get(job.ref) ?? null;
     if (existing !== null) {
@@ -215,15 +224,53 @@ function createFlow(
     }
     const dependsOn = job.wanted.dependsOn?.map((name) => idOf.get(name) ?? name) ?? null;
     const wanted: NormalizedSubmission = { ...job.wanted, dependsOn };
+    // A job its deduplication key answers is not made: its dependents in the flow wait for that job.
+    const matched = matchDedup(s, job.msg, wanted);
+    if (matched !== null) {
+      matches.set(job.ref, matched);
+      idOf.set(job.ref, matched.jobId);
+      continue;
+    }
     const parents = dependsOn === null ? undefined : findParents(dependsOn, s, stored);
-    const created = createJob(s, newJobOf(job.msg, wanted, dueAt(s, wanted)), parents);
+    const created = createJob(s, newJobOf(job.msg, wanted, dueAt(s, wanted), s.nowMs), parents);
     idOf.set(job.ref, created.jobId);
   }
   s.reply(connId, requestId, {
     type: 'FLOW_SUBMITTED',
-    jobs: plan.refs.map((ref) => ({ ref, jobId: idOf.get(ref) as string })),
+    jobs: plan.refs.map((ref) => {
+      const matched = matches.get(ref);
+      return {
+        ref,
+        jobId: idOf.get(ref) as string,
+        ...(matched !== undefined && { deduplicated: true }),
+        ...(matched?.replaced === true && { replaced: true }),
+      };
+    }),
   });
   schedule(s);
+}
+
+/**
+ * A flow job with dependents in the flow whose deduplication key would name
+ * a job that ended and is no longer in memory (a throttle window): its
+ * dependents could not be told how it ended, so the flow is refused, saying
+ * which job to name instead. Null when there is none.
+ */
+function dedupedParentGone(s: CoreState, plan: FlowPlan): string | null {
+  const parents = new Set<string>();
+  for (const job of plan.ordered) for (const name of job.wanted.dependsOn ?? []) parents.add(name);
+  for (const job of plan.ordered) {
+    const dedup = job.wanted.dedup;
+    if (dedup === null || !parents.has(job.ref)) continue;
+    const decision = decideDedup(s, job.wanted.queue, dedup);
+    if (decision.kind === 'existing' && decision.job === undefined) {
+      return (
+        `Invalid request: ref ${JSON.stringify(job.ref)} is deduplicated against job ${decision.jobId}, ` +
+        'which has ended; name that job in dependsOn instead of the ref'
+      );
+    }
+  }
+  return null;
 }
 
 /** Checks a flow and orders it parents first; or why it is refused. */
@@ -291,6 +338,10 @@ function planJob(s: CoreState, index: number, job: FlowJob): PlannedJob | Submis
     tracestate: job.tracestate ?? null,
     queue: job.queue ?? null,
     groupKey: job.groupKey ?? null,
+    dedupKey: job.dedupKey ?? null,
+    dedupMode: job.dedupMode ?? null,
+    dedupWindowMillis: job.dedupWindowMillis ?? null,
+    expiresAtMillis: job.expiresAtMillis ?? null,
   };
   const wanted = checkSubmission(s, msg);
   if (isProblem(wanted)) {

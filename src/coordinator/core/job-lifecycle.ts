@@ -5,11 +5,17 @@
  * recorded in the job's history (one row per attempt, written when it ends),
  * except a first attempt that succeeded: the job's COMPLETED row stands for it.
  */
-import type { AttemptOutcome, JsonObject, ResultFormat } from '../../protocol/messages.js';
+import type {
+  AttemptOutcome,
+  JsonObject,
+  RateLimitedResult,
+  ResultFormat,
+} from '../../protocol/messages.js';
 import { DEFAULT_QUEUE } from '../../protocol/queue-names.js';
 import { traceFields } from '../../protocol/trace-context.js';
 import type { AttemptRecord } from '../../store/store.js';
 import {
+  EXPIRED_PREFIX,
   attemptImpliedByRow,
   coreJobSnapshot,
   isRunning,
@@ -42,6 +48,7 @@ import {
 } from './step-records.js';
 import {
   MAX_FREE_REQUEUES,
+  MAX_RATE_LIMITED_IN_A_ROW,
   MAX_STEP_RESULT_BYTES,
   MAX_STEP_RESULTS_BYTES,
 } from '../../protocol/limits.js';
@@ -61,6 +68,11 @@ export function schedule(s: CoreState): void {
   while (s.workers.freeSlots > 0) {
     const job = s.ready.popBest(s.nowMs, s.workers);
     if (job === undefined) return;
+    // No attempt starts after the job's expiry, even before the timed input that expires it.
+    if (hasExpired(s, job)) {
+      expireJob(s, job, true);
+      continue;
+    }
     const session = s.workers.pickFor(job.taskType, job.queue);
     if (session === undefined) throw new Error(`no worker for ${job.taskType} after canRun`);
     assign(s, job, session);
@@ -164,6 +176,7 @@ export function finishJob(
   transition(job, { to }, s.nowMs);
   job.retryAtMs = null;
   s.jobs.retire(job);
+  s.dedup.ended(job, s.nowMs);
   answerWaits(s, job);
   settleDependents(s, job);
   wakeWaiters(s, job);
@@ -322,6 +335,73 @@ export function requeueAttempt(s: CoreState, job: RunningJob, error: string): vo
   });
 }
 
+/**
+ * The handler was rate limited (`TASK_RESULT.rateLimited`, a
+ * RateLimitedError): the attempt ends RATE_LIMITED, not counted toward
+ * maxAttempts, and the job is SCHEDULED at now + `retryAfterMs`. Scope
+ * `group` or `queue` also holds back every start of the job's group or
+ * queue until then (durable: the hold is stored). A job rate limited
+ * {@link MAX_RATE_LIMITED_IN_A_ROW} times in a row fails, so a handler
+ * that always says so cannot hold its job for ever.
+ */
+export function rateLimitAttempt(
+  s: CoreState,
+  job: RunningJob,
+  limited: RateLimitedResult,
+  error: string,
+): void {
+  const inARow = rateLimitedInARow(job) + 1;
+  if (inARow >= MAX_RATE_LIMITED_IN_A_ROW) {
+    endAttempt(s, job, 'FAILED', error);
+    job.error = `${error} (rate limited ${inARow} times in a row)`;
+    finishJob(s, job, 'FAILED');
+    s.emit({
+      type: 'job.failed',
+      jobId: job.jobId,
+      attempts: job.attempts,
+      cause: 'task_failure',
+      error: job.error,
+    });
+    return;
+  }
+  const untilMs = s.nowMs + limited.retryAfterMillis;
+  const workerId = endAttempt(s, job, 'RATE_LIMITED', error);
+  job.error = error;
+  transition(job, { to: 'SCHEDULED' }, s.nowMs);
+  job.runAtMs = untilMs;
+  job.retryAtMs = null;
+  s.jobs.save(job);
+  holdScheduled(s, job);
+  if (limited.scope === 'queue') {
+    const row = s.queues.holdQueue(job.queue, untilMs, s.nowMs);
+    if (row !== null) s.jobs.saveQueue(row);
+  } else if (limited.scope === 'group') {
+    if (s.queues.holdGroup(job.queue, job.groupKey, untilMs, s.nowMs)) {
+      s.jobs.saveGroupHold({ queue: job.queue, groupKey: job.groupKey, untilMs });
+      s.holdsMayBeStored = true;
+    }
+  }
+  s.emit({
+    type: 'job.rateLimited',
+    jobId: job.jobId,
+    workerId,
+    attempt: job.attempts,
+    scope: limited.scope,
+    untilMs,
+    inARow,
+  });
+}
+
+/** How many of the job's last attempts in a row ended RATE_LIMITED. */
+export function rateLimitedInARow(job: Readonly<CoreJob>): number {
+  let count = 0;
+  for (let i = job.history.length - 1; i >= 0; i--) {
+    if (job.history[i]?.outcome !== 'RATE_LIMITED') break;
+    count++;
+  }
+  return count;
+}
+
 /** The current attempt succeeded. */
 export function completeJob(
   s: CoreState,
@@ -372,6 +452,29 @@ export function requeueDue(s: CoreState): void {
     s.ready.push(job);
     s.emit({ type: 'job.requeued', jobId: job.jobId, attempts: job.attempts });
   }
+}
+
+/** True when the job's expiry (expiry.ts) has passed at the core's current time. */
+export function hasExpired(s: CoreState, job: Readonly<CoreJob>): boolean {
+  return job.expiresAtMs != null && job.expiresAtMs <= s.nowMs;
+}
+
+/**
+ * Ends a job that expired before an attempt started (expiry.ts).
+ * `picked`: the scheduler has just taken it out of the ready queue (so the
+ * queue's count of it is already gone).
+ */
+export function expireJob(s: CoreState, job: CoreJob, picked = false): void {
+  const from = job.state;
+  const expiresAtMs = job.expiresAtMs as number;
+  job.error = `${EXPIRED_PREFIX}not started by ${new Date(expiresAtMs).toISOString()}`;
+  if (picked) {
+    finishJob(s, job, 'CANCELLED');
+    s.emit({ type: 'job.cancelled', jobId: job.jobId, from });
+  } else {
+    cancelJob(s, job);
+  }
+  s.emit({ type: 'job.expired', jobId: job.jobId, from, expiresAtMs });
 }
 
 /** Cancels a non-terminal job; returns false if it was already terminal. */

@@ -22,6 +22,7 @@
  */
 import type {
   AttemptRecord,
+  GroupHoldRecord,
   JobRecord,
   QueueSettingsRecord,
   ScheduleRecord,
@@ -57,6 +58,10 @@ export class JobTable {
   #dirtyStepWaits: StepWaitRecord[] = [];
   /** Jobs whose stored steps are dropped (a rerun), before this batch's steps are written. */
   #clearedSteps = new Set<string>();
+  /** Group holds set since the last batch, by queue and group. */
+  #dirtyGroupHolds = new Map<string, GroupHoldRecord>();
+  /** Stored group holds that ended before this time are to be deleted; null = none. */
+  #groupHoldsEndedBeforeMs: number | null = null;
   /** Schedules written (their row) or deleted (null) since the last batch. */
   #dirtySchedules = new Map<string, ScheduleRecord | null>();
   readonly #inFlight = new Map<string, InFlight>();
@@ -198,6 +203,16 @@ export class JobTable {
     this.#dirtyQueues.set(record.name, record);
   }
 
+  /** A handler held a group back: the hold goes out with the next batch. */
+  saveGroupHold(hold: GroupHoldRecord): void {
+    this.#dirtyGroupHolds.set(`${hold.queue}\u0000${hold.groupKey ?? ''}`, { ...hold });
+  }
+
+  /** The stored group holds that ended before `atMs` are deleted with the next batch. */
+  deleteGroupHoldsEndedBefore(atMs: number): void {
+    this.#groupHoldsEndedBeforeMs = atMs;
+  }
+
   /** The job became terminal: it stops counting as active and retires once committed. */
   retire(job: CoreJob): void {
     this.#active.delete(job.jobId);
@@ -225,7 +240,9 @@ export class JobTable {
       this.#dirtyQueues.size > 0 ||
       this.#dirtySteps.size > 0 ||
       this.#dirtyStepWaits.length > 0 ||
-      this.#clearedSteps.size > 0
+      this.#clearedSteps.size > 0 ||
+      this.#dirtyGroupHolds.size > 0 ||
+      this.#groupHoldsEndedBeforeMs !== null
     );
   }
 
@@ -260,6 +277,10 @@ export class JobTable {
     this.#dirtyAttempts = [];
     this.#dirtySchedules = new Map();
     if (queues.length > 0) this.#dirtyQueues = new Map();
+    const groupHolds = [...this.#dirtyGroupHolds.values()];
+    if (groupHolds.length > 0) this.#dirtyGroupHolds = new Map();
+    const groupHoldsEndedBeforeMs = this.#groupHoldsEndedBeforeMs;
+    this.#groupHoldsEndedBeforeMs = null;
     return {
       batchId,
       jobs,
@@ -270,6 +291,8 @@ export class JobTable {
       ...(clearedSteps.length > 0 && { clearedSteps }),
       ...(steps.length > 0 && { steps }),
       ...(stepWaits.length > 0 && { stepWaits }),
+      ...(groupHolds.length > 0 && { groupHolds }),
+      ...(groupHoldsEndedBeforeMs !== null && { groupHoldsEndedBeforeMs }),
     };
   }
 

@@ -9,6 +9,7 @@
  */
 import type {
   AttemptSnapshot,
+  DedupMode,
   JobProgress,
   JobSnapshot,
   JobState,
@@ -42,7 +43,8 @@ export interface CoreJob {
   readonly seq: number;
   readonly jobId: string;
   readonly taskType: string;
-  readonly payloadJson: string;
+  /** Replaced only by a debounced submission while the job has not started (dedup.ts). */
+  payloadJson: string;
   readonly priority: Priority;
   readonly maxAttempts: number;
   readonly timeoutMs: number;
@@ -85,6 +87,13 @@ export interface CoreJob {
   readonly parentJobId?: string | null;
   /** With `parentJobId`: its key among that parent's children. */
   readonly childKey?: string | null;
+  /** Its deduplication key within its queue and how it deduplicates (dedup.ts); absent or null = none. */
+  readonly dedupKey?: string | null;
+  readonly dedupMode?: DedupMode | null;
+  /** `throttle`: the end of the window its creation opened. */
+  readonly dedupUntilMs?: number | null;
+  /** When it expires unless an attempt is running (expiry.ts); absent or null = never. A rerun clears it. */
+  expiresAtMs?: number | null;
 }
 
 export type RunningJob = CoreJob & { readonly state: 'RUNNING'; readonly lease: Lease };
@@ -131,6 +140,10 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
     groupKey: job.groupKey,
     parentJobId: job.parentJobId ?? null,
     childKey: job.childKey ?? null,
+    dedupKey: job.dedupKey ?? null,
+    dedupMode: job.dedupMode ?? null,
+    dedupUntilMs: job.dedupUntilMs ?? null,
+    expiresAtMs: job.expiresAtMs ?? null,
     ...(job.steps.length > 0 && {
       steps: job.steps.map(({ name, atMs, result }) => ({
         name,
@@ -201,6 +214,10 @@ export function fromRecord(row: Readonly<JobRecord>, history: AttemptRecord[]): 
     traceContext: row.traceContext ?? null,
     parentJobId: row.parentJobId ?? null,
     childKey: row.childKey ?? null,
+    dedupKey: row.dedupKey ?? null,
+    dedupMode: row.dedupMode ?? null,
+    dedupUntilMs: row.dedupUntilMs ?? null,
+    expiresAtMs: row.expiresAtMs ?? null,
     history: history.sort((a, b) => a.attemptNumber - b.attemptNumber),
     steps: [],
     waitingFor: null,
@@ -291,7 +308,26 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
     snapshot.parentJobId = job.parentJobId;
   }
   if (job.requeues != null && job.requeues > 0) snapshot.requeues = job.requeues;
+  if (job.dedupKey != null) {
+    snapshot.dedupKey = job.dedupKey;
+    snapshot.dedupMode = job.dedupMode ?? 'active';
+  }
+  if (job.expiresAtMs != null) snapshot.expiresAtMillis = job.expiresAtMs;
+  if (isExpired(job)) snapshot.expired = true;
   return snapshot;
+}
+
+/** The error an expired job ends with starts with this (expiry.ts). */
+export const EXPIRED_PREFIX = 'EXPIRED: ';
+
+/** True for a job that ended CANCELLED because it expired before an attempt started. */
+export function isExpired(job: Pick<JobRecord, 'state' | 'error' | 'expiresAtMs'>): boolean {
+  return (
+    job.state === 'CANCELLED' &&
+    job.expiresAtMs != null &&
+    job.error !== null &&
+    job.error.startsWith(EXPIRED_PREFIX)
+  );
 }
 
 /** The snapshot of a job held in memory. */

@@ -23,4 +23,5 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'requeue',
   'moreHeld',
   'batches',
+  'rateLimits',
 ];

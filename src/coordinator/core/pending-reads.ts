@@ -8,6 +8,7 @@
  * the listing's read is still out, after the read took its snapshot; such
  * rows are kept here (`seen`) so the merge still uses them.
  */
+import type { DedupRequest } from './dedup-index.js';
 import type {
   ParentFailurePolicy,
   SetQueue,
@@ -28,6 +29,10 @@ export interface NormalizedSubmission {
   readonly onParentFailure: ParentFailurePolicy | null;
   /** The requested due time of a delayed job (not yet clamped to now); null = not delayed. */
   readonly runAtMs: number | null;
+  /** Its deduplication (dedup.ts); null = none. */
+  readonly dedup: DedupRequest | null;
+  /** When it expires unless started (expiry.ts); null = never. */
+  readonly expiresAtMs: number | null;
 }
 
 /** A submission held while the store is asked about its idempotency key. */

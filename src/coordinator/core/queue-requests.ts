@@ -255,5 +255,13 @@ function infoOf(s: CoreState, name: string, counts: Partial<Record<JobState, num
     queued,
     running: leasedByGroup?.get(group)?.leased ?? 0,
   }));
+  info.rateLimitedUntilMillis = s.queues.heldUntil(name, s.nowMs);
+  const held = s.queues.heldGroups(name, s.nowMs, GROUPS_SHOWN);
+  if (held.length > 0) {
+    info.heldGroups = held.map(({ group, untilMs }) => ({
+      groupKey: group === NO_GROUP ? null : group,
+      untilMillis: untilMs,
+    }));
+  }
   return info;
 }

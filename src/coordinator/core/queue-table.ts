@@ -96,6 +96,10 @@ export interface QueueState extends Counters {
   rateHeldUntilMs: number;
   groupRateHeldUntilMs: number;
   readonly groups: Map<string, Counters>;
+  /** A handler held the whole queue back until then (RateLimitedError, scope `queue`); 0 = never. */
+  heldUntilMs: number;
+  /** Groups a handler held back (scope `group`), until when; ended ones are dropped as met. */
+  readonly heldGroups: Map<string, number>;
 }
 
 const newCounters = (): Counters => ({ leased: 0, starts: new StartWindow() });
@@ -129,6 +133,7 @@ export class QueueTable {
     const q = this.#ensure(record.name);
     q.settings = settingsFromRecord(record);
     q.stored = true;
+    q.heldUntilMs = record.heldUntilMs ?? 0;
     if (q.settings.rate !== null) q.rateHeldUntilMs = nowMs + q.settings.rate.intervalMillis;
     if (q.settings.groupRate !== null) {
       q.groupRateHeldUntilMs = nowMs + q.settings.groupRate.intervalMillis;
@@ -140,7 +145,73 @@ export class QueueTable {
     const q = this.#ensure(name);
     q.settings = { ...settings };
     q.stored = true;
-    return recordOf(name, q.settings, nowMs);
+    return recordOf(name, q.settings, nowMs, q.heldUntilMs);
+  }
+
+  /**
+   * A handler held the whole queue back until `untilMs` (a later hold wins);
+   * returns the queue's row to store, or null when an existing hold already
+   * reaches that far.
+   */
+  holdQueue(name: string, untilMs: number, nowMs: number): QueueSettingsRecord | null {
+    const q = this.#ensure(name);
+    if (q.heldUntilMs >= untilMs) return null;
+    q.heldUntilMs = untilMs;
+    q.stored = true;
+    return recordOf(name, q.settings, nowMs, untilMs);
+  }
+
+  /**
+   * A handler held one group back until `untilMs` (a later hold wins);
+   * returns true when that changed the hold (it is to be stored). `group`
+   * null = the jobs without a key. An ended hold is not taken (recovery).
+   */
+  holdGroup(name: string, group: string | null, untilMs: number, nowMs: number): boolean {
+    if (untilMs <= nowMs) return false;
+    const q = this.#ensure(name);
+    const key = group ?? NO_GROUP;
+    if ((q.heldGroups.get(key) ?? 0) >= untilMs) return false;
+    q.heldGroups.set(key, untilMs);
+    return true;
+  }
+
+  /** Until when a handler holds the queue back, or null when it does not at `nowMs`. */
+  heldUntil(name: string, nowMs: number): number | null {
+    const at = this.#queues.get(name)?.heldUntilMs ?? 0;
+    return at > nowMs ? at : null;
+  }
+
+  /** The groups of the queue a handler holds back at `nowMs`, soonest end first, at most `limit`. */
+  heldGroups(name: string, nowMs: number, limit: number): { group: string; untilMs: number }[] {
+    const q = this.#queues.get(name);
+    if (q === undefined) return [];
+    const held: { group: string; untilMs: number }[] = [];
+    for (const [group, untilMs] of q.heldGroups) if (untilMs > nowMs) held.push({ group, untilMs });
+    held.sort((a, b) => a.untilMs - b.untilMs);
+    return held.slice(0, limit);
+  }
+
+  /** Group holds at `nowMs` over every queue (the simulation's check). */
+  *groupHolds(nowMs: number): IterableIterator<{ queue: string; group: string; untilMs: number }> {
+    for (const q of this.#queues.values()) {
+      for (const [group, untilMs] of q.heldGroups) {
+        if (untilMs > nowMs) yield { queue: q.name, group, untilMs };
+      }
+    }
+  }
+
+  /** Forgets the group holds that ended by `nowMs`; returns how many. */
+  dropEndedHolds(nowMs: number): number {
+    let dropped = 0;
+    for (const q of this.#queues.values()) {
+      for (const [group, untilMs] of q.heldGroups) {
+        if (untilMs > nowMs) continue;
+        q.heldGroups.delete(group);
+        dropped++;
+      }
+      this.#dropIfIdle(q);
+    }
+    return dropped;
   }
 
   /**
@@ -152,6 +223,8 @@ export class QueueTable {
     if (q === undefined) return null;
     const { paused, concurrency, rate } = q.settings;
     if (paused) return 'paused';
+    // A handler's hold waits like a rate: the ready queue wakes at its end.
+    if (nowMs < q.heldUntilMs) return 'rate';
     if (concurrency !== null && q.leased >= concurrency) return 'concurrency';
     if (rate !== null && nowMs < q.rateHeldUntilMs) return 'rate';
     if (rate !== null && q.starts.count(nowMs, rate.intervalMillis) >= rate.max) return 'rate';
@@ -162,6 +235,7 @@ export class QueueTable {
   groupBlock(name: string, group: string, nowMs: number): 'concurrency' | 'rate' | null {
     const q = this.#queues.get(name);
     if (q === undefined) return null;
+    if (nowMs < (q.heldGroups.get(group) ?? 0)) return 'rate';
     const { groupConcurrency, groupRate } = q.settings;
     if (groupConcurrency === null && groupRate === null) return null;
     if (groupRate !== null && nowMs < q.groupRateHeldUntilMs) return 'rate';
@@ -181,6 +255,18 @@ export class QueueTable {
   groupOpeningMs(name: string, group: string, nowMs: number): number | null {
     const q = this.#queues.get(name);
     if (q === undefined) return nowMs;
+    const opening = this.#limitOpeningMs(q, group, nowMs);
+    if (q.heldGroups.size === 0 || opening === null) return opening;
+    const heldUntilMs = q.heldGroups.get(group) ?? 0;
+    if (heldUntilMs <= nowMs) {
+      if (heldUntilMs > 0) q.heldGroups.delete(group);
+      return opening;
+    }
+    return Math.max(opening, heldUntilMs);
+  }
+
+  /** {@link groupOpeningMs} by the group limits alone. */
+  #limitOpeningMs(q: QueueState, group: string, nowMs: number): number | null {
     const { groupConcurrency, groupRate } = q.settings;
     if (groupRate !== null && nowMs < q.groupRateHeldUntilMs) return q.groupRateHeldUntilMs;
     const g = q.groups.get(group);
@@ -192,9 +278,11 @@ export class QueueTable {
   /** When the queue, held by its rate at `nowMs`, may start again; null when its rate does not hold it. */
   queueOpeningMs(name: string, nowMs: number): number | null {
     const q = this.#queues.get(name);
-    const rate = q?.settings.rate ?? null;
-    if (q === undefined || rate === null) return null;
-    const at = Math.max(q.rateHeldUntilMs, q.starts.nextOpeningMs(nowMs, rate));
+    if (q === undefined) return null;
+    const rate = q.settings.rate;
+    const byRate =
+      rate === null ? 0 : Math.max(q.rateHeldUntilMs, q.starts.nextOpeningMs(nowMs, rate));
+    const at = Math.max(byRate, q.heldUntilMs);
     return at > nowMs ? at : null;
   }
 
@@ -258,6 +346,8 @@ export class QueueTable {
         leased: 0,
         starts: new StartWindow(),
         groups: new Map(),
+        heldUntilMs: 0,
+        heldGroups: new Map(),
       };
       this.#queues.set(name, q);
     }
@@ -265,7 +355,9 @@ export class QueueTable {
   }
 
   #dropIfIdle(q: QueueState): void {
-    if (!q.stored && q.leased === 0 && q.groups.size === 0) this.#queues.delete(q.name);
+    if (!q.stored && q.leased === 0 && q.groups.size === 0 && q.heldGroups.size === 0) {
+      this.#queues.delete(q.name);
+    }
   }
 }
 
@@ -287,6 +379,7 @@ export function recordOf(
   name: string,
   s: Readonly<QueueSettings>,
   updatedAtMs: number,
+  heldUntilMs = 0,
 ): QueueSettingsRecord {
   return {
     name,
@@ -298,6 +391,7 @@ export function recordOf(
     groupRateMax: s.groupRate?.max ?? null,
     groupRateIntervalMs: s.groupRate?.intervalMillis ?? null,
     updatedAtMs,
+    heldUntilMs: heldUntilMs > 0 ? heldUntilMs : null,
   };
 }
 

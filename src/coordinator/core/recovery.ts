@@ -39,6 +39,7 @@ import { renewDeadline } from './lease.js';
 import { pendingWaitOf } from './step-records.js';
 import { recoverWait } from './steps.js';
 import { holdScheduled } from './delayed-jobs.js';
+import { watchExpiry } from './expiry.js';
 import { recoverWindow } from './scheduled-window.js';
 import { cancelJob, releaseWaiting } from './job-lifecycle.js';
 import { isTerminalState } from './job-state.js';
@@ -67,8 +68,17 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     job.steps = stepsByJob.get(row.jobId) ?? [];
     if (job.state === 'WAITING') job.waitingFor = pendingWaitOf(job.steps);
     s.jobs.adopt(job);
+    s.dedup.took(job);
+    watchExpiry(s, job);
     return job;
   });
+  // Throttle windows of ended jobs that are still open, and the holds handlers set.
+  for (const row of stored.throttledJobs ?? []) s.dedup.ended(row, s.nowMs);
+  for (const hold of stored.groupHolds ?? []) {
+    s.queues.holdGroup(hold.queue, hold.groupKey, hold.untilMs, s.nowMs);
+  }
+  // Ended ones are deleted by the first clean-up.
+  if ((stored.groupHolds ?? []).length > 0) s.holdsMayBeStored = true;
   // The children of the active jobs: the dedupe of their handlers' ENQUEUE_CHILD.
   for (const link of stored.childLinks ?? []) s.children.add(link);
   // The graph is whole before any job moves: a job that recovery fails

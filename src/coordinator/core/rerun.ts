@@ -133,6 +133,8 @@ function requeue(s: CoreState, row: JobRecord, history: AttemptRecord[], budget:
   transition(job, { to: 'QUEUED', redrive: true }, s.nowMs);
   job.retryAtMs = null;
   job.progress = null;
+  // A rerun is asked for now: an expiry that passed must not end it at once.
+  job.expiresAtMs = null;
   s.jobs.adopt(job);
   // Its handler may have made children before: they are read before it makes any.
   s.children.markUnloaded(job.jobId);

@@ -38,6 +38,7 @@
 import type { JobRecord, RecoveredState } from '../../store/store.js';
 import { holdScheduled } from './delayed-jobs.js';
 import { fromRecord, type CoreJob } from './job.js';
+import { watchExpiry } from './expiry.js';
 import type { CoreState } from './state.js';
 import type { CoreConfig } from './types.js';
 import {
@@ -112,6 +113,7 @@ export function loadFar(s: CoreState, row: JobRecord): CoreJob {
 
 function takeIntoMemory(s: CoreState, job: CoreJob): void {
   holdScheduled(s, job);
+  watchExpiry(s, job);
   s.window.farCount--;
 }
 

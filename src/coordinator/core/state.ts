@@ -12,6 +12,7 @@ import type {
 import type { StoreRead } from '../../store/store.js';
 import { BinaryHeap } from './binary-heap.js';
 import { ChildIndex } from './child-index.js';
+import { DedupIndex } from './dedup-index.js';
 import { DependencyGraph } from './dependencies.js';
 import type { CoreJob } from './job.js';
 import { JobTable } from './job-table.js';
@@ -60,6 +61,16 @@ export class CoreState {
   readonly retries = new BinaryHeap<DueEntry>(byDueTime);
   /** SCHEDULED jobs by due time (delayed-jobs.ts); lazily cleaned. */
   readonly scheduled = new BinaryHeap<DueJob>(byDueThenSeq);
+  /** Non-terminal jobs with an expiry, by expiry time (expiry.ts); lazily cleaned. */
+  readonly expiries = new BinaryHeap<DueEntry>(byDueTime);
+  /** Jobs whose expiry passed while an attempt ran: they expire if it ends without ending them. */
+  readonly expiredWhileRunning = new Set<string>();
+  /** When the ended group holds are next dropped (core.ts). */
+  nextHoldCleanupMs = 0;
+  /** True while the store may hold group holds that ended (set by every hold written). */
+  holdsMayBeStored = false;
+  /** The deduplication keys that can still decide a submission (dedup.ts). */
+  readonly dedup = new DedupIndex();
   /** Recurring schedules (schedules.ts). */
   readonly schedules = new ScheduleTable();
   /** When this core was built: ticks due before it were missed while no coordinator led. */

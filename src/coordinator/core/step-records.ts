@@ -63,9 +63,16 @@ export function requeuesOf(job: Readonly<CoreJob>): number {
   return requeuedAmong(job.history);
 }
 
+/** Attempts of the job its handler ended rate limited (not counted toward maxAttempts). */
+export function rateLimitedOf(job: Readonly<CoreJob>): number {
+  let count = 0;
+  for (const attempt of job.history) if (attempt.outcome === 'RATE_LIMITED') count++;
+  return count;
+}
+
 /** Attempts of the job that count toward its maxAttempts. */
 export function attemptsUsed(job: Readonly<CoreJob>): number {
-  return job.attempts - suspensionsOf(job) - requeuesOf(job);
+  return job.attempts - suspensionsOf(job) - requeuesOf(job) - rateLimitedOf(job);
 }
 
 export function resultsBytes(job: Readonly<CoreJob>): number {

@@ -16,6 +16,8 @@ import { ErrorCode, isErrorCode } from '../../protocol/error-codes.js';
 import { describeError } from '../../protocol/errors.js';
 import {
   MAX_ATTEMPTS_LIMIT,
+  MAX_DEDUP_KEY_LENGTH,
+  MAX_DEDUP_WINDOW_MS,
   MAX_DELAY_MS,
   MAX_IDEMPOTENCY_KEY_LENGTH,
   MAX_JOB_ID_LENGTH,
@@ -38,6 +40,8 @@ import { finishedParentOf, parentFailureError, type FinishedParent } from './dep
 import { holdScheduled } from './delayed-jobs.js';
 import { isFar, loadFar, memoryJob, parkFar } from './scheduled-window.js';
 import { isTerminalState } from './job-state.js';
+import { debounce, decideDedup, type DedupRequest } from './dedup.js';
+import { watchExpiry } from './expiry.js';
 import { cancelJob, releaseWaiting, schedule } from './job-lifecycle.js';
 import type { HeldSubmission, NormalizedSubmission } from './pending-reads.js';
 import type { CoreState } from './state.js';
@@ -71,6 +75,21 @@ function normalize(s: CoreState, msg: SubmitJobsElement): NormalizedSubmission |
   if (typeof dependsOn === 'string') return dependsOn;
   const traceProblem = traceContextProblem(msg);
   if (traceProblem !== null) return traceProblem;
+  const dedup = normalizeDedup(msg, runAtMs, dependsOn);
+  if (typeof dedup === 'string') return dedup;
+  const expiresAtMs = msg.expiresAtMillis ?? null;
+  if (expiresAtMs !== null) {
+    const startsAtMs = Math.max(s.nowMs, runAtMs ?? 0);
+    if (expiresAtMs <= s.nowMs) {
+      return `expiresAtMillis ${expiresAtMs} has passed (the coordinator's time is ${s.nowMs})`;
+    }
+    if (expiresAtMs <= startsAtMs) {
+      return `expiresAtMillis must be after the job's run time (${startsAtMs}), got ${expiresAtMs}`;
+    }
+    if (expiresAtMs > startsAtMs + MAX_DELAY_MS) {
+      return `expiresAtMillis must be at most ${MAX_DELAY_MS / 86_400_000} days after the job's run time`;
+    }
+  }
   return {
     maxAttempts,
     priority: msg.priority ?? 'NORMAL',
@@ -80,7 +99,42 @@ function normalize(s: CoreState, msg: SubmitJobsElement): NormalizedSubmission |
     runAtMs,
     dependsOn,
     onParentFailure: dependsOn === null ? null : (msg.onParentFailure ?? null),
+    dedup,
+    expiresAtMs,
   };
+}
+
+/** A submission's deduplication (null = none), or what is wrong with it. */
+function normalizeDedup(
+  msg: SubmitJobsElement,
+  runAtMs: number | null,
+  dependsOn: string[] | null,
+): DedupRequest | null | string {
+  const key = msg.dedupKey ?? null;
+  const mode = msg.dedupMode ?? null;
+  const windowMs = msg.dedupWindowMillis ?? null;
+  if (key === null) {
+    if (mode !== null || windowMs !== null)
+      return 'dedupMode and dedupWindowMillis need a dedupKey';
+    return null;
+  }
+  if (key.length === 0 || key.length > MAX_DEDUP_KEY_LENGTH) {
+    return `dedupKey must be 1..${MAX_DEDUP_KEY_LENGTH} characters`;
+  }
+  const effective = mode ?? 'active';
+  if (effective === 'throttle') {
+    if (windowMs === null) return 'dedupMode throttle needs dedupWindowMillis';
+    if (windowMs < 1 || windowMs > MAX_DEDUP_WINDOW_MS) {
+      return `dedupWindowMillis must be 1..${MAX_DEDUP_WINDOW_MS}, got ${windowMs}`;
+    }
+  } else if (windowMs !== null) {
+    return `dedupWindowMillis is for dedupMode throttle only (the mode is ${effective})`;
+  }
+  if (effective === 'debounce') {
+    if (runAtMs === null) return 'dedupMode debounce needs a delay (runAtMillis)';
+    if (dependsOn !== null) return 'dedupMode debounce is for jobs without parents';
+  }
+  return { key, mode: effective, windowMs };
 }
 
 /** The parents without duplicates, in the order given; null for none; or what is wrong. */
@@ -314,6 +368,8 @@ function replyUnknownParent(s: CoreState, held: HeldSubmission, parentId: string
 /** Admission control, then the new job (its parents looked up first when it has any). */
 function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void {
   const { connId, requestId, msg, wanted } = held;
+  // Decided again after a read of parents: the key's job may have changed meanwhile.
+  if (wanted.dedup !== null && answeredByKey(s, held)) return;
   const parentIds = held.wanted.dependsOn;
   if (parentIds !== null && parents === undefined) {
     const found = findParents(parentIds, s, new Map());
@@ -331,15 +387,67 @@ function admit(s: CoreState, held: HeldSubmission, parents?: ParentsFound): void
   // it is also delayed: it is admitted as active.
   const delayed = runAtMs !== null && runAtMs > s.nowMs && wanted.dependsOn === null;
   if (rejected(s, connId, requestId, delayed)) return;
-  const job = createJob(s, newJobOf(msg, wanted, runAtMs), parents);
+  const job = createJob(s, newJobOf(msg, wanted, runAtMs, s.nowMs), parents);
   s.reply(connId, requestId, {
     type: 'JOB_SUBMITTED',
     jobId: job.jobId,
     job: coreJobSnapshot(job),
     servingWorkers: s.workers.servingCount(job.taskType),
     ...pausedQueueField(s, job.queue),
+    ...(wanted.dedup !== null && { deduplicated: false }),
   });
   schedule(s);
+}
+
+/**
+ * A keyed submission the key's job answers (see dedup.ts): the reply names
+ * it and nothing is created. Returns false when a new job is to be made.
+ */
+function answeredByKey(s: CoreState, held: HeldSubmission): boolean {
+  const { connId, requestId, msg, wanted } = held;
+  const matched = matchDedup(s, msg, wanted);
+  if (matched === null) return false;
+  const { jobId, job, replaced } = matched;
+  s.reply(connId, requestId, {
+    type: 'JOB_SUBMITTED',
+    jobId,
+    job: job === undefined ? null : coreJobSnapshot(job),
+    servingWorkers: s.workers.servingCount(msg.taskType),
+    ...pausedQueueField(s, wanted.queue),
+    deduplicated: true,
+    ...(replaced && { replaced: true }),
+  });
+  return true;
+}
+
+/** What a deduplicated submission names, once the key's job took it. */
+export interface DedupMatch {
+  readonly jobId: string;
+  readonly job: CoreJob | undefined;
+  readonly replaced: boolean;
+}
+
+/**
+ * Decides a keyed submission (debouncing the key's job when that is the
+ * decision); null when a new job is to be made.
+ */
+export function matchDedup(
+  s: CoreState,
+  msg: SubmitJobsElement,
+  wanted: NormalizedSubmission,
+): DedupMatch | null {
+  const dedup = wanted.dedup;
+  if (dedup === null) return null;
+  const decision = decideDedup(s, wanted.queue, dedup);
+  if (decision.kind === 'create') return null;
+  const replaced = decision.kind === 'replace';
+  if (replaced) {
+    const payloadJson = JSON.stringify(msg.payload satisfies JsonObject);
+    debounce(s, decision.job, payloadJson, dueAt(s, wanted) ?? s.nowMs);
+  }
+  const jobId = replaced ? decision.job.jobId : decision.jobId;
+  s.emit({ type: 'job.dedupMatched', jobId, dedupKey: dedup.key, mode: dedup.mode, replaced });
+  return { jobId, job: decision.job, replaced };
 }
 
 /**
@@ -376,6 +484,7 @@ export function newJobOf(
   msg: SubmitJobsElement,
   wanted: NormalizedSubmission,
   runAtMs: number | null,
+  nowMs: number,
 ): NewJob {
   return {
     taskType: msg.taskType,
@@ -391,7 +500,16 @@ export function newJobOf(
     dependsOn: wanted.dependsOn,
     onParentFailure: wanted.onParentFailure,
     traceContext: traceContextOf(msg),
+    dedupKey: wanted.dedup?.key ?? null,
+    dedupMode: wanted.dedup?.mode ?? null,
+    dedupUntilMs: dedupUntilOf(wanted.dedup, nowMs),
+    expiresAtMs: wanted.expiresAtMs,
   };
+}
+
+/** The end of the throttle window a new job opens (null: not throttled). */
+function dedupUntilOf(dedup: DedupRequest | null, nowMs: number): number | null {
+  return dedup?.mode === 'throttle' && dedup.windowMs !== null ? nowMs + dedup.windowMs : null;
 }
 
 /** What a new job is made of (a submission's or a schedule tick's). */
@@ -412,6 +530,10 @@ export type NewJob = Pick<
   | 'traceContext'
   | 'parentJobId'
   | 'childKey'
+  | 'dedupKey'
+  | 'dedupMode'
+  | 'dedupUntilMs'
+  | 'expiresAtMs'
 >;
 
 /**
@@ -448,15 +570,19 @@ export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): C
   // A keyed job stays in memory even when far: a lookup of its key that was
   // out before it was created answers "unknown" after its batch committed,
   // and only memory can still say the key is taken (see scheduled-window.ts).
+  // So does a job with a deduplication key: the index of keys is memory only (dedup.ts).
   const far =
     parents === undefined &&
     delayed &&
     job.idempotencyKey === null &&
+    (job.dedupKey ?? null) === null &&
     isFar(s, spec.runAtMs as number);
   if (far) parkFar(s, job);
   else s.jobs.insert(job);
   if (parents === undefined && delayed && !far) holdScheduled(s, job);
   else if (parents === undefined && !delayed) s.ready.push(job);
+  if (!far) watchExpiry(s, job);
+  s.dedup.took(job);
   s.emit({
     type: 'job.submitted',
     jobId: job.jobId,

@@ -12,6 +12,8 @@
 import type { ScheduledWindowConfig } from './scheduled-window-state.js';
 import type {
   ClientReply,
+  DedupMode,
+  RateLimitScope,
   ClientRequest,
   CoordinatorToWorker,
   JobEvent,
@@ -193,6 +195,32 @@ export type CoreEvent =
       traceContext: TraceContext | null;
     }
   | { type: 'job.deduplicated'; jobId: string; idempotencyKey: string }
+  /** A submission with a `dedupKey` created nothing: its key's job answered (debounce: took its payload). */
+  | {
+      type: 'job.dedupMatched';
+      jobId: string;
+      dedupKey: string;
+      mode: DedupMode;
+      replaced: boolean;
+    }
+  /** A debounced job's run time moved (its payload was replaced). */
+  | { type: 'job.debounced'; jobId: string; runAtMs: number }
+  /** It was not started by its `expiresAtMillis`: it ended CANCELLED (expired). */
+  | { type: 'job.expired'; jobId: string; from: JobState; expiresAtMs: number }
+  /**
+   * Its handler was rate limited: the attempt did not count and the job is
+   * SCHEDULED at `untilMs`; for scope `group` or `queue`, that group or
+   * queue starts nothing before then.
+   */
+  | {
+      type: 'job.rateLimited';
+      jobId: string;
+      workerId: string;
+      attempt: number;
+      scope: RateLimitScope;
+      untilMs: number;
+      inARow: number;
+    }
   /**
    * Its worker requeued the attempt (`TASK_RESULT.requeue`): it ended
    * REQUEUED, not counted, and the job is QUEUED again. `requeues`: the

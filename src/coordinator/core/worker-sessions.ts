@@ -25,13 +25,30 @@
  * assigned there any more, and a registration read from it is ignored.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
-import { clipError, MAX_PROGRESS_MESSAGE_BYTES, MAX_RESULT_BYTES } from '../../protocol/limits.js';
+import {
+  clipError,
+  MAX_PROGRESS_MESSAGE_BYTES,
+  MAX_RESULT_BYTES,
+  MAX_RETRY_AFTER_MS,
+} from '../../protocol/limits.js';
 import { handleWorkerCall, requestIdProblem } from './worker-calls.js';
-import type { TaskProgress, TaskResult, WorkerInput } from '../../protocol/messages.js';
+import type {
+  RateLimitedResult,
+  TaskProgress,
+  TaskResult,
+  WorkerInput,
+} from '../../protocol/messages.js';
 import { isRunning } from './job.js';
 import { isCurrentLease } from './lease.js';
 import { revokeKept } from './interruption.js';
-import { completeJob, failAttempt, requeueAttempt, requeueDue, schedule } from './job-lifecycle.js';
+import {
+  completeJob,
+  failAttempt,
+  rateLimitAttempt,
+  requeueAttempt,
+  requeueDue,
+  schedule,
+} from './job-lifecycle.js';
 import type { CoreState } from './state.js';
 import { handleSuspend } from './steps.js';
 import type { WorkerSession } from './worker-registry.js';
@@ -176,6 +193,15 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
       'task_failure',
       `result too large (${encodedBytes(msg.result ?? '')} bytes; limit ${MAX_RESULT_BYTES})`,
     );
+  } else if (msg.rateLimited != null) {
+    const problem = rateLimitProblem(msg.rateLimited);
+    if (problem !== null) {
+      return void loseWorker(s, session, 'protocol_violation', `protocol violation: ${problem}`);
+    }
+    const error = clipError(
+      msg.error ?? `RATE_LIMITED: retry after ${msg.rateLimited.retryAfterMillis} ms`,
+    );
+    rateLimitAttempt(s, job, msg.rateLimited, error);
   } else if (msg.requeue === true) {
     // Cut off through no doing of its own (we offer `requeue`): queued again, not counted.
     requeueAttempt(s, job, clipError(msg.error ?? 'attempt requeued by its worker'));
@@ -185,6 +211,15 @@ function handleResult(s: CoreState, session: WorkerSession, msg: TaskResult): vo
     failAttempt(s, job, msg.retryable === false ? 'non_retryable' : 'task_failure', error);
   }
   schedule(s);
+}
+
+/** What is wrong with a result's `rateLimited`, or null. */
+function rateLimitProblem(limited: RateLimitedResult): string | null {
+  const after = limited.retryAfterMillis;
+  if (!(after >= 1 && after <= MAX_RETRY_AFTER_MS)) {
+    return `TASK_RESULT rateLimited.retryAfterMillis must be 1..${MAX_RETRY_AFTER_MS}, got ${after}`;
+  }
+  return null;
 }
 
 /**

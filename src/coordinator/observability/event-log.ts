@@ -81,6 +81,31 @@ const LINES: Formatters = {
     'duplicate submission answered with the existing job',
     { jobId: e.jobId, idempotencyKey: e.idempotencyKey },
   ],
+  'job.dedupMatched': (e) => [
+    'info',
+    e.replaced
+      ? "debounced submission replaced the payload of its key's job"
+      : "submission answered with its deduplication key's job",
+    { jobId: e.jobId, dedupKey: e.dedupKey, mode: e.mode },
+  ],
+  'job.debounced': (e) => ['info', 'debounced job moved', { jobId: e.jobId, runAtMs: e.runAtMs }],
+  'job.expired': (e) => [
+    'info',
+    'job expired before an attempt started',
+    { jobId: e.jobId, from: e.from, expiresAtMs: e.expiresAtMs },
+  ],
+  'job.rateLimited': (e) => [
+    'info',
+    'handler rate limited: job scheduled again, attempt not counted',
+    {
+      jobId: e.jobId,
+      workerId: e.workerId,
+      attempt: e.attempt,
+      scope: e.scope,
+      untilMs: e.untilMs,
+      inARow: e.inARow,
+    },
+  ],
   'job.due': (e) => ['info', 'delayed job due', { jobId: e.jobId, lateMs: e.lateMs }],
   'schedule.fired': (e) => [
     'info',
@@ -214,6 +239,10 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'worker.draining': true,
   'job.submitted': true,
   'job.deduplicated': true,
+  'job.dedupMatched': true,
+  'job.debounced': true,
+  'job.expired': true,
+  'job.rateLimited': true,
   'job.due': true,
   'schedule.fired': true,
   'schedule.skipped': true,

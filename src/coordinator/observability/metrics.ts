@@ -90,6 +90,11 @@ const ON_EVENT: EventCounters = {
   'worker.heldListEnded': () => undefined,
   'job.submitted': (m) => m.submissions.inc({ outcome: 'accepted' }),
   'job.deduplicated': (m) => m.deduplicated.inc(),
+  'job.dedupMatched': (m, e) =>
+    m.dedupMatched.inc({ mode: e.mode, outcome: e.replaced ? 'replaced' : 'deduplicated' }),
+  'job.debounced': () => undefined,
+  'job.expired': (m) => m.expired.inc(),
+  'job.rateLimited': (m, e) => m.rateLimited.inc({ scope: e.scope }),
   'job.due': () => undefined,
   'schedule.fired': (m, e) => {
     m.scheduleTicks.inc({ outcome: 'fired' });
@@ -182,6 +187,9 @@ export class CoordinatorMetrics {
 
   readonly submissions: Counter<'outcome'>;
   readonly deduplicated: Counter;
+  readonly dedupMatched: Counter;
+  readonly expired: Counter;
+  readonly rateLimited: Counter;
   readonly assignments: Counter;
   readonly retries: Counter<'cause'>;
   readonly requeuedAttempts: Counter;
@@ -218,6 +226,20 @@ export class CoordinatorMetrics {
     this.deduplicated = counter(
       'dtp_submissions_deduplicated_total',
       'Submissions answered with an existing job of the same idempotency key',
+    );
+    this.dedupMatched = counter(
+      'dtp_submissions_dedup_total',
+      'Submissions with a deduplication key that created nothing, by mode and outcome (deduplicated, replaced)',
+      ['mode', 'outcome'],
+    );
+    this.expired = counter(
+      'dtp_jobs_expired_total',
+      'Jobs that ended CANCELLED because they expired before an attempt started',
+    );
+    this.rateLimited = counter(
+      'dtp_attempts_rate_limited_total',
+      'Attempts their handler ended rate limited (not counted), by scope',
+      ['scope'],
     );
     this.assignments = counter('dtp_assignments_total', 'Attempts assigned to workers');
     this.retries = counter('dtp_retries_total', 'Retries scheduled, by cause', ['cause']);

@@ -91,7 +91,7 @@ export class TermFactory {
       const now = this.#deps.now ?? Date.now;
       return {
         handle,
-        stored: await handle.store.recover({ untilMs: now() + windowMs, limit }),
+        stored: await handle.store.recover({ untilMs: now() + windowMs, limit }, now()),
         epoch,
       };
     } catch (err) {
