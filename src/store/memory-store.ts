@@ -14,6 +14,7 @@ import {
   StoreError,
   type AttemptRecord,
   type ChildLink,
+  type GroupHoldRecord,
   type JobRecord,
   type ListQuery,
   type PurgeQuery,
@@ -48,13 +49,15 @@ export class MemoryStore implements Store {
   readonly #steps = new Map<string, StepRecord[]>();
   /** Waits begun (`ctx.waitFor`): waiting job -> the jobs it waited for. */
   readonly #stepWaits = new Map<string, Set<string>>();
+  /** Group holds by queue + NUL + group key ('' for the jobs without one). */
+  readonly #groupHolds = new Map<string, GroupHoldRecord>();
   #failure: string | null = null;
   #readFailure: string | null = null;
   /** Number of batches committed. */
   commits = 0;
 
-  recover(window?: ScheduledWindowQuery): Promise<RecoveredState> {
-    return Promise.resolve(this.recoverNow(window));
+  recover(window?: ScheduledWindowQuery, nowMs?: number): Promise<RecoveredState> {
+    return Promise.resolve(this.recoverNow(window, nowMs));
   }
 
   commit(batch: WriteBatch): Promise<void> {
@@ -78,7 +81,7 @@ export class MemoryStore implements Store {
     return Promise.resolve();
   }
 
-  recoverNow(window?: ScheduledWindowQuery): RecoveredState {
+  recoverNow(window?: ScheduledWindowQuery, nowMs?: number): RecoveredState {
     let activeJobs = [...this.#jobs.values()]
       .filter((job) => !isTerminalState(job.state))
       .sort((a, b) => a.seq - b.seq)
@@ -91,11 +94,12 @@ export class MemoryStore implements Store {
         ),
       );
       // Parents of active jobs are loaded too: the graph needs them; and so
-      // are the jobs active jobs wait for, and sleeping jobs (with steps).
+      // are the jobs active jobs wait for, sleeping jobs (with steps), and
+      // jobs with a deduplication key (the core decides on keys from memory).
       for (const job of activeJobs) {
         for (const id of job.dependsOn ?? []) near.add(id);
         for (const id of this.#stepWaits.get(job.jobId) ?? []) near.add(id);
-        if (this.#steps.has(job.jobId)) near.add(job.jobId);
+        if (this.#steps.has(job.jobId) || job.dedupKey != null) near.add(job.jobId);
       }
       const isFar = (job: JobRecord): boolean =>
         job.state === 'SCHEDULED' && job.dependsOn === null && !near.has(job.jobId);
@@ -121,6 +125,20 @@ export class MemoryStore implements Store {
       .map((job) => ({ ...job }));
     const schedules = this.committedSchedules();
     const childLinks = this.#childLinks(new Set(activeJobs.map((job) => job.jobId)));
+    const throttledJobs = [...this.#jobs.values()]
+      .filter(
+        (job) =>
+          isTerminalState(job.state) &&
+          job.dedupUntilMs != null &&
+          (nowMs === undefined || job.dedupUntilMs > nowMs),
+      )
+      .sort((a, b) => a.seq - b.seq)
+      .map((job) => ({ ...job }));
+    const groupHolds = [...this.#groupHolds.values()]
+      .sort(
+        (a, b) => compareText(a.queue, b.queue) || compareText(a.groupKey ?? '', b.groupKey ?? ''),
+      )
+      .map((hold) => ({ ...hold }));
     return {
       activeJobs,
       activeAttempts,
@@ -130,6 +148,8 @@ export class MemoryStore implements Store {
       childLinks,
       schedules,
       queueSettings,
+      throttledJobs,
+      groupHolds,
       ...(scheduledWindow !== undefined && { scheduledWindow }),
     };
   }
@@ -207,6 +227,15 @@ export class MemoryStore implements Store {
       const targets = this.#stepWaits.get(jobId) ?? new Set<string>();
       targets.add(targetId);
       this.#stepWaits.set(jobId, targets);
+    }
+    for (const hold of batch.groupHolds ?? []) {
+      this.#groupHolds.set(`${hold.queue}\u0000${hold.groupKey ?? ''}`, { ...hold });
+    }
+    const endedBeforeMs = batch.groupHoldsEndedBeforeMs;
+    if (endedBeforeMs !== undefined) {
+      for (const [key, hold] of this.#groupHolds) {
+        if (hold.untilMs < endedBeforeMs) this.#groupHolds.delete(key);
+      }
     }
     this.commits++;
   }
@@ -444,6 +473,11 @@ export class MemoryStore implements Store {
     if (ids.size > 0) this.#requeued.set(attempt.jobId, ids);
     else this.#requeued.delete(attempt.jobId);
   }
+}
+
+/** Orders text by code unit (recovery lists holds in a repeatable order). */
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** The unique (parent, key) of a child job; null for a job that is not one. */

@@ -38,6 +38,11 @@ export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobR
     groupKey: null,
     parentJobId: null,
     childKey: null,
+    dedupKey: null,
+    dedupMode: null,
+    dedupUntilMs: null,
+    expiresAtMs: null,
+    rateLimitedInARow: 0,
     ...overrides,
   };
 }

@@ -184,6 +184,7 @@ export function describeStoreContract(backend: StoreBackend): void {
         groupRateMax: 2,
         groupRateIntervalMs: 86_400_000,
         updatedAtMs: 7_000,
+        heldUntilMs: null,
       };
       await store.commit({ ...batchOf([]), queues: [settings] });
       const changed = { ...settings, paused: false, concurrency: null, updatedAtMs: 8_000 };
@@ -302,6 +303,198 @@ export function describeStoreContract(backend: StoreBackend): void {
         expectOp(last, 'scheduledWindow').jobs.map((job) => job.seq),
         [5, 7],
       );
+    });
+
+    it('round-trips the deduplication, expiry and rate-limit fields through every read', async () => {
+      const store = await fresh();
+      const keyed = jobRecord(1, {
+        idempotencyKey: 'ik-1',
+        state: 'SCHEDULED',
+        runAtMs: 50_000,
+        scheduleName: 'nightly',
+        dedupKey: 'report:7',
+        dedupMode: 'debounce',
+        expiresAtMs: 90_000,
+      });
+      const ended = terminal(2, 'COMPLETED', 3_000, {
+        dedupKey: 'sync',
+        dedupMode: 'throttle',
+        dedupUntilMs: 61_002,
+        rateLimitedInARow: 0,
+      });
+      const waiting = jobRecord(3, { state: 'WAITING', dependsOn: ['job-2'] });
+      await store.commit(batchOf([keyed, ended, waiting].map((job) => ({ job, isNew: true }))));
+      const reads = async (): Promise<JobRecord[]> => {
+        const [one, byKey, byIds, listed, scheduled, window] = await Promise.all([
+          store.read({ op: 'job', jobId: 'job-1', withAttempts: false }),
+          store.read({ op: 'jobByKey', key: 'ik-1' }),
+          store.read({ op: 'jobs', jobIds: ['job-1'] }),
+          store.read({
+            op: 'list',
+            query: { beforeSeq: 2, states: null, taskType: null, limit: 1 },
+          }),
+          store.read({ op: 'scheduleJobs', scheduleName: 'nightly', limit: 1 }),
+          store.read({
+            op: 'scheduledWindow',
+            after: { atMs: 0, seq: 0 },
+            untilMs: 100_000,
+            limit: 1,
+          }),
+        ]);
+        const recovered = await store.recover();
+        return [
+          expectOp(one, 'job').job,
+          expectOp(byKey, 'jobByKey').job,
+          ...expectOp(byIds, 'jobs').jobs,
+          ...expectOp(listed, 'list').jobs,
+          ...expectOp(scheduled, 'scheduleJobs').jobs,
+          ...expectOp(window, 'scheduledWindow').jobs,
+          recovered.activeJobs.find((job) => job.jobId === 'job-1'),
+        ].map((job) => job ?? null) as JobRecord[];
+      };
+      const got = await reads();
+      assert.equal(got.length, 7);
+      for (const job of got) assert.deepEqual(job, keyed);
+      const recovered = await store.recover();
+      assert.deepEqual(recovered.parentJobs, [ended]);
+      assert.deepEqual(recovered.throttledJobs, [ended]);
+      // A later version: rate limited twice in a row, and a debounced
+      // submission's payload and run time.
+      const later: JobRecord = {
+        ...keyed,
+        payloadJson: '{"text":"replaced"}',
+        runAtMs: 55_000,
+        rateLimitedInARow: 2,
+        updatedAtMs: 4_000,
+      };
+      await store.commit(batchOf([{ job: later, isNew: false }]));
+      for (const job of await reads()) assert.deepEqual(job, later);
+    });
+
+    it('recovers the ended jobs whose throttle window is still open at the time given', async () => {
+      const store = await fresh();
+      const throttled = (seq: number, dedupUntilMs: number, extra: Partial<JobRecord> = {}) =>
+        terminal(seq, 'COMPLETED', 500, {
+          dedupKey: `k${seq}`,
+          dedupMode: 'throttle',
+          dedupUntilMs,
+          ...extra,
+        });
+      const rows = [
+        throttled(1, 1_000),
+        throttled(2, 2_000),
+        throttled(3, 3_000, { state: 'CANCELLED' }),
+        terminal(4, 'COMPLETED', 500, { dedupKey: 'k4', dedupMode: 'active' }),
+        jobRecord(5, { dedupKey: 'k5', dedupMode: 'throttle', dedupUntilMs: 9_000 }),
+      ];
+      await store.commit(batchOf(rows.map((job) => ({ job, isNew: true }))));
+      const ids = (jobs: JobRecord[] | undefined): string[] => (jobs ?? []).map((job) => job.jobId);
+      assert.deepEqual(ids((await store.recover()).throttledJobs), ['job-1', 'job-2', 'job-3']);
+      assert.deepEqual(ids((await store.recover(undefined, 1_000)).throttledJobs), [
+        'job-2',
+        'job-3',
+      ]);
+      const windowed = await store.recover({ untilMs: 0, limit: 1 }, 2_500);
+      assert.deepEqual(ids(windowed.throttledJobs), ['job-3']);
+      assert.deepEqual(ids(windowed.activeJobs), ['job-5'], 'an active one is an active job');
+      assert.deepEqual((await store.recover(undefined, 3_000)).throttledJobs ?? [], []);
+    });
+
+    it('recovers every delayed job with a deduplication key whatever the window, and counts only the rest', async () => {
+      const store = await fresh();
+      const far = 10_000_000;
+      const rows = [
+        jobRecord(1, { state: 'SCHEDULED', runAtMs: far, dedupKey: 'k', dedupMode: 'active' }),
+        jobRecord(2, { state: 'SCHEDULED', runAtMs: far }),
+        jobRecord(3, { state: 'SCHEDULED', runAtMs: far, expiresAtMs: far + 1 }),
+        jobRecord(4, { state: 'SCHEDULED', runAtMs: 100, dedupKey: 'n', dedupMode: 'debounce' }),
+        jobRecord(5, { state: 'SCHEDULED', runAtMs: 200 }),
+      ];
+      await store.commit(batchOf(rows.map((job) => ({ job, isNew: true }))));
+      const recovered = await store.recover({ untilMs: 1_000, limit: 10 });
+      assert.deepEqual(
+        recovered.activeJobs.map((job) => job.jobId),
+        ['job-1', 'job-4', 'job-5'],
+      );
+      assert.equal(recovered.scheduledWindow?.farCount, 2);
+      const full = await store.recover({ untilMs: 1_000, limit: 1 });
+      assert.deepEqual(
+        full.activeJobs.map((job) => job.jobId),
+        ['job-1', 'job-4'],
+      );
+      assert.equal(full.scheduledWindow?.farCount, 3);
+    });
+
+    it('keeps group holds by queue and group key: upserted, ended by a bound, recovered', async () => {
+      const store = await fresh();
+      assert.deepEqual((await store.recover()).groupHolds ?? [], []);
+      await store.commit({
+        ...batchOf([]),
+        groupHolds: [
+          { queue: 'q1', groupKey: 'g1', untilMs: 100 },
+          { queue: 'q1', groupKey: null, untilMs: 200 },
+          { queue: 'q2', groupKey: 'g1', untilMs: 300 },
+        ],
+      });
+      assert.deepEqual((await store.recover()).groupHolds, [
+        { queue: 'q1', groupKey: null, untilMs: 200 },
+        { queue: 'q1', groupKey: 'g1', untilMs: 100 },
+        { queue: 'q2', groupKey: 'g1', untilMs: 300 },
+      ]);
+      // The bound applies after the batch's holds: one given already ended goes too.
+      await store.commit({
+        ...batchOf([]),
+        groupHolds: [
+          { queue: 'q1', groupKey: 'g1', untilMs: 400 },
+          { queue: 'q3', groupKey: null, untilMs: 240 },
+        ],
+        groupHoldsEndedBeforeMs: 250,
+      });
+      assert.deepEqual((await store.recover()).groupHolds, [
+        { queue: 'q1', groupKey: 'g1', untilMs: 400 },
+        { queue: 'q2', groupKey: 'g1', untilMs: 300 },
+      ]);
+      // Batches given together apply in order (a store may merge them).
+      await Promise.all([
+        store.commit({
+          ...batchOf([]),
+          groupHolds: [{ queue: 'q4', groupKey: 'a', untilMs: 500 }],
+        }),
+        store.commit({ ...batchOf([]), groupHoldsEndedBeforeMs: 600 }),
+        store.commit({
+          ...batchOf([]),
+          groupHolds: [{ queue: 'q5', groupKey: null, untilMs: 550 }],
+        }),
+        store.commit({
+          ...batchOf([]),
+          groupHolds: [{ queue: 'q1', groupKey: 'g1', untilMs: 700 }],
+        }),
+      ]);
+      assert.deepEqual((await store.recover()).groupHolds, [
+        { queue: 'q1', groupKey: 'g1', untilMs: 700 },
+        { queue: 'q5', groupKey: null, untilMs: 550 },
+      ]);
+    });
+
+    it('keeps until when a queue is held back', async () => {
+      const store = await fresh();
+      const settings: QueueSettingsRecord = {
+        name: 'emails',
+        paused: false,
+        concurrency: null,
+        rateMax: null,
+        rateIntervalMs: null,
+        groupConcurrency: null,
+        groupRateMax: null,
+        groupRateIntervalMs: null,
+        updatedAtMs: 7_000,
+        heldUntilMs: 12_000,
+      };
+      await store.commit({ ...batchOf([]), queues: [settings] });
+      assert.deepEqual((await store.recover()).queueSettings, [settings]);
+      const released = { ...settings, heldUntilMs: null, updatedAtMs: 12_000 };
+      await store.commit({ ...batchOf([]), queues: [released] });
+      assert.deepEqual((await store.recover()).queueSettings, [released]);
     });
 
     it('answers null for a job or key it does not hold', async () => {

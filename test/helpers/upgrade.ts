@@ -5,7 +5,12 @@
  * written and read back whole.
  */
 import assert from 'node:assert/strict';
-import type { JobRecord, Store } from '../../src/store/store.js';
+import type {
+  GroupHoldRecord,
+  JobRecord,
+  QueueSettingsRecord,
+  Store,
+} from '../../src/store/store.js';
 import { jobRecord } from './job-record.js';
 import { batchOf } from './store-contract.js';
 
@@ -27,8 +32,30 @@ export function newJob(): JobRecord {
     resultFormat: null,
     parentJobId: OLD_JOB.jobId,
     childKey: 'k:report',
+    dedupKey: 'report-of-day',
+    dedupMode: 'throttle',
+    dedupUntilMs: 61_000,
+    expiresAtMs: 99_000,
+    rateLimitedInARow: 2,
   });
 }
+
+/** Queue settings with every column a later migration added. */
+const NEW_QUEUE: QueueSettingsRecord = {
+  name: 'reports',
+  paused: false,
+  concurrency: 2,
+  rateMax: null,
+  rateIntervalMs: null,
+  groupConcurrency: null,
+  groupRateMax: null,
+  groupRateIntervalMs: null,
+  updatedAtMs: 1_700,
+  heldUntilMs: 90_000,
+};
+
+/** A group hold (the holds table came with a later migration). */
+const NEW_HOLD: GroupHoldRecord = { queue: 'reports', groupKey: 'tenant-1', untilMs: 80_000 };
 
 /** A recorded step of {@link newJob} (the steps table came with a later migration). */
 const NEW_STEP = { jobId: 'new-2', index: 0, name: 'dtp.waitFor', result: null, atMs: 1_600 };
@@ -48,10 +75,17 @@ export async function checkUpgraded(open: () => Promise<Store>): Promise<void> {
     assert.equal(old.progress ?? null, null);
     assert.equal(old.parentJobId ?? null, null);
     assert.equal(old.childKey ?? null, null);
+    assert.equal(old.dedupKey ?? null, null);
+    assert.equal(old.dedupMode ?? null, null);
+    assert.equal(old.dedupUntilMs ?? null, null);
+    assert.equal(old.expiresAtMs ?? null, null);
+    assert.equal(old.rateLimitedInARow ?? 0, 0);
     await store.commit({
       ...batchOf([{ job: newJob(), isNew: true }]),
       steps: [NEW_STEP],
       stepWaits: [{ jobId: 'new-2', targetId: OLD_JOB.jobId }],
+      queues: [NEW_QUEUE],
+      groupHolds: [NEW_HOLD],
     });
   } finally {
     await store.close();
@@ -62,6 +96,8 @@ export async function checkUpgraded(open: () => Promise<Store>): Promise<void> {
     const found = after.activeJobs.find((job) => job.jobId === 'new-2');
     assert.deepEqual(found, newJob());
     assert.deepEqual(after.activeSteps, [NEW_STEP]);
+    assert.deepEqual(after.queueSettings, [NEW_QUEUE]);
+    assert.deepEqual(after.groupHolds, [NEW_HOLD]);
     // The old job is active: its child comes back as one of its links.
     assert.deepEqual(after.childLinks, [
       { parentJobId: OLD_JOB.jobId, childKey: 'k:report', jobId: 'new-2' },

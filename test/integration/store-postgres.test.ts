@@ -218,6 +218,25 @@ describe('mergeBatches', () => {
     assert.deepEqual(merged.updates, [jobRecord(2)]);
   });
 
+  it('keeps the last word on each group hold: a hold a later bound ended becomes a deletion', () => {
+    const merged = mergeBatches([
+      { ...batchOf([]), groupHolds: [{ queue: 'q', groupKey: 'a', untilMs: 500 }] },
+      {
+        ...batchOf([]),
+        groupHolds: [{ queue: 'q', groupKey: null, untilMs: 900 }],
+        groupHoldsEndedBeforeMs: 600,
+      },
+      { ...batchOf([]), groupHoldsEndedBeforeMs: 550 },
+      { ...batchOf([]), groupHolds: [{ queue: 'q', groupKey: 'b', untilMs: 100 }] },
+    ]);
+    assert.deepEqual(merged.groupHolds, [
+      { queue: 'q', groupKey: 'a', untilMs: null },
+      { queue: 'q', groupKey: null, untilMs: 900 },
+      { queue: 'q', groupKey: 'b', untilMs: 100 },
+    ]);
+    assert.equal(merged.groupHoldsEndedBeforeMs, 600);
+  });
+
   it('refuses a job inserted twice', () => {
     assert.throws(
       () =>

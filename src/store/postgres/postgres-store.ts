@@ -27,6 +27,7 @@ import {
   StoreError,
   type AttemptRecord,
   type ChildLink,
+  type GroupHoldRecord,
   type JobRecord,
   type ListQuery,
   type PurgeQuery,
@@ -65,7 +66,9 @@ const JOB_SELECT = `SELECT seq, job_id AS "jobId", task_type AS "taskType",
   finished_at_ms AS "finishedAtMs", run_at_ms AS "runAtMs",
   schedule_name AS "scheduleName", progress, depends_on AS "dependsOn",
   on_parent_failure AS "onParentFailure", queue, group_key AS "groupKey",
-  trace_context AS "traceContext", parent_job_id AS "parentJobId", child_key AS "childKey"
+  trace_context AS "traceContext", parent_job_id AS "parentJobId", child_key AS "childKey",
+  dedup_key AS "dedupKey", dedup_mode AS "dedupMode", dedup_until_ms AS "dedupUntilMs",
+  expires_at_ms AS "expiresAtMs", rate_limited_in_a_row AS "rateLimitedInARow"
   FROM dtp.jobs`;
 
 /** The child links of the parents in $1 (a text array), oldest child first. */
@@ -79,7 +82,10 @@ const SCHEDULE_SELECT = `SELECT name, task_type AS "taskType", cron, every_ms AS
 const QUEUE_SELECT = `SELECT name, paused, concurrency, rate_max AS "rateMax",
   rate_interval_ms AS "rateIntervalMs", group_concurrency AS "groupConcurrency",
   group_rate_max AS "groupRateMax", group_rate_interval_ms AS "groupRateIntervalMs",
-  updated_at_ms AS "updatedAtMs" FROM dtp.queue_settings`;
+  updated_at_ms AS "updatedAtMs", held_until_ms AS "heldUntilMs" FROM dtp.queue_settings`;
+/** The jobs without a group key are held under '' (schema.ts, migration 11). */
+const GROUP_HOLD_SELECT = `SELECT queue, nullif(group_key, '') AS "groupKey", until_ms AS "untilMs"
+  FROM dtp.group_holds`;
 const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attemptNumber",
   a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
   a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;
@@ -149,14 +155,15 @@ export class PostgresStore implements Store {
     return this.#epoch;
   }
 
-  recover(window?: ScheduledWindowQuery): Promise<RecoveredState> {
+  recover(window?: ScheduledWindowQuery, nowMs?: number): Promise<RecoveredState> {
     return this.#withReader(async (client) => {
       // One snapshot for the three reads.
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       try {
         // With a window: every active job but the delayed ones without
-        // parents, and of those only the earliest in the window (through
-        // the partial index by due time); the rest are counted.
+        // parents, steps or deduplication key, and of those only the
+        // earliest in the window (through the partial index by due time);
+        // the rest are counted.
         const jobs = await client.query<JobRecord>(
           window === undefined
             ? `${JOB_SELECT} WHERE ${ACTIVE} ORDER BY seq`
@@ -165,6 +172,7 @@ export class PostgresStore implements Store {
                         (SELECT d.job_id FROM dtp.job_dependencies d
                           UNION SELECT d.parent_id FROM dtp.job_dependencies d
                           UNION SELECT st.job_id FROM dtp.job_steps st))
+               UNION (${JOB_SELECT} WHERE state = 'SCHEDULED' AND dedup_key IS NOT NULL)
                UNION (${JOB_SELECT} WHERE ${SCHEDULED_WINDOW} AND run_at_ms > $2
                       ORDER BY run_at_ms, seq LIMIT $3)
                ORDER BY seq`,
@@ -191,6 +199,14 @@ export class PostgresStore implements Store {
           const loaded = jobs.rows.filter((job) => job.state === 'SCHEDULED').length;
           scheduledWindow = { ...window, farCount: Number(total.rows[0]?.n ?? 0) - loaded };
         }
+        // Through the partial index of throttle windows: the open ones are few.
+        const throttled = await client.query<JobRecord>(
+          `${JOB_SELECT} WHERE dedup_until_ms > $1 AND ${TERMINAL} ORDER BY seq`,
+          [nowMs ?? Number.MIN_SAFE_INTEGER],
+        );
+        const holds = await client.query<GroupHoldRecord>(
+          `${GROUP_HOLD_SELECT} ORDER BY queue, group_key`,
+        );
         const schedules = await client.query<ScheduleRecord>(`${SCHEDULE_SELECT} ORDER BY name`);
         const queues = await client.query<QueueSettingsRecord>(`${QUEUE_SELECT} ORDER BY name`);
         const links = await client.query<ChildLink>(CHILD_LINKS, [
@@ -205,6 +221,8 @@ export class PostgresStore implements Store {
           childLinks: links.rows,
           schedules: schedules.rows,
           queueSettings: queues.rows,
+          throttledJobs: throttled.rows,
+          groupHolds: holds.rows,
           epoch: this.#epoch,
           ...(scheduledWindow !== undefined && { scheduledWindow }),
         };
@@ -368,12 +386,12 @@ export class PostgresStore implements Store {
     try {
       const merged = mergeBatches(group.map((op) => op.batch));
       const { inserts, updates, attempts, schedules, deletedSchedules, queues } = merged;
-      const { clearedSteps, steps, stepWaits } = merged;
+      const { clearedSteps, steps, stepWaits, groupHolds, groupHoldsEndedBeforeMs } = merged;
       const json = (rows: readonly unknown[]): string | null =>
         rows.length === 0 ? null : JSON.stringify(rows);
       await this.#writer.query({
-        name: 'dtp_commit_batch_steps',
-        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
+        name: 'dtp_commit_batch_holds',
+        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
         values: [
           this.#epoch,
           json(inserts),
@@ -385,6 +403,8 @@ export class PostgresStore implements Store {
           json(clearedSteps),
           json(steps),
           json(stepWaits),
+          json(groupHolds),
+          groupHoldsEndedBeforeMs,
         ],
       });
     } catch (err) {
@@ -501,9 +521,19 @@ async function listJobs(client: pg.ClientBase, query: ListQuery): Promise<JobRec
   return rows.rows;
 }
 
+/** A group hold as commit_batch takes it: a null `untilMs` deletes it. */
+export interface MergedGroupHold {
+  queue: string;
+  groupKey: string | null;
+  untilMs: number | null;
+}
+
 /**
  * Several batches as one write: the latest version of each job (an insert
- * stays an insert) and of each attempt, in first-seen order.
+ * stays an insert) and of each attempt, in first-seen order. Group holds:
+ * the last word on each (a hold, or null once a later batch's bound ended
+ * it) and the latest bound, which commit_batch applies to the stored holds
+ * before writing these (schema.ts, holdsSql).
  */
 export function mergeBatches(batches: readonly WriteBatch[]): {
   inserts: Readonly<JobRecord>[];
@@ -515,6 +545,8 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
   clearedSteps: string[];
   steps: Readonly<StepRecord>[];
   stepWaits: Readonly<StepWaitRecord>[];
+  groupHolds: MergedGroupHold[];
+  groupHoldsEndedBeforeMs: number | null;
 } {
   const jobs = new Map<string, { job: Readonly<JobRecord>; isNew: boolean }>();
   const attempts = new Map<string, Readonly<AttemptRecord>>();
@@ -524,7 +556,19 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
   const clearedSteps = new Set<string>();
   const steps = new Map<string, Readonly<StepRecord>>();
   const stepWaits: Readonly<StepWaitRecord>[] = [];
+  const holds = new Map<string, MergedGroupHold>();
+  let endedBeforeMs: number | null = null;
   for (const batch of batches) {
+    for (const { queue, groupKey, untilMs } of batch.groupHolds ?? []) {
+      holds.set(`${queue}\u0000${groupKey ?? ''}`, { queue, groupKey, untilMs });
+    }
+    const bound = batch.groupHoldsEndedBeforeMs;
+    if (bound !== undefined) {
+      endedBeforeMs = Math.max(endedBeforeMs ?? bound, bound);
+      for (const hold of holds.values()) {
+        if (hold.untilMs !== null && hold.untilMs < bound) hold.untilMs = null;
+      }
+    }
     // A later batch's clearing drops the steps earlier batches of the group wrote.
     for (const jobId of batch.clearedSteps ?? []) {
       clearedSteps.add(jobId);
@@ -565,6 +609,8 @@ export function mergeBatches(batches: readonly WriteBatch[]): {
     clearedSteps: [...clearedSteps],
     steps: [...steps.values()],
     stepWaits,
+    groupHolds: [...holds.values()],
+    groupHoldsEndedBeforeMs: endedBeforeMs,
   };
 }
 

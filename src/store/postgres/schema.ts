@@ -68,6 +68,14 @@ interface ExtraColumn {
   type: string;
   /** False for a column fixed at the job's insert (updates leave it alone). */
   updated?: boolean;
+  /** The value written when the JSON row leaves it out (a NOT NULL column's default). */
+  fallback?: string;
+}
+
+/** The SQL value of an extra column from the JSON row `row` (`r.`, or '' in a plain SELECT). */
+function columnValue(c: { key: string; fallback?: string }, row: string): string {
+  const value = `${row}"${c.key}"`;
+  return c.fallback === undefined ? value : `coalesce(${value}, ${c.fallback})`;
 }
 
 /** Job columns of migration 4. */
@@ -96,6 +104,19 @@ const CHILD_COLUMNS: ExtraColumn[] = [
   { column: 'child_key', key: 'childKey', type: 'text', updated: false },
 ];
 
+/**
+ * Job columns of migration 11. Written by updates too (a stored row is the
+ * whole record the core last gave), the count of rate-limited attempts
+ * falling back to 0 for a writer that leaves it out.
+ */
+const DEDUP_COLUMNS: ExtraColumn[] = [
+  { column: 'dedup_key', key: 'dedupKey', type: 'text' },
+  { column: 'dedup_mode', key: 'dedupMode', type: 'text' },
+  { column: 'dedup_until_ms', key: 'dedupUntilMs', type: 'bigint' },
+  { column: 'expires_at_ms', key: 'expiresAtMs', type: 'bigint' },
+  { column: 'rate_limited_in_a_row', key: 'rateLimitedInARow', type: 'integer', fallback: '0' },
+];
+
 /** The time columns of migration 3; an update sets `run_at_ms`, never `schedule_name`. */
 const TIME_COLUMNS: ExtraColumn[] = [
   { column: 'run_at_ms', key: 'runAtMs', type: 'bigint' },
@@ -103,7 +124,10 @@ const TIME_COLUMNS: ExtraColumn[] = [
 ];
 
 /** The insert of p_inserts' rows: the first schema's job columns, then `extra` in order. */
-function jobInserts(fields: string, extra: readonly { column: string; key: string }[]): string {
+function jobInserts(
+  fields: string,
+  extra: readonly { column: string; key: string; fallback?: string }[],
+): string {
   return `       INSERT INTO dtp.jobs (seq, job_id, task_type, payload, state, priority, attempts,
            max_attempts, timeout_ms, idempotency_key, worker_id, attempt_id, deadline_at_ms,
            retry_at_ms, result, result_format, error, created_at_ms, updated_at_ms,
@@ -111,19 +135,22 @@ function jobInserts(fields: string, extra: readonly { column: string; key: strin
          SELECT seq, "jobId", "taskType", "payloadJson", state, priority, attempts,
            "maxAttempts", "timeoutMs", "idempotencyKey", "workerId", "attemptId", "deadlineAtMs",
            "retryAtMs", result, "resultFormat", error, "createdAtMs", "updatedAtMs",
-           "startedAtMs", "finishedAtMs"${extra.map((c) => `, "${c.key}"`).join('')}
+           "startedAtMs", "finishedAtMs"${extra.map((c) => `, ${columnValue(c, '')}`).join('')}
          FROM json_to_recordset(p_inserts) AS r(${fields});`;
 }
 
 /** The update of p_updates' rows, one by primary key: the usual columns plus `also`. */
-function jobUpdates(fields: string, also: readonly { column: string; key: string }[]): string {
+function jobUpdates(
+  fields: string,
+  also: readonly { column: string; key: string; fallback?: string }[],
+): string {
   return `     IF p_updates IS NOT NULL THEN
        FOR r IN SELECT * FROM json_to_recordset(p_updates) AS x(${fields}) LOOP
          UPDATE dtp.jobs SET state = r.state, attempts = r.attempts, worker_id = r."workerId",
              attempt_id = r."attemptId", deadline_at_ms = r."deadlineAtMs",
              retry_at_ms = r."retryAtMs", result = r.result, result_format = r."resultFormat",
              error = r.error, updated_at_ms = r."updatedAtMs", started_at_ms = r."startedAtMs",
-             finished_at_ms = r."finishedAtMs"${also.map((c) => `, ${c.column} = r."${c.key}"`).join('')}
+             finished_at_ms = r."finishedAtMs"${also.map((c) => `, ${c.column} = ${columnValue(c, 'r.')}`).join('')}
            WHERE seq = r.seq;
          IF NOT FOUND THEN
            RAISE EXCEPTION 'update of job seq % changed no row', r.seq;
@@ -250,6 +277,37 @@ ${ATTEMPTS_UPSERT}     IF p_deleted_schedules IS NOT NULL THEN
          next_run_at_ms = excluded.next_run_at_ms, last_run_at_ms = excluded.last_run_at_ms,
          last_job_id = excluded.last_job_id, created_at_ms = excluded.created_at_ms,
          updated_at_ms = excluded.updated_at_ms${scheduleQueue ? ', queue = excluded.queue' : ''};
+     END IF;
+   END
+   $fn$;`;
+}
+
+/**
+ * The seven-argument commit_batch: the six-argument one, then the queues'
+ * settings rows; with `held` (schema 11), also until when a queue is held.
+ */
+function queueCommitBatch(verb: 'CREATE' | 'CREATE OR REPLACE', held: boolean): string {
+  return `${verb} FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   BEGIN
+     PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
+       p_deleted_schedules);
+     IF p_queues IS NOT NULL THEN
+       INSERT INTO dtp.queue_settings (name, paused, concurrency, rate_max, rate_interval_ms,
+           group_concurrency, group_rate_max, group_rate_interval_ms, updated_at_ms${held ? ', held_until_ms' : ''})
+         SELECT name, paused, concurrency, "rateMax", "rateIntervalMs", "groupConcurrency",
+           "groupRateMax", "groupRateIntervalMs", "updatedAtMs"${held ? ', "heldUntilMs"' : ''}
+         FROM json_to_recordset(p_queues) AS r(name text, paused boolean, concurrency integer,
+           "rateMax" integer, "rateIntervalMs" bigint, "groupConcurrency" integer,
+           "groupRateMax" integer, "groupRateIntervalMs" bigint, "updatedAtMs" bigint${held ? ', "heldUntilMs" bigint' : ''})
+       ON CONFLICT (name) DO UPDATE SET paused = excluded.paused,
+         concurrency = excluded.concurrency, rate_max = excluded.rate_max,
+         rate_interval_ms = excluded.rate_interval_ms,
+         group_concurrency = excluded.group_concurrency,
+         group_rate_max = excluded.group_rate_max,
+         group_rate_interval_ms = excluded.group_rate_interval_ms,
+         updated_at_ms = excluded.updated_at_ms${held ? ',\n         held_until_ms = excluded.held_until_ms' : ''};
      END IF;
    END
    $fn$;`;
@@ -401,30 +459,7 @@ const MIGRATIONS: readonly string[] = [
    );
    ALTER TABLE dtp.schedules ADD COLUMN queue text NOT NULL DEFAULT 'default';
    ${scheduleCommitBatch('CREATE OR REPLACE', [...PROGRESS_COLUMNS, ...DEPENDENCY_COLUMNS, ...QUEUE_COLUMNS], true, true)}
-   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
-       p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json)
-   RETURNS void LANGUAGE plpgsql AS $fn$
-   BEGIN
-     PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
-       p_deleted_schedules);
-     IF p_queues IS NOT NULL THEN
-       INSERT INTO dtp.queue_settings (name, paused, concurrency, rate_max, rate_interval_ms,
-           group_concurrency, group_rate_max, group_rate_interval_ms, updated_at_ms)
-         SELECT name, paused, concurrency, "rateMax", "rateIntervalMs", "groupConcurrency",
-           "groupRateMax", "groupRateIntervalMs", "updatedAtMs"
-         FROM json_to_recordset(p_queues) AS r(name text, paused boolean, concurrency integer,
-           "rateMax" integer, "rateIntervalMs" bigint, "groupConcurrency" integer,
-           "groupRateMax" integer, "groupRateIntervalMs" bigint, "updatedAtMs" bigint)
-       ON CONFLICT (name) DO UPDATE SET paused = excluded.paused,
-         concurrency = excluded.concurrency, rate_max = excluded.rate_max,
-         rate_interval_ms = excluded.rate_interval_ms,
-         group_concurrency = excluded.group_concurrency,
-         group_rate_max = excluded.group_rate_max,
-         group_rate_interval_ms = excluded.group_rate_interval_ms,
-         updated_at_ms = excluded.updated_at_ms;
-     END IF;
-   END
-   $fn$;`,
+   ${queueCommitBatch('CREATE', false)}`,
   // 7: an update writes max_attempts too (a re-run of a FAILED job gives it
   // a fresh attempt budget); the six-argument commit_batch that every write
   // goes through, as step 6 left it plus that column.
@@ -507,7 +542,86 @@ const MIGRATIONS: readonly string[] = [
    END
    $fn$;
    ${linkedPurgeFunction(true)}`,
+  // 11: deduplication, expiry and rate limits (as SQLite's migration 11): a
+  // job's deduplication key and mode, the end of its throttle window, when
+  // it expires unless started, its attempts in a row that ended rate
+  // limited; partial indexes of the throttle windows and of the delayed
+  // keyed jobs (recovery reads both); until when a queue is held; and the
+  // groups held, one row per (queue, group key), the jobs without a group
+  // key under '' (a real group key is never empty). commit_batch with every
+  // job column so far, an update writing the payload too (a debounced
+  // submission replaces it); the seven-argument one with the hold of a
+  // queue; a twelve-argument one writes all the ten-argument one does, then
+  // the group holds (see holdsSql).
+  `ALTER TABLE dtp.jobs ADD COLUMN dedup_key text;
+   ALTER TABLE dtp.jobs ADD COLUMN dedup_mode text
+     CHECK (dedup_mode IN ('active', 'throttle', 'debounce'));
+   ALTER TABLE dtp.jobs ADD COLUMN dedup_until_ms bigint;
+   ALTER TABLE dtp.jobs ADD COLUMN expires_at_ms bigint;
+   ALTER TABLE dtp.jobs ADD COLUMN rate_limited_in_a_row integer NOT NULL DEFAULT 0;
+   CREATE INDEX jobs_dedup_until ON dtp.jobs (dedup_until_ms) WHERE dedup_until_ms IS NOT NULL;
+   CREATE INDEX jobs_scheduled_dedup ON dtp.jobs (seq)
+     WHERE state = 'SCHEDULED' AND dedup_key IS NOT NULL;
+   ALTER TABLE dtp.queue_settings ADD COLUMN held_until_ms bigint;
+   CREATE TABLE dtp.group_holds (
+     queue     text   NOT NULL,
+     group_key text   NOT NULL,
+     until_ms  bigint NOT NULL,
+     PRIMARY KEY (queue, group_key)
+   );
+   ${scheduleCommitBatch(
+     'CREATE OR REPLACE',
+     [
+       ...PROGRESS_COLUMNS,
+       ...DEPENDENCY_COLUMNS,
+       ...QUEUE_COLUMNS,
+       ...TRACE_COLUMNS,
+       ...CHILD_COLUMNS,
+       ...DEDUP_COLUMNS,
+     ],
+     true,
+     true,
+     [
+       { column: 'max_attempts', key: 'maxAttempts' },
+       { column: 'payload', key: 'payloadJson' },
+     ],
+   )}
+   ${queueCommitBatch('CREATE OR REPLACE', true)}
+   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json,
+       p_cleared_steps json, p_steps json, p_step_waits json, p_group_holds json,
+       p_holds_ended_before_ms bigint)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   BEGIN
+     PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
+       p_deleted_schedules, p_queues, p_cleared_steps, p_steps, p_step_waits);
+${holdsSql()}
+   END
+   $fn$;`,
 ];
+
+/**
+ * The group holds of a group of batches merged (mergeBatches): first the
+ * holds that ended before the latest bound go, then each hold given is
+ * written, or deleted when its `untilMs` is null (a later batch of the
+ * group ended it). Batch by batch this is the same as upserting and then
+ * deleting each batch's ended holds.
+ */
+function holdsSql(): string {
+  const rows = `json_to_recordset(p_group_holds) AS r(queue text, "groupKey" text, "untilMs" bigint)`;
+  return `     IF p_holds_ended_before_ms IS NOT NULL THEN
+       DELETE FROM dtp.group_holds WHERE until_ms < p_holds_ended_before_ms;
+     END IF;
+     IF p_group_holds IS NOT NULL THEN
+       DELETE FROM dtp.group_holds h USING ${rows}
+        WHERE r."untilMs" IS NULL AND h.queue = r.queue
+          AND h.group_key = coalesce(r."groupKey", '');
+       INSERT INTO dtp.group_holds (queue, group_key, until_ms)
+         SELECT queue, coalesce("groupKey", ''), "untilMs" FROM ${rows}
+          WHERE "untilMs" IS NOT NULL
+       ON CONFLICT (queue, group_key) DO UPDATE SET until_ms = excluded.until_ms;
+     END IF;`;
+}
 
 /** Number of the newest schema this code knows. */
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -5,6 +5,7 @@
  */
 import type {
   AttemptOutcome,
+  DedupMode,
   JobProgress,
   JobState,
   ParentFailurePolicy,
@@ -14,7 +15,13 @@ import type {
   ScheduleOverlap,
 } from '../../protocol/messages.js';
 import type { TraceContext } from '../../protocol/trace-context.js';
-import type { AttemptRecord, JobRecord, QueueSettingsRecord, ScheduleRecord } from '../store.js';
+import type {
+  AttemptRecord,
+  GroupHoldRecord,
+  JobRecord,
+  QueueSettingsRecord,
+  ScheduleRecord,
+} from '../store.js';
 
 export const JOB_COLUMNS = [
   'seq',
@@ -48,6 +55,11 @@ export const JOB_COLUMNS = [
   'group_key',
   'parent_job_id',
   'child_key',
+  'dedup_key',
+  'dedup_mode',
+  'dedup_until_ms',
+  'expires_at_ms',
+  'rate_limited_in_a_row',
 ] as const;
 
 /** The columns an update may change, in the order {@link jobUpdateValues} gives them. */
@@ -68,6 +80,15 @@ export const JOB_MUTABLE_COLUMNS = [
   'run_at_ms',
   // A re-run of a FAILED job gives it a fresh attempt budget.
   'max_attempts',
+  // A debounced submission replaces the payload of the job it names.
+  'payload',
+  // Fixed at submission but written with every update all the same: a
+  // stored row is always the whole record the core last gave.
+  'dedup_key',
+  'dedup_mode',
+  'dedup_until_ms',
+  'expires_at_ms',
+  'rate_limited_in_a_row',
 ] as const;
 
 export const ATTEMPT_COLUMNS = [
@@ -118,6 +139,18 @@ export function jobInsertValues(job: Readonly<JobRecord>): SqlValue[] {
     job.groupKey,
     job.parentJobId ?? null,
     job.childKey ?? null,
+    ...dedupValues(job),
+  ];
+}
+
+/** The columns of migration 11, in {@link JOB_COLUMNS} order (absent = null, 0 for the count). */
+function dedupValues(job: Readonly<JobRecord>): SqlValue[] {
+  return [
+    job.dedupKey ?? null,
+    job.dedupMode ?? null,
+    job.dedupUntilMs ?? null,
+    job.expiresAtMs ?? null,
+    job.rateLimitedInARow ?? 0,
   ];
 }
 
@@ -144,6 +177,8 @@ export function jobUpdateValues(job: Readonly<JobRecord>): SqlValue[] {
     progressText(job),
     job.runAtMs,
     job.maxAttempts,
+    job.payloadJson,
+    ...dedupValues(job),
     job.seq,
   ];
 }
@@ -196,6 +231,13 @@ export interface JobRow {
   /** Null in rows of older schemas, and for jobs that are not children. */
   parent_job_id: string | null;
   child_key: string | null;
+  /** Null in rows of older schemas, and for jobs without a key (so are the next three). */
+  dedup_key: string | null;
+  dedup_mode: string | null;
+  dedup_until_ms: number | null;
+  expires_at_ms: number | null;
+  /** 0 in rows of older schemas. */
+  rate_limited_in_a_row: number;
 }
 
 export interface AttemptRow {
@@ -243,6 +285,11 @@ export function jobFromRow(row: JobRow): JobRecord {
     groupKey: row.group_key,
     parentJobId: row.parent_job_id,
     childKey: row.child_key,
+    dedupKey: row.dedup_key,
+    dedupMode: row.dedup_mode as DedupMode | null,
+    dedupUntilMs: row.dedup_until_ms,
+    expiresAtMs: row.expires_at_ms,
+    rateLimitedInARow: row.rate_limited_in_a_row,
   };
 }
 
@@ -273,6 +320,7 @@ export const QUEUE_COLUMNS = [
   'group_rate_max',
   'group_rate_interval_ms',
   'updated_at_ms',
+  'held_until_ms',
 ] as const;
 
 export interface QueueRow {
@@ -285,6 +333,8 @@ export interface QueueRow {
   group_rate_max: number | null;
   group_rate_interval_ms: number | null;
   updated_at_ms: number;
+  /** Null in rows of older schemas. */
+  held_until_ms: number | null;
 }
 
 export function queueValues(q: Readonly<QueueSettingsRecord>): SqlValue[] {
@@ -298,6 +348,7 @@ export function queueValues(q: Readonly<QueueSettingsRecord>): SqlValue[] {
     q.groupRateMax,
     q.groupRateIntervalMs,
     q.updatedAtMs,
+    q.heldUntilMs ?? null,
   ];
 }
 
@@ -312,6 +363,32 @@ export function queueFromRow(row: QueueRow): QueueSettingsRecord {
     groupRateMax: row.group_rate_max,
     groupRateIntervalMs: row.group_rate_interval_ms,
     updatedAtMs: row.updated_at_ms,
+    heldUntilMs: row.held_until_ms,
+  };
+}
+
+/**
+ * A group hold's row key: the jobs without a group key are held under ''
+ * (a real group key is never empty), so (queue, group_key) stays a primary key.
+ */
+const NO_GROUP = '';
+
+export interface GroupHoldRow {
+  queue: string;
+  group_key: string;
+  until_ms: number;
+}
+
+/** `[queue, group_key, until_ms]`. */
+export function groupHoldValues(hold: Readonly<GroupHoldRecord>): SqlValue[] {
+  return [hold.queue, hold.groupKey ?? NO_GROUP, hold.untilMs];
+}
+
+export function groupHoldFromRow(row: GroupHoldRow): GroupHoldRecord {
+  return {
+    queue: row.queue,
+    groupKey: row.group_key === NO_GROUP ? null : row.group_key,
+    untilMs: row.until_ms,
   };
 }
 

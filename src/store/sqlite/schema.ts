@@ -168,6 +168,31 @@ const MIGRATIONS: readonly string[] = [
      at_ms  INTEGER NOT NULL,
      PRIMARY KEY (job_id, idx)
    ) STRICT, WITHOUT ROWID;`,
+  // 11: deduplication, expiry and rate limits. A job's deduplication key and
+  // mode within its queue, the end of the throttle window its creation
+  // opened, when it expires unless started, and its attempts in a row that
+  // ended rate limited (0 in rows from before). Two partial indexes, so
+  // that only the jobs using them pay: the throttle windows (recovery reads
+  // the ended jobs whose window is still open) and the delayed keyed jobs
+  // (recovery loads every one of them, whatever the window). A queue held
+  // back by a handler until a time; and the groups held back, one row per
+  // (queue, group key): the jobs without a group key are held under the
+  // group key '' (a real one is 1 to 128 characters).
+  `ALTER TABLE jobs ADD COLUMN dedup_key TEXT;
+   ALTER TABLE jobs ADD COLUMN dedup_mode TEXT CHECK (dedup_mode IN ('active', 'throttle', 'debounce'));
+   ALTER TABLE jobs ADD COLUMN dedup_until_ms INTEGER;
+   ALTER TABLE jobs ADD COLUMN expires_at_ms INTEGER;
+   ALTER TABLE jobs ADD COLUMN rate_limited_in_a_row INTEGER NOT NULL DEFAULT 0;
+   CREATE INDEX jobs_dedup_until ON jobs (dedup_until_ms) WHERE dedup_until_ms IS NOT NULL;
+   CREATE INDEX jobs_scheduled_dedup ON jobs (seq)
+     WHERE state = 'SCHEDULED' AND dedup_key IS NOT NULL;
+   ALTER TABLE queue_settings ADD COLUMN held_until_ms INTEGER;
+   CREATE TABLE group_holds (
+     queue     TEXT    NOT NULL,
+     group_key TEXT    NOT NULL,
+     until_ms  INTEGER NOT NULL,
+     PRIMARY KEY (queue, group_key)
+   ) STRICT, WITHOUT ROWID;`,
 ];
 
 /** Number of the newest schema this code knows. */

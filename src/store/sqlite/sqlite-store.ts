@@ -53,6 +53,9 @@ import {
   type QueueRow,
   jobFromRow,
   dependencyValues,
+  groupHoldFromRow,
+  groupHoldValues,
+  type GroupHoldRow,
   jobInsertValues,
   jobUpdateValues,
   scheduleFromRow,
@@ -190,7 +193,7 @@ export class SqliteStore implements Store {
     }
   }
 
-  recover(window?: ScheduledWindowQuery): Promise<RecoveredState> {
+  recover(window?: ScheduledWindowQuery, nowMs?: number): Promise<RecoveredState> {
     return this.#readNow(() => {
       const windowed = window === undefined ? null : this.#recoverWindow(window);
       const activeJobs =
@@ -254,6 +257,20 @@ export class SqliteStore implements Store {
         .all()
         .map(scheduleFromRow);
       const childLinks = this.#childLinksOf(activeJobs.map((job) => job.jobId));
+      const throttledJobs = this.#reader
+        .prepare<[number], JobRow>(
+          // Through the partial index of throttle windows: the open ones are few.
+          `SELECT ${columnList(JOB_COLUMNS)} FROM jobs INDEXED BY jobs_dedup_until
+            WHERE dedup_until_ms > ? AND ${TERMINAL} ORDER BY seq`,
+        )
+        .all(nowMs ?? Number.MIN_SAFE_INTEGER)
+        .map(jobFromRow);
+      const groupHolds = this.#reader
+        .prepare<[], GroupHoldRow>(
+          'SELECT queue, group_key, until_ms FROM group_holds ORDER BY queue, group_key',
+        )
+        .all()
+        .map(groupHoldFromRow);
       return {
         activeJobs,
         activeAttempts,
@@ -263,6 +280,8 @@ export class SqliteStore implements Store {
         childLinks,
         schedules,
         queueSettings,
+        throttledJobs,
+        groupHolds,
         ...(window !== undefined &&
           windowed !== null && { scheduledWindow: { ...window, farCount: windowed.farCount } }),
       };
@@ -271,8 +290,9 @@ export class SqliteStore implements Store {
 
   /**
    * The active jobs of a windowed recovery: every non-SCHEDULED one, the
-   * SCHEDULED ones with parents, and the earliest delayed jobs in the
-   * window (through the partial index by due time); the rest are counted.
+   * SCHEDULED ones with parents, with steps or with a deduplication key,
+   * and the earliest delayed jobs in the window (through the partial index
+   * by due time); the rest are counted.
    */
   #recoverWindow(window: ScheduledWindowQuery): { activeJobs: JobRecord[]; farCount: number } {
     const cols = columnList(JOB_COLUMNS);
@@ -294,6 +314,13 @@ export class SqliteStore implements Store {
            CROSS JOIN jobs j WHERE j.job_id = st.job_id AND j.state = 'SCHEDULED'`,
       )
       .all();
+    // Delayed jobs with a deduplication key: the core decides on keys from memory.
+    const keyed = this.#reader
+      .prepare<[], JobRow>(
+        `SELECT ${columnList(JOB_COLUMNS)} FROM jobs INDEXED BY jobs_scheduled_dedup
+          WHERE state = 'SCHEDULED' AND dedup_key IS NOT NULL`,
+      )
+      .all();
     const near = this.#scheduledWindow({ atMs: -1, seq: 0 }, window.untilMs, window.limit);
     const total = this.#reader
       .prepare<[], { n: number }>(
@@ -301,7 +328,7 @@ export class SqliteStore implements Store {
       )
       .get();
     const scheduled = new Map<string, JobRow>();
-    for (const row of [...linked, ...sleeping, ...near]) scheduled.set(row.job_id, row);
+    for (const row of [...linked, ...sleeping, ...keyed, ...near]) scheduled.set(row.job_id, row);
     const activeJobs = [...others, ...scheduled.values()]
       .sort((a, b) => a.seq - b.seq)
       .map(jobFromRow);
@@ -366,6 +393,12 @@ export class SqliteStore implements Store {
     }
     if (batch.steps !== undefined && batch.steps.length > 0) {
       encoded.steps = batch.steps.map((st) => [st.jobId, st.index, st.name, st.result, st.atMs]);
+    }
+    if (batch.groupHolds !== undefined && batch.groupHolds.length > 0) {
+      encoded.groupHolds = batch.groupHolds.map(groupHoldValues);
+    }
+    if (batch.groupHoldsEndedBeforeMs !== undefined) {
+      encoded.groupHoldsEndedBeforeMs = batch.groupHoldsEndedBeforeMs;
     }
     return this.#link.commit(encoded);
   }

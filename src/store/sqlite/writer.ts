@@ -34,6 +34,10 @@ export interface EncodedBatch {
   clearedSteps?: string[];
   /** Step rows `[jobId, idx, name, result, atMs]` to insert or replace (absent = none). */
   steps?: SqlValue[][];
+  /** Group hold rows `[queue, group_key, until_ms]` to insert or replace (absent = none). */
+  groupHolds?: SqlValue[][];
+  /** Then delete the group holds that ended before this time (absent = none). */
+  groupHoldsEndedBeforeMs?: number;
 }
 
 export class SqliteWriter {
@@ -50,6 +54,8 @@ export class SqliteWriter {
   readonly #purgeDependencies: Statement<[string, string]>;
   readonly #step: Statement<SqlValue[]>;
   readonly #purgeSteps: Statement<[string]>;
+  readonly #groupHold: Statement<SqlValue[]>;
+  readonly #endGroupHolds: Statement<[number]>;
   readonly #writeAll: (batches: readonly EncodedBatch[]) => void;
   readonly #purgeSome: (query: PurgeQuery) => number;
 
@@ -91,6 +97,10 @@ export class SqliteWriter {
       'INSERT OR REPLACE INTO job_steps (job_id, idx, name, result, at_ms) VALUES (?, ?, ?, ?, ?)',
     );
     this.#purgeSteps = db.prepare('DELETE FROM job_steps WHERE job_id = ?');
+    this.#groupHold = db.prepare(
+      'INSERT OR REPLACE INTO group_holds (queue, group_key, until_ms) VALUES (?, ?, ?)',
+    );
+    this.#endGroupHolds = db.prepare('DELETE FROM group_holds WHERE until_ms < ?');
     this.#purgeJob = db.prepare('DELETE FROM jobs WHERE seq = ?');
     this.#writeAll = db.transaction((batches: readonly EncodedBatch[]) => {
       for (const batch of batches) this.#apply(batch);
@@ -132,5 +142,9 @@ export class SqliteWriter {
     for (const values of batch.queues ?? []) this.#queue.run(...values);
     for (const jobId of batch.clearedSteps ?? []) this.#purgeSteps.run(jobId);
     for (const values of batch.steps ?? []) this.#step.run(...values);
+    for (const values of batch.groupHolds ?? []) this.#groupHold.run(...values);
+    if (batch.groupHoldsEndedBeforeMs !== undefined) {
+      this.#endGroupHolds.run(batch.groupHoldsEndedBeforeMs);
+    }
   }
 }
