@@ -21,12 +21,18 @@
  * Schemas are any Standard Schema (zod 4, valibot, arktype, ...): the worker
  * validates the payload before running, the typed client before sending.
  *
- * This file holds only types and tiny helpers, no runtime dependency, so a
- * client may `import type` a task module to type its submissions without
- * loading any handler code.
+ * This file holds only types and tiny helpers (and the two error classes),
+ * no runtime dependency, so a client may `import type` a task module to type
+ * its submissions without loading any handler code.
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import type { JsonObject, JsonValue } from '../protocol/messages.js';
+import { MAX_RETRY_AFTER_MS } from '../protocol/limits.js';
+import {
+  RATE_LIMIT_SCOPES,
+  type JsonObject,
+  type JsonValue,
+  type RateLimitScope,
+} from '../protocol/messages.js';
 
 /** Lines a handler logs, tagged with its job and attempt. */
 export interface TaskLogger {
@@ -239,5 +245,63 @@ export class NonRetryableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'NonRetryableError';
+  }
+}
+
+/** What a rate-limited handler holds back: its job, its job's group, or its job's queue. */
+export type { RateLimitScope };
+
+/** The options of a {@link RateLimitedError}. */
+export interface RateLimitedOptions {
+  /** How long to wait before the job runs again, in ms: an integer, 1..86,400,000 (one day). */
+  retryAfterMs: number;
+  /**
+   * What waits that long (default `job`): `job` only this job; `group` every
+   * job of its group key in its queue; `queue` every job of its queue.
+   * Attempts already running go on.
+   */
+  scope?: RateLimitScope;
+  /** What the job's error says after `RATE_LIMITED: ` (default: the wait and the scope). */
+  message?: string;
+  cause?: unknown;
+}
+
+/**
+ * Throw this when a service the handler calls says "too many requests": the
+ * attempt ends without counting toward the job's attempts, and the job runs
+ * again after `retryAfterMs`; with scope `group` or `queue`, nothing else of
+ * that group or queue starts before then either. It needs a coordinator
+ * that offers rate limits; another one sees an ordinary retryable failure
+ * (which counts). The constructor throws a TypeError or RangeError for
+ * options out of bounds.
+ */
+export class RateLimitedError extends Error {
+  /** In ms, 1..86,400,000. */
+  readonly retryAfterMs: number;
+  readonly scope: RateLimitScope;
+
+  constructor(options: RateLimitedOptions) {
+    const { retryAfterMs, scope = 'job', message } = options;
+    if (typeof retryAfterMs !== 'number' || !Number.isInteger(retryAfterMs)) {
+      throw new TypeError(
+        `retryAfterMs must be an integer number of ms, not ${String(retryAfterMs)}`,
+      );
+    }
+    if (retryAfterMs < 1 || retryAfterMs > MAX_RETRY_AFTER_MS) {
+      throw new RangeError(`retryAfterMs must be 1..${MAX_RETRY_AFTER_MS}, not ${retryAfterMs}`);
+    }
+    if (!RATE_LIMIT_SCOPES.includes(scope)) {
+      throw new TypeError(
+        `scope must be one of ${RATE_LIMIT_SCOPES.join(', ')}, not ${String(scope)}`,
+      );
+    }
+    if (message !== undefined && typeof message !== 'string') {
+      throw new TypeError('message must be a string');
+    }
+    const text = message ?? `retry after ${retryAfterMs} ms (scope ${scope})`;
+    super(text, 'cause' in options ? { cause: options.cause } : undefined);
+    this.name = 'RateLimitedError';
+    this.retryAfterMs = retryAfterMs;
+    this.scope = scope;
   }
 }

@@ -10,6 +10,8 @@
  * TASK_SUSPENDED. Any failure inside the task, an invalid payload or a
  * module that did not load included, is TASK_FAILED; only a real crash (an
  * uncaught error outside a handler's promise, `process.exit`) ends the thread.
+ * A RateLimitedError leaves as TASK_FAILED with its wait and scope as data:
+ * the main thread never sees the error object.
  *
  * A stopped attempt's signal fires (ABORT_TASK), and a handler that computes
  * without yielding sees the stop anyway through the attempt's stop slot in
@@ -18,8 +20,8 @@
  */
 import { runInTraceContext } from '../observability/tracing.js';
 import { describeError } from '../protocol/errors.js';
-import { clipError } from '../protocol/limits.js';
-import type { JsonObject } from '../protocol/messages.js';
+import { MAX_RETRY_AFTER_MS, clipError } from '../protocol/limits.js';
+import { RATE_LIMIT_SCOPES, type JsonObject, type RateLimitScope } from '../protocol/messages.js';
 import { createBuiltinRegistry } from '../tasks/builtin/index.js';
 import { UnknownTaskTypeError } from '../tasks/registry.js';
 import { AttemptContext, type OutputSink } from './attempt-context.js';
@@ -240,7 +242,7 @@ export class AttemptRuntime {
       // A replay that went another way fails for good, whatever the handler made of it.
       if (steps?.poison != null)
         return { type: 'TASK_FAILED', error: steps.poison, retryable: false };
-      return { type: 'TASK_FAILED', error: describeFailure(err), retryable: isRetryable(err) };
+      return failureOf(err);
     }
   }
 }
@@ -250,6 +252,38 @@ function abortError(reason: AbortReason): DOMException {
   return reason === 'deadline'
     ? new DOMException("the attempt's deadline passed", 'TimeoutError')
     : new DOMException('the attempt was cancelled', 'AbortError');
+}
+
+/** What a handler's error ends its attempt with. */
+function failureOf(err: unknown): FinalOutput {
+  if (isRateLimitedError(err)) {
+    return {
+      type: 'TASK_FAILED',
+      error: clipError(`RATE_LIMITED: ${err.message}`),
+      retryable: true,
+      rateLimited: { retryAfterMillis: err.retryAfterMs, scope: err.scope },
+    };
+  }
+  return { type: 'TASK_FAILED', error: describeFailure(err), retryable: isRetryable(err) };
+}
+
+/**
+ * A RateLimitedError, known by its name and fields rather than its class: a
+ * task module may have imported another copy of the SDK than the worker's.
+ * Fields out of bounds make it an ordinary failure.
+ */
+function isRateLimitedError(
+  err: unknown,
+): err is Error & { retryAfterMs: number; scope: RateLimitScope } {
+  if (!(err instanceof Error) || err.name !== 'RateLimitedError') return false;
+  const { retryAfterMs, scope } = err as Error & { retryAfterMs?: unknown; scope?: unknown };
+  return (
+    typeof retryAfterMs === 'number' &&
+    Number.isInteger(retryAfterMs) &&
+    retryAfterMs >= 1 &&
+    retryAfterMs <= MAX_RETRY_AFTER_MS &&
+    RATE_LIMIT_SCOPES.includes(scope as RateLimitScope)
+  );
 }
 
 /** An error that says so with `retryable: false` (NonRetryableError, invalid payloads). */

@@ -10,13 +10,16 @@
  *
  * A task module need not import anything: a default export mapping task
  * names to async functions is enough. The SDK adds types (payloads inferred
- * from a schema, results checked as JSON) and `NonRetryableError`.
+ * from a schema, results checked as JSON), `NonRetryableError` and
+ * `RateLimitedError`.
  */
-export { NonRetryableError, defineTask, defineTasks } from '../sdk/task.js';
+export { NonRetryableError, RateLimitedError, defineTask, defineTasks } from '../sdk/task.js';
 export type {
   EnqueueOptions,
   ParentJob,
   PayloadOf,
+  RateLimitedOptions,
+  RateLimitScope,
   ResultOf,
   TaskContext,
   TaskDefinition,

@@ -26,7 +26,7 @@ import assert from 'node:assert/strict';
 import type { EventLoopUtilization } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { describeError } from '../protocol/errors.js';
-import type { JsonObject, ResultFormat } from '../protocol/messages.js';
+import type { JsonObject, RateLimitedResult, ResultFormat } from '../protocol/messages.js';
 import { LocalEndpoint } from './local-thread.js';
 import { heapExhausted } from './memory-budget.js';
 import type { Handler } from './task-modules.js';
@@ -64,6 +64,8 @@ export type TaskOutcome =
        * without using an attempt where the coordinator offers it.
        */
       requeue?: boolean;
+      /** The handler threw a RateLimitedError: how long, and what, to hold back. */
+      rateLimited?: RateLimitedResult;
     };
 
 /**
@@ -534,13 +536,16 @@ function outcomeOf(output: FinalOutput): TaskOutcome {
   switch (output.type) {
     case 'TASK_SUCCEEDED':
       return { success: true, result: output.result, resultFormat: output.resultFormat };
-    case 'TASK_FAILED':
-      return {
+    case 'TASK_FAILED': {
+      const outcome: TaskOutcome = {
         success: false,
         error: output.error,
         cancelled: false,
         retryable: output.retryable,
       };
+      if (output.rateLimited !== undefined) outcome.rateLimited = output.rateLimited;
+      return outcome;
+    }
     case 'TASK_SUSPENDED': {
       const suspend: Suspension =
         output.sleepMillis !== undefined

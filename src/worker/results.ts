@@ -8,6 +8,9 @@
  * - An attempt cut off through no doing of its own (`requeue`): with the
  *   `requeue` feature a failed result with `requeue: true`, which the
  *   coordinator does not count; without, a plain failed, retryable result.
+ * - A handler's RateLimitedError: `rateLimited` (its wait and scope) only
+ *   with `rateLimits`; without, the same failed, retryable result, its error
+ *   (`RATE_LIMITED: ...`) saying why, and the attempt counts.
  * - A result too large for a frame is replaced by a failure saying so.
  */
 import type { FramedConnection } from '../net/framed-connection.js';
@@ -70,6 +73,9 @@ export function resultMessage(
   }
   if (!outcome.success && outcome.requeue === true && features.has('requeue')) {
     message.requeue = true;
+  }
+  if (!outcome.success && outcome.rateLimited !== undefined && features.has('rateLimits')) {
+    message.rateLimited = { ...outcome.rateLimited };
   }
   return message;
 }

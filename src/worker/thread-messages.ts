@@ -22,7 +22,8 @@
  *                     `callId` is unique within the attempt
  *     TASK_SUCCEEDED  the handler returned; its value, encoded
  *     TASK_FAILED     the handler threw, the payload was invalid, the task
- *                     type is unknown or a task module did not load
+ *                     type is unknown or a task module did not load;
+ *                     `rateLimited` when it threw a RateLimitedError
  *     TASK_SUSPENDED  the handler slept or waits (`ctx.sleep`,
  *                     `ctx.waitFor`): the attempt ends without a result
  *
@@ -37,7 +38,14 @@
  * it whenever the attempt's signal is looked at; the thread writes its memory
  * samples, and the time of its last turn, for the pool.
  */
-import type { JsonObject, ParentResult, RecordedStep, ResultFormat } from '../protocol/messages.js';
+import {
+  RATE_LIMIT_SCOPES,
+  type JsonObject,
+  type ParentResult,
+  type RateLimitedResult,
+  type RecordedStep,
+  type ResultFormat,
+} from '../protocol/messages.js';
 import type { TraceContext } from '../protocol/trace-context.js';
 
 export interface RunTaskInput {
@@ -95,7 +103,13 @@ export type ThreadOutput =
   | { type: 'TASK_PROGRESS'; fraction: number; message: string | null }
   | { type: 'TASK_CALL'; callId: number; call: JsonObject }
   | { type: 'TASK_SUCCEEDED'; result: string; resultFormat: ResultFormat }
-  | { type: 'TASK_FAILED'; error: string; retryable: boolean }
+  | {
+      type: 'TASK_FAILED';
+      error: string;
+      retryable: boolean;
+      /** The handler threw a RateLimitedError: its wait and scope, as data (no class crosses threads). */
+      rateLimited?: RateLimitedResult;
+    }
   /** The handler slept or waits (durable steps): the attempt ends without a result. */
   | { type: 'TASK_SUSPENDED'; sleepMillis?: number; waitForJobId?: string };
 
@@ -357,7 +371,13 @@ export function encodeResponse({ requestId, output }: ThreadResponse): WireRespo
     case 'TASK_SUCCEEDED':
       return [OUTPUT.TASK_SUCCEEDED, requestId, output.result, output.resultFormat];
     case 'TASK_FAILED':
-      return [OUTPUT.TASK_FAILED, requestId, output.error, output.retryable];
+      return [
+        OUTPUT.TASK_FAILED,
+        requestId,
+        output.error,
+        output.retryable,
+        output.rateLimited ?? null,
+      ];
     case 'TASK_SUSPENDED':
       return [
         OUTPUT.TASK_SUSPENDED,
@@ -397,9 +417,15 @@ function decodeOutput(wire: unknown[]): ThreadOutput | null {
         ? { type: 'TASK_SUCCEEDED', result: a, resultFormat: b }
         : null;
     case OUTPUT.TASK_FAILED:
-      return typeof a === 'string' && typeof b === 'boolean'
-        ? { type: 'TASK_FAILED', error: a, retryable: b }
-        : null;
+      if (typeof a !== 'string' || typeof b !== 'boolean') return null;
+      if (c === null || c === undefined) return { type: 'TASK_FAILED', error: a, retryable: b };
+      if (!isRateLimited(c)) return null;
+      return {
+        type: 'TASK_FAILED',
+        error: a,
+        retryable: b,
+        rateLimited: { retryAfterMillis: c.retryAfterMillis, scope: c.scope },
+      };
     case OUTPUT.TASK_SUSPENDED:
       if (typeof a === 'number') return { type: 'TASK_SUSPENDED', sleepMillis: a };
       if (typeof b === 'string') return { type: 'TASK_SUSPENDED', waitForJobId: b };
@@ -407,6 +433,14 @@ function decodeOutput(wire: unknown[]): ThreadOutput | null {
     default:
       return null;
   }
+}
+
+function isRateLimited(value: unknown): value is RateLimitedResult {
+  return (
+    isRecord(value) &&
+    typeof value.retryAfterMillis === 'number' &&
+    RATE_LIMIT_SCOPES.includes(value.scope as RateLimitedResult['scope'])
+  );
 }
 
 function isCallOutcome(value: unknown): value is CallOutcome {

@@ -16,7 +16,8 @@
  * Negotiation: the worker uses an extension only when the coordinator listed
  * it in `WORKER_REGISTERED.features` (absent = a v1 coordinator):
  * WORKER_DRAINING needs `drain`, `TASK_RESULT.retryable: false` needs
- * `retryable`, `TASK_RESULT.requeue` needs `requeue`, a capacity above 1,024
+ * `retryable`, `TASK_RESULT.requeue` needs `requeue`, `TASK_RESULT.rateLimited`
+ * needs `rateLimits`, a capacity above 1,024
  * needs `slots` (without it the worker uses 1,024 slots), and deadlines from
  * `TASK_ASSIGN.timeoutMillis` need `assignLimits`. `resultFormat` is an
  * optional field any peer may ignore.

@@ -6,7 +6,9 @@
  * filters and paging; the job page shows two attempts after a worker was
  * killed; the Queues and Schedules pages with their actions; a delayed job
  * in the list and on its page; a flow around a job (parents, dependents,
- * WAITING in the list, child jobs and steps); with client tokens the page asks for one first.
+ * WAITING in the list, child jobs and steps); a job's deduplication key and
+ * expiry, "expired", and queues held by a handler (the API's answers with
+ * those fields laid over them in the browser); with client tokens the page asks for one first.
  * Schedules' times in their own zones, named, with the browser in another
  * zone. README's command for a picture of the page, run as written (the
  * system's `chromium`): a PNG of the loaded page, not its "Loading…". Skipped,
@@ -535,6 +537,91 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
       await cdp.detach();
       for (const name of ['ui-berlin', 'ui-interval'])
         await client.request({ type: 'DELETE_SCHEDULE', name });
+    }
+  });
+
+  it('shows a job\'s deduplication key and expiry, "expired" on its page and in the list, and queues held by a handler', async () => {
+    // The snapshots come from the coordinator, with the fields it would add
+    // laid over them in the browser, so this checks the page's rendering.
+    const submitted = async (taskType: string): Promise<string> => {
+      const reply = await client.request({ ...submitMessage(taskType, {}), queue: 'held-q' });
+      assert.equal(reply.type, 'JOB_SUBMITTED', JSON.stringify(reply));
+      return reply.type === 'JOB_SUBMITTED' ? reply.jobId : '';
+    };
+    const waiting = await submitted('EXPIRY_UI');
+    const expired = await submitted('EXPIRY_UI');
+    await client.request({ type: 'CANCEL_JOB', jobId: expired });
+    const expiresAtMillis = Date.now() + 3_600_000;
+    const extra: Record<string, Record<string, unknown>> = {
+      [waiting]: { dedupKey: 'invoice-7', dedupMode: 'throttle', expiresAtMillis },
+      [expired]: { expiresAtMillis: Date.now() - 1_000, expired: true },
+    };
+    const overlay = (job: { jobId: string }) => ({ ...job, ...extra[job.jobId] });
+    const heldUntil = Date.now() + 90_000;
+    await page.route(
+      (url) => url.pathname.startsWith('/api/'),
+      async (route) => {
+        const response = await route.fetch();
+        const { pathname } = new URL(route.request().url());
+        const body = (await response.json()) as Record<string, unknown>;
+        if (pathname === '/api/jobs') {
+          body.jobs = (body.jobs as { jobId: string }[]).map(overlay);
+        } else if (pathname.startsWith('/api/jobs/') && !pathname.endsWith('/flow')) {
+          body.job = overlay(body.job as { jobId: string });
+        } else if (pathname === '/api/queues') {
+          body.queues = (body.queues as { name: string }[]).map((q) =>
+            q.name !== 'held-q'
+              ? q
+              : {
+                  ...q,
+                  rateLimitedUntilMillis: heldUntil,
+                  heldGroups: [{ groupKey: 'tenant-a', untilMillis: heldUntil - 30_000 }],
+                },
+          );
+        }
+        await route.fulfill({ response, json: body });
+      },
+    );
+    try {
+      const time = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/;
+      await page.goto(`${base}#/jobs/${waiting}`);
+      await page.waitForSelector('[data-testid=job-page] [data-state=QUEUED]');
+      assert.equal(await page.textContent('[data-testid=job-dedup-key]'), 'invoice-7');
+      assert.equal(await page.textContent('[data-testid=job-dedup-mode]'), ' (throttle)');
+      assert.match((await page.textContent('[data-testid=job-expires-at]')) ?? '', time);
+      assert.match(
+        (await page.textContent('[data-testid=job-expires-countdown]')) ?? '',
+        /\(in (1 h|59 min \d+ s) unless an attempt starts first\)/,
+      );
+      assert.equal(await page.locator('[data-testid=job-expired]').count(), 0);
+
+      await page.goto(`${base}#/jobs/${expired}`);
+      await page.waitForSelector('[data-testid=job-page] [data-state=CANCELLED]');
+      assert.equal(
+        await page.textContent('[data-testid=job-page] [data-testid=job-expired]'),
+        'expired',
+      );
+      assert.equal(await page.locator('[data-testid=job-expires-countdown]').count(), 0);
+      assert.equal(await page.locator('[data-testid=job-dedup-key]').count(), 0);
+
+      await page.goto(`${base}#/jobs?type=EXPIRY_UI`);
+      await page.waitForSelector(row(waiting));
+      assert.equal(await page.textContent(`${row(expired)} [data-testid=job-expired]`), 'expired');
+      assert.equal(await page.locator(`${row(waiting)} [data-testid=job-expired]`).count(), 0);
+
+      await page.goto(`${base}#/queues`);
+      const queueRow = '[data-testid=queue-row][data-queue=held-q]';
+      await page.waitForSelector(`${queueRow} [data-testid=queue-held]`);
+      assert.match(
+        (await page.textContent(`${queueRow} [data-testid=queue-held]`)) ?? '',
+        /^held by a handler until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/,
+      );
+      const held = '[data-testid=queue-held-groups][data-queue=held-q] [data-testid=held-group]';
+      assert.deepEqual(await attributes(held, 'data-group'), ['tenant-a']);
+      assert.deepEqual(await attributes(held, 'data-until'), [String(heldUntil - 30_000)]);
+      assert.equal(await page.locator('[data-testid=queue-held]').count(), 1, 'only that queue');
+    } finally {
+      await page.unrouteAll();
     }
   });
 

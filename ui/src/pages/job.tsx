@@ -1,6 +1,7 @@
 /**
  * One job: its state and settings (a delayed job's run time, with a
- * countdown while it is SCHEDULED; the schedule that made it), payload, result, error, the attempt
+ * countdown while it is SCHEDULED; the schedule that made it; its
+ * deduplication key and expiry, "expired" once that cancelled it), payload, result, error, the attempt
  * history on a timeline and as a table, and the actions it allows (cancel
  * while it is not terminal; re-run once FAILED or CANCELLED), each behind a
  * confirmation; its parents, child jobs, steps and flow (components/flow.tsx).
@@ -11,7 +12,7 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { isTerminalState } from '../../../src/protocol/messages.js';
 import { ApiError, api, type FlowView, type JobDetails, type JobExtras } from '../api.js';
-import { OutcomeBadge, StateBadge } from '../components/badges.js';
+import { ExpiredBadge, OutcomeBadge, StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
 import { FlowTree, Relations } from '../components/flow.js';
 import { AttemptTimeline } from '../components/timeline.js';
@@ -160,6 +161,7 @@ function Body({
           {job.jobId}
         </h1>
         <StateBadge state={job.state} />
+        <ExpiredBadge job={job} />
         <Actions details={details} onChanged={onChanged} />
       </div>
       <dl class="fields">
@@ -189,6 +191,29 @@ function Body({
         </Field>
         <Field label="Worker">{job.workerId ?? '-'}</Field>
         <Field label="Idempotency key">{job.idempotencyKey ?? '-'}</Field>
+        {job.dedupKey != null && (
+          <Field label="Deduplication key">
+            <span class="mono" data-testid="job-dedup-key">
+              {job.dedupKey}
+            </span>
+            <span class="muted" data-testid="job-dedup-mode">
+              {' '}
+              ({job.dedupMode ?? 'active'})
+            </span>
+          </Field>
+        )}
+        {job.expiresAtMillis != null && (
+          <Field label="Expires at">
+            <span data-testid="job-expires-at">{formatTime(job.expiresAtMillis)}</span>
+            {/* Only a job waiting to start can still expire (a running attempt goes on). */}
+            {!isTerminalState(job.state) && job.state !== 'RUNNING' && (
+              <span class="muted" data-testid="job-expires-countdown">
+                {' '}
+                ({formatCountdown(job.expiresAtMillis - now)} unless an attempt starts first)
+              </span>
+            )}
+          </Field>
+        )}
         <Field label="Timeout">
           {job.timeoutMillis == null ? '-' : formatDurationMs(job.timeoutMillis)}
         </Field>

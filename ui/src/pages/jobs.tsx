@@ -12,7 +12,7 @@ import {
   type TerminalState,
 } from '../../../src/protocol/messages.js';
 import { api, type JobPage } from '../api.js';
-import { StateBadge } from '../components/badges.js';
+import { ExpiredBadge, StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
 import { formatAttempts, formatTime, shortId } from '../format.js';
 import { useLatestRequest, useLive, useThrottled } from '../hooks.js';
@@ -195,7 +195,7 @@ function JobTable({ page }: { page: JobPage }) {
             </td>
             <td>{job.taskType}</td>
             <td>
-              <StateBadge state={job.state} />
+              <StateBadge state={job.state} /> <ExpiredBadge job={job} />
             </td>
             <td>{job.priority}</td>
             <td>{formatAttempts(job)}</td>

@@ -1,7 +1,8 @@
 /**
  * The named queues: jobs by state, attempts running, limits (concurrency,
- * rate, per-group concurrency and rate), whether paused, and the groups
- * with the largest backlogs; pause and resume behind a confirmation.
+ * rate, per-group concurrency and rate), whether paused or held back by a
+ * handler (RateLimitedError, the queue or some of its groups), and the
+ * groups with the largest backlogs; pause and resume behind a confirmation.
  * Reloaded while shown (every two seconds, on the live overview push) and
  * at once after an action.
  */
@@ -9,7 +10,7 @@ import { useState } from 'preact/hooks';
 import { JOB_STATES, type RateLimit } from '../../../src/protocol/messages.js';
 import { api, type QueueInfo } from '../api.js';
 import { ConfirmDialog } from '../components/confirm.js';
-import { formatDurationMs } from '../format.js';
+import { formatDurationMs, formatTime } from '../format.js';
 import { useReloaded } from '../hooks.js';
 
 const RELOAD_MS = 2_000;
@@ -66,12 +67,53 @@ function Groups({ queue }: { queue: QueueInfo }) {
   );
 }
 
+/** Whether a handler holds the whole queue back now, and until when. */
+function Status({ queue }: { queue: QueueInfo }) {
+  const heldUntil = queue.rateLimitedUntilMillis ?? null;
+  return (
+    <>
+      {queue.paused ? <span class="badge state-retry_wait">paused</span> : 'serving'}
+      {heldUntil !== null && (
+        <div class="muted small" data-testid="queue-held" data-until={heldUntil}>
+          held by a handler until {formatTime(heldUntil)}
+        </div>
+      )}
+    </>
+  );
+}
+
+/** The groups a handler holds back (`group` scope), soonest free first. */
+function HeldGroups({ queue }: { queue: QueueInfo }) {
+  const held = queue.heldGroups ?? [];
+  if (held.length === 0) return null;
+  return (
+    <tr class="queue-groups" data-testid="queue-held-groups" data-queue={queue.name}>
+      <td colSpan={7}>
+        <span class="muted">Groups held by a handler: </span>
+        {held.map((g) => (
+          <span
+            key={g.groupKey ?? ''}
+            class="chip"
+            data-testid="held-group"
+            data-group={g.groupKey ?? ''}
+            data-until={g.untilMillis}
+          >
+            <span class="mono">{g.groupKey ?? '(no group)'}</span> until {formatTime(g.untilMillis)}
+          </span>
+        ))}
+      </td>
+    </tr>
+  );
+}
+
 function QueueRow({ queue, onAction }: { queue: QueueInfo; onAction: (q: QueueInfo) => void }) {
   return (
     <>
       <tr data-testid="queue-row" data-queue={queue.name} data-paused={String(queue.paused)}>
         <td class="mono">{queue.name}</td>
-        <td>{queue.paused ? <span class="badge state-retry_wait">paused</span> : 'serving'}</td>
+        <td>
+          <Status queue={queue} />
+        </td>
         <td>
           <Counts queue={queue} />
         </td>
@@ -100,6 +142,7 @@ function QueueRow({ queue, onAction }: { queue: QueueInfo; onAction: (q: QueueIn
         </td>
       </tr>
       <Groups queue={queue} />
+      <HeldGroups queue={queue} />
     </>
   );
 }
