@@ -99,7 +99,10 @@ export class MemoryStore implements Store {
       for (const job of activeJobs) {
         for (const id of job.dependsOn ?? []) near.add(id);
         for (const id of this.#stepWaits.get(job.jobId) ?? []) near.add(id);
-        if (this.#steps.has(job.jobId) || job.dedupKey != null) near.add(job.jobId);
+        // Keyed jobs (the core's index of keys is memory only) and jobs that
+        // ran before (a rate-limited one: its attempts come with it).
+        const kept = job.dedupKey != null || job.attempts > 0;
+        if (this.#steps.has(job.jobId) || kept) near.add(job.jobId);
       }
       const isFar = (job: JobRecord): boolean =>
         job.state === 'SCHEDULED' && job.dependsOn === null && !near.has(job.jobId);

@@ -172,7 +172,8 @@ export class PostgresStore implements Store {
                         (SELECT d.job_id FROM dtp.job_dependencies d
                           UNION SELECT d.parent_id FROM dtp.job_dependencies d
                           UNION SELECT st.job_id FROM dtp.job_steps st))
-               UNION (${JOB_SELECT} WHERE state = 'SCHEDULED' AND dedup_key IS NOT NULL)
+               UNION (${JOB_SELECT} WHERE state = 'SCHEDULED'
+                        AND (dedup_key IS NOT NULL OR attempts > 0))
                UNION (${JOB_SELECT} WHERE ${SCHEDULED_WINDOW} AND run_at_ms > $2
                       ORDER BY run_at_ms, seq LIMIT $3)
                ORDER BY seq`,

@@ -560,8 +560,8 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE dtp.jobs ADD COLUMN expires_at_ms bigint;
    ALTER TABLE dtp.jobs ADD COLUMN rate_limited_in_a_row integer NOT NULL DEFAULT 0;
    CREATE INDEX jobs_dedup_until ON dtp.jobs (dedup_until_ms) WHERE dedup_until_ms IS NOT NULL;
-   CREATE INDEX jobs_scheduled_dedup ON dtp.jobs (seq)
-     WHERE state = 'SCHEDULED' AND dedup_key IS NOT NULL;
+   CREATE INDEX jobs_scheduled_kept ON dtp.jobs (seq)
+     WHERE state = 'SCHEDULED' AND (dedup_key IS NOT NULL OR attempts > 0);
    ALTER TABLE dtp.queue_settings ADD COLUMN held_until_ms bigint;
    CREATE TABLE dtp.group_holds (
      queue     text   NOT NULL,

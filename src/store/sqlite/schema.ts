@@ -173,7 +173,7 @@ const MIGRATIONS: readonly string[] = [
   // opened, when it expires unless started, and its attempts in a row that
   // ended rate limited (0 in rows from before). Two partial indexes, so
   // that only the jobs using them pay: the throttle windows (recovery reads
-  // the ended jobs whose window is still open) and the delayed keyed jobs
+  // the ended jobs whose window is still open) and the delayed jobs that are keyed or ran before
   // (recovery loads every one of them, whatever the window). A queue held
   // back by a handler until a time; and the groups held back, one row per
   // (queue, group key): the jobs without a group key are held under the
@@ -184,8 +184,8 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE jobs ADD COLUMN expires_at_ms INTEGER;
    ALTER TABLE jobs ADD COLUMN rate_limited_in_a_row INTEGER NOT NULL DEFAULT 0;
    CREATE INDEX jobs_dedup_until ON jobs (dedup_until_ms) WHERE dedup_until_ms IS NOT NULL;
-   CREATE INDEX jobs_scheduled_dedup ON jobs (seq)
-     WHERE state = 'SCHEDULED' AND dedup_key IS NOT NULL;
+   CREATE INDEX jobs_scheduled_kept ON jobs (seq)
+     WHERE state = 'SCHEDULED' AND (dedup_key IS NOT NULL OR attempts > 0);
    ALTER TABLE queue_settings ADD COLUMN held_until_ms INTEGER;
    CREATE TABLE group_holds (
      queue     TEXT    NOT NULL,

@@ -314,11 +314,12 @@ export class SqliteStore implements Store {
            CROSS JOIN jobs j WHERE j.job_id = st.job_id AND j.state = 'SCHEDULED'`,
       )
       .all();
-    // Delayed jobs with a deduplication key: the core decides on keys from memory.
+    // Delayed jobs with a deduplication key (the core decides on keys from
+    // memory) or that ran before (a rate-limited one: its attempts come with it).
     const keyed = this.#reader
       .prepare<[], JobRow>(
-        `SELECT ${columnList(JOB_COLUMNS)} FROM jobs INDEXED BY jobs_scheduled_dedup
-          WHERE state = 'SCHEDULED' AND dedup_key IS NOT NULL`,
+        `SELECT ${columnList(JOB_COLUMNS)} FROM jobs INDEXED BY jobs_scheduled_kept
+          WHERE state = 'SCHEDULED' AND (dedup_key IS NOT NULL OR attempts > 0)`,
       )
       .all();
     const near = this.#scheduledWindow({ atMs: -1, seq: 0 }, window.untilMs, window.limit);
