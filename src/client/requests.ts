@@ -443,7 +443,17 @@ export function flowMessage(
     if (typeof job.ref !== 'string' || job.ref === '') {
       throw new TypeError(`jobs[${index}].ref must be a non-empty string`);
     }
-    return { ref: job.ref, ...elementOf(flowJobFields(job, nowMs), trace) };
+    let fields: JobFields;
+    try {
+      fields = flowJobFields(job, nowMs);
+    } catch (err) {
+      // Said of the job at fault, in the error's own kind.
+      if (err instanceof TypeError || err instanceof RangeError) {
+        err.message = `jobs[${index}] (ref ${JSON.stringify(job.ref)}): ${err.message}`;
+      }
+      throw err;
+    }
+    return { ref: job.ref, ...elementOf(fields, trace) };
   });
   return { type: 'SUBMIT_FLOW', jobs };
 }

@@ -1,6 +1,8 @@
 /**
  * `submit-flow <file|->`: the flow document checked here first (shape,
- * duplicate refs, cycles: exit 2, nothing sent), then sent as one request.
+ * duplicate refs, each job's options: exit 2, nothing sent), then sent as
+ * one request. The coordinator judges the rest (a cycle, an unknown ref,
+ * an invalid payload: exit 1 with its error, nothing created).
  */
 import { flowMessage } from '../../client/client.js';
 import type { FlowJobSpec } from '../../client/client.js';
@@ -32,14 +34,18 @@ async function runSubmitFlow(ctx: CommandContext): Promise<CommandOutput> {
     throw new UsageError(`${source}: ${(err as Error).message}`);
   }
   requestFrame(msg); // too large for a frame: said before connecting
-  const { jobs } = await (await ctx.client()).submitFlow(flow);
+  const { jobs, deduplicated, replaced } = await (await ctx.client()).submitFlow(flow);
+  for (const ref of deduplicated) {
+    const how = replaced.includes(ref) ? ', its payload and run time replaced' : '';
+    ctx.note(`Deduplicated: ref ${ref} is existing job ${jobs[ref] ?? '?'}${how}\n`);
+  }
   const human = Object.entries(jobs)
     .map(([ref, jobId]) => `${ref}\t${jobId}\n`)
     .join('');
   return { json: { jobs }, human };
 }
 
-/** The flow document's shape, refs and acyclicity; a UsageError (exit 2) for what is wrong. */
+/** The flow document's shape and refs; a UsageError (exit 2) for what is wrong. */
 function checkFlowDocument(doc: unknown, source: string): { jobs: FlowJobSpec[] } {
   const bad = (detail: string): UsageError => new UsageError(`${source}: ${detail}`);
   if (!isPlainRecord(doc) || !Array.isArray(doc.jobs)) throw bad('expected {"jobs": [...]}');
@@ -68,42 +74,9 @@ function checkFlowDocument(doc: unknown, source: string): { jobs: FlowJobSpec[] 
       throw bad(`jobs[${index}].idempotencyKey must be a non-empty string`);
     }
   }
-  const typed = jobs as FlowJobSpec[];
-  const cycle = findCycle(typed);
-  if (cycle !== null) throw bad(`the dependencies form a cycle: ${cycle.join(' -> ')}`);
-  return { jobs: typed };
-}
-
-/** A cycle among the refs (as a path that ends where it starts), or null. */
-function findCycle(jobs: readonly FlowJobSpec[]): string[] | null {
-  const parentsOf = new Map(jobs.map((job) => [job.ref, job.dependsOn ?? []]));
-  const state = new Map<string, 'open' | 'done'>();
-  for (const start of parentsOf.keys()) {
-    if (state.has(start)) continue;
-    // Depth-first with an explicit stack: a 10,000-job chain must not overflow.
-    const path: string[] = [];
-    const stack: { ref: string; next: number }[] = [{ ref: start, next: 0 }];
-    state.set(start, 'open');
-    path.push(start);
-    while (stack.length > 0) {
-      const top = stack[stack.length - 1] as { ref: string; next: number };
-      const parents = parentsOf.get(top.ref) ?? [];
-      if (top.next >= parents.length) {
-        state.set(top.ref, 'done');
-        stack.pop();
-        path.pop();
-        continue;
-      }
-      const parent = parents[top.next++] as string;
-      if (!parentsOf.has(parent)) continue; // an existing job's id
-      if (state.get(parent) === 'open') return [...path.slice(path.indexOf(parent)), parent];
-      if (state.get(parent) === 'done') continue;
-      state.set(parent, 'open');
-      path.push(parent);
-      stack.push({ ref: parent, next: 0 });
-    }
-  }
-  return null;
+  // A cycle is the coordinator's to find (FLOW_CYCLE, exit 1): it checks the
+  // whole flow anyway, and one check cannot disagree with itself.
+  return { jobs: jobs as FlowJobSpec[] };
 }
 
 function isPlainRecord(value: unknown): value is Record<string, unknown> {
