@@ -31,6 +31,12 @@ async function runSubmitMany(ctx: CommandContext): Promise<CommandOutput> {
       ctx.note(`Lines ${batch.fromLine}..${batch.toLine}: ${describeRetry(event)}`),
   });
   const ids = outcome.jobIds.map((id) => `${id}\n`).join('');
+  const deduplicated = outcome.deduplicatedLines;
+  if (deduplicated.length > 0) {
+    ctx.note(
+      `Deduplicated (an existing job's id given, nothing created): lines ${deduplicated.join(', ')}\n`,
+    );
+  }
   const stopped = outcome.stopped;
   if (stopped === null) return { json: { jobIds: outcome.jobIds }, human: ids };
   const { fromLine, toLine } = stopped.batch;

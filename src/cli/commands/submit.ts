@@ -6,14 +6,13 @@
  * anything is sent (exit 2 naming the flag).
  */
 import { checkSubmitSize } from '../../client/client.js';
-import type { SubmitRequest, SubmitResult } from '../../client/client.js';
+import type { SubmitResult } from '../../client/client.js';
 import {
   DEFAULT_SUBMIT_RETRY_BASE_DELAY_MS,
   DEFAULT_SUBMIT_RETRY_MAX_DELAY_MS,
 } from '../../client/submit-retry.js';
 import {
   MAX_ATTEMPTS_LIMIT,
-  MAX_DELAY_MS,
   MAX_PARENTS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
@@ -21,18 +20,12 @@ import {
 import { PARENT_FAILURE_POLICIES, PRIORITIES } from '../../protocol/messages.js';
 import type { JsonObject } from '../../protocol/messages.js';
 import { DEFAULT_QUEUE } from '../../protocol/queue-names.js';
-import { UsageError, splitList, type FlagSpec, type FlagValues } from '../flags.js';
+import { UsageError, type FlagSpec } from '../flags.js';
 import { formatJobBlock } from '../output.js';
 import type { CommandContext, CommandOutput, CommandSpec } from './command.js';
-import {
-  describeRetry,
-  groupFlag,
-  queueFlag,
-  timeMs,
-  waveDurationMs,
-  withQueueFields,
-} from './shared.js';
+import { describeRetry, withQueueFields } from './shared.js';
 import { suggestShortcut, type TaskSpec } from './shortcuts.js';
+import { DEDUP_FLAGS, requestOfFlags } from './job-flags.js';
 
 export const SUBMIT_FLAGS: readonly FlagSpec[] = [
   {
@@ -126,6 +119,7 @@ export const SUBMIT_FLAGS: readonly FlagSpec[] = [
     placeholder: 'time',
     help: 'run no earlier than this time: ISO 8601 with an offset, or epoch ms (past = now)',
   },
+  ...DEDUP_FLAGS,
   { name: 'quiet', type: 'boolean', help: 'print only the job id (human output)' },
 ];
 
@@ -198,22 +192,16 @@ function submitWarnings(result: SubmitResult): string[] {
   return warnings;
 }
 
-/** `--depends-on` and `--on-parent-failure`, checked before anything is sent. */
-function parentsOf(
-  values: CommandContext['values'],
-): Pick<SubmitRequest, 'dependsOn' | 'onParentFailure'> {
-  const given = values.optionalString('depends-on');
-  const policy = values.optionalEnum('on-parent-failure', PARENT_FAILURE_POLICIES) ?? null;
-  if (given === undefined) {
-    if (policy !== null) throw new UsageError('--on-parent-failure needs --depends-on');
-    return {};
-  }
-  const dependsOn = splitList(given);
-  if (dependsOn.length === 0) throw new UsageError('--depends-on must name at least one job id');
-  if (new Set(dependsOn).size > MAX_PARENTS) {
-    throw new UsageError(`--depends-on names ${dependsOn.length} jobs; at most ${MAX_PARENTS}`);
-  }
-  return { dependsOn, onParentFailure: policy };
+/**
+ * The line under the job block when the submission created nothing: the
+ * block is the existing job its deduplication key named.
+ */
+function dedupLine(result: SubmitResult): string {
+  if (!result.deduplicated) return '';
+  const how = result.replaced
+    ? 'its payload and run time replaced (debounce)'
+    : 'nothing new was created';
+  return `Deduplicated: existing job ${result.jobId}; ${how}\n`;
 }
 
 /** `submit`: `task` is the shortcut used, or null for `submit <TYPE> --payload`. */
@@ -226,25 +214,7 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
     );
   }
   const payload = task === null ? await payloadOf(ctx, taskType) : task.payload(values);
-  const key = values.optionalString('idempotency-key');
-  if (key !== undefined && key.trim() === '') {
-    throw new UsageError('--idempotency-key must not be empty');
-  }
-  const request: SubmitRequest = {
-    taskType,
-    payload,
-    maxAttempts: values.optionalInt('max-attempts') ?? null,
-    idempotencyKey: key ?? null,
-    priority: values.optionalEnum('priority', PRIORITIES) ?? null,
-    timeoutMillis: values.optionalInt('task-timeout-millis') ?? null,
-    ...parentsOf(values),
-  };
-  const queue = queueFlag(values, 'queue');
-  const groupKey = groupFlag(values);
-  if (queue !== undefined) request.queue = queue;
-  if (groupKey !== undefined) request.groupKey = groupKey;
-  const runAtMillis = runAtFlag(values);
-  if (runAtMillis !== null) request.runAtMillis = runAtMillis;
+  const request = requestOfFlags(values, taskType, payload);
   // Too large for a frame is bad input: say so before connecting at all.
   checkSubmitSize(request);
   const client = await ctx.client();
@@ -258,35 +228,18 @@ async function runSubmit(ctx: CommandContext, task: TaskSpec | null): Promise<Co
   for (const warning of warnings) ctx.note(`Warning: ${warning}\n`);
   const human = values.bool('quiet')
     ? `${result.jobId}\n`
-    : formatJobBlock(result.snapshot, { submitted: true, color: ctx.color });
+    : formatJobBlock(result.snapshot, { submitted: true, color: ctx.color }) + dedupLine(result);
   return {
     json: {
       jobId: result.jobId,
       job: withQueueFields(result.snapshot),
+      deduplicated: result.deduplicated,
+      replaced: result.replaced,
       ...(warnings.length > 0 && { warning: warnings.join('; ') }),
       ...(result.queuePaused && { queuePaused: true }),
     },
     human,
   };
-}
-
-/** `--delay`/`--run-at` as a due time (epoch ms), or null; bad input is exit 2. */
-function runAtFlag(values: FlagValues): number | null {
-  const delay = values.optionalString('delay');
-  const runAt = values.optionalString('run-at');
-  if (delay !== undefined && runAt !== undefined) {
-    throw new UsageError('--delay and --run-at cannot be used together');
-  }
-  const nowMs = Date.now();
-  if (delay !== undefined) {
-    const ms = waveDurationMs(delay, '--delay');
-    if (ms > MAX_DELAY_MS) throw new UsageError('--delay must be at most 366d');
-    return nowMs + ms;
-  }
-  if (runAt === undefined) return null;
-  const atMs = timeMs(runAt, '--run-at');
-  if (atMs > nowMs + MAX_DELAY_MS) throw new UsageError('--run-at must be at most 366 days ahead');
-  return atMs;
 }
 
 /** `submit <TYPE>`; the shortcuts (TASKS) become its subcommands. */
