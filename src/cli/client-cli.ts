@@ -11,9 +11,6 @@
  * client command does. Exit codes: 0 ok, 1 runtime failure or error reply,
  * 2 usage, 3 rejected, 4 `wait --exit-status` saw FAILED or CANCELLED.
  */
-import { QUEUE_COMMAND } from './queue-command.js';
-import { SCHEDULE_COMMAND } from './schedule-command.js';
-import { RERUN_COMMAND } from './rerun-command.js';
 import { readFile } from 'node:fs/promises';
 import { DtpClient } from '../client/client.js';
 import type { ConnectionSecurity } from '../client/connection.js';
@@ -98,7 +95,7 @@ function buildProgram(
 ): Command {
   const program = createProgram(name, 'The dtp client: submit jobs and look at them.', writeHelp);
   addFlags(program, GLOBAL_FLAGS, true).addHelpText('after', `\n${EXIT_NOTE}\n`);
-  for (const spec of [...COMMANDS, QUEUE_COMMAND, SCHEDULE_COMMAND, RERUN_COMMAND]) {
+  for (const spec of COMMANDS) {
     const command = declareCommand(program, spec, (cmd, args) =>
       selected({
         spec,

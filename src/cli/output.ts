@@ -130,6 +130,13 @@ export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}):
   if (job.state === 'SCHEDULED' && job.runAtMillis != null) {
     lines.push(labelLine('Run at', new Date(job.runAtMillis).toISOString()));
   }
+  if (job.dedupKey != null) {
+    lines.push(labelLine('Dedup', `${job.dedupKey} (${job.dedupMode ?? 'active'})`));
+  }
+  if (job.expiresAtMillis != null) {
+    const at = new Date(job.expiresAtMillis).toISOString();
+    lines.push(labelLine(job.expired === true ? 'Expired' : 'Expires', at));
+  }
   if (job.state === 'RUNNING' && job.workerId !== null)
     lines.push(labelLine('Worker', job.workerId));
   if (job.result !== null) lines.push(labelLine('Result', job.result));

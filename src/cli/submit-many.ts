@@ -8,7 +8,7 @@
  * not, and the line to resume from (`--from-line`). Every line is checked
  * before anything is sent: a bad line is exit 2.
  */
-import type { BatchJob, DtpClient } from '../client/client.js';
+import type { BatchJob, BatchSubmission, DtpClient } from '../client/client.js';
 import { TransportError } from '../client/errors.js';
 import { isRetryableSubmitError, submitWithRetry } from '../client/submit-retry.js';
 import type { RetryEvent, SubmitRetryPolicy } from '../client/submit-retry.js';
@@ -19,8 +19,9 @@ import {
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
 } from '../protocol/limits.js';
-import { MAX_BATCH_JOBS, PRIORITIES, type JsonObject } from '../protocol/messages.js';
-import type { Priority } from '../protocol/messages.js';
+import { DEDUP_MODES, MAX_BATCH_JOBS, PRIORITIES, type JsonObject } from '../protocol/messages.js';
+import type { DedupMode, Priority } from '../protocol/messages.js';
+import { dedupProblem } from '../client/requests.js';
 import { groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
 import { UsageError } from './flags.js';
 
@@ -35,6 +36,10 @@ export const LINE_FIELDS = [
   'queue',
   'groupKey',
   'runAtMillis',
+  'dedupKey',
+  'dedupMode',
+  'dedupWindowMillis',
+  'expiresAtMillis',
 ] as const;
 
 /** Fields of a flow's jobs that a batch cannot take: a line with one says where it belongs. */
@@ -86,7 +91,47 @@ function optionsOf(value: Record<string, unknown>, nowMs: number): Partial<Batch
     job.timeoutMillis = n;
   }
   const placement = placementOf(value, nowMs);
-  return typeof placement === 'string' ? placement : { ...job, ...placement };
+  if (typeof placement === 'string') return placement;
+  const dedup = dedupOf(value, placement.runAt ?? null, nowMs);
+  return typeof dedup === 'string' ? dedup : { ...job, ...placement, ...dedup };
+}
+
+/** `dedupKey`, `dedupMode`, `dedupWindowMillis` and `expiresAtMillis`, checked as the client checks them. */
+function dedupOf(
+  value: Record<string, unknown>,
+  runAtMillis: number | Date | null,
+  nowMs: number,
+): Partial<BatchJob> | string {
+  const job: Partial<BatchJob> = {};
+  const { dedupKey, dedupMode, dedupWindowMillis, expiresAtMillis } = value;
+  if (given(dedupKey)) {
+    if (typeof dedupKey !== 'string') return 'dedupKey must be a string';
+    job.dedupKey = dedupKey;
+  }
+  if (given(dedupMode)) {
+    if (!(DEDUP_MODES as readonly unknown[]).includes(dedupMode)) {
+      return `dedupMode must be one of ${DEDUP_MODES.join(', ')}`;
+    }
+    job.dedupMode = dedupMode as DedupMode;
+  }
+  if (given(dedupWindowMillis)) {
+    if (typeof dedupWindowMillis !== 'number') return 'dedupWindowMillis must be an integer';
+    job.dedupWindowMillis = dedupWindowMillis;
+  }
+  if (given(expiresAtMillis)) {
+    const n = intIn(expiresAtMillis, 'expiresAtMillis (epoch ms)', 0, Number.MAX_SAFE_INTEGER);
+    if (typeof n === 'string') return n;
+    if (n <= nowMs) return 'expiresAtMillis is in the past';
+    job.expiresAtMillis = n;
+  }
+  const problem = dedupProblem({
+    dedupKey: job.dedupKey ?? null,
+    dedupMode: job.dedupMode ?? null,
+    dedupWindowMillis: job.dedupWindowMillis ?? null,
+    expiresAtMillis: job.expiresAtMillis ?? null,
+    runAtMillis: runAtMillis === null ? null : Number(runAtMillis),
+  });
+  return problem === null ? job : problem.error.message;
 }
 
 /** `queue`, `groupKey` and `runAtMillis`, checked. */
@@ -183,6 +228,8 @@ export interface StoppedBatch {
 /** What {@link submitInBatches} did: the ids created, in order, and where it stopped (if it did). */
 export interface BulkOutcome {
   jobIds: string[];
+  /** The lines whose `dedupKey` named an existing job (nothing created for them), in order. */
+  deduplicatedLines: number[];
   /** The last line whose job was created (null: none). */
   lastCreatedLine: number | null;
   stopped: StoppedBatch | null;
@@ -199,17 +246,22 @@ export interface BatchRetry extends SubmitRetryPolicy {
  * rejects for a refusal: the outcome says what was created and what not.
  */
 export async function submitInBatches(
-  client: Pick<DtpClient, 'submitMany'>,
+  client: Pick<DtpClient, 'submitBatch'>,
   jobs: readonly JobLine[],
   retry: BatchRetry = {},
 ): Promise<BulkOutcome> {
   const jobIds: string[] = [];
+  const deduplicatedLines: number[] = [];
   let lastCreatedLine: number | null = null;
   for (let start = 0; start < jobs.length; start += MAX_BATCH_JOBS) {
     const part = jobs.slice(start, start + MAX_BATCH_JOBS);
     const batch = { fromLine: lineAt(part, 0), toLine: lineAt(part, part.length - 1) };
     try {
-      jobIds.push(...(await sendBatch(client, part, batch, retry)));
+      const sent = await sendBatch(client, part, batch, retry);
+      jobIds.push(...sent.jobIds);
+      part.forEach(
+        (entry, i) => sent.deduplicated[i] === true && deduplicatedLines.push(entry.line),
+      );
       lastCreatedLine = batch.toLine;
     } catch (err) {
       const remaining = {
@@ -218,10 +270,11 @@ export async function submitInBatches(
         jobs: jobs.length - start,
       };
       const uncertain = err instanceof TransportError && err.code === LocalErrorCode.ConnectionLost;
-      return { jobIds, lastCreatedLine, stopped: { error: err, batch, remaining, uncertain } };
+      const stopped = { error: err, batch, remaining, uncertain };
+      return { jobIds, deduplicatedLines, lastCreatedLine, stopped };
     }
   }
-  return { jobIds, lastCreatedLine, stopped: null };
+  return { jobIds, deduplicatedLines, lastCreatedLine, stopped: null };
 }
 
 function lineAt(jobs: readonly JobLine[], index: number): number {
@@ -230,14 +283,14 @@ function lineAt(jobs: readonly JobLine[], index: number): number {
 
 /** One batch, resent after a retryable rejection as the retry policy allows. */
 function sendBatch(
-  client: Pick<DtpClient, 'submitMany'>,
+  client: Pick<DtpClient, 'submitBatch'>,
   part: readonly JobLine[],
   batch: { fromLine: number; toLine: number },
   retry: BatchRetry,
-): Promise<string[]> {
+): Promise<BatchSubmission> {
   const jobs = part.map((entry) => entry.job);
-  if ((retry.retries ?? 0) === 0) return client.submitMany(jobs);
-  return submitWithRetry(() => client.submitMany(jobs), {
+  if ((retry.retries ?? 0) === 0) return client.submitBatch(jobs);
+  return submitWithRetry(() => client.submitBatch(jobs), {
     ...retry,
     // A batch refused by admission control created nothing: resending it is
     // safe. A lost connection is not resent (the batch may have been created).

@@ -20,18 +20,11 @@
  */
 import { QueuesApi } from './queues.js';
 import { rerunMessage, type RerunOptions, type RerunResult } from './rerun.js';
-import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../protocol/queue-names.js';
+import { DEFAULT_QUEUE } from '../protocol/queue-names.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { setTimeout as sleepMs } from 'node:timers/promises';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import {
-  MAX_ATTEMPTS_LIMIT,
-  MAX_PARENTS,
-  MAX_DELAY_MS,
-  MAX_TASK_TIMEOUT_MS,
-  MIN_TASK_TIMEOUT_MS,
-} from '../protocol/limits.js';
-import { MAX_BATCH_JOBS, PARENT_FAILURE_POLICIES, isTerminalState } from '../protocol/messages.js';
+import { MAX_BATCH_JOBS, isTerminalState } from '../protocol/messages.js';
 import { KNOWN_STATES } from '../protocol/job-view.js';
 import type {
   AttemptSnapshot,
@@ -39,22 +32,14 @@ import type {
   ClientRequest,
   JobEventKind,
   JobSnapshot,
-  JsonObject,
   JsonValue,
-  ParentFailurePolicy,
-  Priority,
-  FlowJob,
-  SubmitFlow,
   ScheduleRequest,
-  SubmitJob,
-  SubmitJobs,
   TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
 import { ErrorCode } from '../protocol/error-codes.js';
-import { submitElementToJson } from '../protocol/codec.js';
 import { isNotUnderstood } from '../protocol/features.js';
-import { traceFields, type TraceContext } from '../protocol/trace-context.js';
+import type { TraceContext } from '../protocol/trace-context.js';
 import { activeTraceContext } from '../observability/tracing.js';
 import { checkPayload } from '../sdk/payload-schema.js';
 import type { ClientTls } from '../net/tls.js';
@@ -94,6 +79,18 @@ import type { CoordinatorFeatures, FeatureCache } from './negotiation.js';
 import { submitWithRetry } from './submit-retry.js';
 import type { SubmitRetryOptions } from './submit-retry.js';
 import type { AnyTasks, FlowJobOf, TaskName, TaskPayload, TaskResult } from './typing.js';
+import {
+  flowMessage,
+  jobFieldsOf,
+  requestFieldsOf,
+  submitJobOf,
+  submitJobsOf,
+  submitMessage,
+} from './requests.js';
+import type { BatchJob, FlowJobSpec, JobFields, JobOptions, SubmitRequest } from './requests.js';
+
+export { flowMessage, runAtOf, submitJobsMessage, submitMessage } from './requests.js';
+export type { BatchJob, DedupOptions, FlowJobSpec, JobOptions, SubmitRequest } from './requests.js';
 
 /** Default time allowed for a TCP connect, in ms. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
@@ -144,90 +141,28 @@ export interface ConnectOptions {
   token?: string | null;
 }
 
-/** Per-job options of a submission. */
-export interface JobOptions {
-  /** Attempts allowed, 1..1000 (default: the coordinator's). */
-  maxAttempts?: number;
-  /** Base priority (default NORMAL). */
-  priority?: Priority;
-  /** Resubmitting the same key and submission returns the original job. */
-  idempotencyKey?: string;
-  /** This job's execution deadline per attempt, 1..86400000 ms (default: the coordinator's). */
-  timeoutMillis?: number;
-  /** The named queue (default `default`). */
-  queue?: string;
-  /** A group key within the queue (a tenant, a customer), 1..128 characters. */
-  groupKey?: string;
-
-  /** Ids of existing jobs this one waits for (1..1000): WAITING until all COMPLETED. */
-  dependsOn?: readonly string[];
-  /** What a parent ending FAILED or CANCELLED does to this job (default `cancel`). */
-  onParentFailure?: ParentFailurePolicy;
-  /** Run no earlier than this many ms from now (0..366 days; not with `runAt`): a SCHEDULED job. */
-  delayMs?: number;
-  /** Run no earlier than this time (a Date or epoch ms; at most 366 days ahead; past = now; not with `delayMs`). */
-  runAt?: Date | number;
-}
-
 /** Options of {@link DtpClient.submit}: the job's, the retry policy's, and a schema. */
 export interface SubmitOptions extends JobOptions, Omit<SubmitRetryOptions, 'hasIdempotencyKey'> {
   /** Validate the payload with this schema (default: the one given to `connect` for the task). */
   schema?: StandardSchemaV1;
 }
 
-/** A submission spelled out field by field (any task type, a JSON object payload). */
-export interface SubmitRequest {
-  /** The task type, exactly as the worker declares it (built-ins upper-case). */
-  taskType: string;
-  payload: JsonObject;
-  /** Absent, null or <= 0: the coordinator's default. */
-  maxAttempts?: number | null;
-  idempotencyKey?: string | null;
-  /** Absent or null: NORMAL. */
-  priority?: Priority | null;
-  /** Per-attempt execution deadline, 1..86400000 ms; absent or null: the coordinator's. */
-  timeoutMillis?: number | null;
-  /** The named queue; absent or null: `default`. */
-  queue?: string | null;
-  /** A group key within the queue; absent or null: none. */
-  groupKey?: string | null;
-  /** A delayed job's due time (epoch ms); absent or null: not delayed. */
-  runAtMillis?: number | null;
-  /** Ids of existing jobs this one waits for (1..1000); absent, null or empty: none. */
-  dependsOn?: readonly string[] | null;
-  /** Absent or null: `cancel`. */
-  onParentFailure?: ParentFailurePolicy | null;
-}
-
-/** One job of a flow ({@link DtpClient.submitFlow}). */
-export interface FlowJobSpec {
-  /** Its name within the flow (unique there); the result maps it to the job id. */
-  ref: string;
-  /** The task type, exactly as the worker declares it (built-ins upper-case). */
-  taskType: string;
-  payload: JsonObject;
-  /** Refs of other jobs of the flow (forward refs are fine) or ids of existing jobs. */
-  dependsOn?: readonly string[];
-  maxAttempts?: number;
-  priority?: Priority;
-  timeoutMillis?: number;
-  onParentFailure?: ParentFailurePolicy;
-  /** A delayed job: not run before this time (epoch ms, at most 366 days ahead), nor before its parents. */
-  runAtMillis?: number;
-  /** The named queue (default `default`) and a group key within it, as {@link SubmitOptions}'. */
-  queue?: string;
-  groupKey?: string;
-  /**
-   * As SUBMIT_JOB's: a job this key already names, with the same submission
-   * and the same parents, stands for this one (its id is given back, nothing
-   * new is made); with a different one the whole flow is refused.
-   */
-  idempotencyKey?: string;
-}
-
 /** What {@link DtpClient.submitFlow} resolves with: each ref's job id. */
 export interface FlowSubmission {
   jobs: Record<string, string>;
+  /** Refs whose `dedupKey` named an existing job (their id is that job's; nothing was created for them). */
+  deduplicated: string[];
+  /** Refs of those whose existing job was debounced (payload and run time replaced). */
+  replaced: string[];
+}
+
+/** What {@link DtpClient.submitBatch} resolves with: per job, in the order given. */
+export interface BatchSubmission {
+  jobIds: string[];
+  /** Whether the job's `dedupKey` named an existing job (nothing created for it). */
+  deduplicated: boolean[];
+  /** Whether that existing job was debounced (payload and run time replaced). */
+  replaced: boolean[];
 }
 
 /** Same as {@link JobHandle}: what a submission returns. */
@@ -263,10 +198,6 @@ function assertIntIn(name: string, value: number, min: number, max: number): voi
   }
 }
 
-function isJsonObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** Settles like `promise`, or rejects with the signal's reason once it aborts. */
 function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (signal === undefined) return promise;
@@ -278,184 +209,9 @@ function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined):
   });
 }
 
-/** A request of the new form turned into the field-by-field one. */
-function requestOf(taskType: string, payload: unknown, options: JobOptions): SubmitRequest {
-  if (typeof taskType !== 'string' || taskType === '') {
-    throw new TypeError('task must be a non-empty string');
-  }
-  if (!isJsonObject(payload)) throw new TypeError('payload must be a JSON object');
-  if (options.maxAttempts !== undefined) {
-    assertIntIn('maxAttempts', options.maxAttempts, 1, MAX_ATTEMPTS_LIMIT);
-  }
-  if (options.timeoutMillis !== undefined) {
-    assertIntIn('timeoutMillis', options.timeoutMillis, MIN_TASK_TIMEOUT_MS, MAX_TASK_TIMEOUT_MS);
-  }
-  checkQueueOptions(options.queue, options.groupKey);
-  return {
-    taskType,
-    payload,
-    maxAttempts: options.maxAttempts ?? null,
-    idempotencyKey: options.idempotencyKey ?? null,
-    priority: options.priority ?? null,
-    timeoutMillis: options.timeoutMillis ?? null,
-    queue: options.queue ?? null,
-    groupKey: options.groupKey ?? null,
-    dependsOn: checkedParents(options.dependsOn),
-    onParentFailure: checkedPolicy(options.onParentFailure),
-    runAtMillis: runAtOf(options),
-  };
-}
-
-/** A bad queue name or group key is a TypeError naming the option; nothing is sent. */
-function checkQueueOptions(
-  queue: string | null | undefined,
-  groupKey: string | null | undefined,
-): void {
-  const badQueue = typeof queue === 'string' ? queueNameProblem(queue) : null;
-  if (badQueue !== null) throw new TypeError(`queue ${badQueue}`);
-  const badGroup = typeof groupKey === 'string' ? groupKeyProblem(groupKey) : null;
-  if (badGroup !== null) throw new TypeError(`groupKey ${badGroup}`);
-}
-
 /** Whether a submission or schedule names a queue other than `default` or a group key. */
 function namesQueue(request: { queue?: string | null; groupKey?: string | null }): boolean {
   return (request.queue != null && request.queue !== DEFAULT_QUEUE) || request.groupKey != null;
-}
-
-function checkedParents(dependsOn: readonly string[] | null | undefined): string[] | null {
-  if (dependsOn === undefined || dependsOn === null) return null;
-  if (!Array.isArray(dependsOn) || dependsOn.some((id) => typeof id !== 'string' || id === '')) {
-    throw new TypeError('dependsOn must be an array of job ids');
-  }
-  if (dependsOn.length > MAX_PARENTS) {
-    throw new RangeError(`dependsOn names ${dependsOn.length} jobs; at most ${MAX_PARENTS}`);
-  }
-  return dependsOn.length === 0 ? null : Array.from(dependsOn, String);
-}
-
-function checkedPolicy(policy: ParentFailurePolicy | null | undefined): ParentFailurePolicy | null {
-  if (policy === undefined || policy === null) return null;
-  if (!PARENT_FAILURE_POLICIES.includes(policy)) {
-    throw new RangeError(`onParentFailure must be cancel or run, got ${String(policy)}`);
-  }
-  return policy;
-}
-/** The due time of `delayMs`/`runAt` (epoch ms), null when neither is given. */
-export function runAtOf(
-  options: Pick<JobOptions, 'delayMs' | 'runAt'>,
-  nowMs = Date.now(),
-): number | null {
-  const { delayMs, runAt } = options;
-  if (delayMs !== undefined && runAt !== undefined) {
-    throw new TypeError('give delayMs or runAt, not both');
-  }
-  if (delayMs !== undefined) {
-    assertIntIn('delayMs', delayMs, 0, MAX_DELAY_MS);
-    return nowMs + delayMs;
-  }
-  if (runAt === undefined) return null;
-  const atMs = runAt instanceof Date ? runAt.getTime() : runAt;
-  if (!Number.isSafeInteger(atMs) || atMs < 0)
-    throw new RangeError(`runAt is not a valid time: ${String(runAt)}`);
-  if (atMs > nowMs + MAX_DELAY_MS) throw new RangeError('runAt must be at most 366 days ahead');
-  return atMs;
-}
-
-/** The SUBMIT_JOB message of a submission (with the submitter's trace context, if any). */
-export function submitMessage(
-  request: SubmitRequest,
-  trace: TraceContext | null = null,
-): SubmitJob {
-  return {
-    type: 'SUBMIT_JOB',
-    taskType: request.taskType,
-    payload: request.payload,
-    maxAttempts: request.maxAttempts ?? null,
-    idempotencyKey: request.idempotencyKey ?? null,
-    priority: request.priority ?? null,
-    timeoutMillis: request.timeoutMillis ?? null,
-    knownStates: [...KNOWN_STATES],
-    ...(request.dependsOn === undefined ||
-    request.dependsOn === null ||
-    request.dependsOn.length === 0
-      ? {}
-      : { dependsOn: [...request.dependsOn] }),
-    ...(request.onParentFailure === undefined || request.onParentFailure === null
-      ? {}
-      : { onParentFailure: request.onParentFailure }),
-    runAtMillis: request.runAtMillis ?? null,
-    ...traceFields(trace),
-    // Left out for the default queue: a v1 coordinator then sees a v1 request.
-    ...(request.queue !== undefined && request.queue !== null && { queue: request.queue }),
-    ...(request.groupKey !== undefined &&
-      request.groupKey !== null && { groupKey: request.groupKey }),
-  };
-}
-
-/** One job of {@link DtpClient.submitMany}: a submission with its options. */
-export interface BatchJob extends JobOptions {
-  taskType: string;
-  payload: JsonObject;
-}
-
-/** The SUBMIT_JOBS message of a batch (the elements carry only the fields they set). */
-export function submitJobsMessage(
-  jobs: readonly (SubmitRequest | BatchJob)[],
-  trace: TraceContext | null = null,
-): SubmitJobs {
-  return {
-    type: 'SUBMIT_JOBS',
-    jobs: jobs.map((job) => {
-      const { type: _type, knownStates: _known, ...element } = submitMessage(job, trace);
-      return submitElementToJson(element);
-    }),
-  };
-}
-
-/** The SUBMIT_FLOW message of a flow (its shape checked here; the rest by the coordinator). */
-export function flowMessage(
-  flow: { jobs: readonly FlowJobSpec[] },
-  trace: TraceContext | null = null,
-): SubmitFlow {
-  if (typeof flow !== 'object' || flow === null || !Array.isArray(flow.jobs)) {
-    throw new TypeError('a flow is { jobs: [...] }');
-  }
-  const jobs = flow.jobs.map((job: FlowJobSpec, index): FlowJob => {
-    if (typeof job.ref !== 'string' || job.ref === '') {
-      throw new TypeError(`jobs[${index}].ref must be a non-empty string`);
-    }
-    const request = requestOf(job.taskType, job.payload, {
-      ...(job.maxAttempts === undefined ? {} : { maxAttempts: job.maxAttempts }),
-      ...(job.priority === undefined ? {} : { priority: job.priority }),
-      ...(job.timeoutMillis === undefined ? {} : { timeoutMillis: job.timeoutMillis }),
-      ...(job.dependsOn === undefined ? {} : { dependsOn: job.dependsOn }),
-      ...(job.onParentFailure === undefined ? {} : { onParentFailure: job.onParentFailure }),
-      ...(job.queue === undefined ? {} : { queue: job.queue }),
-      ...(job.groupKey === undefined ? {} : { groupKey: job.groupKey }),
-      ...(job.idempotencyKey === undefined ? {} : { idempotencyKey: job.idempotencyKey }),
-    });
-    return {
-      ref: job.ref,
-      taskType: request.taskType,
-      payload: request.payload,
-      dependsOn:
-        request.dependsOn === undefined || request.dependsOn === null
-          ? null
-          : [...request.dependsOn],
-      maxAttempts: request.maxAttempts ?? null,
-      priority: request.priority ?? null,
-      timeoutMillis: request.timeoutMillis ?? null,
-      onParentFailure: request.onParentFailure ?? null,
-      runAtMillis: runAtOf(job.runAtMillis === undefined ? {} : { runAt: job.runAtMillis }),
-      ...traceFields(trace),
-      queue: request.queue ?? null,
-      groupKey: request.groupKey ?? null,
-      ...(request.idempotencyKey === null || request.idempotencyKey === undefined
-        ? {}
-        : { idempotencyKey: request.idempotencyKey }),
-    };
-  });
-  return { type: 'SUBMIT_FLOW', jobs };
 }
 
 /**
@@ -669,7 +425,9 @@ export class DtpClient<T extends object = AnyTasks> {
   ): Promise<JobHandle<unknown>> {
     const byName = typeof taskOrRequest === 'string';
     const options = (byName ? maybeOptions : (payloadOrOptions as SubmitOptions)) ?? {};
-    const request = byName ? requestOf(taskOrRequest, payloadOrOptions, options) : taskOrRequest;
+    const request = byName
+      ? jobFieldsOf(taskOrRequest, payloadOrOptions, options)
+      : requestFieldsOf(taskOrRequest);
     await this.#validate(request, options.schema);
     // The caller's span (if OpenTelemetry is set up here) becomes the job's trace context.
     const trace = await activeTraceContext();
@@ -714,7 +472,11 @@ export class DtpClient<T extends object = AnyTasks> {
     }
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
     const submitted = expectReply('SUBMIT_FLOW', reply, 'FLOW_SUBMITTED');
-    return { jobs: Object.fromEntries(submitted.jobs.map(({ ref, jobId }) => [ref, jobId])) };
+    return {
+      jobs: Object.fromEntries(submitted.jobs.map(({ ref, jobId }) => [ref, jobId])),
+      deduplicated: submitted.jobs.filter((job) => job.deduplicated === true).map((j) => j.ref),
+      replaced: submitted.jobs.filter((job) => job.replaced === true).map((j) => j.ref),
+    };
   }
 
   /**
@@ -731,6 +493,15 @@ export class DtpClient<T extends object = AnyTasks> {
    * 1,000 jobs is a `RangeError`: split them, each part is its own batch.
    */
   async submitMany(jobs: readonly BatchJob[]): Promise<string[]> {
+    return (await this.submitBatch(jobs)).jobIds;
+  }
+
+  /**
+   * {@link submitMany}, resolving also with what each job's deduplication
+   * key did (all false from a coordinator that does not deduplicate). A key
+   * used twice in one batch: the second job is deduplicated against the first.
+   */
+  async submitBatch(jobs: readonly BatchJob[]): Promise<BatchSubmission> {
     if (jobs.length === 0 || jobs.length > MAX_BATCH_JOBS) {
       throw new RangeError(`submitMany takes 1..${MAX_BATCH_JOBS} jobs, got ${jobs.length}`);
     }
@@ -739,9 +510,10 @@ export class DtpClient<T extends object = AnyTasks> {
         'submitMany takes no dependsOn: submit jobs with parents with submitFlow',
       );
     }
-    const requests = jobs.map((job) => requestOf(job.taskType, job.payload, job));
+    const nowMs = Date.now();
+    const requests = jobs.map((job) => jobFieldsOf(job.taskType, job.payload, job, nowMs));
     for (const request of requests) await this.#validate(request, undefined);
-    const message = submitJobsMessage(requests, await activeTraceContext());
+    const message = submitJobsOf(requests, await activeTraceContext());
     requestFrame(message);
     if (requests.some(namesQueue)) await this.#require('queues', 'named queues');
     const reply = await this.#request(message);
@@ -749,7 +521,10 @@ export class DtpClient<T extends object = AnyTasks> {
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       throw new UnsupportedRequestError(message.type, 'bulk submission', reply.message);
     }
-    return expectReply('SUBMIT_JOBS', reply, 'JOBS_SUBMITTED').jobIds;
+    const { jobIds, deduplicated, replaced } = expectReply('SUBMIT_JOBS', reply, 'JOBS_SUBMITTED');
+    const flags = (given: boolean[] | null | undefined): boolean[] =>
+      jobIds.map((_, i) => given?.[i] === true);
+    return { jobIds, deduplicated: flags(deduplicated), replaced: flags(replaced) };
   }
 
   /** The job's current snapshot; {@link RemoteError} `UNKNOWN_JOB` if there is none. */
@@ -961,7 +736,7 @@ export class DtpClient<T extends object = AnyTasks> {
     if (!check.ok) throw new InvalidPayloadError(check.message, check.issues);
   }
 
-  async #submitOnce(request: SubmitRequest, trace: TraceContext | null): Promise<JobHandle> {
+  async #submitOnce(request: JobFields, trace: TraceContext | null): Promise<JobHandle> {
     // A coordinator that does not know delayed jobs would run this one at once.
     if (request.runAtMillis != null) await this.#require('time', 'delayed jobs');
     // Nor one that does not know dependencies: it would run this one before its parents.
@@ -970,15 +745,12 @@ export class DtpClient<T extends object = AnyTasks> {
     }
     // Nor one that does not know queues: it would run this one outside its queue's limits.
     if (namesQueue(request)) await this.#require('queues', 'named queues');
-    const reply = await this.#request(submitMessage(request, trace));
+    const reply = await this.#request(submitJobOf(request, trace));
     if (reply.type === 'SUBMIT_REJECTED') throw new SubmitRejectedError(reply);
-    const { jobId, job, servingWorkers, queuePaused } = expectReply(
-      'SUBMIT_JOB',
-      reply,
-      'JOB_SUBMITTED',
-    );
+    const submitted = expectReply('SUBMIT_JOB', reply, 'JOB_SUBMITTED');
+    const { jobId, job, servingWorkers, queuePaused } = submitted;
     const snapshot = job ?? (await this.status(jobId));
-    return new JobHandle(this, snapshot, servingWorkers ?? null, queuePaused === true);
+    return new JobHandle(this, snapshot, servingWorkers ?? null, queuePaused === true, submitted);
   }
 
   async #waitJobSupported(): Promise<boolean> {

@@ -17,7 +17,9 @@ export {
 } from './client.js';
 export type {
   BatchJob,
+  BatchSubmission,
   ConnectOptions,
+  DedupOptions,
   FlowJobSpec,
   FlowSubmission,
   EventFilter,
@@ -32,7 +34,7 @@ export type {
   WorkerList,
 } from './client.js';
 export { JobHandle, settledValue } from './job-handle.js';
-export type { CancelResult, JobClient, WaitOptions } from './job-handle.js';
+export type { CancelResult, JobClient, SubmitOutcome, WaitOptions } from './job-handle.js';
 export type { JobPage, ListQuery } from './list-paging.js';
 export { QueuesApi } from './queues.js';
 export type {
@@ -91,6 +93,7 @@ export type { PayloadIssue } from '../sdk/payload-schema.js';
 export type {
   AttemptOutcome,
   AttemptSnapshot,
+  DedupMode,
   JobSnapshot,
   JobState,
   JsonObject,

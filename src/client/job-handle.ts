@@ -26,6 +26,12 @@ export interface CancelResult {
   job: JobSnapshot;
 }
 
+/** What a submission's reply said about deduplication (absent = false). */
+export interface SubmitOutcome {
+  deduplicated?: boolean | null;
+  replaced?: boolean | null;
+}
+
 /** The part of the client a handle uses. */
 export interface JobClient {
   wait(jobId: string, timeoutMs?: number, options?: { signal?: AbortSignal }): Promise<JobSnapshot>;
@@ -71,6 +77,13 @@ export class JobHandle<R = JsonValue> {
    * until the queue is resumed (false also from a coordinator that does not say).
    */
   readonly queuePaused: boolean;
+  /**
+   * True when nothing was created: the submission's `dedupKey` named this
+   * existing job (false also from a coordinator that does not deduplicate).
+   */
+  readonly deduplicated: boolean;
+  /** True when that existing job was debounced: its payload and run time are the submission's. */
+  readonly replaced: boolean;
   readonly #client: JobClient;
 
   constructor(
@@ -78,12 +91,15 @@ export class JobHandle<R = JsonValue> {
     snapshot: JobSnapshot,
     servingWorkers: number | null,
     queuePaused = false,
+    outcome: SubmitOutcome = {},
   ) {
     this.#client = client;
     this.jobId = snapshot.jobId;
     this.snapshot = snapshot;
     this.servingWorkers = servingWorkers;
     this.queuePaused = queuePaused;
+    this.deduplicated = outcome.deduplicated === true;
+    this.replaced = outcome.replaced === true;
   }
 
   /** Waits for the end of the job; its value, or a JobFailedError / JobCancelledError. */

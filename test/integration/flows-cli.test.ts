@@ -68,16 +68,6 @@ describe('client CLI: dependencies and flows', () => {
 
   const refused: [string, unknown, RegExp][] = [
     [
-      'a cycle',
-      {
-        jobs: [
-          { ref: 'a', taskType: 'SHA256', payload: {}, dependsOn: ['b'] },
-          { ref: 'b', taskType: 'SHA256', payload: {}, dependsOn: ['a'] },
-        ],
-      },
-      /cycle: a -> b -> a/,
-    ],
-    [
       'a duplicate ref',
       {
         jobs: [
@@ -104,6 +94,29 @@ describe('client CLI: dependencies and flows', () => {
       assert.equal(await jobCount(), before);
     });
   }
+
+  it("shows the coordinator's FLOW_CYCLE for a cyclic flow (exit 1) and creates nothing", async () => {
+    const before = await jobCount();
+    const path = await flowFile('cycle.json', {
+      jobs: [
+        { ref: 'start', taskType: 'SHA256', payload: { text: 's' } },
+        { ref: 'a', taskType: 'SHA256', payload: { text: 'a' }, dependsOn: ['start', 'c'] },
+        { ref: 'b', taskType: 'SHA256', payload: { text: 'b' }, dependsOn: ['a'] },
+        { ref: 'c', taskType: 'SHA256', payload: { text: 'c' }, dependsOn: ['b'] },
+      ],
+    });
+    const out = await cli('submit-flow', path);
+    assert.equal(out.code, 1, out.stderr);
+    assert.equal(out.stdout, '');
+    assert.match(out.stderr, /FLOW_CYCLE/);
+    assert.match(out.stderr, /the dependencies form a cycle \(through ref "[abc]"\)/);
+    const json = await cli('submit-flow', path, '--json');
+    assert.equal(json.code, 1);
+    const { error } = JSON.parse(json.stdout) as { error: { code: string; message: string } };
+    assert.equal(error.code, 'FLOW_CYCLE');
+    assert.match(error.message, /cycle/);
+    assert.equal(await jobCount(), before);
+  });
 
   it('gives a flow file with keys sent twice the same jobs, and refuses a key used differently', async () => {
     const doc = {

@@ -29,11 +29,18 @@ class RecordingClient {
   connectedTo: string | null = null;
   servingWorkers: number | null = null;
   waitState: JobSnapshot['state'] = 'COMPLETED';
+  /** What the next submission's reply says about deduplication. */
+  outcome = { deduplicated: false, replaced: false };
 
   submit(request: SubmitRequest) {
     this.submits.push(request);
     const job = snapshot({ taskType: request.taskType });
-    return Promise.resolve({ jobId: 'job-1', snapshot: job, servingWorkers: this.servingWorkers });
+    return Promise.resolve({
+      jobId: 'job-1',
+      snapshot: job,
+      servingWorkers: this.servingWorkers,
+      ...this.outcome,
+    });
   }
   wait(jobId: string) {
     return Promise.resolve(snapshot({ jobId, state: this.waitState }));
@@ -287,5 +294,111 @@ describe('client CLI: queues', () => {
     assert.equal(job.queue, 'default');
     assert.equal(job.groupKey, null);
     assert.equal(plain.client.submits[0]?.queue, undefined, 'no queue field for the default');
+  });
+});
+
+describe('client CLI: deduplication and expiry', () => {
+  const submit = ['submit', 'sha256', '--text', 'a'];
+
+  it("sends --dedup-key, --dedup-mode, --dedup-window and --expire-after as the job's fields", async () => {
+    const before = Date.now();
+    const r = await run([
+      ...submit,
+      '--dedup-key',
+      'report:7',
+      '--dedup-mode',
+      'throttle',
+      '--dedup-window',
+      '5m',
+      '--expire-after',
+      '2h',
+      '--json',
+    ]);
+    assert.equal(r.code, 0, r.stdout);
+    const sent = r.client.submits[0];
+    assert.deepEqual(
+      [sent?.dedupKey, sent?.dedupMode, sent?.dedupWindowMillis],
+      ['report:7', 'throttle', 300_000],
+    );
+    const expiresAt = sent?.expiresAtMillis ?? 0;
+    assert.ok(expiresAt >= before + 7_200_000 && expiresAt <= Date.now() + 7_200_000);
+    const doc = JSON.parse(r.stdout) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(doc), ['jobId', 'job', 'deduplicated', 'replaced']);
+    assert.deepEqual([doc.deduplicated, doc.replaced], [false, false]);
+  });
+
+  it('takes --expire-at as --run-at takes a time, and debounce with a delay', async () => {
+    const at = '2100-01-02T03:04:05Z';
+    const r = await run([
+      ...submit,
+      '--dedup-key',
+      'k',
+      '--dedup-mode',
+      'debounce',
+      '--delay',
+      '30s',
+      '--expire-at',
+      at,
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    const sent = r.client.submits[0];
+    assert.equal(sent?.expiresAtMillis, Date.parse(at));
+    assert.equal(sent?.dedupMode, 'debounce');
+    assert.equal(sent?.dedupWindowMillis, undefined);
+    const plain = await run([...submit]);
+    for (const key of ['dedupKey', 'dedupMode', 'dedupWindowMillis', 'expiresAtMillis']) {
+      assert.equal(key in (plain.client.submits[0] ?? {}), false, key);
+    }
+  });
+
+  it('says when the job was deduplicated or replaced', async () => {
+    const client = new RecordingClient();
+    client.outcome = { deduplicated: true, replaced: false };
+    const r = await run([...submit, '--dedup-key', 'k'], { client });
+    assert.match(r.stdout, /^Job submitted\n/);
+    assert.match(r.stdout, /\nDeduplicated: existing job job-1; nothing new was created\n$/);
+    client.outcome = { deduplicated: true, replaced: true };
+    const json = await run([...submit, '--dedup-key', 'k', '--json'], { client });
+    const doc = JSON.parse(json.stdout) as Record<string, unknown>;
+    assert.deepEqual([doc.deduplicated, doc.replaced], [true, true]);
+    const human = await run([...submit, '--dedup-key', 'k'], { client });
+    assert.match(
+      human.stdout,
+      /Deduplicated: existing job job-1; its payload and run time replaced/,
+    );
+  });
+
+  it('refuses bad deduplication and expiry flags with exit 2 naming the flag, before connecting', async () => {
+    const cases: [string[], RegExp][] = [
+      [['--dedup-key', ''], /--dedup-key must be 1\.\.256 characters/],
+      [['--dedup-key', 'k'.repeat(257)], /--dedup-key must be 1\.\.256 characters, got 257/],
+      [['--dedup-key', 'k', '--dedup-mode', 'often'], /--dedup-mode/],
+      [['--dedup-mode', 'active'], /--dedup-mode needs --dedup-key/],
+      [['--dedup-key', 'k', '--dedup-mode', 'throttle'], /throttle needs --dedup-window/],
+      [
+        ['--dedup-key', 'k', '--dedup-window', '5s'],
+        /--dedup-window goes only with --dedup-mode throttle/,
+      ],
+      [
+        ['--dedup-key', 'k', '--dedup-mode', 'throttle', '--dedup-window', '0'],
+        /--dedup-window must be 1ms\.\.366d/,
+      ],
+      [['--dedup-key', 'k', '--dedup-mode', 'throttle', '--dedup-window', '367d'], /1ms\.\.366d/],
+      [
+        ['--dedup-key', 'k', '--dedup-mode', 'throttle', '--dedup-window', 'soon'],
+        /--dedup-window/,
+      ],
+      [['--dedup-key', 'k', '--dedup-mode', 'debounce'], /debounce needs a delay/],
+      [['--expire-at', '2001-01-01T00:00:00Z'], /--expire-at is in the past/],
+      [['--expire-at', 'tomorrow'], /--expire-at: expected ISO 8601/],
+      [['--expire-after', '0'], /--expire-after must be at least 1ms/],
+      [['--expire-after', '2h', '--expire-at', '4102444800000'], /cannot be used together/],
+    ];
+    for (const [flags, message] of cases) {
+      const r = await run([...submit, ...flags, '--json']);
+      assert.equal(r.code, 2, flags.join(' '));
+      assert.match(jsonError(r).message, message, flags.join(' '));
+      assert.equal(r.client.connectedTo, null, `${flags.join(' ')} connected`);
+    }
   });
 });

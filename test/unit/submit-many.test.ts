@@ -5,10 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { BatchJob } from '../../src/client/client.js';
+import type { BatchJob, BatchSubmission } from '../../src/client/client.js';
 import { SubmitRejectedError, TransportError } from '../../src/client/errors.js';
 import {
   describeStop,
+  parseJobLine,
   parseJobLines,
   stopFields,
   submitInBatches,
@@ -35,11 +36,17 @@ function fakeClient(failures: Record<number, Error> = {}) {
   const calls: BatchJob[][] = [];
   return {
     calls,
-    submitMany(batch: readonly BatchJob[]): Promise<string[]> {
+    submitBatch(batch: readonly BatchJob[]): Promise<BatchSubmission> {
       const call = calls.push([...batch]) - 1;
       const failure = failures[call];
       if (failure !== undefined) return Promise.reject(failure);
-      return Promise.resolve(batch.map((_, i) => `id-${call}-${i}`));
+      // A job with a deduplication key stands for an existing job, as a coordinator would say.
+      const deduplicated = batch.map((job) => job.dedupKey !== undefined);
+      return Promise.resolve({
+        jobIds: batch.map((_, i) => `id-${call}-${i}`),
+        deduplicated,
+        replaced: batch.map(() => false),
+      });
     },
   };
 }
@@ -58,7 +65,70 @@ describe('parseJobLines', () => {
   });
 });
 
+describe('parseJobLine', () => {
+  const nowMs = 1_800_000_000_000;
+  const parse = (fields: Record<string, unknown>): BatchJob =>
+    parseJobLine(JSON.stringify({ taskType: 'SHA256', payload: {}, ...fields }), 4, nowMs);
+
+  it('takes the fields of a flow job but ref and dependsOn, deduplication and expiry too', () => {
+    const job = parse({
+      queue: 'reports',
+      groupKey: 'tenant-7',
+      runAtMillis: nowMs + 60_000,
+      timeoutMillis: 5_000,
+      maxAttempts: 2,
+      priority: 'LOW',
+      idempotencyKey: 'k',
+      dedupKey: 'report:7',
+      dedupMode: 'debounce',
+      expiresAtMillis: nowMs + 120_000,
+    });
+    assert.deepEqual(job, {
+      taskType: 'SHA256',
+      payload: {},
+      maxAttempts: 2,
+      priority: 'LOW',
+      idempotencyKey: 'k',
+      timeoutMillis: 5_000,
+      queue: 'reports',
+      groupKey: 'tenant-7',
+      runAt: nowMs + 60_000,
+      dedupKey: 'report:7',
+      dedupMode: 'debounce',
+      expiresAtMillis: nowMs + 120_000,
+    });
+    const throttled = parse({ dedupKey: 'k', dedupMode: 'throttle', dedupWindowMillis: 1_000 });
+    assert.deepEqual([throttled.dedupMode, throttled.dedupWindowMillis], ['throttle', 1_000]);
+  });
+
+  it('refuses deduplication and expiry fields that do not go together, naming the line', () => {
+    const refused: [Record<string, unknown>, RegExp][] = [
+      [{ dedupKey: '' }, /line 4: dedupKey must be 1\.\.256 characters/],
+      [{ dedupKey: 'x'.repeat(257) }, /dedupKey must be 1\.\.256 characters, got 257/],
+      [{ dedupKey: 7 }, /dedupKey must be a string/],
+      [{ dedupKey: 'k', dedupMode: 'sometimes' }, /dedupMode must be one of active, throttle/],
+      [{ dedupMode: 'active' }, /dedupMode needs a dedupKey/],
+      [{ dedupKey: 'k', dedupMode: 'throttle' }, /throttle needs dedupWindowMillis/],
+      [{ dedupKey: 'k', dedupWindowMillis: 5 }, /dedupWindowMillis goes only with .*throttle/],
+      [{ dedupKey: 'k', dedupMode: 'throttle', dedupWindowMillis: 0 }, /1\.\.31622400000/],
+      [{ dedupKey: 'k', dedupMode: 'debounce' }, /debounce needs a delay/],
+      [{ expiresAtMillis: nowMs - 1 }, /expiresAtMillis is in the past/],
+      [{ expiresAtMillis: 'soon' }, /expiresAtMillis \(epoch ms\) must be an integer/],
+      [{ ref: 'a' }, /"ref" is for jobs with parents/],
+    ];
+    for (const [fields, message] of refused) {
+      assert.throws(() => parse(fields), message, JSON.stringify(fields));
+    }
+  });
+});
+
 describe('submitInBatches', () => {
+  it('gives the lines whose deduplication key named an existing job', async () => {
+    const text = [line(1), JSON.stringify({ taskType: 'SHA256', payload: {}, dedupKey: 'k' })];
+    const outcome = await submitInBatches(fakeClient(), parseJobLines(text.join('\n\n')));
+    assert.deepEqual(outcome.deduplicatedLines, [3]);
+  });
+
   it('stops at a refused batch and says what was created and what is left', async () => {
     const client = fakeClient({ 1: rejection() });
     const outcome = await submitInBatches(client, jobs(2_500));

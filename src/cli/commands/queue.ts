@@ -5,16 +5,16 @@
  * (`UNKNOWN_QUEUE`, exit 1) unless `--create`; a pause that makes a new
  * queue says so on stderr. Bad limits are exit 2 before anything is sent.
  */
-import type { ChangedQueue, QueueInfo, QueueLimits, RateLimit } from '../client/queues.js';
-import { formatDurationMs } from '../protocol/duration.js';
+import type { ChangedQueue, QueueInfo, QueueLimits, RateLimit } from '../../client/queues.js';
+import { formatDurationMs } from '../../protocol/duration.js';
 import {
   MAX_QUEUE_CONCURRENCY,
   concurrencyProblem,
   parseRate,
   queueNameProblem,
-} from '../protocol/queue-names.js';
-import type { CommandContext, CommandOutput, CommandSpec } from './client-commands.js';
-import { UsageError, type FlagValues } from './flags.js';
+} from '../../protocol/queue-names.js';
+import type { CommandContext, CommandOutput, CommandSpec } from './command.js';
+import { UsageError, type FlagValues } from '../flags.js';
 
 const QUEUE_ACTIONS = ['list', 'pause', 'resume', 'set'] as const;
 type QueueAction = (typeof QUEUE_ACTIONS)[number];

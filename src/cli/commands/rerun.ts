@@ -6,17 +6,13 @@
  * says how many and whether more remain. Every flag is checked before
  * anything is sent (exit 2, naming the flag).
  */
-import { parseDuration } from '../protocol/duration.js';
-import { DEFAULT_RERUN_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_RERUN_LIMIT } from '../protocol/limits.js';
-import { queueNameProblem } from '../protocol/queue-names.js';
-import type { RerunOptions } from '../client/rerun.js';
-import {
-  timeMs,
-  type CommandOutput,
-  type CommandContext,
-  type CommandSpec,
-} from './client-commands.js';
-import { UsageError } from './flags.js';
+import { parseDuration } from '../../protocol/duration.js';
+import { DEFAULT_RERUN_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_RERUN_LIMIT } from '../../protocol/limits.js';
+import { queueNameProblem } from '../../protocol/queue-names.js';
+import type { RerunOptions } from '../../client/rerun.js';
+import type { CommandOutput, CommandContext, CommandSpec } from './command.js';
+import { timeMs } from './shared.js';
+import { UsageError } from '../flags.js';
 
 /** `--since`: a time (ISO 8601 with an offset, or epoch ms), or a duration with a unit (that long ago). */
 function sinceMs(text: string, nowMs: number): number {

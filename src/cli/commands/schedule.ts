@@ -4,35 +4,30 @@
  * check (a malformed duration or cron expression, an unknown time zone, a
  * missing name) is exit 2 before anything is sent.
  */
-import { createCronEvaluator, isTimeZone } from '../coordinator/cron.js';
+import { createCronEvaluator, isTimeZone } from '../../coordinator/cron.js';
 import {
   MIN_SCHEDULE_EVERY_MS,
   SCHEDULE_NAME_PATTERN,
-} from '../coordinator/core/schedule-requests.js';
+} from '../../coordinator/core/schedule-requests.js';
 import {
   MAX_ATTEMPTS_LIMIT,
   MAX_DELAY_MS,
   MAX_TASK_TIMEOUT_MS,
   MIN_TASK_TIMEOUT_MS,
-} from '../protocol/limits.js';
+} from '../../protocol/limits.js';
 import {
   PRIORITIES,
   SCHEDULE_CATCH_UPS,
   SCHEDULE_OVERLAPS,
   type ScheduleSnapshot,
-} from '../protocol/messages.js';
-import { queueNameProblem } from '../protocol/queue-names.js';
-import type { ScheduleOptions } from '../client/schedules.js';
-import {
-  PAYLOAD_FLAGS,
-  payloadOf,
-  waveDurationMs,
-  type CommandContext,
-  type CommandOutput,
-  type CommandSpec,
-} from './client-commands.js';
-import { UsageError } from './flags.js';
-import { formatJobBlock } from './output.js';
+} from '../../protocol/messages.js';
+import { queueNameProblem } from '../../protocol/queue-names.js';
+import type { ScheduleOptions } from '../../client/schedules.js';
+import type { CommandContext, CommandOutput, CommandSpec } from './command.js';
+import { waveDurationMs } from './shared.js';
+import { PAYLOAD_FLAGS, payloadOf } from './submit.js';
+import { UsageError } from '../flags.js';
+import { formatJobBlock } from '../output.js';
 
 const ACTIONS = ['set', 'list', 'show', 'pause', 'resume', 'delete', 'trigger'] as const;
 type Action = (typeof ACTIONS)[number];
