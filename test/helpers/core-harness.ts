@@ -19,11 +19,13 @@ import type {
   ClientReply,
   ClientRequest,
   CoordinatorToWorker,
+  DedupMode,
   HeldAttempt,
   JobSnapshot,
   JsonObject,
   ParentFailurePolicy,
   Priority,
+  RateLimitedResult,
   ResultFormat,
   TaskAssign,
 } from '../../src/protocol/messages.js';
@@ -129,6 +131,10 @@ export interface SubmitOptions {
   runAtMillis?: number;
   queue?: string;
   groupKey?: string;
+  dedupKey?: string;
+  dedupMode?: DedupMode;
+  dedupWindowMillis?: number;
+  expiresAtMillis?: number;
 }
 
 export interface ResultOptions {
@@ -143,6 +149,8 @@ export interface ResultOptions {
   workerId?: string;
   /** Extension `requeue`: cut off through no doing of its own. */
   requeue?: boolean;
+  /** Extension `rateLimits`: the handler was rate limited. */
+  rateLimited?: RateLimitedResult;
 }
 
 export interface HarnessOptions {
@@ -366,6 +374,12 @@ export class CoreHarness {
       ...(options.runAtMillis !== undefined && { runAtMillis: options.runAtMillis }),
       ...(options.queue !== undefined && { queue: options.queue }),
       ...(options.groupKey !== undefined && { groupKey: options.groupKey }),
+      ...(options.dedupKey !== undefined && { dedupKey: options.dedupKey }),
+      ...(options.dedupMode !== undefined && { dedupMode: options.dedupMode }),
+      ...(options.dedupWindowMillis !== undefined && {
+        dedupWindowMillis: options.dedupWindowMillis,
+      }),
+      ...(options.expiresAtMillis !== undefined && { expiresAtMillis: options.expiresAtMillis }),
     });
   }
 
@@ -422,6 +436,7 @@ export class CoreHarness {
         retryable: options.retryable ?? null,
         resultFormat: options.resultFormat ?? null,
         ...(options.requeue !== undefined && { requeue: options.requeue }),
+        ...(options.rateLimited !== undefined && { rateLimited: options.rateLimited }),
       },
     });
   }
