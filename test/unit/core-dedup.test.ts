@@ -127,7 +127,7 @@ describe('core: deduplication keys', () => {
     assert.equal(h.status(first.jobId).state, 'SCHEDULED');
     h.tick(4_000);
     const assign = h.assignmentOf(first.jobId);
-    assert.deepEqual(assign.payload as JsonObject, { durationMillis: 2 });
+    assert.deepEqual(assign.payload, { durationMillis: 2 });
     // Replaced rows are written: a restart keeps the new payload.
     assert.equal(h.store.committedJob(first.jobId)?.payloadJson, '{"durationMillis":2}');
   });
