@@ -107,8 +107,11 @@ export const SESSIONS: readonly Session[] = [
     },
   },
   {
-    name: 'README "Later and on a schedule"',
-    sections: [{ doc: README, heading: 'Later and on a schedule' }],
+    name: 'README "Later and on a schedule", then "Deduplication and expiry"',
+    sections: [
+      { doc: README, heading: 'Later and on a schedule' },
+      { doc: README, heading: 'Deduplication and expiry' },
+    ],
   },
   {
     name: 'OPERATIONS "Running"',
