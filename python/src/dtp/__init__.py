@@ -39,6 +39,7 @@ from .errors import (
 from .events import EventStream
 from .shapes import (
     Features,
+    HeldGroup,
     JobSnapshot,
     ParentJob,
     QueueInfo,
@@ -48,7 +49,15 @@ from .shapes import (
     WaitOutcome,
     WatchEvent,
 )
-from .tasks import NonRetryableError, Task, TaskCancelled, TaskContext, TaskFailed, task
+from .tasks import (
+    NonRetryableError,
+    RateLimited,
+    Task,
+    TaskCancelled,
+    TaskContext,
+    TaskFailed,
+    task,
+)
 
 __version__ = "0.1.0"
 
@@ -64,6 +73,7 @@ __all__ = [
     "EventsUnsupportedError",
     "FeatureUnsupportedError",
     "Features",
+    "HeldGroup",
     "InvalidPayloadError",
     "JobCancelledError",
     "JobFailedError",
@@ -75,6 +85,7 @@ __all__ = [
     "QueueInfo",
     "Queues",
     "RateLimit",
+    "RateLimited",
     "RemoteError",
     "RerunResult",
     "ScheduleSnapshot",

@@ -46,6 +46,8 @@ class AsyncJobHandle:
         self.snapshot = handle.snapshot
         self.serving_workers = handle.serving_workers
         self.queue_paused = handle.queue_paused
+        self.deduplicated = handle.deduplicated
+        self.replaced = handle.replaced
 
     async def result(self, timeout: float | None = None) -> Any:
         return await _run(self._handle.result, timeout)
