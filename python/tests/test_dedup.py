@@ -140,6 +140,14 @@ def test_submit_sends_the_dedup_and_expiry_fields_only_when_given(port: ClientPo
 
 def test_the_result_says_deduplicated_and_replaced() -> None:
     def answer(message: Message) -> Message | None:
+        if message["type"] == "SUBMIT_JOBS":
+            # A key used twice: the second names the first's job, debounced.
+            return {
+                "type": "JOBS_SUBMITTED",
+                "jobIds": ["a", "a", "c"],
+                "deduplicated": [False, True, False],
+                "replaced": [False, True],  # shorter: the rest are false
+            }
         if message["type"] != "SUBMIT_JOB" or "dedupKey" not in message:
             return None
         debounced = message.get("dedupMode") == "debounce"
@@ -170,6 +178,25 @@ def test_the_result_says_deduplicated_and_replaced() -> None:
                 return handle.deduplicated, handle.replaced
 
         assert asyncio.run(main()) == (True, True)
+        jobs = [{"task_type": "SHA256", "payload": {}}] * 3
+        with dtp.Client(p.address) as client:
+            assert client.submit_batch(jobs) == {
+                "jobIds": ["a", "a", "c"],
+                "deduplicated": [False, True, False],
+                "replaced": [False, True, False],
+            }
+            assert client.submit_many(jobs) == ["a", "a", "c"]
+    finally:
+        p.server.stop()
+    plain = ClientPort()
+    try:
+        with dtp.Client(plain.address) as client:
+            batch = client.submit_batch([{"task_type": "SHA256", "payload": {}}] * 2)
+        assert batch == {
+            "jobIds": ["j-0", "j-1"],
+            "deduplicated": [False] * 2,
+            "replaced": [False] * 2,
+        }
     finally:
         p.server.stop()
 
@@ -203,7 +230,10 @@ def test_batches_flows_and_task_submit_carry_the_fields(port: ClientPort) -> Non
 
     async def main() -> None:
         async with dtp.AsyncClient(port.address) as aclient:
-            await aclient.submit_many([{"task_type": "SHA256", "payload": {}, "dedup_key": "b"}])
+            done = await aclient.submit_batch(
+                [{"task_type": "SHA256", "payload": {}, "dedup_key": "b"}]
+            )
+            assert done["deduplicated"] == [False]
 
     asyncio.run(main())
     first, second = port.of("SUBMIT_JOBS")

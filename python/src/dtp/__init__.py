@@ -38,6 +38,7 @@ from .errors import (
 )
 from .events import EventStream
 from .shapes import (
+    BatchSubmission,
     Features,
     HeldGroup,
     JobSnapshot,
@@ -66,6 +67,7 @@ __all__ = [
     "AsyncEventStream",
     "AsyncJobHandle",
     "AuthError",
+    "BatchSubmission",
     "Client",
     "ClientClosedError",
     "DtpError",

@@ -84,7 +84,7 @@ from .protocol import (
     text_of,
 )
 from .security import client_tls
-from .shapes import Features, RerunResult
+from .shapes import BatchSubmission, Features, RerunResult
 from .submission import (
     MAX_BATCH_JOBS,
     MAX_FLOW_JOBS,
@@ -376,6 +376,13 @@ class Client:
         ``UnsupportedRequestError`` (nothing is submitted one by one instead). More than
         1000 jobs is a ``ValueError``: split them, each part is its own batch.
         """
+        return self.submit_batch(jobs)["jobIds"]
+
+    def submit_batch(self, jobs: Iterable[Mapping[str, Any]]) -> BatchSubmission:
+        """``submit_many``, returning also what each job's ``dedup_key`` did:
+        ``{"jobIds", "deduplicated", "replaced"}``, lists in the order given (all False
+        from a coordinator that does not deduplicate). A key used twice in one batch:
+        the second job is deduplicated against the first."""
         elements: builtins.list[Message] = []
         for index, job in enumerate(jobs):
             if not isinstance(job, Mapping):
@@ -408,10 +415,21 @@ class Client:
             raise SubmitRejectedError(reply)
         if reply["type"] == "ERROR" and is_not_understood(reply):
             raise UnsupportedRequestError("bulk submission", text_of(reply, "message"))
-        ids = _expect("SUBMIT_JOBS", reply, "JOBS_SUBMITTED").get("jobIds")
+        submitted = _expect("SUBMIT_JOBS", reply, "JOBS_SUBMITTED")
+        ids = submitted.get("jobIds")
         if not isinstance(ids, builtins.list):
             raise UnexpectedReplyError("SUBMIT_JOBS", "JOBS_SUBMITTED without jobIds")
-        return [str(job_id) for job_id in ids]
+
+        def flags(name: str) -> builtins.list[bool]:
+            given = submitted.get(name)
+            given = given if isinstance(given, builtins.list) else []
+            return [i < len(given) and given[i] is True for i in range(len(ids))]
+
+        return {
+            "jobIds": [str(job_id) for job_id in ids],
+            "deduplicated": flags("deduplicated"),
+            "replaced": flags("replaced"),
+        }
 
     def submit_flow(self, flow: Mapping[str, Any]) -> dict[str, str]:
         """Submits a flow: up to 10,000 jobs whose ``depends_on`` name each other by ref

@@ -121,6 +121,16 @@ class ScheduleSnapshot(TypedDict, total=False):
     recentJobs: list[dict[str, Any]]
 
 
+class BatchSubmission(TypedDict):
+    """What ``client.submit_batch`` did, per job in the order given: its id, whether its
+    ``dedup_key`` named an existing job (nothing was created for it), and whether that
+    job was debounced (its payload and run time replaced)."""
+
+    jobIds: list[str]
+    deduplicated: list[bool]
+    replaced: list[bool]
+
+
 class RerunResult(TypedDict):
     """What ``client.rerun`` did: how many FAILED jobs were queued again, their ids
     (newest first), and whether more matched (call again for those)."""
