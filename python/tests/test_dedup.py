@@ -23,7 +23,7 @@ from dtp.worker.attempt import result_message
 from dtp.worker.pool_task import Outcome
 from dtp.worker.process import _outcome
 from fakes import FakeConn, FakeServer
-from support import HOST, Cluster, Coordinator
+from support import HOST, Cluster, Coordinator, until
 
 TASKS = Path(__file__).parent / "fixtures" / "py_tasks.py"
 DAY_MS = 86_400_000
@@ -412,8 +412,8 @@ def test_the_worker_reports_rate_limited_handlers(cluster: Cluster, offered: boo
 
 # ------------------------------------------------ a real coordinator
 #
-# These need a coordinator that deduplicates and honours rate-limited results
-# (it offers the feature `rateLimits`); one that does not fails them.
+# The coordinator of this build deduplicates, expires jobs and honours
+# rate-limited results (it offers the feature `rateLimits`).
 
 
 def coordinator_features(c: Coordinator) -> set[str]:
@@ -453,3 +453,38 @@ def test_a_rate_limited_handler_schedules_its_job_again_without_using_an_attempt
     assert (done["state"], done["result"]) == ("COMPLETED", "done"), done
     assert marker.exists()
     assert attempts[0]["error"] == "RATE_LIMITED: retry after 600 ms (scope job)", attempts
+
+
+def test_a_queue_scope_holds_the_queue_and_says_until_when(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    cluster.py_worker(c, "py-rate-queue", tasks=TASKS)
+    with c.client() as client:
+        before = int(time.time() * 1000)
+        job = client.submit("py.rate_limited_async", {"ms": 60_000, "scope": "queue"}, queue="held")
+        held = until(
+            lambda: client.queues.get("held").get("rateLimitedUntilMillis"),
+            30,
+            "the queue to be held",
+        )
+        assert before + 60_000 <= held <= int(time.time() * 1000) + 60_000
+        assert client.status(job.job_id)["state"] == "SCHEDULED"
+        assert client.cancel(job.job_id)["cancelled"] is True
+
+
+def test_debounce_replaces_and_expiry_cancels_a_job_not_started(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    with c.client() as client:
+        first = client.submit(
+            "SHA256", {"text": "a"}, dedup_key="d", dedup_mode="debounce", delay_ms=60_000
+        )
+        again = client.submit(
+            "SHA256", {"text": "b"}, dedup_key="d", dedup_mode="debounce", delay_ms=120_000
+        )
+        assert (again.job_id, again.deduplicated, again.replaced) == (first.job_id, True, True)
+        assert client.status(first.job_id)["dedupMode"] == "debounce"
+        # No worker serves it: it expires while QUEUED.
+        doomed = client.submit("SHA256", {"text": "c"}, expire_after_ms=300)
+        assert doomed.snapshot.get("expiresAtMillis") is not None
+        ended = client.wait(doomed.job_id, timeout=30)
+    assert (ended["state"], ended.get("expired")) == ("CANCELLED", True), ended
+    assert str(ended["error"]).startswith("EXPIRED:")
