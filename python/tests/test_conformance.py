@@ -2,8 +2,9 @@
 client (``DtpClient``, ``client.queues``, ``client.schedules``, ``JobHandle``)
 and of a handler's ``ctx`` (``AttemptContext``), read from the build in
 ``dist/``, has a row; every Python name a row gives exists; every public
-member of the Python counterparts has a row; and ``dtp.AsyncClient`` has every
-member of ``dtp.Client``."""
+member of the Python counterparts has a row; every error class the task SDK
+of ``dtp/worker`` exports has a row naming a Python exception; and
+``dtp.AsyncClient`` has every member of ``dtp.Client``."""
 
 from __future__ import annotations
 
@@ -47,12 +48,24 @@ def ts_members(path: str, name: str) -> set[str]:
     return found - {"constructor"}
 
 
-def rows() -> list[tuple[str, str]]:
-    """(TypeScript, Python) of every row of the tables; ``—`` where there is none."""
+MEMBER_SECTIONS = ("The client", "A handler's `ctx`")
+ERRORS_SECTION = "What a handler raises"
+
+
+def rows(sections: tuple[str, ...] = MEMBER_SECTIONS) -> list[tuple[str, str]]:
+    """(TypeScript, Python) of every row of the tables of those sections; ``—`` where
+    there is none."""
     out = []
-    for line in TABLE.read_text(encoding="utf-8").splitlines():
+    text = TABLE.read_text(encoding="utf-8")
+    chosen = [
+        part.split("\n", 1)[1]
+        for part in text.split("\n## ")[1:]
+        if part.split("\n", 1)[0].strip() in sections
+    ]
+    assert len(chosen) == len(sections), f"CONFORMANCE.md lacks a section of {sections}"
+    for line in "\n".join(chosen).splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 3 or not line.startswith("|") or cells[0] == "TypeScript":
+        if len(cells) != 3 or not line.startswith("|") or cells[1] == "Python":
             continue
         if set(cells[0]) <= {"-", ":"}:
             continue
@@ -95,6 +108,26 @@ def test_every_python_name_of_the_table_exists_and_every_member_has_a_row() -> N
     for owner, cls in PY_CLASSES.items():
         missing = sorted(py_members(cls) - listed[owner])
         assert not missing, f"{owner} members without a row in CONFORMANCE.md: {missing}"
+
+
+def test_every_error_a_typescript_handler_raises_has_a_row_naming_a_python_exception() -> None:
+    text = (DIST / "worker" / "index.js").read_text(encoding="utf-8")
+    exported = {
+        name.strip()
+        for names in re.findall(r"export \{([^}]*)\} from '\.\./sdk/task\.js'", text)
+        for name in names.split(",")
+        if name.strip().endswith("Error")
+    }
+    assert exported, "found no error class exported by dtp/worker from the task SDK"
+    listed = dict(rows((ERRORS_SECTION,)))
+    missing = sorted(exported - set(listed))
+    assert not missing, f"errors of dtp/worker without a row in CONFORMANCE.md: {missing}"
+    for ts, py in listed.items():
+        owner, _, name = py.partition(".")
+        found = getattr(dtp, name, None)
+        assert owner == "dtp" and isinstance(found, type) and issubclass(found, Exception), (
+            f"CONFORMANCE.md pairs {ts} with {py}, which is not an exception of dtp"
+        )
 
 
 def test_the_async_client_has_every_member_of_the_client() -> None:

@@ -1,14 +1,20 @@
 """README's "Workers in Python", run as written: the commands from an empty
 folder (a venv, pip install of this package), its task module, a worker and
-the one-line client, against a coordinator of this checkout."""
+the one-line client, against a coordinator of this checkout; and the examples
+of python/README.md, each with the command lines it shows."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any, ClassVar
 
 from support import HOST, ROOT, Cluster
 
@@ -147,3 +153,84 @@ def test_the_package_readme_durable_handlers_and_client_examples_run_as_written(
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == expected.strip(), done.stdout
+
+
+class _RateLimitedApi(http.server.BaseHTTPRequestHandler):
+    """A service that answers its first request 429 (``Retry-After: 1``), then
+    ``{"report": 7}``."""
+
+    requests: ClassVar[list[float]] = []
+
+    def do_GET(self) -> None:
+        self.requests.append(time.monotonic())
+        if len(self.requests) == 1:
+            self.send_response(429)
+            self.send_header("Retry-After", "1")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = json.dumps({"report": 7}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_the_package_readme_rate_limit_example_runs_as_written(cluster: Cluster) -> None:
+    """python/README.md's api_tasks.py and fetch.py with their command lines, the
+    service at api.example standing in on this machine: the second submission is
+    deduplicated, the 429 puts the job off without using an attempt, and the script
+    prints what the README says."""
+    usage = package_section("Deduplicate, expire, back off")
+    module, client_code = blocks(usage, "python")
+    worker_block, client_block = (block.strip() for block in blocks(usage, "sh"))
+    (printed,) = blocks(usage, "text")
+    assert worker_block == "python -m dtp.worker --tasks api_tasks.py"
+    assert client_block.startswith("python fetch.py https://api.example/")
+    (cluster.dir / "api_tasks.py").write_text(module, encoding="utf-8")
+    (cluster.dir / "fetch.py").write_text(client_code, encoding="utf-8")
+
+    _RateLimitedApi.requests = []
+    api = http.server.ThreadingHTTPServer((HOST, 0), _RateLimitedApi)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    try:
+        c = cluster.coordinator()
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        cluster.start(
+            "readme-api-worker",
+            ["bash", "-c", "exec " + worker_block],
+            env={
+                "PATH": path,
+                "DTP_COORDINATOR_HOST": HOST,
+                "DTP_COORDINATOR_PORT": str(c.worker_port),
+                "NO_PROXY": HOST,
+                "no_proxy": HOST,
+            },
+        )
+        c.proc.wait_for(r"worker registered workerId=worker-[0-9a-f]{8} .*api\.fetch", 60)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DTP_")}
+        env.update(PATH=path, DTP_HOST=HOST, DTP_PORT=str(c.client_port))
+        line = client_block.replace("https://api.example", f"http://{HOST}:{api.server_port}")
+        done = subprocess.run(
+            ["bash", "-c", line],
+            cwd=cluster.dir,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == printed.strip(), done.stdout
+        first, second = _RateLimitedApi.requests
+        assert second - first >= 0.9  # Retry-After: 1
+        with c.client() as client:
+            (job,) = list(client.list(task_type="api.fetch"))  # one: the second was deduplicated
+        assert (job["state"], job["dedupKey"]) == ("COMPLETED", line.split()[-1])
+    finally:
+        api.shutdown()
+        api.server_close()

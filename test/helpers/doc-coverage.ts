@@ -253,6 +253,12 @@ export const ELSEWHERE: readonly Elsewhere[] = [
   },
   {
     doc: 'python/README.md',
+    heading: 'Deduplicate, expire, back off',
+    by: 'python/tests/test_readme.py',
+    contains: ['package_section("Deduplicate, expire, back off")'],
+  },
+  {
+    doc: 'python/README.md',
     command: 'python3 -m venv .venv && .venv/bin/pip install -e "./python[dev]"',
     by: 'scripts/python-checks.sh',
     contains: [`'python3 -m venv .venv && .venv/bin/pip install -e "./python[dev]"'`],

@@ -38,7 +38,9 @@ from .errors import (
 )
 from .events import EventStream
 from .shapes import (
+    BatchSubmission,
     Features,
+    HeldGroup,
     JobSnapshot,
     ParentJob,
     QueueInfo,
@@ -48,7 +50,15 @@ from .shapes import (
     WaitOutcome,
     WatchEvent,
 )
-from .tasks import NonRetryableError, Task, TaskCancelled, TaskContext, TaskFailed, task
+from .tasks import (
+    NonRetryableError,
+    RateLimited,
+    Task,
+    TaskCancelled,
+    TaskContext,
+    TaskFailed,
+    task,
+)
 
 __version__ = "0.1.0"
 
@@ -57,6 +67,7 @@ __all__ = [
     "AsyncEventStream",
     "AsyncJobHandle",
     "AuthError",
+    "BatchSubmission",
     "Client",
     "ClientClosedError",
     "DtpError",
@@ -64,6 +75,7 @@ __all__ = [
     "EventsUnsupportedError",
     "FeatureUnsupportedError",
     "Features",
+    "HeldGroup",
     "InvalidPayloadError",
     "JobCancelledError",
     "JobFailedError",
@@ -75,6 +87,7 @@ __all__ = [
     "QueueInfo",
     "Queues",
     "RateLimit",
+    "RateLimited",
     "RemoteError",
     "RerunResult",
     "ScheduleSnapshot",

@@ -27,7 +27,7 @@ from typing import Any, Callable, TypeVar
 from .client import Client, JobHandle
 from .events import EventStream, GapSink
 from .protocol import JobSnapshot
-from .shapes import Features, QueueInfo, RerunResult, ScheduleSnapshot, WatchEvent
+from .shapes import BatchSubmission, Features, QueueInfo, RerunResult, ScheduleSnapshot, WatchEvent
 
 T = TypeVar("T")
 
@@ -46,6 +46,8 @@ class AsyncJobHandle:
         self.snapshot = handle.snapshot
         self.serving_workers = handle.serving_workers
         self.queue_paused = handle.queue_paused
+        self.deduplicated = handle.deduplicated
+        self.replaced = handle.replaced
 
     async def result(self, timeout: float | None = None) -> Any:
         return await _run(self._handle.result, timeout)
@@ -194,6 +196,9 @@ class AsyncClient:
 
     async def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> builtins.list[str]:
         return await _run(self._client.submit_many, builtins.list(jobs))
+
+    async def submit_batch(self, jobs: Iterable[Mapping[str, Any]]) -> BatchSubmission:
+        return await _run(self._client.submit_batch, builtins.list(jobs))
 
     async def submit_flow(self, flow: Mapping[str, Any]) -> dict[str, str]:
         return await _run(self._client.submit_flow, flow)

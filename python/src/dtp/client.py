@@ -84,15 +84,14 @@ from .protocol import (
     text_of,
 )
 from .security import client_tls
-from .shapes import Features, RerunResult
+from .shapes import BatchSubmission, Features, RerunResult
 from .submission import (
     MAX_BATCH_JOBS,
     MAX_FLOW_JOBS,
     _flow_job,
     _int_in,
+    _job_message,
     _names_queue,
-    _run_at_millis,
-    _submit_message,
     _unknown_option,
     check_queue_name,
 )
@@ -160,6 +159,8 @@ class JobHandle:
         snapshot: JobSnapshot,
         serving_workers: int | None,
         queue_paused: bool = False,
+        deduplicated: bool = False,
+        replaced: bool = False,
     ) -> None:
         self._client = client
         self.job_id: str = snapshot["jobId"]
@@ -168,6 +169,10 @@ class JobHandle:
         """Live workers that declared the job's type when it was accepted (None: not said)."""
         self.queue_paused = queue_paused
         """The job's queue was paused when it was accepted (it waits for a resume)."""
+        self.deduplicated = deduplicated
+        """Nothing was created: ``job_id`` is the job that holds the submission's ``dedup_key``."""
+        self.replaced = replaced
+        """That job was debounced: its payload and run time are the submission's now."""
 
     def result(self, timeout: float | None = None) -> Any:
         """Waits for the end; the handler's value, or ``JobFailedError`` / ``JobCancelledError``."""
@@ -301,6 +306,15 @@ class Client:
         nothing sent), ``retries`` (resend a submission that admission control refused, or
         one with a key whose connection broke; default 0).
 
+        Deduplication and expiry: ``dedup_key`` (1..256 characters, scoped to the queue;
+        separate from idempotency keys), ``dedup_mode`` (``"active"``, the default: nothing
+        is created while the key's job has not ended; ``"throttle"``: nothing is created for
+        ``dedup_window_ms`` after the key's job was; ``"debounce"``, which needs a delay: the
+        key's job, while it has not started, takes this payload and run time), and
+        ``expires_at`` (an aware ``datetime`` or epoch ms) or ``expire_after_ms``: a job
+        that has not started by then never starts (it ends ``CANCELLED``, ``expired``). The
+        handle's ``deduplicated`` and ``replaced`` say what a key did.
+
         An unknown option is a ``TypeError``, a bad value a ``ValueError`` or ``TypeError``,
         before anything is sent. Raises ``SubmitRejectedError``, ``RemoteError``
         (``INVALID_TASK_TYPE``, ``INVALID_PAYLOAD``, ``IDEMPOTENCY_CONFLICT``,
@@ -314,19 +328,17 @@ class Client:
         _unknown_option(options, "")
         schema = options.pop("schema", None)
         retries = options.pop("retries", 0)
-        run_at_millis = _run_at_millis(options, int(time.time() * 1000))
+        message = _job_message(task_type, payload, options)
         if schema is not None:
             try:
                 schema(payload)
             except Exception as err:  # the schema's own way of saying "invalid"
                 raise InvalidPayloadError(str(err) or type(err).__name__) from err
-        message = _submit_message(task_type, payload, options)
         if not isinstance(retries, int) or retries < 0:
             raise ValueError("retries must be a non-negative integer")
-        if run_at_millis is not None:
+        if "runAtMillis" in message:
             # A coordinator without delayed jobs would ignore the field and run it now.
             self._require("time", "delayed jobs")
-            message["runAtMillis"] = run_at_millis
         if "dependsOn" in message:
             # Nor one without dependencies: it would run the job before its parents.
             self._require("flows", "dependencies between jobs")
@@ -354,14 +366,23 @@ class Client:
 
         Each job is a dict with ``task_type``, ``payload`` and the per-job options of
         ``submit`` (``priority``, ``idempotency_key``, ``max_attempts``,
-        ``timeout_millis``, ``queue``, ``group_key``, ``delay_ms``, ``run_at``; jobs with
+        ``timeout_millis``, ``queue``, ``group_key``, ``delay_ms``, ``run_at``, ``dedup_key``,
+        ``dedup_mode``, ``dedup_window_ms``, ``expires_at``, ``expire_after_ms``; jobs with
         parents go in a flow, ``submit_flow``). All jobs are created, in one commit, or none
         is: an invalid job raises ``RemoteError`` whose ``index`` names it, a batch that does not
         fit under admission control raises ``SubmitRejectedError``, a known idempotency key
-        gives its original id. A coordinator that predates batches raises
+        gives its original id, and so does a deduplicated ``dedup_key`` (a key used twice
+        in the batch: the second names the first's job). A coordinator that predates batches raises
         ``UnsupportedRequestError`` (nothing is submitted one by one instead). More than
         1000 jobs is a ``ValueError``: split them, each part is its own batch.
         """
+        return self.submit_batch(jobs)["jobIds"]
+
+    def submit_batch(self, jobs: Iterable[Mapping[str, Any]]) -> BatchSubmission:
+        """``submit_many``, returning also what each job's ``dedup_key`` did:
+        ``{"jobIds", "deduplicated", "replaced"}``, lists in the order given (all False
+        from a coordinator that does not deduplicate). A key used twice in one batch:
+        the second job is deduplicated against the first."""
         elements: builtins.list[Message] = []
         for index, job in enumerate(jobs):
             if not isinstance(job, Mapping):
@@ -380,11 +401,8 @@ class Client:
                     f"job {index}: submit_many takes no {local[0]!r} "
                     "(submit jobs with parents with submit_flow)"
                 )
-            run_at_millis = _run_at_millis(options, int(time.time() * 1000))
-            element = _submit_message(task_type, payload, options)
+            element = _job_message(task_type, payload, options, f"job {index}: ")
             del element["type"], element["knownStates"]
-            if run_at_millis is not None:
-                element["runAtMillis"] = run_at_millis
             elements.append(element)
         if not 1 <= len(elements) <= MAX_BATCH_JOBS:
             raise ValueError(f"submit_many takes 1..{MAX_BATCH_JOBS} jobs, got {len(elements)}")
@@ -397,10 +415,21 @@ class Client:
             raise SubmitRejectedError(reply)
         if reply["type"] == "ERROR" and is_not_understood(reply):
             raise UnsupportedRequestError("bulk submission", text_of(reply, "message"))
-        ids = _expect("SUBMIT_JOBS", reply, "JOBS_SUBMITTED").get("jobIds")
+        submitted = _expect("SUBMIT_JOBS", reply, "JOBS_SUBMITTED")
+        ids = submitted.get("jobIds")
         if not isinstance(ids, builtins.list):
             raise UnexpectedReplyError("SUBMIT_JOBS", "JOBS_SUBMITTED without jobIds")
-        return [str(job_id) for job_id in ids]
+
+        def flags(name: str) -> builtins.list[bool]:
+            given = submitted.get(name)
+            given = given if isinstance(given, builtins.list) else []
+            return [i < len(given) and given[i] is True for i in range(len(ids))]
+
+        return {
+            "jobIds": [str(job_id) for job_id in ids],
+            "deduplicated": flags("deduplicated"),
+            "replaced": flags("replaced"),
+        }
 
     def submit_flow(self, flow: Mapping[str, Any]) -> dict[str, str]:
         """Submits a flow: up to 10,000 jobs whose ``depends_on`` name each other by ref
@@ -410,7 +439,8 @@ class Client:
         ``flow`` is ``{"jobs": [{"ref", "task_type", "payload", "depends_on": [...],
         **options}]}`` with the per-job options of ``submit`` (``priority``,
         ``max_attempts``, ``timeout_millis``, ``on_parent_failure``, ``queue``,
-        ``group_key``, ``idempotency_key``, ``delay_ms`` / ``run_at``). Raises
+        ``group_key``, ``idempotency_key``, ``delay_ms`` / ``run_at``, ``dedup_key``,
+        ``dedup_mode``, ``dedup_window_ms``, ``expires_at`` / ``expire_after_ms``). Raises
         ``RemoteError`` (``FLOW_CYCLE``, ``INVALID_FLOW``, ``UNKNOWN_JOB``,
         ``INVALID_PAYLOAD``: nothing was created), ``SubmitRejectedError`` when admission
         control cannot take the whole flow, ``FeatureUnsupportedError`` from a coordinator
@@ -566,6 +596,8 @@ class Client:
             snapshot,
             serving if isinstance(serving, int) else None,
             submitted.get("queuePaused") is True,
+            submitted.get("deduplicated") is True,
+            submitted.get("replaced") is True,
         )
 
     def status(self, job_id: str) -> JobSnapshot:

@@ -33,6 +33,13 @@ MAX_TASK_TYPES_PER_WORKER = 1024
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_PROGRESS_MESSAGE_BYTES = 1024
 PROGRESS_MESSAGES_PER_SECOND = 4
+MAX_DEDUP_KEY_LENGTH = 256
+MAX_DEDUP_WINDOW_MS = 366 * 86_400_000
+"""Longest ``throttle`` window (``dedup_window_ms``): 366 days."""
+MAX_RETRY_AFTER_MS = 86_400_000
+"""Longest wait of a ``dtp.RateLimited``: one day."""
+DEDUP_MODES = ("active", "throttle", "debounce")
+RATE_LIMIT_SCOPES = ("job", "group", "queue")
 
 # ---------------------------------------------------------------- features
 
@@ -51,6 +58,7 @@ FEATURES: frozenset[str] = frozenset(
         "parents",
         "children",
         "steps",
+        "rateLimits",
     }
 )
 

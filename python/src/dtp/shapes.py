@@ -51,6 +51,12 @@ class JobSnapshot(TypedDict, total=False):
     steps: list[dict[str, Any]] | None
     suspensions: int | None
     requeues: int | None
+    dedupKey: str | None
+    dedupMode: str | None
+    """``active``, ``throttle`` or ``debounce``, with a ``dedupKey``."""
+    expiresAtMillis: int | None
+    expired: bool | None
+    """True on a job that ended ``CANCELLED`` because it expired before it started."""
 
 
 class WatchEvent(TypedDict):
@@ -68,6 +74,13 @@ class RateLimit(TypedDict):
     intervalMillis: int
 
 
+class HeldGroup(TypedDict):
+    """A group of a queue that a handler's ``dtp.RateLimited(scope="group")`` holds back."""
+
+    groupKey: str | None
+    untilMillis: int
+
+
 class QueueInfo(TypedDict, total=False):
     """A queue as ``queue list --json`` shows it (``created``: this change made it)."""
 
@@ -80,6 +93,9 @@ class QueueInfo(TypedDict, total=False):
     counts: dict[str, int]
     running: int | None
     groups: list[dict[str, Any]] | None
+    rateLimitedUntilMillis: int | None
+    """Until when a handler's ``dtp.RateLimited(scope="queue")`` holds the queue back."""
+    heldGroups: list[HeldGroup] | None
     created: bool
 
 
@@ -103,6 +119,16 @@ class ScheduleSnapshot(TypedDict, total=False):
     timeoutMillis: int | None
     queue: str
     recentJobs: list[dict[str, Any]]
+
+
+class BatchSubmission(TypedDict):
+    """What ``client.submit_batch`` did, per job in the order given: its id, whether its
+    ``dedup_key`` named an existing job (nothing was created for it), and whether that
+    job was debounced (its payload and run time replaced)."""
+
+    jobIds: list[str]
+    deduplicated: list[bool]
+    replaced: list[bool]
 
 
 class RerunResult(TypedDict):

@@ -16,9 +16,13 @@ from typing import Any, Callable
 
 from .framing import Message
 from .protocol import (
+    DEDUP_MODES,
     KNOWN_STATES,
     MAX_ATTEMPTS_LIMIT,
+    MAX_DEDUP_KEY_LENGTH,
+    MAX_DEDUP_WINDOW_MS,
     MAX_IDEMPOTENCY_KEY_LENGTH,
+    MAX_SAFE_INTEGER,
     MAX_TASK_TIMEOUT_MS,
     MIN_TASK_TIMEOUT_MS,
     PRIORITIES,
@@ -74,6 +78,67 @@ def _int_in(name: str, low: int, high: int) -> Callable[[Any], Any]:
         return value
 
     return check
+
+
+def _check_dedup_key(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise TypeError(f"dedup_key must be a string, got {type(value).__name__}")
+    if not 1 <= len(value) <= MAX_DEDUP_KEY_LENGTH:
+        raise ValueError(
+            f"dedup_key must be 1..{MAX_DEDUP_KEY_LENGTH} characters, got {len(value)}"
+        )
+    return value
+
+
+def _check_dedup_mode(value: Any) -> Any:
+    if value not in DEDUP_MODES:
+        raise ValueError(f"dedup_mode must be one of {', '.join(DEDUP_MODES)}, got {value!r}")
+    return value
+
+
+def _expires_at_millis(options: dict[str, Any], now_ms: int) -> int | None:
+    """Pops ``expires_at`` / ``expire_after_ms`` from the options: when the job expires
+    unless an attempt has started (epoch ms), or None."""
+    expires_at = options.pop("expires_at", None)
+    after_ms = options.pop("expire_after_ms", None)
+    if expires_at is not None and after_ms is not None:
+        raise TypeError("give expires_at or expire_after_ms, not both")
+    if after_ms is not None:
+        if isinstance(after_ms, bool) or not isinstance(after_ms, int):
+            raise TypeError("expire_after_ms must be an integer (milliseconds)")
+        if not 1 <= after_ms <= MAX_SAFE_INTEGER - now_ms:
+            raise ValueError(f"expire_after_ms must be 1..{MAX_SAFE_INTEGER - now_ms}")
+        return now_ms + after_ms
+    if expires_at is None:
+        return None
+    if isinstance(expires_at, datetime.datetime):
+        if expires_at.tzinfo is None:
+            raise ValueError("expires_at must be an aware datetime (with a time zone)")
+        at_ms = int(expires_at.timestamp() * 1000)
+    elif isinstance(expires_at, int) and not isinstance(expires_at, bool):
+        at_ms = expires_at
+    else:
+        raise TypeError("expires_at must be an aware datetime or epoch milliseconds")
+    if not 0 <= at_ms <= MAX_SAFE_INTEGER:
+        raise ValueError(f"expires_at is not a valid time: {expires_at!r}")
+    if at_ms <= now_ms:
+        # The coordinator would refuse it too; nothing is sent.
+        raise ValueError("expires_at is in the past")
+    return at_ms
+
+
+def _check_dedup(message: Mapping[str, Any], where: str = "") -> None:
+    """The deduplication options of one job, taken together (``TypeError`` naming the
+    missing or extra one)."""
+    mode = message.get("dedupMode")
+    if mode is not None and message.get("dedupKey") is None:
+        raise TypeError(f"{where}dedup_mode needs a dedup_key")
+    if message.get("dedupWindowMillis") is not None and mode != "throttle":
+        raise TypeError(f"{where}dedup_window_ms goes only with dedup_mode='throttle'")
+    if mode == "throttle" and message.get("dedupWindowMillis") is None:
+        raise TypeError(f"{where}dedup_mode='throttle' needs dedup_window_ms")
+    if mode == "debounce" and message.get("runAtMillis") is None:
+        raise TypeError(f"{where}dedup_mode='debounce' needs a delay (delay_ms or run_at)")
 
 
 def _check_key(value: Any) -> Any:
@@ -151,10 +216,15 @@ _SUBMIT_OPTIONS: dict[str, _Option] = {
     "group_key": _Option("groupKey", _check_group_key, nullable=False),
     "depends_on": _Option("dependsOn", _check_parents, nullable=False),
     "on_parent_failure": _Option("onParentFailure", _check_policy, nullable=False),
+    "dedup_key": _Option("dedupKey", _check_dedup_key, nullable=False),
+    "dedup_mode": _Option("dedupMode", _check_dedup_mode, nullable=False),
+    "dedup_window_ms": _Option(
+        "dedupWindowMillis", _int_in("dedup_window_ms", 1, MAX_DEDUP_WINDOW_MS), nullable=False
+    ),
 }
 """Per-job options of ``submit``, by their Python name. A new wire option is one line here."""
 
-_LOCAL_OPTIONS = ("delay_ms", "run_at", "schema", "retries")
+_LOCAL_OPTIONS = ("delay_ms", "run_at", "expires_at", "expire_after_ms", "schema", "retries")
 """Options of ``submit`` that are not a field of the job (or are computed into one)."""
 
 
@@ -196,6 +266,24 @@ def _submit_message(
     return message
 
 
+def _job_message(
+    task_type: str, payload: Mapping[str, Any], options: dict[str, Any], where: str = ""
+) -> Message:
+    """The ``SUBMIT_JOB`` of one job, its times computed from ``delay_ms`` / ``run_at`` and
+    ``expires_at`` / ``expire_after_ms`` (popped from ``options``) and its deduplication
+    options checked together; ``TypeError``/``ValueError`` before anything is sent."""
+    now_ms = int(time.time() * 1000)
+    run_at_millis = _run_at_millis(options, now_ms)
+    expires_at_millis = _expires_at_millis(options, now_ms)
+    message = _submit_message(task_type, payload, options)
+    if run_at_millis is not None:
+        message["runAtMillis"] = run_at_millis
+    if expires_at_millis is not None:
+        message["expiresAtMillis"] = expires_at_millis
+    _check_dedup(message, where)
+    return message
+
+
 _FLOW_FIELDS = ("ref", "task_type", "payload")
 
 
@@ -215,12 +303,11 @@ def _flow_job(index: int, job: Any) -> Message:
     local = sorted(set(options) & {"schema", "retries"})
     if local:
         raise TypeError(f"jobs[{index}]: a flow's job takes no {local[0]!r}")
-    run_at_millis = _run_at_millis(options, int(time.time() * 1000))
-    message = _submit_message(task_type, payload, options)
+    message = _job_message(task_type, payload, options, f"jobs[{index}]: ")
     del message["type"], message["knownStates"]
     message["ref"] = ref
     message.setdefault("dependsOn", None)
-    message["runAtMillis"] = run_at_millis
+    message.setdefault("runAtMillis", None)
     if message.get("idempotencyKey") is None:
         message.pop("idempotencyKey", None)
     return message

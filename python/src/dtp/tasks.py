@@ -47,7 +47,9 @@ from .framing import encode_json
 from .protocol import (
     MAX_PROGRESS_MESSAGE_BYTES,
     MAX_RESULT_BYTES,
+    MAX_RETRY_AFTER_MS,
     MAX_SAFE_INTEGER,
+    RATE_LIMIT_SCOPES,
     custom_name_problem,
 )
 
@@ -63,6 +65,52 @@ class NonRetryableError(Exception):
     """Raise it to fail the job at once, whatever attempts remain."""
 
     retryable = False
+
+
+class RateLimited(Exception):
+    """Raise it when a service the handler calls says "too many requests" (an HTTP 429):
+    the attempt ends without using one of the job's attempts, and the job runs again
+    after ``retry_after_ms`` (1..86,400,000). ``scope``: what waits that long, ``"job"``
+    (the default) this job only, ``"group"`` every job of its group key in its queue,
+    ``"queue"`` every job of its queue (attempts already running go on). The job's
+    error reads ``RATE_LIMITED: <message>`` (default: the wait and the scope).
+
+    It needs a coordinator that offers rate limits; another one sees an ordinary
+    failure that is retried (and counts). A bad value is a ``TypeError`` or
+    ``ValueError`` where it is raised."""
+
+    retryable = True
+
+    def __init__(
+        self, *, retry_after_ms: int, scope: str = "job", message: str | None = None
+    ) -> None:
+        if isinstance(retry_after_ms, bool) or not isinstance(retry_after_ms, int):
+            raise TypeError(
+                f"retry_after_ms must be an integer number of ms, got {retry_after_ms!r}"
+            )
+        if not 1 <= retry_after_ms <= MAX_RETRY_AFTER_MS:
+            raise ValueError(
+                f"retry_after_ms must be 1..{MAX_RETRY_AFTER_MS}, got {retry_after_ms}"
+            )
+        if scope not in RATE_LIMIT_SCOPES:
+            raise ValueError(f"scope must be one of {', '.join(RATE_LIMIT_SCOPES)}, got {scope!r}")
+        if message is not None and not isinstance(message, str):
+            raise TypeError("message must be a string")
+        if message is None:
+            message = f"retry after {retry_after_ms} ms (scope {scope})"
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
+        self.scope = scope
+        self.message = message
+        """What the job's error says after ``RATE_LIMITED: ``."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The arguments are keywords: rebuilt from them (copy, pickle), not from ``args``.
+        return (_rate_limited, (self.retry_after_ms, self.scope, self.message))
+
+
+def _rate_limited(retry_after_ms: int, scope: str, message: str) -> RateLimited:
+    return RateLimited(retry_after_ms=retry_after_ms, scope=scope, message=message)
 
 
 class TaskFailed(Exception):

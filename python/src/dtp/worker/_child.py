@@ -48,6 +48,7 @@ from ..framing import FrameDecoder, FrameTooLargeError, Message, ProtocolError
 from ..protocol import truncate_error
 from ..tasks import (
     InvalidPayloadError,
+    RateLimited,
     TaskContext,
     TaskDeclaration,
     TaskModuleError,
@@ -194,6 +195,12 @@ def failure(request_id: int, err: BaseException) -> Message:
     """The FAILED message of what a handler (or its payload's check) raised."""
     if isinstance(err, SystemExit):
         return failed(request_id, f"the handler called sys.exit({err.code!r})", True)
+    if isinstance(err, RateLimited):
+        # Its wait and scope go as data: the worker sends them only to a coordinator
+        # that offers rate limits; to another one it is this retryable failure.
+        limited = failed(request_id, f"RATE_LIMITED: {err.message}", retryable=True)
+        limited["rateLimited"] = {"retryAfterMillis": err.retry_after_ms, "scope": err.scope}
+        return limited
     return failed(request_id, describe_exception(err), is_retryable(err))
 
 

@@ -74,7 +74,9 @@ def result_message(
 ) -> Message:
     """The ``TASK_RESULT`` of an outcome, with the extensions the coordinator offered:
     ``retryable: false`` needs ``retryable``; ``requeue: true`` needs ``requeue``
-    (without it, a requeued attempt is a failure that may be retried)."""
+    (without it, a requeued attempt is a failure that may be retried); ``rateLimited``
+    needs ``rateLimits`` (without it, the failure, retryable, says ``RATE_LIMITED:``
+    and the attempt counts)."""
     message: Message = {
         "type": "TASK_RESULT",
         "workerId": worker_id,
@@ -90,6 +92,8 @@ def result_message(
         message["retryable"] = False
     if not outcome.success and outcome.requeue and "requeue" in features:
         message["requeue"] = True
+    if not outcome.success and outcome.rate_limited is not None and "rateLimits" in features:
+        message["rateLimited"] = dict(outcome.rate_limited)
     return message
 
 
@@ -224,6 +228,7 @@ class Attempt:
                 )
             self._on_done(self, outcome)
             return
+        limited = outcome.rate_limited or {}
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "task finished",
@@ -234,6 +239,8 @@ class Attempt:
                     durationMs=round((time.monotonic() - self.started_at) * 1000),
                     error=None if outcome.success else outcome.error,
                     requeue=True if outcome.requeue else None,
+                    retryAfterMs=limited.get("retryAfterMillis"),
+                    scope=limited.get("scope"),
                 ),
             )
         self._on_done(self, outcome)

@@ -16,7 +16,8 @@ protocol's framing, each holding one message or a ``BATCH`` of them.
                       LOG       a line a handler logged (requestId: whose, or null)
                       PROGRESS  requestId, fraction, message (ctx.progress)
                       SUCCEEDED requestId, result, resultFormat (checked against the limit)
-                      FAILED    requestId, error, retryable
+                      FAILED    requestId, error, retryable, and rateLimited
+                                ({retryAfterMillis, scope}) when it raised RateLimited
                       SUSPENDED requestId, sleepMillis or waitForJobId: the handler
                                 slept or waits (ctx.sleep, ctx.wait_for); the attempt ends
                       CALL      requestId, callId, call: a call of the handler

@@ -26,6 +26,8 @@ class Outcome:
     requeue: bool = False
     suspend: dict[str, Any] | None = None
     """The handler slept or waits (``sleepMillis`` or ``waitForJobId``): TASK_SUSPEND."""
+    rate_limited: dict[str, Any] | None = None
+    """The handler raised ``dtp.RateLimited``: ``{"retryAfterMillis", "scope"}``."""
 
 
 LogSink = Callable[[int, str, str], None]

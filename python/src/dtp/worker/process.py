@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..framing import FrameDecoder, Message, ProtocolError
+from ..protocol import RATE_LIMIT_SCOPES
 from .pipe import ANSWER_WINDOW_S, PIPE_FRAME_BYTES, batch_frames, encode_message, unbatch
 from .pool_task import Outcome, PoolTask
 
@@ -389,7 +390,19 @@ def _outcome(kind: str, message: Message) -> Outcome:
         success=False,
         error=str(message.get("error") or "task failed without an error message"),
         retryable=message.get("retryable") is not False,
+        rate_limited=_rate_limited(message.get("rateLimited")),
     )
+
+
+def _rate_limited(value: object) -> dict[str, Any] | None:
+    """A FAILED message's ``rateLimited``, when it is one (the child made it so)."""
+    if not isinstance(value, dict):
+        return None
+    after = value.get("retryAfterMillis")
+    scope = value.get("scope")
+    if isinstance(after, bool) or not isinstance(after, int) or scope not in RATE_LIMIT_SCOPES:
+        return None
+    return {"retryAfterMillis": after, "scope": scope}
 
 
 def _fields(**values: Any) -> dict[str, Any]:
