@@ -4,7 +4,7 @@
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
  * routing, fairness, rate, recovery, throughput, bulk, overload, latency,
- * security, subscribers, delayed, flows, many-attempts. Every run is bounded in jobs and
+ * security, subscribers, delayed, flows, many-attempts, dedup. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -29,6 +29,7 @@ import { fanInRun, layeredRun, type FanInRun, type HandOff, type LayeredRun } fr
 import { FAIRNESS_CASES, fairnessAssignmentsPerSecond, groupMemory } from './fairness.js';
 import { coreRateRun, rateRun, type RateRun } from './rate.js';
 import { manyAttempts, type ManyAttemptsRun } from './many-attempts.js';
+import { KEY_CASES, heldGroupsAssignmentsPerSecond, submissionMicros } from './dedup.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
@@ -51,6 +52,7 @@ const ALL = [
   'delayed',
   'flows',
   'many-attempts',
+  'dedup',
 ] as const;
 type Name = (typeof ALL)[number];
 
@@ -115,6 +117,53 @@ function fairness(): string[] {
     row(['group with one queued job, beyond the job itself', m((g) => g.backlogBytesPerGroup)]),
     row(['(for scale) one queued job', m((g) => g.bytesPerJob)]),
   );
+  return lines;
+}
+
+function dedupTable(): string[] {
+  const reps = SMOKE ? 1 : 5;
+  const jobs = Math.round(50_000 * SCALE);
+  // Interleaved repetitions, so that a slow moment of the machine hits every case alike.
+  const micros = KEY_CASES.map(() => [] as number[]);
+  for (let r = 0; r < reps; r++) {
+    KEY_CASES.forEach((c, i) => micros[i]?.push(submissionMicros(c, jobs)));
+  }
+  const base = median(micros[0] ?? []);
+  const lines = [
+    row([
+      `${jobs.toLocaleString('en')} submissions`,
+      `core µs per submission (median of ${reps})`,
+      'ratio to no key',
+    ]),
+    row(['---', '---', '---']),
+  ];
+  KEY_CASES.forEach((c, i) => {
+    const m = median(micros[i] ?? []);
+    lines.push(row([c, m.toFixed(2), (m / base).toFixed(2)]));
+  });
+  const groups = Math.round(10_000 * SCALE);
+  const cycles = Math.round(20_000 * SCALE);
+  const cases = [
+    { label: `${groups.toLocaleString('en')} groups`, held: 0 },
+    {
+      label: `${groups.toLocaleString('en')} groups and ${groups.toLocaleString('en')} held by a handler`,
+      held: groups,
+    },
+  ];
+  const rates = cases.map(() => [] as number[]);
+  for (let r = 0; r < reps; r++) {
+    cases.forEach((c, i) => rates[i]?.push(heldGroupsAssignmentsPerSecond(groups, c.held, cycles)));
+  }
+  const first = median(rates[0] ?? []);
+  lines.push(
+    '',
+    row(['one queue, jobs in', `assignments/s (median of ${reps})`, 'ratio']),
+    row(['---', '---', '---']),
+  );
+  cases.forEach((c, i) => {
+    const m = median(rates[i] ?? []);
+    lines.push(row([c.label, Math.round(m).toLocaleString('en'), (m / first).toFixed(2)]));
+  });
   return lines;
 }
 
@@ -549,6 +598,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return flowsTable(dir);
     case 'many-attempts':
       return manyAttemptsTable();
+    case 'dedup':
+      return dedupTable();
   }
 }
 
