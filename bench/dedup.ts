@@ -93,8 +93,13 @@ export function heldGroupsAssignmentsPerSecond(
   const { commit, handle } = newCore(total + 10);
   const heldGroup = new Map<string, string>(); // jobId -> group, for the held groups' jobs
   let requestId = 0;
+  // The held groups come first, so the first picks reach each of them.
+  const order = [
+    ...Array.from({ length: held }, (_, i) => active + i),
+    ...Array.from({ length: active }, (_, i) => i),
+  ];
   for (let round = 0; round < perGroup; round++) {
-    for (let g = 0; g < active + held; g++) {
+    for (const g of order) {
       const group = `g${g}`;
       const effects = handle(
         request(requestId++, { ...submitJob(requestId, null, null), groupKey: group }),
@@ -117,7 +122,11 @@ export function heldGroupsAssignmentsPerSecond(
   commit();
   // Every held group's first attempt is rate limited for a day: its group is held from then on.
   const holding = new Set<string>();
-  for (let pass = 0; holding.size < held && pass < 1_000; pass++) {
+  for (
+    let pass = 0;
+    running.some((sent) => heldGroup.has(sent.assign.jobId)) && pass < 1_000;
+    pass++
+  ) {
     const next: Sent[] = [];
     for (const sent of running) {
       const group = heldGroup.get(sent.assign.jobId);
