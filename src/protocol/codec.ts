@@ -34,6 +34,7 @@ import {
   type JobProgress,
   type JobSnapshot,
   type JsonObject,
+  type JsonValue,
   type Message,
   type MessageOf,
   type MessageType,
@@ -48,6 +49,9 @@ import {
   type ScheduleSnapshot,
   type StepSummary,
   type SubmitJobsElement,
+  type TriggerDefinition,
+  type TriggerSnapshot,
+  type WaitingFor,
   type WorkerSnapshot,
 } from './messages.js';
 
@@ -180,6 +184,22 @@ export const objectCodec: Codec<JsonObject> = {
       );
     }
     return value as JsonObject;
+  },
+  encode: identity,
+  plain: true,
+};
+
+/** Any JSON value (a signal's or event's payload), nested at most 1000 levels; absent = null. */
+export const jsonValueCodec: Codec<JsonValue> = {
+  decode(value, prefix, key) {
+    if (value === undefined) return null;
+    if (typeof value === 'object' && value !== null && nestsDeeper({ value }, MAX_OBJECT_DEPTH)) {
+      throw new ProtocolError(
+        ProtocolErrorCode.BadValue,
+        `field ${pathOf(prefix, key)} nests deeper than ${MAX_OBJECT_DEPTH} levels`,
+      );
+    }
+    return value as JsonValue;
   },
   encode: identity,
   plain: true,
@@ -456,6 +476,14 @@ const recordedStepCodec: Codec<RecordedStep> = recordCodec<RecordedStep>({
   atMillis: intCodec,
 });
 
+const waitingForCodec: Codec<WaitingFor> = recordCodec<WaitingFor>({
+  jobId: optional(stringCodec),
+  signal: optional(stringCodec),
+  event: optional(stringCodec),
+  key: optional(stringCodec),
+  untilMillis: nullable(intCodec),
+});
+
 export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   jobId: stringCodec,
   taskType: stringCodec,
@@ -488,6 +516,8 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   dedupMode: optional(enumCodec(DEDUP_MODES)),
   expiresAtMillis: optional(intCodec),
   expired: optional(boolCodec),
+  waitingFor: optional(waitingForCodec),
+  signalsHeld: optional(intCodec),
 });
 
 const rateLimitCodec: Codec<RateLimit> = recordCodec<RateLimit>({
@@ -613,6 +643,26 @@ const flowRefCodec: Codec<FlowRef> = recordCodec<FlowRef>({
 const rateLimitedCodec: Codec<RateLimitedResult> = recordCodec<RateLimitedResult>({
   retryAfterMillis: intCodec,
   scope: enumCodec(RATE_LIMIT_SCOPES),
+});
+
+const triggerDefinitionCodec: Codec<TriggerDefinition> = recordCodec<TriggerDefinition>({
+  name: stringCodec,
+  event: stringCodec,
+  taskType: stringCodec,
+  queue: optional(stringCodec),
+  priority: optional(priorityCodec),
+  maxAttempts: optional(intCodec),
+});
+
+const triggerSnapshotCodec: Codec<TriggerSnapshot> = recordCodec<TriggerSnapshot>({
+  name: stringCodec,
+  event: stringCodec,
+  taskType: stringCodec,
+  queue: stringCodec,
+  priority: nullable(priorityCodec),
+  maxAttempts: nullable(intCodec),
+  createdAtMillis: intCodec,
+  updatedAtMillis: intCodec,
 });
 
 const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
@@ -766,6 +816,14 @@ const SCHEMAS: Schemas = {
     attemptId: stringCodec,
     sleepMillis: optional(intCodec),
     waitForJobId: optional(stringCodec),
+    waitForSignal: optional(recordCodec({ name: stringCodec, timeoutMillis: optional(intCodec) })),
+    waitForEvent: optional(
+      recordCodec({
+        name: stringCodec,
+        key: optional(stringCodec),
+        timeoutMillis: optional(intCodec),
+      }),
+    ),
   },
   ERROR: {
     message: stringCodec,
@@ -893,6 +951,31 @@ const SCHEMAS: Schemas = {
   },
   SCHEDULE_LIST: { schedules: arrayOf(scheduleSnapshotCodec) },
   SCHEDULE_DELETED: { name: stringCodec },
+  SIGNAL_JOB: { jobId: stringCodec, name: stringCodec, payload: jsonValueCodec },
+  JOB_SIGNALLED: {
+    jobId: stringCodec,
+    name: stringCodec,
+    resumed: boolCodec,
+    signalsHeld: intCodec,
+  },
+  PUBLISH_EVENT: {
+    name: stringCodec,
+    payload: jsonValueCodec,
+    key: optional(stringCodec),
+    eventId: optional(stringCodec),
+  },
+  EVENT_PUBLISHED: {
+    eventId: stringCodec,
+    jobIds: arrayOf(stringCodec),
+    resumed: intCodec,
+    duplicate: optional(boolCodec),
+  },
+  SET_TRIGGER: { trigger: triggerDefinitionCodec },
+  LIST_TRIGGERS: {},
+  DELETE_TRIGGER: { name: stringCodec },
+  TRIGGER_INFO: { trigger: triggerSnapshotCodec },
+  TRIGGER_LIST: { triggers: arrayOf(triggerSnapshotCodec) },
+  TRIGGER_DELETED: { name: stringCodec, deleted: boolCodec },
 };
 
 /** Each message type's walks, made once. */

@@ -43,6 +43,8 @@ export const FEATURES = [
   'batches',
   /** `TASK_RESULT.rateLimited`: a handler rate limited its job, group or queue. */
   'rateLimits',
+  /** `TASK_SUSPEND.waitForSignal` / `.waitForEvent` (ctx.waitForSignal, ctx.waitForEvent). */
+  'signals',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

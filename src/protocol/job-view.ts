@@ -130,6 +130,11 @@ export class StateView {
       case 'QUEUE_INFO':
       case 'SUBSCRIBED':
       case 'EVENTS_MISSED':
+      case 'JOB_SIGNALLED':
+      case 'EVENT_PUBLISHED':
+      case 'TRIGGER_INFO':
+      case 'TRIGGER_LIST':
+      case 'TRIGGER_DELETED':
         return reply;
     }
   }

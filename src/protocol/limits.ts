@@ -123,6 +123,18 @@ export const MAX_DEDUP_WINDOW_MS = 366 * 86_400_000;
 export const MAX_RETRY_AFTER_MS = 86_400_000;
 /** Rate-limited attempts in a row after which the job fails. */
 export const MAX_RATE_LIMITED_IN_A_ROW = 1_000;
+/** Largest signal or event payload, in bytes of its JSON text. */
+export const MAX_SIGNAL_PAYLOAD_BYTES = 256 * 1024;
+/** Signals one job holds that no wait has taken yet. */
+export const MAX_SIGNALS_HELD = 1_000;
+/** Jobs waiting for one event name at once. */
+export const MAX_EVENT_WAITERS = 100_000;
+/** Triggers one event name may have. */
+export const MAX_TRIGGERS_PER_EVENT = 100;
+/** Triggers in all. */
+export const MAX_TRIGGERS = 10_000;
+/** Longest event id or event key, in characters. */
+export const MAX_EVENT_ID_LENGTH = 256;
 /** Default bound on SCHEDULED jobs (`--max-scheduled-jobs`). */
 export const DEFAULT_MAX_SCHEDULED_JOBS = 1_000_000;
 /** Jobs one RERUN_JOBS queues again at most, and when it names no limit. */

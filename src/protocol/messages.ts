@@ -138,6 +138,10 @@ export interface JobSnapshot {
   expiresAtMillis?: number | null;
   /** Extension: `true` on a job that ended CANCELLED because it expired. */
   expired?: boolean | null;
+  /** Extension: what a WAITING job's handler waits for (`ctx.waitFor`, `waitForSignal`, `waitForEvent`). */
+  waitingFor?: WaitingFor | null;
+  /** Extension: signals sent to the job that no `waitForSignal` has taken yet (absent = none). */
+  signalsHeld?: number | null;
 }
 
 /** One recorded step of a job, as its snapshot lists it. */
@@ -481,6 +485,33 @@ export interface TaskSuspend {
   attemptId: string;
   sleepMillis?: number | null;
   waitForJobId?: string | null;
+  /** Extension (`signals`): wait for a signal of this name sent to the job (`ctx.waitForSignal`). */
+  waitForSignal?: SignalWait | null;
+  /** Extension (`signals`): wait for an event of this name (and key) published from now on. */
+  waitForEvent?: EventWait | null;
+}
+/** TASK_SUSPEND.waitForSignal. */
+export interface SignalWait {
+  name: string;
+  /** Give up after this long (then the wait's value is null); absent or null = never. */
+  timeoutMillis?: number | null;
+}
+/** TASK_SUSPEND.waitForEvent. */
+export interface EventWait {
+  name: string;
+  /** Only an event published with this key; absent or null = any key. */
+  key?: string | null;
+  timeoutMillis?: number | null;
+}
+/** What a WAITING job waits for (its snapshot's `waitingFor`): one of `jobId`, `signal`, `event`. */
+export interface WaitingFor {
+  jobId?: string | null;
+  signal?: string | null;
+  event?: string | null;
+  /** With `event`: the key it must carry; null = any. */
+  key?: string | null;
+  /** When the wait gives up; null = never. */
+  untilMillis: number | null;
 }
 /** Extension: the worker takes no new assignments from now on. */
 export interface WorkerDraining {
@@ -902,6 +933,95 @@ export interface FlowJob {
   dedupWindowMillis?: number | null;
   expiresAtMillis?: number | null;
 }
+/**
+ * Extension (signals): a signal to one job, held until a `ctx.waitForSignal`
+ * of that name takes it (each signal once, oldest first).
+ */
+export interface SignalJob {
+  type: 'SIGNAL_JOB';
+  jobId: string;
+  /** A name as a queue's. */
+  name: string;
+  /** Any JSON value, at most 256 KiB encoded. */
+  payload: JsonValue;
+}
+export interface JobSignalled {
+  type: 'JOB_SIGNALLED';
+  jobId: string;
+  name: string;
+  /** True when a wait of the job took it at once (the job was waiting for it). */
+  resumed: boolean;
+  /** Signals the job holds, not yet taken, after this one. */
+  signalsHeld: number;
+}
+/**
+ * Extension (signals): an event. Its triggers' jobs are created and the
+ * jobs waiting for it woken in the commit that stores it. A known
+ * `eventId` does nothing again and gets the first reply.
+ */
+export interface PublishEvent {
+  type: 'PUBLISH_EVENT';
+  name: string;
+  payload: JsonValue;
+  /** 1..256 characters; absent = none. */
+  key?: string | null;
+  /** 1..256 characters; absent = the coordinator makes one. */
+  eventId?: string | null;
+}
+export interface EventPublished {
+  type: 'EVENT_PUBLISHED';
+  eventId: string;
+  /** The jobs its triggers created, in trigger-name order. */
+  jobIds: string[];
+  /** Waiting jobs it woke. */
+  resumed: number;
+  /** True when the event id was known: nothing was done again. */
+  duplicate?: boolean | null;
+}
+/** A trigger: each event of `event` creates one job of `taskType` whose payload is the event's. */
+export interface TriggerDefinition {
+  name: string;
+  event: string;
+  taskType: string;
+  queue?: string | null;
+  priority?: Priority | null;
+  maxAttempts?: number | null;
+}
+export interface TriggerSnapshot {
+  name: string;
+  event: string;
+  taskType: string;
+  queue: string;
+  priority: Priority | null;
+  maxAttempts: number | null;
+  createdAtMillis: number;
+  updatedAtMillis: number;
+}
+export interface SetTrigger {
+  type: 'SET_TRIGGER';
+  trigger: TriggerDefinition;
+}
+export interface ListTriggers {
+  type: 'LIST_TRIGGERS';
+}
+export interface DeleteTrigger {
+  type: 'DELETE_TRIGGER';
+  name: string;
+}
+export interface TriggerInfo {
+  type: 'TRIGGER_INFO';
+  trigger: TriggerSnapshot;
+}
+export interface TriggerList {
+  type: 'TRIGGER_LIST';
+  triggers: TriggerSnapshot[];
+}
+export interface TriggerDeleted {
+  type: 'TRIGGER_DELETED';
+  name: string;
+  deleted: boolean;
+}
+
 /** Extension: many jobs with dependencies among them, created in one commit or not at all. */
 export interface SubmitFlow {
   type: 'SUBMIT_FLOW';
@@ -1108,7 +1228,12 @@ export type ClientRequest =
   | SetQueue
   | SubscribeJobs
   | ScheduleRequest
-  | SubmitFlow;
+  | SubmitFlow
+  | SignalJob
+  | PublishEvent
+  | SetTrigger
+  | ListTriggers
+  | DeleteTrigger;
 /** The schedule requests (extensions). */
 export type ScheduleRequest =
   | SetSchedule
@@ -1138,7 +1263,12 @@ export type ClientReply =
   | ScheduleInfo
   | ScheduleList
   | ScheduleDeleted
-  | FlowSubmitted;
+  | FlowSubmitted
+  | JobSignalled
+  | EventPublished
+  | TriggerInfo
+  | TriggerList
+  | TriggerDeleted;
 
 export type Message = WorkerToCoordinator | CoordinatorToWorker | ClientRequest | ClientReply;
 export type MessageType = Message['type'];
@@ -1168,6 +1298,11 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   RESUME_SCHEDULE: true,
   DELETE_SCHEDULE: true,
   TRIGGER_SCHEDULE: true,
+  SIGNAL_JOB: true,
+  PUBLISH_EVENT: true,
+  SET_TRIGGER: true,
+  LIST_TRIGGERS: true,
+  DELETE_TRIGGER: true,
 };
 const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOB_SUBMITTED: true,
@@ -1191,6 +1326,11 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   SCHEDULE_INFO: true,
   SCHEDULE_LIST: true,
   SCHEDULE_DELETED: true,
+  JOB_SIGNALLED: true,
+  EVENT_PUBLISHED: true,
+  TRIGGER_INFO: true,
+  TRIGGER_LIST: true,
+  TRIGGER_DELETED: true,
 };
 const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]: true } = {
   WORKER_REGISTER: true,

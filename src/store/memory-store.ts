@@ -246,6 +246,8 @@ export class MemoryStore implements Store {
   readNow(read: StoreRead): StoreReadResult {
     if (this.#readFailure !== null) throw new StoreError(`read failed: ${this.#readFailure}`);
     switch (read.op) {
+      case 'event':
+        return { op: 'event', event: null }; // TODO(store): events
       case 'job': {
         const job = this.#jobs.get(read.jobId);
         const children =

@@ -126,6 +126,47 @@ export interface JobRecord {
 }
 
 /**
+ * A signal sent to a job (SIGNAL_JOB), kept until a `ctx.waitForSignal` of
+ * its name takes it. Keyed by (jobId, seq).
+ */
+export interface SignalRecord {
+  jobId: string;
+  /** 1, 2, … per job, in the order the signals came. */
+  seq: number;
+  name: string;
+  /** Its payload as JSON text. */
+  payloadJson: string;
+  atMs: number;
+  /** True once a wait took it (the wait's step, written in the same batch, holds it from then on). */
+  consumed: boolean;
+}
+
+/** A published event (PUBLISH_EVENT), kept so that its id answers the same again. Keyed by eventId. */
+export interface EventRecord {
+  eventId: string;
+  name: string;
+  key: string | null;
+  payloadJson: string;
+  atMs: number;
+  /** The jobs its triggers created, in order. */
+  jobIds: string[];
+  /** Waiting jobs it woke. */
+  resumed: number;
+}
+
+/** A trigger (SET_TRIGGER): each event of `event` creates one job of `taskType`. Keyed by name. */
+export interface TriggerRecord {
+  name: string;
+  event: string;
+  taskType: string;
+  queue: string;
+  priority: Priority | null;
+  maxAttempts: number | null;
+  createdAtMs: number;
+  updatedAtMs: number;
+}
+
+/**
  * A group of a queue that a handler held back (RateLimitedError, scope
  * `group`): nothing of it starts before `untilMs`. Keyed by (queue, groupKey).
  */
@@ -245,6 +286,14 @@ export interface WriteBatch {
   readonly groupHolds?: readonly Readonly<GroupHoldRecord>[];
   /** Delete the group holds that ended before this time (after `groupHolds`); absent = none. */
   readonly groupHoldsEndedBeforeMs?: number;
+  /** New signals and new versions of existing ones (keyed by jobId and seq); absent = none. */
+  readonly signals?: readonly Readonly<SignalRecord>[];
+  /** New events (an event is written once); absent = none. */
+  readonly events?: readonly Readonly<EventRecord>[];
+  /** New triggers and new versions of existing ones (keyed by name); absent = none. */
+  readonly triggers?: readonly Readonly<TriggerRecord>[];
+  /** Names of triggers to delete (after `triggers` are written); absent = none. */
+  readonly deletedTriggers?: readonly string[];
 }
 
 export interface ListQuery {
@@ -268,6 +317,11 @@ export interface ListQuery {
  * dependent still needs its result.
  */
 export interface PurgeQuery {
+  /**
+   * Purging COMPLETED jobs also deletes the events published before
+   * `finishedBeforeMs` (their ids no longer answer), and any purge deletes
+   * the signals of the jobs it deletes.
+   */
   state: TerminalState;
   /** Only jobs whose finishedAtMs is strictly below this. */
   finishedBeforeMs: number;
@@ -279,6 +333,8 @@ export interface PurgeQuery {
 export type StoreRead =
   | { op: 'job'; jobId: string; withAttempts: boolean }
   | { op: 'jobByKey'; key: string }
+  /** One published event by its id. */
+  | { op: 'event'; eventId: string }
   /** `withAttempts`: also the attempts of the rows returned (any order). */
   | { op: 'list'; query: ListQuery; withAttempts?: boolean }
   | { op: 'purge'; query: PurgeQuery }
@@ -307,6 +363,7 @@ export type StoreReadResult =
   /** `children`: the ids of the job's children, oldest first (absent = none). */
   | { op: 'job'; job: JobRecord | null; attempts: AttemptRecord[] | null; children?: string[] }
   | { op: 'jobByKey'; job: JobRecord | null }
+  | { op: 'event'; event: EventRecord | null }
   | { op: 'list'; jobs: JobRecord[]; attempts?: AttemptRecord[] }
   | { op: 'purge'; deleted: number }
   | { op: 'jobs'; jobs: JobRecord[] }
@@ -375,6 +432,10 @@ export interface RecoveredState {
   throttledJobs?: JobRecord[];
   /** Every stored group hold (the core forgets the ended ones); absent = none. */
   groupHolds?: GroupHoldRecord[];
+  /** The signals of the jobs in `activeJobs` that no wait has taken (any order); absent = none. */
+  activeSignals?: SignalRecord[];
+  /** Every trigger; absent = none. */
+  triggers?: TriggerRecord[];
 }
 
 export interface Store {

@@ -76,6 +76,16 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return `RERUN_JOBS ${msg.queue} ${msg.state} type=${msg.taskType} since=${msg.finishedSinceMillis} limit=${msg.limit}`;
     case 'LIST_QUEUES':
       return 'LIST_QUEUES';
+    case 'SIGNAL_JOB':
+      return `SIGNAL_JOB ${short(msg.jobId)} ${msg.name}`;
+    case 'PUBLISH_EVENT':
+      return `PUBLISH_EVENT ${msg.name} key=${msg.key ?? null} id=${msg.eventId ?? null}`;
+    case 'SET_TRIGGER':
+      return `SET_TRIGGER ${JSON.stringify(msg.trigger)}`;
+    case 'LIST_TRIGGERS':
+      return 'LIST_TRIGGERS';
+    case 'DELETE_TRIGGER':
+      return `DELETE_TRIGGER ${msg.name}`;
     case 'SET_QUEUE':
       return `SET_QUEUE ${JSON.stringify(msg)}`;
     case 'SUBMIT_FLOW':

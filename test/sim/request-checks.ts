@@ -92,6 +92,8 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'RERUN_JOBS':
     case 'LIST_QUEUES':
     case 'GET_SCHEDULE':
+    case 'SIGNAL_JOB':
+    case 'PUBLISH_EVENT':
       return read;
     case 'SET_QUEUE':
       // After a read, or waiting (no effect) behind a held change of the same queue.
@@ -105,6 +107,9 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'RESUME_SCHEDULE':
     case 'DELETE_SCHEDULE':
     case 'TRIGGER_SCHEDULE':
+    case 'SET_TRIGGER':
+    case 'LIST_TRIGGERS':
+    case 'DELETE_TRIGGER':
       return false;
   }
 }

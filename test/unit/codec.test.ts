@@ -383,6 +383,8 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     attemptId: 'a-1',
     sleepMillis: 60_000,
     waitForJobId: 'job-2',
+    waitForSignal: { name: 'approve', timeoutMillis: 60_000 },
+    waitForEvent: { name: 'payment.settled', key: 'order-7' },
   },
   ENQUEUE_CHILD: {
     type: 'ENQUEUE_CHILD',
@@ -482,6 +484,70 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     ],
   },
   SCHEDULE_DELETED: { type: 'SCHEDULE_DELETED', name: 'nightly' },
+  SIGNAL_JOB: { type: 'SIGNAL_JOB', jobId: 'job-1', name: 'approve', payload: { by: 'ana' } },
+  JOB_SIGNALLED: {
+    type: 'JOB_SIGNALLED',
+    jobId: 'job-1',
+    name: 'approve',
+    resumed: true,
+    signalsHeld: 0,
+  },
+  PUBLISH_EVENT: {
+    type: 'PUBLISH_EVENT',
+    name: 'payment.settled',
+    payload: [1, 'two'],
+    key: 'order-7',
+    eventId: 'evt-1',
+  },
+  EVENT_PUBLISHED: {
+    type: 'EVENT_PUBLISHED',
+    eventId: 'evt-1',
+    jobIds: ['job-2'],
+    resumed: 3,
+    duplicate: true,
+  },
+  SET_TRIGGER: {
+    type: 'SET_TRIGGER',
+    trigger: {
+      name: 'on-signup',
+      event: 'user.signup',
+      taskType: 'welcome.send',
+      queue: 'emails',
+      priority: 'HIGH',
+      maxAttempts: 5,
+    },
+  },
+  LIST_TRIGGERS: { type: 'LIST_TRIGGERS' },
+  DELETE_TRIGGER: { type: 'DELETE_TRIGGER', name: 'on-signup' },
+  TRIGGER_INFO: {
+    type: 'TRIGGER_INFO',
+    trigger: {
+      name: 'on-signup',
+      event: 'user.signup',
+      taskType: 'welcome.send',
+      queue: 'emails',
+      priority: null,
+      maxAttempts: 5,
+      createdAtMillis: 1_700_000_000_000,
+      updatedAtMillis: 1_700_000_000_000,
+    },
+  },
+  TRIGGER_LIST: {
+    type: 'TRIGGER_LIST',
+    triggers: [
+      {
+        name: 'on-signup',
+        event: 'user.signup',
+        taskType: 'welcome.send',
+        queue: 'emails',
+        priority: null,
+        maxAttempts: 5,
+        createdAtMillis: 1_700_000_000_000,
+        updatedAtMillis: 1_700_000_000_000,
+      },
+    ],
+  },
+  TRIGGER_DELETED: { type: 'TRIGGER_DELETED', name: 'on-signup', deleted: true },
 };
 
 /**
@@ -586,7 +652,15 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
   STEP_RECORDED: ['requestId', 'jobId', 'index'],
   GET_STEPS: ['workerId', 'jobId', 'attemptId', 'requestId', 'fromIndex'],
   STEPS: ['requestId', 'jobId', 'steps', 'more'],
-  TASK_SUSPEND: ['workerId', 'jobId', 'attemptId', 'sleepMillis', 'waitForJobId'],
+  TASK_SUSPEND: [
+    'workerId',
+    'jobId',
+    'attemptId',
+    'sleepMillis',
+    'waitForJobId',
+    'waitForSignal',
+    'waitForEvent',
+  ],
   ENQUEUE_CHILD: [
     'workerId',
     'jobId',
@@ -618,6 +692,16 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
   SCHEDULE_INFO: ['schedule', 'recentJobs'],
   SCHEDULE_LIST: ['schedules'],
   SCHEDULE_DELETED: ['name'],
+  SIGNAL_JOB: ['jobId', 'name', 'payload'],
+  JOB_SIGNALLED: ['jobId', 'name', 'resumed', 'signalsHeld'],
+  PUBLISH_EVENT: ['name', 'payload', 'key', 'eventId'],
+  EVENT_PUBLISHED: ['eventId', 'jobIds', 'resumed', 'duplicate'],
+  SET_TRIGGER: ['trigger'],
+  LIST_TRIGGERS: [],
+  DELETE_TRIGGER: ['name'],
+  TRIGGER_INFO: ['trigger'],
+  TRIGGER_LIST: ['triggers'],
+  TRIGGER_DELETED: ['name', 'deleted'],
 };
 const JOB_FIELDS = [
   'jobId',

@@ -241,6 +241,8 @@ export class PostgresStore implements Store {
 
   read(read: StoreRead): Promise<StoreReadResult> {
     switch (read.op) {
+      case 'event':
+        return Promise.resolve({ op: 'event', event: null }); // TODO(store): events
       case 'job':
         return this.#withReader(async (client) => {
           const rows = await client.query<JobRecord>({

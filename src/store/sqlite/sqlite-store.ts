@@ -406,6 +406,8 @@ export class SqliteStore implements Store {
 
   read(read: StoreRead): Promise<StoreReadResult> {
     switch (read.op) {
+      case 'event':
+        return Promise.resolve({ op: 'event', event: null }); // TODO(store): events
       case 'job':
         return this.#readNow(() => {
           const row = this.#byId.get(read.jobId);
