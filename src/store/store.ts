@@ -131,7 +131,7 @@ export interface JobRecord {
  */
 export interface SignalRecord {
   jobId: string;
-  /** 1, 2, … per job, in the order the signals came. */
+  /** Increasing per job, in the order the signals came (any safe integer: 64 bits stored). */
   seq: number;
   name: string;
   /** Its payload as JSON text. */

@@ -16,17 +16,21 @@ import {
 } from '../../src/store/store.js';
 import { batchOf, jobRecord } from './job-record.js';
 
+/** Signal numbers as a coordinator gives them: from its clock in µs, beyond 32 bits. */
+const SEQ_BASE = 1_700_000_000_000_000;
+
+/** Signal `n` of a job (its seq is {@link SEQ_BASE} + n). */
 export function signalRecord(
   jobId: string,
-  seq: number,
+  n: number,
   overrides: Partial<SignalRecord> = {},
 ): SignalRecord {
   return {
     jobId,
-    seq,
+    seq: SEQ_BASE + n,
     name: 'approved',
-    payloadJson: JSON.stringify({ by: `user-${seq}` }),
-    atMs: 3_000 + seq,
+    payloadJson: JSON.stringify({ by: `user-${n}` }),
+    atMs: 3_000 + n,
     consumed: false,
     ...overrides,
   };
@@ -103,7 +107,7 @@ export function describeSignalContract(fresh: () => Promise<Store>): void {
     // A wait took the first: the new version, written with the wait's step, replaces it.
     await store.commit({ ...batchOf([]), signals: [{ ...first, consumed: true }] });
     assert.deepEqual(
-      (await recoveredSignals(store)).map((s) => [s.jobId, s.seq]),
+      (await recoveredSignals(store)).map((s) => [s.jobId, s.seq - SEQ_BASE]),
       [
         ['job-1', 2],
         ['job-2', 2],
@@ -116,7 +120,7 @@ export function describeSignalContract(fresh: () => Promise<Store>): void {
       store.commit({ ...batchOf([]), signals: [{ ...second, consumed: true }] }),
     ]);
     assert.deepEqual(
-      (await recoveredSignals(store)).map((s) => [s.jobId, s.seq]),
+      (await recoveredSignals(store)).map((s) => [s.jobId, s.seq - SEQ_BASE]),
       [['job-2', 2]],
     );
   });

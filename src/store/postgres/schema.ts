@@ -626,7 +626,7 @@ ${holdsSql()}
   // those at most, and the four-argument one goes.
   `CREATE TABLE dtp.job_signals (
      job_id   text    NOT NULL,
-     seq      integer NOT NULL,
+     seq      bigint  NOT NULL,
      name     text    NOT NULL,
      payload  text    NOT NULL,
      at_ms    bigint  NOT NULL,
@@ -681,7 +681,7 @@ function signalsSql(): string {
   return `     IF p_signals IS NOT NULL THEN
        INSERT INTO dtp.job_signals (job_id, seq, name, payload, at_ms, consumed)
          SELECT "jobId", seq, name, "payloadJson", "atMs", consumed
-         FROM json_to_recordset(p_signals) AS r("jobId" text, seq integer, name text,
+         FROM json_to_recordset(p_signals) AS r("jobId" text, seq bigint, name text,
            "payloadJson" text, "atMs" bigint, consumed boolean)
        ON CONFLICT (job_id, seq) DO UPDATE SET name = excluded.name,
          payload = excluded.payload, at_ms = excluded.at_ms, consumed = excluded.consumed;
