@@ -63,6 +63,15 @@ import {
   WaitTimeoutError,
 } from './errors.js';
 import { Schedules } from './schedules.js';
+import {
+  TriggersApi,
+  publishMessage,
+  signalMessage,
+  signalsRequest,
+  type PublishOptions,
+  type PublishResult,
+  type SignalResult,
+} from './signals.js';
 import { JobHandle, settledValue } from './job-handle.js';
 import type { CancelResult, WaitOptions } from './job-handle.js';
 import { isLocalCursor, pageLocally, queryIgnored } from './list-paging.js';
@@ -286,6 +295,8 @@ export class DtpClient<T extends object = AnyTasks> {
   readonly #subscriptions = new Set<Subscription>();
   /** Recurring schedules: set, list, get, pause, resume, delete, trigger. */
   readonly schedules: Schedules;
+  /** Triggers, which turn each event of a name into a job: set, list, delete. */
+  readonly triggers: TriggersApi;
 
   private constructor(options: ConnectOptions, conn: LeaderConnection) {
     this.#conn = conn;
@@ -302,6 +313,7 @@ export class DtpClient<T extends object = AnyTasks> {
       (_jobId, job, serving, queuePaused) => new JobHandle(this, job, serving, queuePaused),
       (jobId) => this.status(jobId),
     );
+    this.triggers = new TriggersApi((msg) => this.#request(msg));
   }
 
   /** Connects; fails with a {@link TransportError} `CONNECT_FAILED`. */
@@ -646,6 +658,50 @@ export class DtpClient<T extends object = AnyTasks> {
     const { timeoutMs, signal } = options;
     const job = await this.wait(jobId, timeoutMs, signal === undefined ? {} : { signal });
     return settledValue<R>(job);
+  }
+
+  /**
+   * Sends a signal to one job: `payload` is any JSON value (absent = null) of
+   * at most 256 KiB, `name` a name as a queue's. The job holds it until a
+   * `ctx.waitForSignal(name)` of its handler takes it (at once when the job
+   * is waiting for it: `resumed`). Resolves once durable. Rejects with
+   * {@link RemoteError} for an unknown or terminal job (`UNKNOWN_JOB`, ...)
+   * or a job that holds too many signals, {@link FeatureUnsupportedError}
+   * from a coordinator without signals, `TypeError` or
+   * {@link RequestTooLargeError} for bad input (nothing sent).
+   */
+  async signal(jobId: string, name: string, payload: JsonValue = null): Promise<SignalResult> {
+    const msg = signalMessage(jobId, name, payload);
+    const reply = await signalsRequest((m) => this.#request(m), msg, 'JOB_SIGNALLED');
+    return {
+      jobId: reply.jobId,
+      name: reply.name,
+      resumed: reply.resumed,
+      signalsHeld: reply.signalsHeld,
+    };
+  }
+
+  /**
+   * Publishes an event: each trigger of `name` creates one job whose payload
+   * is `payload` (any JSON value, absent = null, at most 256 KiB), and every
+   * job waiting for it (`ctx.waitForEvent(name)`, with this key or none)
+   * wakes, in one commit; resolves once durable. An `eventId` published
+   * before does nothing again: the first reply comes back, with `duplicate`.
+   * Rejects as {@link signal} does.
+   */
+  async publish(
+    name: string,
+    payload: JsonValue = null,
+    options: PublishOptions = {},
+  ): Promise<PublishResult> {
+    const msg = publishMessage(name, payload, options);
+    const reply = await signalsRequest((m) => this.#request(m), msg, 'EVENT_PUBLISHED');
+    return {
+      eventId: reply.eventId,
+      jobIds: reply.jobIds,
+      resumed: reply.resumed,
+      duplicate: reply.duplicate === true,
+    };
   }
 
   /** Cancels a job; `cancelled` is false when it was already terminal. */
