@@ -243,7 +243,11 @@ function describeBytes(bytes: number): string {
 }
 
 /** Requests whose size is their payload's: the error says "payload". */
-const PAYLOAD_REQUESTS: ReadonlySet<string> = new Set(['SUBMIT_JOB', 'SIGNAL_JOB', 'PUBLISH_EVENT']);
+const PAYLOAD_REQUESTS: ReadonlySet<string> = new Set([
+  'SUBMIT_JOB',
+  'SIGNAL_JOB',
+  'PUBLISH_EVENT',
+]);
 
 /**
  * A request too large for one frame (the protocol's 1 MiB), or a signal's or
