@@ -313,7 +313,7 @@ export class DtpClient<T extends object = AnyTasks> {
       (_jobId, job, serving, queuePaused) => new JobHandle(this, job, serving, queuePaused),
       (jobId) => this.status(jobId),
     );
-    this.triggers = new TriggersApi((msg) => this.#request(msg));
+    this.triggers = new TriggersApi((msg) => this.#extensionRequest(msg));
   }
 
   /** Connects; fails with a {@link TransportError} `CONNECT_FAILED`. */
@@ -672,7 +672,7 @@ export class DtpClient<T extends object = AnyTasks> {
    */
   async signal(jobId: string, name: string, payload: JsonValue = null): Promise<SignalResult> {
     const msg = signalMessage(jobId, name, payload);
-    const reply = await signalsRequest((m) => this.#request(m), msg, 'JOB_SIGNALLED');
+    const reply = await signalsRequest((m) => this.#extensionRequest(m), msg, 'JOB_SIGNALLED');
     return {
       jobId: reply.jobId,
       name: reply.name,
@@ -695,7 +695,7 @@ export class DtpClient<T extends object = AnyTasks> {
     options: PublishOptions = {},
   ): Promise<PublishResult> {
     const msg = publishMessage(name, payload, options);
-    const reply = await signalsRequest((m) => this.#request(m), msg, 'EVENT_PUBLISHED');
+    const reply = await signalsRequest((m) => this.#extensionRequest(m), msg, 'EVENT_PUBLISHED');
     return {
       eventId: reply.eventId,
       jobIds: reply.jobIds,
@@ -908,6 +908,21 @@ export class DtpClient<T extends object = AnyTasks> {
     } finally {
       await conn.close();
     }
+  }
+
+  /**
+   * Sends an extension request. A coordinator that did not understand it
+   * (a v1 one) closes the connection after its answer: the connection is
+   * dropped at once, so that the next request dials a fresh one rather than
+   * being lost on this one.
+   */
+  async #extensionRequest(msg: ClientRequest): Promise<ClientReply> {
+    if (this.#closing !== null) throw new ClientClosedError();
+    const { reply, conn } = await this.#conn.requestOn(msg);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      void conn.destroy(`the coordinator did not understand ${msg.type}`);
+    }
+    return reply;
   }
 
   /**
