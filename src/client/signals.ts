@@ -76,7 +76,10 @@ export interface TriggerOptions {
   name: string;
   /** The event name it listens to, as a queue's. */
   event: string;
-  /** The task type of the jobs it creates; their payload is the event's. */
+  /**
+   * The task type of the jobs it creates. Their payload is the event's; one
+   * that is not a JSON object reaches the job as `{ value }`.
+   */
   taskType: string;
   /** The named queue of its jobs (default `default`). */
   queue?: string;

@@ -81,10 +81,13 @@ describe('signals, events and triggers: client and CLI', () => {
 
     const job = await client.submit('SHA256', { text: 'gone' }, { queue: 'held-signals' });
     await client.cancel(job.jobId);
-    await assert.rejects(client.signal(job.jobId, 'approve'), RemoteError);
+    await assert.rejects(
+      client.signal(job.jobId, 'approve'),
+      (err: unknown) => err instanceof RemoteError && /has ended \(CANCELLED\)/.test(err.message),
+    );
     const terminal = await cli('signal', job.jobId, 'approve');
     assert.equal(terminal.code, 1);
-    assert.match(terminal.stderr, /^Error/);
+    assert.match(terminal.stderr, /^Error \(INVALID_REQUEST\): .*has ended \(CANCELLED\)/);
   });
 
   it('publishes an event with a generated id, and answers a known id with the first reply', async () => {
@@ -177,9 +180,24 @@ describe('signals, events and triggers: client and CLI', () => {
       ],
     );
 
-    const published: PublishResult = await client.publish('order.paid', { text: 'paid' });
+    const published: PublishResult = await client.publish(
+      'order.paid',
+      { text: 'paid' },
+      { eventId: 'order-1-paid' },
+    );
     assert.equal(published.jobIds.length, 2, 'one job per trigger');
     assert.equal(published.resumed, 0);
+    assert.equal(published.duplicate, false);
+    // The same event id again: the first reply, and no job more.
+    const again = await cli('publish', 'order.paid', '--event-id', 'order-1-paid', '--json');
+    assert.deepEqual(json(again), {
+      eventId: 'order-1-paid',
+      jobIds: published.jobIds,
+      resumed: 0,
+      duplicate: true,
+    });
+    const inOrders = await client.listPage({ queue: 'orders' });
+    assert.equal(inOrders.jobs.length, 1);
     const worker: Worker = await startTaskWorker(tc.coordinator.workerPort, 'signals-w1');
     try {
       for (const jobId of published.jobIds) {
@@ -188,7 +206,7 @@ describe('signals, events and triggers: client and CLI', () => {
         assert.equal(done.taskType, 'reverse');
         assert.equal(done.result, 'diap', "the job's payload is the event's");
       }
-      const [onPaid] = await Promise.all([client.status(published.jobIds[1] ?? '')]);
+      const onPaid = await client.status(published.jobIds[1] ?? '');
       assert.equal(onPaid.queue, 'orders', 'trigger-name order: also-paid, then on-paid');
       assert.equal(onPaid.maxAttempts, 2);
     } finally {
