@@ -665,8 +665,8 @@ export class DtpClient<T extends object = AnyTasks> {
    * at most 256 KiB, `name` a name as a queue's. The job holds it until a
    * `ctx.waitForSignal(name)` of its handler takes it (at once when the job
    * is waiting for it: `resumed`). Resolves once durable. Rejects with
-   * {@link RemoteError} for an unknown or terminal job (`UNKNOWN_JOB`, ...)
-   * or a job that holds too many signals, {@link FeatureUnsupportedError}
+   * {@link RemoteError} for an unknown job (`UNKNOWN_JOB`), one that has
+   * ended (`INVALID_REQUEST`) or one that holds 1,000 signals (`LIMIT_EXCEEDED`), {@link FeatureUnsupportedError}
    * from a coordinator without signals, `TypeError` or
    * {@link RequestTooLargeError} for bad input (nothing sent).
    */
