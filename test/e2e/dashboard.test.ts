@@ -96,6 +96,17 @@ function submitMessage(taskType: string, payload: Record<string, number>): Submi
   };
 }
 
+/** A job's state as the API shows it (WAITING too, which a v1 client sees as QUEUED). */
+async function stateOf(jobId: string): Promise<string> {
+  const reply = await client.request({
+    type: 'GET_JOB_STATUS',
+    jobId,
+    knownStates: [...KNOWN_STATES],
+  });
+  assert.equal(reply.type, 'JOB_STATUS', JSON.stringify(reply));
+  return reply.type === 'JOB_STATUS' ? reply.job.state : '';
+}
+
 function row(jobId: string): string {
   return `[data-testid=job-row][data-job-id="${jobId}"]`;
 }
@@ -730,7 +741,7 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
     });
     try {
       const jobId = await client.submit('io.waitSignal', {});
-      await until(async () => (await client.status(jobId)).state === 'WAITING', {
+      await until(async () => (await stateOf(jobId)) === 'WAITING', {
         timeoutMs: 10_000,
         what: 'the job waiting for its signal',
       });
@@ -755,7 +766,7 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
       await page.waitForSelector('[data-testid=confirm-dialog]');
       assert.equal(await page.inputValue('input[name=signal-name]'), 'approve');
       await page.click('[data-testid=confirm-cancel]');
-      assert.equal((await client.status(jobId)).state, 'WAITING', 'nothing without confirming');
+      assert.equal(await stateOf(jobId), 'WAITING', 'nothing without confirming');
 
       await page.click('[data-testid=action-signal]');
       await page.fill('textarea[name=signal-payload]', '{"by": ');

@@ -51,6 +51,7 @@ async function runningJob(): Promise<{
   const taskType = `SIGNALLED_${++typeCount}`;
   const worker = await ScriptedWorker.register(tc.coordinator.workerPort, `w-${taskType}`, 1, {
     taskTypes: [taskType],
+    extensions: { steps: true },
   });
   workers.push(worker);
   assert.ok(worker.features.includes('signals'), 'the coordinator offers signals');
@@ -58,11 +59,15 @@ async function runningJob(): Promise<{
   return { jobId, worker, assign: await worker.assignments.next() };
 }
 
+/** The job's details once it is WAITING (the API shows every state; a v1 client sees QUEUED). */
 async function waiting(jobId: string): Promise<JobDetails> {
-  await until(async () => (await client.status(jobId)).state === 'WAITING', {
-    what: `${jobId} WAITING`,
-  });
-  return api.ok<JobDetails>(`/api/jobs/${jobId}`);
+  return until(
+    async () => {
+      const details = await api.ok<JobDetails>(`/api/jobs/${jobId}`);
+      return details.job.state === 'WAITING' ? details : undefined;
+    },
+    { what: `${jobId} WAITING` },
+  );
 }
 
 describe('HTTP API: POST /api/jobs/:id/signal', { timeout: 60_000 }, () => {
@@ -77,7 +82,7 @@ describe('HTTP API: POST /api/jobs/:id/signal', { timeout: 60_000 }, () => {
     });
     const details = await waiting(jobId);
     assert.deepEqual(details.job.waitingFor, { signal: 'approve', untilMillis: null });
-    const payload = { by: 'ann', note: 'x'.repeat(100 * 1024) };
+    const payload = { by: 'ann', note: 'looks good' };
     const answer = await api.expect<SignalResult>('POST', `/api/jobs/${jobId}/signal`, 200, {
       name: 'approve',
       payload,
