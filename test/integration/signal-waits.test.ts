@@ -14,7 +14,9 @@ import { afterEach, describe, it } from 'node:test';
 import type { JsonObject, RecordedStep } from '../../src/protocol/messages.js';
 import { startWorker } from '../../src/worker/start-worker.js';
 import { FakeCoordinator, HOST, type FakeSession } from '../helpers/fake-coordinator.js';
-import { testLogger } from '../helpers/test-coordinator.js';
+import { RawClient } from '../helpers/raw-peers.js';
+import { startCoordinator, testLogger } from '../helpers/test-coordinator.js';
+import { until } from '../helpers/until.js';
 
 const IO_TASKS = fileURLToPath(new URL('../fixtures/io-tasks.js', import.meta.url));
 const FEATURES = ['steps', 'signals', 'retryable', 'batches', 'assignLimits'];
@@ -159,5 +161,74 @@ describe('signal and event waits on a worker', { timeout: 60_000 }, () => {
       );
     }
     assert.deepEqual(session.all('TASK_SUSPEND'), []);
+  });
+});
+
+describe('signal and event waits on a worker against the coordinator', { timeout: 60_000 }, () => {
+  it('goes on with a signal, an event of its key, and null once the timeout passed', async () => {
+    const tc = await startCoordinator({});
+    const client = await RawClient.connect(tc.coordinator.clientPort);
+    const w = await startWorker({
+      coordinatorHost: HOST,
+      coordinatorPort: tc.coordinator.workerPort,
+      workerId: 'w-signals-real',
+      capacity: 4,
+      threads: 1,
+      heartbeatIntervalMs: 100,
+      reconnectDelayMs: 50,
+      tasks: [IO_TASKS],
+      logger: testLogger('worker'),
+    });
+    try {
+      const approval = await client.submit('io.waitSignal', {});
+      const event = await client.submit('io.waitEvent', { name: 'order.paid', key: 'A-17' });
+      const timed = await client.submit('io.waitSignal', { name: 'never', timeoutMs: 200 });
+      // Each waits: its snapshot names the wait (this client, naming no states, sees QUEUED).
+      for (const jobId of [approval, event]) {
+        await until(async () => (await client.status(jobId)).waitingFor != null, {
+          what: `${jobId} waiting`,
+        });
+      }
+      const signalled = await client.request({
+        type: 'SIGNAL_JOB',
+        jobId: approval,
+        name: 'approve',
+        payload: { by: 'ann' },
+      });
+      assert.ok(signalled.type === 'JOB_SIGNALLED' && signalled.resumed, JSON.stringify(signalled));
+      const otherKey = await client.request({
+        type: 'PUBLISH_EVENT',
+        name: 'order.paid',
+        payload: 1,
+        key: 'B-2',
+      });
+      assert.ok(otherKey.type === 'EVENT_PUBLISHED' && otherKey.resumed === 0);
+      const published = await client.request({
+        type: 'PUBLISH_EVENT',
+        name: 'order.paid',
+        payload: { amount: 12 },
+        key: 'A-17',
+        eventId: 'ev-real-1',
+      });
+      assert.ok(published.type === 'EVENT_PUBLISHED' && published.resumed === 1);
+
+      const approved = await client.wait(approval);
+      assert.deepEqual(JSON.parse(approved.result ?? ''), { approved: { by: 'ann' } });
+      const woke = await client.wait(event);
+      const got = (JSON.parse(woke.result ?? '') as { event: Record<string, unknown> }).event;
+      assert.deepEqual(
+        [got.name, got.payload, got.key, got.eventId, typeof got.atMillis],
+        ['order.paid', { amount: 12 }, 'A-17', 'ev-real-1', 'number'],
+      );
+      const gaveUp = await client.wait(timed);
+      assert.deepEqual(JSON.parse(gaveUp.result ?? ''), { timedOut: true });
+      for (const done of [approved, woke, gaveUp]) {
+        assert.deepEqual([done.state, done.attempts, done.suspensions], ['COMPLETED', 2, 1]);
+      }
+    } finally {
+      await w.close();
+      await client.close();
+      await tc.close();
+    }
   });
 });
