@@ -115,6 +115,21 @@ export const SESSIONS: readonly Session[] = [
     ],
   },
   {
+    name: 'README "Jobs that wait for people and for the world"',
+    sections: [{ doc: README, heading: 'Jobs that wait for people and for the world' }],
+    files: {
+      // The README's TypeScript module, as the JavaScript it compiles to.
+      'approvals.mjs':
+        'export default {\n' +
+        "  'orders.approve': async ({ order }, ctx) => {\n" +
+        "    const approval = await ctx.waitForSignal('approve', { timeout: 86_400_000 });\n" +
+        '    if (approval === null) return { order, approved: false };\n' +
+        '    return { order, approved: true, by: approval.payload.by };\n' +
+        '  },\n' +
+        '};\n',
+    },
+  },
+  {
     name: 'OPERATIONS "Running"',
     sections: [{ doc: OPERATIONS, heading: 'Running' }],
   },
