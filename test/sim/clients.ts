@@ -100,7 +100,7 @@ const DEDUP_KEYS = ['a0', 'a1', 't0', 't1', 'd0', 'd1', 'm0'] as const;
 /** The mode a submission with `key` uses (`m0`: drawn each time), and the throttle window. */
 export function dedupSpecOf(key: string): { mode: DedupMode | null; windowMs: number } {
   const windowMs = key === 't0' ? 400 : key === 't1' ? 2_500 : 1_500;
-  switch (key[0]) {
+  switch (key.charAt(0)) {
     case 'a':
       return { mode: 'active', windowMs };
     case 't':

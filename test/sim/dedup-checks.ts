@@ -201,9 +201,7 @@ export class DedupChecks {
         const snap = answer.snapshot;
         judge.check(
           snap === null ||
-            (snap.state === 'SCHEDULED' &&
-              snap.attempts === 0 &&
-              snap.runAtMillis === runAtMs),
+            (snap.state === 'SCHEDULED' && snap.attempts === 0 && snap.runAtMillis === runAtMs),
           () => `${what()}: replaced, it shows ${JSON.stringify(snap)}; due at ${runAtMs}`,
         );
         this.counts.replaced++;

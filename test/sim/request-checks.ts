@@ -320,7 +320,8 @@ function checkSubmit(
       }
       judge.check(
         (msg.dedupKey == null) === (reply.deduplicated === undefined),
-        () => `JOB_SUBMITTED ${reply.jobId} says deduplicated ${reply.deduplicated}, key ${msg.dedupKey}`,
+        () =>
+          `JOB_SUBMITTED ${reply.jobId} says deduplicated ${reply.deduplicated}, key ${msg.dedupKey}`,
       );
       judge.check(
         createdId === reply.jobId && counted < limit,

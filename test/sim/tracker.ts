@@ -737,8 +737,7 @@ export class JobTracker {
     if (event.scope === 'job') return;
     const place = this.#placeOf.get(event.jobId);
     if (place === undefined) throw judge.violation(`rate limited job ${event.jobId} has no queue`);
-    const key =
-      event.scope === 'queue' ? holdKey(place.queue) : holdKey(place.queue, place.group);
+    const key = event.scope === 'queue' ? holdKey(place.queue) : holdKey(place.queue, place.group);
     if (event.scope === 'queue') this.counts.rateLimitedQueue++;
     else this.counts.rateLimitedGroup++;
     const untilMs = Math.max(this.#liveHolds.get(key) ?? 0, event.untilMs);

@@ -40,7 +40,10 @@ interface WindowEnd {
   readonly jobId: string;
 }
 
-type KeyedJob = Pick<CoreJob, 'jobId' | 'seq' | 'queue' | 'dedupKey' | 'dedupUntilMs' | 'createdAtMs'>;
+type KeyedJob = Pick<
+  CoreJob,
+  'jobId' | 'seq' | 'queue' | 'dedupKey' | 'dedupUntilMs' | 'createdAtMs'
+>;
 
 const indexKey = (queue: string, key: string): string => `${queue}\u0000${key}`;
 
