@@ -59,6 +59,7 @@ describe('benchmarks (smoke run)', () => {
       'delayed',
       'flows',
       'many-attempts',
+      'dedup',
     ]) {
       const entry = report[name] as { table: string[][] } | undefined;
       assert.ok(entry !== undefined && entry.table.length >= 2, `${name} has a table`);

@@ -364,6 +364,7 @@ export const ELSEWHERE: readonly Elsewhere[] = [
       'delayed',
       'flows',
       'many-attempts',
+      'dedup',
     ].map((name) => ({ command: `npm run bench -- ${name}`, name })),
   ].map(({ command, name }): Elsewhere => ({
     doc: ANY_DOC,

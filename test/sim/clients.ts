@@ -9,6 +9,7 @@
 import type {
   ClientReply,
   ClientRequest,
+  DedupMode,
   JobState,
   JsonObject,
   Priority,
@@ -39,7 +40,8 @@ export interface ClientEnv {
   keyed: SubmitJob[];
   /** The last valid definition sent for each schedule name (shared). */
   schedules: Map<string, ScheduleDefinition>;
-  onAck(jobId: string, submission: SubmitJob): void;
+  /** `deduplicated`: the reply named a job its dedup key matched (nothing was created). */
+  onAck(jobId: string, submission: SubmitJob, deduplicated: boolean): void;
   /** Weights of the kinds of request (default REQUEST_WEIGHTS). */
   weights?: typeof REQUEST_WEIGHTS;
   quiet(): boolean;
@@ -87,6 +89,33 @@ const QUEUES = ['default', 'q1', 'q2'] as const;
 const GROUPS = [null, 'g1', 'g2', 'g3'] as const;
 
 const TASK_WEIGHTS = { SHA256: 3, SLEEP: 3, FAIL: 3, WORD_COUNT: 1, PRIME_COUNT: 1 } as const;
+
+/**
+ * Deduplication keys: a small pool, the same names in every queue (keys are
+ * scoped to a queue). Most keys always come with one mode (and one throttle
+ * window), so the spec's rules can be judged exactly; `m0` takes any mode.
+ */
+const DEDUP_KEYS = ['a0', 'a1', 't0', 't1', 'd0', 'd1', 'm0'] as const;
+
+/** The mode a submission with `key` uses (`m0`: drawn each time), and the throttle window. */
+export function dedupSpecOf(key: string): { mode: DedupMode | null; windowMs: number } {
+  const windowMs = key === 't0' ? 400 : key === 't1' ? 2_500 : 1_500;
+  switch (key.charAt(0)) {
+    case 'a':
+      return { mode: 'active', windowMs };
+    case 't':
+      return { mode: 'throttle', windowMs };
+    case 'd':
+      return { mode: 'debounce', windowMs };
+    default:
+      return { mode: null, windowMs };
+  }
+}
+
+/** True for a key submitted with one mode only (its decisions follow the spec exactly). */
+export function isFixedModeKey(key: string): boolean {
+  return dedupSpecOf(key).mode !== null;
+}
 
 export class SimClient implements ClientPeer {
   readonly name: string;
@@ -153,23 +182,29 @@ export class SimClient implements ClientPeer {
     );
     this.#pending.delete(requestId);
     if (request?.type === 'SUBMIT_JOB' && msg.type === 'JOB_SUBMITTED') {
-      this.#env.onAck(msg.jobId, request);
+      this.#env.onAck(msg.jobId, request, msg.deduplicated === true);
     }
     if (request?.type === 'SUBMIT_JOBS' && msg.type === 'JOBS_SUBMITTED') {
       const parts = batchParts(request);
-      msg.jobIds.forEach((jobId, i) => this.#env.onAck(jobId, parts[i] as SubmitJob));
+      msg.jobIds.forEach((jobId, i) =>
+        this.#env.onAck(jobId, parts[i] as SubmitJob, msg.deduplicated?.[i] === true),
+      );
     }
     if (request?.type === 'LIST_JOBS' && msg.type === 'JOB_LIST') this.#cursor = msg.nextCursor;
     if (request?.type === 'TRIGGER_SCHEDULE' && msg.type === 'JOB_SUBMITTED' && msg.job !== null) {
       // A trigger's job is acknowledged like a submission (it has no key).
-      this.#env.onAck(msg.jobId, {
-        type: 'SUBMIT_JOB',
-        taskType: msg.job.taskType,
-        payload: {},
-        maxAttempts: null,
-        idempotencyKey: null,
-        priority: null,
-      });
+      this.#env.onAck(
+        msg.jobId,
+        {
+          type: 'SUBMIT_JOB',
+          taskType: msg.job.taskType,
+          payload: {},
+          maxAttempts: null,
+          idempotencyKey: null,
+          priority: null,
+        },
+        false,
+      );
     }
   }
 
@@ -421,6 +456,8 @@ export class SimClient implements ClientPeer {
       priority: null,
       dependsOn: parents,
       ...(policy === null ? {} : { onParentFailure: policy }),
+      // A waiting job may expire too (its own dependents then see a cancelled parent).
+      ...(rng.chance(0.15) && { expiresAtMillis: this.#expiry(null) }),
       // Dependents go into the limited queues too: released into a paused
       // or full queue, they must wait there like any other job.
       ...(rng.chance(0.5) && { queue: rng.pick(QUEUES) }),
@@ -480,11 +517,45 @@ export class SimClient implements ClientPeer {
     const groupKey = rng.pick(GROUPS);
     if (queue !== 'default' || rng.chance(0.2)) msg.queue = queue;
     if (groupKey !== null) msg.groupKey = groupKey;
-    if (keyed) {
+    if (rng.chance(0.25)) this.#withDedupKey(msg);
+    if (rng.chance(0.2)) msg.expiresAtMillis = this.#expiry(msg.runAtMillis ?? null);
+    if (keyed && msg.idempotencyKey !== null) {
       this.#env.keyed.push(msg);
       if (this.#env.keyed.length > MAX_KEYED) this.#env.keyed.shift();
     }
     return msg;
+  }
+
+  /**
+   * A deduplication key from the pool, with its mode. A debounced job's
+   * payload is replaced, so a submission that may debounce carries no
+   * idempotency key (its exact resubmission would no longer match the job).
+   */
+  #withDedupKey(msg: SubmitJob): void {
+    const rng = this.#rng;
+    const key = rng.pick(DEDUP_KEYS);
+    const spec = dedupSpecOf(key);
+    const mode = spec.mode ?? rng.pick<DedupMode>(['active', 'throttle', 'debounce']);
+    msg.dedupKey = key;
+    // Active is the default: half of those say so.
+    if (mode !== 'active' || rng.chance(0.5)) msg.dedupMode = mode;
+    if (mode === 'throttle') msg.dedupWindowMillis = spec.windowMs;
+    if (mode === 'debounce') {
+      // Debounce needs a delay: mostly ahead, now and then already due.
+      msg.runAtMillis = this.#env.clock.nowMs + rng.int(-100, 2_500);
+    }
+    if (mode === 'debounce' || !isFixedModeKey(key)) msg.idempotencyKey = null;
+  }
+
+  /**
+   * An expiry after the job's run time (now for a job not delayed): some
+   * near enough to pass before the coordinator reads the request (refused),
+   * or before the job starts (expired), some far.
+   */
+  #expiry(runAtMs: number | null): number {
+    const rng = this.#rng;
+    const from = Math.max(this.#env.clock.nowMs, runAtMs ?? 0);
+    return from + (rng.chance(0.4) ? rng.int(1, 300) : rng.int(300, 6_000));
   }
 
   /** A distinct W3C trace context for every other submission, none for the rest. */
@@ -542,6 +613,12 @@ export class SimClient implements ClientPeer {
       { ...base, maxAttempts: 5_000 },
       { ...base, idempotencyKey: '' },
       { ...base, taskType: 'FAIL', payload: { failUntilAttempt: 1_001 } },
+      { ...base, dedupKey: '' },
+      { ...base, dedupMode: 'active' },
+      { ...base, dedupKey: 'a0', dedupMode: 'throttle' },
+      { ...base, dedupKey: 'a0', dedupWindowMillis: 100 },
+      { ...base, dedupKey: 'd0', dedupMode: 'debounce' },
+      { ...base, expiresAtMillis: this.#env.clock.nowMs - 1 },
     ];
     const msg = rng.pick(bad);
     this.#env.invalid.add(msg);
@@ -612,5 +689,11 @@ export function batchParts(msg: SubmitJobs): SubmitJob[] {
     ...(typeof job.runAtMillis === 'number' && { runAtMillis: job.runAtMillis }),
     ...(typeof job.queue === 'string' && { queue: job.queue }),
     ...(typeof job.groupKey === 'string' && { groupKey: job.groupKey }),
+    ...(typeof job.dedupKey === 'string' && { dedupKey: job.dedupKey }),
+    ...(typeof job.dedupMode === 'string' && { dedupMode: job.dedupMode as DedupMode }),
+    ...(typeof job.dedupWindowMillis === 'number' && {
+      dedupWindowMillis: job.dedupWindowMillis,
+    }),
+    ...(typeof job.expiresAtMillis === 'number' && { expiresAtMillis: job.expiresAtMillis }),
   }));
 }

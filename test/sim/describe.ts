@@ -15,7 +15,7 @@ export function describeInput(input: HandledKind): string {
       const msg = input.msg;
       const detail =
         msg.type === 'TASK_RESULT'
-          ? ` ${short(msg.jobId)}/${short(msg.attemptId)} ${msg.success ? 'ok' : 'fail'}`
+          ? ` ${short(msg.jobId)}/${short(msg.attemptId)} ${msg.success ? 'ok' : msg.rateLimited != null ? `rate limited (${msg.rateLimited.scope}, ${msg.rateLimited.retryAfterMillis} ms)` : 'fail'}`
           : msg.type === 'WORKER_REGISTER'
             ? ` ${msg.workerId} cap ${msg.capacity}`
             : ` ${msg.workerId}`;
@@ -56,7 +56,7 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
   const msg = input.msg;
   switch (msg.type) {
     case 'SUBMIT_JOB':
-      return `SUBMIT_JOB ${msg.taskType} ${JSON.stringify(msg.payload)} key=${msg.idempotencyKey} max=${msg.maxAttempts} ${msg.priority ?? ''}`;
+      return `SUBMIT_JOB ${msg.taskType} ${JSON.stringify(msg.payload)} key=${msg.idempotencyKey} max=${msg.maxAttempts} ${msg.priority ?? ''}${msg.queue == null ? '' : ` queue=${msg.queue}`}${msg.runAtMillis == null ? '' : ` runAt=${msg.runAtMillis}`}${msg.dedupKey == null ? '' : ` dedup=${msg.dedupKey}/${msg.dedupMode ?? 'active'}${msg.dedupWindowMillis == null ? '' : `/${msg.dedupWindowMillis}`}`}${msg.expiresAtMillis == null ? '' : ` expires=${msg.expiresAtMillis}`}`;
     case 'SUBMIT_JOBS':
       return `SUBMIT_JOBS ${msg.jobs.length} jobs ${JSON.stringify(msg.jobs)}`;
     case 'GET_JOB_STATUS':
@@ -121,7 +121,7 @@ export function describeEffect(effect: Effect): string {
       const msg = effect.msg;
       const detail =
         msg.type === 'JOB_SUBMITTED'
-          ? ` ${short(msg.jobId)}`
+          ? ` ${short(msg.jobId)}${msg.deduplicated === true ? ' deduplicated' : ''}${msg.replaced === true ? ' replaced' : ''}`
           : msg.type === 'JOB_STATUS' || msg.type === 'JOB_CANCEL'
             ? ` ${short(msg.job.jobId)} ${msg.job.state}`
             : msg.type === 'ERROR'

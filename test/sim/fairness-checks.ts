@@ -10,7 +10,8 @@
  * it had a free slot for it. A waiting job is one that was QUEUED before the
  * input and is still QUEUED after it, or started by it (until its own start).
  * Rings of queues with a group limit are left out (a group held by one is
- * parked and rejoins at the back, which the bound does not describe), and a
+ * parked and rejoins at the back, which the bound does not describe), so
+ * are those of a queue a handler's rate limit holds back (the same), and a
  * restart or a new leader starts the count afresh (the ring is rebuilt).
  */
 import type { CoordinatorCore, QueuedJobView } from '../../src/coordinator/core/core.js';
@@ -47,7 +48,12 @@ export class FairnessChecks {
     this.#core = null;
   }
 
-  onHandled(handled: HandledInput, core: CoordinatorCore): void {
+  /** `held(queue)`: a handler's rate limit holds (or lately held) a group or the whole queue back. */
+  onHandled(
+    handled: HandledInput,
+    core: CoordinatorCore,
+    held: (queue: string) => boolean = () => false,
+  ): void {
     if (core !== this.#core) {
       this.#core = core;
       this.#passed.clear();
@@ -61,7 +67,7 @@ export class FairnessChecks {
         starts.push({ jobId: e.msg.jobId, connId: e.connId });
       }
     }
-    if (starts.length > 0) this.#checkStarts(before, starts, core);
+    if (starts.length > 0) this.#checkStarts(before, starts, core, held);
     this.#forgetGone();
   }
 
@@ -69,6 +75,7 @@ export class FairnessChecks {
     before: Map<string, QueuedJobView>,
     starts: readonly { jobId: string; connId: number }[],
     core: CoordinatorCore,
+    held: (queue: string) => boolean,
   ): void {
     const view = core.inspect();
     const limited = new Set(
@@ -76,6 +83,7 @@ export class FairnessChecks {
         .filter((q) => q.settings.groupConcurrency !== null || q.settings.groupRate !== null)
         .map((q) => q.name),
     );
+    const isLimited = (queue: string): boolean => limited.has(queue) || held(queue);
     const typesOf = new Map(
       view.workers.map((w) => [w.connId, new Set(w.taskTypes ?? BUILTIN_TASK_TYPES)]),
     );
@@ -87,12 +95,12 @@ export class FairnessChecks {
       // A job queued and started within this input (a released sleeper) is a pick like any other.
       const job = waiting.get(jobId) ?? placeOf(core, jobId);
       waiting.delete(jobId);
-      if (job === undefined || limited.has(job.queue)) continue;
+      if (job === undefined || isLimited(job.queue)) continue;
       const types = typesOf.get(connId);
       if (types !== undefined) this.#onStart(job, types, waiting);
     }
     for (const key of [...this.#passed.keys()]) {
-      if (limited.has(key.split('\t', 1)[0] as string)) this.#passed.delete(key);
+      if (isLimited(key.split('\t', 1)[0] as string)) this.#passed.delete(key);
     }
   }
 

@@ -37,6 +37,13 @@ import { JobTracker } from './tracker.js';
 import type { Judge } from './violation.js';
 import type { HandledInput, World, WorldObserver } from './world.js';
 
+/**
+ * How long after a handler's hold of a group ends its queue's rings are
+ * still left out of the fairness checks: the held group rejoins its ring
+ * only when the core next wakes, at the back.
+ */
+const HELD_RING_SLACK_MS = 10_000;
+
 /** A connection id no simulated peer ever gets: the checker's own GET_JOB_STATUS requests. */
 const CHECKER_CONN_ID = 0;
 
@@ -118,11 +125,17 @@ export class Invariants implements WorldObserver {
   onHandled(handled: HandledInput): void {
     this.tracker.onHandled(handled);
     this.#checkRequeuedAtOnce(handled);
+    this.#checkRateLimited(handled.nowMs);
+    if (handled.input.kind === 'tick' || handled.input.kind === 'wake') {
+      this.#checkExpiredAfterTimedInput(handled.nowMs);
+    }
     this.#timing.onHandled(handled);
     this.budgets.onHandled(handled);
     this.#sessions.onHandled(handled);
     this.queues.onHandled(handled, this.#world.clock.nowMs, this.#world.core);
-    this.fairness.onHandled(handled, this.#world.core);
+    this.fairness.onHandled(handled, this.#world.core, (queue) =>
+      this.tracker.anyHoldAfter(queue, handled.nowMs - HELD_RING_SLACK_MS),
+    );
     if (handled.input.kind === 'tick') this.#checkKeptAfterTick();
   }
 
@@ -139,11 +152,53 @@ export class Invariants implements WorldObserver {
       const assignedAgain = handled.effects.some(
         (e) => e.kind === 'event' && e.event.type === 'job.assigned' && e.event.jobId === jobId,
       );
+      // Unless its expiry passed while the attempt ran: then it expired at once.
+      const expired =
+        job === undefined &&
+        this.tracker.terminalState(jobId) === 'CANCELLED' &&
+        (this.tracker.expiresAt.get(jobId) ?? Infinity) <= handled.nowMs;
       this.#judge.check(
-        job !== undefined &&
-          job.retryAtMs === null &&
-          (job.state === 'QUEUED' || (job.state === 'RUNNING' && assignedAgain)),
+        expired ||
+          (job !== undefined &&
+            job.retryAtMs === null &&
+            (job.state === 'QUEUED' || (job.state === 'RUNNING' && assignedAgain))),
         () => `job ${jobId} requeued by its worker is ${job?.state ?? 'gone'}, not QUEUED at once`,
+      );
+    }
+  }
+
+  /**
+   * A job its handler rate limited is SCHEDULED at once, due when the limit
+   * ends (now + retryAfter), unless its expiry had passed: then it expired.
+   */
+  #checkRateLimited(nowMs: number): void {
+    const limited = this.tracker.rateLimitedNow.splice(0);
+    if (limited.length === 0) return;
+    const jobs = new Map(this.#world.core.activeJobs().map((job) => [job.jobId, job]));
+    for (const { jobId, untilMs } of limited) {
+      const job = jobs.get(jobId);
+      const expired =
+        job === undefined &&
+        this.tracker.terminalState(jobId) === 'CANCELLED' &&
+        (this.tracker.expiresAt.get(jobId) ?? Infinity) <= nowMs;
+      this.#judge.check(
+        expired || (job?.state === 'SCHEDULED' && job.runAtMs === untilMs),
+        () =>
+          `job ${jobId} rate limited until ${untilMs} is ${job?.state ?? this.tracker.terminalState(jobId) ?? 'gone'}, due ${job?.runAtMs}`,
+      );
+    }
+  }
+
+  /**
+   * A timed input ends every job in memory whose expiry has come and that
+   * no attempt runs (expiry.ts): none is left waiting after it.
+   */
+  #checkExpiredAfterTimedInput(nowMs: number): void {
+    for (const job of this.#world.core.activeJobs()) {
+      const at = job.expiresAtMs ?? null;
+      if (at === null || at > nowMs || job.state === 'RUNNING') continue;
+      throw this.#judge.violation(
+        `after a timed input at ${nowMs}, job ${job.jobId} is still ${job.state} with its expiry ${at} passed`,
       );
     }
   }
@@ -185,8 +240,12 @@ export class Invariants implements WorldObserver {
 
   // ---- client hooks --------------------------------------------------------
 
-  /** A client received JOB_SUBMITTED: the job must already be durable. */
-  onAck(jobId: string, submission: SubmitJob): void {
+  /**
+   * A client received JOB_SUBMITTED: the job must already be durable.
+   * `deduplicated`: its dedup key named an existing job (so the submission's
+   * idempotency key was not taken).
+   */
+  onAck(jobId: string, submission: SubmitJob, deduplicated = false): void {
     const judge = this.#judge;
     const store = this.#world.store;
     judge.check(
@@ -194,7 +253,7 @@ export class Invariants implements WorldObserver {
       () => `JOB_SUBMITTED ${jobId} released before the job was committed`,
     );
     const key = submission.idempotencyKey;
-    if (key !== null) {
+    if (key !== null && !deduplicated) {
       const owner = this.tracker.keys.get(key);
       judge.check(
         owner?.jobId === jobId,
@@ -372,7 +431,10 @@ export class Invariants implements WorldObserver {
     for (const job of activeJobs) {
       // No attempt starts before the job's time, on the coordinator's clock
       // (a job that slept has a new time, after its last attempt, until it runs again).
-      const slept = job.state !== 'RUNNING' && (job.steps ?? []).length > 0;
+      // So has a job its handler rate limited (due when the limit ends).
+      const slept =
+        job.state !== 'RUNNING' &&
+        ((job.steps ?? []).length > 0 || this.tracker.rateLimits.has(job.jobId));
       judge.check(
         slept || job.runAtMs === null || job.startedAtMs === null || job.startedAtMs >= job.runAtMs,
         () => `job ${job.jobId} started at ${job.startedAtMs}, before its time ${job.runAtMs}`,

@@ -11,4 +11,13 @@ export interface RegressionSeed {
   note: string;
 }
 
-export const REGRESSION_SEEDS: readonly RegressionSeed[] = [];
+export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
+  {
+    seed: 57,
+    note: 'an active dedup key made a second live job once a later job of the key (debounce) had ended',
+  },
+  {
+    seed: 432,
+    note: 'a batch took an idempotency key the store had called free, though a job made with it meanwhile had ended and left memory',
+  },
+];

@@ -17,6 +17,7 @@ import type {
   ClientReply,
   ClientRequest,
   ListJobs,
+  QueueInfo,
   SubmitJob,
   SubmitJobs,
   WaitJob,
@@ -27,6 +28,7 @@ import { createCronEvaluator } from '../../src/coordinator/cron.js';
 import type { ModelSchedule } from './schedule-checks.js';
 import type { Judge } from './violation.js';
 import type { HandledInput } from './world.js';
+import { batchParts } from './clients.js';
 
 /** The LIST_JOBS cap, also the page when none is asked for (client-requests.ts). */
 const MAX_LIST_LIMIT = 10_000;
@@ -209,6 +211,16 @@ function answerNow(
   }
 }
 
+/**
+ * True when the coordinator must refuse the submission for its expiry at
+ * `nowMs` (the time it reads the request): the expiry has passed, or comes
+ * at or before the job's run time.
+ */
+export function expiryRefused(msg: SubmitJob, nowMs: number): boolean {
+  const at = msg.expiresAtMillis ?? null;
+  return at !== null && at <= Math.max(nowMs, msg.runAtMillis ?? 0);
+}
+
 /** A batch is answered with one id per job, or with nothing created at all. */
 function checkBatch(
   ctx: RequestContext,
@@ -218,13 +230,15 @@ function checkBatch(
 ): void {
   const { judge } = ctx;
   const created = h.effects.filter((e) => e.kind === 'event' && e.event.type === 'job.submitted');
+  const invalid =
+    ctx.invalid.has(msg) || batchParts(msg).some((part) => expiryRefused(part, h.nowMs));
   judge.check(
-    !ctx.invalid.has(msg) || (reply.type === 'ERROR' && typeof reply.index === 'number'),
+    !invalid || (reply.type === 'ERROR' && typeof reply.index === 'number'),
     () => `an invalid batch got ${JSON.stringify(reply).slice(0, 200)}`,
   );
   judge.check(
     reply.type !== 'ERROR' ||
-      ctx.invalid.has(msg) ||
+      invalid ||
       reply.code === 'IDEMPOTENCY_CONFLICT' ||
       reply.code === 'STORE_READ_FAILED',
     () => `a valid batch got ERROR ${JSON.stringify(reply).slice(0, 200)}`,
@@ -266,7 +280,7 @@ function checkSubmit(
   before: Before,
 ): void {
   const { judge, config } = ctx;
-  const invalid = ctx.invalid.has(msg);
+  const invalid = ctx.invalid.has(msg) || expiryRefused(msg, h.nowMs);
   const created = h.effects.filter((e) => e.kind === 'event' && e.event.type === 'job.submitted');
   const createdId =
     created[0]?.kind === 'event' && created[0].event.type === 'job.submitted'
@@ -301,6 +315,19 @@ function checkSubmit(
   const limit = delayed ? config.maxScheduledJobs : config.maxActiveJobs;
   switch (reply.type) {
     case 'JOB_SUBMITTED':
+      if (reply.deduplicated === true) {
+        // Its key's job answered (judged with the model of keys, tracker.ts): nothing is made.
+        judge.check(
+          createdId === null && msg.dedupKey != null,
+          () => `JOB_SUBMITTED ${reply.jobId} deduplicated, created ${createdId}`,
+        );
+        return;
+      }
+      judge.check(
+        (msg.dedupKey == null) === (reply.deduplicated === undefined),
+        () =>
+          `JOB_SUBMITTED ${reply.jobId} says deduplicated ${reply.deduplicated}, key ${msg.dedupKey}`,
+      );
       judge.check(
         createdId === reply.jobId && counted < limit,
         () =>
@@ -495,6 +522,39 @@ export interface AfterFacts {
   keyOwner(key: string): KeyOwner | undefined;
   /** Submitted with a due time ahead (so perhaps active in the store only). */
   delayed(jobId: string): boolean;
+  /** The clock when the answer was made. */
+  nowMs: number;
+  /** Until when a handler's rate limit holds the queue (or one group of it) back; 0 = never. */
+  heldUntil(queue: string, group?: string | null): number;
+}
+
+/**
+ * The rate limits handlers set, as a queue list shows them: the queue's
+ * hold while it lasts (else null), and each group hold shown as the model
+ * has it.
+ */
+function checkHeldQueues(
+  ctx: RequestContext,
+  queues: readonly QueueInfo[],
+  after: AfterFacts,
+): void {
+  for (const q of queues) {
+    const until = after.heldUntil(q.name);
+    const expected = until > after.nowMs ? until : null;
+    ctx.judge.check(
+      (q.rateLimitedUntilMillis ?? null) === expected,
+      () =>
+        `queue ${q.name} listed as rate limited until ${q.rateLimitedUntilMillis}, the model says ${expected}`,
+    );
+    for (const held of q.heldGroups ?? []) {
+      const group = after.heldUntil(q.name, held.groupKey);
+      ctx.judge.check(
+        held.untilMillis === group && group > after.nowMs,
+        () =>
+          `group ${held.groupKey} of ${q.name} listed as held until ${held.untilMillis}, the model says ${group}`,
+      );
+    }
+  }
 }
 
 /**
@@ -520,6 +580,8 @@ export function checkDeferredAnswer(
           ? reply.jobIds.length === msg.jobs.length &&
               reply.jobIds.every((id, i) => {
                 const key = msg.jobs[i]?.idempotencyKey;
+                // A job its dedup key matched took no idempotency key.
+                if (reply.deduplicated?.[i] === true) return true;
                 return typeof key !== 'string' || after.keyOwner(key)?.jobId === id;
               })
           : reply.type === 'SUBMIT_REJECTED' ||
@@ -548,6 +610,8 @@ export function checkDeferredAnswer(
         );
         return;
       }
+      // A job its dedup key matched (judged with the model of keys) took no idempotency key.
+      if (reply.type === 'JOB_SUBMITTED' && reply.deduplicated === true) return;
       judge.check(
         reply.type === 'JOB_SUBMITTED' &&
           owner?.jobId === reply.jobId &&
@@ -599,6 +663,7 @@ export function checkDeferredAnswer(
       return;
     case 'LIST_QUEUES':
       judge.check(reply.type === 'QUEUE_LIST' || reply.type === 'ERROR', () => what);
+      if (reply.type === 'QUEUE_LIST') checkHeldQueues(ctx, reply.queues, after);
       return;
     case 'SET_QUEUE':
       // Only a pause or resume that did not ask to create may find no queue.

@@ -48,6 +48,13 @@ interface Totals {
   requeued: number;
   requeuesCounted: number;
   heldLists: number;
+  dedupKeyed: number;
+  dedupMatched: number;
+  replaced: number;
+  expired: number;
+  rateLimited: number;
+  rateLimitedGroup: number;
+  rateLimitedQueue: number;
   schedules: Map<string, number>;
 }
 
@@ -80,6 +87,13 @@ function add(totals: Totals, report: SimulationReport): void {
   totals.requeued += report.requeued;
   totals.requeuesCounted += report.requeuesCounted;
   totals.heldLists += report.heldLists;
+  totals.dedupKeyed += report.dedupKeyed;
+  totals.dedupMatched += report.dedupMatched;
+  totals.replaced += report.replaced;
+  totals.expired += report.expired;
+  totals.rateLimited += report.rateLimited;
+  totals.rateLimitedGroup += report.rateLimitedGroup;
+  totals.rateLimitedQueue += report.rateLimitedQueue;
   totals.restarts += report.restarts;
   totals.failovers += report.failovers;
   totals.fencedCommits += report.fencedCommits;
@@ -116,6 +130,9 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `budgets:         ${totals.subscriptionsRefused} subscriptions refused for a full budget, ${totals.subscribersDropped} stalled subscribers dropped for a newcomer`,
       `steps:           ${totals.stepsRecorded} recorded, ${totals.suspended} attempts suspended (sleeps and waits)`,
       `requeues:        ${totals.requeued} attempts requeued by their worker without counting, ${totals.requeuesCounted} past the bound that counted`,
+      `dedup keys:      ${totals.dedupKeyed} keyed jobs created, ${totals.dedupMatched} submissions deduplicated (${totals.replaced} replaced a debounced job's payload)`,
+      `expiry:          ${totals.expired} jobs expired before an attempt started`,
+      `rate limits:     ${totals.rateLimited} attempts rate limited by their handler (${totals.rateLimitedGroup} held a group, ${totals.rateLimitedQueue} a whole queue)`,
       `schedules:       ${sch('fired')} ticks fired (${sch('catchUps')} catch-up jobs after a recovery), skipped: ${sch('skippedOverlap')} overlap, ${sch('skippedMissed')} missed, ${sch('skippedLimit')} limit; ${sch('triggers')} triggers; ${sch('set')} definitions set, ${sch('invalid')} refused as invalid`,
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
@@ -159,6 +176,13 @@ function runMany(start: number, count: number, steps: number): number {
     requeued: 0,
     requeuesCounted: 0,
     heldLists: 0,
+    dedupKeyed: 0,
+    dedupMatched: 0,
+    replaced: 0,
+    expired: 0,
+    rateLimited: 0,
+    rateLimitedGroup: 0,
+    rateLimitedQueue: 0,
     restarts: 0,
     failovers: 0,
     fencedCommits: 0,

@@ -167,6 +167,8 @@ export class ScheduleChecks {
       if (effect.kind !== 'event') continue;
       const event = effect.event;
       if (event.type === 'job.due' || event.type === 'job.submitted') counted++;
+      // Expiries come before the ticks (and cancel the expired jobs' dependents).
+      if (event.type === 'job.cancelled' && event.from !== 'SCHEDULED') counted--;
       if (event.type === 'schedule.fired' || event.type === 'schedule.skipped') {
         const fact = this.#onTick(
           event,

@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { CoreConfig, CoreEvent, Effect } from '../../src/coordinator/core/types.js';
+import type { ClientReply, SubmitJob, TaskResult } from '../../src/protocol/messages.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { MAX_FREE_REQUEUES } from '../../src/protocol/limits.js';
 import { Random } from './random.js';
@@ -108,7 +109,13 @@ function handled(input: HandledInput['input'], effects: Effect[], active = [0, 0
 
 const ev = (event: CoreEvent): Effect => ({ kind: 'event', event });
 
-function submitted(tracker: JobTracker, jobId: string, key: string | null): void {
+function submitted(
+  tracker: JobTracker,
+  jobId: string,
+  key: string | null,
+  extra: Partial<SubmitJob> = {},
+  reply: Partial<Extract<ClientReply, { type: 'JOB_SUBMITTED' }>> = {},
+): void {
   tracker.onHandled(
     handled(
       {
@@ -122,6 +129,7 @@ function submitted(tracker: JobTracker, jobId: string, key: string | null): void
           maxAttempts: null,
           idempotencyKey: key,
           priority: null,
+          ...extra,
         },
       },
       [
@@ -141,7 +149,7 @@ function submitted(tracker: JobTracker, jobId: string, key: string | null): void
           kind: 'reply',
           connId: 1,
           requestId: 0,
-          msg: { type: 'JOB_SUBMITTED', jobId, job: null },
+          msg: { type: 'JOB_SUBMITTED', jobId, job: null, ...reply },
         },
       ],
       [0, 1],
@@ -183,6 +191,66 @@ describe('JobTracker (the checker itself)', () => {
     assert.throws(
       () => tracker.onHandled(handled({ kind: 'tick' }, assigned('j1', 'a2', 2), [1, 1])),
       (err: unknown) => err instanceof SimulationViolation && /while lease a1/.test(err.message),
+    );
+  });
+
+  it('reports a second live job made by an active dedup key', () => {
+    const tracker = trackerForTest();
+    submitted(tracker, 'j1', null, { dedupKey: 'k' }, { deduplicated: false });
+    submitted(tracker, 'j2', null, { dedupKey: 'k', queue: 'other' }, { deduplicated: false });
+    assert.throws(
+      () => submitted(tracker, 'j3', null, { dedupKey: 'k' }, { deduplicated: false }),
+      /active submission with key default\/k created j3 at 0 while j1 live/,
+    );
+  });
+
+  it('reports an attempt started at its expiry', () => {
+    const tracker = trackerForTest();
+    submitted(tracker, 'j1', null, { expiresAtMillis: 10 });
+    assert.throws(
+      () =>
+        tracker.onHandled({
+          ...handled({ kind: 'tick' }, assigned('j1', 'a1', 1), [1, 1]),
+          nowMs: 10,
+        }),
+      /started at 10, at or after its expiry 10/,
+    );
+  });
+
+  it('reports a start in a group a handler holds back, but not a rate limited attempt as counted', () => {
+    const tracker = trackerForTest();
+    submitted(tracker, 'j1', null, { groupKey: 'g' });
+    tracker.onHandled(handled({ kind: 'tick' }, assigned('j1', 'a1', 1), [1, 1]));
+    const result: TaskResult = {
+      type: 'TASK_RESULT',
+      workerId: 'w1',
+      jobId: 'j1',
+      attemptId: 'a1',
+      success: false,
+      result: null,
+      error: 'RATE_LIMITED: 429',
+      rateLimited: { retryAfterMillis: 1_000, scope: 'group' },
+    };
+    tracker.onHandled({
+      ...handled({ kind: 'workerMessage', connId: 5, msg: result }, [
+        ev({
+          type: 'job.rateLimited',
+          jobId: 'j1',
+          workerId: 'w1',
+          attempt: 1,
+          scope: 'group',
+          untilMs: 1_000,
+          inARow: 1,
+        }),
+      ]),
+      currentAtSend: true,
+    });
+    assert.equal(tracker.uncounted('j1'), 1);
+    assert.equal(tracker.heldUntil('default', 'g'), 1_000);
+    submitted(tracker, 'j2', null, { groupKey: 'g' });
+    assert.throws(
+      () => tracker.onHandled(handled({ kind: 'tick' }, assigned('j2', 'a2', 1), [2, 2])),
+      /started at 0, held back until 1000 by a handler's rate limit/,
     );
   });
 

@@ -89,6 +89,16 @@ export interface SimulationReport {
   requeuesCounted: number;
   /** Held lists sent in several parts (`moreHeld`) that ended. */
   heldLists: number;
+  /** Jobs created with a dedup key; submissions it answered with an existing job, and those that replaced its payload (debounce). */
+  dedupKeyed: number;
+  dedupMatched: number;
+  replaced: number;
+  /** Jobs that expired before an attempt started. */
+  expired: number;
+  /** Attempts their handler ended rate limited, and those that held a group or a whole queue. */
+  rateLimited: number;
+  rateLimitedGroup: number;
+  rateLimitedQueue: number;
   /** Schedule ticks fired and skipped (by reason), catch-up jobs, triggers, definitions. */
   schedules: ScheduleCounts;
   faults: Record<string, number>;
@@ -282,7 +292,8 @@ export class Simulation {
       ackedIds: this.#invariants.ackedIds,
       keyed: this.#keyed,
       schedules: new Map(),
-      onAck: (jobId: string, submission: SubmitJob) => this.#invariants.onAck(jobId, submission),
+      onAck: (jobId: string, submission: SubmitJob, deduplicated: boolean) =>
+        this.#invariants.onAck(jobId, submission, deduplicated),
       // Small budgets are met only by clients that subscribe often.
       ...(this.#profile.budgets && { weights: { ...REQUEST_WEIGHTS, subscribe: 10 } }),
       quiet: () => this.#quiet,
@@ -523,6 +534,13 @@ export class Simulation {
       requeued: counts.requeued,
       requeuesCounted: counts.requeuesCounted,
       heldLists: counts.heldLists,
+      dedupKeyed: this.#invariants.tracker.dedup.counts.created,
+      dedupMatched: counts.dedupMatched,
+      replaced: counts.replaced,
+      expired: counts.expired,
+      rateLimited: counts.rateLimited,
+      rateLimitedGroup: counts.rateLimitedGroup,
+      rateLimitedQueue: counts.rateLimitedQueue,
       schedules: { ...this.#invariants.tracker.schedules.counts },
       faults: this.#faults.toJSON(),
       faultTotal: this.#faults.total,

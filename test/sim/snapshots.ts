@@ -5,6 +5,7 @@
 import type { Effect } from '../../src/coordinator/core/types.js';
 import { JOB_STATES, type JobSnapshot, type JobState } from '../../src/protocol/messages.js';
 import { MAX_FREE_REQUEUES } from '../../src/protocol/limits.js';
+import { EXPIRED_PREFIX } from '../../src/coordinator/core/job.js';
 
 export interface SnapshotSeen {
   jobId: string;
@@ -64,8 +65,12 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
   return seen;
 }
 
-/** What is wrong with a snapshot taken on its own, or null. */
-export function snapshotProblem(job: JobSnapshot): string | null {
+/**
+ * What is wrong with a snapshot taken on its own, or null. `rateLimited`:
+ * its attempts that ended rate limited, as the model counts them (a
+ * snapshot does not say).
+ */
+export function snapshotProblem(job: JobSnapshot, rateLimited = 0): string | null {
   if (!(JOB_STATES as readonly string[]).includes(job.state))
     return `state ${job.state} is not one of the six`;
   if ((job.state === 'RUNNING') !== (job.workerId !== null)) {
@@ -80,13 +85,23 @@ export function snapshotProblem(job: JobSnapshot): string | null {
     (step) => step.name === 'dtp.sleep' || step.name === 'dtp.waitFor',
   ).length;
   const requeues = job.requeues ?? 0;
-  const used = job.attempts - suspended - requeues;
+  const used = job.attempts - suspended - requeues - rateLimited;
   if (requeues > MAX_FREE_REQUEUES) return `${requeues} free requeues`;
   if (!Number.isInteger(job.attempts) || used < 0 || used > job.maxAttempts) {
     return `attempts ${job.attempts} (${suspended} suspended, ${requeues} requeued) of maxAttempts ${job.maxAttempts}`;
   }
   if (job.state === 'QUEUED' && used === job.maxAttempts) {
     return `QUEUED with every attempt (${job.attempts}) used`;
+  }
+  const expired =
+    job.state === 'CANCELLED' &&
+    job.expiresAtMillis != null &&
+    (job.error ?? '').startsWith(EXPIRED_PREFIX);
+  if ((job.expired === true) !== expired) {
+    return `expired ${job.expired} in state ${job.state}, error ${JSON.stringify(job.error)}, expiry ${job.expiresAtMillis}`;
+  }
+  if ((job.dedupKey == null) !== (job.dedupMode == null)) {
+    return `dedupKey ${job.dedupKey} with dedupMode ${job.dedupMode}`;
   }
   if (job.updatedAtMillis < job.createdAtMillis) {
     return `updated (${job.updatedAtMillis}) before created (${job.createdAtMillis})`;

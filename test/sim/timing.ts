@@ -134,6 +134,7 @@ export class TimingChecks {
         return;
       case 'job.suspended':
       case 'job.attemptRequeued':
+      case 'job.rateLimited':
         this.#grantedAtMs.delete(event.jobId);
         return;
       case 'job.due':
@@ -162,6 +163,9 @@ export class TimingChecks {
       case 'job.submitted':
       case 'job.released':
       case 'job.deduplicated':
+      case 'job.dedupMatched':
+      case 'job.debounced':
+      case 'job.expired':
       case 'job.rejected':
       case 'result.stale':
       case 'call.stale':

@@ -32,6 +32,9 @@ import type { HandledInput } from './world.js';
 import { batchParts } from './clients.js';
 import { ScheduleChecks, firedJob, type TickFact } from './schedule-checks.js';
 import { MAX_FREE_REQUEUES } from '../../src/protocol/limits.js';
+import { EXPIRED_PREFIX } from '../../src/coordinator/core/job.js';
+import type { RateLimitedResult } from '../../src/protocol/messages.js';
+import { DedupChecks, type DedupAnswer } from './dedup-checks.js';
 
 export interface Lease {
   attemptId: string;
@@ -67,7 +70,20 @@ export interface TrackerCounts {
   requeuesCounted: number;
   /** Held lists that came in several parts (`moreHeld`) and ended. */
   heldLists: number;
+  /** Submissions a dedup key answered with an existing job, and those that replaced its payload (debounce). */
+  dedupMatched: number;
+  replaced: number;
+  /** Jobs that expired before an attempt started. */
+  expired: number;
+  /** Attempts their handler ended rate limited (not counted), by scope. */
+  rateLimited: number;
+  rateLimitedGroup: number;
+  rateLimitedQueue: number;
 }
+
+/** A queue's (group null: the whole queue) or a group's place for holds. */
+const holdKey = (queue: string, group?: string | null): string =>
+  group === undefined ? `q\t${queue}` : `g\t${queue}\t${group ?? ''}`;
 
 export class JobTracker {
   /** Every job the live core knows (committed, or staged by it), with its attempts. */
@@ -79,6 +95,25 @@ export class JobTracker {
   readonly requeues = new Map<string, number>();
   /** Jobs whose attempt was requeued in the input being judged: QUEUED (or assigned) at once. */
   readonly requeuedNow: string[] = [];
+  /** Attempts of each job its handler ended rate limited: not counted toward maxAttempts. */
+  readonly rateLimits = new Map<string, number>();
+  /** Jobs rate limited in the input being judged, and until when: SCHEDULED then. */
+  readonly rateLimitedNow: { jobId: string; untilMs: number }[] = [];
+  /** The expiry of each job the live core knows (fixed at submission). */
+  readonly expiresAt = new Map<string, number>();
+  /** Queue and group of each job the live core knows (for the holds). */
+  readonly #placeOf = new Map<string, { queue: string; group: string | null }>();
+  /**
+   * Holds handlers set (scope `queue` or `group`), until when: the live
+   * core's (committed and staged), and the committed ones, which alone
+   * survive a crash.
+   */
+  #liveHolds = new Map<string, number>();
+  readonly #committedHolds = new Map<string, number>();
+  /** Deduplication keys: their model and rules (dedup-checks.ts). */
+  readonly dedup: DedupChecks;
+  /** Replies of the input being judged that a dedup key answered, in effect order. */
+  #dedupAnswers: DedupAnswer[] = [];
   /**
    * The `traceparent` each job was submitted with (null: none). Fixed at
    * submission, so kept across crashes: a job that survives one must still
@@ -114,6 +149,12 @@ export class JobTracker {
     requeued: 0,
     requeuesCounted: 0,
     heldLists: 0,
+    dedupMatched: 0,
+    replaced: 0,
+    expired: 0,
+    rateLimited: 0,
+    rateLimitedGroup: 0,
+    rateLimitedQueue: 0,
   };
   /** Jobs created with parents: their parents and policy (never rolled back: ids are unique). */
   readonly #parentsOf = new Map<string, { parents: string[]; run: boolean }>();
@@ -180,6 +221,23 @@ export class JobTracker {
       maxActiveJobs: options.config.maxActiveJobs,
       terminal: (jobId) => this.terminalState(jobId),
     });
+    this.dedup = new DedupChecks(options.judge, {
+      live: (jobId) => this.attempts.has(jobId) && this.terminalState(jobId) === undefined,
+      attempts: (jobId) => this.attempts.get(jobId) ?? 0,
+    });
+  }
+
+  /** Until when a handler's rate limit holds the queue (or one group of it) back, in the live core; 0 = never. */
+  heldUntil(queue: string, group?: string | null): number {
+    return this.#liveHolds.get(holdKey(queue, group)) ?? 0;
+  }
+
+  /** True when a hold of the queue or of any of its groups lasts past `sinceMs`. */
+  anyHoldAfter(queue: string, sinceMs: number): boolean {
+    for (const [key, untilMs] of this.#liveHolds) {
+      if (untilMs > sinceMs && key.split('\t')[1] === queue) return true;
+    }
+    return false;
   }
 
   leaseCurrent(jobId: string, attemptId: string): boolean {
@@ -239,6 +297,7 @@ export class JobTracker {
         }
       }
     }
+    this.#dedupAnswers = this.#collectDedupAnswers(h);
     let created = 0;
     let finished = 0;
     for (const effect of h.effects) {
@@ -290,7 +349,10 @@ export class JobTracker {
       return;
     }
     this.#judge.check(
-      staged.terminal.size === 0 && staged.keys.size === 0 && staged.ticks.size === 0,
+      staged.terminal.size === 0 &&
+        staged.keys.size === 0 &&
+        staged.ticks.size === 0 &&
+        staged.holds.size === 0,
       () => `a batch with ${staged.terminal.size} terminal state(s) had nothing to write`,
     );
   }
@@ -313,7 +375,17 @@ export class JobTracker {
         () =>
           `job ${jobId} completed with result ${row?.result}, the accepted attempt sent ${expected}`,
       );
+      // An expired job, and only one, ends CANCELLED with an error that says so.
+      const expired = staged.expired.has(jobId);
+      judge.check(
+        expired === (state === 'CANCELLED' && (row?.error ?? '').startsWith(EXPIRED_PREFIX)),
+        () =>
+          `job ${jobId} ended ${state} with error ${JSON.stringify(row?.error)} (expired: ${expired})`,
+      );
       if (row !== undefined) this.terminal.set(jobId, { state, row });
+    }
+    for (const [key, untilMs] of staged.holds) {
+      this.#committedHolds.set(key, Math.max(this.#committedHolds.get(key) ?? 0, untilMs));
     }
     for (const [key, owner] of staged.keys) this.keys.set(key, owner);
     this.schedules.onCommitted(staged.ticks);
@@ -330,9 +402,24 @@ export class JobTracker {
     this.maxAttempts.clear();
     this.suspensions.clear();
     this.requeues.clear();
+    this.rateLimits.clear();
+    this.expiresAt.clear();
+    this.#placeOf.clear();
     this.leases.clear();
     this.#childOf.clear();
-    for (const row of this.#store.committedJobs()) {
+    // Holds staged in batches that never committed are gone with the process.
+    this.#liveHolds = new Map(this.#committedHolds);
+    const rows = this.#store.committedJobs();
+    this.dedup.rebuild(rows);
+    for (const row of rows) {
+      this.#placeOf.set(row.jobId, { queue: row.queue, group: row.groupKey ?? null });
+      if (row.expiresAtMs != null) this.expiresAt.set(row.jobId, row.expiresAtMs);
+      if (row.attempts > 0) {
+        const limited = this.#store
+          .committedAttempts(row.jobId)
+          .filter((attempt) => attempt.outcome === 'RATE_LIMITED').length;
+        if (limited > 0) this.rateLimits.set(row.jobId, limited);
+      }
       if (row.parentJobId != null && row.childKey != null) {
         this.#childOf.set(`${row.parentJobId} ${row.childKey}`, row.jobId);
       }
@@ -435,7 +522,7 @@ export class JobTracker {
 
   #snapshotBefore(seen: SnapshotSeen): void {
     const judge = this.#judge;
-    const problem = snapshotProblem(seen.snapshot);
+    const problem = snapshotProblem(seen.snapshot, this.rateLimits.get(seen.jobId) ?? 0);
     judge.check(problem === null, () => `${seen.where}: job ${seen.jobId}: ${problem}`);
     const terminal = this.terminalState(seen.jobId);
     judge.check(
@@ -485,7 +572,7 @@ export class JobTracker {
       case 'job.submitted':
         return this.#applySubmitted(event, h);
       case 'job.assigned':
-        return this.#applyAssigned(event, h.effects);
+        return this.#applyAssigned(event, h.effects, h.nowMs);
       case 'job.suspended':
         judge.check(
           this.leaseCurrent(event.jobId, event.attemptId),
@@ -526,7 +613,22 @@ export class JobTracker {
           !this.leases.has(event.jobId) && this.terminalState(event.jobId) === undefined,
           () => `delayed job ${event.jobId} fell due while leased or terminal`,
         );
+        this.dedup.onDue(event.jobId);
         return;
+      case 'job.dedupMatched': {
+        const answer = this.#dedupAnswers.find((a) => !a.consumed && a.jobId === event.jobId);
+        if (answer !== undefined) answer.consumed = true;
+        this.dedup.onMatched(event, answer, h.nowMs);
+        this.counts.dedupMatched++;
+        if (event.replaced) this.counts.replaced++;
+        return;
+      }
+      case 'job.debounced':
+        return; // judged with its job.dedupMatched
+      case 'job.expired':
+        return this.#applyExpired(event, h);
+      case 'job.rateLimited':
+        return this.#applyRateLimited(event, h);
       case 'schedule.fired':
       case 'schedule.skipped':
         return; // judged with their input (ScheduleChecks.onTimedInput)
@@ -571,9 +673,142 @@ export class JobTracker {
     }
   }
 
-  /** Attempts of a job that do not count toward its maxAttempts: suspensions and free requeues. */
+  /** Attempts of a job that do not count toward its maxAttempts: suspensions, free requeues, rate limits. */
   uncounted(jobId: string): number {
-    return (this.suspensions.get(jobId) ?? 0) + (this.requeues.get(jobId) ?? 0);
+    return (
+      (this.suspensions.get(jobId) ?? 0) +
+      (this.requeues.get(jobId) ?? 0) +
+      (this.rateLimits.get(jobId) ?? 0)
+    );
+  }
+
+  /**
+   * Expiry: a job expires only once its expiry has come, never from
+   * RUNNING, and ends CANCELLED in the same input (its row then says
+   * `EXPIRED:`, checked when it commits).
+   */
+  #applyExpired(event: Extract<CoreEvent, { type: 'job.expired' }>, h: HandledInput): void {
+    const at = this.expiresAt.get(event.jobId);
+    this.#judge.check(
+      at === event.expiresAtMs &&
+        h.nowMs >= at &&
+        event.from !== 'RUNNING' &&
+        !this.leases.has(event.jobId) &&
+        this.terminalState(event.jobId) === 'CANCELLED',
+      () =>
+        `job ${event.jobId} expired from ${event.from} at ${h.nowMs} (expiry ${event.expiresAtMs}, submitted with ${at}), now ${this.terminalState(event.jobId) ?? 'not terminal'}`,
+    );
+    this.#building.expired.add(event.jobId);
+    this.counts.expired++;
+  }
+
+  /**
+   * Rate limits: an attempt ends rate limited only on its own worker's
+   * TASK_RESULT with `rateLimited` under the current lease; it is not
+   * counted, and the job is due after `retryAfterMillis` (checked on the core
+   * after the input). A hold of the group or queue is staged with the batch
+   * and lives through a crash only once committed.
+   */
+  #applyRateLimited(event: Extract<CoreEvent, { type: 'job.rateLimited' }>, h: HandledInput): void {
+    const judge = this.#judge;
+    const input = h.input;
+    const limited =
+      input.kind === 'workerMessage' && input.msg.type === 'TASK_RESULT'
+        ? input.msg.rateLimited
+        : undefined;
+    const lease = this.leases.get(event.jobId);
+    judge.check(
+      limited != null &&
+        input.kind === 'workerMessage' &&
+        input.msg.type === 'TASK_RESULT' &&
+        input.msg.jobId === event.jobId &&
+        lease?.attemptId === input.msg.attemptId &&
+        lease.workerId === event.workerId &&
+        event.scope === limited.scope &&
+        event.untilMs === h.nowMs + limited.retryAfterMillis &&
+        event.attempt === this.attempts.get(event.jobId),
+      () =>
+        `job ${event.jobId} rate limited (${event.scope} until ${event.untilMs}, attempt ${event.attempt}) on a ${input.kind} input, not on its current lease's rateLimited result`,
+    );
+    this.leases.delete(event.jobId);
+    this.rateLimits.set(event.jobId, (this.rateLimits.get(event.jobId) ?? 0) + 1);
+    this.rateLimitedNow.push({ jobId: event.jobId, untilMs: event.untilMs });
+    this.counts.rateLimited++;
+    if (event.scope === 'job') return;
+    const place = this.#placeOf.get(event.jobId);
+    if (place === undefined) throw judge.violation(`rate limited job ${event.jobId} has no queue`);
+    const key = event.scope === 'queue' ? holdKey(place.queue) : holdKey(place.queue, place.group);
+    if (event.scope === 'queue') this.counts.rateLimitedQueue++;
+    else this.counts.rateLimitedGroup++;
+    const untilMs = Math.max(this.#liveHolds.get(key) ?? 0, event.untilMs);
+    this.#liveHolds.set(key, untilMs);
+    this.#building.holds.set(key, Math.max(this.#building.holds.get(key) ?? 0, untilMs));
+  }
+
+  /**
+   * Expiry and holds at an attempt's start: no attempt of a job starts at
+   * or after its expiry, nor in a queue or group a handler holds back.
+   */
+  #checkStartAllowed(jobId: string, nowMs: number): void {
+    const judge = this.#judge;
+    const expiresAt = this.expiresAt.get(jobId);
+    judge.check(
+      expiresAt === undefined || nowMs < expiresAt,
+      () => `job ${jobId} started at ${nowMs}, at or after its expiry ${expiresAt}`,
+    );
+    const place = this.#placeOf.get(jobId);
+    if (place === undefined) throw judge.violation(`assigned job ${jobId} has no queue`);
+    const queueHold = this.heldUntil(place.queue);
+    const groupHold = this.heldUntil(place.queue, place.group);
+    judge.check(
+      nowMs >= queueHold && nowMs >= groupHold,
+      () =>
+        `job ${jobId} of ${place.queue}/${place.group ?? '-'} started at ${nowMs}, held back until ${Math.max(queueHold, groupHold)} by a handler's rate limit`,
+    );
+  }
+
+  /**
+   * The replies of this input that a dedup key answered, with their
+   * submissions (the request of this input, or one held and settled now).
+   */
+  #collectDedupAnswers(h: HandledInput): DedupAnswer[] {
+    const input = h.input;
+    const answers: DedupAnswer[] = [];
+    for (const effect of h.effects) {
+      if (effect.kind !== 'reply') continue;
+      const reply = effect.msg;
+      if (reply.type !== 'JOB_SUBMITTED' && reply.type !== 'JOBS_SUBMITTED') continue;
+      const request =
+        input.kind === 'clientRequest' &&
+        input.connId === effect.connId &&
+        input.requestId === effect.requestId
+          ? input.msg
+          : this.#deferred.get(`${effect.connId}/${effect.requestId}`);
+      if (reply.type === 'JOB_SUBMITTED' && reply.deduplicated === true) {
+        if (request?.type !== 'SUBMIT_JOB') continue;
+        answers.push({
+          jobId: reply.jobId,
+          replaced: reply.replaced === true,
+          submission: request,
+          snapshot: reply.job,
+          consumed: false,
+        });
+      }
+      if (reply.type === 'JOBS_SUBMITTED' && request?.type === 'SUBMIT_JOBS') {
+        const parts = batchParts(request);
+        reply.jobIds.forEach((jobId, i) => {
+          if (reply.deduplicated?.[i] !== true) return;
+          answers.push({
+            jobId,
+            replaced: reply.replaced?.[i] === true,
+            submission: parts[i] as SubmitJob,
+            snapshot: null,
+            consumed: false,
+          });
+        });
+      }
+    }
+    return answers;
   }
 
   /**
@@ -668,6 +903,11 @@ export class JobTracker {
     this.attempts.set(event.jobId, 0);
     if (typeof submission.runAtMillis === 'number' && submission.runAtMillis > h.nowMs)
       this.delayed.add(event.jobId);
+    if (submission.expiresAtMillis != null) {
+      this.expiresAt.set(event.jobId, submission.expiresAtMillis);
+    }
+    this.#placeOf.set(event.jobId, { queue: event.queue, group: submission.groupKey ?? null });
+    this.dedup.onCreated(event, submission, h.nowMs);
     this.maxAttempts.set(event.jobId, event.maxAttempts);
     this.#traceOf.set(event.jobId, submission.traceparent ?? null);
     this.counts.created++;
@@ -726,6 +966,7 @@ export class JobTracker {
   #applyAssigned(
     event: Extract<CoreEvent, { type: 'job.assigned' }>,
     effects: readonly Effect[],
+    nowMs: number,
   ): void {
     const judge = this.#judge;
     const jobId = event.jobId;
@@ -772,6 +1013,10 @@ export class JobTracker {
       () =>
         `job ${jobId} was submitted with trace context ${recorded}, assigned with ${traceparent}`,
     );
+    this.#checkStartAllowed(jobId, nowMs);
+    if (send?.kind === 'send' && send.msg.type === 'TASK_ASSIGN') {
+      this.dedup.onAssigned(jobId, send.msg.payload);
+    }
     this.leases.set(jobId, { attemptId: event.attemptId, workerId: event.workerId });
     this.attempts.set(jobId, event.attempt);
     this.#keptByRecovery.delete(jobId);
@@ -896,7 +1141,12 @@ export class JobTracker {
   #checkResult(
     jobId: string,
     attemptId: string,
-    msg: { success: boolean; result: string | null; requeue?: boolean | null },
+    msg: {
+      success: boolean;
+      result: string | null;
+      requeue?: boolean | null;
+      rateLimited?: RateLimitedResult | null;
+    },
     h: HandledInput,
     leaseBefore: Lease | undefined,
   ): void {
@@ -917,7 +1167,10 @@ export class JobTracker {
         e.event.jobId === jobId,
     );
     const requeued = ended('job.attemptRequeued');
-    const accepted = ended('job.completed') || counted || requeued;
+    const rateLimited = h.effects.some(
+      (e) => e.kind === 'event' && e.event.type === 'job.rateLimited' && e.event.jobId === jobId,
+    );
+    const accepted = ended('job.completed') || counted || requeued || rateLimited;
     const current =
       !h.linkClosedByCore &&
       leaseBefore !== undefined &&
@@ -941,6 +1194,12 @@ export class JobTracker {
       () => `TASK_RESULT success=${msg.success} for ${jobId} was handled the other way`,
     );
     if (completed) this.#building.results.set(jobId, msg.result ?? '');
+    // Rate limited: never counted (the bound of 1,000 in a row is never reached here).
+    judge.check(
+      rateLimited === (!msg.success && msg.rateLimited != null) && !(rateLimited && counted),
+      () =>
+        `TASK_RESULT ${jobId} with rateLimited ${JSON.stringify(msg.rateLimited)} was ${rateLimited ? '' : 'not '}taken as rate limited${counted ? ', and counted' : ''}`,
+    );
     if (msg.success || msg.requeue !== true) return;
     // A requeue is free while the job has had fewer than the bound, and always counts after.
     const free = (this.requeues.get(jobId) ?? 0) - (requeued ? 1 : 0) < MAX_FREE_REQUEUES;
@@ -1032,6 +1291,8 @@ export class JobTracker {
   #judgeDeferred(h: HandledInput): void {
     const ctx = { judge: this.#judge, config: this.#config, invalid: this.#invalid };
     const after = {
+      nowMs: h.nowMs,
+      heldUntil: (queue: string, group?: string | null) => this.heldUntil(queue, group),
       known: (jobId: string) => this.attempts.has(jobId),
       terminal: (jobId: string) => this.terminalState(jobId),
       keyOwner: (key: string) => this.keyOwner(key),
@@ -1056,6 +1317,10 @@ export class JobTracker {
 
 interface StagedFacts {
   terminal: Map<string, JobState>;
+  /** Jobs that expired (their terminal row must say so). */
+  expired: Set<string>;
+  /** Holds handlers set (rate limits of a group or queue), by place: the latest end. */
+  holds: Map<string, number>;
   keys: Map<string, KeyOwner>;
   /** Results of accepted TASK_RESULTs, checked against the row when committed. */
   results: Map<string, string>;
@@ -1064,7 +1329,14 @@ interface StagedFacts {
 }
 
 function stagedFacts(): StagedFacts {
-  return { terminal: new Map(), keys: new Map(), results: new Map(), ticks: new Map() };
+  return {
+    terminal: new Map(),
+    expired: new Set(),
+    holds: new Map(),
+    keys: new Map(),
+    results: new Map(),
+    ticks: new Map(),
+  };
 }
 
 function isFinishing(event: CoreEvent): boolean {

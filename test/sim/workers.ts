@@ -33,6 +33,9 @@
  * current (so a recorded step never runs again), and a STEP_RECORDED
  * arrives only once its step is committed.
  *
+ * Rate limits: with a coordinator that offers `rateLimits`, a result is now
+ * and then `rateLimited` (scope job, group or queue) instead.
+ *
  * Worker modes: down (process dead until `restartAtMs`) -> up; while up it is
  * disconnected (`link` null, dialling at `reconnectAtMs`), registering, or
  * registered; independently it may be hung until `hungUntilMs`.
@@ -731,7 +734,8 @@ export class SimWorker implements WorkerPeer {
       }
       const msg = this.#cutOff(task)
         ? this.#requeueFor(task)
-        : this.#resultFor(task.jobId, task.attemptId, task.success, task.attemptNumber);
+        : (this.#rateLimitedFor(task) ??
+          this.#resultFor(task.jobId, task.attemptId, task.success, task.attemptNumber));
       this.#outbox.push({ msg, sendAtMs });
     }
   }
@@ -826,6 +830,29 @@ export class SimWorker implements WorkerPeer {
   #cutOff(task: Task): boolean {
     if (!this.#features.has('requeue')) return false;
     return cutsOffAlways(task.jobId) || (!this.#env.quiet() && this.#rng.chance(0.03));
+  }
+
+  /**
+   * Now and then (with a coordinator that offers `rateLimits`, not once the
+   * run drains) the handler was rate limited: for the job alone, its group,
+   * or its whole queue, for up to 2 s.
+   */
+  #rateLimitedFor(task: Task): TaskResult | null {
+    if (!this.#features.has('rateLimits') || this.#env.quiet() || !this.#rng.chance(0.06)) {
+      return null;
+    }
+    const scope = this.#rng.weighted({ job: 3, group: 2, queue: 1 });
+    const retryAfterMillis = this.#rng.int(1, 2_000);
+    return {
+      type: 'TASK_RESULT',
+      workerId: this.workerId,
+      jobId: task.jobId,
+      attemptId: task.attemptId,
+      success: false,
+      result: null,
+      error: `RATE_LIMITED: simulated 429 on attempt ${task.attemptNumber}`,
+      rateLimited: { retryAfterMillis, scope },
+    };
   }
 
   #requeueFor(task: Task): TaskResult {

@@ -219,6 +219,38 @@ describe('core: deduplication keys', () => {
     assert.equal(h.status(b).state, 'RUNNING');
   });
 
+  it('active: any live job of the key answers, also when a later one made by another mode has ended', () => {
+    const h = new CoreHarness();
+    h.register('w1', 1);
+    const running = h.submit({ dedupKey: 'k' });
+    assert.equal(h.status(running).state, 'RUNNING');
+    // Not SCHEDULED: a debounced submission makes a new job, which ends at once.
+    const later = h.submit({ dedupKey: 'k', dedupMode: 'debounce', runAtMillis: START_MS + 100 });
+    assert.notEqual(later, running);
+    expectReply(h.request({ type: 'CANCEL_JOB', jobId: later }), 'JOB_CANCEL');
+    const again = submitted(h.submitRequest({ dedupKey: 'k' }));
+    assert.deepEqual([again.jobId, again.deduplicated], [running, true]);
+    assert.equal(h.core.activeCount, 1);
+  });
+
+  it("a restart finds the same key's job: an ended job's open window, not an older live job", () => {
+    const h = new CoreHarness();
+    const key = { dedupKey: 'k', dedupMode: 'throttle' as const, dedupWindowMillis: 1_000 };
+    const older = h.submit(key); // stays QUEUED: no worker
+    h.tick(1_000);
+    const later = h.submit(key);
+    assert.notEqual(later, older, 'the window of the older one had closed');
+    expectReply(h.request({ type: 'CANCEL_JOB', jobId: later }), 'JOB_CANCEL');
+    h.tick(500);
+    assert.equal(h.submit(key), later, "the later job's window is open");
+    h.restart();
+    assert.equal(h.submit(key), later, 'and still after a restart');
+    h.tick(500);
+    const next = submitted(h.submitRequest(key));
+    assert.ok(![older, later].includes(next.jobId), 'both windows closed: a new job');
+    assert.equal(next.deduplicated, false);
+  });
+
   it('a recovered live keyed job still holds its key, also when it is delayed far ahead', () => {
     const h = new CoreHarness({
       config: { scheduledWindow: { windowMs: 1_000, limit: 10, marginMs: 100 } },

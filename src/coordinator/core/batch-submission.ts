@@ -62,6 +62,7 @@ export function submitBatch(
     requestId,
     jobs,
     stored: new Map(),
+    lookedUp: [],
     waiting: 0,
     failed: false,
   };
@@ -77,7 +78,12 @@ export function submitBatch(
   }
   if (unknown.length === 0) return settle(s, batch);
   batch.waiting = unknown.length;
-  for (const key of unknown) s.read({ op: 'jobByKey', key }, { kind: 'batchKey', batch, key });
+  for (const key of unknown) {
+    // A job another submission makes with the key meanwhile stays known until the batch settles.
+    s.jobs.pinKey(key);
+    batch.lookedUp.push(key);
+    s.read({ op: 'jobByKey', key }, { kind: 'batchKey', batch, key });
+  }
 }
 
 /** Every job validated, keys unique in the batch; null once the batch was refused. */
@@ -150,11 +156,18 @@ export function batchKeyLookedUp(
   batch.stored.set(key, stored);
   batch.waiting -= 1;
   if (batch.waiting === 0 && !batch.failed) settle(s, batch);
+  if (batch.waiting === 0) unpinAll(s, batch);
+}
+
+/** The batch no longer waits for the store: its keys need not stay pinned. */
+function unpinAll(s: CoreState, batch: HeldBatch): void {
+  for (const key of batch.lookedUp) s.jobs.unpinKey(key);
 }
 
 /** One key lookup of a held batch failed: the batch gets an error (once); nothing is created. */
 export function batchKeyLookupFailed(s: CoreState, batch: HeldBatch, message: string): void {
   batch.waiting -= 1;
+  if (batch.waiting === 0) unpinAll(s, batch);
   if (batch.failed) return;
   batch.failed = true;
   s.replyError(

@@ -1,11 +1,13 @@
 /**
  * The index of deduplication keys (see dedup.ts for what they decide): for
- * each queue and key, the key's job while it can still decide a submission.
+ * each queue and key, the keyed jobs that can still decide a submission —
+ * those not terminal, and the ended ones whose throttle window is open.
  *
  * Memory only and complete: rebuilt at recovery from the non-terminal jobs
  * with a key and the ended ones whose throttle window is still open (the
- * store keeps `dedupUntilMs` for that). An ended job's entry stays only for
- * the window its own creation opened (a `throttle` job's); the windows are
+ * store keeps `dedupUntilMs` for that), so a restart finds the same entries
+ * as the process before it had. An ended job's entry stays only for the
+ * window its own creation opened (a `throttle` job's); the windows are
  * dropped from a heap as they close.
  */
 import type { DedupMode } from '../../protocol/messages.js';
@@ -20,9 +22,11 @@ export interface DedupRequest {
   readonly windowMs: number | null;
 }
 
-/** The key's job, as the index holds it. */
+/** A keyed job, as the index holds it. */
 export interface Holder {
   readonly jobId: string;
+  /** Creation order: the latest entry of a key is its job. */
+  readonly seq: number;
   readonly createdAtMs: number;
   /** The end of the throttle window its creation opened; null = none. */
   readonly untilMs: number | null;
@@ -36,33 +40,54 @@ interface WindowEnd {
   readonly jobId: string;
 }
 
+type KeyedJob = Pick<
+  CoreJob,
+  'jobId' | 'seq' | 'queue' | 'dedupKey' | 'dedupUntilMs' | 'createdAtMs'
+>;
+
 const indexKey = (queue: string, key: string): string => `${queue}\u0000${key}`;
 
 export class DedupIndex {
-  readonly #holders = new Map<string, Holder>();
-  /** Ended holders by the end of their window (lazily cleaned: a replaced holder is skipped). */
+  /** Per key, its entries in creation order (few: live jobs and open windows). */
+  readonly #entries = new Map<string, Holder[]>();
+  /** Ended entries by the end of their window (lazily cleaned: a removed entry is skipped). */
   readonly #windows = new BinaryHeap<WindowEnd>((a, b) => a.atMs < b.atMs);
 
-  /** Keys held (live jobs and open windows of ended ones). */
+  /** Keys held (by live jobs or open windows of ended ones). */
   get size(): number {
-    return this.#holders.size;
+    return this.#entries.size;
   }
 
-  /** The key's job, if one can still decide a submission at `nowMs`. */
+  /**
+   * The key's job at `nowMs`: the latest created of those that can still
+   * decide (live, or ended within its own throttle window).
+   */
   holderOf(queue: string, key: string, nowMs: number): Holder | undefined {
     const id = indexKey(queue, key);
-    const holder = this.#holders.get(id);
-    if (holder === undefined || !holder.ended) return holder;
-    if (holder.untilMs !== null && holder.untilMs > nowMs) return holder;
-    this.#holders.delete(id);
+    const list = this.#entries.get(id);
+    if (list === undefined) return undefined;
+    const open = list.filter((h) => !h.ended || (h.untilMs !== null && h.untilMs > nowMs));
+    if (open.length === 0) this.#entries.delete(id);
+    else if (open.length < list.length) this.#entries.set(id, open);
+    return open.at(-1);
+  }
+
+  /** The latest created of the key's jobs that are not terminal, if any. */
+  liveOf(queue: string, key: string): Holder | undefined {
+    const list = this.#entries.get(indexKey(queue, key)) ?? [];
+    for (let i = list.length - 1; i >= 0; i--) {
+      const entry = list[i] as Holder;
+      if (!entry.ended) return entry;
+    }
     return undefined;
   }
 
-  /** A job with a key was created (or found at recovery, not ended): it is the key's job now. */
-  took(job: Readonly<CoreJob>): void {
+  /** A job with a key was created (or found at recovery, not ended). */
+  took(job: Readonly<KeyedJob>): void {
     if (job.dedupKey == null) return;
-    this.#holders.set(indexKey(job.queue, job.dedupKey), {
+    this.#insert(indexKey(job.queue, job.dedupKey), {
       jobId: job.jobId,
+      seq: job.seq,
       createdAtMs: job.createdAtMs,
       untilMs: job.dedupUntilMs ?? null,
       ended: false,
@@ -70,38 +95,37 @@ export class DedupIndex {
   }
 
   /**
-   * A keyed job ended (or was found ended at recovery): it stays the key's
-   * job while its throttle window is open, and is forgotten otherwise.
+   * A keyed job ended (or was found ended at recovery): it stays while its
+   * throttle window is open, and is forgotten otherwise.
    */
-  ended(
-    job: Readonly<Pick<CoreJob, 'jobId' | 'queue' | 'dedupKey' | 'dedupUntilMs' | 'createdAtMs'>>,
-    nowMs: number,
-  ): void {
+  ended(job: Readonly<KeyedJob>, nowMs: number): void {
     if (job.dedupKey == null) return;
     const id = indexKey(job.queue, job.dedupKey);
-    const holder = this.#holders.get(id);
+    const list = this.#entries.get(id) ?? [];
+    const index = list.findIndex((h) => h.jobId === job.jobId);
     const untilMs = job.dedupUntilMs ?? null;
-    if (holder === undefined) {
+    const open = untilMs !== null && untilMs > nowMs;
+    if (index < 0) {
       // Recovery: an ended job whose window is still open.
-      if (untilMs === null || untilMs <= nowMs) return;
-      this.#holders.set(id, {
+      if (!open) return;
+      this.#insert(id, {
         jobId: job.jobId,
+        seq: job.seq,
         createdAtMs: job.createdAtMs,
         untilMs,
         ended: true,
       });
-    } else if (holder.jobId !== job.jobId) {
-      return; // a later job holds the key now
-    } else if (untilMs === null || untilMs <= nowMs) {
-      this.#holders.delete(id);
+    } else if (!open) {
+      list.splice(index, 1);
+      if (list.length === 0) this.#entries.delete(id);
       return;
     } else {
-      holder.ended = true;
+      (list[index] as Holder).ended = true;
     }
     this.#windows.push({ atMs: untilMs, id, jobId: job.jobId });
   }
 
-  /** Forgets the ended holders whose window closed by `nowMs`. */
+  /** Forgets the ended entries whose window closed by `nowMs`. */
   prune(nowMs: number): void {
     for (
       let end = this.#windows.peek();
@@ -109,10 +133,23 @@ export class DedupIndex {
       end = this.#windows.peek()
     ) {
       this.#windows.pop();
-      const holder = this.#holders.get(end.id);
-      if (holder !== undefined && holder.ended && holder.jobId === end.jobId) {
-        this.#holders.delete(end.id);
-      }
+      const list = this.#entries.get(end.id);
+      if (list === undefined) continue;
+      const index = list.findIndex((h) => h.jobId === end.jobId && h.ended);
+      if (index < 0) continue;
+      list.splice(index, 1);
+      if (list.length === 0) this.#entries.delete(end.id);
     }
+  }
+
+  /** Adds an entry in creation order (new jobs come last; recovery may interleave). */
+  #insert(id: string, entry: Holder): void {
+    const list = this.#entries.get(id) ?? [];
+    const existing = list.findIndex((h) => h.jobId === entry.jobId);
+    if (existing >= 0) list.splice(existing, 1);
+    let at = list.length;
+    while (at > 0 && (list[at - 1] as Holder).seq > entry.seq) at--;
+    list.splice(at, 0, entry);
+    this.#entries.set(id, list);
   }
 }

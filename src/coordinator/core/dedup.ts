@@ -2,10 +2,12 @@
  * Deduplication keys (`dedupKey`, `dedupMode`, `dedupWindowMillis`).
  *
  * A key is scoped to a queue. The *key's job* is the latest job created
- * with it; a submission with the key is decided against that job, in the
- * single writer, so two submissions racing with one key never both create:
- * - `active`: while the key's job is not terminal, nothing is created and
- *   the reply names it;
+ * with it that is not terminal or, ended, is still within the throttle
+ * window its own creation opened; a submission with the key is decided
+ * against it, in the single writer, so two submissions racing with one key
+ * never both create:
+ * - `active`: while a job with the key is not terminal, nothing is created
+ *   and the reply names the latest such job;
  * - `throttle`: within the submission's window after the key's job was
  *   created, nothing is created (whatever that job's state);
  * - `debounce`: while the key's job is SCHEDULED and has never started, its
@@ -34,13 +36,20 @@ const CREATE: DedupDecision = { kind: 'create' };
 
 /** Decides a keyed submission against the key's job (see the module comment). */
 export function decideDedup(s: CoreState, queue: string, dedup: DedupRequest): DedupDecision {
+  if (dedup.mode === 'active') {
+    // Any job of the key that is not terminal answers, not only the latest
+    // (a later one made by another mode may have ended meanwhile).
+    const entry = s.dedup.liveOf(queue, dedup.key);
+    const job = entry === undefined ? undefined : s.jobs.get(entry.jobId);
+    return entry !== undefined && job !== undefined && !isTerminalState(job.state)
+      ? { kind: 'existing', jobId: entry.jobId, job }
+      : CREATE;
+  }
   const holder = s.dedup.holderOf(queue, dedup.key, s.nowMs);
   if (holder === undefined) return CREATE;
   const job = s.jobs.get(holder.jobId) ?? s.jobs.recent(holder.jobId);
   const live = !holder.ended && job !== undefined && !isTerminalState(job.state);
   switch (dedup.mode) {
-    case 'active':
-      return live ? { kind: 'existing', jobId: holder.jobId, job } : CREATE;
     case 'throttle':
       return s.nowMs < holder.createdAtMs + (dedup.windowMs ?? 0)
         ? { kind: 'existing', jobId: holder.jobId, job }

@@ -53,6 +53,8 @@ export class JobTable {
   readonly #recent = new Map<string, CoreJob>();
   #recentChars = 0;
   readonly #keys = new Map<string, CoreJob>();
+  /** Keys held submissions asked the store about, with how many such lookups are out (see pinKey). */
+  readonly #pinned = new Map<string, number>();
   #dirty = new Map<string, { job: CoreJob; isNew: boolean }>();
   #dirtyAttempts: AttemptRecord[] = [];
   #dirtyQueues = new Map<string, QueueSettingsRecord>();
@@ -131,9 +133,34 @@ export class JobTable {
     this.#recentChars = 0;
   }
 
-  /** The active or retiring job holding an idempotency key. */
+  /** The active or retiring job holding an idempotency key (or one pinned, see pinKey). */
   byKey(key: string): CoreJob | undefined {
     return this.#keys.get(key);
+  }
+
+  /**
+   * A submission is held while the store is asked about `key`. A job made
+   * with the key meanwhile (by another submission) stays known to
+   * {@link byKey} until {@link unpinKey}, even once it ended and left
+   * memory: the store's answer may have been read before it existed, and
+   * must not let a second job take the key.
+   */
+  pinKey(key: string): void {
+    this.#pinned.set(key, (this.#pinned.get(key) ?? 0) + 1);
+  }
+
+  /** The held submission that pinned `key` was settled. */
+  unpinKey(key: string): void {
+    const left = (this.#pinned.get(key) ?? 0) - 1;
+    if (left > 0) {
+      this.#pinned.set(key, left);
+      return;
+    }
+    this.#pinned.delete(key);
+    const job = this.#keys.get(key);
+    if (job !== undefined && !this.#active.has(job.jobId) && !this.#retiring.has(job.jobId)) {
+      this.#keys.delete(key);
+    }
   }
 
   /** A new job: active, and written with the next batch. */
@@ -407,8 +434,9 @@ export class JobTable {
     // Only an end is remembered: a far delayed job parked in the store may still change.
     if (isTerminalState(job.state)) this.#remember(job);
     this.#onForget(jobId);
-    if (job.idempotencyKey !== null && this.#keys.get(job.idempotencyKey) === job) {
-      this.#keys.delete(job.idempotencyKey);
+    const key = job.idempotencyKey;
+    if (key !== null && this.#keys.get(key) === job && !this.#pinned.has(key)) {
+      this.#keys.delete(key);
     }
   }
 }

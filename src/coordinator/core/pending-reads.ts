@@ -76,6 +76,8 @@ export interface HeldBatch {
   }[];
   /** What the store said of each key looked up so far. */
   readonly stored: Map<string, JobRecord | null>;
+  /** The keys asked of the store (pinned in the job table until every answer came). */
+  readonly lookedUp: string[];
   /** Lookups still out. */
   waiting: number;
   /** A lookup failed: the batch was answered with an error. */

@@ -237,6 +237,7 @@ export function submit(s: CoreState, connId: number, requestId: number, msg: Sub
     return;
   }
   s.reads.hold(key, held);
+  s.jobs.pinKey(key);
   s.read({ op: 'jobByKey', key }, { kind: 'key', key });
 }
 
@@ -248,6 +249,7 @@ export function keyLookedUp(s: CoreState, key: string, stored: JobRecord | null)
     else if (stored !== null) answerKnownKey(s, held, stored);
     else admit(s, held);
   }
+  s.jobs.unpinKey(key);
 }
 
 /** A key lookup failed: its held submissions get an error; nothing was created. */
@@ -260,6 +262,7 @@ export function keyLookupFailed(s: CoreState, key: string, message: string): voi
       `Could not check idempotency key: ${message}`,
     );
   }
+  s.jobs.unpinKey(key);
 }
 
 /** Same submission -> the existing job; anything different -> ERROR. */
