@@ -42,6 +42,7 @@ const REGISTERED_W1 = {
     'moreHeld',
     'batches',
     'rateLimits',
+    'signals',
   ],
 } as const;
 

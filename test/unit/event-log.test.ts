@@ -88,6 +88,9 @@ const SAMPLES: { [K in CoreEvent['type']]: Extract<CoreEvent, { type: K }>[] } =
     { type: 'job.dedupMatched', jobId: 'j', dedupKey: 'k', mode: 'active', replaced: false },
     { type: 'job.dedupMatched', jobId: 'j', dedupKey: 'k', mode: 'debounce', replaced: true },
   ],
+  'job.signalled': [{ type: 'job.signalled', jobId: 'j', name: 'approve', resumed: true }],
+  'job.resumed': [{ type: 'job.resumed', jobId: 'j', by: 'dtp.waitForSignal' }],
+  'event.published': [{ type: 'event.published', eventId: 'e', name: 'paid', jobs: 1, resumed: 2 }],
   'job.debounced': [{ type: 'job.debounced', jobId: 'j', runAtMs: 5 }],
   'job.expired': [{ type: 'job.expired', jobId: 'j', from: 'QUEUED', expiresAtMs: 5 }],
   'job.rateLimited': [

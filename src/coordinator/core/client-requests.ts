@@ -43,6 +43,7 @@ import { submitFlow } from './flow-submission.js';
 import { submitBatch } from './batch-submission.js';
 import { rerunJobs } from './rerun.js';
 import { subscribe, type Asker } from './subscriber-requests.js';
+import { deleteTrigger, listTriggers, publishEvent, setTrigger, signalJob } from './signals.js';
 
 /** Largest LIST_JOBS page; also the page when the request names no limit (the frame cuts it). */
 export const MAX_LIST_LIMIT = 10_000;
@@ -94,6 +95,16 @@ export function handleClientRequest(
       return submitFlow(s, connId, requestId, msg);
     case 'SUBSCRIBE_JOBS':
       return subscribe(s, { connId, requestId, address }, msg);
+    case 'SIGNAL_JOB':
+      return signalJob(s, connId, requestId, msg);
+    case 'PUBLISH_EVENT':
+      return publishEvent(s, connId, requestId, msg);
+    case 'SET_TRIGGER':
+      return setTrigger(s, connId, requestId, msg);
+    case 'LIST_TRIGGERS':
+      return listTriggers(s, connId, requestId);
+    case 'DELETE_TRIGGER':
+      return deleteTrigger(s, connId, requestId, msg);
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
     case 'GET_SCHEDULE':

@@ -26,6 +26,13 @@ import {
 } from './client-requests.js';
 import { nextDueAtMs, promoteDue } from './delayed-jobs.js';
 import { expireDue, nextExpiryAtMs, settleExpiredWhileRunning } from './expiry.js';
+import {
+  eventLookedUp,
+  eventLookupFailed,
+  nextWaitTimeoutAtMs,
+  signalJobRead,
+  timeOutWaits,
+} from './signals.js';
 import { subscriberStalled } from './subscriber-requests.js';
 import { toRecord } from './job.js';
 import { requeueDue, schedule } from './job-lifecycle.js';
@@ -258,6 +265,7 @@ function doDue(s: CoreState): void {
   s.ready.unparkDue(s.nowMs);
   promoteDue(s);
   expireDue(s);
+  timeOutWaits(s);
   s.dedup.prune(s.nowMs);
   fireDueTicks(s);
   advanceWindow(s);
@@ -272,6 +280,7 @@ function stateWakeUp(s: CoreState): void {
   for (const at of [
     nextDueAtMs(s),
     nextExpiryAtMs(s),
+    nextWaitTimeoutAtMs(s),
     s.schedules.nextTickAtMs(),
     // The openings the ready queue met (queues and groups held by a rate),
     // cleared by doDue: a value that moves only with picks and timed inputs.
@@ -378,6 +387,21 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       if (result.op !== 'children')
         throw new Error(`read ${readId}: expected child links, got ${result.op}`);
       return childrenLoaded(s, read.parentJobId, result.links);
+    case 'signal':
+      if (result.op !== 'job') throw new Error(`read ${readId}: expected a job, got ${result.op}`);
+      return signalJobRead(s, read, result.job);
+    case 'event': {
+      if (result.op !== 'event')
+        throw new Error(`read ${readId}: expected an event, got ${result.op}`);
+      const e = result.event;
+      return eventLookedUp(
+        s,
+        read.eventId,
+        e === null
+          ? null
+          : { type: 'EVENT_PUBLISHED', eventId: e.eventId, jobIds: e.jobIds, resumed: e.resumed },
+      );
+    }
   }
 }
 
@@ -424,6 +448,16 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return stepWaitReadFailed(s, read, message);
     case 'children':
       return childrenLoadFailed(s, read.parentJobId, message);
+    case 'signal':
+      s.replyError(
+        read.connId,
+        read.requestId,
+        ErrorCode.StoreReadFailed,
+        `Could not read history: ${message}`,
+      );
+      return;
+    case 'event':
+      return eventLookupFailed(s, read.eventId, message);
   }
 }
 

@@ -22,12 +22,15 @@
  */
 import type {
   AttemptRecord,
+  EventRecord,
   GroupHoldRecord,
   JobRecord,
   QueueSettingsRecord,
   ScheduleRecord,
   StepRecord,
+  SignalRecord,
   StepWaitRecord,
+  TriggerRecord,
   WriteBatch,
 } from '../../store/store.js';
 import { isTerminalState } from '../../protocol/messages.js';
@@ -60,6 +63,11 @@ export class JobTable {
   #clearedSteps = new Set<string>();
   /** Group holds set since the last batch, by queue and group. */
   #dirtyGroupHolds = new Map<string, GroupHoldRecord>();
+  /** Signals written since the last batch, by `jobId seq` (the newest version of each). */
+  #dirtySignals = new Map<string, SignalRecord>();
+  #dirtyEvents: EventRecord[] = [];
+  /** Triggers written (their row) or deleted (null) since the last batch. */
+  #dirtyTriggers = new Map<string, TriggerRecord | null>();
   /** Stored group holds that ended before this time are to be deleted; null = none. */
   #groupHoldsEndedBeforeMs: number | null = null;
   /** Schedules written (their row) or deleted (null) since the last batch. */
@@ -208,6 +216,26 @@ export class JobTable {
     this.#dirtyGroupHolds.set(`${hold.queue}\u0000${hold.groupKey ?? ''}`, { ...hold });
   }
 
+  /** A signal was sent or taken: its row goes out with the next batch. */
+  saveSignal(signal: SignalRecord): void {
+    this.#dirtySignals.set(`${signal.jobId} ${signal.seq}`, { ...signal });
+  }
+
+  /** An event was published: its row goes out with the next batch. */
+  saveEvent(event: EventRecord): void {
+    this.#dirtyEvents.push(event);
+  }
+
+  /** A trigger was set: its row goes out with the next batch. */
+  saveTrigger(trigger: TriggerRecord): void {
+    this.#dirtyTriggers.set(trigger.name, { ...trigger });
+  }
+
+  /** A trigger was deleted: that goes out with the next batch. */
+  deleteTrigger(name: string): void {
+    this.#dirtyTriggers.set(name, null);
+  }
+
   /** The stored group holds that ended before `atMs` are deleted with the next batch. */
   deleteGroupHoldsEndedBefore(atMs: number): void {
     this.#groupHoldsEndedBeforeMs = atMs;
@@ -242,7 +270,10 @@ export class JobTable {
       this.#dirtyStepWaits.length > 0 ||
       this.#clearedSteps.size > 0 ||
       this.#dirtyGroupHolds.size > 0 ||
-      this.#groupHoldsEndedBeforeMs !== null
+      this.#groupHoldsEndedBeforeMs !== null ||
+      this.#dirtySignals.size > 0 ||
+      this.#dirtyEvents.length > 0 ||
+      this.#dirtyTriggers.size > 0
     );
   }
 
@@ -281,6 +312,17 @@ export class JobTable {
     if (groupHolds.length > 0) this.#dirtyGroupHolds = new Map();
     const groupHoldsEndedBeforeMs = this.#groupHoldsEndedBeforeMs;
     this.#groupHoldsEndedBeforeMs = null;
+    const signals = [...this.#dirtySignals.values()];
+    if (signals.length > 0) this.#dirtySignals = new Map();
+    const events = this.#dirtyEvents;
+    if (events.length > 0) this.#dirtyEvents = [];
+    const triggers: TriggerRecord[] = [];
+    const deletedTriggers: string[] = [];
+    for (const [name, row] of this.#dirtyTriggers) {
+      if (row === null) deletedTriggers.push(name);
+      else triggers.push(row);
+    }
+    if (this.#dirtyTriggers.size > 0) this.#dirtyTriggers = new Map();
     return {
       batchId,
       jobs,
@@ -293,6 +335,10 @@ export class JobTable {
       ...(stepWaits.length > 0 && { stepWaits }),
       ...(groupHolds.length > 0 && { groupHolds }),
       ...(groupHoldsEndedBeforeMs !== null && { groupHoldsEndedBeforeMs }),
+      ...(signals.length > 0 && { signals }),
+      ...(events.length > 0 && { events }),
+      ...(triggers.length > 0 && { triggers }),
+      ...(deletedTriggers.length > 0 && { deletedTriggers }),
     };
   }
 

@@ -30,6 +30,24 @@ export interface JobStep {
   readonly atMs: number;
 }
 
+/** A signal sent to the job that no `ctx.waitForSignal` has taken yet (signals.ts). */
+export interface HeldSignal {
+  readonly seq: number;
+  readonly name: string;
+  readonly payloadJson: string;
+  readonly atMs: number;
+}
+
+/** What a WAITING job's `ctx.waitForSignal` or `ctx.waitForEvent` waits for (signals.ts). */
+export interface Awaiting {
+  readonly kind: 'signal' | 'event';
+  readonly name: string;
+  /** An event's key it must carry; null = any (always null for a signal). */
+  readonly key: string | null;
+  /** When the wait gives up; null = never. */
+  readonly untilMs: number | null;
+}
+
 /** The current attempt of a RUNNING job. */
 export interface Lease {
   readonly workerId: string;
@@ -94,6 +112,10 @@ export interface CoreJob {
   readonly dedupUntilMs?: number | null;
   /** When it expires unless an attempt is running (expiry.ts); absent or null = never. A rerun clears it. */
   expiresAtMs?: number | null;
+  /** The signal or event a WAITING job waits for; absent or null = none (signals.ts). */
+  awaiting?: Awaiting | null;
+  /** Signals sent to it not taken yet, oldest first; absent = none (signals.ts). */
+  signals?: HeldSignal[];
 }
 
 export type RunningJob = CoreJob & { readonly state: 'RUNNING'; readonly lease: Lease };
@@ -330,9 +352,26 @@ export function isExpired(job: Pick<JobRecord, 'state' | 'error' | 'expiresAtMs'
   );
 }
 
-/** The snapshot of a job held in memory. */
+/** The snapshot of a job held in memory (with what only memory knows: its wait and held signals). */
 export function coreJobSnapshot(job: Readonly<CoreJob>): JobSnapshot {
-  return jobSnapshot(toRecord(job));
+  const snapshot = jobSnapshot(toRecord(job));
+  if (job.state === 'WAITING') {
+    const awaiting = job.awaiting ?? null;
+    if (awaiting?.kind === 'signal') {
+      snapshot.waitingFor = { signal: awaiting.name, untilMillis: awaiting.untilMs };
+    } else if (awaiting?.kind === 'event') {
+      snapshot.waitingFor = {
+        event: awaiting.name,
+        key: awaiting.key,
+        untilMillis: awaiting.untilMs,
+      };
+    } else if (job.waitingFor !== null) {
+      snapshot.waitingFor = { jobId: job.waitingFor, untilMillis: null };
+    }
+  }
+  const held = job.signals?.length ?? 0;
+  if (held > 0) snapshot.signalsHeld = held;
+  return snapshot;
 }
 
 export function attemptSnapshot(attempt: Readonly<AttemptRecord>): AttemptSnapshot {

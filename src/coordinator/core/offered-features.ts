@@ -24,4 +24,5 @@ export const COORDINATOR_FEATURES: readonly Feature[] = [
   'moreHeld',
   'batches',
   'rateLimits',
+  'signals',
 ];

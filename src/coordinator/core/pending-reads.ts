@@ -83,6 +83,17 @@ export interface HeldBatch {
 }
 
 export type PendingRead =
+  /** A signal to a job memory does not hold (signals.ts). */
+  | {
+      kind: 'signal';
+      connId: number;
+      requestId: number;
+      jobId: string;
+      name: string;
+      payloadJson: string;
+    }
+  /** Publishes wait for the store to say whether their event id is known (signals.ts). */
+  | { kind: 'event'; eventId: string }
   /** A suspending attempt waits for a job memory does not hold (steps.ts). */
   | { kind: 'stepWait'; jobId: string; attemptId: string; targetId: string }
   | {

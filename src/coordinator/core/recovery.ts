@@ -34,12 +34,20 @@ import {
   parentFailureError,
   type FinishedParent,
 } from './dependencies.js';
-import { fromRecord, isRunning, type CoreJob, type JobStep, type RunningJob } from './job.js';
+import {
+  fromRecord,
+  isRunning,
+  type CoreJob,
+  type HeldSignal,
+  type JobStep,
+  type RunningJob,
+} from './job.js';
 import { renewDeadline } from './lease.js';
 import { pendingWaitOf } from './step-records.js';
 import { recoverWait } from './steps.js';
 import { holdScheduled } from './delayed-jobs.js';
 import { watchExpiry } from './expiry.js';
+import { putTrigger, recoverAwaiting } from './signals.js';
 import { recoverWindow } from './scheduled-window.js';
 import { cancelJob, releaseWaiting } from './job-lifecycle.js';
 import { isTerminalState } from './job-state.js';
@@ -63,10 +71,25 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     list.push({ name: step.name, result: step.result, atMs: step.atMs });
     stepsByJob.set(step.jobId, list);
   }
+  for (const trigger of stored.triggers ?? []) putTrigger(s, trigger);
+  const signalsByJob = new Map<string, HeldSignal[]>();
+  for (const signal of stored.activeSignals ?? []) {
+    if (signal.consumed) continue;
+    const list = signalsByJob.get(signal.jobId) ?? [];
+    list.push({
+      seq: signal.seq,
+      name: signal.name,
+      payloadJson: signal.payloadJson,
+      atMs: signal.atMs,
+    });
+    signalsByJob.set(signal.jobId, list);
+  }
   const jobs = stored.activeJobs.map((row) => {
     const job = fromRecord(row, attemptsByJob.get(row.jobId) ?? []);
     job.steps = stepsByJob.get(row.jobId) ?? [];
     if (job.state === 'WAITING') job.waitingFor = pendingWaitOf(job.steps);
+    const signals = signalsByJob.get(row.jobId);
+    if (signals !== undefined) job.signals = signals.sort((a, b) => a.seq - b.seq);
     s.jobs.adopt(job);
     s.dedup.took(job);
     watchExpiry(s, job);
@@ -95,6 +118,7 @@ export function recover(s: CoreState, stored: RecoveredState): void {
     const blocker = blocked.get(job.jobId);
     if (blocker !== undefined) recoverBlocked(s, job, blocker);
     else if (job.waitingFor !== null) recoverWait(s, job, parentRows);
+    else if (job.state === 'WAITING' && recoverAwaiting(s, job)) continue;
     else recoverJob(s, job, kept);
   }
   keepRecovered(s, kept, interruption);

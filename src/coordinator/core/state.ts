@@ -6,10 +6,12 @@ import type { ErrorCode } from '../../protocol/error-codes.js';
 import type {
   ClientReply,
   CoordinatorToWorker,
+  EventPublished,
   JobEvent,
+  PublishEvent,
   SetQueue,
 } from '../../protocol/messages.js';
-import type { StoreRead } from '../../store/store.js';
+import type { StoreRead, TriggerRecord } from '../../store/store.js';
 import { BinaryHeap } from './binary-heap.js';
 import { ChildIndex } from './child-index.js';
 import { DedupIndex } from './dedup-index.js';
@@ -65,6 +67,20 @@ export class CoreState {
   readonly expiries = new BinaryHeap<DueEntry>(byDueTime);
   /** Jobs whose expiry passed while an attempt ran: they expire if it ends without ending them. */
   readonly expiredWhileRunning = new Set<string>();
+  /** WAITING jobs by the event name their `ctx.waitForEvent` waits for (signals.ts); lazily cleaned. */
+  readonly eventWaiters = new Map<string, Set<string>>();
+  /** Signal and event waits with a timeout, by its time (signals.ts); lazily cleaned. */
+  readonly waitTimeouts = new BinaryHeap<DueEntry>(byDueTime);
+  /** Triggers by name, and their names by event (signals.ts). */
+  readonly triggers = new Map<string, TriggerRecord>();
+  readonly triggersByEvent = new Map<string, Set<string>>();
+  /** The replies of the latest events, by id: a repeated id is answered without a read. */
+  readonly recentEvents = new Map<string, EventPublished>();
+  /** Publishes held, by event id, while the store is asked whether the id is known. */
+  readonly eventLookups = new Map<
+    string,
+    { connId: number; requestId: number; msg: PublishEvent; payloadJson: string }[]
+  >();
   /** When the ended group holds are next dropped (core.ts). */
   nextHoldCleanupMs = 0;
   /** True while the store may hold group holds that ended (set by every hold written). */

@@ -11,7 +11,21 @@ export const SLEEP_STEP = 'dtp.sleep';
 /** The step a wait records (its value: `{jobId}`, then the job's outcome). */
 export const WAIT_STEP = 'dtp.waitFor';
 
+/**
+ * The step a wait for a signal records (its value: `{waitingFor}` while it
+ * waits, then `{signal}`: the signal taken, or null when it timed out).
+ */
+export const SIGNAL_WAIT_STEP = 'dtp.waitForSignal';
+
+/** The step a wait for an event records (`{waitingFor}`, then `{event}` or `{event: null}`). */
+export const EVENT_WAIT_STEP = 'dtp.waitForEvent';
+
 /** True for the step of a suspension: the attempt that recorded it ended there, without failing. */
 export function isSuspensionStep(name: string): boolean {
-  return name === SLEEP_STEP || name === WAIT_STEP;
+  return (
+    name === SLEEP_STEP ||
+    name === WAIT_STEP ||
+    name === SIGNAL_WAIT_STEP ||
+    name === EVENT_WAIT_STEP
+  );
 }

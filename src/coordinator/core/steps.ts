@@ -38,13 +38,11 @@ import type { GetSteps, RecordStep, TaskSuspend } from '../../protocol/messages.
 import { isTerminalState } from '../../protocol/messages.js';
 import type { JobRecord } from '../../store/store.js';
 import { holdScheduled } from './delayed-jobs.js';
-import type { CoreJob, JobStep, RunningJob } from './job.js';
+import type { CoreJob, RunningJob } from './job.js';
 import { isCurrentLease } from './lease.js';
-import { endWait, failAttempt, schedule, suspendAttempt } from './job-lifecycle.js';
+import { endWait, failAttempt, schedule } from './job-lifecycle.js';
 import {
-  SLEEP_STEP,
   STEP_ENVELOPE_BYTES,
-  WAIT_STEP,
   outcomeOf,
   resultsBytes,
   stepNameProblem,
@@ -52,7 +50,8 @@ import {
   stepsFrom,
   unknownOutcome,
 } from './step-records.js';
-import { transition } from './job-state.js';
+import { appendStep, suspend } from './suspension.js';
+import { WaitRefused, waitForEvent, waitForSignal, waitProblem } from './signals.js';
 import { refuseCall, type FencedCall } from './calls.js';
 import type { CoreState } from './state.js';
 import type { WorkerSession } from './worker-registry.js';
@@ -117,13 +116,6 @@ function isJsonText(text: string): boolean {
   }
 }
 
-function appendStep(s: CoreState, job: CoreJob, step: JobStep): void {
-  job.steps.push(step);
-  s.jobs.saveStep(job.jobId, job.steps.length - 1, step);
-  // The job's row changes too: its snapshot lists the steps.
-  s.jobs.save(job);
-}
-
 /** GET_STEPS (fenced already): the steps from an index, as many as fit one frame (at least one). */
 export function getSteps(s: CoreState, call: FencedCall<GetSteps>): void {
   const { session, job, msg } = call;
@@ -166,10 +158,19 @@ export function handleSuspend(s: CoreState, session: WorkerSession, msg: TaskSus
     return;
   }
   s.workers.noteResult(session, s.nowMs);
-  if (msg.sleepMillis !== undefined && msg.sleepMillis !== null) {
-    sleep(s, job, msg.sleepMillis);
-  } else {
-    waitFor(s, job, msg.waitForJobId as string);
+  try {
+    if (msg.sleepMillis !== undefined && msg.sleepMillis !== null) {
+      sleep(s, job, msg.sleepMillis);
+    } else if (msg.waitForSignal != null) {
+      waitForSignal(s, job, msg.waitForSignal);
+    } else if (msg.waitForEvent != null) {
+      waitForEvent(s, job, msg.waitForEvent);
+    } else {
+      waitFor(s, job, msg.waitForJobId as string);
+    }
+  } catch (err) {
+    if (!(err instanceof WaitRefused)) throw err;
+    failAttempt(s, job, 'non_retryable', `TASK_SUSPEND: ${err.message}`);
   }
   schedule(s);
 }
@@ -177,7 +178,18 @@ export function handleSuspend(s: CoreState, session: WorkerSession, msg: TaskSus
 function suspendProblem(job: Readonly<CoreJob>, msg: TaskSuspend): string | null {
   const sleeps = msg.sleepMillis !== undefined && msg.sleepMillis !== null;
   const waits = msg.waitForJobId !== undefined && msg.waitForJobId !== null;
-  if (sleeps === waits) return 'give exactly one of sleepMillis and waitForJobId';
+  const given = [sleeps, waits, msg.waitForSignal != null, msg.waitForEvent != null];
+  if (given.filter(Boolean).length !== 1) {
+    return 'give exactly one of sleepMillis, waitForJobId, waitForSignal and waitForEvent';
+  }
+  if (msg.waitForSignal != null) {
+    const problem = waitProblem(msg.waitForSignal, 'waitForSignal');
+    if (problem !== null) return problem;
+  }
+  if (msg.waitForEvent != null) {
+    const problem = waitProblem(msg.waitForEvent, 'waitForEvent');
+    if (problem !== null) return problem;
+  }
   if (
     sleeps &&
     !((msg.sleepMillis as number) >= 0 && (msg.sleepMillis as number) <= MAX_DELAY_MS)
@@ -195,37 +207,6 @@ function suspendProblem(job: Readonly<CoreJob>, msg: TaskSuspend): string | null
     return `a job may record at most ${MAX_STEPS_PER_JOB} steps (sleeps and waits included)`;
   }
   return null;
-}
-
-/**
- * Ends the running attempt of `job` without failing it: `job.suspended`, the
- * suspension's own step (`dtp.sleep` until `untilMs`, or `dtp.waitFor` of
- * `waitingFor`), the attempt recorded as SUSPENDED, and the job moved `to`.
- */
-function suspend(
-  s: CoreState,
-  job: RunningJob,
-  to: 'SCHEDULED' | 'WAITING',
-  untilMs: number | null,
-  waitingFor: string | null,
-): void {
-  const { workerId, attemptId } = job.lease;
-  s.emit({
-    type: 'job.suspended',
-    jobId: job.jobId,
-    workerId,
-    attempt: job.attempts,
-    attemptId,
-    untilMs,
-    waitingFor,
-  });
-  appendStep(s, job, {
-    name: to === 'SCHEDULED' ? SLEEP_STEP : WAIT_STEP,
-    result: JSON.stringify(to === 'SCHEDULED' ? { untilMillis: untilMs } : { jobId: waitingFor }),
-    atMs: s.nowMs,
-  });
-  suspendAttempt(s, job);
-  transition(job, { to }, s.nowMs);
 }
 
 function sleep(s: CoreState, job: RunningJob, sleepMillis: number): void {

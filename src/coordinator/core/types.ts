@@ -203,6 +203,12 @@ export type CoreEvent =
       mode: DedupMode;
       replaced: boolean;
     }
+  /** A signal reached a job (`resumed`: a wait of the job took it at once). */
+  | { type: 'job.signalled'; jobId: string; name: string; resumed: boolean }
+  /** A WAITING job's signal or event wait ended (a signal, an event, or its timeout). */
+  | { type: 'job.resumed'; jobId: string; by: string }
+  /** An event was published: the jobs its triggers made and the waiting jobs it woke. */
+  | { type: 'event.published'; eventId: string; name: string; jobs: number; resumed: number }
   /** A debounced job's run time moved (its payload was replaced). */
   | { type: 'job.debounced'; jobId: string; runAtMs: number }
   /** It was not started by its `expiresAtMillis`: it ended CANCELLED (expired). */

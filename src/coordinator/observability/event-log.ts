@@ -88,6 +88,17 @@ const LINES: Formatters = {
       : "submission answered with its deduplication key's job",
     { jobId: e.jobId, dedupKey: e.dedupKey, mode: e.mode },
   ],
+  'job.signalled': (e) => [
+    'info',
+    e.resumed ? 'signal taken by the waiting job' : 'signal held for the job',
+    { jobId: e.jobId, signal: e.name },
+  ],
+  'job.resumed': (e) => ['info', 'waiting job resumed', { jobId: e.jobId, by: e.by }],
+  'event.published': (e) => [
+    'info',
+    'event published',
+    { eventId: e.eventId, event: e.name, jobs: e.jobs, resumed: e.resumed },
+  ],
   'job.debounced': (e) => ['info', 'debounced job moved', { jobId: e.jobId, runAtMs: e.runAtMs }],
   'job.expired': (e) => [
     'info',
@@ -240,6 +251,9 @@ const INFO_ONLY: { readonly [K in CoreEvent['type']]: boolean } = {
   'job.submitted': true,
   'job.deduplicated': true,
   'job.dedupMatched': true,
+  'job.signalled': true,
+  'job.resumed': true,
+  'event.published': true,
   'job.debounced': true,
   'job.expired': true,
   'job.rateLimited': true,

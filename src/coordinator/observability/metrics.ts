@@ -93,6 +93,9 @@ const ON_EVENT: EventCounters = {
   'job.dedupMatched': (m, e) =>
     m.dedupMatched.inc({ mode: e.mode, outcome: e.replaced ? 'replaced' : 'deduplicated' }),
   'job.debounced': () => undefined,
+  'job.signalled': (m) => m.signals.inc(),
+  'job.resumed': () => undefined,
+  'event.published': (m) => m.events.inc(),
   'job.expired': (m) => m.expired.inc(),
   'job.rateLimited': (m, e) => m.rateLimited.inc({ scope: e.scope }),
   'job.due': () => undefined,
@@ -189,6 +192,8 @@ export class CoordinatorMetrics {
   readonly deduplicated: Counter;
   readonly dedupMatched: Counter;
   readonly expired: Counter;
+  readonly signals: Counter;
+  readonly events: Counter;
   readonly rateLimited: Counter;
   readonly assignments: Counter;
   readonly retries: Counter<'cause'>;
@@ -231,6 +236,11 @@ export class CoordinatorMetrics {
       'dtp_submissions_dedup_total',
       'Submissions with a deduplication key that created nothing, by mode and outcome (deduplicated, replaced)',
       ['mode', 'outcome'],
+    );
+    this.signals = counter('dtp_signals_total', 'Signals sent to jobs');
+    this.events = counter(
+      'dtp_events_published_total',
+      'Events published (a repeated event id not counted)',
     );
     this.expired = counter(
       'dtp_jobs_expired_total',
