@@ -11,14 +11,17 @@ import { BENCH_COMMAND } from './commands/bench.js';
 import { CANCEL_COMMAND } from './commands/cancel.js';
 import { EVENTS_COMMAND } from './commands/events.js';
 import { LIST_COMMAND } from './commands/list.js';
+import { PUBLISH_COMMAND } from './commands/publish.js';
 import { PURGE_COMMAND } from './commands/purge.js';
 import { QUEUE_COMMAND } from './commands/queue.js';
 import { RERUN_COMMAND } from './commands/rerun.js';
 import { SCHEDULE_COMMAND } from './commands/schedule.js';
+import { SIGNAL_COMMAND } from './commands/signal.js';
 import { STATUS_COMMAND } from './commands/status.js';
 import { SUBMIT_COMMAND } from './commands/submit.js';
 import { SUBMIT_FLOW_COMMAND } from './commands/submit-flow.js';
 import { SUBMIT_MANY_COMMAND } from './commands/submit-many.js';
+import { TRIGGER_COMMAND } from './commands/trigger.js';
 import { WAIT_COMMAND } from './commands/wait.js';
 import { WATCH_COMMAND } from './commands/watch.js';
 import { WORKERS_COMMAND } from './commands/workers.js';
@@ -67,4 +70,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   QUEUE_COMMAND,
   SCHEDULE_COMMAND,
   RERUN_COMMAND,
+  SIGNAL_COMMAND,
+  PUBLISH_COMMAND,
+  TRIGGER_COMMAND,
 ];

@@ -63,6 +63,15 @@ import {
   WaitTimeoutError,
 } from './errors.js';
 import { Schedules } from './schedules.js';
+import {
+  TriggersApi,
+  publishMessage,
+  signalMessage,
+  signalsRequest,
+  type PublishOptions,
+  type PublishResult,
+  type SignalResult,
+} from './signals.js';
 import { JobHandle, settledValue } from './job-handle.js';
 import type { CancelResult, WaitOptions } from './job-handle.js';
 import { isLocalCursor, pageLocally, queryIgnored } from './list-paging.js';
@@ -286,6 +295,8 @@ export class DtpClient<T extends object = AnyTasks> {
   readonly #subscriptions = new Set<Subscription>();
   /** Recurring schedules: set, list, get, pause, resume, delete, trigger. */
   readonly schedules: Schedules;
+  /** Triggers, which turn each event of a name into a job: set, list, delete. */
+  readonly triggers: TriggersApi;
 
   private constructor(options: ConnectOptions, conn: LeaderConnection) {
     this.#conn = conn;
@@ -302,6 +313,7 @@ export class DtpClient<T extends object = AnyTasks> {
       (_jobId, job, serving, queuePaused) => new JobHandle(this, job, serving, queuePaused),
       (jobId) => this.status(jobId),
     );
+    this.triggers = new TriggersApi((msg) => this.#extensionRequest(msg));
   }
 
   /** Connects; fails with a {@link TransportError} `CONNECT_FAILED`. */
@@ -648,6 +660,50 @@ export class DtpClient<T extends object = AnyTasks> {
     return settledValue<R>(job);
   }
 
+  /**
+   * Sends a signal to one job: `payload` is any JSON value (absent = null) of
+   * at most 256 KiB, `name` a name as a queue's. The job holds it until a
+   * `ctx.waitForSignal(name)` of its handler takes it (at once when the job
+   * is waiting for it: `resumed`). Resolves once durable. Rejects with
+   * {@link RemoteError} for an unknown job (`UNKNOWN_JOB`), one that has
+   * ended (`INVALID_REQUEST`) or one that holds 1,000 signals (`LIMIT_EXCEEDED`), {@link FeatureUnsupportedError}
+   * from a coordinator without signals, `TypeError` or
+   * {@link RequestTooLargeError} for bad input (nothing sent).
+   */
+  async signal(jobId: string, name: string, payload: JsonValue = null): Promise<SignalResult> {
+    const msg = signalMessage(jobId, name, payload);
+    const reply = await signalsRequest((m) => this.#extensionRequest(m), msg, 'JOB_SIGNALLED');
+    return {
+      jobId: reply.jobId,
+      name: reply.name,
+      resumed: reply.resumed,
+      signalsHeld: reply.signalsHeld,
+    };
+  }
+
+  /**
+   * Publishes an event: each trigger of `name` creates one job whose payload
+   * is `payload` (any JSON value, absent = null, at most 256 KiB), and every
+   * job waiting for it (`ctx.waitForEvent(name)`, with this key or none)
+   * wakes, in one commit; resolves once durable. An `eventId` published
+   * before does nothing again: the first reply comes back, with `duplicate`.
+   * Rejects as {@link signal} does.
+   */
+  async publish(
+    name: string,
+    payload: JsonValue = null,
+    options: PublishOptions = {},
+  ): Promise<PublishResult> {
+    const msg = publishMessage(name, payload, options);
+    const reply = await signalsRequest((m) => this.#extensionRequest(m), msg, 'EVENT_PUBLISHED');
+    return {
+      eventId: reply.eventId,
+      jobIds: reply.jobIds,
+      resumed: reply.resumed,
+      duplicate: reply.duplicate === true,
+    };
+  }
+
   /** Cancels a job; `cancelled` is false when it was already terminal. */
   async cancel(jobId: string): Promise<CancelResult> {
     const reply = await this.#request({
@@ -852,6 +908,21 @@ export class DtpClient<T extends object = AnyTasks> {
     } finally {
       await conn.close();
     }
+  }
+
+  /**
+   * Sends an extension request. A coordinator that did not understand it
+   * (a v1 one) closes the connection after its answer: the connection is
+   * dropped at once, so that the next request dials a fresh one rather than
+   * being lost on this one.
+   */
+  async #extensionRequest(msg: ClientRequest): Promise<ClientReply> {
+    if (this.#closing !== null) throw new ClientClosedError();
+    const { reply, conn } = await this.#conn.requestOn(msg);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      void conn.destroy(`the coordinator did not understand ${msg.type}`);
+    }
+    return reply;
   }
 
   /**

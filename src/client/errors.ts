@@ -234,18 +234,27 @@ export class InvalidPayloadError extends DtpError {
   }
 }
 
-/** `1 MiB` for 1,048,576; otherwise the bytes with thousands separators. */
+/** `1 MiB` for 1,048,576, `256 KiB` for 262,144; otherwise the bytes with thousands separators. */
 function describeBytes(bytes: number): string {
   const mib = 1024 * 1024;
   if (bytes % mib === 0) return `${bytes / mib} MiB`;
+  if (bytes % 1024 === 0) return `${bytes / 1024} KiB`;
   return `${bytes.toLocaleString('en-US')} bytes`;
 }
 
+/** Requests whose size is their payload's: the error says "payload". */
+const PAYLOAD_REQUESTS: ReadonlySet<string> = new Set([
+  'SUBMIT_JOB',
+  'SIGNAL_JOB',
+  'PUBLISH_EVENT',
+]);
+
 /**
- * A request too large for one frame (the protocol's 1 MiB): refused before
- * anything was encoded or sent, so the connection is untouched and later
- * requests work. For a submission the payload is what makes it large, hence
- * the wording.
+ * A request too large for one frame (the protocol's 1 MiB), or a signal's or
+ * event's payload above its own limit (256 KiB): refused before anything was
+ * encoded or sent, so the connection is untouched and later requests work.
+ * For a submission, a signal or an event the payload is what makes it large,
+ * hence the wording.
  */
 export class RequestTooLargeError extends DtpError {
   /** UTF-8 bytes of the request's JSON. */
@@ -254,7 +263,7 @@ export class RequestTooLargeError extends DtpError {
   readonly limitBytes: number;
 
   constructor(requestType: string, bytes: number, limitBytes: number = MAX_FRAME_BYTES) {
-    const what = requestType === 'SUBMIT_JOB' ? 'payload' : `${requestType} request`;
+    const what = PAYLOAD_REQUESTS.has(requestType) ? 'payload' : `${requestType} request`;
     const hint = requestType === 'SUBMIT_JOBS' ? '; send fewer jobs per batch' : '';
     super(
       LocalErrorCode.PayloadTooLarge,

@@ -105,3 +105,11 @@ export type {
 export { formatDurationMs, parseDuration } from '../protocol/duration.js';
 export { Schedules } from './schedules.js';
 export type { ScheduleOptions, ScheduleWithJobs } from './schedules.js';
+export { TriggersApi } from './signals.js';
+export type {
+  PublishOptions,
+  PublishResult,
+  SignalResult,
+  TriggerOptions,
+  TriggerSnapshot,
+} from './signals.js';

@@ -11,9 +11,11 @@
  */
 import { isTerminalState } from '../protocol/messages.js';
 import {
+  PURGE_EVENTS_PER_ROW,
   StoreError,
   type AttemptRecord,
   type ChildLink,
+  type EventRecord,
   type GroupHoldRecord,
   type JobRecord,
   type ListQuery,
@@ -23,10 +25,12 @@ import {
   type RecoveredState,
   type ScheduleRecord,
   type ScheduledWindowQuery,
+  type SignalRecord,
   type StepRecord,
   type Store,
   type StoreRead,
   type StoreReadResult,
+  type TriggerRecord,
   type WriteBatch,
 } from './store.js';
 
@@ -51,6 +55,10 @@ export class MemoryStore implements Store {
   readonly #stepWaits = new Map<string, Set<string>>();
   /** Group holds by queue + NUL + group key ('' for the jobs without one). */
   readonly #groupHolds = new Map<string, GroupHoldRecord>();
+  /** Signals by job, then by their seq. */
+  readonly #signals = new Map<string, Map<number, SignalRecord>>();
+  readonly #events = new Map<string, EventRecord>();
+  readonly #triggers = new Map<string, TriggerRecord>();
   #failure: string | null = null;
   #readFailure: string | null = null;
   /** Number of batches committed. */
@@ -101,7 +109,8 @@ export class MemoryStore implements Store {
         for (const id of this.#stepWaits.get(job.jobId) ?? []) near.add(id);
         // Keyed jobs (the core's index of keys is memory only) and jobs that
         // ran before (a rate-limited one: its attempts come with it).
-        const kept = job.dedupKey != null || job.attempts > 0;
+        // And jobs holding signals no wait took (the core keeps them with the job).
+        const kept = job.dedupKey != null || job.attempts > 0 || this.#holdsSignals(job.jobId);
         if (this.#steps.has(job.jobId) || kept) near.add(job.jobId);
       }
       const isFar = (job: JobRecord): boolean =>
@@ -142,6 +151,15 @@ export class MemoryStore implements Store {
         (a, b) => compareText(a.queue, b.queue) || compareText(a.groupKey ?? '', b.groupKey ?? ''),
       )
       .map((hold) => ({ ...hold }));
+    const activeSignals = activeJobs.flatMap((job) =>
+      [...(this.#signals.get(job.jobId)?.values() ?? [])]
+        .filter((signal) => !signal.consumed)
+        .sort((a, b) => a.seq - b.seq)
+        .map((signal) => ({ ...signal })),
+    );
+    const triggers = [...this.#triggers.values()]
+      .sort((a, b) => compareText(a.name, b.name))
+      .map((trigger) => ({ ...trigger }));
     return {
       activeJobs,
       activeAttempts,
@@ -153,8 +171,18 @@ export class MemoryStore implements Store {
       queueSettings,
       throttledJobs,
       groupHolds,
+      activeSignals,
+      triggers,
       ...(scheduledWindow !== undefined && { scheduledWindow }),
     };
+  }
+
+  /** True when the job holds a signal no wait has taken. */
+  #holdsSignals(jobId: string): boolean {
+    for (const signal of this.#signals.get(jobId)?.values() ?? []) {
+      if (!signal.consumed) return true;
+    }
+    return false;
   }
 
   /** SCHEDULED jobs without parents after `after` by (runAtMs, seq), due by `untilMs`. */
@@ -201,6 +229,7 @@ export class MemoryStore implements Store {
         throw new StoreError(`child key ${job.childKey} of ${job.parentJobId} is already stored`);
       }
     }
+    this.#checkEvents(batch);
     for (const { job } of batch.jobs) {
       this.#jobs.set(job.jobId, { ...job });
       if (job.parentJobId != null) addTo(this.#childrenOf, job.parentJobId, job.jobId);
@@ -240,14 +269,45 @@ export class MemoryStore implements Store {
         if (hold.untilMs < endedBeforeMs) this.#groupHolds.delete(key);
       }
     }
+    this.#applySignals(batch);
     this.commits++;
+  }
+
+  /** Refuses a batch that writes an event id already stored (or twice). */
+  #checkEvents(batch: WriteBatch): void {
+    const ids = new Set<string>();
+    for (const { eventId } of batch.events ?? []) {
+      if (this.#events.has(eventId) || ids.has(eventId)) {
+        throw new StoreError(`event ${eventId} is already stored`);
+      }
+      ids.add(eventId);
+    }
+  }
+
+  /** Signals, events and triggers of a batch (the triggers deleted after those written). */
+  #applySignals(batch: WriteBatch): void {
+    for (const signal of batch.signals ?? []) {
+      const held = this.#signals.get(signal.jobId) ?? new Map<number, SignalRecord>();
+      held.set(signal.seq, { ...signal });
+      this.#signals.set(signal.jobId, held);
+    }
+    for (const event of batch.events ?? []) {
+      this.#events.set(event.eventId, { ...event, jobIds: [...event.jobIds] });
+    }
+    for (const trigger of batch.triggers ?? []) this.#triggers.set(trigger.name, { ...trigger });
+    for (const name of batch.deletedTriggers ?? []) this.#triggers.delete(name);
   }
 
   readNow(read: StoreRead): StoreReadResult {
     if (this.#readFailure !== null) throw new StoreError(`read failed: ${this.#readFailure}`);
     switch (read.op) {
-      case 'event':
-        return { op: 'event', event: null }; // TODO(store): events
+      case 'event': {
+        const event = this.#events.get(read.eventId);
+        return {
+          op: 'event',
+          event: event === undefined ? null : { ...event, jobIds: [...event.jobIds] },
+        };
+      }
       case 'job': {
         const job = this.#jobs.get(read.jobId);
         const children =
@@ -447,8 +507,19 @@ export class MemoryStore implements Store {
       this.#steps.delete(job.jobId);
       this.#stepWaits.delete(job.jobId);
       this.#requeued.delete(job.jobId);
+      this.#signals.delete(job.jobId);
     }
+    if (query.state === 'COMPLETED') this.#purgeEvents(query);
     return doomed.length;
+  }
+
+  /** Deletes the oldest events published before the bound, a step's worth at most. */
+  #purgeEvents(query: PurgeQuery): void {
+    const old = [...this.#events.values()]
+      .filter((event) => event.atMs < query.finishedBeforeMs)
+      .sort((a, b) => a.atMs - b.atMs)
+      .slice(0, query.limit * PURGE_EVENTS_PER_ROW);
+    for (const event of old) this.#events.delete(event.eventId);
   }
 
   /** A job's row with what a single-job read adds: its steps, and its REQUEUED attempts counted. */

@@ -131,7 +131,7 @@ export interface JobRecord {
  */
 export interface SignalRecord {
   jobId: string;
-  /** 1, 2, … per job, in the order the signals came. */
+  /** Increasing per job, in the order the signals came (any safe integer: 64 bits stored). */
   seq: number;
   name: string;
   /** Its payload as JSON text. */
@@ -319,8 +319,10 @@ export interface ListQuery {
 export interface PurgeQuery {
   /**
    * Purging COMPLETED jobs also deletes the events published before
-   * `finishedBeforeMs` (their ids no longer answer), and any purge deletes
-   * the signals of the jobs it deletes.
+   * `finishedBeforeMs` (their ids no longer answer), the oldest first and at
+   * most {@link PURGE_EVENTS_PER_ROW} × `limit` of them per call (the next
+   * calls take the rest); any purge deletes the signals of the jobs it
+   * deletes. `deleted` counts jobs only.
    */
   state: TerminalState;
   /** Only jobs whose finishedAtMs is strictly below this. */
@@ -328,6 +330,13 @@ export interface PurgeQuery {
   /** At most this many jobs per call (background retention works in small steps). */
   limit: number;
 }
+
+/**
+ * Events a purge call deletes at most per job row of its `limit`: an event
+ * row is small, and a step must stay short even after a long time without
+ * purges, while keeping up with events published faster than jobs end.
+ */
+export const PURGE_EVENTS_PER_ROW = 20;
 
 /** A read of history, requested by the core as an effect. */
 export type StoreRead =

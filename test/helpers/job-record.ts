@@ -1,9 +1,20 @@
 /**
  * A complete, plausible `JobRecord` for tests: a QUEUED job with defaults
- * everywhere, changed only where a test says so; and the same as a core job.
+ * everywhere, changed only where a test says so; the same as a core job;
+ * and batches of them to commit.
  */
 import { fromRecord, type CoreJob } from '../../src/coordinator/core/job.js';
-import type { JobRecord } from '../../src/store/store.js';
+import type { AttemptRecord, JobRecord, WriteBatch } from '../../src/store/store.js';
+
+let nextBatch = 1;
+
+/** A batch with the next batch id (one counter for every test of a process). */
+export function batchOf(
+  jobs: { job: JobRecord; isNew: boolean }[],
+  attempts: AttemptRecord[] = [],
+): WriteBatch {
+  return { batchId: nextBatch++, jobs, attempts };
+}
 
 export function jobRecord(seq: number, overrides: Partial<JobRecord> = {}): JobRecord {
   return {

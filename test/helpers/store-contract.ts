@@ -12,10 +12,12 @@ import type {
   ScheduleRecord,
   Store,
   StoreReadResult,
-  WriteBatch,
 } from '../../src/store/store.js';
 import { StoreError } from '../../src/store/store.js';
-import { jobRecord } from './job-record.js';
+import { batchOf, jobRecord } from './job-record.js';
+import { checkSignalsKept, describeSignalContract } from './store-contract-signals.js';
+
+export { batchOf } from './job-record.js';
 
 export interface StoreBackend {
   name: string;
@@ -25,16 +27,6 @@ export interface StoreBackend {
   reopen?(store: Store): Promise<Store>;
   /** Called once after the suite. */
   cleanup?(): Promise<void>;
-}
-
-let nextBatch = 1;
-
-/** A batch with the next batch id. */
-export function batchOf(
-  jobs: { job: JobRecord; isNew: boolean }[],
-  attempts: AttemptRecord[] = [],
-): WriteBatch {
-  return { batchId: nextBatch++, jobs, attempts };
 }
 
 function attempt(
@@ -934,6 +926,8 @@ export function describeStoreContract(backend: StoreBackend): void {
       assert.equal((await getJob(store, 'job-2')).job, null, 'nothing of the failed batch');
     });
 
+    describeSignalContract(fresh);
+
     if (backend.reopen !== undefined) {
       const reopen = backend.reopen.bind(backend);
       it('keeps every committed batch when closed and opened again', async () => {
@@ -952,6 +946,11 @@ export function describeStoreContract(backend: StoreBackend): void {
         assert.equal(recovered.activeJobs.length, 20);
         assert.equal(recovered.activeAttempts.length, 20);
         assert.equal(recovered.maxSeq, 20);
+      });
+
+      it('keeps signals, events and triggers when closed and opened again', async () => {
+        const store = await fresh();
+        await checkSignalsKept(store, () => reopen(store));
       });
     }
   });

@@ -19,7 +19,8 @@ import {
   queryDatabase,
 } from '../helpers/postgres.js';
 import { batchOf, describeStoreContract } from '../helpers/store-contract.js';
-import { OLD_JOB, checkUpgraded } from '../helpers/upgrade.js';
+import { eventRecord, signalRecord, triggerRecord } from '../helpers/store-contract-signals.js';
+import { OLD_JOB, SCHEMA_11, checkUpgraded, checkUpgradedFrom11 } from '../helpers/upgrade.js';
 
 const skip = postgresSkip();
 const databases: string[] = [];
@@ -109,6 +110,31 @@ describe('PostgresStore database', { skip }, () => {
       await checkUpgraded(() => PostgresStore.open({ url: old, epoch }));
     });
   }
+
+  it('upgrades a database of schema 11 holding a row of every table, keeping each whole', async () => {
+    const old = await newDatabase();
+    const client = new pg.Client({ connectionString: old });
+    await client.connect();
+    try {
+      await migrate(client, 11);
+      // As a coordinator of schema 11 wrote them (no lease taken yet: epoch 0).
+      await client.query(
+        'SELECT dtp.commit_batch(0, $1, NULL, $2, NULL, NULL, $3, NULL, $4, $5, $6, NULL)',
+        [
+          JSON.stringify([SCHEMA_11.oldJob, SCHEMA_11.newJob]),
+          JSON.stringify([SCHEMA_11.attempt]),
+          JSON.stringify([SCHEMA_11.queue]),
+          JSON.stringify([SCHEMA_11.step]),
+          JSON.stringify([{ jobId: SCHEMA_11.newJob.jobId, targetId: OLD_JOB.jobId }]),
+          JSON.stringify([SCHEMA_11.hold]),
+        ],
+      );
+    } finally {
+      await client.end();
+    }
+    const epoch = await lead(old);
+    await checkUpgradedFrom11(() => PostgresStore.open({ url: old, epoch }));
+  });
 
   it('refuses with StoreError when the schema is newer than the code', async () => {
     const newer = await newDatabase();
@@ -235,6 +261,42 @@ describe('mergeBatches', () => {
       { queue: 'q', groupKey: 'b', untilMs: 100 },
     ]);
     assert.equal(merged.groupHoldsEndedBeforeMs, 600);
+  });
+
+  it('keeps the latest version of each signal, the last word on each trigger, and refuses an event written twice', () => {
+    const merged = mergeBatches([
+      {
+        ...batchOf([]),
+        signals: [signalRecord('j', 1), signalRecord('j', 2)],
+        triggers: [triggerRecord('a'), triggerRecord('b')],
+        events: [eventRecord('e1')],
+      },
+      {
+        ...batchOf([]),
+        signals: [signalRecord('j', 1, { consumed: true })],
+        deletedTriggers: ['a', 'c'],
+        events: [eventRecord('e2')],
+      },
+      { ...batchOf([]), triggers: [triggerRecord('c', { queue: 'later' })] },
+    ]);
+    assert.deepEqual(merged.signals, [
+      signalRecord('j', 1, { consumed: true }),
+      signalRecord('j', 2),
+    ]);
+    assert.deepEqual(merged.triggers, [triggerRecord('b'), triggerRecord('c', { queue: 'later' })]);
+    assert.deepEqual(merged.deletedTriggers, ['a']);
+    assert.deepEqual(
+      merged.events.map((e) => e.eventId),
+      ['e1', 'e2'],
+    );
+    assert.throws(
+      () =>
+        mergeBatches([
+          { ...batchOf([]), events: [eventRecord('e1')] },
+          { ...batchOf([]), events: [eventRecord('e1')] },
+        ]),
+      StoreError,
+    );
   });
 
   it('refuses a job inserted twice', () => {

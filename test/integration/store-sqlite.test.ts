@@ -16,12 +16,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
+import {
+  ATTEMPT_COLUMNS,
+  JOB_COLUMNS,
+  QUEUE_COLUMNS,
+  attemptValues,
+  dependencyValues,
+  groupHoldValues,
+  jobInsertValues,
+  queueValues,
+  type SqlValue,
+} from '../../src/store/sqlite/rows.js';
 import { SCHEMA_VERSION, migrate } from '../../src/store/sqlite/schema.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { StoreError } from '../../src/store/store.js';
 import { jobRecord } from '../helpers/job-record.js';
 import { batchOf, describeStoreContract } from '../helpers/store-contract.js';
-import { OLD_JOB, checkUpgraded } from '../helpers/upgrade.js';
+import { OLD_JOB, SCHEMA_11, checkUpgraded, checkUpgradedFrom11 } from '../helpers/upgrade.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'dtp-store-sqlite-'));
 let files = 0;
@@ -110,6 +121,33 @@ describe('SqliteStore file', () => {
       await checkUpgraded(() => SqliteStore.open({ path }));
     });
   }
+
+  it('upgrades a file of schema 11 holding a row of every table, keeping each whole', async () => {
+    const path = join(dir, 'upgrade-full-11.sqlite');
+    const db = new BetterSqlite3(path);
+    migrate(db, 11);
+    const insert = (table: string, columns: readonly string[], values: SqlValue[]): void => {
+      const marks = columns.map(() => '?').join(', ');
+      db.prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${marks})`).run(...values);
+    };
+    for (const job of [SCHEMA_11.oldJob, SCHEMA_11.newJob]) {
+      insert('jobs', JOB_COLUMNS, jobInsertValues(job));
+      for (const link of dependencyValues(job)) {
+        insert('job_dependencies', ['parent_id', 'job_id'], link);
+      }
+    }
+    insert('attempts', ATTEMPT_COLUMNS, attemptValues(SCHEMA_11.attempt));
+    const { jobId, index, name, result, atMs } = SCHEMA_11.step;
+    insert(
+      'job_steps',
+      ['job_id', 'idx', 'name', 'result', 'at_ms'],
+      [jobId, index, name, result, atMs],
+    );
+    insert('queue_settings', QUEUE_COLUMNS, queueValues(SCHEMA_11.queue));
+    insert('group_holds', ['queue', 'group_key', 'until_ms'], groupHoldValues(SCHEMA_11.hold));
+    db.close();
+    await checkUpgradedFrom11(() => SqliteStore.open({ path }));
+  });
 
   it('refuses with StoreError when the schema is newer than the code', async () => {
     const path = join(dir, 'newer.sqlite');

@@ -1,14 +1,16 @@
 /**
  * Helpers several client commands share: the job-id argument, the flags of
- * queues and times, and how a snapshot or an event is shown.
+ * queues, times and JSON values, and how a snapshot or an event is shown.
  */
 import type { WatchEvent } from '../../client/client.js';
 import type { EventGap } from '../../client/subscription.js';
 import type { RetryEvent } from '../../client/submit-retry.js';
 import { parseDuration } from '../../protocol/duration.js';
-import type { JobSnapshot } from '../../protocol/messages.js';
+import { payloadBytesOf } from '../../client/signals.js';
+import { MAX_SIGNAL_PAYLOAD_BYTES } from '../../protocol/limits.js';
+import type { JobSnapshot, JsonValue } from '../../protocol/messages.js';
 import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../../protocol/queue-names.js';
-import { UsageError, type FlagValues } from '../flags.js';
+import { UsageError, type FlagSpec, type FlagValues } from '../flags.js';
 import { EXIT_CODES, attemptText, type ExitCode } from '../output.js';
 import type { ArgSpec, CommandContext } from './command.js';
 
@@ -96,4 +98,57 @@ export function gapNote(gap: EventGap): string {
 /** The JSON line of a watch or events item: exactly the contract's three fields. */
 export function eventDoc(item: WatchEvent): unknown {
   return { event: item.event, atMillis: item.atMillis, job: item.job };
+}
+
+/** `--payload` / `--payload-file` of a signal or an event: any JSON value. */
+export const JSON_VALUE_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'payload',
+    type: 'string',
+    placeholder: 'json',
+    defaultLabel: 'null',
+    help: 'the payload, any JSON value (at most 256 KiB)',
+  },
+  {
+    name: 'payload-file',
+    type: 'string',
+    placeholder: 'file',
+    help: 'read the payload from a file; - = standard input',
+  },
+];
+
+/**
+ * The JSON value of `--payload` / `--payload-file` (null when neither is
+ * given), checked against the 256 KiB limit: a usage error before connecting.
+ */
+export async function jsonValueOf(ctx: CommandContext): Promise<JsonValue> {
+  const inline = ctx.values.optionalString('payload');
+  const file = ctx.values.optionalString('payload-file');
+  if (inline !== undefined && file !== undefined) {
+    throw new UsageError('give --payload or --payload-file, not both');
+  }
+  if (inline === undefined && file === undefined) return null;
+  let source = '--payload';
+  let text = inline ?? '';
+  if (file !== undefined) {
+    source = `--payload-file ${file === '-' ? '(standard input)' : file}`;
+    try {
+      text = await ctx.readInput(file);
+    } catch (err) {
+      throw new UsageError(`cannot read ${source}: ${(err as Error).message}`);
+    }
+  }
+  let value: JsonValue;
+  try {
+    value = JSON.parse(text) as JsonValue;
+  } catch (err) {
+    throw new UsageError(`${source} is not valid JSON: ${(err as Error).message}`);
+  }
+  const size = payloadBytesOf(value);
+  if ('bytes' in size && size.bytes > MAX_SIGNAL_PAYLOAD_BYTES) {
+    throw new UsageError(
+      `${source} is ${size.bytes.toLocaleString('en-US')} bytes of JSON; the limit is 256 KiB`,
+    );
+  }
+  return value;
 }

@@ -24,9 +24,11 @@ import { describeError } from '../../protocol/errors.js';
 import type { JobState } from '../../protocol/messages.js';
 import { LeaseLostError } from '../lease.js';
 import {
+  PURGE_EVENTS_PER_ROW,
   StoreError,
   type AttemptRecord,
   type ChildLink,
+  type EventRecord,
   type GroupHoldRecord,
   type JobRecord,
   type ListQuery,
@@ -35,15 +37,19 @@ import {
   type RecoveredState,
   type ScheduledWindowQuery,
   type ScheduleRecord,
+  type SignalRecord,
   type StepRecord,
-  type StepWaitRecord,
   type Store,
   type StoreRead,
   type StoreReadResult,
+  type TriggerRecord,
   type WriteBatch,
 } from '../store.js';
 import { clientConfig, connectClient, redactUrl, sqlState } from './connection.js';
+import { mergeBatches } from './merge-batches.js';
 import { FENCED_SQLSTATE, migrate } from './schema.js';
+
+export { mergeBatches, type MergedGroupHold } from './merge-batches.js';
 
 export interface PostgresStoreOptions {
   /** `postgres://user[:password]@host:port/db`. */
@@ -86,6 +92,13 @@ const QUEUE_SELECT = `SELECT name, paused, concurrency, rate_max AS "rateMax",
 /** The jobs without a group key are held under '' (schema.ts, migration 11). */
 const GROUP_HOLD_SELECT = `SELECT queue, nullif(group_key, '') AS "groupKey", until_ms AS "untilMs"
   FROM dtp.group_holds`;
+const SIGNAL_SELECT = `SELECT job_id AS "jobId", seq, name, payload AS "payloadJson",
+  at_ms AS "atMs", consumed FROM dtp.job_signals`;
+const EVENT_SELECT = `SELECT event_id AS "eventId", name, event_key AS "key",
+  payload AS "payloadJson", at_ms AS "atMs", job_ids AS "jobIds", resumed FROM dtp.events`;
+const TRIGGER_SELECT = `SELECT name, event, task_type AS "taskType", queue, priority,
+  max_attempts AS "maxAttempts", created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs"
+  FROM dtp.triggers`;
 const ATTEMPT_SELECT = `SELECT a.job_id AS "jobId", a.attempt_number AS "attemptNumber",
   a.attempt_id AS "attemptId", a.worker_id AS "workerId", a.started_at_ms AS "startedAtMs",
   a.finished_at_ms AS "finishedAtMs", a.outcome, a.error FROM dtp.attempts a`;
@@ -161,9 +174,9 @@ export class PostgresStore implements Store {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       try {
         // With a window: every active job but the delayed ones without
-        // parents, steps or deduplication key, and of those only the
-        // earliest in the window (through the partial index by due time);
-        // the rest are counted.
+        // parents, steps, deduplication key or signals held, and of those
+        // only the earliest in the window (through the partial index by due
+        // time); the rest are counted.
         const jobs = await client.query<JobRecord>(
           window === undefined
             ? `${JOB_SELECT} WHERE ${ACTIVE} ORDER BY seq`
@@ -171,7 +184,8 @@ export class PostgresStore implements Store {
                UNION (${JOB_SELECT} WHERE state = 'SCHEDULED' AND job_id IN
                         (SELECT d.job_id FROM dtp.job_dependencies d
                           UNION SELECT d.parent_id FROM dtp.job_dependencies d
-                          UNION SELECT st.job_id FROM dtp.job_steps st))
+                          UNION SELECT st.job_id FROM dtp.job_steps st
+                          UNION SELECT sg.job_id FROM dtp.job_signals sg WHERE NOT sg.consumed))
                UNION (${JOB_SELECT} WHERE state = 'SCHEDULED'
                         AND (dedup_key IS NOT NULL OR attempts > 0))
                UNION (${JOB_SELECT} WHERE ${SCHEDULED_WINDOW} AND run_at_ms > $2
@@ -213,6 +227,14 @@ export class PostgresStore implements Store {
         const links = await client.query<ChildLink>(CHILD_LINKS, [
           jobs.rows.map((job) => job.jobId),
         ]);
+        // Through the partial index of the signals no wait took: they are few.
+        const loaded = new Set(jobs.rows.map((job) => job.jobId));
+        const signals = await client.query<SignalRecord>(
+          `${SIGNAL_SELECT} s WHERE NOT s.consumed AND EXISTS
+             (SELECT 1 FROM dtp.jobs j WHERE j.job_id = s.job_id AND j.${ACTIVE})
+           ORDER BY s.job_id, s.seq`,
+        );
+        const triggers = await client.query<TriggerRecord>(`${TRIGGER_SELECT} ORDER BY name`);
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
@@ -224,6 +246,8 @@ export class PostgresStore implements Store {
           queueSettings: queues.rows,
           throttledJobs: throttled.rows,
           groupHolds: holds.rows,
+          activeSignals: signals.rows.filter((signal) => loaded.has(signal.jobId)),
+          triggers: triggers.rows,
           epoch: this.#epoch,
           ...(scheduledWindow !== undefined && { scheduledWindow }),
         };
@@ -242,7 +266,14 @@ export class PostgresStore implements Store {
   read(read: StoreRead): Promise<StoreReadResult> {
     switch (read.op) {
       case 'event':
-        return Promise.resolve({ op: 'event', event: null }); // TODO(store): events
+        return this.#withReader(async (client) => {
+          const rows = await client.query<EventRecord>({
+            name: 'dtp_event_by_id',
+            text: `${EVENT_SELECT} WHERE event_id = $1`,
+            values: [read.eventId],
+          });
+          return { op: 'event', event: rows.rows[0] ?? null };
+        });
       case 'job':
         return this.#withReader(async (client) => {
           const rows = await client.query<JobRecord>({
@@ -390,11 +421,13 @@ export class PostgresStore implements Store {
       const merged = mergeBatches(group.map((op) => op.batch));
       const { inserts, updates, attempts, schedules, deletedSchedules, queues } = merged;
       const { clearedSteps, steps, stepWaits, groupHolds, groupHoldsEndedBeforeMs } = merged;
+      const { signals, events, triggers, deletedTriggers } = merged;
       const json = (rows: readonly unknown[]): string | null =>
         rows.length === 0 ? null : JSON.stringify(rows);
       await this.#writer.query({
-        name: 'dtp_commit_batch_holds',
-        text: 'SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+        name: 'dtp_commit_batch_signals',
+        text: `SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                 $13, $14, $15, $16)`,
         values: [
           this.#epoch,
           json(inserts),
@@ -408,6 +441,10 @@ export class PostgresStore implements Store {
           json(stepWaits),
           json(groupHolds),
           groupHoldsEndedBeforeMs,
+          json(signals),
+          json(events),
+          json(triggers),
+          json(deletedTriggers),
         ],
       });
     } catch (err) {
@@ -426,8 +463,14 @@ export class PostgresStore implements Store {
       const { query } = op;
       const result = await this.#writer.query<{ deleted: number }>({
         name: 'dtp_purge',
-        text: 'SELECT dtp.purge($1, $2, $3, $4) AS deleted',
-        values: [this.#epoch, query.state, query.finishedBeforeMs, query.limit],
+        text: 'SELECT dtp.purge($1, $2, $3, $4, $5) AS deleted',
+        values: [
+          this.#epoch,
+          query.state,
+          query.finishedBeforeMs,
+          query.limit,
+          query.limit * PURGE_EVENTS_PER_ROW,
+        ],
       });
       op.pending.resolve(result.rows[0]?.deleted ?? 0);
     } catch (err) {
@@ -522,99 +565,6 @@ async function listJobs(client: pg.ClientBase, query: ListQuery): Promise<JobRec
     values,
   );
   return rows.rows;
-}
-
-/** A group hold as commit_batch takes it: a null `untilMs` deletes it. */
-export interface MergedGroupHold {
-  queue: string;
-  groupKey: string | null;
-  untilMs: number | null;
-}
-
-/**
- * Several batches as one write: the latest version of each job (an insert
- * stays an insert) and of each attempt, in first-seen order. Group holds:
- * the last word on each (a hold, or null once a later batch's bound ended
- * it) and the latest bound, which commit_batch applies to the stored holds
- * before writing these (schema.ts, holdsSql).
- */
-export function mergeBatches(batches: readonly WriteBatch[]): {
-  inserts: Readonly<JobRecord>[];
-  updates: Readonly<JobRecord>[];
-  attempts: Readonly<AttemptRecord>[];
-  schedules: Readonly<ScheduleRecord>[];
-  deletedSchedules: string[];
-  queues: Readonly<QueueSettingsRecord>[];
-  clearedSteps: string[];
-  steps: Readonly<StepRecord>[];
-  stepWaits: Readonly<StepWaitRecord>[];
-  groupHolds: MergedGroupHold[];
-  groupHoldsEndedBeforeMs: number | null;
-} {
-  const jobs = new Map<string, { job: Readonly<JobRecord>; isNew: boolean }>();
-  const attempts = new Map<string, Readonly<AttemptRecord>>();
-  /** The last word on each schedule: its row, or null once deleted. */
-  const schedules = new Map<string, Readonly<ScheduleRecord> | null>();
-  const queues = new Map<string, Readonly<QueueSettingsRecord>>();
-  const clearedSteps = new Set<string>();
-  const steps = new Map<string, Readonly<StepRecord>>();
-  const stepWaits: Readonly<StepWaitRecord>[] = [];
-  const holds = new Map<string, MergedGroupHold>();
-  let endedBeforeMs: number | null = null;
-  for (const batch of batches) {
-    for (const { queue, groupKey, untilMs } of batch.groupHolds ?? []) {
-      holds.set(`${queue}\u0000${groupKey ?? ''}`, { queue, groupKey, untilMs });
-    }
-    const bound = batch.groupHoldsEndedBeforeMs;
-    if (bound !== undefined) {
-      endedBeforeMs = Math.max(endedBeforeMs ?? bound, bound);
-      for (const hold of holds.values()) {
-        if (hold.untilMs !== null && hold.untilMs < bound) hold.untilMs = null;
-      }
-    }
-    // A later batch's clearing drops the steps earlier batches of the group wrote.
-    for (const jobId of batch.clearedSteps ?? []) {
-      clearedSteps.add(jobId);
-      for (const [key, step] of steps) if (step.jobId === jobId) steps.delete(key);
-    }
-    for (const step of batch.steps ?? []) steps.set(`${step.jobId}\u0000${step.index}`, step);
-    stepWaits.push(...(batch.stepWaits ?? []));
-    for (const q of batch.queues ?? []) queues.set(q.name, q);
-    for (const entry of batch.jobs) {
-      const seen = jobs.get(entry.job.jobId);
-      if (seen !== undefined && entry.isNew) {
-        throw new StoreError(`job ${entry.job.jobId} is inserted twice`);
-      }
-      jobs.set(entry.job.jobId, { job: entry.job, isNew: seen?.isNew ?? entry.isNew });
-    }
-    for (const attempt of batch.attempts) {
-      attempts.set(`${attempt.jobId}\u0000${attempt.attemptNumber}`, attempt);
-    }
-    for (const schedule of batch.schedules ?? []) schedules.set(schedule.name, schedule);
-    for (const name of batch.deletedSchedules ?? []) schedules.set(name, null);
-  }
-  const inserts: Readonly<JobRecord>[] = [];
-  const updates: Readonly<JobRecord>[] = [];
-  for (const { job, isNew } of jobs.values()) (isNew ? inserts : updates).push(job);
-  const written: Readonly<ScheduleRecord>[] = [];
-  const deletedSchedules: string[] = [];
-  for (const [name, row] of schedules) {
-    if (row === null) deletedSchedules.push(name);
-    else written.push(row);
-  }
-  return {
-    inserts,
-    updates,
-    attempts: [...attempts.values()],
-    schedules: written,
-    deletedSchedules,
-    queues: [...queues.values()],
-    clearedSteps: [...clearedSteps],
-    steps: [...steps.values()],
-    stepWaits,
-    groupHolds: [...holds.values()],
-    groupHoldsEndedBeforeMs: endedBeforeMs,
-  };
 }
 
 function storeError(what: string, err: unknown): StoreError {

@@ -184,17 +184,33 @@ ${ATTEMPTS_UPSERT}   END
 }
 
 /**
- * `dtp.purge` once jobs can have dependents (migration 5) and steps
- * (migration 10, `withSteps`): a job a live dependent still needs stays, and
- * a purged job's attempts, links (and steps) go with it.
+ * `dtp.purge` once jobs can have dependents (migration 5), steps
+ * (migration 10, `withSteps`) and signals (migration 12, `withSignals`): a
+ * job a live dependent still needs stays, and a purged job's attempts,
+ * links (steps, signals) go with it. With signals it takes a fifth
+ * argument: a purge of COMPLETED jobs also deletes the oldest events
+ * published before the bound, at most `p_event_limit` of them.
  */
-function linkedPurgeFunction(withSteps: boolean): string {
+function linkedPurgeFunction(withSteps: boolean, withSignals = false): string {
   const steps = withSteps
     ? `
      ), unstepped AS (
        DELETE FROM dtp.job_steps st USING doomed d WHERE st.job_id = d.job_id`
     : '';
-  return `CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer)
+  const signals = withSignals
+    ? `
+     ), unsignalled AS (
+       DELETE FROM dtp.job_signals s USING doomed d WHERE s.job_id = d.job_id`
+    : '';
+  const events = withSignals
+    ? `
+     IF p_state = 'COMPLETED' THEN
+       DELETE FROM dtp.events WHERE event_id IN (
+         SELECT event_id FROM dtp.events WHERE at_ms < p_before_ms
+         ORDER BY at_ms LIMIT p_event_limit);
+     END IF;`
+    : '';
+  return `CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer${withSignals ? ', p_event_limit integer' : ''})
    RETURNS integer LANGUAGE plpgsql AS $fn$
    DECLARE
      deleted integer;
@@ -209,12 +225,12 @@ function linkedPurgeFunction(withSteps: boolean): string {
          ORDER BY j.finished_at_ms LIMIT p_limit)
        RETURNING job_id
      ), gone AS (
-       DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id${steps}
+       DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id${steps}${signals}
      ), unlinked AS (
        DELETE FROM dtp.job_dependencies l USING doomed d
         WHERE l.job_id = d.job_id OR l.parent_id = d.job_id
      )
-     SELECT count(*) INTO deleted FROM doomed;
+     SELECT count(*) INTO deleted FROM doomed;${events}
      RETURN deleted;
    END
    $fn$;`;
@@ -598,7 +614,102 @@ const MIGRATIONS: readonly string[] = [
 ${holdsSql()}
    END
    $fn$;`,
+  // 12: signals, events and triggers (as SQLite's migration 12): the
+  // signals sent to a job, numbered per job, kept (consumed) once a wait
+  // took one until the job is purged, with a partial index of those not
+  // taken that recovery reads; the events published, by id, with the jobs
+  // their triggers created (a JSON array) and an index by time for
+  // retention; the triggers, by name. A sixteen-argument commit_batch
+  // writes all the twelve-argument one does, then signals, events (an id
+  // already stored fails the commit) and triggers (see signalsSql); purge
+  // deletes a job's signals with it, and old events: it takes how many of
+  // those at most, and the four-argument one goes.
+  `CREATE TABLE dtp.job_signals (
+     job_id   text    NOT NULL,
+     seq      bigint  NOT NULL,
+     name     text    NOT NULL,
+     payload  text    NOT NULL,
+     at_ms    bigint  NOT NULL,
+     consumed boolean NOT NULL,
+     PRIMARY KEY (job_id, seq)
+   );
+   CREATE INDEX job_signals_held ON dtp.job_signals (job_id, seq) WHERE NOT consumed;
+   CREATE TABLE dtp.events (
+     event_id  text    PRIMARY KEY,
+     name      text    NOT NULL,
+     event_key text,
+     payload   text    NOT NULL,
+     at_ms     bigint  NOT NULL,
+     job_ids   jsonb   NOT NULL,
+     resumed   integer NOT NULL
+   );
+   CREATE INDEX events_at ON dtp.events (at_ms);
+   CREATE TABLE dtp.triggers (
+     name          text    PRIMARY KEY,
+     event         text    NOT NULL,
+     task_type     text    NOT NULL,
+     queue         text    NOT NULL,
+     priority      text,
+     max_attempts  integer,
+     created_at_ms bigint  NOT NULL,
+     updated_at_ms bigint  NOT NULL
+   );
+   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json,
+       p_cleared_steps json, p_steps json, p_step_waits json, p_group_holds json,
+       p_holds_ended_before_ms bigint, p_signals json, p_events json, p_triggers json,
+       p_deleted_triggers json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   BEGIN
+     PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
+       p_deleted_schedules, p_queues, p_cleared_steps, p_steps, p_step_waits, p_group_holds,
+       p_holds_ended_before_ms);
+${signalsSql()}
+   END
+   $fn$;
+   DROP FUNCTION dtp.purge(bigint, text, bigint, integer);
+   ${linkedPurgeFunction(true, true)}`,
 ];
+
+/**
+ * The signals, events and triggers of a group of batches merged
+ * (mergeBatches): the latest version of each signal; the events, each
+ * inserted once; the triggers deleted (the last word on them was a
+ * deletion), then the others written.
+ */
+function signalsSql(): string {
+  return `     IF p_signals IS NOT NULL THEN
+       INSERT INTO dtp.job_signals (job_id, seq, name, payload, at_ms, consumed)
+         SELECT "jobId", seq, name, "payloadJson", "atMs", consumed
+         FROM json_to_recordset(p_signals) AS r("jobId" text, seq bigint, name text,
+           "payloadJson" text, "atMs" bigint, consumed boolean)
+       ON CONFLICT (job_id, seq) DO UPDATE SET name = excluded.name,
+         payload = excluded.payload, at_ms = excluded.at_ms, consumed = excluded.consumed;
+     END IF;
+     IF p_events IS NOT NULL THEN
+       INSERT INTO dtp.events (event_id, name, event_key, payload, at_ms, job_ids, resumed)
+         SELECT "eventId", name, "key", "payloadJson", "atMs", "jobIds", resumed
+         FROM json_to_recordset(p_events) AS r("eventId" text, name text, "key" text,
+           "payloadJson" text, "atMs" bigint, "jobIds" jsonb, resumed integer);
+     END IF;
+     IF p_deleted_triggers IS NOT NULL THEN
+       DELETE FROM dtp.triggers
+         WHERE name IN (SELECT json_array_elements_text(p_deleted_triggers));
+     END IF;
+     IF p_triggers IS NOT NULL THEN
+       INSERT INTO dtp.triggers (name, event, task_type, queue, priority, max_attempts,
+           created_at_ms, updated_at_ms)
+         SELECT name, event, "taskType", queue, priority, "maxAttempts", "createdAtMs",
+           "updatedAtMs"
+         FROM json_to_recordset(p_triggers) AS r(name text, event text, "taskType" text,
+           queue text, priority text, "maxAttempts" integer, "createdAtMs" bigint,
+           "updatedAtMs" bigint)
+       ON CONFLICT (name) DO UPDATE SET event = excluded.event,
+         task_type = excluded.task_type, queue = excluded.queue,
+         priority = excluded.priority, max_attempts = excluded.max_attempts,
+         created_at_ms = excluded.created_at_ms, updated_at_ms = excluded.updated_at_ms;
+     END IF;`;
+}
 
 /**
  * The group holds of a group of batches merged (mergeBatches): first the

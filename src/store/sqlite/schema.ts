@@ -193,6 +193,43 @@ const MIGRATIONS: readonly string[] = [
      until_ms  INTEGER NOT NULL,
      PRIMARY KEY (queue, group_key)
    ) STRICT, WITHOUT ROWID;`,
+  // 12: signals, events and triggers. The signals sent to a job, numbered
+  // per job, each kept (consumed = 1) once a wait took it until the job is
+  // purged; a partial index of those not taken, which recovery reads. The
+  // events published, by id (the jobs their triggers created as a JSON
+  // array), indexed by time for retention. Signals and events keep rowids:
+  // their payloads may be large, and a table without rowid keeps whole rows
+  // in its key's b-tree. The triggers, by name.
+  `CREATE TABLE job_signals (
+     job_id   TEXT    NOT NULL,
+     seq      INTEGER NOT NULL,
+     name     TEXT    NOT NULL,
+     payload  TEXT    NOT NULL,
+     at_ms    INTEGER NOT NULL,
+     consumed INTEGER NOT NULL CHECK (consumed IN (0, 1)),
+     PRIMARY KEY (job_id, seq)
+   ) STRICT;
+   CREATE INDEX job_signals_held ON job_signals (job_id, seq) WHERE consumed = 0;
+   CREATE TABLE events (
+     event_id  TEXT    PRIMARY KEY,
+     name      TEXT    NOT NULL,
+     event_key TEXT,
+     payload   TEXT    NOT NULL,
+     at_ms     INTEGER NOT NULL,
+     job_ids   TEXT    NOT NULL,
+     resumed   INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX events_at ON events (at_ms);
+   CREATE TABLE triggers (
+     name          TEXT    PRIMARY KEY,
+     event         TEXT    NOT NULL,
+     task_type     TEXT    NOT NULL,
+     queue         TEXT    NOT NULL,
+     priority      TEXT,
+     max_attempts  INTEGER,
+     created_at_ms INTEGER NOT NULL,
+     updated_at_ms INTEGER NOT NULL
+   ) STRICT, WITHOUT ROWID;`,
 ];
 
 /** Number of the newest schema this code knows. */

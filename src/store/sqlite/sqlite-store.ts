@@ -66,6 +66,13 @@ import {
   type SqlValue,
 } from './rows.js';
 import { migrate } from './schema.js';
+import {
+  EVENT_COLUMNS,
+  encodeSignalParts,
+  eventFromRow,
+  recoverSignalParts,
+  type EventRow,
+} from './signal-rows.js';
 import type { EncodedBatch } from './writer.js';
 import type { JobState } from '../../protocol/messages.js';
 import { InlineWriterLink, ThreadWriterLink, type WriterLink } from './writer-links.js';
@@ -114,6 +121,7 @@ export class SqliteStore implements Store {
     [string],
     { parent_job_id: string; child_key: string | null; job_id: string }
   >;
+  readonly #eventById: Statement<[string], EventRow>;
   readonly #lists = new Map<string, Statement<(string | number)[], JobRow>>();
   #closing: Promise<void> | null = null;
   /** Integrity checks running on threads of their own. */
@@ -147,6 +155,9 @@ export class SqliteStore implements Store {
     );
     this.#attemptsOf = reader.prepare(
       `SELECT ${columnList(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? ORDER BY attempt_number`,
+    );
+    this.#eventById = reader.prepare(
+      `SELECT ${columnList(EVENT_COLUMNS)} FROM events WHERE event_id = ?`,
     );
   }
 
@@ -271,6 +282,7 @@ export class SqliteStore implements Store {
         )
         .all()
         .map(groupHoldFromRow);
+      const loaded = new Set(activeJobs.map((job) => job.jobId));
       return {
         activeJobs,
         activeAttempts,
@@ -282,6 +294,7 @@ export class SqliteStore implements Store {
         queueSettings,
         throttledJobs,
         groupHolds,
+        ...recoverSignalParts(this.#reader, loaded),
         ...(window !== undefined &&
           windowed !== null && { scheduledWindow: { ...window, farCount: windowed.farCount } }),
       };
@@ -322,6 +335,15 @@ export class SqliteStore implements Store {
           WHERE state = 'SCHEDULED' AND (dedup_key IS NOT NULL OR attempts > 0)`,
       )
       .all();
+    // Delayed jobs holding signals no wait took (the core keeps them with the job).
+    const signalled = this.#reader
+      .prepare<[], JobRow>(
+        `SELECT ${columnList(JOB_COLUMNS, 'j.')} FROM
+           (SELECT DISTINCT job_id FROM job_signals INDEXED BY job_signals_held
+             WHERE consumed = 0) s
+           CROSS JOIN jobs j WHERE j.job_id = s.job_id AND j.state = 'SCHEDULED'`,
+      )
+      .all();
     const near = this.#scheduledWindow({ atMs: -1, seq: 0 }, window.untilMs, window.limit);
     const total = this.#reader
       .prepare<[], { n: number }>(
@@ -329,7 +351,9 @@ export class SqliteStore implements Store {
       )
       .get();
     const scheduled = new Map<string, JobRow>();
-    for (const row of [...linked, ...sleeping, ...keyed, ...near]) scheduled.set(row.job_id, row);
+    for (const row of [...linked, ...sleeping, ...keyed, ...signalled, ...near]) {
+      scheduled.set(row.job_id, row);
+    }
     const activeJobs = [...others, ...scheduled.values()]
       .sort((a, b) => a.seq - b.seq)
       .map(jobFromRow);
@@ -401,13 +425,16 @@ export class SqliteStore implements Store {
     if (batch.groupHoldsEndedBeforeMs !== undefined) {
       encoded.groupHoldsEndedBeforeMs = batch.groupHoldsEndedBeforeMs;
     }
-    return this.#link.commit(encoded);
+    return this.#link.commit({ ...encoded, ...encodeSignalParts(batch) });
   }
 
   read(read: StoreRead): Promise<StoreReadResult> {
     switch (read.op) {
       case 'event':
-        return Promise.resolve({ op: 'event', event: null }); // TODO(store): events
+        return this.#readNow(() => {
+          const row = this.#eventById.get(read.eventId);
+          return { op: 'event', event: row === undefined ? null : eventFromRow(row) };
+        });
       case 'job':
         return this.#readNow(() => {
           const row = this.#byId.get(read.jobId);

@@ -5,7 +5,7 @@
  * (durability `normal`, where a commit never waits for the disk).
  */
 import type { Database, Statement } from 'better-sqlite3';
-import type { PurgeQuery } from '../store.js';
+import { PURGE_EVENTS_PER_ROW, type PurgeQuery } from '../store.js';
 import {
   ATTEMPT_COLUMNS,
   JOB_COLUMNS,
@@ -15,9 +15,10 @@ import {
   columnList,
   type SqlValue,
 } from './rows.js';
+import { EVENT_COLUMNS, SIGNAL_COLUMNS, TRIGGER_COLUMNS, type SignalParts } from './signal-rows.js';
 
 /** One batch as the writer applies it: jobs as column arrays. */
-export interface EncodedBatch {
+export interface EncodedBatch extends SignalParts {
   batchId: number;
   inserts: SqlValue[][];
   updates: SqlValue[][];
@@ -56,6 +57,12 @@ export class SqliteWriter {
   readonly #purgeSteps: Statement<[string]>;
   readonly #groupHold: Statement<SqlValue[]>;
   readonly #endGroupHolds: Statement<[number]>;
+  readonly #signal: Statement<SqlValue[]>;
+  readonly #purgeSignals: Statement<[string]>;
+  readonly #event: Statement<SqlValue[]>;
+  readonly #purgeEvents: Statement<[number, number]>;
+  readonly #trigger: Statement<SqlValue[]>;
+  readonly #deleteTrigger: Statement<[string]>;
   readonly #writeAll: (batches: readonly EncodedBatch[]) => void;
   readonly #purgeSome: (query: PurgeQuery) => number;
 
@@ -101,6 +108,22 @@ export class SqliteWriter {
       'INSERT OR REPLACE INTO group_holds (queue, group_key, until_ms) VALUES (?, ?, ?)',
     );
     this.#endGroupHolds = db.prepare('DELETE FROM group_holds WHERE until_ms < ?');
+    this.#signal = db.prepare(
+      `INSERT OR REPLACE INTO job_signals (${columnList(SIGNAL_COLUMNS)}) VALUES (${placeholders(SIGNAL_COLUMNS.length)})`,
+    );
+    this.#purgeSignals = db.prepare('DELETE FROM job_signals WHERE job_id = ?');
+    this.#event = db.prepare(
+      `INSERT INTO events (${columnList(EVENT_COLUMNS)}) VALUES (${placeholders(EVENT_COLUMNS.length)})`,
+    );
+    // The oldest first, through the index by time, a step's worth at most.
+    this.#purgeEvents = db.prepare(
+      `DELETE FROM events WHERE rowid IN
+         (SELECT rowid FROM events WHERE at_ms < ? ORDER BY at_ms LIMIT ?)`,
+    );
+    this.#trigger = db.prepare(
+      `INSERT OR REPLACE INTO triggers (${columnList(TRIGGER_COLUMNS)}) VALUES (${placeholders(TRIGGER_COLUMNS.length)})`,
+    );
+    this.#deleteTrigger = db.prepare('DELETE FROM triggers WHERE name = ?');
     this.#purgeJob = db.prepare('DELETE FROM jobs WHERE seq = ?');
     this.#writeAll = db.transaction((batches: readonly EncodedBatch[]) => {
       for (const batch of batches) this.#apply(batch);
@@ -110,8 +133,12 @@ export class SqliteWriter {
       for (const row of rows) {
         this.#purgeAttempts.run(row.job_id);
         this.#purgeSteps.run(row.job_id);
+        this.#purgeSignals.run(row.job_id);
         this.#purgeDependencies.run(row.job_id, row.job_id);
         this.#purgeJob.run(row.seq);
+      }
+      if (query.state === 'COMPLETED') {
+        this.#purgeEvents.run(query.finishedBeforeMs, query.limit * PURGE_EVENTS_PER_ROW);
       }
       return rows.length;
     });
@@ -146,5 +173,9 @@ export class SqliteWriter {
     if (batch.groupHoldsEndedBeforeMs !== undefined) {
       this.#endGroupHolds.run(batch.groupHoldsEndedBeforeMs);
     }
+    for (const values of batch.signals ?? []) this.#signal.run(...values);
+    for (const values of batch.events ?? []) this.#event.run(...values);
+    for (const values of batch.triggers ?? []) this.#trigger.run(...values);
+    for (const name of batch.deletedTriggers ?? []) this.#deleteTrigger.run(name);
   }
 }
