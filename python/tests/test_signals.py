@@ -460,7 +460,7 @@ def test_errors_are_typed_and_bad_arguments_send_nothing(port: SignalsPort) -> N
     assert [m.get("jobId") for m in port.requests] == ["gone"]
 
 
-def test_a_coordinator_without_signals_is_feature_unsupported() -> None:
+def test_without_signals_the_calls_are_unsupported_and_the_connection_dropped() -> None:
     refuse: Callable[[Message], Message] = lambda m: {  # noqa: E731
         "type": "ERROR",
         "code": "UNSUPPORTED_REQUEST",
@@ -480,6 +480,8 @@ def test_a_coordinator_without_signals_is_feature_unsupported() -> None:
                 with pytest.raises(dtp.FeatureUnsupportedError) as err:
                     call()
                 assert err.value.feature == "signals" and err.value.code == "UNSUPPORTED_FEATURE"
+        # A v1 coordinator closes the connection after such an answer: each call dials anew.
+        assert len(port.server.all) == 4
     finally:
         port.server.stop()
 

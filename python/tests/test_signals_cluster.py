@@ -63,8 +63,9 @@ def test_a_python_handler_waits_for_a_signal_that_client_signal_sends(cluster: C
 
         with pytest.raises(dtp.UnknownJobError):
             client.signal("no-such-job", "approval")
-        with pytest.raises(dtp.RemoteError):
-            client.signal(job.job_id, "approval")  # the job has ended
+        with pytest.raises(dtp.RemoteError) as ended:
+            client.signal(job.job_id, "approval")
+        assert ended.value.code == "INVALID_REQUEST" and "has ended" in ended.value.message
 
 
 def test_an_event_wakes_the_python_handler_waiting_with_its_key(cluster: Cluster) -> None:
@@ -111,6 +112,9 @@ def test_a_publish_with_a_trigger_creates_a_job(cluster: Cluster) -> None:
         assert client.result(job_id, timeout=30) == {"got": {"order": 7}, "by": "python"}
         snapshot = client.status(job_id)
         assert (snapshot["taskType"], snapshot["maxAttempts"]) == ("py.on_event", 2)
+        # A payload that is not a JSON object reaches the job as {"value": ...}.
+        (listed,) = client.publish("order.paid", [1, 2])["jobIds"]
+        assert client.result(listed, timeout=30) == {"got": {"value": [1, 2]}, "by": "python"}
         assert client.triggers.delete("on-paid") is True
         assert client.triggers.delete("on-paid") is False
         assert client.triggers.list() == []

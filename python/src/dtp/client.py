@@ -654,10 +654,10 @@ class Client:
         ``{"jobId", "name", "resumed", "signalsHeld"}`` once the signal is durable.
 
         Raises ``UnknownJobError`` for an unknown job, ``RemoteError`` for a job that has
-        ended or holds too many signals (1,000), ``FeatureUnsupportedError`` from a
-        coordinator without signals, ``TypeError`` / ``ValueError`` for bad arguments
-        (nothing sent)."""
-        reply = self._request(signal_message(job_id, name, payload))
+        ended (``INVALID_REQUEST``) or holds 1,000 signals (``LIMIT_EXCEEDED``),
+        ``FeatureUnsupportedError`` from a coordinator without signals, ``TypeError`` /
+        ``ValueError`` for bad arguments (nothing sent)."""
+        reply = self._extension_request(signal_message(job_id, name, payload))
         return signal_result(expect(reply, "SIGNAL_JOB", "JOB_SIGNALLED"))
 
     def publish(
@@ -674,8 +674,10 @@ class Client:
         commit. ``event_id`` (1..256 characters; default: the coordinator makes one): an id
         published before does nothing again and gives back the first reply, with
         ``duplicate`` True. Returns ``{"eventId", "jobIds", "resumed", "duplicate"}`` once
-        the event is durable. Raises as ``signal`` does."""
-        reply = self._request(publish_message(name, payload, key, event_id))
+        the event is durable. Raises as ``signal`` does (``LIMIT_EXCEEDED`` when the jobs
+        of its triggers would not fit under the coordinator's limit of active jobs:
+        nothing was done)."""
+        reply = self._extension_request(publish_message(name, payload, key, event_id))
         return publish_result(expect(reply, "PUBLISH_EVENT", "EVENT_PUBLISHED"))
 
     def purge(self, state: str, older_than_ms: int) -> int:
@@ -868,6 +870,18 @@ class Client:
         finally:
             conn.close()
         return not (reply["type"] == "ERROR" and is_not_understood(reply))
+
+    def _extension_request(self, message: Message) -> Message:
+        """A request of an extension the coordinator may not know: after a not-understood
+        answer the connection is dropped (a v1 coordinator closes it after such an
+        answer), so that the next request dials a fresh one."""
+        reply = self._request(message)
+        if reply["type"] == "ERROR" and is_not_understood(reply):
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+        return reply
 
     def _wait_job(self, job_id: str, timeout_ms: int) -> JobSnapshot | None:
         message = {

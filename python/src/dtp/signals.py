@@ -176,7 +176,7 @@ class Triggers:
         self._client = client
 
     def _send(self, message: Message, kind: str) -> Message:
-        reply = self._client._request(message)
+        reply = self._client._extension_request(message)
         return expect(reply, str(message["type"]), kind)
 
     def set(
@@ -192,7 +192,8 @@ class Triggers:
         """Creates the trigger ``name`` or replaces its definition; returns it once durable.
         From then on each event named ``event`` creates one job of ``task_type`` (in
         ``queue``, default ``default``; ``priority`` and ``max_attempts`` as ``submit``'s)
-        whose payload is the event's, in the commit that stores the event."""
+        whose payload is the event's (one that is not a JSON object reaches the job as
+        ``{"value": payload}``), in the commit that stores the event."""
         message = set_trigger_message(name, event, task_type, queue, priority, max_attempts)
         return cast(TriggerSnapshot, self._send(message, "TRIGGER_INFO")["trigger"])
 
