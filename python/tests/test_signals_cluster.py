@@ -1,7 +1,8 @@
 """Signals, events and triggers against a real coordinator: a Python handler
 waiting for a signal that ``client.signal`` sends, an event that wakes the
 Python handler waiting with its key (and not the one waiting with another),
-a publish whose trigger creates a job, and an event id published twice."""
+a publish whose trigger creates a job, an event id published twice, and the
+TypeScript CLI signalling and publishing to Python handlers."""
 
 from __future__ import annotations
 
@@ -154,3 +155,24 @@ def test_the_async_client_signals_and_publishes(cluster: Cluster) -> None:
             return value
 
     assert asyncio.run(run())["signal"]["payload"] == "now"
+
+
+def test_the_typescript_cli_signals_and_publishes_to_python_handlers(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    cluster.py_worker(c, "py-cli", tasks=FLOWS, capacity=2)
+    with c.client() as client:
+        job = client.submit("py.await_signal", {"name": "approve"})
+        keyed = client.submit("py.await_event", {"name": "paid", "key": "A-17"})
+        waiting(client, job.job_id)
+        waiting(client, keyed.job_id)
+        sent = cluster.cli(c, "signal", job.job_id, "approve", "--payload", '{"by": "cli"}')
+        assert sent == {"jobId": job.job_id, "name": "approve", "resumed": True, "signalsHeld": 0}
+        assert job.result(timeout=30)["signal"]["payload"] == {"by": "cli"}
+        published = cluster.cli(c, "publish", "paid", "--payload", "7", "--key", "A-17")
+        assert (published["jobIds"], published["resumed"]) == ([], 1)
+        event = keyed.result(timeout=30)["event"]
+        assert (event["payload"], event["key"], event["eventId"]) == (
+            7,
+            "A-17",
+            published["eventId"],
+        )
