@@ -1,7 +1,8 @@
 /**
  * The dashboard side of the HTTP port: the page shell and its assets (`/`,
- * `/assets/*`), the JSON API (`/api/*`, see api.ts) and its live stream
- * (`/api/events`, see live.ts), and the authorization rule for everything
+ * `/assets/*`), the JSON API (`/api/*`, see api.ts; signals, events and
+ * triggers in signals-api.ts) and its live stream (`GET /api/events`, see
+ * live.ts), and the authorization rule for everything
  * but `/healthz` and the shell (tokens and sessions: http-auth.ts).
  * The HTTP server hands it every
  * request it does not answer itself.
@@ -26,9 +27,17 @@ import {
   type DashboardSource,
 } from './api.js';
 import { LiveStreams, type LiveLimits } from './live.js';
-import { QueryParams, jsonBody, onlyFields, readBody } from './params.js';
+import {
+  MAX_BODY_BYTES,
+  MAX_SIGNAL_BODY_BYTES,
+  QueryParams,
+  jsonBody,
+  onlyFields,
+  readBody,
+} from './params.js';
 import type { RequestTarget } from './request-target.js';
 import { HttpError, HttpErrorCode, sendError, sendJson } from './responses.js';
+import { listTriggers, publishEvent, signalJob } from './signals-api.js';
 import { StaticFiles } from './static-files.js';
 
 /** API requests handled at once; more get 503 (each holds a core request). */
@@ -105,7 +114,7 @@ export class Dashboard {
   async #api(target: RequestTarget, req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       // The body is in before the request counts as in progress (see readBody).
-      const body = await readBody(req);
+      const body = await readBody(req, bodyLimitOf(target.path));
       if (this.#inFlight >= MAX_API_IN_FLIGHT) {
         const message = `${MAX_API_IN_FLIGHT} API requests are in progress`;
         throw new HttpError(503, ErrorCode.LimitExceeded, message);
@@ -154,9 +163,15 @@ export class Dashboard {
       return sendJson(res, 200, await workers(ctx));
     }
     if (path === '/api/events') {
+      allow(req, 'GET', 'POST');
+      query([]);
+      if (req.method === 'POST') return sendJson(res, 200, await publishEvent(ctx, call.json()));
+      return this.#live.open(req, res);
+    }
+    if (path === '/api/triggers') {
       allow(req, 'GET');
       query([]);
-      return this.#live.open(req, res);
+      return sendJson(res, 200, await listTriggers(ctx));
     }
     if (path === '/api/purge') {
       allow(req, 'POST');
@@ -219,7 +234,7 @@ export class Dashboard {
   async #jobRoute(call: Call, query: (allowed: readonly string[]) => QueryParams): Promise<void> {
     const { req, res } = call;
     const path = call.target.path;
-    const match = /^\/api\/jobs\/([^/]+)(?:\/(cancel|rerun|flow))?$/.exec(path);
+    const match = /^\/api\/jobs\/([^/]+)(?:\/(cancel|rerun|flow|signal))?$/.exec(path);
     if (match === null)
       throw new HttpError(404, HttpErrorCode.NotFound, `no such API path: ${path.slice(0, 100)}`);
     const jobId = decodePathSegment(match[1] as string);
@@ -235,6 +250,9 @@ export class Dashboard {
         allow(req, 'POST');
         onlyFields(call.json(), []);
         return sendJson(res, 200, await cancelJob(this.#ctx, jobId));
+      case 'signal':
+        allow(req, 'POST');
+        return sendJson(res, 200, await signalJob(this.#ctx, jobId, call.json()));
       default:
         allow(req, 'POST');
         onlyFields(call.json(), []);
@@ -279,6 +297,13 @@ export class Dashboard {
     this.#live.close();
     this.#ctx.source.events.off('event', this.#onEvent);
   }
+}
+
+/** The paths whose body may carry a signal's or event's payload take more than the others. */
+function bodyLimitOf(path: string): number {
+  return path === '/api/events' || /^\/api\/jobs\/[^/]+\/signal$/.test(path)
+    ? MAX_SIGNAL_BODY_BYTES
+    : MAX_BODY_BYTES;
 }
 
 function isApiPath(path: string): boolean {

@@ -10,10 +10,16 @@ import {
   type JobState,
   type TerminalState,
 } from '../protocol/messages.js';
+import { MAX_SIGNAL_PAYLOAD_BYTES } from '../protocol/limits.js';
 import { HttpError, HttpErrorCode, badRequest } from './responses.js';
 
 /** Largest request body accepted, in bytes (actions carry a few fields). */
 export const MAX_BODY_BYTES = 64 * 1024;
+/**
+ * Largest body of a signal or an event: its payload may be 256 KiB of
+ * compact JSON, and the body has the other fields and perhaps whitespace.
+ */
+export const MAX_SIGNAL_BODY_BYTES = MAX_SIGNAL_PAYLOAD_BYTES + MAX_BODY_BYTES;
 
 export class QueryParams {
   readonly #params: URLSearchParams;
@@ -76,21 +82,17 @@ export function terminalState(name: string, text: string): TerminalState {
 }
 
 /**
- * Reads a request's body, at most {@link MAX_BODY_BYTES} (413 beyond). Read
- * before the request takes a place among those in progress, so a body that
- * stalls holds only its own connection, until the port's request timeout.
+ * Reads a request's body, at most `maxBytes` (413 beyond). Read before the
+ * request takes a place among those in progress, so a body that stalls
+ * holds only its own connection, until the port's request timeout.
  */
-export async function readBody(req: IncomingMessage): Promise<Buffer> {
+export async function readBody(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let bytes = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     bytes += chunk.length;
-    if (bytes > MAX_BODY_BYTES) {
-      throw new HttpError(
-        413,
-        HttpErrorCode.PayloadTooLarge,
-        `body larger than ${MAX_BODY_BYTES} bytes`,
-      );
+    if (bytes > maxBytes) {
+      throw new HttpError(413, HttpErrorCode.PayloadTooLarge, `body larger than ${maxBytes} bytes`);
     }
     chunks.push(chunk);
   }

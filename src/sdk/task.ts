@@ -102,6 +102,24 @@ export interface TaskContext {
    */
   waitFor(jobId: string): Promise<WaitOutcome>;
   /**
+   * Waits, without holding a slot, for a signal of this name sent to the job
+   * (`client.signal`, `POST /api/jobs/:id/signal`): resolves with the oldest
+   * one the job holds that no earlier call took, or with null once
+   * `options.timeout` has passed first. The job is WAITING meanwhile, as with
+   * `waitFor`; the handler runs again when the signal comes, its steps
+   * replayed, and this call returns the same signal on every later run.
+   * `name`: as a queue name. Rejects with UNSUPPORTED_FEATURE when the
+   * coordinator does not offer signals.
+   */
+  waitForSignal(name: string, options?: WaitForSignalOptions): Promise<ReceivedSignal | null>;
+  /**
+   * Waits, as {@link waitForSignal} does, for an event of this name (with
+   * `options.key` when given) published after the wait began
+   * (`client.publish`, `POST /api/events`); every job waiting for it wakes.
+   * Resolves with the event, or null once `options.timeout` has passed.
+   */
+  waitForEvent(name: string, options?: WaitForEventOptions): Promise<ReceivedEvent | null>;
+  /**
    * Submits a child job and resolves with its id; the child's snapshot names
    * this job as `parentJobId`, and this job's status lists its children. The
    * child is an ordinary job (it does not wait for this one). The same call
@@ -134,6 +152,40 @@ export interface EnqueueOptions {
   /** A delayed child's due time (epoch ms); absent: not delayed. */
   runAtMillis?: number;
 }
+
+/** Options of `ctx.waitForSignal`. */
+export interface WaitForSignalOptions {
+  /**
+   * Give up after this long (then the call resolves with null): ms, or a
+   * duration such as `"2h"`; more than 0, at most 366 days. Absent: never.
+   */
+  timeout?: number | string;
+}
+
+/** Options of `ctx.waitForEvent`. */
+export interface WaitForEventOptions extends WaitForSignalOptions {
+  /** Only an event published with this key, 1..256 characters; absent: any key. */
+  key?: string;
+}
+
+/** A signal `ctx.waitForSignal` took (a type, so a handler can return it as JSON). */
+export type ReceivedSignal = {
+  readonly name: string;
+  readonly payload: JsonValue;
+  /** When it was sent, epoch ms. */
+  readonly atMillis: number;
+};
+
+/** An event `ctx.waitForEvent` woke on. */
+export type ReceivedEvent = {
+  readonly name: string;
+  readonly payload: JsonValue;
+  /** The key it was published with; null = none. */
+  readonly key: string | null;
+  readonly eventId: string;
+  /** When it was published, epoch ms. */
+  readonly atMillis: number;
+};
 
 /**
  * How a job that `ctx.waitFor` waited for ended (a type, not an interface,

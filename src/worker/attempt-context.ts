@@ -10,7 +10,7 @@ import { MAX_CHILD_KEY_LENGTH, MAX_PROGRESS_MESSAGE_BYTES } from '../protocol/li
 import type { JsonObject, JsonValue, ParentResult } from '../protocol/messages.js';
 import type { EnqueueOptions, ParentJob, TaskContext, TaskLogger } from '../sdk/task.js';
 import type { AttemptCalls } from './thread-calls.js';
-import type { AttemptSteps } from './thread-steps.js';
+import { noSignals, type AttemptSteps } from './thread-steps.js';
 import type { RunTaskInput, TaskLogLevel, ThreadOutput } from './thread-messages.js';
 
 /** Longest log message a handler can send, in characters (longer ones are cut). */
@@ -80,8 +80,14 @@ function progressReporter(send: OutputSink): TaskContext['progress'] {
   };
 }
 
-/** `ctx.step`, `ctx.sleep`, `ctx.waitFor` (thread-steps.ts); without steps they refuse. */
-function stepMethods(steps: AttemptSteps | null): Pick<TaskContext, 'step' | 'sleep' | 'waitFor'> {
+/** The handler's step methods: `ctx.step`, `ctx.sleep` and the waits. */
+type StepMethods = Pick<
+  TaskContext,
+  'step' | 'sleep' | 'waitFor' | 'waitForSignal' | 'waitForEvent'
+>;
+
+/** The step methods (thread-steps.ts); without steps they refuse. */
+function stepMethods(steps: AttemptSteps | null): StepMethods {
   if (steps === null) {
     const unsupported = (what: string) => (): Promise<never> =>
       Promise.reject(
@@ -94,12 +100,16 @@ function stepMethods(steps: AttemptSteps | null): Pick<TaskContext, 'step' | 'sl
       step: unsupported('ctx.step'),
       sleep: unsupported('ctx.sleep'),
       waitFor: unsupported('ctx.waitFor'),
+      waitForSignal: () => Promise.reject(noSignals('ctx.waitForSignal')),
+      waitForEvent: () => Promise.reject(noSignals('ctx.waitForEvent')),
     };
   }
   return {
     step: (name, fn) => steps.step(name, fn),
     sleep: (duration) => steps.sleep(duration),
     waitFor: (jobId) => steps.waitFor(jobId),
+    waitForSignal: (name, options) => steps.waitForSignal(name, options),
+    waitForEvent: (name, options) => steps.waitForEvent(name, options),
   };
 }
 
@@ -163,7 +173,7 @@ function childEnqueuer(calls: AttemptCalls): TaskContext['enqueue'] {
   };
 }
 
-/** Refusals of ctx.step, ctx.sleep and ctx.waitFor without a coordinator that offers steps. */
+/** Refusals of the step methods without a coordinator that offers steps. */
 const NO_STEPS = stepMethods(null);
 
 /**
@@ -187,7 +197,7 @@ export class AttemptContext implements TaskContext {
   #log: TaskLogger | null = null;
   #progress: TaskContext['progress'] | null = null;
   #enqueue: TaskContext['enqueue'] | null = null;
-  #stepMethods: Pick<TaskContext, 'step' | 'sleep' | 'waitFor'> | null = null;
+  #stepMethods: StepMethods | null = null;
 
   constructor(
     attempt: SignalSource & { readonly send: OutputSink; readonly calls: AttemptCalls },
@@ -233,7 +243,15 @@ export class AttemptContext implements TaskContext {
     return this.#stepsOf().waitFor;
   }
 
-  #stepsOf(): Pick<TaskContext, 'step' | 'sleep' | 'waitFor'> {
+  get waitForSignal(): TaskContext['waitForSignal'] {
+    return this.#stepsOf().waitForSignal;
+  }
+
+  get waitForEvent(): TaskContext['waitForEvent'] {
+    return this.#stepsOf().waitForEvent;
+  }
+
+  #stepsOf(): StepMethods {
     if (this.#steps === null) return NO_STEPS;
     return (this.#stepMethods ??= stepMethods(this.#steps));
   }

@@ -221,6 +221,7 @@ export class AttemptRuntime {
           recorded: input.steps,
           total: input.stepCount ?? input.steps.length,
           onSuspend: (s) => suspended(s),
+          signals: input.signals === true,
         });
       }
       // The handler's own spans (if the task module set up OpenTelemetry) nest in the attempt's.

@@ -110,6 +110,8 @@ export class Attempt {
         // Durable steps only with a coordinator that offers them (null: ctx.step refuses).
         steps: features.has('steps') ? (msg.steps ?? []) : null,
         stepCount: features.has('steps') ? (msg.stepCount ?? null) : null,
+        // Signal and event waits suspend as a sleep does: they need both.
+        signals: features.has('steps') && features.has('signals'),
       },
       {
         isolated: context.isolated,

@@ -20,6 +20,8 @@ export type {
   PayloadOf,
   RateLimitedOptions,
   RateLimitScope,
+  ReceivedEvent,
+  ReceivedSignal,
   ResultOf,
   TaskContext,
   TaskDefinition,
@@ -27,6 +29,9 @@ export type {
   TaskHandler,
   TaskLogger,
   TaskMap,
+  WaitForEventOptions,
+  WaitForSignalOptions,
+  WaitOutcome,
 } from '../sdk/task.js';
 export type { JsonObject, JsonValue } from '../protocol/messages.js';
 export { DEFAULT_WORKER_OPTIONS, startWorker } from './start-worker.js';

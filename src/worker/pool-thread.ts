@@ -547,12 +547,17 @@ function outcomeOf(output: FinalOutput): TaskOutcome {
       return outcome;
     }
     case 'TASK_SUSPENDED': {
-      const suspend: Suspension =
-        output.sleepMillis !== undefined
-          ? { sleepMillis: output.sleepMillis }
-          : { waitForJobId: output.waitForJobId ?? '' };
+      const suspend = suspensionOf(output);
       const error = 'the handler suspended the attempt';
       return { success: false, error, cancelled: false, retryable: true, suspend };
     }
   }
+}
+
+/** The one wait a TASK_SUSPENDED names. */
+function suspensionOf(output: Extract<FinalOutput, { type: 'TASK_SUSPENDED' }>): Suspension {
+  if (output.sleepMillis !== undefined) return { sleepMillis: output.sleepMillis };
+  if (output.waitForSignal !== undefined) return { waitForSignal: output.waitForSignal };
+  if (output.waitForEvent !== undefined) return { waitForEvent: output.waitForEvent };
+  return { waitForJobId: output.waitForJobId ?? '' };
 }

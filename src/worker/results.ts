@@ -3,7 +3,8 @@
  * TASK_SUSPEND for a handler that slept or waits, using each extension only
  * with a coordinator that offered it.
  *
- * - A suspension without `steps`: a failed, retryable result.
+ * - A suspension without `steps` (or a signal or event wait without
+ *   `signals`): a failed, retryable result.
  * - `retryable: false` only with `retryable` (a v1 coordinator retries anyway).
  * - An attempt cut off through no doing of its own (`requeue`): with the
  *   `requeue` feature a failed result with `requeue: true`, which the
@@ -35,14 +36,19 @@ export function sendOutcome(
   features: ReadonlySet<Feature>,
 ): TaskResult | null {
   if (!outcome.success && outcome.suspend !== undefined) {
-    if (features.has('steps')) {
-      connection.send({ type: 'TASK_SUSPEND', workerId, ...ids, ...outcome.suspend });
+    const suspend = outcome.suspend;
+    const needs = 'waitForSignal' in suspend || 'waitForEvent' in suspend ? 'signals' : 'steps';
+    if (features.has('steps') && features.has(needs)) {
+      connection.send({ type: 'TASK_SUSPEND', workerId, ...ids, ...suspend });
       return null;
     }
-    // A coordinator without steps (we re-registered elsewhere): the attempt fails, retryable.
+    // A coordinator without them (we re-registered elsewhere): the attempt fails, retryable.
     outcome = {
       success: false,
-      error: 'the handler slept or waited, and this coordinator does not offer durable steps',
+      error:
+        needs === 'signals'
+          ? 'the handler waited for a signal or event, and this coordinator does not offer signals'
+          : 'the handler slept or waited, and this coordinator does not offer durable steps',
       cancelled: false,
       retryable: true,
     };

@@ -25,7 +25,8 @@
  *                     type is unknown or a task module did not load;
  *                     `rateLimited` when it threw a RateLimitedError
  *     TASK_SUSPENDED  the handler slept or waits (`ctx.sleep`,
- *                     `ctx.waitFor`): the attempt ends without a result
+ *                     `ctx.waitFor`, `ctx.waitForSignal`,
+ *                     `ctx.waitForEvent`): the attempt ends without a result
  *
  * A handler that ignores its aborted signal is not waited for: the main
  * thread terminates the thread after the cancel grace, the only way to stop
@@ -40,11 +41,13 @@
  */
 import {
   RATE_LIMIT_SCOPES,
+  type EventWait,
   type JsonObject,
   type ParentResult,
   type RateLimitedResult,
   type RecordedStep,
   type ResultFormat,
+  type SignalWait,
 } from '../protocol/messages.js';
 import type { TraceContext } from '../protocol/trace-context.js';
 
@@ -71,6 +74,8 @@ export interface RunTaskInput {
   steps?: RecordedStep[] | null;
   /** How many steps the job has recorded in all (more than `steps` holds: fetched). */
   stepCount?: number | null;
+  /** The coordinator offers signal and event waits (with steps only); absent = no. */
+  signals?: boolean | null;
 }
 
 /** Why an attempt's signal fired. */
@@ -111,7 +116,13 @@ export type ThreadOutput =
       rateLimited?: RateLimitedResult;
     }
   /** The handler slept or waits (durable steps): the attempt ends without a result. */
-  | { type: 'TASK_SUSPENDED'; sleepMillis?: number; waitForJobId?: string };
+  | {
+      type: 'TASK_SUSPENDED';
+      sleepMillis?: number;
+      waitForJobId?: string;
+      waitForSignal?: SignalWait;
+      waitForEvent?: EventWait;
+    };
 
 /** The outputs that end an attempt: after one, nothing more of it counts. */
 export type FinalOutput = Extract<
@@ -289,6 +300,7 @@ export function encodeRequest({ requestId, input, slot }: ThreadRequest): WireRe
         input.traceContext ?? null,
         input.steps ?? null,
         input.stepCount ?? null,
+        input.signals === true,
       ];
     case 'ABORT_TASK':
       return [REQUEST.ABORT_TASK, requestId, input.reason === 'deadline' ? 1 : 0];
@@ -321,7 +333,7 @@ export function decodeRequest(wire: unknown): ThreadRequest | null {
 
 function decodeRun(wire: unknown[], requestId: number): ThreadRequest | null {
   const [, , slot, taskType, payload, jobId, attemptId, attemptNumber, maxAttempts] = wire;
-  const [deadlineAtMs, parents, traceContext, steps, stepCount] = wire.slice(9);
+  const [deadlineAtMs, parents, traceContext, steps, stepCount, signals] = wire.slice(9);
   if (
     typeof slot !== 'number' ||
     typeof taskType !== 'string' ||
@@ -354,6 +366,7 @@ function decodeRun(wire: unknown[], requestId: number): ThreadRequest | null {
     traceContext: traceContext as TraceContext | null,
     steps: steps as RecordedStep[] | null,
     stepCount: stepCount as number | null,
+    signals: signals === true,
   };
   return { requestId, input, slot };
 }
@@ -384,6 +397,8 @@ export function encodeResponse({ requestId, output }: ThreadResponse): WireRespo
         requestId,
         output.sleepMillis ?? null,
         output.waitForJobId ?? null,
+        output.waitForSignal ?? null,
+        output.waitForEvent ?? null,
       ];
   }
 }
@@ -396,7 +411,7 @@ export function decodeResponse(wire: unknown): ThreadResponse | null {
 }
 
 function decodeOutput(wire: unknown[]): ThreadOutput | null {
-  const [kind, , a, b, c] = wire;
+  const [kind, , a, b, c, d] = wire;
   switch (kind) {
     case OUTPUT.TASK_STARTED:
       return { type: 'TASK_STARTED' };
@@ -429,6 +444,12 @@ function decodeOutput(wire: unknown[]): ThreadOutput | null {
     case OUTPUT.TASK_SUSPENDED:
       if (typeof a === 'number') return { type: 'TASK_SUSPENDED', sleepMillis: a };
       if (typeof b === 'string') return { type: 'TASK_SUSPENDED', waitForJobId: b };
+      if (isRecord(c) && typeof c.name === 'string') {
+        return { type: 'TASK_SUSPENDED', waitForSignal: c as unknown as SignalWait };
+      }
+      if (isRecord(d) && typeof d.name === 'string') {
+        return { type: 'TASK_SUSPENDED', waitForEvent: d as unknown as EventWait };
+      }
       return null;
     default:
       return null;

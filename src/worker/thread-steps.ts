@@ -1,6 +1,6 @@
 /**
- * The task-thread side of durable steps: `ctx.step`, `ctx.sleep` and
- * `ctx.waitFor` of one attempt.
+ * The task-thread side of durable steps: `ctx.step`, `ctx.sleep`,
+ * `ctx.waitFor`, `ctx.waitForSignal` and `ctx.waitForEvent` of one attempt.
  *
  * Steps take positions in the order the handler calls them. At a position
  * the job has recorded already (the assignment carried it, or GET_STEPS
@@ -19,7 +19,9 @@
  * is left waiting (its promise never settles and is dropped) and the attempt
  * ends with TASK_SUSPENDED; the coordinator records that step itself. A
  * recorded sleep returns at once; a recorded wait returns the outcome the
- * coordinator filled in.
+ * coordinator filled in (for a signal or event wait, the one it took, or
+ * null: see signal-waits.ts). Signal and event waits need a coordinator that
+ * offers `signals`; without, they are refused (UNSUPPORTED_FEATURE).
  *
  * Steps run one at a time: a step, sleep or wait called while another step
  * of the attempt is unfinished is refused (INVALID_STEP), as is a name used
@@ -35,8 +37,28 @@ import {
   MAX_STEP_NAME_LENGTH,
   MAX_STEP_RESULT_BYTES,
 } from '../protocol/limits.js';
-import type { JsonObject, JsonValue, RecordedStep } from '../protocol/messages.js';
-import type { WaitOutcome } from '../sdk/task.js';
+import type {
+  EventWait,
+  JsonObject,
+  JsonValue,
+  RecordedStep,
+  SignalWait,
+} from '../protocol/messages.js';
+import type {
+  ReceivedEvent,
+  ReceivedSignal,
+  WaitForEventOptions,
+  WaitForSignalOptions,
+  WaitOutcome,
+} from '../sdk/task.js';
+import {
+  EVENT_STEP,
+  SIGNAL_STEP,
+  eventWaitOf,
+  recordedEvent,
+  recordedSignal,
+  signalWaitOf,
+} from './signal-waits.js';
 import type { AttemptCalls } from './thread-calls.js';
 
 /** The steps the coordinator records for a sleep and for a wait. */
@@ -45,7 +67,19 @@ export const WAIT_STEP = 'dtp.waitFor';
 const RESERVED_PREFIX = 'dtp.';
 
 /** How a suspended attempt ended: the sleep or the wait it stopped at. */
-export type Suspension = { sleepMillis: number } | { waitForJobId: string };
+export type Suspension =
+  | { sleepMillis: number }
+  | { waitForJobId: string }
+  | { waitForSignal: SignalWait }
+  | { waitForEvent: EventWait };
+
+/** The refusal of a signal or event wait where the coordinator does not offer signals. */
+export function noSignals(method: string): DtpError {
+  return new DtpError(
+    LocalErrorCode.UnsupportedFeature,
+    `${method}: the coordinator does not offer signals and events (feature "signals")`,
+  );
+}
 
 function invalid(message: string): DtpError {
   return new DtpError(LocalErrorCode.InvalidStep, message);
@@ -154,6 +188,8 @@ export class AttemptSteps {
   /** How many steps the job had recorded when this attempt began. */
   readonly #total: number;
   readonly #onSuspend: (suspension: Suspension) => void;
+  /** The coordinator offers `signals` (signal and event waits). */
+  readonly #signals: boolean;
   readonly #names = new Set<string>();
   #position = 0;
   #busy = false;
@@ -167,12 +203,15 @@ export class AttemptSteps {
     recorded: readonly RecordedStep[];
     total: number;
     onSuspend: (suspension: Suspension) => void;
+    /** The coordinator offers signal and event waits; default false. */
+    signals?: boolean;
   }) {
     this.#calls = options.calls;
     this.#jobId = options.jobId;
     this.#recorded = [...options.recorded];
     this.#total = Math.max(options.total, options.recorded.length);
     this.#onSuspend = options.onSuspend;
+    this.#signals = options.signals === true;
   }
 
   /** The error the attempt fails with for good (a replay that went another way); null = none. */
@@ -232,6 +271,46 @@ export class AttemptSteps {
         );
       }
       return waitOutcome(outcome);
+    });
+  }
+
+  async waitForSignal(
+    name: string,
+    options?: WaitForSignalOptions,
+  ): Promise<ReceivedSignal | null> {
+    if (!this.#signals) throw noSignals('ctx.waitForSignal');
+    const wait = signalWaitOf(name, options);
+    return this.#exclusive(async () => {
+      const position = this.#position++;
+      const recorded = await this.#at(position);
+      if (recorded === undefined) return this.#suspend({ waitForSignal: wait });
+      this.#expect(position, recorded, SIGNAL_STEP);
+      const signal = recordedSignal(recorded.result);
+      if (signal !== null && signal.name !== wait.name) {
+        this.#nonDeterministic(
+          `position ${position} took signal "${signal.name}", this run waits for "${wait.name}"`,
+        );
+      }
+      return signal;
+    });
+  }
+
+  async waitForEvent(name: string, options?: WaitForEventOptions): Promise<ReceivedEvent | null> {
+    if (!this.#signals) throw noSignals('ctx.waitForEvent');
+    const wait = eventWaitOf(name, options);
+    return this.#exclusive(async () => {
+      const position = this.#position++;
+      const recorded = await this.#at(position);
+      if (recorded === undefined) return this.#suspend({ waitForEvent: wait });
+      this.#expect(position, recorded, EVENT_STEP);
+      const event = recordedEvent(recorded.result);
+      const keyed = wait.key ?? null;
+      if (event !== null && (event.name !== wait.name || (keyed !== null && event.key !== keyed))) {
+        this.#nonDeterministic(
+          `position ${position} woke on event "${event.name}" (key ${JSON.stringify(event.key)}), this run waits for "${wait.name}" (key ${JSON.stringify(keyed)})`,
+        );
+      }
+      return event;
     });
   }
 

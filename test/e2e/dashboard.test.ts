@@ -8,7 +8,9 @@
  * in the list and on its page; a flow around a job (parents, dependents,
  * WAITING in the list, child jobs and steps); a job's deduplication key and
  * expiry, "expired", and queues held by a handler (the API's answers with
- * those fields laid over them in the browser); with client tokens the page asks for one first.
+ * those fields laid over them in the browser); a job waiting for a signal
+ * (what it waits for, the signals it holds), signalled from its page after
+ * confirming, and going on; the triggers under Schedules; with client tokens the page asks for one first.
  * Schedules' times in their own zones, named, with the browser in another
  * zone. README's command for a picture of the page, run as written (the
  * system's `chromium`): a PNG of the loaded page, not its "Loading…". Skipped,
@@ -18,8 +20,10 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { Page, Request } from 'playwright-core';
+import { startWorker } from '../../src/worker/start-worker.js';
 import type { Worker } from '../../src/worker/worker.js';
 import { runCommand } from '../helpers/bounded-command.js';
 import { browserSkipReason, launchBrowser, type TestBrowser } from '../helpers/browser.js';
@@ -31,6 +35,7 @@ import {
   startCoordinator,
   startRealWorker,
   tempDir,
+  testLogger,
   type TestCoordinator,
 } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
@@ -38,6 +43,7 @@ import { KNOWN_STATES } from '../../src/protocol/job-view.js';
 import type { SetQueue, SubmitJob } from '../../src/protocol/messages.js';
 
 const skip = browserSkipReason();
+const IO_TASKS = fileURLToPath(new URL('../fixtures/io-tasks.js', import.meta.url));
 
 /** README's command for a picture of the dashboard ("The dashboard"). */
 const SCREENSHOT =
@@ -88,6 +94,17 @@ function submitMessage(taskType: string, payload: Record<string, number>): Submi
     priority: null,
     knownStates: [...KNOWN_STATES],
   };
+}
+
+/** A job's state as the API shows it (WAITING too, which a v1 client sees as QUEUED). */
+async function stateOf(jobId: string): Promise<string> {
+  const reply = await client.request({
+    type: 'GET_JOB_STATUS',
+    jobId,
+    knownStates: [...KNOWN_STATES],
+  });
+  assert.equal(reply.type, 'JOB_STATUS', JSON.stringify(reply));
+  return reply.type === 'JOB_STATUS' ? reply.job.state : '';
 }
 
 function row(jobId: string): string {
@@ -708,6 +725,82 @@ describe('dashboard in Chromium', { skip, timeout: 120_000 }, () => {
     await page.click(`[data-testid=flow-link][data-job-id="${id('c')}"]`);
     await page.waitForSelector(`[data-testid=flow-node][data-job-id="${id('c')}"][data-level="0"]`);
     await client.request({ type: 'CANCEL_JOB', jobId: id('a') });
+  });
+
+  it('shows what a waiting job waits for, signals it after confirming, and sees it go on', async () => {
+    const worker = await startWorker({
+      coordinatorHost: '127.0.0.1',
+      coordinatorPort: tc.coordinator.workerPort,
+      workerId: 'signal-worker',
+      capacity: 2,
+      threads: 1,
+      heartbeatIntervalMs: 50,
+      reconnectDelayMs: 50,
+      tasks: [IO_TASKS],
+      logger: testLogger('worker'),
+    });
+    try {
+      const jobId = await client.submit('io.waitSignal', {});
+      await until(async () => (await stateOf(jobId)) === 'WAITING', {
+        timeoutMs: 10_000,
+        what: 'the job waiting for its signal',
+      });
+      // A signal of another name: held, not taken.
+      const held = await client.request({
+        type: 'SIGNAL_JOB',
+        jobId,
+        name: 'comment',
+        payload: 'later',
+      });
+      assert.ok(held.type === 'JOB_SIGNALLED' && !held.resumed, JSON.stringify(held));
+      await page.goto(`${base}#/jobs/${jobId}`);
+      await page.waitForSelector('[data-testid=job-page] [data-state=WAITING]');
+      await markPage();
+      assert.match(
+        (await page.textContent('[data-testid=job-waiting-for]')) ?? '',
+        /signal approve, no time limit/,
+      );
+      assert.equal(await page.textContent('[data-testid=job-signals-held]'), '1');
+
+      await page.click('[data-testid=action-signal]');
+      await page.waitForSelector('[data-testid=confirm-dialog]');
+      assert.equal(await page.inputValue('input[name=signal-name]'), 'approve');
+      await page.click('[data-testid=confirm-cancel]');
+      assert.equal(await stateOf(jobId), 'WAITING', 'nothing without confirming');
+
+      await page.click('[data-testid=action-signal]');
+      await page.fill('textarea[name=signal-payload]', '{"by": ');
+      await page.click('[data-testid=confirm-ok]');
+      await page.waitForSelector('[data-testid=confirm-dialog] .error:has-text("not valid JSON")');
+      await page.fill('textarea[name=signal-payload]', '{"by": "ann"}');
+      await page.click('[data-testid=confirm-ok]');
+      await page.waitForSelector('[data-testid=notice]:has-text("goes on")');
+      await page.waitForSelector('[data-testid=job-page] [data-state=COMPLETED]', {
+        timeout: 10_000,
+      });
+      assert.deepEqual(JSON.parse((await page.textContent('[data-testid=job-result]')) ?? ''), {
+        approved: { by: 'ann' },
+      });
+      assert.equal(await page.locator('[data-testid=action-signal]').count(), 0, 'job ended');
+      assert.ok(await stillMarked());
+    } finally {
+      await worker.close();
+    }
+  });
+
+  it('lists the triggers under Schedules', async () => {
+    const reply = await client.request({
+      type: 'SET_TRIGGER',
+      trigger: { name: 'ui-on-paid', event: 'order.paid', taskType: 'PAID_UI', maxAttempts: 2 },
+    });
+    assert.equal(reply.type, 'TRIGGER_INFO', JSON.stringify(reply));
+    await page.goto(`${base}#/schedules`);
+    const triggerRow = '[data-testid=trigger-row][data-name=ui-on-paid]';
+    await page.waitForSelector(triggerRow);
+    const text = (await page.textContent(triggerRow)) ?? '';
+    assert.match(text, /order\.paid/);
+    assert.match(text, /PAID_UI/);
+    assert.match(text, /default.*NORMAL2/);
   });
 
   it('lists workers with their slots and task types', async () => {

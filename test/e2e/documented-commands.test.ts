@@ -173,6 +173,13 @@ const CHECKS: readonly Check[] = [
     expect: (r) => assert.ok(Array.isArray((JSON.parse(r.stdout) as { jobs: unknown }).jobs)),
   },
   { shown: /^curl -N .*\/api\/events$/, ready: /^event: overview\ndata: \{/m },
+  {
+    shown: /^curl -s .* -d .*\/api\/events$/,
+    expect: (r) => {
+      const published = JSON.parse(r.stdout) as { eventId: string; jobIds: unknown };
+      assert.deepEqual([published.eventId, published.jobIds], ['psp-evt-9001', []]);
+    },
+  },
   { shown: /coordinator\.sh --tls-cert /, expect: (r) => match(r, /tls=on/) },
   {
     shown: /coordinator\.sh --client-token-file /,

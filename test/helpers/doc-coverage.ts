@@ -83,10 +83,11 @@ export const SESSIONS: readonly Session[] = [
     },
   },
   {
-    name: 'README "The dashboard" and the job queries of HTTP.md',
+    name: 'README "The dashboard", the job queries and an event of HTTP.md',
     sections: [
       { doc: README, heading: 'The dashboard' },
       { doc: HTTP, heading: '`GET /api/jobs`' },
+      { doc: HTTP, heading: '`POST /api/events`' },
     ],
   },
   {

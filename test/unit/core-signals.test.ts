@@ -217,4 +217,35 @@ describe('core: events and triggers', () => {
     h.tick(50);
     assert.deepEqual(lastStep(h, jobId).value, { event: null });
   });
+
+  it('across a restart: held signals, a waiting job, triggers and event ids are kept', () => {
+    const h = harness();
+    const held = h.submit({ queue: 'nobody' });
+    signal(h, held, 'go', 'kept');
+    const waiting = h.submit({});
+    suspend(h, waiting, { waitForEvent: { name: 'paid', key: 'k', timeoutMillis: 60_000 } });
+    h.request({
+      type: 'SET_TRIGGER',
+      trigger: { name: 't', event: 'paid', taskType: 'SLEEP' },
+    });
+    h.restart();
+    h.register(W, 4, null, { steps: true });
+    assert.equal(h.status(held).signalsHeld, 1);
+    assert.deepEqual(h.status(waiting).waitingFor, {
+      event: 'paid',
+      key: 'k',
+      untilMillis: START_MS + 60_000,
+    });
+    const first = expectReply(
+      publish(h, 'paid', { durationMillis: 1 }, { key: 'k', eventId: 'x' }),
+      'EVENT_PUBLISHED',
+    );
+    assert.deepEqual([first.jobIds.length, first.resumed], [1, 1]);
+    h.restart();
+    const again = expectReply(
+      publish(h, 'paid', {}, { key: 'k', eventId: 'x' }),
+      'EVENT_PUBLISHED',
+    );
+    assert.deepEqual([again.jobIds, again.resumed, again.duplicate], [first.jobIds, 1, true]);
+  });
 });

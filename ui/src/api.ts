@@ -20,7 +20,14 @@ import type {
   ScheduleView,
   TriggerResult,
 } from '../../src/http/schedules-api.js';
-import type { QueueInfo, JobState, TerminalState } from '../../src/protocol/messages.js';
+import type { PublishResult, SignalResult, TriggersResult } from '../../src/http/signals-api.js';
+import type {
+  JsonValue,
+  QueueInfo,
+  JobState,
+  TerminalState,
+  TriggerSnapshot,
+} from '../../src/protocol/messages.js';
 
 export type {
   CancelResult,
@@ -29,13 +36,17 @@ export type {
   JobDetails,
   JobPage,
   Overview,
+  PublishResult,
   PurgeResult,
   QueueInfo,
   RerunResult,
   ScheduleDetails,
   ScheduleList,
   ScheduleView,
+  SignalResult,
   TriggerResult,
+  TriggerSnapshot,
+  TriggersResult,
   WorkersResult,
 };
 
@@ -131,6 +142,9 @@ export const api = {
   flow: (jobId: string) => call<FlowView>('GET', `${jobPath(jobId)}/flow`),
   cancel: (jobId: string) => call<CancelResult>('POST', `${jobPath(jobId)}/cancel`, {}),
   rerun: (jobId: string) => call<RerunResult>('POST', `${jobPath(jobId)}/rerun`, {}),
+  signal: (jobId: string, name: string, payload: JsonValue) =>
+    call<SignalResult>('POST', `${jobPath(jobId)}/signal`, { name, payload }),
+  triggers: () => call<TriggersResult>('GET', '/api/triggers'),
   purge: (state: TerminalState, olderThan: string) =>
     call<PurgeResult>('POST', '/api/purge', { state, olderThan }),
   workers: () => call<WorkersResult>('GET', '/api/workers'),

@@ -1,10 +1,12 @@
 /**
  * One job: its state and settings (a delayed job's run time, with a
  * countdown while it is SCHEDULED; the schedule that made it; its
- * deduplication key and expiry, "expired" once that cancelled it), payload, result, error, the attempt
+ * deduplication key and expiry, "expired" once that cancelled it; what a
+ * WAITING job waits for and the signals it holds), payload, result, error, the attempt
  * history on a timeline and as a table, and the actions it allows (cancel
- * while it is not terminal; re-run once FAILED or CANCELLED), each behind a
- * confirmation; its parents, child jobs, steps and flow (components/flow.tsx).
+ * and send a signal while it is not terminal; re-run once FAILED or
+ * CANCELLED), each behind a confirmation; its parents, child jobs, steps and
+ * flow (components/flow.tsx).
  * Refreshed whenever the live stream reports a change of it or of a job in
  * its flow view.
  */
@@ -15,6 +17,7 @@ import { ApiError, api, type FlowView, type JobDetails, type JobExtras } from '.
 import { ExpiredBadge, OutcomeBadge, StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
 import { FlowTree, Relations } from '../components/flow.js';
+import { SendSignalDialog, WaitingForText, signalNotice } from '../components/signals.js';
 import { AttemptTimeline } from '../components/timeline.js';
 import {
   formatAttempts,
@@ -26,7 +29,7 @@ import {
 import { useLatestRequest, useLive, useNow, useThrottled } from '../hooks.js';
 import { jobHref, navigate } from '../router.js';
 
-type Action = 'cancel' | 'rerun';
+type Action = 'cancel' | 'rerun' | 'signal';
 
 function Field({ label, children }: { label: string; children: ComponentChildren }) {
   return (
@@ -37,7 +40,13 @@ function Field({ label, children }: { label: string; children: ComponentChildren
   );
 }
 
-function Actions({ details, onChanged }: { details: JobDetails; onChanged: () => void }) {
+function Actions({
+  details,
+  onChanged,
+}: {
+  details: JobDetails;
+  onChanged: (notice?: string) => void;
+}) {
   const [open, setOpen] = useState<Action | null>(null);
   const { job } = details;
   const canCancel = !isTerminalState(job.state);
@@ -52,6 +61,11 @@ function Actions({ details, onChanged }: { details: JobDetails; onChanged: () =>
           data-testid="action-cancel"
         >
           Cancel job
+        </button>
+      )}
+      {canCancel && (
+        <button type="button" onClick={() => setOpen('signal')} data-testid="action-signal">
+          Send signal…
         </button>
       )}
       {canRerun && (
@@ -81,6 +95,14 @@ function Actions({ details, onChanged }: { details: JobDetails; onChanged: () =>
             be undone.
           </p>
         </ConfirmDialog>
+      )}
+      {open === 'signal' && (
+        <SendSignalDialog
+          jobId={job.jobId}
+          suggested={job.waitingFor?.signal ?? null}
+          onClose={() => setOpen(null)}
+          onSent={(result) => onChanged(signalNotice(result))}
+        />
       )}
       {open === 'rerun' && (
         <ConfirmDialog
@@ -151,6 +173,7 @@ function Body({
   onChanged: () => void;
 }) {
   const now = useNow();
+  const [notice, setNotice] = useState<string | null>(null);
   const job: JobDetails['job'] & JobExtras = details.job;
   const result =
     job.result === null ? null : job.resultFormat === 'json' ? prettyJson(job.result) : job.result;
@@ -162,8 +185,19 @@ function Body({
         </h1>
         <StateBadge state={job.state} />
         <ExpiredBadge job={job} />
-        <Actions details={details} onChanged={onChanged} />
+        <Actions
+          details={details}
+          onChanged={(message) => {
+            setNotice(message ?? null);
+            onChanged();
+          }}
+        />
       </div>
+      {notice !== null && (
+        <p class="notice" data-testid="notice">
+          {notice}
+        </p>
+      )}
       <dl class="fields">
         <Field label="Task type">{job.taskType}</Field>
         <Field label="Priority">{job.priority}</Field>
@@ -173,7 +207,18 @@ function Body({
         {(job.suspensions ?? 0) > 0 && (
           <Field label="Suspensions">
             <span data-testid="job-suspensions">{job.suspensions}</span>
-            <span class="muted"> (ctx.sleep, ctx.waitFor: not counted as attempts)</span>
+            <span class="muted"> (sleeps and waits: not counted as attempts)</span>
+          </Field>
+        )}
+        {job.state === 'WAITING' && job.waitingFor != null && (
+          <Field label="Waiting for">
+            <WaitingForText waitingFor={job.waitingFor} nowMs={now} />
+          </Field>
+        )}
+        {(job.signalsHeld ?? 0) > 0 && (
+          <Field label="Signals held">
+            <span data-testid="job-signals-held">{job.signalsHeld}</span>
+            <span class="muted"> (sent, not yet taken by ctx.waitForSignal)</span>
           </Field>
         )}
         {(job.requeues ?? 0) > 0 && (

@@ -1,5 +1,6 @@
 /**
- * The recurring schedules: cadence (cron with its time zone, or a fixed
+ * The recurring schedules, and below them the event triggers
+ * (components/triggers.tsx). Schedules: cadence (cron with its time zone, or a fixed
  * interval), whether a live worker serves the task type, the next runs with a countdown to the first, whether paused,
  * the last job and its state; pause, resume and trigger behind a
  * confirmation. Reloaded while shown (every two seconds, on the live
@@ -10,6 +11,7 @@ import { useState } from 'preact/hooks';
 import { api, type ScheduleView } from '../api.js';
 import { StateBadge } from '../components/badges.js';
 import { ConfirmDialog } from '../components/confirm.js';
+import { TriggersSection } from '../components/triggers.js';
 import {
   browserTimeZone,
   formatCountdown,
@@ -283,6 +285,7 @@ export function SchedulesPage() {
           }}
         />
       )}
+      <TriggersSection />
     </div>
   );
 }
