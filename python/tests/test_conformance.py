@@ -1,5 +1,6 @@
 """CONFORMANCE.md against both SDKs: every public member of the TypeScript
-client (``DtpClient``, ``client.queues``, ``client.schedules``, ``JobHandle``)
+client (``DtpClient``, ``client.queues``, ``client.schedules``,
+``client.triggers``, ``JobHandle``)
 and of a handler's ``ctx`` (``AttemptContext``), read from the build in
 ``dist/``, has a row; every Python name a row gives exists; every public
 member of the Python counterparts has a row; every error class the task SDK
@@ -14,6 +15,7 @@ from typing import Any
 
 import dtp
 from dtp.admin import Queues, Schedules
+from dtp.signals import Triggers
 from support import ROOT
 
 TABLE = Path(__file__).resolve().parents[1] / "CONFORMANCE.md"
@@ -24,6 +26,7 @@ TS_SURFACES = (
     ("client/client.js", "DtpClient", "client"),
     ("client/queues.js", "QueuesApi", "queues"),
     ("client/schedules.js", "Schedules", "schedules"),
+    ("client/signals.js", "TriggersApi", "triggers"),
     ("client/job-handle.js", "JobHandle", "handle"),
     ("worker/attempt-context.js", "AttemptContext", "ctx"),
 )
@@ -31,6 +34,7 @@ PY_CLASSES: dict[str, Any] = {
     "Client": dtp.Client,
     "Queues": Queues,
     "Schedules": Schedules,
+    "Triggers": Triggers,
     "JobHandle": dtp.JobHandle,
     "TaskContext": dtp.TaskContext,
 }
@@ -135,8 +139,8 @@ def test_the_async_client_has_every_member_of_the_client() -> None:
     async_members = {n for n in dir(dtp.AsyncClient) if not n.startswith("_")}
     async_members |= {n for n in vars(dtp.AsyncClient("127.0.0.1:1")) if not n.startswith("_")}
     assert sync - async_members == set()
-    for api in ("queues", "schedules"):
-        sync_api = py_members(Queues if api == "queues" else Schedules)
+    for api, cls in (("queues", Queues), ("schedules", Schedules), ("triggers", Triggers)):
+        sync_api = py_members(cls)
         async_api = {n for n in dir(getattr(dtp.AsyncClient("127.0.0.1:1"), api)) if n[0] != "_"}
         assert sync_api - async_api == set(), api
 
@@ -145,7 +149,7 @@ def test_the_async_client_calls_are_coroutines_or_async_iterators() -> None:
     import inspect
 
     client = dtp.AsyncClient("127.0.0.1:1")
-    for name in py_members(dtp.Client) - {"address", "queues", "schedules"}:
+    for name in py_members(dtp.Client) - {"address", "queues", "schedules", "triggers"}:
         member = getattr(dtp.AsyncClient, name)
         if name in ("watch", "events"):
             stream = client.watch("j") if name == "watch" else client.events(queue="q")
@@ -154,3 +158,6 @@ def test_the_async_client_calls_are_coroutines_or_async_iterators() -> None:
             assert inspect.isasyncgenfunction(member), name
         else:
             assert inspect.iscoroutinefunction(member), name
+    for api, cls in (("queues", Queues), ("schedules", Schedules), ("triggers", Triggers)):
+        for name in py_members(cls):
+            assert inspect.iscoroutinefunction(getattr(getattr(client, api), name)), (api, name)

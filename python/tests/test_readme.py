@@ -234,3 +234,45 @@ def test_the_package_readme_rate_limit_example_runs_as_written(cluster: Cluster)
     finally:
         api.shutdown()
         api.server_close()
+
+
+def test_the_package_readme_signals_example_runs_as_written(cluster: Cluster) -> None:
+    """python/README.md's approvals.py with its worker line, then approve.py with its
+    command line: a signal answers one job, an event with a key wakes another, a trigger
+    makes a job of an event, and an event id published twice does nothing the second
+    time; it prints what the README says."""
+    usage = package_section("Signals, events and triggers")
+    module, client_code = blocks(usage, "python")
+    worker_block, client_block = (block.strip() for block in blocks(usage, "sh"))
+    (printed,) = blocks(usage, "text")
+    assert (worker_block, client_block) == (
+        "python -m dtp.worker --tasks approvals.py",
+        "python approve.py",
+    )
+    (cluster.dir / "approvals.py").write_text(module, encoding="utf-8")
+    (cluster.dir / "approve.py").write_text(client_code, encoding="utf-8")
+    c = cluster.coordinator()
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    cluster.start(
+        "readme-signals-worker",
+        ["bash", "-c", "exec " + worker_block],
+        env={
+            "PATH": path,
+            "DTP_COORDINATOR_HOST": HOST,
+            "DTP_COORDINATOR_PORT": str(c.worker_port),
+        },
+    )
+    c.proc.wait_for(r"worker registered workerId=worker-[0-9a-f]{8} .*expenses\.review", 60)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DTP_")}
+    env.update(PATH=path, DTP_HOST=HOST, DTP_PORT=str(c.client_port))
+    done = subprocess.run(
+        ["bash", "-c", client_block],
+        cwd=cluster.dir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == printed.strip(), done.stdout

@@ -27,7 +27,17 @@ from typing import Any, Callable, TypeVar
 from .client import Client, JobHandle
 from .events import EventStream, GapSink
 from .protocol import JobSnapshot
-from .shapes import BatchSubmission, Features, QueueInfo, RerunResult, ScheduleSnapshot, WatchEvent
+from .shapes import (
+    BatchSubmission,
+    Features,
+    PublishResult,
+    QueueInfo,
+    RerunResult,
+    ScheduleSnapshot,
+    SignalResult,
+    TriggerSnapshot,
+    WatchEvent,
+)
 
 T = TypeVar("T")
 
@@ -167,6 +177,39 @@ class AsyncSchedules:
         return AsyncJobHandle(await _run(self._schedules.trigger, name))
 
 
+class AsyncTriggers:
+    """``client.triggers`` as coroutines."""
+
+    def __init__(self, client: Client) -> None:
+        self._triggers = client.triggers
+
+    async def set(
+        self,
+        name: str,
+        *,
+        event: str,
+        task_type: str,
+        queue: str | None = None,
+        priority: str | None = None,
+        max_attempts: int | None = None,
+    ) -> TriggerSnapshot:
+        return await _run(
+            self._triggers.set,
+            name,
+            event=event,
+            task_type=task_type,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
+
+    async def list(self) -> builtins.list[TriggerSnapshot]:
+        return await _run(self._triggers.list)
+
+    async def delete(self, name: str) -> bool:
+        return await _run(self._triggers.delete, name)
+
+
 class AsyncClient:
     """The methods of ``dtp.Client`` as coroutines; the same arguments (see ``Client``)."""
 
@@ -174,6 +217,7 @@ class AsyncClient:
         self._client = Client(address, **options)
         self.queues = AsyncQueues(self._client)
         self.schedules = AsyncSchedules(self._client)
+        self.triggers = AsyncTriggers(self._client)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -211,6 +255,19 @@ class AsyncClient:
 
     async def cancel(self, job_id: str) -> dict[str, Any]:
         return await _run(self._client.cancel, job_id)
+
+    async def signal(self, job_id: str, name: str, payload: Any = None) -> SignalResult:
+        return await _run(self._client.signal, job_id, name, payload)
+
+    async def publish(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        event_id: str | None = None,
+    ) -> PublishResult:
+        return await _run(self._client.publish, name, payload, key=key, event_id=event_id)
 
     async def purge(self, state: str, older_than_ms: int) -> int:
         return await _run(self._client.purge, state, older_than_ms)

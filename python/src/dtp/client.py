@@ -31,7 +31,7 @@ leader: a ``NOT_LEADER`` answer is followed to the leader it names (the
 request was not processed, so any request is sent again), and a connection
 that broke with a request in flight is dialled again and the request resent
 when that is safe: reads, waits, cancels, and submissions with an idempotency
-key.
+key (and events with an event id; never a signal).
 """
 
 from __future__ import annotations
@@ -84,7 +84,15 @@ from .protocol import (
     text_of,
 )
 from .security import client_tls
-from .shapes import BatchSubmission, Features, RerunResult
+from .shapes import BatchSubmission, Features, PublishResult, RerunResult, SignalResult
+from .signals import (
+    Triggers,
+    expect,
+    publish_message,
+    publish_result,
+    signal_message,
+    signal_result,
+)
 from .submission import (
     MAX_BATCH_JOBS,
     MAX_FLOW_JOBS,
@@ -199,8 +207,11 @@ def _default_address() -> str:
 
 
 def _is_safe_to_repeat(message: Mapping[str, Any]) -> bool:
-    if message["type"] == "AUTH":
-        return False
+    if message["type"] in ("AUTH", "SIGNAL_JOB"):
+        return False  # a signal sent twice is held twice
+    if message["type"] == "PUBLISH_EVENT":
+        # An event id makes a second publish do nothing; without one it would be two events.
+        return bool(message.get("eventId"))
     if message["type"] == "SUBMIT_JOBS":
         # A batch is safe to send again only when every job of it has a key.
         jobs = message.get("jobs")
@@ -262,6 +273,9 @@ class Client:
         self.schedules = Schedules(self)
         """Recurring schedules: ``set``, ``list``, ``get``, ``pause``, ``resume``, ``delete``,
         ``trigger``."""
+        self.triggers = Triggers(self)
+        """Triggers, which turn each event of a name into a job: ``set``, ``list``,
+        ``delete``."""
 
     # ------------------------------------------------------------- lifecycle
 
@@ -632,6 +646,40 @@ class Client:
         )
         return {"cancelled": reply.get("cancelled") is True, "job": reply.get("job")}
 
+    def signal(self, job_id: str, name: str, payload: Any = None) -> SignalResult:
+        """Sends a signal to one job: ``payload`` is any JSON value (default None) of at
+        most 256 KiB, ``name`` a name as a queue's. The job holds it until a
+        ``ctx.wait_for_signal(name)`` of its handler takes it (at once when the job waits
+        for it: ``resumed``); each signal is taken once, oldest first. Returns
+        ``{"jobId", "name", "resumed", "signalsHeld"}`` once the signal is durable.
+
+        Raises ``UnknownJobError`` for an unknown job, ``RemoteError`` for a job that has
+        ended (``INVALID_REQUEST``) or holds 1,000 signals (``LIMIT_EXCEEDED``),
+        ``FeatureUnsupportedError`` from a coordinator without signals, ``TypeError`` /
+        ``ValueError`` for bad arguments (nothing sent)."""
+        reply = self._extension_request(signal_message(job_id, name, payload))
+        return signal_result(expect(reply, "SIGNAL_JOB", "JOB_SIGNALLED"))
+
+    def publish(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        event_id: str | None = None,
+    ) -> PublishResult:
+        """Publishes an event: each trigger of ``name`` creates one job whose payload is
+        ``payload`` (any JSON value, default None, at most 256 KiB), and every job waiting
+        for it (``ctx.wait_for_event(name)`` with this ``key``, or with none) wakes, in one
+        commit. ``event_id`` (1..256 characters; default: the coordinator makes one): an id
+        published before does nothing again and gives back the first reply, with
+        ``duplicate`` True. Returns ``{"eventId", "jobIds", "resumed", "duplicate"}`` once
+        the event is durable. Raises as ``signal`` does (``LIMIT_EXCEEDED`` when the jobs
+        of its triggers would not fit under the coordinator's limit of active jobs:
+        nothing was done)."""
+        reply = self._extension_request(publish_message(name, payload, key, event_id))
+        return publish_result(expect(reply, "PUBLISH_EVENT", "EVENT_PUBLISHED"))
+
     def purge(self, state: str, older_than_ms: int) -> int:
         """Deletes the jobs of a terminal state (``COMPLETED``, ``FAILED``, ``CANCELLED``)
         that finished at least ``older_than_ms`` ago, with their attempts; returns how many.
@@ -822,6 +870,18 @@ class Client:
         finally:
             conn.close()
         return not (reply["type"] == "ERROR" and is_not_understood(reply))
+
+    def _extension_request(self, message: Message) -> Message:
+        """A request of an extension the coordinator may not know: after a not-understood
+        answer the connection is dropped (a v1 coordinator closes it after such an
+        answer), so that the next request dials a fresh one."""
+        reply = self._request(message)
+        if reply["type"] == "ERROR" and is_not_understood(reply):
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+        return reply
 
     def _wait_job(self, job_id: str, timeout_ms: int) -> JobSnapshot | None:
         message = {

@@ -49,6 +49,11 @@ CLIENT_REPLIES = frozenset(
         "FLOW_SUBMITTED",
         "JOBS_RERUN",
         "SUBSCRIBED",
+        "JOB_SIGNALLED",
+        "EVENT_PUBLISHED",
+        "TRIGGER_INFO",
+        "TRIGGER_LIST",
+        "TRIGGER_DELETED",
     }
 )
 PUSHES = frozenset({"JOB_EVENT", "EVENTS_MISSED"})

@@ -59,6 +59,7 @@ FEATURES: frozenset[str] = frozenset(
         "children",
         "steps",
         "rateLimits",
+        "signals",
     }
 )
 

@@ -20,6 +20,19 @@ class Progress(TypedDict):
     atMillis: int
 
 
+class WaitingFor(TypedDict, total=False):
+    """What a ``WAITING`` job's handler waits for (a snapshot's ``waitingFor``): one of
+    ``jobId`` (``ctx.wait_for``), ``signal`` (``ctx.wait_for_signal``) or ``event``
+    (``ctx.wait_for_event``, with the ``key`` it must carry, None for any), and until
+    when (``untilMillis``, None for no timeout)."""
+
+    jobId: str | None
+    signal: str | None
+    event: str | None
+    key: str | None
+    untilMillis: int | None
+
+
 class JobSnapshot(TypedDict, total=False):
     """A job as the coordinator shows it (``status``, ``wait``, ``list``, events).
     The first keys are always there; the others when the job has them."""
@@ -57,6 +70,10 @@ class JobSnapshot(TypedDict, total=False):
     expiresAtMillis: int | None
     expired: bool | None
     """True on a job that ended ``CANCELLED`` because it expired before it started."""
+    waitingFor: WaitingFor | None
+    """What the job's handler waits for while the job is ``WAITING`` on a wait of its own."""
+    signalsHeld: int | None
+    """Signals sent to the job that no ``ctx.wait_for_signal`` has taken yet (absent: none)."""
 
 
 class WatchEvent(TypedDict):
@@ -170,3 +187,60 @@ class WaitOutcome(TypedDict):
     result: JsonValue
     error: str | None
     omitted: bool
+
+
+class ReceivedSignal(TypedDict):
+    """What ``await ctx.wait_for_signal(name)`` returns: the signal it took (sent with
+    ``client.signal``), and when the coordinator stored it."""
+
+    name: str
+    payload: JsonValue
+    atMillis: int
+
+
+class ReceivedEvent(TypedDict):
+    """What ``await ctx.wait_for_event(name)`` returns: the event that woke it (published
+    with ``client.publish``), its ``key`` (None when published without one), its id, and
+    when the coordinator stored it."""
+
+    name: str
+    payload: JsonValue
+    key: str | None
+    eventId: str
+    atMillis: int
+
+
+class SignalResult(TypedDict):
+    """What ``client.signal`` returns once the signal is durable: whether a wait of the job
+    took it at once (``resumed``: the job was waiting for it), and how many signals the job
+    holds that no wait has taken yet."""
+
+    jobId: str
+    name: str
+    resumed: bool
+    signalsHeld: int
+
+
+class PublishResult(TypedDict):
+    """What ``client.publish`` returns once the event is durable: its id, the jobs its
+    triggers created (in trigger-name order), how many waiting jobs it woke, and whether
+    the id was known (``duplicate``: nothing was done again, these are the first reply's)."""
+
+    eventId: str
+    jobIds: list[str]
+    resumed: int
+    duplicate: bool
+
+
+class TriggerSnapshot(TypedDict):
+    """A trigger as ``trigger list --json`` shows it: each event named ``event`` creates
+    one job of ``taskType`` in ``queue`` whose payload is the event's."""
+
+    name: str
+    event: str
+    taskType: str
+    queue: str
+    priority: str | None
+    maxAttempts: int | None
+    createdAtMillis: int
+    updatedAtMillis: int

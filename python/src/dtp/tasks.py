@@ -55,6 +55,7 @@ from .protocol import (
 
 if TYPE_CHECKING:
     from .client import Client, JobHandle
+    from .shapes import ReceivedEvent, ReceivedSignal
 
 R = TypeVar("R")
 
@@ -324,6 +325,29 @@ class TaskContext:
         """Ends the attempt until job ``job_id`` has ended, then runs the handler again; there
         this returns ``{"jobId", "state", "result", "error", "omitted"}`` of that job."""
         return dict(await self._steps().wait_for(job_id))
+
+    async def wait_for_signal(self, name: str, timeout: Any = None) -> ReceivedSignal | None:
+        """Takes the oldest signal named ``name`` sent to this job (``client.signal``) that
+        no earlier call took, and returns ``{"name", "payload", "atMillis"}``; None when
+        ``timeout`` passes first (as ``ctx.sleep`` takes a duration: milliseconds, a
+        ``datetime.timedelta`` or ``"30s"``; default: no timeout). Until one comes the
+        attempt ends without using one of ``max_attempts`` (the job is ``WAITING``) and the
+        handler runs again when it comes, its steps replayed; there this returns the same
+        signal at once. Needs a coordinator that offers signals (else ``UNSUPPORTED_FEATURE``)."""
+        durable = self._steps()
+        signal: ReceivedSignal | None = await durable.wait_for_signal(name, timeout)
+        return signal
+
+    async def wait_for_event(
+        self, name: str, key: str | None = None, timeout: Any = None
+    ) -> ReceivedEvent | None:
+        """As ``wait_for_signal``, for an event named ``name`` (and carrying ``key``, when
+        given) published after the wait began (``client.publish``); every job waiting for
+        it wakes. Returns ``{"name", "payload", "key", "eventId", "atMillis"}``, or None when
+        ``timeout`` passes first."""
+        durable = self._steps()
+        event: ReceivedEvent | None = await durable.wait_for_event(name, key, timeout)
+        return event
 
     async def enqueue(self, task_type: str, payload: Mapping[str, Any], **options: Any) -> str:
         """Submits a child job (its snapshot names this job as ``parentJobId``) and returns

@@ -166,8 +166,8 @@ def new_context(
 
 
 def suspended(request_id: int, suspension: Message) -> Message:
-    """The SUSPENDED message of an attempt that sleeps or waits (``sleepMillis`` or
-    ``waitForJobId``): the worker sends TASK_SUSPEND."""
+    """The SUSPENDED message of an attempt that sleeps or waits (``sleepMillis``,
+    ``waitForJobId``, ``waitForSignal`` or ``waitForEvent``): the worker sends TASK_SUSPEND."""
     return {"type": "SUSPENDED", "requestId": request_id, **suspension}
 
 

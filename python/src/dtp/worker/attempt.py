@@ -98,7 +98,8 @@ def result_message(
 
 
 def suspend_message(worker_id: str, job_id: str, attempt_id: str, suspend: Message) -> Message:
-    """The ``TASK_SUSPEND`` of a handler that slept or waits (feature ``steps``)."""
+    """The ``TASK_SUSPEND`` of a handler that slept or waits (feature ``steps``; a signal
+    or event wait, feature ``signals``)."""
     return {
         "type": "TASK_SUSPEND",
         "workerId": worker_id,
@@ -111,7 +112,7 @@ def suspend_message(worker_id: str, job_id: str, attempt_id: str, suspend: Messa
 CallSink = Callable[["Attempt", Message, Callable[[Message], None]], None]
 """Takes a handler's call (the attempt, the call, where its answer goes)."""
 
-HANDLER_FEATURES = ("parents", "children", "steps")
+HANDLER_FEATURES = ("parents", "children", "steps", "signals")
 """The features a handler's ``ctx`` uses, passed on with each attempt."""
 
 

@@ -1,7 +1,7 @@
 """The task-process side of a running attempt's calls and durable steps:
-``ctx.step``, ``ctx.sleep``, ``ctx.wait_for``, ``ctx.enqueue`` (the same
-recorded values and replay rules as the TypeScript worker's, so either may
-replay the other's steps).
+``ctx.step``, ``ctx.sleep``, ``ctx.wait_for``, ``ctx.wait_for_signal``,
+``ctx.wait_for_event``, ``ctx.enqueue`` (the same recorded values and replay
+rules as the TypeScript worker's, so either may replay the other's steps).
 
 Calls (``CallPort``): a handler's request to the coordinator (``RECORD_STEP``,
 ``GET_STEPS``, ``ENQUEUE_CHILD``) goes to the worker as ``CALL`` (requestId:
@@ -23,6 +23,15 @@ the error it is raised. A sleep or wait past the recorded steps suspends the
 attempt (``SUSPENDED``: the worker sends ``TASK_SUSPEND``); the handler's task
 is cancelled, and the coordinator records that step itself. Steps run one at
 a time, and a name is used once per run of the handler.
+
+Signal and event waits (feature ``signals``) suspend with ``waitForSignal:
+{name, timeoutMillis?}`` or ``waitForEvent: {name, key?, timeoutMillis?}``;
+the coordinator records them as ``dtp.waitForSignal`` / ``dtp.waitForEvent``,
+and once the wait has ended the step's value is ``{"signal": {name, payload,
+atMillis}}`` (``{"event": {name, payload, key, eventId, atMillis}}``), or
+``{"signal": null}`` when the timeout passed first: the replayed call returns
+that member. (While the job waits the value is ``{"waitingFor": ...}``, which
+no run meets: the job does not run then.)
 """
 
 from __future__ import annotations
@@ -40,11 +49,15 @@ from typing import Any, Callable
 from ..errors import DtpError, remote_error
 from ..framing import Message, encode_json
 from ..protocol import MAX_ATTEMPTS_LIMIT, MAX_TASK_TIMEOUT_MS, PRIORITIES
+from ..shapes import ReceivedEvent, ReceivedSignal
 from ..submission import _check_group_key, _run_at_millis, check_queue_name
 from ..tasks import ResultNotJsonError, _check_json, result_bytes
 
 SLEEP_STEP = "dtp.sleep"
 WAIT_STEP = "dtp.waitFor"
+SIGNAL_STEP = "dtp.waitForSignal"
+EVENT_STEP = "dtp.waitForEvent"
+MAX_EVENT_KEY_LENGTH = 256
 RESERVED_PREFIX = "dtp."
 MAX_STEP_NAME_LENGTH = 200
 MAX_STEP_NAME_JSON_BYTES = 256
@@ -60,7 +73,8 @@ CALL_FEATURES = {"ENQUEUE_CHILD": "children", "RECORD_STEP": "steps", "GET_STEPS
 
 class StepError(DtpError):
     """``INVALID_STEP``, ``NON_DETERMINISTIC``, ``UNSUPPORTED_FEATURE``, ``CONNECTION_LOST``,
-    ``TOO_MANY_CALLS``, ``LIMIT_EXCEEDED``: a call or step that could not be made."""
+    ``TOO_MANY_CALLS``, ``LIMIT_EXCEEDED``: a call or step that could not be made;
+    ``UNEXPECTED_REPLY``: a recorded value that is not what the step records."""
 
 
 def _invalid(message: str) -> StepError:
@@ -159,29 +173,126 @@ _DURATION = re.compile(r"([0-9]{1,15})(ms|s|m|h|d)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
+def _duration_ms(duration: Any, what: str) -> float:
+    """A duration in ms, as given: a number of ms, a ``datetime.timedelta``, or a whole
+    number and a unit (``"500ms"``, ``"30s"``, ``"5m"``, ``"12h"``, ``"7d"``)."""
+    if isinstance(duration, datetime.timedelta):
+        return duration.total_seconds() * 1000
+    if isinstance(duration, (int, float)) and not isinstance(duration, bool):
+        return duration
+    if isinstance(duration, str):
+        match = _DURATION.fullmatch(duration.strip())
+        if match is None:
+            raise ValueError(
+                f"{what}: expected a whole number and a unit (ms, s, m, h or d), like 30m, "
+                f"got {duration[:40]!r}"
+            )
+        return int(match.group(1)) * _UNIT_MS[match.group(2)]
+    raise TypeError(
+        f"{what}: give a number of milliseconds, a datetime.timedelta or a duration like '5m'"
+    )
+
+
 def sleep_ms_of(duration: Any) -> int:
     """A sleep's length in ms: a number of ms, a ``datetime.timedelta``, or a duration as
     the TypeScript worker takes it (a whole number and a unit: ``"500ms"``, ``"30s"``,
     ``"5m"``, ``"12h"``, ``"7d"``)."""
-    if isinstance(duration, datetime.timedelta):
-        ms: float = duration.total_seconds() * 1000
-    elif isinstance(duration, (int, float)) and not isinstance(duration, bool):
-        ms = duration
-    elif isinstance(duration, str):
-        match = _DURATION.fullmatch(duration.strip())
-        if match is None:
-            raise ValueError(
-                "ctx.sleep: expected a whole number and a unit (ms, s, m, h or d), like 30m, "
-                f"got {duration[:40]!r}"
-            )
-        ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
-    else:
-        raise TypeError(
-            "ctx.sleep: give a number of milliseconds, a datetime.timedelta or a duration like '5m'"
-        )
+    ms = _duration_ms(duration, "ctx.sleep")
     if not 0 <= ms <= MAX_DELAY_MS:
         raise ValueError(f"ctx.sleep: the duration must be 0..{MAX_DELAY_MS} ms")
     return int(-(-ms // 1))  # rounded up
+
+
+def timeout_ms_of(timeout: Any, what: str) -> int | None:
+    """A wait's timeout in ms (rounded up), taken as ``ctx.sleep`` takes a duration;
+    None for none. More than 0 and at most 366 days."""
+    if timeout is None:
+        return None
+    ms = _duration_ms(timeout, what)
+    if not 0 < ms <= MAX_DELAY_MS:
+        raise ValueError(
+            f"{what}: the timeout must be more than 0 and at most {MAX_DELAY_MS} ms (366 days)"
+        )
+    return int(-(-ms // 1))
+
+
+def wait_name(name: Any, what: str) -> str:
+    """The name a signal or event wait waits for: as a queue's."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: the name must be a string")
+    return check_queue_name(name, f"{what}: the name")
+
+
+def signal_wait(name: Any, timeout: Any) -> Message:
+    """``TASK_SUSPEND.waitForSignal`` of ``ctx.wait_for_signal`` (absent fields left out)."""
+    what = "ctx.wait_for_signal"
+    wait: Message = {"name": wait_name(name, what)}
+    timeout_ms = timeout_ms_of(timeout, what)
+    if timeout_ms is not None:
+        wait["timeoutMillis"] = timeout_ms
+    return wait
+
+
+def event_wait(name: Any, key: Any, timeout: Any) -> Message:
+    """``TASK_SUSPEND.waitForEvent`` of ``ctx.wait_for_event`` (absent fields left out)."""
+    what = "ctx.wait_for_event"
+    wait: Message = {"name": wait_name(name, what)}
+    if key is not None:
+        if not isinstance(key, str) or not 1 <= len(key) <= MAX_EVENT_KEY_LENGTH:
+            raise ValueError(
+                f"{what}: key must be a string of 1..{MAX_EVENT_KEY_LENGTH} characters"
+            )
+        wait["key"] = key
+    timeout_ms = timeout_ms_of(timeout, what)
+    if timeout_ms is not None:
+        wait["timeoutMillis"] = timeout_ms
+    return wait
+
+
+def _recorded_member(step: str, result: Any, member: str) -> Mapping[str, Any] | None:
+    """The member ``member`` of a recorded wait's value: an object, or None (timed out)."""
+    value = json.loads(result if isinstance(result, str) else "null")
+    if not isinstance(value, dict) or member not in value:
+        what = (
+            "the wait has not ended"
+            if isinstance(value, dict) and "waitingFor" in value
+            else "no value"
+        )
+        raise StepError("UNEXPECTED_REPLY", f"step {step}: {what} ({encode_json(value)[:200]})")
+    taken = value[member]
+    if taken is None:
+        return None
+    if not isinstance(taken, dict):
+        raise StepError("UNEXPECTED_REPLY", f'step {step}: "{member}" is not an object')
+    return taken
+
+
+def recorded_signal(result: Any) -> ReceivedSignal | None:
+    """A recorded signal wait's outcome: the signal it took, or None (timed out)."""
+    signal = _recorded_member(SIGNAL_STEP, result, "signal")
+    if signal is None:
+        return None
+    at = signal.get("atMillis")
+    return {
+        "name": str(signal.get("name") or ""),
+        "payload": signal.get("payload"),
+        "atMillis": at if isinstance(at, int) else 0,
+    }
+
+
+def recorded_event(result: Any) -> ReceivedEvent | None:
+    """A recorded event wait's outcome: the event that woke it, or None (timed out)."""
+    event = _recorded_member(EVENT_STEP, result, "event")
+    if event is None:
+        return None
+    key, event_id, at = event.get("key"), event.get("eventId"), event.get("atMillis")
+    return {
+        "name": str(event.get("name") or ""),
+        "payload": event.get("payload"),
+        "key": key if isinstance(key, str) else None,
+        "eventId": event_id if isinstance(event_id, str) else "",
+        "atMillis": at if isinstance(at, int) else 0,
+    }
 
 
 def decode_result(result: Any, result_format: Any) -> Any:
@@ -271,6 +382,40 @@ class AttemptSteps:
                 f"this run waits for {job_id}"
             )
         return wait_outcome(outcome)
+
+    async def wait_for_signal(self, name: str, timeout: Any = None) -> ReceivedSignal | None:
+        wait = signal_wait(name, timeout)
+        position, recorded = await self._next_recorded(SIGNAL_STEP)
+        if recorded is None:
+            await self._suspend({"waitForSignal": wait})
+            raise AssertionError("unreachable: a suspended handler never resumes")
+        signal = recorded_signal(recorded.get("result"))
+        if signal is not None and signal["name"] != wait["name"]:
+            self._non_deterministic(
+                f'position {position} took signal "{signal["name"]}", '
+                f'this run waits for "{wait["name"]}"'
+            )
+        return signal
+
+    async def wait_for_event(
+        self, name: str, key: str | None = None, timeout: Any = None
+    ) -> ReceivedEvent | None:
+        wait = event_wait(name, key, timeout)
+        position, recorded = await self._next_recorded(EVENT_STEP)
+        if recorded is None:
+            await self._suspend({"waitForEvent": wait})
+            raise AssertionError("unreachable: a suspended handler never resumes")
+        event = recorded_event(recorded.get("result"))
+        keyed = wait.get("key")
+        if event is not None and (
+            event["name"] != wait["name"] or (keyed is not None and event["key"] != keyed)
+        ):
+            self._non_deterministic(
+                f'position {position} woke on event "{event["name"]}" (key '
+                f'{json.dumps(event["key"])}), this run waits for "{wait["name"]}" (key '
+                f"{json.dumps(keyed)})"
+            )
+        return event
 
     async def _next_recorded(self, kind: str) -> tuple[int, Mapping[str, Any] | None]:
         """Takes the next position, and the step recorded there (checked to be a ``kind``)."""
@@ -378,9 +523,10 @@ def enqueue_message(
 
 
 class AttemptDurable:
-    """What ``ctx.step``, ``ctx.sleep``, ``ctx.wait_for`` and ``ctx.enqueue`` of one attempt
-    work through; each refuses (``UNSUPPORTED_FEATURE``) unless the coordinator offers its
-    feature (``steps``, ``children``)."""
+    """What ``ctx.step``, ``ctx.sleep``, ``ctx.wait_for``, ``ctx.wait_for_signal``,
+    ``ctx.wait_for_event`` and ``ctx.enqueue`` of one attempt work through; each refuses
+    (``UNSUPPORTED_FEATURE``) unless the coordinator offers its feature (``steps``,
+    ``signals``, ``children``)."""
 
     def __init__(
         self,
@@ -420,6 +566,23 @@ class AttemptDurable:
     async def wait_for(self, job_id: str) -> dict[str, Any]:
         self._need("steps", "ctx.wait_for")
         return await self.steps.wait_for(job_id)
+
+    async def wait_for_signal(self, name: str, timeout: Any) -> ReceivedSignal | None:
+        self._need_signals("ctx.wait_for_signal")
+        return await self.steps.wait_for_signal(name, timeout)
+
+    async def wait_for_event(
+        self, name: str, key: str | None, timeout: Any
+    ) -> ReceivedEvent | None:
+        self._need_signals("ctx.wait_for_event")
+        return await self.steps.wait_for_event(name, key, timeout)
+
+    def _need_signals(self, what: str) -> None:
+        if "signals" not in self.features:
+            raise StepError(
+                "UNSUPPORTED_FEATURE",
+                f'{what}: the coordinator does not offer signals and events (feature "signals")',
+            )
 
     async def enqueue(
         self, task_type: str, payload: Mapping[str, Any], options: Mapping[str, Any]

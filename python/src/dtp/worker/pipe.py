@@ -18,8 +18,10 @@ protocol's framing, each holding one message or a ``BATCH`` of them.
                       SUCCEEDED requestId, result, resultFormat (checked against the limit)
                       FAILED    requestId, error, retryable, and rateLimited
                                 ({retryAfterMillis, scope}) when it raised RateLimited
-                      SUSPENDED requestId, sleepMillis or waitForJobId: the handler
-                                slept or waits (ctx.sleep, ctx.wait_for); the attempt ends
+                      SUSPENDED requestId, sleepMillis, waitForJobId, waitForSignal or
+                                waitForEvent: the handler slept or waits (ctx.sleep,
+                                ctx.wait_for, ctx.wait_for_signal, ctx.wait_for_event);
+                                the attempt ends
                       CALL      requestId, callId, call: a call of the handler
                                 (RECORD_STEP, GET_STEPS, ENQUEUE_CHILD) for the coordinator
                       ALIVE     a shared process's event loop turned (every 25 ms)

@@ -25,7 +25,8 @@ class Outcome:
     cancelled: bool = False
     requeue: bool = False
     suspend: dict[str, Any] | None = None
-    """The handler slept or waits (``sleepMillis`` or ``waitForJobId``): TASK_SUSPEND."""
+    """The handler slept or waits (``sleepMillis``, ``waitForJobId``, ``waitForSignal`` or
+    ``waitForEvent``): TASK_SUSPEND."""
     rate_limited: dict[str, Any] | None = None
     """The handler raised ``dtp.RateLimited``: ``{"retryAfterMillis", "scope"}``."""
 

@@ -377,7 +377,9 @@ def _request_id(message: Message) -> int:
 def _outcome(kind: str, message: Message) -> Outcome:
     if kind == "SUSPENDED":
         suspend: dict[str, Any] = {
-            key: message[key] for key in ("sleepMillis", "waitForJobId") if key in message
+            key: message[key]
+            for key in ("sleepMillis", "waitForJobId", "waitForSignal", "waitForEvent")
+            if key in message
         }
         return Outcome(success=False, error="suspended", suspend=suspend)
     if kind == "SUCCEEDED":
