@@ -251,6 +251,12 @@ export const ELSEWHERE: readonly Elsewhere[] = [
   },
   {
     doc: 'python/README.md',
+    heading: 'Signals, events and triggers',
+    by: 'python/tests/test_readme.py',
+    contains: ['package_section("Signals, events and triggers")'],
+  },
+  {
+    doc: 'python/README.md',
     heading: 'Run a worker',
     by: 'python/tests/test_readme.py',
     contains: ['"## Run a worker"'],
