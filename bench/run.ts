@@ -4,7 +4,7 @@
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
  * routing, fairness, rate, recovery, throughput, bulk, overload, latency,
- * security, subscribers, delayed, flows, many-attempts, dedup. Every run is bounded in jobs and
+ * security, subscribers, delayed, flows, many-attempts, dedup, signals. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -30,6 +30,7 @@ import { FAIRNESS_CASES, fairnessAssignmentsPerSecond, groupMemory } from './fai
 import { coreRateRun, rateRun, type RateRun } from './rate.js';
 import { manyAttempts, type ManyAttemptsRun } from './many-attempts.js';
 import { KEY_CASES, heldGroupsAssignmentsPerSecond, submissionMicros } from './dedup.js';
+import { signalMicros, wakeRun } from './signals.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
@@ -53,6 +54,7 @@ const ALL = [
   'flows',
   'many-attempts',
   'dedup',
+  'signals',
 ] as const;
 type Name = (typeof ALL)[number];
 
@@ -118,6 +120,41 @@ function fairness(): string[] {
     row(['(for scale) one queued job', m((g) => g.bytesPerJob)]),
   );
   return lines;
+}
+
+function signalsTable(): string[] {
+  const reps = SMOKE ? 1 : 5;
+  const waiting = Math.round(10_000 * SCALE);
+  const wakes = Array.from({ length: reps }, () => wakeRun(waiting));
+  const micros = Array.from({ length: reps }, () => signalMicros(waiting));
+  const m = median(micros);
+  return [
+    row([
+      `one event, ${waiting.toLocaleString('en')} jobs waiting for it`,
+      `core ms (median of ${reps})`,
+    ]),
+    row(['---', '---']),
+    row([
+      'the publish (every job woken, queued and assigned again)',
+      median(wakes.map((w) => w.publishMs)).toFixed(1),
+    ]),
+    row([
+      'the commit of its batch (in-memory store)',
+      median(wakes.map((w) => w.commitMs)).toFixed(1),
+    ]),
+    '',
+    row([
+      `${waiting.toLocaleString('en')} signals, each to its own waiting job`,
+      `core µs per signal (median of ${reps})`,
+      'signals/s one core takes',
+    ]),
+    row(['---', '---', '---']),
+    row([
+      'signal → the job resumed, queued and assigned again',
+      m.toFixed(1),
+      Math.round(1e6 / m).toLocaleString('en'),
+    ]),
+  ];
 }
 
 function dedupTable(): string[] {
@@ -600,6 +637,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return manyAttemptsTable();
     case 'dedup':
       return dedupTable();
+    case 'signals':
+      return signalsTable();
   }
 }
 

@@ -260,14 +260,24 @@ export function holdAwaiting(s: CoreState, job: CoreJob, awaiting: Awaiting): vo
   }
 }
 
-/** The wait's step gets its value and the job is queued again (its handler replays up to it). */
-function resume(s: CoreState, job: CoreJob, stepName: string, value: unknown): void {
+/**
+ * The wait's step gets its value (or the JSON text of it, made once for the
+ * many jobs an event wakes) and the job is queued again (its handler
+ * replays up to it).
+ */
+function resume(
+  s: CoreState,
+  job: CoreJob,
+  stepName: string,
+  value: unknown,
+  text = JSON.stringify(value),
+): void {
   const index = job.steps.length - 1;
   const step = job.steps[index];
   if (job.state !== 'WAITING' || step === undefined || step.name !== stepName) {
     throw new Error(`job ${job.jobId} resumes a ${stepName} it is not in (${job.state})`);
   }
-  const ended: JobStep = { ...step, result: JSON.stringify(value) };
+  const ended: JobStep = { ...step, result: text };
   job.steps[index] = ended;
   s.jobs.saveStep(job.jobId, index, ended);
   const awaiting = job.awaiting ?? null;
@@ -462,6 +472,7 @@ function publish(s: CoreState, held: HeldPublish, eventId: string): void {
       atMillis: s.nowMs,
     },
   };
+  const text = JSON.stringify(value);
   let resumed = 0;
   const waiters = s.eventWaiters.get(msg.name);
   for (const jobId of [...(waiters ?? [])]) {
@@ -472,7 +483,7 @@ function publish(s: CoreState, held: HeldPublish, eventId: string): void {
       continue;
     }
     if (awaiting.name !== msg.name || (awaiting.key !== null && awaiting.key !== key)) continue;
-    resume(s, job, EVENT_WAIT_STEP, value);
+    resume(s, job, EVENT_WAIT_STEP, value, text);
     resumed++;
   }
   if (waiters !== undefined && waiters.size === 0) s.eventWaiters.delete(msg.name);
