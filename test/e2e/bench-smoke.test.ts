@@ -60,6 +60,7 @@ describe('benchmarks (smoke run)', () => {
       'flows',
       'many-attempts',
       'dedup',
+      'signals',
     ]) {
       const entry = report[name] as { table: string[][] } | undefined;
       assert.ok(entry !== undefined && entry.table.length >= 2, `${name} has a table`);

@@ -371,6 +371,7 @@ export const ELSEWHERE: readonly Elsewhere[] = [
       'flows',
       'many-attempts',
       'dedup',
+      'signals',
     ].map((name) => ({ command: `npm run bench -- ${name}`, name })),
   ].map(({ command, name }): Elsewhere => ({
     doc: ANY_DOC,
