@@ -219,7 +219,8 @@ describe('TaskPool', () => {
   });
 
   it('keeps the threads of a round of isolated attempts for the next round, and ends them once idle too long', async () => {
-    const pool = createPool({ capacity: 4, threads: 1, isolatedIdleMs: 300 });
+    // Long enough that a loaded machine does not end an idle thread between two rounds.
+    const pool = createPool({ capacity: 4, threads: 1, isolatedIdleMs: 3_000 });
     const round = async (): Promise<void> => {
       const handles = [1, 2, 3, 4].map((i) => run(pool, 'PRIME_COUNT', { limit: 100 + i }));
       for (const handle of handles) assert.equal((await handle.outcome).success, true);
@@ -230,7 +231,10 @@ describe('TaskPool', () => {
     await round();
     assert.equal(pool.threadsStarted, 4, 'the next rounds started no thread');
     assert.equal(pool.threadCount, 4);
-    await until(() => pool.threadCount === 0, { what: 'the idle isolated threads to end' });
+    await until(() => pool.threadCount === 0, {
+      what: 'the idle isolated threads to end',
+      timeoutMs: 20_000,
+    });
     await round();
     assert.equal(pool.threadsStarted, 8, 'a round after the idle time starts its threads again');
   });
