@@ -149,13 +149,18 @@ describe('coordinator failure handling', () => {
     const cancel = await slow.cancels.next();
     assert.deepEqual([cancel.jobId, cancel.attemptId], [first.jobId, first.attemptId]);
     const fast = await worker('fast');
+    // The retry may go to `slow` again before `fast` has registered (a loaded
+    // machine): that attempt misses its deadline too, and a later one is fast's.
     const second = await fast.assignments.next();
-    assert.equal(second.attemptNumber, 2);
+    assert.ok(second.attemptNumber >= 2, `attempt ${second.attemptNumber}`);
     slow.succeed(first, 'late result');
     await tc.waitForEvent('result.stale', (e) => e.attemptId === first.attemptId);
     fast.succeed(second, 'in time');
     const job = await c.wait(jobId);
-    assert.deepEqual([job.state, job.result, job.attempts], ['COMPLETED', 'in time', 2]);
+    assert.deepEqual(
+      [job.state, job.result, job.attempts],
+      ['COMPLETED', 'in time', second.attemptNumber],
+    );
     assert.equal(job.error, 'execution deadline exceeded (100 ms) on worker slow');
     const workers = await c.request({ type: 'LIST_WORKERS' });
     assert.ok(workers.type === 'WORKER_LIST' && workers.workers.some((x) => x.workerId === 'slow'));

@@ -98,11 +98,12 @@ for (const store of STORES) {
         tasks: [IO_TASKS],
       });
       closers.push(() => w.close());
-      const submit = (text: string) =>
-        c.submit('io.echo', { text }, { dedupKey: 'doc-9', dedupMode: 'debounce', delayMs: 2_000 });
-      const first = await submit('one');
-      const second = await submit('two');
-      const third = await submit('three');
+      // Each submission sets the run time anew: the last one's short delay is the one that counts.
+      const submit = (text: string, delayMs: number) =>
+        c.submit('io.echo', { text }, { dedupKey: 'doc-9', dedupMode: 'debounce', delayMs });
+      const first = await submit('one', 60_000);
+      const second = await submit('two', 60_000);
+      const third = await submit('three', 100);
       assert.deepEqual(
         [second.jobId, third.jobId, second.replaced, third.replaced],
         [first.jobId, first.jobId, true, true],
