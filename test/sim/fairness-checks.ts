@@ -12,7 +12,10 @@
  * Rings of queues with a group limit are left out (a group held by one is
  * parked and rejoins at the back, which the bound does not describe), so
  * are those of a queue a handler's rate limit holds back (the same), and a
- * restart or a new leader starts the count afresh (the ring is rebuilt).
+ * restart or a new leader starts the count afresh (the ring is rebuilt). So
+ * does an input that expires a job: the scheduler may have picked it
+ * (its group's turn was used, sending the group to the back) only to find
+ * it expired, a turn no start shows.
  */
 import type { CoordinatorCore, QueuedJobView } from '../../src/coordinator/core/core.js';
 import { BUILTIN_TASK_TYPES } from '../../src/protocol/task-types.js';
@@ -60,6 +63,9 @@ export class FairnessChecks {
       this.#queued.clear();
     }
     const before = this.#queued;
+    if (handled.effects.some((e) => e.kind === 'event' && e.event.type === 'job.expired')) {
+      this.#passed.clear();
+    }
     this.#queued = new Map([...core.queuedJobs()].map((j) => [j.jobId, j]));
     const starts: { jobId: string; connId: number }[] = [];
     for (const e of handled.effects) {
@@ -113,14 +119,14 @@ export class FairnessChecks {
     const ring = ringOf(job);
     const served = groupOf(job);
     this.#passed.delete(`${ring}\t${served}`);
-    const passedGroups = new Set<string>();
+    const passedGroups = new Map<string, string>();
     for (const w of waiting.values()) {
       if (ringOf(w) === ring && groupOf(w) !== served && types.has(w.taskType)) {
-        passedGroups.add(groupOf(w));
+        passedGroups.set(groupOf(w), w.jobId);
       }
     }
     if (passedGroups.size > 0) this.contested++;
-    for (const g of passedGroups) {
+    for (const [g, waitingJob] of passedGroups) {
       const key = `${ring}\t${g}`;
       const counts = this.#passed.get(key) ?? new Map<string, number>();
       const n = (counts.get(served) ?? 0) + 1;
@@ -129,7 +135,7 @@ export class FairnessChecks {
       this.#judge.check(
         n <= 1,
         () =>
-          `ring ${ring.replace('\t', '/')}: group "${served}" started ${n} times while group "${g}" waited with a job its worker runs`,
+          `ring ${ring.replace('\t', '/')}: group "${served}" started ${n} times (now ${job.jobId}) while group "${g}" waited with a job its worker runs (${waitingJob})`,
       );
     }
   }

@@ -20,4 +20,8 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
     seed: 432,
     note: 'a batch took an idempotency key the store had called free, though a job made with it meanwhile had ended and left memory',
   },
+  {
+    seed: 1604,
+    note: "the fairness check took a group's turn used by a job found expired when picked for a pass",
+  },
 ];
