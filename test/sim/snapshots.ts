@@ -59,6 +59,11 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
       case 'SCHEDULE_INFO':
       case 'SCHEDULE_LIST':
       case 'SCHEDULE_DELETED':
+      case 'JOB_SIGNALLED':
+      case 'EVENT_PUBLISHED':
+      case 'TRIGGER_INFO':
+      case 'TRIGGER_LIST':
+      case 'TRIGGER_DELETED':
         break;
     }
   }

@@ -180,6 +180,9 @@ export class TimingChecks {
       case 'jobs.purged':
       case 'coordinator.stalled':
       case 'subscriber.dropped':
+      case 'job.signalled':
+      case 'job.resumed':
+      case 'event.published':
         return;
     }
   }
