@@ -239,10 +239,11 @@ describe('workers that hold many attempts at once', { timeout: 120_000 }, () => 
       cancelGraceMs: 100,
       isolate: ['io.hold', 'SHA256'],
     });
+    const started = new Set<string>();
+    w.events.on('started', (jobId: string) => started.add(jobId));
     const [holding] = await submitMany(1, 'io.hold', { ms: 60_000 });
-    await until(async () => (await client.status(holding as string)).state === 'RUNNING', {
-      what: 'the holding task to start',
-    });
+    // Its code runs (not merely assigned): a cancel before that would be cooperative.
+    await until(() => started.has(holding as string), { what: 'the holding task to start' });
     // The shared thread is free: an awaiting attempt completes beside it.
     await allCompletedOnce(await submitMany(2, 'io.wait', { ms: 20 }));
     assert.equal(w.threadCount, 2, "one shared thread and the isolated attempt's own");
