@@ -95,8 +95,10 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'LIST_QUEUES':
     case 'GET_SCHEDULE':
     case 'SIGNAL_JOB':
-    case 'PUBLISH_EVENT':
       return read;
+    case 'PUBLISH_EVENT':
+      // An event id is looked up in the store; a publish of the same id meanwhile waits for that.
+      return msg.eventId != null || read;
     case 'SET_QUEUE':
       // After a read, or waiting (no effect) behind a held change of the same queue.
       return true;

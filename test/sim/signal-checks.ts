@@ -368,8 +368,10 @@ export class SignalChecks {
       if (
         r.type === 'EVENT_PUBLISHED' &&
         r.eventId === e.eventId &&
+        r.duplicate !== true &&
         request?.type === 'PUBLISH_EVENT'
       ) {
+        // (Publishes of its id held behind its lookup are answered in the same input, as duplicates.)
         msg = request;
         reply = r;
       }
