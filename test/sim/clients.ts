@@ -4,7 +4,11 @@
  * submission), invalid ones on purpose, cancel, ask for status, wait, list
  * jobs and workers, hang up and reconnect. Every reply must answer exactly one
  * outstanding request of the connection; a JOB_SUBMITTED is an
- * acknowledgement the invariants hold the coordinator to.
+ * acknowledgement the invariants hold the coordinator to. They signal jobs
+ * (mostly ones that wait for a signal, some ended or unknown), publish
+ * events (with and without key and id, ids from a small pool), and set,
+ * delete and list triggers; in the quiet phase they delete the triggers
+ * and wake every job still waiting for a signal or an event.
  */
 import type {
   ClientReply,
@@ -12,9 +16,13 @@ import type {
   DedupMode,
   JobState,
   JsonObject,
+  JsonValue,
   Priority,
+  PublishEvent,
   ScheduleDefinition,
   SetQueue,
+  SetTrigger,
+  SignalJob,
   SubmitJob,
   SubmitJobs,
 } from '../../src/protocol/messages.js';
@@ -26,6 +34,13 @@ import type { Random } from './random.js';
 import type { Judge } from './violation.js';
 import type { FaultCounter } from './workers.js';
 import type { World } from './world.js';
+import {
+  EVENT_KEYS,
+  EVENT_NAMES,
+  SIGNAL_NAMES,
+  TRIGGER_NAMES,
+  type WaitingJob,
+} from './signal-checks.js';
 
 export interface ClientEnv {
   world: World;
@@ -42,6 +57,10 @@ export interface ClientEnv {
   schedules: Map<string, ScheduleDefinition>;
   /** `deduplicated`: the reply named a job its dedup key matched (nothing was created). */
   onAck(jobId: string, submission: SubmitJob, deduplicated: boolean): void;
+  /** The jobs waiting for a signal or an event now (signal-checks.ts). */
+  waiting(): readonly WaitingJob[];
+  /** Shared by all clients: the number the next signal's payload carries, and when each waiting job was last woken. */
+  signalling: { next: number; poked: Map<string, number> };
   /** Weights of the kinds of request (default REQUEST_WEIGHTS). */
   weights?: typeof REQUEST_WEIGHTS;
   quiet(): boolean;
@@ -77,7 +96,18 @@ export const REQUEST_WEIGHTS = {
   deleteSchedule: 2,
   getSchedule: 1,
   listSchedules: 1,
+  signal: 5,
+  publish: 4,
+  setTrigger: 1,
+  deleteTrigger: 1,
+  listTriggers: 1,
 };
+
+/** Event ids the clients give (a small pool, so some repeat); half of the publishes give none. */
+const EVENT_IDS = 40;
+
+/** How long the quiet phase leaves a waiting job before it wakes it (again). */
+const WAKE_AGAIN_MS = 1_000;
 
 /** Schedule names the clients use (the last one is never set). */
 const SCHEDULE_NAMES = ['s1', 's2', 's3'] as const;
@@ -157,6 +187,7 @@ export class SimClient implements ClientPeer {
     }
     if (this.#env.quiet()) {
       this.#releaseQueues();
+      this.#wakeWaiters();
       return;
     }
     if (!this.#rng.chance(this.#activity)) return;
@@ -293,6 +324,16 @@ export class SimClient implements ClientPeer {
         return { type: 'GET_SCHEDULE', name: this.#scheduleName(), knownStates: [...KNOWN_STATES] };
       case 'listSchedules':
         return { type: 'LIST_SCHEDULES' };
+      case 'signal':
+        return this.#randomSignal();
+      case 'publish':
+        return this.#publish();
+      case 'setTrigger':
+        return this.#setTrigger();
+      case 'deleteTrigger':
+        return { type: 'DELETE_TRIGGER', name: rng.pick(TRIGGER_NAMES) };
+      case 'listTriggers':
+        return { type: 'LIST_TRIGGERS' };
       case 'unknownJob':
         return rng.chance(0.5)
           ? { type: 'GET_JOB_STATUS', jobId: `no-such-job-${rng.int(0, 9)}` }
@@ -340,6 +381,71 @@ export class SimClient implements ClientPeer {
       this.#send({ type: 'SET_QUEUE', name, paused: false, clear: [...QUEUE_SETTING_FIELDS] });
     }
     for (const name of SCHEDULE_NAMES) this.#send({ type: 'DELETE_SCHEDULE', name });
+    // No event makes jobs from now on, so waking waiters ends.
+    for (const name of TRIGGER_NAMES) this.#send({ type: 'DELETE_TRIGGER', name });
+  }
+
+  /** The quiet phase ends every signal or event wait: a signal or an event for it. */
+  #wakeWaiters(): void {
+    const now = this.#env.clock.nowMs;
+    const poked = this.#env.signalling.poked;
+    for (const wait of this.#env.waiting()) {
+      if (now < (poked.get(wait.jobId) ?? -Infinity) + WAKE_AGAIN_MS) continue;
+      poked.set(wait.jobId, now);
+      this.#send(
+        wait.kind === 'signal'
+          ? this.#signal(wait.jobId, wait.name)
+          : {
+              type: 'PUBLISH_EVENT',
+              name: wait.name,
+              payload: { wake: wait.jobId },
+              ...(wait.key !== null && { key: wait.key }),
+            },
+      );
+    }
+  }
+
+  #signal(jobId: string, name: string): SignalJob {
+    return { type: 'SIGNAL_JOB', jobId, name, payload: { sig: this.#env.signalling.next++ } };
+  }
+
+  /** A signal: mostly to a job that waits for one (maybe of another name), else to any known job. */
+  #randomSignal(): SignalJob {
+    const rng = this.#rng;
+    const waiting = this.#env.waiting().filter((w) => w.kind === 'signal');
+    if (waiting.length > 0 && rng.chance(0.6)) {
+      const wait = rng.pick(waiting);
+      return this.#signal(wait.jobId, rng.chance(0.8) ? wait.name : rng.pick(SIGNAL_NAMES));
+    }
+    return this.#signal(this.#someJobId(), rng.pick(SIGNAL_NAMES));
+  }
+
+  /** An event: with or without a key and an id (ids from a small pool repeat). */
+  #publish(): PublishEvent {
+    const rng = this.#rng;
+    const msg: PublishEvent = {
+      type: 'PUBLISH_EVENT',
+      name: rng.pick(EVENT_NAMES),
+      payload: rng.pick<JsonValue>([{ n: rng.int(0, 99) }, 'text', 7, null]),
+    };
+    if (rng.chance(0.5)) msg.key = rng.pick(EVENT_KEYS);
+    if (rng.chance(0.5)) msg.eventId = `ev-${rng.int(0, EVENT_IDS - 1)}`;
+    return msg;
+  }
+
+  #setTrigger(): SetTrigger {
+    const rng = this.#rng;
+    return {
+      type: 'SET_TRIGGER',
+      trigger: {
+        name: rng.pick(TRIGGER_NAMES),
+        event: rng.pick(EVENT_NAMES),
+        taskType: rng.pick(['SLEEP', 'SHA256', 'WORD_COUNT']),
+        ...(rng.chance(0.4) && { queue: rng.pick(QUEUES) }),
+        ...(rng.chance(0.3) && { priority: rng.pick<Priority>(['HIGH', 'NORMAL', 'LOW']) }),
+        ...(rng.chance(0.3) && { maxAttempts: rng.int(1, 3) }),
+      },
+    };
   }
 
   /** A schedule name, now and then one never set. */

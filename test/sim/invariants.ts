@@ -32,6 +32,7 @@ import {
 } from '../../src/protocol/messages.js';
 import type { JobRecord } from '../../src/store/store.js';
 import { SessionChecks } from './sessions.js';
+import { SignalChecks } from './signal-checks.js';
 import { TimingChecks } from './timing.js';
 import { JobTracker } from './tracker.js';
 import type { Judge } from './violation.js';
@@ -81,6 +82,8 @@ export class Invariants implements WorldObserver {
   readonly #sessions: SessionChecks;
   /** Waits and subscriptions per address; stalled subscribers dropped for newcomers. */
   readonly budgets: BudgetChecks;
+  /** Signals, events and triggers (signal-checks.ts). */
+  readonly signals: SignalChecks;
   /** Acknowledged jobs (a client received JOB_SUBMITTED), in order of first ack. */
   readonly ackedIds: string[] = [];
   /** Checks that found a worker holding more leases than its capacity (prefetch at work). */
@@ -114,6 +117,11 @@ export class Invariants implements WorldObserver {
     this.#sessions = new SessionChecks(judge, config, () => world.clock.nowMs);
     this.queues = new QueueChecks(judge);
     this.fairness = new FairnessChecks(judge);
+    this.signals = new SignalChecks(
+      judge,
+      world.store,
+      (jobId) => this.tracker.terminalState(jobId) !== undefined,
+    );
   }
 
   // ---- world hooks ---------------------------------------------------------
@@ -124,6 +132,8 @@ export class Invariants implements WorldObserver {
 
   onHandled(handled: HandledInput): void {
     this.tracker.onHandled(handled);
+    this.signals.onHandled(handled);
+    if (handled.input.kind === 'recovery') this.#checkSignalsRecovered();
     this.#checkRequeuedAtOnce(handled);
     this.#checkRateLimited(handled.nowMs);
     if (handled.input.kind === 'tick' || handled.input.kind === 'wake') {
@@ -217,21 +227,26 @@ export class Invariants implements WorldObserver {
 
   onFlushed(batchId: number | null): void {
     this.tracker.onFlushed(batchId);
+    this.signals.onFlushed(batchId);
   }
 
   onCommitted(batchId: number): void {
     this.tracker.onCommitted(batchId);
+    this.signals.onCommitted(batchId);
   }
 
   onCrash(): void {
     this.tracker.onCrash();
+    this.signals.onCrash();
     this.#timing.onCrash(this.#world.store.committedJobs());
     this.#sessions.onCrash();
     this.fairness.onCrash();
     this.budgets.onCrash();
   }
 
-  onReleased(_effect: Effect): void {}
+  onReleased(effect: Effect): void {
+    this.signals.onReleased(effect);
+  }
 
   fatal(what: string, err: unknown): Error {
     const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
@@ -298,7 +313,7 @@ export class Invariants implements WorldObserver {
     if (core.activeCount !== 0) return `activeCount is ${core.activeCount} with every job terminal`;
     if (core.inspect().pendingWaits !== 0) return `${core.inspect().pendingWaits} waits pending`;
     if (unansweredRequests > 0) return `${unansweredRequests} client requests unanswered`;
-    return null;
+    return this.signals.quiescenceProblem();
   }
 
   #checkRows(rows: Map<string, JobRecord>, committed: Map<string, JobRecord>): void {
@@ -344,6 +359,25 @@ export class Invariants implements WorldObserver {
     for (const [key, owner] of tracker.keys) {
       if (keys.get(key) !== owner.jobId)
         throw judge.violation(`key ${key} of ${owner.jobId} vanished`);
+    }
+  }
+
+  /**
+   * After a restart, every job the signal model holds something for shows
+   * it in its snapshot: the held signals and the wait survived.
+   */
+  #checkSignalsRecovered(): void {
+    for (const jobId of this.signals.jobs()) {
+      const effects = this.#world.core
+        .handle({
+          kind: 'clientRequest',
+          connId: CHECKER_CONN_ID,
+          requestId: this.#checkerRequestId++,
+          msg: { type: 'GET_JOB_STATUS', jobId },
+        })
+        .filter((e) => e.kind !== 'wakeAt');
+      const reply = effects.length === 1 && effects[0]?.kind === 'reply' ? effects[0].msg : null;
+      this.signals.checkSnapshot(jobId, reply?.type === 'JOB_STATUS' ? reply.job : null);
     }
   }
 

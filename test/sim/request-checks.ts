@@ -95,8 +95,10 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'LIST_QUEUES':
     case 'GET_SCHEDULE':
     case 'SIGNAL_JOB':
-    case 'PUBLISH_EVENT':
       return read;
+    case 'PUBLISH_EVENT':
+      // An event id is looked up in the store; a publish of the same id meanwhile waits for that.
+      return msg.eventId != null || read;
     case 'SET_QUEUE':
       // After a read, or waiting (no effect) behind a held change of the same queue.
       return true;
@@ -202,6 +204,12 @@ function answerNow(
     case 'LIST_TRIGGERS':
     case 'DELETE_TRIGGER':
       return; // the simulation's clients never send these
+    case 'SIGNAL_JOB':
+    case 'PUBLISH_EVENT':
+    case 'SET_TRIGGER':
+    case 'LIST_TRIGGERS':
+    case 'DELETE_TRIGGER':
+      return checkSignalReply(judge, msg, reply as ClientReply);
     case 'LIST_QUEUES':
       throw judge.violation(`${msg.type} was answered without reading the store`);
     case 'SET_QUEUE': {
@@ -382,6 +390,11 @@ function checkSubmit(
     case 'SCHEDULE_INFO':
     case 'SCHEDULE_LIST':
     case 'SCHEDULE_DELETED':
+    case 'JOB_SIGNALLED':
+    case 'EVENT_PUBLISHED':
+    case 'TRIGGER_INFO':
+    case 'TRIGGER_LIST':
+    case 'TRIGGER_DELETED':
     case 'JOBS_SUBMITTED':
     case 'JOB_SIGNALLED':
     case 'EVENT_PUBLISHED':
@@ -696,6 +709,12 @@ export function checkDeferredAnswer(
       return;
     case 'GET_SCHEDULE':
       return checkScheduleInfo(ctx, msg.name, reply, after);
+    case 'SIGNAL_JOB':
+    case 'PUBLISH_EVENT':
+    case 'SET_TRIGGER':
+    case 'LIST_TRIGGERS':
+    case 'DELETE_TRIGGER':
+      return checkSignalReply(judge, msg, reply);
     case 'LIST_WORKERS':
     case 'AUTH':
     case 'SUBSCRIBE_JOBS':
@@ -710,6 +729,41 @@ export function checkDeferredAnswer(
 }
 
 const CRON = createCronEvaluator();
+
+/**
+ * The reply's kind for a signal, event or trigger request (what it did is
+ * judged by SignalChecks, signal-checks.ts). A signal is refused only for a
+ * job that ended or is unknown (or a full job); a publish only for a full
+ * coordinator; the clients' trigger definitions are valid.
+ */
+function checkSignalReply(
+  judge: Judge,
+  msg: Extract<
+    ClientRequest,
+    { type: 'SIGNAL_JOB' | 'PUBLISH_EVENT' | 'SET_TRIGGER' | 'LIST_TRIGGERS' | 'DELETE_TRIGGER' }
+  >,
+  reply: ClientReply,
+): void {
+  const expected = {
+    SIGNAL_JOB: 'JOB_SIGNALLED',
+    PUBLISH_EVENT: 'EVENT_PUBLISHED',
+    SET_TRIGGER: 'TRIGGER_INFO',
+    LIST_TRIGGERS: 'TRIGGER_LIST',
+    DELETE_TRIGGER: 'TRIGGER_DELETED',
+  }[msg.type];
+  const refusable =
+    reply.type === 'ERROR' &&
+    (reply.code === 'STORE_READ_FAILED' ||
+      (msg.type === 'SIGNAL_JOB' &&
+        (reply.code === 'UNKNOWN_JOB' ||
+          reply.code === 'INVALID_REQUEST' ||
+          reply.code === 'LIMIT_EXCEEDED')) ||
+      (msg.type === 'PUBLISH_EVENT' && reply.code === 'LIMIT_EXCEEDED'));
+  judge.check(
+    reply.type === expected || refusable,
+    () => `${msg.type} answered ${JSON.stringify(reply).slice(0, 300)}`,
+  );
+}
 
 /** The first field in which a schedule as shown differs from the model, or null. */
 function scheduleMismatch(m: ModelSchedule, snap: ScheduleSnapshot): string | null {

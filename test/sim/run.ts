@@ -56,6 +56,7 @@ interface Totals {
   rateLimitedGroup: number;
   rateLimitedQueue: number;
   schedules: Map<string, number>;
+  signals: Map<string, number>;
 }
 
 function parseCount(name: string, value: string | undefined, fallback: number): number {
@@ -110,6 +111,9 @@ function add(totals: Totals, report: SimulationReport): void {
   for (const [kind, n] of Object.entries(report.schedules) as [string, number][]) {
     totals.schedules.set(kind, (totals.schedules.get(kind) ?? 0) + n);
   }
+  for (const [kind, n] of Object.entries(report.signals) as [string, number][]) {
+    totals.signals.set(kind, (totals.signals.get(kind) ?? 0) + n);
+  }
   for (const [kind, n] of Object.entries(report.faults)) {
     totals.faultKinds.set(kind, (totals.faultKinds.get(kind) ?? 0) + n);
   }
@@ -121,6 +125,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
     .map(([k, n]) => `${k}=${n}`)
     .join(' ');
   const sch = (kind: string): number => totals.schedules.get(kind) ?? 0;
+  const sig = (kind: string): number => totals.signals.get(kind) ?? 0;
   console.log(
     [
       `seeds run:       ${totals.seeds}`,
@@ -134,6 +139,7 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
       `expiry:          ${totals.expired} jobs expired before an attempt started`,
       `rate limits:     ${totals.rateLimited} attempts rate limited by their handler (${totals.rateLimitedGroup} held a group, ${totals.rateLimitedQueue} a whole queue)`,
       `schedules:       ${sch('fired')} ticks fired (${sch('catchUps')} catch-up jobs after a recovery), skipped: ${sch('skippedOverlap')} overlap, ${sch('skippedMissed')} missed, ${sch('skippedLimit')} limit; ${sch('triggers')} triggers; ${sch('set')} definitions set, ${sch('invalid')} refused as invalid`,
+      `signals:         ${sig('signals')} signals acknowledged, ${sig('taken')} taken by a wait; ${sig('events')} events published, ${sig('woken')} waiting jobs woken, ${sig('triggerJobs')} jobs made by triggers; ${sig('timedOut')} waits timed out`,
       `restarts:        ${totals.restarts}`,
       `failovers:       ${totals.failovers} (deposed leaders' commits refused: ${totals.fencedCommits})`,
       `prefetch:        ${totals.prefetchedSteps} steps ended with a worker holding more leases than its capacity`,
@@ -198,6 +204,7 @@ function runMany(start: number, count: number, steps: number): number {
     faults: 0,
     faultKinds: new Map(),
     schedules: new Map(),
+    signals: new Map(),
   };
   const started = performance.now();
   let lastProgress = started;

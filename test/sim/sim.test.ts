@@ -19,6 +19,7 @@ import { Simulation } from './simulator.js';
 import type { ScheduleRecord } from '../../src/store/store.js';
 import { jobRecord } from '../helpers/job-record.js';
 import { ScheduleChecks } from './schedule-checks.js';
+import { SignalChecks } from './signal-checks.js';
 import { JobTracker } from './tracker.js';
 import { Judge, SimulationViolation } from './violation.js';
 import { SEED_COUNT, runSeed, runSeeds } from './seed-run.js';
@@ -442,5 +443,117 @@ describe('ScheduleChecks (the checker itself)', () => {
   it('reports a tick that fired while the last job of an overlap-skip schedule runs', () => {
     const [checks] = checksWith({ ...every, overlap: 'skip', lastJobId: 'j0' });
     assert.throws(() => fire(checks, 'j1', T0 + 1_000, T0 + 1_000), /overlapping true/);
+  });
+});
+
+describe('the signal checker', () => {
+  const suspend = (jobId: string, wait: 'signal' | 'event'): HandledInput['input'] => ({
+    kind: 'workerMessage',
+    connId: 1,
+    msg: {
+      type: 'TASK_SUSPEND',
+      workerId: 'w1',
+      jobId,
+      attemptId: `${jobId}-a`,
+      ...(wait === 'signal' ? { waitForSignal: { name: 's0' } } : { waitForEvent: { name: 'e0' } }),
+    },
+  });
+  const suspended = (jobId: string): Effect =>
+    ev({
+      type: 'job.suspended',
+      jobId,
+      workerId: 'w1',
+      attempt: 1,
+      attemptId: `${jobId}-a`,
+      untilMs: null,
+      waitingFor: null,
+    });
+  const signal = (jobId: string, n: number): HandledInput['input'] => ({
+    kind: 'clientRequest',
+    connId: 2,
+    requestId: n,
+    msg: { type: 'SIGNAL_JOB', jobId, name: 's0', payload: { sig: n } },
+  });
+  const signalled = (jobId: string, n: number, resumed: boolean, signalsHeld: number): Effect[] => [
+    ev({ type: 'job.signalled', jobId, name: 's0', resumed }),
+    ...(resumed ? [ev({ type: 'job.resumed', jobId, by: 'dtp.waitForSignal' })] : []),
+    {
+      kind: 'reply',
+      connId: 2,
+      requestId: n,
+      msg: { type: 'JOB_SIGNALLED', jobId, name: 's0', resumed, signalsHeld },
+    },
+  ];
+  const checks = (): SignalChecks =>
+    new SignalChecks(new Judge(99), new MemoryStore(), () => false);
+
+  it('accepts a signal held and then taken by the wait that begins', () => {
+    const c = checks();
+    c.onHandled(handled(signal('j1', 1), signalled('j1', 1, false, 1)));
+    c.onHandled(
+      handled(suspend('j1', 'signal'), [
+        suspended('j1'),
+        ev({ type: 'job.resumed', jobId: 'j1', by: 'dtp.waitForSignal' }),
+      ]),
+    );
+    assert.deepEqual(c.waiting(), []);
+  });
+
+  it('catches a held signal a beginning wait does not take', () => {
+    const c = checks();
+    c.onHandled(handled(signal('j1', 1), signalled('j1', 1, false, 1)));
+    assert.throws(
+      () => c.onHandled(handled(suspend('j1', 'signal'), [suspended('j1')])),
+      SimulationViolation,
+    );
+  });
+
+  it('catches a signal held by a job that waits for it', () => {
+    const c = checks();
+    c.onHandled(handled(suspend('j1', 'signal'), [suspended('j1')]));
+    assert.throws(
+      () => c.onHandled(handled(signal('j1', 1), signalled('j1', 1, false, 1))),
+      SimulationViolation,
+    );
+  });
+
+  it('catches an event that does not wake a job waiting for it', () => {
+    const c = checks();
+    c.onHandled(handled(suspend('j1', 'event'), [suspended('j1')]));
+    const publish: HandledInput['input'] = {
+      kind: 'clientRequest',
+      connId: 2,
+      requestId: 7,
+      msg: { type: 'PUBLISH_EVENT', name: 'e0', payload: null },
+    };
+    assert.throws(
+      () =>
+        c.onHandled(
+          handled(publish, [
+            ev({ type: 'event.published', eventId: 'x', name: 'e0', jobs: 0, resumed: 0 }),
+            {
+              kind: 'reply',
+              connId: 2,
+              requestId: 7,
+              msg: { type: 'EVENT_PUBLISHED', eventId: 'x', jobIds: [], resumed: 0 },
+            },
+          ]),
+        ),
+      SimulationViolation,
+    );
+  });
+
+  it('catches a wait resumed by no signal, event or timeout', () => {
+    const c = checks();
+    c.onHandled(handled(suspend('j1', 'signal'), [suspended('j1')]));
+    assert.throws(
+      () =>
+        c.onHandled(
+          handled({ kind: 'tick' }, [
+            ev({ type: 'job.resumed', jobId: 'j1', by: 'dtp.waitForSignal' }),
+          ]),
+        ),
+      SimulationViolation,
+    );
   });
 });

@@ -28,6 +28,7 @@ import { Judge } from './violation.js';
 import { FaultCounter, SimWorker, type GhostLease } from './workers.js';
 import { World, type CrashPoint } from './world.js';
 import type { ScheduleCounts } from './schedule-checks.js';
+import type { SignalCounts } from './signal-checks.js';
 
 export interface SimulationOptions {
   /** Steps of the main phase (default 300). */
@@ -99,6 +100,8 @@ export interface SimulationReport {
   rateLimited: number;
   rateLimitedGroup: number;
   rateLimitedQueue: number;
+  /** Signals acknowledged and taken by a wait, events published, waiting jobs they woke, jobs their triggers made, waits timed out. */
+  signals: SignalCounts;
   /** Schedule ticks fired and skipped (by reason), catch-up jobs, triggers, definitions. */
   schedules: ScheduleCounts;
   faults: Record<string, number>;
@@ -296,6 +299,8 @@ export class Simulation {
         this.#invariants.onAck(jobId, submission, deduplicated),
       // Small budgets are met only by clients that subscribe often.
       ...(this.#profile.budgets && { weights: { ...REQUEST_WEIGHTS, subscribe: 10 } }),
+      waiting: () => this.#invariants.signals.waiting(),
+      signalling: { next: 1, poked: new Map<string, number>() },
       quiet: () => this.#quiet,
       log: this.#log,
     };
@@ -541,6 +546,7 @@ export class Simulation {
       rateLimited: counts.rateLimited,
       rateLimitedGroup: counts.rateLimitedGroup,
       rateLimitedQueue: counts.rateLimitedQueue,
+      signals: { ...this.#invariants.signals.counts },
       schedules: { ...this.#invariants.tracker.schedules.counts },
       faults: this.#faults.toJSON(),
       faultTotal: this.#faults.total,

@@ -6,6 +6,7 @@ import type { Effect } from '../../src/coordinator/core/types.js';
 import { JOB_STATES, type JobSnapshot, type JobState } from '../../src/protocol/messages.js';
 import { MAX_FREE_REQUEUES } from '../../src/protocol/limits.js';
 import { EXPIRED_PREFIX } from '../../src/coordinator/core/job.js';
+import { isSuspensionStep } from '../../src/coordinator/core/step-names.js';
 
 export interface SnapshotSeen {
   jobId: string;
@@ -86,9 +87,7 @@ export function snapshotProblem(job: JobSnapshot, rateLimited = 0): string | nul
   }
   // Attempts that ended in a sleep or a wait (listed as steps) do not count,
   // nor those requeued by their worker for free.
-  const suspended = (job.steps ?? []).filter(
-    (step) => step.name === 'dtp.sleep' || step.name === 'dtp.waitFor',
-  ).length;
+  const suspended = (job.steps ?? []).filter((step) => isSuspensionStep(step.name)).length;
   const requeues = job.requeues ?? 0;
   const used = job.attempts - suspended - requeues - rateLimited;
   if (requeues > MAX_FREE_REQUEUES) return `${requeues} free requeues`;

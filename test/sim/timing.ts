@@ -161,6 +161,9 @@ export class TimingChecks {
         if (event.type !== 'job.recovered' || event.to === 'FAILED') finished.add(event.jobId);
         return;
       case 'job.submitted':
+      case 'job.signalled':
+      case 'job.resumed':
+      case 'event.published':
       case 'job.released':
       case 'job.deduplicated':
       case 'job.dedupMatched':

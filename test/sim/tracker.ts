@@ -33,6 +33,7 @@ import { batchParts } from './clients.js';
 import { ScheduleChecks, firedJob, type TickFact } from './schedule-checks.js';
 import { MAX_FREE_REQUEUES } from '../../src/protocol/limits.js';
 import { EXPIRED_PREFIX } from '../../src/coordinator/core/job.js';
+import { isSuspensionStep } from '../../src/coordinator/core/step-names.js';
 import type { RateLimitedResult } from '../../src/protocol/messages.js';
 import { DedupChecks, type DedupAnswer } from './dedup-checks.js';
 
@@ -674,6 +675,10 @@ export class JobTracker {
       case 'coordinator.stalled':
       case 'subscriber.dropped':
         return;
+      case 'job.signalled':
+      case 'job.resumed':
+      case 'event.published':
+        return; // judged by SignalChecks (signal-checks.ts)
     }
   }
 
@@ -1248,6 +1253,22 @@ export class JobTracker {
           : this.#deferred.get(`${effect.connId}/${effect.requestId}`);
       if (reply.type === 'JOB_SUBMITTED' && reply.jobId === jobId && request?.type === 'SUBMIT_JOB')
         return request;
+      // A trigger's job, made by the event this reply reports (it has no key, no delay).
+      if (reply.type === 'EVENT_PUBLISHED' && reply.jobIds.includes(jobId)) {
+        const made = h.effects.find(
+          (e) => e.kind === 'event' && e.event.type === 'job.submitted' && e.event.jobId === jobId,
+        );
+        const taskType =
+          made?.kind === 'event' && made.event.type === 'job.submitted' ? made.event.taskType : '';
+        return {
+          type: 'SUBMIT_JOB',
+          taskType,
+          payload: {},
+          maxAttempts: null,
+          idempotencyKey: null,
+          priority: null,
+        };
+      }
       if (reply.type === 'JOBS_SUBMITTED' && request?.type === 'SUBMIT_JOBS') {
         const part = batchParts(request)[reply.jobIds.indexOf(jobId)];
         if (part !== undefined) return part;
@@ -1354,7 +1375,5 @@ function isFinishing(event: CoreEvent): boolean {
 
 /** Suspended attempts of a committed job: its recorded sleeps and waits. */
 export function committedSuspensions(store: MemoryStore, jobId: string): number {
-  return store
-    .committedSteps(jobId)
-    .filter((step) => step.name === 'dtp.sleep' || step.name === 'dtp.waitFor').length;
+  return store.committedSteps(jobId).filter((step) => isSuspensionStep(step.name)).length;
 }

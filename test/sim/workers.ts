@@ -52,10 +52,12 @@ import type {
   WorkerToCoordinator,
 } from '../../src/protocol/messages.js';
 import { MAX_CAPACITY, MAX_SLOTS, maxPrefetch } from '../../src/protocol/limits.js';
+import { EVENT_WAIT_STEP, SIGNAL_WAIT_STEP } from '../../src/coordinator/core/step-names.js';
 import type { SimClock, WorkerLink, WorkerPeer } from './network.js';
 import type { Random } from './random.js';
 import type { Judge } from './violation.js';
 import type { World } from './world.js';
+import { EVENT_NAMES, EVENT_KEYS, SIGNAL_NAMES } from './signal-checks.js';
 
 /** A lease some worker received: late results are drawn from these. */
 export interface GhostLease {
@@ -367,6 +369,17 @@ export class SimWorker implements WorkerPeer {
         stored !== undefined && stored.name === step.name && stored.result === step.result,
         () =>
           `TASK_ASSIGN ${msg.jobId} carries step ${i} ${step.name}=${step.result}, the store has ${stored?.name}=${stored?.result}`,
+      );
+    });
+    // A replay finds each signal or event wait ended: its value, never what it waits for.
+    carried.forEach((step, i) => {
+      if (step.name !== SIGNAL_WAIT_STEP && step.name !== EVENT_WAIT_STEP) return;
+      const value = JSON.parse(step.result ?? 'null') as Record<string, unknown> | null;
+      const member = step.name === SIGNAL_WAIT_STEP ? 'signal' : 'event';
+      judge.check(
+        value !== null && member in value && !('waitingFor' in value),
+        () =>
+          `TASK_ASSIGN ${msg.jobId} carries step ${i} ${step.name}=${step.result}, a wait not ended`,
       );
     });
     if (this.#env.leaseCurrent(msg.jobId, msg.attemptId)) {
@@ -744,6 +757,30 @@ export class SimWorker implements WorkerPeer {
   #nextStep(task: Task, steps: StepState): void {
     const roll = this.#rng.int(0, 99);
     const target = this.#waitTarget(task.jobId);
+    if (roll >= 30 && roll < 46 && this.#features.has('signals')) {
+      // A signal or event wait: the coordinator records it; a replay finds its value.
+      this.#tasks.delete(task.attemptId);
+      this.#env.stepStats.suspensions++;
+      const rng = this.#rng;
+      const timeoutMillis = rng.chance(0.5) ? rng.int(0, 3_000) : null;
+      const timeout = timeoutMillis === null ? {} : { timeoutMillis };
+      this.#write({
+        type: 'TASK_SUSPEND',
+        workerId: this.workerId,
+        jobId: task.jobId,
+        attemptId: task.attemptId,
+        ...(roll < 38
+          ? { waitForSignal: { name: rng.pick(SIGNAL_NAMES), ...timeout } }
+          : {
+              waitForEvent: {
+                name: rng.pick(EVENT_NAMES),
+                ...(rng.chance(0.4) && { key: rng.pick(EVENT_KEYS) }),
+                ...timeout,
+              },
+            }),
+      });
+      return;
+    }
     if (roll < 15 || (roll < 30 && target !== null)) {
       // The attempt ends here; the coordinator records the sleep or wait itself.
       this.#tasks.delete(task.attemptId);
