@@ -198,11 +198,6 @@ function answerNow(
     case 'AUTH':
     case 'PURGE_JOBS':
     case 'RERUN_JOBS':
-    case 'SIGNAL_JOB':
-    case 'PUBLISH_EVENT':
-    case 'SET_TRIGGER':
-    case 'LIST_TRIGGERS':
-    case 'DELETE_TRIGGER':
       return; // the simulation's clients never send these
     case 'SIGNAL_JOB':
     case 'PUBLISH_EVENT':
@@ -396,11 +391,6 @@ function checkSubmit(
     case 'TRIGGER_LIST':
     case 'TRIGGER_DELETED':
     case 'JOBS_SUBMITTED':
-    case 'JOB_SIGNALLED':
-    case 'EVENT_PUBLISHED':
-    case 'TRIGGER_INFO':
-    case 'TRIGGER_LIST':
-    case 'TRIGGER_DELETED':
       throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
   }
 }
@@ -684,12 +674,6 @@ export function checkDeferredAnswer(
     case 'RERUN_JOBS':
       judge.check(reply.type === 'JOBS_RERUN' || reply.type === 'ERROR', () => what);
       return;
-    case 'SIGNAL_JOB':
-    case 'PUBLISH_EVENT':
-    case 'SET_TRIGGER':
-    case 'LIST_TRIGGERS':
-    case 'DELETE_TRIGGER':
-      return; // the simulation's clients do not send these yet
     case 'LIST_QUEUES':
       judge.check(reply.type === 'QUEUE_LIST' || reply.type === 'ERROR', () => what);
       if (reply.type === 'QUEUE_LIST') checkHeldQueues(ctx, reply.queues, after);

@@ -183,9 +183,6 @@ export class TimingChecks {
       case 'jobs.purged':
       case 'coordinator.stalled':
       case 'subscriber.dropped':
-      case 'job.signalled':
-      case 'job.resumed':
-      case 'event.published':
         return;
     }
   }

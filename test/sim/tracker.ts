@@ -651,10 +651,6 @@ export class JobTracker {
         return;
       case 'job.progress':
         return; // judged with its TASK_PROGRESS (#checkProgress)
-      case 'job.signalled':
-      case 'job.resumed':
-      case 'event.published':
-        return; // the simulation does not send signals or events yet
       case 'call.stale':
         return; // a refused call changes nothing (judged by the counts of this input)
       case 'worker.leasesKept':
