@@ -7,15 +7,19 @@
  * worker finish the job with the signal's payload, taken once.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
-import { ROOT, ScriptProcess, startCoordinatorProcess } from '../helpers/processes.js';
+import type {
+  ScriptProcess} from '../helpers/processes.js';
+import {
+  runClient as client,
+  startCoordinatorProcess,
+  startWorkerProcess,
+} from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
-const HOST = '127.0.0.1';
 const IO_TASKS = fileURLToPath(new URL('../fixtures/io-tasks.js', import.meta.url));
 
 describe('a signal across kill -9 of the worker and the coordinator', { timeout: 120_000 }, () => {
@@ -28,14 +32,7 @@ describe('a signal across kill -9 of the worker and the coordinator', { timeout:
   });
 
   function startWorker(workerPort: number, id: string): ScriptProcess {
-    const proc = ScriptProcess.start(
-      'worker.sh',
-      [
-        ...['--coordinator-host', HOST, '--coordinator-port', String(workerPort)],
-        ...['--id', id, '--heartbeat-interval-millis', '100', '--tasks', IO_TASKS],
-      ],
-      { cwd: temp.dir },
-    );
+    const proc = startWorkerProcess(workerPort, id, IO_TASKS, temp.dir);
     procs.push(proc);
     return proc;
   }
@@ -45,15 +42,6 @@ describe('a signal across kill -9 of the worker and the coordinator', { timeout:
     const flags = [...['--database', database], ...['--heartbeat-timeout-millis', '1000']];
     const first = await startCoordinatorProcess(flags);
     procs.push(first.proc);
-    const client = (port: number, ...args: string[]) =>
-      spawnSync(
-        join(ROOT, 'scripts', 'client.sh'),
-        [...args, '--host', HOST, '--port', String(port)],
-        {
-          encoding: 'utf8',
-          timeout: 30_000,
-        },
-      );
     const worker = startWorker(first.workerPort, 'e2e-signals-1');
     await first.proc.waitForOutput(/worker registered workerId=e2e-signals-1/);
     const submitted = client(

@@ -7,17 +7,21 @@
  * appends to says so) and runs the second.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { runsOf } from '../fixtures/step-tasks.js';
-import { ROOT, ScriptProcess, startCoordinatorProcess } from '../helpers/processes.js';
+import type {
+  ScriptProcess} from '../helpers/processes.js';
+import {
+  runClient,
+  startCoordinatorProcess,
+  startWorkerProcess,
+} from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
-const HOST = '127.0.0.1';
 const STEP_TASKS = fileURLToPath(new URL('../fixtures/step-tasks.js', import.meta.url));
 
 describe('durable steps across a worker killed with SIGKILL', { timeout: 120_000 }, () => {
@@ -30,14 +34,7 @@ describe('durable steps across a worker killed with SIGKILL', { timeout: 120_000
   });
 
   function startWorker(workerPort: number, id: string): ScriptProcess {
-    const proc = ScriptProcess.start(
-      'worker.sh',
-      [
-        ...['--coordinator-host', HOST, '--coordinator-port', String(workerPort)],
-        ...['--id', id, '--heartbeat-interval-millis', '100', '--tasks', STEP_TASKS],
-      ],
-      { cwd: temp.dir },
-    );
+    const proc = startWorkerProcess(workerPort, id, STEP_TASKS, temp.dir);
     procs.push(proc);
     return proc;
   }
@@ -48,12 +45,7 @@ describe('durable steps across a worker killed with SIGKILL', { timeout: 120_000
       ...['--heartbeat-timeout-millis', '1000'],
     ]);
     procs.push(c.proc);
-    const client = (...args: string[]) =>
-      spawnSync(
-        join(ROOT, 'scripts', 'client.sh'),
-        [...args, '--host', HOST, '--port', String(c.clientPort)],
-        { encoding: 'utf8', timeout: 30_000 },
-      );
+    const client = (...args: string[]) => runClient(c.clientPort, ...args);
     const first = startWorker(c.workerPort, 'e2e-steps-1');
     await c.proc.waitForOutput(/worker registered workerId=e2e-steps-1/);
     const payload = JSON.stringify({ dir: temp.dir });

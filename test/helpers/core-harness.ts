@@ -20,6 +20,7 @@ import type {
   ClientRequest,
   CoordinatorToWorker,
   DedupMode,
+  EventWait,
   HeldAttempt,
   JobSnapshot,
   JsonObject,
@@ -27,6 +28,7 @@ import type {
   Priority,
   RateLimitedResult,
   ResultFormat,
+  SignalWait,
   TaskAssign,
 } from '../../src/protocol/messages.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
@@ -438,6 +440,26 @@ export class CoreHarness {
         ...(options.requeue !== undefined && { requeue: options.requeue }),
         ...(options.rateLimited !== undefined && { rateLimited: options.rateLimited }),
       },
+    });
+  }
+
+  /**
+   * Sends a TASK_SUSPEND for the job's latest assignment, from its worker:
+   * a sleep, or a wait for a job, a signal or an event.
+   */
+  suspend(
+    jobId: string,
+    how:
+      | { sleepMillis: number }
+      | { waitForJobId: string }
+      | { waitForSignal: SignalWait }
+      | { waitForEvent: EventWait },
+  ): Effect[] {
+    const { attemptId, workerId } = this.assignmentOf(jobId);
+    return this.handle({
+      kind: 'workerMessage',
+      connId: this.connOf(workerId),
+      msg: { type: 'TASK_SUSPEND', workerId, jobId, attemptId, ...how },
     });
   }
 

@@ -2,7 +2,13 @@
  * Real processes for end-to-end tests: the project's scripts started as
  * separate processes, their output captured, stopped by PID (never by name).
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import {
+  execFileSync,
+  spawn,
+  spawnSync,
+  type ChildProcess,
+  type SpawnSyncReturns,
+} from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
@@ -294,4 +300,33 @@ export async function startCoordinatorProcess(
       throw err;
     });
   return { proc, workerPort: Number(match[1]), clientPort: Number(match[2]) };
+}
+
+/**
+ * `scripts/worker.sh` on 127.0.0.1 with a 100 ms heartbeat, loading the
+ * task modules given, in `cwd`.
+ */
+export function startWorkerProcess(
+  workerPort: number,
+  id: string,
+  tasks: string,
+  cwd: string,
+): ScriptProcess {
+  return ScriptProcess.start(
+    'worker.sh',
+    [
+      ...['--coordinator-host', '127.0.0.1', '--coordinator-port', String(workerPort)],
+      ...['--id', id, '--heartbeat-interval-millis', '100', '--tasks', tasks],
+    ],
+    { cwd },
+  );
+}
+
+/** Runs `scripts/client.sh` against 127.0.0.1:`clientPort`, at most 30 s. */
+export function runClient(clientPort: number, ...args: string[]): SpawnSyncReturns<string> {
+  return spawnSync(
+    join(ROOT, 'scripts', 'client.sh'),
+    [...args, '--host', '127.0.0.1', '--port', String(clientPort)],
+    { encoding: 'utf8', timeout: 30_000 },
+  );
 }

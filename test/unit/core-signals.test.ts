@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { MAX_SIGNALS_HELD } from '../../src/protocol/limits.js';
-import type { ClientReply, EventWait, SignalWait } from '../../src/protocol/messages.js';
+import type { ClientReply } from '../../src/protocol/messages.js';
 import type { Effect } from '../../src/coordinator/core/types.js';
 import { CoreHarness, START_MS, expectReply } from '../helpers/core-harness.js';
 
@@ -20,18 +20,8 @@ function harness(capacity = 4): CoreHarness {
   return h;
 }
 
-function suspend(
-  h: CoreHarness,
-  jobId: string,
-  how: { waitForSignal: SignalWait } | { waitForEvent: EventWait },
-): Effect[] {
-  const { attemptId } = h.assignmentOf(jobId);
-  return h.handle({
-    kind: 'workerMessage',
-    connId: h.connOf(W),
-    msg: { type: 'TASK_SUSPEND', workerId: W, jobId, attemptId, ...how },
-  });
-}
+const suspend = (h: CoreHarness, ...args: Parameters<CoreHarness['suspend']>): Effect[] =>
+  h.suspend(...args);
 
 function signal(
   h: CoreHarness,

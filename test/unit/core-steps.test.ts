@@ -47,18 +47,8 @@ function replies(effects: Effect[], h: CoreHarness, requestId: number): Coordina
   );
 }
 
-function suspend(
-  h: CoreHarness,
-  jobId: string,
-  how: { sleepMillis: number } | { waitForJobId: string },
-): Effect[] {
-  const { attemptId } = h.assignmentOf(jobId);
-  return h.handle({
-    kind: 'workerMessage',
-    connId: h.connOf(W),
-    msg: { type: 'TASK_SUSPEND', workerId: W, jobId, attemptId, ...how },
-  });
-}
+const suspend = (h: CoreHarness, ...args: Parameters<CoreHarness['suspend']>): Effect[] =>
+  h.suspend(...args);
 
 function errorCode(msgs: CoordinatorToWorker[]): string | null {
   const [msg] = msgs;
