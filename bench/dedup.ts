@@ -14,7 +14,7 @@
  */
 import type { CoreInput, Effect } from '../src/coordinator/core/types.js';
 import type { DedupMode, SubmitJob } from '../src/protocol/messages.js';
-import { assignmentsIn, newCore, resultCycles, type Sent } from './queue-depth.js';
+import { assignmentsIn, newCore, registerWorkers, resultCycles, type Sent } from './queue-depth.js';
 
 export type KeyCase =
   'no key' | 'fresh active key' | 'held key (deduplicated)' | 'fresh throttle key';
@@ -109,17 +109,7 @@ export function heldGroupsAssignmentsPerSecond(
     }
   }
   commit();
-  let running: Sent[] = [];
-  for (let w = 0; w < WORKERS; w++) {
-    const msg = {
-      type: 'WORKER_REGISTER',
-      workerId: `w${w}`,
-      capacity: CAPACITY,
-      taskTypes: null,
-    } as const;
-    running.push(...assignmentsIn(handle({ kind: 'workerMessage', connId: 100 + w, msg })));
-  }
-  commit();
+  let running = registerWorkers(handle, commit, WORKERS, CAPACITY);
   // Every held group's first attempt is rate limited for a day: its group is held from then on.
   const holding = new Set<string>();
   for (

@@ -17,7 +17,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { CoreInput } from '../src/coordinator/core/types.js';
-import { assignmentsIn, newCore, resultCycles, type Sent } from './queue-depth.js';
+import { assignmentsIn, newCore, registerWorkers, resultCycles, type Sent } from './queue-depth.js';
 
 const WORKERS = 10;
 const CAPACITY = 100;
@@ -73,17 +73,7 @@ export function fairnessAssignmentsPerSecond(c: FairnessCase, cycles: number): n
     }
   }
   commit();
-  const running: Sent[] = [];
-  for (let w = 0; w < WORKERS; w++) {
-    const msg = {
-      type: 'WORKER_REGISTER',
-      workerId: `w${w}`,
-      capacity: CAPACITY,
-      taskTypes: null,
-    } as const;
-    running.push(...assignmentsIn(handle({ kind: 'workerMessage', connId: 100 + w, msg })));
-  }
-  commit();
+  const running = registerWorkers(handle, commit, WORKERS, CAPACITY);
   return resultCycles(handle, commit, running, cycles);
 }
 

@@ -27,6 +27,25 @@ export function assignmentsIn(effects: Effect[]): Sent[] {
 }
 
 /**
+ * Registers WORKERS workers of CAPACITY slots (`w<n>` on connection 100 + n)
+ * and commits; returns the assignments they got.
+ */
+export function registerWorkers(
+  handle: (i: CoreInput) => Effect[],
+  commit: () => void,
+  workers = WORKERS,
+  capacity = CAPACITY,
+): Sent[] {
+  const running: Sent[] = [];
+  for (let w = 0; w < workers; w++) {
+    const msg = { type: 'WORKER_REGISTER', workerId: `w${w}`, capacity, taskTypes: null } as const;
+    running.push(...assignmentsIn(handle({ kind: 'workerMessage', connId: 100 + w, msg })));
+  }
+  commit();
+  return running;
+}
+
+/**
  * Assignments per second over `cycles` turns of "the oldest running
  * assignment's result arrives, the core assigns what it frees". Workers are
  * `w<n>` on connection 100 + n; a batch is committed every 100 results.
@@ -136,16 +155,6 @@ export function assignmentsPerSecond(depth: number, cycles: number): number {
     if (i % 1_000 === 0) commit();
   }
   commit();
-  const running: Sent[] = [];
-  for (let w = 0; w < WORKERS; w++) {
-    const msg = {
-      type: 'WORKER_REGISTER',
-      workerId: `w${w}`,
-      capacity: CAPACITY,
-      taskTypes: null,
-    } as const;
-    running.push(...assignmentsIn(handle({ kind: 'workerMessage', connId: 100 + w, msg })));
-  }
-  commit();
+  const running = registerWorkers(handle, commit);
   return resultCycles(handle, commit, running, cycles);
 }
