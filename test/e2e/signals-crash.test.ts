@@ -10,8 +10,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
-import type {
-  ScriptProcess} from '../helpers/processes.js';
+import type { ScriptProcess } from '../helpers/processes.js';
 import {
   runClient as client,
   startCoordinatorProcess,

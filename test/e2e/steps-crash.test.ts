@@ -12,13 +12,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { runsOf } from '../fixtures/step-tasks.js';
-import type {
-  ScriptProcess} from '../helpers/processes.js';
-import {
-  runClient,
-  startCoordinatorProcess,
-  startWorkerProcess,
-} from '../helpers/processes.js';
+import type { ScriptProcess } from '../helpers/processes.js';
+import { runClient, startCoordinatorProcess, startWorkerProcess } from '../helpers/processes.js';
 import { tempDir } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
