@@ -121,8 +121,9 @@ def test_submit_sends_the_dedup_and_expiry_fields_only_when_given(port: ClientPo
         client.submit("SHA256", {}, dedup_key="k-3", expire_after_ms=30_000)
         client.submit("SHA256", {}, expires_at=int(time.time() * 1000) + 5000)
         after = int(time.time() * 1000)
+        client.submit("SHA256", {}, expires_at_ms=after + 7000)
     assert (plain.deduplicated, plain.replaced) == (False, False)
-    none, throttle, debounce, active, expiry = port.of("SUBMIT_JOB")
+    none, throttle, debounce, active, expiry, exact = port.of("SUBMIT_JOB")
     assert not set(DEDUP_FIELDS) & set(none)
     assert {f: throttle[f] for f in DEDUP_FIELDS} == {
         "dedupKey": "k-1",
@@ -136,6 +137,7 @@ def test_submit_sends_the_dedup_and_expiry_fields_only_when_given(port: ClientPo
     assert active["dedupKey"] == "k-3" and "dedupMode" not in active  # active: the default
     assert before + 30_000 <= active["expiresAtMillis"] <= after + 30_000
     assert "dedupKey" not in expiry and expiry["expiresAtMillis"] > before
+    assert exact["expiresAtMillis"] == after + 7000
 
 
 def test_the_result_says_deduplicated_and_replaced() -> None:
@@ -282,7 +284,14 @@ def test_batches_flows_and_task_submit_carry_the_fields(port: ClientPort) -> Non
         (
             {"expire_after_ms": 10, "expires_at": 2**40},
             TypeError,
-            "give expires_at or expire_after_ms, not both",
+            "give one of expires_at, expires_at_ms, expire_after_ms, not expires_at and expire_after_ms",
+        ),
+        ({"expires_at_ms": 1000}, ValueError, "expires_at is in the past"),
+        ({"expires_at_ms": 1.5e12}, TypeError, "expires_at_ms must be an integer"),
+        (
+            {"expires_at_ms": 2**41, "expires_at": 2**40},
+            TypeError,
+            "not expires_at and expires_at_ms",
         ),
     ],
 )

@@ -97,12 +97,30 @@ def _check_dedup_mode(value: Any) -> Any:
 
 
 def _expires_at_millis(options: dict[str, Any], now_ms: int) -> int | None:
-    """Pops ``expires_at`` / ``expire_after_ms`` from the options: when the job expires
-    unless an attempt has started (epoch ms), or None."""
+    """Pops ``expires_at`` / ``expires_at_ms`` / ``expire_after_ms`` from the options:
+    when the job expires unless an attempt has started (epoch ms), or None.
+    ``expires_at_ms`` is epoch milliseconds only (``expires_at`` also takes a
+    ``datetime``)."""
     expires_at = options.pop("expires_at", None)
+    at_ms_option = options.pop("expires_at_ms", None)
     after_ms = options.pop("expire_after_ms", None)
-    if expires_at is not None and after_ms is not None:
-        raise TypeError("give expires_at or expire_after_ms, not both")
+    given = [
+        n
+        for n, v in (
+            ("expires_at", expires_at),
+            ("expires_at_ms", at_ms_option),
+            ("expire_after_ms", after_ms),
+        )
+        if v is not None
+    ]
+    if len(given) > 1:
+        raise TypeError(
+            f"give one of expires_at, expires_at_ms, expire_after_ms, not {' and '.join(given)}"
+        )
+    if at_ms_option is not None:
+        if isinstance(at_ms_option, bool) or not isinstance(at_ms_option, int):
+            raise TypeError("expires_at_ms must be an integer (epoch milliseconds)")
+        expires_at = at_ms_option
     if after_ms is not None:
         if isinstance(after_ms, bool) or not isinstance(after_ms, int):
             raise TypeError("expire_after_ms must be an integer (milliseconds)")
@@ -224,7 +242,15 @@ _SUBMIT_OPTIONS: dict[str, _Option] = {
 }
 """Per-job options of ``submit``, by their Python name. A new wire option is one line here."""
 
-_LOCAL_OPTIONS = ("delay_ms", "run_at", "expires_at", "expire_after_ms", "schema", "retries")
+_LOCAL_OPTIONS = (
+    "delay_ms",
+    "run_at",
+    "expires_at",
+    "expires_at_ms",
+    "expire_after_ms",
+    "schema",
+    "retries",
+)
 """Options of ``submit`` that are not a field of the job (or are computed into one)."""
 
 
