@@ -48,6 +48,15 @@ export type LeadershipMode = 'standby' | 'leader' | 'stopped';
 /** Why a leader steps down when the shell tells it to. */
 export type LossCause = 'fenced' | 'failed';
 
+/**
+ * Whether a standby may try to take the lease now (sharded coordinators:
+ * one that leads its share of the shards already leaves the rest to others).
+ * Without one a standby always tries.
+ */
+export interface AcquireGate {
+  mayAcquire(): boolean;
+}
+
 export class Leadership {
   readonly #config: LeadershipConfig;
   /** A leader's lease is trusted for this much less than its ttl, in ms. */
@@ -61,8 +70,9 @@ export class Leadership {
   #leader: LeaseHolder | null = null;
   #leaderEpoch: number | null = null;
   readonly #me: LeaseHolder;
+  readonly #gate: AcquireGate | null;
 
-  constructor(config: LeadershipConfig, me: LeaseHolder) {
+  constructor(config: LeadershipConfig, me: LeaseHolder, gate: AcquireGate | null = null) {
     if (config.renewIntervalMs * 2 > config.ttlMs) {
       throw new Error(
         `lease renew interval ${config.renewIntervalMs} ms must be at most half the ttl ${config.ttlMs} ms`,
@@ -71,6 +81,7 @@ export class Leadership {
     this.#config = config;
     this.#safetyMs = Math.floor(config.ttlMs / 5);
     this.#me = me;
+    this.#gate = gate;
   }
 
   /** This coordinator, as it names itself in the lease. */
@@ -101,6 +112,11 @@ export class Leadership {
     return this.#leaderEpoch;
   }
 
+  /** True while a try to take the lease is in flight. */
+  get acquiring(): boolean {
+    return this.#inFlight?.op === 'acquire';
+  }
+
   /** True while leading and the lease is trusted at `nowMs`. */
   leadsAt(nowMs: number): boolean {
     return this.#mode === 'leader' && nowMs < this.#validUntilMs;
@@ -120,6 +136,7 @@ export class Leadership {
     }
     if (this.#mode === 'stopped' || this.#inFlight !== null || nowMs < this.#nextOpAtMs) return [];
     this.#nextOpAtMs = nowMs + this.#config.renewIntervalMs;
+    if (this.#mode === 'standby' && this.#gate !== null && !this.#gate.mayAcquire()) return [];
     if (this.#mode === 'leader') {
       const epoch = this.#epoch as number;
       this.#inFlight = { op: 'renew', sentAtMs: nowMs, epoch };
@@ -176,6 +193,16 @@ export class Leadership {
     if (this.#mode !== 'leader') return [];
     const reason = cause === 'fenced' ? 'a write was refused: epoch superseded' : 'term failed';
     return this.#stepDown(nowMs, reason, cause === 'failed');
+  }
+
+  /**
+   * Hands the lease over (a sharded coordinator that leads more than its
+   * share): a leader steps down and releases it, so that another takes it
+   * at its next try; a standby again like any other.
+   */
+  handOver(nowMs: number): LeadershipAction[] {
+    if (this.#mode !== 'leader') return [];
+    return this.#stepDown(nowMs, 'handing the lease over to another coordinator', true);
   }
 
   /** A clean stop: no more operations; a leader gives its lease up. */
