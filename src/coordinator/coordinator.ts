@@ -48,14 +48,20 @@ import type { NetEvent } from '../net/net-events.js';
 import type { Logger } from '../observability/logger.js';
 import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import type { ClientReply, ClientRequest, JobEventKind } from '../protocol/messages.js';
+import type {
+  ClientReply,
+  ClientRequest,
+  JobEventKind,
+  ShardList,
+} from '../protocol/messages.js';
 import { LeaseLostError } from '../store/lease.js';
 import { describeDatabase, isSharedDatabase } from '../store/open-store.js';
 import type { CoreInspection } from './core/core.js';
 import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreEvent } from './core/types.js';
 import type { LeaderElection } from './leadership/leader-election.js';
-import { notLeaderError } from './leadership/not-leader.js';
+import { notLeaderError, otherShardError } from './leadership/not-leader.js';
+import { requestShard } from './sharding/request-shard.js';
 import { EMPTY_INSPECTION, type RoleStatus } from './leadership/role.js';
 import { logEvent } from './observability/event-log.js';
 import { CoordinatorMetrics } from './observability/metrics.js';
@@ -141,6 +147,7 @@ export class Coordinator implements CoordinatorView {
         clientInput: (input) => this.#termOf()?.clientInput(input),
         workerInput: (input) => this.#termOf()?.workerInput(input),
         clientClosed: (connId) => this.#termOf()?.clientClosed(connId),
+        shellAnswer: (msg) => this.#shellAnswer(msg),
       },
       {
         security: options.security ?? {},
@@ -465,6 +472,26 @@ export class Coordinator implements CoordinatorView {
     };
   }
 
+  /**
+   * Where this coordinator stands in its election (PostgreSQL): holding the
+   * lease (`leader`, serving or starting its term), trying to take it
+   * (`acquiring`), or neither; null on SQLite and memory.
+   */
+  electionState(): { leader: boolean; acquiring: boolean; epoch: number | null } | null {
+    const leadership = this.#election?.leadership;
+    if (leadership === undefined) return null;
+    return {
+      leader: leadership.mode === 'leader',
+      acquiring: leadership.acquiring,
+      epoch: leadership.epoch,
+    };
+  }
+
+  /** Hands this coordinator's lease over to whoever takes it next; nothing unless it leads. */
+  handOver(): void {
+    this.#election?.handOver();
+  }
+
   /** The core's current state (tests, metrics); empty while standing by. */
   inspect(): CoreInspection {
     const term = this.#termOf();
@@ -588,6 +615,42 @@ export class Coordinator implements CoordinatorView {
   /** `host:port` others should use for a port of ours. */
   #advertised(port: number): string {
     return formatHostPort({ host: this.#advertisedHost(), port });
+  }
+
+  /**
+   * A shard's coordinator refuses requests about another shard's queues and
+   * jobs (NOT_LEADER, naming that shard's leader) and a batch or flow that
+   * spans shards; a request about every queue gets this shard's part.
+   */
+  #shellAnswer(msg: ClientRequest): ClientReply | null {
+    const role = this.#options.shardRole;
+    if (msg.type === 'LIST_SHARDS')
+      return role === undefined ? this.#shardList() : role.shardList();
+    if (role === undefined) return null;
+    const target = requestShard(msg, role.shards);
+    if (target.kind === 'one' && target.shard !== role.shard) {
+      return otherShardError(target.shard, role.leaderOf(target.shard, 'client'));
+    }
+    if (target.kind === 'mixed') {
+      return {
+        type: 'ERROR',
+        code: ErrorCode.InvalidRequest,
+        message: `Invalid request: its jobs are in the queues of shards ${target.shards.join(', ')}; a shard's coordinator takes only its own`,
+      };
+    }
+    return null;
+  }
+
+  /** LIST_SHARDS of an unsharded coordinator that serves: one shard, its own. */
+  #shardList(): ShardList {
+    const client = this.#advertised(this.clientPort);
+    const worker = this.#advertised(this.workerPort);
+    const epoch = this.#election?.leadership.epoch ?? 0;
+    return {
+      type: 'SHARD_LIST',
+      shards: [{ shard: 0, leader: client, epoch, clientAddress: client, workerAddress: worker }],
+      coordinators: [{ address: client, workerAddress: worker, shards: 1 }],
+    };
   }
 
   /** The leader's address for a port kind, when known. */

@@ -14,6 +14,8 @@ import {
 } from '../common/bounds.js';
 import { DAY_MS, MAX_DURATION_MS } from '../protocol/duration.js';
 import type { Logger } from '../observability/logger.js';
+import type { AcquireGate } from './leadership/leadership.js';
+import type { ShardList } from '../protocol/messages.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import {
@@ -107,7 +109,24 @@ export interface CoordinatorOptions {
    * for a full budget, in ms (default 10000).
    */
   subscriberStallMs: number;
+  /**
+   * Set by a sharded coordinator (sharding/sharded-coordinator.ts) on each
+   * of the coordinators it runs, one per shard; never a command-line option.
+   */
+  shardRole?: ShardRole;
   logger: Logger;
+}
+
+/** One shard's coordinator inside a sharded one: which shard, and what it asks of the host. */
+export interface ShardRole {
+  readonly shard: number;
+  readonly shards: number;
+  /** Whether this shard's election may try to take its lease now. */
+  readonly gate: AcquireGate;
+  /** Where another shard's leader takes this kind of connection, when known (for NOT_LEADER). */
+  leaderOf(shard: number, port: 'worker' | 'client'): string | null;
+  /** LIST_SHARDS as the sharded coordinator answers it. */
+  shardList(): ShardList;
 }
 
 export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {

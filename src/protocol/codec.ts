@@ -51,6 +51,8 @@ import {
   type SubmitJobsElement,
   type TriggerDefinition,
   type TriggerSnapshot,
+  type ShardInfo,
+  type CoordinatorInfo,
   type WaitingFor,
   type WorkerSnapshot,
 } from './messages.js';
@@ -665,6 +667,20 @@ const triggerSnapshotCodec: Codec<TriggerSnapshot> = recordCodec<TriggerSnapshot
   updatedAtMillis: intCodec,
 });
 
+const shardInfoCodec: Codec<ShardInfo> = recordCodec<ShardInfo>({
+  shard: intCodec,
+  leader: nullable(stringCodec),
+  epoch: intCodec,
+  clientAddress: nullable(stringCodec),
+  workerAddress: nullable(stringCodec),
+});
+
+const coordinatorInfoCodec: Codec<CoordinatorInfo> = recordCodec<CoordinatorInfo>({
+  address: stringCodec,
+  workerAddress: nullable(stringCodec),
+  shards: intCodec,
+});
+
 const heldAttemptCodec: Codec<HeldAttempt> = recordCodec<HeldAttempt>({
   jobId: stringCodec,
   attemptId: stringCodec,
@@ -976,6 +992,11 @@ const SCHEMAS: Schemas = {
   TRIGGER_INFO: { trigger: triggerSnapshotCodec },
   TRIGGER_LIST: { triggers: arrayOf(triggerSnapshotCodec) },
   TRIGGER_DELETED: { name: stringCodec, deleted: boolCodec },
+  LIST_SHARDS: {},
+  SHARD_LIST: {
+    shards: arrayOf(shardInfoCodec),
+    coordinators: arrayOf(coordinatorInfoCodec),
+  },
 };
 
 /** Each message type's walks, made once. */

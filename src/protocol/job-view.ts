@@ -135,6 +135,7 @@ export class StateView {
       case 'TRIGGER_INFO':
       case 'TRIGGER_LIST':
       case 'TRIGGER_DELETED':
+      case 'SHARD_LIST':
         return reply;
     }
   }

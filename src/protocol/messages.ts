@@ -1022,6 +1022,39 @@ export interface TriggerDeleted {
   deleted: boolean;
 }
 
+/**
+ * Extension (feature `shards`): the shards of the database and who leads
+ * each. Answered by the coordinator itself, not by a shard's core.
+ */
+export interface ListShards {
+  type: 'LIST_SHARDS';
+}
+/** One shard: its leader's client port (the coordinator's own) and epoch, and its own ports. */
+export interface ShardInfo {
+  shard: number;
+  /** The leading coordinator's client `host:port`; null while no coordinator leads it. */
+  leader: string | null;
+  /** The epoch of the shard's lease (0 = never led). */
+  epoch: number;
+  /** Where the shard itself takes client connections (its requests only); null = unknown. */
+  clientAddress: string | null;
+  /** Where the shard itself takes workers; null = unknown. */
+  workerAddress: string | null;
+}
+/** One coordinator alive on the database and how many shards it leads. */
+export interface CoordinatorInfo {
+  /** Its client `host:port`. */
+  address: string;
+  /** Its worker `host:port`; null = unknown. */
+  workerAddress: string | null;
+  shards: number;
+}
+export interface ShardList {
+  type: 'SHARD_LIST';
+  shards: ShardInfo[];
+  coordinators: CoordinatorInfo[];
+}
+
 /** Extension: many jobs with dependencies among them, created in one commit or not at all. */
 export interface SubmitFlow {
   type: 'SUBMIT_FLOW';
@@ -1233,7 +1266,8 @@ export type ClientRequest =
   | PublishEvent
   | SetTrigger
   | ListTriggers
-  | DeleteTrigger;
+  | DeleteTrigger
+  | ListShards;
 /** The schedule requests (extensions). */
 export type ScheduleRequest =
   | SetSchedule
@@ -1268,7 +1302,8 @@ export type ClientReply =
   | EventPublished
   | TriggerInfo
   | TriggerList
-  | TriggerDeleted;
+  | TriggerDeleted
+  | ShardList;
 
 export type Message = WorkerToCoordinator | CoordinatorToWorker | ClientRequest | ClientReply;
 export type MessageType = Message['type'];
@@ -1303,6 +1338,7 @@ const CLIENT_REQUEST_TYPES: { readonly [T in ClientRequest['type']]: true } = {
   SET_TRIGGER: true,
   LIST_TRIGGERS: true,
   DELETE_TRIGGER: true,
+  LIST_SHARDS: true,
 };
 const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   JOB_SUBMITTED: true,
@@ -1330,6 +1366,7 @@ const CLIENT_REPLY_TYPES: { readonly [T in ClientReply['type']]: true } = {
   EVENT_PUBLISHED: true,
   TRIGGER_INFO: true,
   TRIGGER_LIST: true,
+  SHARD_LIST: true,
   TRIGGER_DELETED: true,
 };
 const WORKER_TO_COORDINATOR_TYPES: { readonly [T in WorkerToCoordinator['type']]: true } = {

@@ -73,11 +73,17 @@ export async function openSoleStore(
 }
 
 /** Opens the shared PostgreSQL store for one term: every write is fenced by `epoch`. */
-export async function openFencedStore(url: string, epoch: number): Promise<StoreHandle> {
+export async function openFencedStore(
+  url: string,
+  epoch: number,
+  schema?: string,
+): Promise<StoreHandle> {
+  if (schema !== undefined && schema !== 'dtp') throw new Error('TODO(store43): schemas');
   return handleOf(await PostgresStore.open({ url, epoch }));
 }
 
 /** The leader lease of a shared database; each operation gives up after `operationTimeoutMs`. */
-export function openLease(url: string, operationTimeoutMs: number): LeaseBackend {
+export function openLease(url: string, operationTimeoutMs: number, schema?: string): LeaseBackend {
+  if (schema !== undefined && schema !== 'dtp') throw new Error('TODO(store43): schemas');
   return new PostgresLease({ url, operationTimeoutMs });
 }

@@ -84,6 +84,8 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
       return `SET_TRIGGER ${JSON.stringify(msg.trigger)}`;
     case 'LIST_TRIGGERS':
       return 'LIST_TRIGGERS';
+    case 'LIST_SHARDS':
+      return 'LIST_SHARDS';
     case 'DELETE_TRIGGER':
       return `DELETE_TRIGGER ${msg.name}`;
     case 'SET_QUEUE':

@@ -114,6 +114,7 @@ function deferred(input: ClientRequestInput, h: HandledInput): boolean {
     case 'SET_TRIGGER':
     case 'LIST_TRIGGERS':
     case 'DELETE_TRIGGER':
+    case 'LIST_SHARDS':
       return false;
   }
 }
@@ -390,6 +391,7 @@ function checkSubmit(
     case 'TRIGGER_INFO':
     case 'TRIGGER_LIST':
     case 'TRIGGER_DELETED':
+    case 'SHARD_LIST':
     case 'JOBS_SUBMITTED':
       throw judge.violation(`SUBMIT_JOB answered with ${reply.type}`);
   }

@@ -518,6 +518,21 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     },
   },
   LIST_TRIGGERS: { type: 'LIST_TRIGGERS' },
+  LIST_SHARDS: { type: 'LIST_SHARDS' },
+  SHARD_LIST: {
+    type: 'SHARD_LIST',
+    shards: [
+      {
+        shard: 0,
+        leader: '10.0.0.1:7071',
+        epoch: 3,
+        clientAddress: '10.0.0.1:40001',
+        workerAddress: '10.0.0.1:40000',
+      },
+      { shard: 1, leader: null, epoch: 0, clientAddress: null, workerAddress: null },
+    ],
+    coordinators: [{ address: '10.0.0.1:7071', workerAddress: '10.0.0.1:7070', shards: 1 }],
+  },
   DELETE_TRIGGER: { type: 'DELETE_TRIGGER', name: 'on-signup' },
   TRIGGER_INFO: {
     type: 'TRIGGER_INFO',
@@ -698,6 +713,8 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
   EVENT_PUBLISHED: ['eventId', 'jobIds', 'resumed', 'duplicate'],
   SET_TRIGGER: ['trigger'],
   LIST_TRIGGERS: [],
+  LIST_SHARDS: [],
+  SHARD_LIST: ['shards', 'coordinators'],
   DELETE_TRIGGER: ['name'],
   TRIGGER_INFO: ['trigger'],
   TRIGGER_LIST: ['triggers'],

@@ -105,6 +105,13 @@ export function handleClientRequest(
       return listTriggers(s, connId, requestId);
     case 'DELETE_TRIGGER':
       return deleteTrigger(s, connId, requestId, msg);
+    case 'LIST_SHARDS':
+      // The shell answers it (it knows the leases and addresses); one that gets here is refused.
+      return s.reply(connId, requestId, {
+        type: 'ERROR',
+        code: ErrorCode.UnsupportedRequest,
+        message: 'Unsupported request: LIST_SHARDS is answered by the coordinator, not a shard',
+      });
     case 'SET_SCHEDULE':
     case 'LIST_SCHEDULES':
     case 'GET_SCHEDULE':

@@ -11,6 +11,7 @@ import { describeError } from '../../protocol/errors.js';
 import type { LeaseBackend, LeaseHolder } from '../../store/lease.js';
 import type { Logger } from '../../observability/logger.js';
 import {
+  type AcquireGate,
   Leadership,
   type LeadershipAction,
   type LeadershipConfig,
@@ -40,8 +41,9 @@ export class LeaderElection {
     lease: LeaseBackend,
     hooks: ElectionHooks,
     log: Logger,
+    gate: AcquireGate | null = null,
   ) {
-    this.leadership = new Leadership(config, me);
+    this.leadership = new Leadership(config, me, gate);
     this.#lease = lease;
     this.#hooks = hooks;
     this.#log = log;
@@ -60,6 +62,11 @@ export class LeaderElection {
   /** The shell's term ended on its own (a fenced or a failed write). */
   lost(cause: LossCause): void {
     this.#apply(this.leadership.lost(cause, performance.now()));
+  }
+
+  /** Hands the lease over to whoever takes it next (a sharded coordinator above its share). */
+  handOver(): void {
+    this.#apply(this.leadership.handOver(performance.now()));
   }
 
   /** Checks the clock now (e.g. before serving): steps down if the lease went stale. */

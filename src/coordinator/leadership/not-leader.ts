@@ -14,3 +14,16 @@ export function notLeaderError(port: 'worker' | 'client', leader: string | null)
     ? { type: 'ERROR', code: ErrorCode.NotLeader, message }
     : { type: 'ERROR', code: ErrorCode.NotLeader, message, leader };
 }
+
+/**
+ * The refusal of a shard's coordinator for a request about another shard's
+ * queue or job: NOT_LEADER as a standby says it (clients that follow a
+ * leader follow this too), naming that shard's leader when known.
+ */
+export function otherShardError(shard: number, leader: string | null): ErrorMessage {
+  const where = leader === null ? 'its leader is not known yet' : `its leader is at ${leader}`;
+  const message = `NOT_LEADER: this request is for shard ${shard}, which this coordinator does not serve (${where})`;
+  return leader === null
+    ? { type: 'ERROR', code: ErrorCode.NotLeader, message }
+    : { type: 'ERROR', code: ErrorCode.NotLeader, message, leader };
+}

@@ -32,6 +32,7 @@ import {
   isClientRequest,
   isWorkerToCoordinator,
   type ClientReply,
+  type ClientRequest,
   type CoordinatorToWorker,
   type ErrorMessage,
   type JobEvent,
@@ -69,6 +70,12 @@ export interface PortsHost {
   workerInput(input: WorkerInput): void;
   /** A client connection ended. */
   clientClosed(connId: number): void;
+  /**
+   * The shell's own answer to a request, or null to hand it to the term: a
+   * refusal of another shard's request, or what the core cannot know
+   * (LIST_SHARDS).
+   */
+  shellAnswer(msg: ClientRequest): ClientReply | null;
 }
 
 export interface PortsOptions {
@@ -363,6 +370,11 @@ export class Ports {
         }`,
       });
     } else {
+      const answer = this.#host.shellAnswer(msg);
+      if (answer !== null) {
+        entrance.term.replyLater(connId, requestId, answer);
+        return;
+      }
       const address = session.address;
       this.#host.clientInput({
         kind: 'clientRequest',

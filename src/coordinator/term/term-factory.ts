@@ -35,6 +35,7 @@ import { LeaderElection, type ElectionHooks } from '../leadership/leader-electio
 import type { CoordinatorOptions } from '../options.js';
 import { Term, type TermLease, type TermOutlets } from './term.js';
 import { TimeOrderedIds } from './time-ordered-id.js';
+import { shardSchema, stampShard } from '../../protocol/shards.js';
 
 /** Cron evaluation for every term's core (parsed expressions are cached). */
 const CRON = createCronEvaluator();
@@ -81,7 +82,9 @@ export class TermFactory {
 
   /** Opens the shared store fenced by `epoch` and reads it. */
   async prepareElected(epoch: number): Promise<PreparedTerm> {
-    return this.#read(await openFencedStore(this.#options.databasePath, epoch), epoch);
+    const role = this.#options.shardRole;
+    const schema = role === undefined ? undefined : shardSchema(role.shard, role.shards);
+    return this.#read(await openFencedStore(this.#options.databasePath, epoch, schema), epoch);
   }
 
   async #read(handle: StoreHandle, epoch: number | null): Promise<PreparedTerm> {
@@ -111,6 +114,12 @@ export class TermFactory {
   ): Promise<{ term: Term; recovered: CoreEvent[] }> {
     const now = this.#deps.now ?? Date.now;
     const ids = new TimeOrderedIds(now);
+    // On a sharded database a job's id names its shard (protocol/shards.ts).
+    const role = this.#options.shardRole;
+    const newId =
+      role === undefined || role.shards === 1
+        ? () => ids.next()
+        : () => stampShard(ids.next(), role.shard, role.shards);
     const core = new CoordinatorCore(
       {
         ...coreConfig(this.#options),
@@ -118,7 +127,7 @@ export class TermFactory {
       },
       {
         now,
-        newId: () => ids.next(),
+        newId,
         validator: this.#deps.validator ?? createBuiltinRegistry(),
         cron: CRON,
       },
@@ -161,13 +170,19 @@ export class TermFactory {
       nodeId: `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`,
       ...addresses,
     };
-    const lease = openLease(options.databasePath, Math.max(options.leaseRenewIntervalMs, 1_000));
+    const role = options.shardRole;
+    const lease = openLease(
+      options.databasePath,
+      Math.max(options.leaseRenewIntervalMs, 1_000),
+      role === undefined ? undefined : shardSchema(role.shard, role.shards),
+    );
     return new LeaderElection(
       { ttlMs: options.leaseTtlMs, renewIntervalMs: options.leaseRenewIntervalMs },
       me,
       lease,
       hooks,
       this.#log,
+      role?.gate ?? null,
     );
   }
 }
