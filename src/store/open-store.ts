@@ -6,14 +6,19 @@
  *   lock ({@link DatabaseLock}), so that one coordinator at a time uses it;
  * - a `postgres://` URL: a database shared by several coordinators of which
  *   one leads; each term opens a {@link PostgresStore} fenced by the epoch of
- *   its lease, and the lease itself is a {@link PostgresLease}.
+ *   its lease, and the lease itself is a {@link PostgresLease}. With shards,
+ *   each shard has its store and lease in a schema of its own (`schema`,
+ *   protocol/shards.ts `shardSchema`), and the coordinators alive are listed
+ *   by a {@link PostgresMembership}.
  *
  * An opened store comes as a {@link StoreHandle} whose `close()` closes the
  * store and then gives up what was taken for it (the lock).
  */
 import type { LeaseBackend } from './lease.js';
+import type { MembershipBackend } from './membership.js';
 import { MemoryStore } from './memory-store.js';
 import { isPostgresUrl } from './postgres/connection.js';
+import { PostgresMembership } from './postgres/membership.js';
 import { PostgresLease } from './postgres/postgres-lease.js';
 import { PostgresStore } from './postgres/postgres-store.js';
 import { DatabaseLock, isSqliteFile } from './sqlite/database-lock.js';
@@ -72,18 +77,29 @@ export async function openSoleStore(
   };
 }
 
-/** Opens the shared PostgreSQL store for one term: every write is fenced by `epoch`. */
+/**
+ * Opens the shared PostgreSQL store for one term: every write is fenced by
+ * `epoch`, the epoch of the lease in the same `schema` (default `dtp`).
+ */
 export async function openFencedStore(
   url: string,
   epoch: number,
   schema?: string,
 ): Promise<StoreHandle> {
-  if (schema !== undefined && schema !== 'dtp') throw new Error('TODO(store43): schemas');
-  return handleOf(await PostgresStore.open({ url, epoch }));
+  return handleOf(
+    await PostgresStore.open({ url, epoch, ...(schema !== undefined && { schema }) }),
+  );
 }
 
-/** The leader lease of a shared database; each operation gives up after `operationTimeoutMs`. */
+/**
+ * The leader lease of a shared database (of one shard's `schema`, default
+ * `dtp`); each operation gives up after `operationTimeoutMs`.
+ */
 export function openLease(url: string, operationTimeoutMs: number, schema?: string): LeaseBackend {
-  if (schema !== undefined && schema !== 'dtp') throw new Error('TODO(store43): schemas');
-  return new PostgresLease({ url, operationTimeoutMs });
+  return new PostgresLease({ url, operationTimeoutMs, ...(schema !== undefined && { schema }) });
+}
+
+/** The coordinators alive on a shared database; each operation gives up after `operationTimeoutMs`. */
+export function openMembership(url: string, operationTimeoutMs: number): MembershipBackend {
+  return new PostgresMembership({ url, operationTimeoutMs });
 }

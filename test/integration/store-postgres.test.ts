@@ -1,7 +1,8 @@
 /**
- * The store contract on PostgreSQL, plus what only PostgreSQL has: the
- * schema and its migrations, fencing by the lease epoch, and the lease
- * record itself.
+ * The store contract on PostgreSQL (in schema `dtp`, and once more in a
+ * shard's schema), plus what only PostgreSQL has: the schema and its
+ * migrations, fencing by the lease epoch, and the lease record itself.
+ * What only shards have is in store-postgres-shards.test.ts.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -39,17 +40,17 @@ async function newDatabase(): Promise<string> {
   return url;
 }
 
-/** A lease on `url` taken by `nodeId`; returns its epoch. */
-async function lead(url: string, nodeId = 'n1'): Promise<number> {
-  const lease = new PostgresLease({ url, operationTimeoutMs: 5_000 });
+/** A lease on `url` (in `schema`, default `dtp`) taken by `nodeId`; returns its epoch. */
+async function lead(url: string, nodeId = 'n1', schema?: string): Promise<number> {
+  const lease = new PostgresLease({ url, operationTimeoutMs: 5_000, schema });
   leases.push(lease);
   const got = await lease.tryAcquire(holder(nodeId), 60_000);
   assert.ok(got.acquired);
   return got.epoch;
 }
 
-async function openLeading(url: string): Promise<PostgresStore> {
-  const store = await PostgresStore.open({ url, epoch: await lead(url) });
+async function openLeading(url: string, schema?: string): Promise<PostgresStore> {
+  const store = await PostgresStore.open({ url, epoch: await lead(url, 'n1', schema), schema });
   urlOf.set(store, url);
   return store;
 }
@@ -68,6 +69,20 @@ if (skip === false) {
     async reopen(store) {
       const url = urlOf.get(store) as string;
       const again = await PostgresStore.open({ url, epoch: (store as PostgresStore).epoch });
+      urlOf.set(again, url);
+      return again;
+    },
+  });
+  // A shard's schema: the same statements rewritten, fenced by that schema's own lease.
+  describeStoreContract({
+    name: 'PostgresStore in a shard schema (dtp_s1)',
+    async open() {
+      return openLeading(await newDatabase(), 'dtp_s1');
+    },
+    async reopen(store) {
+      const url = urlOf.get(store) as string;
+      const epoch = (store as PostgresStore).epoch;
+      const again = await PostgresStore.open({ url, epoch, schema: 'dtp_s1' });
       urlOf.set(again, url);
       return again;
     },

@@ -13,21 +13,27 @@
  *
  * One dedicated connection, opened lazily and opened again after it broke;
  * every operation has a deadline, so a hung database cannot hang a renewal.
+ *
+ * Each shard has a lease of its own: the row of `leader_lease` in the
+ * shard's schema (`dtp_s<n>`), with the same statements rewritten for that
+ * schema, and fencing the commits of that schema only.
  */
 import type pg from 'pg';
 import { describeError } from '../../protocol/errors.js';
 import type { AcquireResult, LeaseBackend, LeaseHolder, LeaseView } from '../lease.js';
 import { StoreError } from '../store.js';
 import { connectClient, redactUrl } from './connection.js';
-import { migrate } from './schema.js';
+import { DEFAULT_SCHEMA, SCHEMA_VERSION, inSchema, migrate } from './schema.js';
 
 export interface PostgresLeaseOptions {
   url: string;
   /** Give up on one lease operation after this long, in ms. */
   operationTimeoutMs: number;
+  /** The schema of the lease row: `dtp` (the default) or a shard's `dtp_s<n>`. */
+  schema?: string;
 }
 
-interface LeaseRow {
+export interface LeaseRow {
   epoch: number;
   holder: string | null;
   worker_address: string | null;
@@ -41,7 +47,8 @@ const ACQUIRE = `UPDATE dtp.leader_lease
        acquired_at = clock_timestamp()
  WHERE id = 1 AND (holder IS NULL OR expires_at < clock_timestamp())
  RETURNING epoch`;
-const READ = `SELECT epoch, holder, worker_address, client_address,
+/** The lease row as it is now, with whether its holder is live (cluster.ts reads each shard's). */
+export const READ_LEASE = `SELECT epoch, holder, worker_address, client_address,
        (holder IS NOT NULL AND expires_at >= clock_timestamp()) AS live
   FROM dtp.leader_lease WHERE id = 1`;
 const RENEW = `UPDATE dtp.leader_lease
@@ -51,18 +58,39 @@ const RENEW = `UPDATE dtp.leader_lease
 const RELEASE = `UPDATE dtp.leader_lease SET holder = NULL, expires_at = '-infinity'
  WHERE id = 1 AND epoch = $2 AND holder = $1`;
 
+/** The lease's statements in one schema. */
+interface LeaseStatements {
+  acquire: string;
+  read: string;
+  renew: string;
+  release: string;
+}
+
+function statementsIn(schema: string): LeaseStatements {
+  return {
+    acquire: inSchema(ACQUIRE, schema),
+    read: inSchema(READ_LEASE, schema),
+    renew: inSchema(RENEW, schema),
+    release: inSchema(RELEASE, schema),
+  };
+}
+
 export class PostgresLease implements LeaseBackend {
   readonly #options: PostgresLeaseOptions;
+  readonly #schema: string;
+  readonly #sql: LeaseStatements;
   #client: Promise<pg.Client> | null = null;
   #migrated = false;
   #closed = false;
 
   constructor(options: PostgresLeaseOptions) {
     this.#options = options;
+    this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#sql = statementsIn(this.#schema);
   }
 
   async tryAcquire(me: LeaseHolder, ttlMs: number): Promise<AcquireResult> {
-    const taken = await this.#query<{ epoch: number }>(ACQUIRE, [
+    const taken = await this.#query<{ epoch: number }>(this.#sql.acquire, [
       me.nodeId,
       me.workerAddress,
       me.clientAddress,
@@ -74,28 +102,20 @@ export class PostgresLease implements LeaseBackend {
   }
 
   async renew(nodeId: string, epoch: number, ttlMs: number): Promise<boolean> {
-    const rows = await this.#query(RENEW, [nodeId, epoch, ttlMs]);
+    const rows = await this.#query(this.#sql.renew, [nodeId, epoch, ttlMs]);
     return rows.length === 1;
   }
 
   async release(nodeId: string, epoch: number): Promise<void> {
-    await this.#query(RELEASE, [nodeId, epoch]);
+    await this.#query(this.#sql.release, [nodeId, epoch]);
   }
 
   /** The lease row as it is now. */
   async read(): Promise<LeaseView> {
-    const rows = await this.#query<LeaseRow>(READ, []);
+    const rows = await this.#query<LeaseRow>(this.#sql.read, []);
     const row = rows[0];
-    if (row === undefined) throw new StoreError('dtp.leader_lease has no row');
-    const holder =
-      row.holder === null
-        ? null
-        : {
-            nodeId: row.holder,
-            workerAddress: row.worker_address,
-            clientAddress: row.client_address,
-          };
-    return { epoch: row.epoch, holder, live: row.live };
+    if (row === undefined) throw new StoreError(`${this.#schema}.leader_lease has no row`);
+    return leaseView(row);
   }
 
   close(): Promise<void> {
@@ -130,11 +150,11 @@ export class PostgresLease implements LeaseBackend {
     this.#client ??= (async () => {
       const client = await connectClient({
         url: this.#options.url,
-        applicationName: 'dtp-lease',
+        applicationName: `${this.#schema}-lease`,
         connectTimeoutMs: this.#options.operationTimeoutMs,
       });
       if (!this.#migrated) {
-        await migrate(client);
+        await migrate(client, SCHEMA_VERSION, this.#schema);
         this.#migrated = true;
       }
       return client;
@@ -151,13 +171,28 @@ export class PostgresLease implements LeaseBackend {
     client.end().catch(() => undefined);
   }
 
-  /** For logs: the database without its password. */
+  /** For logs: the database without its password (and the schema, when not `dtp`). */
   get description(): string {
-    return redactUrl(this.#options.url);
+    const url = redactUrl(this.#options.url);
+    return this.#schema === DEFAULT_SCHEMA ? url : `${url} (${this.#schema})`;
   }
 }
 
-function withDeadline<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
+/** A lease row (`leader_lease` with its `live` column, as READ_LEASE gives it) as a {@link LeaseView}. */
+export function leaseView(row: LeaseRow): LeaseView {
+  const holder =
+    row.holder === null
+      ? null
+      : {
+          nodeId: row.holder,
+          workerAddress: row.worker_address,
+          clientAddress: row.client_address,
+        };
+  return { epoch: row.epoch, holder, live: row.live };
+}
+
+/** Settles like `promise`, or rejects once `timeoutMs` passed without an answer. */
+export function withDeadline<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(
       () => reject(new Error(`no answer within ${timeoutMs} ms`)),

@@ -17,6 +17,12 @@
  *
  * Reads of history and recovery run on a small pool of other connections
  * and see committed rows only.
+ *
+ * A store works in one PostgreSQL schema: `dtp`, or a shard's `dtp_s<n>`.
+ * Its statements are written for `dtp` and rewritten for the store's schema
+ * once per schema (schema.ts, `inSchema`). Prepared statements keep their
+ * names in every schema: a name is per connection, and a store's
+ * connections are its own.
  */
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
@@ -47,7 +53,7 @@ import {
 } from '../store.js';
 import { clientConfig, connectClient, redactUrl, sqlState } from './connection.js';
 import { mergeBatches } from './merge-batches.js';
-import { FENCED_SQLSTATE, migrate } from './schema.js';
+import { DEFAULT_SCHEMA, FENCED_SQLSTATE, SCHEMA_VERSION, inSchema, migrate } from './schema.js';
 
 export { mergeBatches, type MergedGroupHold } from './merge-batches.js';
 
@@ -60,6 +66,8 @@ export interface PostgresStoreOptions {
   readConnections?: number;
   /** Told the duration of every transaction committed, in ms. */
   onCommit?: (durationMs: number) => void;
+  /** The schema of the tables: `dtp` (the default) or a shard's `dtp_s<n>`. */
+  schema?: string;
 }
 
 /** Job columns aliased to the JobRecord's keys: a row is a JobRecord as it comes. */
@@ -107,6 +115,82 @@ const ACTIVE = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'SCHEDULED', 'WAITI
 const SCHEDULED_WINDOW = "state = 'SCHEDULED' AND depends_on IS NULL AND run_at_ms <= $1";
 const TERMINAL = "state IN ('COMPLETED', 'FAILED', 'CANCELLED')";
 
+/** Every statement of the store, as written for schema `dtp`. */
+const DTP_STATEMENTS = {
+  jobSelect: JOB_SELECT,
+  childLinks: CHILD_LINKS,
+  recoverJobs: `${JOB_SELECT} WHERE ${ACTIVE} ORDER BY seq`,
+  // With a window: every active job but the delayed ones without parents,
+  // steps, deduplication key or signals held, and of those only the earliest
+  // in the window (through the partial index by due time); the rest are
+  // counted.
+  recoverJobsInWindow: `(${JOB_SELECT} WHERE state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'WAITING'))
+               UNION (${JOB_SELECT} WHERE state = 'SCHEDULED' AND job_id IN
+                        (SELECT d.job_id FROM dtp.job_dependencies d
+                          UNION SELECT d.parent_id FROM dtp.job_dependencies d
+                          UNION SELECT st.job_id FROM dtp.job_steps st
+                          UNION SELECT sg.job_id FROM dtp.job_signals sg WHERE NOT sg.consumed))
+               UNION (${JOB_SELECT} WHERE state = 'SCHEDULED'
+                        AND (dedup_key IS NOT NULL OR attempts > 0))
+               UNION (${JOB_SELECT} WHERE ${SCHEDULED_WINDOW} AND run_at_ms > $2
+                      ORDER BY run_at_ms, seq LIMIT $3)
+               ORDER BY seq`,
+  recoverAttempts: `${ATTEMPT_SELECT} JOIN dtp.jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
+  recoverSteps: `SELECT s.job_id AS "jobId", s.idx AS "index", s.name, s.result, s.at_ms AS "atMs"
+             FROM dtp.job_steps s JOIN dtp.jobs j ON j.job_id = s.job_id WHERE j.${ACTIVE}`,
+  maxSeq: 'SELECT max(seq) AS m FROM dtp.jobs',
+  recoverParents: `${JOB_SELECT} WHERE ${TERMINAL} AND job_id IN
+             (SELECT d.parent_id FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
+               WHERE c.${ACTIVE})`,
+  scheduledCount: "SELECT count(*) AS n FROM dtp.jobs WHERE state = 'SCHEDULED'",
+  // Through the partial index of throttle windows: the open ones are few.
+  throttled: `${JOB_SELECT} WHERE dedup_until_ms > $1 AND ${TERMINAL} ORDER BY seq`,
+  groupHolds: `${GROUP_HOLD_SELECT} ORDER BY queue, group_key`,
+  schedules: `${SCHEDULE_SELECT} ORDER BY name`,
+  queues: `${QUEUE_SELECT} ORDER BY name`,
+  // Through the partial index of the signals no wait took: they are few.
+  heldSignals: `${SIGNAL_SELECT} s WHERE NOT s.consumed AND EXISTS
+             (SELECT 1 FROM dtp.jobs j WHERE j.job_id = s.job_id AND j.${ACTIVE})
+           ORDER BY s.job_id, s.seq`,
+  triggers: `${TRIGGER_SELECT} ORDER BY name`,
+  eventById: `${EVENT_SELECT} WHERE event_id = $1`,
+  jobById: `${JOB_SELECT} WHERE job_id = $1`,
+  jobByKey: `${JOB_SELECT} WHERE idempotency_key = $1`,
+  queueCounts: `SELECT queue, state, count(*) AS count FROM dtp.jobs GROUP BY queue, state`,
+  queueCountsOf: `SELECT queue, state, count(*) AS count FROM dtp.jobs WHERE queue = $1 GROUP BY queue, state`,
+  jobsById: `${JOB_SELECT} WHERE job_id = ANY($1::text[])`,
+  scheduledWindow: `${JOB_SELECT} WHERE ${SCHEDULED_WINDOW}
+                     AND (run_at_ms, seq) > ($2, $3)
+                   ORDER BY run_at_ms, seq LIMIT $4`,
+  scheduleJobs: `${JOB_SELECT} WHERE schedule_name = $1 ORDER BY seq DESC LIMIT $2`,
+  commitBatch: `SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                 $13, $14, $15, $16)`,
+  purge: 'SELECT dtp.purge($1, $2, $3, $4, $5) AS deleted',
+  stepsOf:
+    'SELECT name, at_ms AS "atMs", coalesce(octet_length(result), 0)::int AS "resultBytes" FROM dtp.job_steps WHERE job_id = $1 ORDER BY idx',
+  requeuesOf:
+    "SELECT count(*)::int AS n FROM dtp.attempts WHERE job_id = $1 AND outcome = 'REQUEUED'",
+  attemptsOf: `${ATTEMPT_SELECT} WHERE a.job_id = $1 ORDER BY a.attempt_number`,
+} as const;
+
+type Statements = { readonly [K in keyof typeof DTP_STATEMENTS]: string };
+
+const statementsBySchema = new Map<string, Statements>([[DEFAULT_SCHEMA, DTP_STATEMENTS]]);
+
+/** The store's statements in `schema`, rewritten the first time a store uses that schema. */
+function statementsIn(schema: string): Statements {
+  let statements = statementsBySchema.get(schema);
+  if (statements === undefined) {
+    const entries = Object.entries(DTP_STATEMENTS).map(([key, sql]) => [
+      key,
+      inSchema(sql, schema),
+    ]);
+    statements = Object.fromEntries(entries) as Statements;
+    statementsBySchema.set(schema, statements);
+  }
+  return statements;
+}
+
 interface Pending<T> {
   resolve(value: T): void;
   reject(err: Error): void;
@@ -119,6 +203,7 @@ type WriteOp =
 export class PostgresStore implements Store {
   readonly description: string;
   readonly #epoch: number;
+  readonly #sql: Statements;
   readonly #writer: pg.Client;
   readonly #pool: pg.Pool;
   readonly #onCommit: ((durationMs: number) => void) | undefined;
@@ -127,9 +212,17 @@ export class PostgresStore implements Store {
   #failure: Error | null = null;
   #closing: Promise<void> | null = null;
 
-  private constructor(options: PostgresStoreOptions, writer: pg.Client, pool: pg.Pool) {
-    this.description = PostgresStore.describe(options.url);
+  private constructor(
+    options: PostgresStoreOptions,
+    sql: Statements,
+    writer: pg.Client,
+    pool: pg.Pool,
+  ) {
+    const schema = options.schema ?? DEFAULT_SCHEMA;
+    this.description =
+      PostgresStore.describe(options.url) + (schema === DEFAULT_SCHEMA ? '' : ` (${schema})`);
     this.#epoch = options.epoch;
+    this.#sql = sql;
     this.#writer = writer;
     this.#pool = pool;
     this.#onCommit = options.onCommit;
@@ -138,24 +231,27 @@ export class PostgresStore implements Store {
 
   /** Connects, migrates the schema as needed; rejects with {@link StoreError}. */
   static async open(options: PostgresStoreOptions): Promise<PostgresStore> {
+    // The connections are named after the schema: `dtp-writer-e7`, `dtp_s1-reader`.
+    const schema = options.schema ?? DEFAULT_SCHEMA;
+    const sql = statementsIn(schema);
     const writer = await connectClient({
       url: options.url,
-      applicationName: `dtp-writer-e${options.epoch}`,
+      applicationName: `${schema}-writer-e${options.epoch}`,
     });
     const pool = new pg.Pool({
-      ...clientConfig({ url: options.url, applicationName: 'dtp-reader' }),
+      ...clientConfig({ url: options.url, applicationName: `${schema}-reader` }),
       max: options.readConnections ?? 4,
     });
     // A pooled connection that breaks while idle is dropped by the pool itself.
     pool.on('error', () => undefined);
     try {
-      await migrate(writer);
+      await migrate(writer, SCHEMA_VERSION, schema);
     } catch (err) {
       await Promise.all([writer.end().catch(() => undefined), pool.end()]);
       if (err instanceof StoreError) throw err;
       throw storeError(`cannot prepare ${redactUrl(options.url)}`, err);
     }
-    return new PostgresStore(options, writer, pool);
+    return new PostgresStore(options, sql, writer, pool);
   }
 
   /** How a store on `url` is named in logs (without the password). */
@@ -173,68 +269,33 @@ export class PostgresStore implements Store {
       // One snapshot for the three reads.
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       try {
-        // With a window: every active job but the delayed ones without
-        // parents, steps, deduplication key or signals held, and of those
-        // only the earliest in the window (through the partial index by due
-        // time); the rest are counted.
+        const sql = this.#sql;
         const jobs = await client.query<JobRecord>(
-          window === undefined
-            ? `${JOB_SELECT} WHERE ${ACTIVE} ORDER BY seq`
-            : `(${JOB_SELECT} WHERE state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT', 'WAITING'))
-               UNION (${JOB_SELECT} WHERE state = 'SCHEDULED' AND job_id IN
-                        (SELECT d.job_id FROM dtp.job_dependencies d
-                          UNION SELECT d.parent_id FROM dtp.job_dependencies d
-                          UNION SELECT st.job_id FROM dtp.job_steps st
-                          UNION SELECT sg.job_id FROM dtp.job_signals sg WHERE NOT sg.consumed))
-               UNION (${JOB_SELECT} WHERE state = 'SCHEDULED'
-                        AND (dedup_key IS NOT NULL OR attempts > 0))
-               UNION (${JOB_SELECT} WHERE ${SCHEDULED_WINDOW} AND run_at_ms > $2
-                      ORDER BY run_at_ms, seq LIMIT $3)
-               ORDER BY seq`,
+          window === undefined ? sql.recoverJobs : sql.recoverJobsInWindow,
           window === undefined ? [] : [window.untilMs, -1, window.limit],
         );
-        const attempts = await client.query<AttemptRecord>(
-          `${ATTEMPT_SELECT} JOIN dtp.jobs j ON j.job_id = a.job_id WHERE j.${ACTIVE}`,
-        );
-        const steps = await client.query<StepRecord>(
-          `SELECT s.job_id AS "jobId", s.idx AS "index", s.name, s.result, s.at_ms AS "atMs"
-             FROM dtp.job_steps s JOIN dtp.jobs j ON j.job_id = s.job_id WHERE j.${ACTIVE}`,
-        );
-        const max = await client.query<{ m: number | null }>('SELECT max(seq) AS m FROM dtp.jobs');
-        const parents = await client.query<JobRecord>(
-          `${JOB_SELECT} WHERE ${TERMINAL} AND job_id IN
-             (SELECT d.parent_id FROM dtp.job_dependencies d JOIN dtp.jobs c ON c.job_id = d.job_id
-               WHERE c.${ACTIVE})`,
-        );
+        const attempts = await client.query<AttemptRecord>(sql.recoverAttempts);
+        const steps = await client.query<StepRecord>(sql.recoverSteps);
+        const max = await client.query<{ m: number | null }>(sql.maxSeq);
+        const parents = await client.query<JobRecord>(sql.recoverParents);
         let scheduledWindow: RecoveredState['scheduledWindow'];
         if (window !== undefined) {
-          const total = await client.query<{ n: string }>(
-            "SELECT count(*) AS n FROM dtp.jobs WHERE state = 'SCHEDULED'",
-          );
+          const total = await client.query<{ n: string }>(sql.scheduledCount);
           const loaded = jobs.rows.filter((job) => job.state === 'SCHEDULED').length;
           scheduledWindow = { ...window, farCount: Number(total.rows[0]?.n ?? 0) - loaded };
         }
-        // Through the partial index of throttle windows: the open ones are few.
-        const throttled = await client.query<JobRecord>(
-          `${JOB_SELECT} WHERE dedup_until_ms > $1 AND ${TERMINAL} ORDER BY seq`,
-          [nowMs ?? Number.MIN_SAFE_INTEGER],
-        );
-        const holds = await client.query<GroupHoldRecord>(
-          `${GROUP_HOLD_SELECT} ORDER BY queue, group_key`,
-        );
-        const schedules = await client.query<ScheduleRecord>(`${SCHEDULE_SELECT} ORDER BY name`);
-        const queues = await client.query<QueueSettingsRecord>(`${QUEUE_SELECT} ORDER BY name`);
-        const links = await client.query<ChildLink>(CHILD_LINKS, [
+        const throttled = await client.query<JobRecord>(sql.throttled, [
+          nowMs ?? Number.MIN_SAFE_INTEGER,
+        ]);
+        const holds = await client.query<GroupHoldRecord>(sql.groupHolds);
+        const schedules = await client.query<ScheduleRecord>(sql.schedules);
+        const queues = await client.query<QueueSettingsRecord>(sql.queues);
+        const links = await client.query<ChildLink>(sql.childLinks, [
           jobs.rows.map((job) => job.jobId),
         ]);
-        // Through the partial index of the signals no wait took: they are few.
         const loaded = new Set(jobs.rows.map((job) => job.jobId));
-        const signals = await client.query<SignalRecord>(
-          `${SIGNAL_SELECT} s WHERE NOT s.consumed AND EXISTS
-             (SELECT 1 FROM dtp.jobs j WHERE j.job_id = s.job_id AND j.${ACTIVE})
-           ORDER BY s.job_id, s.seq`,
-        );
-        const triggers = await client.query<TriggerRecord>(`${TRIGGER_SELECT} ORDER BY name`);
+        const signals = await client.query<SignalRecord>(sql.heldSignals);
+        const triggers = await client.query<TriggerRecord>(sql.triggers);
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
@@ -269,7 +330,7 @@ export class PostgresStore implements Store {
         return this.#withReader(async (client) => {
           const rows = await client.query<EventRecord>({
             name: 'dtp_event_by_id',
-            text: `${EVENT_SELECT} WHERE event_id = $1`,
+            text: this.#sql.eventById,
             values: [read.eventId],
           });
           return { op: 'event', event: rows.rows[0] ?? null };
@@ -278,41 +339,45 @@ export class PostgresStore implements Store {
         return this.#withReader(async (client) => {
           const rows = await client.query<JobRecord>({
             name: 'dtp_job_by_id',
-            text: `${JOB_SELECT} WHERE job_id = $1`,
+            text: this.#sql.jobById,
             values: [read.jobId],
           });
           const job = rows.rows[0] ?? null;
           const attempts =
-            read.withAttempts && job !== null ? await attemptsOf(client, read.jobId) : null;
-          if (job !== null) await addSnapshotDetails(client, job);
+            read.withAttempts && job !== null
+              ? await attemptsOf(client, this.#sql, read.jobId)
+              : null;
+          if (job !== null) await addSnapshotDetails(client, this.#sql, job);
           const children =
             job === null
               ? []
-              : (await client.query<ChildLink>(CHILD_LINKS, [[read.jobId]])).rows.map(
+              : (await client.query<ChildLink>(this.#sql.childLinks, [[read.jobId]])).rows.map(
                   (link) => link.jobId,
                 );
           return { op: 'job', job, attempts, ...(children.length > 0 && { children }) };
         });
       case 'children':
         return this.#withReader(async (client) => {
-          const rows = await client.query<ChildLink>(CHILD_LINKS, [read.parentJobIds]);
+          const rows = await client.query<ChildLink>(this.#sql.childLinks, [read.parentJobIds]);
           return { op: 'children', links: rows.rows };
         });
       case 'jobByKey':
         return this.#withReader(async (client) => {
           const rows = await client.query<JobRecord>({
             name: 'dtp_job_by_key',
-            text: `${JOB_SELECT} WHERE idempotency_key = $1`,
+            text: this.#sql.jobByKey,
             values: [read.key],
           });
           return { op: 'jobByKey', job: rows.rows[0] ?? null };
         });
       case 'list':
         return this.#withReader(async (client) => {
-          const jobs = await listJobs(client, read.query);
+          const jobs = await listJobs(client, this.#sql, read.query);
           if (read.withAttempts !== true) return { op: 'list', jobs };
           const attempts: AttemptRecord[] = [];
-          for (const job of jobs) attempts.push(...(await attemptsOf(client, job.jobId)));
+          for (const job of jobs) {
+            attempts.push(...(await attemptsOf(client, this.#sql, job.jobId)));
+          }
           return { op: 'list', jobs, attempts };
         });
       case 'purge':
@@ -321,9 +386,8 @@ export class PostgresStore implements Store {
         }).then((deleted) => ({ op: 'purge', deleted }));
       case 'queueCounts':
         return this.#withReader(async (client) => {
-          const where = read.queue === null ? '' : 'WHERE queue = $1';
           const rows = await client.query<{ queue: string; state: JobState; count: string }>(
-            `SELECT queue, state, count(*) AS count FROM dtp.jobs ${where} GROUP BY queue, state`,
+            read.queue === null ? this.#sql.queueCounts : this.#sql.queueCountsOf,
             read.queue === null ? [] : [read.queue],
           );
           const counts = rows.rows.map((r) => ({ ...r, count: Number(r.count) }));
@@ -333,7 +397,7 @@ export class PostgresStore implements Store {
         return this.#withReader(async (client) => {
           const rows = await client.query<JobRecord>({
             name: 'dtp_jobs_by_id',
-            text: `${JOB_SELECT} WHERE job_id = ANY($1::text[])`,
+            text: this.#sql.jobsById,
             values: [read.jobIds],
           });
           return { op: 'jobs', jobs: rows.rows };
@@ -342,9 +406,7 @@ export class PostgresStore implements Store {
         return this.#withReader(async (client) => {
           const rows = await client.query<JobRecord>({
             name: 'dtp_scheduled_window',
-            text: `${JOB_SELECT} WHERE ${SCHEDULED_WINDOW}
-                     AND (run_at_ms, seq) > ($2, $3)
-                   ORDER BY run_at_ms, seq LIMIT $4`,
+            text: this.#sql.scheduledWindow,
             values: [read.untilMs, read.after.atMs, read.after.seq, read.limit],
           });
           return { op: 'scheduledWindow', jobs: rows.rows };
@@ -353,7 +415,7 @@ export class PostgresStore implements Store {
         return this.#withReader(async (client) => {
           const rows = await client.query<JobRecord>({
             name: 'dtp_schedule_jobs',
-            text: `${JOB_SELECT} WHERE schedule_name = $1 ORDER BY seq DESC LIMIT $2`,
+            text: this.#sql.scheduleJobs,
             values: [read.scheduleName, read.limit],
           });
           return { op: 'scheduleJobs', jobs: rows.rows };
@@ -426,8 +488,7 @@ export class PostgresStore implements Store {
         rows.length === 0 ? null : JSON.stringify(rows);
       await this.#writer.query({
         name: 'dtp_commit_batch_signals',
-        text: `SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                 $13, $14, $15, $16)`,
+        text: this.#sql.commitBatch,
         values: [
           this.#epoch,
           json(inserts),
@@ -463,7 +524,7 @@ export class PostgresStore implements Store {
       const { query } = op;
       const result = await this.#writer.query<{ deleted: number }>({
         name: 'dtp_purge',
-        text: 'SELECT dtp.purge($1, $2, $3, $4, $5) AS deleted',
+        text: this.#sql.purge,
         values: [
           this.#epoch,
           query.state,
@@ -509,32 +570,44 @@ export class PostgresStore implements Store {
 }
 
 /** What a single job's snapshot shows beyond its row: its steps, and its requeued attempts. */
-async function addSnapshotDetails(client: pg.ClientBase, job: JobRecord): Promise<void> {
+async function addSnapshotDetails(
+  client: pg.ClientBase,
+  sql: Statements,
+  job: JobRecord,
+): Promise<void> {
   const steps = await client.query<{ name: string; atMs: number; resultBytes: number }>({
     name: 'dtp_steps_of',
-    text: 'SELECT name, at_ms AS "atMs", coalesce(octet_length(result), 0)::int AS "resultBytes" FROM dtp.job_steps WHERE job_id = $1 ORDER BY idx',
+    text: sql.stepsOf,
     values: [job.jobId],
   });
   if (steps.rows.length > 0) job.steps = steps.rows;
   const requeues = await client.query<{ n: number }>({
     name: 'dtp_requeues_of',
-    text: "SELECT count(*)::int AS n FROM dtp.attempts WHERE job_id = $1 AND outcome = 'REQUEUED'",
+    text: sql.requeuesOf,
     values: [job.jobId],
   });
   const n = requeues.rows[0]?.n ?? 0;
   if (n > 0) job.requeues = n;
 }
 
-async function attemptsOf(client: pg.ClientBase, jobId: string): Promise<AttemptRecord[]> {
+async function attemptsOf(
+  client: pg.ClientBase,
+  sql: Statements,
+  jobId: string,
+): Promise<AttemptRecord[]> {
   const rows = await client.query<AttemptRecord>({
     name: 'dtp_attempts_of',
-    text: `${ATTEMPT_SELECT} WHERE a.job_id = $1 ORDER BY a.attempt_number`,
+    text: sql.attemptsOf,
     values: [jobId],
   });
   return rows.rows;
 }
 
-async function listJobs(client: pg.ClientBase, query: ListQuery): Promise<JobRecord[]> {
+async function listJobs(
+  client: pg.ClientBase,
+  sql: Statements,
+  query: ListQuery,
+): Promise<JobRecord[]> {
   const where: string[] = [];
   const values: (string | number)[] = [];
   if (query.beforeSeq !== null) {
@@ -561,7 +634,7 @@ async function listJobs(client: pg.ClientBase, query: ListQuery): Promise<JobRec
   values.push(query.limit);
   const filter = where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`;
   const rows = await client.query<JobRecord>(
-    `${JOB_SELECT} ${filter} ORDER BY seq DESC LIMIT $${values.length}`,
+    `${sql.jobSelect} ${filter} ORDER BY seq DESC LIMIT $${values.length}`,
     values,
   );
   return rows.rows;

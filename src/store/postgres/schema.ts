@@ -12,6 +12,14 @@
  * fencing token) and when its lease expires, on the database's clock.
  * Writes go through two functions that check the caller's epoch in the same
  * transaction as the writes: `commit_batch` and `purge`.
+ *
+ * With shards, each shard's tables are the same tables in a schema of its own
+ * (`dtp_s0`, `dtp_s1`, … see protocol/shards.ts): every statement here is
+ * written once, for `dtp`, and {@link inSchema} rewrites it for another
+ * schema, so each shard has its own lease row and fencing, and the code that
+ * fences is the same. Schema `dtp` also holds the cluster's own tables
+ * (migration 13): how many shards the database has, and the coordinators
+ * alive.
  */
 import type { ClientBase } from 'pg';
 import { StoreError } from '../store.js';
@@ -19,8 +27,43 @@ import { StoreError } from '../store.js';
 /** SQLSTATE raised by the functions when the caller's epoch is not the current one. */
 export const FENCED_SQLSTATE = 'DTP01';
 
-/** Key of the advisory lock taken while migrating. */
+/**
+ * Key of the advisory lock taken while migrating. One key for every schema:
+ * migrations of different shards' schemas wait for one another too. They are
+ * short (a schema already up to date costs one transaction of a few reads)
+ * and happen at start only, and one key keeps `CREATE SCHEMA` and the
+ * version row of each schema under the same simple rule.
+ */
 const MIGRATION_LOCK_KEY = 7_070_071;
+
+/** The schema of an unsharded database, and of the cluster's own tables. */
+export const DEFAULT_SCHEMA = 'dtp';
+
+/** The schemas dtp writes: `dtp`, or a shard's `dtp_s<n>` (protocol/shards.ts). */
+const SCHEMA_NAME = /^dtp(_s[0-9]{1,4})?$/;
+
+/**
+ * `schema`, when it is one dtp may use. The name is spliced into SQL text
+ * (a schema cannot be a bound parameter), so anything else is refused.
+ */
+export function checkedSchema(schema: string): string {
+  if (!SCHEMA_NAME.test(schema)) {
+    throw new RangeError(`not a dtp schema name: ${JSON.stringify(schema)}`);
+  }
+  return schema;
+}
+
+/**
+ * A statement written for schema `dtp`, for `schema` instead. Every `dtp.`
+ * in this folder's SQL names the schema (no literal, column or function
+ * there contains it otherwise), so rewriting each one moves the whole
+ * statement. Callers rewrite once per schema and keep the result: this is
+ * not for the path of every query.
+ */
+export function inSchema(sql: string, schema: string): string {
+  if (checkedSchema(schema) === DEFAULT_SCHEMA) return sql;
+  return sql.replace(/\bdtp\./g, `${schema}.`);
+}
 
 /** The job columns as JSON keys of a JobRecord, with their SQL types (commit_batch input). */
 const JOB_FIELDS = `seq bigint, "jobId" text, "taskType" text, "payloadJson" text, state text,
@@ -669,7 +712,35 @@ ${signalsSql()}
    $fn$;
    DROP FUNCTION dtp.purge(bigint, text, bigint, integer);
    ${linkedPurgeFunction(true, true)}`,
+  // 13: the cluster's own tables, in schema dtp only (CLUSTER_MIGRATIONS):
+  // how many shards the database has, stored by the first coordinator that
+  // starts (cluster.ts), and the coordinators alive, each with when it was
+  // last seen and until when it counts as alive, on the database clock
+  // (membership.ts).
+  `CREATE TABLE dtp.cluster (
+     id         integer     PRIMARY KEY CHECK (id = 1),
+     shards     integer     NOT NULL CHECK (shards >= 1),
+     created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+   );
+   CREATE TABLE dtp.coordinators (
+     node_id        text        PRIMARY KEY,
+     client_address text,
+     worker_address text,
+     http_address   text,
+     last_seen      timestamptz NOT NULL,
+     expires_at     timestamptz NOT NULL,
+     started_at     timestamptz NOT NULL
+   );`,
 ];
+
+/**
+ * The migrations (numbered from 1) that make the cluster's tables rather
+ * than a shard's. In a shard's schema they count as applied without
+ * running: the cluster has one set of those tables, in `dtp`, and every
+ * schema's version still numbers the same list (a shard's schema at version
+ * 13 has every shard table of versions 1 to 12).
+ */
+const CLUSTER_MIGRATIONS: ReadonlySet<number> = new Set([13]);
 
 /**
  * The signals, events and triggers of a group of batches merged
@@ -737,22 +808,66 @@ function holdsSql(): string {
 /** Number of the newest schema this code knows. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
-/** Brings the database to `target` (tests stop short of the newest), by default {@link SCHEMA_VERSION}; returns the version found. */
-export async function migrate(client: ClientBase, target = SCHEMA_VERSION): Promise<number> {
+/** What {@link migrate} runs in one schema, rewritten for it once. */
+interface MigrationStatements {
+  createSchema: string;
+  createVersionTable: string;
+  readVersion: string;
+  insertVersion: string;
+  setVersion: string;
+  /** Migration n at index n − 1; null where it has nothing to do in this schema. */
+  migrations: readonly (string | null)[];
+}
+
+const migrationStatements = new Map<string, MigrationStatements>();
+
+function migrationStatementsOf(schema: string): MigrationStatements {
+  let statements = migrationStatements.get(schema);
+  if (statements === undefined) {
+    const sql = (text: string): string => inSchema(text, schema);
+    statements = {
+      createSchema: `CREATE SCHEMA IF NOT EXISTS ${checkedSchema(schema)}`,
+      createVersionTable: sql(
+        'CREATE TABLE IF NOT EXISTS dtp.schema_version (version integer NOT NULL)',
+      ),
+      readVersion: sql('SELECT version FROM dtp.schema_version'),
+      insertVersion: sql('INSERT INTO dtp.schema_version (version) VALUES (0)'),
+      setVersion: sql('UPDATE dtp.schema_version SET version = $1'),
+      migrations: MIGRATIONS.map((text, i) =>
+        schema !== DEFAULT_SCHEMA && CLUSTER_MIGRATIONS.has(i + 1) ? null : sql(text),
+      ),
+    };
+    migrationStatements.set(schema, statements);
+  }
+  return statements;
+}
+
+/**
+ * Brings `schema` (by default `dtp`; a shard's `dtp_s<n>`) to `target`
+ * (tests stop short of the newest), by default {@link SCHEMA_VERSION};
+ * returns the version found.
+ */
+export async function migrate(
+  client: ClientBase,
+  target = SCHEMA_VERSION,
+  schema = DEFAULT_SCHEMA,
+): Promise<number> {
+  const statements = migrationStatementsOf(schema);
   await client.query('BEGIN');
   try {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
-    await client.query('CREATE SCHEMA IF NOT EXISTS dtp');
-    await client.query('CREATE TABLE IF NOT EXISTS dtp.schema_version (version integer NOT NULL)');
-    const found = await currentVersion(client);
+    await client.query(statements.createSchema);
+    await client.query(statements.createVersionTable);
+    const found = await currentVersion(client, statements);
     if (found > SCHEMA_VERSION) {
       throw new StoreError(
         `database schema version ${found} is newer than this coordinator understands (${SCHEMA_VERSION})`,
       );
     }
     for (let version = found; version < target; version++) {
-      await client.query(MIGRATIONS[version] as string);
-      await client.query('UPDATE dtp.schema_version SET version = $1', [version + 1]);
+      const migration = statements.migrations[version];
+      if (migration !== null && migration !== undefined) await client.query(migration);
+      await client.query(statements.setVersion, [version + 1]);
     }
     await client.query('COMMIT');
     return found;
@@ -762,10 +877,13 @@ export async function migrate(client: ClientBase, target = SCHEMA_VERSION): Prom
   }
 }
 
-async function currentVersion(client: ClientBase): Promise<number> {
-  const rows = await client.query<{ version: number }>('SELECT version FROM dtp.schema_version');
+async function currentVersion(
+  client: ClientBase,
+  statements: MigrationStatements,
+): Promise<number> {
+  const rows = await client.query<{ version: number }>(statements.readVersion);
   const first = rows.rows[0];
   if (first !== undefined) return first.version;
-  await client.query('INSERT INTO dtp.schema_version (version) VALUES (0)');
+  await client.query(statements.insertVersion);
   return 0;
 }

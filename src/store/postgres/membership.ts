@@ -1,0 +1,160 @@
+/**
+ * Membership in PostgreSQL: one row per coordinator in `dtp.coordinators`
+ * (always schema `dtp`, whatever the shards: the cluster has one list),
+ * written and read by single statements on the database's clock, as the
+ * lease is, so the coordinators' own clocks never have to agree.
+ *
+ * - heartbeat: one statement upserts the caller's row (alive until now +
+ *   ttl), deletes the rows dead for over 10 ttls, and lists the rows alive.
+ *   The deletion skips rows another transaction holds (`SKIP LOCKED`): two
+ *   coordinators back from a long pause, each finding the other dead, would
+ *   otherwise wait for each other's row.
+ * - leave: deletes the caller's row.
+ *
+ * As postgres-lease.ts: one dedicated connection, opened lazily and opened
+ * again after it broke; every operation has a deadline, so a hung database
+ * cannot hang a heartbeat.
+ */
+import type pg from 'pg';
+import { describeError } from '../../protocol/errors.js';
+import { FORGET_AFTER_TTLS, byNodeId, type Member, type MembershipBackend } from '../membership.js';
+import { StoreError } from '../store.js';
+import { connectClient, redactUrl } from './connection.js';
+import { withDeadline } from './postgres-lease.js';
+import { migrate } from './schema.js';
+
+export interface PostgresMembershipOptions {
+  url: string;
+  /** Give up on one operation after this long, in ms. */
+  operationTimeoutMs: number;
+}
+
+interface MemberRow {
+  node_id: string;
+  client_address: string | null;
+  worker_address: string | null;
+  http_address: string | null;
+}
+
+const MEMBER_COLUMNS = 'node_id, client_address, worker_address, http_address';
+
+/** $1–$4: the member; $5: the ttl in ms. Its own row comes from RETURNING (the snapshot predates it). */
+const HEARTBEAT = `WITH me AS (
+  INSERT INTO dtp.coordinators (${MEMBER_COLUMNS}, last_seen, expires_at, started_at)
+    VALUES ($1, $2, $3, $4, clock_timestamp(),
+            clock_timestamp() + $5::float8 * interval '1 millisecond', clock_timestamp())
+  ON CONFLICT (node_id) DO UPDATE SET client_address = excluded.client_address,
+    worker_address = excluded.worker_address, http_address = excluded.http_address,
+    last_seen = excluded.last_seen, expires_at = excluded.expires_at
+  RETURNING ${MEMBER_COLUMNS}
+), forgotten AS (
+  DELETE FROM dtp.coordinators WHERE node_id IN (
+    SELECT node_id FROM dtp.coordinators
+     WHERE node_id <> $1
+       AND expires_at < clock_timestamp() - ${FORGET_AFTER_TTLS} * $5::float8 * interval '1 millisecond'
+       FOR UPDATE SKIP LOCKED)
+)
+SELECT ${MEMBER_COLUMNS} FROM me
+UNION ALL
+SELECT ${MEMBER_COLUMNS} FROM dtp.coordinators
+ WHERE node_id <> $1 AND expires_at >= clock_timestamp()`;
+
+const LEAVE = 'DELETE FROM dtp.coordinators WHERE node_id = $1';
+
+export class PostgresMembership implements MembershipBackend {
+  readonly #options: PostgresMembershipOptions;
+  #client: Promise<pg.Client> | null = null;
+  #migrated = false;
+  #closed = false;
+
+  constructor(options: PostgresMembershipOptions) {
+    this.#options = options;
+  }
+
+  async heartbeat(me: Member, ttlMs: number): Promise<Member[]> {
+    const rows = await this.#query<MemberRow>(HEARTBEAT, [
+      me.nodeId,
+      me.clientAddress,
+      me.workerAddress,
+      me.httpAddress ?? null,
+      ttlMs,
+    ]);
+    return byNodeId(rows.map(memberOf));
+  }
+
+  async leave(nodeId: string): Promise<void> {
+    await this.#query(LEAVE, [nodeId]);
+  }
+
+  close(): Promise<void> {
+    this.#closed = true;
+    const client = this.#client;
+    this.#client = null;
+    return client === null
+      ? Promise.resolve()
+      : client.then(
+          (c) => c.end().catch(() => undefined),
+          () => undefined,
+        );
+  }
+
+  async #query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
+    if (this.#closed) throw new StoreError('membership is closed');
+    const client = await this.#connection();
+    try {
+      const result = await withDeadline(
+        client.query<R>(text, values),
+        this.#options.operationTimeoutMs,
+      );
+      return result.rows;
+    } catch (err) {
+      // The connection may be half-dead (a deadline passed mid-query): start afresh next time.
+      this.#drop(client);
+      throw new StoreError(`membership operation failed: ${describeError(err)}`, { cause: err });
+    }
+  }
+
+  #connection(): Promise<pg.Client> {
+    this.#client ??= (async () => {
+      const client = await connectClient({
+        url: this.#options.url,
+        applicationName: 'dtp-membership',
+        connectTimeoutMs: this.#options.operationTimeoutMs,
+      });
+      if (!this.#migrated) {
+        try {
+          await migrate(client);
+        } catch (err) {
+          await client.end().catch(() => undefined);
+          throw err;
+        }
+        this.#migrated = true;
+      }
+      return client;
+    })();
+    const pending = this.#client;
+    pending.catch(() => {
+      if (this.#client === pending) this.#client = null;
+    });
+    return pending;
+  }
+
+  #drop(client: pg.Client): void {
+    this.#client = null;
+    client.end().catch(() => undefined);
+  }
+
+  /** For logs: the database without its password. */
+  get description(): string {
+    return redactUrl(this.#options.url);
+  }
+}
+
+function memberOf(row: MemberRow): Member {
+  return {
+    nodeId: row.node_id,
+    clientAddress: row.client_address,
+    workerAddress: row.worker_address,
+    ...(row.http_address !== null && { httpAddress: row.http_address }),
+  };
+}
