@@ -25,6 +25,7 @@ import { TRIGGER_COMMAND } from './commands/trigger.js';
 import { WAIT_COMMAND } from './commands/wait.js';
 import { WATCH_COMMAND } from './commands/watch.js';
 import { WORKERS_COMMAND } from './commands/workers.js';
+import { SHARDS_COMMAND } from './commands/shards.js';
 
 export type { ArgSpec, CommandContext, CommandOutput, CommandSpec } from './commands/command.js';
 export { SUBMIT_COMMAND, runShortcut } from './commands/submit.js';
@@ -73,4 +74,5 @@ export const COMMANDS: readonly CommandSpec[] = [
   SIGNAL_COMMAND,
   PUBLISH_COMMAND,
   TRIGGER_COMMAND,
+  SHARDS_COMMAND,
 ];

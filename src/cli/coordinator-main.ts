@@ -14,7 +14,11 @@ import {
   DURABILITIES,
   type CoordinatorOptions,
 } from '../coordinator/options.js';
-import { describeError } from '../protocol/errors.js';
+import { DtpError, describeError } from '../protocol/errors.js';
+import { LocalErrorCode } from '../protocol/error-codes.js';
+import { MAX_SHARDS } from '../protocol/shards.js';
+import { ShardedCoordinator } from '../server/sharding/sharded-coordinator.js';
+import { isSharedDatabase } from '../store/open-store.js';
 import { UsageError, boundedFlag, type FlagSpec, type FlagValues } from './flags.js';
 import {
   COORDINATOR_SECURITY_FLAGS,
@@ -82,6 +86,16 @@ const FLAGS: readonly FlagSpec[] = [
     placeholder: 'host',
     defaultLabel: '--bind-host unless a wildcard, else the host name',
     help: 'the host others should use to reach this coordinator (what a standby names as leader)',
+  },
+  {
+    name: 'shards',
+    type: 'int',
+    min: 1,
+    max: MAX_SHARDS,
+    default: 1,
+    help:
+      'PostgreSQL: split the queues into this many shards, each led by one of the coordinators ' +
+      '(every coordinator of the database is started with the same number; the first one stores it)',
   },
   boundedFlag('lease-ttl-millis', B.leaseTtlMs, {
     default: D.leaseTtlMs,
@@ -233,19 +247,34 @@ try {
   process.stderr.write(`${PROGRAM}: ${err.message}\nRun \`${PROGRAM} --help\` for usage.\n`);
   process.exit(2);
 }
-const starting = Coordinator.start(options, { httpPort: startHttpPort });
+const shards = values.int('shards');
+if (shards > 1 && !isSharedDatabase(options.databasePath)) {
+  process.stderr.write(
+    `${PROGRAM}: --shards ${shards} needs a PostgreSQL --database (postgres://…)\nRun \`${PROGRAM} --help\` for usage.\n`,
+  );
+  process.exit(2);
+}
+const starting: Promise<{ close(): Promise<void>; reload?(): void }> =
+  shards > 1
+    ? ShardedCoordinator.start(options, shards)
+    : Coordinator.start(options, { httpPort: startHttpPort });
 // Handlers go in before start-up finishes, so an early SIGTERM still stops cleanly.
 stopOnSignals(options.logger, async () => (await starting).close());
 // SIGHUP: re-read the TLS certificate and the token files.
 process.on('SIGHUP', () => {
   options.logger.info('SIGHUP: reloading certificates and tokens');
   void starting.then(
-    (coordinator) => coordinator.reload(),
+    (coordinator) => coordinator.reload?.(),
     () => undefined,
   );
 });
 try {
   await starting;
 } catch (err) {
+  if (err instanceof DtpError && err.code === LocalErrorCode.ShardsMismatch) {
+    // The command line disagrees with the database: a usage error, not a failure to start.
+    process.stderr.write(`${PROGRAM}: ${err.message}\n`);
+    process.exit(2);
+  }
   exitOnStartFailure(PROGRAM, err);
 }

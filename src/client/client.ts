@@ -30,10 +30,12 @@ import type {
   AttemptSnapshot,
   ClientReply,
   ClientRequest,
+  CoordinatorInfo,
   JobEventKind,
   JobSnapshot,
   JsonValue,
   ScheduleRequest,
+  ShardInfo,
   TerminalState,
   WorkerSnapshot,
 } from '../protocol/messages.js';
@@ -248,6 +250,12 @@ export interface WorkerList {
   leader: string | null;
   /** Its epoch (fencing token); null without leadership. */
   epoch: number | null;
+}
+
+/** What {@link DtpClient.shards} answers. */
+export interface ShardMap {
+  shards: ShardInfo[];
+  coordinators: CoordinatorInfo[];
 }
 
 /** One item of {@link DtpClient.watch} and {@link DtpClient.events}. */
@@ -759,6 +767,23 @@ export class DtpClient<T extends object = AnyTasks> {
     const reply = await this.#request({ type: 'LIST_WORKERS' });
     const list = expectReply('LIST_WORKERS', reply, 'WORKER_LIST');
     return { workers: list.workers, leader: list.leader ?? null, epoch: list.epoch ?? null };
+  }
+
+  /**
+   * The shards of the database and who leads each, and the coordinators
+   * alive on it with how many shards each leads. An unsharded coordinator
+   * answers with one shard, its own; one that predates shards is a
+   * {@link FeatureUnsupportedError}.
+   */
+  async shards(): Promise<ShardMap> {
+    const msg = { type: 'LIST_SHARDS' } as const;
+    const { reply, conn } = await this.#conn.requestOn(msg);
+    if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
+      void conn.destroy('the coordinator did not understand LIST_SHARDS');
+      throw new FeatureUnsupportedError('shards', reply.message, msg.type);
+    }
+    const list = expectReply(msg.type, reply, 'SHARD_LIST');
+    return { shards: list.shards, coordinators: list.coordinators };
   }
 
   /**

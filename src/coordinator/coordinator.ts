@@ -41,21 +41,15 @@
  */
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
-import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { formatHostPort, isWildcardHost } from '../net/address.js';
 import type { NetEvent } from '../net/net-events.js';
 import type { Logger } from '../observability/logger.js';
 import { ErrorCode, LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError, describeError } from '../protocol/errors.js';
-import type {
-  ClientReply,
-  ClientRequest,
-  JobEventKind,
-  ShardList,
-} from '../protocol/messages.js';
+import type { ClientReply, ClientRequest, JobEventKind, ShardList } from '../protocol/messages.js';
 import { LeaseLostError } from '../store/lease.js';
 import { describeDatabase, isSharedDatabase } from '../store/open-store.js';
+import { claimShardCount } from '../store/postgres/cluster.js';
 import type { CoreInspection } from './core/core.js';
 import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreEvent } from './core/types.js';
@@ -73,6 +67,7 @@ import { Ports, type Entrance, type PortKind } from './ports/ports.js';
 import { TermFactory, type PreparedTerm, type TermDeps } from './term/term-factory.js';
 import type { Failure, Term, TermOutlets } from './term/term.js';
 import { createCronEvaluator } from './cron.js';
+import { advertisedAddress, advertisedHost } from './advertise.js';
 import type { CoordinatorView, HttpLimits, HttpPort, HttpPortFactory } from './view.js';
 
 export interface CoordinatorEvents {
@@ -100,6 +95,9 @@ export interface CoordinatorDeps extends TermDeps {
   /** Bounds on the HTTP port's connections (default HTTP_LIMITS in src/http/http-server.ts). */
   httpLimits?: Partial<HttpLimits>;
 }
+
+/** In-process requests a shard's coordinator takes at once (its sharded coordinator's clients'). */
+const SHARD_LOCAL_IN_FLIGHT = 100_000;
 
 type Phase =
   | { readonly kind: 'holding'; readonly epoch: number | null }
@@ -154,6 +152,9 @@ export class Coordinator implements CoordinatorView {
         netLimits: options.netLimits ?? {},
         heartbeatTimeoutMs: options.heartbeatTimeoutMs,
         logger: options.logger,
+        // A shard's in-process requests are every client's of the sharded
+        // coordinator, each bounded by its own connection's limits.
+        ...(options.shardRole !== undefined && { maxLocalInFlight: SHARD_LOCAL_IN_FLIGHT }),
       },
     );
     this.#ports.guard.events.on('net', (event) => this.events.emit('net', event));
@@ -211,6 +212,16 @@ export class Coordinator implements CoordinatorView {
   /** Several coordinators on one PostgreSQL database: listen as a standby, then lead when elected. */
   async #startElected(): Promise<void> {
     try {
+      // A database split into shards is served by sharded coordinators only.
+      if (this.#options.shardRole === undefined) {
+        const stored = await claimShardCount(this.#options.databasePath, 1);
+        if (stored !== 1) {
+          throw new DtpError(
+            LocalErrorCode.ShardsMismatch,
+            `the database ${describeDatabase(this.#options.databasePath)} has ${stored} shards; start this coordinator with --shards ${stored}`,
+          );
+        }
+      }
       await this.#bind();
       const advertised = (port: number): string => this.#advertised(port);
       this.#election = this.#terms.elect(
@@ -608,13 +619,12 @@ export class Coordinator implements CoordinatorView {
 
   /** The host others should use to reach us. */
   #advertisedHost(): string {
-    const { advertiseHost, bindHost } = this.#options;
-    return advertiseHost ?? (isWildcardHost(bindHost) ? hostname() : bindHost);
+    return advertisedHost(this.#options);
   }
 
   /** `host:port` others should use for a port of ours. */
   #advertised(port: number): string {
-    return formatHostPort({ host: this.#advertisedHost(), port });
+    return advertisedAddress(this.#options, port);
   }
 
   /**

@@ -121,6 +121,8 @@ export interface CoordinatorOptions {
 export interface ShardRole {
   readonly shard: number;
   readonly shards: number;
+  /** The sharded coordinator's node id: every shard it leads names it in its lease. */
+  readonly nodeId: string;
   /** Whether this shard's election may try to take its lease now. */
   readonly gate: AcquireGate;
   /** Where another shard's leader takes this kind of connection, when known (for NOT_LEADER). */

@@ -129,6 +129,8 @@ export const LocalErrorCode = {
   TokenFile: 'TOKEN_FILE',
   /** An address list does not parse. */
   BadAddress: 'BAD_ADDRESS',
+  /** The database has another number of shards than `--shards` says (exit code 2). */
+  ShardsMismatch: 'SHARDS_MISMATCH',
   /** Another coordinator holds the SQLite database. */
   DatabaseLocked: 'DATABASE_LOCKED',
   /** A task module cannot be loaded or breaks the rules. */

@@ -13,6 +13,10 @@
  * - `term`: client requests and worker frames become inputs of that term;
  *   replies the shell makes itself (a bad value, a malformed frame, a bound
  *   that bit) queue behind the core's, so a connection's replies stay in order;
+ * - `router`: a sharded coordinator's own ports: client requests go to its
+ *   {@link RequestRouter}, which answers each (forwarded to the shards) with
+ *   {@link Ports.reply} and {@link Ports.push}; workers are sent to the
+ *   shards (LIST_SHARDS answered, WORKER_REGISTER refused with the map);
  * - `closed`: nothing serves (not started yet, or start-up failed).
  * While the host is holding (before the first serve, while a term starts),
  * new sockets wait, paused, and are let in by {@link Ports.admitHeld}.
@@ -53,7 +57,20 @@ export type Entrance =
   | { readonly kind: 'notLeader' }
   | { readonly kind: 'failed'; readonly failure: Failure }
   | { readonly kind: 'term'; readonly term: Term }
+  | { readonly kind: 'router'; readonly router: RequestRouter }
   | { readonly kind: 'closed' };
+
+/** What stands behind a sharded coordinator's own ports (sharding/shard-router.ts). */
+export interface RequestRouter {
+  /** One client request, answered later through the ports (reply, push), in request order. */
+  request(connId: number, requestId: number, msg: ClientRequest): void;
+  /** A client connection ended. */
+  closed(connId: number): void;
+  /** The answer to LIST_SHARDS. */
+  shardList(): ClientReply;
+  /** The refusal of a WORKER_REGISTER: register with the shards instead. */
+  workerRefusal(): ErrorMessage;
+}
 
 /** What the ports ask of the coordinator. */
 export interface PortsHost {
@@ -83,6 +100,8 @@ export interface PortsOptions {
   netLimits: Partial<NetLimits>;
   heartbeatTimeoutMs: number;
   logger: Logger;
+  /** In-process requests open at once (default DEFAULT_MAX_LOCAL_IN_FLIGHT). */
+  maxLocalInFlight?: number;
 }
 
 /** How long shutdown waits for connections to close gracefully, in ms. */
@@ -121,8 +140,10 @@ export class Ports {
       (socket, admission) => this.#accept(socket, 'client', admission),
       this.guard.serverOptions('client'),
     );
-    this.local = new LocalClient((requestId, msg) =>
-      host.clientInput({ kind: 'clientRequest', connId: LOCAL_CONN_ID, requestId, msg }),
+    this.local = new LocalClient(
+      (requestId, msg) =>
+        host.clientInput({ kind: 'clientRequest', connId: LOCAL_CONN_ID, requestId, msg }),
+      options.maxLocalInFlight,
     );
   }
 
@@ -359,16 +380,15 @@ export class Ports {
     if (session.gate(msg)) return;
     const requestId = session.nextRequest(msg);
     const connId = session.conn.id;
+    if (entrance.kind === 'router') {
+      if (isClientRequest(msg)) entrance.router.request(connId, requestId, msg);
+      else session.deliver(requestId, notAClientRequest(msg));
+      return;
+    }
     if (entrance.kind !== 'term') {
       session.deliver(requestId, replyWithout(entrance));
     } else if (!isClientRequest(msg)) {
-      entrance.term.replyLater(connId, requestId, {
-        type: 'ERROR',
-        code: ErrorCode.UnsupportedRequest,
-        message: `Unsupported request: ${msg.type} is not a client request${
-          isWorkerToCoordinator(msg) ? ` (${CLIENT_PORT_HINT})` : ''
-        }`,
-      });
+      entrance.term.replyLater(connId, requestId, notAClientRequest(msg));
     } else {
       const answer = this.#host.shellAnswer(msg);
       if (answer !== null) {
@@ -396,14 +416,16 @@ export class Ports {
     if (session.refuseUnlessOpen()) return undefined;
     const requestId = session.nextRequest();
     const connId = session.conn.id;
-    if (badValue && entrance.kind === 'term') {
+    if (badValue && (entrance.kind === 'term' || entrance.kind === 'router')) {
       // The frame was readable; only a value was wrong. Answer it like any
       // other invalid request and keep the connection.
-      entrance.term.replyLater(connId, requestId, {
+      const invalid: ErrorMessage = {
         type: 'ERROR',
         code: ErrorCode.InvalidRequest,
         message: `Invalid request: ${err.message}`,
-      });
+      };
+      if (entrance.kind === 'term') entrance.term.replyLater(connId, requestId, invalid);
+      else session.deliver(requestId, invalid);
       return 'continue';
     }
     // After a framing error the byte stream is lost; after a bad frame the
@@ -452,7 +474,12 @@ export class Ports {
   // Gating the worker port.
 
   #onWorkerMessage(conn: FramedConnection, msg: Message): void {
-    if (this.#host.entrance().kind === 'notLeader') {
+    const entrance = this.#host.entrance();
+    if (entrance.kind === 'router') {
+      this.#routeWorker(conn, msg, entrance.router);
+      return;
+    }
+    if (entrance.kind === 'notLeader') {
       conn.pause();
       conn.send(this.#notLeader('worker'));
       void conn.close('not the leader');
@@ -498,6 +525,25 @@ export class Ports {
     host.workerInput({ kind: 'workerMessage', connId: conn.id, msg });
   }
 
+  /**
+   * A sharded coordinator's own worker port: LIST_SHARDS is answered (the
+   * connection stays), a registration is refused with the map of shards, and
+   * anything else ends the connection.
+   */
+  #routeWorker(conn: FramedConnection, msg: Message, router: RequestRouter): void {
+    if (msg.type === 'LIST_SHARDS') {
+      conn.send(router.shardList());
+      return;
+    }
+    conn.pause();
+    if (msg.type === 'WORKER_REGISTER') {
+      conn.send(router.workerRefusal());
+      void conn.close('a sharded coordinator: the worker registers with its shards');
+      return;
+    }
+    void conn.close(`unexpected ${msg.type} on a sharded coordinator's worker port`);
+  }
+
   /** A registration without a valid token: ERROR UNAUTHENTICATED, then close. */
   #refuseWorker(conn: FramedConnection, reason: string, message: string): void {
     this.guard.report({ type: 'auth.refused', port: 'worker', remote: conn.remote, reason });
@@ -507,8 +553,19 @@ export class Ports {
   }
 }
 
+/** The answer to a frame on the client port that is no client request. */
+function notAClientRequest(msg: Message): ErrorMessage {
+  return {
+    type: 'ERROR',
+    code: ErrorCode.UnsupportedRequest,
+    message: `Unsupported request: ${msg.type} is not a client request${
+      isWorkerToCoordinator(msg) ? ` (${CLIENT_PORT_HINT})` : ''
+    }`,
+  };
+}
+
 /** The answer to a client request when no term serves it. */
-function replyWithout(entrance: Exclude<Entrance, { kind: 'term' }>): ErrorMessage {
+function replyWithout(entrance: Exclude<Entrance, { kind: 'term' | 'router' }>): ErrorMessage {
   switch (entrance.kind) {
     case 'failed':
       return { type: 'ERROR', ...entrance.failure };

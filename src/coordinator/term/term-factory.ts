@@ -167,7 +167,9 @@ export class TermFactory {
   ): LeaderElection {
     const options = this.#options;
     const me = {
-      nodeId: `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`,
+      nodeId:
+        options.shardRole?.nodeId ??
+        `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`,
       ...addresses,
     };
     const role = options.shardRole;

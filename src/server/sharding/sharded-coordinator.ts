@@ -1,0 +1,421 @@
+/**
+ * A coordinator of a sharded PostgreSQL database (`--shards S`, S > 1): one
+ * process that leads its share of the shards and serves every request.
+ *
+ * Inside, one {@link Coordinator} per shard, each exactly the coordinator of
+ * an unsharded database pointed at its shard's schema (`dtp_s<n>`, with its
+ * own lease, epoch and fencing), on ports of its own. It stands by until its
+ * election takes the shard's lease, then recovers the shard and serves it
+ * with its own single-writer core; nothing in memory is shared between
+ * shards. Whether a shard's election may try to take its lease is this
+ * class's decision (the {@link ShardShare} policy): every round (one lease
+ * renewal interval) it says it is alive in the database's membership table,
+ * reads every shard's lease, and hands a shard over while it leads more than
+ * its share.
+ *
+ * Outside, the two ports users know. The client port routes each request to
+ * its shard, here or on the coordinator that leads it (shard-router.ts). The
+ * worker port tells a worker where the shards take workers (a LIST_SHARDS,
+ * or the refusal of its WORKER_REGISTER), and the worker registers with each.
+ */
+import { EventEmitter } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { Logger } from '../../observability/logger.js';
+import { ErrorCode, LocalErrorCode } from '../../protocol/error-codes.js';
+import { DtpError, describeError } from '../../protocol/errors.js';
+import type {
+  ClientReply,
+  ClientRequest,
+  ErrorMessage,
+  ShardInfo,
+  ShardList,
+} from '../../protocol/messages.js';
+import { shardCountProblem } from '../../protocol/shards.js';
+import type { LeaseHolder } from '../../store/lease.js';
+import type { Member, MembershipBackend } from '../../store/membership.js';
+import { describeDatabase, isSharedDatabase, openMembership } from '../../store/open-store.js';
+import {
+  claimShardCount,
+  ensureShardSchemas,
+  readShardLeases,
+  type ShardLease,
+} from '../../store/postgres/cluster.js';
+import { advertisedAddress } from '../../coordinator/advertise.js';
+import { Coordinator, type CoordinatorDeps } from '../../coordinator/coordinator.js';
+import { ShardShare } from '../../coordinator/leadership/shard-share.js';
+import { validateCoordinatorOptions, type CoordinatorOptions } from '../../coordinator/options.js';
+import { parseTokens } from '../../coordinator/ports/access.js';
+import { Ports, type PortsHost } from '../../coordinator/ports/ports.js';
+import { ShardRouter, type ShardDirectory } from './shard-router.js';
+
+export interface ShardedEvents {
+  /** A round read the leases: the map as it is now. */
+  shards: [ShardList];
+}
+
+/** One shard's lease as the last round read it, and since when it has had no live leader. */
+interface ShardView {
+  lease: ShardLease | null;
+  freeSinceMs: number | null;
+}
+
+export class ShardedCoordinator {
+  readonly events = new EventEmitter<ShardedEvents>();
+  readonly shards: number;
+  readonly nodeId: string;
+  readonly #options: CoordinatorOptions;
+  readonly #log: Logger;
+  readonly #share: ShardShare;
+  readonly #membership: MembershipBackend;
+  readonly #ports: Ports;
+  readonly #router: ShardRouter;
+  readonly #inner: Coordinator[] = [];
+  readonly #views: ShardView[];
+  #members: Member[] = [];
+  #round: NodeJS.Timeout | null = null;
+  #roundRunning = false;
+  #changed: { promise: Promise<void>; resolve: () => void };
+  #closing: Promise<void> | null = null;
+
+  private constructor(options: CoordinatorOptions, shards: number) {
+    this.#options = options;
+    this.#log = options.logger;
+    this.shards = shards;
+    this.nodeId = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
+    this.#share = new ShardShare(shards, this.nodeId, 2 * options.leaseTtlMs);
+    this.#membership = openMembership(
+      options.databasePath,
+      Math.max(options.leaseRenewIntervalMs, 1_000),
+    );
+    this.#views = Array.from({ length: shards }, () => ({ lease: null, freeSinceMs: null }));
+    this.#changed = deferred();
+    const host: PortsHost = {
+      holding: () => false,
+      acceptsWorkers: () => this.#closing === null,
+      entrance: () =>
+        this.#closing === null ? { kind: 'router', router: routerPort } : { kind: 'closed' },
+      leaderAddress: () => null,
+      clientInput: () => undefined,
+      workerInput: () => undefined,
+      clientClosed: (connId) => this.#router.closed(connId),
+      shellAnswer: () => null,
+    };
+    this.#ports = new Ports(host, {
+      security: options.security ?? {},
+      netLimits: options.netLimits ?? {},
+      heartbeatTimeoutMs: options.heartbeatTimeoutMs,
+      logger: options.logger,
+    });
+    this.#router = new ShardRouter(
+      this.#directory(),
+      {
+        reply: (connId, requestId, msg) => this.#ports.reply(connId, requestId, msg),
+        push: (connId, msg) => this.#ports.push([connId], msg),
+        drop: (connId, reason) => this.#ports.close(connId, reason, true),
+      },
+      {
+        security: { token: peerToken(options) },
+        connectTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
+        leaderWaitMs: 2 * options.leaseTtlMs,
+        logger: options.logger,
+      },
+    );
+    const routerPort = {
+      request: (connId: number, requestId: number, msg: ClientRequest) =>
+        this.#router.request(connId, requestId, msg),
+      closed: (connId: number) => this.#router.closed(connId),
+      shardList: (): ClientReply => this.shardList(),
+      workerRefusal: (): ErrorMessage => this.#workerRefusal(),
+    };
+  }
+
+  /**
+   * Checks the database's shard count (the first coordinator stores it; a
+   * different `shards` is refused with SHARDS_MISMATCH), prepares every
+   * shard's schema, binds the two ports, starts one standby coordinator per
+   * shard and the rounds that share the shards out.
+   */
+  static async start(
+    options: CoordinatorOptions,
+    shards: number,
+    deps: CoordinatorDeps = {},
+  ): Promise<ShardedCoordinator> {
+    validateCoordinatorOptions(options);
+    const problem = shardCountProblem(shards);
+    if (problem !== null) throw new DtpError(LocalErrorCode.InvalidOptions, `shards ${problem}`);
+    if (options.security?.tls != null) {
+      // The shards' ports would need a certificate the router trusts; not yet.
+      throw new DtpError(LocalErrorCode.InvalidOptions, 'shards do not work with TLS yet');
+    }
+    if (!isSharedDatabase(options.databasePath)) {
+      throw new DtpError(
+        LocalErrorCode.InvalidOptions,
+        'shards need a PostgreSQL database (--database postgres://…)',
+      );
+    }
+    const stored = await claimShardCount(options.databasePath, shards);
+    if (stored !== shards) {
+      throw new DtpError(
+        LocalErrorCode.ShardsMismatch,
+        `the database ${describeDatabase(options.databasePath)} has ${stored} shard${stored === 1 ? '' : 's'}; this coordinator was started with --shards ${shards}`,
+      );
+    }
+    await ensureShardSchemas(options.databasePath, shards);
+    const self = new ShardedCoordinator(options, shards);
+    try {
+      await self.#ports.bind(options.workerPort, options.clientPort, options.bindHost);
+      await self.#startShards(deps);
+      await self.#runRound();
+      self.#scheduleRound();
+      self.#logStart();
+    } catch (err) {
+      await self.close();
+      throw err;
+    }
+    return self;
+  }
+
+  get workerPort(): number {
+    return this.#ports.workerPort;
+  }
+
+  get clientPort(): number {
+    return this.#ports.clientPort;
+  }
+
+  /** The coordinator of one shard in this process (tests, inspection). */
+  shard(shard: number): Coordinator {
+    const inner = this.#inner[shard];
+    if (inner === undefined) throw new RangeError(`no shard ${shard}`);
+    return inner;
+  }
+
+  /** The shards this process leads now. */
+  ledShards(): number[] {
+    return this.#inner.flatMap((c, shard) => (c.electionState()?.leader === true ? [shard] : []));
+  }
+
+  /** LIST_SHARDS: each shard's leader (its coordinator's client port) and epoch, and the coordinators. */
+  shardList(): ShardList {
+    const byNode = new Map(this.#members.map((m) => [m.nodeId, m]));
+    const shards: ShardInfo[] = this.#views.map((view, shard) => {
+      const lease = view.lease;
+      const holder = lease !== null && lease.live ? lease.holder : null;
+      const member = holder === null ? undefined : byNode.get(holder.nodeId);
+      return {
+        shard,
+        leader: member?.clientAddress ?? null,
+        epoch: lease?.epoch ?? 0,
+        clientAddress: holder?.clientAddress ?? null,
+        workerAddress: holder?.workerAddress ?? null,
+      };
+    });
+    const led = new Map<string, number>();
+    for (const view of this.#views) {
+      const holder = view.lease?.live === true ? view.lease.holder : null;
+      if (holder !== null) led.set(holder.nodeId, (led.get(holder.nodeId) ?? 0) + 1);
+    }
+    const coordinators = this.#members.map((m) => ({
+      address: m.clientAddress ?? m.nodeId,
+      workerAddress: m.workerAddress,
+      shards: led.get(m.nodeId) ?? 0,
+    }));
+    return { type: 'SHARD_LIST', shards, coordinators };
+  }
+
+  /** Re-reads the TLS certificate and the token files (SIGHUP), here and in every shard. */
+  reload(): void {
+    this.#ports.guard.reload();
+    for (const inner of this.#inner) inner.reload();
+  }
+
+  /** Stops: every shard's lease released, this coordinator out of the membership. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    if (this.#round !== null) clearTimeout(this.#round);
+    this.#round = null;
+    this.#ports.stopAccepting();
+    await this.#ports.closeConnections();
+    await this.#router.close();
+    await Promise.all(this.#inner.map((c) => c.close()));
+    await this.#membership.leave(this.nodeId).catch((err: unknown) => {
+      this.#log.warn({ err: describeError(err) }, 'could not leave the membership');
+    });
+    await this.#membership.close();
+    await this.#ports.closeServers();
+    this.#changed.resolve();
+  }
+
+  async #startShards(deps: CoordinatorDeps): Promise<void> {
+    const { httpPort: _httpPort, ...innerDeps } = deps;
+    for (let shard = 0; shard < this.shards; shard++) {
+      const inner = await Coordinator.start(
+        {
+          ...this.#options,
+          workerPort: 0,
+          clientPort: 0,
+          metricsPort: null,
+          logger: this.#log.child({ shard }),
+          shardRole: {
+            shard,
+            shards: this.shards,
+            nodeId: this.nodeId,
+            gate: { mayAcquire: () => this.#mayAcquire(shard) },
+            leaderOf: (other, port) => this.#leaderOf(other, port),
+            shardList: () => this.shardList(),
+          },
+        },
+        innerDeps,
+      );
+      this.#inner.push(inner);
+    }
+  }
+
+  #mayAcquire(shard: number): boolean {
+    if (this.#closing !== null) return false;
+    let led = 0;
+    let acquiring = 0;
+    for (const inner of this.#inner) {
+      const state = inner.electionState();
+      if (state?.leader === true) led++;
+      else if (state?.acquiring === true) acquiring++;
+    }
+    const freeSince = this.#views[shard]?.freeSinceMs ?? null;
+    const freeForMs = freeSince === null ? 0 : performance.now() - freeSince;
+    return this.#share.mayAcquire(led, acquiring, freeForMs);
+  }
+
+  /** Where a shard's leader takes connections of a kind (this process's own port when it leads it). */
+  #leaderOf(shard: number, port: 'worker' | 'client'): string | null {
+    const inner = this.#inner[shard];
+    if (inner !== undefined && inner.electionState()?.leader === true) {
+      return advertisedAddress(
+        this.#options,
+        port === 'worker' ? inner.workerPort : inner.clientPort,
+      );
+    }
+    const lease = this.#views[shard]?.lease ?? null;
+    const holder: LeaseHolder | null = lease?.live === true ? lease.holder : null;
+    if (holder === null) return null;
+    return port === 'worker' ? holder.workerAddress : holder.clientAddress;
+  }
+
+  #directory(): ShardDirectory {
+    return {
+      shards: this.shards,
+      local: (shard) => {
+        const inner = this.#inner[shard];
+        if (inner === undefined || inner.status().role !== 'leader') return null;
+        return (msg) => inner.request(msg);
+      },
+      clientAddress: (shard) => this.#leaderOf(shard, 'client'),
+      changed: () => this.#changed.promise,
+      shardList: () => this.shardList(),
+    };
+  }
+
+  #workerRefusal(): ErrorMessage {
+    return {
+      type: 'ERROR',
+      code: ErrorCode.NotLeader,
+      message:
+        'NOT_LEADER: SHARDED: this coordinator leads shards of a sharded database; register with each shard (shards)',
+      shards: this.shardList().shards,
+    } as ErrorMessage;
+  }
+
+  // Rounds.
+
+  #scheduleRound(): void {
+    if (this.#closing !== null) return;
+    this.#round = setTimeout(() => {
+      this.#round = null;
+      void this.#runRound().finally(() => this.#scheduleRound());
+    }, this.#options.leaseRenewIntervalMs);
+  }
+
+  /**
+   * Alive in the membership; every shard's lease read; a shard handed over
+   * while this coordinator leads more than its share. A failed round (the
+   * database out of reach) changes nothing: the leases decide on their own.
+   */
+  async #runRound(): Promise<void> {
+    if (this.#roundRunning || this.#closing !== null) return;
+    this.#roundRunning = true;
+    try {
+      const me: Member = {
+        nodeId: this.nodeId,
+        clientAddress: advertisedAddress(this.#options, this.clientPort),
+        workerAddress: advertisedAddress(this.#options, this.workerPort),
+      };
+      this.#members = await this.#membership.heartbeat(me, this.#options.leaseTtlMs);
+      this.#share.membersSeen(this.#members.map((m) => m.nodeId));
+      const leases = await readShardLeases(this.#options.databasePath, this.shards);
+      const now = performance.now();
+      for (const lease of leases) {
+        const view = this.#views[lease.shard];
+        if (view === undefined) continue;
+        view.lease = lease;
+        if (lease.live) view.freeSinceMs = null;
+        else view.freeSinceMs ??= now;
+      }
+      const led = this.ledShards();
+      if (this.#share.toHandOver(led.length) > 0) {
+        const shard = led[led.length - 1] as number;
+        this.#log.info(
+          { shard, led: led.length, share: this.#share.shareOf() },
+          'handing a shard over: this coordinator leads more than its share',
+        );
+        this.#inner[shard]?.handOver();
+      }
+      this.events.emit('shards', this.shardList());
+    } catch (err) {
+      this.#log.warn({ err: describeError(err) }, 'shard round failed; retrying next round');
+    } finally {
+      this.#roundRunning = false;
+      const changed = this.#changed;
+      this.#changed = deferred();
+      changed.resolve();
+    }
+  }
+
+  #logStart(): void {
+    this.#log.info(
+      {
+        workerPort: this.workerPort,
+        clientPort: this.clientPort,
+        shards: this.shards,
+        nodeId: this.nodeId,
+        database: describeDatabase(this.#options.databasePath),
+        advertise: advertisedAddress(this.#options, this.clientPort),
+      },
+      'sharded coordinator started (leads its share of the shards)',
+    );
+  }
+}
+
+/**
+ * The token the client port uses with the shards' own client ports: the
+ * first of the client token file (every coordinator of one database takes
+ * the same tokens); none without one.
+ */
+function peerToken(options: CoordinatorOptions): string | null {
+  const file = options.security?.clientTokenFile;
+  if (file == null) return null;
+  return parseTokens(readFileSync(file, 'utf8'))[0] ?? null;
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve: () => void = () => undefined;
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}

@@ -1,0 +1,186 @@
+/**
+ * Sharded coordinators on one PostgreSQL database, in-process: the shards
+ * are shared out and move when a coordinator joins or stops; any
+ * coordinator serves a request about any queue or job; a different
+ * `--shards` is refused.
+ */
+import assert from 'node:assert/strict';
+import { after, afterEach, describe, it } from 'node:test';
+import { DtpClient } from '../../src/client/client.js';
+import { Coordinator } from '../../src/coordinator/coordinator.js';
+import {
+  DEFAULT_COORDINATOR_OPTIONS,
+  type CoordinatorOptions,
+} from '../../src/coordinator/options.js';
+import { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
+import { LocalErrorCode } from '../../src/protocol/error-codes.js';
+import { DtpError } from '../../src/protocol/errors.js';
+import { shardOfJobId, shardOfQueue } from '../../src/protocol/shards.js';
+import { createTestDatabase, dropTestDatabase, postgresSkip } from '../helpers/postgres.js';
+import { FAST_TIMINGS, testLogger } from '../helpers/test-coordinator.js';
+import { until } from '../helpers/until.js';
+
+const skip = postgresSkip();
+const SHARDS = 4;
+const databases: string[] = [];
+let running: { close(): Promise<void> }[] = [];
+
+after(async () => {
+  for (const url of databases) await dropTestDatabase(url);
+});
+afterEach(async () => {
+  await Promise.all(running.map((c) => c.close()));
+  running = [];
+});
+
+function optionsFor(url: string): CoordinatorOptions {
+  return {
+    ...DEFAULT_COORDINATOR_OPTIONS,
+    ...FAST_TIMINGS,
+    workerPort: 0,
+    clientPort: 0,
+    bindHost: '127.0.0.1',
+    databasePath: url,
+    leaseTtlMs: 1_000,
+    leaseRenewIntervalMs: 100,
+    logger: testLogger('sharded'),
+  };
+}
+
+async function database(): Promise<string> {
+  const url = await createTestDatabase();
+  databases.push(url);
+  return url;
+}
+
+async function start(url: string, shards = SHARDS): Promise<ShardedCoordinator> {
+  const c = await ShardedCoordinator.start(optionsFor(url), shards);
+  running.push(c);
+  return c;
+}
+
+async function clientOf(c: ShardedCoordinator): Promise<DtpClient> {
+  const client = await DtpClient.connect({ host: '127.0.0.1', port: c.clientPort });
+  running.push(client);
+  return client;
+}
+
+/** Every shard led, and each coordinator leading its share. */
+async function balanced(cs: ShardedCoordinator[]): Promise<void> {
+  await until(
+    () => {
+      const counts = cs.map((c) => c.ledShards().length);
+      const total = counts.reduce((a, b) => a + b, 0);
+      const low = Math.floor(SHARDS / cs.length);
+      return total === SHARDS && counts.every((n) => n === low || n === low + 1);
+    },
+    { what: 'the shards shared out', timeoutMs: 10_000, intervalMs: 20 },
+  );
+}
+
+/** A queue name in each shard. */
+function queuesByShard(): string[] {
+  const out = new Array<string | undefined>(SHARDS).fill(undefined);
+  for (let i = 0; out.includes(undefined); i++) out[shardOfQueue(`q${i}`, SHARDS)] ??= `q${i}`;
+  return out as string[];
+}
+
+describe('sharded coordinators', { skip }, () => {
+  it('share the shards out, and move them when one joins and when one stops', async () => {
+    const url = await database();
+    const a = await start(url);
+    await balanced([a]);
+    const b = await start(url);
+    await balanced([a, b]);
+    const c = await start(url);
+    await balanced([a, b, c]);
+    await c.close();
+    running = running.filter((r) => r !== c);
+    await balanced([a, b]);
+  });
+
+  it('serve every request about any queue or job from any coordinator', async () => {
+    const url = await database();
+    const a = await start(url);
+    const b = await start(url);
+    await balanced([a, b]);
+    const viaA = await clientOf(a);
+    const viaB = await clientOf(b);
+    const queues = queuesByShard();
+    const ids: string[] = [];
+    for (const [shard, queue] of queues.entries()) {
+      const handle = await viaA.submit('ECHO', { shard }, { queue });
+      assert.equal(shardOfJobId(handle.jobId, SHARDS), shard, 'the id names its shard');
+      ids.push(handle.jobId);
+    }
+    for (const [shard, id] of ids.entries()) {
+      const job = await viaB.status(id);
+      assert.equal(job.queue, queues[shard]);
+      assert.equal(job.state, 'QUEUED');
+    }
+    // A batch across every shard, answered in its order.
+    const batch = await viaB.submitMany(
+      queues.map((queue) => ({ taskType: 'ECHO', payload: {}, queue })),
+    );
+    assert.deepEqual(
+      batch.map((id) => shardOfJobId(id, SHARDS)),
+      queues.map((_, shard) => shard),
+    );
+    // Listings of every queue page through every shard, each job once.
+    const seen = new Set<string>();
+    let cursor: string | undefined;
+    do {
+      const page = await viaA.listPage({ limit: 3, ...(cursor !== undefined && { cursor }) });
+      for (const job of page.jobs) {
+        assert.ok(!seen.has(job.jobId), `${job.jobId} listed twice`);
+        seen.add(job.jobId);
+      }
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor !== undefined);
+    assert.equal(seen.size, ids.length + batch.length);
+    // Queue settings and cancels reach the queue's shard.
+    await viaB.queues.pause(queues[0] as string);
+    const listed = await viaA.queues.list();
+    assert.equal(listed.find((q) => q.name === queues[0])?.paused, true);
+    assert.equal((await viaA.cancel(ids[1] as string)).cancelled, true);
+    assert.equal((await viaB.status(ids[1] as string)).state, 'CANCELLED');
+    // The map, from either.
+    const map = await viaB.shards();
+    assert.equal(map.shards.length, SHARDS);
+    assert.ok(map.shards.every((s) => s.leader !== null && s.epoch > 0));
+    assert.deepEqual(map.coordinators.map((x) => x.shards).sort(), [SHARDS / 2, SHARDS / 2]);
+  });
+
+  it('keeps every acknowledged job when a coordinator stops: its shards move to the other', async () => {
+    const url = await database();
+    const a = await start(url);
+    const b = await start(url);
+    await balanced([a, b]);
+    const viaB = await clientOf(b);
+    const queues = queuesByShard();
+    const ids = await viaB.submitMany(
+      Array.from({ length: 40 }, (_, i) => ({
+        taskType: 'ECHO',
+        payload: { i },
+        queue: queues[i % SHARDS] as string,
+      })),
+    );
+    await a.close();
+    running = running.filter((r) => r !== a);
+    await balanced([b]);
+    for (const id of ids) assert.equal((await viaB.status(id)).state, 'QUEUED');
+  });
+
+  it('refuses another shard count, sharded or not', async () => {
+    const url = await database();
+    await start(url);
+    await assert.rejects(
+      ShardedCoordinator.start(optionsFor(url), 8),
+      (err: unknown) => err instanceof DtpError && err.code === LocalErrorCode.ShardsMismatch,
+    );
+    await assert.rejects(
+      Coordinator.start(optionsFor(url)),
+      (err: unknown) => err instanceof DtpError && err.code === LocalErrorCode.ShardsMismatch,
+    );
+  });
+});
