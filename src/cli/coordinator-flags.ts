@@ -35,6 +35,13 @@ export const COORDINATOR_SECURITY_FLAGS: readonly FlagSpec[] = [
     help: 'require client certificates signed by this CA (workers and clients)',
   },
   {
+    name: 'peer-tls-ca',
+    type: 'string',
+    placeholder: 'pem',
+    defaultLabel: '--tls-cert itself',
+    help: "sharded, with TLS: the CA that signed the other coordinators' certificates (the client port forwards to them)",
+  },
+  {
     name: 'client-token-file',
     type: 'string',
     placeholder: 'file',
@@ -60,11 +67,16 @@ export function securityOptionsFrom(values: FlagValues): SecurityOptions {
   if (clientCaFile !== null && certFile === undefined) {
     throw new UsageError('--tls-client-ca needs --tls-cert and --tls-key');
   }
+  const peerCaFile = values.optionalString('peer-tls-ca') ?? null;
+  if (peerCaFile !== null && certFile === undefined) {
+    throw new UsageError('--peer-tls-ca needs --tls-cert and --tls-key');
+  }
   return {
     tls:
       certFile !== undefined && keyFile !== undefined ? { certFile, keyFile, clientCaFile } : null,
     clientTokenFile: values.optionalString('client-token-file') ?? null,
     workerTokenFile: values.optionalString('worker-token-file') ?? null,
+    ...(peerCaFile !== null && { peerCaFile }),
   };
 }
 

@@ -676,6 +676,11 @@ export class Coordinator implements CoordinatorView {
    */
   #logStart(): void {
     const options = this.#options;
+    // A shard's own coordinator is internal: the sharded one says where it listens.
+    if (options.shardRole !== undefined) {
+      this.#log.debug({ workerPort: this.workerPort, clientPort: this.clientPort }, 'shard ports');
+      return;
+    }
     const log =
       this.#log.isLevelEnabled('info') || this.#log.level === 'silent'
         ? this.#log

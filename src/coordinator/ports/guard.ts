@@ -31,6 +31,11 @@ export interface SecurityOptions {
   clientTokenFile?: string | null;
   /** One token per line: workers must register with one. */
   workerTokenFile?: string | null;
+  /**
+   * Sharded with TLS: the CA the client port trusts when it forwards to the
+   * other coordinators' shard ports; absent = the certificate of `tls` itself.
+   */
+  peerCaFile?: string | null;
 }
 
 /** Bounds on connections and memory (see the module comment for the defaults). */

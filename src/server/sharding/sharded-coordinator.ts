@@ -48,6 +48,7 @@ import { Coordinator, type CoordinatorDeps } from '../../coordinator/coordinator
 import { ShardShare } from '../../coordinator/leadership/shard-share.js';
 import { validateCoordinatorOptions, type CoordinatorOptions } from '../../coordinator/options.js';
 import { parseTokens } from '../../coordinator/ports/access.js';
+import { readClientTls, type ClientTls } from '../../net/tls.js';
 import { Ports, type PortsHost } from '../../coordinator/ports/ports.js';
 import { ShardRouter, type ShardDirectory } from './shard-router.js';
 
@@ -117,7 +118,7 @@ export class ShardedCoordinator {
         drop: (connId, reason) => this.#ports.close(connId, reason, true),
       },
       {
-        security: { token: peerToken(options) },
+        security: { token: peerToken(options), tls: peerTls(options) },
         connectTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
         leaderWaitMs: 2 * options.leaseTtlMs,
         logger: options.logger,
@@ -146,10 +147,6 @@ export class ShardedCoordinator {
     validateCoordinatorOptions(options);
     const problem = shardCountProblem(shards);
     if (problem !== null) throw new DtpError(LocalErrorCode.InvalidOptions, `shards ${problem}`);
-    if (options.security?.tls != null) {
-      // The shards' ports would need a certificate the router trusts; not yet.
-      throw new DtpError(LocalErrorCode.InvalidOptions, 'shards do not work with TLS yet');
-    }
     if (!isSharedDatabase(options.databasePath)) {
       throw new DtpError(
         LocalErrorCode.InvalidOptions,
@@ -410,6 +407,22 @@ function peerToken(options: CoordinatorOptions): string | null {
   const file = options.security?.clientTokenFile;
   if (file == null) return null;
   return parseTokens(readFileSync(file, 'utf8'))[0] ?? null;
+}
+
+/**
+ * With TLS, how the client port dials the shards: trusting the peers' CA
+ * (`--peer-tls-ca`, else this coordinator's own certificate, which works
+ * when all share one), and presenting its own certificate in case the
+ * shards ask for client certificates.
+ */
+function peerTls(options: CoordinatorOptions): ClientTls | null {
+  const tls = options.security?.tls;
+  if (tls == null) return null;
+  return readClientTls({
+    caFile: options.security?.peerCaFile ?? tls.certFile,
+    certFile: tls.certFile,
+    keyFile: tls.keyFile,
+  });
 }
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
