@@ -88,3 +88,26 @@ def test_worker_and_client_follow_the_leader_across_a_failover(
         assert after.result(timeout=30) == "AFTER"
         assert client.address == nodes[standby].client_address
         assert client.status(before.job_id)["result"] == "BEFORE"
+
+
+def test_a_client_reaches_every_shard_through_any_sharded_coordinator(
+    cluster: Cluster, database: str
+) -> None:
+    lease = ["--lease-ttl-millis", "1000", "--lease-renew-interval-millis", "200"]
+    a = cluster.coordinator("--database", database, "--shards", "4", *lease)
+    b = cluster.coordinator("--database", database, "--shards", "4", *lease)
+
+    def shared_out() -> bool:
+        with a.client() as client:
+            counts = sorted(c["shards"] for c in client.shards()["coordinators"])
+        return counts == [2, 2]
+
+    until(shared_out, 30, "the shards shared out")
+    queues = [f"tenant-{i}" for i in range(8)]
+    with a.client() as via_a, b.client() as via_b:
+        ids = [via_a.submit("SLEEP", {"durationMillis": 1}, queue=q).job_id for q in queues]
+        assert {int(i[-3:], 16) for i in ids} == {0, 1, 2, 3}, "every shard has a job"
+        for job_id, queue in zip(ids, queues):
+            job = via_b.status(job_id)
+            assert (job["queue"], job["state"]) == (queue, "QUEUED")
+        assert via_b.cancel(ids[0])["cancelled"] is True

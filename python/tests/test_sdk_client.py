@@ -309,3 +309,14 @@ def test_a_watch_goes_on_across_a_coordinator_restart(cluster: Cluster, tmp_path
         assert rest[-1] == ("state", "COMPLETED")
         assert gaps[:1] == [{"reason": "reconnected", "missed": None}]
         assert job.result(timeout=30) == 16
+
+
+def test_shards_of_an_unsharded_coordinator_is_one_shard_its_own(cluster: Cluster) -> None:
+    c = cluster.coordinator()
+    with c.client() as client:
+        shards = client.shards()
+    address = f"127.0.0.1:{c.client_port}"
+    assert [(s["shard"], s["leader"], s["epoch"]) for s in shards["shards"]] == [(0, address, 0)]
+    assert shards["coordinators"] == [
+        {"address": address, "workerAddress": f"127.0.0.1:{c.worker_port}", "shards": 1}
+    ]

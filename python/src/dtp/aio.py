@@ -278,6 +278,9 @@ class AsyncClient:
     async def workers(self) -> builtins.list[dict[str, Any]]:
         return await _run(self._client.workers)
 
+    async def shards(self) -> dict[str, Any]:
+        return await _run(self._client.shards)
+
     async def wait(self, job_id: str, timeout: float | None = None) -> JobSnapshot:
         return await _run(self._client.wait, job_id, timeout)
 

@@ -700,6 +700,17 @@ class Client:
             "epoch": reply.get("epoch"),
         }
 
+    def shards(self) -> dict[str, Any]:
+        """``{"shards", "coordinators"}``: each shard of the database with its leader's
+        client address (None while none leads it) and epoch, and each coordinator alive
+        on it with how many shards it leads (``client.sh shards --json``). An unsharded
+        coordinator answers one shard, its own."""
+        reply = _expect("LIST_SHARDS", self._request({"type": "LIST_SHARDS"}), "SHARD_LIST")
+        return {
+            "shards": list(reply.get("shards") or []),
+            "coordinators": list(reply.get("coordinators") or []),
+        }
+
     def workers(self) -> builtins.list[dict[str, Any]]:
         """The live workers, sorted by id."""
         reply = _expect("LIST_WORKERS", self._request({"type": "LIST_WORKERS"}), "WORKER_LIST")

@@ -53,6 +53,7 @@ CLIENT_REPLIES = frozenset(
         "EVENT_PUBLISHED",
         "TRIGGER_INFO",
         "TRIGGER_LIST",
+        "SHARD_LIST",
         "TRIGGER_DELETED",
     }
 )
