@@ -54,6 +54,8 @@ export type BenchTask = (typeof BENCH_TASKS)[number];
 export const MAX_BENCH_IN_FLIGHT = 1_000;
 /** Most connections (`--concurrency`). */
 export const MAX_BENCH_CONCURRENCY = 1_024;
+/** Most queues the jobs are spread over (`--queues`). */
+export const MAX_BENCH_QUEUES = 1_024;
 /** Most jobs per phase; bounds the memory held by latency samples. */
 export const MAX_BENCH_JOBS = 1_000_000;
 /** A SUBMIT_JOB unanswered this long ends the run: the coordinator is stuck. */
@@ -74,6 +76,7 @@ export const BENCH_BOUNDS: BoundsTable<Omit<BenchPlan, 'sleepMillis' | 'primeLim
   inFlight: { min: 1, max: MAX_BENCH_IN_FLIGHT, optional: true },
   waitTimeoutMs: { min: 0, max: MAX_TIMER_MS },
   submitTimeoutMs: { min: 1, max: MAX_TIMER_MS, optional: true },
+  queues: { min: 1, max: MAX_BENCH_QUEUES, optional: true },
 };
 
 export const BENCH_FLAGS: readonly FlagSpec[] = [
@@ -88,6 +91,10 @@ export const BENCH_FLAGS: readonly FlagSpec[] = [
     help: 'jobs outstanding per connection (> 1: submits and waits on separate connections)',
   }),
   { name: 'task', type: 'enum', values: BENCH_TASKS, default: 'sha256', help: 'task to submit' },
+  boundedFlag('queues', BENCH_BOUNDS.queues, {
+    default: 1,
+    help: 'spread the jobs round-robin over this many queues (bench-0, bench-1, …)',
+  }),
   boundedFlag('sleep-millis', BUILTIN_TASKS.SLEEP.field, {
     default: 1_000,
     help: 'duration of each sleep task',
@@ -123,6 +130,8 @@ export interface BenchPlan {
   waitTimeoutMs: number;
   /** Bound on one submission's ack, in ms (default 60000); exceeding it ends the run. */
   submitTimeoutMs?: number;
+  /** Jobs go round-robin into this many queues, `bench-0` … (default 1: the default queue). */
+  queues?: number;
 }
 
 /** Where the bench is after each job. */
@@ -205,8 +214,8 @@ function validatePlan(plan: BenchPlan): void {
   if (problem !== null) throw new RangeError(problem);
 }
 
-/** The submission of job `label`; sha256 texts are unique per run and job. */
-function benchRequest(plan: BenchPlan, label: string): SubmitRequest {
+/** The submission of job `index` (`label`); sha256 texts are unique per run and job. */
+function benchRequest(plan: BenchPlan, label: string, index: number): SubmitRequest {
   let payload: JsonObject;
   let task;
   switch (plan.task) {
@@ -224,7 +233,15 @@ function benchRequest(plan: BenchPlan, label: string): SubmitRequest {
       break;
   }
   const taskType = task.taskType;
-  return { taskType, payload, maxAttempts: null, idempotencyKey: null, priority: null };
+  const queues = plan.queues ?? 1;
+  return {
+    taskType,
+    payload,
+    maxAttempts: null,
+    idempotencyKey: null,
+    priority: null,
+    ...(queues > 1 && { queue: `bench-${index % queues}` }),
+  };
 }
 
 /** Settles like `promise`, or fails with `SUBMIT_TIMEOUT` after `timeoutMs`. */
@@ -330,7 +347,7 @@ async function runPhase(
   const runner = async (lane: Lane): Promise<void> => {
     try {
       for (let index = take(); index !== null; index = take()) {
-        const request = benchRequest(ctx.plan, `${ctx.runId} ${phase} ${index}`);
+        const request = benchRequest(ctx.plan, `${ctx.runId} ${phase} ${index}`, index);
         tally.record(await runOneJob(lane, request, ctx));
         const { completed, rejected, failed } = tally.counts;
         ctx.onProgress({ phase, done: tally.counts.jobs, total, completed, rejected, failed });
@@ -467,6 +484,7 @@ export function benchPlanFrom(values: FlagValues): BenchPlan {
     sleepMillis: values.int('sleep-millis'),
     primeLimit: values.int('prime-limit'),
     waitTimeoutMs: values.int('wait-timeout-millis'),
+    queues: values.int('queues'),
   };
 }
 

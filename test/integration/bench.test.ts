@@ -101,6 +101,20 @@ describe('bench', () => {
     assert.deepEqual(submissions(tc), { accepted: 20, rejected: 0 });
   });
 
+  it('spreads the jobs round-robin over --queues queues', async () => {
+    const tc = await coordinator();
+    await worker(tc);
+    const report = await runBench(plan(tc.coordinator.clientPort, { jobs: 9, queues: 3 }));
+    assert.equal(report.completed, 9);
+    const client = await DtpClient.connect({ host: HOST, port: tc.coordinator.clientPort });
+    cleanups.push(() => client.close());
+    const queues = await client.queues.list();
+    const counts = Object.fromEntries(
+      queues.filter((q) => q.name.startsWith('bench-')).map((q) => [q.name, q.counts.COMPLETED]),
+    );
+    assert.deepEqual(counts, { 'bench-0': 3, 'bench-1': 3, 'bench-2': 3 });
+  });
+
   it('runs warmup jobs first and leaves them out of the report', async () => {
     const tc = await coordinator();
     await worker(tc);
