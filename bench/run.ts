@@ -4,7 +4,7 @@
  * is shared and noisy, so compare ratios within one report) and writes the
  * same tables as JSON (default bench-results.json). Names: queue-depth,
  * routing, fairness, rate, recovery, throughput, bulk, overload, latency,
- * security, subscribers, delayed, flows, many-attempts, dedup, signals. Every run is bounded in jobs and
+ * security, subscribers, delayed, flows, many-attempts, dedup, signals, sharded. Every run is bounded in jobs and
  * time, and talks only to 127.0.0.1.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,6 +31,7 @@ import { coreRateRun, rateRun, type RateRun } from './rate.js';
 import { manyAttempts, type ManyAttemptsRun } from './many-attempts.js';
 import { KEY_CASES, heldGroupsAssignmentsPerSecond, submissionMicros } from './dedup.js';
 import { signalMicros, wakeRun } from './signals.js';
+import { SHARDS, shardedRun, startPostgres, type ShardedRun } from './sharded.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
@@ -55,6 +56,7 @@ const ALL = [
   'many-attempts',
   'dedup',
   'signals',
+  'sharded',
 ] as const;
 type Name = (typeof ALL)[number];
 
@@ -598,6 +600,61 @@ async function manyAttemptsTable(): Promise<string[]> {
   ];
 }
 
+/**
+ * One coordinator, then clusters of 2 and 3 with 16 shards, on one private
+ * PostgreSQL, with the same workers and load; runs alternate between the
+ * three set-ups so that a slow moment of the machine hits each alike.
+ */
+async function shardedTable(): Promise<string[]> {
+  const jobs = SMOKE ? 100 : 10_000;
+  // A smoke run starts the fewest processes: one run of two set-ups.
+  const setups = SMOKE ? [0, 2] : [0, 2, 3];
+  const repeats = SMOKE ? 1 : REPEATS;
+  const runs = new Map<number, ShardedRun[]>(setups.map((n) => [n, []]));
+  const postgres = startPostgres();
+  try {
+    for (let r = 0; r < repeats; r++) {
+      for (const n of setups) runs.get(n)?.push(await shardedRun(postgres, n, jobs));
+    }
+  } finally {
+    postgres.stop();
+  }
+  const m = (rs: ShardedRun[], f: (r: ShardedRun) => number): number =>
+    Math.round(median(rs.map(f)));
+  const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
+  const lines = [
+    row([
+      `${jobs.toLocaleString('en')} SHA256 jobs over 16 queues, 2 workers × 8`,
+      `jobs/s (median of ${repeats})`,
+      'coordinators µs/job (each)',
+      'coordinators µs/job (sum)',
+      'workers µs/job',
+      'PostgreSQL µs/job',
+      'takeover per shard, ms (min–max)',
+    ]),
+    row(['---', '---', '---', '---', '---', '---', '---']),
+  ];
+  for (const n of setups) {
+    const rs = runs.get(n) ?? [];
+    const each = Array.from({ length: Math.max(n, 1) }, (_, i) =>
+      m(rs, (r) => r.coordinatorUs[i] ?? 0),
+    );
+    const takeovers = rs.flatMap((r) => r.takeoverMs);
+    lines.push(
+      row([
+        n === 0 ? 'one coordinator, unsharded' : `${n} coordinators, ${SHARDS} shards`,
+        String(m(rs, (r) => r.jobsPerSec)),
+        each.join(' / '),
+        String(m(rs, (r) => sum(r.coordinatorUs))),
+        String(m(rs, (r) => r.workersUs)),
+        String(m(rs, (r) => r.postgresUs)),
+        takeovers.length === 0 ? '—' : `${Math.min(...takeovers)}–${Math.max(...takeovers)}`,
+      ]),
+    );
+  }
+  return lines;
+}
+
 /** A Markdown table as rows of cells (for the JSON report). */
 function cellsOf(lines: string[]): string[][] {
   return lines
@@ -639,6 +696,8 @@ async function run(name: Name, dir: string): Promise<string[]> {
       return dedupTable();
     case 'signals':
       return signalsTable();
+    case 'sharded':
+      return shardedTable();
   }
 }
 

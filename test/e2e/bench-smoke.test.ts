@@ -61,6 +61,7 @@ describe('benchmarks (smoke run)', () => {
       'many-attempts',
       'dedup',
       'signals',
+      'sharded',
     ]) {
       const entry = report[name] as { table: string[][] } | undefined;
       assert.ok(entry !== undefined && entry.table.length >= 2, `${name} has a table`);

@@ -372,6 +372,7 @@ export const ELSEWHERE: readonly Elsewhere[] = [
       'many-attempts',
       'dedup',
       'signals',
+      'sharded',
     ].map((name) => ({ command: `npm run bench -- ${name}`, name })),
   ].map(({ command, name }): Elsewhere => ({
     doc: ANY_DOC,
