@@ -268,5 +268,12 @@ describe('readShardLeases', { skip }, () => {
       { shard: 2, epoch: 1, holder: null, live: false },
       { shard: 3, ...never },
     ]);
+    // The sharded coordinator's round reads the same on its membership connection.
+    const membership = new PostgresMembership({ url, operationTimeoutMs: 5_000 });
+    try {
+      assert.deepEqual(await membership.shardLeases(4), await readShardLeases(url, 4));
+    } finally {
+      await membership.close();
+    }
   });
 });

@@ -35,14 +35,14 @@ import type {
 } from '../../protocol/messages.js';
 import { shardCountProblem } from '../../protocol/shards.js';
 import type { LeaseHolder } from '../../store/lease.js';
-import type { Member, MembershipBackend } from '../../store/membership.js';
-import { describeDatabase, isSharedDatabase, openMembership } from '../../store/open-store.js';
+import type { Member } from '../../store/membership.js';
+import { describeDatabase, isSharedDatabase } from '../../store/open-store.js';
 import {
   claimShardCount,
   ensureShardSchemas,
-  readShardLeases,
   type ShardLease,
 } from '../../store/postgres/cluster.js';
+import { PostgresMembership } from '../../store/postgres/membership.js';
 import { advertisedAddress } from '../../coordinator/advertise.js';
 import { Coordinator, type CoordinatorDeps } from '../../coordinator/coordinator.js';
 import { ShardShare } from '../../coordinator/leadership/shard-share.js';
@@ -70,7 +70,7 @@ export class ShardedCoordinator {
   readonly #options: CoordinatorOptions;
   readonly #log: Logger;
   readonly #share: ShardShare;
-  readonly #membership: MembershipBackend;
+  readonly #membership: PostgresMembership;
   readonly #ports: Ports;
   readonly #router: ShardRouter;
   readonly #inner: Coordinator[] = [];
@@ -87,10 +87,10 @@ export class ShardedCoordinator {
     this.shards = shards;
     this.nodeId = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
     this.#share = new ShardShare(shards, this.nodeId, 2 * options.leaseTtlMs);
-    this.#membership = openMembership(
-      options.databasePath,
-      Math.max(options.leaseRenewIntervalMs, 1_000),
-    );
+    this.#membership = new PostgresMembership({
+      url: options.databasePath,
+      operationTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
+    });
     this.#views = Array.from({ length: shards }, () => ({ lease: null, freeSinceMs: null }));
     this.#changed = deferred();
     const host: PortsHost = {
@@ -354,7 +354,7 @@ export class ShardedCoordinator {
       };
       this.#members = await this.#membership.heartbeat(me, this.#options.leaseTtlMs);
       this.#share.membersSeen(this.#members.map((m) => m.nodeId));
-      const leases = await readShardLeases(this.#options.databasePath, this.shards);
+      const leases = await this.#membership.shardLeases(this.shards);
       const now = performance.now();
       for (const lease of leases) {
         const view = this.#views[lease.shard];

@@ -20,8 +20,10 @@ import { describeError } from '../../protocol/errors.js';
 import { FORGET_AFTER_TTLS, byNodeId, type Member, type MembershipBackend } from '../membership.js';
 import { StoreError } from '../store.js';
 import { connectClient, redactUrl } from './connection.js';
-import { withDeadline } from './postgres-lease.js';
-import { migrate } from './schema.js';
+import { READ_LEASE, leaseView, withDeadline, type LeaseRow } from './postgres-lease.js';
+import { inSchema, migrate } from './schema.js';
+import { shardSchema } from '../../protocol/shards.js';
+import type { ShardLease } from './cluster.js';
 
 export interface PostgresMembershipOptions {
   url: string;
@@ -64,6 +66,8 @@ const LEAVE = 'DELETE FROM dtp.coordinators WHERE node_id = $1';
 export class PostgresMembership implements MembershipBackend {
   readonly #options: PostgresMembershipOptions;
   #client: Promise<pg.Client> | null = null;
+  /** The statement of {@link shardLeases}, by shard count. */
+  readonly #leaseReads = new Map<number, string>();
   #migrated = false;
   #closed = false;
 
@@ -80,6 +84,27 @@ export class PostgresMembership implements MembershipBackend {
       ttlMs,
     ]);
     return byNodeId(rows.map(memberOf));
+  }
+
+  /**
+   * Every shard's lease as the database sees it now, in one statement on
+   * this connection (the sharded coordinator's round; the shard schemas exist
+   * by then: ensureShardSchemas ran at its start).
+   */
+  async shardLeases(shards: number): Promise<ShardLease[]> {
+    let text = this.#leaseReads.get(shards);
+    if (text === undefined) {
+      text = Array.from(
+        { length: shards },
+        (_, shard) =>
+          `SELECT ${shard} AS shard, l.* FROM (${inSchema(READ_LEASE, shardSchema(shard, shards))}) l`,
+      ).join('\nUNION ALL\n');
+      this.#leaseReads.set(shards, text);
+    }
+    const rows = await this.#query<LeaseRow & { shard: number }>(text, []);
+    return rows
+      .map((row) => ({ shard: row.shard, ...leaseView(row) }))
+      .sort((a, b) => a.shard - b.shard);
   }
 
   async leave(nodeId: string): Promise<void> {
