@@ -16,6 +16,7 @@ import { DAY_MS, MAX_DURATION_MS } from '../protocol/duration.js';
 import type { Logger } from '../observability/logger.js';
 import type { AcquireGate } from './leadership/leadership.js';
 import type { ShardList } from '../protocol/messages.js';
+import type { DedicatedConnection } from '../store/postgres/dedicated-connection.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import {
@@ -129,7 +130,12 @@ export interface ShardRole {
   leaderOf(shard: number, port: 'worker' | 'client'): string | null;
   /** LIST_SHARDS as the sharded coordinator answers it. */
   shardList(): ShardList;
+  /** The one connection the leases of all the sharded coordinator's shards share. */
+  readonly leaseConnection?: DedicatedConnection;
 }
+
+/** Reading connections of a shard's store (a coordinator leads many: its share of PostgreSQL's). */
+export const SHARD_READ_CONNECTIONS = 1;
 
 export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   workerPort: 7070,

@@ -20,6 +20,7 @@ import { MemoryStore } from './memory-store.js';
 import { isPostgresUrl } from './postgres/connection.js';
 import { PostgresMembership } from './postgres/membership.js';
 import { PostgresLease } from './postgres/postgres-lease.js';
+import type { DedicatedConnection } from './postgres/dedicated-connection.js';
 import { PostgresStore } from './postgres/postgres-store.js';
 import { DatabaseLock, isSqliteFile } from './sqlite/database-lock.js';
 import { SqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store.js';
@@ -85,9 +86,15 @@ export async function openFencedStore(
   url: string,
   epoch: number,
   schema?: string,
+  readConnections?: number,
 ): Promise<StoreHandle> {
   return handleOf(
-    await PostgresStore.open({ url, epoch, ...(schema !== undefined && { schema }) }),
+    await PostgresStore.open({
+      url,
+      epoch,
+      ...(schema !== undefined && { schema }),
+      ...(readConnections !== undefined && { readConnections }),
+    }),
   );
 }
 
@@ -95,8 +102,18 @@ export async function openFencedStore(
  * The leader lease of a shared database (of one shard's `schema`, default
  * `dtp`); each operation gives up after `operationTimeoutMs`.
  */
-export function openLease(url: string, operationTimeoutMs: number, schema?: string): LeaseBackend {
-  return new PostgresLease({ url, operationTimeoutMs, ...(schema !== undefined && { schema }) });
+export function openLease(
+  url: string,
+  operationTimeoutMs: number,
+  schema?: string,
+  connection?: DedicatedConnection,
+): LeaseBackend {
+  return new PostgresLease({
+    url,
+    operationTimeoutMs,
+    ...(schema !== undefined && { schema }),
+    ...(connection !== undefined && { connection }),
+  });
 }
 
 /** The coordinators alive on a shared database; each operation gives up after `operationTimeoutMs`. */

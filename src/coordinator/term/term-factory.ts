@@ -32,7 +32,7 @@ import { MAX_SUBSCRIPTIONS } from '../../protocol/limits.js';
 import { CoordinatorCore } from '../core/core.js';
 import type { CoreConfig, CoreEvent, PayloadValidator } from '../core/types.js';
 import { LeaderElection, type ElectionHooks } from '../leadership/leader-election.js';
-import type { CoordinatorOptions } from '../options.js';
+import { SHARD_READ_CONNECTIONS, type CoordinatorOptions } from '../options.js';
 import { Term, type TermLease, type TermOutlets } from './term.js';
 import { TimeOrderedIds } from './time-ordered-id.js';
 import { shardSchema, stampShard } from '../../protocol/shards.js';
@@ -84,7 +84,11 @@ export class TermFactory {
   async prepareElected(epoch: number): Promise<PreparedTerm> {
     const role = this.#options.shardRole;
     const schema = role === undefined ? undefined : shardSchema(role.shard, role.shards);
-    return this.#read(await openFencedStore(this.#options.databasePath, epoch, schema), epoch);
+    const readers = role === undefined ? undefined : SHARD_READ_CONNECTIONS;
+    return this.#read(
+      await openFencedStore(this.#options.databasePath, epoch, schema, readers),
+      epoch,
+    );
   }
 
   async #read(handle: StoreHandle, epoch: number | null): Promise<PreparedTerm> {
@@ -177,6 +181,7 @@ export class TermFactory {
       options.databasePath,
       Math.max(options.leaseRenewIntervalMs, 1_000),
       role === undefined ? undefined : shardSchema(role.shard, role.shards),
+      role?.leaseConnection,
     );
     return new LeaderElection(
       { ttlMs: options.leaseTtlMs, renewIntervalMs: options.leaseRenewIntervalMs },

@@ -43,6 +43,7 @@ import {
   type ShardLease,
 } from '../../store/postgres/cluster.js';
 import { PostgresMembership } from '../../store/postgres/membership.js';
+import { DedicatedConnection } from '../../store/postgres/dedicated-connection.js';
 import { advertisedAddress } from '../../coordinator/advertise.js';
 import { Coordinator, type CoordinatorDeps } from '../../coordinator/coordinator.js';
 import { ShardShare } from '../../coordinator/leadership/shard-share.js';
@@ -71,6 +72,8 @@ export class ShardedCoordinator {
   readonly #log: Logger;
   readonly #share: ShardShare;
   readonly #membership: PostgresMembership;
+  /** The shards' leases share it (schemas migrated at start). */
+  readonly #leaseConnection: DedicatedConnection;
   readonly #ports: Ports;
   readonly #router: ShardRouter;
   readonly #inner: Coordinator[] = [];
@@ -89,6 +92,11 @@ export class ShardedCoordinator {
     this.#share = new ShardShare(shards, this.nodeId, 2 * options.leaseTtlMs);
     this.#membership = new PostgresMembership({
       url: options.databasePath,
+      operationTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
+    });
+    this.#leaseConnection = new DedicatedConnection({
+      url: options.databasePath,
+      applicationName: 'dtp-shard-leases',
       operationTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
     });
     this.#views = Array.from({ length: shards }, () => ({ lease: null, freeSinceMs: null }));
@@ -246,6 +254,7 @@ export class ShardedCoordinator {
       this.#log.warn({ err: describeError(err) }, 'could not leave the membership');
     });
     await this.#membership.close();
+    await this.#leaseConnection.close();
     await this.#ports.closeServers();
     this.#changed.resolve();
   }
@@ -267,6 +276,7 @@ export class ShardedCoordinator {
             gate: { mayAcquire: () => this.#mayAcquire(shard) },
             leaderOf: (other, port) => this.#leaderOf(other, port),
             shardList: () => this.shardList(),
+            leaseConnection: this.#leaseConnection,
           },
         },
         innerDeps,

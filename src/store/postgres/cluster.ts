@@ -14,7 +14,8 @@ import { shardCountProblem, shardSchema } from '../../protocol/shards.js';
 import type { LeaseHolder } from '../lease.js';
 import { StoreError } from '../store.js';
 import { connectClient } from './connection.js';
-import { READ_LEASE, leaseView, withDeadline, type LeaseRow } from './postgres-lease.js';
+import { READ_LEASE, leaseView, type LeaseRow } from './postgres-lease.js';
+import { withDeadline } from './dedicated-connection.js';
 import { SCHEMA_VERSION, inSchema, migrate } from './schema.js';
 
 /** One shard's lease as the database saw it. */

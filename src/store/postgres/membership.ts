@@ -16,11 +16,9 @@
  * cannot hang a heartbeat.
  */
 import type pg from 'pg';
-import { describeError } from '../../protocol/errors.js';
 import { FORGET_AFTER_TTLS, byNodeId, type Member, type MembershipBackend } from '../membership.js';
-import { StoreError } from '../store.js';
-import { connectClient, redactUrl } from './connection.js';
-import { READ_LEASE, leaseView, withDeadline, type LeaseRow } from './postgres-lease.js';
+import { READ_LEASE, leaseView, type LeaseRow } from './postgres-lease.js';
+import { DedicatedConnection } from './dedicated-connection.js';
 import { inSchema, migrate } from './schema.js';
 import { shardSchema } from '../../protocol/shards.js';
 import type { ShardLease } from './cluster.js';
@@ -64,15 +62,17 @@ SELECT ${MEMBER_COLUMNS} FROM dtp.coordinators
 const LEAVE = 'DELETE FROM dtp.coordinators WHERE node_id = $1';
 
 export class PostgresMembership implements MembershipBackend {
-  readonly #options: PostgresMembershipOptions;
-  #client: Promise<pg.Client> | null = null;
+  readonly #conn: DedicatedConnection;
   /** The statement of {@link shardLeases}, by shard count. */
   readonly #leaseReads = new Map<number, string>();
-  #migrated = false;
-  #closed = false;
 
   constructor(options: PostgresMembershipOptions) {
-    this.#options = options;
+    this.#conn = new DedicatedConnection({
+      url: options.url,
+      applicationName: 'dtp-membership',
+      operationTimeoutMs: options.operationTimeoutMs,
+      prepare: async (client) => void (await migrate(client)),
+    });
   }
 
   async heartbeat(me: Member, ttlMs: number): Promise<Member[]> {
@@ -112,66 +112,11 @@ export class PostgresMembership implements MembershipBackend {
   }
 
   close(): Promise<void> {
-    this.#closed = true;
-    const client = this.#client;
-    this.#client = null;
-    return client === null
-      ? Promise.resolve()
-      : client.then(
-          (c) => c.end().catch(() => undefined),
-          () => undefined,
-        );
+    return this.#conn.close();
   }
 
-  async #query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
-    if (this.#closed) throw new StoreError('membership is closed');
-    const client = await this.#connection();
-    try {
-      const result = await withDeadline(
-        client.query<R>(text, values),
-        this.#options.operationTimeoutMs,
-      );
-      return result.rows;
-    } catch (err) {
-      // The connection may be half-dead (a deadline passed mid-query): start afresh next time.
-      this.#drop(client);
-      throw new StoreError(`membership operation failed: ${describeError(err)}`, { cause: err });
-    }
-  }
-
-  #connection(): Promise<pg.Client> {
-    this.#client ??= (async () => {
-      const client = await connectClient({
-        url: this.#options.url,
-        applicationName: 'dtp-membership',
-        connectTimeoutMs: this.#options.operationTimeoutMs,
-      });
-      if (!this.#migrated) {
-        try {
-          await migrate(client);
-        } catch (err) {
-          await client.end().catch(() => undefined);
-          throw err;
-        }
-        this.#migrated = true;
-      }
-      return client;
-    })();
-    const pending = this.#client;
-    pending.catch(() => {
-      if (this.#client === pending) this.#client = null;
-    });
-    return pending;
-  }
-
-  #drop(client: pg.Client): void {
-    this.#client = null;
-    client.end().catch(() => undefined);
-  }
-
-  /** For logs: the database without its password. */
-  get description(): string {
-    return redactUrl(this.#options.url);
+  #query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
+    return this.#conn.query<R>('membership operation', text, values);
   }
 }
 

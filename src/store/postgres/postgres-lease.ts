@@ -19,10 +19,10 @@
  * schema, and fencing the commits of that schema only.
  */
 import type pg from 'pg';
-import { describeError } from '../../protocol/errors.js';
 import type { AcquireResult, LeaseBackend, LeaseHolder, LeaseView } from '../lease.js';
 import { StoreError } from '../store.js';
-import { connectClient, redactUrl } from './connection.js';
+import { redactUrl } from './connection.js';
+import { DedicatedConnection } from './dedicated-connection.js';
 import { DEFAULT_SCHEMA, SCHEMA_VERSION, inSchema, migrate } from './schema.js';
 
 export interface PostgresLeaseOptions {
@@ -31,6 +31,12 @@ export interface PostgresLeaseOptions {
   operationTimeoutMs: number;
   /** The schema of the lease row: `dtp` (the default) or a shard's `dtp_s<n>`. */
   schema?: string;
+  /**
+   * A connection shared with other leases (the shards of one coordinator),
+   * whose schemas are migrated already; closed by its owner. Absent = one
+   * of its own, migrating the schema on first use.
+   */
+  connection?: DedicatedConnection;
 }
 
 export interface LeaseRow {
@@ -79,14 +85,24 @@ export class PostgresLease implements LeaseBackend {
   readonly #options: PostgresLeaseOptions;
   readonly #schema: string;
   readonly #sql: LeaseStatements;
-  #client: Promise<pg.Client> | null = null;
-  #migrated = false;
-  #closed = false;
+  readonly #conn: DedicatedConnection;
+  /** False when the connection is shared: its owner closes it. */
+  readonly #ownsConnection: boolean;
 
   constructor(options: PostgresLeaseOptions) {
     this.#options = options;
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     this.#sql = statementsIn(this.#schema);
+    const schema = this.#schema;
+    this.#ownsConnection = options.connection === undefined;
+    this.#conn =
+      options.connection ??
+      new DedicatedConnection({
+        url: options.url,
+        applicationName: `${schema}-lease`,
+        operationTimeoutMs: options.operationTimeoutMs,
+        prepare: async (client) => void (await migrate(client, SCHEMA_VERSION, schema)),
+      });
   }
 
   async tryAcquire(me: LeaseHolder, ttlMs: number): Promise<AcquireResult> {
@@ -119,56 +135,11 @@ export class PostgresLease implements LeaseBackend {
   }
 
   close(): Promise<void> {
-    this.#closed = true;
-    const client = this.#client;
-    this.#client = null;
-    return client === null
-      ? Promise.resolve()
-      : client.then(
-          (c) => c.end().catch(() => undefined),
-          () => undefined,
-        );
+    return this.#ownsConnection ? this.#conn.close() : Promise.resolve();
   }
 
-  async #query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
-    if (this.#closed) throw new StoreError('lease is closed');
-    const client = await this.#connection();
-    try {
-      const result = await withDeadline(
-        client.query<R>(text, values),
-        this.#options.operationTimeoutMs,
-      );
-      return result.rows;
-    } catch (err) {
-      // The connection may be half-dead (a deadline passed mid-query): start afresh next time.
-      this.#drop(client);
-      throw new StoreError(`lease operation failed: ${describeError(err)}`, { cause: err });
-    }
-  }
-
-  #connection(): Promise<pg.Client> {
-    this.#client ??= (async () => {
-      const client = await connectClient({
-        url: this.#options.url,
-        applicationName: `${this.#schema}-lease`,
-        connectTimeoutMs: this.#options.operationTimeoutMs,
-      });
-      if (!this.#migrated) {
-        await migrate(client, SCHEMA_VERSION, this.#schema);
-        this.#migrated = true;
-      }
-      return client;
-    })();
-    const pending = this.#client;
-    pending.catch(() => {
-      if (this.#client === pending) this.#client = null;
-    });
-    return pending;
-  }
-
-  #drop(client: pg.Client): void {
-    this.#client = null;
-    client.end().catch(() => undefined);
+  #query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
+    return this.#conn.query<R>('lease operation', text, values);
   }
 
   /** For logs: the database without its password (and the schema, when not `dtp`). */
@@ -189,24 +160,4 @@ export function leaseView(row: LeaseRow): LeaseView {
           clientAddress: row.client_address,
         };
   return { epoch: row.epoch, holder, live: row.live };
-}
-
-/** Settles like `promise`, or rejects once `timeoutMs` passed without an answer. */
-export function withDeadline<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`no answer within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
 }
