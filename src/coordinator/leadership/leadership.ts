@@ -122,11 +122,17 @@ export class Leadership {
     return this.#mode === 'leader' && nowMs < this.#validUntilMs;
   }
 
-  /** When {@link tick} next has something to do, in ms (monotonic). */
+  /**
+   * When {@link tick} next has something to do, in ms (monotonic). While an
+   * operation is in flight nothing is due before its outcome comes in (the
+   * shell asks again then), but a leader's validity running out: a slow
+   * answer must not leave the shell's timer firing at once, again and again.
+   */
   nextWakeAtMs(): number {
     if (this.#mode === 'stopped') return Number.POSITIVE_INFINITY;
-    if (this.#mode === 'leader') return Math.min(this.#nextOpAtMs, this.#validUntilMs);
-    return this.#nextOpAtMs;
+    const nextOpAtMs = this.#inFlight === null ? this.#nextOpAtMs : Number.POSITIVE_INFINITY;
+    if (this.#mode === 'leader') return Math.min(nextOpAtMs, this.#validUntilMs);
+    return nextOpAtMs;
   }
 
   /** Time passed: renew, try to take over, or give up an expired leadership. */
