@@ -28,12 +28,16 @@ export class Judge {
   readonly seed: number;
   /** Main-phase step count of this run (part of the replay command when not the default). */
   readonly replaySteps: number | undefined;
+  /** The command that replays this run. */
+  readonly replay: string;
   step = 0;
   phase: 'main' | 'quiescence' = 'main';
 
-  constructor(seed: number, replaySteps?: number) {
+  /** @param replay the replay command, when not the core simulation's (run.js). */
+  constructor(seed: number, replaySteps?: number, replay?: string) {
     this.seed = seed;
     this.replaySteps = replaySteps;
+    this.replay = replay ?? replayCommand(seed, replaySteps);
   }
 
   /** Builds the violation (callers `throw` it, so control flow stays visible). */
@@ -42,7 +46,7 @@ export class Judge {
       this.seed,
       this.step,
       `[${this.phase}] ${description}`,
-      replayCommand(this.seed, this.replaySteps),
+      this.replay,
     );
   }
 

@@ -162,6 +162,24 @@ describe('Leadership', () => {
     assert.equal(a.leadership.nextWakeAtMs(), Number.POSITIVE_INFINITY);
   });
 
+  it("asks for no wake-up while an operation is in flight, but the end of a leader's validity", () => {
+    let now = 0;
+    const lease = new MemoryLease(() => now);
+    const a = new Leadership({ ttlMs: TTL, renewIntervalMs: RENEW }, holder('a'));
+    assert.deepEqual(a.tick(now), [{ kind: 'acquire' }]);
+    // The answer is slower than the renew interval: nothing to do until it comes.
+    assert.equal(a.nextWakeAtMs(), Number.POSITIVE_INFINITY);
+    now = 50;
+    a.acquireDone(lease.tryAcquireNow(holder('a'), TTL), now);
+    assert.equal(a.nextWakeAtMs(), now + RENEW);
+    now += RENEW;
+    assert.deepEqual(a.tick(now), [{ kind: 'renew', epoch: 1 }]);
+    // A slow renewal: the next wake-up is the end of the validity, not the past renew time.
+    assert.equal(a.nextWakeAtMs(), TTL - TTL / 5);
+    now = TTL - TTL / 5;
+    assert.deepEqual(kinds(a.tick(now)), ['stepDown']);
+  });
+
   it('refuses a renew interval above half the ttl', () => {
     assert.throws(() => new Leadership({ ttlMs: 1_000, renewIntervalMs: 600 }, holder('a')));
   });

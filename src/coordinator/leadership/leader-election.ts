@@ -8,7 +8,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { describeError } from '../../protocol/errors.js';
-import type { LeaseBackend, LeaseHolder } from '../../store/lease.js';
+import type { LeaseBackend, LeaseHolder, LeaseView } from '../../store/lease.js';
 import type { Logger } from '../../observability/logger.js';
 import {
   type AcquireGate,
@@ -23,6 +23,12 @@ export interface ElectionHooks {
   lead(epoch: number): void;
   /** Leadership of `epoch` ended: stop at once. */
   stepDown(epoch: number, reason: string): void;
+  /**
+   * A try to take the lease found it held (`current` says by whom): a
+   * sharded coordinator tells its OwnershipRound, whose freed try may go to
+   * another shard at once.
+   */
+  acquireFailed?(current: LeaseView): void;
 }
 
 export class LeaderElection {
@@ -69,6 +75,11 @@ export class LeaderElection {
     this.#apply(this.leadership.handOver(performance.now()));
   }
 
+  /** A standby its gate held back takes its turn now (a sharded coordinator's round opened the gate). */
+  tryNow(): void {
+    this.#apply(this.leadership.tryNow(performance.now()));
+  }
+
   /** Checks the clock now (e.g. before serving): steps down if the lease went stale. */
   check(): void {
     this.#apply(this.leadership.tick(performance.now()));
@@ -94,7 +105,10 @@ export class LeaderElection {
     switch (action.kind) {
       case 'acquire':
         this.#lease.tryAcquire(this.#meOf(), this.#ttlMs()).then(
-          (result) => this.#after(() => this.leadership.acquireDone(result, performance.now())),
+          (result) => {
+            this.#after(() => this.leadership.acquireDone(result, performance.now()));
+            if (!result.acquired && !this.#stopped) this.#hooks.acquireFailed?.(result.current);
+          },
           (err: unknown) => this.#failed('acquire', err),
         );
         return;

@@ -71,6 +71,8 @@ export class Leadership {
   #leaderEpoch: number | null = null;
   readonly #me: LeaseHolder;
   readonly #gate: AcquireGate | null;
+  /** The gate held this standby back at its last turn (see {@link tryNow}). */
+  #heldBack = false;
 
   constructor(config: LeadershipConfig, me: LeaseHolder, gate: AcquireGate | null = null) {
     if (config.renewIntervalMs * 2 > config.ttlMs) {
@@ -122,11 +124,17 @@ export class Leadership {
     return this.#mode === 'leader' && nowMs < this.#validUntilMs;
   }
 
-  /** When {@link tick} next has something to do, in ms (monotonic). */
+  /**
+   * When {@link tick} next has something to do, in ms (monotonic). While an
+   * operation is in flight nothing is due before its outcome comes in (the
+   * shell asks again then), but a leader's validity running out: a slow
+   * answer must not leave the shell's timer firing at once, again and again.
+   */
   nextWakeAtMs(): number {
     if (this.#mode === 'stopped') return Number.POSITIVE_INFINITY;
-    if (this.#mode === 'leader') return Math.min(this.#nextOpAtMs, this.#validUntilMs);
-    return this.#nextOpAtMs;
+    const nextOpAtMs = this.#inFlight === null ? this.#nextOpAtMs : Number.POSITIVE_INFINITY;
+    if (this.#mode === 'leader') return Math.min(nextOpAtMs, this.#validUntilMs);
+    return nextOpAtMs;
   }
 
   /** Time passed: renew, try to take over, or give up an expired leadership. */
@@ -136,7 +144,8 @@ export class Leadership {
     }
     if (this.#mode === 'stopped' || this.#inFlight !== null || nowMs < this.#nextOpAtMs) return [];
     this.#nextOpAtMs = nowMs + this.#config.renewIntervalMs;
-    if (this.#mode === 'standby' && this.#gate !== null && !this.#gate.mayAcquire()) return [];
+    this.#heldBack = this.#mode === 'standby' && this.#gate !== null && !this.#gate.mayAcquire();
+    if (this.#heldBack) return [];
     if (this.#mode === 'leader') {
       const epoch = this.#epoch as number;
       this.#inFlight = { op: 'renew', sentAtMs: nowMs, epoch };
@@ -144,6 +153,19 @@ export class Leadership {
     }
     this.#inFlight = { op: 'acquire', sentAtMs: nowMs, epoch: null };
     return [{ kind: 'acquire' }];
+  }
+
+  /**
+   * A standby its gate held back at its last turn takes a turn now instead
+   * of at its next one, asking the gate again: a sharded coordinator's round
+   * just saw its shard free, or its share grow. Without this a shard a
+   * coordinator gave up would wait up to a renew interval more for a
+   * standby's turn after the round that saw it free. Does nothing otherwise.
+   */
+  tryNow(nowMs: number): LeadershipAction[] {
+    if (this.#mode !== 'standby' || !this.#heldBack || this.#inFlight !== null) return [];
+    this.#nextOpAtMs = nowMs;
+    return this.tick(nowMs);
   }
 
   /** The outcome of the `acquire` in flight. */

@@ -9,8 +9,11 @@
  * the shards and differ by one at most. A coordinator below its share lets
  * its standby elections try to take free leases (never more tries at once
  * than it is short of its share, so a fresh coordinator does not take every
- * free shard in one round); one above its share hands one lease over per
- * round, so a shard moves to a coordinator that has room for it.
+ * free shard in one round); one above its share hands its excess over in
+ * one round, so the shards move to the coordinators that have room for them
+ * (the shares add up to the shards: what one is above, others are below).
+ * One lease per round would take `shards / members` rounds to make room for
+ * a coordinator that joins a running database, far longer than a failover.
  *
  * Views of the membership may differ for a moment (a heartbeat not seen
  * yet). Then the shares may add up to less than the shards and a shard
@@ -64,8 +67,8 @@ export class ShardShare {
     return led + acquiring < this.shareOf();
   }
 
-  /** How many of the `led` shards to hand over now: one while above the share, else none. */
+  /** How many of the `led` shards to hand over now: as many as it leads above its share. */
   toHandOver(led: number): number {
-    return led > this.shareOf() ? 1 : 0;
+    return Math.max(0, led - this.shareOf());
   }
 }
