@@ -229,7 +229,11 @@ export class Coordinator implements CoordinatorView {
           workerAddress: advertised(this.#ports.workerPort),
           clientAddress: advertised(this.#ports.clientPort),
         },
-        { lead: (epoch) => this.#lead(epoch), stepDown: (_, reason) => this.#endTerm(reason) },
+        {
+          lead: (epoch) => this.#lead(epoch),
+          stepDown: (_, reason) => this.#endTerm(reason),
+          acquireFailed: (current) => this.#options.shardRole?.acquireFailed?.(current),
+        },
       );
       await this.#serve(null);
       this.#election.start();
@@ -501,6 +505,11 @@ export class Coordinator implements CoordinatorView {
   /** Hands this coordinator's lease over to whoever takes it next; nothing unless it leads. */
   handOver(): void {
     this.#election?.handOver();
+  }
+
+  /** A standby tries to take its lease now rather than at its next turn (its gate permitting). */
+  tryNow(): void {
+    this.#election?.tryNow();
   }
 
   /** The core's current state (tests, metrics); empty while standing by. */

@@ -17,6 +17,7 @@ import type { Logger } from '../observability/logger.js';
 import type { AcquireGate } from './leadership/leadership.js';
 import type { ShardList } from '../protocol/messages.js';
 import type { DedicatedConnection } from '../store/postgres/dedicated-connection.js';
+import type { LeaseView } from '../store/lease.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
 import {
@@ -130,6 +131,8 @@ export interface ShardRole {
   leaderOf(shard: number, port: 'worker' | 'client'): string | null;
   /** LIST_SHARDS as the sharded coordinator answers it. */
   shardList(): ShardList;
+  /** A try to take this shard's lease found it held (`current` says by whom). */
+  acquireFailed?(current: LeaseView): void;
   /** The one connection the leases of all the sharded coordinator's shards share. */
   readonly leaseConnection?: DedicatedConnection;
 }

@@ -45,6 +45,7 @@ export function collectSnapshots(effects: readonly Effect[]): SnapshotSeen[] {
         for (const job of msg.jobs) add(job, where);
         break;
       case 'SUBMIT_REJECTED':
+      case 'SHARD_LIST':
       case 'JOBS_SUBMITTED':
       case 'WORKER_LIST':
       case 'ERROR':

@@ -34,7 +34,7 @@ import type {
   ShardList,
 } from '../../protocol/messages.js';
 import { shardCountProblem } from '../../protocol/shards.js';
-import type { LeaseHolder } from '../../store/lease.js';
+import type { LeaseHolder, LeaseView } from '../../store/lease.js';
 import type { Member } from '../../store/membership.js';
 import { describeDatabase, isSharedDatabase } from '../../store/open-store.js';
 import {
@@ -47,6 +47,8 @@ import { DedicatedConnection } from '../../store/postgres/dedicated-connection.j
 import { advertisedAddress } from '../../coordinator/advertise.js';
 import { Coordinator, type CoordinatorDeps } from '../../coordinator/coordinator.js';
 import { ShardShare } from '../../coordinator/leadership/shard-share.js';
+import type { AcquireGate } from '../../coordinator/leadership/leadership.js';
+import { OwnershipRound, type ShardElection } from '../../coordinator/sharding/ownership-round.js';
 import { validateCoordinatorOptions, type CoordinatorOptions } from '../../coordinator/options.js';
 import { parseTokens } from '../../coordinator/ports/access.js';
 import { readClientTls, type ClientTls } from '../../net/tls.js';
@@ -58,10 +60,9 @@ export interface ShardedEvents {
   shards: [ShardList];
 }
 
-/** One shard's lease as the last round read it, and since when it has had no live leader. */
+/** One shard's lease as the last round read it. */
 interface ShardView {
   lease: ShardLease | null;
-  freeSinceMs: number | null;
 }
 
 export class ShardedCoordinator {
@@ -71,6 +72,7 @@ export class ShardedCoordinator {
   readonly #options: CoordinatorOptions;
   readonly #log: Logger;
   readonly #share: ShardShare;
+  readonly #ownership: OwnershipRound;
   readonly #membership: PostgresMembership;
   /** The shards' leases share it (schemas migrated at start). */
   readonly #leaseConnection: DedicatedConnection;
@@ -90,6 +92,7 @@ export class ShardedCoordinator {
     this.shards = shards;
     this.nodeId = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
     this.#share = new ShardShare(shards, this.nodeId, 2 * options.leaseTtlMs);
+    this.#ownership = new OwnershipRound(this.#share);
     this.#membership = new PostgresMembership({
       url: options.databasePath,
       operationTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
@@ -99,7 +102,7 @@ export class ShardedCoordinator {
       applicationName: 'dtp-shard-leases',
       operationTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
     });
-    this.#views = Array.from({ length: shards }, () => ({ lease: null, freeSinceMs: null }));
+    this.#views = Array.from({ length: shards }, () => ({ lease: null }));
     this.#changed = deferred();
     const host: PortsHost = {
       holding: () => false,
@@ -273,7 +276,8 @@ export class ShardedCoordinator {
             shard,
             shards: this.shards,
             nodeId: this.nodeId,
-            gate: { mayAcquire: () => this.#mayAcquire(shard) },
+            gate: this.#gate(shard),
+            acquireFailed: (current) => this.#acquireFailed(shard, current),
             leaderOf: (other, port) => this.#leaderOf(other, port),
             shardList: () => this.shardList(),
             leaseConnection: this.#leaseConnection,
@@ -285,18 +289,34 @@ export class ShardedCoordinator {
     }
   }
 
-  #mayAcquire(shard: number): boolean {
-    if (this.#closing !== null) return false;
-    let led = 0;
-    let acquiring = 0;
-    for (const inner of this.#inner) {
+  /** The ownership round decides whether a standby tries; nothing is taken once stopping. */
+  #gate(shard: number): AcquireGate {
+    const round = this.#ownership.gate(
+      shard,
+      () => this.#elections(),
+      performance.now.bind(performance),
+    );
+    return { mayAcquire: () => this.#closing === null && round.mayAcquire() };
+  }
+
+  /** Each shard's election as the ownership round sees it. */
+  #elections(): ShardElection[] {
+    return this.#inner.map((inner) => {
       const state = inner.electionState();
-      if (state?.leader === true) led++;
-      else if (state?.acquiring === true) acquiring++;
-    }
-    const freeSince = this.#views[shard]?.freeSinceMs ?? null;
-    const freeForMs = freeSince === null ? 0 : performance.now() - freeSince;
-    return this.#share.mayAcquire(led, acquiring, freeForMs);
+      return {
+        mode: state?.leader === true ? 'leader' : 'standby',
+        acquiring: state?.acquiring ?? false,
+      };
+    });
+  }
+
+  /** A try found a shard held: the round learns who holds it, and the freed try goes elsewhere. */
+  #acquireFailed(shard: number, current: LeaseView): void {
+    if (this.#closing !== null || this.#inner.length < this.shards) return;
+    const now = performance.now();
+    this.#ownership.leaseSeen(shard, current, now);
+    for (const next of this.#ownership.admitted(this.#elections(), now))
+      this.#inner[next]?.tryNow();
   }
 
   /** Where a shard's leader takes connections of a kind (this process's own port when it leads it). */
@@ -363,25 +383,27 @@ export class ShardedCoordinator {
         workerAddress: advertisedAddress(this.#options, this.workerPort),
       };
       this.#members = await this.#membership.heartbeat(me, this.#options.leaseTtlMs);
-      this.#share.membersSeen(this.#members.map((m) => m.nodeId));
       const leases = await this.#membership.shardLeases(this.shards);
       const now = performance.now();
       for (const lease of leases) {
         const view = this.#views[lease.shard];
         if (view === undefined) continue;
         view.lease = lease;
-        if (lease.live) view.freeSinceMs = null;
-        else view.freeSinceMs ??= now;
       }
-      const led = this.ledShards();
-      if (this.#share.toHandOver(led.length) > 0) {
-        const shard = led[led.length - 1] as number;
+      this.#ownership.observe(
+        this.#members.map((m) => m.nodeId),
+        this.#views.map((v) => v.lease),
+        now,
+      );
+      const decision = this.#ownership.decide(this.#elections(), now);
+      for (const shard of decision.handOver) {
         this.#log.info(
-          { shard, led: led.length, share: this.#share.shareOf() },
+          { shard, led: decision.led, share: this.#share.shareOf() },
           'handing a shard over: this coordinator leads more than its share',
         );
         this.#inner[shard]?.handOver();
       }
+      for (const shard of decision.tryNow) this.#inner[shard]?.tryNow();
       this.events.emit('shards', this.shardList());
     } catch (err) {
       this.#log.warn({ err: describeError(err) }, 'shard round failed; retrying next round');
