@@ -171,6 +171,79 @@ describe('sharded coordinators', { skip }, () => {
     for (const id of ids) assert.equal((await viaB.status(id)).state, 'QUEUED');
   });
 
+  it('watch, events and wait reach jobs of every shard through one coordinator', async () => {
+    const url = await database();
+    const a = await start(url);
+    const b = await start(url);
+    await balanced([a, b]);
+    const viaA = await clientOf(a);
+    const queues = queuesByShard();
+    // Every job's events, from every shard, on one subscription of A.
+    const seen = new Map<string, string[]>();
+    const abort = new AbortController();
+    const events = (async () => {
+      for await (const e of viaA.events({}, { signal: abort.signal })) {
+        seen.set(e.job.jobId, [...(seen.get(e.job.jobId) ?? []), e.job.state]);
+      }
+    })().catch(() => undefined);
+    await until(async () => (await viaA.workers()) !== undefined, { what: 'a round trip' });
+    const ids: string[] = [];
+    for (const queue of queues) ids.push((await viaA.submit('ECHO', {}, { queue })).jobId);
+    // A watch and a wait on a job in each shard, ended by a cancel through B.
+    const viaB = await clientOf(b);
+    const watched = ids.map(async (id) => {
+      const states: string[] = [];
+      for await (const e of viaA.watch(id)) states.push(e.job.state);
+      return states;
+    });
+    const waited = ids.map((id) => viaA.wait(id, 10_000));
+    for (const id of ids) assert.equal((await viaB.cancel(id)).cancelled, true);
+    for (const job of await Promise.all(waited)) assert.equal(job.state, 'CANCELLED');
+    for (const states of await Promise.all(watched)) assert.equal(states.at(-1), 'CANCELLED');
+    await until(() => ids.every((id) => seen.get(id)?.includes('CANCELLED') === true), {
+      what: 'the cancels of every shard on the subscription',
+    });
+    abort.abort();
+    await events;
+  });
+
+  it('ticks a schedule once per tick while its shard moves between coordinators', async () => {
+    const url = await database();
+    const a = await start(url);
+    const b = await start(url);
+    await balanced([a, b]);
+    const viaA = await clientOf(a);
+    const queue = queuesByShard()[1] as string;
+    await viaA.schedules.set('every-second', 'ECHO', { everyMs: 1_000, queue });
+    const leaderOf = async (): Promise<ShardedCoordinator> => {
+      const map = await viaA.shards();
+      const leader = map.shards[shardOfQueue(queue, SHARDS)]?.leader;
+      return leader === `127.0.0.1:${a.clientPort}` ? a : b;
+    };
+    const ticks = async (): Promise<number[]> =>
+      (await viaA.listPage({ limit: 100, queue })).jobs
+        .map((j) => j.runAtMillis ?? j.createdAtMillis)
+        .sort((x, y) => x - y);
+    await until(async () => (await ticks()).length >= 2, { what: 'two ticks', timeoutMs: 10_000 });
+    // The shard's leader stops; a new one takes the shard (and its schedule) over.
+    const first = await leaderOf();
+    await first.close();
+    running = running.filter((r) => r !== first);
+    const c = await start(url);
+    const survivor = first === a ? b : a;
+    await balanced([survivor, c]);
+    const via = await clientOf(survivor);
+    const before = (await via.listPage({ limit: 100, queue })).jobs.length;
+    await until(async () => (await via.listPage({ limit: 100, queue })).jobs.length >= before + 2, {
+      what: 'two more ticks after the move',
+      timeoutMs: 15_000,
+    });
+    const all = (await via.listPage({ limit: 100, queue })).jobs.map(
+      (j) => j.runAtMillis ?? j.createdAtMillis,
+    );
+    assert.equal(new Set(all).size, all.length, `a tick made two jobs: ${all.join(', ')}`);
+  });
+
   it('refuses another shard count, sharded or not', async () => {
     const url = await database();
     await start(url);

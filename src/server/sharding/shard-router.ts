@@ -231,7 +231,9 @@ export class ShardRouter {
           : Array.from({ length: this.#dir.shards }, (_, s) => s);
     const replies = await Promise.all(
       shards.map(async (shard) => {
-        const conn = await this.#dedicated(connId, shard);
+        const address = await this.#leaderAddress(shard);
+        if (address === null) return noLeader(shard);
+        const conn = await this.#dedicated(connId, address);
         const reply = await conn.request(msg);
         if (reply.type === 'SUBSCRIBED') {
           conn.attach({
@@ -282,7 +284,7 @@ export class ShardRouter {
     try {
       conn =
         msg.type === 'WAIT_JOB'
-          ? await this.#dedicated(connId, shard)
+          ? await this.#dedicated(connId, address)
           : await this.#upstream(address);
     } catch (err) {
       // Not reached: nothing was sent, so it is safe to try again elsewhere.
@@ -316,10 +318,18 @@ export class ShardRouter {
     return opened;
   }
 
+  /** The client port of `shard`'s leader, waited for up to `leaderWaitMs` while none is known. */
+  async #leaderAddress(shard: number): Promise<string | null> {
+    const deadline = Date.now() + this.#options.leaderWaitMs;
+    for (;;) {
+      const address = this.#dir.clientAddress(shard);
+      if (address !== null || Date.now() >= deadline || this.#closed) return address;
+      await Promise.race([this.#dir.changed(), delay(deadline - Date.now())]);
+    }
+  }
+
   /** A connection of a client's own (a subscription, a wait), closed with it. */
-  async #dedicated(connId: number, shard: number): Promise<ClientConnection> {
-    const address = this.#dir.clientAddress(shard);
-    if (address === null) throw new OutcomeUnknown(`shard ${shard} has no leader`);
+  async #dedicated(connId: number, address: string): Promise<ClientConnection> {
     const conn = await this.#open(address);
     const owned = this.#owned.get(connId) ?? new Set<ClientConnection>();
     owned.add(conn);

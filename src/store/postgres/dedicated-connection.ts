@@ -24,13 +24,25 @@ export class DedicatedConnection {
   #client: Promise<pg.Client> | null = null;
   #prepared = false;
   #closed = false;
+  /** The statement before the next one: statements run one after another, never overlapping. */
+  #tail: Promise<unknown> = Promise.resolve();
 
   constructor(options: DedicatedConnectionOptions) {
     this.#options = options;
   }
 
-  /** The rows of one statement; a {@link StoreError} naming `what` when it fails or is late. */
-  async query<R extends pg.QueryResultRow>(
+  /**
+   * The rows of one statement, run after the ones asked before it; a
+   * {@link StoreError} naming `what` when it fails or is late (the deadline
+   * counts from when its turn comes).
+   */
+  query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
+    const turn = this.#tail.then(() => this.#run<R>(what, text, values));
+    this.#tail = turn.catch(() => undefined);
+    return turn;
+  }
+
+  async #run<R extends pg.QueryResultRow>(
     what: string,
     text: string,
     values: unknown[],
