@@ -13,6 +13,7 @@ import {
 } from '../worker/start-worker.js';
 import {
   DEFAULT_PREFETCH_PER_SLOT,
+  DEFAULT_SHARD_REFRESH_MS,
   WORKER_BOUNDS,
   workerOptionsProblem,
   type CheckedWorkerOptions,
@@ -118,6 +119,10 @@ const FLAGS: readonly FlagSpec[] = [
     defaultLabel: '3 x heartbeat interval, at least 1000',
     help: 'a coordinator that confirmed heartbeat acks and is silent this long is dropped and redialled',
   }),
+  boundedFlag('shard-refresh-millis', B.shardRefreshMs, {
+    default: DEFAULT_SHARD_REFRESH_MS,
+    help: "with a sharded coordinator, how often the worker asks it where its shards' leaders are (and at once when a shard session is lost)",
+  }),
   ...DIALLER_SECURITY_FLAGS,
   ...LOG_FLAGS,
 ];
@@ -139,6 +144,7 @@ const FLAG_OF: { readonly [K in Exclude<keyof CheckedWorkerOptions, 'connectTime
     cancelGraceMs: 'cancel-grace-millis',
     taskMemoryMb: 'task-memory-mb',
     coordinatorTimeoutMs: 'coordinator-timeout-millis',
+    shardRefreshMs: 'shard-refresh-millis',
     queues: 'queues',
   };
 
@@ -155,6 +161,7 @@ function buildOptions(values: FlagValues): StartWorkerOptions & { logger: Logger
     cancelGraceMs: values.int('cancel-grace-millis'),
     taskMemoryMb: values.int('task-memory-mb'),
     ...optional('coordinatorTimeoutMs', values.optionalInt('coordinator-timeout-millis')),
+    shardRefreshMs: values.int('shard-refresh-millis'),
     ...optional('queues', queuesFrom(values)),
   };
   const problem = workerOptionsProblem(

@@ -847,6 +847,7 @@ const SCHEMAS: Schemas = {
     leader: optional(stringCodec),
     index: optional(intCodec),
     requestId: optional(intCodec),
+    shards: optional(arrayOf(shardInfoCodec)),
   },
   ENQUEUE_CHILD: {
     workerId: stringCodec,

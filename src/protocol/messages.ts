@@ -532,6 +532,14 @@ export interface ErrorMessage {
    * ERROR fails that call only; the session goes on.
    */
   requestId?: number | null;
+  /**
+   * Extension (with `NOT_LEADER`, on a sharded coordinator's public worker
+   * port): every shard of the database and where its leader takes workers.
+   * A worker that gets it registers with those shards' own worker ports
+   * instead (one session per address), and keeps the map current with
+   * LIST_SHARDS.
+   */
+  shards?: ShardInfo[] | null;
 }
 
 /**

@@ -9,6 +9,11 @@
  * is free, nothing it produces is reported), or -> `abandoned` (its
  * connection ended and no later session took it over). An attempt leaves
  * the worker's map exactly once, on the first of these.
+ *
+ * It belongs to one session (a worker talking to a sharded coordinator has
+ * one per shard leader, see shard-map.ts): its result, progress and calls go
+ * back on that session only, and only over the connection that assigned it
+ * or took it back.
  */
 import type { FramedConnection } from '../net/framed-connection.js';
 import type { Logger } from '../observability/logger.js';
@@ -23,29 +28,33 @@ import { ProgressThrottle } from './progress-throttle.js';
 import type { StopOutcome, TaskHandle, TaskOutcome, TaskPool } from './task-pool.js';
 import type { AbortReason, CallOutcome } from './thread-messages.js';
 
+/** The session an attempt belongs to, as the attempt sees it. */
+export interface AttemptSession {
+  /** The session's open connection (registered or not yet); null between connections. */
+  readonly connection: FramedConnection | null;
+  /** What the session's coordinator offers. */
+  readonly features: ReadonlySet<Feature>;
+}
+
 /** What an attempt needs of the worker, and tells it. */
-export interface AttemptHost {
+export interface AttemptHost<S extends AttemptSession = AttemptSession> {
   readonly workerId: string;
   readonly log: Logger;
-  /** What the current coordinator offers. */
-  features(): ReadonlySet<Feature>;
-  /** The current session's connection; null between sessions. */
-  connection(): FramedConnection | null;
   /** The handler made a call (the message without its ids). */
-  onCall(attempt: Attempt, callId: number, call: JsonObject): void;
+  onCall(attempt: Attempt<S>, callId: number, call: JsonObject): void;
   /** The handler's code began. */
-  onStarted(attempt: Attempt): void;
+  onStarted(attempt: Attempt<S>): void;
   /** The handler settled by itself: its outcome is to be reported. */
-  onEnded(attempt: Attempt, outcome: TaskOutcome): void;
+  onEnded(attempt: Attempt<S>, outcome: TaskOutcome): void;
   /** A stopped attempt's thread is free of it, and how. */
-  onStopped(attempt: Attempt, reason: AbortReason, how: StopOutcome): void;
+  onStopped(attempt: Attempt<S>, reason: AbortReason, how: StopOutcome): void;
   /** The attempt's deadline passed here: the host stops it (the coordinator revokes it too). */
-  onDeadline(attempt: Attempt): void;
+  onDeadline(attempt: Attempt<S>): void;
 }
 
 export type AttemptState = 'running' | 'ended' | 'stopped' | 'abandoned';
 
-export class Attempt {
+export class Attempt<S extends AttemptSession = AttemptSession> {
   readonly jobId: string;
   readonly attemptId: string;
   readonly attemptNumber: number;
@@ -55,11 +64,16 @@ export class Attempt {
   /** performance.now() at assignment. */
   readonly startedAtMs = performance.now();
   /**
+   * The session it belongs to: the one that assigned it, or the one it was
+   * handed to when that session closed (shard-map.ts).
+   */
+  session: S;
+  /**
    * The session's connection: the one that assigned it, or the one of a later
    * session that took it back (`reattach`). The result goes back only there.
    */
   connection: FramedConnection;
-  readonly #host: AttemptHost;
+  readonly #host: AttemptHost<S>;
   readonly #handle: TaskHandle;
   readonly #span: AttemptSpan | null;
   readonly #progress: ProgressThrottle | null;
@@ -68,21 +82,23 @@ export class Attempt {
   /** performance.now() when it was stopped (0 before). */
   stoppedAtMs = 0;
 
-  /** Starts the attempt `msg` assigned, in `pool` (isolated when its task type says so). */
+  /** Starts the attempt `msg` assigned on `session`'s `connection`, in `pool` (isolated when its task type says so). */
   constructor(
-    host: AttemptHost,
+    host: AttemptHost<S>,
     pool: TaskPool,
+    session: S,
     connection: FramedConnection,
     msg: TaskAssign,
     context: { otel: Awaited<ReturnType<typeof loadOtel>>; isolated: boolean; local: boolean },
   ) {
     this.#host = host;
+    this.session = session;
     this.connection = connection;
     this.jobId = msg.jobId;
     this.attemptId = msg.attemptId;
     this.attemptNumber = msg.attemptNumber;
     this.taskType = msg.taskType;
-    const features = host.features();
+    const features = session.features;
     // Only a coordinator that offers assignLimits means these fields.
     const limits = features.has('assignLimits');
     this.timeoutMs = limits ? (msg.timeoutMillis ?? null) : null;
@@ -206,10 +222,10 @@ export class Attempt {
     };
   }
 
-  /** Progress on its way out: a few a second at most, always the latest, only from this session. */
+  /** Progress on its way out: a few a second at most, always the latest, only on its own connection. */
   #progressThrottle(): ProgressThrottle {
     return new ProgressThrottle(1_000 / PROGRESS_MESSAGES_PER_SECOND, (p) => {
-      const connection = this.#host.connection();
+      const connection = this.session.connection;
       if (this.connection !== connection || connection === null || this.#state !== 'running') {
         return;
       }

@@ -37,7 +37,14 @@ export type { JsonObject, JsonValue } from '../protocol/messages.js';
 export { DEFAULT_WORKER_OPTIONS, startWorker } from './start-worker.js';
 export type { StartWorkerOptions } from './start-worker.js';
 export { Worker } from './worker.js';
-export type { WorkerEvents, WorkerMode, WorkerOptions } from './worker.js';
+export type {
+  SessionView,
+  ShardPlan,
+  ShardRoute,
+  WorkerEvents,
+  WorkerMode,
+  WorkerOptions,
+} from './worker.js';
 export { TaskModuleError, loadTaskModules } from './task-modules.js';
 export type { LoadedTaskModules } from './task-modules.js';
 export { DtpError } from '../protocol/errors.js';

@@ -88,12 +88,21 @@ export interface WorkerOptions {
    * stops (`refused`) rather than take every queue.
    */
   queues?: readonly string[] | null;
+  /**
+   * With a sharded coordinator (its worker port answers the registration
+   * with NOT_LEADER and the shard map): how often the worker asks it for
+   * the map again (LIST_SHARDS), in ms (default 2000). It also asks at once
+   * whenever one of its shard sessions loses its connection.
+   */
+  shardRefreshMs?: number;
 }
 
 /** Floor of the default coordinator timeout, in ms (an explicit value may be lower). */
 export const MIN_DEFAULT_COORDINATOR_TIMEOUT_MS = 1_000;
 /** Default time a stopped handler gets to settle before its thread is terminated, in ms. */
 export const DEFAULT_CANCEL_GRACE_MS = 1_000;
+/** Default `shardRefreshMs`. */
+export const DEFAULT_SHARD_REFRESH_MS = 2_000;
 /** Default `connectTimeoutMs`. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 /** Default `prefetch`, per unit of capacity. */
@@ -121,6 +130,7 @@ export const WORKER_BOUNDS = {
   taskMemoryMb: { min: TASK_MEMORY_MB.min, max: TASK_MEMORY_MB.max, optional: true },
   connectTimeoutMs: { min: 1, max: MAX_TIMER_MS, optional: true },
   coordinatorTimeoutMs: { min: 1, max: MAX_TIMER_MS, optional: true },
+  shardRefreshMs: { min: 1, max: MAX_TIMER_MS, optional: true },
 } as const satisfies BoundsTable<WorkerOptions>;
 
 /** What {@link workerOptionsProblem} looks at: the address, the id, the queues and every bounded number. */

@@ -201,7 +201,7 @@ export class TaskPool {
   readonly #running = new Map<PoolTask, PoolThread>();
   /** Attempts waiting for a slot, oldest first. */
   readonly #queued: PoolTask[] = [];
-  readonly #queueLimit: number;
+  #queueLimit: number;
   #checkTimer: NodeJS.Timeout | null = null;
   #threadsMade = 0;
   readonly #isolatedIdleMs: number;
@@ -250,6 +250,23 @@ export class TaskPool {
   /** Attempts waiting for a slot. */
   get queuedCount(): number {
     return this.#queued.length;
+  }
+
+  /** Most attempts that may wait for a slot. */
+  get queueLimit(): number {
+    return this.#queueLimit;
+  }
+
+  /**
+   * A new bound on the attempts that may wait (a worker with several
+   * sessions holds what each may be sent; shard-map.ts). Attempts already
+   * waiting keep their place.
+   */
+  set queueLimit(limit: number) {
+    if (!Number.isSafeInteger(limit) || limit < 0) {
+      throw new DtpError(LocalErrorCode.InvalidOptions, `queueLimit must be >= 0, got ${limit}`);
+    }
+    this.#queueLimit = limit;
   }
 
   /**

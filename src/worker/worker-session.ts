@@ -36,6 +36,12 @@
  * leader's address, which is dialled next at once; a failed dial moves on to
  * the next address; it pauses `reconnectDelayMs` only after a whole round
  * failed or a registered session ended.
+ *
+ * A sharded coordinator's public worker port answers the registration with
+ * NOT_LEADER and the shard map (`ERROR.shards`): the session hands the map
+ * to its host (the worker opens one session per shard leader, shard-map.ts)
+ * and otherwise treats it as any NOT_LEADER; the host closes the session
+ * when it has no further use for it.
  */
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
@@ -63,6 +69,7 @@ import {
   type ErrorMessage,
   type JsonObject,
   type Message,
+  type ShardInfo,
   type TaskAssign,
   type TaskCancel,
   type WorkerRegister,
@@ -122,6 +129,14 @@ export interface SessionHost {
   onDisconnected(connection: FramedConnection, reason: string, registered: boolean): void;
   /** The coordinator refused this worker for good: the host closes. */
   onRefused(error: DtpError): void;
+  /**
+   * True when the host registered a newer session of this worker in this
+   * one's place on purpose: the WORKER_REPLACED that follows is expected,
+   * not a refusal.
+   */
+  replacedOnPurpose(): boolean;
+  /** The registration was answered NOT_LEADER with the shard map: a sharded coordinator. */
+  onShardMap(shards: readonly ShardInfo[]): void;
 }
 
 export class WorkerSession {
@@ -221,6 +236,10 @@ export class WorkerSession {
   /** The coordinator refused us: a configuration problem, so stop for good. */
   refuse(code: RefusalReason, message: string): void {
     if (this.closed) return;
+    if (code === ErrorCode.WorkerReplaced && this.#host.replacedOnPurpose()) {
+      this.#log.info('replaced by a newer session of this worker');
+      return; // the coordinator closes this connection next
+    }
     this.#log.error({ code, message }, 'refused by the coordinator: stopping (no reconnect)');
     this.#host.onRefused(new DtpError(code, message));
   }
@@ -483,6 +502,16 @@ export class WorkerSession {
       return;
     }
     if (msg.code === ErrorCode.NotLeader) {
+      // A sharded coordinator's public port: the host opens sessions with its shards.
+      const shards = msg.shards ?? null;
+      if (shards !== null && shards.length > 0) {
+        this.#log.info(
+          { coordinator: this.coordinator, shards: shards.length },
+          'the coordinator is sharded: registering with its shards instead',
+        );
+        this.#host.onShardMap(shards);
+        if (this.closed) return; // the host closed it: no next coordinator to try
+      }
       // A standby (or a leader that just stepped down): on to the leader it names.
       this.#notLeader = { leader: msg.leader ?? null };
       this.#log.info(

@@ -196,6 +196,16 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     leader: 'host-2:7071',
     index: 3,
     requestId: 7,
+    shards: [
+      {
+        shard: 0,
+        leader: 'host-2:7071',
+        epoch: 4,
+        clientAddress: 'host-2:7101',
+        workerAddress: 'host-2:7100',
+      },
+      { shard: 1, leader: null, epoch: 0, clientAddress: null, workerAddress: null },
+    ],
   },
   SUBMIT_JOBS: {
     type: 'SUBMIT_JOBS',
@@ -614,7 +624,7 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
     'requeue',
   ],
   WORKER_DRAINING: ['workerId'],
-  ERROR: ['message', 'code', 'leader', 'index', 'requestId'],
+  ERROR: ['message', 'code', 'leader', 'index', 'requestId', 'shards'],
   SUBMIT_JOBS: ['jobs'],
   JOBS_SUBMITTED: ['jobIds'],
   SUBMIT_JOB: [
@@ -770,7 +780,7 @@ const EXTENSION_FIELDS: Partial<Record<MessageType, readonly string[]>> = {
   WORKER_REGISTERED: ['features'],
   TASK_ASSIGN: ['timeoutMillis', 'maxAttempts'],
   TASK_RESULT: ['retryable', 'resultFormat', 'requeue'],
-  ERROR: ['leader'],
+  ERROR: ['leader', 'shards'],
   SUBMIT_JOB: ['timeoutMillis'],
   JOB_SUBMITTED: ['servingWorkers'],
   LIST_JOBS: ['taskType', 'idempotencyKey'],
