@@ -355,7 +355,7 @@ export class ShardedCoordinator {
       message:
         'NOT_LEADER: SHARDED: this coordinator leads shards of a sharded database; register with each shard (shards)',
       shards: this.shardList().shards,
-    } as ErrorMessage;
+    };
   }
 
   // Rounds.
