@@ -993,7 +993,7 @@ const SCHEMAS: Schemas = {
   TRIGGER_INFO: { trigger: triggerSnapshotCodec },
   TRIGGER_LIST: { triggers: arrayOf(triggerSnapshotCodec) },
   TRIGGER_DELETED: { name: stringCodec, deleted: boolCodec },
-  LIST_SHARDS: {},
+  LIST_SHARDS: { authToken: optional(stringCodec) },
   SHARD_LIST: {
     shards: arrayOf(shardInfoCodec),
     coordinators: arrayOf(coordinatorInfoCodec),

@@ -1036,6 +1036,12 @@ export interface TriggerDeleted {
  */
 export interface ListShards {
   type: 'LIST_SHARDS';
+  /**
+   * On a sharded coordinator's worker port that requires worker tokens: the
+   * worker's token (as in WORKER_REGISTER). Never logged. The client port
+   * takes AUTH instead.
+   */
+  authToken?: string | null;
 }
 /** One shard: its leader's client port (the coordinator's own) and epoch, and its own ports. */
 export interface ShardInfo {

@@ -18,6 +18,8 @@ export interface ShardListOptions {
   /** For the dial, and for the answer after it, in ms. */
   readonly timeoutMs: number;
   readonly tls: ClientTls | null;
+  /** The worker token, for a coordinator that requires one. */
+  readonly authToken?: string | null;
   /** Aborts a dial under way (the worker is closing). */
   readonly signal: AbortSignal;
 }
@@ -76,7 +78,8 @@ async function askOne(address: HostPort, options: ShardListOptions): Promise<Sha
     connection.setIdleTimeout(options.timeoutMs, () =>
       settle(new Error(`no SHARD_LIST within ${options.timeoutMs} ms`)),
     );
-    connection.send({ type: 'LIST_SHARDS' });
+    const token = options.authToken ?? null;
+    connection.send({ type: 'LIST_SHARDS', ...(token !== null && { authToken: token }) });
   });
 }
 

@@ -857,6 +857,7 @@ export class Worker {
       const answer = await askShardList(this.#mapSources, {
         timeoutMs: this.#options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
         tls: this.#options.tls ?? null,
+        authToken: this.#options.authToken ?? null,
         signal: this.#abort.signal,
       });
       if (this.#closing !== null || this.#draining !== null) return;

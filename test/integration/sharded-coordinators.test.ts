@@ -19,11 +19,17 @@ import { shardOfJobId, shardOfQueue } from '../../src/protocol/shards.js';
 import { createTestDatabase, dropTestDatabase, postgresSkip } from '../helpers/postgres.js';
 import { FAST_TIMINGS, testLogger } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
+import { rawConnection } from '../helpers/raw-peers.js';
+import type { Message } from '../../src/protocol/messages.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const skip = postgresSkip();
 const SHARDS = 4;
 const databases: string[] = [];
 let running: { close(): Promise<void> }[] = [];
+const cleanups: (() => void)[] = [];
 
 after(async () => {
   for (const url of databases) await dropTestDatabase(url);
@@ -31,6 +37,7 @@ after(async () => {
 afterEach(async () => {
   await Promise.all(running.map((c) => c.close()));
   running = [];
+  for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
 function optionsFor(url: string): CoordinatorOptions {
@@ -242,6 +249,41 @@ describe('sharded coordinators', { skip }, () => {
       (j) => j.runAtMillis ?? j.createdAtMillis,
     );
     assert.equal(new Set(all).size, all.length, `a tick made two jobs: ${all.join(', ')}`);
+  });
+
+  it('tells only workers with a token where the shards take workers', async () => {
+    const url = await database();
+    const dir = mkdtempSync(join(tmpdir(), 'dtp-shard-tokens-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const tokenFile = join(dir, 'worker.tokens');
+    writeFileSync(tokenFile, 'worker-secret\n', { mode: 0o600 });
+    const c = await ShardedCoordinator.start(
+      { ...optionsFor(url), security: { workerTokenFile: tokenFile } },
+      SHARDS,
+    );
+    running.push(c);
+    const ask = async (msg: Message): Promise<Message> => {
+      const raw = await rawConnection(c.workerPort);
+      raw.conn.send(msg);
+      const reply = await raw.inbox.next();
+      await raw.conn.destroy('done');
+      return reply;
+    };
+    const none = await ask({ type: 'LIST_SHARDS' });
+    assert.equal(none.type === 'ERROR' && none.code, 'UNAUTHENTICATED');
+    const wrong = await ask({ type: 'LIST_SHARDS', authToken: 'guess' });
+    assert.equal(wrong.type === 'ERROR' && wrong.code, 'UNAUTHENTICATED');
+    const list = await ask({ type: 'LIST_SHARDS', authToken: 'worker-secret' });
+    assert.equal(list.type === 'SHARD_LIST' && list.shards.length, SHARDS);
+    const refused = await ask({
+      type: 'WORKER_REGISTER',
+      workerId: 'w',
+      capacity: 1,
+      taskTypes: null,
+      authToken: 'worker-secret',
+    });
+    assert.ok(refused.type === 'ERROR' && refused.code === 'NOT_LEADER');
+    assert.equal(refused.shards?.length, SHARDS);
   });
 
   it('refuses another shard count, sharded or not', async () => {

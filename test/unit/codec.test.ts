@@ -528,7 +528,7 @@ const SAMPLES: { [K in MessageType]: MessageOf<K> } = {
     },
   },
   LIST_TRIGGERS: { type: 'LIST_TRIGGERS' },
-  LIST_SHARDS: { type: 'LIST_SHARDS' },
+  LIST_SHARDS: { type: 'LIST_SHARDS', authToken: 't0ken' },
   SHARD_LIST: {
     type: 'SHARD_LIST',
     shards: [
@@ -723,7 +723,7 @@ const WIRE_FIELDS: { [K in MessageType]: readonly string[] } = {
   EVENT_PUBLISHED: ['eventId', 'jobIds', 'resumed', 'duplicate'],
   SET_TRIGGER: ['trigger'],
   LIST_TRIGGERS: [],
-  LIST_SHARDS: [],
+  LIST_SHARDS: ['authToken'],
   SHARD_LIST: ['shards', 'coordinators'],
   DELETE_TRIGGER: ['name'],
   TRIGGER_INFO: ['trigger'],

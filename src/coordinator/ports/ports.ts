@@ -531,6 +531,18 @@ export class Ports {
    * anything else ends the connection.
    */
   #routeWorker(conn: FramedConnection, msg: Message, router: RequestRouter): void {
+    // Where the shards take workers is for workers with a valid token only.
+    const token =
+      msg.type === 'LIST_SHARDS' || msg.type === 'WORKER_REGISTER' ? msg.authToken : null;
+    if (!this.guard.access.allowsWorker(token)) {
+      const reason = token == null ? 'no authToken' : 'token refused';
+      this.#refuseWorker(
+        conn,
+        reason,
+        `Unauthenticated: worker token ${token == null ? 'missing' : 'refused'}`,
+      );
+      return;
+    }
     if (msg.type === 'LIST_SHARDS') {
       conn.send(router.shardList());
       return;
