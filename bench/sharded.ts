@@ -26,7 +26,8 @@ import { execFile } from 'node:child_process';
 
 export const SHARDS = 16;
 const QUEUES = 16;
-const LEASE = ['--lease-ttl-millis', '2000', '--lease-renew-interval-millis', '400'];
+// The defaults: a busy machine must not move shards in the middle of a measurement.
+const LEASE = ['--lease-ttl-millis', '5000', '--lease-renew-interval-millis', '1000'];
 
 export interface ShardedRun {
   /** 0 = one unsharded coordinator. */
@@ -189,6 +190,12 @@ export async function shardedRun(
     } finally {
       await client.close();
     }
+  } catch (err) {
+    // What the coordinators said is the first thing to read when a run fails.
+    for (const [i, n] of nodes.entries()) {
+      process.stderr.write(`--- coordinator ${i + 1}:\n${n.proc.output.slice(-4_000)}\n`);
+    }
+    throw err;
   } finally {
     await Promise.all([...workers, ...nodes.map((n) => n.proc)].map((p) => p.stop(2_000)));
   }
