@@ -129,7 +129,16 @@ export interface ShardRole {
   leaderOf(shard: number, port: 'worker' | 'client'): string | null;
   /** LIST_SHARDS as the sharded coordinator answers it. */
   shardList(): ShardList;
+  /**
+   * How often this shard's term reads the cluster's outbox for messages of
+   * other shards (flows and dependencies across shards), in ms; absent =
+   * {@link DEFAULT_OUTBOX_POLL_MS}.
+   */
+  readonly outboxPollMs?: number;
 }
+
+/** How often a shard reads the outbox by default: a message waits about half of it. */
+export const DEFAULT_OUTBOX_POLL_MS = 50;
 
 export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   workerPort: 7070,

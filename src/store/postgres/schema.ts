@@ -18,8 +18,8 @@
  * written once, for `dtp`, and {@link inSchema} rewrites it for another
  * schema, so each shard has its own lease row and fencing, and the code that
  * fences is the same. Schema `dtp` also holds the cluster's own tables
- * (migration 13): how many shards the database has, and the coordinators
- * alive.
+ * (migrations 13 and 14): how many shards the database has, the
+ * coordinators alive, and the outbox of messages between shards.
  */
 import type { ClientBase } from 'pg';
 import { StoreError } from '../store.js';
@@ -731,6 +731,49 @@ ${signalsSql()}
      expires_at     timestamptz NOT NULL,
      started_at     timestamptz NOT NULL
    );`,
+  // 14: the cluster's outbox, in schema dtp only (CLUSTER_MIGRATIONS): the
+  // messages one shard's core sends another's (docs/ARCHITECTURE.md,
+  // "Across shards: the outbox"), read by the target shard in id order.
+  `CREATE TABLE dtp.shard_outbox (
+     id           bigserial   PRIMARY KEY,
+     target_shard integer     NOT NULL,
+     body         jsonb       NOT NULL,
+     created_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+   );
+   CREATE INDEX shard_outbox_target ON dtp.shard_outbox (target_shard, id);`,
+  // 15: a shard's side of dependencies across shards, in every schema: the
+  // children in other shards that wait for a job of this one, and the ended
+  // parents in other shards that this one's children heard of. A
+  // twenty-one-argument commit_batch writes all the sixteen-argument one
+  // does, then the outbox messages sent and applied and those two tables
+  // (see shardLinksSql), in the same transaction, under the same fence.
+  `CREATE TABLE dtp.remote_dependents (
+     parent_id   text    NOT NULL,
+     child_id    text    NOT NULL,
+     child_shard integer NOT NULL,
+     PRIMARY KEY (parent_id, child_id)
+   );
+   CREATE TABLE dtp.remote_parents (
+     parent_id     text PRIMARY KEY,
+     task_type     text NOT NULL,
+     state         text NOT NULL,
+     result        text,
+     result_format text
+   );
+   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json,
+       p_cleared_steps json, p_steps json, p_step_waits json, p_group_holds json,
+       p_holds_ended_before_ms bigint, p_signals json, p_events json, p_triggers json,
+       p_deleted_triggers json, p_outbox json, p_outbox_done json, p_remote_dependents json,
+       p_remote_dependents_done json, p_remote_parents json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   BEGIN
+     PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
+       p_deleted_schedules, p_queues, p_cleared_steps, p_steps, p_step_waits, p_group_holds,
+       p_holds_ended_before_ms, p_signals, p_events, p_triggers, p_deleted_triggers);
+${shardLinksSql()}
+   END
+   $fn$;`,
 ];
 
 /**
@@ -740,7 +783,7 @@ ${signalsSql()}
  * schema's version still numbers the same list (a shard's schema at version
  * 13 has every shard table of versions 1 to 12).
  */
-const CLUSTER_MIGRATIONS: ReadonlySet<number> = new Set([13]);
+const CLUSTER_MIGRATIONS: ReadonlySet<number> = new Set([13, 14]);
 
 /**
  * The signals, events and triggers of a group of batches merged
@@ -779,6 +822,47 @@ function signalsSql(): string {
          task_type = excluded.task_type, queue = excluded.queue,
          priority = excluded.priority, max_attempts = excluded.max_attempts,
          created_at_ms = excluded.created_at_ms, updated_at_ms = excluded.updated_at_ms;
+     END IF;`;
+}
+
+/**
+ * The outbox and remote links of a group of batches merged (mergeBatches).
+ * The outbox is the cluster's table, in schema dtp whatever the shard: it is
+ * named `"dtp".shard_outbox`, quoted, which {@link inSchema} leaves as it is.
+ * Messages are inserted in the order given (their ids follow it); those
+ * applied are deleted. Remote dependents are inserted before the parents
+ * whose dependents were told are deleted: a parent never gets a dependent
+ * after its end (a watch of an ended parent is answered at once).
+ */
+function shardLinksSql(): string {
+  return `     IF p_outbox IS NOT NULL THEN
+       INSERT INTO "dtp".shard_outbox (target_shard, body)
+         SELECT (e.value->>'targetShard')::integer, (e.value->'body')::jsonb
+         FROM json_array_elements(p_outbox) WITH ORDINALITY AS e(value, n)
+         ORDER BY e.n;
+     END IF;
+     IF p_outbox_done IS NOT NULL THEN
+       DELETE FROM "dtp".shard_outbox
+        WHERE id IN (SELECT value::bigint FROM json_array_elements_text(p_outbox_done));
+     END IF;
+     IF p_remote_dependents IS NOT NULL THEN
+       INSERT INTO dtp.remote_dependents (parent_id, child_id, child_shard)
+         SELECT "parentId", "childId", "childShard" FROM json_to_recordset(p_remote_dependents)
+           AS r("parentId" text, "childId" text, "childShard" integer)
+       ON CONFLICT DO NOTHING;
+     END IF;
+     IF p_remote_dependents_done IS NOT NULL THEN
+       DELETE FROM dtp.remote_dependents
+        WHERE parent_id IN (SELECT value FROM json_array_elements_text(p_remote_dependents_done));
+     END IF;
+     IF p_remote_parents IS NOT NULL THEN
+       INSERT INTO dtp.remote_parents (parent_id, task_type, state, result, result_format)
+         SELECT "parentId", "taskType", state, result, "resultFormat"
+         FROM json_to_recordset(p_remote_parents) AS r("parentId" text, "taskType" text,
+           state text, result text, "resultFormat" text)
+       ON CONFLICT (parent_id) DO UPDATE SET task_type = excluded.task_type,
+         state = excluded.state, result = excluded.result,
+         result_format = excluded.result_format;
      END IF;`;
 }
 
