@@ -623,7 +623,18 @@ export class MemoryStore implements Store {
       this.#signals.delete(job.jobId);
     }
     if (query.state === 'COMPLETED') this.#purgeEvents(query);
+    this.#purgeRemoteParents(doomed);
     return doomed.length;
+  }
+
+  /** The outcomes of remote parents that no stored job depends on any more (after a purge). */
+  #purgeRemoteParents(doomed: readonly JobRecord[]): void {
+    const unlinked = new Set(doomed.flatMap((job) => job.dependsOn ?? []));
+    if (unlinked.size === 0) return;
+    for (const job of this.#jobs.values()) {
+      for (const parentId of job.dependsOn ?? []) unlinked.delete(parentId);
+    }
+    for (const parentId of unlinked) this.#remoteParents.delete(parentId);
   }
 
   /** Deletes the oldest events published before the bound, a step's worth at most. */

@@ -212,6 +212,20 @@ describe('the cluster outbox', { skip }, () => {
     });
     assert.deepEqual(await s1.readOutbox(1, 0, 10), [sent[1]]);
     assert.deepEqual((await s1.recover()).remoteParents, [ended]);
+    // The outcome stays while a stored job depends on it, and goes with the last one.
+    const child = jobRecord(2, { dependsOn: ['job-1'], state: 'COMPLETED', finishedAtMs: 5 });
+    await s1.commit(batchOf([{ job: child, isNew: false }]));
+    const remoteParents = async (): Promise<number> =>
+      (
+        await queryDatabase<{ n: number }>(
+          url,
+          'SELECT count(*)::int AS n FROM dtp_s1.remote_parents',
+        )
+      )[0]?.n ?? -1;
+    assert.equal(await remoteParents(), 1);
+    const purge = { state: 'COMPLETED', finishedBeforeMs: 10, limit: 10 } as const;
+    assert.deepEqual(await s1.read({ op: 'purge', query: purge }), { op: 'purge', deleted: 1 });
+    assert.equal(await remoteParents(), 0);
     await s0.commit({ ...batchOf([]), remoteDependentsDone: ['job-1'] });
     assert.equal((await s0.recover()).remoteDependents, undefined);
 

@@ -259,6 +259,39 @@ describe('core: flows and dependencies across shards', () => {
     assert.equal(c.b.status(late).state, 'WAITING');
   });
 
+  it('applies messages in order: one waiting for a read holds back the later ones', () => {
+    const c = cluster();
+    const first = submitFlow(c.a, [job('x', QUEUE[0]), job('y', QUEUE[1], ['x'])]);
+    const second = submitFlow(c.a, [job('x', QUEUE[0]), job('y', QUEUE[1])]);
+    c.b.holdReads = true;
+    c.b.deliverOutbox();
+    // The first createJobs asks the store about its jobs; the second is held behind it.
+    assert.equal(c.b.heldReads.length, 1);
+    c.b.deliverOutbox();
+    assert.equal(c.b.heldReads.length, 1, 'nothing is applied twice, nothing overtakes');
+    // Its read fails: nothing was applied, and both come again with the next read.
+    c.b.answerHeldReads(true);
+    assert.equal(c.b.core.activeJobs().length, 0);
+    assert.equal(c.outbox.all().length, 2);
+    c.b.deliverOutbox();
+    assert.equal(c.b.heldReads.length, 1);
+    // The read comes back: the first applies, then the second right behind it.
+    c.b.holdReads = false;
+    c.b.answerHeldReads();
+    assert.equal(c.b.heldReads.length, 0);
+    assert.equal(c.b.status(idOf(first, 'y')).state, 'WAITING');
+    assert.equal(c.b.status(idOf(second, 'y')).state, 'QUEUED');
+    assert.ok(
+      c.b.record(idOf(first, 'y')).seq < c.b.record(idOf(second, 'y')).seq,
+      'created in the order sent',
+    );
+    assert.deepEqual(
+      c.outbox.all().map((m) => [m.targetShard, m.body.type]),
+      [[0, 'watch']],
+      'both applied; the first one’s child asks its parent’s shard',
+    );
+  });
+
   it('survives a restart of either side between a commit and the apply', () => {
     const c = cluster();
     const ids = submitFlow(c.a, [

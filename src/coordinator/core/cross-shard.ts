@@ -25,7 +25,8 @@
  *   the results). Heard twice: the second time nobody waits for it.
  *
  * A message that needs a read of the store first (what memory does not
- * hold) waits for it, and the messages after it wait too.
+ * hold) waits for it, and the messages taken after it are held and apply
+ * right after it, in order.
  */
 import { isTerminalState } from '../../protocol/messages.js';
 import { shardOfQueue } from '../../protocol/shards.js';
@@ -125,18 +126,28 @@ export function outboxMessages(
   s.links.seenCommitted(committedThrough);
   for (const message of messages) {
     if (!s.links.takes(message.id)) continue;
-    const body = message.body;
-    switch (body.type) {
-      case 'createJobs':
-        applyCreateJobs(s, message.id, body);
-        break;
-      case 'watch':
-        applyWatch(s, message.id, body);
-        break;
-      case 'parentEnded':
-        applyParentEnded(s, message.id, body);
-        break;
-    }
+    if (s.links.reading) s.links.hold(message);
+    else applyMessage(s, message);
+  }
+  schedule(s);
+}
+
+function applyMessage(s: CoreState, message: OutboxMessage): void {
+  const body = message.body;
+  switch (body.type) {
+    case 'createJobs':
+      return applyCreateJobs(s, message.id, body);
+    case 'watch':
+      return applyWatch(s, message.id, body);
+    case 'parentEnded':
+      return applyParentEnded(s, message.id, body);
+  }
+}
+
+/** A message's read came back and it applied: the messages held behind it apply, in order. */
+function applyHeld(s: CoreState): void {
+  for (let next = s.links.nextHeld(); next !== undefined; next = s.links.nextHeld()) {
+    applyMessage(s, next);
   }
   schedule(s);
 }
@@ -168,7 +179,7 @@ function applyCreateJobs(s: CoreState, id: number, body: CreateJobs): void {
     }
   }
   if (asked.size === 0) return createJobsNow(s, id, body, new Map());
-  s.links.pending(id);
+  s.links.read(id);
   s.read({ op: 'jobs', jobIds: [...asked] }, { kind: 'outboxJobs', messageId: id, body });
 }
 
@@ -180,7 +191,7 @@ export function outboxJobsRead(
   rows: readonly JobRecord[],
 ): void {
   createJobsNow(s, messageId, body, new Map(rows.map((row) => [row.jobId, row])));
-  schedule(s);
+  applyHeld(s);
 }
 
 function createJobsNow(
@@ -230,7 +241,7 @@ function applyWatch(s: CoreState, id: number, body: Watch): void {
     applied(s, id);
     return;
   }
-  s.links.pending(id);
+  s.links.read(id);
   s.read(
     { op: 'jobs', jobIds: [body.parentId] },
     { kind: 'outboxWatch', messageId: id, watch: body },
@@ -246,7 +257,7 @@ export function outboxWatchRead(
 ): void {
   watchNow(s, watch, new Map(rows.map((row) => [row.jobId, row])));
   applied(s, messageId);
-  schedule(s);
+  applyHeld(s);
 }
 
 /**
@@ -305,7 +316,10 @@ function applyParentEnded(s: CoreState, id: number, body: ParentEnded): void {
   applied(s, id);
 }
 
-/** A read a message waited for failed: the message is not applied; a later read brings it again. */
+/**
+ * A read a message waited for failed: neither it nor the messages held
+ * behind it are applied; a later read of the outbox brings them again.
+ */
 export function outboxReadFailed(s: CoreState, messageId: number): void {
   s.links.abandoned(messageId);
 }

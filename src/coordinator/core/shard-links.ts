@@ -9,16 +9,16 @@
  * kept with the batch that deletes it until an `outboxMessages` input says
  * its read began after that batch had committed: from then on no read can
  * return it. A message whose application waits for a read of the store is
- * kept with no batch yet, and the messages after it wait (`blockedAt`): they
- * apply in id order, as their senders wrote them (a flow's jobs before the
- * watches of their children). A new term starts with none: the messages not
+ * kept with no batch yet, and the messages taken after it are held until it
+ * is applied: they apply in the order read (by id), as their senders wrote
+ * them (a flow's jobs before the watches of their children). A new term starts with none: the messages not
  * deleted yet are delivered again, and applying one twice changes nothing.
  *
  * Remote dependents. For each job of this shard that children of other
  * shards wait for: child id -> the child's shard. Stored (one row each) and
  * recovered; dropped, and told, when the job ends.
  */
-import type { RemoteDependentRecord } from '../../store/store.js';
+import type { OutboxMessage, RemoteDependentRecord } from '../../store/store.js';
 import type { ShardPlace } from './types.js';
 
 /** A message being applied: its deletion waits for a read of the store. */
@@ -27,10 +27,12 @@ const PENDING = Number.POSITIVE_INFINITY;
 export class ShardLinks {
   /** This core's shard; null without shards (every job is ours, no message is ever sent). */
   readonly place: ShardPlace | null;
-  /** Applied message id -> the batch that deletes it (PENDING while its read is out). */
+  /** Applied message id -> the batch that deletes it (PENDING while not applied yet). */
   readonly #applied = new Map<number, number>();
-  /** The id of the message whose read is out; messages after it wait. Null = none. */
-  #blockedAt: number | null = null;
+  /** The message whose read of the store is out; null = none. */
+  #reading: number | null = null;
+  /** Messages taken while one's read is out: they apply after it, in order. */
+  #held: OutboxMessage[] = [];
   /** Parent job id -> its children in other shards (child id -> their shard). */
   readonly #dependents = new Map<string, Map<string, number>>();
 
@@ -56,28 +58,48 @@ export class ShardLinks {
     for (const [id, deletedBy] of this.#applied) if (deletedBy <= batchId) this.#applied.delete(id);
   }
 
-  /** True when the message is to be applied now (not applied before, nothing before it waiting). */
+  /** True when the message was neither applied nor taken before (in this term). */
   takes(id: number): boolean {
-    if (this.#applied.has(id)) return false;
-    return this.#blockedAt === null || id < this.#blockedAt;
+    return !this.#applied.has(id);
+  }
+
+  /** True while a message waits for a read of the store: the next ones are held behind it. */
+  get reading(): boolean {
+    return this.#reading !== null;
+  }
+
+  /** The message waits for a read of the store; the messages taken after it are held. */
+  read(id: number): void {
+    this.#applied.set(id, PENDING);
+    this.#reading = id;
+  }
+
+  /** A message taken while another's read is out: it applies after that one. */
+  hold(message: OutboxMessage): void {
+    this.#applied.set(message.id, PENDING);
+    this.#held.push(message);
+  }
+
+  /** The next held message, once no read is out; undefined = none. */
+  nextHeld(): OutboxMessage | undefined {
+    return this.#reading === null ? this.#held.shift() : undefined;
   }
 
   /** The message is applied by the batch `batchId` (the one this input's writes go into). */
   applied(id: number, batchId: number): void {
     this.#applied.set(id, batchId);
-    if (this.#blockedAt === id) this.#blockedAt = null;
+    if (this.#reading === id) this.#reading = null;
   }
 
-  /** The message waits for a read of the store; the messages after it wait for it. */
-  pending(id: number): void {
-    this.#applied.set(id, PENDING);
-    this.#blockedAt = this.#blockedAt === null ? id : Math.min(this.#blockedAt, id);
-  }
-
-  /** Its read failed: the message is not applied; it comes again with a later read. */
+  /**
+   * The read of the message failed: neither it nor those held behind it are
+   * applied; they come again with a later read of the outbox, in order.
+   */
   abandoned(id: number): void {
     this.#applied.delete(id);
-    if (this.#blockedAt === id) this.#blockedAt = null;
+    if (this.#reading === id) this.#reading = null;
+    for (const held of this.#held) this.#applied.delete(held.id);
+    this.#held = [];
   }
 
   /** A child of another shard waits for `parentId`; false when it was known already. */

@@ -234,7 +234,11 @@ ${ATTEMPTS_UPSERT}   END
  * argument: a purge of COMPLETED jobs also deletes the oldest events
  * published before the bound, at most `p_event_limit` of them.
  */
-function linkedPurgeFunction(withSteps: boolean, withSignals = false): string {
+function linkedPurgeFunction(
+  withSteps: boolean,
+  withSignals = false,
+  withRemoteParents = false,
+): string {
   const steps = withSteps
     ? `
      ), unstepped AS (
@@ -256,7 +260,7 @@ function linkedPurgeFunction(withSteps: boolean, withSignals = false): string {
   return `CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer${withSignals ? ', p_event_limit integer' : ''})
    RETURNS integer LANGUAGE plpgsql AS $fn$
    DECLARE
-     deleted integer;
+     deleted integer;${withRemoteParents ? '\n     unlinked_parents text[];' : ''}
    BEGIN
      ${FENCE}
      WITH doomed AS (
@@ -271,12 +275,25 @@ function linkedPurgeFunction(withSteps: boolean, withSignals = false): string {
        DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id${steps}${signals}
      ), unlinked AS (
        DELETE FROM dtp.job_dependencies l USING doomed d
-        WHERE l.job_id = d.job_id OR l.parent_id = d.job_id
+        WHERE l.job_id = d.job_id OR l.parent_id = d.job_id${withRemoteParents ? '\n       RETURNING l.parent_id' : ''}
      )
-     SELECT count(*) INTO deleted FROM doomed;${events}
+     ${withRemoteParents ? remoteParentsPurged() : 'SELECT count(*) INTO deleted FROM doomed;'}${events}
      RETURN deleted;
    END
    $fn$;`;
+}
+
+/**
+ * The end of a purge with remote parents (migration 15): the outcome of a
+ * parent of another shard goes once no stored job depends on it any more
+ * (a separate statement, so that it sees the links just deleted as gone).
+ */
+function remoteParentsPurged(): string {
+  return `SELECT (SELECT count(*) FROM doomed),
+            (SELECT coalesce(array_agg(DISTINCT parent_id), '{}') FROM unlinked)
+       INTO deleted, unlinked_parents;
+     DELETE FROM dtp.remote_parents r WHERE r.parent_id = ANY(unlinked_parents)
+       AND NOT EXISTS (SELECT 1 FROM dtp.job_dependencies d WHERE d.parent_id = r.parent_id);`;
 }
 
 /**
@@ -746,7 +763,8 @@ ${signalsSql()}
   // parents in other shards that this one's children heard of. A
   // twenty-one-argument commit_batch writes all the sixteen-argument one
   // does, then the outbox messages sent and applied and those two tables
-  // (see shardLinksSql), in the same transaction, under the same fence.
+  // (see shardLinksSql), in the same transaction, under the same fence;
+  // purge deletes a remote parent's outcome once no job depends on it.
   `CREATE TABLE dtp.remote_dependents (
      parent_id   text    NOT NULL,
      child_id    text    NOT NULL,
@@ -773,7 +791,8 @@ ${signalsSql()}
        p_holds_ended_before_ms, p_signals, p_events, p_triggers, p_deleted_triggers);
 ${shardLinksSql()}
    END
-   $fn$;`,
+   $fn$;
+   ${linkedPurgeFunction(true, true, true)}`,
 ];
 
 /**
