@@ -292,6 +292,21 @@ describe('core: flows and dependencies across shards', () => {
     );
   });
 
+  it('finds a parent that ended and left memory while the store was asked about the flow’s jobs', () => {
+    const c = cluster();
+    c.b.register('wb', 1);
+    const parent = c.b.submit({ queue: QUEUE[1] });
+    const ids = submitFlow(c.a, [job('x', QUEUE[0]), job('y', QUEUE[1], [parent])]);
+    c.b.holdReads = true;
+    c.b.deliverOutbox(); // the store is asked about y; its parent is in memory
+    assert.equal(c.b.heldReads.length, 1);
+    c.b.result(parent, { result: 'p' }); // it ends, and leaves memory once committed
+    c.b.holdReads = false;
+    c.b.answerHeldReads();
+    const y = c.b.status(idOf(ids, 'y'));
+    assert.equal(y.state, 'RUNNING', y.error ?? '');
+  });
+
   it('survives a restart of either side between a commit and the apply', () => {
     const c = cluster();
     const ids = submitFlow(c.a, [

@@ -402,7 +402,7 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
       return signalJobRead(s, read, result.job);
     case 'outboxJobs':
       if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
-      return outboxJobsRead(s, read.messageId, read.body, result.jobs);
+      return outboxJobsRead(s, read, result.jobs);
     case 'outboxWatch':
       if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
       return outboxWatchRead(s, read.messageId, read.watch, result.jobs);

@@ -46,6 +46,7 @@ import {
   parentEndedBody,
   sendMessage,
 } from './shard-messages.js';
+import type { PendingRead } from './pending-reads.js';
 import type { CoreState } from './state.js';
 import { createJob, findParents, type NewJob } from './submission.js';
 
@@ -169,29 +170,57 @@ function heldJob(s: CoreState, jobId: string): Readonly<CoreJob> | undefined {
  * their parents of this shard made before the message.
  */
 function applyCreateJobs(s: CoreState, id: number, body: CreateJobs): void {
-  const own = new Set(body.jobs.map((job) => job.jobId));
-  const asked = new Set<string>();
-  for (const job of body.jobs) {
-    if (heldJob(s, job.jobId) === undefined) asked.add(job.jobId);
-    for (const parentId of job.dependsOn ?? []) {
-      if (own.has(parentId) || heldJob(s, parentId) !== undefined) continue;
-      if (otherShardOf(s, parentId) === null) asked.add(parentId);
-    }
-  }
-  if (asked.size === 0) return createJobsNow(s, id, body, new Map());
-  s.links.read(id);
-  s.read({ op: 'jobs', jobIds: [...asked] }, { kind: 'outboxJobs', messageId: id, body });
+  lookUpForCreate(s, id, body, new Map(), new Set());
 }
 
-/** The store answered for a `createJobs`: the jobs are created. */
+/**
+ * Creates the jobs once every id memory does not hold was asked of the
+ * store (`stored`: what it answered, `asked`: every id asked so far). One
+ * held in memory when the store was asked may have left it since (its end
+ * committed): the store is asked again, for those only.
+ */
+function lookUpForCreate(
+  s: CoreState,
+  id: number,
+  body: CreateJobs,
+  stored: ReadonlyMap<string, JobRecord>,
+  asked: ReadonlySet<string>,
+): void {
+  const own = new Set(body.jobs.map((job) => job.jobId));
+  const unread = (jobId: string): boolean => !stored.has(jobId) && !asked.has(jobId);
+  const ask = new Set<string>();
+  for (const job of body.jobs) {
+    // A job of the message that memory holds, even ended, was created before.
+    if (heldJob(s, job.jobId) === undefined && unread(job.jobId)) ask.add(job.jobId);
+    for (const parentId of job.dependsOn ?? []) {
+      // A parent is found as findParents finds it: in memory, else in `stored`.
+      if (own.has(parentId) || otherShardOf(s, parentId) !== null) continue;
+      if (s.jobs.get(parentId) === undefined && unread(parentId)) ask.add(parentId);
+    }
+  }
+  if (ask.size === 0) return createJobsNow(s, id, body, stored);
+  s.links.read(id);
+  s.read(
+    { op: 'jobs', jobIds: [...ask] },
+    {
+      kind: 'outboxJobs',
+      messageId: id,
+      body,
+      stored: [...stored.values()],
+      asked: [...asked, ...ask],
+    },
+  );
+}
+
+/** The store answered for a `createJobs`: the jobs are created (or the store is asked again). */
 export function outboxJobsRead(
   s: CoreState,
-  messageId: number,
-  body: CreateJobs,
+  read: Extract<PendingRead, { kind: 'outboxJobs' }>,
   rows: readonly JobRecord[],
 ): void {
-  createJobsNow(s, messageId, body, new Map(rows.map((row) => [row.jobId, row])));
-  applyHeld(s);
+  const stored = new Map([...read.stored, ...rows].map((row) => [row.jobId, row]));
+  lookUpForCreate(s, read.messageId, read.body, stored, new Set(read.asked));
+  if (!s.links.reading) applyHeld(s);
 }
 
 function createJobsNow(

@@ -90,6 +90,9 @@ export type PendingRead =
       kind: 'outboxJobs';
       messageId: number;
       body: Extract<OutboxBody, { type: 'createJobs' }>;
+      /** What earlier reads for it answered, and every id asked so far. */
+      stored: JobRecord[];
+      asked: string[];
     }
   | {
       kind: 'outboxWatch';
