@@ -55,7 +55,7 @@ import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreEvent } from './core/types.js';
 import type { LeaderElection } from './leadership/leader-election.js';
 import { notLeaderError, otherShardError } from './leadership/not-leader.js';
-import { requestShard } from './sharding/request-shard.js';
+import { flowHome, requestShard } from './sharding/request-shard.js';
 import { EMPTY_INSPECTION, type RoleStatus } from './leadership/role.js';
 import { logEvent } from './observability/event-log.js';
 import { CoordinatorMetrics } from './observability/metrics.js';
@@ -638,8 +638,10 @@ export class Coordinator implements CoordinatorView {
 
   /**
    * A shard's coordinator refuses requests about another shard's queues and
-   * jobs (NOT_LEADER, naming that shard's leader) and a batch or flow that
-   * spans shards; a request about every queue gets this shard's part.
+   * jobs (NOT_LEADER, naming that shard's leader) and a batch that spans
+   * shards (the router splits those); a flow that spans shards is taken by
+   * the shard of its first job (its core sends the others their jobs:
+   * core/cross-shard.ts); a request about every queue gets this shard's part.
    */
   #shellAnswer(msg: ClientRequest): ClientReply | null {
     const role = this.#options.shardRole;
@@ -649,6 +651,10 @@ export class Coordinator implements CoordinatorView {
     const target = requestShard(msg, role.shards);
     if (target.kind === 'one' && target.shard !== role.shard) {
       return otherShardError(target.shard, role.leaderOf(target.shard, 'client'));
+    }
+    if (target.kind === 'mixed' && msg.type === 'SUBMIT_FLOW') {
+      const home = flowHome(msg, role.shards);
+      return home === role.shard ? null : otherShardError(home, role.leaderOf(home, 'client'));
     }
     if (target.kind === 'mixed') {
       return {

@@ -135,10 +135,19 @@ export interface ShardRole {
   acquireFailed?(current: LeaseView): void;
   /** The one connection the leases of all the sharded coordinator's shards share. */
   readonly leaseConnection?: DedicatedConnection;
+  /**
+   * How often this shard's term reads the cluster's outbox for messages of
+   * other shards (flows and dependencies across shards), in ms; absent =
+   * {@link DEFAULT_OUTBOX_POLL_MS}.
+   */
+  readonly outboxPollMs?: number;
 }
 
 /** Reading connections of a shard's store (a coordinator leads many: its share of PostgreSQL's). */
 export const SHARD_READ_CONNECTIONS = 1;
+
+/** How often a shard reads the outbox by default: a message waits about half of it. */
+export const DEFAULT_OUTBOX_POLL_MS = 50;
 
 export const DEFAULT_COORDINATOR_OPTIONS: Omit<CoordinatorOptions, 'logger'> = {
   workerPort: 7070,

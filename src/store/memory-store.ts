@@ -8,6 +8,14 @@
  * called, so "the process crashed before the commit" is modelled by never
  * committing it. {@link MemoryStore.failCommits} makes commits fail, to test
  * how a failed write is handled.
+ *
+ * Shards: a store stands for one shard's tables, so it keeps the remote
+ * dependents and parents (its own tables) like any other rows. The outbox
+ * is the cluster's, shared by the shards: stores given the same
+ * {@link MemoryOutbox} write and read it as PostgreSQL's shards share
+ * `dtp.shard_outbox` (the core tests of shards wire two cores so). A store
+ * without one refuses a batch that sends or applies a message: shards do
+ * not exist there, and a message dropped silently would be a lost change.
  */
 import { isTerminalState } from '../protocol/messages.js';
 import {
@@ -19,10 +27,14 @@ import {
   type GroupHoldRecord,
   type JobRecord,
   type ListQuery,
+  type OutboxMessage,
+  type OutboxRow,
   type PurgeQuery,
   type QueueCount,
   type QueueSettingsRecord,
   type RecoveredState,
+  type RemoteDependentRecord,
+  type RemoteParentRecord,
   type ScheduleRecord,
   type ScheduledWindowQuery,
   type SignalRecord,
@@ -34,8 +46,54 @@ import {
   type WriteBatch,
 } from './store.js';
 
+/**
+ * The cluster's outbox in memory, shared by the stores of several shards
+ * (see the module comment): rows numbered in the order they are written,
+ * deleted by the batch that applies them.
+ */
+export class MemoryOutbox {
+  #nextId = 1;
+  readonly #rows = new Map<number, OutboxMessage>();
+
+  /** Writes the rows (part of a commit), numbering them in order. */
+  insert(rows: readonly Readonly<OutboxRow>[]): void {
+    for (const row of rows) {
+      const id = this.#nextId++;
+      this.#rows.set(id, structuredClone({ id, targetShard: row.targetShard, body: row.body }));
+    }
+  }
+
+  /** Deletes the messages (part of a commit); ids not there are ignored. */
+  delete(ids: readonly number[]): void {
+    for (const id of ids) this.#rows.delete(id);
+  }
+
+  /** Up to `limit` messages to `shard` after `afterId`, by id (copies). */
+  read(shard: number, afterId: number, limit: number): OutboxMessage[] {
+    return [...this.#rows.values()]
+      .filter((m) => m.targetShard === shard && m.id > afterId)
+      .sort((a, b) => a.id - b.id)
+      .slice(0, limit)
+      .map((m) => structuredClone(m));
+  }
+
+  /** Every message still there (copies), by id. */
+  all(): OutboxMessage[] {
+    return [...this.#rows.values()].sort((a, b) => a.id - b.id).map((m) => structuredClone(m));
+  }
+}
+
+export interface MemoryStoreOptions {
+  /** The cluster's outbox this shard shares with others; absent = no shards. */
+  outbox?: MemoryOutbox;
+}
+
 export class MemoryStore implements Store {
   readonly description = 'memory (not durable)';
+  readonly #outbox: MemoryOutbox | null;
+  /** Remote dependents by parent, then child (the child's shard). */
+  readonly #remoteDependents = new Map<string, Map<string, number>>();
+  readonly #remoteParents = new Map<string, RemoteParentRecord>();
   readonly #jobs = new Map<string, JobRecord>();
   readonly #byKey = new Map<string, string>();
   /** `parentJobId` + NUL + `childKey` -> the child's id (unique, like the SQL stores' index). */
@@ -63,6 +121,20 @@ export class MemoryStore implements Store {
   #readFailure: string | null = null;
   /** Number of batches committed. */
   commits = 0;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.#outbox = options.outbox ?? null;
+  }
+
+  readOutbox(shard: number, afterId: number, limit: number): Promise<OutboxMessage[]> {
+    return Promise.resolve(this.readOutboxNow(shard, afterId, limit));
+  }
+
+  /** The synchronous form of {@link readOutbox} (none without a shared outbox). */
+  readOutboxNow(shard: number, afterId: number, limit: number): OutboxMessage[] {
+    if (this.#readFailure !== null) throw new StoreError(`read failed: ${this.#readFailure}`);
+    return this.#outbox?.read(shard, afterId, limit) ?? [];
+  }
 
   recover(window?: ScheduledWindowQuery, nowMs?: number): Promise<RecoveredState> {
     return Promise.resolve(this.recoverNow(window, nowMs));
@@ -160,6 +232,16 @@ export class MemoryStore implements Store {
     const triggers = [...this.#triggers.values()]
       .sort((a, b) => compareText(a.name, b.name))
       .map((trigger) => ({ ...trigger }));
+    const remoteDependents: RemoteDependentRecord[] = [];
+    for (const [parentId, children] of this.#remoteDependents) {
+      for (const [childId, childShard] of children) {
+        remoteDependents.push({ parentId, childId, childShard });
+      }
+    }
+    const needed = this.#neededParents();
+    const remoteParents = [...this.#remoteParents.values()]
+      .filter((parent) => needed.has(parent.parentId))
+      .map((parent) => ({ ...parent }));
     return {
       activeJobs,
       activeAttempts,
@@ -173,6 +255,8 @@ export class MemoryStore implements Store {
       groupHolds,
       activeSignals,
       triggers,
+      ...(remoteDependents.length > 0 && { remoteDependents }),
+      ...(remoteParents.length > 0 && { remoteParents }),
       ...(scheduledWindow !== undefined && { scheduledWindow }),
     };
   }
@@ -230,6 +314,12 @@ export class MemoryStore implements Store {
       }
     }
     this.#checkEvents(batch);
+    const messages = (batch.outbox?.length ?? 0) + (batch.outboxDone?.length ?? 0);
+    if (messages > 0 && this.#outbox === null) {
+      throw new StoreError(
+        'a batch sends or applies outbox messages, but this store has no shards',
+      );
+    }
     for (const { job } of batch.jobs) {
       this.#jobs.set(job.jobId, { ...job });
       if (job.parentJobId != null) addTo(this.#childrenOf, job.parentJobId, job.jobId);
@@ -270,7 +360,30 @@ export class MemoryStore implements Store {
       }
     }
     this.#applySignals(batch);
+    this.#applyShardLinks(batch);
     this.commits++;
+  }
+
+  /** The outbox rows written and deleted, the remote dependents and parents of a batch. */
+  #applyShardLinks(batch: WriteBatch): void {
+    this.#outbox?.insert(batch.outbox ?? []);
+    this.#outbox?.delete(batch.outboxDone ?? []);
+    for (const { parentId, childId, childShard } of batch.remoteDependents ?? []) {
+      const children = this.#remoteDependents.get(parentId) ?? new Map<string, number>();
+      if (!children.has(childId)) children.set(childId, childShard);
+      this.#remoteDependents.set(parentId, children);
+    }
+    for (const parentId of batch.remoteDependentsDone ?? []) {
+      this.#remoteDependents.delete(parentId);
+    }
+    for (const parent of batch.remoteParents ?? []) {
+      this.#remoteParents.set(parent.parentId, { ...parent });
+    }
+  }
+
+  /** Committed remote dependents of a parent: child id -> its shard (a copy). */
+  committedRemoteDependents(parentId: string): Map<string, number> {
+    return new Map(this.#remoteDependents.get(parentId) ?? []);
   }
 
   /** Refuses a batch that writes an event id already stored (or twice). */
@@ -510,7 +623,18 @@ export class MemoryStore implements Store {
       this.#signals.delete(job.jobId);
     }
     if (query.state === 'COMPLETED') this.#purgeEvents(query);
+    this.#purgeRemoteParents(doomed);
     return doomed.length;
+  }
+
+  /** The outcomes of remote parents that no stored job depends on any more (after a purge). */
+  #purgeRemoteParents(doomed: readonly JobRecord[]): void {
+    const unlinked = new Set(doomed.flatMap((job) => job.dependsOn ?? []));
+    if (unlinked.size === 0) return;
+    for (const job of this.#jobs.values()) {
+      for (const parentId of job.dependsOn ?? []) unlinked.delete(parentId);
+    }
+    for (const parentId of unlinked) this.#remoteParents.delete(parentId);
   }
 
   /** Deletes the oldest events published before the bound, a step's worth at most. */

@@ -294,6 +294,93 @@ export interface WriteBatch {
   readonly triggers?: readonly Readonly<TriggerRecord>[];
   /** Names of triggers to delete (after `triggers` are written); absent = none. */
   readonly deletedTriggers?: readonly string[];
+  /**
+   * Messages to other shards' cores (the cluster's outbox, `dtp.shard_outbox`;
+   * PostgreSQL only), inserted in this order: each exists exactly when the
+   * change that sends it is committed. Absent = none.
+   */
+  readonly outbox?: readonly Readonly<OutboxRow>[];
+  /**
+   * Ids of outbox messages to this shard that this batch applied: deleted in
+   * the same transaction, so a message is gone exactly when the change that
+   * applies it is committed. Absent = none.
+   */
+  readonly outboxDone?: readonly number[];
+  /** Children in other shards that wait for a job of this one (new rows); absent = none. */
+  readonly remoteDependents?: readonly Readonly<RemoteDependentRecord>[];
+  /**
+   * Parents whose remote dependents were all told of their end: their rows
+   * go (after `remoteDependents` are written). Absent = none.
+   */
+  readonly remoteDependentsDone?: readonly string[];
+  /** Ended parents in other shards, as this shard's children heard of them (keyed by id); absent = none. */
+  readonly remoteParents?: readonly Readonly<RemoteParentRecord>[];
+}
+
+/**
+ * What one shard's core tells another's (docs/ARCHITECTURE.md, "Across
+ * shards: the outbox"). Every application of a message is idempotent: a
+ * message may be delivered again after a restart or a takeover.
+ */
+export type OutboxBody =
+  /**
+   * A flow submitted to another shard made these jobs of the target shard:
+   * their rows as the flow made them (ids already naming the target shard;
+   * `seq` is the target's to give), parents first. A job already there was
+   * applied before. `watchers`: the sender's children of those jobs (the
+   * same flow's), applied as `watch`es once the jobs exist.
+   */
+  | {
+      readonly type: 'createJobs';
+      readonly jobs: readonly JobRecord[];
+      readonly watchers?: readonly RemoteDependentRecord[];
+    }
+  /** `childId`, in shard `childShard`, waits for `parentId`, a job of the target shard. */
+  | {
+      readonly type: 'watch';
+      readonly parentId: string;
+      readonly childId: string;
+      readonly childShard: number;
+    }
+  /**
+   * `parentId` ended (state null: the target shard has no such job);
+   * `childIds`: the target shard's children that the sender knew to wait.
+   */
+  | {
+      readonly type: 'parentEnded';
+      readonly parentId: string;
+      readonly taskType: string;
+      readonly state: TerminalState | null;
+      readonly result: string | null;
+      readonly resultFormat: ResultFormat | null;
+      readonly childIds: readonly string[];
+    };
+
+/** One message to write to the outbox. */
+export interface OutboxRow {
+  readonly targetShard: number;
+  readonly body: OutboxBody;
+}
+
+/** One message read from the outbox (`id`: its place, increasing in the order of insertion). */
+export interface OutboxMessage extends OutboxRow {
+  readonly id: number;
+}
+
+/** A child in another shard waiting for a job of this shard. Keyed by (parentId, childId). */
+export interface RemoteDependentRecord {
+  parentId: string;
+  childId: string;
+  childShard: number;
+}
+
+/** A parent in another shard that ended, as this shard's children heard of it. Keyed by parentId. */
+export interface RemoteParentRecord {
+  parentId: string;
+  taskType: string;
+  state: TerminalState;
+  result: string | null;
+  resultFormat: ResultFormat | null;
 }
 
 export interface ListQuery {
@@ -445,6 +532,10 @@ export interface RecoveredState {
   activeSignals?: SignalRecord[];
   /** Every trigger; absent = none. */
   triggers?: TriggerRecord[];
+  /** Every child in another shard waiting for a job of this shard; absent = none. */
+  remoteDependents?: RemoteDependentRecord[];
+  /** The ended parents in other shards that active jobs depend on (any order); absent = none. */
+  remoteParents?: RemoteParentRecord[];
 }
 
 export interface Store {
@@ -465,6 +556,14 @@ export interface Store {
   read(read: StoreRead): Promise<StoreReadResult>;
   /** Idempotent. Waits for commits already given. */
   close(): Promise<void>;
+  /**
+   * Up to `limit` messages of the cluster's outbox to `shard` whose id is
+   * above `afterId`, by id (PostgreSQL only: shards exist nowhere else).
+   * Ids are given at insert, so a message with a lower id may still commit
+   * after one with a higher id was read: a reader that must miss none reads
+   * from the lowest id it has not applied (messages applied are deleted).
+   */
+  readOutbox?(shard: number, afterId: number, limit: number): Promise<OutboxMessage[]>;
   /**
    * Looks for damage in the stored data without holding up the store (the
    * SQLite store reads the whole file on a thread of its own); resolves with

@@ -174,6 +174,8 @@ export class CoreHarness {
   /** Effects of the latest input. */
   last: Effect[] = [];
   #nextId = 1;
+  /** The latest batch committed by the current core (what an outbox read has seen). */
+  #lastCommitted = 0;
   #nextConn = 1;
   #nextRequest = 1;
   readonly #connByWorker = new Map<string, number>();
@@ -193,11 +195,19 @@ export class CoreHarness {
     const stored = this.store.recoverNow(
       window && { untilMs: this.clock + window.windowMs, limit: window.limit },
     );
+    this.#lastCommitted = 0;
+    const place = this.config.shard;
     const core = new CoordinatorCore(
       this.config,
       {
         now: () => this.clock,
-        newId: () => `id-${this.#nextId++}`,
+        // With shards, an id names its shard in its last three hex digits
+        // (protocol/shards.ts), and the shard that made it (another
+        // shard's harness counts from 1 too): `id-<maker>.<n>-s<shard>`.
+        newId: (shard?: number) =>
+          place === undefined
+            ? `id-${this.#nextId++}`
+            : `id-${place.shard}.${this.#nextId++}-s${(shard ?? place.shard).toString(16).padStart(3, '0')}`,
         validator: createBuiltinRegistry(),
         cron: this.#cron,
       },
@@ -251,6 +261,7 @@ export class CoreHarness {
     const batch = this.core.takeBatch();
     if (batch !== null) {
       this.store.commitNow(batch);
+      this.#lastCommitted = batch.batchId;
       effects.push(...this.core.handle({ kind: 'committed', batchId: batch.batchId }));
     }
     for (const read of afterCommit)
@@ -288,6 +299,24 @@ export class CoreHarness {
     } catch (err) {
       return { kind: 'readFailed', readId: read.readId, message: String(err) };
     }
+  }
+
+  /**
+   * What a shard's term does on its outbox poll: reads the messages to this
+   * shard from the store's shared outbox (MemoryOutbox) and hands them to
+   * the core as one input, saying which batches had committed before the
+   * read. Returns its effects (none when there was no message).
+   */
+  deliverOutbox(limit = 100): Effect[] {
+    const place = this.config.shard;
+    assert.ok(place !== undefined, 'deliverOutbox needs a harness with a shard');
+    const messages = this.store.readOutboxNow(place.shard, 0, limit);
+    if (messages.length === 0) return [];
+    return this.handle({
+      kind: 'outboxMessages',
+      messages,
+      committedThrough: this.#lastCommitted,
+    });
   }
 
   /** Connection id of a worker's latest registration. */

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { LeaseLostError } from '../../src/store/lease.js';
+import type { OutboxMessage } from '../../src/store/store.js';
 import type { Member } from '../../src/store/membership.js';
 import {
   claimShardCount,
@@ -159,6 +160,80 @@ describe('PostgreSQL shard schemas', { skip }, () => {
       rows,
       names.map((name) => ({ name, version: SCHEMA_VERSION, cluster: null })),
     );
+  });
+});
+
+describe('the cluster outbox', { skip }, () => {
+  it('writes a message with the batch that sends it and deletes it with the batch that applies it, each under its own shard’s fence', async () => {
+    const url = await newDatabase();
+    await claimShardCount(url, 2); // schema dtp, where the outbox is
+    await ensureShardSchemas(url, 2);
+    const s0 = await openStore(url, 'dtp_s0', await lead(url, 'dtp_s0'));
+    const s1 = await openStore(url, 'dtp_s1', await lead(url, 'dtp_s1'));
+    const watch = { type: 'watch', parentId: 'job-1', childId: 'c-1', childShard: 1 } as const;
+    const create = { type: 'createJobs', jobs: [jobRecord(9, { seq: 0 })], watchers: [] } as const;
+    await s0.commit({
+      ...batchOf([{ job: jobRecord(1), isNew: true }]),
+      outbox: [
+        { targetShard: 1, body: create },
+        { targetShard: 1, body: watch },
+      ],
+      remoteDependents: [{ parentId: 'job-1', childId: 'c-0', childShard: 1 }],
+    });
+    const sent = await s1.readOutbox(1, 0, 10);
+    assert.deepEqual(
+      sent.map((m) => [m.targetShard, m.body]),
+      [
+        [1, create],
+        [1, watch],
+      ],
+      'in the order written, bodies as sent',
+    );
+    const [first, second] = sent as [OutboxMessage, OutboxMessage];
+    assert.ok(first.id < second.id);
+    assert.deepEqual(await s0.readOutbox(0, 0, 10), []);
+    assert.deepEqual(await s1.readOutbox(1, first.id, 10), [sent[1]]);
+    assert.deepEqual((await s0.recover()).remoteDependents, [
+      { parentId: 'job-1', childId: 'c-0', childShard: 1 },
+    ]);
+
+    // Applied by shard 1, with a child that depends on a parent of shard 0.
+    const ended = {
+      parentId: 'job-1',
+      taskType: 'SHA256',
+      state: 'COMPLETED',
+      result: 'r',
+      resultFormat: null,
+    } as const;
+    await s1.commit({
+      ...batchOf([{ job: jobRecord(2, { state: 'WAITING', dependsOn: ['job-1'] }), isNew: true }]),
+      outboxDone: [first.id],
+      remoteParents: [ended],
+    });
+    assert.deepEqual(await s1.readOutbox(1, 0, 10), [sent[1]]);
+    assert.deepEqual((await s1.recover()).remoteParents, [ended]);
+    // The outcome stays while a stored job depends on it, and goes with the last one.
+    const child = jobRecord(2, { dependsOn: ['job-1'], state: 'COMPLETED', finishedAtMs: 5 });
+    await s1.commit(batchOf([{ job: child, isNew: false }]));
+    const remoteParents = async (): Promise<number> =>
+      (
+        await queryDatabase<{ n: number }>(
+          url,
+          'SELECT count(*)::int AS n FROM dtp_s1.remote_parents',
+        )
+      )[0]?.n ?? -1;
+    assert.equal(await remoteParents(), 1);
+    const purge = { state: 'COMPLETED', finishedBeforeMs: 10, limit: 10 } as const;
+    assert.deepEqual(await s1.read({ op: 'purge', query: purge }), { op: 'purge', deleted: 1 });
+    assert.equal(await remoteParents(), 0);
+    await s0.commit({ ...batchOf([]), remoteDependentsDone: ['job-1'] });
+    assert.equal((await s0.recover()).remoteDependents, undefined);
+
+    // Shard 1 taken over: its old leader applies nothing more.
+    await queryDatabase(url, "UPDATE dtp_s1.leader_lease SET expires_at = '-infinity'");
+    await lead(url, 'dtp_s1', 'n2');
+    await assert.rejects(s1.commit({ ...batchOf([]), outboxDone: [second.id] }), LeaseLostError);
+    assert.deepEqual(await s0.readOutbox(1, 0, 10), [sent[1]], 'still there for the new leader');
   });
 });
 

@@ -49,6 +49,8 @@ export function describeInput(input: HandledKind): string {
       return `read ${input.readId} failed (${input.message})`;
     case 'committed':
       return `batch ${input.batchId} committed`;
+    case 'outboxMessages':
+      return `outbox ${input.messages.map((m) => `${m.id}:${m.body.type}`).join(',')}`;
   }
 }
 

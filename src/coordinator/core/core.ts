@@ -59,6 +59,12 @@ import {
 } from './worker-sessions.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { stepWaitRead, stepWaitReadFailed } from './steps.js';
+import {
+  outboxJobsRead,
+  outboxMessages,
+  outboxReadFailed,
+  outboxWatchRead,
+} from './cross-shard.js';
 import type { StoreReadResult } from '../../store/store.js';
 
 export class CoordinatorCore {
@@ -128,6 +134,9 @@ export class CoordinatorCore {
         break;
       case 'committed':
         s.reads.noteCommitted(s.jobs.committed(input.batchId));
+        break;
+      case 'outboxMessages':
+        outboxMessages(s, input.messages, input.committedThrough);
         break;
     }
     settleExpiredWhileRunning(s);
@@ -209,6 +218,7 @@ export class CoordinatorCore {
       farScheduledCount: s.window.farCount,
       scheduledHorizon: { atMs: s.window.horizonMs, seq: s.window.horizonSeq },
       wakeArmedAtMs: s.wakeArmedAtMs ?? null,
+      shardLinks: { applied: s.links.appliedCount, watched: s.links.watchedCount },
       queues: [...s.queues.values()].map((q) => ({
         name: q.name,
         settings: { ...q.settings },
@@ -390,6 +400,12 @@ function readDone(s: CoreState, readId: number, result: StoreReadResult): void {
     case 'signal':
       if (result.op !== 'job') throw new Error(`read ${readId}: expected a job, got ${result.op}`);
       return signalJobRead(s, read, result.job);
+    case 'outboxJobs':
+      if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
+      return outboxJobsRead(s, read, result.jobs);
+    case 'outboxWatch':
+      if (result.op !== 'jobs') throw new Error(`read ${readId}: expected jobs, got ${result.op}`);
+      return outboxWatchRead(s, read.messageId, read.watch, result.jobs);
     case 'event': {
       if (result.op !== 'event')
         throw new Error(`read ${readId}: expected an event, got ${result.op}`);
@@ -458,6 +474,9 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return;
     case 'event':
       return eventLookupFailed(s, read.eventId, message);
+    case 'outboxJobs':
+    case 'outboxWatch':
+      return outboxReadFailed(s, read.messageId);
   }
 }
 
@@ -506,6 +525,11 @@ export interface CoreInspection {
   scheduledHorizon: { atMs: number; seq: number };
   /** The wake-up last asked of the shell; null = none. */
   wakeArmedAtMs: number | null;
+  /**
+   * Outbox messages applied whose deletion a read may not see yet, and jobs
+   * here that children of other shards wait for (shard-links.ts).
+   */
+  shardLinks: { applied: number; watched: number };
   /** Queues with state in the core (settings, leases): their settings and leased attempts. */
   queues: { name: string; settings: QueueSettings; leased: number }[];
 }

@@ -58,6 +58,16 @@ export function parentFailureError(parent: FinishedParent): string {
   return `parent job ${parent.jobId} ended ${parent.state}; dependent cancelled`;
 }
 
+/**
+ * The error of a dependent whose parent no shard has: one named by a flow
+ * or a submission that another shard could not check (cross-shard.ts).
+ * Whatever its `onParentFailure`, it is cancelled: a submission naming an
+ * unknown parent in the same shard is refused outright (UNKNOWN_JOB).
+ */
+export function unknownParentError(parentId: string): string {
+  return `parent job ${parentId.slice(0, 200)} is unknown (named in dependsOn; no shard has it); dependent cancelled`;
+}
+
 export class DependencyGraph {
   /** Dependent job id -> how many of its parents have not ended. */
   readonly #open = new Map<string, number>();
@@ -127,18 +137,24 @@ export class DependencyGraph {
   }
 
   /**
-   * A job ended: returns the dependents that waited on it (their open count
-   * not yet changed; see {@link resolveOne}), and holds its outcome for them.
+   * A parent ended (a job here, or one of another shard: cross-shard.ts):
+   * returns the dependents that waited on it (their open count not yet
+   * changed; see {@link resolveOne}), and holds its outcome for them; null
+   * holds nothing (a parent no shard has: its dependents are cancelled).
+   * A second call for the same parent returns none.
    */
-  takeDependents(job: Readonly<CoreJob>, isActive: (jobId: string) => boolean): string[] {
-    const dependents = this.#dependents.get(job.jobId);
+  takeDependents(
+    parentId: string,
+    parent: FinishedParent | null,
+    isActive: (jobId: string) => boolean,
+  ): string[] {
+    const dependents = this.#dependents.get(parentId);
     if (dependents === undefined) return [];
-    this.#dependents.delete(job.jobId);
+    this.#dependents.delete(parentId);
     const live = dependents.filter(isActive);
-    if (live.length > 0) {
-      const parent = finishedParentOf(job);
-      const held = this.#finished.get(job.jobId);
-      if (held === undefined) this.#finished.set(job.jobId, { parent, refs: live.length });
+    if (live.length > 0 && parent !== null) {
+      const held = this.#finished.get(parentId);
+      if (held === undefined) this.#finished.set(parentId, { parent, refs: live.length });
       else held.refs += live.length;
     }
     return live;

@@ -16,6 +16,15 @@
  * as any submission does. Nothing is created before (7), and (7) cannot
  * fail. Step (4) runs again right before (6), in the same input, so a job
  * another request made meanwhile with one of the keys is seen.
+ *
+ * On a sharded database a flow may span shards: the shard of its first job
+ * takes it whole. Its jobs of other shards are made here as rows, with ids
+ * naming their shard, and leave in one `createJobs` message per shard in
+ * the flow's commit (cross-shard.ts); the reply names every job at once.
+ * They take no idempotency or deduplication key (this shard cannot check
+ * another's keys) and count toward no limit here (their shard creates them
+ * whatever its load: the flow was accepted). Their edges to jobs of this
+ * shard are dependencies across shards, like any other.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { toRecord } from './job.js';
@@ -24,6 +33,8 @@ import { MAX_FLOW_JOBS, MAX_JOB_ID_LENGTH } from '../../protocol/limits.js';
 import type { FlowJob, SubmitFlow, SubmitJob } from '../../protocol/messages.js';
 import type { JobRecord } from '../../store/store.js';
 import { schedule } from './job-lifecycle.js';
+import { madeElsewhere, sendJobsElsewhere, shardOfNewJob } from './cross-shard.js';
+import type { RemoteDependentRecord } from '../../store/store.js';
 import type { FlowPlan, NormalizedSubmission, PlannedJob } from './pending-reads.js';
 import type { CoreState } from './state.js';
 import {
@@ -188,7 +199,9 @@ function createFlow(
   stored: ReadonlyMap<string, JobRecord>,
 ): void {
   const { connId, requestId } = plan;
-  const fresh = plan.ordered.filter((job) => settled.get(job.ref) === null);
+  const fresh = plan.ordered.filter(
+    (job) => settled.get(job.ref) === null && shardOfNewJob(s, job.wanted.queue) === null,
+  );
   // Every new job of a flow counts as active (delayed ones too: a flow is
   // admitted as a whole); SCHEDULED jobs count only once they are due.
   const activeCount = s.jobs.activeCount - s.scheduledCount;
@@ -211,6 +224,12 @@ function createFlow(
   }
   const idOf = new Map<string, string>();
   const matches = new Map<string, DedupMatch>();
+  /** The flow's jobs of other shards, by shard, in parents-first order. */
+  const elsewhere = new Map<number, JobRecord[]>();
+  /** Of those, the ones with children here: the children each shard is told of. */
+  const watchers = new Map<number, RemoteDependentRecord[]>();
+  /** Job id -> its shard, for the jobs of the flow made elsewhere. */
+  const madeIn = new Map<string, number>();
   for (const job of plan.ordered) {
     const existing = settled.get(job.ref) ?? null;
     if (existing !== null) {
@@ -224,6 +243,14 @@ function createFlow(
     }
     const dependsOn = job.wanted.dependsOn?.map((name) => idOf.get(name) ?? name) ?? null;
     const wanted: NormalizedSubmission = { ...job.wanted, dependsOn };
+    const shard = shardOfNewJob(s, wanted.queue);
+    if (shard !== null) {
+      const row = madeElsewhere(s, shard, newJobOf(job.msg, wanted, dueAt(s, wanted), s.nowMs));
+      listFor(elsewhere, shard).push(row);
+      madeIn.set(row.jobId, shard);
+      idOf.set(job.ref, row.jobId);
+      continue;
+    }
     // A job its deduplication key answers is not made: its dependents in the flow wait for that job.
     const matched = matchDedup(s, job.msg, wanted);
     if (matched !== null) {
@@ -232,8 +259,28 @@ function createFlow(
       continue;
     }
     const parents = dependsOn === null ? undefined : findParents(dependsOn, s, stored);
+    // A parent the flow made elsewhere is told of this child by its
+    // `createJobs` (a `watch` of its own could reach it first).
+    const announced = parents?.remote.filter((id) => madeIn.has(id)) ?? [];
+    if (parents !== undefined && announced.length > 0) {
+      parents.remote = parents.remote.filter((id) => !madeIn.has(id));
+      parents.announced = announced;
+    }
     const created = createJob(s, newJobOf(job.msg, wanted, dueAt(s, wanted), s.nowMs), parents);
     idOf.set(job.ref, created.jobId);
+    const place = s.links.place;
+    if (place !== null && created.state === 'WAITING') {
+      for (const parentId of announced) {
+        listFor(watchers, madeIn.get(parentId) as number).push({
+          parentId,
+          childId: created.jobId,
+          childShard: place.shard,
+        });
+      }
+    }
+  }
+  for (const [shard, jobs] of elsewhere) {
+    sendJobsElsewhere(s, shard, jobs, watchers.get(shard) ?? []);
   }
   s.reply(connId, requestId, {
     type: 'FLOW_SUBMITTED',
@@ -350,6 +397,13 @@ function planJob(s: CoreState, index: number, job: FlowJob): PlannedJob | Submis
       message: `${where} (ref ${JSON.stringify(job.ref)}): ${wanted.message}`,
     };
   }
+  const elsewhere = shardOfNewJob(s, wanted.queue);
+  if (elsewhere !== null && (msg.idempotencyKey !== null || wanted.dedup !== null)) {
+    return invalid(
+      `${where} (ref ${JSON.stringify(job.ref)}): its queue ${JSON.stringify(wanted.queue)} is in shard ${elsewhere}, ` +
+        `and a job of another shard than the flow's first job takes no idempotencyKey or dedupKey`,
+    );
+  }
   return { ref: job.ref, msg, wanted };
 }
 
@@ -390,4 +444,10 @@ function parentsFirst(byRef: ReadonlyMap<string, PlannedJob>): PlannedJob[] | Su
 
 function invalid(detail: string): SubmissionProblem {
   return { code: ErrorCode.InvalidFlow, message: `Invalid flow: ${detail}; nothing was created` };
+}
+
+function listFor<K, V>(map: Map<K, V[]>, key: K): V[] {
+  let list = map.get(key);
+  if (list === undefined) map.set(key, (list = []));
+  return list;
 }

@@ -26,8 +26,10 @@ import {
   finishedParentOf,
   parentAllows,
   parentFailureError,
+  unknownParentError,
   type FinishedParent,
 } from './dependencies.js';
+import { tellRemoteDependents } from './shard-messages.js';
 import { isTerminalState, transition } from './job-state.js';
 import { grantLease } from './lease.js';
 import { holdScheduled, releaseScheduled } from './delayed-jobs.js';
@@ -179,6 +181,7 @@ export function finishJob(
   s.dedup.ended(job, s.nowMs);
   answerWaits(s, job);
   settleDependents(s, job);
+  tellRemoteDependents(s, job);
   wakeWaiters(s, job);
 }
 
@@ -196,7 +199,8 @@ function settleDependents(s: CoreState, ended: CoreJob): void {
     for (let job = s.settling.pop(); job !== undefined; job = s.settling.pop()) {
       const parent = finishedParentOf(job);
       for (const dependentId of s.graph.takeDependents(
-        job,
+        job.jobId,
+        parent,
         (id) => s.jobs.active(id) !== undefined,
       )) {
         const dependent = s.jobs.active(dependentId);
@@ -206,6 +210,35 @@ function settleDependents(s: CoreState, ended: CoreJob): void {
   } finally {
     s.settlingNow = false;
   }
+}
+
+/**
+ * A parent of another shard ended (cross-shard.ts): its dependents here
+ * settle exactly as for a parent of ours; a parent no shard has (null)
+ * cancels them. Returns how many dependents here had waited for it (none
+ * when this end was heard before).
+ */
+export function settleParentElsewhere(
+  s: CoreState,
+  parentId: string,
+  parent: FinishedParent | null,
+): number {
+  const dependents = s.graph.takeDependents(
+    parentId,
+    parent,
+    (id) => s.jobs.active(id) !== undefined,
+  );
+  for (const dependentId of dependents) {
+    const dependent = s.jobs.active(dependentId);
+    if (dependent === undefined) continue; // a cascade of this very end ended it
+    if (parent !== null) {
+      settleOne(s, dependent, parent);
+      continue;
+    }
+    dependent.error = unknownParentError(parentId);
+    cancelJob(s, dependent);
+  }
+  return dependents.length;
 }
 
 function settleOne(s: CoreState, dependent: CoreJob, parent: FinishedParent): void {

@@ -25,7 +25,10 @@ import type {
   EventRecord,
   GroupHoldRecord,
   JobRecord,
+  OutboxRow,
   QueueSettingsRecord,
+  RemoteDependentRecord,
+  RemoteParentRecord,
   ScheduleRecord,
   StepRecord,
   SignalRecord,
@@ -74,6 +77,14 @@ export class JobTable {
   #groupHoldsEndedBeforeMs: number | null = null;
   /** Schedules written (their row) or deleted (null) since the last batch. */
   #dirtySchedules = new Map<string, ScheduleRecord | null>();
+  /** Outbox messages sent, and ids of those applied, since the last batch (cross-shard.ts). */
+  #outbox: OutboxRow[] = [];
+  #outboxDone: number[] = [];
+  /** Remote dependents added, and parents whose remote dependents were told, since the last batch. */
+  #remoteDependents: RemoteDependentRecord[] = [];
+  #remoteDependentsDone: string[] = [];
+  /** Ended remote parents heard of since the last batch, by id. */
+  #remoteParents = new Map<string, RemoteParentRecord>();
   readonly #inFlight = new Map<string, InFlight>();
   /** Job ids per batch id: what leaves `retiring` and `inFlight` when it commits. */
   readonly #retiringByBatch = new Map<number, string[]>();
@@ -268,6 +279,39 @@ export class JobTable {
     this.#groupHoldsEndedBeforeMs = atMs;
   }
 
+  /** A message to another shard goes out with the next batch. */
+  sendMessage(row: OutboxRow): void {
+    this.#outbox.push(row);
+  }
+
+  /** A message to this shard was applied: it is deleted with the next batch. */
+  messageApplied(id: number): void {
+    this.#outboxDone.push(id);
+  }
+
+  /** A child in another shard waits for a job of ours: the row goes out with the next batch. */
+  saveRemoteDependent(record: RemoteDependentRecord): void {
+    this.#remoteDependents.push({ ...record });
+  }
+
+  /** A parent's remote dependents were told of its end: their rows go with the next batch. */
+  remoteDependentsTold(parentId: string): void {
+    this.#remoteDependentsDone.push(parentId);
+  }
+
+  /** A parent in another shard ended: its outcome goes out with the next batch. */
+  saveRemoteParent(record: RemoteParentRecord): void {
+    this.#remoteParents.set(record.parentId, { ...record });
+  }
+
+  /**
+   * The id the next batch with writes will have: what this input writes
+   * goes out in it (the outbox's bookkeeping of applied messages).
+   */
+  get pendingBatchId(): number {
+    return this.#nextBatchId;
+  }
+
   /** The job became terminal: it stops counting as active and retires once committed. */
   retire(job: CoreJob): void {
     this.#active.delete(job.jobId);
@@ -300,7 +344,12 @@ export class JobTable {
       this.#groupHoldsEndedBeforeMs !== null ||
       this.#dirtySignals.size > 0 ||
       this.#dirtyEvents.length > 0 ||
-      this.#dirtyTriggers.size > 0
+      this.#dirtyTriggers.size > 0 ||
+      this.#outbox.length > 0 ||
+      this.#outboxDone.length > 0 ||
+      this.#remoteDependents.length > 0 ||
+      this.#remoteDependentsDone.length > 0 ||
+      this.#remoteParents.size > 0
     );
   }
 
@@ -350,6 +399,7 @@ export class JobTable {
       else triggers.push(row);
     }
     if (this.#dirtyTriggers.size > 0) this.#dirtyTriggers = new Map();
+    const links = this.#takeShardLinks();
     return {
       batchId,
       jobs,
@@ -366,6 +416,31 @@ export class JobTable {
       ...(events.length > 0 && { events }),
       ...(triggers.length > 0 && { triggers }),
       ...(deletedTriggers.length > 0 && { deletedTriggers }),
+      ...links,
+    };
+  }
+
+  /** The outbox messages and remote links owed, as the fields of a batch (only those with rows). */
+  #takeShardLinks(): Pick<
+    WriteBatch,
+    'outbox' | 'outboxDone' | 'remoteDependents' | 'remoteDependentsDone' | 'remoteParents'
+  > {
+    const outbox = this.#outbox;
+    const outboxDone = this.#outboxDone;
+    const remoteDependents = this.#remoteDependents;
+    const remoteDependentsDone = this.#remoteDependentsDone;
+    const remoteParents = [...this.#remoteParents.values()];
+    if (outbox.length > 0) this.#outbox = [];
+    if (outboxDone.length > 0) this.#outboxDone = [];
+    if (remoteDependents.length > 0) this.#remoteDependents = [];
+    if (remoteDependentsDone.length > 0) this.#remoteDependentsDone = [];
+    if (remoteParents.length > 0) this.#remoteParents = new Map();
+    return {
+      ...(outbox.length > 0 && { outbox }),
+      ...(outboxDone.length > 0 && { outboxDone }),
+      ...(remoteDependents.length > 0 && { remoteDependents }),
+      ...(remoteDependentsDone.length > 0 && { remoteDependentsDone }),
+      ...(remoteParents.length > 0 && { remoteParents }),
     };
   }
 

@@ -16,7 +16,7 @@ import type {
   SubmitJobsElement,
   TerminalState,
 } from '../../protocol/messages.js';
-import type { JobRecord, ListQuery } from '../../store/store.js';
+import type { JobRecord, ListQuery, OutboxBody } from '../../store/store.js';
 
 export interface NormalizedSubmission {
   readonly maxAttempts: number;
@@ -85,6 +85,20 @@ export interface HeldBatch {
 }
 
 export type PendingRead =
+  /** An outbox message that needs rows of the store before it applies (cross-shard.ts). */
+  | {
+      kind: 'outboxJobs';
+      messageId: number;
+      body: Extract<OutboxBody, { type: 'createJobs' }>;
+      /** What earlier reads for it answered, and every id asked so far. */
+      stored: JobRecord[];
+      asked: string[];
+    }
+  | {
+      kind: 'outboxWatch';
+      messageId: number;
+      watch: Extract<OutboxBody, { type: 'watch' }>;
+    }
   /** A signal to a job memory does not hold (signals.ts). */
   | {
       kind: 'signal';

@@ -25,9 +25,15 @@
  *   counted (scheduled-window.ts).
  * - The children of active jobs (`childLinks`) fill the child index, so a
  *   handler's ENQUEUE_CHILD after the restart finds the child made before.
+ * - A shard's links with the others (cross-shard.ts): the children of other
+ *   shards that wait for its jobs (`remoteDependents`), known before any
+ *   job moves (one that recovery ends tells them); a parent of another
+ *   shard is ended when its end was heard (`remoteParents`), open otherwise
+ *   (its `watch` was committed with the child: its `parentEnded` will come).
  * Terminal jobs stay in the store only.
  */
-import type { JobRecord, RecoveredState } from '../../store/store.js';
+import type { JobRecord, RecoveredState, RemoteParentRecord } from '../../store/store.js';
+import { otherShardOf } from './shard-messages.js';
 import {
   finishedParentOf,
   parentAllows,
@@ -104,12 +110,17 @@ export function recover(s: CoreState, stored: RecoveredState): void {
   if ((stored.groupHolds ?? []).length > 0) s.holdsMayBeStored = true;
   // The children of the active jobs: the dedupe of their handlers' ENQUEUE_CHILD.
   for (const link of stored.childLinks ?? []) s.children.add(link);
+  // Children of other shards waiting for our jobs: before any job moves.
+  for (const record of stored.remoteDependents ?? []) s.links.addDependent(record);
   // The graph is whole before any job moves: a job that recovery fails
   // settles its dependents like any other end.
   const parentRows = new Map((stored.parentJobs ?? []).map((row) => [row.jobId, row]));
+  const remoteParents = new Map(
+    (stored.remoteParents ?? []).map((record) => [record.parentId, record]),
+  );
   const blocked = new Map<string, FinishedParent>();
   for (const job of jobs) {
-    const blocker = attachRecovered(s, job, parentRows);
+    const blocker = attachRecovered(s, job, parentRows, remoteParents);
     if (blocker !== undefined) blocked.set(job.jobId, blocker);
   }
   const kept = new Map<string, string[]>();
@@ -135,11 +146,21 @@ function attachRecovered(
   s: CoreState,
   job: CoreJob,
   parentRows: ReadonlyMap<string, JobRecord>,
+  remoteParents: ReadonlyMap<string, RemoteParentRecord>,
 ): FinishedParent | undefined {
   if (job.dependsOn === null) return undefined;
   const open: string[] = [];
   const finished: FinishedParent[] = [];
   for (const parentId of job.dependsOn) {
+    if (otherShardOf(s, parentId) !== null) {
+      const ended = remoteParents.get(parentId);
+      if (ended === undefined) open.push(parentId);
+      else {
+        const { taskType, state, result, resultFormat } = ended;
+        finished.push({ jobId: parentId, taskType, state, result, resultFormat });
+      }
+      continue;
+    }
     const row = parentRows.get(parentId);
     if (s.jobs.active(parentId) !== undefined) open.push(parentId);
     else if (row !== undefined) finished.push(finishedParentOf(row));

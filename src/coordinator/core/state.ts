@@ -26,6 +26,7 @@ import { ReadyQueue } from './ready-queue.js';
 import { RetentionCursor } from './retention-cursor.js';
 import { ScheduleTable } from './schedule-table.js';
 import { ScheduledWindow } from './scheduled-window-state.js';
+import { ShardLinks } from './shard-links.js';
 import type { CoreConfig, CoreDeps, CoreEvent, Effect } from './types.js';
 import { SubscriptionTable } from './subscriptions.js';
 import { WaitTable } from './wait-table.js';
@@ -134,6 +135,8 @@ export class CoreState {
   readonly stepWaits = new Map<string, Set<string>>();
   /** The children of the parents in memory (child-index.ts). */
   readonly children = new ChildIndex();
+  /** This core's shard, the outbox messages it applied, the children in other shards (shard-links.ts). */
+  readonly links: ShardLinks;
   /** Jobs that just ended whose dependents are still to settle (a work list: see job-lifecycle.ts). */
   readonly settling: CoreJob[] = [];
   /** True while the work list above is being drained. */
@@ -155,6 +158,7 @@ export class CoreState {
       (jobId) => this.children.forget(jobId),
     );
     this.ready = new ReadyQueue(config.agingStepMs, this.queues);
+    this.links = new ShardLinks(config.shard);
     this.nowMs = deps.now();
     this.lastTickMs = this.nowMs;
     this.startedAtMs = this.nowMs;

@@ -36,7 +36,13 @@ import {
 import type { JobRecord } from '../../store/store.js';
 import { DEFAULT_QUEUE, groupKeyProblem, queueNameProblem } from '../../protocol/queue-names.js';
 import { coreJobSnapshot, jobSnapshot, toRecord, type CoreJob } from './job.js';
-import { finishedParentOf, parentFailureError, type FinishedParent } from './dependencies.js';
+import {
+  finishedParentOf,
+  parentFailureError,
+  unknownParentError,
+  type FinishedParent,
+} from './dependencies.js';
+import { otherShardOf, watchRemoteParents } from './shard-messages.js';
 import { holdScheduled } from './delayed-jobs.js';
 import { isFar, loadFar, memoryJob, parkFar } from './scheduled-window.js';
 import { isTerminalState } from './job-state.js';
@@ -315,6 +321,17 @@ export interface ParentsFound {
   finished: FinishedParent[];
   /** Named but held neither in memory nor in `stored`. */
   missing: string[];
+  /**
+   * Jobs of other shards (shard-messages.ts): open until their shard says
+   * they ended; each is asked to (a `watch`) when the job is created.
+   */
+  remote: string[];
+  /**
+   * Jobs of other shards that learn of this child without a `watch`: a
+   * flow's jobs made elsewhere by the same flow, whose `createJobs` names
+   * their children here (cross-shard.ts). Open like `remote`.
+   */
+  announced?: string[];
 }
 
 export function findParents(
@@ -322,8 +339,12 @@ export function findParents(
   s: CoreState,
   stored: ReadonlyMap<string, JobRecord>,
 ): ParentsFound {
-  const found: ParentsFound = { open: [], finished: [], missing: [] };
+  const found: ParentsFound = { open: [], finished: [], missing: [], remote: [] };
   for (const parentId of parentIds) {
+    if (otherShardOf(s, parentId) !== null) {
+      found.remote.push(parentId);
+      continue;
+    }
     const job = memoryJob(s, parentId);
     const row = job === undefined ? stored.get(parentId) : undefined;
     if (job !== undefined && !isTerminalState(job.state)) found.open.push(parentId);
@@ -545,15 +566,21 @@ export type NewJob = Pick<
  * SCHEDULED when its due time is ahead, QUEUED otherwise. The caller runs
  * `schedule(s)`.
  */
-export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): CoreJob {
+export function createJob(
+  s: CoreState,
+  spec: NewJob,
+  parents?: ParentsFound,
+  /** A job another shard made for this one (cross-shard.ts): its id and creation time. */
+  made?: { readonly jobId: string; readonly createdAtMs: number },
+): CoreJob {
   const delayed = spec.runAtMs !== null && spec.runAtMs > s.nowMs;
   // The spec's fields come last: V8 builds an object that starts with a
   // spread and then adds fields many times slower (measured: ~40x for
   // these fields), which a 10,000-job flow felt. Their names never overlap.
   const job: CoreJob = {
     seq: s.jobs.takeSeq(),
-    jobId: s.deps.newId(),
-    createdAtMs: s.nowMs,
+    jobId: made?.jobId ?? s.deps.newId(),
+    createdAtMs: made?.createdAtMs ?? s.nowMs,
     state: parents !== undefined ? 'WAITING' : delayed ? 'SCHEDULED' : 'QUEUED',
     lease: null,
     attempts: 0,
@@ -609,11 +636,23 @@ export function createJob(s: CoreState, spec: NewJob, parents?: ParentsFound): C
  * once when a parent had already failed (unless it runs anyway).
  */
 function attachParents(s: CoreState, job: CoreJob, parents: ParentsFound): void {
-  const blocker = s.graph.attach(job, parents.open, parents.finished);
+  // Only a job another shard made can name a parent here that no one has
+  // (that shard could not check it): it is cancelled, as by a failed parent.
+  const unknown = parents.missing[0];
+  if (unknown !== undefined) {
+    job.error = unknownParentError(unknown);
+    cancelJob(s, job);
+    return;
+  }
+  const announced = parents.announced ?? [];
+  const open = [...parents.open, ...parents.remote, ...announced];
+  const blocker = s.graph.attach(job, open, parents.finished);
   if (blocker !== undefined) {
     job.error = parentFailureError(blocker);
     cancelJob(s, job);
-  } else if (parents.open.length === 0) {
+  } else if (open.length === 0) {
     releaseWaiting(s, job);
+  } else {
+    watchRemoteParents(s, job, parents.remote);
   }
 }

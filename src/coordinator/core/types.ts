@@ -23,7 +23,7 @@ import type {
   WorkerInput,
 } from '../../protocol/messages.js';
 import type { TraceContext } from '../../protocol/trace-context.js';
-import type { StoreRead, StoreReadResult } from '../../store/store.js';
+import type { OutboxMessage, StoreRead, StoreReadResult } from '../../store/store.js';
 
 export type CoreInput =
   /** A decoded frame from a worker connection. */
@@ -74,7 +74,14 @@ export type CoreInput =
   /** A `read` effect failed (that request gets an error; nothing else changes). */
   | { kind: 'readFailed'; readId: number; message: string }
   /** Every batch up to and including `batchId` is durable. */
-  | { kind: 'committed'; batchId: number };
+  | { kind: 'committed'; batchId: number }
+  /**
+   * Messages of the cluster's outbox to this shard, in id order (a shard of
+   * a sharded database; cross-shard.ts). `committedThrough`: every batch up
+   * to that id had committed when the read of them began, so none of the
+   * messages those batches applied (and deleted) can be among them.
+   */
+  | { kind: 'outboxMessages'; messages: readonly OutboxMessage[]; committedThrough: number };
 
 export type Effect =
   | { kind: 'send'; connId: number; msg: CoordinatorToWorker }
@@ -370,6 +377,18 @@ export interface CoreConfig {
    * a newcomer would otherwise be refused for a full budget.
    */
   subscriberStallMs: number;
+  /**
+   * This core's shard of a sharded database; absent = no shards (every job
+   * is this core's). With it, jobs of other shards (named by their ids,
+   * protocol/shards.ts) are reached through the outbox (cross-shard.ts).
+   */
+  shard?: ShardPlace;
+}
+
+/** Where a core sits among the shards. */
+export interface ShardPlace {
+  readonly shard: number;
+  readonly shards: number;
 }
 
 /**
@@ -398,7 +417,11 @@ export interface CoreDeps {
   cron: CronEvaluator;
   /** Epoch milliseconds; read once per input. */
   now(): number;
-  /** A fresh unique id (job ids, attempt leases). */
-  newId(): string;
+  /**
+   * A fresh unique id (job ids, attempt leases); with `shard`, a job id that
+   * names that shard rather than this core's own (a flow's jobs of other
+   * shards, made here: cross-shard.ts).
+   */
+  newId(shard?: number): string;
   validator: PayloadValidator;
 }

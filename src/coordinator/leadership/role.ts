@@ -33,5 +33,6 @@ export const EMPTY_INSPECTION: CoreInspection = Object.freeze({
   farScheduledCount: 0,
   scheduledHorizon: { atMs: Infinity, seq: Number.MAX_SAFE_INTEGER },
   wakeArmedAtMs: null,
+  shardLinks: { applied: 0, watched: 0 },
   queues: [],
 });

@@ -7,13 +7,15 @@
  * - `all`: a request about every queue (a listing without a queue, the
  *   workers, an event, a schedule or trigger named without its queue): each
  *   shard answers for its own part;
- * - `mixed`: a batch or flow whose jobs are in more than one shard;
+ * - `mixed`: a batch or flow whose jobs are in more than one shard (a
+ *   batch is split by the router; a flow goes whole to its home shard,
+ *   {@link flowHome}, whose core sends the other shards their jobs);
  * - `nowhere`: a job id that names no shard of this database (no shard has
  *   such a job).
  *
  * With one shard every request is `one` of shard 0.
  */
-import type { ClientRequest, JsonObject } from '../../protocol/messages.js';
+import type { ClientRequest, JsonObject, SubmitFlow } from '../../protocol/messages.js';
 import { shardOfJobId, shardOfQueue } from '../../protocol/shards.js';
 
 export type RequestShard =
@@ -90,4 +92,13 @@ function together(shards: number[]): RequestShard {
   const distinct = [...new Set(shards)];
   if (distinct.length <= 1) return { kind: 'one', shard: distinct[0] ?? 0 };
   return { kind: 'mixed', shards: distinct.sort((a, b) => a - b) };
+}
+
+/**
+ * The shard that takes a flow whose jobs are in several shards: its first
+ * job's (core/cross-shard.ts). One rule, for the router and for the shard's
+ * own port.
+ */
+export function flowHome(msg: SubmitFlow, shards: number): number {
+  return shardOfQueue(msg.jobs[0]?.queue, shards);
 }

@@ -1,7 +1,7 @@
 /**
  * Every timed input of one term, in one place: the sweep tick, the deadline
- * of each pending WAIT_JOB (one timer for all of them, wait-timers.ts), and
- * the core's wake-up. The core owns no timer; it says what time it needs (an
+ * of each pending WAIT_JOB (one timer for all of them, wait-timers.ts), the
+ * core's wake-up, and (a shard of a sharded database) the outbox's polling. The core owns no timer; it says what time it needs (an
  * `armWait` effect, a `wakeAt` effect) and this arms it; the firing comes
  * back as an input, handled like any other.
  *
@@ -26,6 +26,8 @@ export interface ClockInputs {
   waitExpired(input: Extract<CoreInput, { kind: 'waitExpired' }>): void;
   /** The instant of the last `wakeAt` came. */
   wake(): void;
+  /** Time to read the outbox again (a shard of a sharded database). */
+  outboxPoll?(): void;
 }
 
 export class TermClock {
@@ -34,6 +36,7 @@ export class TermClock {
   readonly #waits: WaitTimers;
   #sweep: NodeJS.Timeout | null = null;
   #wake: NodeJS.Timeout | null = null;
+  #outboxPoll: NodeJS.Timeout | null = null;
   #stopped = false;
 
   constructor(sweepIntervalMs: number, inputs: ClockInputs) {
@@ -48,6 +51,12 @@ export class TermClock {
   startSweep(): void {
     if (this.#stopped || this.#sweep !== null) return;
     this.#sweep = setInterval(() => this.#inputs.sweep(), this.#sweepIntervalMs);
+  }
+
+  /** Starts reading the outbox every `intervalMs` (the term skips a turn while a read is out). */
+  startOutboxPoll(intervalMs: number): void {
+    if (this.#stopped || this.#outboxPoll !== null) return;
+    this.#outboxPoll = setInterval(() => this.#inputs.outboxPoll?.(), intervalMs);
   }
 
   /**
@@ -87,6 +96,8 @@ export class TermClock {
     this.#sweep = null;
     if (this.#wake !== null) clearTimeout(this.#wake);
     this.#wake = null;
+    if (this.#outboxPoll !== null) clearInterval(this.#outboxPoll);
+    this.#outboxPoll = null;
     this.#waits.clearAll();
   }
 }

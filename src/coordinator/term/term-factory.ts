@@ -32,7 +32,11 @@ import { MAX_SUBSCRIPTIONS } from '../../protocol/limits.js';
 import { CoordinatorCore } from '../core/core.js';
 import type { CoreConfig, CoreEvent, PayloadValidator } from '../core/types.js';
 import { LeaderElection, type ElectionHooks } from '../leadership/leader-election.js';
-import { SHARD_READ_CONNECTIONS, type CoordinatorOptions } from '../options.js';
+import {
+  DEFAULT_OUTBOX_POLL_MS,
+  SHARD_READ_CONNECTIONS,
+  type CoordinatorOptions,
+} from '../options.js';
 import { Term, type TermLease, type TermOutlets } from './term.js';
 import { TimeOrderedIds } from './time-ordered-id.js';
 import { shardSchema, stampShard } from '../../protocol/shards.js';
@@ -120,14 +124,17 @@ export class TermFactory {
     const ids = new TimeOrderedIds(now);
     // On a sharded database a job's id names its shard (protocol/shards.ts).
     const role = this.#options.shardRole;
+    // A flow's job of another shard gets an id naming that shard (core/cross-shard.ts).
     const newId =
       role === undefined || role.shards === 1
         ? () => ids.next()
-        : () => stampShard(ids.next(), role.shard, role.shards);
+        : (shard?: number) => stampShard(ids.next(), shard ?? role.shard, role.shards);
+    const sharded = role !== undefined && role.shards > 1;
     const core = new CoordinatorCore(
       {
         ...coreConfig(this.#options),
         scheduledWindow: this.#deps.scheduledWindow ?? DEFAULT_SCHEDULED_WINDOW,
+        ...(sharded && { shard: { shard: role.shard, shards: role.shards } }),
       },
       {
         now,
@@ -154,6 +161,10 @@ export class TermFactory {
       lease: election === null ? null : leaseOf(election),
       leaderFields: election === null || epoch === null ? null : leaderFields(election, epoch),
       sweepIntervalMs: this.#options.sweepIntervalMs,
+      outbox:
+        sharded && prepared.handle.store.readOutbox !== undefined
+          ? { shard: role.shard, pollMs: role.outboxPollMs ?? DEFAULT_OUTBOX_POLL_MS }
+          : null,
       outlets: this.#outlets,
       log: this.#log,
     });

@@ -84,9 +84,17 @@ export interface TermParts {
   /** What a WORKER_LIST says of leadership; null without leadership. */
   readonly leaderFields: { readonly leader?: string; readonly epoch: number } | null;
   readonly sweepIntervalMs: number;
+  /**
+   * A shard of a sharded database: its shard, read from the cluster's
+   * outbox every `pollMs` while the term serves; null = no shards.
+   */
+  readonly outbox?: { readonly shard: number; readonly pollMs: number } | null;
   readonly outlets: TermOutlets;
   readonly log: Logger;
 }
+
+/** Most outbox messages one read takes (the next read takes the rest). */
+const OUTBOX_READ_LIMIT = 100;
 
 /** The effects that wait for a commit ('read' and 'wakeAt' act at once, never queue). */
 /** Effects that wait for their batch's commit (a read does only when it asks to). */
@@ -122,6 +130,11 @@ export class Term {
   #state: TermState = { kind: 'live' };
   #pending: QueuedEffect[] = [];
   #flushScheduled = false;
+  readonly #outbox: { readonly shard: number; readonly pollMs: number } | null;
+  /** The highest batch id known committed (what an outbox read may say it has seen). */
+  #lastCommitted = 0;
+  /** True while a read of the outbox is out (one at a time). */
+  #outboxReading = false;
 
   constructor(parts: TermParts) {
     this.epoch = parts.epoch;
@@ -131,6 +144,7 @@ export class Term {
     this.#leaderFields = parts.leaderFields;
     this.#outlets = parts.outlets;
     this.#log = parts.log;
+    this.#outbox = parts.outbox ?? null;
     // The inputs of one check phase make one batch, closed right after they
     // were handed over: their commit and replies do not wait a turn more.
     this.#inbox = new WorkerInbox(
@@ -146,6 +160,7 @@ export class Term {
       sweep: () => this.#inbox.tick(),
       waitExpired: (input) => this.dispatch(input),
       wake: () => this.dispatch({ kind: 'wake' }),
+      outboxPoll: () => this.#readOutbox(),
     });
     const store = parts.handle.store;
     this.#pipeline = new CommitPipeline<QueuedEffect>({
@@ -154,6 +169,7 @@ export class Term {
         if (this.#releases()) for (const effect of effects) this.#release(effect);
       },
       committed: (batchId, durationMs) => {
+        this.#lastCommitted = batchId;
         if (!this.#releases()) return;
         this.#outlets.committed(durationMs);
         this.dispatch({ kind: 'committed', batchId });
@@ -199,6 +215,7 @@ export class Term {
    */
   serve(): void {
     this.#clock.startSweep();
+    if (this.#outbox !== null) this.#clock.startOutboxPoll(this.#outbox.pollMs);
     this.dispatch({ kind: 'wake' });
   }
 
@@ -345,6 +362,38 @@ export class Term {
     if (!this.#releases()) return;
     this.#pending.push(effect);
     this.#scheduleFlush();
+  }
+
+  /**
+   * Reads the messages of the cluster's outbox to this shard and hands them
+   * to the core, one read at a time. It reads from the lowest id (not after
+   * the last one seen): ids are given at insert, so a message with a lower
+   * id can commit after one with a higher id was read; those applied are
+   * deleted, so the lowest ones are the ones not applied yet. The core
+   * skips the ones it applied already (core/shard-links.ts): the read says
+   * which batches had committed when it began. A failed read is tried again
+   * at the next poll.
+   */
+  #readOutbox(): void {
+    const outbox = this.#outbox;
+    const store = this.#store.store;
+    if (outbox === null || store.readOutbox === undefined) return;
+    if (this.#state.kind !== 'live' || this.#outboxReading) return;
+    this.#outboxReading = true;
+    const committedThrough = this.#lastCommitted;
+    store.readOutbox(outbox.shard, 0, OUTBOX_READ_LIMIT).then(
+      (messages) => {
+        this.#outboxReading = false;
+        if (messages.length > 0) {
+          this.dispatch({ kind: 'outboxMessages', messages, committedThrough });
+        }
+      },
+      (err: unknown) => {
+        this.#outboxReading = false;
+        if (this.#state.kind !== 'live') return;
+        this.#log.warn({ err: describeError(err) }, 'reading the outbox failed; trying again');
+      },
+    );
   }
 
   /** Runs a read of history now; its answer is the next input for that read. */

@@ -8,7 +8,9 @@
  *   shard's own client port on the coordinator that leads it.
  * - A request about every queue goes to every shard and the replies are
  *   merged (merge.ts); a batch whose jobs are in several shards is split,
- *   each part submitted to its shard, and answered once every part is.
+ *   each part submitted to its shard, and answered once every part is; a
+ *   flow whose jobs are in several shards goes whole to its first job's
+ *   shard, whose core sends the others their jobs (core/cross-shard.ts).
  * - A subscription gets a connection to each shard it needs; their events
  *   are relayed as they come.
  *
@@ -39,7 +41,7 @@ import type {
   SubscribeJobs,
 } from '../../protocol/messages.js';
 import { shardOfQueue } from '../../protocol/shards.js';
-import { requestShard } from '../../coordinator/sharding/request-shard.js';
+import { flowHome, requestShard } from '../../coordinator/sharding/request-shard.js';
 import {
   decodeListCursor,
   encodeListCursor,
@@ -145,10 +147,13 @@ export class ShardRouter {
         return this.#toShard(connId, 0, msg);
       case 'mixed':
         if (msg.type === 'SUBMIT_JOBS') return this.#submitSplit(connId, msg);
+        // A flow goes whole to its first job's shard, which sends the other
+        // shards their jobs through the outbox (core/cross-shard.ts).
+        if (msg.type === 'SUBMIT_FLOW') return this.#toShard(connId, flowHome(msg, shards), msg);
         return {
           type: 'ERROR',
           code: ErrorCode.InvalidRequest,
-          message: `Invalid request: a flow's jobs must be in queues of one shard (these are in shards ${target.shards.join(', ')})`,
+          message: `Invalid request: its jobs are in the queues of shards ${target.shards.join(', ')}`,
         };
       case 'all': {
         const sent = msg.type === 'PUBLISH_EVENT' ? withEventId(msg) : msg;

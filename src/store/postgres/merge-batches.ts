@@ -8,7 +8,10 @@ import {
   type AttemptRecord,
   type EventRecord,
   type JobRecord,
+  type OutboxRow,
   type QueueSettingsRecord,
+  type RemoteDependentRecord,
+  type RemoteParentRecord,
   type ScheduleRecord,
   type SignalRecord,
   type StepRecord,
@@ -40,6 +43,11 @@ export interface MergedBatches {
   events: Readonly<EventRecord>[];
   triggers: Readonly<TriggerRecord>[];
   deletedTriggers: string[];
+  outbox: Readonly<OutboxRow>[];
+  outboxDone: number[];
+  remoteDependents: Readonly<RemoteDependentRecord>[];
+  remoteDependentsDone: string[];
+  remoteParents: Readonly<RemoteParentRecord>[];
 }
 
 /**
@@ -49,6 +57,10 @@ export interface MergedBatches {
  * it) and the latest bound, which commit_batch applies to the stored holds
  * before writing these (schema.ts, holdsSql). Schedules and triggers: the
  * last word on each, a row or a deletion. Events are each written once.
+ * Outbox messages, sent and applied, and remote dependents: all of them, in
+ * order (commit_batch inserts the dependents before it deletes those of
+ * ended parents; shardLinksSql in schema.ts); remote parents: the latest
+ * row of each.
  */
 export function mergeBatches(batches: readonly WriteBatch[]): MergedBatches {
   const jobs = new Map<string, { job: Readonly<JobRecord>; isNew: boolean }>();
@@ -111,7 +123,35 @@ export function mergeBatches(batches: readonly WriteBatch[]): MergedBatches {
     groupHolds: [...holds.values()],
     groupHoldsEndedBeforeMs: endedBeforeMs,
     ...signals,
+    ...mergeShardLinks(batches),
   };
+}
+
+/** The outbox messages and remote links of the batches merged. */
+function mergeShardLinks(
+  batches: readonly WriteBatch[],
+): Pick<
+  MergedBatches,
+  'outbox' | 'outboxDone' | 'remoteDependents' | 'remoteDependentsDone' | 'remoteParents'
+> {
+  const remoteParents = new Map<string, Readonly<RemoteParentRecord>>();
+  const merged: ReturnType<typeof mergeShardLinks> = {
+    outbox: [],
+    outboxDone: [],
+    remoteDependents: [],
+    remoteDependentsDone: [],
+    remoteParents: [],
+  };
+  for (const batch of batches) {
+    merged.outbox.push(...(batch.outbox ?? []));
+    merged.outboxDone.push(...(batch.outboxDone ?? []));
+    merged.remoteDependents.push(...(batch.remoteDependents ?? []));
+    merged.remoteDependentsDone.push(...(batch.remoteDependentsDone ?? []));
+    // One row each: an upsert may not touch a row twice in one statement.
+    for (const parent of batch.remoteParents ?? []) remoteParents.set(parent.parentId, parent);
+  }
+  merged.remoteParents = [...remoteParents.values()];
+  return merged;
 }
 
 /** The signals, events and triggers of the batches merged. */

@@ -38,9 +38,13 @@ import {
   type GroupHoldRecord,
   type JobRecord,
   type ListQuery,
+  type OutboxBody,
+  type OutboxMessage,
   type PurgeQuery,
   type QueueSettingsRecord,
   type RecoveredState,
+  type RemoteDependentRecord,
+  type RemoteParentRecord,
   type ScheduledWindowQuery,
   type ScheduleRecord,
   type SignalRecord,
@@ -164,7 +168,18 @@ const DTP_STATEMENTS = {
                    ORDER BY run_at_ms, seq LIMIT $4`,
   scheduleJobs: `${JOB_SELECT} WHERE schedule_name = $1 ORDER BY seq DESC LIMIT $2`,
   commitBatch: `SELECT dtp.commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                 $13, $14, $15, $16)`,
+                 $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+  // The cluster's table, quoted: inSchema leaves it in schema dtp (schema.ts).
+  readOutbox: `SELECT id, target_shard AS "targetShard", body FROM "dtp".shard_outbox
+                WHERE target_shard = $1 AND id > $2 ORDER BY id LIMIT $3`,
+  remoteDependents: `SELECT parent_id AS "parentId", child_id AS "childId",
+                      child_shard AS "childShard" FROM dtp.remote_dependents`,
+  // Only those an active job depends on (its dependsOn is in job_dependencies).
+  remoteParents: `SELECT r.parent_id AS "parentId", r.task_type AS "taskType", r.state,
+                   r.result, r.result_format AS "resultFormat" FROM dtp.remote_parents r
+                 WHERE EXISTS (SELECT 1 FROM dtp.job_dependencies d
+                                JOIN dtp.jobs c ON c.job_id = d.job_id
+                               WHERE d.parent_id = r.parent_id AND c.${ACTIVE})`,
   purge: 'SELECT dtp.purge($1, $2, $3, $4, $5) AS deleted',
   stepsOf:
     'SELECT name, at_ms AS "atMs", coalesce(octet_length(result), 0)::int AS "resultBytes" FROM dtp.job_steps WHERE job_id = $1 ORDER BY idx',
@@ -296,6 +311,8 @@ export class PostgresStore implements Store {
         const loaded = new Set(jobs.rows.map((job) => job.jobId));
         const signals = await client.query<SignalRecord>(sql.heldSignals);
         const triggers = await client.query<TriggerRecord>(sql.triggers);
+        const dependents = await client.query<RemoteDependentRecord>(sql.remoteDependents);
+        const remoteParents = await client.query<RemoteParentRecord>(sql.remoteParents);
         return {
           activeJobs: jobs.rows,
           activeAttempts: attempts.rows,
@@ -309,6 +326,8 @@ export class PostgresStore implements Store {
           groupHolds: holds.rows,
           activeSignals: signals.rows.filter((signal) => loaded.has(signal.jobId)),
           triggers: triggers.rows,
+          ...(dependents.rows.length > 0 && { remoteDependents: dependents.rows }),
+          ...(remoteParents.rows.length > 0 && { remoteParents: remoteParents.rows }),
           epoch: this.#epoch,
           ...(scheduledWindow !== undefined && { scheduledWindow }),
         };
@@ -423,6 +442,18 @@ export class PostgresStore implements Store {
     }
   }
 
+  readOutbox(shard: number, afterId: number, limit: number): Promise<OutboxMessage[]> {
+    return this.#withReader(async (client) => {
+      const rows = await client.query<{ id: string; targetShard: number; body: OutboxBody }>({
+        name: 'dtp_read_outbox',
+        text: this.#sql.readOutbox,
+        values: [shard, afterId, limit],
+      });
+      // bigserial comes back as text; ids stay far below 2^53.
+      return rows.rows.map((row) => ({ ...row, id: Number(row.id) }));
+    });
+  }
+
   close(): Promise<void> {
     this.#closing ??= (async () => {
       await this.#writing;
@@ -484,10 +515,11 @@ export class PostgresStore implements Store {
       const { inserts, updates, attempts, schedules, deletedSchedules, queues } = merged;
       const { clearedSteps, steps, stepWaits, groupHolds, groupHoldsEndedBeforeMs } = merged;
       const { signals, events, triggers, deletedTriggers } = merged;
+      const { outbox, outboxDone, remoteDependents, remoteDependentsDone, remoteParents } = merged;
       const json = (rows: readonly unknown[]): string | null =>
         rows.length === 0 ? null : JSON.stringify(rows);
       await this.#writer.query({
-        name: 'dtp_commit_batch_signals',
+        name: 'dtp_commit_batch_shards',
         text: this.#sql.commitBatch,
         values: [
           this.#epoch,
@@ -506,6 +538,11 @@ export class PostgresStore implements Store {
           json(events),
           json(triggers),
           json(deletedTriggers),
+          json(outbox),
+          json(outboxDone),
+          json(remoteDependents),
+          json(remoteDependentsDone),
+          json(remoteParents),
         ],
       });
     } catch (err) {

@@ -18,8 +18,8 @@
  * written once, for `dtp`, and {@link inSchema} rewrites it for another
  * schema, so each shard has its own lease row and fencing, and the code that
  * fences is the same. Schema `dtp` also holds the cluster's own tables
- * (migration 13): how many shards the database has, and the coordinators
- * alive.
+ * (migrations 13 and 14): how many shards the database has, the
+ * coordinators alive, and the outbox of messages between shards.
  */
 import type { ClientBase } from 'pg';
 import { StoreError } from '../store.js';
@@ -234,7 +234,11 @@ ${ATTEMPTS_UPSERT}   END
  * argument: a purge of COMPLETED jobs also deletes the oldest events
  * published before the bound, at most `p_event_limit` of them.
  */
-function linkedPurgeFunction(withSteps: boolean, withSignals = false): string {
+function linkedPurgeFunction(
+  withSteps: boolean,
+  withSignals = false,
+  withRemoteParents = false,
+): string {
   const steps = withSteps
     ? `
      ), unstepped AS (
@@ -256,7 +260,7 @@ function linkedPurgeFunction(withSteps: boolean, withSignals = false): string {
   return `CREATE OR REPLACE FUNCTION dtp.purge(p_epoch bigint, p_state text, p_before_ms bigint, p_limit integer${withSignals ? ', p_event_limit integer' : ''})
    RETURNS integer LANGUAGE plpgsql AS $fn$
    DECLARE
-     deleted integer;
+     deleted integer;${withRemoteParents ? '\n     unlinked_parents text[];' : ''}
    BEGIN
      ${FENCE}
      WITH doomed AS (
@@ -271,12 +275,25 @@ function linkedPurgeFunction(withSteps: boolean, withSignals = false): string {
        DELETE FROM dtp.attempts a USING doomed d WHERE a.job_id = d.job_id${steps}${signals}
      ), unlinked AS (
        DELETE FROM dtp.job_dependencies l USING doomed d
-        WHERE l.job_id = d.job_id OR l.parent_id = d.job_id
+        WHERE l.job_id = d.job_id OR l.parent_id = d.job_id${withRemoteParents ? '\n       RETURNING l.parent_id' : ''}
      )
-     SELECT count(*) INTO deleted FROM doomed;${events}
+     ${withRemoteParents ? remoteParentsPurged() : 'SELECT count(*) INTO deleted FROM doomed;'}${events}
      RETURN deleted;
    END
    $fn$;`;
+}
+
+/**
+ * The end of a purge with remote parents (migration 15): the outcome of a
+ * parent of another shard goes once no stored job depends on it any more
+ * (a separate statement, so that it sees the links just deleted as gone).
+ */
+function remoteParentsPurged(): string {
+  return `SELECT (SELECT count(*) FROM doomed),
+            (SELECT coalesce(array_agg(DISTINCT parent_id), '{}') FROM unlinked)
+       INTO deleted, unlinked_parents;
+     DELETE FROM dtp.remote_parents r WHERE r.parent_id = ANY(unlinked_parents)
+       AND NOT EXISTS (SELECT 1 FROM dtp.job_dependencies d WHERE d.parent_id = r.parent_id);`;
 }
 
 /**
@@ -731,6 +748,51 @@ ${signalsSql()}
      expires_at     timestamptz NOT NULL,
      started_at     timestamptz NOT NULL
    );`,
+  // 14: the cluster's outbox, in schema dtp only (CLUSTER_MIGRATIONS): the
+  // messages one shard's core sends another's (docs/ARCHITECTURE.md,
+  // "Across shards: the outbox"), read by the target shard in id order.
+  `CREATE TABLE dtp.shard_outbox (
+     id           bigserial   PRIMARY KEY,
+     target_shard integer     NOT NULL,
+     body         jsonb       NOT NULL,
+     created_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+   );
+   CREATE INDEX shard_outbox_target ON dtp.shard_outbox (target_shard, id);`,
+  // 15: a shard's side of dependencies across shards, in every schema: the
+  // children in other shards that wait for a job of this one, and the ended
+  // parents in other shards that this one's children heard of. A
+  // twenty-one-argument commit_batch writes all the sixteen-argument one
+  // does, then the outbox messages sent and applied and those two tables
+  // (see shardLinksSql), in the same transaction, under the same fence;
+  // purge deletes a remote parent's outcome once no job depends on it.
+  `CREATE TABLE dtp.remote_dependents (
+     parent_id   text    NOT NULL,
+     child_id    text    NOT NULL,
+     child_shard integer NOT NULL,
+     PRIMARY KEY (parent_id, child_id)
+   );
+   CREATE TABLE dtp.remote_parents (
+     parent_id     text PRIMARY KEY,
+     task_type     text NOT NULL,
+     state         text NOT NULL,
+     result        text,
+     result_format text
+   );
+   CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json,
+       p_cleared_steps json, p_steps json, p_step_waits json, p_group_holds json,
+       p_holds_ended_before_ms bigint, p_signals json, p_events json, p_triggers json,
+       p_deleted_triggers json, p_outbox json, p_outbox_done json, p_remote_dependents json,
+       p_remote_dependents_done json, p_remote_parents json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   BEGIN
+     PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
+       p_deleted_schedules, p_queues, p_cleared_steps, p_steps, p_step_waits, p_group_holds,
+       p_holds_ended_before_ms, p_signals, p_events, p_triggers, p_deleted_triggers);
+${shardLinksSql()}
+   END
+   $fn$;
+   ${linkedPurgeFunction(true, true, true)}`,
 ];
 
 /**
@@ -740,7 +802,7 @@ ${signalsSql()}
  * schema's version still numbers the same list (a shard's schema at version
  * 13 has every shard table of versions 1 to 12).
  */
-const CLUSTER_MIGRATIONS: ReadonlySet<number> = new Set([13]);
+const CLUSTER_MIGRATIONS: ReadonlySet<number> = new Set([13, 14]);
 
 /**
  * The signals, events and triggers of a group of batches merged
@@ -779,6 +841,47 @@ function signalsSql(): string {
          task_type = excluded.task_type, queue = excluded.queue,
          priority = excluded.priority, max_attempts = excluded.max_attempts,
          created_at_ms = excluded.created_at_ms, updated_at_ms = excluded.updated_at_ms;
+     END IF;`;
+}
+
+/**
+ * The outbox and remote links of a group of batches merged (mergeBatches).
+ * The outbox is the cluster's table, in schema dtp whatever the shard: it is
+ * named `"dtp".shard_outbox`, quoted, which {@link inSchema} leaves as it is.
+ * Messages are inserted in the order given (their ids follow it); those
+ * applied are deleted. Remote dependents are inserted before the parents
+ * whose dependents were told are deleted: a parent never gets a dependent
+ * after its end (a watch of an ended parent is answered at once).
+ */
+function shardLinksSql(): string {
+  return `     IF p_outbox IS NOT NULL THEN
+       INSERT INTO "dtp".shard_outbox (target_shard, body)
+         SELECT (e.value->>'targetShard')::integer, (e.value->'body')::jsonb
+         FROM json_array_elements(p_outbox) WITH ORDINALITY AS e(value, n)
+         ORDER BY e.n;
+     END IF;
+     IF p_outbox_done IS NOT NULL THEN
+       DELETE FROM "dtp".shard_outbox
+        WHERE id IN (SELECT value::bigint FROM json_array_elements_text(p_outbox_done));
+     END IF;
+     IF p_remote_dependents IS NOT NULL THEN
+       INSERT INTO dtp.remote_dependents (parent_id, child_id, child_shard)
+         SELECT "parentId", "childId", "childShard" FROM json_to_recordset(p_remote_dependents)
+           AS r("parentId" text, "childId" text, "childShard" integer)
+       ON CONFLICT DO NOTHING;
+     END IF;
+     IF p_remote_dependents_done IS NOT NULL THEN
+       DELETE FROM dtp.remote_dependents
+        WHERE parent_id IN (SELECT value FROM json_array_elements_text(p_remote_dependents_done));
+     END IF;
+     IF p_remote_parents IS NOT NULL THEN
+       INSERT INTO dtp.remote_parents (parent_id, task_type, state, result, result_format)
+         SELECT "parentId", "taskType", state, result, "resultFormat"
+         FROM json_to_recordset(p_remote_parents) AS r("parentId" text, "taskType" text,
+           state text, result text, "resultFormat" text)
+       ON CONFLICT (parent_id) DO UPDATE SET task_type = excluded.task_type,
+         state = excluded.state, result = excluded.result,
+         result_format = excluded.result_format;
      END IF;`;
 }
 

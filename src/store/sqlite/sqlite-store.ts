@@ -388,6 +388,14 @@ export class SqliteStore implements Store {
 
   commit(batch: WriteBatch): Promise<void> {
     if (this.#closing !== null) return Promise.reject(new StoreError('store is closed'));
+    const shardLinks = shardLinksOf(batch);
+    if (shardLinks !== null) {
+      // Shards exist on PostgreSQL only, and a core without a shard makes
+      // none of these: one here is a bug, refused rather than dropped.
+      return Promise.reject(
+        new StoreError(`a SQLite store keeps no ${shardLinks}: no shards here`),
+      );
+    }
     const inserts: SqlValue[][] = [];
     const updates: SqlValue[][] = [];
     const dependencies: SqlValue[][] = [];
@@ -604,4 +612,14 @@ export class SqliteStore implements Store {
       );
     }
   }
+}
+
+/** The first part of a batch that only a shard of a sharded database writes, or null. */
+function shardLinksOf(batch: WriteBatch): string | null {
+  if ((batch.outbox?.length ?? 0) > 0) return 'outbox messages';
+  if ((batch.outboxDone?.length ?? 0) > 0) return 'outbox messages';
+  if ((batch.remoteDependents?.length ?? 0) > 0) return 'remote dependents';
+  if ((batch.remoteDependentsDone?.length ?? 0) > 0) return 'remote dependents';
+  if ((batch.remoteParents?.length ?? 0) > 0) return 'remote parents';
+  return null;
 }
