@@ -332,13 +332,14 @@ say "the 16 shards are led by the three coordinators"
 # shard in its last three hex digits): the coordinator the client-cli service
 # reaches forwards those of the shards the others lead.
 shard_of() { echo $((16#${1: -3})); }
-others=()
+others=() shards=()
 for queue in emails reports tenant-1 tenant-2; do
   id="$(ha_client submit sleep --milliseconds 2000 --queue "$queue" --quiet)"
   [[ -n "$id" ]] || die "submit to queue $queue through the client-cli service printed no job id"
   others+=("$id")
+  shards+=("$(shard_of "$id")")
 done
-say "submitted SLEEP jobs to 4 queues, in shards $(for id in "${others[@]}"; do printf '%s ' "$(shard_of "$id")"; done)"
+say "submitted SLEEP jobs to 4 queues, in shards ${shards[*]}"
 three_workers() { [[ "$(ha_client workers --json | field workers.length)" == 3 ]]; }
 retry 60 three_workers || die "the three workers did not register with the shards"
 job="$(ha_client submit sleep --milliseconds 10000 --queue tenant-3 --quiet)"
