@@ -308,6 +308,13 @@ export const ELSEWHERE: readonly Elsewhere[] = [
       '"podman-compose -f docker-compose.postgres.yml run --rm --no-deps client-cli submit sha256 --text hi"',
     ],
   },
+  {
+    doc: OPERATIONS,
+    command: 'podman-compose up',
+    by: 'scripts/verify-image.sh',
+    // Named in the cost of its second story, which starts the compose file so.
+    contains: ['podman-compose -f docker-compose.postgres.yml "$@"', 'compose up -d'],
+  },
   // Commands shown inline.
   {
     doc: ANY_DOC,
