@@ -162,6 +162,15 @@ const CHECKS: readonly Check[] = [
     expect: (r) => match(r, /^worker-1 .*\n^worker-2 .*\n^worker-3 /m),
   },
   { shown: /client\.sh workers .+/, expect: (r) => match(r, /^WORKER ID.*\n\S+\s+\d+\s+\d+\s/) },
+  {
+    shown: /client\.sh shards --host /,
+    // A lone coordinator of a fresh database leads every shard under epoch 1.
+    expect: (r) =>
+      match(
+        r,
+        /^SHARD\s+LEADER\s+EPOCH\n0\s+127\.0\.0\.1:\d+\s+1\n[^]*\nCOORDINATOR\s+SHARDS\n127\.0\.0\.1:\d+\s+16\n/,
+      ),
+  },
   { shown: /client\.sh purge --state COMPLETED/, expect: (r) => match(r, /^Purged 0 COMPLETED/) },
   {
     shown: /client\.sh bench --jobs 500 /,
@@ -187,7 +196,7 @@ const CHECKS: readonly Check[] = [
   },
   {
     shown: /coordinator\.sh --database-file /,
-    expect: (r) => match(r, /database="postgres postgres:\/\/[^"]+" .* advertise=127\.0\.0\.1:/),
+    expect: (r) => match(r, /database="postgres postgres:\/\/[^"]+" (.* )?advertise=127\.0\.0\.1:/),
   },
 ];
 
@@ -378,7 +387,9 @@ class DocSession {
   async #startWorker(line: string): Promise<LineResult> {
     const c = this.#coordinator;
     assert.ok(c !== null, `\`${line}\` needs a coordinator started before it`);
-    const registered = () => c.proc.output.match(/worker registered workerId=/g)?.length ?? 0;
+    // A shard's coordinator inside a sharded one names its shard first (`shard=3`).
+    const registered = () =>
+      c.proc.output.match(/worker registered (shard=\d+ )?workerId=/g)?.length ?? 0;
     const before = registered();
     const id = /--id (\S+)/.exec(line)?.[1];
     const env = { DTP_COORDINATOR_HOST: HOST, DTP_COORDINATOR_PORT: String(c.workerPort) };
@@ -388,7 +399,7 @@ class DocSession {
         !proc.running ||
         (id === undefined
           ? registered() > before
-          : c.proc.output.includes(`worker registered workerId=${id} `)),
+          : new RegExp(`worker registered (shard=\\d+ )?workerId=${id} `).test(c.proc.output)),
       { timeoutMs: 30_000, what: `\`${line}\` to register` },
     );
     assert.ok(proc.running, `\`${line}\` exited:\n${proc.output}`);

@@ -2,7 +2,8 @@
 # Entry point of the stand-in for the official postgres image that
 # scripts/verify-image.sh builds: the same POSTGRES_USER, POSTGRES_PASSWORD
 # and POSTGRES_DB on first start, the data in $PGDATA, listening on all
-# addresses of the container.
+# addresses of the container. As with the official image, a command
+# `postgres -c name=value ...` adds those settings.
 set -eu
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   pwfile="$(mktemp)"
@@ -15,4 +16,5 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   createdb -U "$POSTGRES_USER" "$POSTGRES_DB"
   pg_ctl -D "$PGDATA" -m fast -w stop >/dev/null
 fi
-exec postgres -D "$PGDATA" -c 'listen_addresses=*'
+if [ "${1:-}" = postgres ]; then shift; fi
+exec postgres -D "$PGDATA" -c 'listen_addresses=*' "$@"
