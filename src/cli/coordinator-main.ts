@@ -248,10 +248,16 @@ try {
   process.exit(2);
 }
 const shards = values.int('shards');
-if (shards > 1 && !isSharedDatabase(options.databasePath)) {
-  process.stderr.write(
-    `${PROGRAM}: --shards ${shards} needs a PostgreSQL --database (postgres://…)\nRun \`${PROGRAM} --help\` for usage.\n`,
-  );
+const shardsProblem =
+  shards === 1
+    ? null
+    : !isSharedDatabase(options.databasePath)
+      ? `--shards ${shards} needs a PostgreSQL --database (postgres://…)`
+      : options.metricsPort !== null
+        ? `--shards ${shards}: a sharded coordinator has no HTTP port yet (leave out --http-port)`
+        : null;
+if (shardsProblem !== null) {
+  process.stderr.write(`${PROGRAM}: ${shardsProblem}\nRun \`${PROGRAM} --help\` for usage.\n`);
   process.exit(2);
 }
 const starting: Promise<{ close(): Promise<void>; reload?(): void }> =

@@ -117,6 +117,14 @@ describe('sharded coordinators as processes', { skip }, () => {
     procs.push(wrong);
     assert.equal(await wrong.exited, 2);
     assert.match(wrong.output, /has 8 shards/);
+    // No HTTP port yet: refused rather than left out without a word.
+    const http = ScriptProcess.start('coordinator.sh', [
+      ...['--bind-host', '127.0.0.1', '--worker-port', '0', '--client-port', '0'],
+      ...['--database', database, '--shards', '8', '--http-port', '0'],
+    ]);
+    procs.push(http);
+    assert.equal(await http.exited, 2);
+    assert.match(http.output, /no HTTP port yet/);
 
     const client = await DtpClient.connect({
       host: [a, b, c].map((n) => `127.0.0.1:${n.clientPort}`).join(','),
