@@ -37,7 +37,7 @@ import type {
   RemoteDependentRecord,
 } from '../../store/store.js';
 import { finishedParentOf, type FinishedParent } from './dependencies.js';
-import type { CoreJob } from './job.js';
+import { toRecord, type CoreJob } from './job.js';
 import { schedule, settleParentElsewhere } from './job-lifecycle.js';
 import { loadFar, memoryJob } from './scheduled-window.js';
 import {
@@ -48,7 +48,7 @@ import {
 } from './shard-messages.js';
 import type { PendingRead } from './pending-reads.js';
 import type { CoreState } from './state.js';
-import { createJob, findParents, type NewJob } from './submission.js';
+import { createJob, findParents, freshJob, type NewJob } from './submission.js';
 
 type CreateJobs = Extract<OutboxBody, { type: 'createJobs' }>;
 type Watch = Extract<OutboxBody, { type: 'watch' }>;
@@ -69,42 +69,15 @@ export function shardOfNewJob(s: CoreState, queue: string): number | null {
  */
 export function madeElsewhere(s: CoreState, shard: number, spec: NewJob): JobRecord {
   const delayed = spec.runAtMs !== null && spec.runAtMs > s.nowMs;
-  return {
-    seq: 0,
-    jobId: s.deps.newId(shard),
-    taskType: spec.taskType,
-    payloadJson: spec.payloadJson,
-    state: spec.dependsOn !== null ? 'WAITING' : delayed ? 'SCHEDULED' : 'QUEUED',
-    priority: spec.priority,
-    attempts: 0,
-    maxAttempts: spec.maxAttempts,
-    timeoutMs: spec.timeoutMs,
-    idempotencyKey: spec.idempotencyKey,
-    workerId: null,
-    attemptId: null,
-    deadlineAtMs: null,
-    retryAtMs: null,
-    result: null,
-    resultFormat: null,
-    error: null,
-    createdAtMs: s.nowMs,
-    updatedAtMs: s.nowMs,
-    startedAtMs: null,
-    finishedAtMs: null,
-    dependsOn: spec.dependsOn,
-    onParentFailure: spec.onParentFailure,
-    runAtMs: spec.runAtMs,
-    scheduleName: spec.scheduleName,
-    traceContext: spec.traceContext ?? null,
-    queue: spec.queue,
-    groupKey: spec.groupKey,
-    parentJobId: spec.parentJobId ?? null,
-    childKey: spec.childKey ?? null,
-    dedupKey: spec.dedupKey ?? null,
-    dedupMode: spec.dedupMode ?? null,
-    dedupUntilMs: spec.dedupUntilMs ?? null,
-    expiresAtMs: spec.expiresAtMs ?? null,
-  };
+  return toRecord(
+    freshJob(spec, {
+      seq: 0,
+      jobId: s.deps.newId(shard),
+      createdAtMs: s.nowMs,
+      nowMs: s.nowMs,
+      state: spec.dependsOn !== null ? 'WAITING' : delayed ? 'SCHEDULED' : 'QUEUED',
+    }),
+  );
 }
 
 /** Sends a flow's jobs of `shard` (and the children here that wait for some of them). */
