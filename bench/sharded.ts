@@ -20,7 +20,7 @@ import pg from 'pg';
 import { DtpClient } from '../src/client/index.js';
 import { ROOT, ScriptProcess } from '../test/helpers/processes.js';
 import { until } from '../test/helpers/until.js';
-import { HOST, freePorts } from './harness.js';
+import { HOST, startQuietCoordinator } from './harness.js';
 import { promisify } from 'node:util';
 import { execFile } from 'node:child_process';
 
@@ -99,22 +99,10 @@ interface Node {
 }
 
 async function startNode(url: string, shards: number): Promise<Node> {
-  const [workerPort = 0, clientPort = 0] = await freePorts(2);
-  const proc = ScriptProcess.start('coordinator.sh', [
-    ...['--bind-host', HOST, '--worker-port', String(workerPort)],
-    ...['--client-port', String(clientPort), '--database', url, '--log-level', 'warn'],
+  const { proc, workerPort, clientPort } = await startQuietCoordinator([
+    ...['--database', url, ...LEASE],
     ...(shards > 1 ? ['--shards', String(shards)] : []),
-    ...LEASE,
   ]);
-  await until(
-    async () => {
-      if (!proc.running) throw new Error(`coordinator exited: ${proc.output}`);
-      const client = await DtpClient.connect({ host: HOST, port: clientPort });
-      await client.close();
-      return true;
-    },
-    { timeoutMs: 120_000, intervalMs: 50, what: 'a coordinator' },
-  );
   return { proc, workerPort, clientPort };
 }
 
