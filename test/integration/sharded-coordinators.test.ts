@@ -8,16 +8,12 @@ import assert from 'node:assert/strict';
 import { after, afterEach, describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/client.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';
-import {
-  DEFAULT_COORDINATOR_OPTIONS,
-  type CoordinatorOptions,
-} from '../../src/coordinator/options.js';
 import { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
 import { LocalErrorCode } from '../../src/protocol/error-codes.js';
 import { DtpError } from '../../src/protocol/errors.js';
 import { shardOfJobId, shardOfQueue } from '../../src/protocol/shards.js';
 import { createTestDatabase, dropTestDatabase, postgresSkip } from '../helpers/postgres.js';
-import { FAST_TIMINGS, testLogger } from '../helpers/test-coordinator.js';
+import { queuesByShard, sharedOut, shardedOptions } from '../helpers/sharded.js';
 import { until } from '../helpers/until.js';
 import { rawConnection } from '../helpers/raw-peers.js';
 import type { Message } from '../../src/protocol/messages.js';
@@ -40,20 +36,6 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
-function optionsFor(url: string): CoordinatorOptions {
-  return {
-    ...DEFAULT_COORDINATOR_OPTIONS,
-    ...FAST_TIMINGS,
-    workerPort: 0,
-    clientPort: 0,
-    bindHost: '127.0.0.1',
-    databasePath: url,
-    leaseTtlMs: 1_000,
-    leaseRenewIntervalMs: 100,
-    logger: testLogger('sharded'),
-  };
-}
-
 async function database(): Promise<string> {
   const url = await createTestDatabase();
   databases.push(url);
@@ -61,7 +43,7 @@ async function database(): Promise<string> {
 }
 
 async function start(url: string, shards = SHARDS): Promise<ShardedCoordinator> {
-  const c = await ShardedCoordinator.start(optionsFor(url), shards);
+  const c = await ShardedCoordinator.start(shardedOptions(url), shards);
   running.push(c);
   return c;
 }
@@ -73,23 +55,8 @@ async function clientOf(c: ShardedCoordinator): Promise<DtpClient> {
 }
 
 /** Every shard led, and each coordinator leading its share. */
-async function balanced(cs: ShardedCoordinator[]): Promise<void> {
-  await until(
-    () => {
-      const counts = cs.map((c) => c.ledShards().length);
-      const total = counts.reduce((a, b) => a + b, 0);
-      const low = Math.floor(SHARDS / cs.length);
-      return total === SHARDS && counts.every((n) => n === low || n === low + 1);
-    },
-    { what: 'the shards shared out', timeoutMs: 10_000, intervalMs: 20 },
-  );
-}
-
-/** A queue name in each shard. */
-function queuesByShard(): string[] {
-  const out = new Array<string | undefined>(SHARDS).fill(undefined);
-  for (let i = 0; out.includes(undefined); i++) out[shardOfQueue(`q${i}`, SHARDS)] ??= `q${i}`;
-  return out as string[];
+function balanced(cs: ShardedCoordinator[]): Promise<void> {
+  return sharedOut(cs, SHARDS);
 }
 
 describe('sharded coordinators', { skip }, () => {
@@ -113,7 +80,7 @@ describe('sharded coordinators', { skip }, () => {
     await balanced([a, b]);
     const viaA = await clientOf(a);
     const viaB = await clientOf(b);
-    const queues = queuesByShard();
+    const queues = queuesByShard(SHARDS);
     const ids: string[] = [];
     for (const [shard, queue] of queues.entries()) {
       const handle = await viaA.submit('ECHO', { shard }, { queue });
@@ -164,7 +131,7 @@ describe('sharded coordinators', { skip }, () => {
     const b = await start(url);
     await balanced([a, b]);
     const viaB = await clientOf(b);
-    const queues = queuesByShard();
+    const queues = queuesByShard(SHARDS);
     const ids = await viaB.submitMany(
       Array.from({ length: 40 }, (_, i) => ({
         taskType: 'ECHO',
@@ -184,7 +151,7 @@ describe('sharded coordinators', { skip }, () => {
     const b = await start(url);
     await balanced([a, b]);
     const viaA = await clientOf(a);
-    const queues = queuesByShard();
+    const queues = queuesByShard(SHARDS);
     // Every job's events, from every shard, on one subscription of A.
     const seen = new Map<string, string[]>();
     const abort = new AbortController();
@@ -220,7 +187,7 @@ describe('sharded coordinators', { skip }, () => {
     const b = await start(url);
     await balanced([a, b]);
     const viaA = await clientOf(a);
-    const queue = queuesByShard()[1] as string;
+    const queue = queuesByShard(SHARDS)[1] as string;
     await viaA.schedules.set('every-second', 'ECHO', { everyMs: 1_000, queue });
     const leaderOf = async (): Promise<ShardedCoordinator> => {
       const map = await viaA.shards();
@@ -258,7 +225,7 @@ describe('sharded coordinators', { skip }, () => {
     const tokenFile = join(dir, 'worker.tokens');
     writeFileSync(tokenFile, 'worker-secret\n', { mode: 0o600 });
     const c = await ShardedCoordinator.start(
-      { ...optionsFor(url), security: { workerTokenFile: tokenFile } },
+      { ...shardedOptions(url), security: { workerTokenFile: tokenFile } },
       SHARDS,
     );
     running.push(c);
@@ -290,11 +257,11 @@ describe('sharded coordinators', { skip }, () => {
     const url = await database();
     await start(url);
     await assert.rejects(
-      ShardedCoordinator.start(optionsFor(url), 8),
+      ShardedCoordinator.start(shardedOptions(url), 8),
       (err: unknown) => err instanceof DtpError && err.code === LocalErrorCode.ShardsMismatch,
     );
     await assert.rejects(
-      Coordinator.start(optionsFor(url)),
+      Coordinator.start(shardedOptions(url)),
       (err: unknown) => err instanceof DtpError && err.code === LocalErrorCode.ShardsMismatch,
     );
   });

@@ -13,18 +13,15 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/client.js';
-import {
-  DEFAULT_COORDINATOR_OPTIONS,
-  type CoordinatorOptions,
-} from '../../src/coordinator/options.js';
 import { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
 import { RemoteError } from '../../src/client/errors.js';
 import type { JobSnapshot } from '../../src/protocol/messages.js';
-import { shardOfJobId, shardOfQueue } from '../../src/protocol/shards.js';
+import { shardOfJobId } from '../../src/protocol/shards.js';
 import { Worker } from '../../src/worker/worker.js';
 import { createTestDatabase, dropTestDatabase, postgresSkip } from '../helpers/postgres.js';
-import { FAST_TIMINGS, testLogger } from '../helpers/test-coordinator.js';
+import { testLogger } from '../helpers/test-coordinator.js';
+import { queuesByShard, sharedOut, shardedOptions } from '../helpers/sharded.js';
 import { until } from '../helpers/until.js';
 
 const skip = postgresSkip();
@@ -43,22 +40,8 @@ afterEach(async () => {
   running = [];
 });
 
-function optionsFor(url: string): CoordinatorOptions {
-  return {
-    ...DEFAULT_COORDINATOR_OPTIONS,
-    ...FAST_TIMINGS,
-    workerPort: 0,
-    clientPort: 0,
-    bindHost: '127.0.0.1',
-    databasePath: url,
-    leaseTtlMs: 1_000,
-    leaseRenewIntervalMs: 100,
-    logger: testLogger('sharded'),
-  };
-}
-
 async function start(url: string): Promise<ShardedCoordinator> {
-  const c = await ShardedCoordinator.start(optionsFor(url), SHARDS);
+  const c = await ShardedCoordinator.start(shardedOptions(url), SHARDS);
   running.push(c);
   return c;
 }
@@ -69,22 +52,8 @@ async function pair(): Promise<[ShardedCoordinator, ShardedCoordinator]> {
   databases.push(url);
   const a = await start(url);
   const b = await start(url);
-  await balanced([a, b]);
+  await sharedOut([a, b], SHARDS);
   return [a, b];
-}
-
-async function balanced(cs: ShardedCoordinator[]): Promise<void> {
-  await until(
-    () => {
-      const counts = cs.map((c) => c.ledShards().length);
-      const low = Math.floor(SHARDS / cs.length);
-      return (
-        counts.reduce((x, y) => x + y, 0) === SHARDS &&
-        counts.every((n) => n === low || n === low + 1)
-      );
-    },
-    { what: 'the shards shared out', timeoutMs: 10_000, intervalMs: 20 },
-  );
 }
 
 async function clientOf(c: ShardedCoordinator): Promise<DtpClient> {
@@ -94,11 +63,7 @@ async function clientOf(c: ShardedCoordinator): Promise<DtpClient> {
 }
 
 /** A queue name in each shard. */
-const QUEUES = ((): string[] => {
-  const out = new Array<string | undefined>(SHARDS).fill(undefined);
-  for (let i = 0; out.includes(undefined); i++) out[shardOfQueue(`q${i}`, SHARDS)] ??= `q${i}`;
-  return out as string[];
-})();
+const QUEUES = queuesByShard(SHARDS);
 
 function queueOf(shard: number): string {
   return QUEUES[shard] as string;
@@ -229,7 +194,7 @@ describe('flows and dependencies across shards', { skip }, () => {
     await Promise.all(running.filter((r) => r instanceof Worker).map((w) => w.close()));
     running = running.filter((r) => !(r instanceof Worker) && r !== a);
     await a.close();
-    await balanced([b]);
+    await sharedOut([b], SHARDS);
     await workersAt(viaB);
     const jobs = new Map<string, JobSnapshot>([[parent.jobId, parent]]);
     for (const ref of ['near', 'far', 'last']) jobs.set(id(ref), await ended(viaB, id(ref)));

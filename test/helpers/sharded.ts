@@ -1,0 +1,49 @@
+/**
+ * Sharded coordinators in-process for tests: their options on a database
+ * (fast timings, a 1 s lease renewed every 100 ms), waiting until the shards
+ * are shared out, and a queue name in each shard.
+ */
+import {
+  DEFAULT_COORDINATOR_OPTIONS,
+  type CoordinatorOptions,
+} from '../../src/coordinator/options.js';
+import type { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
+import { shardOfQueue } from '../../src/protocol/shards.js';
+import { FAST_TIMINGS, testLogger } from './test-coordinator.js';
+import { until } from './until.js';
+
+export function shardedOptions(url: string): CoordinatorOptions {
+  return {
+    ...DEFAULT_COORDINATOR_OPTIONS,
+    ...FAST_TIMINGS,
+    workerPort: 0,
+    clientPort: 0,
+    bindHost: '127.0.0.1',
+    databasePath: url,
+    leaseTtlMs: 1_000,
+    leaseRenewIntervalMs: 100,
+    logger: testLogger('sharded'),
+  };
+}
+
+/** Every one of `shards` led, each coordinator leading floor or ceil of its share. */
+export async function sharedOut(cs: ShardedCoordinator[], shards: number): Promise<void> {
+  await until(
+    () => {
+      const counts = cs.map((c) => c.ledShards().length);
+      const low = Math.floor(shards / cs.length);
+      return (
+        counts.reduce((x, y) => x + y, 0) === shards &&
+        counts.every((n) => n === low || n === low + 1)
+      );
+    },
+    { what: 'the shards shared out', timeoutMs: 10_000, intervalMs: 20 },
+  );
+}
+
+/** A queue name in each shard, by shard (`q<i>`, the first that hashes there). */
+export function queuesByShard(shards: number): string[] {
+  const out = new Array<string | undefined>(shards).fill(undefined);
+  for (let i = 0; out.includes(undefined); i++) out[shardOfQueue(`q${i}`, shards)] ??= `q${i}`;
+  return out as string[];
+}
