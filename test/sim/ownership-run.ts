@@ -14,6 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { OwnershipSimulation, ownershipReplay, type OwnershipReport } from './shard-ownership.js';
 import { SimulationViolation } from './violation.js';
+import { parseCount } from './command-line.js';
 
 interface Totals {
   seeds: number;
@@ -28,16 +29,6 @@ interface Totals {
   settledSteps: number;
   stopsChecked: number;
   faults: Map<string, number>;
-}
-
-function parseCount(name: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) {
-    console.error(`--${name} needs a non-negative integer, got ${value}`);
-    process.exit(2);
-  }
-  return n;
 }
 
 function add(totals: Totals, report: OwnershipReport): void {

@@ -14,6 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { DEFAULT_STEPS, Simulation, type SimulationReport } from './simulator.js';
 import { SimulationViolation, replayCommand } from './violation.js';
+import { parseCount } from './command-line.js';
 
 interface Totals {
   seeds: number;
@@ -57,16 +58,6 @@ interface Totals {
   rateLimitedQueue: number;
   schedules: Map<string, number>;
   signals: Map<string, number>;
-}
-
-function parseCount(name: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) {
-    console.error(`--${name} needs a non-negative integer, got ${value}`);
-    process.exit(2);
-  }
-  return n;
 }
 
 function add(totals: Totals, report: SimulationReport): void {
