@@ -17,6 +17,8 @@
  * its shard, here or on the coordinator that leads it (shard-router.ts). The
  * worker port tells a worker where the shards take workers (a LIST_SHARDS,
  * or the refusal of its WORKER_REGISTER), and the worker registers with each.
+ * With `metricsPort` (`--http-port`), the HTTP port one coordinator has, over
+ * the whole process (sharded-http.ts).
  */
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -53,7 +55,8 @@ import { validateCoordinatorOptions, type CoordinatorOptions } from '../../coord
 import { parseTokens } from '../../coordinator/ports/access.js';
 import { readClientTls, type ClientTls } from '../../net/tls.js';
 import { Ports, type PortsHost } from '../../coordinator/ports/ports.js';
-import { ShardRouter, type ShardDirectory } from './shard-router.js';
+import { ShardRouter, type ShardDirectory, type ShardRouterOptions } from './shard-router.js';
+import { ShardedHttp } from './sharded-http.js';
 
 export interface ShardedEvents {
   /** A round read the leases: the map as it is now. */
@@ -78,9 +81,13 @@ export class ShardedCoordinator {
   readonly #leaseConnection: DedicatedConnection;
   readonly #ports: Ports;
   readonly #router: ShardRouter;
+  readonly #routerOptions: ShardRouterOptions;
   readonly #inner: Coordinator[] = [];
   readonly #views: ShardView[];
   #members: Member[] = [];
+  #http: ShardedHttp | null = null;
+  /** When the last round that reached the database began (performance.now, ms); null = none yet. */
+  #memberSinceMs: number | null = null;
   #round: NodeJS.Timeout | null = null;
   #roundRunning = false;
   #changed: { promise: Promise<void>; resolve: () => void };
@@ -121,6 +128,12 @@ export class ShardedCoordinator {
       heartbeatTimeoutMs: options.heartbeatTimeoutMs,
       logger: options.logger,
     });
+    this.#routerOptions = {
+      security: { token: peerToken(options), tls: peerTls(options) },
+      connectTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
+      leaderWaitMs: 2 * options.leaseTtlMs,
+      logger: options.logger,
+    };
     this.#router = new ShardRouter(
       this.#directory(),
       {
@@ -128,12 +141,7 @@ export class ShardedCoordinator {
         push: (connId, msg) => this.#ports.push([connId], msg),
         drop: (connId, reason) => this.#ports.close(connId, reason, true),
       },
-      {
-        security: { token: peerToken(options), tls: peerTls(options) },
-        connectTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
-        leaderWaitMs: 2 * options.leaseTtlMs,
-        logger: options.logger,
-      },
+      this.#routerOptions,
     );
     const routerPort = {
       request: (connId: number, requestId: number, msg: ClientRequest) =>
@@ -148,7 +156,8 @@ export class ShardedCoordinator {
    * Checks the database's shard count (the first coordinator stores it; a
    * different `shards` is refused with SHARDS_MISMATCH), prepares every
    * shard's schema, binds the two ports, starts one standby coordinator per
-   * shard and the rounds that share the shards out.
+   * shard, the HTTP port when `metricsPort` is set (through `deps.httpPort`,
+   * which must then be given) and the rounds that share the shards out.
    */
   static async start(
     options: CoordinatorOptions,
@@ -156,6 +165,12 @@ export class ShardedCoordinator {
     deps: CoordinatorDeps = {},
   ): Promise<ShardedCoordinator> {
     validateCoordinatorOptions(options);
+    if (options.metricsPort !== null && deps.httpPort === undefined) {
+      throw new DtpError(
+        LocalErrorCode.InvalidOptions,
+        'metricsPort is set but no HTTP port was given (deps.httpPort)',
+      );
+    }
     const problem = shardCountProblem(shards);
     if (problem !== null) throw new DtpError(LocalErrorCode.InvalidOptions, `shards ${problem}`);
     if (!isSharedDatabase(options.databasePath)) {
@@ -176,6 +191,7 @@ export class ShardedCoordinator {
     try {
       await self.#ports.bind(options.workerPort, options.clientPort, options.bindHost);
       await self.#startShards(deps);
+      await self.#openHttp(deps);
       await self.#runRound();
       self.#scheduleRound();
       self.#logStart();
@@ -192,6 +208,22 @@ export class ShardedCoordinator {
 
   get clientPort(): number {
     return this.#ports.clientPort;
+  }
+
+  /** The HTTP port actually bound; null when off. */
+  get httpPort(): number | null {
+    return this.#http?.port ?? null;
+  }
+
+  /**
+   * Alive in the membership: its last round that reached the database began
+   * less than a lease ttl ago (the others count it alive that long), and it
+   * is not stopping.
+   */
+  memberAlive(): boolean {
+    const since = this.#memberSinceMs;
+    if (this.#closing !== null || since === null) return false;
+    return performance.now() - since < this.#options.leaseTtlMs;
   }
 
   /** The coordinator of one shard in this process (tests, inspection). */
@@ -252,6 +284,7 @@ export class ShardedCoordinator {
     this.#ports.stopAccepting();
     await this.#ports.closeConnections();
     await this.#router.close();
+    await this.#http?.close();
     await Promise.all(this.#inner.map((c) => c.close()));
     await this.#membership.leave(this.nodeId).catch((err: unknown) => {
       this.#log.warn({ err: describeError(err) }, 'could not leave the membership');
@@ -287,6 +320,33 @@ export class ShardedCoordinator {
       );
       this.#inner.push(inner);
     }
+  }
+
+  async #openHttp(deps: CoordinatorDeps): Promise<void> {
+    const start = deps.httpPort;
+    if (this.#options.metricsPort === null || start === undefined) return;
+    this.#http = await ShardedHttp.open(
+      {
+        shards: this.shards,
+        inner: this.#inner,
+        ports: this.#ports,
+        directory: this.#directory(),
+        routerOptions: this.#routerOptions,
+        memberAlive: () => this.memberAlive(),
+        epochOf: (shard) => this.#epochOf(shard),
+        outboxBacklog: () => this.#membership.outboxBacklog(this.shards),
+      },
+      this.#options,
+      start,
+      deps,
+    );
+  }
+
+  /** A shard's epoch: its coordinator's here while it leads, else the last round's read. */
+  #epochOf(shard: number): number {
+    const state = this.#inner[shard]?.electionState();
+    if (state?.leader === true && state.epoch !== null) return state.epoch;
+    return this.#views[shard]?.lease?.epoch ?? 0;
   }
 
   /** The ownership round decides whether a standby tries; nothing is taken once stopping. */
@@ -377,12 +437,16 @@ export class ShardedCoordinator {
     if (this.#roundRunning || this.#closing !== null) return;
     this.#roundRunning = true;
     try {
+      const http = this.httpPort;
       const me: Member = {
         nodeId: this.nodeId,
         clientAddress: advertisedAddress(this.#options, this.clientPort),
         workerAddress: advertisedAddress(this.#options, this.workerPort),
+        httpAddress: http === null ? null : advertisedAddress(this.#options, http),
       };
+      const startedMs = performance.now();
       this.#members = await this.#membership.heartbeat(me, this.#options.leaseTtlMs);
+      this.#memberSinceMs = startedMs;
       const leases = await this.#membership.shardLeases(this.shards);
       const now = performance.now();
       for (const lease of leases) {
@@ -420,6 +484,7 @@ export class ShardedCoordinator {
       {
         workerPort: this.workerPort,
         clientPort: this.clientPort,
+        ...(this.#http !== null && { httpPort: this.#http.port }),
         shards: this.shards,
         nodeId: this.nodeId,
         database: describeDatabase(this.#options.databasePath),

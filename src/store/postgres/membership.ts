@@ -10,6 +10,8 @@
  *   coordinators back from a long pause, each finding the other dead, would
  *   otherwise wait for each other's row.
  * - leave: deletes the caller's row.
+ * - outboxBacklog: counts the messages waiting in the cluster's outbox, by
+ *   target shard (a sharded coordinator's `/metrics`, at each scrape).
  *
  * As postgres-lease.ts: one dedicated connection, opened lazily and opened
  * again after it broke; every operation has a deadline, so a hung database
@@ -61,6 +63,10 @@ SELECT ${MEMBER_COLUMNS} FROM dtp.coordinators
 
 const LEAVE = 'DELETE FROM dtp.coordinators WHERE node_id = $1';
 
+/** Messages of the cluster's outbox not yet applied, by target shard (its index covers it). */
+const OUTBOX_BACKLOG = `SELECT target_shard AS shard, count(*)::int AS messages
+  FROM "dtp".shard_outbox GROUP BY target_shard`;
+
 export class PostgresMembership implements MembershipBackend {
   readonly #conn: DedicatedConnection;
   /** The statement of {@link shardLeases}, by shard count. */
@@ -105,6 +111,16 @@ export class PostgresMembership implements MembershipBackend {
     return rows
       .map((row) => ({ shard: row.shard, ...leaseView(row) }))
       .sort((a, b) => a.shard - b.shard);
+  }
+
+  /** Messages waiting in `dtp.shard_outbox`, by target shard (0..shards − 1; the sharded metrics). */
+  async outboxBacklog(shards: number): Promise<number[]> {
+    const rows = await this.#query<{ shard: number; messages: number }>(OUTBOX_BACKLOG, []);
+    const backlog = new Array<number>(shards).fill(0);
+    for (const { shard, messages } of rows) {
+      if (shard >= 0 && shard < shards) backlog[shard] = messages;
+    }
+    return backlog;
   }
 
   async leave(nodeId: string): Promise<void> {
