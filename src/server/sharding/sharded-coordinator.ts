@@ -484,7 +484,8 @@ export class ShardedCoordinator {
       {
         workerPort: this.workerPort,
         clientPort: this.clientPort,
-        ...(this.#http !== null && { httpPort: this.#http.port }),
+        // metricsPort: the older name, as one coordinator's start line has it.
+        ...(this.#http !== null && { httpPort: this.#http.port, metricsPort: this.#http.port }),
         shards: this.shards,
         nodeId: this.nodeId,
         database: describeDatabase(this.#options.databasePath),
