@@ -18,7 +18,12 @@ import type { JobSnapshot } from '../../src/protocol/messages.js';
 import { shardOfJobId } from '../../src/protocol/shards.js';
 import { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
 import { HttpApi } from '../helpers/http-api.js';
-import { createTestDatabase, dropTestDatabase, postgresSkip } from '../helpers/postgres.js';
+import {
+  createTestDatabase,
+  dropTestDatabase,
+  postgresSkip,
+  queryDatabase,
+} from '../helpers/postgres.js';
 import { queuesByShard, sharedOut, shardedOptions } from '../helpers/sharded.js';
 import { until } from '../helpers/until.js';
 
@@ -121,7 +126,18 @@ describe('the HTTP port of sharded coordinators', { skip }, () => {
     for (const { api } of [a, b]) {
       const listed = (await listAll(api)).map((j) => j.jobId);
       assert.deepEqual([...listed].sort(), [...ids].sort());
+      const { queues: listedQueues } = await api.ok<{ queues: { name: string }[] }>('/api/queues');
+      assert.deepEqual(listedQueues.map((q) => q.name).sort(), [...queues].sort());
     }
+    // Each names its HTTP port in the membership.
+    const members = await queryDatabase<{ http_address: string }>(
+      url,
+      'SELECT http_address FROM dtp.coordinators',
+    );
+    assert.deepEqual(
+      members.map((m) => m.http_address).sort(),
+      [`127.0.0.1:${a.c.httpPort}`, `127.0.0.1:${b.c.httpPort}`].sort(),
+    );
 
     // From A: a job of a shard B leads, shown and then cancelled.
     const elsewhere = ids.find((id) => healthB.led.includes(shardOfJobId(id, SHARDS) ?? -1));
@@ -148,9 +164,10 @@ describe('the HTTP port of sharded coordinators', { skip }, () => {
       assert.ok((sample(text, `dtp_shard_epoch{shard="${shard}"}`) ?? 0) > 0, `shard ${shard}`);
       assert.equal(sample(text, `dtp_shard_outbox_messages{shard="${shard}"}`), 0);
     }
-    // Its shards' jobs (one each, all still QUEUED: the cancelled one is in B's).
-    for (const shard of healthA.led) {
-      assert.equal(sample(text, `dtp_jobs{state="QUEUED",shard="${shard}"}`), 1);
+    // Its shards' jobs (one each, all still QUEUED: the cancelled one is in B's); B's at 0 here.
+    for (let shard = 0; shard < SHARDS; shard++) {
+      const queued = healthA.led.includes(shard) ? 1 : 0;
+      assert.equal(sample(text, `dtp_jobs{state="QUEUED",shard="${shard}"}`), queued);
     }
     // One family per name, and the process's own series without a shard.
     assert.equal(text.split('\n').filter((l) => l.startsWith('# TYPE dtp_jobs ')).length, 1);
