@@ -525,6 +525,11 @@ export class Coordinator implements CoordinatorView {
     return this.#termOf()?.dependentsOf(jobId, limit) ?? [];
   }
 
+  /** A shard's coordinator: messages to its shard were committed to the outbox; read it now. */
+  outboxArrived(): void {
+    this.#termOf()?.outboxArrived();
+  }
+
   /**
    * One client request from inside the process, handled by the core like a
    * TCP client's; resolves with its reply once that reply may leave (after

@@ -78,6 +78,9 @@ export interface ShardRouterOptions {
   logger: Logger;
 }
 
+/** Connections kept per shard client port for later waits once their wait was answered. */
+const IDLE_WAITS_PER_PORT = 64;
+
 /** A request's outcome is unknown (its shard's leader was lost with it). */
 class OutcomeUnknown extends Error {}
 
@@ -89,6 +92,8 @@ export class ShardRouter {
   readonly #upstreams = new Map<string, Promise<ClientConnection>>();
   /** The upstream connections of each client connection's subscriptions and waits. */
   readonly #owned = new Map<number, Set<ClientConnection>>();
+  /** Connections a wait was answered on, kept for the next wait to the same port. */
+  readonly #idleWaits = new Map<string, ClientConnection[]>();
   #closed = false;
 
   constructor(dir: ShardDirectory, out: RouterOutlets, options: ShardRouterOptions) {
@@ -120,6 +125,8 @@ export class ShardRouter {
   async close(): Promise<void> {
     this.#closed = true;
     for (const connId of [...this.#owned.keys()]) this.closed(connId);
+    for (const idle of this.#idleWaits.values()) for (const conn of idle) void conn.close();
+    this.#idleWaits.clear();
     const upstreams = [...this.#upstreams.values()];
     this.#upstreams.clear();
     await Promise.all(
@@ -289,19 +296,51 @@ export class ShardRouter {
     try {
       conn =
         msg.type === 'WAIT_JOB'
-          ? await this.#dedicated(connId, address)
+          ? await this.#waitConnection(connId, address)
           : await this.#upstream(address);
     } catch (err) {
       // Not reached: nothing was sent, so it is safe to try again elsewhere.
       this.#options.logger.debug({ shard, address, err: describeError(err) }, 'shard unreachable');
       return noLeader(shard);
     }
+    let answered = false;
     try {
-      return await conn.request(msg);
+      const reply = await conn.request(msg);
+      answered = true;
+      return reply;
     } catch (err) {
       throw new OutcomeUnknown(`shard ${shard} at ${address}: ${describeError(err)}`);
     } finally {
-      if (msg.type === 'WAIT_JOB') this.#release(connId, conn);
+      if (msg.type === 'WAIT_JOB') this.#waitDone(connId, address, conn, answered);
+    }
+  }
+
+  /**
+   * A connection for one WAIT_JOB: one a wait to `address` was answered on
+   * before, else a new one. A wait holds up every later reply on its
+   * connection, so each outstanding wait has one of its own; reusing them
+   * spares a connection set-up per wait.
+   */
+  #waitConnection(connId: number, address: string): Promise<ClientConnection> {
+    const idle = this.#idleWaits.get(address);
+    while (idle !== undefined && idle.length > 0) {
+      const conn = idle.pop() as ClientConnection;
+      if (conn.isOpen) return Promise.resolve(this.#own(connId, conn));
+    }
+    return this.#dedicated(connId, address);
+  }
+
+  /** An answered wait's connection goes back for the next (up to IDLE_WAITS_PER_PORT); others close. */
+  #waitDone(connId: number, address: string, conn: ClientConnection, answered: boolean): void {
+    const owned = this.#owned.get(connId);
+    // Not owned any more: its client left while it waited, and it was closed.
+    if (owned?.delete(conn) !== true) return;
+    const idle = this.#idleWaits.get(address) ?? [];
+    if (answered && conn.isOpen && !this.#closed && idle.length < IDLE_WAITS_PER_PORT) {
+      idle.push(conn);
+      this.#idleWaits.set(address, idle);
+    } else {
+      void conn.close();
     }
   }
 
@@ -335,16 +374,14 @@ export class ShardRouter {
 
   /** A connection of a client's own (a subscription, a wait), closed with it. */
   async #dedicated(connId: number, address: string): Promise<ClientConnection> {
-    const conn = await this.#open(address);
+    return this.#own(connId, await this.#open(address));
+  }
+
+  #own(connId: number, conn: ClientConnection): ClientConnection {
     const owned = this.#owned.get(connId) ?? new Set<ClientConnection>();
     owned.add(conn);
     this.#owned.set(connId, owned);
     return conn;
-  }
-
-  #release(connId: number, conn: ClientConnection): void {
-    this.#owned.get(connId)?.delete(conn);
-    void conn.close();
   }
 
   #open(address: string): Promise<ClientConnection> {

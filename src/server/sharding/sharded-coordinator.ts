@@ -46,6 +46,8 @@ import {
 } from '../../store/postgres/cluster.js';
 import { PostgresMembership } from '../../store/postgres/membership.js';
 import { DedicatedConnection } from '../../store/postgres/dedicated-connection.js';
+import { OutboxListener } from '../../store/postgres/outbox-listener.js';
+import { ShardWriter } from '../../store/postgres/shard-writer.js';
 import { advertisedAddress } from '../../coordinator/advertise.js';
 import { Coordinator, type CoordinatorDeps } from '../../coordinator/coordinator.js';
 import { ShardShare } from '../../coordinator/leadership/shard-share.js';
@@ -57,6 +59,13 @@ import { readClientTls, type ClientTls } from '../../net/tls.js';
 import { Ports, type PortsHost } from '../../coordinator/ports/ports.js';
 import { ShardRouter, type ShardDirectory, type ShardRouterOptions } from './shard-router.js';
 import { ShardedHttp } from './sharded-http.js';
+
+/**
+ * How often a shard led here reads the outbox without being told of a
+ * message (the listener tells it at once): a safety net for a notification
+ * lost with its connection, not the way messages usually arrive.
+ */
+const OUTBOX_SAFETY_POLL_MS = 1_000;
 
 export interface ShardedEvents {
   /** A round read the leases: the map as it is now. */
@@ -79,6 +88,10 @@ export class ShardedCoordinator {
   readonly #membership: PostgresMembership;
   /** The shards' leases share it (schemas migrated at start). */
   readonly #leaseConnection: DedicatedConnection;
+  /** The shards' commits, combined (shard-writer.ts). */
+  readonly #writer: ShardWriter;
+  /** Tells the shards led here when outbox messages to them were committed. */
+  #outboxListener: OutboxListener | null = null;
   readonly #ports: Ports;
   readonly #router: ShardRouter;
   readonly #routerOptions: ShardRouterOptions;
@@ -109,6 +122,7 @@ export class ShardedCoordinator {
       applicationName: 'dtp-shard-leases',
       operationTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
     });
+    this.#writer = new ShardWriter(options.databasePath, 'dtp-shard-writer');
     this.#views = Array.from({ length: shards }, () => ({ lease: null }));
     this.#changed = deferred();
     const host: PortsHost = {
@@ -191,6 +205,12 @@ export class ShardedCoordinator {
     try {
       await self.#ports.bind(options.workerPort, options.clientPort, options.bindHost);
       await self.#startShards(deps);
+      self.#outboxListener = OutboxListener.start({
+        url: options.databasePath,
+        arrived: (shards) => self.#outboxArrived(shards),
+        retryMs: Math.max(options.leaseRenewIntervalMs, 1_000),
+        logger: options.logger,
+      });
       await self.#openHttp(deps);
       await self.#runRound();
       self.#scheduleRound();
@@ -286,6 +306,8 @@ export class ShardedCoordinator {
     await this.#router.close();
     await this.#http?.close();
     await Promise.all(this.#inner.map((c) => c.close()));
+    await this.#outboxListener?.close();
+    await this.#writer.close();
     await this.#membership.leave(this.nodeId).catch((err: unknown) => {
       this.#log.warn({ err: describeError(err) }, 'could not leave the membership');
     });
@@ -314,12 +336,19 @@ export class ShardedCoordinator {
             leaderOf: (other, port) => this.#leaderOf(other, port),
             shardList: () => this.shardList(),
             leaseConnection: this.#leaseConnection,
+            writer: this.#writer,
+            outboxPollMs: OUTBOX_SAFETY_POLL_MS,
           },
         },
         innerDeps,
       );
       this.#inner.push(inner);
     }
+  }
+
+  /** Outbox messages to `shards` (null: maybe to any) were committed: those led here read them now. */
+  #outboxArrived(shards: readonly number[] | null): void {
+    for (const shard of shards ?? this.#inner.keys()) this.#inner[shard]?.outboxArrived();
   }
 
   async #openHttp(deps: CoordinatorDeps): Promise<void> {
