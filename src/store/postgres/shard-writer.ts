@@ -128,8 +128,9 @@ export class ShardWriter {
   #kick(): void {
     if (this.#running) return;
     this.#running = true;
-    // The commits of this event-loop turn's other shards join the first transaction.
-    queueMicrotask(() => void this.#drain());
+    // The commits of this event-loop turn's other shards (what every socket
+    // read in this turn brought) join the first transaction.
+    setImmediate(() => void this.#drain());
   }
 
   async #drain(): Promise<void> {
