@@ -169,6 +169,10 @@ describe('the HTTP port of sharded coordinators', { skip }, () => {
       const queued = healthA.led.includes(shard) ? 1 : 0;
       assert.equal(sample(text, `dtp_jobs{state="QUEUED",shard="${shard}"}`), queued);
     }
+    // A's shards' jobs went through its shared writer: at least one part per commit.
+    const commits = sample(text, 'dtp_shard_commits_total') ?? 0;
+    const parts = sample(text, 'dtp_shard_commit_parts_total') ?? 0;
+    assert.ok(commits > 0 && parts >= commits, `${commits} commits, ${parts} parts`);
     // One family per name, and the process's own series without a shard.
     assert.equal(text.split('\n').filter((l) => l.startsWith('# TYPE dtp_jobs ')).length, 1);
     assert.ok(sample(text, 'dtp_connections{port="client",state="open"}') !== null);

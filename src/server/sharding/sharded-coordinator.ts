@@ -364,6 +364,7 @@ export class ShardedCoordinator {
         memberAlive: () => this.memberAlive(),
         epochOf: (shard) => this.#epochOf(shard),
         outboxBacklog: () => this.#membership.outboxBacklog(this.shards),
+        writerStats: () => this.#writer.stats,
       },
       this.#options,
       start,

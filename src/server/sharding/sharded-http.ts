@@ -33,6 +33,8 @@ export interface ShardedHttpHost {
   epochOf(shard: number): number;
   /** Messages waiting in the outbox, by target shard. */
   outboxBacklog(): Promise<readonly number[]>;
+  /** The shards' shared writer's counts. */
+  writerStats(): { readonly transactions: number; readonly parts: number };
 }
 
 export class ShardedHttp {
@@ -75,6 +77,7 @@ export class ShardedHttp {
         leads: (shard) => host.inner[shard]?.status().role === 'leader',
         epochOf: (shard) => host.epochOf(shard),
         outboxBacklog: () => host.outboxBacklog(),
+        writerStats: () => host.writerStats(),
       },
       { maxActiveJobs: options.maxActiveJobs },
     );

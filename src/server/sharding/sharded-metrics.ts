@@ -11,14 +11,16 @@
  *   (net-metrics.ts, no `shard` label), Node.js and process metrics, and per
  *   shard `dtp_shard_leader` (1 while this process leads it), `dtp_shard_epoch`
  *   (its lease's epoch as known here) and `dtp_shard_outbox_messages`
- *   (messages to it waiting in `dtp.shard_outbox`, read at each scrape).
+ *   (messages to it waiting in `dtp.shard_outbox`, read at each scrape), and
+ *   the shared writer's `dtp_shard_commits_total` and
+ *   `dtp_shard_commit_parts_total`.
  *
  * The registries are put together at each scrape with prom-client's
  * aggregation, which keeps series with different labels apart (nothing is
  * summed: no two share their labels). The process metrics stay out of it:
  * some of them aggregate by dropping themselves.
  */
-import { AggregatorRegistry, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { MetricsText } from '../../coordinator/view.js';
 import { CoordinatorMetrics, type MetricsSource } from '../../coordinator/observability/metrics.js';
 import {
@@ -42,6 +44,8 @@ export interface ShardedMetricsSource {
   epochOf(shard: number): number;
   /** Messages waiting in the outbox, by target shard; rejects when the database is out of reach. */
   outboxBacklog(): Promise<readonly number[]>;
+  /** The shards' shared writer's transactions and the shards' parts they carried (shard-writer.ts). */
+  writerStats(): { readonly transactions: number; readonly parts: number };
 }
 
 export class ShardedMetrics implements MetricsText {
@@ -107,6 +111,24 @@ function registerShardGauges(registry: Registry, source: ShardedMetricsSource): 
     registers,
     collect() {
       for (const shard of shards) this.set({ shard: String(shard) }, source.epochOf(shard));
+    },
+  });
+  new Counter({
+    name: 'dtp_shard_commits_total',
+    help: 'Transactions the shards led here committed through their shared write connection',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(source.writerStats().transactions);
+    },
+  });
+  new Counter({
+    name: 'dtp_shard_commit_parts_total',
+    help: "Shards' parts of those transactions (one per shard written): parts / commits is how many shards one transaction carries",
+    registers,
+    collect() {
+      this.reset();
+      this.inc(source.writerStats().parts);
     },
   });
   new Gauge<'shard'>({
