@@ -218,6 +218,29 @@ describe('sharded coordinators', { skip }, () => {
     assert.equal(new Set(all).size, all.length, `a tick made two jobs: ${all.join(', ')}`);
   });
 
+  it('keeps one schedule and one trigger per name when set again with a queue of another shard', async () => {
+    const url = await database();
+    const a = await start(url);
+    const b = await start(url);
+    await balanced([a, b]);
+    const viaA = await clientOf(a);
+    const [first, second] = queuesByShard(SHARDS) as [string, string];
+    await viaA.schedules.set('moves', 'ECHO', { everyMs: 60_000, queue: first });
+    await viaA.schedules.set('moves', 'ECHO', { everyMs: 60_000, queue: second });
+    const schedules = await viaA.schedules.list();
+    assert.deepEqual(
+      schedules.map((s) => [s.name, s.queue]),
+      [['moves', second]],
+    );
+    await viaA.triggers.set({ name: 'on-order', event: 'order', taskType: 'ECHO', queue: first });
+    await viaA.triggers.set({ name: 'on-order', event: 'order', taskType: 'ECHO', queue: second });
+    const triggers = await viaA.triggers.list();
+    assert.deepEqual(
+      triggers.map((t) => [t.name, t.queue]),
+      [['on-order', second]],
+    );
+  });
+
   it('tells only workers with a token where the shards take workers', async () => {
     const url = await database();
     const dir = mkdtempSync(join(tmpdir(), 'dtp-shard-tokens-'));

@@ -148,6 +148,9 @@ export class ShardRouter {
     const target = requestShard(msg, shards);
     switch (target.kind) {
       case 'one':
+        if (msg.type === 'SET_SCHEDULE' || msg.type === 'SET_TRIGGER') {
+          return this.#setByName(connId, target.shard, msg);
+        }
         return this.#toShard(connId, target.shard, msg);
       case 'nowhere':
         // No shard has such a job: shard 0 says so in its own words.
@@ -170,6 +173,29 @@ export class ShardRouter {
         return mergeAll(sent, replies);
       }
     }
+  }
+
+  /**
+   * A schedule or trigger is set in its queue's shard, and a name is one
+   * schedule (trigger) across the shards: one of that name in another
+   * shard (set before with a queue of that shard) is deleted first, so
+   * that the name never ticks (fires) twice. Should a deletion fail, its
+   * error is the answer and nothing is set; the user's retry finishes it.
+   */
+  async #setByName(
+    connId: number,
+    shard: number,
+    msg: Extract<ClientRequest, { type: 'SET_SCHEDULE' | 'SET_TRIGGER' }>,
+  ): Promise<ClientReply> {
+    const name = msg.type === 'SET_SCHEDULE' ? msg.schedule.name : msg.trigger.name;
+    const others = Array.from({ length: this.#dir.shards }, (_, s) => s).filter((s) => s !== shard);
+    const deletion: ClientRequest =
+      msg.type === 'SET_SCHEDULE'
+        ? { type: 'DELETE_SCHEDULE', name: String(name) }
+        : { type: 'DELETE_TRIGGER', name: String(name) };
+    const replies = await Promise.all(others.map((s) => this.#toShard(connId, s, deletion)));
+    const failed = replies.find((r) => r.type === 'ERROR' && r.code !== ErrorCode.UnknownSchedule);
+    return failed ?? this.#toShard(connId, shard, msg);
   }
 
   /** A batch across shards: each shard's part in one SUBMIT_JOBS, the replies put back in order. */
