@@ -241,6 +241,44 @@ describe('sharded coordinators', { skip }, () => {
     );
   });
 
+  it('forwards with the client token read again on reload', async () => {
+    const url = await database();
+    const dir = mkdtempSync(join(tmpdir(), 'dtp-shard-tokens-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const tokenFile = join(dir, 'client.tokens');
+    writeFileSync(tokenFile, 'old-secret\n', { mode: 0o600 });
+    const withTokens = async (): Promise<ShardedCoordinator> => {
+      const c = await ShardedCoordinator.start(
+        { ...shardedOptions(url), security: { clientTokenFile: tokenFile } },
+        SHARDS,
+      );
+      running.push(c);
+      return c;
+    };
+    const a = await withTokens();
+    const b = await withTokens();
+    await balanced([a, b]);
+    // The token changes everywhere before A forwarded anything to B.
+    writeFileSync(tokenFile, 'new-secret\n', { mode: 0o600 });
+    a.reload();
+    b.reload();
+    const client = await DtpClient.connect({
+      host: '127.0.0.1',
+      port: a.clientPort,
+      token: 'new-secret',
+    });
+    running.push(client);
+    // A's own map, once its round has read B's leases.
+    const elsewhere = await until(
+      async () =>
+        (await client.shards()).shards.find((s) => s.leader === `127.0.0.1:${b.clientPort}`),
+      { what: 'a shard of B in A’s map' },
+    );
+    const queue = queuesByShard(SHARDS)[elsewhere.shard] as string;
+    const handle = await client.submit('ECHO', {}, { queue });
+    assert.equal(shardOfJobId(handle.jobId, SHARDS), elsewhere.shard);
+  });
+
   it('tells only workers with a token where the shards take workers', async () => {
     const url = await database();
     const dir = mkdtempSync(join(tmpdir(), 'dtp-shard-tokens-'));

@@ -290,6 +290,15 @@ export class ShardedCoordinator {
   reload(): void {
     this.#ports.guard.reload();
     for (const inner of this.#inner) inner.reload();
+    // What the routers present to the other coordinators' shard ports from
+    // now on (connections already open stay as they are).
+    try {
+      const security = this.#routerOptions.security;
+      security.token = peerToken(this.#options);
+      security.tls = peerTls(this.#options);
+    } catch (err) {
+      this.#log.warn({ err: describeError(err) }, 'kept the previous token and TLS for the shards');
+    }
   }
 
   /** Stops: every shard's lease released, this coordinator out of the membership. Idempotent. */
