@@ -41,7 +41,7 @@ import type {
   SubscribeJobs,
 } from '../../protocol/messages.js';
 import { shardOfQueue } from '../../protocol/shards.js';
-import { flowHome, requestShard } from '../../coordinator/sharding/request-shard.js';
+import { flowHome, requestShard } from '../../protocol/request-shard.js';
 import {
   decodeListCursor,
   encodeListCursor,
