@@ -89,12 +89,19 @@ export class ShardRouter {
   readonly #upstreams = new Map<string, Promise<ClientConnection>>();
   /** The upstream connections of each client connection's subscriptions and waits. */
   readonly #owned = new Map<number, Set<ClientConnection>>();
+  /** Requests sent to one shard: into a core of this process, or forwarded to another coordinator. */
+  readonly #sent = { local: 0, forwarded: 0 };
   #closed = false;
 
   constructor(dir: ShardDirectory, out: RouterOutlets, options: ShardRouterOptions) {
     this.#dir = dir;
     this.#out = out;
     this.#options = options;
+  }
+
+  /** How many requests went to a shard so far: led here (`local`) or elsewhere (`forwarded`). */
+  get sent(): { local: number; forwarded: number } {
+    return { ...this.#sent };
   }
 
   request(connId: number, requestId: number, msg: ClientRequest): void {
@@ -277,6 +284,7 @@ export class ShardRouter {
   async #toShardOnce(connId: number, shard: number, msg: ClientRequest): Promise<ClientReply> {
     const local = this.#dir.local(shard);
     if (local !== null) {
+      this.#sent.local++;
       const reply = await local(msg);
       // A request the shard took, and then its leadership ended: outcome unknown.
       if (isNotLeader(reply))
@@ -296,6 +304,7 @@ export class ShardRouter {
       this.#options.logger.debug({ shard, address, err: describeError(err) }, 'shard unreachable');
       return noLeader(shard);
     }
+    this.#sent.forwarded++;
     try {
       return await conn.request(msg);
     } catch (err) {

@@ -233,6 +233,11 @@ export class ShardedCoordinator {
     return inner;
   }
 
+  /** Requests its client port sent to a shard: into a shard led here, or forwarded (tests, inspection). */
+  routed(): { local: number; forwarded: number } {
+    return this.#router.sent;
+  }
+
   /** The shards this process leads now. */
   ledShards(): number[] {
     return this.#inner.flatMap((c, shard) => (c.electionState()?.leader === true ? [shard] : []));
