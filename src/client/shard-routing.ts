@@ -160,16 +160,18 @@ export class ShardRouting {
       if (this.#closed) throw err;
       if (err instanceof WrongPortError) this.#shards.failed(route.address, performance.now());
       else if (!(err instanceof TransportError)) throw err;
-      this.#refresh();
       // Refused before anything was read, or safe to repeat: the public port serves it.
       const unread = err instanceof WrongPortError || isLimitRefusal(err);
-      if (unread || isSafeToRepeat(msg)) return this.#options.viaPublic(msg);
-      throw err;
+      const resent = unread || isSafeToRepeat(msg) ? this.#options.viaPublic(msg) : null;
+      this.#refresh();
+      if (resent === null) throw err;
+      return resent;
     }
     if (reply.type === 'ERROR' && reply.code === ErrorCode.NotLeader) {
       this.#refused.refused(route.shard, route.address, route.epoch);
+      const resent = this.#options.viaPublic(msg);
       this.#refresh();
-      return this.#options.viaPublic(msg);
+      return resent;
     }
     return { reply, conn };
   }
