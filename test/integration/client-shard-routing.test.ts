@@ -328,6 +328,7 @@ describe('shard routing of the client library', () => {
       (err: unknown) => err instanceof TransportError && err.code === 'CONNECTION_LOST',
     );
     assert.ok(!pub.types().includes('SUBMIT_JOB'), 'a submission without a key is not resent');
+    await until(() => pub.types(1).includes('LIST_SHARDS'), { what: 'the map read again' });
     await reach(client, 2, lossy);
     const keyed = await client.submit('ECHO', {}, { queue, idempotencyKey: 'k1' });
     assert.equal(keyed.jobId.slice(-3), '002');
@@ -337,5 +338,23 @@ describe('shard routing of the client library', () => {
     await reach(client, 2, lossy);
     assert.equal((await client.cancel(jobIn(2))).cancelled, true);
     assert.ok(pub.types().includes('CANCEL_JOB'), 'a cancel is resent');
+  });
+
+  it('reads the map again every few seconds while it routes', { timeout: 20_000 }, async () => {
+    const { pub, shards, map } = await sharded();
+    const { client } = await connect(pub);
+    await routed(client, shards);
+    const moved = await fakePort();
+    map[0] = { ...(map[0] as ShardInfo), clientAddress: moved.address, epoch: 2 };
+    const readsBefore = pub.types(1).filter((t) => t === 'LIST_SHARDS').length;
+    await until(
+      async () => {
+        await client.status(jobIn(0));
+        return moved.types().includes('GET_JOB_STATUS');
+      },
+      { what: 'a read at the address of the map read again', timeoutMs: 15_000, intervalMs: 50 },
+    );
+    const reads = pub.types(1).filter((t) => t === 'LIST_SHARDS').length - readsBefore;
+    assert.ok(reads >= 1 && reads <= 2, `${reads} reads of the map`);
   });
 });
