@@ -803,13 +803,14 @@ export class DtpClient<T extends object = AnyTasks> {
    */
   async shards(): Promise<ShardMap> {
     const msg = { type: 'LIST_SHARDS' } as const;
+    const sentAtMs = performance.now();
     const { reply, conn } = await this.#conn.requestOn(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       void conn.destroy('the coordinator did not understand LIST_SHARDS');
       throw new FeatureUnsupportedError('shards', reply.message, msg.type);
     }
     const list = expectReply(msg.type, reply, 'SHARD_LIST');
-    this.#routing?.learned(list);
+    this.#routing?.learned(list, sentAtMs);
     return { shards: list.shards, coordinators: list.coordinators };
   }
 

@@ -42,7 +42,7 @@ import { ShardConnections } from './shard-connections.js';
 import {
   PUBLIC,
   RefusedShards,
-  SHARD_MAP_REFRESH_MS,
+  MIN_MAP_READ_GAP_MS,
   isStale,
   routeOf,
   shardTableOf,
@@ -119,9 +119,9 @@ export class ShardRouting {
     return true;
   }
 
-  /** A SHARD_LIST the public port gave (`DtpClient.shards()`). */
-  learned(list: ShardList): void {
-    if (!this.#closed) this.#learn(list, this.#options.address());
+  /** A SHARD_LIST the public port gave (`DtpClient.shards()`) to a request sent at `sentAtMs`. */
+  learned(list: ShardList, sentAtMs: number): void {
+    if (!this.#closed) this.#learn(list, this.#options.address(), sentAtMs);
   }
 
   /** Closes the shards' connections and the probes'. Idempotent. */
@@ -143,11 +143,11 @@ export class ShardRouting {
     }
     if (!known.sharded) return PUBLIC;
     const nowMs = performance.now();
-    // Stale: read again, though not more often than that (a read may fail).
-    if (isStale(known.table, nowMs) && nowMs - this.#refreshedAtMs >= SHARD_MAP_REFRESH_MS) {
+    // Due: read again, though not back to back (a read may fail).
+    if (isStale(known.table, nowMs) && nowMs - this.#refreshedAtMs >= MIN_MAP_READ_GAP_MS) {
       this.#refresh();
     }
-    const route = routeOf(msg, known.table);
+    const route = routeOf(msg, known.table, nowMs);
     if (route.via === 'shard' && this.#refused.blocked(route.shard, known.table)) return PUBLIC;
     return route;
   }
@@ -202,10 +202,11 @@ export class ShardRouting {
     const address = this.#options.address();
     this.#probes.add(conn);
     try {
+      const sentAtMs = performance.now();
       const answer = await probeShards(conn, this.#options.connectTimeoutMs);
       if (this.#closed || answer === null) return;
       if (answer === 'unsupported') this.#options.cache.recordShards(address, NOT_SHARDED);
-      else this.#learn(answer, address);
+      else this.#learn(answer, address, sentAtMs);
     } finally {
       this.#probes.delete(conn);
       await conn.close();
@@ -216,14 +217,15 @@ export class ShardRouting {
   #refresh(): void {
     if (this.#refreshing || this.#closed) return;
     this.#refreshing = true;
-    this.#refreshedAtMs = performance.now();
+    const sentAtMs = performance.now();
+    this.#refreshedAtMs = sentAtMs;
     const address = this.#options.address();
     void this.#options
       .viaPublic({ type: 'LIST_SHARDS' })
       .then(
         ({ reply, conn }) => {
           if (this.#closed) return;
-          if (reply.type === 'SHARD_LIST') this.#learn(reply, address);
+          if (reply.type === 'SHARD_LIST') this.#learn(reply, address, sentAtMs);
           else if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
             // Replaced by a coordinator without shards, which closes the connection after this.
             void conn.destroy('the coordinator did not understand LIST_SHARDS');
@@ -237,8 +239,9 @@ export class ShardRouting {
       });
   }
 
-  #learn(list: ShardList, address: string): void {
-    const table = shardTableOf(list.shards, performance.now());
+  /** Remembers the map of a LIST_SHARDS sent at `sentAtMs` (its leases counted from then). */
+  #learn(list: ShardList, address: string, sentAtMs: number): void {
+    const table = shardTableOf(list.shards, sentAtMs);
     this.#options.cache.recordShards(
       address,
       table === null ? NOT_SHARDED : { sharded: true, table },

@@ -10,18 +10,25 @@
  *   subscription (the client's subscriptions have connections of their own).
  * - Everything else (lists of every queue, batches across shards, events,
  *   ids that name no shard) goes through the public port.
- * - A shard without a known address, an address that could not be reached
- *   lately ({@link UnreachableAddresses}), and a shard whose port said
- *   NOT_LEADER at the address and epoch the map still names
- *   ({@link RefusedShards}) go through the public port too.
+ * - A shard without a known address, one whose leader's lease may have
+ *   ended since the map was read (`leaseLeftMillis`: a leader that froze or
+ *   died loses its shards only once its lease ends, and nothing tells the
+ *   client), an address that could not be reached lately
+ *   ({@link UnreachableAddresses}), and a shard whose port said NOT_LEADER
+ *   at the address and epoch the map still names ({@link RefusedShards})
+ *   go through the public port too.
  *
- * Pure: the time is passed in (performance.now milliseconds).
+ * The map is read again at half the shortest lease it names, and at least
+ * every {@link SHARD_MAP_REFRESH_MS}, so that a healthy leader's shard stays
+ * routed. Pure: the time is passed in (performance.now milliseconds).
  */
 import { requestShard } from '../protocol/request-shard.js';
 import type { ClientRequest, ShardInfo } from '../protocol/messages.js';
 
 /** How old the map may get before the next routed request asks for it again, in ms. */
 export const SHARD_MAP_REFRESH_MS = 5_000;
+/** Least time between two reads of the map that are not forced by a refusal, in ms. */
+export const MIN_MAP_READ_GAP_MS = 100;
 /** How long an address that could not be reached is left alone, in ms. */
 export const UNREACHABLE_PAUSE_MS = 30_000;
 
@@ -33,7 +40,12 @@ export interface ShardTable {
   readonly addresses: readonly (string | null)[];
   /** By shard: the epoch of its lease when read. */
   readonly epochs: readonly number[];
+  /** By shard: until when its address may be used (its leader's lease as the map said). */
+  readonly usableUntilMs: readonly number[];
+  /** When the map was asked for (its answer is at least this fresh). */
   readonly readAtMs: number;
+  /** When to read it again. */
+  readonly refreshAtMs: number;
 }
 
 /** Where one request goes. */
@@ -65,28 +77,38 @@ const ALWAYS_PUBLIC: ReadonlySet<ClientRequest['type']> = new Set([
  */
 export function shardTableOf(shards: readonly ShardInfo[], readAtMs: number): ShardTable | null {
   if (shards.length < 2 || shards.some((info, index) => info.shard !== index)) return null;
+  // Without leaseLeftMillis (not said), an address is used until the next read is due.
+  const leftMs = shards.map((info) =>
+    info.clientAddress == null ? 0 : (info.leaseLeftMillis ?? SHARD_MAP_REFRESH_MS),
+  );
+  const shortestMs = Math.min(
+    SHARD_MAP_REFRESH_MS,
+    ...leftMs.filter((ms) => ms > 0).map((ms) => ms / 2),
+  );
   return {
     shards: shards.length,
     addresses: shards.map((info) => info.clientAddress ?? null),
     epochs: shards.map((info) => info.epoch),
+    usableUntilMs: leftMs.map((ms) => readAtMs + ms),
     readAtMs,
+    refreshAtMs: readAtMs + shortestMs,
   };
 }
 
-/** Where `msg` goes with this table (null: not sharded, or not known to be). */
-export function routeOf(msg: ClientRequest, table: ShardTable | null): Route {
+/** Where `msg` goes at `nowMs` with this table (null: not sharded, or not known to be). */
+export function routeOf(msg: ClientRequest, table: ShardTable | null, nowMs: number): Route {
   if (table === null || ALWAYS_PUBLIC.has(msg.type)) return PUBLIC;
   const target = requestShard(msg, table.shards);
   if (target.kind !== 'one') return PUBLIC;
   const { shard } = target;
   const address = table.addresses[shard] ?? null;
-  const epoch = table.epochs[shard] ?? 0;
-  return address === null ? PUBLIC : { via: 'shard', shard, address, epoch };
+  if (address === null || !(nowMs < (table.usableUntilMs[shard] ?? 0))) return PUBLIC;
+  return { via: 'shard', shard, address, epoch: table.epochs[shard] ?? 0 };
 }
 
-/** True when the table is old enough to be read again. */
+/** True when the table is due to be read again. */
 export function isStale(table: ShardTable, nowMs: number): boolean {
-  return nowMs - table.readAtMs >= SHARD_MAP_REFRESH_MS;
+  return nowMs >= table.refreshAtMs;
 }
 
 /** Addresses that could not be reached, each left alone for {@link UNREACHABLE_PAUSE_MS}. */

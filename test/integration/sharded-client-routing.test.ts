@@ -111,6 +111,11 @@ describe('the client library, sharded', { skip }, () => {
     }
     await client.queues.pause(QUEUES[1] as string);
     assert.deepEqual(a.routed(), before, 'the coordinator dialled sent nothing to a shard');
+    // The map says how long each leader's lease had left (1 s leases here).
+    for (const info of (await client.shards()).shards) {
+      const left = info.leaseLeftMillis ?? 0;
+      assert.ok(left > 0 && left <= 1_000, `shard ${info.shard}: ${left} ms`);
+    }
     // Requests about every queue still go through it, and see what the shards did.
     const listed = await client.queues.list();
     assert.equal(listed.find((q) => q.name === QUEUES[1])?.paused, true);

@@ -37,6 +37,11 @@ function table(addresses: (string | null)[] = ['s0:1', 's1:1', 's2:1', 's3:1']):
   return made;
 }
 
+/** Where `msg` goes with `t` just after it was read. */
+function route(msg: ClientRequest, t: ShardTable | null): ReturnType<typeof routeOf> {
+  return routeOf(msg, t, t?.readAtMs ?? 0);
+}
+
 function jobIn(shard: number): string {
   return stampShard('018f0000-0000-7000-8000-000000000fff', shard, SHARDS);
 }
@@ -54,9 +59,21 @@ function submit(queue?: string): ClientRequest {
 }
 
 describe('shardTableOf', () => {
-  it('reads each shard address and epoch of a whole map', () => {
-    const made = shardTableOf([info(0, 'a:1', 3), info(1, null, 0)], 42);
-    assert.deepEqual(made, { shards: 2, addresses: ['a:1', null], epochs: [3, 0], readAtMs: 42 });
+  it('reads each shard address and epoch of a whole map, and how long each lease lasts', () => {
+    const made = shardTableOf(
+      [{ ...info(0, 'a:1', 3), leaseLeftMillis: 4_000 }, info(1, null, 0), info(2, 'c:1', 5)],
+      42,
+    );
+    assert.deepEqual(made, {
+      shards: 3,
+      addresses: ['a:1', null, 'c:1'],
+      epochs: [3, 0, 5],
+      // Shard 2's lease was not said: its address lasts until the next read is due.
+      usableUntilMs: [4_042, 42, 42 + SHARD_MAP_REFRESH_MS],
+      readAtMs: 42,
+      // At half the shortest lease.
+      refreshAtMs: 2_042,
+    });
   });
 
   it('has nothing to route for one shard or a map with shards missing', () => {
@@ -65,10 +82,16 @@ describe('shardTableOf', () => {
     assert.equal(shardTableOf([info(0, 'a:1'), info(2, 'b:1')], 0), null);
   });
 
-  it('is read again once older than the refresh interval', () => {
+  it('is read again at half the shortest lease, and at least every refresh interval', () => {
+    // Leases not said last until the next read: that is due half way.
     const t = table();
-    assert.equal(isStale(t, t.readAtMs + SHARD_MAP_REFRESH_MS - 1), false);
-    assert.equal(isStale(t, t.readAtMs + SHARD_MAP_REFRESH_MS), true);
+    assert.equal(isStale(t, t.readAtMs + SHARD_MAP_REFRESH_MS / 2 - 1), false);
+    assert.equal(isStale(t, t.readAtMs + SHARD_MAP_REFRESH_MS / 2), true);
+    const long = shardTableOf(
+      [0, 1].map((shard) => ({ ...info(shard, `s${shard}:1`), leaseLeftMillis: 60_000 })),
+      0,
+    );
+    assert.equal(long?.refreshAtMs, SHARD_MAP_REFRESH_MS);
   });
 });
 
@@ -76,7 +99,7 @@ describe('routeOf', () => {
   it('sends a request about one queue or job to its shard', () => {
     const t = table();
     for (const [shard, queue] of QUEUES.entries()) {
-      assert.deepEqual(routeOf(submit(queue), t), {
+      assert.deepEqual(route(submit(queue), t), {
         via: 'shard',
         shard,
         address: `s${shard}:1`,
@@ -90,7 +113,7 @@ describe('routeOf', () => {
         { type: 'LIST_JOBS', limit: 10, state: null, cursor: null, queue },
         { type: 'SET_QUEUE', name: queue, paused: true },
       ] as ClientRequest[]) {
-        assert.deepEqual(routeOf(msg, t), {
+        assert.deepEqual(route(msg, t), {
           via: 'shard',
           shard,
           address: `s${shard}:1`,
@@ -99,7 +122,7 @@ describe('routeOf', () => {
       }
     }
     const home = shardOfQueue(null, SHARDS);
-    assert.deepEqual(routeOf(submit(), t), {
+    assert.deepEqual(route(submit(), t), {
       via: 'shard',
       shard: home,
       address: `s${home}:1`,
@@ -115,9 +138,9 @@ describe('routeOf', () => {
       queue,
     });
     const one = { type: 'SUBMIT_JOBS', jobs: [job(QUEUES[2]!), job(QUEUES[2]!)] } as ClientRequest;
-    assert.equal(routeOf(one, t).via, 'shard');
+    assert.equal(route(one, t).via, 'shard');
     const two = { type: 'SUBMIT_JOBS', jobs: [job(QUEUES[1]!), job(QUEUES[2]!)] } as ClientRequest;
-    assert.equal(routeOf(two, t), PUBLIC);
+    assert.equal(route(two, t), PUBLIC);
   });
 
   it('leaves lists of every queue, flows, subscriptions and unknown ids to the public port', () => {
@@ -136,15 +159,31 @@ describe('routeOf', () => {
       { type: 'GET_JOB_STATUS', jobId: 'not-an-id-of-ours' },
       { type: 'GET_JOB_STATUS', jobId: jobIn(9) },
     ] as ClientRequest[]) {
-      assert.equal(routeOf(msg, t), PUBLIC, msg.type);
+      assert.equal(route(msg, t), PUBLIC, msg.type);
     }
   });
 
+  it('uses the public port for a shard whose lease may have ended since the map was read', () => {
+    const t = shardTableOf(
+      [0, 1, 2, 3].map((shard) => ({ ...info(shard, `s${shard}:1`), leaseLeftMillis: 1_000 })),
+      500,
+    );
+    assert.ok(t !== null);
+    const msg = submit(QUEUES[3]);
+    assert.equal(routeOf(msg, t, 1_499).via, 'shard');
+    assert.equal(routeOf(msg, t, 1_500), PUBLIC);
+    const led = shardTableOf(
+      [0, 1, 2, 3].map((shard) => ({ ...info(shard, `s${shard}:1`), leaseLeftMillis: 0 })),
+      0,
+    );
+    assert.equal(routeOf(msg, led, 0), PUBLIC);
+  });
+
   it('uses the public port without a table, or for a shard whose address is unknown', () => {
-    assert.equal(routeOf(submit(QUEUES[0]), null), PUBLIC);
+    assert.equal(route(submit(QUEUES[0]), null), PUBLIC);
     const t = table(['s0:1', null, 's2:1', 's3:1']);
-    assert.equal(routeOf(submit(QUEUES[1]), t), PUBLIC);
-    assert.equal(routeOf(submit(QUEUES[0]), t).via, 'shard');
+    assert.equal(route(submit(QUEUES[1]), t), PUBLIC);
+    assert.equal(route(submit(QUEUES[0]), t).via, 'shard');
   });
 });
 
