@@ -55,7 +55,7 @@ import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreEvent } from './core/types.js';
 import type { LeaderElection } from './leadership/leader-election.js';
 import { notLeaderError, otherShardError } from './leadership/not-leader.js';
-import { flowHome, requestShard } from './sharding/request-shard.js';
+import { flowHome, requestShard } from '../protocol/request-shard.js';
 import { EMPTY_INSPECTION, type RoleStatus } from './leadership/role.js';
 import { logEvent } from './observability/event-log.js';
 import { CoordinatorMetrics } from './observability/metrics.js';

@@ -41,7 +41,7 @@ import type {
   SubscribeJobs,
 } from '../../protocol/messages.js';
 import { shardOfQueue } from '../../protocol/shards.js';
-import { flowHome, requestShard } from '../../coordinator/sharding/request-shard.js';
+import { flowHome, requestShard } from '../../protocol/request-shard.js';
 import {
   decodeListCursor,
   encodeListCursor,
@@ -94,12 +94,19 @@ export class ShardRouter {
   readonly #owned = new Map<number, Set<ClientConnection>>();
   /** Connections a wait was answered on, kept for the next wait to the same port. */
   readonly #idleWaits = new Map<string, ClientConnection[]>();
+  /** Requests sent to one shard: into a core of this process, or forwarded to another coordinator. */
+  readonly #sent = { local: 0, forwarded: 0 };
   #closed = false;
 
   constructor(dir: ShardDirectory, out: RouterOutlets, options: ShardRouterOptions) {
     this.#dir = dir;
     this.#out = out;
     this.#options = options;
+  }
+
+  /** How many requests went to a shard so far: led here (`local`) or elsewhere (`forwarded`). */
+  get sent(): { local: number; forwarded: number } {
+    return { ...this.#sent };
   }
 
   request(connId: number, requestId: number, msg: ClientRequest): void {
@@ -310,6 +317,7 @@ export class ShardRouter {
   async #toShardOnce(connId: number, shard: number, msg: ClientRequest): Promise<ClientReply> {
     const local = this.#dir.local(shard);
     if (local !== null) {
+      this.#sent.local++;
       const reply = await local(msg);
       // A request the shard took, and then its leadership ended: outcome unknown.
       if (isNotLeader(reply))
@@ -330,6 +338,7 @@ export class ShardRouter {
       return noLeader(shard);
     }
     let answered = false;
+    this.#sent.forwarded++;
     try {
       const reply = await conn.request(msg);
       answered = true;

@@ -39,12 +39,8 @@ import { shardCountProblem } from '../../protocol/shards.js';
 import type { LeaseHolder, LeaseView } from '../../store/lease.js';
 import type { Member } from '../../store/membership.js';
 import { describeDatabase, isSharedDatabase } from '../../store/open-store.js';
-import {
-  claimShardCount,
-  ensureShardSchemas,
-  type ShardLease,
-} from '../../store/postgres/cluster.js';
-import { PostgresMembership } from '../../store/postgres/membership.js';
+import { claimShardCount, ensureShardSchemas } from '../../store/postgres/cluster.js';
+import { PostgresMembership, type ShardLeaseRead } from '../../store/postgres/membership.js';
 import { DedicatedConnection } from '../../store/postgres/dedicated-connection.js';
 import { OutboxListener } from '../../store/postgres/outbox-listener.js';
 import { ShardWriter } from '../../store/postgres/shard-writer.js';
@@ -72,9 +68,10 @@ export interface ShardedEvents {
   shards: [ShardList];
 }
 
-/** One shard's lease as the last round read it. */
+/** One shard's lease as the last round read it, and when that read began (performance.now, ms). */
 interface ShardView {
-  lease: ShardLease | null;
+  lease: ShardLeaseRead | null;
+  readAtMs: number;
 }
 
 export class ShardedCoordinator {
@@ -123,7 +120,7 @@ export class ShardedCoordinator {
       operationTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
     });
     this.#writer = new ShardWriter(options.databasePath, 'dtp-shard-writer');
-    this.#views = Array.from({ length: shards }, () => ({ lease: null }));
+    this.#views = Array.from({ length: shards }, () => ({ lease: null, readAtMs: 0 }));
     this.#changed = deferred();
     const host: PortsHost = {
       holding: () => false,
@@ -253,24 +250,36 @@ export class ShardedCoordinator {
     return inner;
   }
 
+  /** Requests its client port sent to a shard: into a shard led here, or forwarded (tests, inspection). */
+  routed(): { local: number; forwarded: number } {
+    return this.#router.sent;
+  }
+
   /** The shards this process leads now. */
   ledShards(): number[] {
     return this.#inner.flatMap((c, shard) => (c.electionState()?.leader === true ? [shard] : []));
   }
 
-  /** LIST_SHARDS: each shard's leader (its coordinator's client port) and epoch, and the coordinators. */
+  /**
+   * LIST_SHARDS: each shard's leader (its coordinator's client port) and
+   * epoch, how long its lease has left as the last round read it (counted
+   * down since), and the coordinators.
+   */
   shardList(): ShardList {
     const byNode = new Map(this.#members.map((m) => [m.nodeId, m]));
+    const nowMs = performance.now();
     const shards: ShardInfo[] = this.#views.map((view, shard) => {
       const lease = view.lease;
       const holder = lease !== null && lease.live ? lease.holder : null;
       const member = holder === null ? undefined : byNode.get(holder.nodeId);
+      const leftMs = holder === null ? 0 : (lease?.leftMs ?? 0) - (nowMs - view.readAtMs);
       return {
         shard,
         leader: member?.clientAddress ?? null,
         epoch: lease?.epoch ?? 0,
         clientAddress: holder?.clientAddress ?? null,
         workerAddress: holder?.workerAddress ?? null,
+        ...(holder !== null && { leaseLeftMillis: Math.max(0, Math.floor(leftMs)) }),
       };
     });
     const led = new Map<string, number>();
@@ -486,12 +495,14 @@ export class ShardedCoordinator {
       const startedMs = performance.now();
       this.#members = await this.#membership.heartbeat(me, this.#options.leaseTtlMs);
       this.#memberSinceMs = startedMs;
+      const readAtMs = performance.now();
       const leases = await this.#membership.shardLeases(this.shards);
       const now = performance.now();
       for (const lease of leases) {
         const view = this.#views[lease.shard];
         if (view === undefined) continue;
         view.lease = lease;
+        view.readAtMs = readAtMs;
       }
       this.#ownership.observe(
         this.#members.map((m) => m.nodeId),

@@ -19,11 +19,17 @@
  */
 import type pg from 'pg';
 import { FORGET_AFTER_TTLS, byNodeId, type Member, type MembershipBackend } from '../membership.js';
-import { READ_LEASE, leaseView, type LeaseRow } from './postgres-lease.js';
+import { READ_LEASE_LEFT, leaseView, type LeaseRow } from './postgres-lease.js';
 import { DedicatedConnection } from './dedicated-connection.js';
 import { inSchema, migrate } from './schema.js';
 import { shardSchema } from '../../protocol/shards.js';
 import type { ShardLease } from './cluster.js';
+
+/** A shard's lease as the round reads it: with how long it had left then. */
+export interface ShardLeaseRead extends ShardLease {
+  /** Ms the lease had left when read (database clock); 0 when not live. */
+  leftMs: number;
+}
 
 export interface PostgresMembershipOptions {
   url: string;
@@ -93,23 +99,23 @@ export class PostgresMembership implements MembershipBackend {
   }
 
   /**
-   * Every shard's lease as the database sees it now, in one statement on
-   * this connection (the sharded coordinator's round; the shard schemas exist
+   * Every shard's lease as the database sees it now, with how long each has
+   * left, in one statement on this connection (the sharded coordinator's round; the shard schemas exist
    * by then: ensureShardSchemas ran at its start).
    */
-  async shardLeases(shards: number): Promise<ShardLease[]> {
+  async shardLeases(shards: number): Promise<ShardLeaseRead[]> {
     let text = this.#leaseReads.get(shards);
     if (text === undefined) {
       text = Array.from(
         { length: shards },
         (_, shard) =>
-          `SELECT ${shard} AS shard, l.* FROM (${inSchema(READ_LEASE, shardSchema(shard, shards))}) l`,
+          `SELECT ${shard} AS shard, l.* FROM (${inSchema(READ_LEASE_LEFT, shardSchema(shard, shards))}) l`,
       ).join('\nUNION ALL\n');
       this.#leaseReads.set(shards, text);
     }
-    const rows = await this.#query<LeaseRow & { shard: number }>(text, []);
+    const rows = await this.#query<LeaseRow & { shard: number; left_ms: number }>(text, []);
     return rows
-      .map((row) => ({ shard: row.shard, ...leaseView(row) }))
+      .map((row) => ({ shard: row.shard, ...leaseView(row), leftMs: row.left_ms }))
       .sort((a, b) => a.shard - b.shard);
   }
 
