@@ -632,9 +632,10 @@ async function shardedTable(): Promise<string[]> {
       'workers µs/job',
       'PostgreSQL µs/job',
       'transactions per job (shards per transaction)',
+      'idle CPU ms/s (each)',
       'takeover per shard, ms (min–max)',
     ]),
-    row(['---', '---', '---', '---', '---', '---', '---', '---']),
+    row(['---', '---', '---', '---', '---', '---', '---', '---', '---']),
   ];
   for (const n of setups) {
     const rs = runs.get(n) ?? [];
@@ -653,6 +654,9 @@ async function shardedTable(): Promise<string[]> {
         String(m(rs, (r) => r.workersUs)),
         String(m(rs, (r) => r.postgresUs)),
         perTransaction(rs),
+        Array.from({ length: Math.max(n, 1) }, (_, i) =>
+          median(rs.map((r) => r.idleMsPerSec[i] ?? 0)).toFixed(0),
+        ).join(' / '),
         takeovers.length === 0 ? '—' : `${Math.min(...takeovers)}–${Math.max(...takeovers)}`,
       ]),
     );

@@ -22,6 +22,7 @@ import { ROOT, ScriptProcess } from '../test/helpers/processes.js';
 import { until } from '../test/helpers/until.js';
 import { HOST, startQuietCoordinator } from './harness.js';
 import { promisify } from 'node:util';
+import { setTimeout as delay } from 'node:timers/promises';
 import { execFile } from 'node:child_process';
 
 export const SHARDS = 16;
@@ -44,7 +45,12 @@ export interface ShardedRun {
   commitsPerJob: number;
   /** Shards' parts of those transactions (calls of a shard's commit_batch), per job. */
   partsPerJob: number;
+  /** CPU ms per second of each coordinator with the workers connected and no load. */
+  idleMsPerSec: number[];
 }
+
+/** How long the coordinators' CPU is watched with no load, in ms. */
+const IDLE_MS = 5_000;
 
 /** A private PostgreSQL for the run; `stop` removes it. */
 export function startPostgres(): { url: string; dir: string; stop: () => void } {
@@ -172,6 +178,12 @@ export async function shardedRun(
         timeoutMs: 60_000,
         what: 'the workers',
       });
+      // Idle: what the coordinators spend per second on their own (rounds, leases, polls).
+      const idleBefore = nodes.map((n) => n.proc.cpuMs());
+      await delay(IDLE_MS);
+      const idleMsPerSec = nodes.map(
+        (n, i) => ((n.proc.cpuMs() - (idleBefore[i] ?? 0)) * 1000) / IDLE_MS,
+      );
       const cpuBefore = nodes.map((n) => n.proc.cpuMs());
       const workersBefore = workers.reduce((t, w) => t + w.cpuMs(), 0);
       const pgBefore = postgresCpuMs(join(postgres.dir, 'data'));
@@ -200,6 +212,7 @@ export async function shardedRun(
         takeoverMs: [],
         commitsPerJob: 0,
         partsPerJob: 0,
+        idleMsPerSec,
       };
       // Counted from the start (recovery's few commits included).
       const counts = await Promise.all(nodes.map((n) => commitCounts(n)));
