@@ -88,12 +88,23 @@ export class Invariants implements WorldObserver {
   readonly ackedIds: string[] = [];
   /** Checks that found a worker holding more leases than its capacity (prefetch at work). */
   prefetchedChecks = 0;
+
   readonly #acked = new Set<string>();
   readonly #world: World;
   readonly #judge: Judge;
   #checkerRequestId = 0;
 
-  constructor(world: World, judge: Judge, config: CoreConfig, invalid: WeakSet<object>) {
+  /**
+   * @param shards a shard of several: a job of another shard, its committed
+   * terminal state there; a job another shard's flow made, its row as sent.
+   */
+  constructor(
+    world: World,
+    judge: Judge,
+    config: CoreConfig,
+    invalid: WeakSet<object>,
+    shards?: Pick<ConstructorParameters<typeof JobTracker>[0], 'elsewhere' | 'sentRow'>,
+  ) {
     this.#world = world;
     this.#judge = judge;
     this.#timing = new TimingChecks(judge, config, () => world.clock.nowMs);
@@ -104,6 +115,7 @@ export class Invariants implements WorldObserver {
       store: world.store,
       invalid,
       linkWorker: (connId) => world.workerLinks.get(connId)?.registeredAs ?? null,
+      ...shards,
       waitsOn: (connId) => this.#timing.waitsOn(connId),
       waitsInAll: () => this.#timing.waitsInAll,
       waitsFromAddress: (address) => {

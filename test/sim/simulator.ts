@@ -111,9 +111,9 @@ export interface SimulationReport {
 export const DEFAULT_STEPS = 300;
 const DEFAULT_QUIESCENCE_STEPS = 20_000;
 /** Simulated time starts here (any fixed epoch will do). */
-const EPOCH_MS = 1_700_000_000_000;
+export const EPOCH_MS = 1_700_000_000_000;
 
-const FAULT_WEIGHTS = {
+export const FAULT_WEIGHTS = {
   workerCrash: 4,
   workerHang: 3,
   reregister: 2,
@@ -134,7 +134,8 @@ const CLOCK_WEIGHTS = {
   backoff: 4,
 } as const;
 
-interface Profile {
+/** A run's settings, drawn from its seed. */
+export interface Profile {
   config: CoreConfig;
   lease: LeaseTiming;
   sweepIntervalMs: number;
@@ -145,7 +146,7 @@ interface Profile {
 }
 
 /** Addresses the simulated clients come from: clients 0 and 2 share one. */
-const CLIENT_ADDRESSES = ['10.0.0.1', '10.0.0.2'] as const;
+export const CLIENT_ADDRESSES = ['10.0.0.1', '10.0.0.2'] as const;
 
 /**
  * The budgets per address and of subscriptions: small in some runs (with
@@ -177,7 +178,7 @@ function drawBudgets(
   };
 }
 
-function drawProfile(rng: Random, seed: number): Profile {
+export function drawProfile(rng: Random, seed: number): Profile {
   const { on: budgets, ...budgetConfig } = drawBudgets(seed);
   const heartbeatTimeoutMs = rng.int(2_000, 10_000);
   const retryBaseDelayMs = rng.int(10, 1_000);
@@ -213,6 +214,41 @@ function drawProfile(rng: Random, seed: number): Profile {
     faultRate: 0.03 + rng.float() * 0.15,
     budgets,
   };
+}
+
+/**
+ * One step's move of the clock: mostly small, now and then past a
+ * heartbeat timeout, a task's deadline or a retry's back-off. Returns how far.
+ */
+export function advanceClock(
+  rng: Random,
+  profile: Profile,
+  clock: SimClock,
+  faults: FaultCounter,
+): number {
+  const { config, sweepIntervalMs, heartbeatIntervalMs } = profile;
+  const kind = rng.weighted(CLOCK_WEIGHTS);
+  let deltaMs: number;
+  switch (kind) {
+    case 'small':
+      deltaMs = rng.int(0, sweepIntervalMs);
+      break;
+    case 'medium':
+      deltaMs = rng.int(0, heartbeatIntervalMs);
+      break;
+    case 'pastHeartbeat':
+      deltaMs = config.heartbeatTimeoutMs + rng.int(1, config.heartbeatTimeoutMs);
+      break;
+    case 'pastDeadline':
+      deltaMs = config.taskTimeoutMs + rng.int(1, 1_000);
+      break;
+    case 'backoff':
+      deltaMs = rng.int(config.retryBaseDelayMs, config.retryMaxDelayMs + 1);
+      break;
+  }
+  if (kind !== 'small' && kind !== 'medium') faults.count(`clock:${kind}`);
+  clock.advance(deltaMs);
+  return deltaMs;
 }
 
 export class Simulation {
@@ -415,30 +451,7 @@ export class Simulation {
   }
 
   #advanceClock(): number {
-    const { config, sweepIntervalMs, heartbeatIntervalMs } = this.#profile;
-    const rng = this.#rng;
-    const kind = rng.weighted(CLOCK_WEIGHTS);
-    let deltaMs: number;
-    switch (kind) {
-      case 'small':
-        deltaMs = rng.int(0, sweepIntervalMs);
-        break;
-      case 'medium':
-        deltaMs = rng.int(0, heartbeatIntervalMs);
-        break;
-      case 'pastHeartbeat':
-        deltaMs = config.heartbeatTimeoutMs + rng.int(1, config.heartbeatTimeoutMs);
-        break;
-      case 'pastDeadline':
-        deltaMs = config.taskTimeoutMs + rng.int(1, 1_000);
-        break;
-      case 'backoff':
-        deltaMs = rng.int(config.retryBaseDelayMs, config.retryMaxDelayMs + 1);
-        break;
-    }
-    if (kind !== 'small' && kind !== 'medium') this.#faults.count(`clock:${kind}`);
-    this.#clock.advance(deltaMs);
-    return deltaMs;
+    return advanceClock(this.#rng, this.#profile, this.#clock, this.#faults);
   }
 
   #injectFault(): void {
