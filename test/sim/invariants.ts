@@ -35,7 +35,7 @@ import { SessionChecks } from './sessions.js';
 import { SignalChecks } from './signal-checks.js';
 import { TimingChecks } from './timing.js';
 import { JobTracker } from './tracker.js';
-import type { Judge } from './violation.js';
+import { SimulationViolation, type Judge } from './violation.js';
 import type { HandledInput, World, WorldObserver } from './world.js';
 
 /**
@@ -261,6 +261,8 @@ export class Invariants implements WorldObserver {
   }
 
   fatal(what: string, err: unknown): Error {
+    // A check that failed inside the store (the sharded simulation's outbox) says so itself.
+    if (err instanceof SimulationViolation) return err;
     const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
     return this.#judge.violation(`${what} threw: ${detail}`);
   }

@@ -36,17 +36,21 @@ export class ObservedOutbox extends MemoryOutbox {
   /** "parentId childId" -> the parent's end as it was told. */
   readonly told = new Map<string, Body<'parentEnded'>>();
   readonly counts: OutboxCounts = { createJobs: 0, watch: 0, parentEnded: 0, applied: 0 };
+  /** A planted bug (tests of the checks): the outbox loses every `createJobs` written. */
+  readonly #losesJobs: boolean;
 
-  constructor(judge: Judge) {
+  constructor(judge: Judge, losesJobs = false) {
     super();
     this.#judge = judge;
+    this.#losesJobs = losesJobs;
   }
 
   override insert(rows: readonly Readonly<OutboxRow>[]): void {
-    super.insert(rows);
+    const kept = this.#losesJobs ? rows.filter((row) => row.body.type !== 'createJobs') : rows;
+    super.insert(kept);
     for (const row of rows) {
       const { targetShard, body } = row;
-      this.#live.set(++this.#inserted, row);
+      if (kept.includes(row)) this.#live.set(++this.#inserted, row);
       this.counts[body.type]++;
       if (body.type === 'createJobs') {
         for (const row of body.jobs) this.sentJobs.set(row.jobId, { row, shard: targetShard });

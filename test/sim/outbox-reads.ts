@@ -39,6 +39,8 @@ export class OutboxReads {
   readonly #shard: number;
   readonly #rng: Random;
   readonly stats: OutboxReadStats;
+  /** A planted bug (tests of the checks): every read says every batch had committed. */
+  readonly #claimAll: boolean;
   /** The highest batch of this term known committed. */
   #lastCommitted = 0;
   /** The read out (begun, not answered yet): what it says had committed; null = none. */
@@ -46,11 +48,18 @@ export class OutboxReads {
   /** Its answer, waiting for the coordinator to take it. */
   #ready: OutboxInput[] = [];
 
-  constructor(store: MemoryStore, shard: number, rng: Random, stats: OutboxReadStats) {
+  constructor(
+    store: MemoryStore,
+    shard: number,
+    rng: Random,
+    stats: OutboxReadStats,
+    claimAll = false,
+  ) {
     this.#store = store;
     this.#shard = shard;
     this.#rng = rng;
     this.stats = stats;
+    this.#claimAll = claimAll;
   }
 
   /** A batch of this term committed. */
@@ -75,7 +84,7 @@ export class OutboxReads {
 
   /** The poll timer fires: a read begins unless one is under way. */
   poll(): void {
-    if (!this.busy) this.#out = this.#lastCommitted;
+    if (!this.busy) this.#out = this.#claimAll ? Number.MAX_SAFE_INTEGER : this.#lastCommitted;
   }
 
   /** The store answers the read out, from what is committed now. */

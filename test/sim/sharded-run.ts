@@ -10,17 +10,13 @@
  *
  * The same seed (and step count) always replays the same run.
  */
-// Wall-clock time here only measures the run for the summary; the simulation never reads it.
-import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
-import { parseCount } from './command-line.js';
+import { parseRunArgs, runOneSeed, runSeedBatch } from './command-line.js';
 import {
   SHARDED_DEFAULT_STEPS,
   ShardedSimulation,
   shardedReplay,
   type ShardedReport,
 } from './sharded-simulator.js';
-import { SimulationViolation } from './violation.js';
 
 /** Every count of the reports, added up (nested counts by "group.name"). */
 type Totals = Map<string, number>;
@@ -65,62 +61,27 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
   );
 }
 
-function runMany(start: number, count: number, steps: number): number {
-  const totals: Totals = new Map();
-  const started = performance.now();
-  let lastProgress = started;
-  const replaySteps = steps === SHARDED_DEFAULT_STEPS ? undefined : steps;
-  for (let seed = start; seed < start + count; seed++) {
-    try {
-      add(totals, new ShardedSimulation(seed, { steps }).run());
-    } catch (err) {
-      console.error(err instanceof Error ? err.message : String(err));
-      if (!(err instanceof SimulationViolation)) {
-        console.error(
-          `seed ${seed} crashed the simulation; replay: ${shardedReplay(seed, replaySteps)}`,
-        );
-        if (err instanceof Error && err.stack !== undefined) console.error(err.stack);
-      }
-      console.error(`FAILED at seed ${seed}`);
-      printSummary(totals, 1, performance.now() - started);
-      return 1;
-    }
-    const now = performance.now();
-    if (now - lastProgress >= 2_000) {
-      lastProgress = now;
-      console.log(`  ... ${totals.get('seeds')}/${count} seeds, ${totals.get('jobsCreated')} jobs`);
-    }
-  }
-  printSummary(totals, 0, performance.now() - started);
-  return 0;
-}
-
 function main(): void {
-  const { values } = parseArgs({
-    options: {
-      seeds: { type: 'string' },
-      start: { type: 'string' },
-      steps: { type: 'string' },
-      seed: { type: 'string' },
-      verbose: { type: 'boolean', default: false },
-    },
-    strict: true,
-  });
-  const steps = parseCount('steps', values.steps, SHARDED_DEFAULT_STEPS);
-  if (values.seed !== undefined) {
-    const seed = parseCount('seed', values.seed, 0);
-    const log = values.verbose ? (line: string) => console.log(line) : undefined;
-    try {
-      console.log(JSON.stringify(new ShardedSimulation(seed, { steps, log }).run(), null, 2));
-    } catch (err) {
-      console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
-      process.exit(1);
-    }
+  const args = parseRunArgs({ seeds: 100, steps: SHARDED_DEFAULT_STEPS });
+  const { steps } = args;
+  if (args.seed !== null) {
+    const seed = args.seed;
+    const log = args.verbose ? (line: string) => console.log(line) : undefined;
+    runOneSeed(() => new ShardedSimulation(seed, { steps, log }).run());
     return;
   }
-  const count = parseCount('seeds', values.seeds, 100);
-  const start = parseCount('start', values.start, 1);
-  process.exit(runMany(start, count, steps));
+  const totals: Totals = new Map();
+  process.exit(
+    runSeedBatch({
+      start: args.start,
+      count: args.seeds,
+      run: (seed) => new ShardedSimulation(seed, { steps }).run(),
+      add: (report) => add(totals, report),
+      progress: () => `${totals.get('jobsCreated') ?? 0} jobs`,
+      replay: (seed) => shardedReplay(seed, steps === SHARDED_DEFAULT_STEPS ? undefined : steps),
+      summary: (failures, elapsedMs) => printSummary(totals, failures, elapsedMs),
+    }),
+  );
 }
 
 main();

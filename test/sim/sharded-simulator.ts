@@ -26,7 +26,6 @@
 import type { CoreConfig } from '../../src/coordinator/core/types.js';
 import type { SubmitJob } from '../../src/protocol/messages.js';
 import { shardOfQueue } from '../../src/protocol/shards.js';
-import { BUILTIN_TASK_TYPES } from '../../src/tasks/builtin/index.js';
 import { QUEUES, REQUEST_WEIGHTS, SimClient } from './clients.js';
 import {
   CrossShardChecks,
@@ -43,51 +42,59 @@ import {
   CLIENT_ADDRESSES,
   EPOCH_MS,
   FAULT_WEIGHTS,
-  advanceClock,
   drawProfile,
   type Profile,
+  DEFAULT_QUIESCENCE_STEPS,
+  type SimulationOptions,
+  type SimulationReport,
 } from './simulator.js';
+import * as parts from './sim-parts.js';
 import { SimRouter } from './sim-router.js';
 import { Judge } from './violation.js';
 import { FaultCounter, SimWorker, type GhostLease } from './workers.js';
-import { World, type CrashPoint } from './world.js';
+import { World } from './world.js';
 
-export interface ShardedSimulationOptions {
-  /** Steps of the main phase (default {@link SHARDED_DEFAULT_STEPS}). */
-  steps?: number;
-  /** Longest quiescence phase, in steps (default 20000). */
-  quiescenceMaxSteps?: number;
-  /** Receives one line per step and per input when set (replay with --verbose). */
-  log?: (line: string) => void;
+/** As the single-shard simulation's; the main phase is {@link SHARDED_DEFAULT_STEPS} steps by default. */
+export interface ShardedSimulationOptions extends SimulationOptions {
+  /** A planted bug, for the tests that show the checks catch it. */
+  sabotage?: ShardSabotage;
 }
 
-export interface ShardedReport {
-  seed: number;
+/**
+ * Planted bugs: outbox reads that say every batch had committed (a message
+ * is applied again before the batch that applied it committed), and an
+ * outbox that loses the jobs flows send to other shards.
+ */
+export type ShardSabotage = 'readsClaimAll' | 'losesJobs';
+
+/** The single-shard simulation's counts that add up over shards, and those across them. */
+export interface ShardedReport extends Pick<
+  SimulationReport,
+  | 'seed'
+  | 'steps'
+  | 'quiescenceSteps'
+  | 'simulatedMs'
+  | 'inputs'
+  | 'restarts'
+  | 'failovers'
+  | 'fencedCommits'
+  | 'jobsCreated'
+  | 'jobsAcked'
+  | 'completed'
+  | 'failed'
+  | 'cancelled'
+  | 'faults'
+  | 'faultTotal'
+> {
   shards: number;
-  steps: number;
-  quiescenceSteps: number;
-  simulatedMs: number;
-  inputs: number;
-  restarts: number;
-  failovers: number;
-  /** Commits of deposed leaders refused by their shard's epoch fence. */
-  fencedCommits: number;
-  jobsCreated: number;
-  jobsAcked: number;
-  completed: number;
-  failed: number;
-  cancelled: number;
   /** Messages written to the outbox, by kind, and those applied. */
   outbox: OutboxCounts;
   /** Outbox reads that found messages, were answered twice, failed; messages handed over. */
   reads: OutboxReadStats;
   cross: CrossShardCounts;
-  faults: Record<string, number>;
-  faultTotal: number;
 }
 
 export const SHARDED_DEFAULT_STEPS = 200;
-const DEFAULT_QUIESCENCE_STEPS = 20_000;
 
 /** The faults of the single-shard simulation, and a worker process dying with all its sessions. */
 const SHARDED_FAULT_WEIGHTS = { ...FAULT_WEIGHTS, processCrash: 2 } as const;
@@ -110,9 +117,8 @@ export function queuesFor(shards: number): string[] {
 }
 
 /** One shard: its coordinator, its checks, its planned crash, its old leases. */
-interface Shard extends CheckedShard {
+interface Shard extends CheckedShard, parts.CrashPlan {
   index: number;
-  crashPlan: CrashPoint | null;
   ghosts: GhostLease[];
 }
 
@@ -135,6 +141,7 @@ export class ShardedSimulation {
   readonly #processes: SimWorker[][] = [];
   readonly #clients: SimClient[] = [];
   readonly #stepStats = { recorded: 0, suspensions: 0 };
+  readonly #sabotage: ShardSabotage | undefined;
   #quiet = false;
 
   constructor(seed: number, options: ShardedSimulationOptions = {}) {
@@ -144,10 +151,11 @@ export class ShardedSimulation {
     const sink = options.log;
     this.#log = sink === undefined ? () => undefined : (line) => sink(line());
     this.#rng = new Random(this.seed);
+    this.#sabotage = options.sabotage;
     this.#profile = drawProfile(this.#rng, this.seed);
     const replaySteps = this.#steps === SHARDED_DEFAULT_STEPS ? undefined : this.#steps;
     this.#judge = new Judge(this.seed, replaySteps, shardedReplay(this.seed, replaySteps));
-    this.#outbox = new ObservedOutbox(this.#judge);
+    this.#outbox = new ObservedOutbox(this.#judge, this.#sabotage === 'losesJobs');
     const count = this.#rng.int(2, 4);
     const ids = new IdSource(this.seed, 3);
     const invalid = new WeakSet<object>();
@@ -171,7 +179,12 @@ export class ShardedSimulation {
       config,
       sweepIntervalMs: this.#profile.sweepIntervalMs,
       stalls: this.#profile.budgets,
-      sharded: { outbox: this.#outbox, ids, reads: this.#reads },
+      sharded: {
+        outbox: this.#outbox,
+        ids,
+        reads: this.#reads,
+        readsClaimAll: this.#sabotage === 'readsClaimAll',
+      },
       log,
     });
     const invariants = new Invariants(world, this.#judge, config, invalid, {
@@ -187,11 +200,7 @@ export class ShardedSimulation {
     const queues = queuesFor(this.#shards.length);
     const processes = rng.int(1, 4);
     for (let i = 0; i < processes; i++) {
-      // Worker 0 runs every type, so every job can finish during quiescence.
-      const types =
-        i > 0 && rng.chance(0.3)
-          ? rng.shuffle([...BUILTIN_TASK_TYPES]).slice(0, rng.int(1, 4))
-          : null;
+      const types = parts.workerTypes(rng, i);
       const sessions = this.#shards.map((shard) => {
         const env = {
           world: shard.world,
@@ -256,13 +265,17 @@ export class ShardedSimulation {
         `seed ${this.seed}: ${this.#shards.length} shards, ${this.#processes.length} worker processes, ${this.#clients.length} clients, fault rate ${this.#profile.faultRate.toFixed(3)}, config ${JSON.stringify(this.#profile.config)}`,
     );
     for (const shard of this.#shards) shard.world.start(shard.invariants);
-    this.#checkStep();
-    for (let step = 1; step <= this.#steps; step++) {
-      this.#judge.step = step;
-      this.#mainStep();
-      this.#checkStep();
-    }
-    const quiescenceSteps = this.#quiesce();
+    const quiescenceSteps = parts.runPhases({
+      judge: this.#judge,
+      steps: this.#steps,
+      quiescenceMaxSteps: this.#quiescenceMaxSteps,
+      mainStep: () => this.#mainStep(),
+      enterQuiet: () => this.#enterQuiet(),
+      quietStep: () => this.#quietStep(),
+      checkStep: () => this.#checkStep(),
+      quiescenceProblem: () => this.#quiescenceProblem(),
+    });
+    this.#cross.checkEnd();
     return this.#report(quiescenceSteps);
   }
 
@@ -273,16 +286,8 @@ export class ShardedSimulation {
 
   #mainStep(): void {
     const rng = this.#rng;
-    const deltaMs = advanceClock(rng, this.#profile, this.#clock, this.#faults);
-    // Time the coordinators did not run: sessions that watch theirs redial.
-    if (deltaMs > Math.max(4 * this.#profile.sweepIntervalMs, 1_000)) {
-      for (const session of this.#sessions) {
-        if (rng.chance(0.3)) {
-          this.#faults.count('redialAfterStall');
-          session.redial();
-        }
-      }
-    }
+    const deltaMs = parts.advanceClock(rng, this.#profile, this.#clock, this.#faults);
+    parts.redialAfterStall(rng, deltaMs, this.#profile, this.#sessions, this.#faults);
     this.#log(() => `step ${this.#judge.step} t=+${this.#clock.nowMs - EPOCH_MS}ms`);
     for (const { world } of this.#shards) {
       world.tickLeases();
@@ -303,41 +308,17 @@ export class ShardedSimulation {
     const world = shard.world;
     if (rng.chance(0.4)) world.pollOutbox();
     if (rng.chance(0.5)) world.answerOutbox(false);
-    const batches = rng.int(0, 3);
-    for (let b = 0; b < batches; b++) {
-      const crash = shard.crashPlan?.at === 'beforeCommit' ? shard.crashPlan : null;
-      if (crash !== null) shard.crashPlan = null;
-      world.runBatch(rng.int(1, 8), crash);
-    }
-    const commits = rng.int(0, 3);
-    for (let c = 0; c < commits && world.hasCommitPending(); c++) {
-      const crash = shard.crashPlan?.at === 'afterCommit' ? shard.crashPlan : null;
-      if (crash !== null) shard.crashPlan = null;
-      world.completeCommit(crash);
-    }
+    parts.coordinatorTurn(rng, world, shard);
   }
 
-  #quiesce(): number {
+  #enterQuiet(): void {
     this.#quiet = true;
-    this.#judge.phase = 'quiescence';
     for (const shard of this.#shards) {
       shard.world.stalls = false;
       shard.crashPlan = null;
       shard.world.wakeFrozen();
     }
     for (const session of this.#sessions) session.heal();
-    for (let q = 1; q <= this.#quiescenceMaxSteps; q++) {
-      this.#judge.step = this.#steps + q;
-      this.#quietStep();
-      this.#checkStep();
-      if (this.#quiescenceProblem() === null) {
-        this.#cross.checkEnd();
-        return q;
-      }
-    }
-    throw this.#judge.violation(
-      `not quiescent after ${this.#quiescenceMaxSteps} steps: ${this.#quiescenceProblem()}`,
-    );
   }
 
   #quiescenceProblem(): string | null {
@@ -368,9 +349,7 @@ export class ShardedSimulation {
         ...this.#shards.map(({ world }) => world.nextTimerAtMs()),
         ...this.#sessions.map((w) => w.nextDueAtMs()),
       );
-      // Heartbeat-safe: never more than half a heartbeat interval at once.
-      const half = Math.floor(this.#profile.heartbeatIntervalMs / 2);
-      deltaMs = Math.min(Math.max(due - this.#clock.nowMs, 1), half);
+      deltaMs = parts.quietDeltaMs(this.#clock.nowMs, due, this.#profile.heartbeatIntervalMs);
     }
     this.#clock.advance(deltaMs);
     this.#log(() => `step ${this.#judge.step} (quiet) t=+${this.#clock.nowMs - EPOCH_MS}ms`);
@@ -382,10 +361,7 @@ export class ShardedSimulation {
     for (const { world } of this.#shards) {
       world.pollOutbox();
       world.answerOutbox(true);
-      for (let b = 0; b < 1_000 && (world.hasInput() || world.hasCommitPending()); b++) {
-        world.runBatch(this.#rng.int(1, 8));
-        while (world.completeCommit());
-      }
+      parts.drainQuietly(this.#rng, world);
     }
   }
 
@@ -397,56 +373,27 @@ export class ShardedSimulation {
     const shard = rng.pick(this.#shards);
     const session = process[shard.index] as SimWorker;
     this.#log(() => `  fault: ${kind} (shard ${shard.index}, ${session.workerId})`);
+    if (kind === 'workerHang') {
+      // A hung process: none of its sessions beats or reads.
+      const ms = parts.hangMs(rng, this.#profile.config.heartbeatTimeoutMs);
+      for (const each of process) each.hang(ms);
+      return;
+    }
+    if (parts.isWorkerFault(kind)) return parts.workerFault(kind, session, () => 0);
+    const sessions = this.#processes.map((p) => p[shard.index] as SimWorker);
     switch (kind) {
-      case 'workerCrash':
-        return session.crash();
       case 'processCrash':
         for (const each of process) each.crash();
         return;
-      case 'workerHang': {
-        const timeoutMs = this.#profile.config.heartbeatTimeoutMs;
-        const hangMs = rng.chance(0.5) ? rng.int(1, timeoutMs) : rng.int(timeoutMs, 3 * timeoutMs);
-        // A hung process: none of its sessions beats or reads.
-        for (const each of process) each.hang(hangMs);
-        return;
-      }
-      case 'reregister':
-        return session.reregister();
-      case 'garbage':
-        return session.garbage();
-      case 'strayConnection':
-        return session.strayConnection();
-      case 'drain':
-        return session.drain();
       case 'lateResult':
-        return this.#lateResult(shard);
+        return parts.sendLateResults(rng, shard.ghosts, sessions);
       case 'restart':
-        return this.#planRestart(shard);
+        return parts.planRestart(rng, shard.world, shard);
       case 'clientHangUp':
         return rng.pick(this.#clients).hangUp();
       case 'failover':
         return this.#failover();
     }
-  }
-
-  /** A session reports on an old lease of its shard (maybe revoked long ago, maybe another's). */
-  #lateResult(shard: Shard): void {
-    if (shard.ghosts.length === 0) return;
-    const rng = this.#rng;
-    const registered = this.#processes
-      .map((p) => p[shard.index] as SimWorker)
-      .filter((w) => w.registered);
-    if (registered.length === 0) return;
-    const count = rng.int(1, 3);
-    for (let i = 0; i < count; i++) rng.pick(registered).sendLate(rng.pick(shard.ghosts));
-  }
-
-  #planRestart(shard: Shard): void {
-    const rng = this.#rng;
-    const roll = rng.float();
-    if (roll < 0.3) shard.world.restart('crash between batches');
-    else if (roll < 0.65) shard.crashPlan = { at: 'beforeCommit', index: rng.int(0, 5) };
-    else shard.crashPlan = { at: 'afterCommit', released: rng.int(0, 8) };
   }
 
   /**

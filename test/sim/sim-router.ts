@@ -126,7 +126,9 @@ export class SimRouter implements ClientPort {
     } else if (msg.type === 'SUBMIT_FLOW') {
       route.parts.push({ shard: flowHome(msg, shards), msg });
     } else {
-      throw new Error(`the simulated router cannot send ${msg.type} to shards ${target.shards}`);
+      throw new Error(
+        `the simulated router cannot send ${msg.type} to shards ${target.shards.join(', ')}`,
+      );
     }
     for (const part of route.parts) this.#send(front, route, part);
   }

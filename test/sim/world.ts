@@ -124,7 +124,13 @@ export interface WorldOptions {
    * share, the run's one id source (its ids leave the shard digits free),
    * and the counts of outbox reads to add to.
    */
-  sharded?: { outbox: MemoryOutbox; ids: IdSource; reads: OutboxReadStats };
+  sharded?: {
+    outbox: MemoryOutbox;
+    ids: IdSource;
+    reads: OutboxReadStats;
+    /** A planted bug (tests of the checks): outbox reads say every batch had committed. */
+    readsClaimAll?: boolean;
+  };
   log: (line: () => string) => void;
 }
 
@@ -228,7 +234,13 @@ export class World {
     this.#outbox =
       sharded === undefined || shard === undefined
         ? null
-        : new OutboxReads(this.store, shard.shard, options.rng.fork(), sharded.reads);
+        : new OutboxReads(
+            this.store,
+            shard.shard,
+            options.rng.fork(),
+            sharded.reads,
+            sharded.readsClaimAll,
+          );
     this.stalls = options.stalls ?? false;
     this.#log = options.log;
   }
