@@ -25,3 +25,12 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
     note: "the fairness check took a group's turn used by a job found expired when picked for a pass",
   },
 ];
+
+/** The same for the sharded simulation (sharded-simulator.ts), replayed by sharded-sim.test.ts. */
+export const SHARDED_REGRESSION_SEEDS: readonly RegressionSeed[] = [
+  {
+    seed: 1024,
+    steps: 200,
+    note: 'the signal checks did not count a waiter an event resumed when its expiry ended it in the same input',
+  },
+];

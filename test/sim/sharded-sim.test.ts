@@ -11,8 +11,18 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ShardedSimulation, type ShardSabotage } from './sharded-simulator.js';
-import { SHARDED_SEED_COUNT, SHARDED_TEST_STEPS, runShardedSeeds } from './sharded-seed-run.js';
+import { SHARDED_REGRESSION_SEEDS } from './regression-seeds.js';
+import {
+  SHARDED_DEFAULT_STEPS,
+  ShardedSimulation,
+  type ShardSabotage,
+} from './sharded-simulator.js';
+import {
+  SHARDED_SEED_COUNT,
+  SHARDED_TEST_STEPS,
+  runShardedSeed,
+  runShardedSeeds,
+} from './sharded-seed-run.js';
 import { SimulationViolation } from './violation.js';
 
 /** The first violation a planted bug causes in seeds 1..30. */
@@ -50,6 +60,12 @@ describe('sharded simulation', () => {
     assert.ok(sum((r) => r.restarts) > 0 && sum((r) => r.failovers) > 0);
     assert.ok(sum((r) => r.fencedCommits) > 0, "no deposed leader's commit was refused");
   });
+
+  for (const regression of SHARDED_REGRESSION_SEEDS) {
+    it(`keeps every invariant on regression seed ${regression.seed} (${regression.note})`, () => {
+      runShardedSeed(regression.seed, regression.steps ?? SHARDED_DEFAULT_STEPS);
+    });
+  }
 
   it('replays a seed identically when run twice', () => {
     const first = new ShardedSimulation(4242, { steps: SHARDED_TEST_STEPS }).run();
