@@ -33,4 +33,9 @@ export const SHARDED_REGRESSION_SEEDS: readonly RegressionSeed[] = [
     steps: 200,
     note: 'the signal checks did not count a waiter an event resumed when its expiry ended it in the same input',
   },
+  {
+    seed: 1042,
+    steps: 200,
+    note: "the tracker refused a recovery that cancels a waiting job for a parent of another shard whose end another child's message had stored",
+  },
 ];

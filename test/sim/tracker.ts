@@ -1057,6 +1057,7 @@ export class JobTracker {
 
   #applyRecovered(event: Extract<CoreEvent, { type: 'job.recovered' }>, h: HandledInput): void {
     const judge = this.#judge;
+    if (event.from === 'WAITING') return this.#recoveredBlocked(event.jobId, event.to);
     // Suspended attempts (sleeps, waits) and free requeues do not count toward maxAttempts.
     const attempts = (this.attempts.get(event.jobId) ?? 0) - this.uncounted(event.jobId);
     const max = this.maxAttempts.get(event.jobId) ?? 0;
@@ -1080,6 +1081,26 @@ export class JobTracker {
       this.counts.failed++;
       this.#terminate(event.jobId, 'FAILED');
     }
+  }
+
+  /**
+   * A shard's recovery found a waiting job whose parent of another shard
+   * has ended so that it must not run (that end is stored for another child
+   * of the same parent): the job was cancelled with it (job.cancelled came
+   * first), before its own `parentEnded` arrived.
+   */
+  #recoveredBlocked(jobId: string, to: JobState): void {
+    const deps = this.#parentsOf.get(jobId);
+    const blocker = deps?.parents.find((parent) => {
+      if (this.attempts.has(parent)) return false;
+      const state = this.#elsewhere(parent);
+      return state !== undefined && state !== 'COMPLETED' && !deps.run;
+    });
+    this.#judge.check(
+      to === 'CANCELLED' && blocker !== undefined && this.terminalState(jobId) === 'CANCELLED',
+      () =>
+        `job ${jobId} recovered from WAITING to ${to}; no parent of another shard had ended so (parents ${JSON.stringify(deps)})`,
+    );
   }
 
   /**
