@@ -797,27 +797,22 @@ export class SimClient implements ClientPeer {
       if (roll < 0.2 && keyed.length > 0) return this.#conflicting(rng.pick(keyed));
       return this.#newSubmission();
     });
-    const bad = new Set<number>();
+    let invalidAt: number | null = null;
     if (rng.chance(0.1)) {
-      const at = rng.int(0, parts.length - 1);
-      parts[at] = this.#invalidSubmission();
-      bad.add(at);
+      invalidAt = rng.int(0, parts.length - 1);
+      parts[invalidAt] = this.#invalidSubmission();
     }
-    // One key twice in a batch: both are refused.
-    parts.forEach((part, at) => {
-      const key = part.idempotencyKey;
-      if (key !== null && parts.some((other, i) => i !== at && other.idempotencyKey === key))
-        bad.add(at);
-    });
+    const keys = parts.map((p) => p.idempotencyKey).filter((k) => k !== null);
+    const keyTwice = new Set(keys).size !== keys.length; // one key twice in a batch
     const msg: SubmitJobs = {
       type: 'SUBMIT_JOBS',
       jobs: parts.map(({ type: _type, knownStates: _known, ...element }) =>
         submitElementToJson(element),
       ),
     };
-    // The batch, and each job that makes it invalid (for a batch split by shard, sim-router.ts).
-    if (bad.size > 0) this.#env.invalid.add(msg);
-    for (const at of bad) this.#env.invalid.add(msg.jobs[at] as object);
+    if (invalidAt !== null || keyTwice) this.#env.invalid.add(msg);
+    // The job invalid in any batch too (a batch split by shard: sim-router.ts).
+    if (invalidAt !== null) this.#env.invalid.add(msg.jobs[invalidAt] as object);
     return msg;
   }
 

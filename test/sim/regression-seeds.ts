@@ -38,4 +38,9 @@ export const SHARDED_REGRESSION_SEEDS: readonly RegressionSeed[] = [
     steps: 200,
     note: "the tracker refused a recovery that cancels a waiting job for a parent of another shard whose end another child's message had stored",
   },
+  {
+    seed: 1053,
+    steps: 200,
+    note: 'the router judged a part of a split batch invalid for a key its other part repeated',
+  },
 ];

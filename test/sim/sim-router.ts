@@ -13,8 +13,8 @@
  *   jobs without a queue, which goes to one shard (the checks judge the
  *   page each shard gives, and the cursors of all shards look alike);
  * - a batch whose jobs are in several shards is split, each part judged
- *   invalid only when a job in it is; a flow goes whole to its first job's
- *   shard.
+ *   invalid only when a job in it is, or a key is twice in it; a flow goes
+ *   whole to its first job's shard.
  *
  * The router reads what a client wrote at a moment of the simulation's
  * choosing (`forward`): what a client's hang-up cut off before that never
@@ -148,7 +148,13 @@ export class SimRouter implements ClientPort {
     });
     return [...byShard].map(([shard, { jobs, at }]) => {
       const part: SubmitJobs = { type: 'SUBMIT_JOBS', jobs };
-      if (jobs.some((job) => this.#invalid.has(job))) this.#invalid.add(part);
+      // Invalid with an invalid job, or one key twice in this part.
+      const keys = jobs.flatMap((job) =>
+        typeof job.idempotencyKey === 'string' ? [job.idempotencyKey] : [],
+      );
+      if (jobs.some((job) => this.#invalid.has(job)) || new Set(keys).size !== keys.length) {
+        this.#invalid.add(part);
+      }
       return { shard, msg: part, at };
     });
   }
