@@ -54,7 +54,11 @@ import { Judge } from './violation.js';
 import { FaultCounter, SimWorker, type GhostLease } from './workers.js';
 import { World } from './world.js';
 
-/** As the single-shard simulation's; the main phase is {@link SHARDED_DEFAULT_STEPS} steps by default. */
+/**
+ * As the single-shard simulation's; the main phase is
+ * {@link SHARDED_DEFAULT_STEPS} steps by default, quiescence at most 20000
+ * steps per shard.
+ */
 export interface ShardedSimulationOptions extends SimulationOptions {
   /** A planted bug, for the tests that show the checks catch it. */
   sabotage?: ShardSabotage;
@@ -147,7 +151,6 @@ export class ShardedSimulation {
   constructor(seed: number, options: ShardedSimulationOptions = {}) {
     this.seed = seed >>> 0;
     this.#steps = options.steps ?? SHARDED_DEFAULT_STEPS;
-    this.#quiescenceMaxSteps = options.quiescenceMaxSteps ?? DEFAULT_QUIESCENCE_STEPS;
     const sink = options.log;
     this.#log = sink === undefined ? () => undefined : (line) => sink(line());
     this.#rng = new Random(this.seed);
@@ -157,6 +160,9 @@ export class ShardedSimulation {
     this.#judge = new Judge(this.seed, replaySteps, shardedReplay(this.seed, replaySteps));
     this.#outbox = new ObservedOutbox(this.#judge, this.#sabotage === 'losesJobs');
     const count = this.#rng.int(2, 4);
+    // A quiet step moves the clock to the next shard's tick at most: as much
+    // simulated time as the single-shard simulation's takes S times the steps.
+    this.#quiescenceMaxSteps = options.quiescenceMaxSteps ?? DEFAULT_QUIESCENCE_STEPS * count;
     const ids = new IdSource(this.seed, 3);
     const invalid = new WeakSet<object>();
     for (let index = 0; index < count; index++)
