@@ -43,4 +43,9 @@ export const SHARDED_REGRESSION_SEEDS: readonly RegressionSeed[] = [
     steps: 200,
     note: 'the router judged a part of a split batch invalid for a key its other part repeated',
   },
+  {
+    seed: 1454,
+    steps: 200,
+    note: "the fairness check counted starts of an input whose expired job had used its group's turn between them",
+  },
 ];
