@@ -98,7 +98,7 @@ export interface ShardedReport extends Pick<
   cross: CrossShardCounts;
 }
 
-export const SHARDED_DEFAULT_STEPS = 200;
+export const SHARDED_DEFAULT_STEPS = 120;
 
 /** The faults of the single-shard simulation, and a worker process dying with all its sessions. */
 const SHARDED_FAULT_WEIGHTS = { ...FAULT_WEIGHTS, processCrash: 2 } as const;
