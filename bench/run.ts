@@ -608,7 +608,8 @@ async function manyAttemptsTable(): Promise<string[]> {
 async function shardedTable(): Promise<string[]> {
   const jobs = SMOKE ? 100 : 10_000;
   // A smoke run starts the fewest processes: one run of two set-ups.
-  const setups = SMOKE ? [0, 2] : [0, 2, 3];
+  // 1: one coordinator leading all 16 shards (the shards' cost without the routers' hop).
+  const setups = SMOKE ? [0, 2] : [0, 1, 2, 3];
   const repeats = SMOKE ? 1 : REPEATS;
   const runs = new Map<number, ShardedRun[]>(setups.map((n) => [n, []]));
   const postgres = startPostgres();
@@ -630,9 +631,10 @@ async function shardedTable(): Promise<string[]> {
       'coordinators µs/job (sum)',
       'workers µs/job',
       'PostgreSQL µs/job',
+      'transactions per job (shards per transaction)',
       'takeover per shard, ms (min–max)',
     ]),
-    row(['---', '---', '---', '---', '---', '---', '---']),
+    row(['---', '---', '---', '---', '---', '---', '---', '---']),
   ];
   for (const n of setups) {
     const rs = runs.get(n) ?? [];
@@ -642,17 +644,27 @@ async function shardedTable(): Promise<string[]> {
     const takeovers = rs.flatMap((r) => r.takeoverMs);
     lines.push(
       row([
-        n === 0 ? 'one coordinator, unsharded' : `${n} coordinators, ${SHARDS} shards`,
+        n === 0
+          ? 'one coordinator, unsharded'
+          : `${n} coordinator${n === 1 ? '' : 's'}, ${SHARDS} shards`,
         String(m(rs, (r) => r.jobsPerSec)),
         each.join(' / '),
         String(m(rs, (r) => sum(r.coordinatorUs))),
         String(m(rs, (r) => r.workersUs)),
         String(m(rs, (r) => r.postgresUs)),
+        perTransaction(rs),
         takeovers.length === 0 ? '—' : `${Math.min(...takeovers)}–${Math.max(...takeovers)}`,
       ]),
     );
   }
   return lines;
+}
+
+/** Median transactions per job, and shards' parts per transaction: `0.31 (1.0)`. */
+function perTransaction(rs: ShardedRun[]): string {
+  const commits = median(rs.map((r) => r.commitsPerJob));
+  const parts = median(rs.map((r) => r.partsPerJob));
+  return `${commits.toFixed(2)} (${commits > 0 ? (parts / commits).toFixed(1) : '—'})`;
 }
 
 /** A Markdown table as rows of cells (for the JSON report). */

@@ -40,6 +40,10 @@ export interface ShardedRun {
   postgresUs: number;
   /** Per shard of the killed coordinator, ms from SIGKILL to a new live leader (clusters only). */
   takeoverMs: number[];
+  /** PostgreSQL transactions the coordinators committed, per job (from their /metrics). */
+  commitsPerJob: number;
+  /** Shards' parts of those transactions (calls of a shard's commit_batch), per job. */
+  partsPerJob: number;
 }
 
 /** A private PostgreSQL for the run; `stop` removes it. */
@@ -96,14 +100,36 @@ interface Node {
   proc: ScriptProcess;
   workerPort: number;
   clientPort: number;
+  /** Read once the load is done (commit counts). */
+  httpPort: number | null;
 }
 
 async function startNode(url: string, shards: number): Promise<Node> {
-  const { proc, workerPort, clientPort } = await startQuietCoordinator([
-    ...['--database', url, ...LEASE],
-    ...(shards > 1 ? ['--shards', String(shards)] : []),
-  ]);
-  return { proc, workerPort, clientPort };
+  return startQuietCoordinator(
+    [...['--database', url, ...LEASE], ...(shards > 1 ? ['--shards', String(shards)] : [])],
+    true,
+  );
+}
+
+/** The value of one series without labels in a Prometheus text exposition (0 when absent). */
+function sampleOf(text: string, name: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line === undefined ? 0 : Number(line.slice(name.length + 1));
+}
+
+/** Transactions and shards' parts a coordinator committed so far, from its /metrics. */
+async function commitCounts(node: Node): Promise<{ commits: number; parts: number }> {
+  const response = await fetch(`http://${HOST}:${node.httpPort}/metrics`);
+  const text = await response.text();
+  const sharded = text.includes('dtp_shard_commits_total');
+  if (!sharded) {
+    const commits = sampleOf(text, 'dtp_store_commit_seconds_count');
+    return { commits, parts: commits };
+  }
+  return {
+    commits: sampleOf(text, 'dtp_shard_commits_total'),
+    parts: sampleOf(text, 'dtp_shard_commit_parts_total'),
+  };
 }
 
 /** Every shard led by a live coordinator; with several, each leading its share. */
@@ -172,7 +198,13 @@ export async function shardedRun(
         workersUs: us(workers.reduce((t, w) => t + w.cpuMs(), 0) - workersBefore),
         postgresUs: us(postgresCpuMs(join(postgres.dir, 'data')) - pgBefore),
         takeoverMs: [],
+        commitsPerJob: 0,
+        partsPerJob: 0,
       };
+      // Counted from the start (recovery's few commits included).
+      const counts = await Promise.all(nodes.map((n) => commitCounts(n)));
+      run.commitsPerJob = counts.reduce((t, c) => t + c.commits, 0) / all;
+      run.partsPerJob = counts.reduce((t, c) => t + c.parts, 0) / all;
       if (coordinators >= 2) run.takeoverMs = await takeover(client, nodes);
       return run;
     } finally {

@@ -192,3 +192,62 @@ def not_leader_port(leader: str, close_after: bool, name_leader: bool = True) ->
                 return
 
     return FakeServer(serve)
+
+
+def shard_map(worker_addresses: list[str | None]) -> list[Message]:
+    """The map where shard ``n`` is led from ``worker_addresses[n]`` (None: no leader)."""
+    return [
+        {
+            "shard": shard,
+            "leader": address,
+            "epoch": 0 if address is None else 1,
+            "clientAddress": None,
+            "workerAddress": address,
+        }
+        for shard, address in enumerate(worker_addresses)
+    ]
+
+
+class FakeShardPort:
+    """A sharded coordinator's public worker port, as a worker sees it: every
+    ``WORKER_REGISTER`` is answered ``ERROR NOT_LEADER`` with the map (``shards``)
+    and the connection closed; every ``LIST_SHARDS`` is answered ``SHARD_LIST``
+    on a connection that stays open. The test sets the map (``shards``) at will."""
+
+    def __init__(self, shards: list[Message]) -> None:
+        self.shards = shards
+        self.registrations: list[Message] = []
+        self.list_requests: list[Message] = []
+        self._lock = threading.Lock()
+        self.server = FakeServer(self._serve)
+        self.port = self.server.port
+
+    def _serve(self, conn: FakeConn) -> None:
+        while True:
+            message = conn.recv(timeout=60, skip=())
+            if message is None:
+                return
+            with self._lock:
+                shards = list(self.shards)
+            if message["type"] == "WORKER_REGISTER":
+                self.registrations.append(message)
+                conn.send(
+                    {
+                        "type": "ERROR",
+                        "code": "NOT_LEADER",
+                        "message": "SHARDED: register with the shards of this database",
+                        "shards": shards,
+                    }
+                )
+                return
+            if message["type"] != "LIST_SHARDS":
+                return
+            self.list_requests.append(message)
+            conn.send({"type": "SHARD_LIST", "shards": shards, "coordinators": []})
+
+    def set_map(self, worker_addresses: list[str | None]) -> None:
+        with self._lock:
+            self.shards = shard_map(worker_addresses)
+
+    def stop(self) -> None:
+        self.server.stop()

@@ -1,7 +1,10 @@
 """Two coordinators sharing PostgreSQL, one leading: a Python worker and a
 Python client given both addresses find the leader, and follow it when it is
-killed and the standby takes over. Needs DTP_TEST_PG_URL (npm test starts a
-server) and psql; skipped without them, except in CI."""
+killed and the standby takes over. Two sharded coordinators: a client
+reaches every shard through either, and a Python worker given one of them
+works on every shard and follows the shards when that one is killed. Needs
+DTP_TEST_PG_URL (npm test starts a server) and psql; skipped without them,
+except in CI."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import dtp
+from dtp.shards import shard_of_queue
 from support import HOST, Cluster, Coordinator, until
 
 TASKS = Path(__file__).parent / "fixtures" / "py_tasks.py"
@@ -111,3 +115,64 @@ def test_a_client_reaches_every_shard_through_any_sharded_coordinator(
             job = via_b.status(job_id)
             assert (job["queue"], job["state"]) == (queue, "QUEUED")
         assert via_b.cancel(ids[0])["cancelled"] is True
+
+
+def test_a_python_worker_works_on_every_shard_and_follows_them_when_a_coordinator_dies(
+    cluster: Cluster, database: str
+) -> None:
+    lease = ["--lease-ttl-millis", "1000", "--lease-renew-interval-millis", "200"]
+    a = cluster.coordinator("--database", database, "--shards", "4", *lease)
+    b = cluster.coordinator("--database", database, "--shards", "4", *lease)
+
+    def shared_out() -> bool:
+        with b.client() as client:
+            counts = sorted(c["shards"] for c in client.shards()["coordinators"])
+        return counts == [2, 2]
+
+    until(shared_out, 30, "the shards shared out")
+    # Given one coordinator's worker port, the worker registers with every shard.
+    worker = cluster.py_worker(
+        None,
+        "py-shards",
+        "--coordinator-host",
+        f"{HOST}:{a.worker_port}",
+        "--shard-refresh-millis",
+        "200",
+        tasks=TASKS,
+        capacity=8,
+        wait=False,
+    )
+    worker.wait_for(r"sharded coordinator: one session per shard leader .*shards=4")
+    queues = [f"tenant-{i}" for i in range(8)]
+    assert {shard_of_queue(q, 4) for q in queues} == {0, 1, 2, 3}
+    with dtp.Client(f"{a.client_address},{b.client_address}") as client:
+        jobs = [
+            client.submit("py.upper", {"text": q}, queue=q, idempotency_key=f"up-{q}")
+            for q in queues
+        ]
+        for job, queue in zip(jobs, queues):
+            # The coordinator put each job in the shard the worker computes for its queue.
+            assert int(job.job_id[-3:], 16) == shard_of_queue(queue, 4)
+            assert job.result(timeout=30) == queue.upper()
+            assert [x["workerId"] for x in client.attempts(job.job_id)] == ["py-shards"]
+
+        # The coordinator the worker was pointed at dies with attempts running on the
+        # shards it led: the other takes them over, the worker follows (asking the
+        # survivor, which the maps named, for where they went), and every job completes.
+        slow = [
+            client.submit("py.sleep", {"seconds": 1.5}, queue=q, idempotency_key=f"slow-{q}")
+            for q in queues
+        ]
+        for job in slow:
+            worker.wait_for(rf"task started jobId={job.job_id} ", 30)
+        a.proc.signal(signal.SIGKILL)
+        done = [job.wait(timeout=60) for job in slow]
+        assert [d["state"] for d in done] == ["COMPLETED"] * len(slow), done
+        assert client.address == b.client_address
+        after = [
+            client.submit("py.upper", {"text": q}, queue=q, idempotency_key=f"after-{q}")
+            for q in queues
+        ]
+        assert [job.result(timeout=60) for job in after] == [q.upper() for q in queues]
+    with b.client() as client:
+        assert sorted(c["shards"] for c in client.shards()["coordinators"]) == [4]

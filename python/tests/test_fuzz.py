@@ -43,7 +43,7 @@ from dtp.protocol import (
 from dtp.worker.options import WorkerOptions
 from dtp.worker.pipe import PIPE_FRAME_BYTES, batch_frames
 from dtp.worker.pool import TaskPool, encode_attempt
-from dtp.worker.session import Worker
+from dtp.worker.worker import Worker
 from fakes import FakeConn, FakeServer
 from support import Cluster, Proc, until
 
@@ -377,16 +377,17 @@ def test_an_unforeseen_error_on_a_message_costs_the_connection_only() -> None:
             reconnect_delay_ms=10,
         )
         worker = Worker(options, pool)
-        handle = worker._on_message
+        session = worker.lanes[0].session
+        handle = session._on_message
 
-        def failing_once(session: Any, message: dict[str, Any]) -> None:
+        def failing_once(link: Any, message: dict[str, Any]) -> None:
             if message["type"] == "HEARTBEAT_ACK" and not failed:
                 failed.append(message)
                 raise RuntimeError("a fault of the worker's own")
-            handle(session, message)
+            handle(link, message)
 
         failed: list[dict[str, Any]] = []
-        worker._on_message = failing_once  # type: ignore[method-assign]
+        session._on_message = failing_once  # type: ignore[method-assign]
         running = asyncio.ensure_future(worker.run())
         try:
             for ack in (True, False):  # the second connection: the worker dialled again

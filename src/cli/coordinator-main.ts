@@ -253,16 +253,14 @@ const shardsProblem =
     ? null
     : !isSharedDatabase(options.databasePath)
       ? `--shards ${shards} needs a PostgreSQL --database (postgres://…)`
-      : options.metricsPort !== null
-        ? `--shards ${shards}: a sharded coordinator has no HTTP port yet (leave out --http-port)`
-        : null;
+      : null;
 if (shardsProblem !== null) {
   process.stderr.write(`${PROGRAM}: ${shardsProblem}\nRun \`${PROGRAM} --help\` for usage.\n`);
   process.exit(2);
 }
 const starting: Promise<{ close(): Promise<void>; reload?(): void }> =
   shards > 1
-    ? ShardedCoordinator.start(options, shards)
+    ? ShardedCoordinator.start(options, shards, { httpPort: startHttpPort })
     : Coordinator.start(options, { httpPort: startHttpPort });
 // Handlers go in before start-up finishes, so an early SIGTERM still stops cleanly.
 stopOnSignals(options.logger, async () => (await starting).close());

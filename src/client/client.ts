@@ -17,6 +17,10 @@
  * (negotiation.ts): `wait` holds one WAIT_JOB at a time when it can and polls
  * GET_JOB_STATUS otherwise; `listPage` pages a v1 reply itself
  * (list-paging.ts).
+ *
+ * Against a sharded coordinator, a request about one queue or job goes
+ * straight to its shard's own client port, one pipelined connection per
+ * shard address (shard-routing.ts), unless `shardRouting: false`.
  */
 import { QueuesApi } from './queues.js';
 import { rerunMessage, type RerunOptions, type RerunResult } from './rerun.js';
@@ -87,6 +91,7 @@ import {
   probeWaitJob,
 } from './negotiation.js';
 import type { CoordinatorFeatures, FeatureCache } from './negotiation.js';
+import { ShardRouting, type Answer } from './shard-routing.js';
 import { submitWithRetry } from './submit-retry.js';
 import type { SubmitRetryOptions } from './submit-retry.js';
 import type { AnyTasks, FlowJobOf, TaskName, TaskPayload, TaskResult } from './typing.js';
@@ -150,6 +155,14 @@ export interface ConnectOptions {
    * (never a silent downgrade, and `AUTH` is never probed).
    */
   token?: string | null;
+  /**
+   * Against a sharded coordinator, send each request about one queue or job
+   * straight to the client port of its shard, on the coordinator that leads
+   * it, rather than through the coordinator dialled, which would forward it
+   * (default true). The shards' ports are found out and followed by the
+   * client; one it cannot reach is left to the coordinator dialled.
+   */
+  shardRouting?: boolean;
 }
 
 /** Options of {@link DtpClient.submit}: the job's, the retry policy's, and a schema. */
@@ -286,6 +299,8 @@ export interface EventFilter {
 
 export class DtpClient<T extends object = AnyTasks> {
   readonly #conn: LeaderConnection;
+  /** Null when `shardRouting: false`. */
+  readonly #routing: ShardRouting | null;
   readonly #connOptions: LeaderConnectionOptions;
   readonly #connectTimeoutMs: number;
   readonly #followTimeoutMs: number;
@@ -315,6 +330,17 @@ export class DtpClient<T extends object = AnyTasks> {
     this.#featureCache = options.featureCache ?? DEFAULT_FEATURE_CACHE;
     this.#security = securityOf(options);
     this.#onFeatures = options.onFeatures;
+    this.#routing =
+      options.shardRouting === false
+        ? null
+        : new ShardRouting({
+            connectTimeoutMs: this.#connectTimeoutMs,
+            security: this.#security,
+            cache: this.#featureCache,
+            address: () => this.#conn.address,
+            viaPublic: (msg) => this.#conn.requestOn(msg),
+            openProbe: () => this.#probeConnection(),
+          });
     this.queues = new QueuesApi((msg) => this.#request(msg));
     this.schedules = new Schedules(
       (msg) => this.scheduleRequest(msg),
@@ -777,12 +803,14 @@ export class DtpClient<T extends object = AnyTasks> {
    */
   async shards(): Promise<ShardMap> {
     const msg = { type: 'LIST_SHARDS' } as const;
+    const sentAtMs = performance.now();
     const { reply, conn } = await this.#conn.requestOn(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       void conn.destroy('the coordinator did not understand LIST_SHARDS');
       throw new FeatureUnsupportedError('shards', reply.message, msg.type);
     }
     const list = expectReply(msg.type, reply, 'SHARD_LIST');
+    this.#routing?.learned(list, sentAtMs);
     return { shards: list.shards, coordinators: list.coordinators };
   }
 
@@ -800,6 +828,7 @@ export class DtpClient<T extends object = AnyTasks> {
   close(): Promise<void> {
     this.#closing ??= Promise.all([
       this.#conn.close(),
+      this.#routing?.close(),
       ...[...this.#subscriptions].map((sub) => sub.close()),
     ]).then(() => undefined);
     return this.#closing;
@@ -841,7 +870,7 @@ export class DtpClient<T extends object = AnyTasks> {
   /** JOB_STATUS of a WAIT_JOB, or null when the coordinator did not understand it. */
   async #waitJob(jobId: string, timeoutMs: number): Promise<JobSnapshot | null> {
     if (this.#closing !== null) throw new ClientClosedError();
-    const { reply, conn } = await this.#conn.requestOn({
+    const { reply, conn } = await this.#send({
       type: 'WAIT_JOB',
       jobId,
       timeoutMillis: timeoutMs,
@@ -914,24 +943,38 @@ export class DtpClient<T extends object = AnyTasks> {
     this.#onFeatures?.(features, this.address);
   }
 
-  /** The capability probe, on a connection of its own; null when inconclusive. */
-  #probe(): Promise<CoordinatorFeatures | null> {
-    return this.#probeWith((conn) => probeWaitJob(conn, this.#connectTimeoutMs));
+  /**
+   * The capability probe, on a connection of its own; null when
+   * inconclusive. A coordinator that understood it is asked there whether
+   * it is sharded too (shard-routing.ts), after this resolves.
+   */
+  async #probe(): Promise<CoordinatorFeatures | null> {
+    const conn = await this.#probeConnection();
+    if (conn === null) return null;
+    const features = await probeWaitJob(conn, this.#connectTimeoutMs);
+    const learning = features?.waitJob === true && this.#routing?.learnOn(conn) === true;
+    if (!learning) await conn.close();
+    return features;
   }
 
   /** Runs a probe on a connection of its own; null when it cannot connect. */
   async #probeWith<R>(probe: (conn: ClientConnection) => Promise<R | null>): Promise<R | null> {
-    let conn: ClientConnection;
-    try {
-      const { host, port } = this.#conn.current;
-      conn = await ClientConnection.open(host, port, this.#connectTimeoutMs, this.#security);
-    } catch {
-      return null;
-    }
+    const conn = await this.#probeConnection();
+    if (conn === null) return null;
     try {
       return await probe(conn);
     } finally {
       await conn.close();
+    }
+  }
+
+  /** A connection of its own to the coordinator dialled, for a probe; null when it cannot connect. */
+  async #probeConnection(): Promise<ClientConnection | null> {
+    try {
+      const { host, port } = this.#conn.current;
+      return await ClientConnection.open(host, port, this.#connectTimeoutMs, this.#security);
+    } catch {
+      return null;
     }
   }
 
@@ -943,7 +986,7 @@ export class DtpClient<T extends object = AnyTasks> {
    */
   async #extensionRequest(msg: ClientRequest): Promise<ClientReply> {
     if (this.#closing !== null) throw new ClientClosedError();
-    const { reply, conn } = await this.#conn.requestOn(msg);
+    const { reply, conn } = await this.#send(msg);
     if (reply.type === 'ERROR' && isNotUnderstood(reply)) {
       void conn.destroy(`the coordinator did not understand ${msg.type}`);
     }
@@ -952,12 +995,23 @@ export class DtpClient<T extends object = AnyTasks> {
 
   /**
    * Sends on the current connection; after it broke, on a fresh one (to the
-   * leader, with several coordinators: leader-connection.ts). The fast path
-   * is synchronous so that requests leave in call order.
+   * leader, with several coordinators: leader-connection.ts); to the shard's
+   * own port when routed (shard-routing.ts). The fast path is synchronous so
+   * that requests leave in call order on each connection.
    */
   #request(msg: ClientRequest): Promise<ClientReply> {
     if (this.#closing !== null) return Promise.reject(new ClientClosedError());
-    return this.#conn.request(msg);
+    if (this.#routing === null) return this.#conn.request(msg);
+    return this.#routing.request(msg).then((answer) => answer.reply);
+  }
+
+  /**
+   * Sends to the shard the request is about when that is known and
+   * reachable, else through the coordinator dialled; names the connection
+   * that answered.
+   */
+  #send(msg: ClientRequest): Promise<Answer> {
+    return this.#routing?.request(msg) ?? this.#conn.requestOn(msg);
   }
 }
 

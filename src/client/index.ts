@@ -51,7 +51,8 @@ export {
   FeatureCache,
   V1_FEATURES,
 } from './negotiation.js';
-export type { CoordinatorFeatures } from './negotiation.js';
+export type { CoordinatorFeatures, ShardKnowledge } from './negotiation.js';
+export type { ShardTable } from './shard-table.js';
 export type {
   AnyTasks,
   BuiltinPayloads,

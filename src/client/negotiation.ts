@@ -23,13 +23,21 @@
  * by every client of that address (a bench's many connections probe once).
  * Paging needs no probe: a v1 coordinator ignores `limit`, `state` and
  * `cursor`, which shows in its reply (see list-paging.ts).
+ *
+ * Whether the coordinator is sharded is learned on a probe's connection too
+ * ({@link probeShards}): `LIST_SHARDS`, sent only there and only after the
+ * coordinator answered the `WAIT_JOB` probe as one that understands it (or
+ * on a connection of its own). More than one shard: the map is remembered
+ * with the answers ({@link FeatureCache.shardsOf}) and the client sends
+ * requests about one shard to that shard (shard-routing.ts).
  */
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { randomUUID } from 'node:crypto';
 import { isNotUnderstood } from '../protocol/features.js';
-import type { ClientRequest } from '../protocol/messages.js';
+import type { ClientRequest, ShardList } from '../protocol/messages.js';
 import type { ClientConnection } from './connection.js';
 import { TransportError } from './errors.js';
+import type { ShardTable } from './shard-table.js';
 
 /** The client-port extensions a coordinator was found to understand. */
 export interface CoordinatorFeatures {
@@ -74,10 +82,25 @@ export async function probeWaitJob(
   }
 }
 
+/** Whether a coordinator address serves a sharded database: its map when so. */
+export type ShardKnowledge =
+  { readonly sharded: false } | { readonly sharded: true; readonly table: ShardTable };
+
 /** Remembered answers per coordinator address, and the probes under way. */
 export class FeatureCache {
   readonly #known = new Map<string, CoordinatorFeatures>();
   readonly #probing = new Map<string, Promise<CoordinatorFeatures | null>>();
+  readonly #shards = new Map<string, ShardKnowledge>();
+
+  /** Whether `address` is sharded (with its latest map), if found out. */
+  shardsOf(address: string): ShardKnowledge | undefined {
+    return this.#shards.get(address);
+  }
+
+  /** Remembers whether `address` is sharded, and its map (the latest read replaces the one before). */
+  recordShards(address: string, knowledge: ShardKnowledge): void {
+    this.#shards.set(address, knowledge);
+  }
 
   /** The remembered answer for `address`, if any. */
   get(address: string): CoordinatorFeatures | undefined {
@@ -91,6 +114,7 @@ export class FeatureCache {
 
   forget(address: string): void {
     this.#known.delete(address);
+    this.#shards.delete(address);
   }
 
   /**
@@ -166,3 +190,29 @@ export async function probeFeature(
 
 /** Remembered answers of {@link probeFeature} per feature and coordinator address (the process's life). */
 export const PROBED_SUPPORT = new Map<string, boolean>();
+
+/**
+ * `LIST_SHARDS` on `conn` (a probe's connection, which the caller owns): the
+ * list; `unsupported` for a not-understood answer (a coordinator that
+ * predates shards); null when inconclusive (no answer in time, another
+ * error, the connection gone).
+ */
+export async function probeShards(
+  conn: ClientConnection,
+  timeoutMs: number,
+): Promise<ShardList | 'unsupported' | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), timeoutMs);
+  });
+  try {
+    const reply = await Promise.race([conn.request({ type: 'LIST_SHARDS' }), expired]);
+    if (reply === 'timeout') return null;
+    if (reply.type === 'SHARD_LIST') return reply;
+    return reply.type === 'ERROR' && isNotUnderstood(reply) ? 'unsupported' : null;
+  } catch {
+    return null;
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -55,7 +55,7 @@ import { COORDINATOR_FEATURES } from './core/offered-features.js';
 import type { CoreEvent } from './core/types.js';
 import type { LeaderElection } from './leadership/leader-election.js';
 import { notLeaderError, otherShardError } from './leadership/not-leader.js';
-import { flowHome, requestShard } from './sharding/request-shard.js';
+import { flowHome, requestShard } from '../protocol/request-shard.js';
 import { EMPTY_INSPECTION, type RoleStatus } from './leadership/role.js';
 import { logEvent } from './observability/event-log.js';
 import { CoordinatorMetrics } from './observability/metrics.js';
@@ -523,6 +523,11 @@ export class Coordinator implements CoordinatorView {
   /** Up to `limit` jobs not yet ended that depend on `jobId`; none while standing by. */
   dependentsOf(jobId: string, limit: number): string[] {
     return this.#termOf()?.dependentsOf(jobId, limit) ?? [];
+  }
+
+  /** A shard's coordinator: messages to its shard were committed to the outbox; read it now. */
+  outboxArrived(): void {
+    this.#termOf()?.outboxArrived();
   }
 
   /**

@@ -17,6 +17,7 @@ import type { Logger } from '../observability/logger.js';
 import type { AcquireGate } from './leadership/leadership.js';
 import type { ShardList } from '../protocol/messages.js';
 import type { DedicatedConnection } from '../store/postgres/dedicated-connection.js';
+import type { ShardWriter } from '../store/postgres/shard-writer.js';
 import type { LeaseView } from '../store/lease.js';
 import { LocalErrorCode } from '../protocol/error-codes.js';
 import { DtpError } from '../protocol/errors.js';
@@ -135,10 +136,14 @@ export interface ShardRole {
   acquireFailed?(current: LeaseView): void;
   /** The one connection the leases of all the sharded coordinator's shards share. */
   readonly leaseConnection?: DedicatedConnection;
+  /** The write connection all the sharded coordinator's shards share (their commits combined). */
+  readonly writer?: ShardWriter;
   /**
    * How often this shard's term reads the cluster's outbox for messages of
    * other shards (flows and dependencies across shards), in ms; absent =
-   * {@link DEFAULT_OUTBOX_POLL_MS}.
+   * {@link DEFAULT_OUTBOX_POLL_MS}. A sharded coordinator also reads a
+   * shard's outbox at once when told a message came (outbox-listener.ts),
+   * so it polls only as a safety net.
    */
   readonly outboxPollMs?: number;
 }

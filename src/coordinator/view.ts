@@ -39,6 +39,24 @@ export interface CoordinatorView {
   readonly failure: Failure | null;
   /** Problems the background integrity check found (null until it has run). */
   readonly integrityProblems: readonly string[] | null;
+  /**
+   * The process of a sharded coordinator only (absent on one coordinator):
+   * its shards and its place among the coordinators, for `/healthz`.
+   */
+  sharding?(): ShardingStatus;
+}
+
+/** Where a sharded coordinator's process stands (see {@link CoordinatorView.sharding}). */
+export interface ShardingStatus {
+  /** The database's shard count. */
+  shards: number;
+  /** The shards this process leads and serves now, in shard order. */
+  led: readonly number[];
+  /**
+   * True while it counts as alive in the database's membership (its last
+   * round reached the database less than a lease ttl ago) and is not stopping.
+   */
+  member: boolean;
 }
 
 /** The client tokens, as far as the HTTP port checks them. */

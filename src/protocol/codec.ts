@@ -673,6 +673,7 @@ const shardInfoCodec: Codec<ShardInfo> = recordCodec<ShardInfo>({
   epoch: intCodec,
   clientAddress: nullable(stringCodec),
   workerAddress: nullable(stringCodec),
+  leaseLeftMillis: optional(nullable(intCodec)),
 });
 
 const coordinatorInfoCodec: Codec<CoordinatorInfo> = recordCodec<CoordinatorInfo>({

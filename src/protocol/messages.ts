@@ -1054,6 +1054,13 @@ export interface ShardInfo {
   clientAddress: string | null;
   /** Where the shard itself takes workers; null = unknown. */
   workerAddress: string | null;
+  /**
+   * Extension: with a leader, the ms its lease had left when the map was
+   * answered (as the coordinator last read it, counted down since). Until
+   * then no other coordinator leads the shard unless this one lets it go
+   * first (its port then answers NOT_LEADER). Absent when none leads it.
+   */
+  leaseLeftMillis?: number | null;
 }
 /** One coordinator alive on the database and how many shards it leads. */
 export interface CoordinatorInfo {

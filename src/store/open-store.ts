@@ -22,6 +22,7 @@ import { PostgresMembership } from './postgres/membership.js';
 import { PostgresLease } from './postgres/postgres-lease.js';
 import type { DedicatedConnection } from './postgres/dedicated-connection.js';
 import { PostgresStore } from './postgres/postgres-store.js';
+import type { ShardWriter } from './postgres/shard-writer.js';
 import { DatabaseLock, isSqliteFile } from './sqlite/database-lock.js';
 import { SqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store.js';
 import type { Store } from './store.js';
@@ -87,6 +88,7 @@ export async function openFencedStore(
   epoch: number,
   schema?: string,
   readConnections?: number,
+  shardWriter?: ShardWriter,
 ): Promise<StoreHandle> {
   return handleOf(
     await PostgresStore.open({
@@ -94,6 +96,7 @@ export async function openFencedStore(
       epoch,
       ...(schema !== undefined && { schema }),
       ...(readConnections !== undefined && { readConnections }),
+      ...(shardWriter !== undefined && { shardWriter }),
     }),
   );
 }

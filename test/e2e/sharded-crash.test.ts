@@ -10,7 +10,8 @@
  * epoch current for that shard at that moment (an audit kept by the
  * database), so the frozen coordinator wrote nothing after its leases
  * moved; once thawed it gets its share back. A coordinator started with
- * another `--shards` is refused with exit code 2.
+ * another `--shards` is refused with exit code 2. The HTTP port of one of
+ * them (`--http-port`) answers `/healthz` and `/metrics` for its process.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
@@ -44,10 +45,11 @@ interface Node {
   workerPort: number;
 }
 
-async function startNode(shards = SHARDS): Promise<Node> {
+async function startNode(shards = SHARDS, more: string[] = []): Promise<Node> {
   const node = await startCoordinatorProcess([
     ...['--database', database, '--shards', String(shards)],
     ...['--lease-ttl-millis', '1000', '--lease-renew-interval-millis', '200'],
+    ...more,
   ]);
   procs.push(node.proc);
   return node;
@@ -102,7 +104,8 @@ async function installAudit(): Promise<void> {
 describe('sharded coordinators as processes', { skip }, () => {
   it('move the shards of a killed and of a frozen coordinator, and lose nothing', async () => {
     database = await createTestDatabase();
-    const a = await startNode();
+    const a = await startNode(SHARDS, ['--http-port', '0']);
+    const aHttp = `http://127.0.0.1:${(await a.proc.waitForOutput(/httpPort"?[=:](\d+)/))[1]}`;
     await sharedOut(a, [a]);
     await installAudit();
     const b = await startNode();
@@ -117,14 +120,17 @@ describe('sharded coordinators as processes', { skip }, () => {
     procs.push(wrong);
     assert.equal(await wrong.exited, 2);
     assert.match(wrong.output, /has 8 shards/);
-    // No HTTP port yet: refused rather than left out without a word.
-    const http = ScriptProcess.start('coordinator.sh', [
-      ...['--bind-host', '127.0.0.1', '--worker-port', '0', '--client-port', '0'],
-      ...['--database', database, '--shards', '8', '--http-port', '0'],
-    ]);
-    procs.push(http);
-    assert.equal(await http.exited, 2);
-    assert.match(http.output, /no HTTP port yet/);
+    // A's HTTP port: healthy, and its metrics name the shards it leads.
+    const health = await until(
+      async () => {
+        const res = await fetch(`${aHttp}/healthz`);
+        return res.status === 200 ? ((await res.json()) as { role: string; led: number[] }) : null;
+      },
+      { what: "A's /healthz 200" },
+    );
+    assert.equal(health.role, 'sharded');
+    const metrics = await (await fetch(`${aHttp}/metrics`)).text();
+    assert.match(metrics, /^dtp_shard_leader\{shard="0"\} [01]$/m);
 
     const client = await DtpClient.connect({
       host: [a, b, c].map((n) => `127.0.0.1:${n.clientPort}`).join(','),

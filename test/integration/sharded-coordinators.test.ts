@@ -218,6 +218,67 @@ describe('sharded coordinators', { skip }, () => {
     assert.equal(new Set(all).size, all.length, `a tick made two jobs: ${all.join(', ')}`);
   });
 
+  it('keeps one schedule and one trigger per name when set again with a queue of another shard', async () => {
+    const url = await database();
+    const a = await start(url);
+    const b = await start(url);
+    await balanced([a, b]);
+    const viaA = await clientOf(a);
+    const [first, second] = queuesByShard(SHARDS) as [string, string];
+    await viaA.schedules.set('moves', 'ECHO', { everyMs: 60_000, queue: first });
+    await viaA.schedules.set('moves', 'ECHO', { everyMs: 60_000, queue: second });
+    const schedules = await viaA.schedules.list();
+    assert.deepEqual(
+      schedules.map((s) => [s.name, s.queue]),
+      [['moves', second]],
+    );
+    await viaA.triggers.set({ name: 'on-order', event: 'order', taskType: 'ECHO', queue: first });
+    await viaA.triggers.set({ name: 'on-order', event: 'order', taskType: 'ECHO', queue: second });
+    const triggers = await viaA.triggers.list();
+    assert.deepEqual(
+      triggers.map((t) => [t.name, t.queue]),
+      [['on-order', second]],
+    );
+  });
+
+  it('forwards with the client token read again on reload', async () => {
+    const url = await database();
+    const dir = mkdtempSync(join(tmpdir(), 'dtp-shard-tokens-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const tokenFile = join(dir, 'client.tokens');
+    writeFileSync(tokenFile, 'old-secret\n', { mode: 0o600 });
+    const withTokens = async (): Promise<ShardedCoordinator> => {
+      const c = await ShardedCoordinator.start(
+        { ...shardedOptions(url), security: { clientTokenFile: tokenFile } },
+        SHARDS,
+      );
+      running.push(c);
+      return c;
+    };
+    const a = await withTokens();
+    const b = await withTokens();
+    await balanced([a, b]);
+    // The token changes everywhere before A forwarded anything to B.
+    writeFileSync(tokenFile, 'new-secret\n', { mode: 0o600 });
+    a.reload();
+    b.reload();
+    const client = await DtpClient.connect({
+      host: '127.0.0.1',
+      port: a.clientPort,
+      token: 'new-secret',
+    });
+    running.push(client);
+    // A's own map, once its round has read B's leases.
+    const elsewhere = await until(
+      async () =>
+        (await client.shards()).shards.find((s) => s.leader === `127.0.0.1:${b.clientPort}`),
+      { what: 'a shard of B in A’s map' },
+    );
+    const queue = queuesByShard(SHARDS)[elsewhere.shard] as string;
+    const handle = await client.submit('ECHO', {}, { queue });
+    assert.equal(shardOfJobId(handle.jobId, SHARDS), elsewhere.shard);
+  });
+
   it('tells only workers with a token where the shards take workers', async () => {
     const url = await database();
     const dir = mkdtempSync(join(tmpdir(), 'dtp-shard-tokens-'));

@@ -18,6 +18,9 @@ import {
 import { PostgresMembership } from '../../src/store/postgres/membership.js';
 import { PostgresLease } from '../../src/store/postgres/postgres-lease.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { OutboxListener } from '../../src/store/postgres/outbox-listener.js';
+import { ShardWriter } from '../../src/store/postgres/shard-writer.js';
+import { silentLogger } from '../helpers/logger.js';
 import {
   SCHEMA_VERSION,
   checkedSchema,
@@ -69,8 +72,18 @@ async function lead(url: string, schema: string, nodeId = 'n1'): Promise<number>
   return got.epoch;
 }
 
-async function openStore(url: string, schema: string, epoch: number): Promise<PostgresStore> {
-  const store = await PostgresStore.open({ url, epoch, schema });
+async function openStore(
+  url: string,
+  schema: string,
+  epoch: number,
+  shardWriter?: ShardWriter,
+): Promise<PostgresStore> {
+  const store = await PostgresStore.open({
+    url,
+    epoch,
+    schema,
+    ...(shardWriter !== undefined && { shardWriter }),
+  });
   closers.push(store);
   return store;
 }
@@ -237,6 +250,97 @@ describe('the cluster outbox', { skip }, () => {
   });
 });
 
+describe('the shards’ shared write connection', { skip }, () => {
+  async function twoShards(): Promise<{
+    url: string;
+    writer: ShardWriter;
+    stores: PostgresStore[];
+  }> {
+    const url = await newDatabase();
+    await claimShardCount(url, 3);
+    await ensureShardSchemas(url, 3);
+    const writer = new ShardWriter(url, 'test-shard-writer');
+    closers.push(writer);
+    const stores = [
+      await openStore(url, 'dtp_s0', await lead(url, 'dtp_s0'), writer),
+      await openStore(url, 'dtp_s1', await lead(url, 'dtp_s1'), writer),
+    ];
+    return { url, writer, stores };
+  }
+
+  it('commits the parts of several shards given at once in one transaction, each in its schema', async () => {
+    const { writer, stores } = await twoShards();
+    const [s0, s1] = stores as [PostgresStore, PostgresStore];
+    await Promise.all([
+      s0.commit(batchOf([{ job: jobRecord(1), isNew: true }])),
+      s1.commit(batchOf([{ job: jobRecord(2), isNew: true }])),
+    ]);
+    assert.deepEqual(writer.stats, { transactions: 1, parts: 2 });
+    assert.equal(await jobIn(s0, 'job-1'), 'job-1');
+    assert.equal(await jobIn(s0, 'job-2'), null);
+    assert.equal(await jobIn(s1, 'job-2'), 'job-2');
+    // A shard's later batches wait for its part in flight, and go together next.
+    await Promise.all([
+      s0.commit(batchOf([{ job: jobRecord(3), isNew: true }])),
+      s0.commit(batchOf([{ job: jobRecord(4), isNew: true }])),
+    ]);
+    assert.equal(await jobIn(s0, 'job-4'), 'job-4');
+  });
+
+  it('gives a fenced shard its LeaseLostError alone: the other shard’s part of the same transaction commits', async () => {
+    const { url, writer, stores } = await twoShards();
+    const [s0, s1] = stores as [PostgresStore, PostgresStore];
+    await queryDatabase(url, "UPDATE dtp_s1.leader_lease SET expires_at = '-infinity'");
+    await lead(url, 'dtp_s1', 'n2');
+    const [ok, fenced] = await Promise.allSettled([
+      s0.commit(batchOf([{ job: jobRecord(1), isNew: true }])),
+      s1.commit(batchOf([{ job: jobRecord(2), isNew: true }])),
+    ]);
+    assert.equal(ok.status, 'fulfilled');
+    assert.ok(fenced.status === 'rejected' && fenced.reason instanceof LeaseLostError);
+    assert.equal(await jobIn(s0, 'job-1'), 'job-1');
+    assert.equal(await jobIn(s1, 'job-2'), null);
+    // Tried together once, then each alone.
+    assert.deepEqual(writer.stats, { transactions: 1, parts: 1 });
+    // Shard 0 goes on writing through the same connection.
+    await s0.commit(batchOf([{ job: jobRecord(3), isNew: true }]));
+    assert.equal(await jobIn(s0, 'job-3'), 'job-3');
+  });
+
+  it('tells a listener the target shards of a commit with outbox messages, and every shard once it (re)connects', async () => {
+    const { url, stores } = await twoShards();
+    const [s0] = stores as [PostgresStore, PostgresStore];
+    const told: (readonly number[] | null)[] = [];
+    const listener = OutboxListener.start({
+      url,
+      arrived: (shards) => told.push(shards),
+      retryMs: 20,
+      logger: silentLogger(),
+    });
+    closers.push(listener);
+    await until(() => told.length > 0, { what: 'the listener connected' });
+    assert.deepEqual(told, [null], 'on connecting: any shard may have messages');
+    const watch = { type: 'watch', parentId: 'job-1', childId: 'c-1', childShard: 2 } as const;
+    await s0.commit({
+      ...batchOf([{ job: jobRecord(1), isNew: true }]),
+      outbox: [
+        { targetShard: 2, body: watch },
+        { targetShard: 1, body: watch },
+        { targetShard: 2, body: watch },
+      ],
+    });
+    await until(() => told.length > 1, { what: 'the notification' });
+    assert.deepEqual(told[1], [1, 2]);
+    // Its connection lost: it connects again and tells every shard to read.
+    await queryDatabase(
+      url,
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dtp-outbox'",
+    );
+    await until(() => told.length > 2 && listener.listening, { what: 'listening again' });
+    assert.equal(told[2], null);
+  });
+});
+
 describe('claimShardCount', { skip }, () => {
   it('stores the first caller’s count and gives it to every later caller', async () => {
     const url = await newDatabase();
@@ -346,7 +450,15 @@ describe('readShardLeases', { skip }, () => {
     // The sharded coordinator's round reads the same on its membership connection.
     const membership = new PostgresMembership({ url, operationTimeoutMs: 5_000 });
     try {
-      assert.deepEqual(await membership.shardLeases(4), await readShardLeases(url, 4));
+      const read = await membership.shardLeases(4);
+      assert.deepEqual(
+        read.map(({ leftMs: _, ...lease }) => lease),
+        await readShardLeases(url, 4),
+      );
+      // With how long each lease has left: shard 0's (60 s, taken above), the others none.
+      const left = read.map((lease) => lease.leftMs);
+      assert.ok((left[0] as number) > 0 && (left[0] as number) <= 60_000, `${left[0]}`);
+      assert.deepEqual(left.slice(1), [0, 0, 0]);
     } finally {
       await membership.close();
     }

@@ -23,7 +23,7 @@
  * over, or dropped a subscriber), the outcome of what was with that shard
  * is unknown: the client's connection is closed, and so are the others.
  */
-import { flowHome, requestShard } from '../../src/coordinator/sharding/request-shard.js';
+import { flowHome, requestShard } from '../../src/protocol/request-shard.js';
 import type {
   ClientReply,
   ClientRequest,

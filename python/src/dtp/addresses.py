@@ -92,6 +92,13 @@ class LeaderRing:
     def several(self) -> bool:
         return len(self._addresses) > 1
 
+    @property
+    def address(self) -> HostPort:
+        """The address dialled last, or to be dialled next before the first dial."""
+        if self._current is not None:
+            return self._current
+        return self._addresses[self._position]
+
     def describe(self) -> str:
         return ",".join(str(a) for a in self._addresses)
 

@@ -60,6 +60,8 @@ FEATURES: frozenset[str] = frozenset(
         "steps",
         "rateLimits",
         "signals",
+        "reattach",
+        "moreHeld",
     }
 )
 

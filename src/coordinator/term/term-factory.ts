@@ -90,7 +90,7 @@ export class TermFactory {
     const schema = role === undefined ? undefined : shardSchema(role.shard, role.shards);
     const readers = role === undefined ? undefined : SHARD_READ_CONNECTIONS;
     return this.#read(
-      await openFencedStore(this.#options.databasePath, epoch, schema, readers),
+      await openFencedStore(this.#options.databasePath, epoch, schema, readers, role?.writer),
       epoch,
     );
   }

@@ -135,6 +135,8 @@ export class Term {
   #lastCommitted = 0;
   /** True while a read of the outbox is out (one at a time). */
   #outboxReading = false;
+  /** A message came while a read was out: read again once it is back. */
+  #outboxAgain = false;
 
   constructor(parts: TermParts) {
     this.epoch = parts.epoch;
@@ -378,22 +380,40 @@ export class Term {
     const outbox = this.#outbox;
     const store = this.#store.store;
     if (outbox === null || store.readOutbox === undefined) return;
-    if (this.#state.kind !== 'live' || this.#outboxReading) return;
+    if (this.#state.kind !== 'live') return;
+    if (this.#outboxReading) {
+      this.#outboxAgain = true;
+      return;
+    }
     this.#outboxReading = true;
+    this.#outboxAgain = false;
     const committedThrough = this.#lastCommitted;
+    const done = (): void => {
+      this.#outboxReading = false;
+      if (this.#outboxAgain) this.#readOutbox();
+    };
     store.readOutbox(outbox.shard, 0, OUTBOX_READ_LIMIT).then(
       (messages) => {
-        this.#outboxReading = false;
         if (messages.length > 0) {
           this.dispatch({ kind: 'outboxMessages', messages, committedThrough });
         }
+        done();
       },
       (err: unknown) => {
-        this.#outboxReading = false;
+        this.#outboxAgain = false;
+        done();
         if (this.#state.kind !== 'live') return;
         this.#log.warn({ err: describeError(err) }, 'reading the outbox failed; trying again');
       },
     );
+  }
+
+  /**
+   * Messages to this shard were committed (the outbox's notification): the
+   * outbox is read now rather than at the next poll.
+   */
+  outboxArrived(): void {
+    this.#readOutbox();
   }
 
   /** Runs a read of history now; its answer is the next input for that read. */

@@ -138,7 +138,33 @@ export function mergeSubmitted(
   answered: { part: { jobs: JsonObject[]; at: number[] }; reply: ClientReply }[],
 ): ClientReply {
   const refused = answered.find((a) => a.reply.type !== 'JOBS_SUBMITTED');
-  if (refused !== undefined) return refused.reply;
+  if (refused !== undefined) {
+    const { part, reply } = refused;
+    if (reply.type !== 'ERROR') return reply;
+    // The parts are not one transaction: say which jobs the other shards created.
+    const created = answered
+      .filter((a) => a.reply.type === 'JOBS_SUBMITTED')
+      .flatMap((a) => a.part.at)
+      .sort((x, y) => x - y);
+    const message =
+      created.length === 0
+        ? reply.message
+        : reply.message.replace(
+            'no job of the batch was created',
+            `no job of its shard's part was created, but those at indexes ${created.join(', ')} (other shards) were`,
+          );
+    // The job at fault, counted in the whole batch rather than in its shard's part.
+    if (typeof reply.index !== 'number') return { ...reply, message };
+    const index = part.at[reply.index] ?? reply.index;
+    return {
+      ...reply,
+      index,
+      message: message.replace(
+        /^Job at index \d+ of the batch/,
+        `Job at index ${index} of the batch`,
+      ),
+    };
+  }
   const jobIds = new Array<string>(count).fill('');
   const deduplicated = new Array<boolean>(count).fill(false);
   const replaced = new Array<boolean>(count).fill(false);

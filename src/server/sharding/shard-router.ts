@@ -41,7 +41,7 @@ import type {
   SubscribeJobs,
 } from '../../protocol/messages.js';
 import { shardOfQueue } from '../../protocol/shards.js';
-import { flowHome, requestShard } from '../../coordinator/sharding/request-shard.js';
+import { flowHome, requestShard } from '../../protocol/request-shard.js';
 import {
   decodeListCursor,
   encodeListCursor,
@@ -78,6 +78,9 @@ export interface ShardRouterOptions {
   logger: Logger;
 }
 
+/** Connections kept per shard client port for later waits once their wait was answered. */
+const IDLE_WAITS_PER_PORT = 64;
+
 /** A request's outcome is unknown (its shard's leader was lost with it). */
 class OutcomeUnknown extends Error {}
 
@@ -89,12 +92,21 @@ export class ShardRouter {
   readonly #upstreams = new Map<string, Promise<ClientConnection>>();
   /** The upstream connections of each client connection's subscriptions and waits. */
   readonly #owned = new Map<number, Set<ClientConnection>>();
+  /** Connections a wait was answered on, kept for the next wait to the same port. */
+  readonly #idleWaits = new Map<string, ClientConnection[]>();
+  /** Requests sent to one shard: into a core of this process, or forwarded to another coordinator. */
+  readonly #sent = { local: 0, forwarded: 0 };
   #closed = false;
 
   constructor(dir: ShardDirectory, out: RouterOutlets, options: ShardRouterOptions) {
     this.#dir = dir;
     this.#out = out;
     this.#options = options;
+  }
+
+  /** How many requests went to a shard so far: led here (`local`) or elsewhere (`forwarded`). */
+  get sent(): { local: number; forwarded: number } {
+    return { ...this.#sent };
   }
 
   request(connId: number, requestId: number, msg: ClientRequest): void {
@@ -120,6 +132,8 @@ export class ShardRouter {
   async close(): Promise<void> {
     this.#closed = true;
     for (const connId of [...this.#owned.keys()]) this.closed(connId);
+    for (const idle of this.#idleWaits.values()) for (const conn of idle) void conn.close();
+    this.#idleWaits.clear();
     const upstreams = [...this.#upstreams.values()];
     this.#upstreams.clear();
     await Promise.all(
@@ -141,6 +155,9 @@ export class ShardRouter {
     const target = requestShard(msg, shards);
     switch (target.kind) {
       case 'one':
+        if (msg.type === 'SET_SCHEDULE' || msg.type === 'SET_TRIGGER') {
+          return this.#setByName(connId, target.shard, msg);
+        }
         return this.#toShard(connId, target.shard, msg);
       case 'nowhere':
         // No shard has such a job: shard 0 says so in its own words.
@@ -163,6 +180,29 @@ export class ShardRouter {
         return mergeAll(sent, replies);
       }
     }
+  }
+
+  /**
+   * A schedule or trigger is set in its queue's shard, and a name is one
+   * schedule (trigger) across the shards: one of that name in another
+   * shard (set before with a queue of that shard) is deleted first, so
+   * that the name never ticks (fires) twice. Should a deletion fail, its
+   * error is the answer and nothing is set; the user's retry finishes it.
+   */
+  async #setByName(
+    connId: number,
+    shard: number,
+    msg: Extract<ClientRequest, { type: 'SET_SCHEDULE' | 'SET_TRIGGER' }>,
+  ): Promise<ClientReply> {
+    const name = msg.type === 'SET_SCHEDULE' ? msg.schedule.name : msg.trigger.name;
+    const others = Array.from({ length: this.#dir.shards }, (_, s) => s).filter((s) => s !== shard);
+    const deletion: ClientRequest =
+      msg.type === 'SET_SCHEDULE'
+        ? { type: 'DELETE_SCHEDULE', name: String(name) }
+        : { type: 'DELETE_TRIGGER', name: String(name) };
+    const replies = await Promise.all(others.map((s) => this.#toShard(connId, s, deletion)));
+    const failed = replies.find((r) => r.type === 'ERROR' && r.code !== ErrorCode.UnknownSchedule);
+    return failed ?? this.#toShard(connId, shard, msg);
   }
 
   /** A batch across shards: each shard's part in one SUBMIT_JOBS, the replies put back in order. */
@@ -277,6 +317,7 @@ export class ShardRouter {
   async #toShardOnce(connId: number, shard: number, msg: ClientRequest): Promise<ClientReply> {
     const local = this.#dir.local(shard);
     if (local !== null) {
+      this.#sent.local++;
       const reply = await local(msg);
       // A request the shard took, and then its leadership ended: outcome unknown.
       if (isNotLeader(reply))
@@ -289,19 +330,52 @@ export class ShardRouter {
     try {
       conn =
         msg.type === 'WAIT_JOB'
-          ? await this.#dedicated(connId, address)
+          ? await this.#waitConnection(connId, address)
           : await this.#upstream(address);
     } catch (err) {
       // Not reached: nothing was sent, so it is safe to try again elsewhere.
       this.#options.logger.debug({ shard, address, err: describeError(err) }, 'shard unreachable');
       return noLeader(shard);
     }
+    let answered = false;
+    this.#sent.forwarded++;
     try {
-      return await conn.request(msg);
+      const reply = await conn.request(msg);
+      answered = true;
+      return reply;
     } catch (err) {
       throw new OutcomeUnknown(`shard ${shard} at ${address}: ${describeError(err)}`);
     } finally {
-      if (msg.type === 'WAIT_JOB') this.#release(connId, conn);
+      if (msg.type === 'WAIT_JOB') this.#waitDone(connId, address, conn, answered);
+    }
+  }
+
+  /**
+   * A connection for one WAIT_JOB: one a wait to `address` was answered on
+   * before, else a new one. A wait holds up every later reply on its
+   * connection, so each outstanding wait has one of its own; reusing them
+   * spares a connection set-up per wait.
+   */
+  #waitConnection(connId: number, address: string): Promise<ClientConnection> {
+    const idle = this.#idleWaits.get(address);
+    while (idle !== undefined && idle.length > 0) {
+      const conn = idle.pop() as ClientConnection;
+      if (conn.isOpen) return Promise.resolve(this.#own(connId, conn));
+    }
+    return this.#dedicated(connId, address);
+  }
+
+  /** An answered wait's connection goes back for the next (up to IDLE_WAITS_PER_PORT); others close. */
+  #waitDone(connId: number, address: string, conn: ClientConnection, answered: boolean): void {
+    const owned = this.#owned.get(connId);
+    // Not owned any more: its client left while it waited, and it was closed.
+    if (owned?.delete(conn) !== true) return;
+    const idle = this.#idleWaits.get(address) ?? [];
+    if (answered && conn.isOpen && !this.#closed && idle.length < IDLE_WAITS_PER_PORT) {
+      idle.push(conn);
+      this.#idleWaits.set(address, idle);
+    } else {
+      void conn.close();
     }
   }
 
@@ -335,16 +409,14 @@ export class ShardRouter {
 
   /** A connection of a client's own (a subscription, a wait), closed with it. */
   async #dedicated(connId: number, address: string): Promise<ClientConnection> {
-    const conn = await this.#open(address);
+    return this.#own(connId, await this.#open(address));
+  }
+
+  #own(connId: number, conn: ClientConnection): ClientConnection {
     const owned = this.#owned.get(connId) ?? new Set<ClientConnection>();
     owned.add(conn);
     this.#owned.set(connId, owned);
     return conn;
-  }
-
-  #release(connId: number, conn: ClientConnection): void {
-    this.#owned.get(connId)?.delete(conn);
-    void conn.close();
   }
 
   #open(address: string): Promise<ClientConnection> {

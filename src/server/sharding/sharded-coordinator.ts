@@ -17,6 +17,8 @@
  * its shard, here or on the coordinator that leads it (shard-router.ts). The
  * worker port tells a worker where the shards take workers (a LIST_SHARDS,
  * or the refusal of its WORKER_REGISTER), and the worker registers with each.
+ * With `metricsPort` (`--http-port`), the HTTP port one coordinator has, over
+ * the whole process (sharded-http.ts).
  */
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -37,13 +39,11 @@ import { shardCountProblem } from '../../protocol/shards.js';
 import type { LeaseHolder, LeaseView } from '../../store/lease.js';
 import type { Member } from '../../store/membership.js';
 import { describeDatabase, isSharedDatabase } from '../../store/open-store.js';
-import {
-  claimShardCount,
-  ensureShardSchemas,
-  type ShardLease,
-} from '../../store/postgres/cluster.js';
-import { PostgresMembership } from '../../store/postgres/membership.js';
+import { claimShardCount, ensureShardSchemas } from '../../store/postgres/cluster.js';
+import { PostgresMembership, type ShardLeaseRead } from '../../store/postgres/membership.js';
 import { DedicatedConnection } from '../../store/postgres/dedicated-connection.js';
+import { OutboxListener } from '../../store/postgres/outbox-listener.js';
+import { ShardWriter } from '../../store/postgres/shard-writer.js';
 import { advertisedAddress } from '../../coordinator/advertise.js';
 import { Coordinator, type CoordinatorDeps } from '../../coordinator/coordinator.js';
 import { ShardShare } from '../../coordinator/leadership/shard-share.js';
@@ -53,16 +53,25 @@ import { validateCoordinatorOptions, type CoordinatorOptions } from '../../coord
 import { parseTokens } from '../../coordinator/ports/access.js';
 import { readClientTls, type ClientTls } from '../../net/tls.js';
 import { Ports, type PortsHost } from '../../coordinator/ports/ports.js';
-import { ShardRouter, type ShardDirectory } from './shard-router.js';
+import { ShardRouter, type ShardDirectory, type ShardRouterOptions } from './shard-router.js';
+import { ShardedHttp } from './sharded-http.js';
+
+/**
+ * How often a shard led here reads the outbox without being told of a
+ * message (the listener tells it at once): a safety net for a notification
+ * lost with its connection, not the way messages usually arrive.
+ */
+const OUTBOX_SAFETY_POLL_MS = 1_000;
 
 export interface ShardedEvents {
   /** A round read the leases: the map as it is now. */
   shards: [ShardList];
 }
 
-/** One shard's lease as the last round read it. */
+/** One shard's lease as the last round read it, and when that read began (performance.now, ms). */
 interface ShardView {
-  lease: ShardLease | null;
+  lease: ShardLeaseRead | null;
+  readAtMs: number;
 }
 
 export class ShardedCoordinator {
@@ -76,11 +85,19 @@ export class ShardedCoordinator {
   readonly #membership: PostgresMembership;
   /** The shards' leases share it (schemas migrated at start). */
   readonly #leaseConnection: DedicatedConnection;
+  /** The shards' commits, combined (shard-writer.ts). */
+  readonly #writer: ShardWriter;
+  /** Tells the shards led here when outbox messages to them were committed. */
+  #outboxListener: OutboxListener | null = null;
   readonly #ports: Ports;
   readonly #router: ShardRouter;
+  readonly #routerOptions: ShardRouterOptions;
   readonly #inner: Coordinator[] = [];
   readonly #views: ShardView[];
   #members: Member[] = [];
+  #http: ShardedHttp | null = null;
+  /** When the last round that reached the database began (performance.now, ms); null = none yet. */
+  #memberSinceMs: number | null = null;
   #round: NodeJS.Timeout | null = null;
   #roundRunning = false;
   #changed: { promise: Promise<void>; resolve: () => void };
@@ -102,7 +119,8 @@ export class ShardedCoordinator {
       applicationName: 'dtp-shard-leases',
       operationTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
     });
-    this.#views = Array.from({ length: shards }, () => ({ lease: null }));
+    this.#writer = new ShardWriter(options.databasePath, 'dtp-shard-writer');
+    this.#views = Array.from({ length: shards }, () => ({ lease: null, readAtMs: 0 }));
     this.#changed = deferred();
     const host: PortsHost = {
       holding: () => false,
@@ -121,6 +139,12 @@ export class ShardedCoordinator {
       heartbeatTimeoutMs: options.heartbeatTimeoutMs,
       logger: options.logger,
     });
+    this.#routerOptions = {
+      security: { token: peerToken(options), tls: peerTls(options) },
+      connectTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
+      leaderWaitMs: 2 * options.leaseTtlMs,
+      logger: options.logger,
+    };
     this.#router = new ShardRouter(
       this.#directory(),
       {
@@ -128,12 +152,7 @@ export class ShardedCoordinator {
         push: (connId, msg) => this.#ports.push([connId], msg),
         drop: (connId, reason) => this.#ports.close(connId, reason, true),
       },
-      {
-        security: { token: peerToken(options), tls: peerTls(options) },
-        connectTimeoutMs: Math.max(options.leaseRenewIntervalMs, 1_000),
-        leaderWaitMs: 2 * options.leaseTtlMs,
-        logger: options.logger,
-      },
+      this.#routerOptions,
     );
     const routerPort = {
       request: (connId: number, requestId: number, msg: ClientRequest) =>
@@ -148,7 +167,8 @@ export class ShardedCoordinator {
    * Checks the database's shard count (the first coordinator stores it; a
    * different `shards` is refused with SHARDS_MISMATCH), prepares every
    * shard's schema, binds the two ports, starts one standby coordinator per
-   * shard and the rounds that share the shards out.
+   * shard, the HTTP port when `metricsPort` is set (through `deps.httpPort`,
+   * which must then be given) and the rounds that share the shards out.
    */
   static async start(
     options: CoordinatorOptions,
@@ -156,6 +176,12 @@ export class ShardedCoordinator {
     deps: CoordinatorDeps = {},
   ): Promise<ShardedCoordinator> {
     validateCoordinatorOptions(options);
+    if (options.metricsPort !== null && deps.httpPort === undefined) {
+      throw new DtpError(
+        LocalErrorCode.InvalidOptions,
+        'metricsPort is set but no HTTP port was given (deps.httpPort)',
+      );
+    }
     const problem = shardCountProblem(shards);
     if (problem !== null) throw new DtpError(LocalErrorCode.InvalidOptions, `shards ${problem}`);
     if (!isSharedDatabase(options.databasePath)) {
@@ -176,6 +202,13 @@ export class ShardedCoordinator {
     try {
       await self.#ports.bind(options.workerPort, options.clientPort, options.bindHost);
       await self.#startShards(deps);
+      self.#outboxListener = OutboxListener.start({
+        url: options.databasePath,
+        arrived: (shards) => self.#outboxArrived(shards),
+        retryMs: Math.max(options.leaseRenewIntervalMs, 1_000),
+        logger: options.logger,
+      });
+      await self.#openHttp(deps);
       await self.#runRound();
       self.#scheduleRound();
       self.#logStart();
@@ -194,6 +227,22 @@ export class ShardedCoordinator {
     return this.#ports.clientPort;
   }
 
+  /** The HTTP port actually bound; null when off. */
+  get httpPort(): number | null {
+    return this.#http?.port ?? null;
+  }
+
+  /**
+   * Alive in the membership: its last round that reached the database began
+   * less than a lease ttl ago (the others count it alive that long), and it
+   * is not stopping.
+   */
+  memberAlive(): boolean {
+    const since = this.#memberSinceMs;
+    if (this.#closing !== null || since === null) return false;
+    return performance.now() - since < this.#options.leaseTtlMs;
+  }
+
   /** The coordinator of one shard in this process (tests, inspection). */
   shard(shard: number): Coordinator {
     const inner = this.#inner[shard];
@@ -201,24 +250,36 @@ export class ShardedCoordinator {
     return inner;
   }
 
+  /** Requests its client port sent to a shard: into a shard led here, or forwarded (tests, inspection). */
+  routed(): { local: number; forwarded: number } {
+    return this.#router.sent;
+  }
+
   /** The shards this process leads now. */
   ledShards(): number[] {
     return this.#inner.flatMap((c, shard) => (c.electionState()?.leader === true ? [shard] : []));
   }
 
-  /** LIST_SHARDS: each shard's leader (its coordinator's client port) and epoch, and the coordinators. */
+  /**
+   * LIST_SHARDS: each shard's leader (its coordinator's client port) and
+   * epoch, how long its lease has left as the last round read it (counted
+   * down since), and the coordinators.
+   */
   shardList(): ShardList {
     const byNode = new Map(this.#members.map((m) => [m.nodeId, m]));
+    const nowMs = performance.now();
     const shards: ShardInfo[] = this.#views.map((view, shard) => {
       const lease = view.lease;
       const holder = lease !== null && lease.live ? lease.holder : null;
       const member = holder === null ? undefined : byNode.get(holder.nodeId);
+      const leftMs = holder === null ? 0 : (lease?.leftMs ?? 0) - (nowMs - view.readAtMs);
       return {
         shard,
         leader: member?.clientAddress ?? null,
         epoch: lease?.epoch ?? 0,
         clientAddress: holder?.clientAddress ?? null,
         workerAddress: holder?.workerAddress ?? null,
+        ...(holder !== null && { leaseLeftMillis: Math.max(0, Math.floor(leftMs)) }),
       };
     });
     const led = new Map<string, number>();
@@ -238,6 +299,15 @@ export class ShardedCoordinator {
   reload(): void {
     this.#ports.guard.reload();
     for (const inner of this.#inner) inner.reload();
+    // What the routers present to the other coordinators' shard ports from
+    // now on (connections already open stay as they are).
+    try {
+      const security = this.#routerOptions.security;
+      security.token = peerToken(this.#options);
+      security.tls = peerTls(this.#options);
+    } catch (err) {
+      this.#log.warn({ err: describeError(err) }, 'kept the previous token and TLS for the shards');
+    }
   }
 
   /** Stops: every shard's lease released, this coordinator out of the membership. Idempotent. */
@@ -252,7 +322,10 @@ export class ShardedCoordinator {
     this.#ports.stopAccepting();
     await this.#ports.closeConnections();
     await this.#router.close();
+    await this.#http?.close();
     await Promise.all(this.#inner.map((c) => c.close()));
+    await this.#outboxListener?.close();
+    await this.#writer.close();
     await this.#membership.leave(this.nodeId).catch((err: unknown) => {
       this.#log.warn({ err: describeError(err) }, 'could not leave the membership');
     });
@@ -281,12 +354,47 @@ export class ShardedCoordinator {
             leaderOf: (other, port) => this.#leaderOf(other, port),
             shardList: () => this.shardList(),
             leaseConnection: this.#leaseConnection,
+            writer: this.#writer,
+            outboxPollMs: OUTBOX_SAFETY_POLL_MS,
           },
         },
         innerDeps,
       );
       this.#inner.push(inner);
     }
+  }
+
+  /** Outbox messages to `shards` (null: maybe to any) were committed: those led here read them now. */
+  #outboxArrived(shards: readonly number[] | null): void {
+    for (const shard of shards ?? this.#inner.keys()) this.#inner[shard]?.outboxArrived();
+  }
+
+  async #openHttp(deps: CoordinatorDeps): Promise<void> {
+    const start = deps.httpPort;
+    if (this.#options.metricsPort === null || start === undefined) return;
+    this.#http = await ShardedHttp.open(
+      {
+        shards: this.shards,
+        inner: this.#inner,
+        ports: this.#ports,
+        directory: this.#directory(),
+        routerOptions: this.#routerOptions,
+        memberAlive: () => this.memberAlive(),
+        epochOf: (shard) => this.#epochOf(shard),
+        outboxBacklog: () => this.#membership.outboxBacklog(this.shards),
+        writerStats: () => this.#writer.stats,
+      },
+      this.#options,
+      start,
+      deps,
+    );
+  }
+
+  /** A shard's epoch: its coordinator's here while it leads, else the last round's read. */
+  #epochOf(shard: number): number {
+    const state = this.#inner[shard]?.electionState();
+    if (state?.leader === true && state.epoch !== null) return state.epoch;
+    return this.#views[shard]?.lease?.epoch ?? 0;
   }
 
   /** The ownership round decides whether a standby tries; nothing is taken once stopping. */
@@ -377,18 +485,24 @@ export class ShardedCoordinator {
     if (this.#roundRunning || this.#closing !== null) return;
     this.#roundRunning = true;
     try {
+      const http = this.httpPort;
       const me: Member = {
         nodeId: this.nodeId,
         clientAddress: advertisedAddress(this.#options, this.clientPort),
         workerAddress: advertisedAddress(this.#options, this.workerPort),
+        httpAddress: http === null ? null : advertisedAddress(this.#options, http),
       };
+      const startedMs = performance.now();
       this.#members = await this.#membership.heartbeat(me, this.#options.leaseTtlMs);
+      this.#memberSinceMs = startedMs;
+      const readAtMs = performance.now();
       const leases = await this.#membership.shardLeases(this.shards);
       const now = performance.now();
       for (const lease of leases) {
         const view = this.#views[lease.shard];
         if (view === undefined) continue;
         view.lease = lease;
+        view.readAtMs = readAtMs;
       }
       this.#ownership.observe(
         this.#members.map((m) => m.nodeId),
@@ -420,6 +534,8 @@ export class ShardedCoordinator {
       {
         workerPort: this.workerPort,
         clientPort: this.clientPort,
+        // metricsPort: the older name, as one coordinator's start line has it.
+        ...(this.#http !== null && { httpPort: this.#http.port, metricsPort: this.#http.port }),
         shards: this.shards,
         nodeId: this.nodeId,
         database: describeDatabase(this.#options.databasePath),

@@ -10,6 +10,8 @@
  *   coordinators back from a long pause, each finding the other dead, would
  *   otherwise wait for each other's row.
  * - leave: deletes the caller's row.
+ * - outboxBacklog: counts the messages waiting in the cluster's outbox, by
+ *   target shard (a sharded coordinator's `/metrics`, at each scrape).
  *
  * As postgres-lease.ts: one dedicated connection, opened lazily and opened
  * again after it broke; every operation has a deadline, so a hung database
@@ -17,11 +19,17 @@
  */
 import type pg from 'pg';
 import { FORGET_AFTER_TTLS, byNodeId, type Member, type MembershipBackend } from '../membership.js';
-import { READ_LEASE, leaseView, type LeaseRow } from './postgres-lease.js';
+import { READ_LEASE_LEFT, leaseView, type LeaseRow } from './postgres-lease.js';
 import { DedicatedConnection } from './dedicated-connection.js';
 import { inSchema, migrate } from './schema.js';
 import { shardSchema } from '../../protocol/shards.js';
 import type { ShardLease } from './cluster.js';
+
+/** A shard's lease as the round reads it: with how long it had left then. */
+export interface ShardLeaseRead extends ShardLease {
+  /** Ms the lease had left when read (database clock); 0 when not live. */
+  leftMs: number;
+}
 
 export interface PostgresMembershipOptions {
   url: string;
@@ -61,6 +69,10 @@ SELECT ${MEMBER_COLUMNS} FROM dtp.coordinators
 
 const LEAVE = 'DELETE FROM dtp.coordinators WHERE node_id = $1';
 
+/** Messages of the cluster's outbox not yet applied, by target shard (its index covers it). */
+const OUTBOX_BACKLOG = `SELECT target_shard AS shard, count(*)::int AS messages
+  FROM "dtp".shard_outbox GROUP BY target_shard`;
+
 export class PostgresMembership implements MembershipBackend {
   readonly #conn: DedicatedConnection;
   /** The statement of {@link shardLeases}, by shard count. */
@@ -87,24 +99,34 @@ export class PostgresMembership implements MembershipBackend {
   }
 
   /**
-   * Every shard's lease as the database sees it now, in one statement on
-   * this connection (the sharded coordinator's round; the shard schemas exist
+   * Every shard's lease as the database sees it now, with how long each has
+   * left, in one statement on this connection (the sharded coordinator's round; the shard schemas exist
    * by then: ensureShardSchemas ran at its start).
    */
-  async shardLeases(shards: number): Promise<ShardLease[]> {
+  async shardLeases(shards: number): Promise<ShardLeaseRead[]> {
     let text = this.#leaseReads.get(shards);
     if (text === undefined) {
       text = Array.from(
         { length: shards },
         (_, shard) =>
-          `SELECT ${shard} AS shard, l.* FROM (${inSchema(READ_LEASE, shardSchema(shard, shards))}) l`,
+          `SELECT ${shard} AS shard, l.* FROM (${inSchema(READ_LEASE_LEFT, shardSchema(shard, shards))}) l`,
       ).join('\nUNION ALL\n');
       this.#leaseReads.set(shards, text);
     }
-    const rows = await this.#query<LeaseRow & { shard: number }>(text, []);
+    const rows = await this.#query<LeaseRow & { shard: number; left_ms: number }>(text, []);
     return rows
-      .map((row) => ({ shard: row.shard, ...leaseView(row) }))
+      .map((row) => ({ shard: row.shard, ...leaseView(row), leftMs: row.left_ms }))
       .sort((a, b) => a.shard - b.shard);
+  }
+
+  /** Messages waiting in `dtp.shard_outbox`, by target shard (0..shards − 1; the sharded metrics). */
+  async outboxBacklog(shards: number): Promise<number[]> {
+    const rows = await this.#query<{ shard: number; messages: number }>(OUTBOX_BACKLOG, []);
+    const backlog = new Array<number>(shards).fill(0);
+    for (const { shard, messages } of rows) {
+      if (shard >= 0 && shard < shards) backlog[shard] = messages;
+    }
+    return backlog;
   }
 
   async leave(nodeId: string): Promise<void> {

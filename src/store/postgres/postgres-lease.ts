@@ -57,6 +57,17 @@ const ACQUIRE = `UPDATE dtp.leader_lease
 export const READ_LEASE = `SELECT epoch, holder, worker_address, client_address,
        (holder IS NOT NULL AND expires_at >= clock_timestamp()) AS live
   FROM dtp.leader_lease WHERE id = 1`;
+/**
+ * READ_LEASE with `left_ms`: how long the lease has left, in ms on the
+ * database's clock (0 when it is not live). The sharded coordinator's round
+ * reads it, so that its map can say how long each leader was sure to lead.
+ */
+export const READ_LEASE_LEFT = `SELECT epoch, holder, worker_address, client_address,
+       (holder IS NOT NULL AND expires_at >= clock_timestamp()) AS live,
+       (CASE WHEN holder IS NOT NULL AND expires_at >= clock_timestamp()
+             THEN EXTRACT(EPOCH FROM expires_at - clock_timestamp()) * 1000
+             ELSE 0 END)::float8 AS left_ms
+  FROM dtp.leader_lease WHERE id = 1`;
 const RENEW = `UPDATE dtp.leader_lease
    SET expires_at = clock_timestamp() + $3 * interval '1 millisecond'
  WHERE id = 1 AND epoch = $2 AND holder = $1

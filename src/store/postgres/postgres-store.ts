@@ -57,6 +57,7 @@ import {
 } from '../store.js';
 import { clientConfig, connectClient, redactUrl, sqlState } from './connection.js';
 import { mergeBatches } from './merge-batches.js';
+import { OUTBOX_CHANNEL, type ShardWriter } from './shard-writer.js';
 import { DEFAULT_SCHEMA, FENCED_SQLSTATE, SCHEMA_VERSION, inSchema, migrate } from './schema.js';
 
 export { mergeBatches, type MergedGroupHold } from './merge-batches.js';
@@ -72,6 +73,12 @@ export interface PostgresStoreOptions {
   onCommit?: (durationMs: number) => void;
   /** The schema of the tables: `dtp` (the default) or a shard's `dtp_s<n>`. */
   schema?: string;
+  /**
+   * The write connection of every shard one sharded coordinator leads
+   * (shard-writer.ts): commits go through it, combined with other shards'.
+   * Without it the store opens a write connection of its own.
+   */
+  shardWriter?: ShardWriter;
 }
 
 /** Job columns aliased to the JobRecord's keys: a row is a JobRecord as it comes. */
@@ -219,7 +226,9 @@ export class PostgresStore implements Store {
   readonly description: string;
   readonly #epoch: number;
   readonly #sql: Statements;
-  readonly #writer: pg.Client;
+  /** The store's own write connection, or the one its coordinator's shards share. */
+  readonly #writer: { own: pg.Client } | { shared: ShardWriter };
+  readonly #schema: string;
   readonly #pool: pg.Pool;
   readonly #onCommit: ((durationMs: number) => void) | undefined;
   readonly #queue: WriteOp[] = [];
@@ -230,10 +239,11 @@ export class PostgresStore implements Store {
   private constructor(
     options: PostgresStoreOptions,
     sql: Statements,
-    writer: pg.Client,
+    writer: { own: pg.Client } | { shared: ShardWriter },
     pool: pg.Pool,
   ) {
     const schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#schema = schema;
     this.description =
       PostgresStore.describe(options.url) + (schema === DEFAULT_SCHEMA ? '' : ` (${schema})`);
     this.#epoch = options.epoch;
@@ -241,7 +251,9 @@ export class PostgresStore implements Store {
     this.#writer = writer;
     this.#pool = pool;
     this.#onCommit = options.onCommit;
-    writer.on('error', (err) => this.#fail(storeError('database connection failed', err)));
+    if ('own' in writer) {
+      writer.own.on('error', (err) => this.#fail(storeError('database connection failed', err)));
+    }
   }
 
   /** Connects, migrates the schema as needed; rejects with {@link StoreError}. */
@@ -249,10 +261,14 @@ export class PostgresStore implements Store {
     // The connections are named after the schema: `dtp-writer-e7`, `dtp_s1-reader`.
     const schema = options.schema ?? DEFAULT_SCHEMA;
     const sql = statementsIn(schema);
-    const writer = await connectClient({
-      url: options.url,
-      applicationName: `${schema}-writer-e${options.epoch}`,
-    });
+    const shared = options.shardWriter;
+    const writer =
+      shared === undefined
+        ? await connectClient({
+            url: options.url,
+            applicationName: `${schema}-writer-e${options.epoch}`,
+          })
+        : null;
     const pool = new pg.Pool({
       ...clientConfig({ url: options.url, applicationName: `${schema}-reader` }),
       max: options.readConnections ?? 4,
@@ -260,13 +276,24 @@ export class PostgresStore implements Store {
     // A pooled connection that breaks while idle is dropped by the pool itself.
     pool.on('error', () => undefined);
     try {
-      await migrate(writer, SCHEMA_VERSION, schema);
+      if (writer !== null) {
+        await migrate(writer, SCHEMA_VERSION, schema);
+      } else {
+        // Without a write connection of its own, a reading one migrates.
+        const client = await pool.connect();
+        try {
+          await migrate(client, SCHEMA_VERSION, schema);
+        } finally {
+          client.release();
+        }
+      }
     } catch (err) {
-      await Promise.all([writer.end().catch(() => undefined), pool.end()]);
+      await Promise.all([writer?.end().catch(() => undefined), pool.end()]);
       if (err instanceof StoreError) throw err;
       throw storeError(`cannot prepare ${redactUrl(options.url)}`, err);
     }
-    return new PostgresStore(options, sql, writer, pool);
+    const chosen = writer !== null ? { own: writer } : { shared: shared as ShardWriter };
+    return new PostgresStore(options, sql, chosen, pool);
   }
 
   /** How a store on `url` is named in logs (without the password). */
@@ -460,7 +487,7 @@ export class PostgresStore implements Store {
       const closed = new StoreError('store is closed');
       for (const op of this.#queue.splice(0)) op.pending.reject(closed);
       await Promise.all([
-        this.#writer.end().catch(() => undefined),
+        'own' in this.#writer ? this.#writer.own.end().catch(() => undefined) : undefined,
         this.#pool.end().catch(() => undefined),
       ]);
     })();
@@ -518,33 +545,46 @@ export class PostgresStore implements Store {
       const { outbox, outboxDone, remoteDependents, remoteDependentsDone, remoteParents } = merged;
       const json = (rows: readonly unknown[]): string | null =>
         rows.length === 0 ? null : JSON.stringify(rows);
-      await this.#writer.query({
-        name: 'dtp_commit_batch_shards',
-        text: this.#sql.commitBatch,
-        values: [
-          this.#epoch,
-          json(inserts),
-          json(updates),
-          json(attempts),
-          json(schedules),
-          json(deletedSchedules),
-          json(queues),
-          json(clearedSteps),
-          json(steps),
-          json(stepWaits),
-          json(groupHolds),
-          groupHoldsEndedBeforeMs,
-          json(signals),
-          json(events),
-          json(triggers),
-          json(deletedTriggers),
-          json(outbox),
-          json(outboxDone),
-          json(remoteDependents),
-          json(remoteDependentsDone),
-          json(remoteParents),
-        ],
-      });
+      const notifies = [...new Set(outbox.map((row) => row.targetShard))];
+      const values = [
+        this.#epoch,
+        json(inserts),
+        json(updates),
+        json(attempts),
+        json(schedules),
+        json(deletedSchedules),
+        json(queues),
+        json(clearedSteps),
+        json(steps),
+        json(stepWaits),
+        json(groupHolds),
+        groupHoldsEndedBeforeMs,
+        json(signals),
+        json(events),
+        json(triggers),
+        json(deletedTriggers),
+        json(outbox),
+        json(outboxDone),
+        json(remoteDependents),
+        json(remoteDependentsDone),
+        json(remoteParents),
+      ];
+      if ('shared' in this.#writer) {
+        await this.#writer.shared.commit({ schema: this.#schema, values, notifies });
+      } else if (notifies.length === 0) {
+        await this.#writer.own.query({
+          name: 'dtp_commit_batch_shards',
+          text: this.#sql.commitBatch,
+          values,
+        });
+      } else {
+        // Told at commit to the shards' coordinators (shard-writer.ts, OUTBOX_CHANNEL).
+        await this.#writer.own.query({
+          name: 'dtp_commit_batch_notify',
+          text: `${this.#sql.commitBatch}, pg_notify('${OUTBOX_CHANNEL}', $22)`,
+          values: [...values, notifies.sort((a, b) => a - b).join(',')],
+        });
+      }
     } catch (err) {
       const first = group[0]?.batch.batchId;
       const last = group.at(-1)?.batch.batchId;
@@ -559,8 +599,8 @@ export class PostgresStore implements Store {
   async #purge(op: Extract<WriteOp, { kind: 'purge' }>): Promise<void> {
     try {
       const { query } = op;
-      const result = await this.#writer.query<{ deleted: number }>({
-        name: 'dtp_purge',
+      const statement = {
+        name: `dtp_purge_${this.#schema}`,
         text: this.#sql.purge,
         values: [
           this.#epoch,
@@ -569,7 +609,11 @@ export class PostgresStore implements Store {
           query.limit,
           query.limit * PURGE_EVENTS_PER_ROW,
         ],
-      });
+      };
+      const result =
+        'own' in this.#writer
+          ? await this.#writer.own.query<{ deleted: number }>(statement)
+          : await this.#writer.shared.query<{ deleted: number }>(statement);
       op.pending.resolve(result.rows[0]?.deleted ?? 0);
     } catch (err) {
       const failure = writeError('purge', this.#epoch, err);

@@ -302,8 +302,7 @@ function remoteParentsPurged(): string {
  * replaces it with its columns in the list); with `dependencies` (schema 5),
  * a new job's `dependsOn` also goes into job_dependencies.
  */
-function scheduleCommitBatch(
-  verb: 'CREATE' | 'CREATE OR REPLACE',
+function scheduleCommitBody(
   extra: ExtraColumn[],
   dependencies = false,
   scheduleQueue = false,
@@ -322,13 +321,7 @@ function scheduleCommitBatch(
          WHERE n."dependsOn" IS NOT NULL
        ON CONFLICT DO NOTHING;`
     : '';
-  return `${verb} FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
-       p_attempts json, p_schedules json, p_deleted_schedules json)
-   RETURNS void LANGUAGE plpgsql AS $fn$
-   DECLARE
-     r record;
-   BEGIN
-     ${FENCE}
+  return `     ${FENCE}
      IF p_inserts IS NOT NULL THEN
 ${jobInserts(fields, [...TIME_COLUMNS, ...extra])}${dependencyRows}
      END IF;
@@ -354,7 +347,24 @@ ${ATTEMPTS_UPSERT}     IF p_deleted_schedules IS NOT NULL THEN
          last_job_id = excluded.last_job_id, created_at_ms = excluded.created_at_ms,
          updated_at_ms = excluded.updated_at_ms${scheduleQueue ? ', queue = excluded.queue' : ''};
      END IF;
-   END
+`;
+}
+
+/** The six-argument commit_batch over {@link scheduleCommitBody}'s statements. */
+function scheduleCommitBatch(
+  verb: 'CREATE' | 'CREATE OR REPLACE',
+  extra: ExtraColumn[],
+  dependencies = false,
+  scheduleQueue = false,
+  alsoUpdated: readonly { column: string; key: string }[] = [],
+): string {
+  return `${verb} FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   DECLARE
+     r record;
+   BEGIN
+${scheduleCommitBody(extra, dependencies, scheduleQueue, alsoUpdated)}   END
    $fn$;`;
 }
 
@@ -369,7 +379,13 @@ function queueCommitBatch(verb: 'CREATE' | 'CREATE OR REPLACE', held: boolean): 
    BEGIN
      PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
        p_deleted_schedules);
-     IF p_queues IS NOT NULL THEN
+${queueSettingsSql(held)}   END
+   $fn$;`;
+}
+
+/** The queues' settings rows of a commit; with `held` (schema 11), until when a queue is held. */
+function queueSettingsSql(held: boolean): string {
+  return `     IF p_queues IS NOT NULL THEN
        INSERT INTO dtp.queue_settings (name, paused, concurrency, rate_max, rate_interval_ms,
            group_concurrency, group_rate_max, group_rate_interval_ms, updated_at_ms${held ? ', held_until_ms' : ''})
          SELECT name, paused, concurrency, "rateMax", "rateIntervalMs", "groupConcurrency",
@@ -385,9 +401,32 @@ function queueCommitBatch(verb: 'CREATE' | 'CREATE OR REPLACE', held: boolean): 
          group_rate_interval_ms = excluded.group_rate_interval_ms,
          updated_at_ms = excluded.updated_at_ms${held ? ',\n         held_until_ms = excluded.held_until_ms' : ''};
      END IF;
-   END
-   $fn$;`;
+`;
 }
+
+/**
+ * The arguments of {@link scheduleCommitBody} for the newest job columns
+ * (schema 11 on): every job column so far, an update writing the payload
+ * too (a debounced submission replaces it).
+ */
+const LATEST_JOB_WRITES: Parameters<typeof scheduleCommitBatch> extends [unknown, ...infer Rest]
+  ? Rest
+  : never = [
+  [
+    ...PROGRESS_COLUMNS,
+    ...DEPENDENCY_COLUMNS,
+    ...QUEUE_COLUMNS,
+    ...TRACE_COLUMNS,
+    ...CHILD_COLUMNS,
+    ...DEDUP_COLUMNS,
+  ],
+  true,
+  true,
+  [
+    { column: 'max_attempts', key: 'maxAttempts' },
+    { column: 'payload', key: 'payloadJson' },
+  ],
+];
 
 const MIGRATIONS: readonly string[] = [
   // 1: jobs, attempts, the lease, and the fenced write functions.
@@ -597,25 +636,7 @@ const MIGRATIONS: readonly string[] = [
    BEGIN
      PERFORM dtp.commit_batch(p_epoch, p_inserts, p_updates, p_attempts, p_schedules,
        p_deleted_schedules, p_queues);
-     IF p_cleared_steps IS NOT NULL THEN
-       DELETE FROM dtp.job_steps
-        WHERE job_id IN (SELECT value FROM json_array_elements_text(p_cleared_steps));
-     END IF;
-     IF p_steps IS NOT NULL THEN
-       INSERT INTO dtp.job_steps (job_id, idx, name, result, at_ms)
-         SELECT "jobId", "index", name, result, "atMs"
-         FROM json_to_recordset(p_steps) AS r("jobId" text, "index" integer, name text,
-           result text, "atMs" bigint)
-       ON CONFLICT (job_id, idx) DO UPDATE SET name = excluded.name,
-         result = excluded.result, at_ms = excluded.at_ms;
-     END IF;
-     IF p_step_waits IS NOT NULL THEN
-       INSERT INTO dtp.job_dependencies (parent_id, job_id)
-         SELECT "targetId", "jobId" FROM json_to_recordset(p_step_waits)
-           AS r("jobId" text, "targetId" text)
-       ON CONFLICT DO NOTHING;
-     END IF;
-   END
+${stepsSql()}   END
    $fn$;
    ${linkedPurgeFunction(true)}`,
   // 11: deduplication, expiry and rate limits (as SQLite's migration 11): a
@@ -645,23 +666,7 @@ const MIGRATIONS: readonly string[] = [
      until_ms  bigint NOT NULL,
      PRIMARY KEY (queue, group_key)
    );
-   ${scheduleCommitBatch(
-     'CREATE OR REPLACE',
-     [
-       ...PROGRESS_COLUMNS,
-       ...DEPENDENCY_COLUMNS,
-       ...QUEUE_COLUMNS,
-       ...TRACE_COLUMNS,
-       ...CHILD_COLUMNS,
-       ...DEDUP_COLUMNS,
-     ],
-     true,
-     true,
-     [
-       { column: 'max_attempts', key: 'maxAttempts' },
-       { column: 'payload', key: 'payloadJson' },
-     ],
-   )}
+   ${scheduleCommitBatch('CREATE OR REPLACE', ...LATEST_JOB_WRITES)}
    ${queueCommitBatch('CREATE OR REPLACE', true)}
    CREATE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
        p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json,
@@ -793,6 +798,31 @@ ${shardLinksSql()}
    END
    $fn$;
    ${linkedPurgeFunction(true, true, true)}`,
+  // 16: the twenty-one-argument commit_batch in one piece. Until 15 each
+  // version called the one before it (21 → 16 → 12 → 10 → 7 → 6), six
+  // PL/pgSQL calls per commit; a sharded coordinator makes one call per
+  // shard written in a transaction, so those calls were much of its
+  // PostgreSQL time. The same statements, in the same order, in one body;
+  // the shorter versions stay (nothing calls them). The holds' statements
+  // name their JSON rows r, like the loop's record: columns win there.
+  `CREATE OR REPLACE FUNCTION dtp.commit_batch(p_epoch bigint, p_inserts json, p_updates json,
+       p_attempts json, p_schedules json, p_deleted_schedules json, p_queues json,
+       p_cleared_steps json, p_steps json, p_step_waits json, p_group_holds json,
+       p_holds_ended_before_ms bigint, p_signals json, p_events json, p_triggers json,
+       p_deleted_triggers json, p_outbox json, p_outbox_done json, p_remote_dependents json,
+       p_remote_dependents_done json, p_remote_parents json)
+   RETURNS void LANGUAGE plpgsql AS $fn$
+   -- The job updates loop over a record r; the group holds name their rows r too.
+   #variable_conflict use_column
+   DECLARE
+     r record;
+   BEGIN
+${scheduleCommitBody(...LATEST_JOB_WRITES)}${queueSettingsSql(true)}${stepsSql()}
+${holdsSql()}
+${signalsSql()}
+${shardLinksSql()}
+   END
+   $fn$;`,
 ];
 
 /**
@@ -883,6 +913,29 @@ function shardLinksSql(): string {
          state = excluded.state, result = excluded.result,
          result_format = excluded.result_format;
      END IF;`;
+}
+
+/** The durable steps of a commit: those of re-run jobs dropped, steps and waits for jobs written. */
+function stepsSql(): string {
+  return `     IF p_cleared_steps IS NOT NULL THEN
+       DELETE FROM dtp.job_steps
+        WHERE job_id IN (SELECT value FROM json_array_elements_text(p_cleared_steps));
+     END IF;
+     IF p_steps IS NOT NULL THEN
+       INSERT INTO dtp.job_steps (job_id, idx, name, result, at_ms)
+         SELECT "jobId", "index", name, result, "atMs"
+         FROM json_to_recordset(p_steps) AS r("jobId" text, "index" integer, name text,
+           result text, "atMs" bigint)
+       ON CONFLICT (job_id, idx) DO UPDATE SET name = excluded.name,
+         result = excluded.result, at_ms = excluded.at_ms;
+     END IF;
+     IF p_step_waits IS NOT NULL THEN
+       INSERT INTO dtp.job_dependencies (parent_id, job_id)
+         SELECT "targetId", "jobId" FROM json_to_recordset(p_step_waits)
+           AS r("jobId" text, "targetId" text)
+       ON CONFLICT DO NOTHING;
+     END IF;
+`;
 }
 
 /**

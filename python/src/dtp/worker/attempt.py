@@ -4,9 +4,9 @@ runs (the pool), its deadline, its stop, its progress, and its result.
 States (``state``): ``running`` (in the pool: waiting there, or running in a
 task process) -> ``finished`` (it ended by itself: an outcome to report) |
 ``stopped`` (a cancel or its deadline: never reported) | ``abandoned`` (its
-connection was lost and it still ran when the worker registered again, or
-the worker closed: never reported). ``on_done`` is told once, as it leaves
-``running``.
+connection was lost and it still ran when the worker registered again
+without taking it back, or the worker closed: never reported). ``on_done``
+is told once, as it leaves ``running``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..framing import Message
 from ..protocol import (
@@ -28,6 +28,10 @@ from ..protocol import (
 from .pool import TaskPool
 from .pool_task import Outcome, TaskHandle
 from .timers import ProgressThrottle
+
+if TYPE_CHECKING:
+    from .lane import Lane
+    from .link import Link
 
 log = logging.getLogger("dtp.worker")
 
@@ -123,14 +127,18 @@ class Attempt:
     def __init__(
         self,
         assignment: Assignment,
-        session: object,
+        link: Link,
+        lane: Lane,
         on_done: Callable[[Attempt, Outcome | None], None],
     ) -> None:
         self.assignment = assignment
         self.job_id = assignment.job_id
         self.attempt_id = assignment.attempt_id
-        self.session = session
-        """The connection it was assigned on (its result goes there, or is late)."""
+        self.link = link
+        """The connection it was assigned on, or carried over to (its result goes there,
+        or is late)."""
+        self.lane = lane
+        """The worker's lane it belongs to (the one its shard's session is in)."""
         self.state = "running"
         self.started_at = time.monotonic()
         self._on_done = on_done

@@ -33,7 +33,7 @@ from ..protocol import (
 from ..security import SecurityConfigError, client_tls, read_token_file, token_from_env
 from .options import BOUNDS, WorkerOptions, queues_problem
 from .pool import TaskPool, default_processes
-from .session import Worker
+from .worker import Worker
 
 PROG = "python -m dtp.worker"
 log = logging.getLogger("dtp.worker")
@@ -140,6 +140,13 @@ _FLAGS: list[dict[str, Any]] = [
         "and redialled (default 3 x heartbeat interval, at least 1000)",
     },
     {
+        "flag": "shard-refresh-millis",
+        "default": "2000",
+        "type": _int_in("shard-refresh-millis", "shard_refresh_ms"),
+        "help": "with a sharded coordinator, how often the worker asks it where its shards' "
+        "leaders are (and at once when a shard session is lost)",
+    },
+    {
         "flag": "queues",
         "metavar": "A,B",
         "help": "take attempts of these named queues only (default: every queue); needs a "
@@ -209,6 +216,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> argparse.Namespac
         "reconnect_delay_millis",
         "drain_timeout_millis",
         "cancel_grace_millis",
+        "shard_refresh_millis",
     ):
         value = getattr(args, name)
         if isinstance(value, str):  # a default from the environment, not yet parsed
@@ -280,6 +288,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         cancel_grace_ms=args.cancel_grace_millis,
         drain_timeout_ms=args.drain_timeout_millis,
         coordinator_timeout_ms=args.coordinator_timeout_millis,
+        shard_refresh_ms=args.shard_refresh_millis,
         tls=tls,
         auth_token=token,
         queues=args.queues,

@@ -5,11 +5,36 @@ leave in one write."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
 from ..addresses import HostPort
 from ..framing import HEADER_BYTES, Message, check_length, decode_payload, encode_frame, read_length
+from ..security import server_hostname
+
+
+async def dial(
+    address: HostPort, timeout_s: float, tls: ssl.SSLContext | None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to ``address`` (TLS with ``tls``), within ``timeout_s``; raises
+    ``OSError``, ``asyncio.TimeoutError``, ``ssl.SSLError``, or ``ValueError`` for a host
+    name no resolver takes (a label too long)."""
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection(
+            address.host,
+            address.port,
+            ssl=tls,
+            server_hostname=server_hostname(address.host) if tls else None,
+            ssl_handshake_timeout=timeout_s if tls else None,
+        ),
+        timeout_s,
+    )
+    sock = writer.get_extra_info("socket")
+    if isinstance(sock, socket.socket):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return reader, writer
 
 
 class Link:
@@ -20,13 +45,10 @@ class Link:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         address: HostPort,
-        capacity: int,
     ) -> None:
         self.reader = reader
         self.writer = writer
         self.address = address
-        self.capacity = capacity
-        """Attempts at once, as registered (1,024 when the coordinator lacks ``slots``)."""
         self.features: frozenset[str] = frozenset()
         self.registered = False
         self.not_leader = False
@@ -47,6 +69,13 @@ class Link:
         frames, self._outbox = self._outbox, []
         if frames and not self.closed and not self.writer.is_closing():
             self.writer.write(b"".join(frames))
+
+    def close(self) -> None:
+        """Ends the connection after what was sent (idempotent)."""
+        self.flush()
+        self.closed = True
+        if not self.writer.is_closing():
+            self.writer.close()
 
     def drop(self) -> None:
         """Ends the connection at once (unsent frames are dropped)."""

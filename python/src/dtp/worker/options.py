@@ -24,6 +24,7 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "drain_timeout_ms": (0, INT32_MAX),
     "coordinator_timeout_ms": (1, INT32_MAX),
     "connect_timeout_ms": (1, INT32_MAX),
+    "shard_refresh_ms": (1, INT32_MAX),
 }
 """Each integer option's lowest and highest value."""
 
@@ -40,6 +41,17 @@ def queues_problem(queues: list[str]) -> str | None:
         if _QUEUE_NAME.fullmatch(name) is None:
             return f"must each match {_QUEUE_NAME.pattern}, got {name[:80]!r}"
     return None
+
+
+def wire_capacity(capacity: int) -> int:
+    """``WORKER_REGISTER.capacity`` of a capacity: itself, or 1,024 with ``slots`` beside it."""
+    return min(capacity, MAX_CAPACITY)
+
+
+def wire_prefetch(capacity: int, prefetch: int) -> int:
+    """``WORKER_REGISTER.prefetch``: what a coordinator without ``slots`` accepts too (at
+    most 4 x 1,024), as the registration goes out before the features are known."""
+    return min(prefetch, MAX_PREFETCH_PER_SLOT * wire_capacity(capacity))
 
 
 def bound_problem(name: str, value: int) -> str | None:
@@ -70,6 +82,9 @@ class WorkerOptions:
     drain_timeout_ms: int = 30_000
     coordinator_timeout_ms: int | None = None
     connect_timeout_ms: int = 5000
+    shard_refresh_ms: int = 2000
+    """With a sharded coordinator: how often the worker asks it for the shard map again
+    (and at once when one of its shard sessions loses its connection)."""
     tls: ssl.SSLContext | None = None
     auth_token: str | None = None
     queues: list[str] | None = None
@@ -96,15 +111,13 @@ class WorkerOptions:
 
     @property
     def wire_capacity(self) -> int:
-        """``WORKER_REGISTER.capacity``: the capacity, or 1,024 with ``slots`` beside it."""
-        return min(self.capacity, MAX_CAPACITY)
+        """``WORKER_REGISTER.capacity`` of an unsharded worker (see ``wire_capacity``)."""
+        return wire_capacity(self.capacity)
 
     @property
     def wire_prefetch(self) -> int:
-        """``WORKER_REGISTER.prefetch``: what a coordinator without ``slots`` accepts
-        too (at most 4 x 1,024), as the registration goes out before the features
-        are known."""
-        return min(self.effective_prefetch, MAX_PREFETCH_PER_SLOT * self.wire_capacity)
+        """``WORKER_REGISTER.prefetch`` of an unsharded worker (see ``wire_prefetch``)."""
+        return wire_prefetch(self.capacity, self.effective_prefetch)
 
     @property
     def silence_ms(self) -> int:

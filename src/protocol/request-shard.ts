@@ -13,10 +13,12 @@
  * - `nowhere`: a job id that names no shard of this database (no shard has
  *   such a job).
  *
- * With one shard every request is `one` of shard 0.
+ * With one shard every request is `one` of shard 0. One rule for the
+ * coordinator's router, a shard's own client port and the client library,
+ * which sends a request about one shard straight to that shard.
  */
-import type { ClientRequest, JsonObject, SubmitFlow } from '../../protocol/messages.js';
-import { shardOfJobId, shardOfQueue } from '../../protocol/shards.js';
+import type { ClientRequest, JsonObject, SubmitFlow } from './messages.js';
+import { shardOfJobId, shardOfQueue } from './shards.js';
 
 export type RequestShard =
   | { readonly kind: 'one'; readonly shard: number }
@@ -96,8 +98,8 @@ function together(shards: number[]): RequestShard {
 
 /**
  * The shard that takes a flow whose jobs are in several shards: its first
- * job's (core/cross-shard.ts). One rule, for the router and for the shard's
- * own port.
+ * job's (coordinator/core/cross-shard.ts). One rule, for the router and for
+ * the shard's own port.
  */
 export function flowHome(msg: SubmitFlow, shards: number): number {
   return shardOfQueue(msg.jobs[0]?.queue, shards);
