@@ -9,11 +9,17 @@
  * events (with and without key and id, ids from a small pool), and set,
  * delete and list triggers; in the quiet phase they delete the triggers
  * and wake every job still waiting for a signal or an event.
+ *
+ * Flows (SUBMIT_FLOW, only where `weights` asks for them: the sharded
+ * simulation) spread their jobs over the queues, each after some of the
+ * earlier ones and now and then after an acknowledged job.
  */
 import type {
   ClientReply,
   ClientRequest,
   DedupMode,
+  FlowJob,
+  FlowSubmitted,
   JobState,
   JsonObject,
   JsonValue,
@@ -23,6 +29,7 @@ import type {
   SetQueue,
   SetTrigger,
   SignalJob,
+  SubmitFlow,
   SubmitJob,
   SubmitJobs,
 } from '../../src/protocol/messages.js';
@@ -33,7 +40,6 @@ import type { ClientLink, ClientPeer, SimClock } from './network.js';
 import type { Random } from './random.js';
 import type { Judge } from './violation.js';
 import type { FaultCounter } from './workers.js';
-import type { World } from './world.js';
 import {
   EVENT_KEYS,
   EVENT_NAMES,
@@ -42,8 +48,15 @@ import {
   type WaitingJob,
 } from './signal-checks.js';
 
+/** Where a client's connections go: the coordinator's client port (world.ts, sim-router.ts). */
+export interface ClientPort {
+  openClientLink(owner: ClientPeer, address: string): ClientLink;
+  /** Writes a request; returns its request id, or null if the link is closed. */
+  writeClient(link: ClientLink, msg: ClientRequest): number | null;
+}
+
 export interface ClientEnv {
-  world: World;
+  world: ClientPort;
   clock: SimClock;
   judge: Judge;
   faults: FaultCounter;
@@ -63,6 +76,8 @@ export interface ClientEnv {
   signalling: { next: number; poked: Map<string, number> };
   /** Weights of the kinds of request (default REQUEST_WEIGHTS). */
   weights?: typeof REQUEST_WEIGHTS;
+  /** The queues requests name, `default` first (default QUEUES). */
+  queues?: readonly string[];
   quiet(): boolean;
   log(line: () => string): void;
 }
@@ -101,6 +116,8 @@ export const REQUEST_WEIGHTS = {
   setTrigger: 1,
   deleteTrigger: 1,
   listTriggers: 1,
+  // Last, and none by default: a run without flows draws as it did before they existed.
+  flow: 0,
 };
 
 /** Event ids the clients give (a small pool, so some repeat); half of the publishes give none. */
@@ -115,7 +132,7 @@ const NO_SCHEDULE = 's9';
 /** Cron expressions of simulated schedules: every few seconds, now and then every minute. */
 const CRONS = ['*/2 * * * * *', '*/3 * * * * *', '* * * * * *', '*/5 * * * * *', '* * * * *'];
 
-const QUEUES = ['default', 'q1', 'q2'] as const;
+export const QUEUES: readonly string[] = ['default', 'q1', 'q2'];
 const GROUPS = [null, 'g1', 'g2', 'g3'] as const;
 
 const TASK_WEIGHTS = { SHA256: 3, SLEEP: 3, FAIL: 3, WORD_COUNT: 1, PRIME_COUNT: 1 } as const;
@@ -164,6 +181,7 @@ export class SimClient implements ClientPeer {
   #traceSeq = 0;
   /** The connection on which the quiet phase's release was sent. */
   #released: ClientLink | null = null;
+  readonly #queues: readonly string[];
 
   constructor(name: string, env: ClientEnv, rng: Random, address: string) {
     this.name = name;
@@ -171,6 +189,7 @@ export class SimClient implements ClientPeer {
     this.#env = env;
     this.#rng = rng;
     this.#activity = 0.1 + rng.float() * 0.5;
+    this.#queues = env.queues ?? QUEUES;
   }
 
   /** Requests sent on the current connection and not answered yet. */
@@ -219,6 +238,11 @@ export class SimClient implements ClientPeer {
       const parts = batchParts(request);
       msg.jobIds.forEach((jobId, i) =>
         this.#env.onAck(jobId, parts[i] as SubmitJob, msg.deduplicated?.[i] === true),
+      );
+    }
+    if (request?.type === 'SUBMIT_FLOW' && msg.type === 'FLOW_SUBMITTED') {
+      flowParts(request, msg).forEach((part, i) =>
+        this.#env.onAck(msg.jobs[i]?.jobId as string, part, msg.jobs[i]?.deduplicated === true),
       );
     }
     if (request?.type === 'LIST_JOBS' && msg.type === 'JOB_LIST') this.#cursor = msg.nextCursor;
@@ -334,6 +358,8 @@ export class SimClient implements ClientPeer {
         return { type: 'DELETE_TRIGGER', name: rng.pick(TRIGGER_NAMES) };
       case 'listTriggers':
         return { type: 'LIST_TRIGGERS' };
+      case 'flow':
+        return this.#flow();
       case 'unknownJob':
         return rng.chance(0.5)
           ? { type: 'GET_JOB_STATUS', jobId: `no-such-job-${rng.int(0, 9)}` }
@@ -344,7 +370,7 @@ export class SimClient implements ClientPeer {
   /** Random settings of a queue: pauses, limits, clears; now and then an invalid one. */
   #setQueue(): SetQueue {
     const rng = this.#rng;
-    const msg: SetQueue = { type: 'SET_QUEUE', name: rng.pick(QUEUES) };
+    const msg: SetQueue = { type: 'SET_QUEUE', name: rng.pick(this.#queues) };
     if (rng.chance(0.4)) msg.paused = rng.chance(0.4);
     // Now and then also for a queue without jobs or settings (else it may be UNKNOWN_QUEUE).
     if (msg.paused !== undefined && rng.chance(0.2)) msg.create = true;
@@ -377,7 +403,7 @@ export class SimClient implements ClientPeer {
   #releaseQueues(): void {
     if (this.#released === this.#link) return;
     this.#released = this.#link;
-    for (const name of QUEUES) {
+    for (const name of this.#queues) {
       this.#send({ type: 'SET_QUEUE', name, paused: false, clear: [...QUEUE_SETTING_FIELDS] });
     }
     for (const name of SCHEDULE_NAMES) this.#send({ type: 'DELETE_SCHEDULE', name });
@@ -441,7 +467,7 @@ export class SimClient implements ClientPeer {
         name: rng.pick(TRIGGER_NAMES),
         event: rng.pick(EVENT_NAMES),
         taskType: rng.pick(['SLEEP', 'SHA256', 'WORD_COUNT']),
-        ...(rng.chance(0.4) && { queue: rng.pick(QUEUES) }),
+        ...(rng.chance(0.4) && { queue: rng.pick(this.#queues) }),
         ...(rng.chance(0.3) && { priority: rng.pick<Priority>(['HIGH', 'NORMAL', 'LOW']) }),
         ...(rng.chance(0.3) && { maxAttempts: rng.int(1, 3) }),
       },
@@ -475,7 +501,7 @@ export class SimClient implements ClientPeer {
       overlap: rng.pick([null, 'allow', 'skip'] as const),
       catchUp: rng.pick([null, 'latest', 'none'] as const),
       paused: rng.chance(0.15) ? true : rng.pick([null, false]),
-      ...(rng.chance(0.5) && { queue: rng.pick(QUEUES) }),
+      ...(rng.chance(0.5) && { queue: rng.pick(this.#queues) }),
     };
     this.#env.schedules.set(name, d);
     return d;
@@ -547,6 +573,36 @@ export class SimClient implements ClientPeer {
     this.#env.invalid.add(msg);
     return msg;
   }
+  /**
+   * A flow of 2..5 jobs over the queues (so over the shards), each after
+   * some of the earlier ones and now and then after an acknowledged job;
+   * FAIL tasks and the three policies make failures cascade. No keys: a job
+   * outside the first one's shard may carry none.
+   */
+  #flow(): SubmitFlow {
+    const rng = this.#rng;
+    const jobs: FlowJob[] = [];
+    const count = rng.int(2, 5);
+    for (let i = 0; i < count; i++) {
+      const taskType = rng.weighted(TASK_WEIGHTS);
+      const parents = jobs.filter(() => rng.chance(0.5)).map((job) => job.ref);
+      if (rng.chance(0.15)) parents.push(this.#someJobId());
+      const policy = rng.pick<'cancel' | 'run' | null>([null, 'cancel', 'run']);
+      jobs.push({
+        ref: `r${i}`,
+        taskType,
+        payload: this.#payload(taskType),
+        maxAttempts: rng.int(1, 3),
+        queue: rng.pick(this.#queues),
+        ...(parents.length > 0 && { dependsOn: parents }),
+        ...(policy !== null && { onParentFailure: policy }),
+        ...(rng.chance(0.2) && { groupKey: rng.pick(['g1', 'g2']) }),
+        ...(rng.chance(0.1) && { runAtMillis: this.#env.clock.nowMs + rng.int(0, 2_000) }),
+      });
+    }
+    return { type: 'SUBMIT_FLOW', jobs };
+  }
+
   /** A job that depends on 1..3 acknowledged jobs (now and then an unknown one). */
   #dependentSubmission(): SubmitJob {
     const rng = this.#rng;
@@ -566,7 +622,7 @@ export class SimClient implements ClientPeer {
       ...(rng.chance(0.15) && { expiresAtMillis: this.#expiry(null) }),
       // Dependents go into the limited queues too: released into a paused
       // or full queue, they must wait there like any other job.
-      ...(rng.chance(0.5) && { queue: rng.pick(QUEUES) }),
+      ...(rng.chance(0.5) && { queue: rng.pick(this.#queues) }),
     };
   }
 
@@ -619,7 +675,7 @@ export class SimClient implements ClientPeer {
       ...(rng.chance(0.2) && { runAtMillis: this.#env.clock.nowMs + rng.int(-500, 3_000) }),
       ...this.#traceContext(),
     };
-    const queue = rng.pick(QUEUES);
+    const queue = rng.pick(this.#queues);
     const groupKey = rng.pick(GROUPS);
     if (queue !== 'default' || rng.chance(0.2)) msg.queue = queue;
     if (groupKey !== null) msg.groupKey = groupKey;
@@ -741,20 +797,22 @@ export class SimClient implements ClientPeer {
       if (roll < 0.2 && keyed.length > 0) return this.#conflicting(rng.pick(keyed));
       return this.#newSubmission();
     });
-    let invalid = false;
+    let invalidAt: number | null = null;
     if (rng.chance(0.1)) {
-      parts[rng.int(0, parts.length - 1)] = this.#invalidSubmission();
-      invalid = true;
+      invalidAt = rng.int(0, parts.length - 1);
+      parts[invalidAt] = this.#invalidSubmission();
     }
     const keys = parts.map((p) => p.idempotencyKey).filter((k) => k !== null);
-    if (new Set(keys).size !== keys.length) invalid = true; // one key twice in a batch
+    const keyTwice = new Set(keys).size !== keys.length; // one key twice in a batch
     const msg: SubmitJobs = {
       type: 'SUBMIT_JOBS',
       jobs: parts.map(({ type: _type, knownStates: _known, ...element }) =>
         submitElementToJson(element),
       ),
     };
-    if (invalid) this.#env.invalid.add(msg);
+    if (invalidAt !== null || keyTwice) this.#env.invalid.add(msg);
+    // The job invalid in any batch too (a batch split by shard: sim-router.ts).
+    if (invalidAt !== null) this.#env.invalid.add(msg.jobs[invalidAt] as object);
     return msg;
   }
 
@@ -779,6 +837,28 @@ export class SimClient implements ClientPeer {
     if (limit === 0 || cursor === 'not-a-cursor' || unknownState) this.#env.invalid.add(msg);
     return msg;
   }
+}
+
+/** The jobs of a flow as the SUBMIT_JOBs they stand for, their parents named by id. */
+export function flowParts(msg: SubmitFlow, reply: FlowSubmitted): SubmitJob[] {
+  const idOf = new Map(reply.jobs.map((job) => [job.ref, job.jobId]));
+  return msg.jobs.map((job) => ({
+    type: 'SUBMIT_JOB',
+    taskType: job.taskType,
+    payload: job.payload,
+    maxAttempts: job.maxAttempts ?? null,
+    idempotencyKey: job.idempotencyKey ?? null,
+    priority: job.priority ?? null,
+    ...(job.dependsOn != null && {
+      dependsOn: job.dependsOn.map((name) => idOf.get(name) ?? name),
+    }),
+    ...(job.onParentFailure != null && { onParentFailure: job.onParentFailure }),
+    ...(typeof job.runAtMillis === 'number' && { runAtMillis: job.runAtMillis }),
+    ...(typeof job.queue === 'string' && { queue: job.queue }),
+    ...(typeof job.groupKey === 'string' && { groupKey: job.groupKey }),
+    ...(typeof job.traceparent === 'string' && { traceparent: job.traceparent }),
+    ...(typeof job.expiresAtMillis === 'number' && { expiresAtMillis: job.expiresAtMillis }),
+  }));
 }
 
 /** The jobs of a batch as the SUBMIT_JOBs they stand for. */

@@ -3,6 +3,7 @@
  * Ids are shortened to their last 6 characters (they are counters anyway).
  */
 import type { CoreInput, Effect } from '../../src/coordinator/core/types.js';
+import type { OutboxBody } from '../../src/store/store.js';
 import type { HandledKind } from './world.js';
 
 function short(id: string): string {
@@ -50,7 +51,18 @@ export function describeInput(input: HandledKind): string {
     case 'committed':
       return `batch ${input.batchId} committed`;
     case 'outboxMessages':
-      return `outbox ${input.messages.map((m) => `${m.id}:${m.body.type}`).join(',')}`;
+      return `outbox ${input.messages.map((m) => `${m.id}:${describeBody(m.body)}`).join(', ')} (committed through ${input.committedThrough})`;
+  }
+}
+
+function describeBody(body: OutboxBody): string {
+  switch (body.type) {
+    case 'createJobs':
+      return `createJobs ${body.jobs.map((job) => short(job.jobId)).join(',')}`;
+    case 'watch':
+      return `watch ${short(body.parentId)} for ${short(body.childId)}`;
+    case 'parentEnded':
+      return `parentEnded ${short(body.parentId)} ${body.state ?? 'unknown'} to ${body.childIds.map(short).join(',')}`;
   }
 }
 
@@ -58,7 +70,7 @@ function describeRequest(input: Extract<CoreInput, { kind: 'clientRequest' }>): 
   const msg = input.msg;
   switch (msg.type) {
     case 'SUBMIT_JOB':
-      return `SUBMIT_JOB ${msg.taskType} ${JSON.stringify(msg.payload)} key=${msg.idempotencyKey} max=${msg.maxAttempts} ${msg.priority ?? ''}${msg.queue == null ? '' : ` queue=${msg.queue}`}${msg.runAtMillis == null ? '' : ` runAt=${msg.runAtMillis}`}${msg.dedupKey == null ? '' : ` dedup=${msg.dedupKey}/${msg.dedupMode ?? 'active'}${msg.dedupWindowMillis == null ? '' : `/${msg.dedupWindowMillis}`}`}${msg.expiresAtMillis == null ? '' : ` expires=${msg.expiresAtMillis}`}`;
+      return `SUBMIT_JOB ${msg.taskType} ${JSON.stringify(msg.payload)} key=${msg.idempotencyKey} max=${msg.maxAttempts} ${msg.priority ?? ''}${msg.queue == null ? '' : ` queue=${msg.queue}`}${msg.runAtMillis == null ? '' : ` runAt=${msg.runAtMillis}`}${msg.dedupKey == null ? '' : ` dedup=${msg.dedupKey}/${msg.dedupMode ?? 'active'}${msg.dedupWindowMillis == null ? '' : `/${msg.dedupWindowMillis}`}`}${msg.expiresAtMillis == null ? '' : ` expires=${msg.expiresAtMillis}`}${msg.dependsOn == null ? '' : ` after=${msg.dependsOn.map(short).join(',')}/${msg.onParentFailure ?? 'cancel'}`}`;
     case 'SUBMIT_JOBS':
       return `SUBMIT_JOBS ${msg.jobs.length} jobs ${JSON.stringify(msg.jobs)}`;
     case 'GET_JOB_STATUS':

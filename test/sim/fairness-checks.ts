@@ -13,9 +13,10 @@
  * parked and rejoins at the back, which the bound does not describe), so
  * are those of a queue a handler's rate limit holds back (the same), and a
  * restart or a new leader starts the count afresh (the ring is rebuilt). So
- * does an input that expires a job: the scheduler may have picked it
- * (its group's turn was used, sending the group to the back) only to find
- * it expired, a turn no start shows.
+ * does an input that expires a job, from its end: the scheduler may have
+ * picked it (its group's turn was used, sending the group to the back) only
+ * to find it expired, a turn no start shows, between two starts of that
+ * input.
  */
 import type { CoordinatorCore, QueuedJobView } from '../../src/coordinator/core/core.js';
 import { BUILTIN_TASK_TYPES } from '../../src/protocol/task-types.js';
@@ -63,10 +64,11 @@ export class FairnessChecks {
       this.#queued.clear();
     }
     const before = this.#queued;
+    this.#queued = new Map([...core.queuedJobs()].map((j) => [j.jobId, j]));
     if (handled.effects.some((e) => e.kind === 'event' && e.event.type === 'job.expired')) {
       this.#passed.clear();
+      return;
     }
-    this.#queued = new Map([...core.queuedJobs()].map((j) => [j.jobId, j]));
     const starts: { jobId: string; connId: number }[] = [];
     for (const e of handled.effects) {
       if (e.kind === 'send' && e.msg.type === 'TASK_ASSIGN') {

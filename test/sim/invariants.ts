@@ -35,7 +35,7 @@ import { SessionChecks } from './sessions.js';
 import { SignalChecks } from './signal-checks.js';
 import { TimingChecks } from './timing.js';
 import { JobTracker } from './tracker.js';
-import type { Judge } from './violation.js';
+import { SimulationViolation, type Judge } from './violation.js';
 import type { HandledInput, World, WorldObserver } from './world.js';
 
 /**
@@ -88,12 +88,23 @@ export class Invariants implements WorldObserver {
   readonly ackedIds: string[] = [];
   /** Checks that found a worker holding more leases than its capacity (prefetch at work). */
   prefetchedChecks = 0;
+
   readonly #acked = new Set<string>();
   readonly #world: World;
   readonly #judge: Judge;
   #checkerRequestId = 0;
 
-  constructor(world: World, judge: Judge, config: CoreConfig, invalid: WeakSet<object>) {
+  /**
+   * @param shards a shard of several: a job of another shard, its committed
+   * terminal state there; a job another shard's flow made, its row as sent.
+   */
+  constructor(
+    world: World,
+    judge: Judge,
+    config: CoreConfig,
+    invalid: WeakSet<object>,
+    shards?: Pick<ConstructorParameters<typeof JobTracker>[0], 'elsewhere' | 'sentRow'>,
+  ) {
     this.#world = world;
     this.#judge = judge;
     this.#timing = new TimingChecks(judge, config, () => world.clock.nowMs);
@@ -104,6 +115,7 @@ export class Invariants implements WorldObserver {
       store: world.store,
       invalid,
       linkWorker: (connId) => world.workerLinks.get(connId)?.registeredAs ?? null,
+      ...shards,
       waitsOn: (connId) => this.#timing.waitsOn(connId),
       waitsInAll: () => this.#timing.waitsInAll,
       waitsFromAddress: (address) => {
@@ -249,6 +261,8 @@ export class Invariants implements WorldObserver {
   }
 
   fatal(what: string, err: unknown): Error {
+    // A check that failed inside the store (the sharded simulation's outbox) says so itself.
+    if (err instanceof SimulationViolation) return err;
     const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
     return this.#judge.violation(`${what} threw: ${detail}`);
   }

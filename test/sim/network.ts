@@ -39,19 +39,24 @@ export class SimClock {
 /**
  * UUID-shaped ids from a counter. One source serves every coordinator
  * incarnation of a run, so ids never repeat across restarts (as random UUIDs
- * would not).
+ * would not). With `freeTailDigits`, the counter leaves the last digits at
+ * 0 for a shard's number to be written there (protocol/shards.ts): ids of
+ * one source then stay unique whatever shard they name.
  */
 export class IdSource {
   #next = 0;
   readonly #prefix: string;
+  readonly #tail: string;
 
-  constructor(seed: number) {
+  constructor(seed: number, freeTailDigits = 0) {
     this.#prefix = (seed >>> 0).toString(16).padStart(8, '0');
+    this.#tail = '0'.repeat(freeTailDigits);
   }
 
   next(): string {
     this.#next++;
-    return `${this.#prefix}-0000-4000-8000-${this.#next.toString(16).padStart(12, '0')}`;
+    const counter = this.#next.toString(16).padStart(12 - this.#tail.length, '0');
+    return `${this.#prefix}-0000-4000-8000-${counter}${this.#tail}`;
   }
 
   get issued(): number {

@@ -9,12 +9,8 @@
  *
  * The same seed always replays the same run.
  */
-// Wall-clock time here only measures the run for the summary; the simulation never reads it.
-import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { OwnershipSimulation, ownershipReplay, type OwnershipReport } from './shard-ownership.js';
-import { SimulationViolation } from './violation.js';
-import { parseCount } from './command-line.js';
+import { parseRunArgs, runOneSeed, runSeedBatch } from './command-line.js';
 
 interface Totals {
   seeds: number;
@@ -64,7 +60,14 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
   );
 }
 
-function runMany(start: number, count: number): number {
+function main(): void {
+  const args = parseRunArgs({ seeds: 300 });
+  if (args.seed !== null) {
+    const seed = args.seed;
+    const log = args.verbose ? (line: string) => console.log(line) : undefined;
+    runOneSeed(() => new OwnershipSimulation(seed, { log }).run());
+    return;
+  }
   const totals: Totals = {
     seeds: 0,
     steps: 0,
@@ -79,55 +82,17 @@ function runMany(start: number, count: number): number {
     stopsChecked: 0,
     faults: new Map(),
   };
-  const started = performance.now();
-  let lastProgress = started;
-  for (let seed = start; seed < start + count; seed++) {
-    try {
-      add(totals, new OwnershipSimulation(seed).run());
-    } catch (err) {
-      console.error(err instanceof Error ? err.message : String(err));
-      if (!(err instanceof SimulationViolation)) {
-        console.error(`seed ${seed} crashed the simulation; replay: ${ownershipReplay(seed)}`);
-        if (err instanceof Error && err.stack !== undefined) console.error(err.stack);
-      }
-      console.error(`FAILED at seed ${seed}`);
-      printSummary(totals, 1, performance.now() - started);
-      return 1;
-    }
-    const now = performance.now();
-    if (now - lastProgress >= 2_000) {
-      lastProgress = now;
-      console.log(`  ... ${totals.seeds}/${count} seeds, ${totals.leads} leaderships taken`);
-    }
-  }
-  printSummary(totals, 0, performance.now() - started);
-  return 0;
-}
-
-function main(): void {
-  const { values } = parseArgs({
-    options: {
-      seeds: { type: 'string' },
-      start: { type: 'string' },
-      seed: { type: 'string' },
-      verbose: { type: 'boolean', default: false },
-    },
-    strict: true,
-  });
-  if (values.seed !== undefined) {
-    const seed = parseCount('seed', values.seed, 0);
-    const log = values.verbose ? (line: string) => console.log(line) : undefined;
-    try {
-      console.log(JSON.stringify(new OwnershipSimulation(seed, { log }).run(), null, 2));
-    } catch (err) {
-      console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
-      process.exit(1);
-    }
-    return;
-  }
-  const count = parseCount('seeds', values.seeds, 300);
-  const start = parseCount('start', values.start, 1);
-  process.exit(runMany(start, count));
+  process.exit(
+    runSeedBatch({
+      start: args.start,
+      count: args.seeds,
+      run: (seed) => new OwnershipSimulation(seed).run(),
+      add: (report) => add(totals, report),
+      progress: () => `${totals.leads} leaderships taken`,
+      replay: ownershipReplay,
+      summary: (failures, elapsedMs) => printSummary(totals, failures, elapsedMs),
+    }),
+  );
 }
 
 main();

@@ -25,3 +25,27 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
     note: "the fairness check took a group's turn used by a job found expired when picked for a pass",
   },
 ];
+
+/** The same for the sharded simulation (sharded-simulator.ts), replayed by sharded-sim.test.ts. */
+export const SHARDED_REGRESSION_SEEDS: readonly RegressionSeed[] = [
+  {
+    seed: 1024,
+    steps: 200,
+    note: 'the signal checks did not count a waiter an event resumed when its expiry ended it in the same input',
+  },
+  {
+    seed: 1042,
+    steps: 200,
+    note: "the tracker refused a recovery that cancels a waiting job for a parent of another shard whose end another child's message had stored",
+  },
+  {
+    seed: 1053,
+    steps: 200,
+    note: 'the router judged a part of a split batch invalid for a key its other part repeated',
+  },
+  {
+    seed: 1454,
+    steps: 200,
+    note: "the fairness check counted starts of an input whose expired job had used its group's turn between them",
+  },
+];

@@ -9,12 +9,9 @@
  *
  * The same seed (and step count) always replays the same run.
  */
-// Wall-clock time here only measures the run for the summary; the simulation never reads it.
-import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { DEFAULT_STEPS, Simulation, type SimulationReport } from './simulator.js';
-import { SimulationViolation, replayCommand } from './violation.js';
-import { parseCount } from './command-line.js';
+import { replayCommand } from './violation.js';
+import { parseRunArgs, runOneSeed, runSeedBatch } from './command-line.js';
 
 interface Totals {
   seeds: number;
@@ -144,17 +141,8 @@ function printSummary(totals: Totals, failures: number, elapsedMs: number): void
   );
 }
 
-function runOne(seed: number, steps: number, verbose: boolean): void {
-  const sim = new Simulation(seed, {
-    steps,
-    log: verbose ? (line) => console.log(line) : undefined,
-  });
-  const report = sim.run();
-  console.log(JSON.stringify(report, null, 2));
-}
-
-function runMany(start: number, count: number, steps: number): number {
-  const totals: Totals = {
+function newTotals(): Totals {
+  return {
     seeds: 0,
     steps: 0,
     inputs: 0,
@@ -197,60 +185,29 @@ function runMany(start: number, count: number, steps: number): number {
     schedules: new Map(),
     signals: new Map(),
   };
-  const started = performance.now();
-  let lastProgress = started;
-  for (let seed = start; seed < start + count; seed++) {
-    try {
-      add(totals, new Simulation(seed, { steps }).run());
-    } catch (err) {
-      console.error(err instanceof Error ? err.message : String(err));
-      if (!(err instanceof SimulationViolation)) {
-        console.error(
-          `seed ${seed} crashed the simulation; replay: ${replayCommand(seed, steps === DEFAULT_STEPS ? undefined : steps)}`,
-        );
-        if (err instanceof Error && err.stack !== undefined) console.error(err.stack);
-      }
-      console.error(`FAILED at seed ${seed}`);
-      printSummary(totals, 1, performance.now() - started);
-      return 1;
-    }
-    const now = performance.now();
-    if (now - lastProgress >= 2_000) {
-      lastProgress = now;
-      console.log(
-        `  ... ${totals.seeds}/${count} seeds, ${totals.jobs} jobs, ${totals.restarts} restarts`,
-      );
-    }
-  }
-  printSummary(totals, 0, performance.now() - started);
-  return 0;
 }
 
 function main(): void {
-  const { values } = parseArgs({
-    options: {
-      seeds: { type: 'string' },
-      start: { type: 'string' },
-      steps: { type: 'string' },
-      seed: { type: 'string' },
-      verbose: { type: 'boolean', default: false },
-    },
-    strict: true,
-  });
-  const steps = parseCount('steps', values.steps, DEFAULT_STEPS);
-  if (values.seed !== undefined) {
-    const seed = parseCount('seed', values.seed, 0);
-    try {
-      runOne(seed, steps, values.verbose);
-    } catch (err) {
-      console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
-      process.exit(1);
-    }
+  const args = parseRunArgs({ seeds: 100, steps: DEFAULT_STEPS });
+  const { steps } = args;
+  if (args.seed !== null) {
+    const seed = args.seed;
+    const log = args.verbose ? (line: string) => console.log(line) : undefined;
+    runOneSeed(() => new Simulation(seed, { steps, log }).run());
     return;
   }
-  const count = parseCount('seeds', values.seeds, 100);
-  const start = parseCount('start', values.start, 1);
-  process.exit(runMany(start, count, steps));
+  const totals = newTotals();
+  process.exit(
+    runSeedBatch({
+      start: args.start,
+      count: args.seeds,
+      run: (seed) => new Simulation(seed, { steps }).run(),
+      add: (report) => add(totals, report),
+      progress: () => `${totals.jobs} jobs, ${totals.restarts} restarts`,
+      replay: (seed) => replayCommand(seed, steps === DEFAULT_STEPS ? undefined : steps),
+      summary: (failures, elapsedMs) => printSummary(totals, failures, elapsedMs),
+    }),
+  );
 }
 
 main();

@@ -392,7 +392,8 @@ export class SignalChecks {
     for (const [jobId, wait] of this.#live.waits) {
       if (wait.kind !== 'event' || wait.name !== e.name) continue;
       if (wait.key !== null && wait.key !== key) continue;
-      if (this.#ended(jobId)) continue;
+      // One resumed now may end in the same input (its expiry had passed while it waited).
+      if (this.#ended(jobId) && !resumed.has(jobId)) continue;
       const late = wait.untilMs !== null && wait.untilMs <= h.nowMs;
       if (!resumed.has(jobId) || explained.has(jobId)) {
         judge.check(

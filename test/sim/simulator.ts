@@ -18,7 +18,6 @@
  */
 import type { CoreConfig } from '../../src/coordinator/core/types.js';
 import type { SubmitJob } from '../../src/protocol/messages.js';
-import { BUILTIN_TASK_TYPES } from '../../src/tasks/builtin/index.js';
 import { REQUEST_WEIGHTS, SimClient } from './clients.js';
 import { Invariants } from './invariants.js';
 import { SimClock } from './network.js';
@@ -26,7 +25,22 @@ import { Random } from './random.js';
 import { SimElection, type LeaseTiming } from './election.js';
 import { Judge } from './violation.js';
 import { FaultCounter, SimWorker, type GhostLease } from './workers.js';
-import { World, type CrashPoint } from './world.js';
+import { World } from './world.js';
+import {
+  advanceClock,
+  coordinatorTurn,
+  drainQuietly,
+  hangMs,
+  planRestart,
+  quietDeltaMs,
+  redialAfterStall,
+  runPhases,
+  sendLateResults,
+  isWorkerFault,
+  workerFault,
+  workerTypes,
+  type CrashPlan,
+} from './sim-parts.js';
 import type { ScheduleCounts } from './schedule-checks.js';
 import type { SignalCounts } from './signal-checks.js';
 
@@ -109,11 +123,11 @@ export interface SimulationReport {
 }
 
 export const DEFAULT_STEPS = 300;
-const DEFAULT_QUIESCENCE_STEPS = 20_000;
+export const DEFAULT_QUIESCENCE_STEPS = 20_000;
 /** Simulated time starts here (any fixed epoch will do). */
-const EPOCH_MS = 1_700_000_000_000;
+export const EPOCH_MS = 1_700_000_000_000;
 
-const FAULT_WEIGHTS = {
+export const FAULT_WEIGHTS = {
   workerCrash: 4,
   workerHang: 3,
   reregister: 2,
@@ -126,15 +140,8 @@ const FAULT_WEIGHTS = {
   failover: 2,
 } as const;
 
-const CLOCK_WEIGHTS = {
-  small: 70,
-  medium: 20,
-  pastHeartbeat: 3,
-  pastDeadline: 3,
-  backoff: 4,
-} as const;
-
-interface Profile {
+/** A run's settings, drawn from its seed. */
+export interface Profile {
   config: CoreConfig;
   lease: LeaseTiming;
   sweepIntervalMs: number;
@@ -145,7 +152,7 @@ interface Profile {
 }
 
 /** Addresses the simulated clients come from: clients 0 and 2 share one. */
-const CLIENT_ADDRESSES = ['10.0.0.1', '10.0.0.2'] as const;
+export const CLIENT_ADDRESSES = ['10.0.0.1', '10.0.0.2'] as const;
 
 /**
  * The budgets per address and of subscriptions: small in some runs (with
@@ -177,7 +184,7 @@ function drawBudgets(
   };
 }
 
-function drawProfile(rng: Random, seed: number): Profile {
+export function drawProfile(rng: Random, seed: number): Profile {
   const { on: budgets, ...budgetConfig } = drawBudgets(seed);
   const heartbeatTimeoutMs = rng.int(2_000, 10_000);
   const retryBaseDelayMs = rng.int(10, 1_000);
@@ -232,7 +239,7 @@ export class Simulation {
   readonly #keyed: SubmitJob[] = [];
   readonly #workers: SimWorker[] = [];
   readonly #clients: SimClient[] = [];
-  #crashPlan: CrashPoint | null = null;
+  readonly #crash: CrashPlan = { crashPlan: null };
   #quiet = false;
 
   constructor(seed: number, options: SimulationOptions = {}) {
@@ -279,11 +286,7 @@ export class Simulation {
     };
     const workerCount = rng.int(1, 5);
     for (let i = 0; i < workerCount; i++) {
-      // Worker 0 runs every type, so every job can finish during quiescence.
-      const types =
-        i > 0 && rng.chance(0.3)
-          ? rng.shuffle([...BUILTIN_TASK_TYPES]).slice(0, rng.int(1, 4))
-          : null;
+      const types = workerTypes(rng, i);
       this.#workers.push(new SimWorker(`worker-${i}`, workerEnv, rng.fork(), types));
     }
     const clientEnv = {
@@ -319,28 +322,22 @@ export class Simulation {
         `seed ${this.seed}: ${this.#workers.length} workers, ${this.#clients.length} clients, sweep ${sweepIntervalMs} ms, fault rate ${this.#profile.faultRate.toFixed(3)}, config ${JSON.stringify(config)}`,
     );
     this.#world.start(this.#invariants);
-    this.#invariants.checkStep();
-    for (let step = 1; step <= this.#steps; step++) {
-      this.#judge.step = step;
-      this.#mainStep();
-      this.#invariants.checkStep();
-    }
-    const quiescenceSteps = this.#quiesce();
+    const quiescenceSteps = runPhases({
+      judge: this.#judge,
+      steps: this.#steps,
+      quiescenceMaxSteps: this.#quiescenceMaxSteps,
+      mainStep: () => this.#mainStep(),
+      enterQuiet: () => this.#enterQuiet(),
+      quietStep: () => this.#quietStep(),
+      checkStep: () => this.#invariants.checkStep(),
+      quiescenceProblem: () => this.#quiescenceProblem(),
+    });
     return this.#report(quiescenceSteps);
   }
 
   #mainStep(): void {
-    const deltaMs = this.#advanceClock();
-    // Time the coordinator did not run: workers that watch it judge it gone
-    // and redial (their tasks go on), and it reads their ends when it wakes.
-    if (deltaMs > Math.max(4 * this.#profile.sweepIntervalMs, 1_000)) {
-      for (const worker of this.#workers) {
-        if (this.#rng.chance(0.3)) {
-          this.#faults.count('redialAfterStall');
-          worker.redial();
-        }
-      }
-    }
+    const deltaMs = advanceClock(this.#rng, this.#profile, this.#clock, this.#faults);
+    redialAfterStall(this.#rng, deltaMs, this.#profile, this.#workers, this.#faults);
     this.#log(() => `step ${this.#judge.step} t=+${this.#clock.nowMs - EPOCH_MS}ms`);
     this.#world.tickLeases();
     if (this.#world.hasFrozen && this.#rng.chance(0.3)) this.#world.wakeFrozen();
@@ -348,37 +345,15 @@ export class Simulation {
     for (const client of this.#clients) client.act();
     if (this.#rng.chance(this.#profile.faultRate)) this.#injectFault();
     for (const worker of this.#workers) worker.read(this.#rng.int(0, 3));
-    const batches = this.#rng.int(0, 3);
-    for (let b = 0; b < batches; b++) {
-      const crash = this.#crashPlan?.at === 'beforeCommit' ? this.#crashPlan : null;
-      if (crash !== null) this.#crashPlan = null;
-      this.#world.runBatch(this.#rng.int(1, 8), crash);
-    }
-    // The store finishes commits at its own pace: some steps none, some several.
-    const commits = this.#rng.int(0, 3);
-    for (let c = 0; c < commits && this.#world.hasCommitPending(); c++) {
-      const crash = this.#crashPlan?.at === 'afterCommit' ? this.#crashPlan : null;
-      if (crash !== null) this.#crashPlan = null;
-      this.#world.completeCommit(crash);
-    }
+    coordinatorTurn(this.#rng, this.#world, this.#crash);
   }
 
-  #quiesce(): number {
+  #enterQuiet(): void {
     this.#quiet = true;
     this.#world.stalls = false;
-    this.#judge.phase = 'quiescence';
-    this.#crashPlan = null;
+    this.#crash.crashPlan = null;
     this.#world.wakeFrozen();
     for (const worker of this.#workers) worker.heal();
-    for (let q = 1; q <= this.#quiescenceMaxSteps; q++) {
-      this.#judge.step = this.#steps + q;
-      this.#quietStep();
-      this.#invariants.checkStep();
-      if (this.#quiescenceProblem() === null) return q;
-    }
-    throw this.#judge.violation(
-      `not quiescent after ${this.#quiescenceMaxSteps} steps: ${this.#quiescenceProblem()}`,
-    );
   }
 
   #quiescenceProblem(): string | null {
@@ -394,13 +369,11 @@ export class Simulation {
       this.#workers.some((w) => w.unread > 0);
     let deltaMs = 0;
     if (!busy) {
-      const now = this.#clock.nowMs;
       const due = Math.min(
         this.#world.nextTimerAtMs(),
         ...this.#workers.map((w) => w.nextDueAtMs()),
       );
-      // Heartbeat-safe: never more than half a heartbeat interval at once.
-      deltaMs = Math.min(Math.max(due - now, 1), Math.floor(this.#profile.heartbeatIntervalMs / 2));
+      deltaMs = quietDeltaMs(this.#clock.nowMs, due, this.#profile.heartbeatIntervalMs);
     }
     this.#clock.advance(deltaMs);
     this.#log(() => `step ${this.#judge.step} (quiet) t=+${this.#clock.nowMs - EPOCH_MS}ms`);
@@ -408,37 +381,7 @@ export class Simulation {
     for (const worker of this.#workers) worker.act();
     for (const client of this.#clients) client.act();
     for (const worker of this.#workers) worker.read(Number.MAX_SAFE_INTEGER);
-    for (let b = 0; b < 1_000 && (this.#world.hasInput() || this.#world.hasCommitPending()); b++) {
-      this.#world.runBatch(this.#rng.int(1, 8));
-      while (this.#world.completeCommit());
-    }
-  }
-
-  #advanceClock(): number {
-    const { config, sweepIntervalMs, heartbeatIntervalMs } = this.#profile;
-    const rng = this.#rng;
-    const kind = rng.weighted(CLOCK_WEIGHTS);
-    let deltaMs: number;
-    switch (kind) {
-      case 'small':
-        deltaMs = rng.int(0, sweepIntervalMs);
-        break;
-      case 'medium':
-        deltaMs = rng.int(0, heartbeatIntervalMs);
-        break;
-      case 'pastHeartbeat':
-        deltaMs = config.heartbeatTimeoutMs + rng.int(1, config.heartbeatTimeoutMs);
-        break;
-      case 'pastDeadline':
-        deltaMs = config.taskTimeoutMs + rng.int(1, 1_000);
-        break;
-      case 'backoff':
-        deltaMs = rng.int(config.retryBaseDelayMs, config.retryMaxDelayMs + 1);
-        break;
-    }
-    if (kind !== 'small' && kind !== 'medium') this.#faults.count(`clock:${kind}`);
-    this.#clock.advance(deltaMs);
-    return deltaMs;
+    drainQuietly(this.#rng, this.#world);
   }
 
   #injectFault(): void {
@@ -450,52 +393,18 @@ export class Simulation {
       () =>
         `  fault: ${kind}${kind.startsWith('worker') || kind === 'reregister' || kind === 'drain' || kind === 'garbage' ? ` (${worker.workerId})` : ''}`,
     );
+    if (isWorkerFault(kind)) {
+      return workerFault(kind, worker, () => hangMs(rng, this.#profile.config.heartbeatTimeoutMs));
+    }
     switch (kind) {
-      case 'workerCrash':
-        return worker.crash();
-      case 'workerHang': {
-        const timeoutMs = this.#profile.config.heartbeatTimeoutMs;
-        return worker.hang(
-          rng.chance(0.5) ? rng.int(1, timeoutMs) : rng.int(timeoutMs, 3 * timeoutMs),
-        );
-      }
-      case 'reregister':
-        return worker.reregister();
-      case 'garbage':
-        return worker.garbage();
-      case 'strayConnection':
-        return worker.strayConnection();
-      case 'drain':
-        return worker.drain();
       case 'lateResult':
-        return this.#lateResult();
+        return sendLateResults(rng, this.#ghosts, this.#workers);
       case 'restart':
-        return this.#planRestart();
+        return planRestart(rng, this.#world, this.#crash);
       case 'clientHangUp':
         return rng.pick(this.#clients).hangUp();
       case 'failover':
         return this.#world.failover(rng.int(1, this.#profile.lease.renewIntervalMs));
-    }
-  }
-
-  #lateResult(): void {
-    if (this.#ghosts.length === 0) return;
-    const rng = this.#rng;
-    const registered = this.#workers.filter((w) => w.registered);
-    if (registered.length === 0) return;
-    const count = rng.int(1, 3);
-    for (let i = 0; i < count; i++) rng.pick(registered).sendLate(rng.pick(this.#ghosts));
-  }
-
-  #planRestart(): void {
-    const rng = this.#rng;
-    const roll = rng.float();
-    if (roll < 0.3) {
-      this.#world.restart('crash between batches');
-    } else if (roll < 0.65) {
-      this.#crashPlan = { at: 'beforeCommit', index: rng.int(0, 5) };
-    } else {
-      this.#crashPlan = { at: 'afterCommit', released: rng.int(0, 8) };
     }
   }
 

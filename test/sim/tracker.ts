@@ -13,6 +13,12 @@
  *
  * Requests answered by a later input (after a read of history, or held
  * behind a key lookup) are remembered and judged when their reply appears.
+ *
+ * A shard of several: a job another shard's flow made is created by the
+ * outbox message that brings it, or by the read of the store that message
+ * waited for (its submission is the row the message carries, `sentRow`),
+ * and a parent of another shard is judged by what `elsewhere` says of it
+ * (its committed terminal state there).
  */
 import type { CoreConfig, CoreEvent, Effect } from '../../src/coordinator/core/types.js';
 import type { MemoryStore } from '../../src/store/memory-store.js';
@@ -24,12 +30,18 @@ import {
   type JobState,
   type SubmitJob,
 } from '../../src/protocol/messages.js';
-import { checkDeferredAnswer, checkRequest, type Before, type KeyOwner } from './request-checks.js';
+import {
+  checkDeferredAnswer,
+  checkRequest,
+  type Before,
+  type KeyOwner,
+  type RequestContext,
+} from './request-checks.js';
 import type { ClientRequest } from '../../src/protocol/messages.js';
 import { collectSnapshots, snapshotProblem, type SnapshotSeen } from './snapshots.js';
 import type { Judge } from './violation.js';
 import type { HandledInput } from './world.js';
-import { batchParts } from './clients.js';
+import { batchParts, flowParts } from './clients.js';
 import { ScheduleChecks, firedJob, type TickFact } from './schedule-checks.js';
 import { MAX_FREE_REQUEUES } from '../../src/protocol/limits.js';
 import { EXPIRED_PREFIX } from '../../src/coordinator/core/job.js';
@@ -180,6 +192,8 @@ export class JobTracker {
    * submission still creates its job), only the shell drops the reply.
    */
   readonly #deferred = new Map<string, ClientRequest>();
+  /** Of those, the ones about a job the model did not know when the request was read. */
+  readonly #askedUnknown = new Set<string>();
   readonly #judge: Judge;
   /** SUBSCRIBE_JOBS filters the core accepted, by client connection (gone with a crash). */
   readonly #subscriptions = new Map<number, JobEventFilter[]>();
@@ -190,6 +204,8 @@ export class JobTracker {
   readonly #waitsOn: (connId: number) => number;
   readonly #waitsInAll: () => number;
   readonly #waitsFromAddress: (address: string) => number;
+  readonly #elsewhere: (jobId: string) => JobState | undefined;
+  readonly #sentRow: (jobId: string) => JobRecord | undefined;
   /** Recurring schedules: their model and invariants (schedule-checks.ts). */
   readonly schedules: ScheduleChecks;
 
@@ -207,6 +223,10 @@ export class JobTracker {
     waitsInAll?: () => number;
     /** Pending WAIT_JOBs of the connections from one address (before the input). */
     waitsFromAddress?: (address: string) => number;
+    /** A job of another shard: its committed terminal state there (default: none ever ends). */
+    elsewhere?: (jobId: string) => JobState | undefined;
+    /** A job another shard's flow made: its row as the outbox message carries it (default: none). */
+    sentRow?: (jobId: string) => JobRecord | undefined;
   }) {
     this.#judge = options.judge;
     this.#config = options.config;
@@ -216,6 +236,8 @@ export class JobTracker {
     this.#waitsOn = options.waitsOn ?? (() => 0);
     this.#waitsInAll = options.waitsInAll ?? (() => 0);
     this.#waitsFromAddress = options.waitsFromAddress ?? (() => 0);
+    this.#elsewhere = options.elsewhere ?? (() => undefined);
+    this.#sentRow = options.sentRow ?? (() => undefined);
     this.schedules = new ScheduleChecks({
       judge: options.judge,
       store: options.store,
@@ -326,9 +348,11 @@ export class JobTracker {
           `activeCount went ${h.activeBefore} -> ${h.activeAfter} on ${input.kind} with ${created} created and ${finished} finished`,
       );
     }
-    const ctx = { judge, config: this.#config, invalid: this.#invalid };
+    const ctx = this.#requestContext();
     if (input.kind === 'clientRequest' && !checkRequest(ctx, input, h, before)) {
-      this.#deferred.set(`${input.connId}/${input.requestId}`, input.msg);
+      const key = `${input.connId}/${input.requestId}`;
+      this.#deferred.set(key, input.msg);
+      if (!before.known) this.#askedUnknown.add(key);
     }
     if (input.kind === 'clientRequest') this.#followSchedules(input, h);
     this.#judgeDeferred(h);
@@ -398,6 +422,7 @@ export class JobTracker {
     this.#building = stagedFacts();
     this.#inFlight.clear();
     this.#deferred.clear();
+    this.#askedUnknown.clear();
     this.schedules.onCrash();
     this.attempts.clear();
     this.maxAttempts.clear();
@@ -937,7 +962,10 @@ export class JobTracker {
     const deps = this.#parentsOf.get(jobId);
     if (deps === undefined) return;
     for (const parent of deps.parents) {
-      const state = this.terminalState(parent);
+      // A parent this shard does not know is another shard's.
+      const state = this.attempts.has(parent)
+        ? this.terminalState(parent)
+        : this.#elsewhere(parent);
       this.#judge.check(
         state === 'COMPLETED' || (deps.run && state !== undefined),
         () =>
@@ -1029,6 +1057,7 @@ export class JobTracker {
 
   #applyRecovered(event: Extract<CoreEvent, { type: 'job.recovered' }>, h: HandledInput): void {
     const judge = this.#judge;
+    if (event.from === 'WAITING') return this.#recoveredBlocked(event.jobId, event.to);
     // Suspended attempts (sleeps, waits) and free requeues do not count toward maxAttempts.
     const attempts = (this.attempts.get(event.jobId) ?? 0) - this.uncounted(event.jobId);
     const max = this.maxAttempts.get(event.jobId) ?? 0;
@@ -1052,6 +1081,26 @@ export class JobTracker {
       this.counts.failed++;
       this.#terminate(event.jobId, 'FAILED');
     }
+  }
+
+  /**
+   * A shard's recovery found a waiting job whose parent of another shard
+   * has ended so that it must not run (that end is stored for another child
+   * of the same parent): the job was cancelled with it (job.cancelled came
+   * first), before its own `parentEnded` arrived.
+   */
+  #recoveredBlocked(jobId: string, to: JobState): void {
+    const deps = this.#parentsOf.get(jobId);
+    const blocker = deps?.parents.find((parent) => {
+      if (this.attempts.has(parent)) return false;
+      const state = this.#elsewhere(parent);
+      return state !== undefined && state !== 'COMPLETED' && !deps.run;
+    });
+    this.#judge.check(
+      to === 'CANCELLED' && blocker !== undefined && this.terminalState(jobId) === 'CANCELLED',
+      () =>
+        `job ${jobId} recovered from WAITING to ${to}; no parent of another shard had ended so (parents ${JSON.stringify(deps)})`,
+    );
   }
 
   /**
@@ -1225,6 +1274,10 @@ export class JobTracker {
     if (input.kind === 'clientRequest' && input.msg.type === 'SUBMIT_JOB') return input.msg;
     const child = this.#childCallOf(jobId, h);
     if (child !== undefined) return child;
+    if (input.kind === 'outboxMessages' || input.kind === 'readDone') {
+      const row = this.#sentRow(jobId);
+      if (row !== undefined) return rowSubmission(row);
+    }
     // A schedule's tick, or a trigger of it: the schedule's definition.
     const scheduleName =
       firedJob(h.effects, jobId)?.name ??
@@ -1269,6 +1322,11 @@ export class JobTracker {
         const part = batchParts(request)[reply.jobIds.indexOf(jobId)];
         if (part !== undefined) return part;
       }
+      if (reply.type === 'FLOW_SUBMITTED' && request?.type === 'SUBMIT_FLOW') {
+        const at = reply.jobs.findIndex((job) => job.jobId === jobId);
+        const part = flowParts(request, reply)[at];
+        if (part !== undefined) return part;
+      }
     }
     throw this.#judge.violation(`job ${jobId} created on a ${input.kind} input by no submission`);
   }
@@ -1303,6 +1361,7 @@ export class JobTracker {
         maxAttempts: call.maxAttempts ?? null,
         idempotencyKey: null,
         priority: call.priority ?? null,
+        ...(call.queue != null && { queue: call.queue }),
       };
     }
     return undefined;
@@ -1310,7 +1369,7 @@ export class JobTracker {
 
   /** Judges every reply in this input to a request that was answered late. */
   #judgeDeferred(h: HandledInput): void {
-    const ctx = { judge: this.#judge, config: this.#config, invalid: this.#invalid };
+    const ctx = this.#requestContext();
     const after = {
       nowMs: h.nowMs,
       heldUntil: (queue: string, group?: string | null) => this.heldUntil(queue, group),
@@ -1319,6 +1378,7 @@ export class JobTracker {
       keyOwner: (key: string) => this.keyOwner(key),
       schedule: (name: string) => this.schedules.get(name),
       delayed: (jobId: string) => this.delayed.has(jobId),
+      madeElsewhere: (jobId: string) => this.#sentRow(jobId) !== undefined,
     };
     for (const effect of h.effects) {
       if (effect.kind !== 'reply') continue;
@@ -1326,8 +1386,18 @@ export class JobTracker {
       const msg = this.#deferred.get(key);
       if (msg === undefined) continue;
       this.#deferred.delete(key);
-      checkDeferredAnswer(ctx, msg, effect.msg, after);
+      const unknownWhenAsked = this.#askedUnknown.delete(key);
+      checkDeferredAnswer(ctx, msg, effect.msg, { ...after, unknownWhenAsked });
     }
+  }
+
+  #requestContext(): RequestContext {
+    return {
+      judge: this.#judge,
+      config: this.#config,
+      invalid: this.#invalid,
+      madeElsewhere: (jobId) => this.#sentRow(jobId) !== undefined,
+    };
   }
 
   /** Requests still waiting for a late answer. */
@@ -1367,6 +1437,25 @@ function isFinishing(event: CoreEvent): boolean {
     event.type === 'job.cancelled' ||
     (event.type === 'job.recovered' && event.to === 'FAILED')
   );
+}
+
+/** A job made elsewhere (by a flow of another shard) as the submission it stands for. */
+function rowSubmission(row: JobRecord): SubmitJob {
+  return {
+    type: 'SUBMIT_JOB',
+    taskType: row.taskType,
+    payload: JSON.parse(row.payloadJson) as SubmitJob['payload'],
+    maxAttempts: row.maxAttempts,
+    idempotencyKey: row.idempotencyKey,
+    priority: row.priority,
+    queue: row.queue,
+    ...(row.groupKey != null && { groupKey: row.groupKey }),
+    ...(row.runAtMs != null && { runAtMillis: row.runAtMs }),
+    ...(row.expiresAtMs != null && { expiresAtMillis: row.expiresAtMs }),
+    ...(row.dependsOn != null && { dependsOn: row.dependsOn }),
+    ...(row.onParentFailure != null && { onParentFailure: row.onParentFailure }),
+    ...(row.traceContext != null && { traceparent: row.traceContext.traceparent }),
+  };
 }
 
 /** Suspended attempts of a committed job: its recorded sleeps and waits. */

@@ -103,6 +103,8 @@ export interface WorkerEnv {
   leaseCurrent(jobId: string, attemptId: string): boolean;
   /** Steps recorded and acknowledged so far (for the report). */
   stepStats: { recorded: number; suspensions: number };
+  /** Queues a child may name (most calls name one; a shard's own); absent: no call names one. */
+  childQueues?: readonly string[];
 }
 
 /** Most steps a simulated handler records per job (sleeps and waits included). */
@@ -847,6 +849,8 @@ export class SimWorker implements WorkerPeer {
       ? `k:${this.#rng.pick(['a', 'b', 'c'])}`
       : `o:${task.ordinal++}`;
     const late = !this.#env.quiet() && this.#rng.chance(0.1);
+    const queues = this.#env.childQueues;
+    const queue = queues !== undefined && this.#rng.chance(0.8) ? this.#rng.pick(queues) : null;
     this.#outbox.push({
       msg: {
         type: 'ENQUEUE_CHILD',
@@ -858,6 +862,7 @@ export class SimWorker implements WorkerPeer {
         taskType: 'SLEEP',
         payload: { durationMillis: 1 },
         ...(this.#rng.chance(0.3) && { maxAttempts: this.#rng.int(1, 3) }),
+        ...(queue !== null && { queue }),
       },
       sendAtMs: late ? this.#now + this.#rng.int(1, 2 * this.#env.taskTimeoutMs) : this.#now,
     });

@@ -23,6 +23,11 @@
  * When the frozen one wakes up it handles what it had read and a tick, and
  * its store tries to finish its commits: every one must be refused, none of
  * its effects ever leaves, and its lease machine must step down.
+ *
+ * A shard of several (`sharded`): the core has its shard, its store shares
+ * the cluster's outbox with the other shards' stores, job ids name their
+ * shard, and the shell reads the outbox as a shard's term does
+ * (outbox-reads.ts); a frozen leader keeps the answers it had read.
  */
 import { windowConfigOf } from '../../src/coordinator/core/scheduled-window.js';
 import { createCronEvaluator } from '../../src/coordinator/cron.js';
@@ -34,7 +39,8 @@ import type {
   WorkerToCoordinator,
 } from '../../src/protocol/messages.js';
 import type { StoreRead, WriteBatch } from '../../src/store/store.js';
-import { MemoryStore } from '../../src/store/memory-store.js';
+import { MemoryStore, type MemoryOutbox } from '../../src/store/memory-store.js';
+import { stampShard } from '../../src/protocol/shards.js';
 import { createBuiltinRegistry } from '../../src/tasks/builtin/index.js';
 import { LeaseLostError } from '../../src/store/lease.js';
 import type { SimElection } from './election.js';
@@ -47,6 +53,7 @@ import {
   type WorkerPeer,
 } from './network.js';
 import { describeEffect, describeInput } from './describe.js';
+import { OutboxReads, type OutboxReadStats } from './outbox-reads.js';
 import type { Random } from './random.js';
 
 /** The cron evaluator the coordinator uses (the simulation uses the real library). */
@@ -112,6 +119,18 @@ export interface WorldOptions {
   sweepIntervalMs: number;
   /** The shell now and then says a client connection's subscriber stalled or reads again. */
   stalls?: boolean;
+  /**
+   * A shard of several (its place is `config.shard`): the outbox the shards
+   * share, the run's one id source (its ids leave the shard digits free),
+   * and the counts of outbox reads to add to.
+   */
+  sharded?: {
+    outbox: MemoryOutbox;
+    ids: IdSource;
+    reads: OutboxReadStats;
+    /** A planted bug (tests of the checks): outbox reads say every batch had committed. */
+    readsClaimAll?: boolean;
+  };
   log: (line: () => string) => void;
 }
 
@@ -129,7 +148,8 @@ type Source =
   | { kind: 'wait'; key: string; timer: WaitTimer }
   | { kind: 'release'; connId: number }
   | { kind: 'stall'; connId: number }
-  | { kind: 'read'; readId: number; read: StoreRead };
+  | { kind: 'read'; readId: number; read: StoreRead }
+  | { kind: 'outbox' };
 
 /** A flushed batch waiting for its commit, with the effects produced with it. */
 interface InFlight {
@@ -158,7 +178,7 @@ export class World {
   readonly clock: SimClock;
   readonly config: CoreConfig;
   readonly sweepIntervalMs: number;
-  readonly store = new MemoryStore();
+  readonly store: MemoryStore;
   readonly ids: IdSource;
   /** Connections the coordinator process currently has (until it reads their end). */
   /** Frames of several attempts (feature `batches`) that crossed the network. */
@@ -195,6 +215,8 @@ export class World {
   #core: CoordinatorCore | null = null;
   #nextTickAtMs = 0;
   #nextConnId = 1;
+  /** A shard's reads of the outbox; null with one shard. */
+  readonly #outbox: OutboxReads | null;
 
   constructor(options: WorldOptions) {
     this.election = options.election;
@@ -202,7 +224,23 @@ export class World {
     this.#rng = options.rng;
     this.config = options.config;
     this.sweepIntervalMs = options.sweepIntervalMs;
-    this.ids = new IdSource(options.seed);
+    const sharded = options.sharded;
+    const shard = options.config.shard;
+    if ((sharded === undefined) !== (shard === undefined)) {
+      throw new Error('a shard needs both its place (config.shard) and the shared outbox');
+    }
+    this.store = new MemoryStore(sharded === undefined ? {} : { outbox: sharded.outbox });
+    this.ids = sharded?.ids ?? new IdSource(options.seed);
+    this.#outbox =
+      sharded === undefined || shard === undefined
+        ? null
+        : new OutboxReads(
+            this.store,
+            shard.shard,
+            options.rng.fork(),
+            sharded.reads,
+            sharded.readsClaimAll,
+          );
     this.stalls = options.stalls ?? false;
     this.#log = options.log;
   }
@@ -383,6 +421,7 @@ export class World {
       throw this.#obs.fatal('store commit', err);
     }
     this.stats.commits++;
+    this.#outbox?.committed(batch.batchId);
     this.#obs.onCommitted(batch.batchId);
     entry.batch = null;
     if (crash?.at === 'afterCommit') {
@@ -440,6 +479,21 @@ export class World {
     this.election.tick(this.#leader, this.#frozen === null ? 1 - this.#leader : null);
   }
 
+  /** The shard's outbox poll timer fires: a read begins unless one is under way. */
+  pollOutbox(): void {
+    this.#outbox?.poll();
+  }
+
+  /** The store answers the shard's outbox read, if one is out. */
+  answerOutbox(quiet: boolean): void {
+    this.#outbox?.answer(quiet);
+  }
+
+  /** True while an outbox read is out or its answer waits to be handled. */
+  get outboxBusy(): boolean {
+    return this.#outbox?.busy ?? false;
+  }
+
   /** True while a deposed leader is frozen. */
   get hasFrozen(): boolean {
     return this.#frozen !== null;
@@ -450,6 +504,16 @@ export class World {
    * other node takes over under the next epoch and recovers from the store.
    */
   failover(extraMs: number): void {
+    this.freeze();
+    this.clock.advance(this.election.timing.ttlMs + extraMs);
+    this.takeOver();
+  }
+
+  /**
+   * The first half of a failover: the leader freezes with what it holds.
+   * The caller lets its lease expire before {@link takeOver}.
+   */
+  freeze(): void {
     if (this.#frozen !== null) this.wakeFrozen();
     this.stats.failovers++;
     const inbox: CoreInput[] = [];
@@ -459,6 +523,7 @@ export class World {
           inbox.push({ kind: 'workerMessage', connId: link.connId, msg: item.msg });
       }
     }
+    inbox.push(...(this.#outbox?.takeAll() ?? []));
     this.#frozen = {
       core: this.core,
       pipeline: this.#pipeline,
@@ -467,7 +532,10 @@ export class World {
       term: this.#term,
       node: this.#leader,
     };
-    this.clock.advance(this.election.timing.ttlMs + extraMs);
+  }
+
+  /** The second half of a failover: the other node takes the expired lease and recovers. */
+  takeOver(): void {
     this.#leader = 1 - this.#leader;
     this.#epoch = this.election.elect(this.#leader);
     this.#log(() => `  !! failover: node ${this.#leader} leads under epoch ${this.#epoch}`);
@@ -536,19 +604,26 @@ export class World {
     this.clientLinks.clear();
     this.#waitTimers.clear();
     this.#wakeAtMs = null;
+    this.#outbox?.reset();
     this.#core = null;
     this.#boot();
   }
 
   #boot(): void {
     this.#term++;
+    const place = this.config.shard;
+    // A job id names its shard, a flow's job of another shard that one (term-factory.ts).
+    const newId =
+      place === undefined
+        ? () => this.ids.next()
+        : (shard?: number) => stampShard(this.ids.next(), shard ?? place.shard, place.shards);
     let effects: Effect[];
     try {
       this.#core = new CoordinatorCore(
         this.config,
         {
           now: () => this.clock.nowMs,
-          newId: () => this.ids.next(),
+          newId,
           validator: this.#validator,
           cron: CRON,
         },
@@ -609,6 +684,7 @@ export class World {
       sources.push({ kind: 'stall', connId: this.#rng.pick([...this.clientLinks.keys()]) });
     }
     for (const [readId, read] of this.#reads) sources.push({ kind: 'read', readId, read });
+    if (this.#outbox?.ready === true) sources.push({ kind: 'outbox' });
     return sources;
   }
 
@@ -662,6 +738,8 @@ export class World {
           link: null,
           currentAtSend: false,
         };
+      case 'outbox':
+        return { input: this.#outbox?.take() as CoreInput, link: null, currentAtSend: false };
     }
   }
 

@@ -14,7 +14,7 @@ import type { FlowJob, JobSnapshot } from '../../src/protocol/messages.js';
 import { shardOfJobId, shardOfQueue } from '../../src/protocol/shards.js';
 import { MemoryOutbox, MemoryStore } from '../../src/store/memory-store.js';
 import type { OutboxMessage } from '../../src/store/store.js';
-import { CoreHarness, expectReply } from '../helpers/core-harness.js';
+import { CoreHarness, expectReply, sentTo } from '../helpers/core-harness.js';
 
 const SHARDS = 2;
 
@@ -203,6 +203,54 @@ describe('core: flows and dependencies across shards', () => {
     pump(c);
     assert.equal(statusIn(c, idOf(ids, 'y')).state, 'CANCELLED');
     assert.match(statusIn(c, idOf(ids, 'y')).error ?? '', /id-998-s001 is unknown/);
+  });
+
+  it('makes a child in its parent’s shard only, refusing one of another shard’s queue', () => {
+    const c = cluster();
+    assert.equal(shardOfQueue(undefined, SHARDS), 0, 'the default queue is in shard 0');
+    c.b.register('wb', 1);
+    const parent = c.b.submit({ queue: QUEUE[1] });
+    const { attemptId } = c.b.assignmentOf(parent);
+    const connId = c.b.connOf('wb');
+    const enqueue = (requestId: number, queue?: string) =>
+      sentTo(
+        c.b.handle({
+          kind: 'workerMessage',
+          connId,
+          msg: {
+            type: 'ENQUEUE_CHILD',
+            workerId: 'wb',
+            jobId: parent,
+            attemptId,
+            requestId,
+            key: `o:${requestId}`,
+            taskType: 'SLEEP',
+            payload: { durationMillis: 1 },
+            ...(queue !== undefined && { queue }),
+          },
+        }),
+        connId,
+      ).find((m) => 'requestId' in m && m.requestId === requestId);
+    // No queue is the default one, in shard 0; so is QUEUE[0]: both refused, nothing made.
+    for (const [requestId, queue] of [
+      [1, undefined],
+      [2, QUEUE[0]],
+    ] as const) {
+      const answer = enqueue(requestId, queue);
+      assert.equal(answer?.type, 'ERROR', JSON.stringify(answer));
+      assert.match(
+        answer?.type === 'ERROR' ? answer.message : '',
+        /in shard 0, its parent in shard 1/,
+      );
+    }
+    assert.equal(c.b.core.activeJobs().length, 1, 'only the parent');
+    assert.equal(c.outbox.all().length, 0);
+    // A queue of the parent's shard: the child is made there.
+    const made = enqueue(3, QUEUE[1]);
+    assert.equal(made?.type, 'CHILD_ENQUEUED', JSON.stringify(made));
+    const child = made?.type === 'CHILD_ENQUEUED' ? made.jobId : '';
+    assert.equal(shardOfJobId(child, SHARDS), 1);
+    assert.equal(c.b.status(child).parentJobId, parent);
   });
 
   it('refuses keys on a flow job of another shard, creating nothing', () => {

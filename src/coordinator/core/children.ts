@@ -15,12 +15,17 @@
  *   parent, nor the parent for it. It records `parentJobId` and its key.
  * - CHILD_ENQUEUED leaves after the commit of the child's row, like every
  *   effect: a child acknowledged to a worker is durable.
+ * - On a sharded database the child is made in its parent's shard, where
+ *   its key is unique: a child whose queue (`default` when none is given)
+ *   is in another shard is refused (INVALID_REQUEST), as a job of a queue
+ *   lives in that queue's shard only.
  *
  * An idempotency key on a child is refused: the child key is its dedupe.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { MAX_CHILD_KEY_LENGTH, MAX_CHILDREN_PER_JOB } from '../../protocol/limits.js';
 import type { EnqueueChild, SubmitJobsElement } from '../../protocol/messages.js';
+import { shardOfQueue } from '../../protocol/shards.js';
 import type { ChildLink } from '../../store/store.js';
 import { fenceCall, refuseCall, type FencedCall } from './calls.js';
 import { schedule } from './job-lifecycle.js';
@@ -96,6 +101,15 @@ export function enqueueChild(s: CoreState, call: FencedCall<EnqueueChild>): void
   };
   const wanted = checkSubmission(s, element);
   if (isProblem(wanted)) return refuse(wanted.code, wanted.message);
+  const place = s.links.place;
+  const shard = place === null ? null : shardOfQueue(wanted.queue, place.shards);
+  if (place !== null && shard !== place.shard) {
+    return refuse(
+      ErrorCode.InvalidRequest,
+      `its queue ${JSON.stringify(wanted.queue)} is in shard ${shard}, its parent in shard ${place.shard}; ` +
+        "a child is made in its parent's shard: give it a queue of that shard",
+    );
+  }
   const runAtMs = dueAt(s, wanted);
   const refusal = refusalOf(s, runAtMs !== null && runAtMs > s.nowMs);
   if (refusal !== null) {
