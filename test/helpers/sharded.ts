@@ -3,6 +3,8 @@
  * (fast timings, a 1 s lease renewed every 100 ms), waiting until the shards
  * are shared out, and a queue name in each shard.
  */
+import { after, afterEach } from 'node:test';
+import { createTestDatabase, dropTestDatabase } from './postgres.js';
 import {
   DEFAULT_COORDINATOR_OPTIONS,
   type CoordinatorOptions,
@@ -46,4 +48,41 @@ export function queuesByShard(shards: number): string[] {
   const out = new Array<string | undefined>(shards).fill(undefined);
   for (let i = 0; out.includes(undefined); i++) out[shardOfQueue(`q${i}`, shards)] ??= `q${i}`;
   return out as string[];
+}
+
+/**
+ * What a test file of sharded coordinators keeps between its tests: the
+ * databases it made (dropped after the file), what is running (closed after
+ * each test) and other clean-ups. The hooks are registered when it is made.
+ */
+export function shardedScope(): {
+  database: () => Promise<string>;
+  running: { close(): Promise<void> }[];
+  cleanups: (() => void)[];
+  /** Stops closing `closed` after the test (the test closed it itself). */
+  forget: (closed: { close(): Promise<void> }) => void;
+} {
+  const databases: string[] = [];
+  const running: { close(): Promise<void> }[] = [];
+  const cleanups: (() => void)[] = [];
+  after(async () => {
+    for (const url of databases) await dropTestDatabase(url);
+  });
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((c) => c.close()));
+    for (const cleanup of cleanups.splice(0)) cleanup();
+  });
+  return {
+    database: async () => {
+      const url = await createTestDatabase();
+      databases.push(url);
+      return url;
+    },
+    running,
+    cleanups,
+    forget: (closed) => {
+      const at = running.indexOf(closed);
+      if (at >= 0) running.splice(at, 1);
+    },
+  };
 }

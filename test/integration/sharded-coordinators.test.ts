@@ -5,15 +5,15 @@
  * `--shards` is refused.
  */
 import assert from 'node:assert/strict';
-import { after, afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/client.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';
 import { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
 import { LocalErrorCode } from '../../src/protocol/error-codes.js';
 import { DtpError } from '../../src/protocol/errors.js';
 import { shardOfJobId, shardOfQueue } from '../../src/protocol/shards.js';
-import { createTestDatabase, dropTestDatabase, postgresSkip } from '../helpers/postgres.js';
-import { queuesByShard, sharedOut, shardedOptions } from '../helpers/sharded.js';
+import { postgresSkip } from '../helpers/postgres.js';
+import { queuesByShard, sharedOut, shardedOptions, shardedScope } from '../helpers/sharded.js';
 import { until } from '../helpers/until.js';
 import { rawConnection } from '../helpers/raw-peers.js';
 import type { Message } from '../../src/protocol/messages.js';
@@ -23,24 +23,8 @@ import { join } from 'node:path';
 
 const skip = postgresSkip();
 const SHARDS = 4;
-const databases: string[] = [];
-let running: { close(): Promise<void> }[] = [];
-const cleanups: (() => void)[] = [];
-
-after(async () => {
-  for (const url of databases) await dropTestDatabase(url);
-});
-afterEach(async () => {
-  await Promise.all(running.map((c) => c.close()));
-  running = [];
-  for (const cleanup of cleanups.splice(0)) cleanup();
-});
-
-async function database(): Promise<string> {
-  const url = await createTestDatabase();
-  databases.push(url);
-  return url;
-}
+const scope = shardedScope();
+const { database, running, cleanups } = scope;
 
 async function start(url: string, shards = SHARDS): Promise<ShardedCoordinator> {
   const c = await ShardedCoordinator.start(shardedOptions(url), shards);
@@ -69,7 +53,7 @@ describe('sharded coordinators', { skip }, () => {
     const c = await start(url);
     await balanced([a, b, c]);
     await c.close();
-    running = running.filter((r) => r !== c);
+    scope.forget(c);
     await balanced([a, b]);
   });
 
@@ -140,7 +124,7 @@ describe('sharded coordinators', { skip }, () => {
       })),
     );
     await a.close();
-    running = running.filter((r) => r !== a);
+    scope.forget(a);
     await balanced([b]);
     for (const id of ids) assert.equal((await viaB.status(id)).state, 'QUEUED');
   });
@@ -202,7 +186,7 @@ describe('sharded coordinators', { skip }, () => {
     // The shard's leader stops; a new one takes the shard (and its schedule) over.
     const first = await leaderOf();
     await first.close();
-    running = running.filter((r) => r !== first);
+    scope.forget(first);
     const c = await start(url);
     const survivor = first === a ? b : a;
     await balanced([survivor, c]);

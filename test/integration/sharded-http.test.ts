@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { DtpClient } from '../../src/client/client.js';
 import type { CoordinatorOptions } from '../../src/coordinator/options.js';
 import { startHttpPort } from '../../src/http/http-server.js';
@@ -18,35 +18,14 @@ import type { JobSnapshot } from '../../src/protocol/messages.js';
 import { shardOfJobId } from '../../src/protocol/shards.js';
 import { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
 import { HttpApi } from '../helpers/http-api.js';
-import {
-  createTestDatabase,
-  dropTestDatabase,
-  postgresSkip,
-  queryDatabase,
-} from '../helpers/postgres.js';
-import { queuesByShard, sharedOut, shardedOptions } from '../helpers/sharded.js';
+import { postgresSkip, queryDatabase } from '../helpers/postgres.js';
+import { queuesByShard, sharedOut, shardedOptions, shardedScope } from '../helpers/sharded.js';
 import { until } from '../helpers/until.js';
 
 const skip = postgresSkip();
 const SHARDS = 4;
-const databases: string[] = [];
-let running: { close(): Promise<void> }[] = [];
-const cleanups: (() => void)[] = [];
-
-after(async () => {
-  for (const url of databases) await dropTestDatabase(url);
-});
-afterEach(async () => {
-  await Promise.all(running.map((c) => c.close()));
-  running = [];
-  for (const cleanup of cleanups.splice(0)) cleanup();
-});
-
-async function database(): Promise<string> {
-  const url = await createTestDatabase();
-  databases.push(url);
-  return url;
-}
+const scope = shardedScope();
+const { database, running, cleanups } = scope;
 
 async function start(
   url: string,
@@ -181,7 +160,7 @@ describe('the HTTP port of sharded coordinators', { skip }, () => {
 
     // A stops: B takes every shard, and its API still lists every job.
     await a.c.close();
-    running = running.filter((r) => r !== a.c);
+    scope.forget(a.c);
     await sharedOut([b.c], SHARDS);
     const listed = (await listAll(b.api)).map((j) => j.jobId);
     assert.deepEqual([...listed].sort(), [...ids].sort());
