@@ -94,9 +94,8 @@ def test_worker_and_client_follow_the_leader_across_a_failover(
         assert client.status(before.job_id)["result"] == "BEFORE"
 
 
-def test_a_client_reaches_every_shard_through_any_sharded_coordinator(
-    cluster: Cluster, database: str
-) -> None:
+def two_sharded_coordinators(cluster: Cluster, database: str) -> tuple[Coordinator, Coordinator]:
+    """Two coordinators of a 4-shard database, once they lead 2 shards each."""
     lease = ["--lease-ttl-millis", "1000", "--lease-renew-interval-millis", "200"]
     a = cluster.coordinator("--database", database, "--shards", "4", *lease)
     b = cluster.coordinator("--database", database, "--shards", "4", *lease)
@@ -107,6 +106,13 @@ def test_a_client_reaches_every_shard_through_any_sharded_coordinator(
         return counts == [2, 2]
 
     until(shared_out, 30, "the shards shared out")
+    return a, b
+
+
+def test_a_client_reaches_every_shard_through_any_sharded_coordinator(
+    cluster: Cluster, database: str
+) -> None:
+    a, b = two_sharded_coordinators(cluster, database)
     queues = [f"tenant-{i}" for i in range(8)]
     with a.client() as via_a, b.client() as via_b:
         ids = [via_a.submit("SLEEP", {"durationMillis": 1}, queue=q).job_id for q in queues]
@@ -120,16 +126,7 @@ def test_a_client_reaches_every_shard_through_any_sharded_coordinator(
 def test_a_python_worker_works_on_every_shard_and_follows_them_when_a_coordinator_dies(
     cluster: Cluster, database: str
 ) -> None:
-    lease = ["--lease-ttl-millis", "1000", "--lease-renew-interval-millis", "200"]
-    a = cluster.coordinator("--database", database, "--shards", "4", *lease)
-    b = cluster.coordinator("--database", database, "--shards", "4", *lease)
-
-    def shared_out() -> bool:
-        with b.client() as client:
-            counts = sorted(c["shards"] for c in client.shards()["coordinators"])
-        return counts == [2, 2]
-
-    until(shared_out, 30, "the shards shared out")
+    a, b = two_sharded_coordinators(cluster, database)
     # Given one coordinator's worker port, the worker registers with every shard.
     worker = cluster.py_worker(
         None,
