@@ -1,7 +1,8 @@
 /**
  * The overload experiment: 3 workers × capacity 4, 240 SLEEP jobs of 500 ms
- * burst from 8 connections (all submitted at once), once with admission
- * control effectively off (limit 10,000) and once with `--max-active-jobs 24`.
+ * (a smoke run: 50 ms) burst from 8 connections (all submitted at once), once
+ * with admission control effectively off (limit 10,000) and once with
+ * `--max-active-jobs 24`.
  * Bounding the active jobs should cut the end-to-end p99 of the accepted jobs
  * roughly tenfold while completing jobs at the same rate.
  */
@@ -17,7 +18,7 @@ export interface OverloadRun {
   p99Ms: number;
 }
 
-async function once(limit: number, dir: string): Promise<OverloadRun> {
+async function once(limit: number, dir: string, sleepMs: number): Promise<OverloadRun> {
   const cluster = await startCluster(
     [
       '--database',
@@ -32,7 +33,7 @@ async function once(limit: number, dir: string): Promise<OverloadRun> {
   );
   try {
     const r = await runBenchCli(cluster.clientPort, [
-      ...['--task', 'sleep', '--sleep-millis', '500', '--jobs', '240'],
+      ...['--task', 'sleep', '--sleep-millis', String(sleepMs), '--jobs', '240'],
       // The warmup starts every worker's task threads, so the measured jobs do
       // not pay for thread start-up.
       ...['--concurrency', '8', '--in-flight', '30', '--warmup', '12'],
@@ -52,6 +53,6 @@ async function once(limit: number, dir: string): Promise<OverloadRun> {
   }
 }
 
-export async function overloadExperiment(dir: string): Promise<OverloadRun[]> {
-  return [await once(10_000, dir), await once(24, dir)];
+export async function overloadExperiment(dir: string, sleepMs = 500): Promise<OverloadRun[]> {
+  return [await once(10_000, dir, sleepMs), await once(24, dir, sleepMs)];
 }

@@ -305,7 +305,7 @@ async function throughputTable(dir: string): Promise<string[]> {
 
 async function overload(dir: string): Promise<string[]> {
   const runs: OverloadRun[][] = [];
-  for (let i = 0; i < REPEATS; i++) runs.push(await overloadExperiment(dir));
+  for (let i = 0; i < REPEATS; i++) runs.push(await overloadExperiment(dir, SMOKE ? 50 : 500));
   const lines = [
     row([
       '--max-active-jobs',

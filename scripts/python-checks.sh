@@ -10,7 +10,10 @@
 #   python-checks.sh [pytest arguments...]
 #
 # DTP_PYTHON names the interpreter (default python3); without one the checks
-# are skipped, saying so. The package itself installs with no package index
+# are skipped, saying so. pytest runs in DTP_PYTHON_TEST_PARTS processes side
+# by side (default 2 on a machine of two cores or more, else 1), each with
+# every n-th test (tests/conftest.py, DTP_PYTEST_PART); the later parts'
+# output is printed after the first's. The package itself installs with no package index
 # (its build backend is in python/backend/). When pip cannot install the dev
 # tools (no index reachable), the checks run in a venv that sees this
 # machine's own packages, the package installed with --no-index, and each of
@@ -39,10 +42,13 @@ INSTALL_LIMIT_S=600
 CHECKS_LIMIT_S=1200
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/dtp-python-checks.XXXXXX")"
-# The process group of the step running now (see bounded), killed on any exit.
+# The process group of the step running now (see bounded), and those of the
+# test parts running beside it (see pytest_parts), killed on any exit.
 step=""
+parts=()
 cleanup() {
   [[ -z "$step" ]] || kill -KILL -- "-$step" 2>/dev/null || true
+  for pid in "${parts[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -65,6 +71,45 @@ bounded() {
   if ((status == 124 || status == 137)); then
     echo "# python: \`$*\` did not end within $limit s and was killed" >&2
   fi
+  return "$status"
+}
+
+# How many pytest processes run side by side.
+test_parts="${DTP_PYTHON_TEST_PARTS:-}"
+if [[ -z "$test_parts" ]]; then
+  test_parts=1
+  (($(nproc 2>/dev/null || echo 1) < 2)) || test_parts=2
+fi
+
+# Runs `$@` (a command whose last step is pytest) as the first of
+# $test_parts parts, and `cd python && $later` as each later part beside
+# it, every one bounded like a step; their output follows the first's.
+# Fails when any part failed.
+pytest_parts() {
+  local later=$1
+  shift
+  local n=$test_parts i status=0
+  for ((i = 2; i <= n; i++)); do
+    DTP_PYTEST_PART="$i/$n" timeout -k 5 "$CHECKS_LIMIT_S" bash -c "cd python && $later" \
+      >"$tmp/part$i.log" 2>&1 &
+    parts+=($!)
+  done
+  if ((n > 1)); then
+    DTP_PYTEST_PART="1/$n" bounded "$CHECKS_LIMIT_S" "$@" || status=$?
+  else
+    bounded "$CHECKS_LIMIT_S" "$@" || status=$?
+  fi
+  for ((i = 2; i <= n; i++)); do
+    local code=0
+    wait "${parts[i - 2]}" || code=$?
+    echo "# python: pytest part $i of $n:"
+    cat "$tmp/part$i.log"
+    if ((code == 124 || code == 137)); then
+      echo "# python: pytest part $i did not end within $CHECKS_LIMIT_S s and was killed" >&2
+    fi
+    ((code == 0)) || status=$code
+  done
+  parts=()
   return "$status"
 }
 
@@ -130,7 +175,7 @@ export PYTEST_ADDOPTS="-p no:cacheprovider -q $args"
 if bounded "$INSTALL_LIMIT_S" bash -c "$setup" >"$tmp/pip.log" 2>&1; then
   echo "# python: installed in $((SECONDS - started)) s"
   .venv/bin/ruff format --no-cache --check python
-  bounded "$CHECKS_LIMIT_S" bash -c "$checks"
+  pytest_parts ../.venv/bin/pytest bash -c "$checks"
   echo "# python: checks done in $((SECONDS - started)) s"
   exit 0
 fi
@@ -155,7 +200,7 @@ if tool mypy; then
   ran+=(mypy)
 else skipped+=(mypy); fi
 if tool pytest; then
-  (cd python && bounded "$CHECKS_LIMIT_S" ../.venv/bin/python -m pytest)
+  pytest_parts "../.venv/bin/python -m pytest" bash -c "cd python && ../.venv/bin/python -m pytest"
   ran+=(pytest)
 else skipped+=("pytest (so no test ran)"); fi
 for name in "${skipped[@]}"; do echo "# python: $name is not installed here: skipped"; done

@@ -13,7 +13,8 @@
 // against real coordinators). Two suites run beside others when those are
 // asked for whole (see BESIDE): lint beside unit, sim and integration (it
 // keeps one core busy; none of those leans on tight timing), python beside
-// package (each keeps about one core busy); their output is printed once
+// package (the package suite mostly waits on npm; python-checks.sh runs its
+// tests in two processes on a machine of two cores); their output is printed once
 // they have ended. The e2e suite runs in two lanes, one file at a time in
 // each: the files of E2E_BESIDE (they depend on no tight timing and load the
 // machine little) beside the others; the second lane's output is printed

@@ -34,6 +34,12 @@ import { scheduleDefinition } from '../helpers/schedules.js';
 import { until } from '../helpers/until.js';
 
 const TRACED_TASKS = fileURLToPath(new URL('../fixtures/traced-tasks.js', import.meta.url));
+/**
+ * These tests judge spans, not liveness: a worker in this process is not
+ * declared lost when the process stalls on a loaded machine (a second
+ * attempt would add spans the tests do not expect).
+ */
+const PATIENT = { heartbeatTimeoutMs: 10_000 } as const;
 
 const exporter = new InMemorySpanExporter();
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -144,7 +150,7 @@ describe('OpenTelemetry traces', { timeout: 60_000 }, () => {
   }
 
   before(async () => {
-    tc = await startCoordinator();
+    tc = await startCoordinator(PATIENT);
     client = await DtpClient.connect({ host: '127.0.0.1', port: tc.coordinator.clientPort });
   });
   afterEach(async () => {
@@ -263,7 +269,7 @@ describe('OpenTelemetry traces', { timeout: 60_000 }, () => {
             (s) =>
               s.name === 'dtp.schedule.tick' && s.attributes['dtp.schedule.name'] === 'traced-tick',
           ) ?? null,
-      { what: 'a dtp.schedule.tick span' },
+      { what: 'a dtp.schedule.tick span', timeoutMs: 15_000 },
     );
     await client.scheduleRequest({ type: 'DELETE_SCHEDULE', name: 'traced-tick' });
     const jobId = String(tick.attributes['dtp.job.id']);
@@ -285,7 +291,7 @@ describe('OpenTelemetry traces', { timeout: 60_000 }, () => {
     const dir = tempDir();
     try {
       const databasePath = join(dir.dir, 'dtp.db');
-      const first = await startCoordinator({ databasePath });
+      const first = await startCoordinator({ ...PATIENT, databasePath });
       const early = await DtpClient.connect({
         host: '127.0.0.1',
         port: first.coordinator.clientPort,
@@ -296,7 +302,7 @@ describe('OpenTelemetry traces', { timeout: 60_000 }, () => {
       );
       await early.close();
       await first.close();
-      const second = await startCoordinator({ databasePath });
+      const second = await startCoordinator({ ...PATIENT, databasePath });
       const late = await DtpClient.connect({
         host: '127.0.0.1',
         port: second.coordinator.clientPort,
