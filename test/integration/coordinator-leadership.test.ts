@@ -35,15 +35,23 @@ afterEach(async () => {
   running = [];
 });
 
-async function cluster(n: number): Promise<{ url: string; nodes: TestCoordinator[] }> {
+/**
+ * `n` coordinators on a fresh database, the first one leading. `leaseTtlMs`
+ * (renewed at a tenth of it): short where a test waits for a lease to run
+ * out, long where a test needs the leader to stay one on a loaded machine.
+ */
+async function cluster(
+  n: number,
+  leaseTtlMs = 1_000,
+): Promise<{ url: string; nodes: TestCoordinator[] }> {
   const url = await createTestDatabase();
   databases.push(url);
   const nodes: TestCoordinator[] = [];
   for (let k = 0; k < n; k++) {
     const tc = await startCoordinator({
       databasePath: url,
-      leaseTtlMs: 1_000,
-      leaseRenewIntervalMs: 100,
+      leaseTtlMs,
+      leaseRenewIntervalMs: leaseTtlMs / 10,
       metricsPort: 0,
     });
     running.push(tc);
@@ -67,7 +75,7 @@ async function healthz(c: Coordinator): Promise<{ status: number; body: Record<s
 
 describe('coordinators sharing PostgreSQL', { skip }, () => {
   it('has one leader; a standby answers every request and AUTH with NOT_LEADER naming the leader', async () => {
-    const { nodes } = await cluster(2);
+    const { nodes } = await cluster(2, 10_000);
     const [leader, standby] = nodes.map((n) => n.coordinator) as [Coordinator, Coordinator];
     await until(() => standby.status().leaderClient !== null, {
       what: 'the standby to see the leader',

@@ -112,7 +112,8 @@ describe('worker: orphans of a lost connection', () => {
 
   it('lists them when it registers again, and a reattach coordinator gets their results', async () => {
     const { fake, w } = await setUp();
-    const attemptId = await orphanOne(fake, w, 300);
+    // Long enough to be still running when the worker registers again, on a loaded machine too.
+    const attemptId = await orphanOne(fake, w, 2_000);
     const [second, register] = await fake.nextRegistration();
     assert.deepEqual(register.heldAttempts, [{ jobId: 'job-orphan', attemptId }]);
     second.send({ type: 'WORKER_REGISTERED', workerId: 'w-live', features: ['reattach'] });
