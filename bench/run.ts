@@ -31,7 +31,14 @@ import { coreRateRun, rateRun, type RateRun } from './rate.js';
 import { manyAttempts, type ManyAttemptsRun } from './many-attempts.js';
 import { KEY_CASES, heldGroupsAssignmentsPerSecond, submissionMicros } from './dedup.js';
 import { signalMicros, wakeRun } from './signals.js';
-import { SHARDS, shardedRun, startPostgres, type ShardedRun } from './sharded.js';
+import {
+  MEASURED_TIMINGS,
+  SHARDS,
+  SMOKE_TIMINGS,
+  shardedRun,
+  startPostgres,
+  type ShardedRun,
+} from './sharded.js';
 
 /** `--smoke`: every benchmark once, at a small size (CI runs it; figures mean nothing). */
 const SMOKE = process.argv.includes('--smoke');
@@ -611,11 +618,12 @@ async function shardedTable(): Promise<string[]> {
   // 1: one coordinator leading all 16 shards (the shards' cost without the routers' hop).
   const setups = SMOKE ? [0, 2] : [0, 1, 2, 3];
   const repeats = SMOKE ? 1 : REPEATS;
+  const timings = SMOKE ? SMOKE_TIMINGS : MEASURED_TIMINGS;
   const runs = new Map<number, ShardedRun[]>(setups.map((n) => [n, []]));
   const postgres = startPostgres();
   try {
     for (let r = 0; r < repeats; r++) {
-      for (const n of setups) runs.get(n)?.push(await shardedRun(postgres, n, jobs));
+      for (const n of setups) runs.get(n)?.push(await shardedRun(postgres, n, jobs, timings));
     }
   } finally {
     postgres.stop();

@@ -27,8 +27,18 @@ import { execFile } from 'node:child_process';
 
 export const SHARDS = 16;
 const QUEUES = 16;
-// The defaults: a busy machine must not move shards in the middle of a measurement.
-const LEASE = ['--lease-ttl-millis', '5000', '--lease-renew-interval-millis', '1000'];
+/**
+ * The lease (the defaults: a busy machine must not move shards in the middle
+ * of a measurement) and how long the coordinators' CPU is watched with no
+ * load; a smoke run, whose figures mean nothing, takes shorter ones.
+ */
+export interface ShardedTimings {
+  leaseTtlMs: number;
+  idleMs: number;
+}
+
+export const MEASURED_TIMINGS: ShardedTimings = { leaseTtlMs: 5_000, idleMs: 5_000 };
+export const SMOKE_TIMINGS: ShardedTimings = { leaseTtlMs: 1_500, idleMs: 500 };
 
 export interface ShardedRun {
   /** 0 = one unsharded coordinator. */
@@ -48,9 +58,6 @@ export interface ShardedRun {
   /** CPU ms per second of each coordinator with the workers connected and no load. */
   idleMsPerSec: number[];
 }
-
-/** How long the coordinators' CPU is watched with no load, in ms. */
-const IDLE_MS = 5_000;
 
 /** A private PostgreSQL for the run; `stop` removes it. */
 export function startPostgres(): { url: string; dir: string; stop: () => void } {
@@ -110,9 +117,13 @@ interface Node {
   httpPort: number | null;
 }
 
-async function startNode(url: string, shards: number): Promise<Node> {
+async function startNode(url: string, shards: number, timings: ShardedTimings): Promise<Node> {
+  const lease = [
+    ...['--lease-ttl-millis', String(timings.leaseTtlMs)],
+    ...['--lease-renew-interval-millis', String(timings.leaseTtlMs / 5)],
+  ];
   return startQuietCoordinator(
-    [...['--database', url, ...LEASE], ...(shards > 1 ? ['--shards', String(shards)] : [])],
+    [...['--database', url, ...lease], ...(shards > 1 ? ['--shards', String(shards)] : [])],
     true,
   );
 }
@@ -155,13 +166,15 @@ export async function shardedRun(
   postgres: { url: string; dir: string },
   coordinators: number,
   jobs: number,
+  timings: ShardedTimings = MEASURED_TIMINGS,
 ): Promise<ShardedRun> {
   const url = await freshDatabase(postgres.url);
   const shards = coordinators === 0 ? 1 : SHARDS;
   const nodes: Node[] = [];
   const workers: ScriptProcess[] = [];
   try {
-    for (let i = 0; i < Math.max(coordinators, 1); i++) nodes.push(await startNode(url, shards));
+    for (let i = 0; i < Math.max(coordinators, 1); i++)
+      nodes.push(await startNode(url, shards, timings));
     const hosts = nodes.map((n) => `${HOST}:${n.clientPort}`).join(',');
     const client = await DtpClient.connect({ host: hosts, port: nodes[0]?.clientPort ?? 0 });
     try {
@@ -180,9 +193,9 @@ export async function shardedRun(
       });
       // Idle: what the coordinators spend per second on their own (rounds, leases, polls).
       const idleBefore = nodes.map((n) => n.proc.cpuMs());
-      await delay(IDLE_MS);
+      await delay(timings.idleMs);
       const idleMsPerSec = nodes.map(
-        (n, i) => ((n.proc.cpuMs() - (idleBefore[i] ?? 0)) * 1000) / IDLE_MS,
+        (n, i) => ((n.proc.cpuMs() - (idleBefore[i] ?? 0)) * 1000) / timings.idleMs,
       );
       const cpuBefore = nodes.map((n) => n.proc.cpuMs());
       const workersBefore = workers.reduce((t, w) => t + w.cpuMs(), 0);
