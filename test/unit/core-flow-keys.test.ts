@@ -8,7 +8,13 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
 import type { ClientReply, FlowJob } from '../../src/protocol/messages.js';
-import { CoreHarness, expectReply, repliesOf } from '../helpers/core-harness.js';
+import {
+  CoreHarness,
+  START_MS,
+  eventsOf,
+  expectReply,
+  repliesOf,
+} from '../helpers/core-harness.js';
 
 function flow(h: CoreHarness, jobs: FlowJob[]): ClientReply | undefined {
   return h.request({ type: 'SUBMIT_FLOW', jobs });
@@ -126,5 +132,40 @@ describe('core: idempotency keys in flows', () => {
     const reply = expectReply(replies[0], 'ERROR');
     assert.equal(reply.code, ErrorCode.StoreReadFailed);
     assert.equal(h.core.activeJobs().length, 0);
+  });
+
+  it('answers a key another submission took (and whose job ended) after the store said it was free', () => {
+    const h = new CoreHarness();
+    h.register('w1', 1);
+    const spec = {
+      idempotencyKey: 'k',
+      payload: { durationMillis: 5 },
+      expiresAtMillis: START_MS + 100,
+    };
+    h.holdReads = true;
+    h.submitRequest(spec); // held: the store is asked about "k"
+    const requestId = h.peekRequestId();
+    flow(h, [{ ref: 'a', taskType: 'SLEEP', ...spec }, sleep('b', 'other', ['a'])]);
+    const [single, flowK, flowOther] = h.heldReads;
+    assert.ok(single !== undefined && flowK !== undefined && flowOther !== undefined);
+    h.holdReads = false;
+    const answer = (read: typeof single) =>
+      h.handle({ kind: 'readDone', readId: read.readId, result: h.store.readNow(read.read) });
+    answer(flowK); // "k" is free in the store
+    h.clock += 100;
+    // The single submission makes the job of "k"; expired at once, it ends, commits, leaves memory.
+    const made = eventsOf(answer(single), 'job.submitted')[0]?.jobId;
+    assert.ok(made !== undefined);
+    assert.equal(h.status(made).expired, true);
+    const effects = answer(flowOther);
+    const reply = effects.find(
+      (e) => e.kind === 'reply' && e.requestId === requestId && e.msg.type === 'FLOW_SUBMITTED',
+    );
+    assert.ok(
+      reply?.kind === 'reply' && reply.msg.type === 'FLOW_SUBMITTED',
+      JSON.stringify(effects),
+    );
+    assert.equal(reply.msg.jobs[0]?.jobId, made, 'the key names the job made meanwhile');
+    assert.equal(eventsOf(effects, 'job.submitted').length, 1, 'only b was made');
   });
 });

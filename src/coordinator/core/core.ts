@@ -44,7 +44,12 @@ import { purgeDone, purgeFailed, retentionTick } from './retention.js';
 import type { KeptLeasesView } from './kept-leases.js';
 import { CoreState } from './state.js';
 import { keyLookedUp, keyLookupFailed, parentsLookedUp } from './submission.js';
-import { flowKeyLookedUp, flowKeyLookupFailed, flowParentsLookedUp } from './flow-submission.js';
+import {
+  flowKeyLookedUp,
+  flowKeyLookupFailed,
+  flowParentsLookedUp,
+  flowSettled,
+} from './flow-submission.js';
 import { heldChangeSettled, queueCountsDone } from './queue-requests.js';
 import type { QueueSettings } from './queue-table.js';
 import { batchKeyLookedUp, batchKeyLookupFailed } from './batch-submission.js';
@@ -445,6 +450,7 @@ function readFailed(s: CoreState, readId: number, message: string): void {
       return keyLookupFailed(s, read.key, message);
     case 'parents':
     case 'flowParents':
+      if (read.kind === 'flowParents') flowSettled(s, read.plan);
       s.replyError(
         read.kind === 'parents' ? read.held.connId : read.plan.connId,
         read.kind === 'parents' ? read.held.requestId : read.plan.requestId,

@@ -6,7 +6,9 @@
  * idempotency keys) and every job as a SUBMIT_JOB would be checked; (2) the
  * refs are sorted so that every parent comes before its dependents, which
  * finds any cycle; (3) idempotency keys memory does not know are looked up
- * in the store, all at once; (4) with every key answered, each keyed job is
+ * in the store, all at once, each key pinned in the job table until the
+ * flow is answered (a job another request makes with it meanwhile stays
+ * known, even once it ended); (4) with every key answered, each keyed job is
  * settled in that order: an existing job with the same submission (its
  * parents the same jobs) stands for it, one with a different submission
  * refuses the flow (IDEMPOTENCY_CONFLICT); (5) parents that are not refs are
@@ -67,7 +69,17 @@ export function submitFlow(s: CoreState, connId: number, requestId: number, msg:
   }
   if (unknown.length === 0) return lookUpExternal(s, plan, new Map(), null);
   plan.keys.waiting = unknown.length;
-  for (const key of unknown) s.read({ op: 'jobByKey', key }, { kind: 'flowKey', plan, key });
+  for (const key of unknown) {
+    // A job another submission makes with the key meanwhile stays known until the flow is answered.
+    s.jobs.pinKey(key);
+    plan.keys.lookedUp.push(key);
+    s.read({ op: 'jobByKey', key }, { kind: 'flowKey', plan, key });
+  }
+}
+
+/** The flow was answered (created or refused): the keys it asked the store about need not stay pinned. */
+export function flowSettled(s: CoreState, plan: FlowPlan): void {
+  for (const key of plan.keys.lookedUp.splice(0)) s.jobs.unpinKey(key);
 }
 
 /** One key lookup of a flow was answered: the flow goes on after the last one. */
@@ -79,12 +91,15 @@ export function flowKeyLookedUp(
 ): void {
   plan.keys.found.set(key, stored);
   plan.keys.waiting -= 1;
-  if (plan.keys.waiting === 0 && !plan.keys.failed) lookUpExternal(s, plan, new Map(), null);
+  if (plan.keys.waiting > 0) return;
+  if (plan.keys.failed) flowSettled(s, plan);
+  else lookUpExternal(s, plan, new Map(), null);
 }
 
 /** One key lookup of a flow failed: the flow gets an error (once); nothing is created. */
 export function flowKeyLookupFailed(s: CoreState, plan: FlowPlan, message: string): void {
   plan.keys.waiting -= 1;
+  if (plan.keys.waiting === 0) flowSettled(s, plan);
   if (plan.keys.failed) return;
   plan.keys.failed = true;
   s.replyError(
@@ -160,10 +175,20 @@ function lookUpExternal(
   stored: ReadonlyMap<string, JobRecord>,
   asked: readonly string[] | null,
 ): void {
+  if (!goOn(s, plan, stored, asked)) flowSettled(s, plan);
+}
+
+/** {@link lookUpExternal}'s steps; true when the flow waits for the store again. */
+function goOn(
+  s: CoreState,
+  plan: FlowPlan,
+  stored: ReadonlyMap<string, JobRecord>,
+  asked: readonly string[] | null,
+): boolean {
   const settled = settleKeys(s, plan);
   if ('code' in settled) {
     s.replyError(plan.connId, plan.requestId, settled.code, settled.message);
-    return;
+    return false;
   }
   const needed = new Set(plan.external);
   for (const job of plan.ordered) {
@@ -183,13 +208,14 @@ function lookUpExternal(
       ErrorCode.UnknownJob,
       `Unknown job: ${unknown.slice(0, 200)} (named in dependsOn; not a ref of the flow either)`,
     );
-    return;
+    return false;
   }
   if (missing.length > 0) {
     s.read({ op: 'jobs', jobIds: missing }, { kind: 'flowParents', plan, asked: missing });
-    return;
+    return true;
   }
   createFlow(s, plan, settled, stored);
+  return false;
 }
 
 function createFlow(
@@ -361,7 +387,7 @@ function planFlow(
     refs: jobs.map((job) => job.ref),
     ordered,
     external: [...external],
-    keys: { found: new Map(), waiting: 0, failed: false },
+    keys: { found: new Map(), lookedUp: [], waiting: 0, failed: false },
   };
 }
 

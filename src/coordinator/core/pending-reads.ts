@@ -55,6 +55,8 @@ export interface FlowPlan {
   /** The flow's idempotency keys: what memory or the store said of each, and lookups still out. */
   readonly keys: {
     readonly found: Map<string, JobRecord | null>;
+    /** The keys asked of the store, pinned in the job table until the flow is answered. */
+    readonly lookedUp: string[];
     waiting: number;
     failed: boolean;
   };
