@@ -80,11 +80,12 @@ export interface JobBlockOptions {
 
 /**
  * `n/max` of a job: the attempts that count toward its `maxAttempts`, so
- * not those that ended in a suspension (`ctx.sleep`, `ctx.waitFor`) nor
- * those its worker requeued.
+ * not those that ended in a suspension (`ctx.sleep`, `ctx.waitFor`), those
+ * its worker requeued, nor those its handler ended rate limited.
  */
 export function attemptText(job: JobSnapshot): string {
-  return `${job.attempts - (job.suspensions ?? 0) - (job.requeues ?? 0)}/${job.maxAttempts}`;
+  const uncounted = (job.suspensions ?? 0) + (job.requeues ?? 0) + (job.rateLimited ?? 0);
+  return `${job.attempts - uncounted}/${job.maxAttempts}`;
 }
 
 /** `id (STATE)` per parent, one a line; `(gone)` for a parent no longer known. */
@@ -100,7 +101,8 @@ function parentLines(job: JobSnapshot, states: JobBlockOptions['parentStates']):
 /**
  * A job block; Worker only while RUNNING, Run at only while SCHEDULED,
  * Result and Error only when set; Suspends for a job whose attempts ended
- * in sleeps or waits, Requeues for one whose worker requeued attempts, Depends (one id a line) for a job with parents,
+ * in sleeps or waits, Requeues for one whose worker requeued attempts, Limited
+ * for one whose handler ended attempts rate limited, Depends (one id a line) for a job with parents,
  * Parent for a child job, Children (one id a line) for a job that made
  * some, Steps (one name a line) for a job whose handler recorded some.
  */
@@ -126,6 +128,10 @@ export function formatJobBlock(job: JobSnapshot, options: JobBlockOptions = {}):
     lines.push(
       labelLine('Requeues', `${requeues} (cut off through no fault of their own: not counted)`),
     );
+  }
+  const rateLimited = job.rateLimited ?? 0;
+  if (rateLimited > 0) {
+    lines.push(labelLine('Limited', `${rateLimited} (rate limited by the handler: not counted)`));
   }
   if (job.state === 'SCHEDULED' && job.runAtMillis != null) {
     lines.push(labelLine('Run at', new Date(job.runAtMillis).toISOString()));

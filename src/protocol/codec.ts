@@ -514,6 +514,7 @@ export const jobSnapshotCodec: Codec<JobSnapshot> = recordCodec<JobSnapshot>({
   steps: optional(arrayOf(stepSummaryCodec)),
   suspensions: optional(intCodec),
   requeues: optional(intCodec),
+  rateLimited: optional(intCodec),
   dedupKey: optional(stringCodec),
   dedupMode: optional(enumCodec(DEDUP_MODES)),
   expiresAtMillis: optional(intCodec),

@@ -131,6 +131,13 @@ export interface JobSnapshot {
    * none, or a listing of stored jobs (as `steps`).
    */
   requeues?: number | null;
+  /**
+   * Extension (`rateLimits`): how many of its `attempts` its handler ended
+   * rate limited; they did not count toward `maxAttempts` either: the
+   * attempts that count are `attempts - suspensions - requeues -
+   * rateLimited`. Absent = none, or a listing of stored jobs (as `steps`).
+   */
+  rateLimited?: number | null;
   /** Extension: the job's deduplication key and mode (absent = none). */
   dedupKey?: string | null;
   dedupMode?: DedupMode | null;

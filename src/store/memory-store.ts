@@ -103,8 +103,6 @@ export class MemoryStore implements Store {
   readonly #attemptsByJob = new Map<string, Set<string>>();
   /** Per parent job, the ids of its children (a job read names them without a scan). */
   readonly #childrenOf = new Map<string, Set<string>>();
-  /** Per job, the ids of its attempts that ended REQUEUED (a job read counts them). */
-  readonly #requeued = new Map<string, Set<string>>();
   readonly #queues = new Map<string, QueueSettingsRecord>();
   readonly #schedules = new Map<string, ScheduleRecord>();
   /** Recorded steps by job, in index order. */
@@ -330,7 +328,6 @@ export class MemoryStore implements Store {
     for (const attempt of batch.attempts) {
       this.#attempts.set(attempt.attemptId, { ...attempt });
       addTo(this.#attemptsByJob, attempt.jobId, attempt.attemptId);
-      this.#noteRequeued(attempt);
     }
     for (const schedule of batch.schedules ?? [])
       this.#schedules.set(schedule.name, { ...schedule });
@@ -619,7 +616,6 @@ export class MemoryStore implements Store {
       this.#attemptsByJob.delete(job.jobId);
       this.#steps.delete(job.jobId);
       this.#stepWaits.delete(job.jobId);
-      this.#requeued.delete(job.jobId);
       this.#signals.delete(job.jobId);
     }
     if (query.state === 'COMPLETED') this.#purgeEvents(query);
@@ -646,10 +642,19 @@ export class MemoryStore implements Store {
     for (const event of old) this.#events.delete(event.eventId);
   }
 
-  /** A job's row with what a single-job read adds: its steps, and its REQUEUED attempts counted. */
+  /**
+   * A job's row with what a single-job read adds: its steps, and its
+   * REQUEUED and RATE_LIMITED attempts counted.
+   */
   #withDetails(job: Readonly<JobRecord>): JobRecord {
     const steps = this.#steps.get(job.jobId);
-    const requeues = this.#requeued.get(job.jobId)?.size ?? 0;
+    let requeues = 0;
+    let rateLimited = 0;
+    for (const attemptId of this.#attemptsByJob.get(job.jobId) ?? []) {
+      const outcome = this.#attempts.get(attemptId)?.outcome;
+      if (outcome === 'REQUEUED') requeues++;
+      else if (outcome === 'RATE_LIMITED') rateLimited++;
+    }
     const row: JobRecord = {
       ...job,
       ...(steps !== undefined && {
@@ -663,15 +668,9 @@ export class MemoryStore implements Store {
     // Counted from the attempts, as the SQL stores do (not the row's own copy).
     if (requeues > 0) row.requeues = requeues;
     else delete row.requeues;
+    if (rateLimited > 0) row.rateLimited = rateLimited;
+    else delete row.rateLimited;
     return row;
-  }
-
-  #noteRequeued(attempt: Readonly<AttemptRecord>): void {
-    const ids = this.#requeued.get(attempt.jobId) ?? new Set<string>();
-    if (attempt.outcome === 'REQUEUED') ids.add(attempt.attemptId);
-    else ids.delete(attempt.attemptId);
-    if (ids.size > 0) this.#requeued.set(attempt.jobId, ids);
-    else this.#requeued.delete(attempt.jobId);
   }
 }
 

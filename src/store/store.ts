@@ -109,6 +109,8 @@ export interface JobRecord {
    * when none. Never written: the attempts are.
    */
   requeues?: number | null;
+  /** How many of its attempts ended RATE_LIMITED (not counted either): as `requeues`. */
+  rateLimited?: number | null;
   /** Its deduplication key within its queue (dedup.ts); absent or null = none. Immutable. */
   dedupKey?: string | null;
   /** With `dedupKey`: how it deduplicates. Immutable. */

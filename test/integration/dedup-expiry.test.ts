@@ -154,6 +154,13 @@ for (const store of STORES) {
         attempts.map((a) => a.outcome),
         ['RATE_LIMITED', 'SUCCEEDED'],
       );
+      assert.equal(done.rateLimited, 1);
+      await c.close();
+      await tc.close();
+      tc = await coordinator(db, ports);
+      c = await client(tc);
+      const stored = await c.status(limited.jobId); // ended before the start: the store's row
+      assert.deepEqual([stored.attempts, stored.rateLimited], [2, 1], 'counted by the store too');
     });
   });
 }

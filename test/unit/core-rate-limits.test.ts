@@ -40,6 +40,7 @@ describe('core: rate limits set by a handler', () => {
     limit(h, jobId, 1_000, 'job');
     const job = h.status(jobId);
     assert.deepEqual([job.state, job.runAtMillis], ['SCHEDULED', START_MS + 1_000]);
+    assert.deepEqual([job.attempts, job.rateLimited], [1, 1], 'the snapshot says it did not count');
     assert.equal(h.status(other).state, 'RUNNING', 'the queue is not held');
     assert.deepEqual(
       h.events('job.rateLimited').map((e) => [e.scope, e.untilMs, e.inARow]),
@@ -51,6 +52,8 @@ describe('core: rate limits set by a handler', () => {
     h.result(jobId);
     assert.equal(h.status(jobId).state, 'COMPLETED', 'its one counted attempt was still there');
     assert.deepEqual(outcomes(h, jobId), ['RATE_LIMITED', 'SUCCEEDED']);
+    h.restart(); // the ended job is the store's now: its read counts the attempts
+    assert.deepEqual([h.status(jobId).attempts, h.status(jobId).rateLimited], [2, 1]);
   });
 
   it('group scope: nothing of that group starts until then, other groups do', () => {

@@ -80,4 +80,17 @@ describe('job block', () => {
     assert.equal(attemptText(cut), '3/3');
     assert.equal(lineOf(formatJobBlock(job()), 'Requeues'), undefined);
   });
+
+  it('leaves out the attempts its handler ended rate limited, and counts them apart', () => {
+    // Five attempts started: three rate limited, one requeued; one counts.
+    const limited = job({ state: 'COMPLETED', attempts: 5, rateLimited: 3, requeues: 1 });
+    const block = formatJobBlock(limited);
+    assert.equal(lineOf(block, 'Attempt'), '  Attempt:  1/3');
+    assert.equal(
+      lineOf(block, 'Limited'),
+      '  Limited:  3 (rate limited by the handler: not counted)',
+    );
+    assert.equal(attemptText(limited), '1/3');
+    assert.equal(lineOf(formatJobBlock(job()), 'Limited'), undefined);
+  });
 });

@@ -84,16 +84,18 @@ export function formatBytes(bytes: number | null | undefined): string {
 
 /**
  * `n/max`: the attempts that count toward the job's maxAttempts, so not
- * those that ended in a suspension (`ctx.sleep`, `ctx.waitFor`) nor those
- * its worker requeued.
+ * those that ended in a suspension (`ctx.sleep`, `ctx.waitFor`), those
+ * its worker requeued, nor those its handler ended rate limited.
  */
 export function formatAttempts(job: {
   attempts: number;
   maxAttempts: number;
   suspensions?: number | null;
   requeues?: number | null;
+  rateLimited?: number | null;
 }): string {
-  return `${job.attempts - (job.suspensions ?? 0) - (job.requeues ?? 0)}/${job.maxAttempts}`;
+  const uncounted = (job.suspensions ?? 0) + (job.requeues ?? 0) + (job.rateLimited ?? 0);
+  return `${job.attempts - uncounted}/${job.maxAttempts}`;
 }
 
 /** A job id shortened for tables (the full id is in the link title). */

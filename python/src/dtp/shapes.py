@@ -64,6 +64,8 @@ class JobSnapshot(TypedDict, total=False):
     steps: list[dict[str, Any]] | None
     suspensions: int | None
     requeues: int | None
+    rateLimited: int | None
+    """Attempts its handler ended rate limited (not counted toward ``maxAttempts``)."""
     dedupKey: str | None
     dedupMode: str | None
     """``active``, ``throttle`` or ``debounce``, with a ``dedupKey``."""

@@ -174,6 +174,7 @@ export function toRecord(job: Readonly<CoreJob>): JobRecord {
       })),
     }),
     ...requeuesField(job.history),
+    ...rateLimitedField(job.history),
   };
 }
 
@@ -190,6 +191,21 @@ export function requeuesField(
 ): Pick<JobRecord, 'requeues'> {
   const requeues = requeuedAmong(attempts);
   return requeues > 0 ? { requeues } : {};
+}
+
+/** How many of these attempts its handler ended rate limited (not counted toward maxAttempts). */
+export function rateLimitedAmong(attempts: readonly Readonly<AttemptRecord>[]): number {
+  let count = 0;
+  for (const attempt of attempts) if (attempt.outcome === 'RATE_LIMITED') count++;
+  return count;
+}
+
+/** `{ rateLimited }` when some of these attempts ended RATE_LIMITED; else nothing. */
+function rateLimitedField(
+  attempts: readonly Readonly<AttemptRecord>[],
+): Pick<JobRecord, 'rateLimited'> {
+  const rateLimited = rateLimitedAmong(attempts);
+  return rateLimited > 0 ? { rateLimited } : {};
 }
 
 /**
@@ -330,6 +346,7 @@ export function jobSnapshot(job: Readonly<JobRecord>): JobSnapshot {
     snapshot.parentJobId = job.parentJobId;
   }
   if (job.requeues != null && job.requeues > 0) snapshot.requeues = job.requeues;
+  if (job.rateLimited != null && job.rateLimited > 0) snapshot.rateLimited = job.rateLimited;
   if (job.dedupKey != null) {
     snapshot.dedupKey = job.dedupKey;
     snapshot.dedupMode = job.dedupMode ?? 'active';

@@ -13,7 +13,7 @@ import {
 } from '../../protocol/limits.js';
 import type { RecordedStep, TaskAssign } from '../../protocol/messages.js';
 import type { JobRecord } from '../../store/store.js';
-import { requeuedAmong, type CoreJob, type JobStep } from './job.js';
+import { rateLimitedAmong, requeuedAmong, type CoreJob, type JobStep } from './job.js';
 import { WAIT_STEP, isSuspensionStep } from './step-names.js';
 import type { WorkerSession } from './worker-registry.js';
 
@@ -65,9 +65,7 @@ export function requeuesOf(job: Readonly<CoreJob>): number {
 
 /** Attempts of the job its handler ended rate limited (not counted toward maxAttempts). */
 export function rateLimitedOf(job: Readonly<CoreJob>): number {
-  let count = 0;
-  for (const attempt of job.history) if (attempt.outcome === 'RATE_LIMITED') count++;
-  return count;
+  return rateLimitedAmong(job.history);
 }
 
 /** Attempts of the job that count toward its maxAttempts. */

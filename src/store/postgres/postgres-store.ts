@@ -190,8 +190,9 @@ const DTP_STATEMENTS = {
   purge: 'SELECT dtp.purge($1, $2, $3, $4, $5) AS deleted',
   stepsOf:
     'SELECT name, at_ms AS "atMs", coalesce(octet_length(result), 0)::int AS "resultBytes" FROM dtp.job_steps WHERE job_id = $1 ORDER BY idx',
-  requeuesOf:
-    "SELECT count(*)::int AS n FROM dtp.attempts WHERE job_id = $1 AND outcome = 'REQUEUED'",
+  uncountedOf: `SELECT count(*) FILTER (WHERE outcome = 'REQUEUED')::int AS requeues,
+      count(*) FILTER (WHERE outcome = 'RATE_LIMITED')::int AS "rateLimited"
+    FROM dtp.attempts WHERE job_id = $1 AND outcome IN ('REQUEUED', 'RATE_LIMITED')`,
   attemptsOf: `${ATTEMPT_SELECT} WHERE a.job_id = $1 ORDER BY a.attempt_number`,
 } as const;
 
@@ -650,7 +651,10 @@ export class PostgresStore implements Store {
   }
 }
 
-/** What a single job's snapshot shows beyond its row: its steps, and its requeued attempts. */
+/**
+ * What a single job's snapshot shows beyond its row: its steps, and its
+ * requeued and rate-limited attempts.
+ */
 async function addSnapshotDetails(
   client: pg.ClientBase,
   sql: Statements,
@@ -662,13 +666,14 @@ async function addSnapshotDetails(
     values: [job.jobId],
   });
   if (steps.rows.length > 0) job.steps = steps.rows;
-  const requeues = await client.query<{ n: number }>({
-    name: 'dtp_requeues_of',
-    text: sql.requeuesOf,
+  const uncounted = await client.query<{ requeues: number; rateLimited: number }>({
+    name: 'dtp_uncounted_of',
+    text: sql.uncountedOf,
     values: [job.jobId],
   });
-  const n = requeues.rows[0]?.n ?? 0;
-  if (n > 0) job.requeues = n;
+  const row = uncounted.rows[0];
+  if (row !== undefined && row.requeues > 0) job.requeues = row.requeues;
+  if (row !== undefined && row.rateLimited > 0) job.rateLimited = row.rateLimited;
 }
 
 async function attemptsOf(

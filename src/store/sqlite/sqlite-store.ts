@@ -116,7 +116,7 @@ export class SqliteStore implements Store {
   readonly #attemptsOf: Statement<[string], AttemptRow>;
   readonly #byIds: Statement<[string], JobRow>;
   readonly #stepsOf: Statement<[string], { name: string; at_ms: number; result_bytes: number }>;
-  readonly #requeuesOf: Statement<[string], { n: number }>;
+  readonly #uncountedOf: Statement<[string], { requeues: number; rateLimited: number }>;
   readonly #childrenOf: Statement<
     [string],
     { parent_job_id: string; child_key: string | null; job_id: string }
@@ -145,8 +145,10 @@ export class SqliteStore implements Store {
       // length() of a BLOB counts bytes; of the TEXT itself it would count characters.
       'SELECT name, at_ms, coalesce(length(CAST(result AS BLOB)), 0) AS result_bytes FROM job_steps WHERE job_id = ? ORDER BY idx',
     );
-    this.#requeuesOf = reader.prepare(
-      "SELECT count(*) AS n FROM attempts WHERE job_id = ? AND outcome = 'REQUEUED'",
+    this.#uncountedOf = reader.prepare(
+      `SELECT count(*) FILTER (WHERE outcome = 'REQUEUED') AS requeues,
+         count(*) FILTER (WHERE outcome = 'RATE_LIMITED') AS rateLimited
+       FROM attempts WHERE job_id = ? AND outcome IN ('REQUEUED', 'RATE_LIMITED')`,
     );
     this.#childrenOf = reader.prepare(
       `SELECT parent_job_id, child_key, job_id FROM jobs
@@ -506,11 +508,17 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** A job's row with the names and times of its steps and its requeues (for its snapshot). */
+  /**
+   * A job's row with the names and times of its steps, its requeues and its
+   * rate-limited attempts (for its snapshot).
+   */
   #withSteps(row: JobRow): JobRecord {
     const job = jobFromRow(row);
-    const requeues = this.#requeuesOf.get(job.jobId)?.n ?? 0;
-    if (requeues > 0) job.requeues = requeues;
+    const uncounted = this.#uncountedOf.get(job.jobId);
+    if (uncounted !== undefined && uncounted.requeues > 0) job.requeues = uncounted.requeues;
+    if (uncounted !== undefined && uncounted.rateLimited > 0) {
+      job.rateLimited = uncounted.rateLimited;
+    }
     const steps = this.#stepsOf.all(job.jobId);
     if (steps.length > 0) {
       job.steps = steps.map((st) => ({

@@ -227,6 +227,12 @@ function Body({
             <span class="muted"> (cut off through no fault of their own: not counted)</span>
           </Field>
         )}
+        {(job.rateLimited ?? 0) > 0 && (
+          <Field label="Rate limited">
+            <span data-testid="job-rate-limited">{job.rateLimited}</span>
+            <span class="muted"> (the handler was rate limited: not counted)</span>
+          </Field>
+        )}
         <Field label="Progress">
           <span data-testid="job-progress">
             {job.progress == null
