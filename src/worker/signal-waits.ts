@@ -48,9 +48,9 @@ function timeoutMillisOf(method: Method, timeout: unknown): number | null {
       `${method}: options.timeout must be a number of ms or a duration like "2h"`,
     );
   }
-  if (!Number.isFinite(ms) || ms <= 0 || ms > MAX_DELAY_MS) {
+  if (!Number.isFinite(ms) || ms < 0 || ms > MAX_DELAY_MS) {
     throw new RangeError(
-      `${method}: options.timeout must be more than 0 and at most ${MAX_DELAY_MS} ms (366 days)`,
+      `${method}: options.timeout must be 0 to at most ${MAX_DELAY_MS} ms (366 days)`,
     );
   }
   return Math.ceil(ms);

@@ -108,6 +108,21 @@ describe('core: signals', () => {
     assert.deepEqual(lastStep(h, jobId).value, { signal: null });
   });
 
+  it('a wait of timeout 0 takes a signal already held, else ends null at once', () => {
+    const h = harness();
+    const jobId = h.submit({});
+    signal(h, jobId, 'approve', 'yes');
+    suspend(h, jobId, { waitForSignal: { name: 'approve', timeoutMillis: 0 } });
+    assert.deepEqual(
+      (lastStep(h, jobId).value as { signal: { payload: unknown } }).signal.payload,
+      'yes',
+    );
+    suspend(h, jobId, { waitForSignal: { name: 'approve', timeoutMillis: 0 } });
+    h.tick(0); // the coordinator's next timer round
+    assert.deepEqual(lastStep(h, jobId).value, { signal: null }, 'none held: no wait');
+    assert.equal(h.status(jobId).state, 'RUNNING');
+  });
+
   it('refuses a signal to an ended or unknown job, and beyond the bound', () => {
     const h = harness();
     const done = h.submit({});

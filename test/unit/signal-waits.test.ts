@@ -112,6 +112,10 @@ describe('ctx.waitForSignal and ctx.waitForEvent: replay', () => {
     assert.deepEqual(first.suspended, [
       { waitForEvent: { name: 'order.paid', key: 'k', timeoutMillis: 120_000 } },
     ]);
+    const zero = stepsWith([]);
+    void zero.steps.waitForSignal('go', { timeout: 0 }); // a signal held already, or null at once
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(zero.suspended, [{ waitForSignal: { name: 'go', timeoutMillis: 0 } }]);
     const second = stepsWith([]);
     void second.steps.waitForSignal('go');
     await new Promise((r) => setImmediate(r));
@@ -192,7 +196,7 @@ describe('ctx.waitForSignal and ctx.waitForEvent: refusals', () => {
     ['an empty name', (s: AttemptSteps) => s.waitForSignal(''), /the name must match/],
     ['a name with a blank', (s: AttemptSteps) => s.waitForEvent('a b'), /the name must match/],
     ['a name not a string', (s: AttemptSteps) => s.waitForSignal(7 as never), /a string/],
-    ['a timeout of 0', (s: AttemptSteps) => s.waitForSignal('a', { timeout: 0 }), /more than 0/],
+    ['a timeout below 0', (s: AttemptSteps) => s.waitForSignal('a', { timeout: -1 }), /must be 0/],
     [
       'a timeout past 366 days',
       (s: AttemptSteps) => s.waitForEvent('a', { timeout: MAX_DELAY_MS + 1 }),

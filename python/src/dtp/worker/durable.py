@@ -205,14 +205,12 @@ def sleep_ms_of(duration: Any) -> int:
 
 def timeout_ms_of(timeout: Any, what: str) -> int | None:
     """A wait's timeout in ms (rounded up), taken as ``ctx.sleep`` takes a duration;
-    None for none. More than 0 and at most 366 days."""
+    None for none. 0 (only a signal already held; an event wait ends at once) to 366 days."""
     if timeout is None:
         return None
     ms = _duration_ms(timeout, what)
-    if not 0 < ms <= MAX_DELAY_MS:
-        raise ValueError(
-            f"{what}: the timeout must be more than 0 and at most {MAX_DELAY_MS} ms (366 days)"
-        )
+    if not 0 <= ms <= MAX_DELAY_MS:
+        raise ValueError(f"{what}: the timeout must be 0 to {MAX_DELAY_MS} ms (366 days)")
     return int(-(-ms // 1))
 
 
