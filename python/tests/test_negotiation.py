@@ -201,6 +201,7 @@ def test_the_client_sends_no_extension_a_v1_coordinator_would_misread() -> None:
                 "flows": False,
                 "queues": False,
                 "events": False,
+                "signals": False,
             }
             with pytest.raises(dtp.FeatureUnsupportedError):
                 client.submit("SHA256", {"input": "x"}, queue="emails")

@@ -208,6 +208,7 @@ def test_watch_and_events_are_pushed(cluster: Cluster) -> None:
             "flows": True,
             "queues": True,
             "events": True,
+            "signals": True,
         }
         seen: list[dtp.WatchEvent] = []
         events = client.events(queue="watched")  # subscribed: nothing from now on is missed

@@ -129,6 +129,13 @@ _PROBES: dict[str, Callable[[], Message]] = {
         "type": "SUBSCRIBE_JOBS",
         "filter": {"jobId": f"dtp-probe-{uuid.uuid4()}"},
     },
+    # Understood: UNKNOWN_JOB (no job has that id), so nothing is held anywhere.
+    "signals": lambda: {
+        "type": "SIGNAL_JOB",
+        "jobId": f"dtp-probe-{uuid.uuid4()}",
+        "name": "probe",
+        "payload": None,
+    },
 }
 """The request that tells whether a coordinator understands a feature (it changes nothing)."""
 
@@ -526,13 +533,15 @@ class Client:
         """What the coordinator understands, each probed once per address on a connection
         of its own (an inconclusive probe counts as yes): ``waitJob`` (waits held by the
         coordinator), ``time`` (delayed jobs, schedules), ``flows`` (dependencies),
-        ``queues`` (named queues, group keys), ``events`` (``watch``, ``events``)."""
+        ``queues`` (named queues, group keys), ``events`` (``watch``, ``events``),
+        ``signals`` (``signal``, ``publish``, triggers)."""
         return {
             "waitJob": self._wait_job_supported(),
             "time": self._supports("time"),
             "flows": self._supports("flows"),
             "queues": self._supports("queues"),
             "events": self._supports("events"),
+            "signals": self._supports("signals"),
         }
 
     def watch(self, job_id: str, *, on_gap: GapSink | None = None) -> EventStream:

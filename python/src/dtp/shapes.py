@@ -167,6 +167,7 @@ class Features(TypedDict):
     flows: bool
     queues: bool
     events: bool
+    signals: bool
 
 
 class ParentJob(TypedDict):
