@@ -3,7 +3,8 @@
  * RATE_LIMITED without counting, the job is SCHEDULED after `retryAfter`;
  * scope `group` / `queue` holds back every start of that group / queue until
  * then (running attempts go on), durably across a restart; the queue list
- * shows it; 1,000 in a row fail the job.
+ * shows it; 1,000 in a row fail the job. A re-run's budget comes on top of
+ * the attempts that counted (rate-limited ones left out, suspensions too).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -54,6 +55,38 @@ describe('core: rate limits set by a handler', () => {
     assert.deepEqual(outcomes(h, jobId), ['RATE_LIMITED', 'SUCCEEDED']);
     h.restart(); // the ended job is the store's now: its read counts the attempts
     assert.deepEqual([h.status(jobId).attempts, h.status(jobId).rateLimited], [2, 1]);
+  });
+
+  it('gives a re-run its budget on top of the attempts that counted', () => {
+    const h = new CoreHarness();
+    h.register('w1', 1);
+    const jobId = h.submit({ maxAttempts: 1 });
+    limit(h, jobId, 1_000, 'job');
+    h.tick(1_000);
+    h.result(jobId, { success: false, error: 'boom' });
+    assert.equal(h.status(jobId).state, 'FAILED');
+    const reply = h.request({
+      type: 'RERUN_JOBS',
+      queue: 'default',
+      state: 'FAILED',
+      maxAttempts: 1,
+    });
+    assert.equal(expectReply(reply, 'JOBS_RERUN').rerun, 1);
+    assert.equal(h.record(jobId).maxAttempts, 2, '1 counted + a budget of 1');
+    h.result(jobId, { success: false, error: 'boom again' });
+    assert.equal(h.status(jobId).error, 'boom again (all 2 attempts used)');
+  });
+
+  it('gives a re-run its budget on top of the attempts that counted, leaving out suspensions', () => {
+    const h = new CoreHarness();
+    h.register('w1', 1, null, { steps: true });
+    const jobId = h.submit({ maxAttempts: 1 });
+    h.suspend(jobId, { sleepMillis: 10 });
+    h.tick(10);
+    h.result(jobId, { success: false, error: 'boom' });
+    assert.deepEqual([h.status(jobId).state, h.status(jobId).suspensions], ['FAILED', 1]);
+    h.request({ type: 'RERUN_JOBS', queue: 'default', state: 'FAILED', maxAttempts: 1 });
+    assert.equal(h.record(jobId).maxAttempts, 2, '1 counted + a budget of 1');
   });
 
   it('group scope: nothing of that group starts until then, other groups do', () => {

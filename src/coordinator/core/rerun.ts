@@ -23,7 +23,13 @@ import {
 import type { RerunJobs } from '../../protocol/messages.js';
 import { queueNameProblem } from '../../protocol/queue-names.js';
 import type { AttemptRecord, JobRecord } from '../../store/store.js';
-import { fromRecord, impliedAttempts, requeuedAmong, type CoreJob } from './job.js';
+import {
+  fromRecord,
+  impliedAttempts,
+  rateLimitedAmong,
+  requeuedAmong,
+  type CoreJob,
+} from './job.js';
 import { schedule } from './job-lifecycle.js';
 import { transition } from './job-state.js';
 import type { PendingRead } from './pending-reads.js';
@@ -123,12 +129,18 @@ export function rerunRead(
   schedule(s);
 }
 
+/** Of these attempts, those that did not count toward maxAttempts. */
+function uncountedAmong(history: readonly AttemptRecord[]): number {
+  const suspended = history.filter((attempt) => attempt.outcome === 'SUSPENDED').length;
+  return suspended + requeuedAmong(history) + rateLimitedAmong(history);
+}
+
 /** A stored FAILED job back in the core, QUEUED, with `budget` more attempts. */
 function requeue(s: CoreState, row: JobRecord, history: AttemptRecord[], budget: number): void {
   const job: CoreJob = {
     ...fromRecord(row, history),
-    // Requeued attempts stay in its history and keep not counting.
-    maxAttempts: Math.min(MAX_ATTEMPTS_LIMIT, row.attempts - requeuedAmong(history) + budget),
+    // Suspended, requeued and rate-limited attempts stay in its history and keep not counting.
+    maxAttempts: Math.min(MAX_ATTEMPTS_LIMIT, row.attempts - uncountedAmong(history) + budget),
   };
   transition(job, { to: 'QUEUED', redrive: true }, s.nowMs);
   job.retryAtMs = null;
