@@ -78,7 +78,7 @@ function completed(target: JobSnapshot): unknown {
   return {
     jobId: target.jobId,
     state: 'COMPLETED',
-    result: JSON.parse(target.result ?? 'null'),
+    result: target.resultFormat === 'json' ? JSON.parse(target.result ?? 'null') : target.result,
     error: null,
     omitted: false,
   };
