@@ -337,7 +337,10 @@ export type OutboxBody =
       readonly jobs: readonly JobRecord[];
       readonly watchers?: readonly RemoteDependentRecord[];
     }
-  /** `childId`, in shard `childShard`, waits for `parentId`, a job of the target shard. */
+  /**
+   * `childId`, in shard `childShard`, waits for `parentId`, a job of the
+   * target shard: a child of it (`dependsOn`), or a job in `ctx.waitFor`.
+   */
   | {
       readonly type: 'watch';
       readonly parentId: string;
@@ -346,7 +349,10 @@ export type OutboxBody =
     }
   /**
    * `parentId` ended (state null: the target shard has no such job);
-   * `childIds`: the target shard's children that the sender knew to wait.
+   * `childIds`: the target shard's jobs that the sender knew to wait for it
+   * (children of `dependsOn`, and jobs in `ctx.waitFor`). `error`: the
+   * job's error when it has one (absent: none, and in messages written
+   * before it was carried).
    */
   | {
       readonly type: 'parentEnded';
@@ -355,6 +361,7 @@ export type OutboxBody =
       readonly state: TerminalState | null;
       readonly result: string | null;
       readonly resultFormat: ResultFormat | null;
+      readonly error?: string | null;
       readonly childIds: readonly string[];
     };
 

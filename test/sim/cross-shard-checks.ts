@@ -16,9 +16,14 @@
  *   shard has).
  *
  * When a shard applies the end of a parent of another shard that did not
- * complete, each child it names (all in that shard) that waits with policy
- * `cancel` (with any policy, for a parent no shard has) has ended in the
- * commit that applied it.
+ * complete, each child it names (all in that shard) that depends on it
+ * with policy `cancel` (with any policy, for a parent no shard has) has
+ * ended in the commit that applied it.
+ *
+ * A handler's wait (`ctx.waitFor`) for a job of another shard that a
+ * committed batch ended has that job's real end: the state, error and
+ * result (unless left out for size) of its committed terminal row there;
+ * "unknown" only when that shard has no such job.
  *
  * Once the run is quiet: the outbox is empty, every job a `createJobs`
  * carried exists in its shard, a dependent that ran was told the end of
@@ -31,9 +36,11 @@ import {
   parentFailureError,
   unknownParentError,
 } from '../../src/coordinator/core/dependencies.js';
+import { WAIT_STEP } from '../../src/coordinator/core/step-names.js';
+import type { WaitOutcome } from '../../src/coordinator/core/step-records.js';
 import { isTerminalState, type JobState, type SubmitJob } from '../../src/protocol/messages.js';
 import { shardOfJobId, shardOfQueue } from '../../src/protocol/shards.js';
-import type { JobRecord, OutboxBody } from '../../src/store/store.js';
+import type { JobRecord, OutboxBody, WriteBatch } from '../../src/store/store.js';
 import type { Invariants } from './invariants.js';
 import type { ObservedOutbox } from './observed-outbox.js';
 import type { Judge } from './violation.js';
@@ -51,6 +58,15 @@ export interface CrossShardCounts {
   /** Dependents with a parent in another shard, and those cancelled for it. */
   remoteDependents: number;
   remoteCascades: number;
+  /** Waits (`ctx.waitFor`) for a job of another shard that ended with its outcome. */
+  remoteWaits: number;
+}
+
+/** A wait for a job of another shard, ended by a committed batch of the waiter's shard. */
+interface EndedWait {
+  jobId: string;
+  index: number;
+  outcome: WaitOutcome;
 }
 
 export class CrossShardChecks {
@@ -62,7 +78,16 @@ export class CrossShardChecks {
   readonly #acked = new Set<string>();
   /** Acknowledged jobs not in their shard's store yet (a flow's, made elsewhere). */
   readonly #pending = new Map<string, { submission: SubmitJob; deduplicated: boolean }>();
-  readonly counts: CrossShardCounts = { ackedElsewhere: 0, remoteDependents: 0, remoteCascades: 0 };
+  readonly counts: CrossShardCounts = {
+    ackedElsewhere: 0,
+    remoteDependents: 0,
+    remoteCascades: 0,
+    remoteWaits: 0,
+  };
+  /** Waits for jobs of other shards ended by commits since the last step's checks. */
+  #endedWaits: EndedWait[] = [];
+  /** "jobId index" of each wait step checked, so that each counts once. */
+  readonly #checkedWaits = new Set<string>();
 
   constructor(judge: Judge, shards: readonly CheckedShard[], outbox: ObservedOutbox) {
     this.#judge = judge;
@@ -96,6 +121,47 @@ export class CrossShardChecks {
     this.#pending.set(jobId, { submission, deduplicated });
   }
 
+  /** Shard `shard` committed `batch`: its waits for jobs of other shards that it ended. */
+  onCommitted(shard: number, batch: Readonly<WriteBatch>): void {
+    for (const step of batch.steps ?? []) {
+      if (step.name !== WAIT_STEP || step.result === null) continue;
+      const outcome = JSON.parse(step.result) as WaitOutcome;
+      // A wait begun holds {jobId} only; one for a job of its own shard is not for these checks.
+      if (!('state' in outcome) || shardOfJobId(outcome.jobId, this.#shards.length) === shard) {
+        continue;
+      }
+      this.#endedWaits.push({ jobId: step.jobId, index: step.index, outcome });
+    }
+  }
+
+  /** A wait for a job of another shard ended with that job's committed end there. */
+  #checkWait({ jobId, index, outcome }: EndedWait): void {
+    const target = outcome.jobId;
+    const row = this.#parentRow(target);
+    const what = (): string =>
+      `job ${jobId} waited (step ${index}) for ${target} of another shard and got ${JSON.stringify(outcome)}; that shard has ${row === undefined ? 'no such job' : JSON.stringify({ state: row.state, result: row.result, error: row.error })}`;
+    if (outcome.state === null) {
+      this.#judge.check(row === undefined, what);
+    } else {
+      const completed = row?.state === 'COMPLETED';
+      const left = outcome.omitted === true;
+      this.#judge.check(
+        row !== undefined &&
+          isTerminalState(row.state) &&
+          outcome.state === row.state &&
+          outcome.error === row.error &&
+          outcome.result === (completed && !left ? row.result : null) &&
+          outcome.resultFormat === (completed ? row.resultFormat : null),
+        what,
+      );
+    }
+    const key = `${jobId} ${index}`;
+    if (!this.#checkedWaits.has(key)) {
+      this.#checkedWaits.add(key);
+      this.counts.remoteWaits++;
+    }
+  }
+
   /** The children a parent's end was told to, applied by a commit of their shard. */
   #checkTold(shard: number, body: Extract<OutboxBody, { type: 'parentEnded' }>): void {
     const store = (this.#shards[shard] as CheckedShard).world.store;
@@ -106,8 +172,11 @@ export class CrossShardChecks {
         () =>
           `the end of ${body.parentId} was told to child ${childId}, which shard ${shard} does not have`,
       );
+      // A job that waits for it in `ctx.waitFor` only, not a child of it: nothing cancels it.
+      const dependent = child?.dependsOn?.includes(body.parentId) === true;
       const cancels =
-        body.state === null || (body.state !== 'COMPLETED' && child?.onParentFailure !== 'run');
+        dependent &&
+        (body.state === null || (body.state !== 'COMPLETED' && child?.onParentFailure !== 'run'));
       this.#judge.check(
         !cancels || isTerminalState(child?.state ?? 'WAITING'),
         () =>
@@ -121,6 +190,9 @@ export class CrossShardChecks {
     for (const { targetShard, body } of this.#outbox.takeApplied()) {
       if (body.type === 'parentEnded') this.#checkTold(targetShard, body);
     }
+    const waits = this.#endedWaits;
+    this.#endedWaits = [];
+    for (const wait of waits) this.#checkWait(wait);
     for (const [index, shard] of this.#shards.entries()) {
       for (const row of shard.world.store.committedJobRows()) {
         this.#checkPlace(index, row);

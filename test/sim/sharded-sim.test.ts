@@ -56,6 +56,10 @@ describe('sharded simulation', () => {
       'no job acknowledged before its shard made it',
     );
     assert.ok(sum((r) => r.cross.remoteCascades) > 0, 'no dependent cancelled across shards');
+    assert.ok(
+      sum((r) => r.cross.remoteWaits) > 0,
+      'no ctx.waitFor ended on a job of another shard',
+    );
     assert.ok(sum((r) => r.reads.duplicated) > 0 && sum((r) => r.reads.failed) > 0);
     assert.ok(sum((r) => r.restarts) > 0 && sum((r) => r.failovers) > 0);
     assert.ok(sum((r) => r.fencedCommits) > 0, "no deposed leader's commit was refused");

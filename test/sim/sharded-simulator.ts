@@ -11,7 +11,7 @@
  * request goes where the sharded coordinator's client port sends it; a
  * worker process holds one session per shard. Clients also submit flows
  * over the queues of every shard and jobs whose parents are in other
- * shards.
+ * shards; handlers wait (`ctx.waitFor`) for jobs of other shards too.
  *
  * Each step is the single-shard simulation's (simulator.ts), with every
  * shard's coordinator running its batches, commits and outbox reads in an
@@ -190,6 +190,7 @@ export class ShardedSimulation {
         ids,
         reads: this.#reads,
         readsClaimAll: this.#sabotage === 'readsClaimAll',
+        onCommitted: (batch) => this.#cross.onCommitted(index, batch),
       },
       log,
     });
@@ -223,6 +224,8 @@ export class ShardedSimulation {
             shard.invariants.tracker.leaseCurrent(jobId, attemptId),
           stepStats: this.#stepStats,
           childQueues: queues.filter((q) => shardOfQueue(q, this.#shards.length) === shard.index),
+          ghostsElsewhere: () =>
+            this.#shards.filter((other) => other !== shard).flatMap((other) => other.ghosts),
         };
         return new SimWorker(`worker-${i}`, env, rng.fork(), types);
       });

@@ -28,7 +28,8 @@
  * starts after the steps its assignment carries and records a few more
  * (RECORD_STEP, one at a time, each awaited), may end in a sleep or a wait
  * for another job (TASK_SUSPEND; only for a job with a smaller id, so waits
- * never form a cycle), then reports as any task does. Checked on the way:
+ * never form a cycle; with shards, half the time a job of another shard),
+ * then reports as any task does. Checked on the way:
  * an assignment carries exactly the committed steps while its lease is
  * current (so a recorded step never runs again), and a STEP_RECORDED
  * arrives only once its step is committed.
@@ -105,6 +106,8 @@ export interface WorkerEnv {
   stepStats: { recorded: number; suspensions: number };
   /** Queues a child may name (most calls name one; a shard's own); absent: no call names one. */
   childQueues?: readonly string[];
+  /** The leases of the other shards (half the waits pick one of their jobs); absent: one shard. */
+  ghostsElsewhere?: () => readonly GhostLease[];
 }
 
 /** Most steps a simulated handler records per job (sleeps and waits included). */
@@ -815,9 +818,15 @@ export class SimWorker implements WorkerPeer {
     });
   }
 
-  /** A job to wait for: one seen before whose id is smaller (waits never form a cycle). */
+  /**
+   * A job to wait for: one seen before whose id is smaller (waits never form
+   * a cycle: the shards take their ids from one counter, so this holds
+   * across them), of this shard or, half the time, of another.
+   */
   #waitTarget(jobId: string): string | null {
-    const older = this.#env.ghosts.filter((g) => g.jobId < jobId);
+    const elsewhere = this.#env.ghostsElsewhere;
+    const pool = elsewhere !== undefined && this.#rng.chance(0.5) ? elsewhere() : this.#env.ghosts;
+    const older = pool.filter((g) => g.jobId < jobId);
     return older.length === 0 ? null : this.#rng.pick(older).jobId;
   }
 

@@ -130,6 +130,8 @@ export interface WorldOptions {
     reads: OutboxReadStats;
     /** A planted bug (tests of the checks): outbox reads say every batch had committed. */
     readsClaimAll?: boolean;
+    /** Told of each batch once the store has it (the checks across shards read its steps). */
+    onCommitted?: (batch: Readonly<WriteBatch>) => void;
   };
   log: (line: () => string) => void;
 }
@@ -217,6 +219,7 @@ export class World {
   #nextConnId = 1;
   /** A shard's reads of the outbox; null with one shard. */
   readonly #outbox: OutboxReads | null;
+  readonly #onCommitted: ((batch: Readonly<WriteBatch>) => void) | undefined;
 
   constructor(options: WorldOptions) {
     this.election = options.election;
@@ -242,6 +245,7 @@ export class World {
             sharded.readsClaimAll,
           );
     this.stalls = options.stalls ?? false;
+    this.#onCommitted = sharded?.onCommitted;
     this.#log = options.log;
   }
 
@@ -423,6 +427,7 @@ export class World {
     this.stats.commits++;
     this.#outbox?.committed(batch.batchId);
     this.#obs.onCommitted(batch.batchId);
+    this.#onCommitted?.(batch);
     entry.batch = null;
     if (crash?.at === 'afterCommit') {
       const released = index === 0 ? entry.effects.slice(0, crash.released) : [];

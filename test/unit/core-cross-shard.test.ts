@@ -10,49 +10,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { FlowJob, JobSnapshot } from '../../src/protocol/messages.js';
+import type { FlowJob } from '../../src/protocol/messages.js';
 import { shardOfJobId, shardOfQueue } from '../../src/protocol/shards.js';
-import { MemoryOutbox, MemoryStore } from '../../src/store/memory-store.js';
 import type { OutboxMessage } from '../../src/store/store.js';
-import { CoreHarness, expectReply, sentTo } from '../helpers/core-harness.js';
-
-const SHARDS = 2;
-
-/** A queue name in each shard. */
-const QUEUE = ((): [string, string] => {
-  const out: (string | undefined)[] = [undefined, undefined];
-  for (let i = 0; out.includes(undefined); i++) out[shardOfQueue(`q${i}`, SHARDS)] ??= `q${i}`;
-  return out as [string, string];
-})();
-
-interface Cluster {
-  outbox: MemoryOutbox;
-  /** The core of shard 0 and of shard 1. */
-  a: CoreHarness;
-  b: CoreHarness;
-}
-
-function cluster(): Cluster {
-  const outbox = new MemoryOutbox();
-  const shardCore = (shard: number): CoreHarness =>
-    new CoreHarness({
-      config: { shard: { shard, shards: SHARDS } },
-      store: new MemoryStore({ outbox }),
-    });
-  return { outbox, a: shardCore(0), b: shardCore(1) };
-}
-
-/** Delivers messages, shard after shard, until the outbox is empty; returns how many rounds. */
-function pump(c: Cluster): number {
-  let rounds = 0;
-  while (c.outbox.all().length > 0) {
-    assert.ok(rounds < 20, `the outbox does not drain: ${JSON.stringify(c.outbox.all())}`);
-    c.a.deliverOutbox();
-    c.b.deliverOutbox();
-    rounds++;
-  }
-  return rounds;
-}
+import { expectReply, sentTo, type CoreHarness } from '../helpers/core-harness.js';
+import { QUEUE, SHARDS, cluster, pump, statusIn } from '../helpers/core-shards.js';
 
 const job = (
   ref: string,
@@ -77,11 +39,6 @@ function idOf(ids: Map<string, string>, ref: string): string {
   const id = ids.get(ref);
   assert.ok(id !== undefined, `no job for ref ${ref}`);
   return id;
-}
-
-/** The job's snapshot from its own shard's core. */
-function statusIn(c: Cluster, jobId: string): JobSnapshot {
-  return (shardOfJobId(jobId, SHARDS) === 0 ? c.a : c.b).status(jobId);
 }
 
 describe('core: flows and dependencies across shards', () => {

@@ -15,14 +15,17 @@
  *   store) was created by an earlier application and is skipped. Its
  *   `watchers` are that flow's children elsewhere, applied as `watch`es.
  *   They are created whatever this shard's limits: the flow was accepted.
- * - `watch`: a child elsewhere waits for a job of ours. Not ended: the child
- *   is remembered (and stored) until the job ends, when `parentEnded` goes
- *   out in the commit of the end. Ended (in memory or in the store): told
- *   at once. Unknown here: told at once that it is unknown (state null).
+ * - `watch`: a job elsewhere waits for a job of ours (a child of it, or a
+ *   handler's `ctx.waitFor`: the same to us). Not ended: the waiter is
+ *   remembered (and stored) until the job ends, when `parentEnded` goes out
+ *   in the commit of the end. Ended (in memory or in the store): told at
+ *   once. Unknown here: told at once that it is unknown (state null).
  * - `parentEnded`: a parent elsewhere ended. Our children that wait for it
  *   settle exactly as for a parent of ours (`onParentFailure`, the parents'
  *   results of TASK_ASSIGN); its outcome is stored for them (recovery, and
- *   the results). Heard twice: the second time nobody waits for it.
+ *   the results). The jobs it names that wait for it in `ctx.waitFor` go on
+ *   with its outcome, which their wait step keeps (steps.ts). Heard twice:
+ *   the second time nobody waits for it.
  *
  * A message that needs a read of the store first (what memory does not
  * hold) waits for it, and the messages taken after it are held and apply
@@ -47,6 +50,8 @@ import {
   sendMessage,
 } from './shard-messages.js';
 import type { PendingRead } from './pending-reads.js';
+import { unknownOutcome, type WaitOutcome } from './step-records.js';
+import { endWaitsElsewhere } from './steps.js';
 import type { CoreState } from './state.js';
 import { createJob, findParents, freshJob, type NewJob } from './submission.js';
 
@@ -275,25 +280,24 @@ function watchNow(
   const { parentId, childId, childShard } = watch;
   const job = memoryJob(s, parentId) ?? s.jobs.recent(parentId);
   const row = job === undefined ? stored.get(parentId) : undefined;
-  let ended: FinishedParent | null;
-  if (job !== undefined) {
-    if (!isTerminalState(job.state))
-      return addRemoteDependent(s, { parentId, childId, childShard });
-    ended = finishedParentOf(job);
-  } else if (row !== undefined) {
-    if (!isTerminalState(row.state)) {
-      // Only a far delayed job is active without being in memory.
-      if (row.state === 'SCHEDULED') loadFar(s, row);
-      return addRemoteDependent(s, { parentId, childId, childShard });
-    }
-    ended = finishedParentOf(row);
-  } else {
-    ended = null;
+  const found = job ?? row;
+  if (found === undefined) {
+    return sendMessage(s, childShard, parentEndedBody(parentId, null, null, [childId]));
   }
-  sendMessage(s, childShard, parentEndedBody(parentId, ended, [childId]));
+  if (!isTerminalState(found.state)) {
+    // Only a far delayed job is active without being in memory.
+    if (row?.state === 'SCHEDULED') loadFar(s, row);
+    return addRemoteDependent(s, { parentId, childId, childShard });
+  }
+  const ended = parentEndedBody(parentId, finishedParentOf(found), found.error, [childId]);
+  sendMessage(s, childShard, ended);
 }
 
-/** `parentEnded`: our children that wait for the parent settle; its outcome is kept for them. */
+/**
+ * `parentEnded`: our children that wait for the parent settle, its outcome
+ * kept for them; the jobs named that wait for it in `ctx.waitFor` go on
+ * with its outcome (their step keeps it).
+ */
 function applyParentEnded(s: CoreState, id: number, body: ParentEnded): void {
   const parent: FinishedParent | null =
     body.state === null
@@ -315,7 +319,20 @@ function applyParentEnded(s: CoreState, id: number, body: ParentEnded): void {
       resultFormat: body.resultFormat,
     });
   }
+  endWaitsElsewhere(s, body.parentId, body.childIds, waitOutcomeOf(body));
   applied(s, id);
+}
+
+/** What a job in `ctx.waitFor` gets of a job of another shard's end, as outcomeOf gives it. */
+function waitOutcomeOf(body: ParentEnded): WaitOutcome {
+  if (body.state === null) return unknownOutcome(body.parentId);
+  return {
+    jobId: body.parentId,
+    state: body.state,
+    result: body.state === 'COMPLETED' ? body.result : null,
+    resultFormat: body.state === 'COMPLETED' ? body.resultFormat : null,
+    error: body.error ?? null,
+  };
 }
 
 /**

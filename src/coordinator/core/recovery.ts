@@ -19,7 +19,8 @@
  * - WAITING jobs wait again for their parents that are still active; the
  *   ended parents' rows (`parentJobs`) give their dependents' handlers the
  *   results. A job waiting in `ctx.waitFor` waits again, or goes on with the
- *   outcome of the job it waited for if that one ended (steps.ts).
+ *   outcome of the job it waited for if that one ended (steps.ts); for a
+ *   job of another shard it waits again (its `parentEnded` will come).
  * - Every active job gets its recorded steps back (`activeSteps`).
  * - SCHEDULED jobs beyond the window the store was asked for stay there,
  *   counted (scheduled-window.ts).

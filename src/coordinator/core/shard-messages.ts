@@ -5,9 +5,10 @@
  * messages that come in; docs/ARCHITECTURE.md, "Across shards: the outbox").
  *
  * This module is what the rest of the core calls when a job here meets a job
- * of another shard: a new job waits for a parent elsewhere (a `watch` to the
- * parent's shard), and a job here that children elsewhere wait for ends (a
- * `parentEnded` to each of their shards, in the commit of the end). Without
+ * of another shard: a new job waits for a parent elsewhere, or a handler's
+ * `ctx.waitFor` for a job elsewhere (a `watch` to that job's shard), and a
+ * job here that jobs elsewhere wait for ends (a `parentEnded` to each of
+ * their shards, in the commit of the end). Without
  * shards (`links.place` null) every job id is this core's and nothing here
  * is ever called with one of another shard.
  */
@@ -46,14 +47,23 @@ export function watchRemoteParents(
   if (place === null) return;
   for (const parentId of parentIds) {
     const shard = otherShardOf(s, parentId);
-    if (shard === null) continue;
-    sendMessage(s, shard, {
-      type: 'watch',
-      parentId,
-      childId: child.jobId,
-      childShard: place.shard,
-    });
+    if (shard !== null) watchElsewhere(s, shard, parentId, child.jobId);
   }
+}
+
+/**
+ * `jobId` waits for `targetId`, a job of `shard` (another one): that shard
+ * tells this one of its end, at once if it has ended (`parentEnded`).
+ */
+export function watchElsewhere(s: CoreState, shard: number, targetId: string, jobId: string): void {
+  const place = s.links.place;
+  if (place === null) throw new Error(`job ${targetId} is of no other shard: this core has none`);
+  sendMessage(s, shard, {
+    type: 'watch',
+    parentId: targetId,
+    childId: jobId,
+    childShard: place.shard,
+  });
 }
 
 /** A child of another shard waits for a job of ours (not ended): remembered, and stored. */
@@ -71,15 +81,20 @@ export function tellRemoteDependents(s: CoreState, job: Readonly<CoreJob>): void
   if (byShard.size === 0) return;
   const parent = finishedParentOf(job);
   for (const [shard, childIds] of byShard) {
-    sendMessage(s, shard, parentEndedBody(job.jobId, parent, childIds));
+    sendMessage(s, shard, parentEndedBody(job.jobId, parent, job.error, childIds));
   }
   s.jobs.remoteDependentsTold(job.jobId);
 }
 
-/** The message telling children of a parent's end; `parent` null: no such job here. */
+/**
+ * The message telling the jobs that wait for a job of ours of its end, with
+ * its `error` (a waiter in `ctx.waitFor` gets it); `parent` null: no such
+ * job here.
+ */
 export function parentEndedBody(
   parentId: string,
   parent: FinishedParent | null,
+  error: string | null,
   childIds: readonly string[],
 ): OutboxBody {
   if (parent !== null && !isTerminalState(parent.state)) {
@@ -92,6 +107,7 @@ export function parentEndedBody(
     state: parent === null || !isTerminalState(parent.state) ? null : parent.state,
     result: parent?.result ?? null,
     resultFormat: parent?.resultFormat ?? null,
+    ...(parent !== null && error !== null && { error }),
     childIds: [...childIds],
   };
 }

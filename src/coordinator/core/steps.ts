@@ -24,6 +24,12 @@
  * since: checked when it ends). The link is also stored with the
  * dependencies, so a restart finds the waited-for job's row if it ended and
  * purge keeps that row while the waiter lives.
+ *
+ * A wait for a job of another shard (its id names that shard) is a `watch`
+ * of it, sent in the commit of the suspension, as a child's for a parent
+ * elsewhere (shard-messages.ts); that shard answers with a `parentEnded`
+ * naming the waiter once the job has ended (at once if it had), and the
+ * wait ends with the outcome it carries (`endWaitsElsewhere`).
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { MAX_FRAME_BYTES } from '../../protocol/framing.js';
@@ -49,7 +55,9 @@ import {
   stepResultBytes,
   stepsFrom,
   unknownOutcome,
+  type WaitOutcome,
 } from './step-records.js';
+import { otherShardOf, watchElsewhere } from './shard-messages.js';
 import { appendStep, suspend } from './suspension.js';
 import { WaitRefused, waitForEvent, waitForSignal, waitProblem } from './signals.js';
 import { refuseCall, type FencedCall } from './calls.js';
@@ -218,6 +226,14 @@ function sleep(s: CoreState, job: RunningJob, sleepMillis: number): void {
 }
 
 function waitFor(s: CoreState, job: RunningJob, targetId: string): void {
+  const shard = otherShardOf(s, targetId);
+  if (shard !== null) {
+    // A job of another shard: its shard tells this one of its end (at once
+    // if it has ended), in a `parentEnded` naming this job.
+    beginWait(s, job, targetId);
+    watchElsewhere(s, shard, targetId, job.jobId);
+    return;
+  }
   const target = s.jobs.get(targetId);
   if (target === undefined) {
     // Not in memory: ended long ago, far in the future, or unknown. The
@@ -278,8 +294,34 @@ export function holdWait(s: CoreState, jobId: string, targetId: string): void {
 }
 
 /**
+ * A job of another shard ended (cross-shard.ts, `parentEnded`): the jobs it
+ * names (`jobIds`) that wait for it go on with its outcome. A job named that
+ * no longer waits for it (cancelled meanwhile, or this end heard again) is
+ * left as it is.
+ */
+export function endWaitsElsewhere(
+  s: CoreState,
+  targetId: string,
+  jobIds: readonly string[],
+  outcome: WaitOutcome,
+): void {
+  const waiters = s.stepWaits.get(targetId);
+  for (const jobId of jobIds) {
+    waiters?.delete(jobId);
+    const job = s.jobs.active(jobId);
+    if (job === undefined || job.state !== 'WAITING' || job.waitingFor !== targetId) continue;
+    endWait(s, job, outcome);
+  }
+  if (waiters?.size === 0) s.stepWaits.delete(targetId);
+}
+
+/**
  * Recovery: the waiting job's wait is indexed again, or ended when the job
  * it waits for ended (its row came as a parent's) or is not in the store.
+ * A job of another shard is waited for again: the `watch` went in the
+ * commit of the suspension, so its end is told (or, told and not applied
+ * yet, told again); once applied, the wait step holds the outcome and the
+ * job no longer waits.
  */
 export function recoverWait(
   s: CoreState,
@@ -287,7 +329,9 @@ export function recoverWait(
   parentRows: ReadonlyMap<string, JobRecord>,
 ): void {
   const targetId = job.waitingFor as string;
-  if (s.jobs.active(targetId) !== undefined) return holdWait(s, job.jobId, targetId);
+  if (s.jobs.active(targetId) !== undefined || otherShardOf(s, targetId) !== null) {
+    return holdWait(s, job.jobId, targetId);
+  }
   const row = parentRows.get(targetId);
   endWait(s, job, row === undefined ? unknownOutcome(targetId) : outcomeOf(row));
 }
