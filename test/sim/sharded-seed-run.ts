@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { ShardedSimulation, shardedReplay, type ShardedReport } from './sharded-simulator.js';
 
 /** Seeds 1..SHARDED_SEED_COUNT run on every `npm test`, each of this many main steps. */
-export const SHARDED_SEED_COUNT = 120;
+export const SHARDED_SEED_COUNT = 80;
 export const SHARDED_TEST_STEPS = 60;
 
 export function runShardedSeed(seed: number, steps = SHARDED_TEST_STEPS): ShardedReport {
