@@ -82,21 +82,47 @@ export function terminalState(name: string, text: string): TerminalState {
 }
 
 /**
- * Reads a request's body, at most `maxBytes` (413 beyond). Read before the
- * request takes a place among those in progress, so a body that stalls
- * holds only its own connection, until the port's request timeout.
+ * After a body went past its bound, how much more of it is read and dropped
+ * before the connection is cut: cutting it with the client's bytes unread
+ * makes the kernel reset it, and the client then loses the 413 it was sent.
  */
-export async function readBody(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let bytes = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    bytes += chunk.length;
-    if (bytes > maxBytes) {
-      throw new HttpError(413, HttpErrorCode.PayloadTooLarge, `body larger than ${maxBytes} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
+export const DISCARD_AFTER_BOUND_BYTES = 1024 * 1024;
+
+/**
+ * Reads a request's body, at most `maxBytes` (413 beyond: the rest is read
+ * and dropped, up to {@link DISCARD_AFTER_BOUND_BYTES}, so that the answer
+ * reaches the client). Read before the request takes a place among those in
+ * progress, so a body that stalls holds only its own connection, until the
+ * port's request timeout.
+ */
+export function readBody(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    const onData = (chunk: Buffer): void => {
+      bytes += chunk.length;
+      if (bytes <= maxBytes) {
+        chunks.push(chunk);
+        return;
+      }
+      if (bytes - chunk.length <= maxBytes) {
+        chunks.length = 0;
+        reject(
+          new HttpError(413, HttpErrorCode.PayloadTooLarge, `body larger than ${maxBytes} bytes`),
+        );
+      }
+      if (bytes > maxBytes + DISCARD_AFTER_BOUND_BYTES) {
+        req.off('data', onData);
+        req.destroy();
+      }
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(Buffer.concat(chunks)));
+    req.once('error', reject);
+    req.once('close', () => {
+      if (!req.complete) reject(new Error('the request ended before its body was complete'));
+    });
+  });
 }
 
 /**
