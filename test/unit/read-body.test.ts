@@ -91,7 +91,12 @@ describe('readBody', () => {
   });
 
   it('cuts the connection once the body goes on past what it drops', async () => {
+    const before = taken.length;
     const outcome = await post(port, BOUND + DISCARD_AFTER_BOUND_BYTES + 4 * 1024 * 1024);
     assert.ok(outcome === 413 || outcome instanceof Error, String(outcome));
+    const req = taken[before];
+    assert.ok(req !== undefined);
+    assert.equal(req.complete, false, 'the server did not read it to its end');
+    await until(() => req.socket.destroyed, { what: 'the connection cut' });
   });
 });
