@@ -9,7 +9,8 @@ import {
   DEFAULT_COORDINATOR_OPTIONS,
   type CoordinatorOptions,
 } from '../../src/coordinator/options.js';
-import type { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
+import { DtpClient } from '../../src/client/client.js';
+import { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
 import { shardOfQueue } from '../../src/protocol/shards.js';
 import { FAST_TIMINGS, testLogger } from './test-coordinator.js';
 import { until } from './until.js';
@@ -61,6 +62,10 @@ export function shardedScope(): {
   cleanups: (() => void)[];
   /** Stops closing `closed` after the test (the test closed it itself). */
   forget: (closed: { close(): Promise<void> }) => void;
+  /** Two coordinators of `shards` shards on a fresh database, the shards shared out. */
+  pair: (shards: number) => Promise<[ShardedCoordinator, ShardedCoordinator]>;
+  /** A client of `c`'s public client port, closed after the test. */
+  clientOf: (c: ShardedCoordinator) => Promise<DtpClient>;
 } {
   const databases: string[] = [];
   const running: { close(): Promise<void> }[] = [];
@@ -72,17 +77,37 @@ export function shardedScope(): {
     await Promise.all(running.splice(0).map((c) => c.close()));
     for (const cleanup of cleanups.splice(0)) cleanup();
   });
+  const database = async (): Promise<string> => {
+    const url = await createTestDatabase();
+    databases.push(url);
+    return url;
+  };
+  const start = async (url: string, shards: number): Promise<ShardedCoordinator> => {
+    const c = await ShardedCoordinator.start(shardedOptions(url), shards);
+    running.push(c);
+    return c;
+  };
   return {
-    database: async () => {
-      const url = await createTestDatabase();
-      databases.push(url);
-      return url;
-    },
+    database,
     running,
     cleanups,
     forget: (closed) => {
       const at = running.indexOf(closed);
       if (at >= 0) running.splice(at, 1);
+    },
+    pair: async (shards) => {
+      const url = await database();
+      const pair: [ShardedCoordinator, ShardedCoordinator] = [
+        await start(url, shards),
+        await start(url, shards),
+      ];
+      await sharedOut(pair, shards);
+      return pair;
+    },
+    clientOf: async (c) => {
+      const client = await DtpClient.connect({ host: '127.0.0.1', port: c.clientPort });
+      running.push(client);
+      return client;
     },
   };
 }

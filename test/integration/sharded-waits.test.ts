@@ -10,12 +10,11 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { DtpClient } from '../../src/client/client.js';
 import type { JobSnapshot } from '../../src/protocol/messages.js';
-import { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
+import type { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
 import type { Worker } from '../../src/worker/worker.js';
 import { postgresSkip } from '../helpers/postgres.js';
-import { queuesByShard, sharedOut, shardedOptions, shardedScope } from '../helpers/sharded.js';
+import { queuesByShard, sharedOut, shardedScope } from '../helpers/sharded.js';
 import { startTaskWorker, tempDir } from '../helpers/test-coordinator.js';
 import { until } from '../helpers/until.js';
 
@@ -24,28 +23,7 @@ const SHARDS = 4;
 const QUEUES = queuesByShard(SHARDS);
 const STEP_TASKS = fileURLToPath(new URL('../fixtures/step-tasks.js', import.meta.url));
 const scope = shardedScope();
-const { database, running, cleanups } = scope;
-
-async function start(url: string): Promise<ShardedCoordinator> {
-  const c = await ShardedCoordinator.start(shardedOptions(url), SHARDS);
-  running.push(c);
-  return c;
-}
-
-/** Two coordinators on a fresh database, each leading two shards. */
-async function pair(): Promise<[ShardedCoordinator, ShardedCoordinator]> {
-  const url = await database();
-  const a = await start(url);
-  const b = await start(url);
-  await sharedOut([a, b], SHARDS);
-  return [a, b];
-}
-
-async function clientOf(c: ShardedCoordinator): Promise<DtpClient> {
-  const client = await DtpClient.connect({ host: '127.0.0.1', port: c.clientPort });
-  running.push(client);
-  return client;
-}
+const { cleanups, pair, clientOf } = scope;
 
 /** A worker of the steps fixture, given the worker port of `c` (it works on every shard). */
 function stepWorker(c: ShardedCoordinator, workerId: string, queues?: string[]): Promise<Worker> {
@@ -86,7 +64,7 @@ function completed(target: JobSnapshot): unknown {
 
 describe('ctx.waitFor on a job of another shard', { skip }, () => {
   it('waits for a job that another coordinator’s shard runs, and gets its result', async () => {
-    const [a, b] = await pair();
+    const [a, b] = await pair(SHARDS);
     const [waiterShard] = a.ledShards() as [number];
     const [targetShard] = b.ledShards() as [number];
     const client = await clientOf(a);
@@ -119,7 +97,7 @@ describe('ctx.waitFor on a job of another shard', { skip }, () => {
   });
 
   it('goes on waiting when the coordinator leading the waiter’s shard stops', async () => {
-    const [a, b] = await pair();
+    const [a, b] = await pair(SHARDS);
     const [waiterShard] = a.ledShards() as [number];
     const [targetShard] = b.ledShards() as [number];
     const client = await clientOf(b);
