@@ -20,7 +20,9 @@
 // machine little) beside the others; the second lane's output is printed
 // once both have ended. The package suite's two files run side by side (its
 // offline checks mostly wait). Each suite's wall time is printed after it,
-// and all of them at the end.
+// and all of them at the end, followed by the failed tests of every suite
+// with their errors again (scripts/failures-reporter.mjs), so the last lines
+// of a long run say why it failed.
 //
 // Every suite runs in a process group of its own: when this runner is
 // interrupted or terminated, each group gets SIGTERM (the tests' own
@@ -202,15 +204,42 @@ function filesOf(suite, only) {
   return files.filter((f) => names.some((name) => f.endsWith(`/${name}`)));
 }
 
+/** Where each `node --test` run writes its failed tests (failures-reporter.mjs), in run order. */
+const failureFiles = [];
+const failuresDir = mkdtempSync(join(tmpdir(), 'dtp-test-failures-'));
+outputDirs.add(failuresDir);
+const failuresReporter = join(import.meta.dirname, 'failures-reporter.mjs');
+
 function nodeTestArgs(concurrency, files) {
+  const failures = join(failuresDir, `${failureFiles.length}.txt`);
+  failureFiles.push(failures);
   return [
     '--test',
     `--test-concurrency=${concurrency}`,
     // A test that hangs fails after 10 minutes instead of holding CI.
     '--test-timeout=600000',
     '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    `--test-reporter=${failuresReporter}`,
+    `--test-reporter-destination=${failures}`,
     ...files,
   ];
+}
+
+/**
+ * Prints again, at the very end, the failed tests of every suite with their
+ * errors (what a long run's last lines should say), and the suites that are
+ * no test files (lint, python) that failed.
+ */
+function printFailures() {
+  const written = failureFiles
+    .filter((file) => existsSync(file))
+    .map((file) => readFileSync(file, 'utf8'))
+    .join('');
+  if (written === '' && failedCommands.length === 0) return;
+  console.log('\n# what failed in this run (each error as printed above):');
+  if (written !== '') process.stdout.write(written);
+  for (const suite of failedCommands) console.log(`✖ suite ${suite}: its output is above`);
 }
 
 /**
@@ -260,6 +289,8 @@ const seconds = (ms) => `${Math.round(ms / 1000)} s`;
 /** Wall time per suite, in the order they ended. */
 const times = [];
 let failed = false;
+/** The suites run as a command (lint, python) that failed. */
+const failedCommands = [];
 const runStartedAt = Date.now();
 const parsed = suites.map((arg) => {
   const [suite, only] = arg.split('=', 2);
@@ -286,7 +317,10 @@ async function finishBeside(beside) {
   console.log(`# suite ${beside.suite}: ${code === 0 ? 'passed' : 'FAILED'} in ${seconds(ms)}`);
   rmSync(beside.dir, { recursive: true, force: true });
   outputDirs.delete(beside.dir);
-  if (code !== 0) failed = true;
+  if (code !== 0) {
+    failed = true;
+    failedCommands.push(beside.suite);
+  }
 }
 
 /** Starts the suites asked for that run beside `suite` (run whole), if not started yet. */
@@ -333,7 +367,10 @@ for (const [index, { suite, only }] of parsed.entries()) {
   const startedAt = Date.now();
   const code = await runSuite(suite, only);
   if (code === null) continue;
-  if (code !== 0) failed = true;
+  if (code !== 0) {
+    failed = true;
+    if (BESIDE[suite] !== undefined) failedCommands.push(suite);
+  }
   times.push(`${suite} ${seconds(Date.now() - startedAt)}`);
   console.log(
     `# suite ${suite}: ${code === 0 ? 'passed' : 'FAILED'} in ${seconds(Date.now() - startedAt)}`,
@@ -341,4 +378,5 @@ for (const [index, { suite, only }] of parsed.entries()) {
 }
 for (const beside of [...besides]) await finishBeside(beside);
 console.log(`\n# wall time: ${times.join(', ')}; all ${seconds(Date.now() - runStartedAt)}`);
+printFailures();
 process.exit(failed ? 1 : 0);
