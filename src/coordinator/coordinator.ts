@@ -492,13 +492,20 @@ export class Coordinator implements CoordinatorView {
    * lease (`leader`, serving or starting its term), trying to take it
    * (`acquiring`), or neither; null on SQLite and memory.
    */
-  electionState(): { leader: boolean; acquiring: boolean; epoch: number | null } | null {
+  electionState(): {
+    leader: boolean;
+    acquiring: boolean;
+    epoch: number | null;
+    /** While leading: until when its lease is trusted (`performance.now()` clock); else null. */
+    trustedUntilMs: number | null;
+  } | null {
     const leadership = this.#election?.leadership;
     if (leadership === undefined) return null;
     return {
       leader: leadership.mode === 'leader',
       acquiring: leadership.acquiring,
       epoch: leadership.epoch,
+      trustedUntilMs: leadership.trustedUntilMs,
     };
   }
 

@@ -57,6 +57,27 @@ describe('sharded coordinators', { skip }, () => {
     await balanced([a, b]);
   });
 
+  it('lists the shards it took at once, before its next round reads the leases', async () => {
+    const url = await database();
+    // Rounds 10 s apart: the leases it took after its first round are not read before the test ends.
+    const slow = { ...shardedOptions(url), leaseTtlMs: 30_000, leaseRenewIntervalMs: 10_000 };
+    const a = await ShardedCoordinator.start(slow, SHARDS);
+    running.push(a);
+    const self = `127.0.0.1:${a.clientPort}`;
+    await until(() => a.ledShards().length === SHARDS, { what: 'every shard led' });
+    const { shards, coordinators } = a.shardList();
+    for (const s of shards) {
+      assert.equal(s.leader, self, `shard ${s.shard}`);
+      assert.equal(s.epoch, 1);
+      assert.equal(s.clientAddress, `127.0.0.1:${a.shard(s.shard).clientPort}`);
+      assert.equal(s.workerAddress, `127.0.0.1:${a.shard(s.shard).workerPort}`);
+      assert.ok((s.leaseLeftMillis ?? 0) > 10_000, `lease left ${s.leaseLeftMillis} ms`);
+    }
+    assert.deepEqual(coordinators, [
+      { address: self, workerAddress: `127.0.0.1:${a.workerPort}`, shards: SHARDS },
+    ]);
+  });
+
   it('serve every request about any queue or job from any coordinator', async () => {
     const url = await database();
     const a = await start(url);
@@ -144,7 +165,18 @@ describe('sharded coordinators', { skip }, () => {
         seen.set(e.job.jobId, [...(seen.get(e.job.jobId) ?? []), e.job.state]);
       }
     })().catch(() => undefined);
-    await until(async () => (await viaA.workers()) !== undefined, { what: 'a round trip' });
+    // The subscription has a connection of its own: subscribed once every
+    // shard's leader holds it.
+    const shardIds = Array.from({ length: SHARDS }, (_, shard) => shard);
+    await until(
+      () =>
+        shardIds.every((shard) =>
+          [a, b].some(
+            (c) => c.ledShards().includes(shard) && c.shard(shard).inspect().subscriptions > 0,
+          ),
+        ),
+      { what: 'the subscription on every shard' },
+    );
     const ids: string[] = [];
     for (const queue of queues) ids.push((await viaA.submit('ECHO', {}, { queue })).jobId);
     // A watch and a wait on a job in each shard, ended by a cancel through B.

@@ -119,6 +119,11 @@ export class Leadership {
     return this.#inFlight?.op === 'acquire';
   }
 
+  /** Until when a leader trusts its lease (the clock of {@link tick}); null unless leading. */
+  get trustedUntilMs(): number | null {
+    return this.#mode === 'leader' ? this.#validUntilMs : null;
+  }
+
   /** True while leading and the lease is trusted at `nowMs`. */
   leadsAt(nowMs: number): boolean {
     return this.#mode === 'leader' && nowMs < this.#validUntilMs;

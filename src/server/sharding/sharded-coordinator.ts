@@ -262,15 +262,35 @@ export class ShardedCoordinator {
 
   /**
    * LIST_SHARDS: each shard's leader (its coordinator's client port) and
-   * epoch, how long its lease has left as the last round read it (counted
-   * down since), and the coordinators.
+   * epoch, how long its lease has left, and the coordinators. A shard this
+   * process leads is told as it knows it (its epoch, and how long it trusts
+   * its lease); another as the last round read it (its lease counted down
+   * since), so the shards it took since that round show at once, and one it
+   * no longer leads is not shown as its own.
    */
   shardList(): ShardList {
     const byNode = new Map(this.#members.map((m) => [m.nodeId, m]));
     const nowMs = performance.now();
+    const led = new Map<string, number>();
     const shards: ShardInfo[] = this.#views.map((view, shard) => {
+      const here = this.#inner[shard]?.electionState();
+      if (here?.leader === true && here.epoch !== null) {
+        led.set(this.nodeId, (led.get(this.nodeId) ?? 0) + 1);
+        const inner = this.#inner[shard] as Coordinator;
+        return {
+          shard,
+          leader: advertisedAddress(this.#options, this.clientPort),
+          epoch: here.epoch,
+          clientAddress: advertisedAddress(this.#options, inner.clientPort),
+          workerAddress: advertisedAddress(this.#options, inner.workerPort),
+          leaseLeftMillis: Math.max(0, Math.floor((here.trustedUntilMs ?? nowMs) - nowMs)),
+        };
+      }
       const lease = view.lease;
-      const holder = lease !== null && lease.live ? lease.holder : null;
+      const read = lease !== null && lease.live ? lease.holder : null;
+      // Read as ours, but not led here now: handed over or lost since.
+      const holder = read?.nodeId === this.nodeId ? null : read;
+      if (holder !== null) led.set(holder.nodeId, (led.get(holder.nodeId) ?? 0) + 1);
       const member = holder === null ? undefined : byNode.get(holder.nodeId);
       const leftMs = holder === null ? 0 : (lease?.leftMs ?? 0) - (nowMs - view.readAtMs);
       return {
@@ -282,11 +302,6 @@ export class ShardedCoordinator {
         ...(holder !== null && { leaseLeftMillis: Math.max(0, Math.floor(leftMs)) }),
       };
     });
-    const led = new Map<string, number>();
-    for (const view of this.#views) {
-      const holder = view.lease?.live === true ? view.lease.holder : null;
-      if (holder !== null) led.set(holder.nodeId, (led.get(holder.nodeId) ?? 0) + 1);
-    }
     const coordinators = this.#members.map((m) => ({
       address: m.clientAddress ?? m.nodeId,
       workerAddress: m.workerAddress,
