@@ -131,6 +131,10 @@ export class Coordinator implements CoordinatorView {
   /** OpenTelemetry spans (spans.ts); null unless the process set tracing up. */
   #spans: CoordinatorSpans | null = null;
   #closing: Promise<void> | null = null;
+  /** Stores of ended or unused terms still closing (see #closeInBackground). */
+  readonly #storesClosing = new Set<Promise<void>>();
+  /** The term being prepared under a new lease (#startTerm), until it serves or gives up. */
+  #starting: Promise<void> | null = null;
 
   private constructor(options: CoordinatorOptions, deps: CoordinatorDeps) {
     this.#options = options;
@@ -289,13 +293,15 @@ export class Coordinator implements CoordinatorView {
   #lead(epoch: number): void {
     if (this.#phase.kind === 'stopping') return;
     this.#setPhase({ kind: 'holding', epoch });
-    void this.#startTerm(epoch).finally(() => {
+    const starting = this.#startTerm(epoch).finally(() => {
+      if (this.#starting === starting) this.#starting = null;
       // Not served (it failed, or leadership ended meanwhile): stand by.
       const phase = this.#phase;
       if (phase.kind !== 'holding' || phase.epoch !== epoch) return;
       this.#setPhase({ kind: 'standby' });
       this.#ports.admitHeld();
     });
+    this.#starting = starting;
   }
 
   async #startTerm(epoch: number): Promise<void> {
@@ -320,7 +326,7 @@ export class Coordinator implements CoordinatorView {
       election.lost(err instanceof LeaseLostError ? 'fenced' : 'failed');
     } finally {
       // Not installed: this term's store goes (in the background).
-      if (prepared !== null) void prepared.handle.close();
+      if (prepared !== null) this.#closeInBackground(prepared.handle.close());
     }
   }
 
@@ -345,7 +351,7 @@ export class Coordinator implements CoordinatorView {
     if (phase.kind === 'stopping') return;
     const term = phase.kind === 'serving' || phase.kind === 'failed' ? phase.term : null;
     if (term !== null) {
-      term.end();
+      this.#closeInBackground(term.end());
       this.#setPhase({ kind: 'standby' });
     }
     this.#ports.dropAll(`leadership ended: ${reason}`);
@@ -413,7 +419,26 @@ export class Coordinator implements CoordinatorView {
     await this.#ports.closeConnections();
     await Promise.all([this.#ports.closeServers(), this.#http?.close()]);
     await term?.close();
+    // A term still starting sees the stop and lets its store go; then the
+    // stores of terms that ended before, or were never installed.
+    await this.#starting;
+    await Promise.all(this.#storesClosing);
     this.#log.info('coordinator stopped');
+  }
+
+  /**
+   * A store of a term that ended, or was prepared and not installed, closes
+   * while the coordinator goes on; {@link close} waits for it, so that
+   * nothing of this coordinator still holds a database connection once
+   * close() has resolved.
+   */
+  #closeInBackground(closing: Promise<void>): void {
+    const tracked: Promise<void> = closing
+      .catch((err: unknown) => {
+        this.#log.warn({ err: describeError(err) }, 'closing the store of an unused term failed');
+      })
+      .finally(() => this.#storesClosing.delete(tracked));
+    this.#storesClosing.add(tracked);
   }
 
   // The phase, as the ports and the terms see it.

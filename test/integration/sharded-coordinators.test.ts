@@ -12,7 +12,7 @@ import { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinato
 import { LocalErrorCode } from '../../src/protocol/error-codes.js';
 import { DtpError } from '../../src/protocol/errors.js';
 import { shardOfJobId, shardOfQueue } from '../../src/protocol/shards.js';
-import { postgresSkip } from '../helpers/postgres.js';
+import { postgresSkip, queryDatabase } from '../helpers/postgres.js';
 import { queuesByShard, sharedOut, shardedOptions, shardedScope } from '../helpers/sharded.js';
 import { until } from '../helpers/until.js';
 import { rawConnection } from '../helpers/raw-peers.js';
@@ -76,6 +76,29 @@ describe('sharded coordinators', { skip }, () => {
     assert.deepEqual(coordinators, [
       { address: self, workerAddress: `127.0.0.1:${a.workerPort}`, shards: SHARDS },
     ]);
+  });
+
+  it('holds no database connection once closed, not even those of the terms it gave up', async () => {
+    const url = await database();
+    const a = await start(url);
+    await balanced([a]);
+    // Every shard handed over: each term ends and its store closes in the
+    // background, while the shard's standby takes its lease again.
+    for (let shard = 0; shard < SHARDS; shard++) a.shard(shard).handOver();
+    await a.close();
+    scope.forget(a);
+    // Looked at from another database: this one's own connection would count.
+    const name = new URL(url).pathname.slice(1);
+    const left = await queryDatabase<{ application_name: string }>(
+      process.env.DTP_TEST_PG_URL as string,
+      'SELECT application_name FROM pg_stat_activity WHERE datname = $1',
+      [name],
+    );
+    assert.deepEqual(
+      left.map((row) => row.application_name),
+      [],
+      'connections of the closed coordinator',
+    );
   });
 
   it('serve every request about any queue or job from any coordinator', async () => {

@@ -306,15 +306,16 @@ export class Term {
 
   /**
    * Leadership ended: nothing more is committed or released under this
-   * term, and its store closes in the background.
+   * term, and its store closes in the background; resolves once it has
+   * (a failure to close is logged, never thrown).
    */
-  end(): void {
-    if (this.#state.kind === 'ended') return;
+  end(): Promise<void> {
+    if (this.#state.kind === 'ended') return Promise.resolve();
     this.#setState({ kind: 'ended' });
     this.#clock.stop();
     this.#inbox.clear();
     this.#pending = [];
-    this.#store.close().catch((err: unknown) => {
+    return this.#store.close().catch((err: unknown) => {
       this.#log.warn({ err: describeError(err) }, 'closing the store of an ended term failed');
     });
   }
