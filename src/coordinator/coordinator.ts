@@ -394,7 +394,9 @@ export class Coordinator implements CoordinatorView {
 
   /**
    * Stops accepting, commits what is staged, closes every connection and the
-   * store. Idempotent.
+   * store, and waits for the stores of earlier terms still closing: once it
+   * resolves, nothing of this coordinator holds a database connection.
+   * Idempotent.
    */
   close(): Promise<void> {
     this.#closing ??= this.#shutdown();
