@@ -73,6 +73,6 @@ describe('Term input order', () => {
     await nextCheckPhase();
     await nextCheckPhase();
     assert.deepEqual(seen, ['1:workerMessage', '2:clientRequest', '2:clientClosed']);
-    term.end();
+    await term.end();
   });
 });

@@ -110,6 +110,6 @@ describe('Term: reads after commit', () => {
       'read scheduledWindow',
       'answered 1',
     ]);
-    term.end();
+    await term.end();
   });
 });
