@@ -384,6 +384,44 @@ export class CoreHarness {
     return replies[0]?.msg;
   }
 
+  /**
+   * A request that asks the store about key "k" loses the race for it: the
+   * store says "k" is free, then a single submission of "k" (sent first)
+   * makes its job, which expires at once, ends, commits and leaves memory;
+   * only then is the request's other read answered. `other` sends the
+   * request, given the single submission's fields, and must hold two reads
+   * ("k" first). Returns the job made, the request's id and the effects of
+   * its last read's answer (where its reply is).
+   */
+  loseKeyToExpiringJob(
+    other: (spec: { idempotencyKey: string; payload: JsonObject; expiresAtMillis: number }) => void,
+  ): {
+    made: string;
+    requestId: number;
+    effects: Effect[];
+  } {
+    const spec = {
+      idempotencyKey: 'k',
+      payload: { durationMillis: 5 },
+      expiresAtMillis: START_MS + 100,
+    };
+    this.holdReads = true;
+    this.submitRequest(spec); // held: the store is asked about "k"
+    const requestId = this.peekRequestId();
+    other(spec);
+    const [single, keyRead, otherRead] = this.heldReads;
+    assert.ok(single !== undefined && keyRead !== undefined && otherRead !== undefined);
+    this.holdReads = false;
+    const answer = (read: EffectOf<'read'>): Effect[] =>
+      this.handle({ kind: 'readDone', readId: read.readId, result: this.store.readNow(read.read) });
+    answer(keyRead); // "k" is free in the store
+    this.clock += 100;
+    const made = eventsOf(answer(single), 'job.submitted')[0]?.jobId;
+    assert.ok(made !== undefined);
+    assert.equal(this.status(made).expired, true);
+    return { made, requestId, effects: answer(otherRead) };
+  }
+
   /** The next request id the harness would use. */
   peekRequestId(): number {
     return this.#nextRequest;

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { JsonObject } from '../../src/protocol/messages.js';
-import { CoreHarness, START_MS, eventsOf, expectReply } from '../helpers/core-harness.js';
+import { CoreHarness, eventsOf, expectReply } from '../helpers/core-harness.js';
 
 const sleep = (ms: number, key?: string): JsonObject => ({
   taskType: 'SLEEP',
@@ -74,27 +74,9 @@ describe('core: SUBMIT_JOBS', () => {
   it('answers a key another submission took (and whose job ended) after the store said it was free', () => {
     const h = new CoreHarness();
     h.register('w1', 1);
-    const spec = {
-      idempotencyKey: 'k',
-      payload: { durationMillis: 5 },
-      expiresAtMillis: START_MS + 100,
-    };
-    h.holdReads = true;
-    h.submitRequest(spec); // held: the store is asked about "k"
-    const requestId = h.peekRequestId();
-    h.request({ type: 'SUBMIT_JOBS', jobs: [{ taskType: 'SLEEP', ...spec }, sleep(6, 'new')] });
-    const [single, batchK, batchNew] = h.heldReads;
-    assert.ok(single !== undefined && batchK !== undefined && batchNew !== undefined);
-    h.holdReads = false;
-    const answer = (read: typeof single) =>
-      h.handle({ kind: 'readDone', readId: read.readId, result: h.store.readNow(read.read) });
-    answer(batchK); // "k" is free in the store
-    h.clock += 100;
-    // The single submission makes the job of "k"; expired at once, it ends, commits, leaves memory.
-    const made = eventsOf(answer(single), 'job.submitted')[0]?.jobId;
-    assert.ok(made !== undefined);
-    assert.equal(h.status(made).expired, true);
-    const effects = answer(batchNew);
+    const { made, requestId, effects } = h.loseKeyToExpiringJob((spec) =>
+      h.request({ type: 'SUBMIT_JOBS', jobs: [{ taskType: 'SLEEP', ...spec }, sleep(6, 'new')] }),
+    );
     const reply = effects.find(
       (e) => e.kind === 'reply' && e.requestId === requestId && e.msg.type === 'JOBS_SUBMITTED',
     );

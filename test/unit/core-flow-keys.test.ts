@@ -8,13 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
 import type { ClientReply, FlowJob } from '../../src/protocol/messages.js';
-import {
-  CoreHarness,
-  START_MS,
-  eventsOf,
-  expectReply,
-  repliesOf,
-} from '../helpers/core-harness.js';
+import { CoreHarness, eventsOf, expectReply, repliesOf } from '../helpers/core-harness.js';
 
 function flow(h: CoreHarness, jobs: FlowJob[]): ClientReply | undefined {
   return h.request({ type: 'SUBMIT_FLOW', jobs });
@@ -137,27 +131,9 @@ describe('core: idempotency keys in flows', () => {
   it('answers a key another submission took (and whose job ended) after the store said it was free', () => {
     const h = new CoreHarness();
     h.register('w1', 1);
-    const spec = {
-      idempotencyKey: 'k',
-      payload: { durationMillis: 5 },
-      expiresAtMillis: START_MS + 100,
-    };
-    h.holdReads = true;
-    h.submitRequest(spec); // held: the store is asked about "k"
-    const requestId = h.peekRequestId();
-    flow(h, [{ ref: 'a', taskType: 'SLEEP', ...spec }, sleep('b', 'other', ['a'])]);
-    const [single, flowK, flowOther] = h.heldReads;
-    assert.ok(single !== undefined && flowK !== undefined && flowOther !== undefined);
-    h.holdReads = false;
-    const answer = (read: typeof single) =>
-      h.handle({ kind: 'readDone', readId: read.readId, result: h.store.readNow(read.read) });
-    answer(flowK); // "k" is free in the store
-    h.clock += 100;
-    // The single submission makes the job of "k"; expired at once, it ends, commits, leaves memory.
-    const made = eventsOf(answer(single), 'job.submitted')[0]?.jobId;
-    assert.ok(made !== undefined);
-    assert.equal(h.status(made).expired, true);
-    const effects = answer(flowOther);
+    const { made, requestId, effects } = h.loseKeyToExpiringJob((spec) =>
+      flow(h, [{ ref: 'a', taskType: 'SLEEP', ...spec }, sleep('b', 'other', ['a'])]),
+    );
     const reply = effects.find(
       (e) => e.kind === 'reply' && e.requestId === requestId && e.msg.type === 'FLOW_SUBMITTED',
     );
