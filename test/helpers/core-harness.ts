@@ -120,6 +120,24 @@ export function expectReply<T extends ClientReply['type']>(
   return reply as ReplyOf<T>;
 }
 
+/**
+ * Re-runs the FAILED jobs of `default` with a budget of one attempt, and
+ * checks that `jobId` (one counted attempt used, whatever else it went
+ * through) gets two in all: the re-run's attempt, failed, is its last.
+ */
+export function rerunWithOneMore(h: CoreHarness, jobId: string): void {
+  const reply = h.request({
+    type: 'RERUN_JOBS',
+    queue: 'default',
+    state: 'FAILED',
+    maxAttempts: 1,
+  });
+  assert.equal(expectReply(reply, 'JOBS_RERUN').rerun, 1);
+  assert.equal(h.record(jobId).maxAttempts, 2, '1 counted + a budget of 1');
+  h.result(jobId, { success: false, error: 'boom again' });
+  assert.equal(h.status(jobId).error, 'boom again (all 2 attempts used)');
+}
+
 export interface SubmitOptions {
   taskType?: string;
   payload?: JsonObject;

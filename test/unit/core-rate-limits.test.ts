@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { MAX_RATE_LIMITED_IN_A_ROW } from '../../src/protocol/limits.js';
 import type { RateLimitScope } from '../../src/protocol/messages.js';
-import { CoreHarness, START_MS, expectReply } from '../helpers/core-harness.js';
+import { CoreHarness, START_MS, expectReply, rerunWithOneMore } from '../helpers/core-harness.js';
 
 function limit(h: CoreHarness, jobId: string, retryAfterMillis: number, scope: RateLimitScope) {
   return h.result(jobId, {
@@ -65,16 +65,7 @@ describe('core: rate limits set by a handler', () => {
     h.tick(1_000);
     h.result(jobId, { success: false, error: 'boom' });
     assert.equal(h.status(jobId).state, 'FAILED');
-    const reply = h.request({
-      type: 'RERUN_JOBS',
-      queue: 'default',
-      state: 'FAILED',
-      maxAttempts: 1,
-    });
-    assert.equal(expectReply(reply, 'JOBS_RERUN').rerun, 1);
-    assert.equal(h.record(jobId).maxAttempts, 2, '1 counted + a budget of 1');
-    h.result(jobId, { success: false, error: 'boom again' });
-    assert.equal(h.status(jobId).error, 'boom again (all 2 attempts used)');
+    rerunWithOneMore(h, jobId);
   });
 
   it('gives a re-run its budget on top of the attempts that counted, leaving out suspensions', () => {

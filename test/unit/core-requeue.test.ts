@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { MAX_FREE_REQUEUES } from '../../src/protocol/limits.js';
-import { CoreHarness, eventsOf, expectReply } from '../helpers/core-harness.js';
+import { CoreHarness, eventsOf, expectReply, rerunWithOneMore } from '../helpers/core-harness.js';
 
 const CUT_OFF = 'its task thread was ended for another attempt';
 
@@ -148,15 +148,6 @@ describe('core: an attempt its worker requeues', () => {
     requeue(h, jobId);
     h.result(jobId, { success: false, error: 'boom' });
     assert.equal(h.status(jobId).state, 'FAILED');
-    const reply = h.request({
-      type: 'RERUN_JOBS',
-      queue: 'default',
-      state: 'FAILED',
-      maxAttempts: 1,
-    });
-    assert.equal(expectReply(reply, 'JOBS_RERUN').rerun, 1);
-    assert.equal(h.record(jobId).maxAttempts, 2, '1 counted + a budget of 1');
-    h.result(jobId, { success: false, error: 'boom again' });
-    assert.equal(h.status(jobId).error, 'boom again (all 2 attempts used)');
+    rerunWithOneMore(h, jobId);
   });
 });
