@@ -10,7 +10,6 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
-import { setTimeout as delay } from 'node:timers/promises';
 import { DtpClient, type WatchEvent } from '../../src/client/index.js';
 import { encodeMessage } from '../../src/protocol/codec.js';
 import {
@@ -143,26 +142,34 @@ describe('budgets per address', { timeout: 120_000 }, () => {
     const seen: WatchEvent[] = [];
     const controller = new AbortController();
     /**
-     * Job events (each reaches it 16 times) until it has left more unread
-     * than it may for the stall time while they kept coming: a burst alone
-     * makes a reader miss events too, but it catches up at once.
+     * Job events (each reaches it 16 times) until it leaves more unread than
+     * it may; then it stays behind as long as it does not read, with or
+     * without more events. Returns once it has been behind for twice the
+     * stall time, as the coordinator and its metric say; floods again when
+     * the stall ended meanwhile (the kernel's buffers took what waited).
      */
     const stall = async (): Promise<void> => {
-      let stalledSinceMs: number | null = null;
-      const deadlineMs = performance.now() + 10_000;
-      for (let i = 0; i < 20_000 && performance.now() < deadlineMs; i++) {
-        if (tc.coordinator.inspect().stalledSubscribers === 0) stalledSinceMs = null;
-        else stalledSinceMs ??= performance.now();
-        if (stalledSinceMs !== null && performance.now() - stalledSinceMs > 2 * stallMs) {
-          // The metric says so too (unless the stall ended meanwhile: on).
-          if (/^dtp_event_subscribers_stalled 1$/m.test(await metrics())) return;
+      for (let round = 0; round < 10; round++) {
+        const deadlineMs = performance.now() + 10_000;
+        for (let i = 0; i < 20_000 && tc.coordinator.inspect().stalledSubscribers === 0; i++) {
+          assert.ok(performance.now() < deadlineMs, 'the subscriber never fell behind');
+          await c.submitMany(
+            Array.from({ length: 5 }, () => ({
+              taskType: 'SLEEP',
+              payload: { durationMillis: 1 },
+            })),
+          );
         }
-        // Behind: events keep coming, paced (a fast loop would reach the
-        // coordinator's bound on active jobs before the stall time).
-        if (stalledSinceMs !== null) await delay(20);
-        await c.submitMany(
-          Array.from({ length: 5 }, () => ({ taskType: 'SLEEP', payload: { durationMillis: 1 } })),
+        const behindSinceMs = performance.now();
+        const seen = await until(
+          async () => {
+            if (tc.coordinator.inspect().stalledSubscribers === 0) return 'caught up';
+            if (performance.now() - behindSinceMs <= 2 * stallMs) return null;
+            return /^dtp_event_subscribers_stalled 1$/m.test(await metrics()) ? 'behind' : null;
+          },
+          { what: 'the subscriber to stay behind for twice the stall time' },
         );
+        if (seen === 'behind') return;
       }
       assert.fail('the subscriber never fell behind for good');
     };
