@@ -273,30 +273,26 @@ export class ShardedCoordinator {
     const nowMs = performance.now();
     const led = new Map<string, number>();
     const shards: ShardInfo[] = this.#views.map((view, shard) => {
-      const here = this.#inner[shard]?.electionState();
-      if (here?.leader === true && here.epoch !== null) {
+      const lead = this.#leadOf(shard);
+      if (lead.kind === 'here') {
         led.set(this.nodeId, (led.get(this.nodeId) ?? 0) + 1);
-        const inner = this.#inner[shard] as Coordinator;
         return {
           shard,
           leader: advertisedAddress(this.#options, this.clientPort),
-          epoch: here.epoch,
-          clientAddress: advertisedAddress(this.#options, inner.clientPort),
-          workerAddress: advertisedAddress(this.#options, inner.workerPort),
-          leaseLeftMillis: Math.max(0, Math.floor((here.trustedUntilMs ?? nowMs) - nowMs)),
+          epoch: lead.epoch,
+          clientAddress: advertisedAddress(this.#options, lead.inner.clientPort),
+          workerAddress: advertisedAddress(this.#options, lead.inner.workerPort),
+          leaseLeftMillis: Math.max(0, Math.floor((lead.trustedUntilMs ?? nowMs) - nowMs)),
         };
       }
-      const lease = view.lease;
-      const read = lease !== null && lease.live ? lease.holder : null;
-      // Read as ours, but not led here now: handed over or lost since.
-      const holder = read?.nodeId === this.nodeId ? null : read;
+      const { holder, epoch } = lead;
       if (holder !== null) led.set(holder.nodeId, (led.get(holder.nodeId) ?? 0) + 1);
       const member = holder === null ? undefined : byNode.get(holder.nodeId);
-      const leftMs = holder === null ? 0 : (lease?.leftMs ?? 0) - (nowMs - view.readAtMs);
+      const leftMs = holder === null ? 0 : (view.lease?.leftMs ?? 0) - (nowMs - view.readAtMs);
       return {
         shard,
         leader: member?.clientAddress ?? null,
-        epoch: lease?.epoch ?? 0,
+        epoch,
         clientAddress: holder?.clientAddress ?? null,
         workerAddress: holder?.workerAddress ?? null,
         ...(holder !== null && { leaseLeftMillis: Math.max(0, Math.floor(leftMs)) }),
@@ -405,11 +401,32 @@ export class ShardedCoordinator {
     );
   }
 
+  /**
+   * Who leads `shard` as this process knows it: its own coordinator of the
+   * shard while that leads (its epoch, and until when it trusts its lease),
+   * else the holder the last round read, with the lease's epoch. A lease
+   * read as this process's that it no longer leads (handed over or lost
+   * since) names no holder.
+   */
+  #leadOf(
+    shard: number,
+  ):
+    | { kind: 'here'; inner: Coordinator; epoch: number; trustedUntilMs: number | null }
+    | { kind: 'read'; holder: LeaseHolder | null; epoch: number } {
+    const inner = this.#inner[shard];
+    const here = inner?.electionState();
+    if (inner !== undefined && here?.leader === true && here.epoch !== null) {
+      return { kind: 'here', inner, epoch: here.epoch, trustedUntilMs: here.trustedUntilMs };
+    }
+    const lease = this.#views[shard]?.lease ?? null;
+    const read = lease?.live === true ? lease.holder : null;
+    const holder = read?.nodeId === this.nodeId ? null : read;
+    return { kind: 'read', holder, epoch: lease?.epoch ?? 0 };
+  }
+
   /** A shard's epoch: its coordinator's here while it leads, else the last round's read. */
   #epochOf(shard: number): number {
-    const state = this.#inner[shard]?.electionState();
-    if (state?.leader === true && state.epoch !== null) return state.epoch;
-    return this.#views[shard]?.lease?.epoch ?? 0;
+    return this.#leadOf(shard).epoch;
   }
 
   /** The ownership round decides whether a standby tries; nothing is taken once stopping. */
@@ -444,15 +461,15 @@ export class ShardedCoordinator {
 
   /** Where a shard's leader takes connections of a kind (this process's own port when it leads it). */
   #leaderOf(shard: number, port: 'worker' | 'client'): string | null {
-    const inner = this.#inner[shard];
-    if (inner !== undefined && inner.electionState()?.leader === true) {
+    const lead = this.#leadOf(shard);
+    if (lead.kind === 'here') {
+      const { inner } = lead;
       return advertisedAddress(
         this.#options,
         port === 'worker' ? inner.workerPort : inner.clientPort,
       );
     }
-    const lease = this.#views[shard]?.lease ?? null;
-    const holder: LeaseHolder | null = lease?.live === true ? lease.holder : null;
+    const { holder } = lead;
     if (holder === null) return null;
     return port === 'worker' ? holder.workerAddress : holder.clientAddress;
   }
