@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import type { DtpClient, JobHandle } from '../../src/client/index.js';
 import type { JobSnapshot } from '../../src/protocol/messages.js';
 import type { ShardedCoordinator } from '../../src/server/sharding/sharded-coordinator.js';
 import type { Worker } from '../../src/worker/worker.js';
@@ -44,6 +45,22 @@ function scratch(): string {
   return made.dir;
 }
 
+/** A SLEEP of `durationMillis` in `targetShard`, and a `steps.waiter` in `waiterShard` that waits for it. */
+async function targetAndWaiter(
+  client: DtpClient,
+  durationMillis: number,
+  targetShard: number,
+  waiterShard: number,
+): Promise<{ target: JobHandle; waiter: JobHandle }> {
+  const target = await client.submit('SLEEP', { durationMillis }, { queue: queueOf(targetShard) });
+  const waiter = await client.submit(
+    'steps.waiter',
+    { dir: scratch(), jobId: target.jobId },
+    { queue: queueOf(waiterShard) },
+  );
+  return { target, waiter };
+}
+
 /** What the waiter's handler saw of the job it waited for, from its result. */
 function outcomeOf(waiter: JobSnapshot): unknown {
   assert.equal(waiter.state, 'COMPLETED', `waiter ${waiter.jobId}: ${waiter.error ?? ''}`);
@@ -70,16 +87,7 @@ describe('ctx.waitFor on a job of another shard', { skip }, () => {
     const client = await clientOf(a);
     const worker = await stepWorker(a, 'w-waits');
     try {
-      const target = await client.submit(
-        'SLEEP',
-        { durationMillis: 1_500 },
-        { queue: queueOf(targetShard) },
-      );
-      const waiter = await client.submit(
-        'steps.waiter',
-        { dir: scratch(), jobId: target.jobId },
-        { queue: queueOf(waiterShard) },
-      );
+      const { target, waiter } = await targetAndWaiter(client, 1_500, targetShard, waiterShard);
       await until(async () => (await client.status(waiter.jobId)).state === 'WAITING', {
         what: 'the waiter waiting',
         timeoutMs: 10_000,
@@ -102,16 +110,7 @@ describe('ctx.waitFor on a job of another shard', { skip }, () => {
     const [targetShard] = b.ledShards() as [number];
     const client = await clientOf(b);
     // Nobody takes the target's queue yet: the waiter waits for a job that has not run.
-    const target = await client.submit(
-      'SLEEP',
-      { durationMillis: 50 },
-      { queue: queueOf(targetShard) },
-    );
-    const waiter = await client.submit(
-      'steps.waiter',
-      { dir: scratch(), jobId: target.jobId },
-      { queue: queueOf(waiterShard) },
-    );
+    const { target, waiter } = await targetAndWaiter(client, 50, targetShard, waiterShard);
     const first = await stepWorker(a, 'w-first', [queueOf(waiterShard)]);
     try {
       await until(async () => (await client.status(waiter.jobId)).state === 'WAITING', {
